@@ -1,0 +1,50 @@
+"""The one error family of kernel-ratchet.
+
+Only infrastructure faults raise. A failing candidate (build error, wrong result, crash in a
+worker) is a recorded outcome of a round, never an exception that escapes the engine.
+Every message says what happened and what to do next.
+"""
+
+from __future__ import annotations
+
+
+class RatchetError(Exception):
+    """Base of every error the tool raises on purpose. ``exit_code`` is what the CLI returns."""
+
+    exit_code = 2
+
+
+class ProfileError(RatchetError):
+    """``ratchet.yaml`` is missing, malformed or incomplete (names file, key and fix)."""
+
+    exit_code = 3
+
+
+class SchemaError(RatchetError):
+    """A benchmark CSV does not match its frozen schema (drifted, missing or renamed column)."""
+
+    exit_code = 4
+
+
+class CampaignError(RatchetError):
+    """The campaign cannot proceed in its current state (wrong phase, no baseline, ...)."""
+
+    exit_code = 5
+
+
+class LockError(CampaignError):
+    """Another process is driving this campaign."""
+
+    exit_code = 6
+
+
+class LogTamperedError(CampaignError):
+    """An append-only log was edited in its already-written part."""
+
+    exit_code = 7
+
+
+class GitError(RatchetError):
+    """A git command failed or the repository is not in a state the campaign can use."""
+
+    exit_code = 8

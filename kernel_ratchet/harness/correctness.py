@@ -1,0 +1,81 @@
+"""Correctness metrics: SNR in dB and relative error against a higher-precision reference.
+
+SNR = 10*log10(||ref||^2 / ||out - ref||^2), computed in float64. A relative error r is an SNR
+of -20*log10(r): 1e-2 -> 40 dB, 1e-4 -> 80 dB. An exact match is +inf dB. NaN or Inf anywhere
+in the output, or a shape mismatch, gives -inf (never passes).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import torch
+
+
+def snr_db(out: torch.Tensor, ref: torch.Tensor) -> float:
+    """SNR in dB of ``out`` against ``ref`` (both any float dtype, compared in float64)."""
+    if not isinstance(out, torch.Tensor) or type(out) is not torch.Tensor:
+        return -math.inf  # tensor subclasses and non-tensors never pass
+    if out.shape != ref.shape:
+        return -math.inf
+    o = out.detach().to(device="cpu", dtype=torch.float64)
+    r = ref.detach().to(device="cpu", dtype=torch.float64)
+    if not torch.isfinite(o).all():
+        return -math.inf
+    noise = torch.sum((o - r) ** 2).item()
+    signal = torch.sum(r**2).item()
+    if noise == 0.0:
+        return math.inf
+    if signal == 0.0:
+        return -math.inf
+    return 10.0 * math.log10(signal / noise)
+
+
+def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
+    """||out - ref|| / ||ref|| in float64 (inf on NaN or shape mismatch)."""
+    s = snr_db(out, ref)
+    return 0.0 if s == math.inf else 10.0 ** (-s / 20.0)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """Per-output SNR and the verdict against the thresholds."""
+
+    snr: dict[str, float]
+    passed: bool
+    reason: str
+
+
+def check_outputs(
+    got: Mapping[str, torch.Tensor],
+    ref: Mapping[str, torch.Tensor],
+    thresholds: Mapping[str, float],
+) -> CheckResult:
+    """Compare each named output with its reference; every name in ``ref`` must be present."""
+    snr: dict[str, float] = {}
+    failures = []
+    for name, r in ref.items():
+        if name not in got:
+            snr[name] = -math.inf
+            failures.append(f"{name}: missing from the candidate's outputs")
+            continue
+        s = snr_db(got[name], r)
+        snr[name] = s
+        if not (s >= thresholds[name]):
+            failures.append(f"{name}: SNR {s:.2f} dB < {thresholds[name]:.1f} dB")
+    return CheckResult(snr, not failures, "; ".join(failures) or "all outputs within threshold")
+
+
+def assert_close(
+    got: Mapping[str, torch.Tensor], ref: Mapping[str, torch.Tensor], min_snr_db: float
+) -> None:
+    """Test helper: fail with the SNR and relative error of every tensor, not just the first."""
+    lines, ok = [], True
+    for name, r in ref.items():
+        s = snr_db(got[name], r)
+        ok &= s >= min_snr_db
+        lines.append(f"  {name}: snr={s:.2f} dB rel_err={rel_err(got[name], r):.3e}")
+    if not ok:
+        raise AssertionError(f"outputs below {min_snr_db} dB:\n" + "\n".join(lines))

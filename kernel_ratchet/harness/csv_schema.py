@@ -1,0 +1,269 @@
+"""The frozen CSV schemas and the one reader every part of the system uses.
+
+GEMM-class ops write exactly :data:`GEMM_HEADER` (SPEC section 5, byte for byte).
+Memory-bound ops write :data:`MEMORY_HEADER`:
+
+    label,B,M,N,Check,Forward GB/s,Forward GB/s_stddev,Backward GB/s,Backward GB/s_stddev,
+    Forward Time (ms),Backward Time (ms),out_snr
+
+``M``/``N`` are the rows/columns of the tensor, ``B`` a batch count, GB/s counts the minimum
+bytes read + written (``Adapter.bytes_moved``) over the median time, ``*_stddev`` are absolute
+standard deviations in GB/s over the timing samples, ``out_snr`` the SNR in dB of the output
+against the reference. Forward-only ops leave the backward cells empty.
+
+A schema is frozen at BASELINE: its header bytes and their sha256 go into the manifest and
+every later CSV is checked against them. A drifted, missing or renamed column is a
+:class:`SchemaError`, never a silently skipped gate.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernel_ratchet.errors import SchemaError
+
+GEMM_COLUMNS: tuple[str, ...] = (
+    "label", "B", "M", "N", "K", "Check",
+    "Forward TFLOPS", "Forward TFLOPS_stddev", "Backward TFLOPS", "Backward TFLOPS_stddev",
+    "Forward Time (ms)", "Backward Time (ms)", "out_snr", "da_snr", "db_snr",
+)  # fmt: skip
+MEMORY_COLUMNS: tuple[str, ...] = (
+    "label", "B", "M", "N", "Check",
+    "Forward GB/s", "Forward GB/s_stddev", "Backward GB/s", "Backward GB/s_stddev",
+    "Forward Time (ms)", "Backward Time (ms)", "out_snr",
+)  # fmt: skip
+
+GEMM_HEADER = ",".join(GEMM_COLUMNS)
+MEMORY_HEADER = ",".join(MEMORY_COLUMNS)
+
+
+@dataclass(frozen=True)
+class Schema:
+    """A named, frozen column list and what its metrics mean."""
+
+    name: str
+    columns: tuple[str, ...]
+    fwd_metric: str
+    bwd_metric: str
+    unit: str
+    snr_columns: tuple[str, ...]
+
+    @property
+    def header(self) -> str:
+        return ",".join(self.columns)
+
+    @property
+    def header_sha256(self) -> str:
+        return hashlib.sha256(self.header.encode()).hexdigest()
+
+
+SCHEMAS: dict[str, Schema] = {
+    "gemm": Schema(
+        "gemm", GEMM_COLUMNS, "Forward TFLOPS", "Backward TFLOPS", "TFLOPS",
+        ("out_snr", "da_snr", "db_snr"),
+    ),
+    "memory": Schema(
+        "memory", MEMORY_COLUMNS, "Forward GB/s", "Backward GB/s", "GB/s", ("out_snr",),
+    ),
+}  # fmt: skip
+
+
+def get_schema(name: str) -> Schema:
+    try:
+        return SCHEMAS[name]
+    except KeyError:
+        raise SchemaError(f"unknown CSV schema {name!r}; known: {sorted(SCHEMAS)}") from None
+
+
+@dataclass(frozen=True)
+class Row:
+    """One parsed CSV row. Numbers are floats (NaN where a cell is empty)."""
+
+    label: str
+    B: int
+    M: int
+    N: int
+    K: int
+    check: str
+    fwd: float
+    fwd_std: float
+    bwd: float
+    bwd_std: float
+    fwd_ms: float
+    bwd_ms: float
+    snr: dict[str, float]
+
+    @property
+    def passed(self) -> bool:
+        return self.check == "PASS"
+
+
+@dataclass(frozen=True)
+class BenchTable:
+    """A parsed benchmark CSV: its schema and rows in file order."""
+
+    schema: Schema
+    rows: tuple[Row, ...]
+
+    def by_label(self) -> dict[str, Row]:
+        return {r.label: r for r in self.rows}
+
+    def to_records(self) -> list[dict]:
+        out = []
+        for r in self.rows:
+            out.append(
+                {
+                    "label": r.label, "B": r.B, "M": r.M, "N": r.N, "K": r.K,
+                    "Check": r.check, "fwd": _json_num(r.fwd), "fwd_std": _json_num(r.fwd_std),
+                    "bwd": _json_num(r.bwd), "bwd_std": _json_num(r.bwd_std),
+                    "fwd_ms": _json_num(r.fwd_ms), "bwd_ms": _json_num(r.bwd_ms),
+                    "snr": {k: _json_num(v) for k, v in r.snr.items()},
+                }
+            )  # fmt: skip
+        return out
+
+
+def _json_num(x: float) -> float | None:
+    return None if math.isnan(x) else x
+
+
+def _num(cell: str, *, path: str, line: int, column: str) -> float:
+    cell = cell.strip()
+    if cell in ("", "-"):
+        return math.nan
+    try:
+        return float(cell)
+    except ValueError:
+        raise SchemaError(
+            f"{path}:{line}: column {column!r} holds {cell!r}, which is not a number"
+        ) from None
+
+
+def detect_schema(header: str) -> Schema:
+    for schema in SCHEMAS.values():
+        if header == schema.header:
+            return schema
+    raise SchemaError(_header_mismatch(header, None))
+
+
+def _header_mismatch(header: str, expected: Schema | None) -> str:
+    got = header.split(",")
+    candidates = [expected] if expected else list(SCHEMAS.values())
+    best = min(candidates, key=lambda s: len(set(s.columns) ^ set(got)))
+    missing = [c for c in best.columns if c not in got]
+    extra = [c for c in got if c not in best.columns]
+    msg = f"CSV header does not match the frozen {best.name!r} schema."
+    if missing:
+        msg += f" Missing column(s): {missing}."
+    if extra:
+        msg += f" Unexpected column(s): {extra}."
+    if not missing and not extra:
+        msg += " Same columns in another order."
+    msg += f" Expected exactly: {best.header!r}. Fix the harness output, not the schema."
+    return msg
+
+
+def parse_csv_text(text: str, *, expected: Schema | None = None, path: str = "<csv>") -> BenchTable:
+    """Parse benchmark CSV text. ``expected`` pins the schema (else it is detected).
+
+    Raises SchemaError for a header that is not byte-identical to the schema, a row with the
+    wrong number of cells, a Check value other than PASS/FAIL, or a non-numeric cell.
+    """
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    lines = text.splitlines()
+    if not lines:
+        raise SchemaError(f"{path}: empty CSV (no header); the harness wrote nothing")
+    header = lines[0].rstrip("\r")
+    if expected is not None:
+        if header != expected.header:
+            raise SchemaError(f"{path}: " + _header_mismatch(header, expected))
+        schema = expected
+    else:
+        try:
+            schema = detect_schema(header)
+        except SchemaError as exc:
+            raise SchemaError(f"{path}: {exc}") from None
+    reader = csv.reader(io.StringIO("\n".join(lines[1:])))
+    rows = []
+    cols = schema.columns
+    for i, cells in enumerate(reader, start=2):
+        if not cells:
+            continue
+        if len(cells) != len(cols):
+            raise SchemaError(f"{path}:{i}: {len(cells)} cells, the schema has {len(cols)}")
+        rec = dict(zip(cols, cells, strict=True))
+        check = rec["Check"].strip()
+        if check not in ("PASS", "FAIL"):
+            raise SchemaError(f"{path}:{i}: Check is {check!r}; it must be PASS or FAIL")
+
+        def num(column: str, _rec: dict = rec, _i: int = i) -> float:
+            return _num(_rec[column], path=path, line=_i, column=column)
+
+        dims = {}
+        for d in ("B", "M", "N", "K"):
+            v = num(d) if d in rec else 0.0
+            dims[d] = 0 if math.isnan(v) else int(v)
+        rows.append(
+            Row(
+                label=rec["label"],
+                check=check,
+                fwd=num(schema.fwd_metric),
+                fwd_std=num(schema.fwd_metric + "_stddev"),
+                bwd=num(schema.bwd_metric),
+                bwd_std=num(schema.bwd_metric + "_stddev"),
+                fwd_ms=num("Forward Time (ms)"),
+                bwd_ms=num("Backward Time (ms)"),
+                snr={c: num(c) for c in schema.snr_columns},
+                **dims,
+            )
+        )
+    labels = [r.label for r in rows]
+    dups = sorted({x for x in labels if labels.count(x) > 1})
+    if dups:
+        raise SchemaError(f"{path}: duplicate shape label(s) {dups}")
+    return BenchTable(schema, tuple(rows))
+
+
+def read_csv(path: str | Path, *, expected: Schema | None = None) -> BenchTable:
+    """The one CSV reader of the system (also ``ratchet parse-csv``)."""
+    p = Path(path)
+    if not p.is_file():
+        raise SchemaError(f"{p}: no such benchmark CSV; did the harness run with --summary-csv?")
+    return parse_csv_text(p.read_text(), expected=expected, path=str(p))
+
+
+def format_cell(value: float | int | str | None, digits: int = 4) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return str(value)
+    if math.isnan(value):
+        return ""
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return f"{value:.{digits}f}"
+
+
+def write_csv(path: str | Path, schema: Schema, rows: Sequence[Sequence[object]]) -> None:
+    """Write rows (cells in schema column order) with the exact frozen header."""
+    buf = io.StringIO()
+    buf.write(schema.header + "\n")
+    w = csv.writer(buf, lineterminator="\n")
+    for row in rows:
+        if len(row) != len(schema.columns):
+            raise SchemaError(f"row has {len(row)} cells, the {schema.name} schema has "
+                              f"{len(schema.columns)}")  # fmt: skip
+        w.writerow([format_cell(c) for c in row])
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(str(path) + ".tmp")
+    tmp.write_text(buf.getvalue())
+    tmp.replace(path)
