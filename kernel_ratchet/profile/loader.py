@@ -1,0 +1,332 @@
+"""Find and load ``ratchet.yaml`` (SPEC section 3), validating everything up front.
+
+Contract: :func:`load_profile` returns a :class:`~kernel_ratchet.profile.schema.Profile` or
+raises one :class:`~kernel_ratchet.errors.ProfileError` that lists *every* problem found, one
+per line, each naming the file, the key as a dotted path (``ops.gemm_bf16.campaign_type``) and
+the fix. Nothing is guessed: the only defaults are ``execution_mode: repo``, ``rebuild: null``
+and ``tunables: null``. Backend names are matched case-insensitively and stored upper-case.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import yaml
+
+from kernel_ratchet.errors import ProfileError
+from kernel_ratchet.profile.schema import (
+    BACKENDS,
+    CAMPAIGN_TYPES,
+    COMPILED_BACKENDS,
+    EXECUTION_MODES,
+    OP_KEYS,
+    OPTIONAL_OP_DEFAULTS,
+    REQUIRED_OP_KEYS,
+    REQUIRED_TOP_LEVEL_KEYS,
+    TOP_LEVEL_KEYS,
+    OpProfile,
+    Profile,
+)
+
+PROFILE_NAME = "ratchet.yaml"
+_OP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_IMPORT_SPEC = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
+
+
+def find_profile(start: str | Path) -> Path:
+    """Walk up from ``start`` to the git root (or filesystem root) looking for ratchet.yaml.
+
+    ``start`` may be a file or a directory. Returns the absolute path of the first
+    ``ratchet.yaml`` found; raises ProfileError saying where it looked and how to fix it.
+    """
+    here = Path(start).resolve()
+    if here.is_file():
+        here = here.parent
+    searched = []
+    for directory in (here, *here.parents):
+        searched.append(directory)
+        candidate = directory / PROFILE_NAME
+        if candidate.is_file():
+            return candidate
+        if (directory / ".git").exists():
+            break
+    raise ProfileError(
+        f"{here / PROFILE_NAME}: no {PROFILE_NAME} in {here} or its parents up to "
+        f"{searched[-1]}. Fix: create {PROFILE_NAME} at the target project's root "
+        "(SPEC section 3 shows a complete example) or point the command at it"
+    )
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that rejects duplicate mapping keys instead of keeping the last one."""
+
+
+def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False):
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"duplicate key {key!r} (first on line {seen[key] + 1})",
+                key_node.start_mark,
+            )
+        seen[key] = key_node.start_mark.line
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+class _Problems:
+    """Collects problems; each line names the file, the dotted key and the fix."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.lines: list[str] = []
+
+    def add(self, key: str, problem: str, fix: str) -> None:
+        self.lines.append(f"{self.path}: {key}: {problem}. Fix: {fix}")
+
+    def raise_if_any(self) -> None:
+        if not self.lines:
+            return
+        n = len(self.lines)
+        head = f"{self.path}: {n} problem{'s' if n > 1 else ''} in the handoff profile:"
+        raise ProfileError("\n".join([head, *("  - " + line for line in self.lines)]))
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ProfileError(
+            f"{path}: cannot be read ({exc}). Fix: check the path and its permissions"
+        ) from exc
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ProfileError(
+            f"{where}: YAML syntax error: {problem}. "
+            "Fix: correct the YAML at that line (indentation, quoting, a missing colon)"
+        ) from exc
+
+
+def _check_keys(
+    data: Mapping[str, Any],
+    allowed: tuple[str, ...],
+    required: tuple[str, ...],
+    prefix: str,
+    problems: _Problems,
+) -> None:
+    for key in data:
+        if key not in allowed:
+            problems.add(
+                f"{prefix}{key}",
+                "unknown key",
+                f"remove or rename it; allowed keys here: {', '.join(allowed)}",
+            )
+    for key in required:
+        if key not in data:
+            problems.add(f"{prefix}{key}", "required key is missing", f"add '{key}: ...'")
+
+
+def _string(
+    data: Mapping[str, Any], key: str, dotted: str, problems: _Problems, *, optional: bool = False
+) -> str | None:
+    """The value of a string key, or None (with a problem recorded unless optional/absent)."""
+    if key not in data:
+        return None
+    value = data[key]
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        what = "a non-empty string or null" if optional else "a non-empty string"
+        problems.add(dotted, f"expected {what}, got {value!r}", f"set {dotted} to {what}")
+        return None
+    return value.strip()
+
+
+def _inside_project(value: str, dotted: str, problems: _Problems, *, subdir: bool) -> str | None:
+    """Normalized relative POSIX path inside the project, or None with a problem recorded."""
+    if os.path.isabs(value) or PurePosixPath(value).is_absolute() or re.match(r"^[A-Za-z]:", value):
+        problems.add(dotted, f"{value!r} is an absolute path", "use a path relative to the root")
+        return None
+    norm = os.path.normpath(value).replace(os.sep, "/")
+    if norm == ".." or norm.startswith("../"):
+        problems.add(dotted, f"{value!r} leaves the project", "use a path inside the project")
+        return None
+    if subdir and norm == ".":
+        problems.add(dotted, f"{value!r} is the project root itself", "name a subdirectory")
+        return None
+    return norm
+
+
+def _kernel_source(raw: Any, dotted: str, problems: _Problems) -> tuple[str, ...] | None:
+    items = [raw] if isinstance(raw, str) else raw
+    if not isinstance(items, list) or not items:
+        problems.add(
+            dotted,
+            f"expected a path or a non-empty list of paths, got {raw!r}",
+            f"set {dotted} to the kernel file(s) a round may change",
+        )
+        return None
+    out: list[str] = []
+    ok = True
+    for i, item in enumerate(items):
+        key = f"{dotted}[{i}]" if isinstance(raw, list) else dotted
+        if not isinstance(item, str) or not item.strip():
+            problems.add(key, f"expected a file path, got {item!r}", "write the path as a string")
+            ok = False
+            continue
+        norm = _inside_project(item.strip(), key, problems, subdir=True)
+        if norm is None:
+            ok = False
+        elif norm in out:
+            problems.add(key, f"{item!r} is listed twice", "list each kernel file once")
+            ok = False
+        else:
+            out.append(norm)
+    return tuple(out) if ok else None
+
+
+def _import_spec(data: Mapping[str, Any], key: str, dotted: str, problems: _Problems) -> str | None:
+    value = _string(data, key, dotted, problems)
+    if value is not None and not _IMPORT_SPEC.match(value):
+        problems.add(
+            dotted,
+            f"{value!r} is not of the form 'package.module:name'",
+            f"set {dotted} to 'package.module:name'",
+        )
+        return None
+    return value
+
+
+def _choice(
+    data: Mapping[str, Any], key: str, dotted: str, choices: tuple[str, ...], problems: _Problems
+) -> str | None:
+    if key not in data and key not in OPTIONAL_OP_DEFAULTS:
+        return None  # already reported as a missing required key
+    value = data.get(key, OPTIONAL_OP_DEFAULTS.get(key))
+    if value not in choices:
+        problems.add(dotted, f"{value!r} is not allowed", f"set it to one of {', '.join(choices)}")
+        return None
+    return value
+
+
+def _backend(data: Mapping[str, Any], dotted: str, problems: _Problems) -> str | None:
+    value = _string(data, "backend", dotted, problems)
+    if value is None:
+        return None
+    if value.upper() not in BACKENDS:
+        problems.add(
+            dotted, f"unknown backend {value!r}", f"set it to one of {', '.join(BACKENDS)}"
+        )
+        return None
+    return value.upper()
+
+
+def _op(name: Any, data: Any, problems: _Problems) -> OpProfile | None:
+    prefix = f"ops.{name}"
+    if not isinstance(name, str) or not _OP_NAME.match(name):
+        problems.add(
+            prefix,
+            f"op name {name!r} is not a plain name",
+            "use letters, digits, '_', '.' or '-' (it becomes part of a directory name)",
+        )
+        return None
+    if not isinstance(data, Mapping):
+        problems.add(prefix, f"expected a mapping of op keys, got {data!r}",
+                     f"give {prefix} the keys {', '.join(REQUIRED_OP_KEYS)}")  # fmt: skip
+        return None
+    n_before = len(problems.lines)
+    _check_keys(data, OP_KEYS, REQUIRED_OP_KEYS, prefix + ".", problems)
+    ks = data.get("kernel_source")
+    fields: dict[str, Any] = {
+        "kernel_source": None if ks is None else _kernel_source(ks, f"{prefix}.kernel_source",
+                                                                problems),
+        "backend": _backend(data, f"{prefix}.backend", problems),
+        "campaign_type": _choice(data, "campaign_type", f"{prefix}.campaign_type",
+                                 CAMPAIGN_TYPES, problems),
+        "execution_mode": _choice(data, "execution_mode", f"{prefix}.execution_mode",
+                                  EXECUTION_MODES, problems),
+        "adapter": _import_spec(data, "adapter", f"{prefix}.adapter", problems),
+        "shapes": _import_spec(data, "shapes", f"{prefix}.shapes", problems),
+        "rebuild": _string(data, "rebuild", f"{prefix}.rebuild", problems, optional=True),
+    }  # fmt: skip
+    for key in ("lang", "test", "benchmark"):
+        fields[key] = _string(data, key, f"{prefix}.{key}", problems)
+    tunables = _string(data, "tunables", f"{prefix}.tunables", problems, optional=True)
+    if tunables is not None:
+        tunables = _inside_project(tunables, f"{prefix}.tunables", problems, subdir=True)
+    fields["tunables"] = tunables
+    if (
+        fields["backend"] in COMPILED_BACKENDS
+        and fields["execution_mode"] == "repo"
+        and data.get("rebuild") is None
+    ):
+        problems.add(
+            f"{prefix}.rebuild",
+            f"backend {fields['backend']} is compiled, execution_mode is repo and rebuild is null",
+            "give the command that rebuilds the kernel after each change (rebuild: '...'), "
+            "or set execution_mode: workspace",
+        )
+    if len(problems.lines) > n_before:
+        return None
+    return OpProfile(name=name, **fields)
+
+
+def _validate(data: Any, path: Path) -> Profile:
+    problems = _Problems(path)
+    if not isinstance(data, Mapping):
+        problems.add(
+            "(top level)",
+            f"expected a mapping, got {type(data).__name__}",
+            f"write the keys {', '.join(TOP_LEVEL_KEYS)} at the top level (SPEC section 3)",
+        )
+        problems.raise_if_any()
+    _check_keys(data, TOP_LEVEL_KEYS, REQUIRED_TOP_LEVEL_KEYS, "", problems)
+    top = {k: _string(data, k, k, problems) for k in TOP_LEVEL_KEYS if k != "ops"}
+    pkg = top.get("package")
+    if pkg is not None and not all(p.isidentifier() for p in pkg.split(".")):
+        problems.add("package", f"{pkg!r} is not an importable name", "give the import name")
+    for key in ("campaign_root", "tips_root"):
+        if top.get(key) is not None:
+            top[key] = _inside_project(top[key], key, problems, subdir=True)
+    ops: dict[str, OpProfile] = {}
+    raw_ops = data.get("ops")
+    if "ops" in data and (not isinstance(raw_ops, Mapping) or not raw_ops):
+        problems.add("ops", f"expected a non-empty mapping of ops, got {raw_ops!r}",
+                     "add at least one op under ops: (SPEC section 3)")  # fmt: skip
+    elif isinstance(raw_ops, Mapping):
+        for name, op_data in raw_ops.items():
+            op = _op(name, op_data, problems)
+            if op is not None:
+                ops[name] = op
+    problems.raise_if_any()
+    return Profile(path=path, root=path.parent, ops=ops, **top)  # type: ignore[arg-type]
+
+
+def load_profile(path_or_dir: str | Path) -> Profile:
+    """Load and validate a handoff profile.
+
+    ``path_or_dir`` is the ratchet.yaml file or a directory from which :func:`find_profile`
+    walks up. Raises ProfileError listing every problem (file, dotted key, fix), one per line.
+    """
+    p = Path(path_or_dir)
+    if p.is_dir():
+        p = find_profile(p)
+    elif not p.exists():
+        raise ProfileError(
+            f"{p}: no such file. Fix: create {PROFILE_NAME} (SPEC section 3) or pass its path"
+        )
+    path = p.resolve()
+    return _validate(_read_yaml(path), path)

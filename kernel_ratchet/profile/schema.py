@@ -1,0 +1,146 @@
+"""The handoff profile (``ratchet.yaml``, SPEC section 3) as frozen records.
+
+:mod:`kernel_ratchet.profile.loader` validates the YAML and builds these records; nothing
+else constructs them from raw data. The constants below are the single source of the allowed
+keys and values, so error messages and validation cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernel_ratchet.errors import ProfileError
+
+#: Top-level keys of ratchet.yaml, in the order the SPEC documents them. All are required.
+TOP_LEVEL_KEYS: tuple[str, ...] = (
+    "project",
+    "package",
+    "install",
+    "full_test",
+    "campaign_root",
+    "tips_root",
+    "ops",
+)
+REQUIRED_TOP_LEVEL_KEYS: tuple[str, ...] = TOP_LEVEL_KEYS
+
+#: Keys of one ``ops.<name>`` entry; the last three are optional with explicit defaults.
+OP_KEYS: tuple[str, ...] = (
+    "kernel_source",
+    "backend",
+    "lang",
+    "campaign_type",
+    "test",
+    "benchmark",
+    "adapter",
+    "shapes",
+    "execution_mode",
+    "rebuild",
+    "tunables",
+)
+REQUIRED_OP_KEYS: tuple[str, ...] = OP_KEYS[:8]
+OPTIONAL_OP_DEFAULTS: Mapping[str, object] = {
+    "execution_mode": "repo",
+    "rebuild": None,
+    "tunables": None,
+}
+
+CAMPAIGN_TYPES: tuple[str, ...] = ("compute_fwd", "compute_fwd_bwd", "memory")
+EXECUTION_MODES: tuple[str, ...] = ("repo", "workspace")
+
+#: Known kernel backends (canonical upper-case spelling; the loader accepts any case).
+BACKENDS: tuple[str, ...] = (
+    "TRITON",
+    "CUDA",
+    "CUTLASS",
+    "CUTEDSL",
+    "HIP",
+    "CK",
+    "TILELANG",
+    "TORCH",
+)
+#: Backends whose sources must be compiled after a change (SPEC section 3 recommendation
+#: table): in repo mode they need a ``rebuild`` command, or the campaign uses workspace mode.
+COMPILED_BACKENDS: tuple[str, ...] = ("CUDA", "CUTLASS", "HIP", "CK")
+
+PRIMARY_METRICS: Mapping[str, str] = {
+    "compute_fwd": "Forward TFLOPS",
+    "compute_fwd_bwd": "Combined Step TFLOPS",
+    "memory": "Forward GB/s",
+}
+
+
+@dataclass(frozen=True)
+class OpProfile:
+    """One ``ops.<name>`` entry. Paths are relative to the project root (validated inside it)."""
+
+    name: str
+    kernel_source: tuple[str, ...]
+    backend: str
+    lang: str
+    campaign_type: str
+    test: str
+    benchmark: str
+    adapter: str
+    shapes: str
+    execution_mode: str = "repo"
+    rebuild: str | None = None
+    tunables: str | None = None
+
+    @property
+    def primary_metric(self) -> str:
+        """The primary metric name of SPEC section 6 for this op's campaign type."""
+        try:
+            return PRIMARY_METRICS[self.campaign_type]
+        except KeyError:
+            raise ProfileError(
+                f"op {self.name!r}: unknown campaign_type {self.campaign_type!r}; "
+                f"set ops.{self.name}.campaign_type to one of {', '.join(CAMPAIGN_TYPES)}"
+            ) from None
+
+    @property
+    def schema_name(self) -> str:
+        """The CSV schema the op's adapter must report: ``"memory"`` or ``"gemm"``."""
+        return "memory" if self.campaign_type == "memory" else "gemm"
+
+    @property
+    def is_compiled(self) -> bool:
+        """Whether the backend needs a rebuild after a source change."""
+        return self.backend.upper() in COMPILED_BACKENDS
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A validated ``ratchet.yaml``. ``path`` is the file, ``root`` the project root (its dir)."""
+
+    path: Path
+    root: Path
+    project: str
+    package: str
+    install: str
+    full_test: str
+    campaign_root: str
+    tips_root: str
+    ops: Mapping[str, OpProfile]
+
+    def op(self, name: str) -> OpProfile:
+        """The op called ``name``; ProfileError listing the known ops when there is none."""
+        try:
+            return self.ops[name]
+        except KeyError:
+            known = ", ".join(sorted(self.ops)) or "(none)"
+            raise ProfileError(
+                f"{self.path}: ops.{name}: no such op; known ops: {known}. "
+                f"Fix: pass one of them, or add an ops.{name} entry to {self.path.name}"
+            ) from None
+
+    @property
+    def campaign_root_path(self) -> Path:
+        """Absolute directory holding the campaigns (inside ``root``)."""
+        return self.root / self.campaign_root
+
+    @property
+    def tips_root_path(self) -> Path:
+        """Absolute directory holding the historical tips (inside ``root``)."""
+        return self.root / self.tips_root
