@@ -1,0 +1,261 @@
+"""The DEFINE_TARGET checklist and the environment checks behind ``ratchet check``.
+
+Contract: every check returns a :class:`CheckItem` (never raises for a failed check), so the
+CLI can print the whole list at once. A failed item says what is wrong (``detail``) and what to
+do (``fix``). Adapter and shape imports run in-process with the project root first on
+``sys.path`` (restored afterwards); the environment check runs in a subprocess so that the
+current interpreter's ``sys.path`` cannot hide a missing editable install.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernel_ratchet.harness.adapter import load_adapter, load_shapes
+from kernel_ratchet.harness.csv_schema import SCHEMAS
+from kernel_ratchet.profile.schema import (
+    CAMPAIGN_TYPES,
+    COMPILED_BACKENDS,
+    EXECUTION_MODES,
+    PRIMARY_METRICS,
+    OpProfile,
+    Profile,
+)
+
+_SUBPROCESS_TIMEOUT_S = 120
+
+
+@dataclass(frozen=True)
+class CheckItem:
+    """One checklist line: ``ok`` or not, what was found, and the fix when not ok."""
+
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+@contextmanager
+def _project_on_path(root: Path) -> Iterator[None]:
+    """Put ``root`` first on sys.path for the duration; restore sys.path exactly after."""
+    saved = list(sys.path)
+    sys.path.insert(0, str(root))
+    importlib.invalidate_caches()
+    try:
+        yield
+    finally:
+        sys.path[:] = saved
+
+
+def _item(op: OpProfile, what: str, ok: bool, detail: str, fix: str = "") -> CheckItem:
+    return CheckItem(f"{op.name}: {what}", ok, detail, "" if ok else fix)
+
+
+def _kernel_source(profile: Profile, op: OpProfile) -> CheckItem:
+    missing = [p for p in op.kernel_source if not (profile.root / p).is_file()]
+    if missing:
+        return _item(op, "kernel source exists", False, f"missing file(s): {', '.join(missing)}",
+                     f"fix ops.{op.name}.kernel_source in {profile.path.name} or create the "
+                     "file(s)")  # fmt: skip
+    return _item(op, "kernel source exists", True, ", ".join(op.kernel_source))
+
+
+def _command(profile: Profile, op: OpProfile, key: str, what: str) -> CheckItem:
+    value = getattr(op, key)
+    ok = isinstance(value, str) and bool(value.strip())
+    return _item(op, what, ok, value if ok else "not given",
+                 f"set ops.{op.name}.{key} in {profile.path.name}")  # fmt: skip
+
+
+def _adapter(profile: Profile, op: OpProfile) -> list[CheckItem]:
+    """Two items: the adapter imports, and its schema is known and fits the campaign type."""
+    name_imp, name_schema = "adapter importable", "adapter schema"
+    try:
+        with _project_on_path(profile.root):
+            adapter = load_adapter(op.adapter)
+    except Exception as exc:  # any import-time failure of user code is a failed check
+        fix = (
+            f"make {op.adapter} importable from {profile.root} (check ops.{op.name}.adapter; "
+            f"install the project editable: {profile.install})"
+        )
+        return [
+            _item(op, name_imp, False, f"{op.adapter}: {type(exc).__name__}: {exc}", fix),
+            _item(
+                op,
+                name_schema,
+                False,
+                "unknown (adapter not importable)",
+                "fix the adapter import first",
+            ),  # fmt: skip
+        ]
+    imp = _item(op, name_imp, True, f"{op.adapter} -> {type(adapter).__name__}")
+    schema = getattr(adapter, "schema", None)
+    if schema not in SCHEMAS:
+        return [imp, _item(op, name_schema, False, f"unknown schema {schema!r}",
+                           f"set {type(adapter).__name__}.schema to one of "
+                           f"{', '.join(sorted(SCHEMAS))}")]  # fmt: skip
+    if schema != op.schema_name:
+        return [imp, _item(
+            op, name_schema, False,
+            f"adapter reports schema {schema!r} but campaign_type {op.campaign_type!r} "
+            f"needs {op.schema_name!r}",
+            f"set {type(adapter).__name__}.schema = {op.schema_name!r} or fix "
+            f"ops.{op.name}.campaign_type",
+        )]  # fmt: skip
+    return [imp, _item(op, name_schema, True, f"{schema} (fits {op.campaign_type})")]
+
+
+def _shapes(profile: Profile, op: OpProfile) -> CheckItem:
+    try:
+        with _project_on_path(profile.root):
+            shapes = load_shapes(op.shapes)
+    except Exception as exc:
+        return _item(
+            op,
+            "shapes loadable",
+            False,
+            f"{op.shapes}: {type(exc).__name__}: {exc}",
+            f"make {op.shapes} a non-empty list of Shape (check ops.{op.name}.shapes)",
+        )
+    return _item(op, "shapes loadable", True, f"{op.shapes}: {len(shapes)} shape(s)")
+
+
+def _scoring(profile: Profile, op: OpProfile) -> CheckItem:
+    if op.campaign_type not in CAMPAIGN_TYPES:
+        return _item(
+            op,
+            "scoring rule known",
+            False,
+            f"campaign_type {op.campaign_type!r}",
+            f"set ops.{op.name}.campaign_type to one of {', '.join(CAMPAIGN_TYPES)}",
+        )
+    metric = PRIMARY_METRICS[op.campaign_type]
+    return _item(op, "scoring rule known", True, f"{op.campaign_type}: primary {metric}")
+
+
+def _execution(profile: Profile, op: OpProfile) -> CheckItem:
+    what = "execution mode and rebuild decided"
+    if op.execution_mode not in EXECUTION_MODES:
+        return _item(
+            op,
+            what,
+            False,
+            f"execution_mode {op.execution_mode!r}",
+            f"set ops.{op.name}.execution_mode to one of {', '.join(EXECUTION_MODES)}",
+        )
+    compiled = op.backend.upper() in COMPILED_BACKENDS
+    if compiled and op.execution_mode == "repo" and not op.rebuild:
+        return _item(op, what, False, f"{op.backend} is compiled; repo mode without rebuild",
+                     f"set ops.{op.name}.rebuild, or execution_mode: workspace")  # fmt: skip
+    rebuild = op.rebuild or "no rebuild"
+    return _item(op, what, True, f"{op.execution_mode} mode, {rebuild}")
+
+
+def _tunables(profile: Profile, op: OpProfile) -> CheckItem:
+    if op.tunables is None:
+        return _item(op, "tunables file", True, "none given (optional)")
+    if (profile.root / op.tunables).is_file():
+        return _item(op, "tunables file", True, op.tunables)
+    return _item(op, "tunables file", False, f"{op.tunables} does not exist",
+                 f"fix ops.{op.name}.tunables or remove it")  # fmt: skip
+
+
+def run_checklist(profile: Profile, op: str | None = None) -> list[CheckItem]:
+    """The DEFINE_TARGET checklist for one op (``op``) or every op (None), in profile order.
+
+    Raises ProfileError only for an unknown op name; every failed check is an item.
+    """
+    ops = [profile.op(op)] if op is not None else list(profile.ops.values())
+    items: list[CheckItem] = []
+    for o in ops:
+        items.append(_kernel_source(profile, o))
+        items.append(_command(profile, o, "test", "focused test command given"))
+        items.append(_command(profile, o, "benchmark", "benchmark command given"))
+        items.extend(_adapter(profile, o))
+        items.append(_shapes(profile, o))
+        items.append(_scoring(profile, o))
+        items.append(_execution(profile, o))
+        items.append(_tunables(profile, o))
+    return items
+
+
+def _is_inside(path: Path, root: Path) -> bool:
+    try:
+        path.resolve().relative_to(root.resolve())
+    except ValueError:
+        return False
+    return True
+
+
+def _import_probe(package: str) -> list[str]:
+    """Command printing where ``package`` imports from, without the cwd on sys.path."""
+    code = (
+        f"import {package} as m; "
+        "print(getattr(m, '__file__', None) or list(getattr(m, '__path__', []))[0])"
+    )
+    if sys.version_info >= (3, 11):
+        return [sys.executable, "-P", "-c", code]
+    # Python 3.10 has no -P: drop the implicit cwd entry by hand (PYTHONPATH still counts).
+    return [sys.executable, "-c", "import sys; sys.path[:] = sys.path[1:]; " + code]
+
+
+def env_check(profile: Profile) -> CheckItem:
+    """Whether ``profile.package`` imports from this checkout (an editable install).
+
+    Runs the import in a subprocess with cwd = the project root and the cwd itself *not* on
+    sys.path (``python -P``), so only an install or PYTHONPATH counts. When not ok, ``fix`` is
+    the profile's ``install`` command.
+    """
+    name = f"package {profile.package} imports from this checkout"
+    fix = f"cd {profile.root} && {profile.install}"
+    try:
+        proc = subprocess.run(
+            _import_probe(profile.package),
+            cwd=profile.root,
+            capture_output=True,
+            text=True,
+            timeout=_SUBPROCESS_TIMEOUT_S,
+            env=dict(os.environ),
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return CheckItem(name, False, f"import probe failed: {exc}", fix)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return CheckItem(name, False, f"import {profile.package} failed: {last}", fix)
+    where = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
+    if where and _is_inside(Path(where), profile.root):
+        return CheckItem(name, True, where)
+    return CheckItem(name, False, f"imports from {where or '?'}, outside {profile.root}", fix)
+
+
+def git_check(root: str | Path) -> CheckItem:
+    """Whether ``root`` is inside a git work tree (rollback and lineage need git)."""
+    name = "project is a git work tree"
+    git = shutil.which("git")
+    if git is None:
+        return CheckItem(name, False, "git is not on PATH", "install git")
+    try:
+        proc = subprocess.run(
+            [git, "-C", str(root), "rev-parse", "--is-inside-work-tree"],
+            capture_output=True,
+            text=True,
+            timeout=_SUBPROCESS_TIMEOUT_S,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return CheckItem(name, False, f"git failed: {exc}", "check that git runs")
+    if proc.returncode == 0 and proc.stdout.strip() == "true":
+        return CheckItem(name, True, str(root))
+    return CheckItem(
+        name,
+        False,
+        f"{root} is not inside a git work tree",
+        f"run 'git init' in {root} and commit the project, or move ratchet.yaml into one",
+    )

@@ -1,0 +1,155 @@
+"""The DEFINE_TARGET checklist, env_check and git_check on tiny temp projects."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from kernel_ratchet.errors import ProfileError
+from kernel_ratchet.profile.checklist import CheckItem, env_check, git_check, run_checklist
+from kernel_ratchet.profile.loader import load_profile
+
+
+def _by_name(items: list[CheckItem]) -> dict[str, CheckItem]:
+    return {i.name.split(": ", 1)[1]: i for i in items}
+
+
+def test_checklist_all_ok_for_a_good_project(tiny_project):
+    p = tiny_project()
+    items = run_checklist(load_profile(p.write()))
+    bad = [i for i in items if not i.ok]
+    assert not bad, bad
+    names = set(_by_name(items))
+    assert {
+        "kernel source exists", "focused test command given", "benchmark command given",
+        "adapter importable", "adapter schema", "shapes loadable", "scoring rule known",
+        "execution mode and rebuild decided", "tunables file",
+    } <= names  # fmt: skip
+    assert str(p.root) not in sys.path  # sys.path restored
+
+
+def test_missing_kernel_file_is_named(tiny_project):
+    p = tiny_project()
+    p.op["kernel_source"] = [f"{p.pkg}/kernel.py", f"{p.pkg}/missing.py"]
+    item = _by_name(run_checklist(load_profile(p.write())))["kernel source exists"]
+    assert not item.ok
+    assert f"{p.pkg}/missing.py" in item.detail and f"{p.pkg}/kernel.py" not in item.detail
+    assert "kernel_source" in item.fix
+
+
+def test_unimportable_adapter(tiny_project):
+    p = tiny_project()
+    p.op["adapter"] = f"{p.pkg}.nowhere:GemmAdapter"
+    items = _by_name(run_checklist(load_profile(p.write())))
+    assert not items["adapter importable"].ok
+    assert f"{p.pkg}.nowhere" in items["adapter importable"].detail
+    assert "pip install -e ." in items["adapter importable"].fix
+    assert not items["adapter schema"].ok
+
+
+def test_adapter_raising_at_import_is_a_failed_item(tiny_project):
+    p = tiny_project()
+    (p.root / p.pkg / "broken.py").write_text("raise RuntimeError('boom')\n")
+    p.op["adapter"] = f"{p.pkg}.broken:X"
+    item = _by_name(run_checklist(load_profile(p.write())))["adapter importable"]
+    assert not item.ok and "boom" in item.detail
+
+
+def test_schema_mismatch_with_campaign_type(tiny_project):
+    p = tiny_project(schema="gemm")
+    p.op["campaign_type"] = "memory"
+    item = _by_name(run_checklist(load_profile(p.write())))["adapter schema"]
+    assert not item.ok
+    assert "'gemm'" in item.detail and "'memory'" in item.detail and item.fix
+
+
+def test_unknown_adapter_schema(tiny_project):
+    p = tiny_project(schema="conv")
+    item = _by_name(run_checklist(load_profile(p.write())))["adapter schema"]
+    assert not item.ok and "conv" in item.detail
+
+
+def test_shapes_empty_or_missing(tiny_project):
+    p = tiny_project()
+    p.op["shapes"] = f"{p.pkg}.shapes:empty"
+    item = _by_name(run_checklist(load_profile(p.write())))["shapes loadable"]
+    assert not item.ok and "empty" in item.detail
+    p.op["shapes"] = f"{p.pkg}.shapes:nothing"
+    item = _by_name(run_checklist(load_profile(p.write())))["shapes loadable"]
+    assert not item.ok
+
+
+def test_tunables_must_exist_when_given(tiny_project):
+    p = tiny_project()
+    p.op["tunables"] = f"{p.pkg}/configs.py"
+    item = _by_name(run_checklist(load_profile(p.write())))["tunables file"]
+    assert not item.ok and "configs.py" in item.detail
+    (p.root / p.pkg / "configs.py").write_text("CONFIGS = []\n")
+    assert _by_name(run_checklist(load_profile(p.write())))["tunables file"].ok
+
+
+def test_checklist_for_one_op_and_unknown_op(tiny_project):
+    p = tiny_project()
+    second = dict(p.op, adapter=f"{p.pkg}.nowhere:A")
+    p.data["ops"]["other"] = second
+    prof = load_profile(p.write())
+    assert all(i.name.startswith("gemm_bf16:") for i in run_checklist(prof, "gemm_bf16"))
+    assert any(not i.ok for i in run_checklist(prof, "other"))
+    with pytest.raises(ProfileError, match="known ops"):
+        run_checklist(prof, "missing")
+
+
+def _env_without_pythonpath() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
+def test_env_check_ok_when_pythonpath_points_inside_root(tiny_project, monkeypatch):
+    p = tiny_project()
+    prof = load_profile(p.write())
+    monkeypatch.setenv("PYTHONPATH", str(p.root))
+    item = env_check(prof)
+    assert item.ok, item
+    assert item.detail.startswith(str(p.root.resolve()))
+
+
+def test_env_check_not_ok_when_not_importable(tiny_project, monkeypatch):
+    p = tiny_project()
+    prof = load_profile(p.write())
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    item = env_check(prof)  # the package sits in cwd, but cwd does not count (python -P)
+    assert not item.ok
+    assert item.fix.endswith("pip install -e .")
+
+
+def test_env_check_not_ok_when_imported_from_elsewhere(tiny_project, tmp_path, monkeypatch):
+    p = tiny_project()
+    elsewhere = tmp_path / "site"
+    (elsewhere / p.pkg).mkdir(parents=True)
+    (elsewhere / p.pkg / "__init__.py").write_text("")
+    p.data["install"] = "pip install -e . --no-deps"
+    prof = load_profile(p.write())
+    monkeypatch.setenv("PYTHONPATH", str(elsewhere))
+    item = env_check(prof)
+    assert not item.ok
+    assert str(elsewhere) in item.detail
+    assert "pip install -e . --no-deps" in item.fix
+
+
+def test_git_check(tmp_path):
+    assert not git_check(tmp_path).ok
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "sub").mkdir()
+    assert git_check(tmp_path / "sub").ok
+
+
+def test_env_check_probe_ignores_cwd(tiny_project):
+    """Sanity of the premise: plain `python -c` from the root would import the package."""
+    p = tiny_project()
+    code = textwrap.dedent(f"import {p.pkg}")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=p.root,
+                          env=_env_without_pythonpath())  # fmt: skip
+    assert proc.returncode == 0
