@@ -1,0 +1,1 @@
+"""A tiny target project for kernel-ratchet: one Triton GEMM that runs in the interpreter."""

@@ -1,0 +1,47 @@
+"""Render the campaign's ``quick_test_bench.py`` from its template."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import jinja2
+
+_ENV = jinja2.Environment(
+    loader=jinja2.PackageLoader("kernel_ratchet.harness", "templates"),
+    keep_trailing_newline=True,
+    undefined=jinja2.StrictUndefined,
+)
+# Values are written as Python literals (repr), so the generated file is plain Python.
+_ENV.filters["py"] = repr
+
+
+def render_quick_bench(
+    *,
+    campaign: str,
+    op: str,
+    backend: str,
+    path: str,
+    project_root: str,
+    adapter: str,
+    schema: str,
+    engine: str,
+    engine_params: dict[str, Any],
+    seed: int,
+    shapes: Sequence[dict],
+    target_shapes: Sequence[dict],
+) -> str:
+    return _ENV.get_template("quick_test_bench.py.j2").render(
+        campaign=campaign,
+        op=op,
+        backend=backend,
+        path=path,
+        project_root=project_root,
+        adapter=adapter,
+        schema=schema,
+        engine=engine,
+        engine_params=engine_params,
+        seed=seed,
+        shapes=list(shapes),
+        target_shapes=list(target_shapes),
+    )

@@ -1,0 +1,154 @@
+"""The quick-harness runtime that every generated ``quick_test_bench.py`` calls.
+
+For each shape, in order: build a fresh case, run the op and compare every output with the
+reference (correctness first); only a passing shape is timed (forward, then backward when the
+op has one). A shape that raises or fails its check still gets a row, with Check=FAIL and the
+reason on stderr. The summary CSV is written in the adapter's frozen schema.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from kernel_ratchet.harness.adapter import Adapter, Shape, load_adapter
+from kernel_ratchet.harness.correctness import check_outputs
+from kernel_ratchet.harness.csv_schema import Schema, get_schema, write_csv
+from kernel_ratchet.harness.timing import Timing, TimingEngine, make_engine
+
+
+@dataclass
+class ShapeResult:
+    """What the harness learned about one shape."""
+
+    shape: Shape
+    passed: bool
+    reason: str
+    snr: dict[str, float] = field(default_factory=dict)
+    fwd: Timing | None = None
+    bwd: Timing | None = None
+
+
+def _rate(work: float, t: Timing | None, scale: float) -> tuple[float, float]:
+    """(median rate, stddev of per-sample rates) for ``work`` units per call; NaN if untimed."""
+    if t is None or work <= 0 or t.median_ms <= 0:
+        return math.nan, math.nan
+    rates = [work / (s * 1e-3) / scale for s in t.samples_ms if s > 0]
+    mean = sum(rates) / len(rates)
+    std = (sum((r - mean) ** 2 for r in rates) / max(len(rates) - 1, 1)) ** 0.5
+    return work / (t.median_ms * 1e-3) / scale, std
+
+
+def run_shape(
+    adapter: Adapter, shape: Shape, engine: TimingEngine, *, seed: int, device: str
+) -> ShapeResult:
+    """Check then time one shape. Never raises for a failing candidate: the row says FAIL."""
+    try:
+        case = adapter.make_case(shape, seed, device)
+        got = adapter.outputs(case)
+        ref = adapter.reference(case)
+        thresholds = {name: adapter.threshold(name) for name in ref}
+        check = check_outputs(got, ref, thresholds)
+        if not check.passed:
+            return ShapeResult(shape, False, check.reason, check.snr)
+        del got, ref
+        fwd = engine.measure(lambda: adapter.forward(case))
+        bwd = engine.measure(lambda: adapter.backward(case)) if adapter.has_backward else None
+        return ShapeResult(shape, True, check.reason, check.snr, fwd, bwd)
+    except Exception as exc:  # a failing candidate is a recorded outcome, not a crash
+        tb = traceback.format_exc(limit=6)
+        return ShapeResult(shape, False, f"{type(exc).__name__}: {exc}\n{tb}")
+
+
+def result_cells(schema: Schema, adapter: Adapter, r: ShapeResult) -> list[Any]:
+    """One CSV row in the schema's column order."""
+    s = r.shape
+    if schema.name == "gemm":
+        work, scale = adapter.flops(s), 1e12
+    else:
+        work, scale = adapter.bytes_moved(s), 1e9
+    fwd, fwd_std = _rate(work[0], r.fwd, scale)
+    bwd, bwd_std = _rate(work[1], r.bwd, scale)
+    fwd_ms = r.fwd.median_ms if r.fwd else math.nan
+    bwd_ms = r.bwd.median_ms if r.bwd else math.nan
+    snr = [r.snr.get(c.removesuffix("_snr"), math.nan) for c in schema.snr_columns]
+    check = "PASS" if r.passed else "FAIL"
+    dims = [s.B, s.M, s.N, s.K] if schema.name == "gemm" else [s.B, s.M, s.N]
+    return [s.label, *dims, check, fwd, fwd_std, bwd, bwd_std, fwd_ms, bwd_ms, *snr]
+
+
+def run_harness(
+    adapter: Adapter,
+    shapes: Sequence[Shape],
+    engine: TimingEngine,
+    *,
+    seed: int = 0,
+    device: str = "cpu",
+    log=sys.stderr,
+) -> list[ShapeResult]:
+    results = []
+    for shape in shapes:
+        r = run_shape(adapter, shape, engine, seed=seed, device=device)
+        status = "PASS" if r.passed else "FAIL"
+        t = f" fwd {r.fwd.median_ms:.4f} ms" if r.fwd else ""
+        t += f" bwd {r.bwd.median_ms:.4f} ms" if r.bwd else ""
+        print(f"[harness] {shape.label}: {status}{t} ({r.reason.splitlines()[0]})", file=log)
+        if not r.passed and "\n" in r.reason:
+            print(r.reason, file=log)
+        results.append(r)
+    return results
+
+
+def main(
+    argv: Sequence[str],
+    *,
+    adapter: str,
+    schema: str,
+    shapes: Sequence[dict],
+    target_shapes: Sequence[dict],
+    engine: str,
+    engine_params: dict[str, Any],
+    seed: int = 0,
+) -> int:
+    """Entry point of a generated quick_test_bench.py.
+
+    ``--level quick`` runs SHAPES (the representative set), ``--level full`` TARGET_SHAPES.
+    Exit code 0 when the CSV was written (even with FAIL rows: the decision is the tool's),
+    2 when nothing could be measured (no shapes, adapter not importable).
+    """
+    p = argparse.ArgumentParser(description="kernel-ratchet quick validation harness")
+    p.add_argument("--summary-csv", required=True, help="where to write the benchmark CSV")
+    p.add_argument("--level", choices=("quick", "full"), default="quick")
+    p.add_argument("--seed", type=int, default=seed)
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--only", default="", help="comma-separated shape labels to run")
+    args = p.parse_args(list(argv))
+    chosen = [Shape.from_dict(d) for d in (shapes if args.level == "quick" else target_shapes)]
+    if args.only:
+        wanted = set(args.only.split(","))
+        chosen = [s for s in chosen if s.label in wanted]
+    if not chosen:
+        print(f"[harness] no shapes at level {args.level}; run `ratchet baseline`", file=sys.stderr)
+        return 2
+    ad = load_adapter(adapter)
+    sch = get_schema(schema)
+    if ad.schema != sch.name:
+        print(f"[harness] adapter writes schema {ad.schema!r}, campaign froze {sch.name!r}",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    params = dict(engine_params)
+    params.setdefault("device", args.device)
+    eng = make_engine(engine, params)
+    results = run_harness(ad, chosen, eng, seed=args.seed, device=args.device)
+    write_csv(args.summary_csv, sch, [result_cells(sch, ad, r) for r in results])
+    meta = {"engine": eng.describe(), "seed": args.seed, "level": args.level}
+    print("[harness] " + json.dumps(meta), file=sys.stderr)
+    return 0
