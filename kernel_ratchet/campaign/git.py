@@ -1,0 +1,106 @@
+"""Lineage: every git command the campaign runs, in one place.
+
+A rollback restores only the kernel files from the incumbent commit; nothing here resets,
+cleans or stashes anything else in the user's tree.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+from kernel_ratchet.errors import GitError
+
+
+def git(root: Path, *args: str, check: bool = True, input: str | None = None) -> str:
+    proc = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, input=input)
+    if check and proc.returncode != 0:
+        raise GitError(f"`git {' '.join(args)}` failed in {root}: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def toplevel(path: Path) -> Path:
+    out = subprocess.run(
+        ["git", "rev-parse", "--show-toplevel"], cwd=path, capture_output=True, text=True
+    )
+    if out.returncode != 0:
+        raise GitError(f"{path} is not inside a git repository; run `git init` and commit first")
+    return Path(out.stdout.strip())
+
+
+def head(root: Path) -> str:
+    out = git(root, "rev-parse", "--verify", "-q", "HEAD", check=False).strip()
+    if not out:
+        raise GitError("the repository has no commit yet; commit the project first")
+    return out
+
+
+def current_branch(root: Path) -> str:
+    return git(root, "rev-parse", "--abbrev-ref", "HEAD").strip()
+
+
+def create_branch(root: Path, name: str) -> None:
+    """Create and switch to ``name`` keeping the working tree (and its changes) as it is."""
+    if git(root, "rev-parse", "--verify", "-q", f"refs/heads/{name}", check=False).strip():
+        raise GitError(f"branch {name} already exists; pick another campaign name or delete it")
+    git(root, "switch", "-c", name)
+
+
+def exclude(root: Path, rel: str) -> None:
+    """Add ``/rel/`` to .git/info/exclude (once)."""
+    gitdir = Path(git(root, "rev-parse", "--git-dir").strip())
+    if not gitdir.is_absolute():
+        gitdir = root / gitdir
+    path = gitdir / "info" / "exclude"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = "/" + rel.strip("/") + "/"
+    existing = path.read_text().splitlines() if path.exists() else []
+    if line not in existing:
+        with open(path, "a") as f:
+            if existing and existing[-1] != "":
+                f.write("\n")
+            f.write(line + "\n")
+
+
+def show(root: Path, commit: str, rel: str) -> bytes | None:
+    """A file's bytes at ``commit``; None when it did not exist there."""
+    proc = subprocess.run(["git", "show", f"{commit}:{rel}"], cwd=root, capture_output=True)
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def changed_paths(root: Path) -> list[str]:
+    """Paths that differ from HEAD in the working tree, untracked (not ignored) ones included."""
+    out = git(root, "status", "--porcelain=v1", "-z", "--untracked-files=all")
+    paths, items, i = [], out.split("\0"), 0
+    while i < len(items):
+        item = items[i]
+        if not item:
+            i += 1
+            continue
+        code, path = item[:2], item[3:]
+        paths.append(path)
+        if code[0] in "RC":  # a rename carries the old path as the next item
+            i += 1
+            paths.append(items[i])
+        i += 1
+    return sorted(set(paths))
+
+
+def commit_only(root: Path, paths: Sequence[str], message: str) -> str | None:
+    """Commit exactly ``paths`` (whatever else is staged stays staged). Returns the sha, or
+    None when those paths hold no change against HEAD."""
+    existing = [p for p in paths if (root / p).exists() or show(root, "HEAD", p) is not None]
+    if not git(root, "status", "--porcelain", "--", *existing).strip():
+        return None
+    git(root, "add", "--", *[p for p in existing if (root / p).exists()])
+    git(root, "commit", "-q", "--only", "-F", "-", "--", *existing, input=message)
+    return head(root)
+
+
+def diff(root: Path, commit: str, paths: Sequence[str]) -> str:
+    return git(root, "diff", commit, "--", *paths, check=False)
+
+
+def log_message(root: Path, rev: str = "HEAD") -> str:
+    return git(root, "log", "-1", "--format=%B", rev, check=False)
