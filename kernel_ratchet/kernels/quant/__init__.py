@@ -1,0 +1,1 @@
+"""FP8 quantization kernels and their adapters."""
