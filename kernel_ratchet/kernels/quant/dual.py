@@ -1,0 +1,100 @@
+"""Dual FP8 quantization: row-wise and column-wise 1x128 groups from one read of the input.
+
+``quant_fp8_dual_1x128(x)`` returns exactly what these two calls of
+:mod:`kernel_ratchet.kernels.quant.kernel` return, but reads ``x`` once instead of twice::
+
+    quant_fp8_blockwise_1x128(x)                   # rows:    groups of 1 x 128 along a row
+    quant_fp8_blockwise_1x128(x, transpose=True)   # columns: groups of 128 rows of a column,
+                                                   #          written as xᵀ [C, R] contiguous
+
+(same formula and rounding, same scale layouts: ``scale [R, ceil(C/128)]`` with strides
+``(1, R)`` and ``scale_t [C, ceil(R/128)]`` with strides ``(1, C)``). A training step needs
+both: the forward GEMM contracts over columns, the weight-gradient GEMM over rows (tokens), and
+FP8 tensor cores want both operands contiguous along the contracted dimension.
+
+One program owns a 128 x 128 tile: it computes the 128 row maxima and the 128 column maxima of
+the tile in registers and writes both quantizations. Bytes moved: ``2*R*C`` read (bf16) +
+``2*R*C`` written (two fp8 copies) + the fp32 scales.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from kernel_ratchet.kernels.quant.kernel import (
+    AMAX_EPS,
+    FP8_MAX,
+    GROUP,
+    Fp8Quantized,
+    _cast_args,
+    _check,
+    _to_fp8,
+)
+
+# 128 x 128 tile = one scaling group along each axis (fixed by the recipe). 8 warps keep the
+# tile's fp32 copy at 64 registers per thread.
+DUAL_NUM_WARPS = 8
+
+
+@triton.jit
+def _dual_quant_kernel(
+    x_ptr, q_ptr, qt_ptr, s_ptr, st_ptr,
+    R, C, stride_r, stride_c,
+    stride_sr, stride_sg, stride_stc, stride_stg,
+    fp8_max, eps,
+    BLOCK: tl.constexpr, MANT: tl.constexpr, PRE_ROUND: tl.constexpr,
+):  # fmt: skip
+    pid_r = tl.program_id(0)
+    pid_c = tl.program_id(1)
+    offs_r = pid_r * BLOCK + tl.arange(0, BLOCK)
+    offs_c = pid_c * BLOCK + tl.arange(0, BLOCK)
+    mask_r = offs_r < R
+    mask_c = offs_c < C
+    mask = mask_r[:, None] & mask_c[None, :]
+    x_ptrs = x_ptr + offs_r[:, None].to(tl.int64) * stride_r + offs_c[None, :] * stride_c
+    x = tl.load(x_ptrs, mask=mask, other=0.0).to(tl.float32)
+    ax = tl.abs(x)
+    # Row-wise: one group per row of the tile (1 x 128).
+    amax_r = tl.maximum(tl.max(ax, axis=1), eps)
+    y = tl.clamp(x * (fp8_max / amax_r)[:, None], -fp8_max, fp8_max)
+    q_ptrs = q_ptr + offs_r[:, None].to(tl.int64) * C + offs_c[None, :]
+    tl.store(q_ptrs, _to_fp8(y, q_ptr.dtype.element_ty, MANT, PRE_ROUND), mask=mask)
+    tl.store(s_ptr + offs_r * stride_sr + pid_c * stride_sg, amax_r / fp8_max, mask=mask_r)
+    # Column-wise: one group per column of the tile (128 x 1), written transposed.
+    amax_c = tl.maximum(tl.max(ax, axis=0), eps)
+    yt = tl.clamp(x * (fp8_max / amax_c)[None, :], -fp8_max, fp8_max)
+    qt_ptrs = qt_ptr + offs_c[:, None].to(tl.int64) * R + offs_r[None, :]
+    yt = _to_fp8(tl.trans(yt), qt_ptr.dtype.element_ty, MANT, PRE_ROUND)
+    tl.store(qt_ptrs, yt, mask=tl.trans(mask))
+    tl.store(st_ptr + offs_c * stride_stc + pid_r * stride_stg, amax_c / fp8_max, mask=mask_c)
+
+
+def quant_fp8_dual_1x128(
+    x: torch.Tensor, dtype: torch.dtype = torch.float8_e4m3fn
+) -> tuple[Fp8Quantized, Fp8Quantized]:
+    """Quantize a 2-D ``x`` [R, C] (bf16/fp16/fp32) both ways in one pass.
+
+    Returns ``(rows, cols)``: ``rows.data [R, C]``, ``rows.scale [R, ceil(C/128)]`` (strides
+    ``(1, R)``); ``cols.data [C, R]`` (xᵀ, contiguous), ``cols.scale [C, ceil(R/128)]``
+    (strides ``(1, C)``). Dequantization scales: ``x ≈ data.float() * scale`` per group.
+    Raises ValueError for a non-2-D or non-float input.
+    """
+    fp8_max = _check(x, dtype)
+    R, C = x.shape
+    q = torch.empty((R, C), dtype=dtype, device=x.device)
+    qt = torch.empty((C, R), dtype=dtype, device=x.device)
+    ng_r, ng_c = triton.cdiv(R, GROUP), triton.cdiv(C, GROUP)
+    s = torch.empty((ng_c, R), dtype=torch.float32, device=x.device).t()  # [R, ng_c]
+    st = torch.empty((ng_r, C), dtype=torch.float32, device=x.device).t()  # [C, ng_r]
+    if R and C:
+        _dual_quant_kernel[(ng_r, ng_c)](
+            x, q, qt, s, st, R, C, x.stride(0), x.stride(1),
+            s.stride(0), s.stride(1), st.stride(0), st.stride(1),
+            fp8_max, AMAX_EPS, BLOCK=GROUP, num_warps=DUAL_NUM_WARPS, **_cast_args(dtype),
+        )  # fmt: skip
+    return Fp8Quantized(q, s), Fp8Quantized(qt, st)
+
+
+__all__ = ["FP8_MAX", "quant_fp8_dual_1x128"]
