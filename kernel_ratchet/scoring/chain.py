@@ -1,0 +1,47 @@
+"""Chain integrity (SPEC section 6): accepted rounds never lose ground.
+
+The primary aggregate of the accepted rounds, in round order, must be non-decreasing within a
+relative ``tolerance`` (measurement noise). Each accepted round is compared with the *best*
+accepted value before it, so a run of small drops cannot add up unnoticed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+
+def check_chain(
+    accepted_primary: Sequence[tuple[int, float]], tolerance: float = 0.01
+) -> list[str]:
+    """Problems in the accepted chain ``[(round, primary aggregate), ...]``; empty = intact.
+
+    One message per violation: a round number not above the previous one, a value that is not
+    positive and finite, or a value more than ``tolerance`` (relative) below the best earlier
+    accepted value. Raises ValueError for a negative tolerance.
+    """
+    if tolerance < 0:
+        raise ValueError(f"tolerance must be >= 0, got {tolerance}")
+    problems: list[str] = []
+    best: tuple[int, float] | None = None
+    prev_round: int | None = None
+    for rnd, value in accepted_primary:
+        if prev_round is not None and rnd <= prev_round:
+            problems.append(
+                f"round-{rnd} is listed after round-{prev_round}; accepted rounds must be in "
+                "strictly increasing order"
+            )
+        prev_round = rnd
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+            problems.append(f"round-{rnd} has primary aggregate {value!r}; it must be positive")
+            continue
+        if best is not None and value < best[1] * (1.0 - tolerance):
+            drop = 1.0 - value / best[1]
+            problems.append(
+                f"round-{rnd} primary aggregate {value:.4g} is {drop * 100:.2f}% below "
+                f"round-{best[0]} ({best[1]:.4g}), beyond the {tolerance * 100:g}% tolerance: "
+                "the accepted chain went backwards"
+            )
+        if best is None or value > best[1]:
+            best = (rnd, value)
+    return problems
