@@ -1,0 +1,137 @@
+"""FP8 Linear GEMM ``out = a @ bᵀ`` with tensorwise, rowwise or blockwise scaling, and backward.
+
+Every GEMM here runs :func:`kernel_ratchet.kernels.gemm.kernel.matmul` on K-major FP8 operands
+produced by :mod:`kernel_ratchet.kernels.quant.kernel`. Forward operands are E4M3; the gradient
+``dout`` is E4M3 or E5M2 (:attr:`Fp8Recipe.grad_dtype`). Output and gradients are bf16.
+
+Which quantization each GEMM consumes (K = the GEMM's contraction):
+
+=============  ====================  =========================  =========================
+recipe         out = a @ bᵀ (K)      da = dout @ b (K = N)      db = doutᵀ @ a (K = M)
+=============  ====================  =========================  =========================
+tensorwise     a, b: one scale       dout, bᵀ (b's scale)       doutᵀ, aᵀ (same scales)
+rowwise        a, b per row          dout, bᵀ per row           doutᵀ, aᵀ per row
+blockwise      a 1x128, b 128x128    dout 1x128, bᵀ 128x128     doutᵀ 1x128, aᵀ 1x128
+=============  ====================  =========================  =========================
+
+Forward saves for backward only what the forward's own quantization produced in the same
+launch (SPEC section 8, K4): the transposed FP8 copy of ``b`` (tensorwise, blockwise) and of
+``a`` (tensorwise). Everything else is quantized in backward from the saved bf16 tensors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from kernel_ratchet.kernels.gemm.kernel import SCALE_BLOCK, SCALE_ROW, SCALE_TENSOR, matmul
+from kernel_ratchet.kernels.quant.kernel import (
+    quant_fp8_block_128x128,
+    quant_fp8_blockwise_1x128,
+    quant_fp8_rowwise,
+    quant_fp8_tensorwise,
+)
+
+GRANULARITIES = ("tensorwise", "rowwise", "blockwise")
+E4M3 = torch.float8_e4m3fn
+E5M2 = torch.float8_e5m2
+
+
+@dataclass(frozen=True)
+class Fp8Recipe:
+    """How an FP8 Linear quantizes. ``grad_dtype`` applies to ``dout`` in backward."""
+
+    granularity: str = "blockwise"
+    grad_dtype: torch.dtype = E4M3
+
+    def __post_init__(self) -> None:
+        if self.granularity not in GRANULARITIES:
+            raise ValueError(
+                f"granularity must be one of {GRANULARITIES}, got {self.granularity!r}"
+            )
+        if self.grad_dtype not in (E4M3, E5M2):
+            raise ValueError("grad_dtype must be torch.float8_e4m3fn or torch.float8_e5m2")
+
+
+def gemm_fp8_forward(
+    a: torch.Tensor, b: torch.Tensor, recipe: Fp8Recipe
+) -> tuple[torch.Tensor, dict[str, Any]]:
+    """``a [M, K] @ b [N, K]ᵀ`` in FP8 -> (bf16 ``[M, N]``, state for :func:`gemm_fp8_backward`)."""
+    g = recipe.granularity
+    if g == "tensorwise":
+        qa = quant_fp8_tensorwise(a, E4M3, with_transpose=True)
+        qb = quant_fp8_tensorwise(b, E4M3, with_transpose=True)
+        out = matmul(qa.data, qb.data, scale_mode=SCALE_TENSOR, a_scale=qa.scale,
+                     b_scale=qb.scale, kind="fp8")  # fmt: skip
+        return out, {"at": qa.data_t, "sa": qa.scale, "bt": qb.data_t, "sb": qb.scale}
+    if g == "rowwise":
+        qa = quant_fp8_rowwise(a, E4M3)
+        qb = quant_fp8_rowwise(b, E4M3)
+        out = matmul(qa.data, qb.data, scale_mode=SCALE_ROW, a_scale=qa.scale,
+                     b_scale=qb.scale, kind="fp8")  # fmt: skip
+        return out, {"a": a, "b": b}
+    qa = quant_fp8_blockwise_1x128(a, E4M3)
+    qb = quant_fp8_block_128x128(b, E4M3, with_transpose=True)
+    out = matmul(qa.data, qb.data, scale_mode=SCALE_BLOCK, a_scale=qa.scale, b_scale=qb.scale,
+                 b_scale_group_n=128, kind="fp8_block")  # fmt: skip
+    return out, {"a": a, "bt": qb.data_t, "sbt": qb.scale_t}
+
+
+def gemm_fp8_backward(
+    dout: torch.Tensor, state: dict[str, Any], recipe: Fp8Recipe
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(da, db)`` of the FP8 Linear from the forward's state; both bf16."""
+    g, gd = recipe.granularity, recipe.grad_dtype
+    dout = dout.contiguous()
+    if g == "tensorwise":
+        qd = quant_fp8_tensorwise(dout, gd, with_transpose=True)
+        da = matmul(qd.data, state["bt"], scale_mode=SCALE_TENSOR, a_scale=qd.scale,
+                    b_scale=state["sb"], kind="fp8")  # fmt: skip
+        db = matmul(qd.data_t, state["at"], scale_mode=SCALE_TENSOR, a_scale=qd.scale,
+                    b_scale=state["sa"], kind="fp8")  # fmt: skip
+        return da, db
+    if g == "rowwise":
+        a, b = state["a"], state["b"]
+        qd = quant_fp8_rowwise(dout, gd)
+        qbt = quant_fp8_rowwise(b, E4M3, transpose=True)
+        da = matmul(qd.data, qbt.data, scale_mode=SCALE_ROW, a_scale=qd.scale,
+                    b_scale=qbt.scale, kind="fp8")  # fmt: skip
+        qdt = quant_fp8_rowwise(dout, gd, transpose=True)
+        qat = quant_fp8_rowwise(a, E4M3, transpose=True)
+        db = matmul(qdt.data, qat.data, scale_mode=SCALE_ROW, a_scale=qdt.scale,
+                    b_scale=qat.scale, kind="fp8")  # fmt: skip
+        return da, db
+    qd = quant_fp8_blockwise_1x128(dout, gd)
+    da = matmul(qd.data, state["bt"], scale_mode=SCALE_BLOCK, a_scale=qd.scale,
+                b_scale=state["sbt"], b_scale_group_n=128, kind="fp8_block")  # fmt: skip
+    qdt = quant_fp8_blockwise_1x128(dout, gd, transpose=True)
+    qat = quant_fp8_blockwise_1x128(state["a"], E4M3, transpose=True)
+    db = matmul(qdt.data, qat.data, scale_mode=SCALE_BLOCK, a_scale=qdt.scale,
+                b_scale=qat.scale, b_scale_group_n=1, kind="fp8_block")  # fmt: skip
+    return da, db
+
+
+class Fp8GemmFunction(torch.autograd.Function):
+    """``out = a @ bᵀ`` through FP8 in forward and backward, by :class:`Fp8Recipe`."""
+
+    @staticmethod
+    def forward(ctx, a: torch.Tensor, b: torch.Tensor, recipe: Fp8Recipe) -> torch.Tensor:  # type: ignore[override]
+        out, state = gemm_fp8_forward(a, b, recipe)
+        names = sorted(k for k, v in state.items() if isinstance(v, torch.Tensor))
+        ctx.names = names
+        ctx.save_for_backward(*(state[k] for k in names))
+        ctx.recipe = recipe
+        return out
+
+    @staticmethod
+    def backward(ctx, dout: torch.Tensor):  # type: ignore[override]
+        state = dict(zip(ctx.names, ctx.saved_tensors, strict=True))
+        da, db = gemm_fp8_backward(dout, state, ctx.recipe)
+        return da, db, None
+
+
+def fp8_linear(a: torch.Tensor, b: torch.Tensor, recipe: Fp8Recipe | None = None) -> torch.Tensor:
+    """Autograd entry point: ``a @ bᵀ`` in FP8 (default recipe: blockwise, E4M3 gradients)."""
+    return Fp8GemmFunction.apply(a, b, recipe or Fp8Recipe())

@@ -1,0 +1,326 @@
+"""Dense GEMM kernel (Triton, Hopper wgmma through ``tl.dot``) for bf16/fp16 and FP8 operands.
+
+One kernel computes ``C[M, N] = sum_k A[M, k] B[N, k]`` (FP8: with scales) where each operand
+is stored either K-major (``A: [M, K]``, ``B: [N, K]``, row-major) or not (``A: [K, M]``,
+``B: [K, N]``). That covers a Linear layer's three GEMMs without copies for 16-bit operands:
+
+* forward  ``out = a @ bᵀ``   A = a [M, K] K-major,          B = b [N, K] K-major;
+* backward ``da = dout @ b``  A = dout [M, N] K-major,       B = b [N, K] read as [K', N'];
+* backward ``db = doutᵀ @ a`` A = dout [M, N] read as [K', M'], B = a [M, K] read as [K', N'].
+
+FP8 tensor cores want both operands K-major, so the FP8 recipes in :mod:`.fp8` hand this kernel
+K-major data produced by the quantization kernels (transposed copies where needed).
+
+Scaling (``SCALE_MODE``): 0 none; 1 tensorwise (two scalars, epilogue); 2 rowwise (a vector
+over M and one over N, epilogue); 3 blockwise (per 128-wide k-group: A scales ``[M, K/128]``,
+B scales ``[N/G, K/128]`` with G = 128 for 128x128 weight blocks or 1 for 1x128 groups of
+B's rows), applied to each k-block's partial product in fp32, so ``BLOCK_K`` must be 128.
+
+Launch configuration comes from :mod:`.configs` (named shape buckets, no autotuning);
+:func:`forced_config` overrides it (tests run the interpreter with tiny blocks).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Iterator
+
+import torch
+import triton
+import triton.language as tl
+
+from kernel_ratchet.kernels.gemm.configs import GemmConfig, config_for
+from kernel_ratchet.kernels.quant.kernel import interpreter_mode
+
+SCALE_NONE, SCALE_TENSOR, SCALE_ROW, SCALE_BLOCK = 0, 1, 2, 3
+
+
+@triton.jit
+def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    """Grouped-M order: GROUP_M row-tiles sweep one column panel before moving on (L2 reuse)."""
+    num_in_group = GROUP_M * num_pid_n
+    group_id = tile_id // num_in_group
+    first_m = group_id * GROUP_M
+    group_size = tl.minimum(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + (tile_id % num_in_group) % group_size
+    pid_n = (tile_id % num_in_group) // group_size
+    return pid_m, pid_n
+
+
+@triton.jit
+def _gemm_tile(
+    tile_id, a_src, b_src, c_ptr, sa_ptr, sb_ptr, M, N, K,
+    stride_am, stride_ak, stride_bn, stride_bk, stride_cm, stride_cn,
+    stride_sam, stride_sak, stride_sbn, stride_sbk,
+    SCALE_MODE: tl.constexpr, SB_GROUP_N: tl.constexpr,
+    A_KMAJOR: tl.constexpr, B_KMAJOR: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr, USE_TMA: tl.constexpr,
+):  # fmt: skip
+    """One output tile (and one K slice when SPLIT_K > 1)."""
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_mn = num_pid_m * num_pid_n
+    pid_k = tile_id // num_mn
+    pid_m, pid_n = _tile_coords(tile_id % num_mn, num_pid_m, num_pid_n, GROUP_M)
+    off_m = pid_m * BLOCK_M
+    off_n = pid_n * BLOCK_N
+    offs_m = off_m + tl.arange(0, BLOCK_M)
+    offs_n = off_n + tl.arange(0, BLOCK_N)
+    # Out-of-range rows/columns read row 0 instead of masking every load; the store masks them.
+    offs_am = tl.where(offs_m < M, offs_m, 0)
+    offs_bn = tl.where(offs_n < N, offs_n, 0)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    per_split = tl.cdiv(k_tiles, SPLIT_K)
+    kt0 = pid_k * per_split
+    kt1 = tl.minimum(kt0 + per_split, k_tiles)
+    offs_k = tl.arange(0, BLOCK_K)
+    if not USE_TMA:
+        a_ptrs = (
+            a_src + offs_am[:, None] * stride_am + (kt0 * BLOCK_K + offs_k)[None, :] * stride_ak
+        )
+        b_ptrs = (
+            b_src + (kt0 * BLOCK_K + offs_k)[:, None] * stride_bk + offs_bn[None, :] * stride_bn
+        )
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for kt in range(kt0, kt1):
+        if USE_TMA:
+            if A_KMAJOR:
+                a = a_src.load([off_m, kt * BLOCK_K])
+            else:
+                a = a_src.load([kt * BLOCK_K, off_m]).T
+            if B_KMAJOR:
+                b = b_src.load([off_n, kt * BLOCK_K]).T
+            else:
+                b = b_src.load([kt * BLOCK_K, off_n])
+        else:
+            k_ok = kt * BLOCK_K + offs_k < K
+            a = tl.load(a_ptrs, mask=k_ok[None, :], other=0.0)
+            b = tl.load(b_ptrs, mask=k_ok[:, None], other=0.0)
+            a_ptrs += BLOCK_K * stride_ak
+            b_ptrs += BLOCK_K * stride_bk
+        if SCALE_MODE == 3:
+            sa = tl.load(sa_ptr + offs_am * stride_sam + kt * stride_sak)
+            sb = tl.load(sb_ptr + (offs_bn // SB_GROUP_N) * stride_sbn + kt * stride_sbk)
+            acc += tl.dot(a, b) * (sa[:, None] * sb[None, :])
+        else:
+            acc = tl.dot(a, b, acc)
+    if SCALE_MODE == 1:
+        acc = acc * (tl.load(sa_ptr) * tl.load(sb_ptr))
+    elif SCALE_MODE == 2:
+        sa = tl.load(sa_ptr + offs_am * stride_sam)
+        sb = tl.load(sb_ptr + offs_bn * stride_sbn)
+        acc = acc * (sa[:, None] * sb[None, :])
+    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+    c_mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    if SPLIT_K == 1:
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
+    else:
+        tl.atomic_add(c_ptrs, acc, mask=c_mask)
+
+
+@triton.jit
+def _gemm_kernel(
+    a_ptr, b_ptr, c_ptr, sa_ptr, sb_ptr, M, N, K,
+    stride_am, stride_ak, stride_bn, stride_bk, stride_cm, stride_cn,
+    stride_sam, stride_sak, stride_sbn, stride_sbk,
+    SCALE_MODE: tl.constexpr, SB_GROUP_N: tl.constexpr,
+    A_KMAJOR: tl.constexpr, B_KMAJOR: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr, USE_TMA: tl.constexpr,
+    PERSISTENT: tl.constexpr, NUM_SMS: tl.constexpr,
+):  # fmt: skip
+    """Grid: one program per (tile, K slice), or NUM_SMS programs looping when PERSISTENT."""
+    if USE_TMA:
+        # Descriptors over the operands' memory layout; non-K-major tiles are transposed in
+        # registers/shared memory by tl.dot's operand layout (.T is free for 16-bit wgmma).
+        if A_KMAJOR:
+            a_src = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1],
+                                              block_shape=[BLOCK_M, BLOCK_K])  # fmt: skip
+        else:
+            a_src = tl.make_tensor_descriptor(a_ptr, shape=[K, M], strides=[stride_ak, 1],
+                                              block_shape=[BLOCK_K, BLOCK_M])  # fmt: skip
+        if B_KMAJOR:
+            b_src = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[stride_bn, 1],
+                                              block_shape=[BLOCK_N, BLOCK_K])  # fmt: skip
+        else:
+            b_src = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[stride_bk, 1],
+                                              block_shape=[BLOCK_K, BLOCK_N])  # fmt: skip
+    else:
+        a_src = a_ptr
+        b_src = b_ptr
+    num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N) * SPLIT_K
+    if PERSISTENT:
+        for tile_id in range(tl.program_id(0), num_tiles, NUM_SMS):
+            _gemm_tile(
+                tile_id, a_src, b_src, c_ptr, sa_ptr, sb_ptr, M, N, K,
+                stride_am, stride_ak, stride_bn, stride_bk, stride_cm, stride_cn,
+                stride_sam, stride_sak, stride_sbn, stride_sbk, SCALE_MODE, SB_GROUP_N,
+                A_KMAJOR, B_KMAJOR, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLIT_K, USE_TMA,
+            )  # fmt: skip
+    else:
+        _gemm_tile(
+            tl.program_id(0), a_src, b_src, c_ptr, sa_ptr, sb_ptr, M, N, K,
+            stride_am, stride_ak, stride_bn, stride_bk, stride_cm, stride_cn,
+            stride_sam, stride_sak, stride_sbn, stride_sbk, SCALE_MODE, SB_GROUP_N,
+            A_KMAJOR, B_KMAJOR, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLIT_K, USE_TMA,
+        )  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------
+# Launcher
+# --------------------------------------------------------------------------------------------
+
+_FORCED: list[GemmConfig] = []
+
+
+@contextlib.contextmanager
+def forced_config(config: GemmConfig) -> Iterator[None]:
+    """Use ``config`` for every GEMM launched inside the block (tests, sweeps)."""
+    _FORCED.append(config)
+    try:
+        yield
+    finally:
+        _FORCED.pop()
+
+
+@functools.lru_cache(maxsize=8)
+def _num_sms(device: torch.device) -> int:
+    if device.type != "cuda":
+        return 4
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+_ALLOCATOR_SET = False
+
+
+def _ensure_tma_allocator() -> None:
+    """Device-side descriptors need a global scratch allocator (set once, lazily)."""
+    global _ALLOCATOR_SET
+    if not _ALLOCATOR_SET:
+        triton.set_allocator(
+            lambda size, align, stream: torch.empty(size, dtype=torch.int8, device="cuda")
+        )
+        _ALLOCATOR_SET = True
+
+
+def _tma_ok(t: torch.Tensor) -> bool:
+    """TMA needs a 16-byte aligned base and 16-byte aligned leading stride."""
+    es = t.element_size()
+    return t.data_ptr() % 16 == 0 and (t.stride(0) * es) % 16 == 0 and t.stride(1) == 1
+
+
+def _row_major(t: torch.Tensor) -> torch.Tensor:
+    return t if t.stride(-1) == 1 and t.stride(0) >= t.shape[1] else t.contiguous()
+
+
+def matmul(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    *,
+    a_kmajor: bool = True,
+    b_kmajor: bool = True,
+    out_dtype: torch.dtype | None = None,
+    scale_mode: int = SCALE_NONE,
+    a_scale: torch.Tensor | None = None,
+    b_scale: torch.Tensor | None = None,
+    b_scale_group_n: int = 128,
+    kind: str = "bf16",
+    config: GemmConfig | None = None,
+) -> torch.Tensor:
+    """``C = A @ Bᵀ`` in the kernel's terms (see the module docstring for the layouts).
+
+    ``a`` is ``[M, K]`` when ``a_kmajor`` else ``[K, M]``; ``b`` is ``[N, K]`` when ``b_kmajor``
+    else ``[K, N]``; both are made row-major if they are not. Scales (fp32) by ``scale_mode``:
+    tensor: 0-d/1-element each; row: ``a_scale [M]``, ``b_scale [N]``; block: ``a_scale
+    [M, ceil(K/128)]`` and ``b_scale [ceil(N/b_scale_group_n), ceil(K/128)]`` (any strides).
+    Returns a new ``[M, N]`` tensor of ``out_dtype`` (default: ``a``'s dtype for 16-bit, bf16
+    for FP8). The config is :func:`forced_config`'s, else ``config``, else the bucket's.
+    """
+    a, b = _row_major(a), _row_major(b)
+    M, K = a.shape if a_kmajor else a.shape[::-1]
+    N, Kb = b.shape if b_kmajor else b.shape[::-1]
+    if Kb != K:
+        raise ValueError(f"contraction mismatch: A has K={K}, B has K={Kb}")
+    if out_dtype is None:
+        out_dtype = a.dtype if a.element_size() == 2 else torch.bfloat16
+    cfg = _FORCED[-1] if _FORCED else (config or config_for(kind, M, N, K))
+    if scale_mode == SCALE_BLOCK and cfg.block_k != 128:
+        raise ValueError(f"blockwise scaling needs BLOCK_K = 128, config has {cfg.block_k}")
+    if M == 0 or N == 0:
+        return torch.empty((M, N), dtype=out_dtype, device=a.device)
+    if K == 0:
+        return torch.zeros((M, N), dtype=out_dtype, device=a.device)
+    use_tma = cfg.use_tma and not interpreter_mode() and _tma_ok(a) and _tma_ok(b)
+    if use_tma:
+        _ensure_tma_allocator()
+    split_k = max(1, min(cfg.split_k, triton.cdiv(K, cfg.block_k)))
+    if split_k == 1:
+        c = torch.empty((M, N), dtype=out_dtype, device=a.device)
+    else:
+        c = torch.zeros((M, N), dtype=torch.float32, device=a.device)
+    sa = a_scale if a_scale is not None else c
+    sb = b_scale if b_scale is not None else c
+    sa_strides = _scale_strides(sa, scale_mode)
+    sb_strides = _scale_strides(sb, scale_mode)
+    am, ak = (a.stride(0), a.stride(1)) if a_kmajor else (a.stride(1), a.stride(0))
+    bn, bk = (b.stride(0), b.stride(1)) if b_kmajor else (b.stride(1), b.stride(0))
+    tiles = triton.cdiv(M, cfg.block_m) * triton.cdiv(N, cfg.block_n) * split_k
+    num_sms = _num_sms(a.device)
+    grid = (min(num_sms, tiles),) if cfg.persistent else (tiles,)
+    _gemm_kernel[grid](
+        a, b, c, sa, sb, M, N, K, am, ak, bn, bk, c.stride(0), c.stride(1),
+        *sa_strides, *sb_strides,
+        SCALE_MODE=scale_mode, SB_GROUP_N=b_scale_group_n, A_KMAJOR=a_kmajor, B_KMAJOR=b_kmajor,
+        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, GROUP_M=cfg.group_m,
+        SPLIT_K=split_k, USE_TMA=use_tma, PERSISTENT=cfg.persistent, NUM_SMS=num_sms,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )  # fmt: skip
+    return c if split_k == 1 else c.to(out_dtype)
+
+
+def _scale_strides(s: torch.Tensor, scale_mode: int) -> tuple[int, int]:
+    if scale_mode == SCALE_BLOCK:
+        return s.stride(0), s.stride(1)
+    if scale_mode == SCALE_ROW:
+        return s.stride(0), 0
+    return 0, 0
+
+
+# --------------------------------------------------------------------------------------------
+# 16-bit Linear GEMM with autograd
+# --------------------------------------------------------------------------------------------
+
+
+def gemm(a: torch.Tensor, b: torch.Tensor, config: GemmConfig | None = None) -> torch.Tensor:
+    """Linear-layer forward ``a @ bᵀ``: ``a [M, K]``, ``b [N, K]`` (bf16/fp16) -> ``[M, N]``."""
+    return matmul(a, b, kind="bf16", config=config)
+
+
+def gemm_backward(
+    dout: torch.Tensor, a: torch.Tensor, b: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gradients of ``a @ bᵀ``: ``da = dout @ b [M, K]`` and ``db = doutᵀ @ a [N, K]``."""
+    da = matmul(dout, b, b_kmajor=False, kind="bf16")
+    db = matmul(dout, a, a_kmajor=False, b_kmajor=False, kind="bf16")
+    return da, db
+
+
+class GemmFunction(torch.autograd.Function):
+    """``out = a @ bᵀ`` with the Triton kernel in forward and both backward GEMMs."""
+
+    @staticmethod
+    def forward(ctx, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        ctx.save_for_backward(a, b)
+        return gemm(a, b)
+
+    @staticmethod
+    def backward(ctx, dout: torch.Tensor):  # type: ignore[override]
+        a, b = ctx.saved_tensors
+        return gemm_backward(dout.contiguous(), a, b)
+
+
+def linear_gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Autograd entry point: ``a @ bᵀ`` (a Linear layer without bias)."""
+    return GemmFunction.apply(a, b)
