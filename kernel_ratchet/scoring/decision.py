@@ -15,9 +15,9 @@ Noise model: a shape's relative stddev is ``std / value`` of its primary metric 
 CSV); the relative noise of a ratio candidate/incumbent is ``sqrt(r_i² + r_c²)``; its band is
 ``max(noise_floor, Z · that)`` with Z = 2. The aggregate is a geomean, so
 ``σ(log gain) = sqrt(Σ_k (r_ik² + r_ck²)) / n`` and the aggregate band is
-``max(noise_floor, Z · σ)``. Shapes that FAIL in the incumbent have no incumbent number and are
-not compared (the candidate must still PASS them). An incumbent without any PASS shape is a
-:class:`CampaignError` (there is nothing to compare with).
+``max(noise_floor, Z · σ)``. Shapes that FAIL in the incumbent, and zero-work shapes, have no
+incumbent number and are not compared (the candidate must still PASS them). An incumbent
+without any scored shape is a :class:`CampaignError` (there is nothing to compare with).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from enum import Enum
 
 from kernel_ratchet.errors import CampaignError, SchemaError
 from kernel_ratchet.harness.csv_schema import BenchTable
-from kernel_ratchet.scoring.metrics import geomean, primary_value
+from kernel_ratchet.scoring.metrics import geomean, is_scored, primary_value
 
 #: Width of a noise band in standard deviations (~95% two-sided for a normal error).
 Z = 2.0
@@ -98,7 +98,7 @@ def _rolled_back(reason: str, before: float, per_shape: tuple[ShapeDelta, ...] =
 
 
 def _incumbent_aggregate(incumbent: BenchTable, campaign_type: str) -> float:
-    values = [primary_value(r, campaign_type)[0] for r in incumbent.rows if r.passed]
+    values = [primary_value(r, campaign_type)[0] for r in incumbent.rows if is_scored(r)]
     if not values:
         raise CampaignError(
             "the incumbent has no passing shape, so nothing can be compared with it; "
@@ -143,7 +143,7 @@ def _per_shape(
     out: list[ShapeDelta] = []
     var_sum = 0.0
     for row in incumbent.rows:
-        if not row.passed:
+        if not is_scored(row):
             continue
         vi, si = primary_value(row, campaign_type)
         vc, sc = primary_value(cand[row.label], campaign_type)

@@ -15,8 +15,11 @@ Primary metric per campaign type:
   bytes-weighted harmonic mean of F and G). This mirrors the combined step of compute ops: the
   metric a training step actually feels.
 
-A PASS row whose primary inputs are missing or not positive is a :class:`SchemaError` (a silent
-NaN would hide a broken harness); FAIL rows are never scored.
+Scored rows (:func:`is_scored`) are PASS rows with work: ``B·M·N·max(K, 1) > 0``. A shape with
+no output element (e.g. a grouped GEMM whose groups are all empty) has no throughput; it still
+gates correctness through its Check column but takes no part in scores. A scored row whose
+primary inputs are missing or not positive is a :class:`SchemaError` (a silent NaN would hide a
+broken harness); FAIL rows are never scored.
 """
 
 from __future__ import annotations
@@ -45,6 +48,16 @@ def _positive(x: float) -> bool:
 def _std(x: float) -> float:
     """A recorded stddev; a missing one (NaN) counts as 0: no recorded spread."""
     return 0.0 if x is None or not math.isfinite(x) else abs(float(x))
+
+
+def work(row: Row) -> int:
+    """Problem size used for scale comparisons: ``B·M·N·max(K, 1)`` (K is 0 for memory ops)."""
+    return row.B * row.M * row.N * max(row.K, 1)
+
+
+def is_scored(row: Row) -> bool:
+    """Whether the row takes part in scores: Check=PASS and non-zero work."""
+    return row.passed and work(row) > 0
 
 
 def combined_step_tflops(fwd_tflops: float, bwd_tflops: float) -> float:
@@ -156,20 +169,22 @@ def _avg_peak(values: list[float]) -> tuple[float, float]:
 
 
 def aggregates(table: BenchTable, campaign_type: str) -> Aggregates:
-    """Aggregates over the PASS rows of ``table``. Raises as :func:`primary_value` does."""
-    passed = [r for r in table.rows if r.passed]
+    """Aggregates over the scored rows of ``table`` (``n_pass`` counts every PASS row).
+
+    Raises as :func:`primary_value` does.
+    """
+    passed = [r for r in table.rows if is_scored(r)]
     prim = [primary_value(r, campaign_type)[0] for r in passed]
     fwd_avg, fwd_peak = _avg_peak([r.fwd for r in passed])
     bwd_avg, bwd_peak = _avg_peak([r.bwd for r in passed])
     p_avg, p_peak = _avg_peak(prim)
-    return Aggregates(
-        fwd_avg, fwd_peak, bwd_avg, bwd_peak, p_avg, p_peak, len(passed), len(table.rows)
-    )
+    n_pass = sum(1 for r in table.rows if r.passed)
+    return Aggregates(fwd_avg, fwd_peak, bwd_avg, bwd_peak, p_avg, p_peak, n_pass, len(table.rows))
 
 
 def score_vector(table: BenchTable, campaign_type: str) -> dict[str, float]:
-    """Primary value per PASS shape, in table order (the vector the aggregate cannot hide)."""
-    return {r.label: primary_value(r, campaign_type)[0] for r in table.rows if r.passed}
+    """Primary value per scored shape, in table order (the vector the aggregate cannot hide)."""
+    return {r.label: primary_value(r, campaign_type)[0] for r in table.rows if is_scored(r)}
 
 
 def relative_std(row: Row, campaign_type: str) -> float:

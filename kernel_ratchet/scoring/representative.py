@@ -1,6 +1,7 @@
 """Choice of representative_shapes at BASELINE (SPEC section 5).
 
-Contract of :func:`choose_representative`: only Check=PASS rows are candidates. With fewer than
+Contract of :func:`choose_representative`: only scored rows (Check=PASS with non-zero work,
+:func:`~kernel_ratchet.scoring.metrics.is_scored`) are candidates. With fewer than
 ``k_min`` PASS rows all of them are returned; with none, CampaignError. Otherwise exactly
 ``min(k_max, n_pass)`` labels are returned, in table order, chosen as:
 
@@ -28,7 +29,7 @@ import re
 
 from kernel_ratchet.errors import CampaignError
 from kernel_ratchet.harness.csv_schema import BenchTable, Row
-from kernel_ratchet.scoring.metrics import primary_value
+from kernel_ratchet.scoring.metrics import is_scored, primary_value, work
 
 UNIFORM_TOKEN = "uniform"
 #: Label tokens that name a non-uniform tokens-per-expert distribution.
@@ -51,14 +52,10 @@ def is_skewed(label: str) -> bool:
     return bool(label_tokens(label) & SKEWED_TOKENS)
 
 
-def _work(row: Row) -> int:
-    return row.B * row.M * row.N * max(row.K, 1)
-
-
 def _scale_key(indexed: tuple[int, Row]) -> tuple[int, float, int]:
     i, row = indexed
     ms = row.fwd_ms if math.isfinite(row.fwd_ms) else math.inf
-    return (_work(row), ms, i)
+    return (work(row), ms, i)
 
 
 def _rel_var(row: Row, campaign_type: str) -> float:
@@ -115,7 +112,7 @@ def choose_representative(
     """
     if not 1 <= k_min <= k_max:
         raise ValueError(f"need 1 <= k_min <= k_max, got k_min={k_min}, k_max={k_max}")
-    passed = [(i, r) for i, r in enumerate(table.rows) if r.passed]
+    passed = [(i, r) for i, r in enumerate(table.rows) if is_scored(r)]
     if not passed:
         raise CampaignError(
             "the baseline has no passing shape (every row is Check=FAIL); fix correctness "

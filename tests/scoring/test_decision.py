@@ -143,3 +143,13 @@ def test_schema_mismatch_and_empty_incumbent_raise():
         decide(fwd_table(BASE), memory_table("a,1,1,1,PASS,1,0,,,1,,40"), "compute_fwd")
     with pytest.raises(CampaignError, match="no passing shape"):
         decide(fwd_table({"a": 1.0}, check={"a": "FAIL"}), fwd_table({"a": 1.0}), "compute_fwd")
+
+
+def test_zero_work_shape_gates_correctness_but_is_not_scored():
+    empty = gemm_row("all_empty", 0, 64, 128, 0.0, 0.0, fwd_ms=0.01)
+    inc = gemm_table(empty, gemm_row("a", 64, 64, 64, 10.0, 0.01))
+    cand = gemm_table(empty, gemm_row("a", 64, 64, 64, 12.0, 0.01))
+    d = decide(inc, cand, "compute_fwd")
+    assert d.accepted and [s.label for s in d.per_shape] == ["a"]
+    failed = gemm_table(empty.replace("PASS", "FAIL"), gemm_row("a", 64, 64, 64, 12.0, 0.01))
+    assert not decide(inc, failed, "compute_fwd").accepted

@@ -105,3 +105,13 @@ def test_aggregates_forward_only_has_nan_backward():
     agg = aggregates(t, "compute_fwd")
     assert math.isnan(agg.bwd_avg) and math.isnan(agg.bwd_peak)
     assert agg.primary_avg == agg.fwd_avg == pytest.approx(100.0)
+
+
+def test_zero_work_pass_row_is_not_scored_but_a_broken_pass_row_is_loud():
+    empty = gemm_row("all_empty", 0, 64, 128, 0.0, 0.0, fwd_ms=0.01, b=3)
+    t = gemm_table(empty, gemm_row("a", 64, 64, 64, 10.0, 0.1))
+    assert score_vector(t, "compute_fwd") == {"a": 10.0}
+    assert aggregates(t, "compute_fwd").n_pass == 2
+    broken = gemm_table(gemm_row("b", 64, 64, 64, 0.0, 0.0, fwd_ms=0.01))
+    with pytest.raises(SchemaError, match="'b' is PASS"):
+        aggregates(broken, "compute_fwd")

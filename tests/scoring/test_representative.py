@@ -99,3 +99,11 @@ def test_label_tokens():
 def test_bad_k_arguments():
     with pytest.raises(ValueError):
         choose_representative(table(DENSE), "compute_fwd", k_min=4, k_max=3)
+
+
+def test_zero_work_shapes_are_not_chosen():
+    spec = [*DENSE[:4], ("g_all_empty", 0, 64, 128, 0.0, 0.0, "PASS")]
+    t = gemm_table(*(gemm_row(lab, m, n, k, v, v * r, check=c, fwd_ms=0.01)
+                     for lab, m, n, k, v, r, c in spec))  # fmt: skip
+    labels = choose_representative(t, "compute_fwd")
+    assert "g_all_empty" not in labels and "m64" in labels
