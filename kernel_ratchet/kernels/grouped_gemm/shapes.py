@@ -1,0 +1,169 @@
+"""MoE shape sets for the grouped GEMMs, generated from model configs and seeded routing.
+
+A shape is one expert projection of one MoE layer on one batch: ``B`` = number of groups
+(experts), ``M`` = routed rows after capacity dropping (``sum(group_lens)``), ``N``/``K`` the
+projection's output/input features. ``params`` holds what rebuilds ``group_lens`` exactly:
+``dist`` and ``seed`` (plus ``rows``, the routed rows before dropping, or ``lens`` for explicit
+odd cases). Labels name the model, projection and distribution.
+
+Distributions (:func:`group_lens`):
+
+* ``uniform``: every expert gets rows // G (the remainder to the first ones);
+* ``top2_cf1.0``: rows/2 tokens each route to 2 distinct experts by Gumbel-top-2 over
+  per-expert biases ~ N(0, 0.5); each expert keeps at most ``ceil(1.0 * rows / G)`` rows;
+* ``top1_cf1.25``: rows tokens route top-1 the same way, capacity ``ceil(1.25 * rows / G)``;
+* ``skewed``: one expert gets 55% of the rows, the rest are spread by a Dirichlet(0.3) draw
+  (near-degenerate; with many experts some get none).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from kernel_ratchet.harness.adapter import Shape
+
+DISTRIBUTIONS = ("uniform", "top2_cf1.0", "top1_cf1.25", "skewed")
+
+
+@dataclass(frozen=True)
+class MoEConfig:
+    """What the grouped GEMM shapes need from a model config (values from the model cards)."""
+
+    name: str
+    experts: int
+    hidden: int
+    moe_intermediate: int
+    top_k: int
+
+
+MODELS: dict[str, MoEConfig] = {
+    "dsv3": MoEConfig("DeepSeek-V3", 256, 7168, 2048, 8),
+    "qwen3_30b": MoEConfig("Qwen3-30B-A3B", 128, 2048, 768, 8),
+    "qwen3_235b": MoEConfig("Qwen3-235B-A22B", 128, 4096, 1536, 8),
+    "mixtral_8x7b": MoEConfig("Mixtral-8x7B", 8, 4096, 14336, 2),
+}
+
+
+def _route(rng: np.random.Generator, tokens: int, G: int, k: int, capacity: int) -> list[int]:
+    bias = rng.normal(0.0, 0.5, size=G)
+    counts = np.zeros(G, dtype=np.int64)
+    for lo in range(0, tokens, 8192):  # chunks keep the Gumbel matrix small
+        n = min(8192, tokens - lo)
+        logits = bias[None, :] + rng.gumbel(size=(n, G))
+        top = (
+            np.argpartition(-logits, k - 1, axis=1)[:, :k]
+            if k < G
+            else np.tile(np.arange(G), (n, 1))
+        )
+        counts += np.bincount(top.ravel(), minlength=G)
+    return [int(min(c, capacity)) for c in counts]
+
+
+def group_lens(dist: str, G: int, rows: int, seed: int) -> list[int]:
+    """Rows per group for ``dist`` (see module doc); deterministic in ``seed``."""
+    return list(_group_lens(dist, G, rows, seed))
+
+
+@functools.lru_cache(maxsize=256)
+def _group_lens(dist: str, G: int, rows: int, seed: int) -> tuple[int, ...]:
+    return tuple(_draw(dist, G, rows, seed))
+
+
+def _draw(dist: str, G: int, rows: int, seed: int) -> list[int]:
+    rng = np.random.default_rng(seed)
+    if dist == "uniform":
+        base, rem = divmod(rows, G)
+        return [base + (1 if g < rem else 0) for g in range(G)]
+    if dist == "top2_cf1.0":
+        k = min(2, G)
+        return _route(rng, rows // k, G, k, math.ceil(1.0 * rows / G))
+    if dist == "top1_cf1.25":
+        return _route(rng, rows, G, 1, math.ceil(1.25 * rows / G))
+    if dist == "skewed":
+        hot = int(rng.integers(G))
+        n_hot = math.ceil(0.55 * rows) if G > 1 else rows
+        w = rng.dirichlet(np.full(max(G - 1, 1), 0.3))
+        rest = rng.multinomial(rows - n_hot, w) if G > 1 else np.zeros(0, dtype=np.int64)
+        lens = [int(v) for v in rest]
+        lens.insert(hot, n_hot)
+        return lens
+    raise ValueError(f"unknown distribution {dist!r}; known: {DISTRIBUTIONS}")
+
+
+def lens_of(shape: Shape) -> list[int]:
+    """Rebuild ``group_lens`` of a shape from its params."""
+    p = shape.params
+    if "lens" in p:
+        return [int(v) for v in p["lens"]]
+    return group_lens(str(p["dist"]), shape.B, int(p["rows"]), int(p["seed"]))
+
+
+def make_shape(label: str, G: int, N: int, K: int, dist: str, rows: int, seed: int) -> Shape:
+    lens = group_lens(dist, G, rows, seed)
+    return Shape(label, M=sum(lens), N=N, K=K, B=G,
+                 params={"dist": dist, "seed": seed, "rows": rows})  # fmt: skip
+
+
+def explicit_shape(label: str, lens: list[int], N: int, K: int, seed: int = 0) -> Shape:
+    return Shape(label, M=sum(lens), N=N, K=K, B=len(lens),
+                 params={"dist": "explicit", "seed": seed, "lens": list(lens)})  # fmt: skip
+
+
+def moe_shapes(tokens: int = 8192, models: tuple[str, ...] = tuple(MODELS),
+               dists: tuple[str, ...] = DISTRIBUTIONS, seed: int = 0) -> list[Shape]:  # fmt: skip
+    """gate_up (N = 2*intermediate, K = hidden) and down (N = hidden, K = intermediate)
+    projections of each model for ``tokens`` tokens (rows = tokens * top_k) and each
+    distribution."""
+    out = []
+    for key in models:
+        m = MODELS[key]
+        rows = tokens * m.top_k
+        projs = {
+            "gate_up": (2 * m.moe_intermediate, m.hidden),
+            "down": (m.hidden, m.moe_intermediate),
+        }
+        for proj, (N, K) in projs.items():
+            for dist in dists:
+                out.append(make_shape(f"{key}_{proj}_{dist}", m.experts, N, K, dist, rows, seed))
+    return out
+
+
+def moe_target() -> list[Shape]:
+    """Default target_shapes of the grouped GEMM campaigns: 4 models x 2 projections x 4
+    distributions at 8192 tokens."""
+    return moe_shapes()
+
+
+def moe_bench_h200() -> list[Shape]:
+    """The subset timed in one short device run (tune_h200.py): gate_up of every model on all
+    distributions, plus down of DeepSeek-V3 and Mixtral on uniform and skewed."""
+    shapes = [s for s in moe_shapes() if "_gate_up_" in s.label]
+    shapes += [s for s in moe_shapes(models=("dsv3", "mixtral_8x7b"), dists=("uniform", "skewed"))
+               if "_down_" in s.label]  # fmt: skip
+    return shapes
+
+
+def moe_test_gpu() -> list[Shape]:
+    """Real model dimensions with 512 tokens (fast references), every distribution."""
+    return moe_shapes(tokens=512)
+
+
+def odd_shapes() -> list[Shape]:
+    """Empty groups (first, middle, last, all but one), counts not multiples of any tile, K and
+    N not multiples of 128."""
+    return [
+        explicit_shape("odd_empty_edges", [0, 37, 0, 129, 1, 0], N=96, K=160),
+        explicit_shape("odd_one_group", [0, 0, 211, 0], N=72, K=136),
+        explicit_shape("odd_all_small", [1, 2, 3, 5, 7, 11, 13], N=130, K=256),
+        explicit_shape("odd_all_empty", [0, 0, 0], N=64, K=128),
+    ]
+
+
+def tiny_cpu() -> list[Shape]:
+    """Interpreter-sized shapes: every distribution on 6 groups, plus the odd ones."""
+    shapes = [make_shape(f"tiny_{d}", 6, 48, 128, d, 120, 1) for d in DISTRIBUTIONS]
+    return shapes + odd_shapes()

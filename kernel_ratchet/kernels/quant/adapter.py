@@ -1,0 +1,116 @@
+"""Harness adapters of the FP8 quantization ops (schema "memory", forward only).
+
+Compared outputs: ``out`` = the kernel's quantized tensor dequantized (``q * scale``, fp32)
+against the plain-PyTorch quantization of the same input dequantized (:mod:`.reference`), and
+``scale`` = the kernel's fp32 scales against the reference scales (dual adds ``out_t`` and
+``scale_t`` for the column-wise result). Both use the same rounding, so the SNR is normally
++inf; thresholds allow the odd tie rounded the other way (40 dB) and fp32 noise on the scales
+(80 dB). ``out_snr`` in the CSV is the SNR of ``out``.
+
+``bytes_moved`` = bf16 input read once + every fp8 output written once + fp32 scales.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+
+from kernel_ratchet.harness.adapter import SNR_BF16, SNR_FP32, Adapter, Shape
+from kernel_ratchet.kernels.quant.dual import quant_fp8_dual_1x128
+from kernel_ratchet.kernels.quant.kernel import (
+    dequant_fp8,
+    quant_fp8_blockwise_1x128,
+    quant_fp8_rowwise,
+)
+from kernel_ratchet.kernels.quant.reference import (
+    blockwise_1x128_ref,
+    dual_1x128_ref,
+    rowwise_ref,
+)
+
+
+@dataclass
+class QuantCase:
+    x: torch.Tensor
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+class _QuantAdapter(Adapter):
+    schema: ClassVar[str] = "memory"
+    has_backward: ClassVar[bool] = False
+    min_snr_db: ClassVar[dict[str, float]] = {
+        "out": SNR_BF16, "out_t": SNR_BF16, "scale": SNR_FP32, "scale_t": SNR_FP32,
+        "default": SNR_BF16,
+    }  # fmt: skip
+
+    def make_case(self, shape: Shape, seed: int, device: str) -> QuantCase:
+        gen = torch.Generator(device="cpu").manual_seed(seed)
+        x = torch.randn((shape.M, shape.N), generator=gen) * 3.0
+        # A few outliers per tensor, as real activations have: they set the group scales.
+        idx = torch.randint(0, max(x.numel(), 1), (max(x.numel() // 4096, 1),), generator=gen)
+        x.view(-1)[idx] *= 40.0
+        return QuantCase(x.to(device=device, dtype=torch.bfloat16))
+
+    def flops(self, shape: Shape) -> tuple[float, float]:
+        return (0.0, 0.0)
+
+
+class QuantFp8RowwiseAdapter(_QuantAdapter):
+    """One fp32 scale per row (kernel.quant_fp8_rowwise)."""
+
+    def forward(self, case: QuantCase) -> Any:
+        return quant_fp8_rowwise(case.x)
+
+    def outputs(self, case: QuantCase) -> dict[str, torch.Tensor]:
+        q = quant_fp8_rowwise(case.x)
+        return {"out": dequant_fp8(q), "scale": q.scale}
+
+    def reference(self, case: QuantCase) -> dict[str, torch.Tensor]:
+        return rowwise_ref(case.x)
+
+    def bytes_moved(self, shape: Shape) -> tuple[float, float]:
+        return (3.0 * shape.M * shape.N + 4.0 * shape.M, 0.0)
+
+
+class QuantFp8BlockwiseAdapter(_QuantAdapter):
+    """1x128 groups along rows (kernel.quant_fp8_blockwise_1x128)."""
+
+    def forward(self, case: QuantCase) -> Any:
+        return quant_fp8_blockwise_1x128(case.x)
+
+    def outputs(self, case: QuantCase) -> dict[str, torch.Tensor]:
+        q = quant_fp8_blockwise_1x128(case.x)
+        return {"out": dequant_fp8(q, group=(1, 128)), "scale": q.scale}
+
+    def reference(self, case: QuantCase) -> dict[str, torch.Tensor]:
+        return blockwise_1x128_ref(case.x)
+
+    def bytes_moved(self, shape: Shape) -> tuple[float, float]:
+        return (3.0 * shape.M * shape.N + 4.0 * shape.M * _cdiv(shape.N, 128), 0.0)
+
+
+class QuantFp8DualAdapter(_QuantAdapter):
+    """Row-wise 1x128 and column-wise 128x1 (transposed) from one read (dual.py)."""
+
+    def forward(self, case: QuantCase) -> Any:
+        return quant_fp8_dual_1x128(case.x)
+
+    def outputs(self, case: QuantCase) -> dict[str, torch.Tensor]:
+        rows, cols = quant_fp8_dual_1x128(case.x)
+        return {
+            "out": dequant_fp8(rows, group=(1, 128)), "scale": rows.scale,
+            "out_t": dequant_fp8(cols, group=(1, 128)), "scale_t": cols.scale,
+        }  # fmt: skip
+
+    def reference(self, case: QuantCase) -> dict[str, torch.Tensor]:
+        return dual_1x128_ref(case.x)
+
+    def bytes_moved(self, shape: Shape) -> tuple[float, float]:
+        M, N = shape.M, shape.N
+        scales = 4.0 * (M * _cdiv(N, 128) + N * _cdiv(M, 128))
+        return (4.0 * M * N + scales, 0.0)
