@@ -41,12 +41,18 @@ class Verdict(str, Enum):
     SLOWER = "SLOWER"
     SAME = "SAME"
 
+    def __str__(self) -> str:
+        return self.value
+
 
 class Status(str, Enum):
     """Outcome of a round's decision."""
 
     ACCEPTED = "ACCEPTED"
     ROLLED_BACK = "ROLLED BACK"
+
+    def __str__(self) -> str:  # f"{status}" writes the record text on every Python version
+        return self.value
 
 
 @dataclass(frozen=True)

@@ -153,3 +153,8 @@ def test_zero_work_shape_gates_correctness_but_is_not_scored():
     assert d.accepted and [s.label for s in d.per_shape] == ["a"]
     failed = gemm_table(empty.replace("PASS", "FAIL"), gemm_row("a", 64, 64, 64, 12.0, 0.01))
     assert not decide(inc, failed, "compute_fwd").accepted
+
+
+def test_status_formats_as_record_text():
+    assert f"{Status.ROLLED_BACK}" == "ROLLED BACK" and str(Verdict.SAME) == "SAME"
+    assert Status("ROLLED BACK") is Status.ROLLED_BACK
