@@ -193,18 +193,30 @@ def decide(
         return _rolled_back(gate, before)
     deltas, sigma = _per_shape(incumbent, candidate, campaign_type, noise_floor)
     after = geomean(d.candidate for d in deltas)
-    gain = after / before - 1.0
     gain_noise = max(noise_floor, Z * sigma)
-    unit = incumbent.schema.unit
+    return _judge(
+        tuple(deltas), before, after, gain_noise, regression_threshold, incumbent.schema.unit
+    )
+
+
+def _judge(
+    deltas: tuple[ShapeDelta, ...],
+    before: float,
+    after: float,
+    gain_noise: float,
+    threshold: float,
+    unit: str,
+) -> Decision:
+    """Gates 5-6 and the accept / trade-off outcome, with the reason sentence."""
+    gain = after / before - 1.0
     agg = (
         f"aggregate {before:.1f} -> {after:.1f} {unit} "
         f"({_pct(gain)}, noise ±{gain_noise * 100:.1f}%)"
     )
     slower = [d for d in deltas if d.verdict is Verdict.SLOWER]
-    big = [d for d in slower if d.delta <= -regression_threshold]
-    small = [d for d in slower if d.delta > -regression_threshold]
-    thr = f"{regression_threshold * 100:g}%"
-    per_shape = tuple(deltas)
+    big = [d for d in slower if d.delta <= -threshold]
+    small = [d for d in slower if d.delta > -threshold]
+    thr = f"{threshold * 100:g}%"
 
     def result(
         status: Status, reason: str, regs: list[ShapeDelta], ambiguous: bool = False
@@ -212,7 +224,7 @@ def decide(
         labels = tuple(d.label for d in regs)
         trade = status is Status.ACCEPTED and bool(regs)
         return Decision(
-            status, reason, trade, labels, before, after, gain, gain_noise, per_shape, ambiguous
+            status, reason, trade, labels, before, after, gain, gain_noise, deltas, ambiguous
         )
 
     if big:
