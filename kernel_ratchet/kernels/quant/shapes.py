@@ -30,3 +30,12 @@ def tiny_cpu() -> list[Shape]:
         Shape("tiny_odd_1x130", 1, 130),
         Shape("tiny_odd_257x64", 257, 64),
     ]
+
+
+def gpu_test() -> list[Shape]:
+    """Real hidden sizes, fewer rows: the correctness check (float64 SNR on the host) stays fast."""
+    return [
+        Shape("dsv3_act_2048x7168", 2048, 7168),
+        Shape("mixtral_inter_1024x14336", 1024, 14336),
+        Shape("odd_3001x4000", 3001, 4000),
+    ]
