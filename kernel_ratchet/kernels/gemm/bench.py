@@ -1,0 +1,223 @@
+"""Full benchmark of the dense GEMM ops against the vendor library.
+
+    python -m kernel_ratchet.kernels.gemm.bench --dtype bf16|fp8
+        [--granularity tensorwise|rowwise|blockwise] [--grad-dtype e4m3|e5m2]
+        [--shapes model|large|odd|cpu] [-o out.csv] [--min-run-time 0.2] [--no-vendor]
+
+Per shape: fresh random inputs from the seed; the correctness check (autograd path against the
+fp32 reference, SPEC section 5 thresholds); then forward and backward timed with
+``torch.utils.benchmark.Timer.blocked_autorange`` (it synchronizes the device around each
+block; median of the per-call block times, stddev over blocks), ours then the vendor's on the
+same tensors. A shape that raises gets a FAIL row.
+
+The CSV holds the frozen GEMM columns (``csv_schema.GEMM_COLUMNS``) and, unless
+``--no-vendor``, these appended after them: ``Step TFLOPS`` (6·MNK over fwd+bwd time),
+``vendor``, ``Vendor Forward TFLOPS``, ``Vendor Backward TFLOPS``, ``Vendor Step TFLOPS``,
+``vendor_out_snr``, ``fwd_ratio``, ``bwd_ratio``, ``step_ratio`` (ours / vendor). The one CSV
+reader of the system accepts only the frozen columns: give ``--no-vendor`` when a campaign
+parses the file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import statistics
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch.utils.benchmark import Timer
+
+from kernel_ratchet.harness.adapter import Shape
+from kernel_ratchet.harness.correctness import check_outputs, snr_db
+from kernel_ratchet.harness.csv_schema import GEMM_COLUMNS, format_cell
+from kernel_ratchet.kernels.gemm import adapter as ad
+from kernel_ratchet.kernels.gemm import shapes as sh
+from kernel_ratchet.kernels.gemm import vendor as vd
+
+VENDOR_COLUMNS = (
+    "Step TFLOPS", "vendor", "Vendor Forward TFLOPS", "Vendor Backward TFLOPS",
+    "Vendor Step TFLOPS", "vendor_out_snr", "fwd_ratio", "bwd_ratio", "step_ratio",
+)  # fmt: skip
+SHAPE_SETS: dict[str, Callable[[], list[Shape]]] = {
+    "model": sh.model_shapes,
+    "large": sh.model_shapes_large_m,
+    "odd": lambda: list(sh.ODD_SHAPES),
+    "cpu": lambda: list(sh.CPU_SHAPES),
+}
+
+
+@dataclass(frozen=True)
+class Timed:
+    """Median and stddev of one call, in milliseconds."""
+
+    ms: float
+    std_ms: float
+
+
+def time_call(fn: Callable[[], object], min_run_time: float) -> Timed:
+    """``Timer.blocked_autorange`` after two warm-up calls (compilation stays out)."""
+    fn()
+    fn()
+    m = Timer(stmt="fn()", globals={"fn": fn}).blocked_autorange(min_run_time=min_run_time)
+    times = m.times
+    std = statistics.stdev(times) if len(times) > 1 else 0.0
+    return Timed(m.median * 1e3, std * 1e3)
+
+
+def _tflops(flops: float, t: Timed | None) -> tuple[float, float]:
+    """(TFLOPS at the median, its stddev propagated from the time's)."""
+    if t is None or t.ms <= 0:
+        return math.nan, math.nan
+    rate = flops / (t.ms * 1e-3) / 1e12
+    return rate, rate * t.std_ms / t.ms
+
+
+def step_tflops(shape: Shape, fwd_ms: float, bwd_ms: float) -> float:
+    """SPEC section 6 combined step: 6·M·N·K / ((fwd_ms + bwd_ms)·1e-3) / 1e12."""
+    return 6.0 * shape.M * shape.N * shape.K / ((fwd_ms + bwd_ms) * 1e-3) / 1e12
+
+
+def make_adapter(dtype: str, granularity: str, grad_dtype: str) -> ad._GemmAdapter:
+    if dtype in ("bf16", "fp16"):
+        return ad.GemmBf16() if dtype == "bf16" else ad.GemmFp16()
+    name = f"GemmFp8{granularity.capitalize()}" + ("E5M2" if grad_dtype == "e5m2" else "")
+    return getattr(ad, name)()
+
+
+def vendor_fns(adapter: ad._GemmAdapter, case: ad.GemmCase):
+    """(name, forward, backward) of the vendor baseline, or None."""
+    if isinstance(adapter, ad.GemmBf16):
+        return ("cublas", *vd.bf16_vendor(case))
+    assert isinstance(adapter, ad._GemmFp8)
+    g, gd = adapter.granularity, adapter.grad_dtype
+    if g == "tensorwise":
+        return ("scaled_mm", *vd.tensorwise_vendor(case, gd))
+    if g == "rowwise":
+        return ("scaled_mm", *vd.rowwise_vendor(case, gd))
+    fns = vd.blockwise_vendor(case, gd)
+    return None if fns is None else ("scaled_mm_blockwise", *fns)
+
+
+def bench_shape(
+    adapter: ad._GemmAdapter, shape: Shape, *, device: str, min_run_time: float, vendor: bool
+) -> list[object]:
+    """One CSV row (frozen columns, then vendor columns when ``vendor``)."""
+    fwd_flops, bwd_flops = adapter.flops(shape)
+    nan = math.nan
+    try:
+        case = adapter.make_case(shape, seed=0, device=device)
+        ref = adapter.reference(case)
+        got = adapter.outputs(case)
+        chk = check_outputs(got, ref, {k: adapter.threshold(k) for k in ref})
+        del got
+        tf = time_call(lambda: adapter.forward(case), min_run_time)
+        tb = time_call(lambda: adapter.backward(case), min_run_time)
+    except Exception as exc:  # a failing shape is a FAIL row, not a crash of the whole bench
+        print(f"  {shape.label}: FAIL ({type(exc).__name__}: {exc})", file=sys.stderr)
+        row: list[object] = [shape.label, shape.B, shape.M, shape.N, shape.K, "FAIL"]
+        row += [nan] * (len(GEMM_COLUMNS) - len(row))
+        return row + ([""] * len(VENDOR_COLUMNS) if vendor else [])
+    f, fs = _tflops(fwd_flops, tf)
+    b, bs = _tflops(bwd_flops, tb)
+    snr = chk.snr
+    row = [shape.label, shape.B, shape.M, shape.N, shape.K, "PASS" if chk.passed else "FAIL",
+           f, fs, b, bs, tf.ms, tb.ms, snr["out"], snr["da"], snr["db"]]  # fmt: skip
+    if not vendor:
+        return row
+    step = step_tflops(shape, tf.ms, tb.ms)
+    vrow: list[object] = [step, "none", nan, nan, nan, nan, nan, nan, nan]
+    fns = vendor_fns(adapter, case)
+    if fns is not None:
+        name, vf, vb = fns
+        vsnr = snr_db(vf(), ref["out"])
+        vtf, vtb = time_call(vf, min_run_time), time_call(vb, min_run_time)
+        vfr, vbr = _tflops(fwd_flops, vtf)[0], _tflops(bwd_flops, vtb)[0]
+        vstep = step_tflops(shape, vtf.ms, vtb.ms)
+        vrow = [step, name, vfr, vbr, vstep, vsnr, f / vfr, b / vbr, step / vstep]
+    return row + vrow
+
+
+def geomean(xs: list[float]) -> float:
+    xs = [x for x in xs if isinstance(x, float) and x > 0 and math.isfinite(x)]
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else math.nan
+
+
+def run(args: argparse.Namespace) -> list[list[object]]:
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    adapter = make_adapter(args.dtype, args.granularity, args.grad_dtype)
+    shapes = SHAPE_SETS[args.shapes]()
+    if args.limit:
+        shapes = shapes[: args.limit]
+    rows = []
+    for shape in shapes:
+        row = bench_shape(adapter, shape, device=device, min_run_time=args.min_run_time,
+                          vendor=not args.no_vendor)  # fmt: skip
+        rows.append(row)
+        print(_line(row), flush=True)
+        if device == "cuda":
+            torch.cuda.empty_cache()
+    return rows
+
+
+def _line(row: list[object]) -> str:
+    cells = [format_cell(c, 1) if isinstance(c, float) else str(c) for c in row]
+    return " ".join(f"{c:>9}" for c in cells[:1] + cells[5:9] + cells[12:])
+
+
+def summarize(rows: list[list[object]], vendor: bool) -> str:
+    """Geomeans over PASS rows: ours (fwd, bwd, step) and, with vendor columns, theirs."""
+    ok = [r for r in rows if r[5] == "PASS"]
+    n = len(GEMM_COLUMNS)
+    out = f"PASS {len(ok)}/{len(rows)}  geomean fwd {geomean([r[6] for r in ok]):.1f}"
+    out += f"  bwd {geomean([r[8] for r in ok]):.1f}"
+    if vendor:
+        out += f"  step {geomean([r[n] for r in ok]):.1f} TFLOPS"
+        out += f" | vendor fwd {geomean([r[n + 2] for r in ok]):.1f}"
+        out += f"  bwd {geomean([r[n + 3] for r in ok]):.1f}"
+        out += f"  step {geomean([r[n + 4] for r in ok]):.1f}"
+        out += f" | ratio fwd {geomean([r[n + 6] for r in ok]):.3f}"
+        out += f"  bwd {geomean([r[n + 7] for r in ok]):.3f}"
+        out += f"  step {geomean([r[n + 8] for r in ok]):.3f}"
+    return out
+
+
+def write_rows(path: str, rows: list[list[object]], vendor: bool) -> None:
+    header = list(GEMM_COLUMNS) + (list(VENDOR_COLUMNS) if vendor else [])
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(header)
+        for row in rows:
+            w.writerow([format_cell(c) if not isinstance(c, str) else c for c in row])
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m kernel_ratchet.kernels.gemm.bench")
+    p.add_argument("--dtype", choices=["bf16", "fp16", "fp8"], required=True)
+    p.add_argument("--granularity", choices=["tensorwise", "rowwise", "blockwise"],
+                   default="blockwise")  # fmt: skip
+    p.add_argument("--grad-dtype", choices=["e4m3", "e5m2"], default="e4m3")
+    p.add_argument("--shapes", choices=sorted(SHAPE_SETS), default="model")
+    p.add_argument("-o", "--output", default=None, help="CSV path (default: print only)")
+    p.add_argument("--min-run-time", type=float, default=0.2, help="seconds per Timer measurement")
+    p.add_argument("--limit", type=int, default=0, help="only the first N shapes")
+    p.add_argument("--no-vendor", action="store_true", help="frozen columns only, no vendor")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    rows = run(args)
+    if args.output:
+        write_rows(args.output, rows, not args.no_vendor)
+    print(summarize(rows, not args.no_vendor))
+    return 0 if all(r[5] == "PASS" for r in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,218 @@
+"""One-call H200 sweep of the GEMM configs (structural switches and tiles), with checks.
+
+    python -m kernel_ratchet.kernels.gemm.tune_h200 [--out DIR] [--budget-s 200]
+
+For each kind and operand layout a short list of candidate configs is checked (SNR of the
+output against fp32) and timed with ``triton.testing.do_bench`` (median) on a few model shapes,
+next to the vendor kernel on the same shape. Results go to ``DIR/sweep.json`` and a table is
+printed last. The winners are copied into :mod:`.configs` by hand, with the numbers in a comment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import torch
+import triton
+import triton.testing
+
+from kernel_ratchet.harness.correctness import snr_db
+from kernel_ratchet.kernels.gemm.configs import GemmConfig
+from kernel_ratchet.kernels.gemm.kernel import SCALE_BLOCK, SCALE_TENSOR, matmul
+from kernel_ratchet.kernels.quant.kernel import (
+    quant_fp8_block_128x128,
+    quant_fp8_blockwise_1x128,
+    quant_fp8_tensorwise,
+)
+
+C = GemmConfig
+SHAPES = [(4096, 6144, 4096), (8192, 28672, 4096), (8192, 4096, 14336)]
+BF16 = [
+    C(128, 256, 64, num_warps=8, num_stages=3),
+    C(128, 256, 64, num_warps=8, num_stages=4),
+    C(128, 256, 64, num_warps=8, num_stages=3, use_tma=True),
+    C(128, 256, 64, num_warps=8, num_stages=4, use_tma=True, persistent=True),
+    C(256, 128, 64, num_warps=8, num_stages=3),
+    C(128, 128, 64, num_warps=4, num_stages=4),
+    C(128, 256, 64, num_warps=8, num_stages=3, persistent=True),
+    C(128, 128, 64, num_warps=8, num_stages=4, use_tma=True),
+]
+FP8 = [
+    C(128, 256, 128, num_warps=8, num_stages=3),
+    C(128, 256, 128, num_warps=8, num_stages=4),
+    C(128, 256, 128, num_warps=8, num_stages=3, use_tma=True),
+    C(128, 256, 128, num_warps=8, num_stages=4, use_tma=True, persistent=True),
+    C(256, 128, 128, num_warps=8, num_stages=3),
+    C(128, 128, 128, num_warps=4, num_stages=4),
+    C(128, 128, 128, num_warps=8, num_stages=5, use_tma=True),
+]
+FP8_BLOCK = [
+    C(128, 128, 128, num_warps=8, num_stages=4),
+    C(128, 128, 128, num_warps=4, num_stages=4),
+    C(128, 256, 128, num_warps=8, num_stages=3),
+    C(128, 128, 128, num_warps=8, num_stages=4, use_tma=True),
+    C(128, 256, 128, num_warps=8, num_stages=3, use_tma=True),
+    C(128, 128, 128, num_warps=4, num_stages=5, use_tma=True, persistent=True),
+    C(64, 128, 128, num_warps=4, num_stages=4),
+]
+
+
+DEVICE = "cuda"
+
+
+def _bench(fn) -> float:
+    if DEVICE != "cuda":  # --smoke on the CPU interpreter: one call, wall clock
+        t = time.perf_counter()
+        fn()
+        return (time.perf_counter() - t) * 1e3
+    return float(triton.testing.do_bench(fn, warmup=10, rep=40, return_mode="median"))
+
+
+def _tf(M: int, N: int, K: int, ms: float) -> float:
+    return 2.0 * M * N * K / (ms * 1e-3) / 1e12
+
+
+def _versions() -> dict[str, str]:
+    try:
+        drv = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,clocks.max.sm",
+                              "--format=csv,noheader"], capture_output=True, text=True,
+                             timeout=20).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        drv = "?"
+    return {"torch": torch.__version__, "triton": triton.__version__, "gpu": drv}
+
+
+def _sweep_shape(
+    M: int, N: int, K: int, g: torch.Generator, t0: float, budget_s: float, results: list[dict]
+) -> None:
+    """Vendor timings and every candidate config on one shape, appended to results."""
+
+    def rnd(*s: int) -> torch.Tensor:
+        return torch.randn(*s, device=DEVICE, dtype=torch.bfloat16, generator=g)
+
+    a, b, d = rnd(M, K), rnd(N, K) * K**-0.5, rnd(M, N)
+    ref = a.float() @ b.float().t()
+    ref_da = d.float() @ b.float()
+    ref_db = d.float().t() @ a.float()
+    vend = {
+        "bf16.fwd": _bench(lambda: a @ b.t()),
+        "bf16.da": _bench(lambda: d @ b),
+        "bf16.db": _bench(lambda: d.t() @ a),
+    }
+    qa, qb = quant_fp8_tensorwise(a), quant_fp8_tensorwise(b)
+    vend["fp8.fwd"] = _bench(lambda: torch._scaled_mm(qa.data, qb.data.t(), qa.scale, qb.scale,
+                                                      out_dtype=torch.bfloat16))  # fmt: skip
+    ba = quant_fp8_blockwise_1x128(a)
+    bb = quant_fp8_block_128x128(b, with_transpose=True)
+    bdt = quant_fp8_blockwise_1x128(d, transpose=True)
+    bat = quant_fp8_blockwise_1x128(a, transpose=True)
+    try:
+        import torch.nn.functional as F
+
+        BW = F.ScalingType
+        fn = lambda: F.scaled_mm(ba.data, bb.data.t(), ba.scale, BW.BlockWise1x128, bb.scale,
+                                 BW.BlockWise128x128, output_dtype=torch.bfloat16)  # fmt: skip
+        vsnr = snr_db(fn(), ref)
+        vend["fp8_block.fwd"] = _bench(fn)
+        print(f"vendor blockwise snr {vsnr:.1f}", flush=True)
+    except Exception as exc:  # noqa: BLE001 - probing whether the build has it
+        print(f"vendor blockwise unavailable: {type(exc).__name__}: {str(exc)[:200]}")
+    for k, v in vend.items():
+        results.append({"shape": [M, N, K], "what": k, "cfg": "vendor", "ms": v,
+                        "tflops": _tf(M, N, K, v), "snr": None})  # fmt: skip
+    cases = []
+    for cfg in BF16:
+        cases.append(("bf16.fwd", cfg, lambda c: matmul(a, b, config=c), ref))
+    for cfg in BF16[:3] + BF16[4:5]:
+        cases.append(("bf16.da", cfg, lambda c: matmul(d, b, b_kmajor=False, config=c), ref_da))
+        cases.append(("bf16.db", cfg, lambda c: matmul(d, a, a_kmajor=False, b_kmajor=False,
+                                                       config=c), ref_db))  # fmt: skip
+    for cfg in FP8:
+        cases.append(("fp8.fwd", cfg, lambda c: matmul(
+            qa.data, qb.data, scale_mode=SCALE_TENSOR, a_scale=qa.scale, b_scale=qb.scale,
+            config=c), ref))  # fmt: skip
+    for cfg in FP8_BLOCK:
+        cases.append(("fp8_block.fwd", cfg, lambda c: matmul(
+            ba.data, bb.data, scale_mode=SCALE_BLOCK, a_scale=ba.scale, b_scale=bb.scale,
+            config=c), ref))  # fmt: skip
+    for cfg in FP8_BLOCK[:1] + FP8_BLOCK[2:5]:
+        cases.append(("fp8_block.db", cfg, lambda c: matmul(
+            bdt.data, bat.data, scale_mode=SCALE_BLOCK, a_scale=bdt.scale, b_scale=bat.scale,
+            b_scale_group_n=1, config=c), ref_db))  # fmt: skip
+    for what, cfg, fn, r in cases:
+        if time.time() - t0 > budget_s:
+            print("budget reached, stopping sweep", flush=True)
+            break
+        try:
+            out = fn(cfg)
+            s = snr_db(out, r) if r is not None else None
+            ms = _bench(lambda fn=fn, cfg=cfg: fn(cfg))
+            rec = {"shape": [M, N, K], "what": what, "cfg": repr(cfg), "ms": ms,
+                   "tflops": _tf(M, N, K, ms), "snr": s}  # fmt: skip
+        except Exception as exc:  # noqa: BLE001 - a failing config is a result
+            rec = {"shape": [M, N, K], "what": what, "cfg": repr(cfg), "error": str(exc)[:300]}
+        results.append(rec)
+        vkey = what if what in vend else None
+        ratio = rec.get("tflops", 0) / _tf(M, N, K, vend[vkey]) if vkey else float("nan")
+        print(f"{M}x{N}x{K} {what:14s} {rec.get('tflops', -1):7.1f} TF r={ratio:.3f} "
+              f"snr={rec.get('snr')} {_short(cfg)} {rec.get('error', '')[:80]}",
+              flush=True)  # fmt: skip
+    torch.cuda.empty_cache()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", default=os.environ.get("OUT", "."))
+    p.add_argument("--budget-s", type=float, default=200.0)
+    p.add_argument("--smoke", action="store_true", help="CPU interpreter, one tiny shape")
+    args = p.parse_args()
+    global DEVICE, SHAPES
+    if args.smoke:
+        DEVICE, SHAPES = "cpu", [(64, 96, 256)]
+    t0 = time.time()
+    results: list[dict] = []
+    info = _versions()
+    print(info, flush=True)
+    g = torch.Generator(device=DEVICE).manual_seed(0)
+    for M, N, K in SHAPES:
+        _sweep_shape(M, N, K, g, t0, args.budget_s, results)
+        torch.cuda.empty_cache()
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    Path(args.out, "sweep.json").write_text(
+        json.dumps({"info": info, "results": results}, indent=1)
+    )
+    _table(results)
+    print(f"sweep took {time.time() - t0:.0f} s")
+
+
+def _short(c: GemmConfig) -> str:
+    return (f"{c.block_m}x{c.block_n}x{c.block_k} w{c.num_warps} s{c.num_stages}"
+            f"{' tma' if c.use_tma else ''}{' pers' if c.persistent else ''}")  # fmt: skip
+
+
+def _table(results: list[dict]) -> None:
+    """Best config per (kind, shape) against the vendor."""
+    best: dict[tuple, dict] = {}
+    vend: dict[tuple, float] = {}
+    for r in results:
+        key = (r["what"], tuple(r["shape"]))
+        if r.get("cfg") == "vendor":
+            vend[key] = r["tflops"]
+        elif "tflops" in r and (key not in best or r["tflops"] > best[key]["tflops"]):
+            best[key] = r
+    print("\nBEST per kind/shape (TFLOPS, vs vendor)")
+    for key, r in sorted(best.items()):
+        v = vend.get(key)
+        print(
+            f"{key[0]:14s} {key[1]} {r['tflops']:7.1f} vendor {v or 0:7.1f} "
+            f"{(r['tflops'] / v) if v else float('nan'):.3f} {r['cfg']}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""Vendor baselines of the Linear GEMM ops, for the benchmark's comparison columns.
+
+* bf16: cuBLAS through ``torch.matmul`` (forward ``a @ bᵀ``, backward ``dout @ b``, ``doutᵀ @ a``).
+* FP8 tensorwise / rowwise: ``torch._scaled_mm`` (cuBLASLt) fed by **our** quantization kernels
+  with the same recipe as :mod:`.fp8`, so the ratio ours/vendor isolates the GEMM kernels.
+* FP8 blockwise: ``torch.nn.functional.scaled_mm`` with ``BlockWise1x128`` / ``BlockWise128x128``
+  where this torch build supports it on the device (probed once per call site; a failing or
+  inaccurate probe means "no vendor").
+
+Each factory returns ``(forward, backward)`` closures over one case, or None when there is no
+vendor kernel for the recipe on this build.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+from kernel_ratchet.kernels.gemm.adapter import GemmCase
+from kernel_ratchet.kernels.quant.kernel import (
+    quant_fp8_block_128x128,
+    quant_fp8_blockwise_1x128,
+    quant_fp8_rowwise,
+    quant_fp8_tensorwise,
+)
+
+E4M3 = torch.float8_e4m3fn
+Fn = Callable[[], object]
+
+
+def bf16_vendor(case: GemmCase) -> tuple[Fn, Fn]:
+    """cuBLAS forward and backward of ``a @ bᵀ``."""
+    a, b, dout = case.a, case.b, case.dout
+    return (lambda: a @ b.t()), (lambda: (dout @ b, dout.t() @ a))
+
+
+def _smm(x: torch.Tensor, yt: torch.Tensor, sx: torch.Tensor, sy: torch.Tensor) -> torch.Tensor:
+    """``x [M, K] @ yt [N, K]ᵀ`` through cuBLASLt; both row-major K-major FP8."""
+    return torch._scaled_mm(x, yt.t(), scale_a=sx, scale_b=sy, out_dtype=torch.bfloat16)
+
+
+def tensorwise_vendor(case: GemmCase, grad_dtype: torch.dtype) -> tuple[Fn, Fn]:
+    a, b, dout = case.a, case.b, case.dout
+    state: dict[str, object] = {}
+
+    def fwd() -> torch.Tensor:
+        qa = quant_fp8_tensorwise(a, E4M3, with_transpose=True)
+        qb = quant_fp8_tensorwise(b, E4M3, with_transpose=True)
+        state.update(qa=qa, qb=qb)
+        return _smm(qa.data, qb.data, qa.scale, qb.scale)
+
+    def bwd() -> tuple[torch.Tensor, torch.Tensor]:
+        if not state:
+            fwd()
+        qa, qb = state["qa"], state["qb"]
+        qd = quant_fp8_tensorwise(dout, grad_dtype, with_transpose=True)
+        da = _smm(qd.data, qb.data_t, qd.scale, qb.scale)  # type: ignore[union-attr]
+        db = _smm(qd.data_t, qa.data_t, qd.scale, qa.scale)  # type: ignore[union-attr]
+        return da, db
+
+    return fwd, bwd
+
+
+def rowwise_vendor(case: GemmCase, grad_dtype: torch.dtype) -> tuple[Fn, Fn]:
+    a, b, dout = case.a, case.b, case.dout
+
+    def rows(x: torch.Tensor, dtype: torch.dtype, transpose: bool = False):
+        q = quant_fp8_rowwise(x, dtype, transpose=transpose)
+        return q.data, q.scale
+
+    def fwd() -> torch.Tensor:
+        (qa, sa), (qb, sb) = rows(a, E4M3), rows(b, E4M3)
+        return _smm(qa, qb, sa[:, None], sb[None, :])
+
+    def bwd() -> tuple[torch.Tensor, torch.Tensor]:
+        (qd, sd), (qbt, sbt) = rows(dout, grad_dtype), rows(b, E4M3, True)
+        da = _smm(qd, qbt, sd[:, None], sbt[None, :])
+        (qdt, sdt), (qat, sat) = rows(dout, grad_dtype, True), rows(a, E4M3, True)
+        db = _smm(qdt, qat, sdt[:, None], sat[None, :])
+        return da, db
+
+    return fwd, bwd
+
+
+def _block_smm(x, sx, yt, syt, y_blocks: bool) -> torch.Tensor:
+    """``x [M, K] (1x128) @ yt [N, K]ᵀ`` (128x128 blocks or 1x128 rows) via F.scaled_mm."""
+    rb = F.ScalingType.BlockWise128x128 if y_blocks else F.ScalingType.BlockWise1x128
+    return F.scaled_mm(x, yt.t(), sx, F.ScalingType.BlockWise1x128, syt, rb,
+                       output_dtype=torch.bfloat16)  # fmt: skip
+
+
+def blockwise_vendor(case: GemmCase, grad_dtype: torch.dtype) -> tuple[Fn, Fn] | None:
+    """None when this torch/cuBLAS cannot run DeepSeek-style blockwise scaling."""
+    a, b, dout = case.a, case.b, case.dout
+    state: dict[str, object] = {}
+
+    def fwd() -> torch.Tensor:
+        qa = quant_fp8_blockwise_1x128(a, E4M3)
+        qb = quant_fp8_block_128x128(b, E4M3, with_transpose=True)
+        state["qb"] = qb
+        return _block_smm(qa.data, qa.scale, qb.data, qb.scale, True)
+
+    def bwd() -> tuple[torch.Tensor, torch.Tensor]:
+        if not state:
+            fwd()
+        qb = state["qb"]
+        qd = quant_fp8_blockwise_1x128(dout, grad_dtype)
+        da = _block_smm(qd.data, qd.scale, qb.data_t, qb.scale_t, True)  # type: ignore[union-attr]
+        qdt = quant_fp8_blockwise_1x128(dout, grad_dtype, transpose=True)
+        qat = quant_fp8_blockwise_1x128(a, E4M3, transpose=True)
+        db = _block_smm(qdt.data, qdt.scale, qat.data, qat.scale, False)
+        return da, db
+
+    try:
+        fwd()
+        bwd()
+    except (RuntimeError, ValueError, NotImplementedError, TypeError, AttributeError):
+        return None
+    return fwd, bwd
