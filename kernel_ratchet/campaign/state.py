@@ -47,6 +47,7 @@ class State:
     incumbent_round: int | None = None
     incumbent_commit: str | None = None
     incumbent_full_csv: str | None = None  # latest full-level CSV of the incumbent lineage
+    incumbent_quick_csv: str | None = None  # the incumbent's CSV holding the quick-level shapes
     consecutive_rollbacks: int = 0
     pending: dict[str, Any] | None = None
     closed: list[dict[str, Any]] = field(default_factory=list)

@@ -239,7 +239,9 @@ def read_csv(path: str | Path, *, expected: Schema | None = None) -> BenchTable:
     return parse_csv_text(p.read_text(), expected=expected, path=str(p))
 
 
-def format_cell(value: float | int | str | None, digits: int = 4) -> str:
+def format_cell(value: float | int | str | None, digits: int = 6) -> str:
+    """Text of one cell: integers as is, floats with ``digits`` significant digits, empty for
+    None/NaN (so TFLOPS of a CPU rehearsal, ~1e-6, keep their precision)."""
     if value is None:
         return ""
     if isinstance(value, str):
@@ -250,7 +252,7 @@ def format_cell(value: float | int | str | None, digits: int = 4) -> str:
         return ""
     if math.isinf(value):
         return "inf" if value > 0 else "-inf"
-    return f"{value:.{digits}f}"
+    return f"{value:.{digits}g}"
 
 
 def write_csv(path: str | Path, schema: Schema, rows: Sequence[Sequence[object]]) -> None:

@@ -1,0 +1,214 @@
+"""Closing a round: its summary, trend row, log section and tip; then the stagnation review and
+the termination check (T1-T4). Every write here is idempotent so a recovered round can be
+closed again without duplicating anything.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from kernel_ratchet.campaign.clock import now
+from kernel_ratchet.campaign.fsutil import atomic_write_text
+from kernel_ratchet.campaign.records import (
+    RoundView,
+    ShapeLine,
+    optimize_round,
+    summary_md,
+    trend_row,
+    vs_baseline,
+)
+from kernel_ratchet.campaign.state import Status
+from kernel_ratchet.campaign.tips import add_tip, tips_path
+from kernel_ratchet.harness.csv_schema import BenchTable
+from kernel_ratchet.scoring.metrics import aggregates
+
+if TYPE_CHECKING:
+    from kernel_ratchet.campaign.engine import Campaign
+
+ROOT_CAUSES = {
+    "scope": "the change touched files outside kernel_source",
+    "build": "the rebuild command failed",
+    "test": "the focused test failed (correctness gate)",
+    "harness": "the harness crashed or produced no CSV",
+    "schema": "the benchmark CSV does not match the frozen schema",
+    "correctness": "a shape failed the harness correctness check (Check=FAIL)",
+    "regression": "at least one shape regressed by 5% or more",
+    "noise": "the gain is inside the measured noise band",
+    "no-gain": "the aggregate did not improve",
+    "interrupted": "the round was interrupted before its decision",
+}
+
+ESCALATION = {
+    1: "diagnose and retry the same bottleneck differently",
+    2: "full re-profile (stagnation review: at least three fundamentally different directions)",
+    3: "inspect the generated code (PTX/SASS/IR)",
+}
+
+
+def _baseline(c: Campaign) -> BenchTable:
+    return c.table(c.round_dir(1).relative_to(c.dir).as_posix() + "/artifacts/benchmark.csv")
+
+
+def _restrict(table: BenchTable, labels: list[str]) -> BenchTable:
+    by = table.by_label()
+    return BenchTable(table.schema, tuple(by[x] for x in labels if x in by))
+
+
+def _ratio(a: float, b: float) -> float | None:
+    if a is None or b is None or math.isnan(a) or math.isnan(b) or b <= 0:
+        return None
+    return a / b - 1.0
+
+
+def vs_base(c: Campaign, table: BenchTable) -> tuple[float | None, float | None, float | None]:
+    """(step, fwd, bwd) gains of ``table`` over the baseline on the same PASS shapes."""
+    labels = [r.label for r in table.rows if r.passed]
+    base = aggregates(_restrict(_baseline(c), labels), c.m.campaign_type)
+    cur = aggregates(_restrict(table, labels), c.m.campaign_type)
+    step = _ratio(cur.primary_avg, base.primary_avg) if c.m.campaign_type != "compute_fwd" else None
+    return step, _ratio(cur.fwd_avg, base.fwd_avg), _ratio(cur.bwd_avg, base.bwd_avg)
+
+
+def view(c: Campaign, record: dict[str, Any]) -> RoundView:
+    table = c.table(record["csv"]) if record.get("csv") else None
+    per = {s["label"]: s for s in ((record.get("decision") or {}).get("per_shape") or [])}
+    lines, agg, vb, vi = [], None, None, None
+    if table is not None:
+        for r in table.rows:
+            s = per.get(r.label, {})
+            snr = ", ".join(f"{k}={v:.1f}" for k, v in r.snr.items() if not math.isnan(v))
+            value = s.get("candidate", r.fwd if c.m.campaign_type == "compute_fwd" else None)
+            if value is None:
+                from kernel_ratchet.scoring.metrics import primary_value
+
+                value = primary_value(r, c.m.campaign_type)[0] if r.passed else math.nan
+            lines.append(ShapeLine(r.label, r.check, value, s.get("incumbent"), s.get("delta"),
+                                   s.get("verdict", "-"), snr or "-"))  # fmt: skip
+        agg = aggregates(table, c.m.campaign_type).primary_avg
+        step, fwd, _ = vs_base(c, table)
+        vb = step if c.m.campaign_type != "compute_fwd" else fwd
+        d = record.get("decision")
+        vi = d["gain"] if d else None
+    notes = []
+    if record.get("escalated"):
+        notes.append(f"Quick gain was under 5%: escalated to full validation "
+                     f"(quick CSV: {record['quick_csv']})")  # fmt: skip
+    if record.get("incumbent_csv"):
+        notes.append(f"Incumbent numbers from {record['incumbent_csv']}")
+    status = record["status"]
+    return RoundView(
+        n=record["round"], status=status, hypothesis=record["hypothesis"],
+        bucket=record["bucket"], change=record["change"], started=record["started"],
+        finished=record["finished"], level=record["level"],
+        test_command=record["test_command"], harness_command=record["harness_command"] or "-",
+        metric=c.m.primary_metric, shapes=lines, aggregate=agg, vs_baseline=vb,
+        vs_incumbent=vi, reason=record["reason"], attribution=_attribution(record),
+        next_direction=record.get("next_direction") or "to be chosen by the driver",
+        expected=record.get("expected", ""), lesson=record.get("lesson", ""),
+        root_cause=ROOT_CAUSES.get(record["category"], record["category"]),
+        transfer={"Bucket": record["bucket"]}, notes=notes,
+    )  # fmt: skip
+
+
+def _attribution(record: dict[str, Any]) -> str:
+    d = record.get("decision")
+    if record["status"] == Status.BASELINE.value:
+        return "Baseline: nothing to attribute."
+    if not d or not d["per_shape"]:
+        return f"No measurement to attribute ({record['category']})."
+    best = max(d["per_shape"], key=lambda s: s["delta"])
+    worst = min(d["per_shape"], key=lambda s: s["delta"])
+    return (f"Best shape {best['label']} ({best['delta'] * 100:+.2f}%), worst shape "
+            f"{worst['label']} ({worst['delta'] * 100:+.2f}%); aggregate "
+            f"{d['gain'] * 100:+.2f}% (noise ±{d['gain_noise'] * 100:.2f}%).")  # fmt: skip
+
+
+def trend_line(c: Campaign, record: dict[str, Any], v: RoundView) -> str:
+    table = c.table(record["csv"]) if record.get("csv") else None
+    aggs = aggregates(table, c.m.campaign_type) if table is not None else None
+    if record["status"] == Status.BASELINE.value:
+        vb = "—"
+    elif table is not None:
+        vb = vs_baseline(*vs_base(c, table))
+    else:
+        vb = vs_baseline(None, None, None)
+    finding = record["reason"].split(";")[0]
+    return trend_row(record["round"], record["status"], record["hypothesis"], aggs,
+                     c.m.campaign_type, vb, finding)  # fmt: skip
+
+
+def write_records(c: Campaign, n: int, record: dict[str, Any], commit: str | None) -> None:
+    v = view(c, record)
+    if commit:
+        v.notes.append(f"Commit: {commit}")
+    summary = c.round_dir(n) / "summary.md"
+    if not summary.exists():
+        atomic_write_text(summary, summary_md(v))
+    trend = c.log("logs/performance_trend.md")
+    if not trend.contains(f"| round-{n} |"):
+        trend.append(trend_line(c, record, v))
+    opt = c.log("logs/optimize.md")
+    if not opt.contains(f"## Round {n} — "):
+        opt.append(optimize_round(v))
+    if record.get("takeaway"):
+        path = tips_path(c.profile.tips_root_path, c.m.target_gpu, c.m.target_op,
+                         c.m.target_backend)  # fmt: skip
+        if f"round-{n} — " not in (path.read_text() if path.exists() else ""):
+            add_tip(path, n, record["status"], f"{c.m.campaign}: {record['hypothesis']}",
+                    record["reason"], record["takeaway"],
+                    f"{c.m.target_op} on {c.m.target_gpu}")  # fmt: skip
+
+
+def closed_entry(c: Campaign, record: dict[str, Any], commit: str | None = None) -> dict:
+    d = record.get("decision") or {}
+    vb = None
+    if record.get("csv"):
+        step, fwd, _ = vs_base(c, c.table(record["csv"]))
+        vb = step if c.m.campaign_type != "compute_fwd" else fwd
+    return {"round": record["round"], "status": record["status"], "level": record["level"],
+            "category": record["category"], "hypothesis": record["hypothesis"],
+            "gain": d.get("gain"), "vs_baseline": vb, "commit": commit,
+            "finished": record.get("finished")}  # fmt: skip
+
+
+def after_round(c: Campaign, n: int, record: dict[str, Any]) -> list[str]:
+    """Stagnation review and termination check; returns warnings for the driver."""
+    warnings = []
+    k = c.state.consecutive_rollbacks
+    opt = c.log("logs/optimize.md")
+    if k >= 2 and not opt.contains(f"### Stagnation review after round-{n}"):
+        step = ESCALATION.get(k, "compare against the best reference kernel and change approach")
+        text = (f"### Stagnation review after round-{n}\n{k} consecutive rollbacks. Required: "
+                f"{step}. Re-analyze and list at least three fundamentally different "
+                "directions before the next round.\n\n")  # fmt: skip
+        opt.append(text)
+        warnings.append(text.strip())
+    term = termination(c)
+    if term and not c.state.termination:
+        c.state.termination = term
+        opt.append(f"## Termination check\n{term['code']} at {term['at']}: {term['reason']}\n\n")
+        warnings.append(f"termination {term['code']}: {term['reason']}; run `ratchet report`")
+    return warnings
+
+
+def termination(c: Campaign) -> dict[str, str] | None:
+    st, m = c.state, c.m
+    inc = st.closed_round(st.incumbent_round or 1) or {}
+    gain = inc.get("vs_baseline") or 0.0
+    base = aggregates(_baseline(c), m.campaign_type).primary_avg
+    estimate = base * (1.0 + gain)
+    if m.performance_target and estimate >= m.performance_target:
+        return {"code": "T1", "at": now(), "reason": f"performance target {m.performance_target}"
+                f" reached (estimated full-set aggregate {estimate:.2f})"}  # fmt: skip
+    if (
+        m.efficiency_target
+        and m.hardware_peak
+        and estimate / m.hardware_peak >= m.efficiency_target
+    ):
+        return {"code": "T2", "at": now(), "reason": f"{estimate / m.hardware_peak:.1%} of the "
+                f"hardware peak {m.hardware_peak} reached"}  # fmt: skip
+    done = sum(1 for r in st.closed if r["round"] > 1)
+    if done >= m.max_iterations:
+        return {"code": "T3", "at": now(), "reason": f"max_iterations {m.max_iterations} reached"}
+    return None

@@ -1,0 +1,219 @@
+"""DEFINE_TARGET, PREPARE_ENVIRONMENT and READ_HISTORICAL_TIPS: from a profile to a campaign.
+
+``define_target`` gathers the structured parameters (defaults from the profile, the GPU from
+torch) so the CLI can show them for confirmation; ``create_campaign`` makes the campaign
+directory with its exact layout, the git branch, the manifest, the generated harness (empty
+SHAPES) and the first lines of both logs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from kernel_ratchet.campaign import git
+from kernel_ratchet.campaign.clock import now, today
+from kernel_ratchet.campaign.fsutil import atomic_write_text, sha256_bytes
+from kernel_ratchet.campaign.journal import AppendOnlyLog
+from kernel_ratchet.campaign.manifest import Manifest
+from kernel_ratchet.campaign.records import TREND_TITLE, optimize_header, trend_header
+from kernel_ratchet.campaign.state import Phase, State
+from kernel_ratchet.campaign.steps import python_command
+from kernel_ratchet.campaign.tips import read_tips, tips_path
+from kernel_ratchet.errors import CampaignError
+from kernel_ratchet.harness.adapter import Shape, load_shapes
+from kernel_ratchet.harness.generate import render_quick_bench
+from kernel_ratchet.harness.timing import default_engine_name
+from kernel_ratchet.profile.checklist import env_check, run_checklist
+from kernel_ratchet.profile.schema import Profile
+
+MAX_ITERATIONS_LIMIT = 120  # SPEC rule 9: max_iterations must be < 120
+
+#: perf_counter parameters used on the CPU (the Triton interpreter is slow; a few samples of a
+#: few calls are what a rehearsal can afford).
+CPU_TIMING = {"warmup": 1, "samples": 5, "min_sample_ms": 1.0}
+
+
+def detect_gpu() -> str:
+    """A short GPU name for campaign names and tips paths: 'H200', 'H100', ..., or 'cpu'."""
+    if not torch.cuda.is_available():
+        return "cpu"
+    name = torch.cuda.get_device_name(0)
+    for token in name.replace("-", " ").split():
+        if any(c.isdigit() for c in token) and token[0].isalpha():
+            return token.upper()
+    return name.replace(" ", "_")
+
+
+@dataclass(frozen=True)
+class TargetParams:
+    """The DEFINE_TARGET parameters, confirmed before anything is created."""
+
+    op: str
+    backend: str
+    lang: str
+    gpu: str
+    campaign_type: str
+    primary_metric: str
+    performance_target: float | None
+    max_iterations: int
+    git_branch: str  # auto | none
+    git_commit: bool
+    execution_mode: str
+    shape_set: str
+    timing_engine: str
+    timing_params: dict[str, Any]
+    regression_threshold: float
+    seed: int
+    efficiency_target: float | None = None
+    hardware_peak: float | None = None
+
+    def describe(self) -> list[tuple[str, str]]:
+        return [(k, str(v)) for k, v in self.__dict__.items()]
+
+
+def define_target(
+    profile: Profile,
+    op: str,
+    *,
+    performance_target: float | None = None,
+    max_iterations: int = 20,
+    git_branch: str = "auto",
+    git_commit: bool = True,
+    timing_engine: str | None = None,
+    regression_threshold: float = 0.05,
+    seed: int = 0,
+    efficiency_target: float | None = None,
+    hardware_peak: float | None = None,
+) -> TargetParams:
+    o = profile.op(op)
+    if not 0 < max_iterations < MAX_ITERATIONS_LIMIT:
+        raise CampaignError(f"max_iterations must be between 1 and {MAX_ITERATIONS_LIMIT - 1}")
+    if git_branch not in ("auto", "none"):
+        raise CampaignError(f"git_branch must be 'auto' or 'none', not {git_branch!r}")
+    if not 0 < regression_threshold < 1:
+        raise CampaignError("regression threshold is a fraction, e.g. 0.05 for 5%")
+    if o.execution_mode != "repo":
+        raise CampaignError(
+            f"ops.{op}.execution_mode is {o.execution_mode!r}; this version runs repo-mode "
+            "campaigns only (workspace-mode comes with `ratchet init --mode workspace`)"
+        )
+    engine = timing_engine or default_engine_name()
+    return TargetParams(
+        op=op, backend=o.backend, lang=o.lang, gpu=detect_gpu(), campaign_type=o.campaign_type,
+        primary_metric=o.primary_metric, performance_target=performance_target,
+        max_iterations=max_iterations, git_branch=git_branch, git_commit=git_commit,
+        execution_mode=o.execution_mode, shape_set=o.shapes, timing_engine=engine,
+        timing_params=dict(CPU_TIMING) if engine == "perf_counter" else {},
+        regression_threshold=regression_threshold, seed=seed,
+        efficiency_target=efficiency_target, hardware_peak=hardware_peak,
+    )  # fmt: skip
+
+
+def preflight(profile: Profile, op: str) -> None:
+    """The checklist and the environment check must pass before a campaign is created."""
+    problems = [i for i in run_checklist(profile, op) if not i.ok]
+    env = env_check(profile)
+    if not env.ok:
+        problems.append(env)
+    if problems:
+        lines = "\n".join(f"  - {i.name}: {i.detail}" + (f" (fix: {i.fix})" if i.fix else "")
+                          for i in problems)  # fmt: skip
+        raise CampaignError(f"the DEFINE_TARGET checklist fails for op {op!r}:\n{lines}\n"
+                            "Run `ratchet check --op " + op + "` after fixing.")  # fmt: skip
+
+
+def _campaign_name(base: Path, op: str, backend: str, gpu: str) -> str:
+    name = f"{op}_{backend}_{gpu}_{today()}"
+    if not (base / name).exists():
+        return name
+    n = 2
+    while (base / f"{name}-{n}").exists():
+        n += 1
+    return f"{name}-{n}"
+
+
+def create_campaign(profile: Profile, p: TargetParams) -> Path:
+    """PREPARE_ENVIRONMENT + READ_HISTORICAL_TIPS. Returns the campaign directory."""
+    o = profile.op(p.op)
+    root = profile.root
+    groot = git.toplevel(root)
+    kernel_git = [os.path.relpath(root / k, groot) for k in o.kernel_source]
+    dirty = [k for k in kernel_git if k in git.changed_paths(groot)]
+    if dirty:
+        raise CampaignError(
+            f"kernel files have uncommitted changes: {dirty}. The baseline must be a commit: "
+            "commit them (or `git stash` them) and run `ratchet init` again"
+        )
+    start = git.head(groot)
+    shapes = load_shapes_from(profile, o.shapes)
+    base = profile.campaign_root_path
+    name = _campaign_name(base, p.op, p.backend, p.gpu)
+    cdir = base / name
+    git.exclude(groot, os.path.relpath(base, groot))
+    branch = None
+    if p.git_branch == "auto":
+        branch = f"optimize/{name}"
+        git.create_branch(groot, branch)
+    for sub in ("logs", "profiles", "rounds"):
+        (cdir / sub).mkdir(parents=True, exist_ok=True)
+    harness = cdir / "quick_test_bench.py"
+    m = Manifest(
+        target_op=p.op, target_backend=p.backend, target_lang=p.lang, target_gpu=p.gpu,
+        execution_mode=p.execution_mode, project_skill=str(profile.path),
+        performance_target=p.performance_target, primary_metric=p.primary_metric,
+        target_shapes=[s.to_dict() for s in shapes], kernel_source=list(o.kernel_source),
+        test_command=o.test, benchmark_command=o.benchmark,
+        quick_command=f"python {harness}", representative_shapes=[],
+        git_commit=p.git_commit, git_branch=p.git_branch, max_iterations=p.max_iterations,
+        created=now(), campaign=name, campaign_type=p.campaign_type, adapter=o.adapter,
+        shape_set=o.shapes, rebuild_command=o.rebuild, timing_engine=p.timing_engine,
+        timing_params=p.timing_params, seed=p.seed,
+        regression_threshold=p.regression_threshold, starting_commit=start,
+        branch_name=branch, efficiency_target=p.efficiency_target,
+        hardware_peak=p.hardware_peak, csv_schema={"name": o.schema_name},
+    )  # fmt: skip
+    m.save(cdir)
+    state = State(phase=Phase.INITIALIZED, next_round=1, incumbent_commit=start)
+    state.harness_sha256 = write_harness(cdir, m, root, shapes=[], target_shapes=[])
+    tpath = tips_path(profile.tips_root_path, p.gpu, p.op, p.backend)
+    AppendOnlyLog(cdir, "logs/optimize.md", state.logs).append(
+        optimize_header(m, os.path.relpath(tpath, root), read_tips(tpath))
+    )
+    AppendOnlyLog(cdir, "logs/performance_trend.md", state.logs).append(
+        TREND_TITLE + trend_header(p.campaign_type)
+    )
+    state.save(cdir)
+    return cdir
+
+
+def load_shapes_from(profile: Profile, spec: str) -> list[Shape]:
+    """Load the op's shape set with the project root importable."""
+    sys.path.insert(0, str(profile.root))
+    try:
+        return load_shapes(spec)
+    finally:
+        sys.path.remove(str(profile.root))
+
+
+def write_harness(
+    cdir: Path, m: Manifest, root: Path, *, shapes: list[dict], target_shapes: list[dict]
+) -> str:
+    """(Re)generate quick_test_bench.py; returns its sha256 for the tamper check."""
+    text = render_quick_bench(
+        campaign=m.campaign, op=m.target_op, backend=m.target_backend,
+        path=str(cdir / "quick_test_bench.py"), project_root=str(root), adapter=m.adapter,
+        schema=m.csv_schema["name"], engine=m.timing_engine, engine_params=m.timing_params,
+        seed=m.seed, shapes=shapes, target_shapes=target_shapes,
+    )  # fmt: skip
+    atomic_write_text(cdir / "quick_test_bench.py", text)
+    return sha256_bytes(text.encode())
+
+
+def harness_command(cdir: Path, level: str, csv: Path) -> str:
+    return python_command(cdir / "quick_test_bench.py", "--level", level, "--summary-csv", str(csv))

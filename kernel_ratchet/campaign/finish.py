@@ -1,0 +1,159 @@
+"""REPORT and ACCEPTANCE: the end of a campaign.
+
+``report`` measures the incumbent on the full target set, compares it with the baseline shape by
+shape, and appends the final sections to ``logs/optimize.md`` (current best, directions to try,
+verified-ineffective directions, termination check, final report); it ends the campaign (T4
+when no other condition held). ``accept`` goes back to the project: the full test suite must
+pass and the diff against the starting commit must touch only kernel files.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import TYPE_CHECKING, Any
+
+from kernel_ratchet.campaign import closing, git, rounds
+from kernel_ratchet.campaign.clock import now
+from kernel_ratchet.campaign.create import harness_command
+from kernel_ratchet.campaign.fsutil import atomic_write_text
+from kernel_ratchet.campaign.records import num, pct
+from kernel_ratchet.campaign.state import Phase, Status
+from kernel_ratchet.campaign.steps import run_step
+from kernel_ratchet.errors import CampaignError
+from kernel_ratchet.scoring.chain import check_chain
+from kernel_ratchet.scoring.metrics import aggregates, score_vector
+
+if TYPE_CHECKING:
+    from kernel_ratchet.campaign.engine import Campaign
+
+
+def _ended_rounds(c: Campaign, status: str) -> list[dict[str, Any]]:
+    return [r for r in c.state.closed if r["status"] == status]
+
+
+def _final_table(c: Campaign):
+    rdir = c.dir / "report"
+    csv = rdir / "benchmark_full.csv"
+    c.say("REPORT: full validation of the incumbent on all target shapes")
+    h = run_step("harness", harness_command(c.dir, "full", csv), cwd=c.root,
+                 log_path=rdir / "harness.log", timeout_s=rounds.HARNESS_TIMEOUT_S)  # fmt: skip
+    if not h.ok or not csv.exists():
+        raise CampaignError(f"REPORT: the full validation of the incumbent failed: {h.reason}")
+    rounds.write_provenance(c, rdir, "full")
+    return c.table(c.rel(csv))
+
+
+def report(c: Campaign) -> str:
+    """Write the final report (idempotent once written); returns its text."""
+    c.recover()
+    path = c.dir / "report.md"
+    if c.state.phase in (Phase.TERMINATED, Phase.ACCEPTED) and path.exists():
+        return path.read_text()
+    if c.state.phase is not Phase.OPTIMIZING:
+        raise CampaignError("no baseline yet: nothing to report (run `ratchet baseline`)")
+    if rounds.kernel_changed(c):
+        raise CampaignError(
+            "the kernel files hold a change that no round validated; run `ratchet validate` "
+            "on it or restore the incumbent's files before the report"
+        )
+    if not c.state.termination:
+        c.state.termination = {"code": "T4", "at": now(), "reason": "the user asked to stop "
+                               "(ratchet report)"}  # fmt: skip
+        c.log("logs/optimize.md").append(
+            f"## Termination check\nT4 at {c.state.termination['at']}: "
+            f"{c.state.termination['reason']}\n\n"
+        )
+        c.save()
+    final = _final_table(c)
+    text = _render(c, final)
+    opt = c.log("logs/optimize.md")
+    if not opt.contains("## Final report"):
+        opt.append(text)
+    atomic_write_text(path, text)
+    c.state.phase = Phase.TERMINATED
+    c.save()
+    return text
+
+
+def _render(c: Campaign, final) -> str:
+    ct = c.m.campaign_type
+    base_t = closing._baseline(c)
+    base, cur = score_vector(base_t, ct), score_vector(final, ct)
+    b_agg, f_agg = aggregates(base_t, ct).primary_avg, aggregates(final, ct).primary_avg
+    gain = f_agg / b_agg - 1.0 if b_agg > 0 else math.nan
+    acc = _ended_rounds(c, Status.ACCEPTED.value)
+    rej = _ended_rounds(c, Status.ROLLED_BACK.value)
+    inc = c.state.closed_round(c.state.incumbent_round or 1) or {}
+    nexts = _next_directions(c)
+    kept = [r for r in c.state.closed if r["status"] != Status.ROLLED_BACK.value]
+    chain = check_chain([(r["round"], 1.0 + (r.get("vs_baseline") or 0.0)) for r in kept])
+    rows = "\n".join(
+        f"| {lbl} | {num(base.get(lbl))} | {num(cur.get(lbl))} | "
+        f"{pct((cur[lbl] / base[lbl] - 1) if lbl in cur and base.get(lbl) else None, 2)} |"
+        for lbl in [s["label"] for s in c.m.target_shapes]
+    )
+    links = "\n".join(f"- round-{r['round']} ({r['status']}): rounds/round-{r['round']}/summary.md"
+                      for r in c.state.closed)  # fmt: skip
+    term = c.state.termination or {}
+    commit = inc.get("commit") or c.state.incumbent_commit or "-"
+    return (
+        f"## Current best\nround-{c.state.incumbent_round} (commit {commit}): "
+        f"{inc.get('hypothesis')}\n\n## Directions to try\n"
+        + ("".join(f"- {d}\n" for d in nexts[:3]) or "- none recorded by the driver\n")
+        + "\n## Verified-ineffective directions\n"
+        + (
+            "".join(f"- round-{r['round']}: {r['hypothesis']} ({r['category']})\n" for r in rej)
+            or "- none\n"
+        )  # fmt: skip
+        + f"\n## Final report ({now()})\n"
+        f"Termination: {term.get('code')} — {term.get('reason')}\n\n"
+        f"Full validation ({len(c.m.target_shapes)} shapes, {c.m.primary_metric}):\n\n"
+        "| Shape | Baseline | Final | Gain |\n|---|---|---|---|\n" + rows + "\n\n"
+        f"- Total gain: {num(b_agg)} -> {num(f_agg)} ({pct(gain, 2)})\n"
+        f"- Effective directions: {'; '.join(r['hypothesis'] for r in acc) or 'none'}\n"
+        f"- Ineffective directions: {'; '.join(r['hypothesis'] for r in rej) or 'none'}\n"
+        f"- Chain integrity: {'intact' if not chain else '; '.join(chain)}\n"
+        "- Top three next steps: re-profile the largest shape; revisit the most promising "
+        "rolled-back direction with a different approach; compare with the vendor library\n"
+        f"- Real-training audit: not yet audited (S_real/W_real/R_real attribution comes with "
+        "the transfer guard)\n\nRound summaries:\n" + links + "\n\n"
+    )
+
+
+def _next_directions(c: Campaign) -> list[str]:
+    """The drivers' stated next directions, newest first, without repeats."""
+    out: list[str] = []
+    for r in reversed(c.state.closed):
+        path = c.round_dir(r["round"]) / "round.json"
+        nd = rounds.load_record(path).get("next_direction") if path.exists() else ""
+        if nd and nd not in out:
+            out.append(nd)
+    return out
+
+
+def accept(c: Campaign) -> dict[str, Any]:
+    """ACCEPTANCE: full_test passes and the diff since the start touches only kernel files."""
+    if c.state.phase is Phase.OPTIMIZING:
+        raise CampaignError("run `ratchet report` first: acceptance reviews a finished campaign")
+    if c.state.phase is not Phase.TERMINATED and c.state.phase is not Phase.ACCEPTED:
+        raise CampaignError("the campaign has no report yet")
+    log = c.dir / "report" / "full_test.log"
+    c.say(f"ACCEPTANCE: {c.profile.full_test}")
+    t = run_step("full test", c.profile.full_test, cwd=c.root, log_path=log, timeout_s=7200)
+    changed = git.git(c.groot, "diff", "--name-only", c.m.starting_commit or "HEAD", "HEAD")
+    outside = sorted(set(changed.split()) - set(c.kernel_git))
+    pending = rounds.kernel_changed(c)
+    ok = t.ok and not outside and not pending
+    lines = [f"- Full test `{c.profile.full_test}`: {'PASS' if t.ok else 'FAIL'} ({t.reason})",
+             f"- Files changed since {c.m.starting_commit}: "
+             f"{', '.join(sorted(set(changed.split()))) or 'none'}",
+             f"- Outside kernel_source: {', '.join(outside) or 'none'}",
+             f"- Working tree kernel files equal the incumbent: {not pending}"]  # fmt: skip
+    c.log("logs/optimize.md").append(
+        f"## Acceptance ({now()}) — {'PASSED' if ok else 'FAILED'}\n" + "\n".join(lines) + "\n\n"
+    )
+    if ok:
+        c.state.phase = Phase.ACCEPTED
+    c.save()
+    return {"ok": ok, "details": lines, "log": os.path.relpath(log, c.root)}

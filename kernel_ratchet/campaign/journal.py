@@ -1,0 +1,69 @@
+"""Append-only logs (``logs/optimize.md``, ``logs/performance_trend.md``).
+
+After each append the tool records the file's length and sha256 in the campaign state and keeps
+a shadow copy. Before the next append it checks that the recorded prefix is unchanged: text
+added after it (a correction appended by hand) is welcome; an edit to what was already written
+stops the tool with the first changed line and how to append a correction instead.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import MutableMapping
+from pathlib import Path
+from typing import Any
+
+from kernel_ratchet.campaign.fsutil import append_text, atomic_write_text, sha256_bytes
+from kernel_ratchet.errors import LogTamperedError
+
+
+class AppendOnlyLog:
+    def __init__(self, campaign_dir: Path, rel: str, digests: MutableMapping[str, Any]) -> None:
+        self.dir = Path(campaign_dir)
+        self.rel = rel
+        self.path = self.dir / rel
+        self.shadow = self.dir / ".shadow" / rel.replace("/", "__")
+        self.digests = digests
+
+    def text(self) -> str:
+        return self.path.read_text(encoding="utf-8") if self.path.exists() else ""
+
+    def verify(self) -> None:
+        """Raise LogTamperedError when the already-written prefix was changed."""
+        rec = self.digests.get(self.rel)
+        if rec is None:
+            return
+        data = self.path.read_bytes() if self.path.exists() else b""
+        n = int(rec["len"])
+        if len(data) >= n and sha256_bytes(data[:n]) == rec["sha256"]:
+            return
+        old = self.shadow.read_text(encoding="utf-8") if self.shadow.exists() else ""
+        new = data.decode(encoding="utf-8", errors="replace")
+        where = _first_change(old, new)
+        raise LogTamperedError(
+            f"{self.path} is append-only, but its already-written part was changed ({where}). "
+            f"Restore the original text (a copy is in {self.shadow}) and append a correction at "
+            "the end instead, e.g. a line '> Correction (YYYY-MM-DD HH:MM): ...'."
+        )
+
+    def append(self, text: str) -> None:
+        self.verify()
+        append_text(self.path, text)
+        data = self.path.read_bytes()
+        self.digests[self.rel] = {"len": len(data), "sha256": sha256_bytes(data)}
+        atomic_write_text(self.shadow, data.decode(encoding="utf-8"))
+
+    def contains(self, marker: str) -> bool:
+        return marker in self.text()
+
+
+def _first_change(old: str, new: str) -> str:
+    old_lines, new_lines = old.splitlines(), new.splitlines()
+    sm = difflib.SequenceMatcher(a=old_lines, b=new_lines, autojunk=False)
+    for tag, i1, _i2, j1, _j2 in sm.get_opcodes():
+        if tag == "equal":
+            continue
+        was = old_lines[i1] if i1 < len(old_lines) else "<end of file>"
+        now = new_lines[j1] if j1 < len(new_lines) else "<removed>"
+        return f"line {i1 + 1} was {was!r}, now {now!r}"
+    return "the file is shorter than what was written"

@@ -1,0 +1,40 @@
+"""Finding a campaign directory: by name, or the project's most recent one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from kernel_ratchet.errors import CampaignError
+from kernel_ratchet.profile.schema import Profile
+
+
+def list_campaigns(profile: Profile) -> list[Path]:
+    """Campaign directories under the campaign root, oldest first."""
+    base = profile.campaign_root_path
+    if not base.is_dir():
+        return []
+    found = []
+    for d in base.iterdir():
+        mf = d / "manifest.yaml"
+        if d.is_dir() and mf.exists():
+            created = str((yaml.safe_load(mf.read_text()) or {}).get("created", ""))
+            found.append((created, d.name, d))
+    return [d for _, _, d in sorted(found)]
+
+
+def find_campaign(profile: Profile, name: str | None = None) -> Path:
+    campaigns = list_campaigns(profile)
+    if name:
+        for d in campaigns:
+            if d.name == name:
+                return d
+        known = ", ".join(d.name for d in campaigns) or "none"
+        raise CampaignError(f"no campaign named {name!r} under {profile.campaign_root_path} "
+                            f"(known: {known})")  # fmt: skip
+    if not campaigns:
+        raise CampaignError(
+            f"no campaign under {profile.campaign_root_path}; start one with `ratchet init --op OP`"
+        )
+    return campaigns[-1]

@@ -1,0 +1,225 @@
+"""Rendering of the campaign's records (SPEC sections 4, 6, 7): trend rows, round summaries,
+optimization-log sections, tips entries and the commit message. Pure functions: text in, text
+out; writing them is the engine's job.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kernel_ratchet.scoring.metrics import Aggregates
+
+TREND_TITLE = "# Performance trend\n\n"
+CPU_NOTE = ("- CPU rehearsal: kernels run in the Triton interpreter; its timings rank nothing on "
+            "a GPU and are meaningless for tuning\n")  # fmt: skip
+
+
+def unit(campaign_type: str) -> str:
+    return "GB/s" if campaign_type == "memory" else "TFLOPS"
+
+
+def trend_header(campaign_type: str) -> str:
+    u = unit(campaign_type)
+    step = "Combined GB/s" if campaign_type == "memory" else "Combined Step TFLOPS"
+    cols = ["Round", "Status", "Description", f"Fwd Avg {u}", f"Fwd Peak {u}", f"Bwd Avg {u}",
+            f"Bwd Peak {u}", step, "vs Baseline", "Key Finding"]  # fmt: skip
+    return "| " + " | ".join(cols) + " |\n" + "|" + "---|" * len(cols) + "\n"
+
+
+def num(x: float | None, digits: int = 2) -> str:
+    """A metric value: ``digits`` decimals, or 3 significant digits below 1 (CPU rehearsals)."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    return f"{x:.{digits}f}" if abs(x) >= 1 or x == 0 else f"{x:.3g}"
+
+
+def pct(x: float | None, digits: int = 3) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    return f"{x * 100:+.{digits}f}%"
+
+
+def _cell(text: str) -> str:
+    return " ".join(str(text).split()).replace("|", "/")
+
+
+def vs_baseline(step: float | None, fwd: float | None, bwd: float | None) -> str:
+    """``step ±x.xxx%, fwd ±y.yyy%, bwd ±z.zzz%`` (fractions in, '-' where absent)."""
+    return f"step {pct(step)}, fwd {pct(fwd)}, bwd {pct(bwd)}"
+
+
+def trend_row(
+    n: int,
+    status: str,
+    description: str,
+    aggs: Aggregates | None,
+    campaign_type: str,
+    vs_base: str,
+    key_finding: str,
+) -> str:
+    if aggs is None:
+        cells = ["-"] * 5
+    else:
+        step = aggs.primary_avg if campaign_type != "compute_fwd" else None
+        cells = [num(aggs.fwd_avg), num(aggs.fwd_peak), num(aggs.bwd_avg), num(aggs.bwd_peak),
+                 num(step)]  # fmt: skip
+    parts = [f"round-{n}", status, _cell(description), *cells, vs_base, _cell(key_finding)]
+    return "| " + " | ".join(parts) + " |\n"
+
+
+@dataclass(frozen=True)
+class ShapeLine:
+    """One row of a summary's per-shape table."""
+
+    label: str
+    check: str
+    candidate: float
+    incumbent: float | None
+    delta: float | None
+    verdict: str
+    snr: str
+
+
+@dataclass
+class RoundView:
+    """Everything a round summary shows. Built by the engine from the frozen round record."""
+
+    n: int
+    status: str
+    hypothesis: str
+    bucket: str
+    change: str
+    started: str
+    finished: str
+    level: str
+    test_command: str
+    harness_command: str
+    metric: str
+    shapes: list[ShapeLine]
+    aggregate: float | None
+    vs_baseline: float | None
+    vs_incumbent: float | None
+    reason: str
+    attribution: str
+    next_direction: str
+    expected: str = ""
+    lesson: str = ""
+    root_cause: str = ""
+    transfer: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def _shape_table(v: RoundView) -> str:
+    out = [f"| Shape | Check | {v.metric} | Incumbent | Delta | Verdict | SNR (dB) |",
+           "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for s in v.shapes:
+        out.append(
+            f"| {s.label} | {s.check} | {num(s.candidate)} | {num(s.incumbent)} | "
+            f"{pct(s.delta, 2)} | {s.verdict} | {s.snr} |"
+        )
+    return "\n".join(out) + "\n"
+
+
+def transfer_section(t: dict[str, str]) -> str:
+    keys = ["Bucket", "Cache key (if any)", "id(...) audit", "4-step trace hit rate",
+            "Workload distribution robustness (grouped ops)", "Benchmark gain",
+            "Estimated real-training gain", "Decision"]  # fmt: skip
+    lines = [f"- {k}: {t.get(k, 'not yet audited')}" for k in keys]
+    return "## Real-training transfer check\n" + "\n".join(lines) + "\n"
+
+
+def summary_md(v: RoundView) -> str:
+    decision = {"BASELINE": "BASELINE", "ACCEPTED": "ACCEPTED"}.get(v.status, "ROLLED BACK")
+    parts = [
+        f"# round-{v.n} — {v.status}\n",
+        f"## Hypothesis\n{v.hypothesis}\n\nBucket: {v.bucket}\n",
+        f"## Single change\n{v.change}\n",
+        "## Results\n"
+        f"- Time: {v.started} → {v.finished}\n"
+        f"- Validation level: {v.level}\n"
+        f"- Test command: `{v.test_command}`\n"
+        f"- Benchmark command: `{v.harness_command}`\n\n" + _shape_table(v) + "\n"
+        f"- Aggregate ({v.metric}, geomean over PASS shapes): {num(v.aggregate)}\n"
+        f"- vs baseline (same shapes): {pct(v.vs_baseline)}\n"
+        f"- vs incumbent: {pct(v.vs_incumbent)}\n" + "".join(f"- {n}\n" for n in v.notes),
+        f"## Decision\n{decision}: {v.reason}\n",
+        f"## Attribution\n{v.attribution}\n",
+        f"## Next direction\n{v.next_direction}\n",
+    ]
+    if v.status == "ROLLED BACK":
+        parts.append(
+            "## Rollback Analysis\n"
+            f"- Change: {v.change.splitlines()[0] if v.change else '-'}\n"
+            f"- Expected: {v.expected or 'not stated by the driver'}\n"
+            f"- Actual: {v.reason}\n"
+            f"- Root cause: {v.root_cause}\n"
+            f"- Lesson: {v.lesson or 'not stated by the driver'}\n"
+        )
+    parts.append(transfer_section(v.transfer))
+    return "\n".join(parts)
+
+
+def optimize_header(m: Any, tips_path: str, tips_text: str) -> str:
+    shapes = ", ".join(s["label"] for s in m.target_shapes)
+    tips = tips_text.strip() or "(no tips recorded yet for this GPU, op and backend)"
+    return (
+        f"# Optimization log: {m.campaign}\n\n## Basic information\n"
+        f"- Op: {m.target_op} ({m.target_backend}, {m.target_lang}) on {m.target_gpu}\n"
+        f"- Campaign type: {m.campaign_type}; primary metric: {m.primary_metric}\n"
+        f"- Performance target: {m.performance_target or 'none (T1 disabled)'}; "
+        f"max iterations: {m.max_iterations}\n"
+        f"- Kernel source: {', '.join(m.kernel_source)}\n"
+        f"- Focused test: `{m.test_command}`\n- Quick command: `{m.quick_command}`\n"
+        f"- Timing engine: {m.timing_engine} {m.timing_params}\n"
+        f"- Execution mode: {m.execution_mode}; git branch: {m.branch_name or 'current'}; "
+        f"commit per accepted round: {m.git_commit}\n"
+        f"- Target shapes ({len(m.target_shapes)}): {shapes}\n- Created: {m.created}\n"
+        + (CPU_NOTE if m.target_gpu == "cpu" else "")
+        + "\n"
+        f"## Historical tips\nRead from `{tips_path}` before BASELINE:\n\n{tips}\n\n"
+    )
+
+
+def optimize_baseline(view: RoundView, representative: Sequence[str]) -> str:
+    return (
+        f"## Baseline (round-1, {view.finished})\n\n" + _shape_table(view) + "\n"
+        f"Aggregate {view.metric}: {num(view.aggregate)}. "
+        f"Representative shapes: {', '.join(representative)}.\n\n"
+    )
+
+
+def optimize_round(v: RoundView) -> str:
+    return (
+        f"## Round {v.n} — {v.status} ({v.finished})\n"
+        f"- Hypothesis: {v.hypothesis} [{v.bucket}]\n"
+        f"- Level: {v.level}; aggregate {num(v.aggregate)} {v.metric}; "
+        f"vs incumbent {pct(v.vs_incumbent)}; vs baseline {pct(v.vs_baseline)}\n"
+        f"- Decision: {v.reason}\n"
+        f"- Summary: rounds/round-{v.n}/summary.md\n\n"
+    )
+
+
+def tip_entry(
+    when: str, n: int, status: str, context: str, signal: str, takeaway: str, applicability: str
+) -> str:
+    return (
+        f"### {when} round-{n} — {status}\n- Context: {context}\n- Signal: {signal}\n"
+        f"- Takeaway: {takeaway}\n- Applicability: {applicability}\n\n"
+    )
+
+
+def commit_message(
+    op: str, backend: str, n: int, summary: str, hypothesis: str, before: float, after: float,
+    details: str,
+) -> str:  # fmt: skip
+    gain = (after / before - 1.0) if before and before > 0 else float("nan")
+    one_line = " ".join(summary.split())[:72]
+    return (
+        f"[optimize] {op} {backend} round-{n}: {one_line}\n\n"
+        f"Hypothesis: {' '.join(hypothesis.split())}\n"
+        f"Result: {before:.2f} -> {after:.2f} ({gain * 100:+.1f}%)\n"
+        f"Details: {details}\n"
+    )

@@ -1,0 +1,277 @@
+"""The work inside one round: snapshot, scope check, rebuild, focused test, harness, decision,
+rollback of the kernel files, and the round's records. Called by ``engine.Campaign``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kernel_ratchet.campaign import git
+from kernel_ratchet.campaign.clock import now
+from kernel_ratchet.campaign.create import harness_command
+from kernel_ratchet.campaign.fsutil import atomic_write_json, atomic_write_text, file_sha256
+from kernel_ratchet.campaign.state import Status
+from kernel_ratchet.campaign.steps import run_step
+from kernel_ratchet.errors import CampaignError, SchemaError
+from kernel_ratchet.harness.csv_schema import BenchTable
+from kernel_ratchet.scoring.decision import decide
+
+if TYPE_CHECKING:
+    from kernel_ratchet.campaign.engine import Campaign
+
+BUCKETS = ("K1", "K2", "K3", "K4", "W1", "W2", "W3")
+LEVELS = ("quick", "full")
+TEST_TIMEOUT_S = 1800.0
+HARNESS_TIMEOUT_S = 3600.0
+ESCALATE_BELOW = 0.05  # a quick gain under 5% is confirmed on the full set (SPEC section 5)
+
+
+# -- kernel files ------------------------------------------------------------------------------
+def snapshot(c: Campaign, rdir: Path) -> None:
+    """Copy the working-tree kernel files into ``rdir/kernel_snapshot`` (missing ones listed)."""
+    snap = rdir / "kernel_snapshot"
+    files = {}
+    for rel in c.m.kernel_source:
+        src = c.root / rel
+        if src.exists():
+            data = src.read_bytes()
+            dest = snap / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(data)
+            files[rel] = file_sha256(src)
+        else:
+            files[rel] = None
+    atomic_write_json(snap / "SNAPSHOT.json", {"taken": now(), "files": files})
+
+
+def incumbent_bytes(c: Campaign, rel: str) -> bytes | None:
+    """A kernel file's content in the incumbent (commit, or the incumbent round's snapshot)."""
+    if c.m.git_commit and c.state.incumbent_commit:
+        return git.show(c.groot, c.state.incumbent_commit,
+                        os.path.relpath(c.root / rel, c.groot))  # fmt: skip
+    snap = c.round_dir(c.state.incumbent_round or 1) / "kernel_snapshot"
+    meta = json.loads((snap / "SNAPSHOT.json").read_text())
+    return None if meta["files"].get(rel) is None else (snap / rel).read_bytes()
+
+
+def restore_incumbent(c: Campaign) -> list[str]:
+    """Write the incumbent's kernel files over the working tree; touch nothing else."""
+    restored = []
+    for rel in c.m.kernel_source:
+        data, path = incumbent_bytes(c, rel), c.root / rel
+        if data is None:
+            if path.exists():
+                path.unlink()
+                restored.append(rel)
+        elif not path.exists() or path.read_bytes() != data:
+            atomic_write_text(path, data.decode("utf-8"))
+            restored.append(rel)
+    return restored
+
+
+def kernel_changed(c: Campaign) -> bool:
+    for rel in c.m.kernel_source:
+        path = c.root / rel
+        current = path.read_bytes() if path.exists() else None
+        if current != incumbent_bytes(c, rel):
+            return True
+    return False
+
+
+def ambient(c: Campaign) -> dict[str, str | None]:
+    """Fingerprints of the user's own uncommitted changes outside the kernel files."""
+    kernel = set(c.kernel_git)
+    return {p: file_sha256(c.groot / p) for p in git.changed_paths(c.groot) if p not in kernel}
+
+
+def out_of_scope(c: Campaign) -> list[str]:
+    """Files outside kernel_source changed since the last round closed."""
+    now_ = ambient(c)
+    before = c.state.ambient
+    return sorted(p for p in set(now_) | set(before) if now_.get(p, "-") != before.get(p, "-"))
+
+
+# -- the measuring pipeline --------------------------------------------------------------------
+def preconditions(c: Campaign, hypothesis: str, bucket: str, level: str) -> None:
+    st = c.state
+    if st.phase.value == "INITIALIZED":
+        raise CampaignError("no baseline yet: run `ratchet baseline` first")
+    if st.phase.value != "OPTIMIZING" or st.termination:
+        why = (st.termination or {}).get("reason", st.phase.value)
+        raise CampaignError(f"the campaign has ended ({why}); run `ratchet report`, or start a "
+                            "new campaign with `ratchet init`")  # fmt: skip
+    if not hypothesis.strip():
+        raise CampaignError("state the round's hypothesis: --hypothesis 'what and why'")
+    if bucket not in BUCKETS:
+        raise CampaignError(f"bucket must be one of {', '.join(BUCKETS)} (SPEC section 8)")
+    if level not in LEVELS:
+        raise CampaignError(f"level must be quick or full, not {level!r}")
+    if file_sha256(c.dir / "quick_test_bench.py") != st.harness_sha256:
+        raise CampaignError(
+            f"{c.dir / 'quick_test_bench.py'} was edited; the harness is generated and hashed. "
+            "Restore it from the campaign's git-excluded copy or start a new campaign"
+        )
+    if not kernel_changed(c):
+        raise CampaignError(
+            f"the kernel files ({', '.join(c.m.kernel_source)}) equal the incumbent's: edit "
+            "them with this round's single change, then run validate"
+        )
+
+
+def _run_harness(c: Campaign, art: Path, level: str, name: str):
+    csv = art / name
+    log = art / name.replace(".csv", ".log")
+    h = run_step("harness", harness_command(c.dir, level, csv), cwd=c.root, log_path=log,
+                 timeout_s=HARNESS_TIMEOUT_S)  # fmt: skip
+    return h, csv
+
+
+def _failed(base: dict[str, Any], category: str, reason: str) -> dict[str, Any]:
+    return {**base, "status": Status.ROLLED_BACK.value, "category": category, "reason": reason,
+            "finished": now(), "decision": None}  # fmt: skip
+
+
+def _restrict(table: BenchTable, labels: list[str]) -> BenchTable:
+    by = table.by_label()
+    return BenchTable(table.schema, tuple(by[x] for x in labels if x in by))
+
+
+def _decide(c: Campaign, cand_rel: str, inc_rel: str, build_ok=True, test_ok=True) -> dict:
+    cand = c.table(cand_rel)
+    inc = _restrict(c.table(inc_rel), [r.label for r in cand.rows])
+    d = decide(inc, cand, c.m.campaign_type, regression_threshold=c.m.regression_threshold,
+               build_ok=build_ok, test_ok=test_ok)  # fmt: skip
+    return {
+        "status": d.status.value, "reason": d.reason, "trade_off": d.trade_off,
+        "regressions": list(d.regressions), "aggregate_before": d.aggregate_before,
+        "aggregate_after": d.aggregate_after, "gain": d.gain, "gain_noise": d.gain_noise,
+        "ambiguous": d.ambiguous,
+        "per_shape": [{"label": s.label, "incumbent": s.incumbent, "candidate": s.candidate,
+                       "delta": s.delta, "noise": s.noise, "verdict": s.verdict.value}
+                      for s in d.per_shape],
+    }  # fmt: skip
+
+
+def measure(c: Campaign, n: int, p: dict[str, Any]) -> dict[str, Any]:
+    """Scope check, rebuild, focused test, harness, decision. Returns the round record."""
+    rdir = c.round_dir(n)
+    art = rdir / "artifacts"
+    art.mkdir(parents=True, exist_ok=True)
+    diff = (git.diff(c.groot, c.state.incumbent_commit, c.kernel_git)
+            if c.m.git_commit and c.state.incumbent_commit else "")  # fmt: skip
+    (art / "candidate.diff").write_text(diff)
+    base = {
+        "round": n, "hypothesis": p["hypothesis"], "bucket": p["bucket"],
+        "change": p.get("change") or _diffstat(diff), "expected": p.get("expected", ""),
+        "lesson": p.get("lesson", ""), "next_direction": p.get("next_direction", ""),
+        "takeaway": p.get("takeaway", ""), "summary": p.get("summary", ""),
+        "level": p["level"], "started": p["started"], "csv": None, "quick_csv": None,
+        "incumbent_csv": None, "test_command": c.m.test_command, "harness_command": "",
+        "incumbent_round": c.state.incumbent_round, "out_of_scope": [],
+    }  # fmt: skip
+    scope = out_of_scope(c)
+    if scope:
+        return {**_failed(base, "scope", f"files outside kernel_source changed: {scope}; "
+                          "a round may change only the kernel files. Revert them before the "
+                          "next round"), "out_of_scope": scope}  # fmt: skip
+    if c.m.rebuild_command:
+        c.say(f"round-{n}: rebuild")
+        b = run_step("rebuild", c.m.rebuild_command, cwd=c.root, log_path=art / "rebuild.log",
+                     timeout_s=TEST_TIMEOUT_S)  # fmt: skip
+        if not b.ok:
+            return _failed(base, "build", f"build failed: {b.reason}")
+    c.say(f"round-{n}: focused test")
+    t = run_step("focused test", c.m.test_command, cwd=c.root, log_path=art / "test.log",
+                 timeout_s=TEST_TIMEOUT_S)  # fmt: skip
+    if not t.ok:
+        return _failed(base, "test", f"focused test failed: {t.reason}")
+    return _measure_levels(c, n, base, art)
+
+
+def _measure_levels(c: Campaign, n: int, base: dict, art: Path) -> dict[str, Any]:
+    level = base["level"]
+    shapes = len(c.m.representative_shapes) if level == "quick" else len(c.m.target_shapes)
+    c.say(f"round-{n}: harness, {level} level ({shapes} shapes)")
+    h, csv = _run_harness(c, art, level, "benchmark.csv")
+    base["harness_command"] = h.command
+    if not h.ok or not csv.exists():
+        return _failed(base, "harness", f"the harness failed: {h.reason}")
+    write_provenance(c, art, level)
+    inc_rel = c.state.incumbent_quick_csv if level == "quick" else c.state.incumbent_full_csv
+    try:
+        d = _decide(c, c.rel(csv), inc_rel)
+    except SchemaError as exc:
+        return _failed(base, "schema", f"benchmark CSV schema drift: {exc}")
+    record = {**base, "csv": c.rel(csv), "incumbent_csv": inc_rel, "decision": d}
+    if level == "quick" and d["status"] == Status.ACCEPTED.value and d["gain"] < ESCALATE_BELOW:
+        c.say(f"round-{n}: quick gain {d['gain'] * 100:+.2f}% < 5%: full validation")
+        quick = art / "benchmark_quick.csv"
+        os.replace(csv, quick)
+        h, csv = _run_harness(c, art, "full", "benchmark.csv")
+        if not h.ok or not csv.exists():
+            return _failed({**base, "quick_csv": c.rel(quick)}, "harness",
+                           f"the full-level harness failed: {h.reason}")  # fmt: skip
+        try:
+            d = _decide(c, c.rel(csv), c.state.incumbent_full_csv)
+        except SchemaError as exc:
+            return _failed(base, "schema", f"benchmark CSV schema drift: {exc}")
+        record.update(level="full", escalated=True, quick_csv=c.rel(quick), csv=c.rel(csv),
+                      incumbent_csv=c.state.incumbent_full_csv, decision=d)  # fmt: skip
+    category = "ok" if d["status"] == Status.ACCEPTED.value else _why(d)
+    return {**record, "status": d["status"], "category": category, "reason": d["reason"],
+            "finished": now()}  # fmt: skip
+
+
+def _why(d: dict[str, Any]) -> str:
+    r = d["reason"]
+    if "Check=FAIL" in r or "FAIL" in r.split(":")[0]:
+        return "correctness"
+    if d["regressions"] and "regressed ≥" in r:
+        return "regression"
+    return "noise" if d.get("ambiguous") else "no-gain"
+
+
+def _diffstat(diff: str) -> str:
+    added = sum(1 for ln in diff.splitlines() if ln.startswith("+") and not ln.startswith("+++"))
+    removed = sum(1 for ln in diff.splitlines() if ln.startswith("-") and not ln.startswith("---"))
+    files = [ln[6:] for ln in diff.splitlines() if ln.startswith("+++ b/")]
+    where = ", ".join(files) or "kernel files"
+    return f"{where}: +{added} -{removed} lines (artifacts/candidate.diff)"
+
+
+def interrupted_record(c: Campaign, n: int, p: dict[str, Any], how: str) -> dict[str, Any]:
+    base = {
+        "round": n, "hypothesis": p.get("hypothesis", ""), "bucket": p.get("bucket", "-"),
+        "change": p.get("change", "see kernel_snapshot"), "level": p.get("level", "quick"),
+        "started": p.get("started", ""), "csv": None, "quick_csv": None, "incumbent_csv": None,
+        "test_command": c.m.test_command, "harness_command": "", "out_of_scope": [],
+        "incumbent_round": c.state.incumbent_round, "expected": p.get("expected", ""),
+        "lesson": "", "next_direction": p.get("next_direction", ""), "takeaway": "",
+        "summary": p.get("summary", ""),
+    }  # fmt: skip
+    return _failed(base, "interrupted", f"interrupted by {how} before a decision; the "
+                   f"candidate is kept in rounds/round-{n}/kernel_snapshot and the kernel files "
+                   "were restored to the incumbent")  # fmt: skip
+
+
+def load_record(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text())
+
+
+def write_provenance(c: Campaign, art: Path, level: str) -> None:
+    import platform
+
+    import torch
+    import triton
+
+    prov = {
+        "written": now(), "level": level, "timing_engine": c.m.timing_engine,
+        "timing_params": c.m.timing_params, "gpu": c.m.target_gpu,
+        "torch": torch.__version__, "triton": triton.__version__,
+        "python": platform.python_version(), "seed": c.m.seed,
+        "project_head": git.head(c.groot),
+    }  # fmt: skip
+    atomic_write_json(art / "provenance.json", prov)

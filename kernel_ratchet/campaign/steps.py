@@ -1,0 +1,84 @@
+"""Running the project's commands (rebuild, focused test, harness) with a time limit and a log.
+
+A command that fails, times out or cannot start is a recorded outcome (``StepResult.ok`` is
+False, the log says why); only a missing log directory would be an infrastructure fault.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class StepResult:
+    name: str
+    command: str
+    ok: bool
+    returncode: int | None
+    seconds: float
+    log: str  # path of the log file
+    reason: str
+
+
+def run_step(
+    name: str,
+    command: str,
+    *,
+    cwd: Path,
+    log_path: Path,
+    timeout_s: float,
+    env: dict[str, str] | None = None,
+) -> StepResult:
+    """Run ``command`` through the shell in ``cwd``; stdout+stderr go to ``log_path``.
+
+    The command runs in its own process group so a timeout or Ctrl+C stops all its children.
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    full_env.setdefault("PYTHONUNBUFFERED", "1")
+    t0 = time.monotonic()
+    with open(log_path, "w", encoding="utf-8") as log:
+        log.write(f"$ {command}\n# cwd: {cwd}\n")
+        log.flush()
+        proc = subprocess.Popen(
+            command, shell=True, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
+            env=full_env, start_new_session=True,
+        )  # fmt: skip
+        try:
+            rc = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            secs = time.monotonic() - t0
+            return StepResult(name, command, False, None, secs, str(log_path),
+                              f"{name} timed out after {timeout_s:.0f} s")  # fmt: skip
+        except BaseException:
+            _kill_group(proc)
+            raise
+    secs = time.monotonic() - t0
+    reason = "ok" if rc == 0 else f"{name} exited with code {rc} (see {log_path})"
+    return StepResult(name, command, rc == 0, rc, secs, str(log_path), reason)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def python_command(script: Path, *args: str) -> str:
+    """A shell command running ``script`` with this interpreter."""
+    parts = [sys.executable, str(script), *args]
+    return " ".join(_quote(p) for p in parts)
+
+
+def _quote(s: str) -> str:
+    return shlex.quote(s)

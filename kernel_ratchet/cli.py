@@ -1,0 +1,293 @@
+"""The ``ratchet`` command: a thin layer over the profile and campaign APIs.
+
+Exit codes (scripts may rely on them):
+  0  success; for ``validate``, the round was ACCEPTED
+  1  the command ran but its verdict is negative: a round ROLLED BACK, ``check`` found problems,
+     ``accept`` failed
+  2  any other kernel-ratchet error          3  ratchet.yaml problem
+  4  benchmark CSV schema drift              5  campaign state does not allow the command
+  6  another process drives the campaign     7  an append-only log was edited
+  8  git problem                             130 interrupted (Ctrl+C); the round was closed
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from kernel_ratchet.errors import RatchetError
+
+app = typer.Typer(
+    help="kernel-ratchet: disciplined GPU-kernel optimization campaigns.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+tips_app = typer.Typer(help="Historical tips: show or add.", no_args_is_help=True)
+app.add_typer(tips_app, name="tips")
+out = Console()
+err = Console(stderr=True)
+
+ProfileOpt = typer.Option(None, "--profile", help="ratchet.yaml (default: found from the cwd)")
+CampaignOpt = typer.Option(None, "--campaign", help="campaign name (default: most recent)")
+
+
+def _profile(path: Path | None):
+    from kernel_ratchet.profile.loader import find_profile, load_profile
+
+    return load_profile(path if path else find_profile(Path.cwd()))
+
+
+@contextmanager
+def _progress() -> Iterator:
+    with err.status("working...") as status:
+
+        def say(msg: str) -> None:
+            err.print(f"[dim]{msg}[/dim]")
+            status.update(msg)
+
+        yield say
+
+
+@contextmanager
+def _campaign(profile_path: Path | None, name: str | None):
+    from kernel_ratchet.campaign.engine import Campaign
+    from kernel_ratchet.campaign.locate import find_campaign
+
+    prof = _profile(profile_path)
+    with _progress() as say, Campaign(prof, find_campaign(prof, name), say=say) as c:
+        yield c
+
+
+@app.command()
+def check(op: str | None = typer.Option(None, "--op"), profile: Path | None = ProfileOpt):
+    """Validate ratchet.yaml and run the DEFINE_TARGET checklist and the environment check."""
+    from kernel_ratchet.profile.checklist import env_check, git_check, run_checklist
+
+    prof = _profile(profile)
+    items = [*run_checklist(prof, op), env_check(prof), git_check(prof.root)]
+    table = Table("check", "ok", "detail / fix")
+    for i in items:
+        detail = i.detail + (f"\n[yellow]fix:[/yellow] {i.fix}" if not i.ok and i.fix else "")
+        table.add_row(i.name, "[green]yes[/green]" if i.ok else "[red]NO[/red]", detail)
+    out.print(table)
+    bad = [i for i in items if not i.ok]
+    out.print(f"{len(items) - len(bad)}/{len(items)} checks pass ({prof.path})")
+    raise typer.Exit(1 if bad else 0)
+
+
+@app.command()
+def init(
+    op: str = typer.Option(..., "--op", help="op name from ratchet.yaml"),
+    performance_target: float | None = typer.Option(None, help="T1: aggregate to reach"),
+    max_iterations: int = typer.Option(20, help="T3: rounds after the baseline (< 120)"),
+    git_branch: str = typer.Option("auto", help="auto: branch optimize/<campaign>; none"),
+    commit: bool = typer.Option(True, "--commit/--no-commit", help="commit accepted rounds"),
+    timing_engine: str | None = typer.Option(None, help="perf_counter | cuda_events"),
+    regression_threshold: float = typer.Option(0.05, help="per-shape regression gate"),
+    efficiency_target: float | None = typer.Option(None, help="T2: fraction of the peak"),
+    hardware_peak: float | None = typer.Option(None, help="T2: peak in the primary unit"),
+    yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation"),
+    profile: Path | None = ProfileOpt,
+):
+    """DEFINE_TARGET + PREPARE_ENVIRONMENT + READ_HISTORICAL_TIPS: create a campaign."""
+    from kernel_ratchet.campaign.create import create_campaign, define_target, preflight
+
+    prof = _profile(profile)
+    params = define_target(
+        prof, op, performance_target=performance_target, max_iterations=max_iterations,
+        git_branch=git_branch, git_commit=commit, timing_engine=timing_engine,
+        regression_threshold=regression_threshold, efficiency_target=efficiency_target,
+        hardware_peak=hardware_peak,
+    )  # fmt: skip
+    table = Table("parameter", "value", title="DEFINE_TARGET")
+    for k, v in params.describe():
+        table.add_row(k, v)
+    out.print(table)
+    preflight(prof, op)
+    if not yes and not typer.confirm("Create this campaign?", default=True):
+        raise typer.Exit(1)
+    cdir = create_campaign(prof, params)
+    out.print(f"campaign [bold]{cdir.name}[/bold] created in {cdir}")
+    out.print("next: `ratchet baseline`")
+
+
+@app.command()
+def baseline(profile: Path | None = ProfileOpt, campaign: str | None = CampaignOpt):
+    """BASELINE (round-1): focused test and harness on all target shapes."""
+    with _campaign(profile, campaign) as c:
+        rec = c.baseline()
+        reps = ", ".join(c.m.representative_shapes)
+    out.print(f"round-1 BASELINE: {rec['reason']}\nrepresentative shapes: {reps}")
+
+
+@app.command()
+def validate(
+    hypothesis: str = typer.Option(..., help="the round's single hypothesis, stated up front"),
+    bucket: str = typer.Option("K1", help="transfer bucket K1..K4, W1..W3 (SPEC section 8)"),
+    level: str = typer.Option("quick", help="quick (representative) or full (all shapes)"),
+    change: str = typer.Option("", help="the single change, in one line"),
+    expected: str = typer.Option("", help="the expected effect"),
+    lesson: str = typer.Option("", help="lesson, if the round is rolled back"),
+    next_direction: str = typer.Option("", "--next", help="what to try next"),
+    takeaway: str = typer.Option("", help="a reusable tip to append to the tips file"),
+    profile: Path | None = ProfileOpt,
+    campaign: str | None = CampaignOpt,
+):
+    """VALIDATE the working-tree change against the incumbent; ACCEPT (commit) or ROLL BACK."""
+    from kernel_ratchet.campaign.closing import ROOT_CAUSES
+
+    with _campaign(profile, campaign) as c:
+        rec = c.validate(hypothesis, bucket=bucket, level=level, change=change,
+                         expected=expected, lesson=lesson, next_direction=next_direction,
+                         takeaway=takeaway)  # fmt: skip
+        k = c.state.consecutive_rollbacks
+        term = c.state.termination
+    color = "green" if rec["status"] == "ACCEPTED" else "red"
+    out.print(f"round-{rec['round']} [{color}]{rec['status']}[/{color}] ({rec['level']}): "
+              f"{rec['reason']}")  # fmt: skip
+    if rec["status"] != "ACCEPTED":
+        out.print(f"root cause: {ROOT_CAUSES.get(rec['category'], rec['category'])}")
+    if k >= 2:
+        err.print(f"[yellow]stagnation: {k} consecutive rollbacks — review before the next "
+                  "round (see logs/optimize.md)[/yellow]")  # fmt: skip
+    if term:
+        out.print(f"termination {term['code']}: {term['reason']} — run `ratchet report`")
+    raise typer.Exit(0 if rec["status"] == "ACCEPTED" else 1)
+
+
+@app.command()
+def status(
+    as_json: bool = typer.Option(False, "--json"),
+    profile: Path | None = ProfileOpt,
+    campaign: str | None = CampaignOpt,
+):
+    """Where the campaign stands (finishes an interrupted round first)."""
+    with _campaign(profile, campaign) as c:
+        c.recover()
+        s = c.status()
+    if as_json:
+        print(json.dumps(s, indent=2, default=str))
+        return
+    out.print(f"[bold]{s['campaign']}[/bold] — {s['phase']}, next round {s['next_round']}, "
+              f"incumbent round-{s['incumbent_round']}")  # fmt: skip
+    table = Table("round", "status", "level", "vs baseline", "hypothesis")
+    for r in s["rounds"]:
+        vb = r.get("vs_baseline")
+        table.add_row(str(r["round"]), r["status"], r["level"],
+                      "-" if vb is None else f"{vb * 100:+.2f}%", r["hypothesis"])  # fmt: skip
+    out.print(table)
+    if s["termination"]:
+        out.print(f"termination {s['termination']['code']}: {s['termination']['reason']}")
+
+
+@app.command()
+def report(profile: Path | None = ProfileOpt, campaign: str | None = CampaignOpt):
+    """REPORT: full validation of the incumbent and the final report (ends the campaign)."""
+    from kernel_ratchet.campaign.finish import report as do_report
+
+    with _campaign(profile, campaign) as c:
+        text = do_report(c)
+        where = c.dir / "report.md"
+    out.print(text)
+    out.print(f"written to {where}")
+
+
+@app.command()
+def accept(profile: Path | None = ProfileOpt, campaign: str | None = CampaignOpt):
+    """ACCEPTANCE: full test suite and a diff that touches only kernel files."""
+    from kernel_ratchet.campaign.finish import accept as do_accept
+
+    with _campaign(profile, campaign) as c:
+        res = do_accept(c)
+    for line in res["details"]:
+        out.print(line)
+    out.print("[green]ACCEPTED[/green]" if res["ok"] else "[red]ACCEPTANCE FAILED[/red]")
+    raise typer.Exit(0 if res["ok"] else 1)
+
+
+@app.command("parse-csv")
+def parse_csv(path: Path, as_json: bool = typer.Option(False, "--json")):
+    """Parse a benchmark CSV with the one reader (schema detected and checked)."""
+    from kernel_ratchet.harness.csv_schema import read_csv
+
+    t = read_csv(path)
+    if as_json:
+        print(json.dumps({"schema": t.schema.name, "rows": t.to_records()}, indent=2))
+        return
+    table = Table("label", "Check", t.schema.fwd_metric, t.schema.bwd_metric,
+                  title=f"{path} ({t.schema.name} schema)")  # fmt: skip
+    for r in t.rows:
+        table.add_row(r.label, r.check, f"{r.fwd:.3f}", f"{r.bwd:.3f}")
+    out.print(table)
+
+
+def _tips_file(prof, op: str, gpu: str | None):
+    from kernel_ratchet.campaign.create import detect_gpu
+    from kernel_ratchet.campaign.tips import tips_path
+
+    o = prof.op(op)
+    return tips_path(prof.tips_root_path, gpu or detect_gpu(), op, o.backend)
+
+
+@tips_app.command("show")
+def tips_show(op: str = typer.Option(..., "--op"), gpu: str | None = None,
+              profile: Path | None = ProfileOpt):  # fmt: skip
+    """Print the tips recorded for this op, backend and GPU."""
+    path = _tips_file(_profile(profile), op, gpu)
+    out.print(path.read_text() if path.exists() else f"no tips yet ({path})")
+
+
+@tips_app.command("add")
+def tips_add(
+    op: str = typer.Option(..., "--op"),
+    round_no: int = typer.Option(..., "--round"),
+    status_: str = typer.Option(..., "--status", help="ACCEPTED or 'ROLLED BACK'"),
+    context: str = typer.Option(...),
+    signal: str = typer.Option(...),
+    takeaway: str = typer.Option(...),
+    applicability: str = typer.Option(...),
+    gpu: str | None = None,
+    profile: Path | None = ProfileOpt,
+):
+    """Append one tip (SPEC section 7 format)."""
+    from kernel_ratchet.campaign.tips import add_tip
+
+    if status_ not in ("ACCEPTED", "ROLLED BACK"):
+        raise RatchetError("--status must be ACCEPTED or 'ROLLED BACK'")
+    path = _tips_file(_profile(profile), op, gpu)
+    out.print(add_tip(path, round_no, status_, context, signal, takeaway, applicability))
+
+
+def main() -> None:
+    try:
+        app(standalone_mode=False)
+    except RatchetError as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        err.print("[yellow]interrupted[/yellow]: the round in flight was closed; "
+                  "`ratchet status` shows it")  # fmt: skip
+        sys.exit(130)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except (typer.Abort, SystemExit):
+        raise
+    except Exception as exc:  # click usage errors
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise
+
+
+if __name__ == "__main__":
+    main()
