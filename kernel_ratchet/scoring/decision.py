@@ -210,7 +210,7 @@ def _judge(
     """Gates 5-6 and the accept / trade-off outcome, with the reason sentence."""
     gain = after / before - 1.0
     agg = (
-        f"aggregate {before:.1f} -> {after:.1f} {unit} "
+        f"aggregate {before:.4g} -> {after:.4g} {unit} "
         f"({_pct(gain)}, noise ±{gain_noise * 100:.1f}%)"
     )
     slower = [d for d in deltas if d.verdict is Verdict.SLOWER]
