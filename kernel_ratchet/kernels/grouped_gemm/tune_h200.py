@@ -1,0 +1,108 @@
+"""One-call H200 sweep of the grouped GEMM tile buckets (run inside the device lease).
+
+    python -m kernel_ratchet.kernels.grouped_gemm.tune_h200 --out $OUT
+
+Times the forward (and the wgrad) kernels of a few representative MoE shapes under each
+candidate TileConfig, prints a short table and writes ``sweep.csv``. The chosen buckets and the
+measured reason go into configs.py and docs/benchmarks.md by hand: nothing is autotuned at run
+time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import sys
+from functools import partial
+
+import torch
+
+from kernel_ratchet.kernels.grouped_gemm.adapter import make_grouped_case
+from kernel_ratchet.kernels.grouped_gemm.bench import tflops, time_ms
+from kernel_ratchet.kernels.grouped_gemm.configs import BUCKETS, TileConfig
+from kernel_ratchet.kernels.grouped_gemm.fp8 import (
+    grouped_mm_fp8,
+    quant_weight_128x128,
+)
+from kernel_ratchet.kernels.grouped_gemm.kernel import grouped_mm, grouped_wgrad
+from kernel_ratchet.kernels.grouped_gemm.shapes import moe_shapes
+from kernel_ratchet.kernels.quant.kernel import quant_fp8_blockwise_1x128
+
+BF16_MM = {
+    "128x256x64_w8_s3": TileConfig(128, 256, 64, 8, 8, 3),
+    "128x256x64_w8_s4": TileConfig(128, 256, 64, 8, 8, 4),
+    "128x128x64_w4_s4": TileConfig(128, 128, 64, 8, 4, 4),
+    "128x128x64_w8_s4": TileConfig(128, 128, 64, 8, 8, 4),
+    "64x256x64_w4_s4": TileConfig(64, 256, 64, 4, 4, 4),
+    "256x128x64_w8_s3": TileConfig(256, 128, 64, 8, 8, 3),
+}
+BF16_WGRAD = {
+    "wg_64x128x128_w8_s3": BUCKETS["bf16_wgrad"],
+    "wg_64x128x256_w8_s3": TileConfig(64, 128, 256, 1, 8, 3),
+    "wg_32x128x128_w4_s4": TileConfig(32, 128, 128, 1, 4, 4),
+}
+FP8_MM = {
+    "f8_128x128x128_w8_s4": BUCKETS["fp8_mm_large"],
+    "f8_128x256x128_w8_s3": TileConfig(128, 256, 128, 8, 8, 3),
+    "f8_64x128x128_w4_s4": BUCKETS["fp8_mm_small"],
+}
+SHAPES = ("dsv3_gate_up_uniform", "dsv3_gate_up_skewed", "qwen3_235b_gate_up_uniform",
+          "mixtral_8x7b_gate_up_uniform", "mixtral_8x7b_gate_up_skewed")  # fmt: skip
+
+
+def _time(label: str, name: str, fn, flop: float, mrt: float) -> tuple:
+    try:
+        ms, _ = time_ms(fn, mrt)
+    except Exception as exc:  # a config that does not compile is a result, not a crash
+        print(f"# {label} {name}: {type(exc).__name__}: {exc}"[:300], file=sys.stderr)
+        ms = float("nan")
+    return (label, name, ms, tflops(flop, ms))
+
+
+def sweep_shape(label: str, s, mrt: float) -> list[tuple]:
+    """Rows (shape, config, ms, TFLOPS) for one shape."""
+    case = make_grouped_case(s, 0, "cuda")
+    x, w, lens, dout = case.x.detach(), case.w.detach(), case.group_lens, case.dout
+    f = 2.0 * s.M * s.N * s.K
+    a = torch.randn(s.M, s.K, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(s.K, s.N, device="cuda", dtype=torch.bfloat16)
+    rows = [_time(label, "dense_cublas", partial(torch.mm, a, b), f, mrt)]
+    for name, cfg in BF16_MM.items():
+        rows.append(_time(label, name, partial(grouped_mm, x, w, lens, config=cfg), f, mrt))
+    if "uniform" in label:
+        for name, cfg in BF16_WGRAD.items():
+            fn = partial(grouped_wgrad, dout, x, lens, config=cfg)
+            rows.append(_time(label, name, fn, f, mrt))
+        xq = quant_fp8_blockwise_1x128(x)
+        wq = quant_weight_128x128(w)
+        for name, cfg in FP8_MM.items():
+            rows.append(
+                _time(label, name, partial(grouped_mm_fp8, xq, wq, lens, config=cfg), f, mrt)
+            )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", default=os.environ.get("OUT", "."))
+    p.add_argument("--min-run-time", type=float, default=0.05)
+    args = p.parse_args(argv)
+    print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name(), flush=True)
+    shapes = {s.label: s for s in moe_shapes() if s.label in SHAPES}
+    rows = []
+    for label in SHAPES:
+        new = sweep_shape(label, shapes[label], args.min_run_time)
+        torch.cuda.empty_cache()
+        for r in new:
+            print(f"{r[0]:30s} {r[1]:22s} {r[2]:8.3f} ms {r[3]:7.1f} TFLOPS", flush=True)
+        rows += new
+    with open(os.path.join(args.out, "sweep.csv"), "w", newline="") as fh:
+        out = csv.writer(fh)
+        out.writerow(["shape", "config", "ms", "TFLOPS"])
+        out.writerows(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
