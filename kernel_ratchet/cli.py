@@ -268,7 +268,8 @@ def tips_add(
 
 def main() -> None:
     try:
-        app(standalone_mode=False)
+        rc = app(standalone_mode=False)  # returns typer.Exit's code in this mode
+        sys.exit(rc if isinstance(rc, int) else 0)
     except RatchetError as exc:
         err.print(f"[red]error:[/red] {exc}", highlight=False)
         sys.exit(exc.exit_code)

@@ -84,7 +84,9 @@ def kernel_changed(c: Campaign) -> bool:
 def ambient(c: Campaign) -> dict[str, str | None]:
     """Fingerprints of the user's own uncommitted changes outside the kernel files."""
     kernel = set(c.kernel_git)
-    return {p: file_sha256(c.groot / p) for p in git.changed_paths(c.groot) if p not in kernel}
+    tips = os.path.relpath(c.profile.tips_root_path, c.groot) + "/"  # the tool writes tips
+    return {p: file_sha256(c.groot / p) for p in git.changed_paths(c.groot)
+            if p not in kernel and not p.startswith(tips)}  # fmt: skip
 
 
 def out_of_scope(c: Campaign) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,7 +37,7 @@ def render_quick_bench(
         op=op,
         backend=backend,
         path=path,
-        project_root=project_root,
+        root_from_here=os.path.relpath(project_root, os.path.dirname(os.path.abspath(path))),
         adapter=adapter,
         schema=schema,
         engine=engine,

@@ -1,0 +1,92 @@
+"""Fixtures for campaign tests: temporary git copies of the CPU example, driven by the CLI.
+
+A baselined project is built once per session and copied for each test (campaigns are
+relocatable: the generated harness finds the project root relative to itself).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "tiny_gemm"
+KERNEL = "tiny_gemm/kernel.py"
+
+
+def cli_env(root: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "KERNEL_RATCHET_FAULT"}
+    env["PYTHONPATH"] = os.pathsep.join([str(root), str(REPO)])
+    env["TRITON_INTERPRET"] = "1"
+    env.update(extra)
+    return env
+
+
+def ratchet(root: Path, *args: str, **extra: str) -> subprocess.CompletedProcess:
+    """Run the real `ratchet` CLI in ``root`` (a subprocess, like a user would)."""
+    return subprocess.run(
+        [sys.executable, "-m", "kernel_ratchet.cli", *args],
+        cwd=root, env=cli_env(root, **extra), capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
+                          check=True).stdout  # fmt: skip
+
+
+def make_project(dest: Path) -> Path:
+    shutil.copytree(EXAMPLE, dest, ignore=shutil.ignore_patterns("__pycache__", "*.csv",
+                                                                   ".pytest_cache"))  # fmt: skip
+    git(dest, "init", "-q", "-b", "main")
+    git(dest, "config", "user.email", "test@example.com")
+    git(dest, "config", "user.name", "test")
+    git(dest, "add", "-A")
+    git(dest, "commit", "-qm", "tiny gemm")
+    # The user's own uncommitted work, which a campaign must never touch.
+    (dest / "notes.txt").write_text("my notes\n")
+    with open(dest / "pyproject.toml", "a") as f:
+        f.write("# a local edit the user has not committed\n")
+    return dest
+
+
+def set_blocks(root: Path, **blocks: int) -> None:
+    path = root / KERNEL
+    text = path.read_text()
+    for name, value in blocks.items():
+        text = re.sub(rf"^BLOCK_{name} = \d+", f"BLOCK_{name} = {value}", text, flags=re.M)
+    path.write_text(text)
+
+
+def break_kernel(root: Path) -> None:
+    path = root / KERNEL
+    good = "rm[:, None] * K + kk[None, :]"
+    text = path.read_text().replace(good, good + " + 1")
+    path.write_text(text)
+
+
+def campaign_dir(root: Path) -> Path:
+    (d,) = (root / ".ratchet" / "campaigns").iterdir()
+    return d
+
+
+@pytest.fixture(scope="session")
+def baselined(tmp_path_factory) -> Path:
+    root = make_project(tmp_path_factory.mktemp("base") / "proj")
+    for args in (("init", "--op", "tiny_gemm", "--yes"), ("baseline",)):
+        r = ratchet(root, *args)
+        assert r.returncode == 0, r.stdout + r.stderr
+    return root
+
+
+@pytest.fixture
+def project(baselined: Path, tmp_path: Path) -> Path:
+    dest = tmp_path / "proj"
+    shutil.copytree(baselined, dest, symlinks=True)
+    return dest

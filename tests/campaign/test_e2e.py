@@ -1,0 +1,114 @@
+"""A whole campaign on the CPU example with real git, driven through the `ratchet` CLI:
+init -> baseline -> an improving change accepted -> a slower change rolled back -> a change
+that breaks correctness rolled back -> report -> accept.
+"""
+
+from __future__ import annotations
+
+import re
+
+import yaml
+
+from kernel_ratchet.campaign.manifest import SPEC_FIELDS
+from kernel_ratchet.harness.csv_schema import GEMM_HEADER, read_csv
+from tests.campaign.conftest import (
+    KERNEL,
+    break_kernel,
+    campaign_dir,
+    git,
+    make_project,
+    ratchet,
+    set_blocks,
+)
+
+
+def _ok(r):
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r
+
+
+def test_whole_campaign(tmp_path):
+    root = make_project(tmp_path / "proj")
+    start = git(root, "rev-parse", "HEAD").strip()
+    _ok(ratchet(root, "check", "--op", "tiny_gemm"))
+    _ok(ratchet(root, "init", "--op", "tiny_gemm", "--yes"))
+    cdir = campaign_dir(root)
+    assert re.fullmatch(r"tiny_gemm_TRITON_cpu_\d{8}", cdir.name)
+    assert git(root, "rev-parse", "--abbrev-ref", "HEAD").strip() == f"optimize/{cdir.name}"
+    harness = (cdir / "quick_test_bench.py").read_text()
+    assert "SHAPES = [\n]" in harness  # generated with empty SHAPES
+
+    _ok(ratchet(root, "baseline"))
+    # exact SPEC layout
+    for rel in ("manifest.yaml", "quick_test_bench.py", "logs/optimize.md",
+                "logs/performance_trend.md", "profiles", "rounds/round-1/summary.md",
+                "rounds/round-1/kernel_snapshot/tiny_gemm/kernel.py",
+                "rounds/round-1/artifacts/benchmark.csv"):  # fmt: skip
+        assert (cdir / rel).exists(), rel
+    csv1 = cdir / "rounds/round-1/artifacts/benchmark.csv"
+    assert csv1.read_text().splitlines()[0] == GEMM_HEADER
+    manifest = yaml.safe_load((cdir / "manifest.yaml").read_text())
+    assert list(manifest)[: len(SPEC_FIELDS)] == list(SPEC_FIELDS)
+    assert 3 <= len(manifest["representative_shapes"]) <= 5
+    assert manifest["quick_command"] == f"python {cdir / 'quick_test_bench.py'}"
+    assert manifest["csv_schema"]["header"] == GEMM_HEADER
+    for label in manifest["representative_shapes"]:
+        assert f"'label': '{label}'" in (cdir / "quick_test_bench.py").read_text()
+
+    # round 2: larger output tiles run far faster in the interpreter -> ACCEPTED, one commit
+    set_blocks(root, M=32, N=32)
+    r = _ok(ratchet(root, "validate", "--hypothesis", "32x32 output tiles: 4x fewer programs",
+                    "--bucket", "K1"))  # fmt: skip
+    assert "ACCEPTED" in r.stdout
+    msg = git(root, "log", "-1", "--format=%B")
+    assert re.match(r"\[optimize\] tiny_gemm TRITON round-2: 32x32 output tiles", msg)
+    assert "Hypothesis: 32x32 output tiles: 4x fewer programs" in msg
+    assert re.search(r"Result: \S+ -> \S+ \(\+\d+\.\d%\)", msg)
+    assert f"Details: .ratchet/campaigns/{cdir.name}/logs/optimize.md" in msg
+    assert git(root, "show", "--name-only", "--format=", "HEAD").split() == [KERNEL]
+    incumbent = (root / KERNEL).read_text()
+
+    # round 3: smaller K tiles double the k-loop -> slower -> ROLLED BACK
+    set_blocks(root, K=8)
+    r = ratchet(root, "validate", "--hypothesis", "BLOCK_K 8", "--lesson", "k-loop cost")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "ROLLED BACK" in r.stdout
+    assert (root / KERNEL).read_text() == incumbent
+    assert "BLOCK_K = 8" in (cdir / "rounds/round-3/kernel_snapshot" / KERNEL).read_text()
+
+    # round 4: wrong indexing -> focused test fails -> ROLLED BACK
+    break_kernel(root)
+    r = ratchet(root, "validate", "--hypothesis", "shifted loads")
+    assert r.returncode == 1 and "focused test" in r.stdout, r.stdout + r.stderr
+    assert (root / KERNEL).read_text() == incumbent
+    # the user's uncommitted work survived every rollback
+    assert (root / "notes.txt").read_text() == "my notes\n"
+    assert "a local edit the user has not committed" in (root / "pyproject.toml").read_text()
+    assert len(git(root, "log", "--format=%H", f"{start}..HEAD").split()) == 1
+
+    trend = (cdir / "logs/performance_trend.md").read_text()
+    rows = [ln for ln in trend.splitlines() if ln.startswith("| round-")]
+    assert [ln.split("|")[2].strip() for ln in rows] == [
+        "BASELINE", "ACCEPTED", "ROLLED BACK", "ROLLED BACK"]  # fmt: skip
+    assert "| — |" in rows[0]
+    assert re.search(r"step -, fwd \+\d+\.\d{3}%, bwd -", rows[1])
+    summary = (cdir / "rounds/round-3/summary.md").read_text()
+    for section in ("## Hypothesis", "## Single change", "## Results", "## Decision",
+                    "## Attribution", "## Next direction", "## Rollback Analysis",
+                    "## Real-training transfer check"):  # fmt: skip
+        assert section in summary, section
+    assert "Lesson: k-loop cost" in summary
+    opt = (cdir / "logs/optimize.md").read_text()
+    assert "### Stagnation review after round-4" in opt
+
+    r = _ok(ratchet(root, "report"))
+    assert "Total gain" in r.stdout
+    report = (cdir / "report.md").read_text()
+    assert "## Final report" in report and "## Verified-ineffective directions" in report
+    final = read_csv(cdir / "report/benchmark_full.csv")
+    assert len(final.rows) == 5 and all(row.passed for row in final.rows)
+    r = _ok(ratchet(root, "accept"))
+    assert "ACCEPTED" in r.stdout
+    assert "## Acceptance" in (cdir / "logs/optimize.md").read_text()
+    r = ratchet(root, "validate", "--hypothesis", "after the end")
+    assert r.returncode == 5 and "ended" in r.stderr
