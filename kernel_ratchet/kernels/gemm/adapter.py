@@ -44,11 +44,13 @@ class GemmCase:
 
 def make_linear_inputs(shape: Shape, seed: int, device: str, dtype: torch.dtype) -> GemmCase:
     """Fresh random Linear inputs (never zeros) for ``shape`` from ``seed``."""
-    g = torch.Generator(device="cpu").manual_seed(seed)
+    # Drawn on the target device: CPU generation of a 16384 x 59136 gradient takes seconds.
+    g = torch.Generator(device=device).manual_seed(seed)
     M, N, K = shape.M, shape.N, shape.K
 
     def draw(*size: int, std: float) -> torch.Tensor:
-        return (torch.randn(*size, generator=g) * std).to(device=device, dtype=dtype)
+        x = torch.randn(*size, generator=g, device=device, dtype=torch.float32)
+        return (x * std).to(dtype)
 
     return GemmCase(a=draw(M, K, std=1.0), b=draw(N, K, std=K**-0.5), dout=draw(M, N, std=1.0))
 

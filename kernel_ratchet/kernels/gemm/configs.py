@@ -6,7 +6,8 @@ explicit thresholds, and ``CONFIGS[kind][bucket]`` is the configuration used. A 
 another configuration passes one explicitly (``config=`` in :mod:`.kernel`), which is how the
 CPU tests use tiny blocks and how ``tune_h200.py`` sweeps.
 
-Kinds: ``"bf16"`` (bf16/fp16 operands), ``"fp8"`` (tensorwise and rowwise scaling, scales in
+Kinds: ``"bf16"`` (bf16/fp16 forward), ``"bf16_bwd"`` (the two backward GEMMs, whose
+operands are not both K-major), ``"fp8"`` (tensorwise and rowwise scaling, scales in
 the epilogue) and ``"fp8_block"`` (1x128 / 128x128 scaling, scales applied per k-block, so
 ``BLOCK_K`` must be 128).
 
@@ -72,28 +73,47 @@ def bucket_for(M: int, N: int, K: int) -> str:
     return "large"
 
 
+# H200 sweep 2026-11-29 (tune_h200.py, do_bench median, shapes 4096x6144x4096,
+# 8192x28672x4096, 8192x4096x14336; TFLOPS listed in that order, vendor in brackets).
 CONFIGS: dict[str, dict[str, GemmConfig]] = {
+    # Forward a @ bᵀ (both operands K-major).
     "bf16": {
-        # 128x256x64, 8 warps, 3 stages: the classic Hopper wgmma tile for 16-bit (two
-        # warpgroups each own 64x256 of the accumulator); baseline before the H200 sweep.
-        "large": GemmConfig(128, 256, 64, group_m=8, num_warps=8, num_stages=3),
-        "skinny": GemmConfig(64, 128, 64, group_m=8, num_warps=4, num_stages=4),
-        "long_k": GemmConfig(64, 128, 64, group_m=8, num_warps=4, num_stages=4, split_k=4),
-        "tiny": GemmConfig(64, 64, 64, group_m=8, num_warps=4, num_stages=3),
+        # TMA + persistent + 4 stages: 763 / 809 / 764 [cuBLAS 807 / 727 / 782]. Pointer loads
+        # with the same tile: 590-593; TMA non-persistent: 617-660; 256x128 pointer: 646-662.
+        "large": GemmConfig(128, 256, 64, num_warps=8, num_stages=4, persistent=True, use_tma=True),
+        "skinny": GemmConfig(64, 128, 64, num_warps=4, num_stages=4, use_tma=True),
+        "long_k": GemmConfig(64, 128, 64, num_warps=4, num_stages=4, use_tma=True, split_k=4),
+        "tiny": GemmConfig(64, 64, 64, num_warps=4, num_stages=3),
     },
+    # Backward dout @ b and doutᵀ @ a (one or both operands not K-major). Pointer loads of a
+    # transposed operand collapse to 38-88 TFLOPS; TMA tiles (transposed in shared memory) give
+    # da 775 / 720 / 763 [817 / 715 / 718] and db 747 / 743 / 787 [778 / 714 / 720].
+    "bf16_bwd": {
+        "large": GemmConfig(128, 256, 64, num_warps=8, num_stages=3, use_tma=True),
+        "skinny": GemmConfig(64, 128, 64, num_warps=4, num_stages=4, use_tma=True),
+        "long_k": GemmConfig(64, 128, 64, num_warps=4, num_stages=4, use_tma=True, split_k=4),
+        "tiny": GemmConfig(64, 64, 64, num_warps=4, num_stages=3, use_tma=True),
+    },
+    # FP8 tensorwise / rowwise (scales in the epilogue). K tile 128 = the bf16 bytes per stage.
     "fp8": {
-        # K tile doubles for fp8 (same bytes per stage as bf16 at BLOCK_K=64).
-        "large": GemmConfig(128, 256, 128, group_m=8, num_warps=8, num_stages=3),
-        "skinny": GemmConfig(64, 128, 128, group_m=8, num_warps=4, num_stages=4),
-        "long_k": GemmConfig(64, 128, 128, group_m=8, num_warps=4, num_stages=4, split_k=4),
-        "tiny": GemmConfig(64, 64, 128, group_m=8, num_warps=4, num_stages=3),
+        # TMA + persistent + 4 stages: 1353 / 1392 / 1514 [_scaled_mm 1373 / 1298 / 1319];
+        # 256x128 pointer 1266-1406; pointer 128x256: 1022-1128.
+        "large": GemmConfig(
+            128, 256, 128, num_warps=8, num_stages=4, persistent=True, use_tma=True
+        ),  # fmt: skip
+        "skinny": GemmConfig(64, 128, 128, num_warps=4, num_stages=4, use_tma=True),
+        "long_k": GemmConfig(64, 128, 128, num_warps=4, num_stages=4, use_tma=True, split_k=4),
+        "tiny": GemmConfig(64, 64, 128, num_warps=4, num_stages=3),
     },
+    # FP8 blockwise: BLOCK_K is pinned to the 128-wide scaling group. The per-k-block scale
+    # multiply serializes each wgmma with its accumulation, so the tile that wins is smaller:
+    # 128x128 w8 s4 TMA 620 / 651 / 674; 64x128 w4 s4 pointer 675 / 667 / 668; 128x256 TMA
+    # 548-596; 128x128 w4 (pointer or TMA persistent) 155-236.
     "fp8_block": {
-        # BLOCK_K is pinned to the 128-wide scaling group.
-        "large": GemmConfig(128, 128, 128, group_m=8, num_warps=8, num_stages=4),
-        "skinny": GemmConfig(64, 128, 128, group_m=8, num_warps=4, num_stages=4),
-        "long_k": GemmConfig(64, 128, 128, group_m=8, num_warps=4, num_stages=4, split_k=4),
-        "tiny": GemmConfig(64, 64, 128, group_m=8, num_warps=4, num_stages=3),
+        "large": GemmConfig(128, 128, 128, num_warps=8, num_stages=4, use_tma=True),
+        "skinny": GemmConfig(64, 128, 128, num_warps=4, num_stages=4, use_tma=True),
+        "long_k": GemmConfig(64, 128, 128, num_warps=4, num_stages=4, use_tma=True, split_k=4),
+        "tiny": GemmConfig(64, 64, 128, num_warps=4, num_stages=3),
     },
 }
 

@@ -302,8 +302,8 @@ def gemm_backward(
     dout: torch.Tensor, a: torch.Tensor, b: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Gradients of ``a @ bᵀ``: ``da = dout @ b [M, K]`` and ``db = doutᵀ @ a [N, K]``."""
-    da = matmul(dout, b, b_kmajor=False, kind="bf16")
-    db = matmul(dout, a, a_kmajor=False, b_kmajor=False, kind="bf16")
+    da = matmul(dout, b, b_kmajor=False, kind="bf16_bwd")
+    db = matmul(dout, a, a_kmajor=False, b_kmajor=False, kind="bf16_bwd")
     return da, db
 
 

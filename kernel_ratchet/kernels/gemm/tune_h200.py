@@ -64,6 +64,19 @@ FP8_BLOCK = [
 
 DEVICE = "cuda"
 
+# Second round for blockwise only (--only fp8_block): around the first round's winners.
+FP8_BLOCK_2 = [
+    C(128, 128, 128, num_warps=8, num_stages=4, use_tma=True, persistent=True),
+    C(128, 128, 128, num_warps=8, num_stages=3, use_tma=True),
+    C(128, 128, 128, num_warps=8, num_stages=5, use_tma=True),
+    C(64, 128, 128, num_warps=4, num_stages=4, use_tma=True),
+    C(64, 128, 128, num_warps=4, num_stages=5),
+    C(64, 256, 128, num_warps=8, num_stages=4, use_tma=True),
+    C(128, 128, 128, group_m=16, num_warps=8, num_stages=4, use_tma=True),
+    C(256, 128, 128, num_warps=8, num_stages=3, use_tma=True),
+]
+ONLY: str | None = None
+
 
 def _bench(fn) -> float:
     if DEVICE != "cuda":  # --smoke on the CPU interpreter: one call, wall clock
@@ -126,21 +139,29 @@ def _sweep_shape(
         results.append({"shape": [M, N, K], "what": k, "cfg": "vendor", "ms": v,
                         "tflops": _tf(M, N, K, v), "snr": None})  # fmt: skip
     cases = []
-    for cfg in BF16:
+    if ONLY == "fp8_block":
+        for cfg in FP8_BLOCK_2:
+            cases.append(("fp8_block.fwd", cfg, lambda c: matmul(
+                ba.data, bb.data, scale_mode=SCALE_BLOCK, a_scale=ba.scale, b_scale=bb.scale,
+                config=c), ref))  # fmt: skip
+            cases.append(("fp8_block.db", cfg, lambda c: matmul(
+                bdt.data, bat.data, scale_mode=SCALE_BLOCK, a_scale=bdt.scale, b_scale=bat.scale,
+                b_scale_group_n=1, config=c), ref_db))  # fmt: skip
+    for cfg in BF16 if ONLY is None else []:
         cases.append(("bf16.fwd", cfg, lambda c: matmul(a, b, config=c), ref))
-    for cfg in BF16[:3] + BF16[4:5]:
+    for cfg in BF16[:3] + BF16[4:5] if ONLY is None else []:
         cases.append(("bf16.da", cfg, lambda c: matmul(d, b, b_kmajor=False, config=c), ref_da))
         cases.append(("bf16.db", cfg, lambda c: matmul(d, a, a_kmajor=False, b_kmajor=False,
                                                        config=c), ref_db))  # fmt: skip
-    for cfg in FP8:
+    for cfg in FP8 if ONLY is None else []:
         cases.append(("fp8.fwd", cfg, lambda c: matmul(
             qa.data, qb.data, scale_mode=SCALE_TENSOR, a_scale=qa.scale, b_scale=qb.scale,
             config=c), ref))  # fmt: skip
-    for cfg in FP8_BLOCK:
+    for cfg in FP8_BLOCK if ONLY is None else []:
         cases.append(("fp8_block.fwd", cfg, lambda c: matmul(
             ba.data, bb.data, scale_mode=SCALE_BLOCK, a_scale=ba.scale, b_scale=bb.scale,
             config=c), ref))  # fmt: skip
-    for cfg in FP8_BLOCK[:1] + FP8_BLOCK[2:5]:
+    for cfg in FP8_BLOCK[:1] + FP8_BLOCK[2:5] if ONLY is None else []:
         cases.append(("fp8_block.db", cfg, lambda c: matmul(
             bdt.data, bat.data, scale_mode=SCALE_BLOCK, a_scale=bdt.scale, b_scale=bat.scale,
             b_scale_group_n=1, config=c), ref_db))  # fmt: skip
@@ -169,9 +190,13 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--out", default=os.environ.get("OUT", "."))
     p.add_argument("--budget-s", type=float, default=200.0)
+    p.add_argument("--only", choices=["fp8_block"], default=None, help="second-round sweep")
     p.add_argument("--smoke", action="store_true", help="CPU interpreter, one tiny shape")
     args = p.parse_args()
-    global DEVICE, SHAPES
+    global DEVICE, SHAPES, ONLY
+    ONLY = args.only
+    if ONLY:
+        SHAPES = SHAPES[1:]
     if args.smoke:
         DEVICE, SHAPES = "cpu", [(64, 96, 256)]
     t0 = time.time()

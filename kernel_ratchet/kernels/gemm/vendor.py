@@ -84,11 +84,33 @@ def rowwise_vendor(case: GemmCase, grad_dtype: torch.dtype) -> tuple[Fn, Fn]:
     return fwd, bwd
 
 
+# Scale layouts F.scaled_mm may want for the B operand (it checks shapes against mat_b =
+# yt.t() [K, N]); the first that runs is remembered per B recipe.
+_B_SCALE_FORMS: tuple[Callable[[torch.Tensor], torch.Tensor], ...] = (
+    lambda s: s.t(),
+    lambda s: s.t().contiguous(),
+    lambda s: s,
+    lambda s: s.contiguous(),
+)
+_WORKING_FORM: dict[bool, int] = {}
+
+
 def _block_smm(x, sx, yt, syt, y_blocks: bool) -> torch.Tensor:
     """``x [M, K] (1x128) @ yt [N, K]ᵀ`` (128x128 blocks or 1x128 rows) via F.scaled_mm."""
     rb = F.ScalingType.BlockWise128x128 if y_blocks else F.ScalingType.BlockWise1x128
-    return F.scaled_mm(x, yt.t(), sx, F.ScalingType.BlockWise1x128, syt, rb,
-                       output_dtype=torch.bfloat16)  # fmt: skip
+    forms = [_WORKING_FORM[y_blocks]] if y_blocks in _WORKING_FORM else range(len(_B_SCALE_FORMS))
+    err: Exception | None = None
+    for i in forms:
+        try:
+            out = F.scaled_mm(x, yt.t(), sx, F.ScalingType.BlockWise1x128, _B_SCALE_FORMS[i](syt),
+                              rb, output_dtype=torch.bfloat16)  # fmt: skip
+        except (RuntimeError, ValueError) as exc:
+            err = exc
+            continue
+        _WORKING_FORM[y_blocks] = i
+        return out
+    assert err is not None
+    raise err
 
 
 def blockwise_vendor(case: GemmCase, grad_dtype: torch.dtype) -> tuple[Fn, Fn] | None:

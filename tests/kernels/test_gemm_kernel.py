@@ -1,0 +1,103 @@
+"""Dense 16-bit GEMM: kernel, autograd wrapper, configs and shape sets (CPU interpreter).
+
+The Triton 3.6 interpreter computes ``tl.dot`` of **bf16** operands wrongly (garbage), while
+fp16, fp32 and fp8 are right, so the CPU tests of the 16-bit path run fp16; the GPU tests in
+``test_gemm_gpu.py`` run bf16. Block sizes are forced small (``forced_config``) to keep the
+interpreter fast.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernel_ratchet.harness.adapter import SNR_BF16, Shape
+from kernel_ratchet.harness.correctness import assert_close
+from kernel_ratchet.kernels.gemm import configs, shapes
+from kernel_ratchet.kernels.gemm.adapter import GemmFp16
+from kernel_ratchet.kernels.gemm.configs import GemmConfig
+from kernel_ratchet.kernels.gemm.kernel import forced_config, gemm, gemm_backward, matmul
+from kernel_ratchet.kernels.gemm.reference import linear_all_ref
+
+SMALL = {
+    "plain": GemmConfig(32, 32, 32, num_warps=4, num_stages=2),
+    "persistent": GemmConfig(32, 32, 32, num_warps=4, num_stages=2, persistent=True),
+    "splitk2": GemmConfig(16, 32, 32, group_m=1, num_warps=4, num_stages=2, split_k=2),
+}
+CPU_SHAPES = {s.label: s for s in shapes.CPU_SHAPES}
+
+
+@pytest.mark.parametrize("cfg", list(SMALL), ids=list(SMALL))
+@pytest.mark.parametrize("label", list(CPU_SHAPES), ids=list(CPU_SHAPES))
+def test_fp16_forward_backward(label, cfg, device):
+    shape = CPU_SHAPES[label]
+    ad = GemmFp16()
+    case = ad.make_case(shape, seed=1, device=device)
+    with forced_config(SMALL[cfg]):
+        out = gemm(case.a, case.b)
+        da, db = gemm_backward(case.dout, case.a, case.b)
+    assert out.dtype == torch.float16 and out.shape == (shape.M, shape.N)
+    assert_close({"out": out, "da": da, "db": db}, ad.reference(case), SNR_BF16)
+
+
+def test_autograd_function_through_adapter(device):
+    """The adapter's outputs() runs GemmFunction forward + backward (the training path)."""
+    ad = GemmFp16()
+    case = ad.make_case(CPU_SHAPES["m50.n70.k200"], seed=2, device=device)
+    with forced_config(SMALL["plain"]):
+        got = ad.outputs(case)
+    assert_close(got, ad.reference(case), ad.threshold("out"))
+
+
+def test_fp32_operands(device):
+    """fp32 inputs go through the same kernel (tl.dot uses TF32 on the GPU: 16-bit accuracy)."""
+    g = torch.Generator(device="cpu").manual_seed(3)
+    a = torch.randn(40, 96, generator=g).to(device)
+    b = torch.randn(24, 96, generator=g).to(device)
+    with forced_config(SMALL["plain"]):
+        out = matmul(a, b, out_dtype=torch.float32)
+    d = torch.randn(40, 24, generator=g).to(device)
+    assert_close({"out": out}, {"out": linear_all_ref(a, b, d)["out"]}, SNR_BF16)
+
+
+def test_contraction_mismatch_is_an_error():
+    with pytest.raises(ValueError, match="contraction mismatch"):
+        matmul(torch.zeros(4, 8), torch.zeros(4, 16))
+
+
+@pytest.mark.parametrize(
+    "mnk,bucket",
+    [((16384, 59136, 8192), "large"), ((1, 4096, 4096), "tiny"), ((128, 128, 16384), "long_k"),
+     ((257, 4608, 3584), "large"), ((100, 8192, 1000), "skinny"), ((7, 3584, 3584), "tiny")],
+    ids=["model", "m1", "longk", "m257", "m100", "m7"],
+)  # fmt: skip
+def test_bucket_for(mnk, bucket):
+    assert configs.bucket_for(*mnk) == bucket
+
+
+def test_config_table_is_complete():
+    buckets = {"tiny", "skinny", "long_k", "large"}
+    for kind, table in configs.CONFIGS.items():
+        assert set(table) == buckets, kind
+    assert all(c.block_k == 128 for c in configs.CONFIGS["fp8_block"].values())
+    with pytest.raises(KeyError, match="known"):
+        configs.config_for("fp4", 1, 1, 1)
+
+
+def test_model_shapes_are_generated_and_deduplicated():
+    got = shapes.model_shapes()
+    keys = [(s.M, s.N, s.K) for s in got]
+    assert len(keys) == len(set(keys)) == 51  # 17 distinct (N, K) x micro-batch {1, 2, 4}
+    assert len({s.label for s in got}) == len(got)
+    assert {s.M for s in got} == {4096, 8192, 16384}
+    by_label = {s.label: s for s in got}
+    assert by_label["llama3.1-8b.qkv.mb1"] == Shape("llama3.1-8b.qkv.mb1", 4096, 6144, 4096)
+    assert by_label["qwen2.5-72b.gate_up.mb4"].N == 2 * 29568
+    assert "mistral-7b.qkv.mb1" not in by_label  # identical to Llama-3.1-8B's
+    assert all(s.M >= 8192 for s in shapes.model_shapes_large_m())
+
+
+def test_odd_shapes_are_odd():
+    assert any(s.M == 1 for s in shapes.ODD_SHAPES)
+    assert any(s.K % 16 for s in shapes.ODD_SHAPES)
+    assert any(s.N % 128 and s.M % 16 for s in shapes.ODD_SHAPES)
