@@ -148,6 +148,8 @@ def geomean(xs: list[float]) -> float:
 
 
 def run(args: argparse.Namespace) -> list[list[object]]:
+    """Benchmark every shape; with ``-o`` the CSV is rewritten after each row (a killed run
+    keeps what it measured)."""
     device = "cuda" if torch.cuda.is_available() else "cpu"
     adapter = make_adapter(args.dtype, args.granularity, args.grad_dtype)
     shapes = SHAPE_SETS[args.shapes]()
@@ -159,6 +161,8 @@ def run(args: argparse.Namespace) -> list[list[object]]:
                           vendor=not args.no_vendor)  # fmt: skip
         rows.append(row)
         print(_line(row), flush=True)
+        if args.output:
+            write_rows(args.output, rows, not args.no_vendor)
         if device == "cuda":
             torch.cuda.empty_cache()
     return rows
@@ -213,8 +217,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     rows = run(args)
-    if args.output:
-        write_rows(args.output, rows, not args.no_vendor)
     print(summarize(rows, not args.no_vendor))
     return 0 if all(r[5] == "PASS" for r in rows) else 1
 
