@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.harness.correctness import assert_close, check_outputs
 from kernel_ratchet.kernels.gemm import adapter as ad
 from kernel_ratchet.kernels.gemm.configs import GemmConfig
@@ -19,6 +20,7 @@ from kernel_ratchet.kernels.gemm.shapes import CPU_SHAPES
 
 SMALL = GemmConfig(32, 32, 128, num_warps=4, num_stages=2)
 SPLIT_PERSISTENT = GemmConfig(32, 64, 128, num_warps=4, num_stages=2, persistent=True, split_k=2)
+UNROLL2 = GemmConfig(32, 32, 128, num_warps=4, num_stages=2, k_unroll=2)
 ADAPTERS = {
     "tensorwise-e4m3": ad.GemmFp8Tensorwise,
     "rowwise-e4m3": ad.GemmFp8Rowwise,
@@ -51,6 +53,15 @@ def test_fp8_split_k_persistent(name, device):
     adapter = ADAPTERS[name]()
     case = adapter.make_case(SHAPES["m50.n70.k200"], seed=1, device=device)
     with forced_config(SPLIT_PERSISTENT):
+        _check(adapter, case)
+
+
+@pytest.mark.parametrize("split_k", [1, 2], ids=["whole-k", "splitk2"])
+def test_blockwise_two_groups_per_iteration(split_k, device):
+    """k_unroll=2 with an odd number of 128-groups (K = 520 -> 5 groups; 3 + 2 when split)."""
+    adapter = ad.GemmFp8Blockwise()
+    case = adapter.make_case(Shape("m33.n40.k520", M=33, N=40, K=520), seed=3, device=device)
+    with forced_config(UNROLL2.with_(split_k=split_k)):
         _check(adapter, case)
 
 

@@ -30,6 +30,8 @@ class GemmConfig:
             launcher falls back to pointer loads when a stride is not 16-byte aligned.
         group_m: grouped-M swizzle of the tile order (L2 reuse of the B panel); 1 = row-major.
         split_k: number of K slices reduced with fp32 atomics (for small M*N with long K).
+        k_unroll: blockwise only: 128-wide k-groups per loop iteration (1 or 2); 2 issues two
+            wgmmas before the scaled accumulation waits on them.
     """
 
     block_m: int = 128
@@ -41,6 +43,7 @@ class GemmConfig:
     persistent: bool = False
     use_tma: bool = False
     split_k: int = 1
+    k_unroll: int = 1
 
     def with_(self, **kw: object) -> GemmConfig:
         """A copy with some fields changed (used by sweeps and tests)."""

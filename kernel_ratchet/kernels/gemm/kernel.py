@@ -49,6 +49,32 @@ def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 
 @triton.jit
+def _load_ab(
+    a_src, b_src, kt, off_m, off_n, offs_am, offs_bn, offs_k, K,
+    stride_am, stride_ak, stride_bn, stride_bk,
+    A_KMAJOR: tl.constexpr, B_KMAJOR: tl.constexpr, BLOCK_K: tl.constexpr, USE_TMA: tl.constexpr,
+):  # fmt: skip
+    """The A [BLOCK_M, BLOCK_K] and B [BLOCK_K, BLOCK_N] tiles of k-block ``kt`` (zeros past K)."""
+    if USE_TMA:
+        if A_KMAJOR:  # noqa: SIM108 - constexpr branches, kept as statements for Triton
+            a = a_src.load([off_m, kt * BLOCK_K])
+        else:
+            a = a_src.load([kt * BLOCK_K, off_m]).T
+        if B_KMAJOR:  # noqa: SIM108
+            b = b_src.load([off_n, kt * BLOCK_K]).T
+        else:
+            b = b_src.load([kt * BLOCK_K, off_n])
+    else:
+        ks = kt * BLOCK_K + offs_k
+        k_ok = ks < K
+        a = tl.load(a_src + offs_am[:, None] * stride_am + ks[None, :] * stride_ak,
+                    mask=k_ok[None, :], other=0.0)  # fmt: skip
+        b = tl.load(b_src + ks[:, None] * stride_bk + offs_bn[None, :] * stride_bn,
+                    mask=k_ok[:, None], other=0.0)  # fmt: skip
+    return a, b
+
+
+@triton.jit
 def _gemm_tile(
     tile_id, a_src, b_src, c_ptr, sa_ptr, sb_ptr, M, N, K,
     stride_am, stride_ak, stride_bn, stride_bk, stride_cm, stride_cn,
@@ -56,7 +82,7 @@ def _gemm_tile(
     SCALE_MODE: tl.constexpr, SB_GROUP_N: tl.constexpr,
     A_KMAJOR: tl.constexpr, B_KMAJOR: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr, USE_TMA: tl.constexpr,
+    GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr, USE_TMA: tl.constexpr, K_UNROLL: tl.constexpr,
 ):  # fmt: skip
     """One output tile (and one K slice when SPLIT_K > 1)."""
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -84,6 +110,28 @@ def _gemm_tile(
             b_src + (kt0 * BLOCK_K + offs_k)[:, None] * stride_bk + offs_bn[None, :] * stride_bn
         )
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if SCALE_MODE == 3 and K_UNROLL == 2:
+        # Two k-groups per iteration: both wgmmas are issued before the scaled accumulation
+        # waits on them, instead of one wait per 128-wide group. A second group past the
+        # slice end gets zero scales (its data is zeros past K, or the next slice's).
+        for kt in range(kt0, kt1, 2):
+            a0, b0 = _load_ab(a_src, b_src, kt, off_m, off_n, offs_am, offs_bn, offs_k, K,
+                              stride_am, stride_ak, stride_bn, stride_bk,
+                              A_KMAJOR, B_KMAJOR, BLOCK_K, USE_TMA)  # fmt: skip
+            a1, b1 = _load_ab(a_src, b_src, kt + 1, off_m, off_n, offs_am, offs_bn, offs_k, K,
+                              stride_am, stride_ak, stride_bn, stride_bk,
+                              A_KMAJOR, B_KMAJOR, BLOCK_K, USE_TMA)  # fmt: skip
+            p0 = tl.dot(a0, b0)
+            p1 = tl.dot(a1, b1)
+            has1 = kt + 1 < kt1
+            sa0 = tl.load(sa_ptr + offs_am * stride_sam + kt * stride_sak)
+            sb0 = tl.load(sb_ptr + (offs_bn // SB_GROUP_N) * stride_sbn + kt * stride_sbk)
+            sa1 = tl.load(sa_ptr + offs_am * stride_sam + (kt + 1) * stride_sak,
+                          mask=has1, other=0.0)  # fmt: skip
+            sb1 = tl.load(sb_ptr + (offs_bn // SB_GROUP_N) * stride_sbn + (kt + 1) * stride_sbk,
+                          mask=has1, other=0.0)  # fmt: skip
+            acc += p0 * (sa0[:, None] * sb0[None, :]) + p1 * (sa1[:, None] * sb1[None, :])
+        kt1 = kt0  # the generic loop below is skipped
     for kt in range(kt0, kt1):
         if USE_TMA:
             if A_KMAJOR:
@@ -129,7 +177,7 @@ def _gemm_kernel(
     A_KMAJOR: tl.constexpr, B_KMAJOR: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr, USE_TMA: tl.constexpr,
-    PERSISTENT: tl.constexpr, NUM_SMS: tl.constexpr,
+    PERSISTENT: tl.constexpr, NUM_SMS: tl.constexpr, K_UNROLL: tl.constexpr,
 ):  # fmt: skip
     """Grid: one program per (tile, K slice), or NUM_SMS programs looping when PERSISTENT."""
     if USE_TMA:
@@ -157,14 +205,14 @@ def _gemm_kernel(
                 tile_id, a_src, b_src, c_ptr, sa_ptr, sb_ptr, M, N, K,
                 stride_am, stride_ak, stride_bn, stride_bk, stride_cm, stride_cn,
                 stride_sam, stride_sak, stride_sbn, stride_sbk, SCALE_MODE, SB_GROUP_N,
-                A_KMAJOR, B_KMAJOR, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLIT_K, USE_TMA,
+                A_KMAJOR, B_KMAJOR, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLIT_K, USE_TMA, K_UNROLL,
             )  # fmt: skip
     else:
         _gemm_tile(
             tl.program_id(0), a_src, b_src, c_ptr, sa_ptr, sb_ptr, M, N, K,
             stride_am, stride_ak, stride_bn, stride_bk, stride_cm, stride_cn,
             stride_sam, stride_sak, stride_sbn, stride_sbk, SCALE_MODE, SB_GROUP_N,
-            A_KMAJOR, B_KMAJOR, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLIT_K, USE_TMA,
+            A_KMAJOR, B_KMAJOR, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLIT_K, USE_TMA, K_UNROLL,
         )  # fmt: skip
 
 
@@ -275,6 +323,7 @@ def matmul(
         SCALE_MODE=scale_mode, SB_GROUP_N=b_scale_group_n, A_KMAJOR=a_kmajor, B_KMAJOR=b_kmajor,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, GROUP_M=cfg.group_m,
         SPLIT_K=split_k, USE_TMA=use_tma, PERSISTENT=cfg.persistent, NUM_SMS=num_sms,
+        K_UNROLL=cfg.k_unroll if scale_mode == SCALE_BLOCK else 1,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )  # fmt: skip
     return c if split_k == 1 else c.to(out_dtype)

@@ -66,14 +66,14 @@ DEVICE = "cuda"
 
 # Second round for blockwise only (--only fp8_block): around the first round's winners.
 FP8_BLOCK_2 = [
+    C(128, 128, 128, num_warps=8, num_stages=4, use_tma=True, k_unroll=2),
+    C(128, 128, 128, num_warps=8, num_stages=3, use_tma=True, k_unroll=2),
+    C(128, 256, 128, num_warps=8, num_stages=3, use_tma=True, k_unroll=2),
+    C(64, 128, 128, num_warps=4, num_stages=4, use_tma=True, k_unroll=2),
     C(128, 128, 128, num_warps=8, num_stages=4, use_tma=True, persistent=True),
-    C(128, 128, 128, num_warps=8, num_stages=3, use_tma=True),
     C(128, 128, 128, num_warps=8, num_stages=5, use_tma=True),
     C(64, 128, 128, num_warps=4, num_stages=4, use_tma=True),
-    C(64, 128, 128, num_warps=4, num_stages=5),
-    C(64, 256, 128, num_warps=8, num_stages=4, use_tma=True),
-    C(128, 128, 128, group_m=16, num_warps=8, num_stages=4, use_tma=True),
-    C(256, 128, 128, num_warps=8, num_stages=3, use_tma=True),
+    C(128, 128, 128, num_warps=8, num_stages=4, use_tma=True, persistent=True, k_unroll=2),
 ]
 ONLY: str | None = None
 
@@ -217,7 +217,8 @@ def main() -> None:
 
 def _short(c: GemmConfig) -> str:
     return (f"{c.block_m}x{c.block_n}x{c.block_k} w{c.num_warps} s{c.num_stages}"
-            f"{' tma' if c.use_tma else ''}{' pers' if c.persistent else ''}")  # fmt: skip
+            f"{' tma' if c.use_tma else ''}{' pers' if c.persistent else ''}"
+            f"{' ku2' if c.k_unroll == 2 else ''}")  # fmt: skip
 
 
 def _table(results: list[dict]) -> None:
