@@ -207,7 +207,8 @@ def write_harness(
     """(Re)generate quick_test_bench.py; returns its sha256 for the tamper check."""
     text = render_quick_bench(
         campaign=m.campaign, op=m.target_op, backend=m.target_backend,
-        path=str(cdir / "quick_test_bench.py"), project_root=str(root), adapter=m.adapter,
+        path=os.path.relpath(cdir / "quick_test_bench.py", root), project_root=str(root),
+        adapter=m.adapter,
         schema=m.csv_schema["name"], engine=m.timing_engine, engine_params=m.timing_params,
         seed=m.seed, shapes=shapes, target_shapes=target_shapes,
     )  # fmt: skip

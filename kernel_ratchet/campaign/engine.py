@@ -26,7 +26,7 @@ from kernel_ratchet.campaign.manifest import Manifest, load_manifest
 from kernel_ratchet.campaign.records import commit_message, optimize_baseline, summary_md
 from kernel_ratchet.campaign.rounds import HARNESS_TIMEOUT_S, TEST_TIMEOUT_S
 from kernel_ratchet.campaign.state import Phase, Stage, State, Status
-from kernel_ratchet.campaign.steps import run_step
+from kernel_ratchet.campaign.steps import kill_leftovers, run_step
 from kernel_ratchet.errors import CampaignError, SchemaError
 from kernel_ratchet.harness.csv_schema import get_schema, read_csv
 from kernel_ratchet.profile.schema import Profile
@@ -224,6 +224,7 @@ class Campaign:
             return None
         n = p["round"]
         if n == 1:
+            kill_leftovers(self.round_dir(1))
             self._set_aside(1, "interrupted-baseline")
             self.state.pending = None
             self.save()
@@ -231,6 +232,7 @@ class Campaign:
             return None
         rpath = self.round_dir(n) / "round.json"
         if p["stage"] == Stage.MEASURING.value or not rpath.exists():
+            kill_leftovers(self.round_dir(n))
             if not (self.round_dir(n) / "kernel_snapshot" / "SNAPSHOT.json").exists():
                 rounds.snapshot(self, self.round_dir(n))
             record = rounds.interrupted_record(self, n, p, interrupted)

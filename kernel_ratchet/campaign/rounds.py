@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from kernel_ratchet.campaign import git
 from kernel_ratchet.campaign.clock import now
-from kernel_ratchet.campaign.create import harness_command
+from kernel_ratchet.campaign.create import harness_command, write_harness
 from kernel_ratchet.campaign.fsutil import atomic_write_json, atomic_write_text, file_sha256
 from kernel_ratchet.campaign.state import Status
 from kernel_ratchet.campaign.steps import run_step
@@ -111,16 +111,32 @@ def preconditions(c: Campaign, hypothesis: str, bucket: str, level: str) -> None
         raise CampaignError(f"bucket must be one of {', '.join(BUCKETS)} (SPEC section 8)")
     if level not in LEVELS:
         raise CampaignError(f"level must be quick or full, not {level!r}")
+    for rel in ("logs/optimize.md", "logs/performance_trend.md"):
+        c.log(rel).verify()  # an edited log stops the campaign before any work is spent
     if file_sha256(c.dir / "quick_test_bench.py") != st.harness_sha256:
-        raise CampaignError(
-            f"{c.dir / 'quick_test_bench.py'} was edited; the harness is generated and hashed. "
-            "Restore it from the campaign's git-excluded copy or start a new campaign"
-        )
+        _restore_harness(c)
     if not kernel_changed(c):
         raise CampaignError(
             f"the kernel files ({', '.join(c.m.kernel_source)}) equal the incumbent's: edit "
             "them with this round's single change, then run validate"
         )
+
+
+def _restore_harness(c: Campaign) -> None:
+    reps = [s for s in c.m.target_shapes if s["label"] in c.m.representative_shapes]
+    sha = write_harness(c.dir, c.m, c.root, shapes=reps, target_shapes=c.m.target_shapes)
+    c.log("logs/optimize.md").append(
+        f"> {now()}: quick_test_bench.py had been edited outside the tool; it was regenerated "
+        "from manifest.yaml before any measurement.\n\n"
+    )
+    c.save()
+    if sha != c.state.harness_sha256:
+        raise CampaignError("the regenerated harness does not match the campaign's record; "
+                            "manifest.yaml may have been edited: start a new campaign")  # fmt: skip
+    raise CampaignError(
+        f"{c.dir / 'quick_test_bench.py'} was edited; the harness is generated and must not "
+        "change during a campaign. It was regenerated from manifest.yaml: run validate again"
+    )
 
 
 def _run_harness(c: Campaign, art: Path, level: str, name: str):

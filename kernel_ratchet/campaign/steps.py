@@ -39,7 +39,10 @@ def run_step(
 ) -> StepResult:
     """Run ``command`` through the shell in ``cwd``; stdout+stderr go to ``log_path``.
 
-    The command runs in its own process group so a timeout or Ctrl+C stops all its children.
+    The command runs in its own process group so a timeout or Ctrl+C stops all its children;
+    while it runs, ``<log>.pgid`` holds that group's id so that a later recovery can stop what
+    a killed driver left behind (``kill_leftovers``), and on Linux the child is also sent
+    SIGKILL if the driver dies.
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
     full_env = dict(os.environ)
@@ -51,8 +54,10 @@ def run_step(
         log.flush()
         proc = subprocess.Popen(
             command, shell=True, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
-            env=full_env, start_new_session=True,
+            env=full_env, start_new_session=True, preexec_fn=_die_with_parent,
         )  # fmt: skip
+        pgid_file = log_path.with_name(log_path.name + ".pgid")
+        pgid_file.write_text(str(proc.pid))
         try:
             rc = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -63,9 +68,33 @@ def run_step(
         except BaseException:
             _kill_group(proc)
             raise
+        finally:
+            pgid_file.unlink(missing_ok=True)
     secs = time.monotonic() - t0
     reason = "ok" if rc == 0 else f"{name} exited with code {rc} (see {log_path})"
     return StepResult(name, command, rc == 0, rc, secs, str(log_path), reason)
+
+
+def _die_with_parent() -> None:
+    """In the child: ask Linux to SIGKILL us when the driver dies (kill -9 included)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def kill_leftovers(directory: Path) -> list[int]:
+    """Stop the process groups recorded by ``run_step`` under ``directory`` (a killed driver's
+    test or harness); returns the group ids signalled."""
+    killed = []
+    for f in Path(directory).rglob("*.pgid"):
+        with contextlib.suppress(ValueError, ProcessLookupError, PermissionError):
+            os.killpg(int(f.read_text().strip()), signal.SIGKILL)
+            killed.append(int(f.read_text().strip()))
+        f.unlink(missing_ok=True)
+    return killed
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

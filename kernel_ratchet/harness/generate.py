@@ -1,4 +1,8 @@
-"""Render the campaign's ``quick_test_bench.py`` from its template."""
+"""Render the campaign's ``quick_test_bench.py`` from its template.
+
+``path`` is where the file will live (relative paths are taken relative to ``project_root``);
+the generated file finds the project root relative to itself, so a moved checkout works.
+"""
 
 from __future__ import annotations
 
@@ -37,7 +41,9 @@ def render_quick_bench(
         op=op,
         backend=backend,
         path=path,
-        root_from_here=os.path.relpath(project_root, os.path.dirname(os.path.abspath(path))),
+        root_from_here=os.path.relpath(
+            project_root, os.path.dirname(os.path.join(project_root, path))
+        ),
         adapter=adapter,
         schema=schema,
         engine=engine,

@@ -1,0 +1,126 @@
+"""What a campaign refuses or rolls back: schema drift, edited logs, files outside the kernel,
+an edited harness, an empty round, Ctrl+C, and rollback from snapshots without git commits."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from kernel_ratchet.campaign import rounds, steps
+from kernel_ratchet.campaign.engine import Campaign
+from kernel_ratchet.errors import CampaignError, LogTamperedError, SchemaError
+from kernel_ratchet.profile.loader import load_profile
+from tests.campaign.conftest import KERNEL, campaign_dir, make_project, ratchet, set_blocks
+
+
+@pytest.fixture
+def open_campaign(project, monkeypatch):
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join([str(project), os.environ.get("PYTHONPATH", "")])
+    )
+    monkeypatch.chdir(project)
+
+    def _open() -> Campaign:
+        return Campaign(load_profile(project), campaign_dir(project))
+
+    return _open
+
+
+def test_renamed_csv_column_fails_validate_loudly(project, open_campaign, monkeypatch):
+    real = rounds._run_harness
+
+    def drifting(c, art, level, name):
+        h, csv = real(c, art, level, name)
+        text = csv.read_text().replace("Forward TFLOPS_stddev", "Forward TFLOPS_std", 1)
+        csv.write_text(text)
+        return h, csv
+
+    monkeypatch.setattr(rounds, "_run_harness", drifting)
+    set_blocks(project, M=32, N=32)
+    with open_campaign() as c, pytest.raises(SchemaError, match="Forward TFLOPS_stddev"):
+        c.validate("32x32 tiles")
+    with open_campaign() as c:
+        last = c.state.closed[-1]
+    assert last["status"] == "ROLLED BACK" and last["category"] == "schema"
+    assert "BLOCK_M = 16" in (project / KERNEL).read_text()
+
+
+def test_edited_log_is_refused_and_an_appended_correction_is_not(project, open_campaign):
+    cdir = campaign_dir(project)
+    log = cdir / "logs/optimize.md"
+    original = log.read_text()
+    log.write_text(original.replace("## Basic information", "## Basic info (edited)"))
+    set_blocks(project, M=32, N=32)
+    with open_campaign() as c, pytest.raises(LogTamperedError) as exc:
+        c.validate("32x32 tiles")
+    assert "line" in str(exc.value) and "append a correction" in str(exc.value)
+    with open_campaign() as c:  # refused before any work: no round was spent
+        assert c.state.next_round == 2 and c.state.pending is None
+    log.write_text(original + "> Correction (2026-01-01 00:00): a note appended by hand\n")
+    with open_campaign() as c:
+        rec = c.validate("32x32 tiles")
+    assert rec["status"] == "ACCEPTED"
+    assert "a note appended by hand" in log.read_text()
+
+
+def test_change_outside_kernel_source_is_rolled_back_and_left_alone(project, open_campaign):
+    set_blocks(project, M=32, N=32)
+    test_file = project / "tests/test_kernel.py"
+    test_file.write_text(test_file.read_text() + "\n# weakened test\n")
+    with open_campaign() as c:
+        rec = c.validate("32x32 tiles")
+    assert rec["status"] == "ROLLED BACK" and rec["category"] == "scope"
+    assert rec["out_of_scope"] == ["tests/test_kernel.py"]
+    assert "# weakened test" in test_file.read_text()  # never touched by the tool
+    assert "BLOCK_M = 16" in (project / KERNEL).read_text()
+
+
+def test_edited_harness_and_empty_round_are_refused_without_a_round(project, open_campaign):
+    with open_campaign() as c, pytest.raises(CampaignError, match="equal the incumbent"):
+        c.validate("nothing changed")
+    harness = campaign_dir(project) / "quick_test_bench.py"
+    harness.write_text(harness.read_text().replace("SEED = 0", "SEED = 1"))
+    set_blocks(project, M=32, N=32)
+    with open_campaign() as c, pytest.raises(CampaignError, match="was edited"):
+        c.validate("32x32 tiles")
+    assert "SEED = 0" in harness.read_text()  # regenerated from the manifest
+    with open_campaign() as c:
+        assert c.state.next_round == 2 and len(c.state.closed) == 1
+        assert c.validate("32x32 tiles")["status"] == "ACCEPTED"
+
+
+def test_ctrl_c_during_the_harness_closes_the_round(project, open_campaign, monkeypatch):
+    real = steps.run_step
+
+    def interrupted(name, command, **kw):
+        if name == "harness":
+            raise KeyboardInterrupt
+        return real(name, command, **kw)
+
+    monkeypatch.setattr(rounds, "run_step", interrupted)
+    set_blocks(project, M=32, N=32)
+    with open_campaign() as c, pytest.raises(KeyboardInterrupt):
+        c.validate("32x32 tiles")
+    with open_campaign() as c:
+        assert c.state.pending is None
+        last = c.state.closed[-1]
+    assert last["category"] == "interrupted" and "Ctrl+C" in json.dumps(
+        json.loads((campaign_dir(project) / "rounds/round-2/round.json").read_text())
+    )
+    assert "BLOCK_M = 16" in (project / KERNEL).read_text()
+
+
+def test_no_commit_mode_rolls_back_from_the_snapshot(tmp_path):
+    root = make_project(tmp_path / "proj")
+    for args in (("init", "--op", "tiny_gemm", "--yes", "--no-commit", "--git-branch", "none"),
+                 ("baseline",)):  # fmt: skip
+        r = ratchet(root, *args)
+        assert r.returncode == 0, r.stdout + r.stderr
+    set_blocks(root, M=32, N=32)
+    assert ratchet(root, "validate", "--hypothesis", "32x32").returncode == 0
+    accepted = (root / KERNEL).read_text()
+    set_blocks(root, K=8)
+    assert ratchet(root, "validate", "--hypothesis", "BLOCK_K 8").returncode == 1
+    assert (root / KERNEL).read_text() == accepted

@@ -1,0 +1,111 @@
+"""kill -9 in the middle of `validate`, then the next command: the round ends complete or
+cleanly rolled back, with no duplicate or missing round and no lost record.
+
+``KERNEL_RATCHET_FAULT=<point>`` makes the engine SIGKILL itself at a named point (a real
+kill -9, not an exception); one test also kills the driver from outside mid-harness.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.campaign.conftest import KERNEL, campaign_dir, cli_env, git, ratchet, set_blocks
+
+
+def _status(root):
+    r = ratchet(root, "status", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    return json.loads(r.stdout)
+
+
+def _trend_rounds(cdir):
+    text = (cdir / "logs/performance_trend.md").read_text()
+    return [ln.split("|")[1].strip() for ln in text.splitlines() if ln.startswith("| round-")]
+
+
+def _sections(cdir, n):
+    return (cdir / "logs/optimize.md").read_text().count(f"## Round {n} — ")
+
+
+def _check_closed_once(root, n):
+    cdir = campaign_dir(root)
+    s = _status(root)
+    assert s["pending"] is None
+    assert [r["round"] for r in s["rounds"]] == list(range(1, n + 1))
+    assert _trend_rounds(cdir) == [f"round-{i}" for i in range(1, n + 1)]
+    assert _sections(cdir, n) == 1
+    assert (cdir / f"rounds/round-{n}/summary.md").exists()
+    assert s["next_round"] == n + 1
+    return s
+
+
+@pytest.mark.parametrize("point", ["measuring", "decided", "applied"])
+def test_kill_9_inside_validate_then_next_command_closes_the_round(project, point):
+    incumbent = (project / KERNEL).read_text()
+    head = git(project, "rev-parse", "HEAD").strip()
+    set_blocks(project, M=32, N=32)  # a clearly faster candidate
+    candidate = (project / KERNEL).read_text()
+    r = ratchet(project, "validate", "--hypothesis", "32x32 tiles", KERNEL_RATCHET_FAULT=point)
+    assert r.returncode == -signal.SIGKILL, r.stdout + r.stderr
+
+    s = _check_closed_once(project, 2)
+    last = s["rounds"][-1]
+    commits = git(project, "log", "--format=%s", f"{head}..HEAD").splitlines()
+    if point == "measuring":  # no decision was made: cleanly rolled back, candidate kept
+        assert last["status"] == "ROLLED BACK" and last["category"] == "interrupted"
+        assert (project / KERNEL).read_text() == incumbent
+        snap = campaign_dir(project) / "rounds/round-2/kernel_snapshot" / KERNEL
+        assert snap.read_text() == candidate
+        assert commits == []
+    else:  # the decision was made: the round is completed, committed exactly once
+        assert last["status"] == "ACCEPTED"
+        assert (project / KERNEL).read_text() == candidate
+        assert len(commits) == 1 and commits[0].startswith("[optimize] tiny_gemm TRITON round-2:")
+    # a second command finds nothing left to do and the next round gets the next number
+    _check_closed_once(project, 2)
+    set_blocks(project, K=32)
+    r = ratchet(project, "validate", "--hypothesis", "BLOCK_K 32")
+    assert r.returncode in (0, 1), r.stdout + r.stderr
+    _check_closed_once(project, 3)
+
+
+def test_external_kill_during_harness(project):
+    incumbent = (project / KERNEL).read_text()
+    set_blocks(project, M=8, N=8)  # slow in the interpreter: the harness runs for a while
+    cdir = campaign_dir(project)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kernel_ratchet.cli", "validate", "--hypothesis", "8x8 tiles"],
+        cwd=project, env=cli_env(project), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    harness_log = cdir / "rounds/round-2/artifacts/benchmark.log"
+    deadline = time.monotonic() + 120
+    while not harness_log.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    assert harness_log.exists(), "the harness never started"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    s = _check_closed_once(project, 2)
+    assert s["rounds"][-1]["category"] == "interrupted"
+    assert (project / KERNEL).read_text() == incumbent
+    assert not list(cdir.rglob("*.pgid"))
+
+
+def test_lock_stops_a_second_driver(project):
+    import fcntl
+
+    cdir = campaign_dir(project)
+    fd = os.open(cdir / ".lock", os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    try:
+        r = ratchet(project, "status")
+        assert r.returncode == 6 and "another process" in r.stderr
+    finally:
+        os.close(fd)
+    assert ratchet(project, "status").returncode == 0
