@@ -1,0 +1,75 @@
+"""CLI verbs that need no campaign round: parse-csv, check, tips, and error exit codes."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from kernel_ratchet import cli
+from kernel_ratchet.harness.csv_schema import GEMM_HEADER
+from tests.campaign.conftest import EXAMPLE
+
+ROW = "m64,1,64,64,64,PASS,1.5,0.1,3.0,0.2,0.35,0.35,45.1,44.0,43.9\n"
+
+
+def run(monkeypatch, capsys, *args):
+    monkeypatch.setattr(sys, "argv", ["ratchet", *args])
+    with pytest.raises(SystemExit) as exc:
+        cli.main()
+    out = capsys.readouterr()
+    return exc.value.code, out.out, out.err
+
+
+def test_parse_csv_json_and_drift(tmp_path, monkeypatch, capsys):
+    good = tmp_path / "good.csv"
+    good.write_text(GEMM_HEADER + "\n" + ROW)
+    code, out, _ = run(monkeypatch, capsys, "parse-csv", str(good), "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["schema"] == "gemm" and data["rows"][0]["fwd"] == 1.5
+    assert data["rows"][0]["snr"]["db_snr"] == 43.9
+    bad = tmp_path / "bad.csv"
+    bad.write_text(GEMM_HEADER.replace("out_snr", "output_snr") + "\n" + ROW)
+    code, _, err = run(monkeypatch, capsys, "parse-csv", str(bad))
+    assert code == 4 and "out_snr" in err and "output_snr" in err
+
+
+def test_check_reports_problems_with_exit_1(tmp_path, monkeypatch, capsys):
+    import shutil
+
+    proj = tmp_path / "p"
+    shutil.copytree(EXAMPLE, proj)
+    (proj / "tiny_gemm/kernel.py").unlink()
+    monkeypatch.chdir(proj)
+    code, out, _ = run(monkeypatch, capsys, "check", "--op", "tiny_gemm")
+    assert code == 1 and "NO" in out and "kernel.py" in out
+
+
+def test_unknown_op_is_a_profile_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(EXAMPLE)
+    code, _, err = run(monkeypatch, capsys, "init", "--op", "nope", "--yes")
+    assert code == 3 and "tiny_gemm" in err  # the error lists the known ops
+
+
+def test_tips_add_then_show(tmp_path, monkeypatch, capsys):
+    import shutil
+
+    proj = tmp_path / "p"
+    shutil.copytree(EXAMPLE, proj)
+    monkeypatch.chdir(proj)
+    code, out, _ = run(monkeypatch, capsys, "tips", "add", "--op", "tiny_gemm", "--round", "3",
+                       "--status", "ROLLED BACK", "--context", "interpreter", "--signal",
+                       "-36%", "--takeaway", "small BLOCK_K doubles the k-loop",
+                       "--applicability", "any Triton GEMM", "--gpu", "cpu")  # fmt: skip
+    assert code == 0
+    path = proj / "ratchet-tips/cpu/tiny_gemm/triton/tips.md"
+    text = path.read_text()
+    assert "round-3 — ROLLED BACK" in text and "- Takeaway: small BLOCK_K" in text
+    code, out, _ = run(monkeypatch, capsys, "tips", "show", "--op", "tiny_gemm", "--gpu", "cpu")
+    assert code == 0 and "small BLOCK_K doubles the k-loop" in out
+    code, _, err = run(monkeypatch, capsys, "tips", "add", "--op", "tiny_gemm", "--round", "3",
+                       "--status", "MAYBE", "--context", "x", "--signal", "x", "--takeaway",
+                       "x", "--applicability", "x")  # fmt: skip
+    assert code == 2 and "--status" in err

@@ -1,0 +1,52 @@
+"""Record formats of SPEC sections 4, 6 and 7."""
+
+from __future__ import annotations
+
+import math
+
+from kernel_ratchet.campaign.records import (
+    commit_message,
+    tip_entry,
+    trend_header,
+    trend_row,
+    vs_baseline,
+)
+from kernel_ratchet.scoring.metrics import Aggregates
+
+
+def test_trend_header_matches_spec():
+    assert trend_header("compute_fwd_bwd").splitlines()[0] == (
+        "| Round | Status | Description | Fwd Avg TFLOPS | Fwd Peak TFLOPS | Bwd Avg TFLOPS | "
+        "Bwd Peak TFLOPS | Combined Step TFLOPS | vs Baseline | Key Finding |"
+    )
+    assert "Fwd Avg GB/s" in trend_header("memory")
+
+
+def test_vs_baseline_format():
+    assert vs_baseline(0.0123, -0.004, None) == "step +1.230%, fwd -0.400%, bwd -"
+
+
+def test_forward_only_rows_fill_backward_cells_with_dash():
+    aggs = Aggregates(500.0, 600.0, math.nan, math.nan, 500.0, 600.0, 3, 3)
+    row = trend_row(2, "ACCEPTED", "bigger tiles | k", aggs, "compute_fwd", "x", "ok")
+    cells = [c.strip() for c in row.strip().strip("|").split("|")]
+    assert cells[:3] == ["round-2", "ACCEPTED", "bigger tiles / k"]
+    assert cells[3:8] == ["500.00", "600.00", "-", "-", "-"]
+
+
+def test_commit_message_format():
+    msg = commit_message("gemm_bf16", "TRITON", 5, "swizzle 8", "grouped-M swizzle cuts L2 misses",
+                         600.0, 630.0, ".ratchet/campaigns/c/logs/optimize.md")  # fmt: skip
+    assert msg.splitlines() == [
+        "[optimize] gemm_bf16 TRITON round-5: swizzle 8",
+        "",
+        "Hypothesis: grouped-M swizzle cuts L2 misses",
+        "Result: 600.00 -> 630.00 (+5.0%)",
+        "Details: .ratchet/campaigns/c/logs/optimize.md",
+    ]
+
+
+def test_tip_entry_format():
+    e = tip_entry("2026-11-29 10:00", 3, "ACCEPTED", "c", "s", "t", "a")
+    assert e.splitlines()[:5] == ["### 2026-11-29 10:00 round-3 — ACCEPTED", "- Context: c",
+                                  "- Signal: s", "- Takeaway: t", "- Applicability: a"]  # fmt: skip
