@@ -154,8 +154,20 @@ def load_adapter(spec: str) -> Adapter:
     try:
         cls = getattr(module, attr)
     except AttributeError as exc:
-        raise ProfileError(f"module {module_name!r} has no attribute {attr!r}") from exc
-    adapter = cls() if isinstance(cls, type) else cls
+        raise ProfileError(
+            f"module {module_name!r} has no attribute {attr!r}; check the class name in "
+            "ops.<op>.adapter in ratchet.yaml"
+        ) from exc
+    # Check the class before calling it: an arbitrary class may need arguments or do work.
+    if isinstance(cls, type) and issubclass(cls, Adapter):
+        try:
+            cls = cls()
+        except TypeError as exc:
+            raise ProfileError(
+                f"{spec} cannot be instantiated without arguments ({exc}); implement every "
+                "abstract method of Adapter and take no constructor arguments"
+            ) from exc
+    adapter = cls
     if not isinstance(adapter, Adapter):
         raise ProfileError(
             f"{spec} is not a kernel_ratchet.harness.adapter.Adapter subclass; "

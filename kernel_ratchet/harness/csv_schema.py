@@ -172,11 +172,15 @@ def _header_mismatch(header: str, expected: Schema | None) -> str:
 def parse_csv_text(text: str, *, expected: Schema | None = None, path: str = "<csv>") -> BenchTable:
     """Parse benchmark CSV text. ``expected`` pins the schema (else it is detected).
 
-    Raises SchemaError for a header that is not byte-identical to the schema, a row with the
-    wrong number of cells, a Check value other than PASS/FAIL, or a non-numeric cell.
+    Raises SchemaError for a header that is not byte-identical to the schema (a leading
+    byte-order mark included), a row with the wrong number of cells, a Check value other than
+    PASS/FAIL, or a non-numeric cell.
     """
     if text.startswith("\ufeff"):
-        text = text[1:]
+        raise SchemaError(
+            f"{path}: starts with a UTF-8 byte-order mark, so its header is not the frozen one "
+            "byte for byte; write the CSV as plain UTF-8 (no BOM)"
+        )
     lines = text.splitlines()
     if not lines:
         raise SchemaError(f"{path}: empty CSV (no header); the harness wrote nothing")
@@ -236,7 +240,7 @@ def read_csv(path: str | Path, *, expected: Schema | None = None) -> BenchTable:
     p = Path(path)
     if not p.is_file():
         raise SchemaError(f"{p}: no such benchmark CSV; did the harness run with --summary-csv?")
-    return parse_csv_text(p.read_text(), expected=expected, path=str(p))
+    return parse_csv_text(p.read_text(encoding="utf-8"), expected=expected, path=str(p))
 
 
 def format_cell(value: float | int | str | None, digits: int = 6) -> str:

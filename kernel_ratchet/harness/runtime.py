@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from kernel_ratchet.errors import RatchetError
 from kernel_ratchet.harness.adapter import Adapter, Shape, load_adapter
 from kernel_ratchet.harness.correctness import check_outputs
 from kernel_ratchet.harness.csv_schema import Schema, get_schema, write_csv
@@ -138,15 +139,19 @@ def main(
     if not chosen:
         print(f"[harness] no shapes at level {args.level}; run `ratchet baseline`", file=sys.stderr)
         return 2
-    ad = load_adapter(adapter)
-    sch = get_schema(schema)
-    if ad.schema != sch.name:
-        print(f"[harness] adapter writes schema {ad.schema!r}, campaign froze {sch.name!r}",
-              file=sys.stderr)  # fmt: skip
+    try:
+        ad = load_adapter(adapter)
+        sch = get_schema(schema)
+        if ad.schema != sch.name:
+            print(f"[harness] adapter writes schema {ad.schema!r}, campaign froze {sch.name!r}",
+                  file=sys.stderr)  # fmt: skip
+            return 2
+        params = dict(engine_params)
+        params.setdefault("device", args.device)
+        eng = make_engine(engine, params)
+    except RatchetError as exc:  # nothing can be measured: say why, exit 2 as documented
+        print(f"[harness] {exc}", file=sys.stderr)
         return 2
-    params = dict(engine_params)
-    params.setdefault("device", args.device)
-    eng = make_engine(engine, params)
     results = run_harness(ad, chosen, eng, seed=args.seed, device=args.device)
     write_csv(args.summary_csv, sch, [result_cells(sch, ad, r) for r in results])
     meta = {"engine": eng.describe(), "seed": args.seed, "level": args.level}

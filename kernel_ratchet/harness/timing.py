@@ -16,6 +16,7 @@ itself (``describe()``) so the numbers it produced can say how they were measure
 
 from __future__ import annotations
 
+import inspect
 import statistics
 import time
 from abc import ABC, abstractmethod
@@ -188,4 +189,7 @@ def make_engine(name: str, params: dict[str, Any] | None = None) -> TimingEngine
     try:
         return cls(**(params or {}))
     except TypeError as exc:
-        raise RatchetError(f"bad parameters for timing engine {name!r}: {exc}") from None
+        allowed = [k for k in inspect.signature(cls.__init__).parameters if k != "self"]
+        raise RatchetError(
+            f"bad parameters for timing engine {name!r}: {exc}; allowed: {allowed}"
+        ) from None

@@ -1,0 +1,129 @@
+"""SNR / relative-error metrics and the per-output check (kernel_ratchet.harness.correctness)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from kernel_ratchet.harness.correctness import assert_close, check_outputs, rel_err, snr_db
+
+
+def _ref(n: int = 64) -> torch.Tensor:
+    return torch.randn(n, n, generator=torch.Generator().manual_seed(0))
+
+
+def test_identical_tensors_are_infinite_snr():
+    r = _ref()
+    assert snr_db(r.clone(), r) == math.inf
+    assert rel_err(r.clone(), r) == 0.0
+
+
+def test_relative_error_one_percent_is_40_db():
+    ref = torch.ones(100, 100)
+    assert snr_db(torch.full((100, 100), 1.01), ref) == pytest.approx(40.0, abs=1e-3)
+    assert rel_err(torch.full((100, 100), 1.01), ref) == pytest.approx(1e-2, rel=1e-4)
+
+
+def test_relative_error_1e4_is_80_db_in_float64():
+    ref = torch.ones(1000, dtype=torch.float64)
+    assert snr_db(ref * (1 + 1e-4), ref) == pytest.approx(80.0, abs=1e-6)
+
+
+def test_low_precision_output_is_compared_in_float64():
+    ref = _ref().double()
+    out = ref.to(torch.bfloat16)
+    s = snr_db(out, ref)
+    # bf16 keeps 8 mantissa bits: relative error ~2^-9, i.e. ~50 dB; clearly finite, > 40 dB.
+    assert 40.0 < s < 70.0
+
+
+def test_snr_is_not_symmetric_in_scale():
+    ref = torch.ones(10)
+    assert snr_db(ref * 2, ref) == pytest.approx(0.0, abs=1e-9)  # noise = signal
+    assert snr_db(ref * 1.1, ref) == pytest.approx(20.0, abs=1e-4)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf], ids=["nan", "inf", "-inf"])
+def test_nonfinite_output_is_minus_infinity(bad):
+    out = _ref().clone()
+    out[3, 5] = bad
+    assert snr_db(out, _ref()) == -math.inf
+    assert rel_err(out, _ref()) == math.inf
+
+
+def test_shape_mismatch_is_minus_infinity_even_when_broadcastable():
+    ref = torch.ones(4, 4)
+    assert snr_db(torch.ones(4), ref) == -math.inf
+    assert snr_db(torch.ones(16), ref) == -math.inf
+    assert snr_db(torch.ones(1, 4, 4), ref) == -math.inf
+
+
+def test_tensor_subclass_and_non_tensor_are_minus_infinity():
+    class Sneaky(torch.Tensor):
+        pass
+
+    ref = torch.ones(4)
+    sub = torch.ones(4).as_subclass(Sneaky)
+    assert torch.equal(torch.Tensor(sub), ref)  # numerically identical, still rejected
+    assert snr_db(sub, ref) == -math.inf
+    assert snr_db([1.0, 1.0, 1.0, 1.0], ref) == -math.inf
+
+
+def test_zero_reference_with_nonzero_output_is_minus_infinity():
+    assert snr_db(torch.ones(3), torch.zeros(3)) == -math.inf
+    assert snr_db(torch.zeros(3), torch.zeros(3)) == math.inf
+
+
+def test_check_outputs_passes_within_thresholds():
+    ref = {"out": torch.ones(8), "da": torch.ones(8)}
+    got = {"out": torch.ones(8), "da": torch.full((8,), 1.001)}  # 60 dB
+    res = check_outputs(got, ref, {"out": 80.0, "da": 40.0})
+    assert res.passed
+    assert res.snr["out"] == math.inf and res.snr["da"] == pytest.approx(60.0, abs=0.01)
+
+
+def test_check_outputs_names_missing_and_each_failing_output():
+    ref = {"out": torch.ones(8), "da": torch.ones(8), "db": torch.ones(8), "dc": torch.ones(8)}
+    got = {
+        "out": torch.full((8,), 1.1),  # 20 dB
+        "da": torch.ones(8),  # exact
+        "dc": torch.full((8,), math.nan),
+    }
+    res = check_outputs(got, ref, {"out": 40.0, "da": 40.0, "db": 40.0, "dc": 40.0})
+    assert not res.passed
+    assert "db: missing" in res.reason
+    assert "out: SNR 20.00 dB < 40.0 dB" in res.reason
+    assert "dc: SNR -inf dB" in res.reason
+    assert "da:" not in res.reason  # the passing output is not blamed
+    assert res.snr["db"] == -math.inf and res.snr["da"] == math.inf
+
+
+def test_check_outputs_threshold_is_inclusive_and_nan_never_passes():
+    ref = {"out": torch.ones(10)}
+    got = {"out": torch.full((10,), 1.1)}
+    s = snr_db(got["out"], ref["out"])
+    assert check_outputs(got, ref, {"out": s}).passed
+    assert not check_outputs(got, ref, {"out": s + 1e-9}).passed
+    nan_ref = {"out": torch.full((10,), math.nan)}
+    assert not check_outputs({"out": torch.ones(10)}, nan_ref, {"out": -1e9}).passed
+
+
+def test_assert_close_lists_every_tensor():
+    ref = {"out": torch.ones(8), "da": torch.ones(8), "db": torch.ones(8)}
+    got = {"out": torch.ones(8), "da": torch.full((8,), 1.1), "db": torch.full((8,), 1.01)}
+    with pytest.raises(AssertionError) as exc:
+        assert_close(got, ref, 30.0)
+    msg = str(exc.value)
+    assert "below 30.0 dB" in msg
+    assert "out: snr=inf dB rel_err=0.000e+00" in msg
+    assert "da: snr=20.00 dB rel_err=1.000e-01" in msg
+    assert "db: snr=40.00 dB rel_err=1.000e-02" in msg
+
+
+def test_assert_close_passes_silently():
+    ref = {"out": torch.ones(8)}
+    assert_close({"out": torch.full((8,), 1.001)}, ref, 50.0)
+    with pytest.raises(AssertionError):
+        assert_close({"out": torch.full((8,), 1.001)}, ref, 70.0)
