@@ -20,14 +20,14 @@ _MODEL_PICK = (
     "llama2-70b.attn_out.mb1", "qwen2.5-72b.gate_up.mb1", "llama3.1-8b.down.mb4",
 )  # fmt: skip
 SHAPES: dict[str, Shape] = {s.label: s for s in model_shapes() if s.label in _MODEL_PICK}
+# E5M2 gradients are exercised on blockwise here; the tensorwise/rowwise E5M2 variants share
+# every GEMM kernel and differ only in the quantization dtype (covered on the CPU).
 SHAPES.update({s.label: s for s in ODD_SHAPES})
 ADAPTERS = {
     "bf16": ad.GemmBf16,
     "fp8-tensorwise": ad.GemmFp8Tensorwise,
     "fp8-rowwise": ad.GemmFp8Rowwise,
     "fp8-blockwise": ad.GemmFp8Blockwise,
-    "fp8-tensorwise-e5m2": ad.GemmFp8TensorwiseE5M2,
-    "fp8-rowwise-e5m2": ad.GemmFp8RowwiseE5M2,
     "fp8-blockwise-e5m2": ad.GemmFp8BlockwiseE5M2,
 }
 

@@ -108,12 +108,14 @@ CONFIGS: dict[str, dict[str, GemmConfig]] = {
         "long_k": GemmConfig(64, 128, 128, num_warps=4, num_stages=4, use_tma=True, split_k=4),
         "tiny": GemmConfig(64, 64, 128, num_warps=4, num_stages=3),
     },
-    # FP8 blockwise: BLOCK_K is pinned to the 128-wide scaling group. The per-k-block scale
-    # multiply serializes each wgmma with its accumulation, so the tile that wins is smaller:
-    # 128x128 w8 s4 TMA 620 / 651 / 674; 64x128 w4 s4 pointer 675 / 667 / 668; 128x256 TMA
-    # 548-596; 128x128 w4 (pointer or TMA persistent) 155-236.
+    # FP8 blockwise: BLOCK_K is pinned to the 128-wide scaling group. The per-k-group scale
+    # multiply makes each wgmma wait before its accumulation, so smaller tiles with more CTAs
+    # per SM win. Round 1: 128x128 w8 s4 TMA 620 / 651 / 674; 64x128 w4 s4 pointer 675 / 667 /
+    # 668; 128x256 TMA 548-596; 128x128 w4 155-236. Round 2 (shapes 2 and 3): 64x128 w4 s4 TMA
+    # 711 / 730 fwd, 684 / 676 for the db layout (1x128 B scales); 128x128 w8 s4 TMA
+    # persistent 694; k_unroll=2 (two groups per iteration) 215-468, or out of shared memory.
     "fp8_block": {
-        "large": GemmConfig(128, 128, 128, num_warps=8, num_stages=4, use_tma=True),
+        "large": GemmConfig(64, 128, 128, num_warps=4, num_stages=4, use_tma=True),
         "skinny": GemmConfig(64, 128, 128, num_warps=4, num_stages=4, use_tma=True),
         "long_k": GemmConfig(64, 128, 128, num_warps=4, num_stages=4, use_tma=True, split_k=4),
         "tiny": GemmConfig(64, 64, 128, num_warps=4, num_stages=3),

@@ -14,7 +14,7 @@ timeout "$TESTS_S" python -m pytest -m gpu tests/kernels/test_gemm*.py -q -n 8 -
 for spec in $1; do
   name=${spec%%=*}; args=${spec#*=}; args=${args//_/ }
   echo "== bench $name: $args"
-  timeout "$BENCH_S" python -m kernel_ratchet.kernels.gemm.bench $args --shapes model --min-run-time 0.05 \
+  timeout "$BENCH_S" python -m kernel_ratchet.kernels.gemm.bench $args --shapes model --min-run-time "${MRT:-0.05}" \
     -o "$OUT/bench_$name.csv" > "$OUT/bench_$name.log" 2>&1
   tail -n 1 "$OUT/bench_$name.log"
 done

@@ -240,17 +240,17 @@ def _num_sms(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
-_ALLOCATOR_SET = False
+def _tma_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
+    return torch.empty(size, dtype=torch.int8, device="cuda")
 
 
 def _ensure_tma_allocator() -> None:
-    """Device-side descriptors need a global scratch allocator (set once, lazily)."""
-    global _ALLOCATOR_SET
-    if not _ALLOCATOR_SET:
-        triton.set_allocator(
-            lambda size, align, stream: torch.empty(size, dtype=torch.int8, device="cuda")
-        )
-        _ALLOCATOR_SET = True
+    """Device-side descriptors need a global scratch allocator.
+
+    Triton keeps it in a ContextVar, i.e. per thread: the autograd engine runs backward on its
+    own device thread, so the allocator is set before every TMA launch (a ContextVar set).
+    """
+    triton.set_allocator(_tma_scratch)
 
 
 def _tma_ok(t: torch.Tensor) -> bool:
