@@ -108,3 +108,15 @@ def test_no_host_sync_in_forward(kind):
     finally:
         torch.cuda.set_sync_debug_mode("default")
     torch.cuda.synchronize()
+
+
+def test_weight_quant_chunks_match_one_launch(monkeypatch, device):
+    """Chunked 128x128 weight quantization (int32-safe for real MoE weights) = one launch."""
+    from kernel_ratchet.kernels.grouped_gemm import fp8
+
+    w = torch.randn(5, 256, 384, device=device).to(torch.bfloat16)
+    whole = fp8.quant_weight_128x128(w)
+    monkeypatch.setattr(fp8, "_WEIGHT_CHUNK_ELEMS", 2 * 256 * 384)
+    chunked = fp8.quant_weight_128x128(w)
+    assert torch.equal(whole.data.view(torch.uint8), chunked.data.view(torch.uint8))
+    assert torch.equal(whole.scale, chunked.scale) and whole.scale.shape == (5, 2, 3)

@@ -68,3 +68,14 @@ def test_bytes_moved_counts_reads_and_writes():
 @pytest.mark.parametrize("shape", QS.gpu_test(), ids=lambda s: s.label)
 def test_quant_gpu(adapter_cls, shape, device):
     _run(adapter_cls, shape, device)
+
+
+def test_dual_padded_transpose(device):
+    """pad_t_to=128: same values, row stride a multiple of 128, zeroed padding."""
+    x = torch.randn(200, 130).to(device=device, dtype=torch.bfloat16)
+    _, cols = quant_fp8_dual_1x128(x)
+    _, padded = quant_fp8_dual_1x128(x, pad_t_to=128)
+    assert padded.data.shape == (130, 200) and padded.data.stride() == (256, 1)
+    assert torch.equal(cols.data.view(torch.uint8), padded.data.view(torch.uint8))
+    full = padded.data.as_strided((130, 256), (256, 1))
+    assert torch.count_nonzero(full[:, 200:].view(torch.uint8)) == 0

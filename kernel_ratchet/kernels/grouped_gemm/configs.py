@@ -21,11 +21,13 @@ class TileConfig:
     GROUP_M: int = 8
     num_warps: int = 8
     num_stages: int = 3
+    #: Run a half-height tile for a group's last tile when it has <= BLOCK_M / 2 valid rows.
+    split_tail: bool = True
 
 
 # Interpreter (CPU tests): the smallest tiles tl.dot accepts keep the CPU suite fast.
-INTERP = TileConfig(16, 16, 16, GROUP_M=2, num_warps=1, num_stages=1)
-INTERP_FP8 = TileConfig(16, 16, 128, GROUP_M=2, num_warps=1, num_stages=1)
+INTERP = TileConfig(32, 16, 16, GROUP_M=2, num_warps=1, num_stages=1)
+INTERP_FP8 = TileConfig(32, 16, 128, GROUP_M=2, num_warps=1, num_stages=1)
 
 # H200 buckets. Starting points from Hopper bf16 GEMM practice (128x256x64, 8 warps, 3 stages
 # keeps two wgmma warpgroups busy at ~200 KB shared memory); swept in tune_h200.py, results and
@@ -35,11 +37,15 @@ BUCKETS: dict[str, TileConfig] = {
     "bf16_mm_large": TileConfig(128, 256, 64, GROUP_M=8, num_warps=8, num_stages=3),
     # forward / dgrad, few rows per group (<= 192 on average): a 64-row tile wastes fewer rows
     # of the partial last tile of every group.
-    "bf16_mm_small": TileConfig(64, 256, 64, GROUP_M=4, num_warps=4, num_stages=4),
+    "bf16_mm_small": TileConfig(
+        64, 256, 64, GROUP_M=4, num_warps=4, num_stages=4, split_tail=False
+    ),
     # wgrad: output tile over (N, K), reduction over the group's rows.
     "bf16_wgrad": TileConfig(64, 128, 128, GROUP_M=1, num_warps=8, num_stages=3),
     "fp8_mm_large": TileConfig(128, 128, 128, GROUP_M=8, num_warps=8, num_stages=4),
-    "fp8_mm_small": TileConfig(64, 128, 128, GROUP_M=4, num_warps=4, num_stages=4),
+    "fp8_mm_small": TileConfig(
+        64, 128, 128, GROUP_M=4, num_warps=4, num_stages=4, split_tail=False
+    ),
     "fp8_wgrad": TileConfig(128, 128, 128, GROUP_M=1, num_warps=8, num_stages=3),
 }
 

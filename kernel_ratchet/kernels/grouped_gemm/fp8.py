@@ -26,6 +26,7 @@ import triton.language as tl
 from kernel_ratchet.kernels.grouped_gemm.configs import TileConfig, select
 from kernel_ratchet.kernels.grouped_gemm.kernel import (
     _check,
+    _col_offsets,
     _group_of_tile,
     interpreting,
     num_programs,
@@ -42,6 +43,53 @@ FP8 = torch.float8_e4m3fn
 
 
 @triton.jit
+def _mm_fp8_tile(
+    a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, row0, valid, pn, g, N, K,
+    stride_am, stride_ak, stride_sam, stride_sak,
+    stride_bg, stride_bn, stride_bk, stride_sbg, stride_sbn, stride_sbk,
+    stride_cm, stride_cn,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    EVEN_K: tl.constexpr, EVEN_N: tl.constexpr, B_N_CONTIG: tl.constexpr,
+):  # fmt: skip
+    rm = tl.arange(0, BLOCK_M)
+    rk = tl.arange(0, BLOCK_K)
+    row_ok = rm < valid
+    rows = tl.where(row_ok, rm, 0)
+    cols, cols_ld = _col_offsets(pn, N, BLOCK_N, EVEN_N, B_N_CONTIG)
+    col_ok = cols < N
+    cols_s = tl.where(col_ok, cols, 0)  # scale index (never a contiguous load axis)
+    a_ptrs = a_ptr + row0.to(tl.int64) * stride_am + rows[:, None] * stride_am
+    a_ptrs += rk[None, :] * stride_ak
+    sa_ptrs = sa_ptr + (row0 + rows).to(tl.int64) * stride_sam
+    b_ptrs = b_ptr + g.to(tl.int64) * stride_bg + cols_ld[None, :] * stride_bn
+    b_ptrs += rk[:, None] * stride_bk
+    sb_ptrs = sb_ptr + g.to(tl.int64) * stride_sbg + (cols_s // 128) * stride_sbn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        if EVEN_K:
+            a = tl.load(a_ptrs)
+            if B_N_CONTIG and not EVEN_N:
+                b = tl.load(b_ptrs, mask=col_ok[None, :], other=0.0)
+            else:
+                b = tl.load(b_ptrs)
+        else:
+            k_ok = rk < K - k * BLOCK_K
+            a = tl.load(a_ptrs, mask=k_ok[None, :], other=0.0)
+            if B_N_CONTIG and not EVEN_N:
+                b = tl.load(b_ptrs, mask=k_ok[:, None] & col_ok[None, :], other=0.0)
+            else:
+                b = tl.load(b_ptrs, mask=k_ok[:, None], other=0.0)
+        sa = tl.load(sa_ptrs + k * stride_sak)
+        sb = tl.load(sb_ptrs + k * stride_sbk)
+        acc += tl.dot(a, b) * sa[:, None] * sb[None, :]
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    c_ptrs = c_ptr + row0.to(tl.int64) * stride_cm + rm[:, None] * stride_cm
+    c_ptrs += cols[None, :] * stride_cn
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=row_ok[:, None] & col_ok[None, :])
+
+
+@triton.jit
 def _grouped_mm_fp8_kernel(
     a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, lens_ptr,
     N, K, G,
@@ -50,11 +98,13 @@ def _grouped_mm_fp8_kernel(
     stride_cm, stride_cn,
     NUM_PROGS: tl.constexpr, G_POW2: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    GROUP_M: tl.constexpr, EVEN_K: tl.constexpr,
+    GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, EVEN_N: tl.constexpr,
+    B_N_CONTIG: tl.constexpr, SPLIT_TAIL: tl.constexpr,
 ):  # fmt: skip
     """C[rows of g, n] = sum_kb (A_kb . B_kb) * sa[row, kb] * sb[g, n // 128, kb].
 
-    BLOCK_K == 128: one k step is one scale block of both operands.
+    BLOCK_K == 128: one k step is one scale block of both operands. Tile schedule and
+    SPLIT_TAIL as in kernel._grouped_mm_kernel.
     """
     pid = tl.program_id(0)
     offs_g = tl.arange(0, G_POW2)
@@ -64,56 +114,47 @@ def _grouped_mm_fp8_kernel(
     tile_end = tl.cumsum(tiles, 0)
     row_end = tl.cumsum(lens, 0)
     total = tl.sum(tiles)
-    rm = tl.arange(0, BLOCK_M)
-    rn = tl.arange(0, BLOCK_N)
-    rk = tl.arange(0, BLOCK_K)
     for tile_id in range(pid, total, NUM_PROGS):
         row0, valid, pn, g = _group_of_tile(
             tile_id, tile_end, tiles, row_end, lens, offs_g, n_tiles, BLOCK_M, GROUP_M
         )
-        row_ok = rm < valid
-        rows = tl.where(row_ok, rm, 0)
-        cols = pn * BLOCK_N + rn
-        cols_c = tl.where(cols < N, cols, 0)
-        a_ptrs = a_ptr + row0.to(tl.int64) * stride_am + rows[:, None] * stride_am
-        a_ptrs += rk[None, :] * stride_ak
-        sa_ptrs = sa_ptr + (row0 + rows).to(tl.int64) * stride_sam
-        b_ptrs = b_ptr + g.to(tl.int64) * stride_bg + cols_c[None, :] * stride_bn
-        b_ptrs += rk[:, None] * stride_bk
-        sb_ptrs = sb_ptr + g.to(tl.int64) * stride_sbg + (cols_c // 128) * stride_sbn
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for k in range(0, tl.cdiv(K, BLOCK_K)):
-            if EVEN_K:
-                a = tl.load(a_ptrs)
-                b = tl.load(b_ptrs)
+        if SPLIT_TAIL:
+            if valid <= BLOCK_M // 2:
+                _mm_fp8_tile(a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, row0, valid, pn, g, N, K,
+                             stride_am, stride_ak, stride_sam, stride_sak,
+                             stride_bg, stride_bn, stride_bk, stride_sbg, stride_sbn, stride_sbk,
+                             stride_cm, stride_cn, BLOCK_M // 2, BLOCK_N, BLOCK_K,
+                             EVEN_K, EVEN_N, B_N_CONTIG)  # fmt: skip
             else:
-                k_ok = rk < K - k * BLOCK_K
-                a = tl.load(a_ptrs, mask=k_ok[None, :], other=0.0)
-                b = tl.load(b_ptrs, mask=k_ok[:, None], other=0.0)
-            sa = tl.load(sa_ptrs + k * stride_sak)
-            sb = tl.load(sb_ptrs + k * stride_sbk)
-            acc += tl.dot(a, b) * sa[:, None] * sb[None, :]
-            a_ptrs += BLOCK_K * stride_ak
-            b_ptrs += BLOCK_K * stride_bk
-        c_ptrs = c_ptr + row0.to(tl.int64) * stride_cm + rm[:, None] * stride_cm
-        c_ptrs += cols[None, :] * stride_cn
-        mask = row_ok[:, None] & (cols[None, :] < N)
-        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
+                _mm_fp8_tile(a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, row0, valid, pn, g, N, K,
+                             stride_am, stride_ak, stride_sam, stride_sak,
+                             stride_bg, stride_bn, stride_bk, stride_sbg, stride_sbn, stride_sbk,
+                             stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K,
+                             EVEN_K, EVEN_N, B_N_CONTIG)  # fmt: skip
+        else:
+            _mm_fp8_tile(a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, row0, valid, pn, g, N, K,
+                         stride_am, stride_ak, stride_sam, stride_sak,
+                         stride_bg, stride_bn, stride_bk, stride_sbg, stride_sbn, stride_sbk,
+                         stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K,
+                         EVEN_K, EVEN_N, B_N_CONTIG)  # fmt: skip
 
 
 @triton.jit
 def _grouped_wgrad_fp8_kernel(
     dyt_ptr, sdy_ptr, xt_ptr, sx_ptr, dw_ptr, lens_ptr,
-    N, K, G, T,
+    N, K, G,
+    stride_dyt, stride_xt,
     stride_sdyn, stride_sdyb, stride_sxk, stride_sxb,
     stride_wg, stride_wn, stride_wk,
     G_POW2: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):  # fmt: skip
     """dW[g, n, k] = sum over 128-token chunks c of group g of (dYᵀ_c . Xᵀ_cᵀ) * sdy * sx.
 
-    dYᵀ [N, T] and Xᵀ [K, T] are contiguous column-wise quantizations; their scales
-    sdy[n, t // 128], sx[k, t // 128] cover global 128-token blocks, so chunks are aligned to
-    multiples of 128 and masked to the group's rows (a block may hold two groups' tokens).
+    dYᵀ [N, T] and Xᵀ [K, T] are column-wise quantizations whose row strides are padded to a
+    multiple of 128 with zeroed padding; their scales sdy[n, t // 128], sx[k, t // 128] cover
+    global 128-token blocks, so chunks are aligned to multiples of 128. Chunks are loaded
+    whole (no mask: 16-byte loads) and the tokens outside the group are zeroed in dYᵀ only
+    (a block may hold two groups' tokens; Xᵀ is finite everywhere, so 0 * x = 0).
     """
     CHUNK: tl.constexpr = 128
     pid = tl.program_id(0)
@@ -133,20 +174,19 @@ def _grouped_wgrad_fp8_kernel(
     n_chunks = tl.where(end > start, (end - 1) // CHUNK - first + 1, 0)
     cols_n = pn * BLOCK_N + tl.arange(0, BLOCK_N)
     cols_k = pk * BLOCK_K + tl.arange(0, BLOCK_K)
-    n_c = tl.where(cols_n < N, cols_n, 0)
+    n_c = tl.where(cols_n < N, cols_n, 0)  # strided axes: clamping keeps the loads vectorized
     k_c = tl.where(cols_k < K, cols_k, 0)
     rt = tl.arange(0, CHUNK)
+    dy_base = dyt_ptr + n_c[:, None].to(tl.int64) * stride_dyt + rt[None, :]
+    x_base = xt_ptr + k_c[None, :].to(tl.int64) * stride_xt + rt[:, None]
     acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
     for c in range(0, n_chunks):
         blk = first + c
         t = blk * CHUNK + rt
         ok = (t >= start) & (t < end)
-        dy = tl.load(
-            dyt_ptr + n_c[:, None].to(tl.int64) * T + t[None, :], mask=ok[None, :], other=0.0
-        )
-        x = tl.load(
-            xt_ptr + k_c[None, :].to(tl.int64) * T + t[:, None], mask=ok[:, None], other=0.0
-        )
+        dy = tl.load(dy_base + blk * CHUNK)
+        dy = tl.where(ok[None, :], dy, tl.zeros_like(dy))
+        x = tl.load(x_base + blk * CHUNK)
         sdy = tl.load(sdy_ptr + n_c * stride_sdyn + blk * stride_sdyb)
         sx = tl.load(sx_ptr + k_c * stride_sxk + blk * stride_sxb)
         acc += tl.dot(dy, x) * sdy[:, None] * sx[None, :]
@@ -156,15 +196,28 @@ def _grouped_wgrad_fp8_kernel(
     tl.store(w_ptrs, acc.to(dw_ptr.dtype.element_ty), mask=mask)
 
 
+#: Elements per launch of the 128x128 weight quantization: kernel.py indexes with int32, and a
+#: real MoE weight (DeepSeek-V3 gate_up: 7.5e9 elements) overflows it, so groups are chunked.
+_WEIGHT_CHUNK_ELEMS = 1 << 30
+
+
 def quant_weight_128x128(w: torch.Tensor) -> Fp8Quantized:
     """Quantize w [G, N, K] in 128x128 blocks per group: data [G, N, K] E4M3, scale
-    [G, ceil(N/128), ceil(K/128)] fp32. One launch when N % 128 == 0, else one per group."""
+    [G, ceil(N/128), ceil(K/128)] fp32. Launches ``quant_fp8_block_128x128`` on chunks of whole
+    groups of at most 2**30 elements (one group per launch when N % 128 != 0)."""
     G, N, K = w.shape
-    if N % GROUP == 0:
-        q = quant_fp8_block_128x128(w.reshape(G * N, K), FP8)
-        return Fp8Quantized(q.data.view(G, N, K), q.scale.view(G, N // GROUP, -1))
-    parts = [quant_fp8_block_128x128(w[g], FP8) for g in range(G)]
-    return Fp8Quantized(torch.stack([p.data for p in parts]), torch.stack([p.scale for p in parts]))
+    per = max(1, _WEIGHT_CHUNK_ELEMS // max(N * K, 1)) if N % GROUP == 0 else 1
+    data = torch.empty((G, N, K), dtype=FP8, device=w.device)
+    scale = torch.empty((G, -(-N // GROUP), -(-K // GROUP)), dtype=torch.float32, device=w.device)
+    for g0 in range(0, G, per):
+        g1 = min(G, g0 + per)
+        q = quant_fp8_block_128x128(w[g0:g1].reshape((g1 - g0) * N, K), FP8)
+        data[g0:g1] = q.data.view(g1 - g0, N, K)
+        if N % GROUP == 0:
+            scale[g0:g1] = q.scale.view(g1 - g0, N // GROUP, -1)
+        else:
+            scale[g0] = q.scale
+    return Fp8Quantized(data, scale)
 
 
 def grouped_mm_fp8(
@@ -203,7 +256,8 @@ def grouped_mm_fp8(
         out.stride(0), out.stride(1),
         NUM_PROGS=nprog, G_POW2=max(triton.next_power_of_2(G), 2),
         BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K,
-        GROUP_M=cfg.GROUP_M, EVEN_K=Kr % cfg.BLOCK_K == 0,
+        GROUP_M=cfg.GROUP_M, EVEN_K=Kr % cfg.BLOCK_K == 0, EVEN_N=N % cfg.BLOCK_N == 0,
+        B_N_CONTIG=sbn == 1, SPLIT_TAIL=cfg.split_tail,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )  # fmt: skip
     return out
@@ -221,6 +275,15 @@ def grouped_wgrad_fp8(
     [N, ceil(T/128)], [K, ceil(T/128)]). Returns [G, N, K] (zeros for empty groups)."""
     N, T = dyt.data.shape
     K = xt.data.shape[0]
+    for t in (dyt.data, xt.data):
+        if (
+            t.stride(1) != 1
+            or t.stride(0) % GROUP
+            or t.untyped_storage().nbytes() < t.stride(0) * t.shape[0]
+        ):
+            raise ValueError(
+                "wgrad operands must come from quant_fp8_dual_1x128(..., pad_t_to=128)"
+            )
     G = group_lens.shape[0]
     cfg = config or select("wgrad", "fp8", T / max(G, 1), interpreting())
     dw = torch.empty((G, N, K), dtype=out_dtype, device=dyt.data.device)
@@ -229,7 +292,7 @@ def grouped_wgrad_fp8(
     grid = (G * triton.cdiv(N, cfg.BLOCK_N) * triton.cdiv(K, cfg.BLOCK_K),)
     _grouped_wgrad_fp8_kernel[grid](
         dyt.data, dyt.scale, xt.data, xt.scale, dw, group_lens,
-        N, K, G, T,
+        N, K, G, dyt.data.stride(0), xt.data.stride(0),
         dyt.scale.stride(0), dyt.scale.stride(1), xt.scale.stride(0), xt.scale.stride(1),
         dw.stride(0), dw.stride(1), dw.stride(2),
         G_POW2=max(triton.next_power_of_2(G), 2),
@@ -247,7 +310,7 @@ class GroupedGemmFp8Function(torch.autograd.Function):
         _check(x, w, group_lens)
         wq = quant_weight_128x128(w)
         if ctx.needs_input_grad[1]:
-            xr, xc = quant_fp8_dual_1x128(x, FP8)
+            xr, xc = quant_fp8_dual_1x128(x, FP8, pad_t_to=GROUP)
         else:
             xr, xc = quant_fp8_blockwise_1x128(x, FP8), None
         out = grouped_mm_fp8(xr, wq, group_lens, b_is_nk=True, out_dtype=x.dtype)
@@ -261,7 +324,7 @@ class GroupedGemmFp8Function(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dout: torch.Tensor):
         wd, ws, group_lens, *xcs = ctx.saved_tensors
-        dr, dc = quant_fp8_dual_1x128(dout.contiguous(), FP8)
+        dr, dc = quant_fp8_dual_1x128(dout.contiguous(), FP8, pad_t_to=GROUP)
         dx = dw = None
         if ctx.needs_input_grad[0]:
             wq = Fp8Quantized(wd, ws)

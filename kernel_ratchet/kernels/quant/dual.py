@@ -41,7 +41,7 @@ DUAL_NUM_WARPS = 8
 @triton.jit
 def _dual_quant_kernel(
     x_ptr, q_ptr, qt_ptr, s_ptr, st_ptr,
-    R, C, stride_r, stride_c,
+    R, C, stride_r, stride_c, stride_qt,
     stride_sr, stride_sg, stride_stc, stride_stg,
     fp8_max, eps,
     BLOCK: tl.constexpr, MANT: tl.constexpr, PRE_ROUND: tl.constexpr,
@@ -65,32 +65,39 @@ def _dual_quant_kernel(
     # Column-wise: one group per column of the tile (128 x 1), written transposed.
     amax_c = tl.maximum(tl.max(ax, axis=0), eps)
     yt = tl.clamp(x * (fp8_max / amax_c)[None, :], -fp8_max, fp8_max)
-    qt_ptrs = qt_ptr + offs_c[:, None].to(tl.int64) * R + offs_r[None, :]
-    yt = _to_fp8(tl.trans(yt), qt_ptr.dtype.element_ty, MANT, PRE_ROUND)
+    # Cast before transposing: the layout change then moves 1-byte values, not fp32.
+    yt = tl.trans(_to_fp8(yt, qt_ptr.dtype.element_ty, MANT, PRE_ROUND))
+    qt_ptrs = qt_ptr + offs_c[:, None].to(tl.int64) * stride_qt + offs_r[None, :]
     tl.store(qt_ptrs, yt, mask=tl.trans(mask))
     tl.store(st_ptr + offs_c * stride_stc + pid_r * stride_stg, amax_c / fp8_max, mask=mask_c)
 
 
 def quant_fp8_dual_1x128(
-    x: torch.Tensor, dtype: torch.dtype = torch.float8_e4m3fn
+    x: torch.Tensor, dtype: torch.dtype = torch.float8_e4m3fn, *, pad_t_to: int = 1
 ) -> tuple[Fp8Quantized, Fp8Quantized]:
     """Quantize a 2-D ``x`` [R, C] (bf16/fp16/fp32) both ways in one pass.
 
     Returns ``(rows, cols)``: ``rows.data [R, C]``, ``rows.scale [R, ceil(C/128)]`` (strides
-    ``(1, R)``); ``cols.data [C, R]`` (xᵀ, contiguous), ``cols.scale [C, ceil(R/128)]``
-    (strides ``(1, C)``). Dequantization scales: ``x ≈ data.float() * scale`` per group.
-    Raises ValueError for a non-2-D or non-float input.
+    ``(1, R)``); ``cols.data [C, R]`` (xᵀ), ``cols.scale [C, ceil(R/128)]`` (strides
+    ``(1, C)``). Dequantization scales: ``x ≈ data.float() * scale`` per group.
+    ``pad_t_to`` > 1 rounds the row stride of ``cols.data`` up to a multiple of it and zeroes
+    the padding (``cols.data`` is then a view): a consumer may read whole 128-element chunks
+    past R without a mask. Raises ValueError for a non-2-D or non-float input.
     """
     fp8_max = _check(x, dtype)
     R, C = x.shape
+    R_pad = -(-R // pad_t_to) * pad_t_to if pad_t_to > 1 else R
     q = torch.empty((R, C), dtype=dtype, device=x.device)
-    qt = torch.empty((C, R), dtype=dtype, device=x.device)
+    qt_buf = torch.empty((C, R_pad), dtype=dtype, device=x.device)
+    if R_pad > R:
+        qt_buf[:, R:].zero_()
+    qt = qt_buf[:, :R]
     ng_r, ng_c = triton.cdiv(R, GROUP), triton.cdiv(C, GROUP)
     s = torch.empty((ng_c, R), dtype=torch.float32, device=x.device).t()  # [R, ng_c]
     st = torch.empty((ng_r, C), dtype=torch.float32, device=x.device).t()  # [C, ng_r]
     if R and C:
         _dual_quant_kernel[(ng_r, ng_c)](
-            x, q, qt, s, st, R, C, x.stride(0), x.stride(1),
+            x, q, qt_buf, s, st, R, C, x.stride(0), x.stride(1), qt_buf.stride(0),
             s.stride(0), s.stride(1), st.stride(0), st.stride(1),
             fp8_max, AMAX_EPS, BLOCK=GROUP, num_warps=DUAL_NUM_WARPS, **_cast_args(dtype),
         )  # fmt: skip
