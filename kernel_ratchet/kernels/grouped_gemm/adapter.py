@@ -70,7 +70,7 @@ def checked_groups(case: GroupedCase) -> list[int] | None:
 
     A real MoE layer's fp32 reference weight gradient is tens of GB, so above
     FULL_DW_CHECK_LIMIT elements ``db`` covers, in this order and while the compared part stays
-    under FULL_DW_CHECK_LIMIT // 2 elements (at least one group): the largest group, the first
+    under FULL_DW_CHECK_LIMIT // 8 elements (at least one group): the largest group, the first
     empty one, the smallest non-empty one, the first and the last group, i.e. the edges of the
     device-side schedule. ``out`` and ``da`` are always compared in full.
     """
@@ -85,7 +85,7 @@ def checked_groups(case: GroupedCase) -> list[int] | None:
     order += [0, G - 1]
     picks: list[int] = []
     for g in order:
-        if g not in picks and (not picks or (len(picks) + 1) * N * K <= FULL_DW_CHECK_LIMIT // 2):
+        if g not in picks and (not picks or (len(picks) + 1) * N * K <= FULL_DW_CHECK_LIMIT // 8):
             picks.append(g)
     return sorted(picks)
 

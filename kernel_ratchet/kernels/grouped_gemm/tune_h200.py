@@ -29,26 +29,22 @@ from kernel_ratchet.kernels.grouped_gemm.kernel import grouped_mm, grouped_wgrad
 from kernel_ratchet.kernels.grouped_gemm.shapes import moe_shapes
 from kernel_ratchet.kernels.quant.kernel import quant_fp8_blockwise_1x128
 
+_DEFAULT = BUCKETS["bf16_mm_large"]
 BF16_MM = {
-    "128x256x64_w8_s3": TileConfig(128, 256, 64, 8, 8, 3),
-    "128x256x64_w8_s4": TileConfig(128, 256, 64, 8, 8, 4),
-    "128x128x64_w4_s4": TileConfig(128, 128, 64, 8, 4, 4),
-    "128x128x64_w8_s4": TileConfig(128, 128, 64, 8, 8, 4),
-    "64x256x64_w4_s4": TileConfig(64, 256, 64, 4, 4, 4),
-    "256x128x64_w8_s3": TileConfig(256, 128, 64, 8, 8, 3),
+    "128x256x64_w8_s3_split": _DEFAULT,
+    "128x256x64_w8_s3_nosplit": TileConfig(128, 256, 64, 8, 8, 3, split_tail=False),
+    "128x128x64_w8_s4_split": TileConfig(128, 128, 64, 8, 8, 4),
+    "64x256x64_w4_s4": BUCKETS["bf16_mm_small"],
 }
 BF16_WGRAD = {
     "wg_64x128x128_w8_s3": BUCKETS["bf16_wgrad"],
-    "wg_64x128x256_w8_s3": TileConfig(64, 128, 256, 1, 8, 3),
-    "wg_32x128x128_w4_s4": TileConfig(32, 128, 128, 1, 4, 4),
+    "wg_128x128x64_w8_s4": TileConfig(128, 128, 64, 1, 8, 4),
 }
 FP8_MM = {
     "f8_128x128x128_w8_s4": BUCKETS["fp8_mm_large"],
     "f8_128x256x128_w8_s3": TileConfig(128, 256, 128, 8, 8, 3),
-    "f8_64x128x128_w4_s4": BUCKETS["fp8_mm_small"],
 }
-SHAPES = ("dsv3_gate_up_uniform", "dsv3_gate_up_skewed", "qwen3_235b_gate_up_uniform",
-          "mixtral_8x7b_gate_up_uniform", "mixtral_8x7b_gate_up_skewed")  # fmt: skip
+SHAPES = ("dsv3_gate_up_top1_cf1.25", "mixtral_8x7b_gate_up_uniform")
 
 
 def _time(label: str, name: str, fn, flop: float, mrt: float) -> tuple:
@@ -70,7 +66,7 @@ def sweep_shape(label: str, s, mrt: float) -> list[tuple]:
     rows = [_time(label, "dense_cublas", partial(torch.mm, a, b), f, mrt)]
     for name, cfg in BF16_MM.items():
         rows.append(_time(label, name, partial(grouped_mm, x, w, lens, config=cfg), f, mrt))
-    if "uniform" in label:
+    if "mixtral" in label:
         for name, cfg in BF16_WGRAD.items():
             fn = partial(grouped_wgrad, dout, x, lens, config=cfg)
             rows.append(_time(label, name, fn, f, mrt))
