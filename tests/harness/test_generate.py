@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.harness.csv_schema import SCHEMAS, read_csv
@@ -24,6 +25,8 @@ TARGET = [
     Shape("m33_n47_k40", M=33, N=47, K=40).to_dict(),
     Shape("g", M=8, N=8, K=8, B=2, params={"dist": "skewed", "it's": [1, 2.5]}).to_dict(),
 ]
+HAS_CUDA = torch.cuda.is_available()
+DEVICE = "cuda" if HAS_CUDA else "cpu"
 PARAMS = {"samples": 2, "warmup": 0, "min_sample_ms": 0.1}
 
 
@@ -86,7 +89,8 @@ def test_missing_template_variable_is_an_error(tmp_path):
 def _run(script: Path, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(TINY), str(REPO), env.get("PYTHONPATH", "")])
-    env.setdefault("TRITON_INTERPRET", "1")
+    if HAS_CUDA:  # the real kernel on the GPU; the generated file itself sets the CPU fallback
+        env.pop("TRITON_INTERPRET", None)
     return subprocess.run(
         [sys.executable, str(script), *args],
         capture_output=True, text=True, env=env, cwd=str(REPO), timeout=180,
@@ -98,13 +102,14 @@ def test_generated_file_runs_tiny_gemm_and_writes_a_passing_csv(tmp_path):
     script = tmp_path / "quick_test_bench.py"
     script.write_text(_render(script))
     csv = tmp_path / "artifacts" / "benchmark.csv"
-    proc = _run(script, "--summary-csv", str(csv), "--level", "quick", "--device", "cpu")
+    proc = _run(script, "--summary-csv", str(csv), "--level", "quick", "--device", DEVICE)
     assert proc.returncode == 0, proc.stderr
     table = read_csv(csv, expected=SCHEMAS["gemm"])
     (row,) = table.rows
     assert (row.label, row.M, row.N, row.K, row.check) == ("m16_n16_k16", 16, 16, 16, "PASS")
     assert row.fwd > 0 and row.fwd_ms > 0 and row.snr["out_snr"] >= 80.0
     assert math.isnan(row.bwd)
+    assert f'"device": "{DEVICE}"' in proc.stderr
     assert '"engine": "perf_counter"' in proc.stderr and '"seed": 7' in proc.stderr
 
 
@@ -113,6 +118,6 @@ def test_generated_file_without_shapes_exits_2(tmp_path):
     script = tmp_path / "quick_test_bench.py"
     script.write_text(_render(script, shapes=[]))
     csv = tmp_path / "b.csv"
-    proc = _run(script, "--summary-csv", str(csv), "--device", "cpu")
+    proc = _run(script, "--summary-csv", str(csv), "--device", DEVICE)
     assert proc.returncode == 2, proc.stderr
     assert not csv.exists()
