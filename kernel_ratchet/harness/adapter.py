@@ -186,7 +186,13 @@ def load_shapes(spec: str) -> list[Shape]:
     except (ImportError, AttributeError) as exc:
         raise ProfileError(f"shape set {spec!r} cannot be loaded ({exc})") from exc
     shapes = obj() if callable(obj) else obj
-    out = [s if isinstance(s, Shape) else Shape.from_dict(s) for s in shapes]
+    try:
+        out = [s if isinstance(s, Shape) else Shape.from_dict(s) for s in shapes]
+    except (KeyError, ValueError, TypeError) as exc:
+        raise ProfileError(
+            f"shape set {spec!r} holds a malformed shape ({type(exc).__name__}: {exc}); each "
+            "entry must be a Shape or a dict with label, M, N (K, B, params optional)"
+        ) from exc
     labels = [s.label for s in out]
     dup = sorted({label for label in labels if labels.count(label) > 1})
     if dup:

@@ -213,6 +213,8 @@ def parse_csv_text(text: str, *, expected: Schema | None = None, path: str = "<c
         dims = {}
         for d in ("B", "M", "N", "K"):
             v = num(d) if d in rec else 0.0
+            if math.isinf(v) or (not math.isnan(v) and v != int(v)):
+                raise SchemaError(f"{path}:{i}: dimension {d} is {rec[d]!r}, not an integer")
             dims[d] = 0 if math.isnan(v) else int(v)
         rows.append(
             Row(
