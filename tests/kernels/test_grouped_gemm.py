@@ -110,13 +110,42 @@ def test_no_host_sync_in_forward(kind):
     torch.cuda.synchronize()
 
 
-def test_weight_quant_chunks_match_one_launch(monkeypatch, device):
-    """Chunked 128x128 weight quantization (int32-safe for real MoE weights) = one launch."""
-    from kernel_ratchet.kernels.grouped_gemm import fp8
+def test_weight_quant_matches_kernel_py_per_group(device):
+    """The 3-D, 64-bit-indexed 128x128 weight quantization = kernel.py's 2-D one per group."""
+    from kernel_ratchet.kernels.grouped_gemm.fp8 import quant_weight_128x128
+    from kernel_ratchet.kernels.quant.kernel import quant_fp8_block_128x128
 
-    w = torch.randn(5, 256, 384, device=device).to(torch.bfloat16)
-    whole = fp8.quant_weight_128x128(w)
-    monkeypatch.setattr(fp8, "_WEIGHT_CHUNK_ELEMS", 2 * 256 * 384)
-    chunked = fp8.quant_weight_128x128(w)
-    assert torch.equal(whole.data.view(torch.uint8), chunked.data.view(torch.uint8))
-    assert torch.equal(whole.scale, chunked.scale) and whole.scale.shape == (5, 2, 3)
+    w = (torch.randn(3, 200, 300, device=device) * 4).to(torch.bfloat16)
+    q = quant_weight_128x128(w)
+    assert q.scale.shape == (3, 2, 3)
+    for g in range(3):
+        ref = quant_fp8_block_128x128(w[g])
+        assert torch.equal(q.data[g].view(torch.uint8), ref.data.view(torch.uint8))
+        assert torch.equal(q.scale[g], ref.scale)
+
+
+def test_split_tail_falls_back_when_it_does_not_fit():
+    """A split-tail variant that runs out of shared memory is relaunched without it, once."""
+    from triton.runtime.errors import OutOfResources
+
+    from kernel_ratchet.kernels.grouped_gemm import kernel as K
+    from kernel_ratchet.kernels.grouped_gemm.configs import TileConfig
+
+    calls = []
+
+    class FakeKernel:
+        __name__ = "fake_kernel"
+
+        def __getitem__(self, grid):
+            def launch(*args, SPLIT_TAIL, **kwargs):
+                calls.append(SPLIT_TAIL)
+                if SPLIT_TAIL:
+                    raise OutOfResources(300000, 232448, "shared memory")
+
+            return launch
+
+    cfg = TileConfig(128, 256, 64, split_tail=True)
+    with pytest.warns(RuntimeWarning, match="split-tail"):
+        K.launch_split_tail(FakeKernel(), (1,), cfg)
+    K.launch_split_tail(FakeKernel(), (1,), cfg)
+    assert calls == [True, False, False]

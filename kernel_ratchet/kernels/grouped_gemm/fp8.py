@@ -29,13 +29,17 @@ from kernel_ratchet.kernels.grouped_gemm.kernel import (
     _col_offsets,
     _group_of_tile,
     interpreting,
+    launch_split_tail,
     num_programs,
 )
 from kernel_ratchet.kernels.quant.dual import quant_fp8_dual_1x128
 from kernel_ratchet.kernels.quant.kernel import (
+    AMAX_EPS,
+    FP8_MAX,
     GROUP,
     Fp8Quantized,
-    quant_fp8_block_128x128,
+    _cast_args,
+    _to_fp8,
     quant_fp8_blockwise_1x128,
 )
 
@@ -196,27 +200,43 @@ def _grouped_wgrad_fp8_kernel(
     tl.store(w_ptrs, acc.to(dw_ptr.dtype.element_ty), mask=mask)
 
 
-#: Elements per launch of the 128x128 weight quantization: kernel.py indexes with int32, and a
-#: real MoE weight (DeepSeek-V3 gate_up: 7.5e9 elements) overflows it, so groups are chunked.
-_WEIGHT_CHUNK_ELEMS = 1 << 30
+@triton.jit
+def _weight_quant_kernel(
+    w_ptr, q_ptr, s_ptr, N, K,
+    stride_wg, stride_wn, stride_wk, stride_sg, stride_sn, stride_sk,
+    fp8_max, eps,
+    BLOCK: tl.constexpr, MANT: tl.constexpr, PRE_ROUND: tl.constexpr,
+):  # fmt: skip
+    """One 128x128 block of one group: amax, scale, cast (same formula as kernel.py)."""
+    g = tl.program_id(0)
+    nb = tl.program_id(1)
+    kb = tl.program_id(2)
+    offs_n = nb * BLOCK + tl.arange(0, BLOCK)
+    offs_k = kb * BLOCK + tl.arange(0, BLOCK)
+    mask = (offs_n[:, None] < N) & (offs_k[None, :] < K)
+    base = g.to(tl.int64) * stride_wg + offs_n[:, None].to(tl.int64) * stride_wn
+    x = tl.load(w_ptr + base + offs_k[None, :] * stride_wk, mask=mask, other=0.0).to(tl.float32)
+    amax = tl.maximum(tl.max(tl.max(tl.abs(x), axis=1), axis=0), eps)
+    y = tl.clamp(x * (fp8_max / amax), -fp8_max, fp8_max)
+    q_off = g.to(tl.int64) * N * K + offs_n[:, None].to(tl.int64) * K + offs_k[None, :]
+    tl.store(q_ptr + q_off, _to_fp8(y, q_ptr.dtype.element_ty, MANT, PRE_ROUND), mask=mask)
+    tl.store(s_ptr + g * stride_sg + nb * stride_sn + kb * stride_sk, amax / fp8_max)
 
 
 def quant_weight_128x128(w: torch.Tensor) -> Fp8Quantized:
-    """Quantize w [G, N, K] in 128x128 blocks per group: data [G, N, K] E4M3, scale
-    [G, ceil(N/128), ceil(K/128)] fp32. Launches ``quant_fp8_block_128x128`` on chunks of whole
-    groups of at most 2**30 elements (one group per launch when N % 128 != 0)."""
+    """Quantize w [G, N, K] (any strides) in 128x128 blocks per group, one launch, 64-bit
+    indexing (a real MoE weight, e.g. DeepSeek-V3 gate_up with 7.5e9 elements, overflows the
+    int32 indexing of kernel.quant_fp8_block_128x128, whose recipe this reproduces bit for
+    bit). Returns data [G, N, K] E4M3 (contiguous) and scale [G, ceil(N/128), ceil(K/128)]."""
     G, N, K = w.shape
-    per = max(1, _WEIGHT_CHUNK_ELEMS // max(N * K, 1)) if N % GROUP == 0 else 1
     data = torch.empty((G, N, K), dtype=FP8, device=w.device)
     scale = torch.empty((G, -(-N // GROUP), -(-K // GROUP)), dtype=torch.float32, device=w.device)
-    for g0 in range(0, G, per):
-        g1 = min(G, g0 + per)
-        q = quant_fp8_block_128x128(w[g0:g1].reshape((g1 - g0) * N, K), FP8)
-        data[g0:g1] = q.data.view(g1 - g0, N, K)
-        if N % GROUP == 0:
-            scale[g0:g1] = q.scale.view(g1 - g0, N // GROUP, -1)
-        else:
-            scale[g0] = q.scale
+    if data.numel():
+        _weight_quant_kernel[(G, scale.shape[1], scale.shape[2])](
+            w, data, scale, N, K, w.stride(0), w.stride(1), w.stride(2),
+            scale.stride(0), scale.stride(1), scale.stride(2), FP8_MAX[FP8], AMAX_EPS,
+            BLOCK=GROUP, num_warps=8, **_cast_args(FP8),
+        )  # fmt: skip
     return Fp8Quantized(data, scale)
 
 
@@ -248,7 +268,8 @@ def grouped_mm_fp8(
     if T == 0 or N == 0:
         return out
     nprog = num_programs(bd.device)
-    _grouped_mm_fp8_kernel[(nprog,)](
+    launch_split_tail(
+        _grouped_mm_fp8_kernel, (nprog,), cfg,
         a.data, a.scale, bd, bs, out, group_lens,
         N, Kr, G,
         a.data.stride(0), a.data.stride(1), a.scale.stride(0), a.scale.stride(1),
@@ -257,7 +278,7 @@ def grouped_mm_fp8(
         NUM_PROGS=nprog, G_POW2=max(triton.next_power_of_2(G), 2),
         BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K,
         GROUP_M=cfg.GROUP_M, EVEN_K=Kr % cfg.BLOCK_K == 0, EVEN_N=N % cfg.BLOCK_N == 0,
-        B_N_CONTIG=sbn == 1, SPLIT_TAIL=cfg.split_tail,
+        B_N_CONTIG=sbn == 1,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )  # fmt: skip
     return out

@@ -20,10 +20,13 @@ SM walks the flattened tile list, so the grid size does not depend on the token 
 from __future__ import annotations
 
 import os
+import warnings
 
 import torch
 import triton
 import triton.language as tl
+from triton.compiler.errors import CompilationError
+from triton.runtime.errors import OutOfResources
 
 from kernel_ratchet.kernels.grouped_gemm.configs import TileConfig, select
 
@@ -238,6 +241,30 @@ def _check(x: torch.Tensor, w: torch.Tensor, group_lens: torch.Tensor) -> None:
         raise ValueError("x, w and group_lens must be on one device")
 
 
+_NO_SPLIT: set[tuple[str, TileConfig]] = set()
+
+
+def launch_split_tail(kernel, grid: tuple[int, ...], cfg: TileConfig, *args, **kwargs) -> None:
+    """Launch ``kernel`` with ``SPLIT_TAIL=cfg.split_tail``.
+
+    The split-tail variant holds two software pipelines (full and half-height tiles); if it does
+    not fit the shared memory or does not compile on this device, the kernel is relaunched
+    without it (same results, ragged groups just waste more MMA work), once per config, with a
+    warning; the decision is remembered for the process.
+    """
+    key = (getattr(kernel, "__name__", repr(kernel)), cfg)
+    split = cfg.split_tail and key not in _NO_SPLIT
+    try:
+        kernel[grid](*args, SPLIT_TAIL=split, **kwargs)
+    except (OutOfResources, CompilationError) as exc:
+        if not split:
+            raise
+        _NO_SPLIT.add(key)
+        warnings.warn(f"{key[0]}: split-tail variant unavailable ({type(exc).__name__}); "
+                      f"running {cfg} without it", RuntimeWarning, stacklevel=2)  # fmt: skip
+        kernel[grid](*args, SPLIT_TAIL=False, **kwargs)
+
+
 def grouped_mm(
     a: torch.Tensor,
     b: torch.Tensor,
@@ -264,7 +291,8 @@ def grouped_mm(
     if T == 0 or N == 0:
         return out
     nprog = num_programs(a.device)
-    _grouped_mm_kernel[(nprog,)](
+    launch_split_tail(
+        _grouped_mm_kernel, (nprog,), cfg,
         a, b, out, group_lens,
         N, Kr, G,
         a.stride(0), a.stride(1),
@@ -273,7 +301,7 @@ def grouped_mm(
         NUM_PROGS=nprog, G_POW2=max(triton.next_power_of_2(G), 2),
         BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K,
         GROUP_M=cfg.GROUP_M, EVEN_K=Kr % cfg.BLOCK_K == 0, EVEN_N=N % cfg.BLOCK_N == 0,
-        B_N_CONTIG=stride_bn == 1, SPLIT_TAIL=cfg.split_tail,
+        B_N_CONTIG=stride_bn == 1,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )  # fmt: skip
     return out
