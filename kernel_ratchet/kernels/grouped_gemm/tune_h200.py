@@ -27,6 +27,7 @@ from kernel_ratchet.kernels.grouped_gemm.fp8 import (
 )
 from kernel_ratchet.kernels.grouped_gemm.kernel import grouped_mm, grouped_wgrad
 from kernel_ratchet.kernels.grouped_gemm.shapes import moe_shapes
+from kernel_ratchet.kernels.quant.dual import quant_fp8_dual_1x128
 from kernel_ratchet.kernels.quant.kernel import quant_fp8_blockwise_1x128
 
 _DEFAULT = BUCKETS["bf16_mm_large"]
@@ -66,6 +67,9 @@ def sweep_shape(label: str, s, mrt: float) -> list[tuple]:
     rows = [_time(label, "dense_cublas", partial(torch.mm, a, b), f, mrt)]
     for name, cfg in BF16_MM.items():
         rows.append(_time(label, name, partial(grouped_mm, x, w, lens, config=cfg), f, mrt))
+    rows.append(
+        _time(label, "dgrad_default", partial(grouped_mm, dout, w, lens, b_is_nk=False), f, mrt)
+    )
     if "mixtral" in label:
         for name, cfg in BF16_WGRAD.items():
             fn = partial(grouped_wgrad, dout, x, lens, config=cfg)
@@ -76,6 +80,20 @@ def sweep_shape(label: str, s, mrt: float) -> list[tuple]:
             rows.append(
                 _time(label, name, partial(grouped_mm_fp8, xq, wq, lens, config=cfg), f, mrt)
             )
+    return rows
+
+
+def sweep_dual(mrt: float) -> list[tuple]:
+    """Dual quantization num_warps (GB/s in the TFLOPS column: bytes read + written / time)."""
+    rows = []
+    for R, C in ((8192, 7168), (65536, 2048)):
+        x = torch.randn(R, C, device="cuda", dtype=torch.bfloat16)
+        nbytes = 4.0 * R * C + 4.0 * (R * -(-C // 128) + C * -(-R // 128))
+        for nw in (4, 8, 16):
+            fn = partial(quant_fp8_dual_1x128, x, num_warps=nw)
+            rows.append(_time(f"dual_{R}x{C}", f"num_warps={nw}", fn, nbytes * 1e3, mrt))
+        copy_ms, _ = time_ms(x.clone, mrt)
+        rows.append((f"dual_{R}x{C}", "copy_bf16", copy_ms, 4.0 * R * C / copy_ms / 1e6))
     return rows
 
 
@@ -93,6 +111,10 @@ def main(argv: list[str] | None = None) -> int:
         for r in new:
             print(f"{r[0]:30s} {r[1]:22s} {r[2]:8.3f} ms {r[3]:7.1f} TFLOPS", flush=True)
         rows += new
+    new = sweep_dual(args.min_run_time)
+    for r in new:
+        print(f"{r[0]:30s} {r[1]:22s} {r[2]:8.3f} ms {r[3]:7.1f} GB/s", flush=True)
+    rows += new
     with open(os.path.join(args.out, "sweep.csv"), "w", newline="") as fh:
         out = csv.writer(fh)
         out.writerow(["shape", "config", "ms", "TFLOPS"])
