@@ -21,7 +21,7 @@ import statistics
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import torch
@@ -31,12 +31,36 @@ from kernel_ratchet.errors import RatchetError
 
 @dataclass(frozen=True)
 class Timing:
-    """Result of timing one callable: per-call milliseconds."""
+    """Result of timing one callable: per-call milliseconds.
+
+    ``clock_mhz`` is the SM clock read after each kept sample (empty when unknown),
+    ``dropped`` the number of samples discarded as throttled, ``flags`` readable warnings
+    (e.g. event time much shorter than host time), ``details`` engine-specific facts of this
+    measurement (mode, iterations per sample, flush cost).
+    """
 
     median_ms: float
     stddev_ms: float
     samples_ms: tuple[float, ...]
     engine: str
+    clock_mhz: tuple[float, ...] = ()
+    dropped: int = 0
+    flags: tuple[str, ...] = ()
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class SampleHooks:
+    """Called by an engine around each sample, outside the timed region.
+
+    The worker uses them for anti-cheat: poison the previous outputs and rebind inputs before
+    a sample, check the outputs of the sample's last call after it. The default does nothing.
+    """
+
+    def before_sample(self, index: int) -> None:
+        """Before sample ``index`` (0-based), after warm-up."""
+
+    def after_sample(self, index: int) -> None:
+        """After sample ``index`` has been timed and synchronized."""
 
 
 class TimingEngine(ABC):
@@ -49,7 +73,8 @@ class TimingEngine(ABC):
     name: ClassVar[str]
 
     @abstractmethod
-    def measure(self, fn: Callable[[], Any]) -> Timing: ...
+    def measure(self, fn: Callable[[], Any], hooks: SampleHooks | None = None) -> Timing:
+        """Time ``fn``; ``hooks`` (optional) run around every sample, untimed."""
 
     @abstractmethod
     def describe(self) -> dict[str, Any]:
@@ -84,7 +109,8 @@ class PerfCounterEngine(TimingEngine):
         self.device, self.warmup, self.samples = device, warmup, samples
         self.min_sample_ms, self.max_batch = min_sample_ms, max_batch
 
-    def measure(self, fn: Callable[[], Any]) -> Timing:
+    def measure(self, fn: Callable[[], Any], hooks: SampleHooks | None = None) -> Timing:
+        hooks = hooks or SampleHooks()
         for _ in range(self.warmup):
             fn()
         _sync(self.device)
@@ -94,13 +120,15 @@ class PerfCounterEngine(TimingEngine):
         one_ms = (time.perf_counter() - t0) * 1e3
         batch = max(1, min(self.max_batch, int(self.min_sample_ms / max(one_ms, 1e-6)) + 1))
         out = []
-        for _ in range(self.samples):
+        for i in range(self.samples):
+            hooks.before_sample(i)
             _sync(self.device)
             t0 = time.perf_counter()
             for _ in range(batch):
                 fn()
             _sync(self.device)
             out.append((time.perf_counter() - t0) * 1e3 / batch)
+            hooks.after_sample(i)
         return _summary(out, self.name)
 
     def describe(self) -> dict[str, Any]:
@@ -138,7 +166,8 @@ class CudaEventEngine(TimingEngine):
         l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 64 << 20)
         self._flush = torch.empty(max(2 * l2, 1 << 20), dtype=torch.int8, device=device)
 
-    def measure(self, fn: Callable[[], Any]) -> Timing:
+    def measure(self, fn: Callable[[], Any], hooks: SampleHooks | None = None) -> Timing:
+        hooks = hooks or SampleHooks()
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         n = 0
@@ -147,7 +176,8 @@ class CudaEventEngine(TimingEngine):
             n += 1
             torch.cuda.synchronize()
         out = []
-        for _ in range(self.samples):
+        for i in range(self.samples):
+            hooks.before_sample(i)
             if self.flush_l2:
                 self._flush.zero_()
             start = torch.cuda.Event(enable_timing=True)
@@ -157,6 +187,7 @@ class CudaEventEngine(TimingEngine):
             end.record()
             torch.cuda.synchronize()
             out.append(start.elapsed_time(end))
+            hooks.after_sample(i)
         return _summary(out, self.name)
 
     def describe(self) -> dict[str, Any]:

@@ -1,0 +1,319 @@
+"""Anti-cheat checks that run inside a worker process, around the candidate's calls.
+
+A candidate that fakes a gain is a recorded outcome (category ``"cheat"``), never an exception
+that escapes the worker. Every check below raises :class:`CheatDetected` with one readable
+sentence; the worker converts it into a ``WorkerResult``.
+
+What is checked, and against which cheat:
+
+* :class:`Sentinel` -- the timers (``time.perf_counter``, ``torch.cuda.synchronize``,
+  ``torch.cuda.Event`` and its methods, ``CUDAGraph.replay``) and the harness's own functions
+  (timing engines, correctness) are captured by identity when the worker starts, before the
+  project is imported, and verified before and after every request: a patched timer.
+  It also remembers the Python threads alive at start: a background thread left running by the
+  candidate (work done off the timed path) is reported.
+* :func:`snapshot_inputs` / :func:`verify_inputs` -- a hash of every input tensor before and after
+  the candidate ran: an op that modifies its inputs (or caches results in them).
+* :func:`check_output_types` -- every output must be a plain ``torch.Tensor`` (not a subclass, not
+  a lazy wrapper, not a Python number): a lazy tensor subclass that computes on access.
+* :func:`poison` / :func:`nonfinite` -- outputs of the previous timed call are NaN-filled before
+  the next one, and must come back finite: a returned cached tensor, partial writes.
+* :func:`rebind` -- fresh values from another seed are copied *into the same tensor objects*
+  (same ``id()``, same ``data_ptr``), and the op must follow them: an output cache keyed on
+  ``id()`` / ``data_ptr`` / shape, or work skipped on "repeated" inputs.
+* :func:`check_roofline` -- a time below what the caller's measured peak allows.
+
+Known limit: a cache keyed on the *content* of the inputs that returns a fresh copy of a correct
+result is not detected here (its cost is a hash plus a copy); the paired A/B re-measure of any
+gain above 1.5x in a fresh process is the backstop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+#: Thread-name prefixes of threads that infrastructure (not the candidate) may start lazily.
+ALLOWED_THREAD_PREFIXES: tuple[str, ...] = ("pydevd", "pytest_timeout", "ThreadPoolExecutor-0")
+
+
+class CheatDetected(Exception):
+    """The candidate did something that fakes a result or a time; ``str()`` is the reason."""
+
+
+# -- sentinel: timers and harness functions unpatched, no stray threads --------------------------
+
+
+def _callables(obj: Any) -> dict[str, Any]:
+    return {k: v for k, v in vars(obj).items() if callable(v) or isinstance(v, staticmethod)}
+
+
+@dataclass
+class Sentinel:
+    """Identity snapshot of the objects a cheat would patch, taken before the project loads."""
+
+    originals: dict[tuple[int, str], tuple[Any, str, Any]]
+    threads: frozenset[int]
+
+    @classmethod
+    def capture(cls, modules: tuple[Any, ...] = ()) -> Sentinel:
+        """Snapshot the timers plus every function/class (and class method) of ``modules``."""
+        originals: dict[tuple[int, str], tuple[Any, str, Any]] = {}
+
+        def keep(owner: Any, name: str, label: str) -> None:
+            if name in vars(owner):
+                originals[(id(owner), name)] = (owner, label, vars(owner)[name])
+
+        for name in ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time"):
+            keep(time, name, f"time.{name}")
+        for name in ("synchronize", "Event", "Stream", "current_stream", "CUDAGraph", "graph"):
+            keep(torch.cuda, name, f"torch.cuda.{name}")
+        for klass, prefix in ((torch.cuda.Event, "torch.cuda.Event"),) + (
+            ((torch.cuda.CUDAGraph, "torch.cuda.CUDAGraph"),)
+            if hasattr(torch.cuda, "CUDAGraph")
+            else ()
+        ):
+            for name in _callables(klass):
+                keep(klass, name, f"{prefix}.{name}")
+        for mod in modules:
+            for name, value in _callables(mod).items():
+                if getattr(value, "__module__", None) != mod.__name__:
+                    continue
+                keep(mod, name, f"{mod.__name__}.{name}")
+                if isinstance(value, type):
+                    for attr in _callables(value):
+                        keep(value, attr, f"{mod.__name__}.{name}.{attr}")
+        return cls(originals, frozenset(t.ident or 0 for t in threading.enumerate()))
+
+    def verify(self) -> None:
+        """Raise CheatDetected naming every patched object."""
+        patched = [
+            label
+            for (_, name), (owner, label, original) in self.originals.items()
+            if vars(owner).get(name) is not original
+        ]
+        if patched:
+            raise CheatDetected(
+                "timing or harness functions were replaced after the worker started: "
+                f"{', '.join(sorted(patched))} (a patched timer fakes the measurement)"
+            )
+
+    def new_threads(self, allowed: tuple[str, ...] = ALLOWED_THREAD_PREFIXES) -> list[str]:
+        """Names of alive Python threads that did not exist at capture time."""
+        return [
+            t.name
+            for t in threading.enumerate()
+            if (t.ident or 0) not in self.threads
+            and t.is_alive()
+            and not t.name.startswith(allowed)
+        ]
+
+    def verify_threads(self, allowed: tuple[str, ...] = ALLOWED_THREAD_PREFIXES) -> None:
+        """Raise CheatDetected when the candidate left a Python thread running."""
+        extra = self.new_threads(allowed)
+        if extra:
+            raise CheatDetected(
+                f"the candidate left {len(extra)} background thread(s) running "
+                f"({', '.join(extra)}); work off the timed path is not allowed"
+            )
+
+
+# -- walking a case: tensors and the structure around them ---------------------------------------
+
+
+_LEAVES = (torch.Tensor, bool, int, float, str, torch.dtype, torch.device)
+
+
+def walk(obj: Any, path: str = "case", depth: int = 0) -> Iterator[tuple[str, Any]]:
+    """Yield ``(path, leaf)`` for tensors and plain leaves (numbers, strings, None) of a case.
+
+    Follows dataclass fields, mappings, lists/tuples and plain objects' ``__dict__`` (depth 6).
+    """
+    if obj is None or isinstance(obj, _LEAVES):
+        yield path, obj
+    elif depth >= 6:
+        yield path, f"<{type(obj).__name__}>"
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        for f in dataclasses.fields(obj):
+            yield from walk(getattr(obj, f.name), f"{path}.{f.name}", depth + 1)
+    elif isinstance(obj, Mapping):
+        for k in sorted(obj, key=str):
+            yield from walk(obj[k], f"{path}[{k!r}]", depth + 1)
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            yield from walk(v, f"{path}[{i}]", depth + 1)
+    elif hasattr(obj, "__dict__") and not callable(obj):
+        for k, v in sorted(vars(obj).items()):
+            yield from walk(v, f"{path}.{k}", depth + 1)
+    else:
+        yield path, f"<{type(obj).__name__}>"
+
+
+def tensors(obj: Any) -> list[tuple[str, torch.Tensor]]:
+    """Every tensor reachable from ``obj`` with its path."""
+    return [(p, v) for p, v in walk(obj) if isinstance(v, torch.Tensor)]
+
+
+def tensor_digest(t: torch.Tensor) -> str:
+    """Exact content hash of a tensor (bytes on the CPU), its shape, dtype and strides."""
+    t = t.detach()
+    raw = t.contiguous().view(-1).view(torch.uint8) if t.numel() else t.new_empty(0)
+    h = hashlib.blake2b(digest_size=16)
+    h.update(repr((tuple(t.shape), str(t.dtype), tuple(t.stride()))).encode())
+    h.update(raw.cpu().numpy().tobytes())
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class InputSnapshot:
+    """The input tensors of a case as built by ``make_case`` (objects kept) and their hashes."""
+
+    items: tuple[tuple[str, torch.Tensor, str], ...]
+    structure: tuple[tuple[str, Any], ...]
+
+
+def _signature(obj: Any) -> tuple[tuple[str, Any], ...]:
+    out: list[tuple[str, Any]] = []
+    for p, v in walk(obj):
+        if isinstance(v, torch.Tensor):
+            out.append((p, (tuple(v.shape), str(v.dtype), str(v.device))))
+        else:
+            out.append((p, v if isinstance(v, (bool, int, float, str, type(None))) else repr(v)))
+    return tuple(out)
+
+
+def snapshot_inputs(case: Any) -> InputSnapshot:
+    """Hash every tensor of a freshly built case (call right after ``make_case``)."""
+    items = tuple((p, t, tensor_digest(t)) for p, t in tensors(case))
+    return InputSnapshot(items, _signature(case))
+
+
+def verify_inputs(snap: InputSnapshot) -> None:
+    """Raise CheatDetected when any input tensor's content changed since the snapshot."""
+    changed = [p for p, t, digest in snap.items if tensor_digest(t) != digest]
+    if changed:
+        raise CheatDetected(
+            f"the candidate modified its input tensor(s) {', '.join(changed)} "
+            "(inputs must be read-only)"
+        )
+
+
+def rebind(case: Any, snap: InputSnapshot, fresh: Any) -> bool:
+    """Copy the tensors of ``fresh`` (another seed) into the original input tensor objects.
+
+    Returns False (and changes nothing) when the two cases do not have the same structure
+    (different tensor shapes or different plain values, e.g. seeded routing), or when the case
+    no longer holds the original tensor objects; the caller then skips the check.
+    On success ``snap`` is stale; take a new one.
+    """
+    if _signature(fresh) != snap.structure:
+        return False
+    current = dict(tensors(case))
+    if any(current.get(p) is not t for p, t, _ in snap.items):
+        return False
+    new = dict(tensors(fresh))
+    with torch.no_grad():
+        for p, t, _ in snap.items:
+            t.copy_(new[p])
+    return True
+
+
+# -- outputs: types, poison, finiteness ---------------------------------------------------------
+
+
+def output_tensors(out: Any, what: str) -> list[tuple[str, torch.Tensor]]:
+    """Flatten a forward/backward return value into named tensors; reject anything else.
+
+    Accepts a plain tensor, a tuple/list of them or a mapping of them (``None`` entries are
+    skipped, e.g. an absent gradient). Raises CheatDetected for a tensor subclass, a lazy
+    wrapper or a non-tensor value.
+    """
+    if isinstance(out, Mapping):
+        items = [(str(k), v) for k, v in out.items()]
+    elif isinstance(out, (tuple, list)):
+        items = [(str(i), v) for i, v in enumerate(out)]
+    else:
+        items = [("0", out)]
+    result = []
+    for name, v in items:
+        if v is None:
+            continue
+        if type(v) is not torch.Tensor:
+            kind = "tensor subclass" if isinstance(v, torch.Tensor) else "non-tensor value"
+            raise CheatDetected(
+                f"{what} returned a {kind} ({type(v).__module__}.{type(v).__qualname__}) for "
+                f"{name!r}; outputs must be plain torch.Tensor (a lazy or wrapped result could "
+                "defer the work past the timer)"
+            )
+        result.append((name, v))
+    if not result:
+        raise CheatDetected(f"{what} returned no tensor at all ({type(out).__name__})")
+    return result
+
+
+def check_output_types(outputs: Mapping[str, Any]) -> None:
+    """``adapter.outputs`` must be a dict of plain tensors."""
+    if not isinstance(outputs, Mapping):
+        raise CheatDetected(
+            f"outputs() returned {type(outputs).__name__}, not a dict of named tensors"
+        )
+    output_tensors(dict(outputs), "outputs()")
+
+
+def poison(ts: list[tuple[str, torch.Tensor]]) -> None:
+    """NaN-fill float outputs (max value for integer ones) so stale results show."""
+    with torch.no_grad():
+        for _, t in ts:
+            if t.is_floating_point() and t.element_size() >= 1:
+                try:
+                    t.fill_(math.nan)
+                except RuntimeError:  # dtypes without NaN (e.g. some fp8 variants)
+                    t.view(torch.uint8).fill_(0xFF)
+            elif t.dtype == torch.bool:
+                t.fill_(True)
+            elif not t.is_complex():
+                t.view(torch.uint8).fill_(0xFF) if t.is_contiguous() else t.fill_(-1)
+
+
+def nonfinite(ts: list[tuple[str, torch.Tensor]]) -> list[str]:
+    """Names of floating tensors holding NaN or Inf."""
+    return [n for n, t in ts if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+
+
+def scrub_allocator(nbytes: list[int], device: str) -> None:
+    """Allocate, NaN-fill and free blocks of the given sizes, so a fresh ``torch.empty`` of the
+    same size likely starts as NaN instead of the previous call's correct values (partial
+    writes that rely on stale memory then fail)."""
+    blocks = [
+        torch.full((max(n // 4, 1),), math.nan, dtype=torch.float32, device=device) for n in nbytes
+    ]
+    del blocks
+
+
+# -- roofline -------------------------------------------------------------------------------------
+
+
+def check_roofline(
+    work: float, median_ms: float, limit: float | None, unit: str, scale: float
+) -> None:
+    """Raise CheatDetected when ``work / time`` exceeds ``limit`` (in ``unit``, e.g. TFLOPS).
+
+    ``scale`` converts work/second to the unit (1e12 for TFLOPS, 1e9 for GB/s). No limit, no
+    work or a non-positive time skip the check.
+    """
+    if limit is None or work <= 0 or not median_ms > 0:
+        return
+    rate = work / (median_ms * 1e-3) / scale
+    if rate > limit:
+        raise CheatDetected(
+            f"measured {rate:.3g} {unit} exceeds the machine's bound of {limit:.3g} {unit}; "
+            "a time faster than the roofline means work was skipped or not timed"
+        )

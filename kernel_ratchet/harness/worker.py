@@ -1,0 +1,339 @@
+"""Isolated worker processes: every candidate run happens in a child process with a time limit.
+
+The caller (campaign engine, paired A/B) never imports the candidate and never holds a CUDA
+context of its own for it. A :class:`Worker` starts one ``python -m
+kernel_ratchet.harness.worker_main`` process, talks JSON lines over its stdin/stdout (the
+candidate's own prints are redirected to stderr, which goes to ``log_path``), and turns every
+failure into a :class:`WorkerResult` with a category:
+
+========================  ============================================================
+category                  detected by
+========================  ============================================================
+``ok``                    the request finished and every check passed
+``hang``                  no answer within ``timeout_s`` (the parent kills the process group)
+``illegal_memory``        "illegal memory access" / "misaligned address" in the exception
+                          or, after a fatal exit, in the log tail
+``oom``                   ``torch.OutOfMemoryError`` or "out of memory" in the message/log
+``compile``               Triton ``CompilationError`` (and its subclasses), ``OutOfResources``,
+                          ``PTXASError``, inductor/dynamo compile failures, a ``SyntaxError`` or
+                          ``ImportError`` while importing the candidate
+``nan``                   NaN/Inf in an output of the correctness check
+``crash``                 any other exception, a fatal signal (SIGSEGV, SIGABRT, ...) or exit
+``cheat``                 an anti-cheat check (:mod:`kernel_ratchet.harness.anticheat`)
+``wrong``                 an output below its SNR threshold in ``check``
+========================  ============================================================
+
+After any result other than ``ok`` the worker process is gone (``alive`` is False); start a new
+:class:`Worker` to go on. Calling a dead worker raises :class:`WorkerDeadError` (a caller bug).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernel_ratchet.errors import RatchetError
+from kernel_ratchet.harness.adapter import Shape
+
+CATEGORIES: tuple[str, ...] = (
+    "ok", "hang", "illegal_memory", "oom", "compile", "nan", "crash", "cheat", "wrong",
+)  # fmt: skip
+
+#: How much of the worker's stderr log a result carries.
+LOG_TAIL_BYTES = 6000
+
+_TOOL_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+class WorkerDeadError(RatchetError):
+    """A request was sent to a worker that already failed or was closed."""
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """How to start a worker.
+
+    ``source_root`` goes first on ``sys.path`` in the worker (the project checkout, or an
+    incumbent git worktree); ``adapter`` is ``"module:Class"``; ``engine`` / ``engine_params``
+    name a timing engine of :data:`kernel_ratchet.harness.timing.ENGINES`; ``device`` is
+    ``"cpu"`` or ``"cuda"``; ``interpret`` sets ``TRITON_INTERPRET=1`` in the worker (and
+    ``False`` removes it); a request running past ``timeout_s`` kills the worker (``"hang"``).
+    """
+
+    source_root: str
+    adapter: str
+    engine: str
+    engine_params: dict
+    device: str
+    interpret: bool
+    timeout_s: float = 300.0
+
+
+@dataclass(frozen=True)
+class WorkerResult:
+    """Outcome of one request.
+
+    ``payload`` of ``check``: ``{"snr": {name: dB}, "passed": bool, "checks": [...]}``;
+    of ``time``: ``{"median_ms", "stddev_ms", "samples_ms": [...], "engine": {...},
+    "clock_mhz": [...], "dropped": int, "flags": [...], "spot_checks": int}``.
+    """
+
+    ok: bool
+    category: str
+    detail: str
+    log: str
+    payload: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.category not in CATEGORIES:
+            raise ValueError(f"unknown worker result category {self.category!r}: {CATEGORIES}")
+        if self.ok != (self.category == "ok"):
+            raise ValueError(f"ok={self.ok} contradicts category {self.category!r}")
+
+
+# -- classification (pure functions, shared with worker_main) ------------------------------------
+
+_ILLEGAL = ("illegal memory access", "misaligned address", "illegal address")
+_COMPILE_TYPES = {
+    "CompilationError", "CompileTimeAssertionFailure", "UnsupportedLanguageConstruct",
+    "OutOfResources", "PTXASError", "InductorError", "BackendCompilerFailed", "SyntaxError",
+    "IndentationError", "ImportError", "ModuleNotFoundError",
+}  # fmt: skip
+
+
+def classify_exception(exc: BaseException) -> tuple[str, str]:
+    """(category, detail) for an exception raised by the candidate inside the worker."""
+    names = {k.__name__ for k in type(exc).__mro__}
+    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    what = f"{type(exc).__name__}: {msg}"[:400]
+    low = str(exc).lower()
+    if "CheatDetected" in names:
+        return "cheat", str(exc)
+    if "OutOfMemoryError" in names or "out of memory" in low:
+        return "oom", f"the candidate ran out of device memory ({what})"
+    if any(s in low for s in _ILLEGAL):
+        return "illegal_memory", f"the candidate made an illegal memory access ({what})"
+    if names & _COMPILE_TYPES:
+        return "compile", f"the candidate failed to compile or import ({what})"
+    return "crash", f"the candidate raised an exception ({what})"
+
+
+def classify_exit(returncode: int | None, log_tail: str) -> tuple[str, str]:
+    """(category, detail) for a worker process that died without answering."""
+    low = log_tail.lower()
+    if any(s in low for s in _ILLEGAL):
+        return "illegal_memory", (
+            f"the worker died (status {returncode}) after an illegal memory access (see log)"
+        )
+    if "out of memory" in low or "outofmemoryerror" in low:
+        return "oom", f"the worker died (status {returncode}) out of memory (see log)"
+    if returncode is not None and returncode < 0:
+        try:
+            sig = signal.Signals(-returncode).name
+        except ValueError:
+            sig = f"signal {-returncode}"
+        extra = " (the host OOM killer or an external kill)" if sig == "SIGKILL" else ""
+        return "crash", f"the worker was killed by {sig}{extra} in the middle of a request"
+    return "crash", (
+        f"the worker exited with status {returncode} in the middle of a request "
+        "(the candidate called exit or the interpreter failed; see log)"
+    )
+
+
+# -- the parent side ------------------------------------------------------------------------------
+
+
+class Worker:
+    """One worker subprocess for one candidate (context manager).
+
+    Requests are synchronous; each waits at most ``spec.timeout_s`` (the first one also waits
+    for the worker to import torch and the adapter, with its own ``timeout_s``). The worker's
+    stderr (and the candidate's prints) are appended to ``log_path``.
+    """
+
+    def __init__(self, spec: WorkerSpec, log_path: Path) -> None:
+        self.spec = spec
+        self.log_path = Path(log_path)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 -- lives as long as the process
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_TOOL_ROOT, env.get("PYTHONPATH")) if p)
+        env["PYTHONSAFEPATH"] = "1"  # the cwd (maybe an old worktree) must not shadow the tool
+        env["PYTHONUNBUFFERED"] = "1"
+        env["KR_WORKER_SPEC"] = json.dumps(asdict(spec))
+        if spec.interpret:
+            env["TRITON_INTERPRET"] = "1"
+        else:
+            env.pop("TRITON_INTERPRET", None)
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "kernel_ratchet.harness.worker_main"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            cwd=spec.source_root,
+            env=env,
+            start_new_session=True,  # one process group: a kill also ends the candidate's children
+        )
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, name="kr-worker-reader", daemon=True)
+        self._reader.start()
+        self._info: dict[str, Any] | None = None
+        self._failed: WorkerResult | None = None
+        self._closed = False
+
+    # -- public API --
+
+    def check(self, shape: Shape, seed: int) -> WorkerResult:
+        """Fresh inputs from ``seed``; outputs vs the reference plus the anti-cheat checks."""
+        return self._request({"op": "check", "shape": shape.to_dict(), "seed": int(seed)})
+
+    def time(
+        self,
+        shape: Shape,
+        seed: int,
+        phase: str,
+        *,
+        max_tflops: float | None = None,
+        max_gbps: float | None = None,
+    ) -> WorkerResult:
+        """One timing sample set of ``phase`` (``"fwd"`` or ``"bwd"``) on fresh inputs.
+
+        ``max_tflops`` / ``max_gbps`` (the machine's measured peaks) reject a faster result as
+        ``"cheat"``. Raises ValueError for another phase, or ``"bwd"`` on a forward-only op.
+        """
+        if phase not in ("fwd", "bwd"):
+            raise ValueError(f"phase must be 'fwd' or 'bwd', not {phase!r}")
+        msg: dict[str, Any] = {
+            "op": "time", "shape": shape.to_dict(), "seed": int(seed), "phase": phase,
+            "max_tflops": max_tflops, "max_gbps": max_gbps,
+        }  # fmt: skip
+        return self._request(msg)
+
+    @property
+    def alive(self) -> bool:
+        """True while the process runs and no request has failed."""
+        return not self._closed and self._failed is None and self._proc.poll() is None
+
+    @property
+    def info(self) -> dict[str, Any] | None:
+        """What the worker said when ready (``has_backward``, ``schema``, ``pid``), else None."""
+        return self._info
+
+    def close(self) -> None:
+        """Ask the worker to exit; kill its process group if it does not within 5 s."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._proc.poll() is None:
+            try:
+                assert self._proc.stdin is not None
+                self._proc.stdin.write(b'{"op": "exit"}\n')
+                self._proc.stdin.flush()
+                self._proc.stdin.close()
+                self._proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                self._kill()
+        self._log.close()
+
+    def __enter__(self) -> Worker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # best effort: never leave a worker behind
+        try:
+            if not self._closed and self._proc.poll() is None:
+                self._kill()
+        except Exception:
+            pass
+
+    # -- internals --
+
+    def _read(self) -> None:
+        assert self._proc.stdout is not None
+        for raw in self._proc.stdout:
+            self._lines.put(raw.decode("utf-8", "replace"))
+        self._lines.put(None)
+
+    def _kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._proc.wait(timeout=10)
+
+    def _tail(self) -> str:
+        try:
+            self._log.flush()
+            with open(self.log_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - LOG_TAIL_BYTES))
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def _fail(self, category: str, detail: str, payload: dict | None = None) -> WorkerResult:
+        if self._proc.poll() is None:
+            self._kill()
+        result = WorkerResult(False, category, detail, self._tail(), payload or {})
+        self._failed = result
+        return result
+
+    def _receive(self, deadline: float, what: str) -> dict[str, Any] | WorkerResult:
+        """The next protocol message, or the failure result (hang / death)."""
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                line = self._lines.get(timeout=max(left, 0.0))
+            except queue.Empty:
+                return self._fail(
+                    "hang",
+                    f"no answer to {what} within {self.spec.timeout_s:g} s; the worker was "
+                    "killed (a hang or a far too slow candidate)",
+                )
+            if line is None:
+                try:
+                    rc = self._proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    rc = None
+                return self._fail(*classify_exit(rc, self._tail()))
+            try:
+                return json.loads(line)
+            except json.JSONDecodeError:
+                continue  # not a protocol line (cannot happen with fd 1 redirected; be safe)
+
+    def _request(self, msg: dict[str, Any]) -> WorkerResult:
+        if self._closed or self._failed is not None:
+            why = self._failed.detail if self._failed else "it was closed"
+            raise WorkerDeadError(
+                f"this worker is dead ({why}); start a new Worker for the next request"
+            )
+        if self._info is None:
+            ready = self._receive(time.monotonic() + self.spec.timeout_s, "start-up")
+            if isinstance(ready, WorkerResult):
+                return ready
+            if not ready.get("ok"):
+                return self._fail(ready["category"], ready["detail"])
+            self._info = dict(ready.get("info") or {})
+        try:
+            assert self._proc.stdin is not None
+            self._proc.stdin.write((json.dumps(msg) + "\n").encode())
+            self._proc.stdin.flush()
+        except OSError:
+            pass  # the process died; _receive reports how
+        answer = self._receive(time.monotonic() + self.spec.timeout_s, f"the {msg['op']} request")
+        if isinstance(answer, WorkerResult):
+            return answer
+        if not answer.get("ok"):
+            return self._fail(answer["category"], answer["detail"], answer.get("payload"))
+        return WorkerResult(True, "ok", answer.get("detail", ""), self._tail(), answer["payload"])

@@ -1,0 +1,314 @@
+"""The worker process: ``python -m kernel_ratchet.harness.worker_main`` (started by
+:class:`kernel_ratchet.harness.worker.Worker`; not meant to be run by hand).
+
+Protocol: the spec arrives in ``KR_WORKER_SPEC`` (JSON of ``WorkerSpec``). The worker answers
+one ``ready`` line, then one JSON line per request line on stdin
+(``{"op": "check" | "time" | "exit", ...}``). File descriptor 1 is redirected to stderr at
+start, so nothing the candidate prints (from Python or C) can reach the protocol channel.
+
+Order matters for anti-cheat: the timers and the harness's own functions are captured
+(:class:`~kernel_ratchet.harness.anticheat.Sentinel`) *before* ``source_root`` is put on
+``sys.path`` and the adapter is imported. After any failed request the worker answers, then
+exits: a candidate that failed once gets a fresh process next time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import sys
+import traceback
+from pathlib import Path
+from typing import IO, Any
+
+
+def _protocol_channel() -> IO[str]:
+    fd = os.dup(1)
+    os.dup2(2, 1)  # C-level printf of the candidate lands in the log, not in the protocol
+    sys.stdout = sys.stderr
+    return os.fdopen(fd, "w", buffering=1, encoding="utf-8")
+
+
+def derive_seed(seed: int, k: int) -> int:
+    """A second, independent seed from the request's secret seed (for rebind checks)."""
+    h = hashlib.sha256(f"{seed}:{k}".encode()).digest()
+    return int.from_bytes(h[:7], "little")
+
+
+def _prefer_source_root(source_root: str, adapter: str) -> None:
+    """Put ``source_root`` first on sys.path; when the adapter's top-level package is already
+    imported from elsewhere (the bundled kernel pack: ``kernel_ratchet`` itself), make its
+    not-yet-imported subpackages (e.g. ``kernel_ratchet.kernels``) load from ``source_root``
+    while the harness modules already imported stay the tool's own."""
+    sys.path.insert(0, source_root)
+    top = adapter.split(":", 1)[0].split(".", 1)[0]
+    pkg = sys.modules.get(top)
+    candidate = Path(source_root, top)
+    if pkg is not None and (candidate / "__init__.py").is_file():
+        paths = [str(Path(p).resolve()) for p in getattr(pkg, "__path__", [])]
+        if str(candidate.resolve()) not in paths:
+            pkg.__path__.insert(0, str(candidate))  # type: ignore[attr-defined]
+
+
+class Session:
+    """Serves the requests of one worker. Every method returns a protocol answer dict."""
+
+    def __init__(self, spec: dict[str, Any], sentinel: Any) -> None:
+        from kernel_ratchet.harness.adapter import load_adapter
+        from kernel_ratchet.harness.timing import make_engine
+
+        self.spec = spec
+        self.device = spec["device"]
+        self.sentinel = sentinel
+        self.adapter = load_adapter(spec["adapter"])
+        params = dict(spec.get("engine_params") or {})
+        params.setdefault("device", self.device)
+        self.engine = make_engine(spec["engine"], params)
+
+    def sync(self) -> None:
+        import torch
+
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    # -- check --
+
+    def check(self, shape: Any, seed: int) -> dict[str, Any]:
+        from kernel_ratchet.harness import anticheat as ac
+        from kernel_ratchet.harness.correctness import check_outputs
+
+        ad = self.adapter
+        self.sentinel.verify()
+        case = ad.make_case(shape, seed, self.device)
+        snap = ac.snapshot_inputs(case)
+        ac.output_tensors(ad.forward(case), "forward()")
+        got = ad.outputs(case)
+        ac.check_output_types(got)
+        self.sync()
+        outs = ac.output_tensors(dict(got), "outputs()")
+        ac.verify_inputs(snap)
+        self.sentinel.verify()
+        self.sentinel.verify_threads()
+        ref = ad.reference(case)
+        thresholds = {name: ad.threshold(name) for name in ref}
+        bad = ac.nonfinite(outs)
+        if bad:
+            snr = {n: float("-inf") for n in ref}
+            return _fail("nan", f"output(s) {', '.join(bad)} hold NaN or Inf", {"snr": snr})
+        result = check_outputs(got, ref, thresholds)
+        payload = {"snr": result.snr, "passed": result.passed, "checks": ["types", "inputs"]}
+        if not result.passed:
+            return _fail("wrong", f"outputs disagree with the reference: {result.reason}", payload)
+        # Same tensor objects, new values: the op must follow them (id()/data_ptr caches).
+        sizes = [t.numel() * t.element_size() for _, t in outs]
+        ac.poison(outs)
+        del got, outs, ref
+        fresh = ad.make_case(shape, derive_seed(seed, 1), self.device)
+        if ac.rebind(case, snap, fresh):
+            del fresh
+            snap = ac.snapshot_inputs(case)
+            ac.scrub_allocator(sizes, self.device)
+            got = ad.outputs(case)
+            ac.check_output_types(got)
+            self.sync()
+            ac.verify_inputs(snap)
+            ref = ad.reference(case)
+            again = check_outputs(got, ref, thresholds)
+            if not again.passed:
+                raise ac.CheatDetected(
+                    "after new values were written into the same input tensors (same id() and "
+                    f"data_ptr) the outputs did not follow ({again.reason}): an output cache "
+                    "keyed on identity, or work skipped on repeated inputs"
+                )
+            payload["checks"].append("rebind")
+        else:
+            payload["checks"].append("rebind skipped: cases of two seeds differ in structure")
+        self.sentinel.verify()
+        self.sentinel.verify_threads()
+        return {"ok": True, "category": "ok", "detail": "all outputs pass", "payload": payload}
+
+    # -- time --
+
+    def time(self, msg: dict[str, Any], shape: Any) -> dict[str, Any]:
+        from kernel_ratchet.harness import anticheat as ac
+
+        ad, phase, seed = self.adapter, msg["phase"], int(msg["seed"])
+        if phase == "bwd" and not ad.has_backward:
+            return _fail("crash", f"{type(ad).__name__} has no backward to time")
+        self.sentinel.verify()
+        case = ad.make_case(shape, seed, self.device)
+        snap = ac.snapshot_inputs(case)
+        call = ad.backward if phase == "bwd" else ad.forward
+        if phase == "bwd":
+            ad.forward(case)
+        hooks = _TimedCallChecks(self, case, snap, shape, seed, phase, call)
+        timing = self.engine.measure(hooks.fn, hooks)
+        self.sync()
+        ac.verify_inputs(hooks.snap)
+        self.sentinel.verify()
+        self.sentinel.verify_threads()
+        idx = 1 if phase == "bwd" else 0
+        ac.check_roofline(ad.flops(shape)[idx], timing.median_ms, msg.get("max_tflops"),
+                          "TFLOPS", 1e12)  # fmt: skip
+        ac.check_roofline(ad.bytes_moved(shape)[idx], timing.median_ms, msg.get("max_gbps"),
+                          "GB/s", 1e9)  # fmt: skip
+        payload = {
+            "median_ms": timing.median_ms,
+            "stddev_ms": timing.stddev_ms,
+            "samples_ms": list(timing.samples_ms),
+            "engine": {**self.engine.describe(), **timing.details},
+            "clock_mhz": list(timing.clock_mhz),
+            "dropped": timing.dropped,
+            "flags": list(timing.flags),
+            "spot_checks": hooks.spot_done,
+        }
+        return {"ok": True, "category": "ok", "detail": f"{phase} timed", "payload": payload}
+
+
+class _TimedCallChecks:
+    """Sample hooks of a ``time`` request: poison before each sample, output types and
+    finiteness after each, and on a few secretly chosen samples fresh values rebound into the
+    inputs with the last timed call's outputs compared with the reference."""
+
+    SPOT_CHECKS = 3
+
+    def __init__(self, session: Session, case: Any, snap: Any, shape: Any, seed: int,
+                 phase: str, call: Any) -> None:  # fmt: skip
+        self.s, self.case, self.snap, self.shape = session, case, snap, shape
+        self.seed, self.phase, self.call = seed, phase, call
+        self.last: Any = None
+        n = int(getattr(session.engine, "samples", 3))
+        rng = random.Random(derive_seed(seed, 2))
+        self.spots = set(rng.sample(range(n), min(self.SPOT_CHECKS, n)))
+        self.ref: dict[str, Any] | None = None
+        self.spot_done = 0
+        self.what = "backward()" if phase == "bwd" else "forward()"
+
+    def fn(self) -> None:
+        self.last = self.call(self.case)
+
+    def before_sample(self, index: int) -> None:
+        from kernel_ratchet.harness import anticheat as ac
+
+        if self.last is not None:
+            ac.poison(ac.output_tensors(self.last, self.what))
+        self.ref = None
+        if index in self.spots:
+            ad = self.s.adapter
+            fresh = ad.make_case(self.shape, derive_seed(self.seed, 10 + index), self.s.device)
+            if ac.rebind(self.case, self.snap, fresh):
+                self.snap = ac.snapshot_inputs(self.case)
+                if self.phase == "bwd":
+                    ad.forward(self.case)  # the state the backward starts from
+            self.ref = ad.reference(self.case)
+            self.s.sync()
+
+    def after_sample(self, index: int) -> None:
+        from kernel_ratchet.harness import anticheat as ac
+        from kernel_ratchet.harness.correctness import check_outputs
+
+        outs = ac.output_tensors(self.last, self.what)
+        bad = ac.nonfinite(outs)
+        if bad:
+            raise ac.CheatDetected(
+                f"{self.what} output(s) {', '.join(bad)} of timed sample {index} still hold the "
+                "NaN poison (or NaN): a cached tensor was returned or only part was written"
+            )
+        if self.ref is None:
+            return
+        pairs = _match(outs, self.ref, self.phase)
+        if pairs:
+            got = {n: t for n, t in pairs.items()}
+            ref = {n: self.ref[n] for n in pairs}
+            thr = {n: self.s.adapter.threshold(n) for n in pairs}
+            res = check_outputs(got, ref, thr)
+            if not res.passed:
+                raise ac.CheatDetected(
+                    f"spot check of timed sample {index} failed ({res.reason}): the timed calls "
+                    "did not compute the result for the current inputs"
+                )
+        ac.verify_inputs(self.snap)
+        self.spot_done += 1
+
+
+def _match(outs: list[tuple[str, Any]], ref: dict[str, Any], phase: str) -> dict[str, Any]:
+    """Map the timed call's outputs to reference names (by name, ``out`` for a single forward
+    tensor, else in order of the non-``out`` names for a backward tuple)."""
+    names = [n for n, _ in outs]
+    if all(n in ref for n in names):
+        return dict(outs)
+    if phase == "fwd" and len(outs) == 1:
+        key = "out" if "out" in ref else (next(iter(ref)) if len(ref) == 1 else None)
+        return {key: outs[0][1]} if key else {}
+    order = [n for n in ref if n != "out"] if phase == "bwd" else list(ref)
+    if len(order) == len(outs):
+        return {n: t for n, (_, t) in zip(order, outs, strict=True)}
+    return {}
+
+
+def _fail(category: str, detail: str, payload: dict | None = None) -> dict[str, Any]:
+    return {"ok": False, "category": category, "detail": detail, "payload": payload or {}}
+
+
+def _send(proto: IO[str], msg: dict[str, Any]) -> None:
+    proto.write(json.dumps(msg) + "\n")
+    proto.flush()
+
+
+def main() -> None:
+    """Serve requests until ``exit``, end of input, or the first failed request."""
+    proto = _protocol_channel()
+    spec = json.loads(os.environ["KR_WORKER_SPEC"])
+    import torch  # noqa: F401 -- before the sentinel: it snapshots torch.cuda
+
+    from kernel_ratchet.harness import adapter as adapter_mod
+    from kernel_ratchet.harness import anticheat, correctness, timing
+    from kernel_ratchet.harness.adapter import Shape
+    from kernel_ratchet.harness.worker import classify_exception
+
+    sentinel = anticheat.Sentinel.capture(
+        (timing, correctness, anticheat, adapter_mod, sys.modules[__name__])
+    )
+    _prefer_source_root(spec["source_root"], spec["adapter"])
+    try:
+        session = Session(spec, sentinel)
+    except BaseException as exc:  # noqa: BLE001 -- a failing candidate is an outcome
+        traceback.print_exc()
+        category, detail = classify_exception(exc)
+        if category == "crash" and "ProfileError" in type(exc).__name__:
+            category = "compile" if exc.__cause__ else "crash"
+        _send(proto, _fail(category, f"start-up: {detail}"))
+        os._exit(3)
+    info = {"has_backward": bool(session.adapter.has_backward),
+            "schema": session.adapter.schema, "pid": os.getpid()}  # fmt: skip
+    _send(proto, {"ok": True, "event": "ready", "info": info})
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        msg = json.loads(line)
+        if msg["op"] == "exit":
+            break
+        try:
+            shape = Shape.from_dict(msg["shape"])
+            if msg["op"] == "check":
+                answer = session.check(shape, int(msg["seed"]))
+            elif msg["op"] == "time":
+                answer = session.time(msg, shape)
+            else:
+                answer = _fail("crash", f"unknown request {msg['op']!r}")
+        except BaseException as exc:  # noqa: BLE001 -- a failing candidate is an outcome
+            traceback.print_exc()
+            category, detail = classify_exception(exc)
+            answer = _fail(category, detail)
+        _send(proto, answer)
+        if not answer["ok"]:
+            sys.stderr.flush()
+            os._exit(1)  # never reuse a process a candidate has failed in
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
