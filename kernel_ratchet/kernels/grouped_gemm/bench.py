@@ -40,7 +40,8 @@ VENDOR_COLUMNS = (
 def time_ms(fn: Callable[[], object], min_run_time: float) -> tuple[float, float]:
     """(median ms, stddev ms) of ``fn`` over blocked runs (warm-up call first)."""
     fn()
-    torch.cuda.synchronize()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
     m = Timer(stmt="fn()", globals={"fn": fn}).blocked_autorange(min_run_time=min_run_time)
     times = [t * 1e3 for t in m.times]
     return statistics.median(times), (statistics.pstdev(times) if len(times) > 1 else 0.0)
@@ -61,8 +62,11 @@ def tflops(flop: float, ms: float) -> float:
     return flop / (ms * 1e-3) / 1e12 if ms > 0 else math.nan
 
 
-def bench_shape(adapter, shape: Shape, mrt: float, backward: bool, check: bool) -> list:
-    case = adapter.make_case(shape, 0, "cuda")
+def bench_shape(
+    adapter, shape: Shape, mrt: float, backward: bool, check: bool, device: str = "cuda"
+) -> list:
+    """One CSV row (frozen GEMM columns, then VENDOR_COLUMNS) for ``shape``."""
+    case = adapter.make_case(shape, 0, device)
     f_fwd, f_bwd = adapter.flops(shape)
     snr = {"out": math.nan, "da": math.nan, "db": math.nan}
     passed = True
@@ -83,7 +87,7 @@ def bench_shape(adapter, shape: Shape, mrt: float, backward: bool, check: bool) 
     offs = [0]
     for n in lens:
         offs.append(offs[-1] + n)
-    out = torch.empty((shape.M, shape.N), dtype=torch.bfloat16, device="cuda")
+    out = torch.empty((shape.M, shape.N), dtype=torch.bfloat16, device=device)
 
     def loop() -> None:
         for g in range(shape.B):
@@ -93,14 +97,14 @@ def bench_shape(adapter, shape: Shape, mrt: float, backward: bool, check: bool) 
     loop_ms, _ = time_ms(loop, mrt)
     gmm_ms = math.nan
     if hasattr(torch, "_grouped_mm"):
-        off_t = torch.tensor(offs[1:], dtype=torch.int32, device="cuda")
+        off_t = torch.tensor(offs[1:], dtype=torch.int32, device=device)
         try:
             gmm_ms, _ = time_ms(lambda: torch._grouped_mm(x, w.transpose(-2, -1), offs=off_t), mrt)
         except (RuntimeError, TypeError) as exc:
             print(f"# {shape.label}: torch._grouped_mm failed: {exc}", file=sys.stderr)
-    a = torch.randn(shape.M, shape.K, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(shape.K, shape.N, device="cuda", dtype=torch.bfloat16)
-    c = torch.randn(shape.M, shape.N, device="cuda", dtype=torch.bfloat16)
+    a = torch.randn(shape.M, shape.K, device=device, dtype=torch.bfloat16)
+    b = torch.randn(shape.K, shape.N, device=device, dtype=torch.bfloat16)
+    c = torch.randn(shape.M, shape.N, device=device, dtype=torch.bfloat16)
     dense_ms, _ = time_ms(lambda: torch.mm(a, b), mrt)
     dense_bwd_ms, _ = time_ms(lambda: (torch.mm(c, b.t()), torch.mm(a.t(), c)), mrt)
     fwd = tflops(f_fwd, fwd_ms)
