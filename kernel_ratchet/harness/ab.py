@@ -1,0 +1,274 @@
+"""Paired, interleaved A/B measurement of the incumbent against a candidate (issue 5, item 3).
+
+Contract of :func:`run_paired`:
+
+1. Two workers (separate processes, built by ``worker_factory``) are opened, one per side.
+2. Correctness first: every shape is checked on both sides with the check seed. A failing
+   check ends the run with that side's failure; nothing is timed.
+3. Rounds. Round ``r`` visits every still-active shape in a shuffled order; per shape and phase
+   the two sides are timed back to back in a shuffled order (recorded in ``order``), both with
+   the same per-round secret seed :func:`round_seed`. One round = one value per side, shape and
+   phase: the ``median_ms`` of one worker ``time`` call (its inner samples are never treated
+   as independent rounds).
+4. Adaptive budget: ``k_start`` rounds, then the paired decision
+   (:func:`kernel_ratchet.scoring.paired.decide_paired`); while
+   :func:`~kernel_ratchet.scoring.paired.needs_more` names shapes and fewer than ``k_max``
+   rounds were run, those shapes alone get ``step`` more rounds and the decision is redone.
+   The last decision at ``k_max`` is made with ``exhausted=True`` ("too noisy to confirm").
+5. A worker failure (``ok=False``: crash, hang, NaN, bad output...) is recorded as a
+   :class:`Failure` with its category, detail and log path and ends the run; ``decision`` is
+   then None. Only infrastructure faults (a worker that raises) propagate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import secrets
+import time
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from kernel_ratchet.harness.adapter import Shape
+from kernel_ratchet.scoring.paired import (
+    MIN_ROUNDS,
+    PHASES,
+    PairedDecision,
+    PairedSamples,
+    decide_paired,
+    needs_more,
+)
+
+if TYPE_CHECKING:
+    from kernel_ratchet.harness.worker import WorkerSpec
+
+SIDES = ("incumbent", "candidate")
+#: Rounds added per adaptive step: one decision (bootstrap) per batch, not per round.
+STEP = 5
+#: Round index used for the correctness-check seed.
+CHECK_ROUND = -1
+SEED_POLICY = (
+    "per-round secret: seed = sha256('<campaign secret>:<round>:<shape label>')[:63 bits], "
+    "identical for incumbent and candidate within a round; correctness checks use round -1"
+)
+
+
+def round_seed(secret: int, round_index: int, label: str) -> int:
+    """Input seed of one shape in one round, derived from the campaign secret (63 bits).
+
+    Unpredictable without the secret, so a candidate cannot precompute outputs per seed.
+    """
+    digest = hashlib.sha256(f"{secret}:{round_index}:{label}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A worker failure that ended a paired run. ``stage`` is "check" or "time".
+
+    ``category`` is the worker's (see :mod:`kernel_ratchet.harness.worker`), or "bad_timing"
+    when an ``ok`` timing carried no positive finite ``median_ms``.
+    """
+
+    side: str
+    stage: str
+    label: str
+    category: str
+    detail: str
+    log_path: str
+    round: int | None = None
+    phase: str | None = None
+
+    def sentence(self) -> str:
+        where = f"round {self.round} {self.phase} timing" if self.stage == "time" else "check"
+        return (
+            f"{self.side} failed ({self.category}) on shape {self.label} during {where}: "
+            f"{self.detail} (log: {self.log_path})"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class PairedRun:
+    """Everything one paired A/B measurement produced.
+
+    ``times[side][label][phase]`` are per-round milliseconds (the i-th values of both sides come
+    from the same round); ``order`` lists ``(round, label, side timed first)`` in visit order.
+    ``decision`` is None exactly when ``failure`` is set.
+    """
+
+    labels: tuple[str, ...]
+    phases: tuple[str, ...]
+    campaign_type: str
+    times: dict[str, dict[str, dict[str, tuple[float, ...]]]]
+    order: tuple[tuple[int, str, str], ...]
+    rounds: int
+    failure: Failure | None
+    decision: PairedDecision | None
+    wall_s: float
+    check_wall_s: float
+    rng_seed: int
+    logs: dict[str, str]
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+    def samples(self) -> dict[str, PairedSamples]:
+        """Per-shape paired samples of the shapes timed at least once."""
+        return _samples(self.times, self.labels)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "labels": list(self.labels),
+            "phases": list(self.phases),
+            "campaign_type": self.campaign_type,
+            "times": {
+                s: {k: {p: list(v) for p, v in d.items()} for k, d in per.items()}
+                for s, per in self.times.items()
+            },  # fmt: skip
+            "order": [list(o) for o in self.order],
+            "rounds": self.rounds,
+            "failure": self.failure.to_dict() if self.failure else None,
+            "decision": self.decision.to_dict() if self.decision else None,
+            "wall_s": self.wall_s,
+            "check_wall_s": self.check_wall_s,
+            "rng_seed": self.rng_seed,
+            "logs": dict(self.logs),
+            "seed_policy": SEED_POLICY,
+        }
+
+
+def _samples(times: dict, labels: Sequence[str]) -> dict[str, PairedSamples]:
+    inc, cand = times["incumbent"], times["candidate"]
+    return {k: PairedSamples(inc[k], cand[k]) for k in labels if len(inc[k]["fwd"]) > 0}
+
+
+def _default_factory() -> Callable[..., Any]:
+    from kernel_ratchet.harness.worker import Worker
+
+    return Worker
+
+
+def _validate(shapes: Sequence[Shape], phases: Sequence[str], k_start: int, k_max: int) -> None:
+    labels = [s.label for s in shapes]
+    if not labels or len(set(labels)) != len(labels):
+        raise ValueError(f"run_paired needs shapes with distinct labels, got {labels}")
+    if "fwd" not in phases or any(p not in PHASES for p in phases):
+        raise ValueError(f"phases must include 'fwd' and be among {PHASES}, got {phases}")
+    if not MIN_ROUNDS <= k_start <= k_max:
+        raise ValueError(f"need {MIN_ROUNDS} ≤ k_start ≤ k_max, got {k_start}, {k_max}")
+
+
+def run_paired(
+    incumbent: WorkerSpec,
+    candidate: WorkerSpec,
+    shapes: Sequence[Shape],
+    *,
+    phases: Sequence[str],
+    seed: int,
+    k_start: int = 10,
+    k_max: int = 40,
+    log_dir: Path,
+    worker_factory: Callable[..., Any] | None = None,
+    rng_seed: int | None = None,
+    progress: Callable[[str], None] | None = None,
+    campaign_type: str | None = None,
+    regression_threshold: float = 0.05,
+    min_detectable: float = 0.0,
+    step: int = STEP,
+    time_kwargs: Mapping[str, Any] | None = None,
+) -> PairedRun:
+    """Measure ``candidate`` against ``incumbent`` on ``shapes`` (contract: module docstring).
+
+    ``seed`` is the campaign secret the per-round input seeds derive from; ``rng_seed`` seeds
+    the shuffles (None: fresh entropy, recorded in the result). ``campaign_type`` defaults to
+    compute_fwd_bwd when "bwd" is timed, else compute_fwd (pass "memory" explicitly).
+    ``worker_factory(spec, log_path)`` returns a context manager with ``check`` and ``time``;
+    the default is :class:`kernel_ratchet.harness.worker.Worker`. ``time_kwargs`` go to every
+    ``time`` call (e.g. ``max_tflops``/``max_gbps``, the roofline anti-cheat). Raises
+    ValueError for bad arguments; a failing worker is a recorded :class:`Failure`, never an
+    exception.
+    """
+    _validate(shapes, phases, k_start, k_max)
+    t0 = time.monotonic()
+    phases = tuple(p for p in PHASES if p in phases)
+    ctype = campaign_type or ("compute_fwd_bwd" if "bwd" in phases else "compute_fwd")
+    rng_seed = secrets.randbits(63) if rng_seed is None else rng_seed
+    rng = np.random.default_rng(rng_seed)
+    factory = worker_factory or _default_factory()
+    say = progress or (lambda _msg: None)
+    tkw = dict(time_kwargs or {})
+    labels = tuple(s.label for s in shapes)
+    by_label = {s.label: s for s in shapes}
+    log_dir = Path(log_dir)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    logs = {side: str(log_dir / f"{side}_worker.log") for side in SIDES}
+    times: dict[str, dict[str, dict[str, list[float]]]] = {
+        side: {k: {p: [] for p in phases} for k in labels} for side in SIDES
+    }
+    order: list[tuple[int, str, str]] = []
+    state = {"rounds": 0, "check_wall_s": 0.0}
+
+    def finish(failure: Failure | None, decision: PairedDecision | None) -> PairedRun:
+        frozen = {s: {k: {p: tuple(v) for p, v in d.items()} for k, d in per.items()}
+                  for s, per in times.items()}  # fmt: skip
+        return PairedRun(labels, phases, ctype, frozen, tuple(order), state["rounds"], failure,
+                         decision, time.monotonic() - t0, state["check_wall_s"], rng_seed,
+                         logs)  # fmt: skip
+
+    with ExitStack() as stack:
+        workers = {side: stack.enter_context(factory(spec, Path(logs[side])))
+                   for side, spec in zip(SIDES, (incumbent, candidate), strict=True)}  # fmt: skip
+        say(f"A/B: checking {len(shapes)} shape(s) on both sides")
+        for shape in shapes:
+            for side in SIDES:
+                res = workers[side].check(shape, round_seed(seed, CHECK_ROUND, shape.label))
+                if not res.ok:
+                    state["check_wall_s"] = time.monotonic() - t0
+                    fail = Failure(side, "check", shape.label, res.category, res.detail,
+                                   logs[side])  # fmt: skip
+                    return finish(fail, None)
+        state["check_wall_s"] = time.monotonic() - t0
+
+        def one_round(r: int, active: Sequence[str]) -> Failure | None:
+            for label in rng.permutation(np.array(active, dtype=object)):
+                sides = SIDES if rng.random() < 0.5 else SIDES[::-1]
+                order.append((r, str(label), sides[0]))
+                s = round_seed(seed, r, str(label))
+                for phase in phases:
+                    for side in sides:
+                        res = workers[side].time(by_label[label], s, phase, **tkw)
+                        ms = float(res.payload.get("median_ms", math.nan)) if res.ok else math.nan
+                        if not res.ok or not (math.isfinite(ms) and ms > 0):
+                            cat = res.category if not res.ok else "bad_timing"
+                            detail = res.detail if not res.ok else f"median_ms={ms!r}"
+                            return Failure(side, "time", str(label), cat, detail, logs[side],
+                                           r, phase)  # fmt: skip
+                        times[side][label][phase].append(ms)
+            return None
+
+        active: list[str] = list(labels)
+        decision = None
+        while state["rounds"] < k_max and active:
+            target = k_start if state["rounds"] < k_start else state["rounds"] + step
+            while state["rounds"] < min(target, k_max):
+                fail = one_round(state["rounds"], active)
+                if fail is not None:
+                    return finish(fail, None)
+                state["rounds"] += 1
+            decision = decide_paired(
+                _samples(times, labels), ctype, regression_threshold=regression_threshold,
+                min_detectable=min_detectable, exhausted=state["rounds"] >= k_max,
+            )  # fmt: skip
+            active = needs_more(decision)
+            say(f"A/B: {state['rounds']} round(s): {decision.verdict_aggregate} "
+                f"{decision.aggregate_ratio:.4f}x; more: {active or 'none'}")  # fmt: skip
+    return finish(None, decision)

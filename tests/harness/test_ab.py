@@ -1,0 +1,240 @@
+"""Paired interleaved A/B orchestration, driven by a fake worker (no subprocesses).
+
+The fake machine draws each timing call as ``base / speed · drift(t) · exp(N(0, noise))``:
+``drift`` is a slow clock wander common to both sides (what pairing cancels), ``noise`` the
+per-call spread. ``FakeSpec`` plants a speed factor, a crash or a failing check.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from kernel_ratchet.harness.ab import CHECK_ROUND, SEED_POLICY, round_seed, run_paired
+from kernel_ratchet.harness.adapter import Shape
+from kernel_ratchet.scoring.decision import Status
+from kernel_ratchet.scoring.paired import PairedVerdict
+
+SHAPES = [Shape(f"s{n}", n, n, n) for n in (256, 512, 1024, 2048, 4096)]
+
+
+@dataclass(frozen=True)
+class FakeSpec:
+    """A side of the fake A/B: speed factor (>1 faster), optionally per shape and phase."""
+
+    name: str
+    speed: float = 1.0
+    speed_by: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    crash_at_call: int | None = None
+    failing_check: str | None = None
+
+
+@dataclass(frozen=True)
+class FakeResult:
+    ok: bool
+    category: str
+    detail: str
+    log: str
+    payload: dict
+
+
+class FakeMachine:
+    """Shared noise source of both fake workers (one 'GPU')."""
+
+    def __init__(self, seed: int = 0, noise: float = 0.02, drift: float = 0.05,
+                 noise_by_label: Mapping[str, float] | None = None) -> None:  # fmt: skip
+        self.rng = np.random.default_rng(seed)
+        self.noise, self.drift = noise, drift
+        self.noise_by_label = dict(noise_by_label or {})
+        self.t = 0
+        self.calls: list[tuple[str, str, int, str]] = []  # (side name, label, seed, phase)
+
+    def draw(self, spec: FakeSpec, shape: Shape, phase: str) -> float:
+        self.t += 1
+        base = shape.M * shape.N * shape.K * 1e-9 * (2.0 if phase == "bwd" else 1.0)
+        speed = spec.speed_by.get((shape.label, phase), spec.speed)
+        sigma = self.noise_by_label.get(shape.label, self.noise)
+        wander = 1.0 + self.drift * math.sin(self.t / 11.0)
+        return base / speed * wander * math.exp(self.rng.normal(0.0, sigma))
+
+    def factory(self, spec: FakeSpec, log_path: Path) -> FakeWorker:
+        return FakeWorker(self, spec, log_path)
+
+
+class FakeWorker:
+    """Implements the Worker contract (context manager, check, time, alive, close)."""
+
+    def __init__(self, machine: FakeMachine, spec: FakeSpec, log_path: Path) -> None:
+        self.machine, self.spec, self.log_path = machine, spec, Path(log_path)
+        self.n_time = 0
+        self.alive = True
+
+    def __enter__(self) -> FakeWorker:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.alive = False
+
+    def _fail(self, category: str, detail: str) -> FakeResult:
+        self.alive = False
+        return FakeResult(False, category, detail, str(self.log_path), {})
+
+    def check(self, shape: Shape, seed: int) -> FakeResult:
+        if shape.label == self.spec.failing_check:
+            return self._fail("wrong", "out SNR 3.1 dB < 80 dB")
+        return FakeResult(True, "ok", "", str(self.log_path), {"snr": {"out": 120.0}})
+
+    def time(self, shape: Shape, seed: int, phase: str, **kw: Any) -> FakeResult:
+        self.n_time += 1
+        self.machine.time_kwargs = kw
+        if self.n_time == self.spec.crash_at_call:
+            return self._fail("crash", "illegal memory access")
+        self.machine.calls.append((self.spec.name, shape.label, seed, phase))
+        ms = self.machine.draw(self.spec, shape, phase)
+        payload = {"median_ms": ms, "stddev_ms": 0.0, "samples_ms": [ms], "engine": "fake",
+                   "clock_mhz": 1980.0}  # fmt: skip
+        return FakeResult(True, "ok", "", str(self.log_path), payload)
+
+
+def ab(tmp_path: Path, cand: FakeSpec, *, machine: FakeMachine | None = None,
+       shapes=SHAPES, phases=("fwd",), **kw):  # fmt: skip
+    machine = machine or FakeMachine()
+    kw.setdefault("rng_seed", 1)
+    return run_paired(FakeSpec("inc"), cand, shapes, phases=phases, seed=1234,
+                      log_dir=tmp_path, worker_factory=machine.factory, **kw)  # fmt: skip
+
+
+def test_aa_is_not_accepted_and_pairs_seeds_and_shuffles_order(tmp_path):
+    machine = FakeMachine(seed=3)
+    run = ab(tmp_path, FakeSpec("cand"), machine=machine, time_kwargs={"max_tflops": 989.0})
+    assert run.ok and run.decision is not None
+    assert run.decision.status is Status.ROLLED_BACK and not run.decision.regressions
+    assert 0.98 < run.decision.aggregate_ratio < 1.02
+    # every (round, shape) visited once, both sides timed with the same secret seed
+    inc = [(lbl, s) for side, lbl, s, _ in machine.calls if side == "inc"]
+    cand = [(lbl, s) for side, lbl, s, _ in machine.calls if side == "cand"]
+    assert inc == cand and len(inc) == len(run.order)
+    assert machine.time_kwargs == {"max_tflops": 989.0}
+    assert inc[0][1] == round_seed(1234, run.order[0][0], inc[0][0])
+    assert len({s for _, s in inc}) == len(inc)  # fresh inputs every round and shape
+    firsts = [o[2] for o in run.order]
+    assert 0.25 < firsts.count("candidate") / len(firsts) < 0.75
+    assert len({tuple(o[1] for o in run.order if o[0] == r) for r in range(3)}) > 1
+    for row in run.decision.per_shape:
+        assert len(run.times["incumbent"][row.label]["fwd"]) == row.n_rounds
+        assert len(run.times["candidate"][row.label]["fwd"]) == row.n_rounds
+    json.dumps(run.to_dict())  # the record is JSON
+
+
+def test_planted_5_percent_gain_is_accepted_after_k_start_rounds(tmp_path):
+    run = ab(tmp_path, FakeSpec("cand", speed=1.05))
+    d = run.decision
+    assert d.accepted and d.verdict_aggregate is PairedVerdict.FASTER, d.reason
+    assert run.rounds == 10 and d.aggregate_ratio == pytest.approx(1.05, abs=0.015)
+    assert all(r.n_rounds == 10 for r in d.per_shape)
+    assert run.wall_s >= run.check_wall_s >= 0
+
+
+def test_planted_3_percent_slowdown_is_rolled_back_as_slower(tmp_path):
+    run = ab(tmp_path, FakeSpec("cand", speed=0.97))
+    d = run.decision
+    assert d.status is Status.ROLLED_BACK and d.verdict_aggregate is PairedVerdict.SLOWER
+    assert "slower" in d.reason and not d.ambiguous
+
+
+def test_heavy_noise_measures_to_k_max_then_rolls_back_too_noisy(tmp_path):
+    messages: list[str] = []
+    run = ab(tmp_path, FakeSpec("cand", speed=1.02), machine=FakeMachine(noise=0.3),
+             k_max=20, progress=messages.append)  # fmt: skip
+    d = run.decision
+    assert run.rounds == 20 and d.ambiguous and d.status is Status.ROLLED_BACK
+    assert "too noisy to confirm" in d.reason and "AMBIGUOUS" in d.reason
+    assert len(messages) == 1 + 3  # check, decisions at 10, 15, 20
+
+
+def test_only_undecided_shapes_keep_being_measured(tmp_path):
+    # s512 reads 6% slower but is noisy (unconfirmed); the others gain 8% with little noise
+    spec = FakeSpec("cand", speed=1.08, speed_by={("s512", "fwd"): 0.94})
+    machine = FakeMachine(seed=2, noise=0.005, drift=0.0, noise_by_label={"s512": 0.25})
+    run = ab(tmp_path, spec, machine=machine, k_max=25)
+    n = {r.label: r.n_rounds for r in run.decision.per_shape}
+    assert n["s512"] > 10 and all(v == 10 for k, v in n.items() if k != "s512"), n
+    assert {o[1] for o in run.order if o[0] >= 10} == {"s512"}
+    assert run.decision.accepted and run.rounds == 20  # settled once s512 read < 5% slower
+
+
+def test_crash_mid_run_is_a_recorded_failure_of_that_side(tmp_path):
+    run = ab(tmp_path, FakeSpec("cand", crash_at_call=23))
+    assert not run.ok and run.decision is None
+    f = run.failure
+    assert (f.side, f.stage, f.category, f.phase) == ("candidate", "time", "crash", "fwd")
+    assert f.round == 4 and f.log_path == str(tmp_path / "candidate_worker.log")
+    assert "illegal memory access" in f.sentence() and "round 4" in f.sentence()
+    assert run.rounds == 4 and len(run.times["candidate"]["s256"]["fwd"]) == 4
+    json.dumps(run.to_dict())
+
+
+def test_failing_check_ends_the_run_before_any_timing(tmp_path):
+    machine = FakeMachine()
+    run = ab(tmp_path, FakeSpec("cand", failing_check="s1024"), machine=machine)
+    assert run.failure.stage == "check" and run.failure.category == "wrong"
+    assert run.failure.label == "s1024" and machine.calls == [] and run.rounds == 0
+
+
+def test_fwd_bwd_ratio_is_the_combined_step_ratio_of_summed_times(tmp_path):
+    # backward 10% faster, forward unchanged; bwd takes 2x the forward time
+    spec = FakeSpec("cand", speed_by={(s.label, "bwd"): 1.10 for s in SHAPES})
+    run = ab(tmp_path, spec, machine=FakeMachine(noise=0.001, drift=0.0), phases=("bwd", "fwd"))
+    assert run.phases == ("fwd", "bwd") and run.campaign_type == "compute_fwd_bwd"
+    row = run.decision.per_shape[0]
+    assert row.ratio == pytest.approx(3.0 / (1.0 + 2.0 / 1.10), rel=2e-3)
+    assert row.phase_ratios["fwd"] == pytest.approx(1.0, abs=3e-3)
+    assert row.phase_ratios["bwd"] == pytest.approx(1.10, rel=3e-3)
+
+
+def test_bad_arguments_are_value_errors(tmp_path):
+    with pytest.raises(ValueError, match="k_start"):
+        ab(tmp_path, FakeSpec("c"), k_start=2)
+    with pytest.raises(ValueError, match="phases"):
+        ab(tmp_path, FakeSpec("c"), phases=("bwd",))
+    with pytest.raises(ValueError, match="distinct"):
+        ab(tmp_path, FakeSpec("c"), shapes=[SHAPES[0], SHAPES[0]])
+
+
+def test_round_seed_is_deterministic_secret_and_per_round():
+    assert round_seed(7, 3, "a") == round_seed(7, 3, "a")
+    seeds = {round_seed(7, r, "a") for r in range(CHECK_ROUND, 50)}
+    assert len(seeds) == 51 and all(0 <= s < 2**63 for s in seeds)
+    assert round_seed(8, 3, "a") != round_seed(7, 3, "a")
+    assert "secret" in SEED_POLICY
+
+
+HAS_WORKER = importlib.util.find_spec("kernel_ratchet.harness.worker") is not None
+TINY = Path(__file__).resolve().parents[2] / "examples" / "tiny_gemm"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_WORKER, reason="kernel_ratchet.harness.worker has not landed yet")
+def test_real_worker_aa_on_tiny_gemm(tmp_path):
+    from kernel_ratchet.harness.worker import WorkerSpec
+
+    spec = WorkerSpec(source_root=str(TINY), adapter="tiny_gemm.adapter:TinyGemm",
+                      engine="perf_counter", engine_params={"samples": 3}, device="cpu",
+                      interpret=True, timeout_s=120.0)  # fmt: skip
+    shapes = [Shape("t16", 16, 16, 16), Shape("t32x16", 32, 16, 24)]
+    run = run_paired(spec, spec, shapes, phases=("fwd",), seed=5, k_start=3, k_max=3,
+                     log_dir=tmp_path, rng_seed=0)  # fmt: skip
+    assert run.ok, run.failure and run.failure.sentence()
+    assert run.rounds == 3 and not run.decision.accepted
+    assert all(len(run.times["candidate"][s.label]["fwd"]) == 3 for s in shapes)
