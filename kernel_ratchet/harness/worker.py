@@ -49,6 +49,9 @@ CATEGORIES: tuple[str, ...] = (
     "ok", "hang", "illegal_memory", "oom", "compile", "nan", "crash", "cheat", "wrong",
 )  # fmt: skip
 
+#: Extra seconds the first request may wait for the worker to import torch and the adapter.
+STARTUP_GRACE_S = 120.0
+
 #: How much of the worker's stderr log a result carries.
 LOG_TAIL_BYTES = 6000
 
@@ -157,8 +160,8 @@ class Worker:
     """One worker subprocess for one candidate (context manager).
 
     Requests are synchronous; each waits at most ``spec.timeout_s`` (the first one also waits
-    for the worker to import torch and the adapter, with its own ``timeout_s``). The worker's
-    stderr (and the candidate's prints) are appended to ``log_path``.
+    for the worker to import torch and the adapter, up to ``timeout_s + STARTUP_GRACE_S``).
+    The worker's stderr (and the candidate's prints) are appended to ``log_path``.
     """
 
     def __init__(self, spec: WorkerSpec, log_path: Path) -> None:
@@ -319,7 +322,8 @@ class Worker:
                 f"this worker is dead ({why}); start a new Worker for the next request"
             )
         if self._info is None:
-            ready = self._receive(time.monotonic() + self.spec.timeout_s, "start-up")
+            limit = self.spec.timeout_s + STARTUP_GRACE_S
+            ready = self._receive(time.monotonic() + limit, "start-up")
             if isinstance(ready, WorkerResult):
                 return ready
             if not ready.get("ok"):

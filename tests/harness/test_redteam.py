@@ -1,0 +1,146 @@
+"""Red team (CPU): cheating candidates around the tiny GEMM must be rejected with a reason.
+
+Every candidate runs in its own worker process (``tests/harness/test_redteam_candidates.py``),
+on tiny shapes with the perf_counter engine and few samples, so the file stays well under a
+minute on two cores. The honest adapter must pass both ``check`` and ``time``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from kernel_ratchet.harness.adapter import Shape
+from kernel_ratchet.harness.worker import Worker, WorkerResult, WorkerSpec
+
+ROOT = Path(__file__).resolve().parents[2]
+MODULE = "tests.harness.test_redteam_candidates"
+SHAPE = Shape("m24_n20_k16", M=24, N=20, K=16)
+SEED = 20240917
+
+
+def spec(cls: str, timeout_s: float = 60.0) -> WorkerSpec:
+    return WorkerSpec(
+        source_root=str(ROOT),
+        adapter=f"{MODULE}:{cls}",
+        engine="perf_counter",
+        engine_params={"samples": 4, "warmup": 1, "min_sample_ms": 0.2, "max_batch": 3},
+        device="cpu",
+        interpret=True,
+        timeout_s=timeout_s,
+    )
+
+
+def explain(r: WorkerResult) -> str:
+    return f"{r.category}: {r.detail}\n--- log tail ---\n{r.log[-1500:]}"
+
+
+def test_honest_candidate_passes_check_and_time(tmp_path: Path) -> None:
+    with Worker(spec("TinyGemm"), tmp_path / "w.log") as w:
+        r = w.check(SHAPE, SEED)
+        assert r.ok, explain(r)
+        assert r.payload["passed"] and r.payload["snr"]["out"] >= 80
+        assert "rebind" in r.payload["checks"]
+        t = w.time(SHAPE, SEED + 1, "fwd")
+        assert t.ok, explain(t)
+        assert t.payload["median_ms"] > 0 and len(t.payload["samples_ms"]) == 4
+        assert t.payload["spot_checks"] == 3
+        assert t.payload["engine"]["engine"] == "perf_counter"
+        assert w.alive
+
+
+@pytest.mark.parametrize(
+    ("cls", "category", "reason"),
+    [
+        ("IdCache", "cheat", "did not follow"),
+        ("DataPtrCache", "cheat", "did not follow"),
+        ("CachedTensor", "cheat", "did not follow"),
+        ("SkipRepeated", "cheat", "did not follow"),
+        ("PatchTimer", "cheat", "time.perf_counter"),
+        ("PatchEngine", "cheat", "_summary"),
+        ("LazySubclass", "cheat", "tensor subclass"),
+        ("NonTensor", "cheat", "non-tensor"),
+        ("PartialWrite", "cheat", "did not follow"),
+        ("LowPrecision", "wrong", "SNR"),
+        ("BackgroundThread", "cheat", "background thread"),
+        ("ModifiesInputs", "cheat", "modified its input"),
+        ("NanOutput", "nan", "NaN"),
+        ("RaisesOom", "oom", "out of device memory"),
+    ],
+)
+def test_cheat_rejected_by_check(tmp_path: Path, cls: str, category: str, reason: str) -> None:
+    with Worker(spec(cls), tmp_path / "w.log") as w:
+        r = w.check(SHAPE, SEED)
+        assert not r.ok and r.category == category, explain(r)
+        assert reason in r.detail, explain(r)
+        assert not w.alive  # a failed worker is never reused
+
+
+@pytest.mark.parametrize(
+    ("cls", "reason"),
+    [
+        ("CachedTensor", "NaN poison"),
+        ("PartialWrite", "NaN poison"),
+        ("IdCache", "NaN poison"),
+        ("DataPtrCache", "spot check"),
+        ("SkipRepeated", "spot check"),
+    ],
+)
+def test_cheat_rejected_while_timing(tmp_path: Path, cls: str, reason: str) -> None:
+    """The timed calls themselves are checked, not only the separate correctness call."""
+    with Worker(spec(cls), tmp_path / "w.log") as w:
+        r = w.time(SHAPE, SEED, "fwd")
+        assert not r.ok and r.category == "cheat", explain(r)
+        assert reason in r.detail, explain(r)
+
+
+def test_faster_than_roofline_is_rejected(tmp_path: Path) -> None:
+    with Worker(spec("TinyGemm"), tmp_path / "w.log") as w:
+        r = w.time(SHAPE, SEED, "fwd", max_tflops=1e-9)
+        assert not r.ok and r.category == "cheat" and "TFLOPS" in r.detail, explain(r)
+
+
+def test_hang_is_killed_and_classified(tmp_path: Path) -> None:
+    w = Worker(spec("Hangs", timeout_s=3.0), tmp_path / "w.log")
+    t0 = time.monotonic()
+    r = w.check(SHAPE, SEED)
+    assert r.category == "hang" and not r.ok, explain(r)
+    assert "3 s" in r.detail
+    assert time.monotonic() - t0 < 60
+    assert not w.alive
+    with pytest.raises(ProcessLookupError):
+        os.kill(w.info["pid"], 0)  # the process is gone, not just abandoned
+    w.close()
+
+
+@pytest.mark.parametrize(("cls", "signame"), [("Aborts", "SIGABRT"), ("Segfaults", "SIGSEGV")])
+def test_fatal_signal_is_a_crash_and_parent_survives(
+    tmp_path: Path, cls: str, signame: str
+) -> None:
+    with Worker(spec(cls), tmp_path / "w.log") as w:
+        r = w.check(SHAPE, SEED)
+        assert r.category == "crash" and signame in r.detail, explain(r)
+        assert not w.alive
+    # the parent is healthy: no exception escaped, and it can still do work of its own
+    import torch
+
+    assert float(torch.ones(3).sum()) == 3.0
+
+
+def test_candidate_prints_do_not_corrupt_protocol(tmp_path: Path) -> None:
+    log = tmp_path / "w.log"
+    with Worker(spec("PrintsToStdout"), log) as w:
+        r = w.check(SHAPE, SEED)
+        assert r.ok, explain(r)
+    text = log.read_text()
+    assert "debug: forward called" in text and "raw fd-1 write" in text
+
+
+def test_unimportable_candidate_is_a_compile_failure(tmp_path: Path) -> None:
+    s = WorkerSpec(str(ROOT), "tests.harness.no_such_candidate:X", "perf_counter", {}, "cpu", True)
+    with Worker(s, tmp_path / "w.log") as w:
+        r = w.check(SHAPE, SEED)
+        assert r.category == "compile" and "start-up" in r.detail, explain(r)

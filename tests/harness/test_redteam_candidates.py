@@ -1,0 +1,216 @@
+"""Cheating (and failing) candidates for the red-team suite, built around the tiny example GEMM.
+
+Imported inside worker processes as ``tests.harness.test_redteam_candidates:<Class>`` with the
+repository root as ``source_root``; holds no tests itself. Each class is a small subclass of the
+honest :class:`tiny_gemm.adapter.TinyGemm` that fakes a result or a time in one specific way.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+import torch
+
+_EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "tiny_gemm")
+if _EXAMPLE not in sys.path:
+    sys.path.insert(0, _EXAMPLE)
+
+from tiny_gemm.adapter import Case, TinyGemm  # noqa: E402
+from tiny_gemm.kernel import matmul_nt  # noqa: E402
+
+__all__ = ["TinyGemm"]
+
+
+class IdCache(TinyGemm):
+    """Output cache keyed on ``id()`` of the inputs (returns the cached tensor)."""
+
+    def __init__(self) -> None:
+        self.cache: dict[tuple[int, int], torch.Tensor] = {}
+
+    def forward(self, case: Case) -> torch.Tensor:
+        key = (id(case.a), id(case.b))
+        if key not in self.cache:
+            self.cache[key] = matmul_nt(case.a, case.b)
+        return self.cache[key]
+
+
+class DataPtrCache(TinyGemm):
+    """Output cache keyed on ``data_ptr`` (returns a fresh copy, so poisoning alone misses it)."""
+
+    def __init__(self) -> None:
+        self.cache: dict[tuple[int, int], torch.Tensor] = {}
+
+    def forward(self, case: Case) -> torch.Tensor:
+        key = (case.a.data_ptr(), case.b.data_ptr())
+        if key not in self.cache:
+            self.cache[key] = matmul_nt(case.a, case.b)
+        return self.cache[key].clone()
+
+
+class CachedTensor(TinyGemm):
+    """Computes once per shape, then returns the same tensor object every call."""
+
+    def __init__(self) -> None:
+        self.out: torch.Tensor | None = None
+
+    def forward(self, case: Case) -> torch.Tensor:
+        if self.out is None or self.out.shape != (case.a.shape[0], case.b.shape[0]):
+            self.out = matmul_nt(case.a, case.b)
+        return self.out
+
+
+class SkipRepeated(TinyGemm):
+    """Skips the work when called again with the same input objects (returns a copy)."""
+
+    def __init__(self) -> None:
+        self.last: tuple[int, int, torch.Tensor] | None = None
+
+    def forward(self, case: Case) -> torch.Tensor:
+        if self.last is not None and self.last[:2] == (id(case.a), id(case.b)):
+            return self.last[2].clone()
+        out = matmul_nt(case.a, case.b)
+        self.last = (id(case.a), id(case.b), out.clone())
+        return out
+
+
+class PatchTimer(TinyGemm):
+    """Replaces ``time.perf_counter`` with a clock running at a tenth of the speed."""
+
+    def forward(self, case: Case) -> torch.Tensor:
+        real = time.perf_counter
+        if not getattr(real, "_slowed", False):
+            t0 = real()
+
+            def slow() -> float:
+                return t0 + (real() - t0) / 10.0
+
+            slow._slowed = True  # type: ignore[attr-defined]
+            time.perf_counter = slow
+        return matmul_nt(case.a, case.b)
+
+
+class PatchEngine(TinyGemm):
+    """Patches the harness's timing engine instead of the clock."""
+
+    def forward(self, case: Case) -> torch.Tensor:
+        from kernel_ratchet.harness import timing
+
+        timing._summary = lambda samples, name: timing.Timing(1e-6, 0.0, (1e-6,), name)
+        return matmul_nt(case.a, case.b)
+
+
+class _Lazy(torch.Tensor):
+    """A tensor subclass standing for a result computed later."""
+
+
+class LazySubclass(TinyGemm):
+    """Returns a tensor subclass (a lazy result would defer the work past the timer)."""
+
+    def forward(self, case: Case) -> torch.Tensor:
+        return matmul_nt(case.a, case.b).as_subclass(_Lazy)
+
+
+class NonTensor(TinyGemm):
+    """Returns a Python list instead of a tensor."""
+
+    def forward(self, case: Case) -> torch.Tensor:
+        return matmul_nt(case.a, case.b).tolist()  # type: ignore[return-value]
+
+
+class PartialWrite(TinyGemm):
+    """Keeps an output buffer and, after the first call, rewrites only its first half rows."""
+
+    def __init__(self) -> None:
+        self.buf: torch.Tensor | None = None
+
+    def forward(self, case: Case) -> torch.Tensor:
+        M, N = case.a.shape[0], case.b.shape[0]
+        if self.buf is None or self.buf.shape != (M, N):
+            self.buf = matmul_nt(case.a, case.b)
+        else:
+            half = max(M // 2, 1)
+            self.buf[:half] = matmul_nt(case.a[:half], case.b)
+        return self.buf
+
+
+class LowPrecision(TinyGemm):
+    """Computes in fp16 where fp32 accuracy is required (SNR far below 80 dB)."""
+
+    def forward(self, case: Case) -> torch.Tensor:
+        return (case.a.half().float() @ case.b.half().float().T).half().float()
+
+
+class BackgroundThread(TinyGemm):
+    """Starts a background thread (work off the timed path) and leaves it running."""
+
+    def __init__(self) -> None:
+        self.started = False
+
+    def forward(self, case: Case) -> torch.Tensor:
+        if not self.started:
+            self.started = True
+            threading.Thread(target=time.sleep, args=(60,), name="prefetch", daemon=True).start()
+        return matmul_nt(case.a, case.b)
+
+
+class ModifiesInputs(TinyGemm):
+    """Scales its input in place (e.g. to stash state in it)."""
+
+    def forward(self, case: Case) -> torch.Tensor:
+        out = matmul_nt(case.a, case.b)
+        case.a.mul_(1.0 + 1e-3)
+        return out
+
+
+class NanOutput(TinyGemm):
+    """Produces NaN in one element."""
+
+    def forward(self, case: Case) -> torch.Tensor:
+        out = matmul_nt(case.a, case.b)
+        out[0, 0] = float("nan")
+        return out
+
+
+class Hangs(TinyGemm):
+    """Sleeps far past any time limit."""
+
+    def forward(self, case: Case) -> torch.Tensor:
+        time.sleep(600)
+        return matmul_nt(case.a, case.b)
+
+
+class Aborts(TinyGemm):
+    """Calls ``os.abort()`` (SIGABRT)."""
+
+    def forward(self, case: Case) -> torch.Tensor:
+        os.abort()
+
+
+class Segfaults(TinyGemm):
+    """Dereferences a null pointer (SIGSEGV)."""
+
+    def forward(self, case: Case) -> torch.Tensor:
+        import ctypes
+
+        ctypes.string_at(0)
+        return matmul_nt(case.a, case.b)
+
+
+class RaisesOom(TinyGemm):
+    """Raises the error an allocation past device memory raises."""
+
+    def forward(self, case: Case) -> torch.Tensor:
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB")
+
+
+class PrintsToStdout(TinyGemm):
+    """Honest, but chatty on stdout (must not corrupt the protocol channel)."""
+
+    def forward(self, case: Case) -> torch.Tensor:
+        print("debug: forward called", flush=True)
+        os.write(1, b"raw fd-1 write\n")
+        return matmul_nt(case.a, case.b)
