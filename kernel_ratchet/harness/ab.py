@@ -10,11 +10,13 @@ Contract of :func:`run_paired`:
    the same per-round secret seed :func:`round_seed`. One round = one value per side, shape and
    phase: the ``median_ms`` of one worker ``time`` call (its inner samples are never treated
    as independent rounds).
-4. Adaptive budget: ``k_start`` rounds, then the paired decision
-   (:func:`kernel_ratchet.scoring.paired.decide_paired`); while
-   :func:`~kernel_ratchet.scoring.paired.needs_more` names shapes and fewer than ``k_max``
-   rounds were run, those shapes alone get ``step`` more rounds and the decision is redone.
-   The last decision at ``k_max`` is made with ``exhausted=True`` ("too noisy to confirm").
+4. Adaptive budget: the paired decision
+   (:func:`kernel_ratchet.scoring.paired.decide_paired`) is taken at the looks of
+   :func:`look_schedule` (10, 20, 40 rounds by default); while
+   :func:`~kernel_ratchet.scoring.paired.needs_more` names shapes, those shapes alone are
+   measured up to the next look. Alpha is split over the planned looks (``looks=``) so the
+   repeated decisions keep the false-accept rate at the nominal level. The decision at
+   ``k_max`` is made with ``exhausted=True`` ("too noisy to confirm").
 5. A worker failure (``ok=False``: crash, hang, NaN, bad output...) is recorded as a
    :class:`Failure` with its category, detail and log path and ends the run; ``decision`` is
    then None. Only infrastructure faults (a worker that raises) propagate.
@@ -48,8 +50,6 @@ if TYPE_CHECKING:
     from kernel_ratchet.harness.worker import WorkerSpec
 
 SIDES = ("incumbent", "candidate")
-#: Rounds added per adaptive step: one decision (bootstrap) per batch, not per round.
-STEP = 5
 #: Round index used for the correctness-check seed.
 CHECK_ROUND = -1
 SEED_POLICY = (
@@ -65,6 +65,18 @@ def round_seed(secret: int, round_index: int, label: str) -> int:
     """
     digest = hashlib.sha256(f"{secret}:{round_index}:{label}".encode()).digest()
     return int.from_bytes(digest[:8], "big") >> 1
+
+
+def look_schedule(k_start: int, k_max: int) -> tuple[int, ...]:
+    """Round counts at which the adaptive loop decides: k_start doubled until k_max.
+
+    Doubling narrows the CI by about √2 per look, so few looks (and little alpha spent on
+    them) cover the whole budget: (10, 20, 40) for the defaults.
+    """
+    looks = [k_start]
+    while looks[-1] < k_max:
+        looks.append(min(2 * looks[-1], k_max))
+    return tuple(looks)
 
 
 @dataclass(frozen=True)
@@ -183,7 +195,6 @@ def run_paired(
     campaign_type: str | None = None,
     regression_threshold: float = 0.05,
     min_detectable: float = 0.0,
-    step: int = STEP,
     time_kwargs: Mapping[str, Any] | None = None,
 ) -> PairedRun:
     """Measure ``candidate`` against ``incumbent`` on ``shapes`` (contract: module docstring).
@@ -257,9 +268,11 @@ def run_paired(
 
         active: list[str] = list(labels)
         decision = None
-        while state["rounds"] < k_max and active:
-            target = k_start if state["rounds"] < k_start else state["rounds"] + step
-            while state["rounds"] < min(target, k_max):
+        schedule = look_schedule(k_start, k_max)
+        for target in schedule:
+            if not active:
+                break
+            while state["rounds"] < target:
                 fail = one_round(state["rounds"], active)
                 if fail is not None:
                     return finish(fail, None)
@@ -267,6 +280,7 @@ def run_paired(
             decision = decide_paired(
                 _samples(times, labels), ctype, regression_threshold=regression_threshold,
                 min_detectable=min_detectable, exhausted=state["rounds"] >= k_max,
+                looks=len(schedule),
             )  # fmt: skip
             active = needs_more(decision)
             say(f"A/B: {state['rounds']} round(s): {decision.verdict_aggregate} "

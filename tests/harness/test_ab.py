@@ -18,7 +18,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kernel_ratchet.harness.ab import CHECK_ROUND, SEED_POLICY, round_seed, run_paired
+from kernel_ratchet.harness.ab import (
+    CHECK_ROUND,
+    SEED_POLICY,
+    look_schedule,
+    round_seed,
+    run_paired,
+)
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.scoring.decision import Status
 from kernel_ratchet.scoring.paired import PairedVerdict
@@ -160,7 +166,8 @@ def test_heavy_noise_measures_to_k_max_then_rolls_back_too_noisy(tmp_path):
     d = run.decision
     assert run.rounds == 20 and d.ambiguous and d.status is Status.ROLLED_BACK
     assert "too noisy to confirm" in d.reason and "AMBIGUOUS" in d.reason
-    assert len(messages) == 1 + 3  # check, decisions at 10, 15, 20
+    assert len(messages) == 1 + 2  # check, decisions at 10 and 20
+    assert d.looks == 2 and d.aggregate_ci_level == pytest.approx(0.975)
 
 
 def test_only_undecided_shapes_keep_being_measured(tmp_path):
@@ -210,6 +217,12 @@ def test_bad_arguments_are_value_errors(tmp_path):
         ab(tmp_path, FakeSpec("c"), phases=("bwd",))
     with pytest.raises(ValueError, match="distinct"):
         ab(tmp_path, FakeSpec("c"), shapes=[SHAPES[0], SHAPES[0]])
+
+
+def test_looks_double_up_to_the_budget():
+    assert look_schedule(10, 40) == (10, 20, 40)
+    assert look_schedule(10, 25) == (10, 20, 25)
+    assert look_schedule(10, 10) == (10,)
 
 
 def test_round_seed_is_deterministic_secret_and_per_round():

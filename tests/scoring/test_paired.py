@@ -107,6 +107,18 @@ def test_aggregate_is_the_geomean_with_a_tighter_hierarchical_ci():
     assert d.shape_ci_level == pytest.approx(0.99) and d.aggregate_ci_level == 0.95
 
 
+def test_alpha_is_split_over_shapes_and_planned_looks():
+    shapes = {f"s{i}": noisy(1.0, seed=i) for i in range(5)}
+    one = decide_paired(shapes, "compute_fwd")
+    three = decide_paired(shapes, "compute_fwd", looks=3)
+    assert three.looks == 3 and three.aggregate_ci_level == pytest.approx(1 - 0.05 / 3)
+    assert three.shape_ci_level == pytest.approx(1 - 0.05 / 15)
+    assert three.aggregate_ci_low < one.aggregate_ci_low < one.aggregate_ci_high
+    assert one.aggregate_ci_high < three.aggregate_ci_high
+    with pytest.raises(ValueError, match="looks"):
+        decide_paired(shapes, "compute_fwd", looks=0)
+
+
 def test_bootstrap_is_deterministic_for_a_seed():
     shapes = {"a": noisy(1.01, seed=1), "b": noisy(0.99, seed=2)}
     a = decide_paired(shapes, "compute_fwd", rng_seed=3)
