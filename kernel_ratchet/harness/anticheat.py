@@ -21,6 +21,8 @@ What is checked, and against which cheat:
 * :func:`rebind` -- fresh values from another seed are copied *into the same tensor objects*
   (same ``id()``, same ``data_ptr``), and the op must follow them: an output cache keyed on
   ``id()`` / ``data_ptr`` / shape, or work skipped on "repeated" inputs.
+* :func:`check_stream_order` -- (CUDA) the outputs must be complete on the calling stream
+  when the call returns: work on a side stream that is not joined.
 * :func:`check_roofline` -- a time below what the caller's measured peak allows.
 
 Known limit: a cache keyed on the *content* of the inputs that returns a fresh copy of a correct
@@ -296,6 +298,23 @@ def scrub_allocator(nbytes: list[int], device: str) -> None:
         torch.full((max(n // 4, 1),), math.nan, dtype=torch.float32, device=device) for n in nbytes
     ]
     del blocks
+
+
+def check_stream_order(out: Any, what: str) -> None:
+    """CUDA: copy the outputs on the calling stream right after the call returns, then
+    synchronize the device and compare. An op that does its work on another stream without
+    making the calling stream wait is caught when the copy saw an unfinished result.
+    (Timing is safe either way: the engine synchronizes the whole device before its end event.)
+    """
+    outs = output_tensors(out, what)
+    early = [t.clone() for _, t in outs]  # ordered after the op only if it used this stream
+    torch.cuda.synchronize()
+    late = [n for (n, t), e in zip(outs, early, strict=True) if not torch.equal(t, e)]
+    if late:
+        raise CheatDetected(
+            f"{what} output(s) {', '.join(late)} were not ready on the calling stream when the "
+            "call returned: work on a side stream that the calling stream does not wait for"
+        )
 
 
 # -- roofline -------------------------------------------------------------------------------------

@@ -101,6 +101,9 @@ class Session:
         payload = {"snr": result.snr, "passed": result.passed, "checks": ["types", "inputs"]}
         if not result.passed:
             return _fail("wrong", f"outputs disagree with the reference: {result.reason}", payload)
+        if self.device.startswith("cuda"):
+            ac.check_stream_order(ad.forward(case), "forward()")
+            payload["checks"].append("stream order")
         # Same tensor objects, new values: the op must follow them (id()/data_ptr caches).
         sizes = [t.numel() * t.element_size() for _, t in outs]
         ac.poison(outs)
@@ -139,10 +142,10 @@ class Session:
             return _fail("crash", f"{type(ad).__name__} has no backward to time")
         self.sentinel.verify()
         case = ad.make_case(shape, seed, self.device)
-        snap = ac.snapshot_inputs(case)
         call = ad.backward if phase == "bwd" else ad.forward
         if phase == "bwd":
-            ad.forward(case)
+            ad.forward(case)  # the state the backward starts from is part of its inputs
+        snap = ac.snapshot_inputs(case)
         hooks = _TimedCallChecks(self, case, snap, shape, seed, phase, call)
         timing = self.engine.measure(hooks.fn, hooks)
         self.sync()
@@ -198,10 +201,11 @@ class _TimedCallChecks:
         if index in self.spots:
             ad = self.s.adapter
             fresh = ad.make_case(self.shape, derive_seed(self.seed, 10 + index), self.s.device)
+            if self.phase == "bwd":
+                ad.forward(fresh)  # copied with its state, so a captured graph stays valid
             if ac.rebind(self.case, self.snap, fresh):
                 self.snap = ac.snapshot_inputs(self.case)
-                if self.phase == "bwd":
-                    ad.forward(self.case)  # the state the backward starts from
+            del fresh
             self.ref = ad.reference(self.case)
             self.s.sync()
 
