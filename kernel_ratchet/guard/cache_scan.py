@@ -30,6 +30,8 @@ from kernel_ratchet.guard.roles import annotations, names_linear_b, role_of
 _CTORS = {"dict", "OrderedDict", "defaultdict", "WeakKeyDictionary", "WeakValueDictionary",
           "set", "list", "deque", "Counter", "WeakSet"}  # fmt: skip
 _MEMO = {"lru_cache", "cache"}
+_MUTATORS = {"setdefault", "update", "__setitem__", "append", "add", "extend", "insert",
+             "popitem", "move_to_end"}  # fmt: skip
 _LOOKUPS = {"get", "setdefault", "pop", "__getitem__", "__setitem__", "__contains__"}
 _NOT_CACHE_ATTRS = {"data", "grad", "requires_grad", "retains_grad"}
 _NO_ATTR_CACHE = {"self", "cls", "ctx"}
@@ -80,6 +82,7 @@ class FileScan:
     launches: list[tuple[str, frozenset[str]]] = field(default_factory=list)  # kernel, roles
     uniform_hints: list[tuple[int, str]] = field(default_factory=list)
     masked: str = ""
+    written: set[str] = field(default_factory=set)
 
 
 def _is_ctor(node: ast.expr | None) -> bool:
@@ -160,8 +163,16 @@ def _reader(fn: ast.FunctionDef | ast.AsyncFunctionDef, role) -> KeyReader:
     a = fn.args
     params = {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs}
     varargs = {p.arg for p in (a.vararg, a.kwarg) if p is not None}
-    tensor = {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs
-              if p.annotation is not None and "Tensor" in ast.unparse(p.annotation)}  # fmt: skip
+    typed = {p.arg: ast.unparse(p.annotation) for p in a.posonlyargs + a.args + a.kwonlyargs
+             if p.annotation is not None}  # fmt: skip
+    tensor = {name for name, t in typed.items() if "Tensor" in t}
+    plain = {name for name, t in typed.items() if "Tensor" not in t}
+    for loop in (n for n in _own_nodes(fn) if isinstance(n, (ast.For, ast.comprehension))):
+        it = loop.iter
+        if isinstance(it, ast.Call) and _short(it.func) in ("range", "enumerate"):
+            target = loop.target.elts[0] if isinstance(loop.target, ast.Tuple) else loop.target
+            if isinstance(target, ast.Name):
+                plain.add(target.id)  # a loop counter is an int
     assigned: dict[str, ast.expr] = {}
     for node in sorted((n for n in _own_nodes(fn) if isinstance(n, ast.Assign)),
                        key=lambda n: n.lineno):  # fmt: skip
@@ -169,7 +180,37 @@ def _reader(fn: ast.FunctionDef | ast.AsyncFunctionDef, role) -> KeyReader:
             for name in [t] if isinstance(t, ast.Name) else getattr(t, "elts", []):
                 if isinstance(name, ast.Name) and name.id not in params:
                     assigned[name.id] = node.value
-    return KeyReader(assigned, params | varargs, varargs, tensor, role)
+    return KeyReader(assigned, params | varargs, varargs, tensor, role, frozenset(plain))
+
+
+def _fixed_slot(key: ast.expr) -> bool:
+    if isinstance(key, ast.UnaryOp):
+        key = key.operand
+    return isinstance(key, (ast.Constant, ast.Slice))
+
+
+def _short_of(text: str) -> str:
+    return text.rsplit(".", 1)[-1].split("[", 1)[0]
+
+
+def _written(tree: ast.Module, state: set[str]) -> set[str]:
+    """State names that some function writes (item assignment, mutating call, rebinding)."""
+    out: set[str] = set()
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        declared = {x for n in ast.walk(fn) if isinstance(n, (ast.Global, ast.Nonlocal))
+                    for x in n.names}  # fmt: skip
+        out |= declared
+        for n in ast.walk(fn):
+            if isinstance(n, ast.Subscript) and isinstance(n.ctx, (ast.Store, ast.Del)):
+                out.add(_short(n.value) or "")
+            elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
+                if n.func.attr in _MUTATORS:
+                    out.add(_short(n.func.value) or "")
+            elif isinstance(n, ast.Assign):
+                out |= {_short(t) or "" for t in n.targets if isinstance(t, ast.Attribute)}
+    return out & state
 
 
 def _refers_state(node: ast.expr, state: set[str]) -> bool:
@@ -247,11 +288,14 @@ def _scan_function(scan: FileScan, qual: str, fn, role) -> None:
                                   kind, qual, text, tuple(parts)))  # fmt: skip
 
     for node, container, key, kind in _key_sites(nodes, state):
-        if isinstance(key, ast.Constant):
-            continue  # `_LAST[0]`, `_STATS["hits"]`: a fixed slot, not a key
+        if _fixed_slot(key):
+            continue  # `_LAST[0]`, `_STATS["hits"]`, `CONFIGS[:3]`: a fixed slot, not a key
         parts = reader.read(key)
-        if kind == "compare" and not any(p.kind in ("identity", "address") for p in parts):
+        tensor_key = any(p.kind in ("identity", "address", "args") for p in parts)
+        if kind == "compare" and not tensor_key:
             continue  # `x is None`, `n == 0`: not a key
+        if not tensor_key and _short_of(container) not in scan.written:
+            continue  # a lookup in a constant table, not a cache
         add(node, container, key, kind, parts)
     for node, target in _tensor_attr_sites(nodes, reader):
         parts = reader.read(target)
@@ -349,6 +393,7 @@ def scan_source(path: str, source: str) -> FileScan:
     linear_b = names_linear_b(params)
     role = lambda name: role_of(name, linear_b=linear_b, overrides=overrides)  # noqa: E731
     _containers(tree, scan)
+    scan.written = _written(tree, set(scan.containers))
     for qual, fn in _functions(tree):
         _scan_function(scan, qual, fn, role)
     _kernel_facts(scan, tree, role)

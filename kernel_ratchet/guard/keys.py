@@ -89,7 +89,8 @@ class KeyReader:
 
     ``assigned`` maps a local name to the expression last assigned to it; ``params`` are the
     function's parameters (``varargs`` the ``*args``/``**kwargs`` ones); ``tensor_params`` those
-    annotated as tensors; ``role`` gives the role of a plain name (see :func:`.roles.role_of`).
+    annotated as tensors, ``plain_params`` those annotated with another type (never a tensor);
+    ``role`` gives the role of a plain name (see :func:`.roles.role_of`).
     """
 
     def __init__(
@@ -99,9 +100,10 @@ class KeyReader:
         varargs: set[str],
         tensor_params: set[str],
         role: Callable[[str], str],
+        plain_params: frozenset[str] = frozenset(),
     ) -> None:
         self.assigned, self.params, self.varargs = assigned, params, varargs
-        self.tensor_params, self._role = tensor_params, role
+        self.tensor_params, self._role, self.plain_params = tensor_params, role, plain_params
         self._busy: set[str] = set()
 
     def role(self, node: ast.expr) -> tuple[str | None, str | None]:
@@ -116,7 +118,7 @@ class KeyReader:
             return (name, inner[0].role) if inner else (None, None)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             return self.role(node.func.value)  # a.contiguous(), w.t(): derived tensor
-        if name is None:
+        if name is None or (isinstance(node, ast.Name) and name in self.plain_params):
             return None, None
         role = self._role(name)
         if role != "unknown" or (isinstance(node, ast.Name) and name in self.tensor_params):

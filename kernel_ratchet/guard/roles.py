@@ -9,13 +9,15 @@ The audit only sees source text, so the role of a tensor is read from its name:
 * ``weight``: ``w``, ``weight(s)``, ``w1``.., ``w_*``, ``*_weight``, ``wt``, ``self``/``module``
   /``layer`` (their identity is the weight holder's); and ``b`` when the file also names an ``a``
   (this codebase's Linear layout ``out = a @ bᵀ``: the second operand is the weight).
-* ``grad_out``: ``dout``, ``grad_out(put)``, ``dy``, ``do``, ``g``, ``grad*``, ``dout*``.
+* ``grad_out``: ``dout``, ``grad_out(put)``, ``dy``, ``do``, ``grad*``, ``dout*`` (not ``g``:
+  that is a group index as often as a gradient).
 * ``scale``: any name containing ``scale`` or ``amax``, ``s``, ``sa``, ``sb``, ``sx``, ``sw``.
 * ``routing``: ``group_lens``, ``tokens_per_expert``, ``m_sizes``, ``m_splits``, ``offsets``...
 * ``activation``: ``x``, ``a``, ``input``, ``act``, ``h``, ``hidden*``, ``tokens``, ``out``...
 * derived names inherit: a prefix ``q``/``q_`` and a suffix ``t``/``_t``/``_q``/``_fp8``/
   ``_data`` are stripped (``bt`` and ``qb`` are the weight's, ``qa`` the activation's).
 
+ALL-CAPS names (``M``, ``K``, ``G``, ``BLOCK_M``) are dimensions or constants, never tensors.
 Anything else is ``unknown``, which the audit treats like a non-weight (the conservative side).
 A comment ``# ratchet: weight=b,w2 activation=x grad_out=g`` anywhere in a file overrides the
 heuristic for those names in that whole file.
@@ -33,7 +35,7 @@ ROLES = ("weight", "activation", "grad_out", "scale", "routing")
 FRESH_ROLES = frozenset({"activation", "grad_out", "scale", "routing", "unknown"})
 
 _WEIGHT = {"w", "weight", "weights", "wt", "self", "module", "layer", "mod", "linear", "param"}
-_GRAD = {"dout", "d_out", "grad_out", "grad_output", "grad_outputs", "dy", "do", "g", "grad",
+_GRAD = {"dout", "d_out", "grad_out", "grad_output", "grad_outputs", "dy", "do", "grad",
          "gy", "dz", "dc", "grad_y", "out_grad", "upstream", "dgrad"}  # fmt: skip
 _SCALE = {"s", "sa", "sb", "sx", "sw", "sd", "amax", "inv_scale"}
 _ROUTING = {"group_lens", "lens", "tokens_per_expert", "m_sizes", "m_splits", "counts", "offsets",
@@ -41,7 +43,7 @@ _ROUTING = {"group_lens", "lens", "tokens_per_expert", "m_sizes", "m_splits", "c
             "cu_seqlens", "routing", "splits"}  # fmt: skip
 _ACT = {"x", "a", "inp", "input", "inputs", "act", "acts", "activation", "activations", "h",
         "hidden", "hidden_states", "tokens", "lhs", "mat1", "y", "out", "output", "c", "result",
-        "q", "k", "v", "xs", "feat", "features"}  # fmt: skip
+        "xs", "feat", "features"}  # fmt: skip
 _PREFIX = ("q_", "q")
 _SUFFIX = ("_fp8", "_data", "_q", "_t", "t", "_contig")
 _ANNOTATION = re.compile(r"#\s*ratchet:\s*(?P<body>.*)$")
@@ -77,6 +79,8 @@ def role_of(
     """
     if overrides and name in overrides:
         return overrides[name]
+    if name.isupper():
+        return "unknown"  # M, N, K, G, BLOCK_M: dimensions and constants, not tensors
     low = name.lower().lstrip("_")
     found = _exact(low, linear_b)
     if found:
