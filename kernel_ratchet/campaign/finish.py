@@ -44,8 +44,12 @@ def _final_table(c: Campaign):
     return c.table(c.rel(csv))
 
 
-def report(c: Campaign) -> str:
-    """Write the final report (idempotent once written); returns its text."""
+def report(c: Campaign, stop: tuple[str, str] | None = None) -> str:
+    """Write the final report (idempotent once written); returns its text.
+
+    ``stop`` = (code, reason) records why a driver ends a campaign that no termination
+    condition ended yet (default: T4, the user asked to stop).
+    """
     c.recover()
     path = c.dir / "report.md"
     if c.state.phase in (Phase.TERMINATED, Phase.ACCEPTED) and path.exists():
@@ -58,10 +62,10 @@ def report(c: Campaign) -> str:
             "on it or restore the incumbent's files before the report"
         )
     if not c.state.termination:
-        c.state.termination = {"code": "T4", "at": now(), "reason": "the user asked to stop "
-                               "(ratchet report)"}  # fmt: skip
+        code, why = stop or ("T4", "the user asked to stop (ratchet report)")
+        c.state.termination = {"code": code, "at": now(), "reason": why}
         c.log("logs/optimize.md").append(
-            f"## Termination check\nT4 at {c.state.termination['at']}: "
+            f"## Termination check\n{code} at {c.state.termination['at']}: "
             f"{c.state.termination['reason']}\n\n"
         )
         c.save()

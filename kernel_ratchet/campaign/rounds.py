@@ -9,10 +9,11 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernel_ratchet.campaign import git
+from kernel_ratchet.campaign import git, workspace
 from kernel_ratchet.campaign.clock import now
 from kernel_ratchet.campaign.create import harness_command, write_harness
 from kernel_ratchet.campaign.fsutil import atomic_write_json, atomic_write_text, file_sha256
+from kernel_ratchet.campaign.paired_round import paired_decision
 from kernel_ratchet.campaign.state import Status
 from kernel_ratchet.campaign.steps import run_step
 from kernel_ratchet.errors import CampaignError, SchemaError
@@ -83,6 +84,8 @@ def kernel_changed(c: Campaign) -> bool:
 
 def ambient(c: Campaign) -> dict[str, str | None]:
     """Fingerprints of the user's own uncommitted changes outside the kernel files."""
+    if workspace.is_workspace(c.m):  # the workspace's own files, not the project's
+        return workspace.ambient(c)
     kernel = set(c.kernel_git)
     tips = os.path.relpath(c.profile.tips_root_path, c.groot) + "/"  # the tool writes tips
     return {p: file_sha256(c.groot / p) for p in git.changed_paths(c.groot)
@@ -178,14 +181,18 @@ def measure(c: Campaign, n: int, p: dict[str, Any]) -> dict[str, Any]:
     rdir = c.round_dir(n)
     art = rdir / "artifacts"
     art.mkdir(parents=True, exist_ok=True)
-    diff = (git.diff(c.groot, c.state.incumbent_commit, c.kernel_git)
-            if c.m.git_commit and c.state.incumbent_commit else "")  # fmt: skip
+    if workspace.is_workspace(c.m):
+        diff = workspace.candidate_diff(c)
+    else:
+        diff = (git.diff(c.groot, c.state.incumbent_commit, c.kernel_git)
+                if c.m.git_commit and c.state.incumbent_commit else "")  # fmt: skip
     (art / "candidate.diff").write_text(diff)
     base = {
         "round": n, "hypothesis": p["hypothesis"], "bucket": p["bucket"],
         "change": p.get("change") or _diffstat(diff), "expected": p.get("expected", ""),
         "lesson": p.get("lesson", ""), "next_direction": p.get("next_direction", ""),
         "takeaway": p.get("takeaway", ""), "summary": p.get("summary", ""),
+        "direction": p.get("direction", ""),
         "level": p["level"], "started": p["started"], "csv": None, "quick_csv": None,
         "incumbent_csv": None, "test_command": c.m.test_command, "harness_command": "",
         "incumbent_round": c.state.incumbent_round, "out_of_scope": [],
@@ -209,45 +216,61 @@ def measure(c: Campaign, n: int, p: dict[str, Any]) -> dict[str, Any]:
     return _measure_levels(c, n, base, art)
 
 
-def _measure_levels(c: Campaign, n: int, base: dict, art: Path) -> dict[str, Any]:
-    level = base["level"]
+def _level(c: Campaign, n: int, base: dict, art: Path, level: str, name: str):
+    """Harness at ``level`` (the round's CSV), then the decision against the incumbent:
+    correctness and shape-set gates on the CSV, then the paired A/B. Returns (csv, decision)
+    or (None, failed record)."""
     shapes = len(c.m.representative_shapes) if level == "quick" else len(c.m.target_shapes)
     c.say(f"round-{n}: harness, {level} level ({shapes} shapes)")
-    h, csv = _run_harness(c, art, level, "benchmark.csv")
-    base["harness_command"] = h.command
+    h, csv = _run_harness(c, art, level, name)
+    base["harness_command"] = base.get("harness_command") or h.command
     if not h.ok or not csv.exists():
-        return _failed(base, "harness", f"the harness failed: {h.reason}")
+        return None, _failed(base, "harness", f"the {level}-level harness failed: {h.reason}")
     write_provenance(c, art, level)
     inc_rel = c.state.incumbent_quick_csv if level == "quick" else c.state.incumbent_full_csv
     try:
-        d = _decide(c, c.rel(csv), inc_rel)
+        gates = _decide(c, c.rel(csv), inc_rel)
     except SchemaError as exc:
-        return _failed(base, "schema", f"benchmark CSV schema drift: {exc}")
+        return None, _failed(base, "schema", f"benchmark CSV schema drift: {exc}")
+    if any(not r.passed for r in c.table(c.rel(csv)).rows):
+        return csv, {**gates, "paired": False}
+    d = paired_decision(c, n, art, c.rel(csv), inc_rel)
+    if "failure" in d:
+        return None, {**_failed(base, d["category"], d["reason"]), "csv": c.rel(csv),
+                      "failure": d["failure"]}  # fmt: skip
+    d["harness_only"] = {k: gates[k] for k in ("status", "reason", "gain")}
+    return csv, d
+
+
+def _measure_levels(c: Campaign, n: int, base: dict, art: Path) -> dict[str, Any]:
+    level = base["level"]
+    inc_rel = c.state.incumbent_quick_csv if level == "quick" else c.state.incumbent_full_csv
+    csv, d = _level(c, n, base, art, level, "benchmark.csv")
+    if csv is None:
+        return d
     record = {**base, "csv": c.rel(csv), "incumbent_csv": inc_rel, "decision": d}
     if level == "quick" and d["status"] == Status.ACCEPTED.value and d["gain"] < ESCALATE_BELOW:
         c.say(f"round-{n}: quick gain {d['gain'] * 100:+.2f}% < 5%: full validation")
         quick = art / "benchmark_quick.csv"
         os.replace(csv, quick)
-        h, csv = _run_harness(c, art, "full", "benchmark.csv")
-        if not h.ok or not csv.exists():
-            return _failed({**base, "quick_csv": c.rel(quick)}, "harness",
-                           f"the full-level harness failed: {h.reason}")  # fmt: skip
-        try:
-            d = _decide(c, c.rel(csv), c.state.incumbent_full_csv)
-        except SchemaError as exc:
-            return _failed(base, "schema", f"benchmark CSV schema drift: {exc}")
-        record.update(level="full", escalated=True, quick_csv=c.rel(quick), csv=c.rel(csv),
+        base["quick_csv"] = c.rel(quick)
+        csv, d = _level(c, n, base, art / "full", "full", "benchmark.csv")
+        if csv is None:
+            return d
+        final = art / "benchmark.csv"
+        os.replace(csv, final)
+        record.update(level="full", escalated=True, quick_csv=c.rel(quick), csv=c.rel(final),
                       incumbent_csv=c.state.incumbent_full_csv, decision=d)  # fmt: skip
-    category = "ok" if d["status"] == Status.ACCEPTED.value else _why(d)
+    category = "ok" if d["status"] == Status.ACCEPTED.value else _why(c, d)
     return {**record, "status": d["status"], "category": category, "reason": d["reason"],
             "finished": now()}  # fmt: skip
 
 
-def _why(d: dict[str, Any]) -> str:
-    r = d["reason"]
-    if "Check=FAIL" in r or "FAIL" in r.split(":")[0]:
+def _why(c: Campaign, d: dict[str, Any]) -> str:
+    if "Check=FAIL" in d["reason"] or "FAIL" in d["reason"].split(":")[0]:
         return "correctness"
-    if d["regressions"] and "regressed ≥" in r:
+    worst = min((s["delta"] for s in d.get("per_shape") or []), default=0.0)
+    if d["regressions"] and worst <= -c.m.regression_threshold:
         return "regression"
     return "noise" if d.get("ambiguous") else "no-gain"
 
@@ -268,7 +291,7 @@ def interrupted_record(c: Campaign, n: int, p: dict[str, Any], how: str) -> dict
         "test_command": c.m.test_command, "harness_command": "", "out_of_scope": [],
         "incumbent_round": c.state.incumbent_round, "expected": p.get("expected", ""),
         "lesson": "", "next_direction": p.get("next_direction", ""), "takeaway": "",
-        "summary": p.get("summary", ""),
+        "summary": p.get("summary", ""), "direction": p.get("direction", ""),
     }  # fmt: skip
     return _failed(base, "interrupted", f"interrupted by {how} before a decision; the "
                    f"candidate is kept in rounds/round-{n}/kernel_snapshot and the kernel files "

@@ -1,0 +1,280 @@
+"""The unattended loop: init -> BASELINE -> (ANALYZE -> propose -> apply -> VALIDATE)* -> REPORT.
+
+:func:`run_campaign` drives the same :class:`~kernel_ratchet.campaign.engine.Campaign` API the
+CLI commands use; the optimizer only proposes. It stops when the engine records a termination
+(T1-T3), when the measured efficiency reaches ``efficiency_target`` (T2), or on T4: the
+optimizer has nothing left, this run's iteration or time budget is spent, or ``stop_flag`` is
+set (the first Ctrl+C, see :func:`graceful_interrupt`); then it writes the REPORT. A second
+Ctrl+C raises KeyboardInterrupt at once: the engine closes the round in flight as rolled back
+and ``ratchet resume`` continues the campaign later.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import math
+import os
+import shlex
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernel_ratchet.campaign import finish, rounds
+from kernel_ratchet.campaign.analyze import analyze_campaign, efficiency
+from kernel_ratchet.campaign.create import create_campaign, define_target, preflight
+from kernel_ratchet.campaign.engine import Campaign
+from kernel_ratchet.campaign.locate import find_campaign
+from kernel_ratchet.campaign.state import Phase
+from kernel_ratchet.campaign.tips import read_tips, tips_path
+from kernel_ratchet.errors import RatchetError
+from kernel_ratchet.optimizers.base import (
+    Optimizer,
+    OptimizerContext,
+    OptimizerError,
+    ineffective_from,
+)
+from kernel_ratchet.profile.schema import Profile
+
+Say = Callable[[str], None]
+#: Proposals in a row that leave the kernel files equal to the incumbent before giving up.
+MAX_EMPTY_PROPOSALS = 3
+#: Stop code of an interactive optimizer handing over: no REPORT, the campaign goes on.
+PAUSED = "PAUSED"
+
+
+@dataclass
+class LoopResult:
+    """What one ``run_campaign`` call did: the campaign, its rounds this run, why it stopped."""
+
+    campaign_dir: Path
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+    stop: tuple[str, str] | None = None  # (code, reason)
+    report: str | None = None
+
+
+@contextlib.contextmanager
+def graceful_interrupt(stop_flag: threading.Event, say: Say) -> Iterator[None]:
+    """First SIGINT sets ``stop_flag`` (finish the round, then REPORT); the second raises
+    KeyboardInterrupt. A no-op outside the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):  # noqa: ARG001 - signal handler signature
+        if stop_flag.is_set():
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            raise KeyboardInterrupt
+        stop_flag.set()
+        say("Ctrl+C: finishing the current round, then the REPORT (Ctrl+C again: stop now)")
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def protected_paths(c: Campaign) -> list[Path]:
+    """Files a round must never change: ratchet.yaml, the generated harness, the adapter
+    module and the files named by the focused test command."""
+    out = [c.profile.path, c.dir / "quick_test_bench.py"]
+    mod = c.m.adapter.split(":")[0].replace(".", "/")
+    for cand in (c.root / f"{mod}.py", c.root / mod / "__init__.py"):
+        if cand.exists():
+            out.append(cand)
+    with contextlib.suppress(ValueError):
+        for tok in shlex.split(c.m.test_command):
+            p = c.root / tok.split("::")[0]
+            if p.is_file():
+                out.append(p)
+            elif p.is_dir() and tok not in (".", ""):
+                out.extend(sorted(p.rglob("*.py")))
+    return out
+
+
+def fingerprint(paths: list[Path]) -> dict[str, str | None]:
+    return {
+        str(p): hashlib.sha256(p.read_bytes()).hexdigest() if p.exists() else None for p in paths
+    }
+
+
+def build_context(c: Campaign, analysis: Mapping[str, Any] | None) -> OptimizerContext:
+    """What the optimizer may read before the next round (the incumbent, records, tips)."""
+    records = []
+    for r in c.state.closed:
+        path = c.round_dir(r["round"]) / "round.json"
+        if path.exists():
+            records.append(rounds.load_record(path))
+    sources = {}
+    for rel in c.m.kernel_source:
+        data = rounds.incumbent_bytes(c, rel)
+        if data is not None:
+            sources[rel] = data.decode("utf-8")
+    tp = tips_path(c.profile.tips_root_path, c.m.target_gpu, c.m.target_op, c.m.target_backend)
+    return OptimizerContext(
+        root=c.root,
+        manifest=dataclasses.asdict(c.m),
+        sources=sources,
+        rounds=tuple(records),
+        ineffective=tuple(ineffective_from(records)),
+        tips=read_tips(tp),
+        analysis=analysis,
+        tunables=c.op.tunables,
+        campaign_dir=c.dir,
+        round_no=c.state.next_round,
+        protected=tuple(os.path.relpath(p, c.root) for p in protected_paths(c)),
+    )
+
+
+def _open(
+    profile: Profile,
+    op: str | None,
+    campaign: str | None,
+    max_iterations: int,
+    init: Mapping[str, Any],
+    say: Say,
+) -> Path:
+    if campaign or not op:
+        return find_campaign(profile, campaign)
+    params = define_target(profile, op, max_iterations=max_iterations, **init)
+    preflight(profile, op)
+    cdir = create_campaign(profile, params)
+    say(f"campaign {cdir.name} created")
+    return cdir
+
+
+def run_campaign(
+    profile: Profile,
+    op: str | None,
+    optimizer: Optimizer,
+    *,
+    campaign: str | None = None,
+    max_iterations: int = 20,
+    max_duration_s: float | None = None,
+    efficiency_target: float | None = None,
+    say: Say | None = None,
+    stop_flag: threading.Event | None = None,
+    on_round: Callable[[dict[str, Any]], None] | None = None,
+    init: Mapping[str, Any] | None = None,
+) -> LoopResult:
+    """Run a campaign unattended until a termination condition; returns what happened.
+
+    ``op`` given and ``campaign`` None: a new campaign (``init`` = extra ``define_target``
+    options); otherwise the named (or most recent) campaign is resumed. ``max_iterations``
+    bounds the rounds of this call (and is the campaign's T3 for a new one). Raises
+    OptimizerError when the optimizer fails or a proposal changed a protected file (nothing
+    is validated then), CampaignError/RatchetError as the engine does, KeyboardInterrupt on
+    the second Ctrl+C (the round in flight is closed first).
+    """
+    say = say or (lambda _m: None)
+    stop_flag = stop_flag or threading.Event()
+    cdir = _open(profile, op, campaign, max_iterations, init or {}, say)
+    res = LoopResult(cdir)
+    deadline = time.monotonic() + max_duration_s if max_duration_s else math.inf
+    with Campaign(profile, cdir, say=say) as c:
+        c.recover()
+        if c.state.phase is Phase.INITIALIZED:
+            c.baseline()
+            say(f"BASELINE done; representative shapes: {', '.join(c.m.representative_shapes)}")
+        if c.state.phase in (Phase.TERMINATED, Phase.ACCEPTED):
+            res.report = finish.report(c)
+            res.stop = ((c.state.termination or {}).get("code", "T4"), "already ended")
+            return res
+        res.stop = _loop(
+            c, optimizer, res, max_iterations, deadline, efficiency_target, stop_flag, say, on_round
+        )
+        if res.stop[0] == PAUSED:
+            return res
+        say(f"stopping: {res.stop[0]} — {res.stop[1]}; writing the REPORT")
+        res.report = finish.report(c, stop=res.stop)
+    return res
+
+
+def _loop(
+    c: Campaign,
+    opt: Optimizer,
+    res: LoopResult,
+    max_iterations: int,
+    deadline: float,
+    eff_target: float | None,
+    stop_flag: threading.Event,
+    say: Say,
+    on_round,
+) -> tuple[str, str]:
+    empty = 0
+    while True:
+        if c.state.termination:
+            return c.state.termination["code"], c.state.termination["reason"]
+        if stop_flag.is_set():
+            return "T4", "the user asked to stop (Ctrl+C during `ratchet run`)"
+        if len(res.rounds) >= max_iterations:
+            return "T4", f"this run's iteration budget ({max_iterations}) is spent"
+        if time.monotonic() >= deadline:
+            return "T4", "this run's time budget (--max-duration) is spent"
+        n = c.state.next_round
+        analysis = None
+        try:
+            analysis = analyze_campaign(c, n)
+        except (RatchetError, OSError, RuntimeError) as exc:
+            say(f"ANALYZE before round-{n} failed ({exc}); proposing without it")
+        if analysis and eff_target and efficiency(analysis) >= eff_target:
+            return "T2", (
+                f"{efficiency(analysis):.1%} of the measured roofline reached "
+                f"(target {eff_target:.1%})"
+            )
+        ctx = build_context(c, analysis)
+        guard = [c.root / p for p in ctx.protected]
+        before = fingerprint(guard)
+        say(f"round-{n}: asking the {opt.name} optimizer")
+        proposal = opt.propose(ctx)
+        if proposal is None and opt.interactive:
+            return PAUSED, f"the {opt.name} optimizer hands the campaign to a person"
+        if proposal is None:
+            return "T4", f"the {opt.name} optimizer has nothing left to try"
+        outside = [p for p in (proposal.files or {}) if p not in c.m.kernel_source]
+        if outside:
+            raise OptimizerError(
+                f"the {opt.name} optimizer proposed changes outside "
+                f"kernel_source: {outside}; nothing was applied"
+            )
+        proposal.apply_to(c.root)
+        touched = [
+            os.path.relpath(p, c.root) for p, h in fingerprint(guard).items() if before[p] != h
+        ]
+        if touched:
+            raise OptimizerError(
+                f"round-{n}: the {opt.name} optimizer changed protected files {touched} (the "
+                "harness, tests, adapter and ratchet.yaml must stay untouched). Nothing was "
+                "validated and nothing was reverted: restore them yourself (e.g. `git diff`), "
+                "then `ratchet resume`"
+            )
+        if not rounds.kernel_changed(c):
+            empty += 1
+            say(f"round-{n}: the proposal left the kernel files unchanged ({empty})")
+            if empty >= MAX_EMPTY_PROPOSALS:
+                return "T4", f"the {opt.name} optimizer made {empty} empty proposals in a row"
+            continue
+        empty = 0
+        say(f"round-{n}: {proposal.summary}")
+        rec = c.validate(
+            proposal.hypothesis,
+            bucket=proposal.bucket,
+            level=proposal.level,
+            change=proposal.summary,
+            expected=proposal.expected,
+            next_direction=proposal.next_direction,
+            summary=proposal.summary,
+            direction=proposal.direction,
+            lesson=f"direction {proposal.direction} did not pay on this incumbent",
+        )
+        res.rounds.append(rec)
+        opt.observe(rec)
+        say(f"round-{n} {rec['status']} ({rec['category']}): {rec['reason']}")
+        if on_round:
+            on_round(rec)

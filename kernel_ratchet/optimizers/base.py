@@ -1,0 +1,194 @@
+"""The optimizer protocol: who proposes the next round's change. The tool decides.
+
+An optimizer sees an :class:`OptimizerContext` (manifest, the incumbent's kernel sources, the
+recent round records, the verified-ineffective directions, tips and the latest analysis) and
+returns one :class:`Proposal` per round, or ``None`` when it has nothing left to try. The loop
+(:mod:`kernel_ratchet.campaign.loop`) applies the proposal and calls ``Campaign.validate``; the
+engine measures, decides, commits or rolls back and records. The optimizer is then shown the
+frozen round record through :meth:`Optimizer.observe`. An optimizer never runs the harness,
+parses a CSV, decides, or touches git.
+
+Every implementation runs :class:`kernel_ratchet.optimizers.testing.OptimizerConformance`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from kernel_ratchet.errors import RatchetError
+
+#: SPEC section 8 transfer buckets (``rounds.BUCKETS`` is the engine's copy of the same list).
+BUCKETS = ("K1", "K2", "K3", "K4", "W1", "W2", "W3")
+#: Rolled-back categories that prove a direction ineffective (an interrupted, scope or harness
+#: failure says nothing about the direction itself).
+VERIFIED_CATEGORIES = ("no-gain", "regression", "noise", "correctness", "test", "build")
+
+
+class OptimizerError(RatchetError):
+    """An optimizer cannot run (bad options, missing agent command, protected files edited)."""
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """One round's change, stated before it is applied.
+
+    ``files`` maps project-relative paths to their complete new text; ``apply`` (alternative)
+    is called with the project root and makes the change itself. Exactly one is given.
+    ``direction`` is a stable key of what is tried (e.g. ``"CONFIGS/bf16/large:num_stages=4"``)
+    so that a verified-ineffective direction is recognised later; ``family`` groups directions
+    for the stagnation rule (two rollbacks in one family -> another family).
+    Raises ValueError when a field is malformed.
+    """
+
+    hypothesis: str
+    bucket: str
+    expected: str
+    summary: str
+    direction: str
+    family: str = ""
+    files: Mapping[str, str] | None = None
+    apply: Callable[[Path], None] | None = None
+    level: str = "quick"
+    next_direction: str = ""
+    notes: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.hypothesis.strip():
+            raise ValueError("a proposal states its hypothesis before the change")
+        if self.bucket not in BUCKETS:
+            raise ValueError(f"bucket must be one of {', '.join(BUCKETS)}, not {self.bucket!r}")
+        if (self.files is None) == (self.apply is None):
+            raise ValueError("give exactly one of files= (path -> new text) or apply=")
+        if "\n" in self.summary or not self.summary.strip():
+            raise ValueError("summary is one non-empty line")
+        if not self.direction.strip():
+            raise ValueError("a proposal names its direction (a stable key)")
+        if self.level not in ("quick", "full"):
+            raise ValueError(f"level must be quick or full, not {self.level!r}")
+        if self.files is not None:
+            object.__setattr__(self, "files", MappingProxyType(dict(self.files)))
+        object.__setattr__(self, "notes", MappingProxyType(dict(self.notes)))
+        object.__setattr__(self, "family", self.family or self.direction.split(":")[0])
+
+    def apply_to(self, root: Path) -> list[str]:
+        """Make the change in the project at ``root``; returns the paths written (``files``)."""
+        if self.apply is not None:
+            self.apply(Path(root))
+            return []
+        written = []
+        for rel, text in (self.files or {}).items():
+            path = Path(root) / rel
+            if not path.exists() or path.read_text() != text:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text)
+                written.append(rel)
+        return written
+
+
+@dataclass(frozen=True)
+class OptimizerContext:
+    """What an optimizer may read before proposing round ``round_no``.
+
+    ``sources`` are the incumbent's kernel files (relative path -> text); ``rounds`` the round
+    records (``round.json`` dicts, oldest first); ``ineffective`` the rolled-back rounds whose
+    category proves their direction ineffective (dicts with round, direction, hypothesis,
+    category); ``analysis`` the latest ``analysis.json`` (or None).
+    """
+
+    root: Path
+    manifest: Mapping[str, Any]
+    sources: Mapping[str, str]
+    rounds: Sequence[Mapping[str, Any]] = ()
+    ineffective: Sequence[Mapping[str, Any]] = ()
+    tips: str = ""
+    analysis: Mapping[str, Any] | None = None
+    tunables: str | None = None
+    campaign_dir: Path | None = None
+    round_no: int = 2
+    protected: Sequence[str] = ()
+
+    @property
+    def kernel_source(self) -> tuple[str, ...]:
+        return tuple(self.manifest.get("kernel_source") or ())
+
+    @property
+    def op(self) -> str:
+        return str(self.manifest.get("target_op", ""))
+
+    def is_ineffective(self, direction: str) -> bool:
+        return any(d.get("direction") == direction for d in self.ineffective)
+
+    def tried(self) -> set[str]:
+        """Directions of every decided round (accepted or verified-ineffective)."""
+        return {
+            r["direction"]
+            for r in self.rounds
+            if r.get("direction")
+            and (r.get("status") == "ACCEPTED" or r.get("category") in VERIFIED_CATEGORIES)
+        }
+
+
+def ineffective_from(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The verified-ineffective directions among round records (see VERIFIED_CATEGORIES)."""
+    return [
+        {
+            "round": r["round"],
+            "direction": r.get("direction") or r.get("hypothesis", ""),
+            "hypothesis": r.get("hypothesis", ""),
+            "category": r.get("category"),
+        }
+        for r in records
+        if r.get("status") == "ROLLED BACK" and r.get("category") in VERIFIED_CATEGORIES
+    ]
+
+
+class Optimizer(ABC):
+    """Base of every optimizer.
+
+    Contract: ``propose`` returns a :class:`Proposal` whose change touches only
+    ``context.kernel_source`` files and whose direction is not verified-ineffective, or None
+    when nothing is left to try. It must not run the harness, decide, or call git.
+    ``observe`` is called with every closed round record (any status or category, including
+    interrupted and scope rollbacks) and must never raise for a well-formed record.
+    """
+
+    name: str = "optimizer"
+    #: True for an optimizer whose None means "a person takes over" (the loop then stops
+    #: without ending the campaign) rather than "nothing left to try" (T4 and the REPORT).
+    interactive: bool = False
+
+    @abstractmethod
+    def propose(self, context: OptimizerContext) -> Proposal | None:
+        """The next round's change, or None when nothing is left to try."""
+
+    def observe(self, record: Mapping[str, Any]) -> None:  # noqa: B027 - optional hook
+        """See a closed round's frozen record (default: ignore it)."""
+
+
+#: name -> "module:attr", imported on first use (an optional dependency stays optional).
+OPTIMIZERS: dict[str, str] = {
+    "search": "kernel_ratchet.optimizers.search:SearchOptimizer",
+    "agent": "kernel_ratchet.optimizers.agent:AgentOptimizer",
+    "manual": "kernel_ratchet.optimizers.manual:ManualOptimizer",
+}
+
+
+def load_optimizer(name: str, **options: Any) -> Optimizer:
+    """Instantiate a registered optimizer. Raises OptimizerError for an unknown name or an
+    unknown option key (the message lists the allowed ones)."""
+    if name not in OPTIMIZERS:
+        raise OptimizerError(f"unknown optimizer {name!r}; choose one of {', '.join(OPTIMIZERS)}")
+    module, attr = OPTIMIZERS[name].split(":")
+    cls = getattr(importlib.import_module(module), attr)
+    allowed = [p for p in inspect.signature(cls).parameters if p not in ("self",)]
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise OptimizerError(f"optimizer {name!r} does not take {unknown}; allowed: {allowed}")
+    return cls(**options)

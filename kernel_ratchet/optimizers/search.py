@@ -1,0 +1,279 @@
+"""The built-in ``search`` optimizer: offline coordinate search over the op's declared tunables.
+
+Each round is one move on one entry (shape bucket) of the tunables file (see
+:mod:`kernel_ratchet.optimizers.tunables` for the file convention): one knob set to one value,
+one structural switch flipped, or one declared preset (a config sweep of one bucket, which the
+rules count as one round). The change is the rewritten file text; the engine measures and
+decides.
+
+Order (deterministic): entries whose bucket holds the least efficient shape of the latest
+analysis first (then the bucket with more shapes, then file order); within an entry, knobs in
+space order, values nearest to the current one first. A verified-ineffective direction is
+never proposed again; after two rollbacks in one knob family since the last acceptance, that
+family moves behind every other one (stagnation). ``None`` when every move is spent.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sys
+import types
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from kernel_ratchet.optimizers.base import (
+    VERIFIED_CATEGORIES,
+    Optimizer,
+    OptimizerContext,
+    OptimizerError,
+    Proposal,
+)
+from kernel_ratchet.optimizers.tunables import MODULE, Entry, Tunables, parse_tunables, set_knobs
+
+#: Why a knob family might help (the hypothesis is stated before the change).
+RATIONALE = {
+    "tile": "a different tile shape changes the work per program, the operand reuse and the "
+    "number of programs",
+    "num_stages": "a different pipeline depth trades shared memory for hidden load latency",
+    "num_warps": "a different warp count changes the parallelism per program and the "
+    "registers per thread",
+    "group_m": "a different grouped-M swizzle changes the L2 reuse of the operand panels",
+    "split_k": "splitting K adds programs when the output has too few tiles to fill the GPU",
+    "persistent": "persistent programs amortise launch and tile set-up over many tiles",
+    "use_tma": "TMA loads move tiles with the copy engine instead of per-thread loads",
+    "preset": "a whole configuration known to suit this bucket on other GPUs",
+}
+STAGNATION_ROLLBACKS = 2
+_DIRECTION = re.compile(r"^(?P<entry>[^:]+):(?P<knob>[A-Za-z_][\w]*)=")
+
+
+class SearchOptimizer(Optimizer):
+    """Offline search over ``tunables`` (defaults to the op's ``tunables`` from the profile).
+
+    ``max_moves_per_entry`` bounds how deep one entry is searched before the next is tried
+    (``None``: no bound). Raises OptimizerError from ``propose`` when the op declares no
+    tunables file or it is not one of the kernel files.
+    """
+
+    name = "search"
+
+    def __init__(self, tunables: str | None = None, max_moves_per_entry: int | None = None):
+        self.tunables = tunables
+        self.max_moves_per_entry = max_moves_per_entry
+        self.seen: list[Mapping[str, Any]] = []
+
+    # -- protocol --------------------------------------------------------------------------
+    def propose(self, context: OptimizerContext) -> Proposal | None:
+        rel = self.tunables or context.tunables
+        if not rel:
+            raise OptimizerError(
+                f"op {context.op!r} declares no tunables file; set ops.{context.op}.tunables in "
+                "ratchet.yaml (see kernel_ratchet/optimizers/tunables.py for the convention)"
+            )
+        if rel not in context.kernel_source:
+            raise OptimizerError(
+                f"the tunables file {rel} is not in kernel_source; a round may "
+                "change only kernel files: add it there"
+            )
+        text = context.sources.get(rel)
+        if text is None:
+            text = (context.root / rel).read_text()
+        t = parse_tunables(text)
+        for move in self.moves(t, context):
+            entry, changes, family, direction = move
+            new = set_knobs(text, entry.key, changes)
+            if new == text:
+                continue
+            return self._proposal(context, rel, new, entry, changes, family, direction)
+        return None
+
+    def observe(self, record: Mapping[str, Any]) -> None:
+        self.seen.append(dict(record))
+
+    # -- the order of moves ----------------------------------------------------------------
+    def moves(self, t: Tunables, ctx: OptimizerContext):
+        """Candidate moves ``(entry, {knob: value}, family, direction)`` in proposal order,
+        without verified-ineffective or already decided directions."""
+        done = ctx.tried() | {d["direction"] for d in ctx.ineffective}
+        stagnant = stagnant_families(ctx.rounds, t)
+        ranked = []
+        for e_rank, entry in enumerate(self.entries(t, ctx)):
+            count = 0
+            fam_rank: dict[str, int] = {}
+            knob_rank: dict[str, int] = {}
+            for knob, value_rank, changes in _entry_moves(t, entry):
+                family = "preset" if knob == "preset" else t.family(knob)
+                fam_rank.setdefault(family, len(fam_rank))
+                knob_rank.setdefault(knob, len(knob_rank))
+                direction = _direction(entry, knob, changes)
+                if direction in done:
+                    continue
+                if self.max_moves_per_entry is not None and count >= self.max_moves_per_entry:
+                    break
+                count += 1
+                # depth-first: one family of one entry until it stagnates, then the next
+                key = (family in stagnant, e_rank, fam_rank[family], value_rank, knob_rank[knob])
+                ranked.append((key, entry, changes, family, direction))
+        ranked.sort(key=lambda x: x[0])
+        for _, entry, changes, family, direction in ranked:
+            yield entry, changes, family, direction
+
+    def entries(self, t: Tunables, ctx: OptimizerContext) -> list[Entry]:
+        """Relevant entries, most promising first (see the module docstring)."""
+        entries = [e for e in t.entries.values() if t.knob_space(e) or t.entry_presets(e)]
+        entries = _for_op(entries, t, ctx.op)
+        shapes = _shape_buckets(t, ctx)
+        if shapes:
+            used = {b for b, _ in shapes.values()}
+            kept = [e for e in entries if e.key == MODULE or e.bucket in used]
+            entries = kept or entries
+        eff: dict[str, list[float]] = {}
+        for b, e in shapes.values():
+            eff.setdefault(b, []).append(e)
+        order = {e.key: i for i, e in enumerate(entries)}
+
+        def rank(e: Entry) -> tuple[float, int, int]:
+            vals = eff.get(e.bucket or "", [])
+            worst = min(vals) if vals else math.inf
+            return (worst, -len(vals), order[e.key])
+
+        return sorted(entries, key=rank)
+
+    # -- the proposal ----------------------------------------------------------------------
+    def _proposal(self, ctx, rel, new, entry, changes, family, direction) -> Proposal:
+        old = {k: entry.knobs[k].value for k in changes}
+        what = ", ".join(f"{k} {old[k]!r} -> {v!r}" for k, v in sorted(changes.items()))
+        where = "module constants" if entry.key == MODULE else entry.key
+        why = (
+            RATIONALE.get(family)
+            or RATIONALE.get(next(iter(changes)))
+            or (f"the {family} knob has an unexplored value in this bucket")
+        )
+        shapes = [
+            lbl
+            for lbl, (b, _) in _shape_buckets(parse_tunables(new), ctx).items()
+            if b == entry.bucket
+        ]
+        scope = f"the {len(shapes)} shapes of bucket {entry.bucket}" if shapes else "the shapes"
+        metric = ctx.manifest.get("primary_metric", "the primary metric")
+        return Proposal(
+            hypothesis=f"{where}: {what} — {why}",
+            bucket="K1",
+            expected=f"higher {metric} on {scope}, no other bucket affected",
+            summary=f"{where}: {what}",
+            direction=direction,
+            family=family,
+            files={rel: new},
+            next_direction="the next knob of the same bucket, or the next bucket by efficiency",
+            notes={"entry": entry.key, "changes": dict(changes), "old": old},
+        )
+
+
+def _entry_moves(t: Tunables, entry: Entry):
+    """(knob, value rank, changes) for every single-knob move, then every preset."""
+    for knob, values in t.knob_space(entry).items():
+        cur = entry.knobs[knob].value
+        ordered = sorted(
+            (v for v in values if v != cur and type(v) is type(cur)),
+            key=lambda v: (_distance(cur, v), values.index(v)),
+        )
+        for i, v in enumerate(ordered):
+            yield knob, i, {knob: v}
+    for i, preset in enumerate(t.entry_presets(entry)):
+        changes = {k: v for k, v in preset.items() if k in entry.knobs}
+        if changes and any(entry.knobs[k].value != v for k, v in changes.items()):
+            yield "preset", i, changes
+
+
+def _distance(cur: Any, v: Any) -> float:
+    if isinstance(cur, bool) or not isinstance(cur, int | float):
+        return 0.0
+    if cur > 0 and v > 0:
+        return abs(math.log2(v / cur))
+    return abs(v - cur)
+
+
+def _direction(entry: Entry, knob: str, changes: Mapping[str, Any]) -> str:
+    if knob == "preset":
+        return f"{entry.key}:preset={json.dumps(dict(sorted(changes.items())))}"
+    (value,) = changes.values()
+    return f"{entry.key}:{knob}={value!r}"
+
+
+def family_of(direction: str, t: Tunables) -> str | None:
+    """The knob family of a search direction key (None for a foreign direction)."""
+    m = _DIRECTION.match(direction or "")
+    if not m:
+        return None
+    return "preset" if m["knob"] == "preset" else t.family(m["knob"])
+
+
+def stagnant_families(rounds, t: Tunables) -> set[str]:
+    """Families with at least two verified rollbacks since the last accepted round."""
+    counts: Counter[str] = Counter()
+    for r in rounds:
+        if r.get("status") == "ACCEPTED":
+            counts.clear()
+        elif r.get("status") == "ROLLED BACK" and r.get("category") in VERIFIED_CATEGORIES:
+            fam = family_of(r.get("direction", ""), t)
+            if fam:
+                counts[fam] += 1
+    return {f for f, n in counts.items() if n >= STAGNATION_ROLLBACKS}
+
+
+def _for_op(entries: list[Entry], t: Tunables, op: str) -> list[Entry]:
+    """Entries of the kinds the op uses: ``SEARCH_KINDS[op]``, else kinds sharing a name token
+    with the op (``bf16_bwd`` for ``gemm_bf16``), else all."""
+    kinds = {e.kind for e in entries if e.kind}
+    if not kinds:
+        return entries
+    if op in t.kinds:
+        wanted = set(t.kinds[op])
+    else:
+        tokens = set(op.lower().split("_"))
+        wanted = {k for k in kinds if tokens & set(k.lower().split("_"))} or kinds
+    return [e for e in entries if e.kind is None or e.kind in wanted]
+
+
+def _shape_buckets(t: Tunables, ctx: OptimizerContext) -> dict[str, tuple[str, float]]:
+    """label -> (bucket, efficiency) of the analysed shapes (representative ones first), via the
+    tunables module's ``bucket_for(M, N, K)``; {} when it cannot be told."""
+    fn = _bucket_fn(t)
+    if fn is None:
+        return {}
+    analysis = {s["label"]: s for s in (ctx.analysis or {}).get("shapes", [])}
+    reps = set(ctx.manifest.get("representative_shapes") or [])
+    shapes = [s for s in ctx.manifest.get("target_shapes") or [] if not reps or s["label"] in reps]
+    out = {}
+    for s in shapes:
+        try:
+            b = str(fn(int(s["M"]), int(s["N"]), int(s.get("K", 0))))
+        except Exception:  # noqa: BLE001 - a user function; no mapping is a valid answer
+            return {}
+        eff = analysis.get(s["label"], {}).get("efficiency")
+        out[s["label"]] = (b, float(eff) if eff is not None else 1.0)
+    return out
+
+
+_BUCKET_FNS: dict[str, Any] = {}
+
+
+def _bucket_fn(t: Tunables):
+    """``bucket_for`` of the tunables module, executed from its text (cached per text)."""
+    if "def bucket_for" not in t.text:
+        return None
+    if t.text not in _BUCKET_FNS:
+        name = f"_ratchet_tunables_{len(_BUCKET_FNS)}"
+        mod = types.ModuleType(name)
+        sys.modules[name] = mod  # dataclasses look their module up while the file executes
+        try:
+            exec(compile(t.text, "<tunables>", "exec"), mod.__dict__)  # noqa: S102 - user's file
+            _BUCKET_FNS[t.text] = getattr(mod, "bucket_for", None)
+        except Exception:  # noqa: BLE001 - unimportable alone: rank without buckets
+            _BUCKET_FNS[t.text] = None
+        finally:
+            sys.modules.pop(name, None)
+    return _BUCKET_FNS[t.text]

@@ -1,0 +1,101 @@
+"""The search optimizer: conformance, and behaviour against recorded rounds (no harness)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernel_ratchet.optimizers.base import OptimizerError
+from kernel_ratchet.optimizers.search import SearchOptimizer, stagnant_families
+from kernel_ratchet.optimizers.testing import (
+    OptimizerConformance,
+    RecordedRounds,
+    make_toy_project,
+)
+from kernel_ratchet.optimizers.tunables import parse_tunables
+
+
+class TestSearchConformance(OptimizerConformance):
+    def make_optimizer(self, root: Path) -> SearchOptimizer:
+        return SearchOptimizer()
+
+
+@pytest.fixture
+def toy(tmp_path: Path) -> Path:
+    return make_toy_project(tmp_path / "toy")
+
+
+def test_first_move_is_one_knob_of_the_least_efficient_bucket(toy):
+    analysis = {
+        "shapes": [
+            {"label": "s32", "efficiency": 0.1},
+            {"label": "l256", "efficiency": 0.7},
+            {"label": "l512", "efficiency": 0.8},
+        ]
+    }
+    p = SearchOptimizer().propose(RecordedRounds(toy).context(analysis))
+    assert p.direction.startswith("CONFIGS/fwd/small:")
+    assert p.bucket == "K1" and set(p.files) == {"pkg/configs.py"}
+    # exactly one literal changed, every other byte kept
+    old = (toy / "pkg/configs.py").read_text().splitlines()
+    new = p.files["pkg/configs.py"].splitlines()
+    assert len(old) == len(new)
+    assert sum(a != b for a, b in zip(old, new, strict=True)) == 1
+    # the "bwd" kind is not used by op "toy_fwd"; the order is deterministic
+    assert SearchOptimizer().propose(RecordedRounds(toy).context(analysis)) == p
+
+
+def test_slowest_bucket_moves_when_the_analysis_changes(toy):
+    analysis = {
+        "shapes": [{"label": "s32", "efficiency": 0.9}, {"label": "l256", "efficiency": 0.2}]
+    }
+    p = SearchOptimizer().propose(RecordedRounds(toy).context(analysis))
+    assert p.direction.startswith("CONFIGS/fwd/large:")
+
+
+def test_never_repeats_an_ineffective_direction_and_ends_when_exhausted(toy):
+    rec = RecordedRounds(toy, default_gain=-0.03)
+    proposals = rec.run(SearchOptimizer(), 200)
+    directions = [p.direction for p in proposals]
+    assert len(directions) == len(set(directions))
+    assert SearchOptimizer().propose(rec.context()) is None  # every move spent
+    ineffective = {d["direction"] for d in rec.context().ineffective}
+    assert ineffective == set(directions)
+    assert not any(d.startswith("CONFIGS/bwd/") for d in directions)
+
+
+def test_switches_family_after_two_rollbacks_in_one_family(toy):
+    rec = RecordedRounds(toy, default_gain=-0.03)
+    t = parse_tunables((toy / "pkg/configs.py").read_text())
+    proposals = rec.run(SearchOptimizer(), 12)
+    families = [p.family for p in proposals]
+    # num_warps of the "large" bucket (2 shapes) has three untried values (4, 2, 1): after two
+    # rollbacks the search switches family
+    assert families[:3] == ["num_warps", "num_warps", "num_stages"]
+    assert "num_warps" in stagnant_families(rec.records[:3], t)
+    # the stagnant family is demoted, not dropped: its third value comes after the others
+    later = [p.direction for p in proposals[3:]]
+    assert "CONFIGS/fwd/large:num_warps=1" in later
+    # an accepted round clears the stagnation
+    rec.records.append({"round": 99, "status": "ACCEPTED", "category": "ok", "direction": "x"})
+    assert stagnant_families(rec.records, t) == set()
+
+
+def test_accepted_moves_climb_from_the_new_incumbent(toy):
+    # larger blocks win in this recorded table; module knobs of pkg/kernel.py
+    gains = lambda d: 0.1 if d.endswith(("=32", "=64")) and "BLOCK_" in d else -0.05  # noqa: E731
+    rec = RecordedRounds(toy, gains=gains, tunables="pkg/kernel.py")
+    rec.run(SearchOptimizer(), 30)
+    text = rec.incumbent["pkg/kernel.py"]
+    assert "BLOCK_M = 64" in text and "BLOCK_N = 64" in text and "BLOCK_K = 32" in text
+    accepted = [r for r in rec.records if r["status"] == "ACCEPTED"]
+    assert len(accepted) >= 3
+
+
+def test_refuses_a_tunables_file_outside_the_kernel_files(toy):
+    rec = RecordedRounds(toy, tunables="pkg/bench.py")
+    with pytest.raises(OptimizerError, match="kernel_source"):
+        SearchOptimizer().propose(rec.context())
+    with pytest.raises(OptimizerError, match="no tunables"):
+        SearchOptimizer().propose(RecordedRounds(toy, tunables=None).context())

@@ -1,0 +1,93 @@
+"""Reading and rewriting tunables files: one literal changes, every other byte is kept."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+import pytest
+
+from kernel_ratchet.optimizers.base import OptimizerError
+from kernel_ratchet.optimizers.testing import TOY_CONFIGS
+from kernel_ratchet.optimizers.tunables import MODULE, parse_tunables, set_knobs
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _diff(a: str, b: str) -> list[str]:
+    return [
+        ln
+        for ln in difflib.unified_diff(a.splitlines(), b.splitlines(), lineterm="", n=0)
+        if ln[:1] in "+-" and not ln.startswith(("+++", "---"))
+    ]
+
+
+def test_entries_of_a_nested_dict_with_positional_and_default_knobs():
+    t = parse_tunables(TOY_CONFIGS)
+    assert list(t.entries) == ["CONFIGS/fwd/large", "CONFIGS/fwd/small", "CONFIGS/bwd/large"]
+    e = t.entries["CONFIGS/fwd/large"]
+    assert (e.kind, e.bucket, e.cls) == ("fwd", "large", "Config")
+    assert {k: v.value for k, v in e.knobs.items()} == {
+        "block_m": 128,
+        "block_n": 128,
+        "num_warps": 8,
+        "num_stages": 3,
+        "persistent": False,
+    }
+    assert t.knob_space(e)["block_m"] == [64, 128, 256]  # "large" overrides "*"
+    assert "block_m" not in t.knob_space(t.entries["CONFIGS/fwd/small"])
+
+
+@pytest.mark.parametrize(
+    "changes,expected",
+    [
+        ({"block_m": 256}, '"large": Config(256, 128, num_warps=8),  # measured: see the log'),
+        ({"num_warps": 4}, '"large": Config(128, 128, num_warps=4),  # measured: see the log'),
+        (
+            {"persistent": True},
+            '"large": Config(128, 128, num_warps=8, persistent=True),  # measured: see the log',
+        ),
+    ],
+)
+def test_rewrite_changes_one_literal_only(changes, expected):
+    new = set_knobs(TOY_CONFIGS, "CONFIGS/fwd/large", changes)
+    d = _diff(TOY_CONFIGS, new)
+    assert len(d) == 2 and d[1][1:].strip() == expected
+
+
+def test_module_constants_and_unknown_knobs():
+    text = "A = 1\nBLOCK = 16  # tile\nSEARCH_SPACE = {'*': {'BLOCK': [8, 16]}}\n"
+    t = parse_tunables(text)
+    assert list(t.entries) == [MODULE] and list(t.entries[MODULE].knobs) == ["BLOCK"]
+    assert set_knobs(text, MODULE, {"BLOCK": 8}) == text.replace("BLOCK = 16", "BLOCK = 8")
+    with pytest.raises(OptimizerError):
+        set_knobs(text, MODULE, {"A": 2})
+    with pytest.raises(OptimizerError):
+        set_knobs(text, "nope", {"BLOCK": 8})
+
+
+def test_default_space_without_search_space_is_neighbours_and_flips():
+    text = TOY_CONFIGS.split("SEARCH_SPACE")[0]
+    t = parse_tunables(text)
+    space = t.knob_space(t.entries["CONFIGS/fwd/small"])
+    assert space == {
+        "block_m": [16, 64],
+        "block_n": [16, 64],
+        "num_warps": [2, 8],
+        "num_stages": [1, 4],
+        "persistent": [True],
+    }
+
+
+def test_bundled_gemm_configs_rewrite_byte_identically():
+    text = (REPO / "kernel_ratchet/kernels/gemm/configs.py").read_text()
+    t = parse_tunables(text)
+    assert "CONFIGS/fp8_block/large" in t.entries
+    for key, knob, value in [
+        ("CONFIGS/bf16/large", "num_stages", 3),
+        ("CONFIGS/fp8/large", "block_n", 128),
+        ("CONFIGS/bf16/tiny", "split_k", 2),
+    ]:
+        new = set_knobs(text, key, {knob: value})
+        assert len(_diff(text, new)) == 2
+        assert parse_tunables(new).entries[key].knobs[knob].value == value
