@@ -470,6 +470,8 @@ class CudaEventEngine(TimingEngine):
             if note and note not in flags:
                 flags.append(note)
             out.append(per_call_ms(ev_ms, iters, flush_each))
+            if out[-1] <= 0.0 and "flush subtraction" not in " ".join(flags):
+                flags.append("flush subtraction left <= 0 ms: the op is too small to time cold")
             host.append(host_ms / iters)
             if clock is not None:
                 clocks.append(clock)

@@ -101,13 +101,13 @@ class Session:
         payload = {"snr": result.snr, "passed": result.passed, "checks": ["types", "inputs"]}
         if not result.passed:
             return _fail("wrong", f"outputs disagree with the reference: {result.reason}", payload)
+        # Same tensor objects, new values: the op must follow them (id()/data_ptr caches).
+        sizes = [t.numel() * t.element_size() for _, t in outs]
+        ac.poison(outs)  # freed poisoned blocks: a reused block cannot hold a right answer
+        del got, outs, ref
         if self.device.startswith("cuda"):
             ac.check_stream_order(ad.forward(case), "forward()")
             payload["checks"].append("stream order")
-        # Same tensor objects, new values: the op must follow them (id()/data_ptr caches).
-        sizes = [t.numel() * t.element_size() for _, t in outs]
-        ac.poison(outs)
-        del got, outs, ref
         fresh = ad.make_case(shape, derive_seed(seed, 1), self.device)
         if ac.rebind(case, snap, fresh):
             del fresh
