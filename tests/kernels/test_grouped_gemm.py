@@ -50,7 +50,7 @@ def test_bf16_path_tiny(shape, device):
     _check("bf16", shape, device)
 
 
-FP8_TINY = ("tiny_skewed", "odd_empty_edges", "odd_all_small")
+FP8_TINY = ("tiny_skewed", "odd_empty_edges", "odd_all_small", "odd_all_empty")
 
 
 @pytest.mark.parametrize(

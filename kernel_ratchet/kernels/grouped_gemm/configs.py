@@ -22,16 +22,26 @@ class TileConfig:
     num_warps: int = 8
     num_stages: int = 3
     #: Run a half-height tile for a group's last tile when it has <= BLOCK_M / 2 valid rows.
-    split_tail: bool = True
+    #: Off by default: on the H200 (2026-11-29, tune_h200.py) 128x256x64 ran 402 TFLOPS with
+    #: it vs 435 without on dsv3_gate_up_top1_cf1.25 (where it should help most) and 496 vs
+    #: 616 on mixtral_8x7b_gate_up_uniform: the second pipeline costs more than the saved rows.
+    split_tail: bool = False
 
 
 # Interpreter (CPU tests): the smallest tiles tl.dot accepts keep the CPU suite fast.
-INTERP = TileConfig(32, 16, 16, GROUP_M=2, num_warps=1, num_stages=1)
-INTERP_FP8 = TileConfig(32, 16, 128, GROUP_M=2, num_warps=1, num_stages=1)
+# split_tail stays on in the interpreter so the CPU tests keep that path correct.
+INTERP = TileConfig(32, 16, 16, GROUP_M=2, num_warps=1, num_stages=1, split_tail=True)
+INTERP_FP8 = TileConfig(32, 16, 128, GROUP_M=2, num_warps=1, num_stages=1, split_tail=True)
 
-# H200 buckets. Starting points from Hopper bf16 GEMM practice (128x256x64, 8 warps, 3 stages
-# keeps two wgmma warpgroups busy at ~200 KB shared memory); swept in tune_h200.py, results and
-# the reason for each choice in docs/benchmarks.md.
+# H200 buckets. Starting points from Hopper bf16 GEMM practice, then swept with tune_h200.py
+# (2026-11-29, one H200, see docs/benchmarks.md "Grouped GEMM (H200)"):
+#   forward, dsv3_gate_up_top1_cf1.25 / mixtral_8x7b_gate_up_uniform, TFLOPS:
+#     128x256x64 w8 s3 435 / 616 (chosen) | 128x128x64 w8 s4 (split) 317 / 492 |
+#     64x256x64 w4 s4 363 / 453 | dense cuBLAS same FLOPs 689 / 706
+#   wgrad (mixtral uniform): 64x128x128 w8 s3 495 (chosen) | 128x128x64 w8 s4 378
+#   fp8 GEMM only (mixtral uniform): 128x128x128 w8 s4 550 (chosen) | 128x256x128 w8 s3 328
+# The "small" buckets (average <= SMALL_GROUP_ROWS rows per group) were not timed at such
+# shapes; at 225 rows per group the large tile already beat the 64-row one by 20%.
 BUCKETS: dict[str, TileConfig] = {
     # forward / dgrad, many rows per group: large tiles, few wasted rows.
     "bf16_mm_large": TileConfig(128, 256, 64, GROUP_M=8, num_warps=8, num_stages=3),

@@ -32,9 +32,9 @@ from kernel_ratchet.kernels.quant.kernel import quant_fp8_blockwise_1x128
 
 _DEFAULT = BUCKETS["bf16_mm_large"]
 BF16_MM = {
-    "128x256x64_w8_s3_split": _DEFAULT,
-    "128x256x64_w8_s3_nosplit": TileConfig(128, 256, 64, 8, 8, 3, split_tail=False),
-    "128x128x64_w8_s4_split": TileConfig(128, 128, 64, 8, 8, 4),
+    "128x256x64_w8_s3_nosplit": _DEFAULT,
+    "128x256x64_w8_s3_split": TileConfig(128, 256, 64, 8, 8, 3, split_tail=True),
+    "128x128x64_w8_s4_split": TileConfig(128, 128, 64, 8, 8, 4, split_tail=True),
     "64x256x64_w4_s4": BUCKETS["bf16_mm_small"],
 }
 BF16_WGRAD = {
