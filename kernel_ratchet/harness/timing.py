@@ -231,7 +231,7 @@ def reset_persisting_l2() -> str:
     """Reset the persisting-L2 lines (so a previous op's access window cannot keep data hot).
 
     Uses a ``torch.cuda`` function when this torch has one, else ``cudaCtxResetPersistingL2Cache``
-    from the CUDA runtime through ctypes. Returns how it was done, or why not.
+    from the CUDA runtime torch loaded, through ctypes. Returns how it was done, or why not.
     """
     for name in ("reset_persisting_l2_cache", "_reset_persisting_l2_cache"):
         fn = getattr(torch.cuda, name, None)
@@ -240,13 +240,20 @@ def reset_persisting_l2() -> str:
             return f"torch.cuda.{name}"
     import ctypes
 
-    for lib in ("libcudart.so", "libcudart.so.13", "libcudart.so.12"):
+    # Only the CUDA runtime this process already loaded (torch's), never a second copy.
+    try:
+        with open("/proc/self/maps") as maps:
+            libs = sorted({line.split()[-1] for line in maps if "libcudart.so" in line})
+    except OSError:
+        libs = []
+    for lib in libs:
         try:
             rc = ctypes.CDLL(lib).cudaCtxResetPersistingL2Cache()
         except (OSError, AttributeError):
             continue
-        return f"{lib}:cudaCtxResetPersistingL2Cache" + ("" if rc == 0 else f" (error {rc})")
-    return "unavailable (no torch.cuda API, no libcudart)"
+        name = lib.rsplit("/", 1)[-1]
+        return f"{name}:cudaCtxResetPersistingL2Cache" + ("" if rc == 0 else f" (error {rc})")
+    return "unavailable (no torch.cuda API, no loaded libcudart)"
 
 
 class CudaEventEngine(TimingEngine):
