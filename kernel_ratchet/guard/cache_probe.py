@@ -144,28 +144,23 @@ def _counting_class(base: type) -> type:
             return  # `if k in c: return c[k]` is one lookup
         self._probe.record(self._name, key, hit)
 
-    def has(self: Any, key: Any) -> bool:
-        return base.__contains__(self, key)
+    def counted(method: str, contains: bool = False) -> Callable[..., Any]:
+        inner = getattr(base, method)
 
-    def getitem(self: Any, key: Any) -> Any:
-        note(self, key, has(self, key))
-        return base.__getitem__(self, key)
+        def call(self: Any, key: Any, *rest: Any) -> Any:
+            if self.__dict__.get("_busy"):  # e.g. a C ``get`` that calls ``__getitem__``
+                return inner(self, key, *rest)
+            self.__dict__["_busy"] = True
+            try:
+                note(self, key, base.__contains__(self, key), contains=contains)
+                return inner(self, key, *rest)
+            finally:
+                self.__dict__["_busy"] = False
 
-    def get(self: Any, key: Any, default: Any = None) -> Any:
-        note(self, key, has(self, key))
-        return base.get(self, key, default)
+        return call
 
-    def contains(self: Any, key: Any) -> bool:
-        hit = has(self, key)
-        note(self, key, hit, contains=True)
-        return hit
-
-    def setdefault(self: Any, key: Any, default: Any = None) -> Any:
-        note(self, key, has(self, key))
-        return base.setdefault(self, key, default)
-
-    methods = {"__getitem__": getitem, "get": get, "__contains__": contains,
-               "setdefault": setdefault}  # fmt: skip
+    methods = {m: counted(m) for m in ("__getitem__", "get", "setdefault")}
+    methods["__contains__"] = counted("__contains__", contains=True)
     return type(f"Counting{base.__name__}", (base,), methods)
 
 
@@ -234,5 +229,6 @@ def count_cache_hits(*modules: ModuleType) -> Iterator[CacheProbe]:
         for holder, attr, orig, new in reversed(swapped):
             setattr(holder, attr, orig)
             if isinstance(orig, _MAPPINGS):
+                new.__dict__["_busy"] = True  # copying back is not a lookup
                 orig.clear()
                 orig.update(new)

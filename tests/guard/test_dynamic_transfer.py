@@ -1,0 +1,157 @@
+"""Dynamic transfer check on the CPU with the tiny example GEMM (Triton interpreter).
+
+The planted kernels are module sources from :mod:`tests.guard.planted`, loaded as modules; a
+test-local subclass of the example's adapter implements TrainingCase and calls them.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import types
+from collections import OrderedDict
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernel_ratchet.errors import RatchetError
+from kernel_ratchet.guard.cache_probe import count_cache_hits
+from kernel_ratchet.guard.dynamic_transfer import (
+    OVERFIT,
+    TRANSFERS,
+    TrainingCase,
+    simulate_training,
+    weight_quant_ratio,
+)
+from kernel_ratchet.harness.adapter import Shape
+from tests.guard import planted as P
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "tiny_gemm"))
+from tiny_gemm.adapter import TinyGemm  # noqa: E402
+
+SHAPE = Shape(label="m32_n32_k32", M=32, N=32, K=32)
+#: The interpreter on a shared 2-core machine is noisy; planted effects are 100x, not 10%.
+CPU_GAP = 0.5
+
+
+class TrainableTinyGemm(TinyGemm):
+    """The example adapter plus the TrainingCase roles: ``a`` activations, ``b`` the weight."""
+
+    def training_roles(self, case):
+        return {"a": "activation", "b": "weight"}
+
+
+def planted_adapter(source: str, name: str) -> tuple[TrainableTinyGemm, types.ModuleType]:
+    module = types.ModuleType(name)
+    exec(compile(source, f"<{name}>", "exec"), module.__dict__)
+
+    class Planted(TrainableTinyGemm):
+        def forward(self, case):
+            return module.matmul_nt(case.a, case.b)
+
+    return Planted(), module
+
+
+def test_adapter_implements_the_protocol() -> None:
+    assert isinstance(TrainableTinyGemm(), TrainingCase)
+    assert not isinstance(TinyGemm(), TrainingCase)
+
+
+def test_clean_kernel_transfers() -> None:
+    result = simulate_training(TrainableTinyGemm(), SHAPE, device="cpu", min_rel_gap=CPU_GAP)
+    assert result.verdict == TRANSFERS, result
+    assert result.bench_ms > 0 and result.train_ms > 0 and result.noise_ms > 0
+    assert result.hit_rate_text() == "no cache found in the kernel module"
+
+
+def test_id_keyed_output_cache_is_overfit() -> None:
+    adapter, module = planted_adapter(P.TINY_OUT_CACHE, "planted_out_cache")
+    result = simulate_training(
+        adapter, SHAPE, device="cpu", cache_modules=[module], min_rel_gap=CPU_GAP
+    )
+    assert result.verdict == OVERFIT, result
+    assert result.train_ms > 10 * result.bench_ms  # the benchmark idiom only reads the cache
+    (train,) = result.train_caches
+    (bench,) = result.bench_caches
+    assert train.hits == 0 and train.lookups == 4  # activation cache: never hits in training
+    assert bench.hits == bench.lookups == 4
+    assert "training idiom slower" in result.reason
+
+
+def test_weight_cache_with_version_transfers_and_misses_after_each_update() -> None:
+    adapter, module = planted_adapter(P.TINY_WEIGHT_CACHE, "planted_w1")
+    result = simulate_training(
+        adapter, SHAPE, device="cpu", cache_modules=[module], min_rel_gap=CPU_GAP
+    )
+    assert result.verdict == TRANSFERS, result
+    (train,) = result.train_caches
+    assert (train.lookups, train.stale_hits, train.fresh_hits) == (4, 0, 0)
+
+
+def test_weight_cache_without_version_hits_stale() -> None:
+    source = P.TINY_WEIGHT_CACHE.replace("(id(b), b._version, tuple(b.shape))", "id(b)")
+    adapter, module = planted_adapter(source, "planted_w1_stale")
+    result = simulate_training(
+        adapter, SHAPE, device="cpu", steps=2, repeats=2, cache_modules=[module], min_rel_gap=9
+    )
+    assert result.verdict == OVERFIT
+    (train,) = result.train_caches
+    # every step after the first (the cache may still hold the benchmark case's weight then)
+    assert train.stale_hits >= train.steps - 1 and "right after its update" in result.reason
+
+
+def test_adapter_without_roles_is_refused() -> None:
+    with pytest.raises(RatchetError, match="training_roles"):
+        simulate_training(TinyGemm(), SHAPE, device="cpu")
+
+    class NoWeight(TinyGemm):
+        def training_roles(self, case):
+            return {"a": "activation"}
+
+    with pytest.raises(RatchetError, match="no weight"):
+        simulate_training(NoWeight(), SHAPE, device="cpu")
+
+
+def test_custom_timer_is_used() -> None:
+    calls = []
+
+    def timer(fn) -> float:
+        fn()
+        calls.append(1)
+        return 1.0
+
+    result = simulate_training(TrainableTinyGemm(), SHAPE, device="cpu", timing=timer, repeats=2)
+    assert len(calls) == 4 and result.gap_ms == 0 and result.verdict == TRANSFERS
+
+
+def test_count_cache_hits_dicts_and_lru() -> None:
+    module = types.ModuleType("probe_target")
+    module.PLAIN, module.ORDERED = {}, OrderedDict()
+    module.square = functools.lru_cache(maxsize=None)(lambda n: n * n)
+    w, a = torch.ones(2), torch.ones(2)
+    with count_cache_hits(module) as probe:
+        probe.track_weights(w)
+        probe.begin_step()
+        key = (id(w), w._version)
+        module.PLAIN[key] = 1
+        found = module.PLAIN[key] if key in module.PLAIN else None  # noqa: SIM401 (one lookup)
+        module.ORDERED[id(a)] = 2
+        got = module.ORDERED.get(id(a))
+        module.square(3), module.square(3)
+    assert (found, got) == (1, 2)
+    stats = probe.stats
+    plain, ordered, lru = (stats[f"probe_target.{n}"] for n in ("PLAIN", "ORDERED", "square"))
+    assert (plain.lookups, plain.weight_hits, plain.stale_hits) == (1, 1, 1)
+    assert (ordered.hits, ordered.fresh_hits) == (1, 1)
+    assert (lru.lookups, lru.hits, lru.config_hits) == (2, 1, 1)
+    assert type(module.PLAIN) is dict and module.PLAIN  # restored, entries kept
+    assert type(module.ORDERED) is OrderedDict and hasattr(module.square, "cache_info")
+
+
+def test_weight_quant_ratio() -> None:
+    ratio = weight_quant_ratio(lambda w: None, torch.ones(4), 2.0, device="cpu",
+                               timing=lambda fn: (fn(), 0.5)[1])  # fmt: skip
+    assert ratio == pytest.approx(0.25)
+    with pytest.raises(RatchetError):
+        weight_quant_ratio(lambda w: None, torch.ones(4), 0.0, device="cpu")
