@@ -9,7 +9,8 @@ stddev over blocks), the forward of a per-group loop of torch.mm and of torch._g
 with the same total FLOPs ([M, K] @ [K, N], M = routed rows) forward and backward (two GEMMs).
 Correctness: SNR (dB) against the fp32 reference, computed on the GPU.
 
-CSV: the frozen GEMM columns (csv_schema.GEMM_COLUMNS) first, then vendor columns.
+CSV: the frozen GEMM columns (csv_schema.GEMM_COLUMNS) first, then vendor columns
+(``--no-vendor``: the frozen columns only, which is what a campaign's CSV reader accepts).
 """
 
 from __future__ import annotations
@@ -128,6 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-backward", action="store_true")
     p.add_argument("--no-check", action="store_true")
     p.add_argument("--only", default="", help="comma-separated label substrings to keep")
+    p.add_argument(
+        "--no-vendor", action="store_true", help="frozen columns only (what a campaign parses)"
+    )
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
         print("the benchmark needs a CUDA GPU", file=sys.stderr)
@@ -137,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.only:
         keys = args.only.split(",")
         shapes = [s for s in shapes if any(k in s.label for k in keys)]
-    header = [*GEMM_COLUMNS, *VENDOR_COLUMNS]
+    header = [*GEMM_COLUMNS] + ([] if args.no_vendor else [*VENDOR_COLUMNS])
     rows = []
     fh = open(args.csv, "w", newline="") if args.csv else None  # noqa: SIM115
     writer = csv.writer(fh or sys.stdout, lineterminator="\n")
@@ -149,11 +153,12 @@ def main(argv: list[str] | None = None) -> int:
             )
         except Exception as exc:  # a failing shape is a FAIL row, not the end of the run
             print(f"# {s.label}: {type(exc).__name__}: {exc}", file=sys.stderr)
-            row = [s.label, s.B, s.M, s.N, s.K, "FAIL"] + [math.nan] * (len(header) - 6)
+            row = [s.label, s.B, s.M, s.N, s.K, "FAIL"]
+            row += [math.nan] * (len(GEMM_COLUMNS) + len(VENDOR_COLUMNS) - 6)
             torch.cuda.empty_cache()
         torch.cuda.empty_cache()
         rows.append(row)
-        writer.writerow([format_cell(c, 3) for c in row])
+        writer.writerow([format_cell(c, 3) for c in row[: len(header)]])
         if fh:
             fh.flush()
     if fh:
