@@ -53,7 +53,8 @@ class TrainingCase(Protocol):
 
     ``training_roles(case)`` returns ``{field: role}`` with roles from :data:`TRAINING_ROLES`;
     fields not named are left alone (forward state, constants). A field is an attribute of the
-    case, or a key when the case is a mapping. Every named field must hold a tensor. ``routing``
+    case, or a key when the case is a mapping. Every named field must hold a tensor. An op
+    without a weight (a quantization kernel) names its input ``activation`` only. ``routing``
     fields (tokens per expert) get a new tensor with the same values, since the values are part
     of the shape.
     """
@@ -118,8 +119,8 @@ def _roles(adapter: Adapter, case: Any) -> dict[str, str]:
             raise RatchetError(f"training_roles: {name!r} has role {role!r}; use {TRAINING_ROLES}")
         if not isinstance(_get(case, name), torch.Tensor):
             raise RatchetError(f"training_roles: case field {name!r} is not a tensor")
-    if "weight" not in roles.values():
-        raise RatchetError("training_roles names no weight field; the check needs one")
+    if not roles:
+        raise RatchetError("training_roles names no field; name at least the op's inputs")
     return roles
 
 

@@ -105,12 +105,21 @@ def test_adapter_without_roles_is_refused() -> None:
     with pytest.raises(RatchetError, match="training_roles"):
         simulate_training(TinyGemm(), SHAPE, device="cpu")
 
-    class NoWeight(TinyGemm):
+    class BadRole(TinyGemm):
         def training_roles(self, case):
-            return {"a": "activation"}
+            return {"a": "activation", "b": "bias"}
 
-    with pytest.raises(RatchetError, match="no weight"):
-        simulate_training(NoWeight(), SHAPE, device="cpu")
+    with pytest.raises(RatchetError, match="role 'bias'"):
+        simulate_training(BadRole(), SHAPE, device="cpu")
+
+
+def test_op_without_weight_runs() -> None:
+    class AllFresh(TinyGemm):
+        def training_roles(self, case):
+            return {"a": "activation", "b": "activation"}
+
+    result = simulate_training(AllFresh(), SHAPE, device="cpu", steps=2, repeats=2, min_rel_gap=9)
+    assert result.verdict == TRANSFERS
 
 
 def test_custom_timer_is_used() -> None:
