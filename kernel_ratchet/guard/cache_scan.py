@@ -279,7 +279,18 @@ def _scan_function(scan: FileScan, qual: str, fn, role) -> None:
         if isinstance(n, (ast.Global, ast.Nonlocal)):
             scan.globals.update((qual, name) for name in n.names)
 
+    # `w._version` read anywhere in the function validates a weight-identity entry (e.g. a
+    # WeakKeyDictionary keyed on w holding (version, value) and compared on lookup).
+    checked = {ast.unparse(n.value) for n in nodes
+               if isinstance(n, ast.Attribute) and n.attr == "_version"}  # fmt: skip
+
     def add(node: ast.AST, container: str, key: ast.expr | None, kind: str, parts) -> None:
+        have = {p.tensor for p in parts if p.kind == "version"}
+        for p in list(parts) if kind != "memo" else []:
+            if p.kind in ("identity", "address") and p.tensor in checked - have:
+                have.add(p.tensor)
+                parts.append(KeyComponent(f"{p.tensor}._version (checked in {qual})", "version",
+                                          p.tensor, p.role))  # fmt: skip
         text = ", ".join(p.text for p in parts)
         if key is not None:
             shown = reader.assigned.get(key.id) if isinstance(key, ast.Name) else None
@@ -298,11 +309,7 @@ def _scan_function(scan: FileScan, qual: str, fn, role) -> None:
             continue  # a lookup in a constant table, not a cache
         add(node, container, key, kind, parts)
     for node, target in _tensor_attr_sites(nodes, reader):
-        parts = reader.read(target)
-        versions = [n for n in nodes if isinstance(n, ast.Attribute) and n.attr == "_version"
-                    and ast.unparse(n.value) == target.id]  # fmt: skip
-        parts += [KeyComponent(ast.unparse(v), "version", *reader.role(v.value)) for v in versions]
-        add(node, f"{target.id}.<attr>", None, "tensor-attr", parts)
+        add(node, f"{target.id}.<attr>", None, "tensor-attr", reader.read(target))
     memo = _memo_decorated(fn)
     if memo:
         a = fn.args

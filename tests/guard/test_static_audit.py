@@ -165,3 +165,27 @@ def test_scan_finds_containers_and_saved_tensors() -> None:
     assert "_W_Q_CACHE" in scan.containers
     assert any("save_for_backward(a, b)" in s for s in scan.saved)
     assert "_fp8_gemm_kernel" in scan.jit_kernels
+
+
+WEAK_W1 = """
+
+_W_Q = weakref.WeakKeyDictionary()
+
+
+def quant_weight_weak(w: torch.Tensor):
+    hit = _W_Q.get(w)
+    if hit is not None and hit[0] == w._version:
+        return hit[1]
+    q = quant_rowwise(w)
+    _W_Q[w] = (w._version, q)
+    return q
+"""
+
+
+def test_weak_key_weight_cache_validated_by_version_is_w1() -> None:
+    result = audit(P.INCUMBENT.replace("import functools", "import functools\nimport weakref")
+                   + WEAK_W1)  # fmt: skip
+    assert (result.bucket, result.verdict) == ("W1", ALLOW), result
+    stale = audit(P.INCUMBENT + WEAK_W1.replace(" and hit[0] == w._version", "")
+                  .replace("(w._version, q)", "(0, q)"))  # fmt: skip
+    assert (stale.bucket, stale.verdict) == ("W1", REJECT)
