@@ -95,6 +95,7 @@ def init(
     efficiency_target: float | None = typer.Option(None, help="T2: fraction of the peak"),
     hardware_peak: float | None = typer.Option(None, help="T2: peak in the primary unit"),
     yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation"),
+    mode: str | None = typer.Option(None, "--mode", help="repo | workspace (default: profile)"),
     profile: Path | None = ProfileOpt,
 ):
     """DEFINE_TARGET + PREPARE_ENVIRONMENT + READ_HISTORICAL_TIPS: create a campaign."""
@@ -105,7 +106,7 @@ def init(
         prof, op, performance_target=performance_target, max_iterations=max_iterations,
         git_branch=git_branch, git_commit=commit, timing_engine=timing_engine,
         regression_threshold=regression_threshold, efficiency_target=efficiency_target,
-        hardware_peak=hardware_peak,
+        hardware_peak=hardware_peak, execution_mode=mode,
     )  # fmt: skip
     table = Table("parameter", "value", title="DEFINE_TARGET")
     for k, v in params.describe():
@@ -264,6 +265,31 @@ def tips_add(
         raise RatchetError("--status must be ACCEPTED or 'ROLLED BACK'")
     path = _tips_file(_profile(profile), op, gpu)
     out.print(add_tip(path, round_no, status_, context, signal, takeaway, applicability))
+
+
+@app.command("sync-back")
+def sync_back(
+    commit: bool = typer.Option(True, "--commit/--no-commit", help="commit the kernel files"),
+    profile: Path | None = ProfileOpt,
+    campaign: str | None = CampaignOpt,
+):
+    """Workspace-mode: apply the accepted kernel change to the project and re-validate it there."""
+    from kernel_ratchet.campaign.workspace import sync_back as do_sync
+
+    with _campaign(profile, campaign) as c:
+        res = do_sync(c, commit=commit)
+    for line in res.details:
+        out.print(line)
+    out.print("[green]SYNCED[/green]" if res.ok else "[red]SYNC-BACK FAILED[/red]")
+    raise typer.Exit(0 if res.ok else 1)
+
+
+@app.command("mcp")
+def mcp_server(profile: Path | None = ProfileOpt):
+    """Serve the campaign tools over MCP (stdio) for an editor agent (needs the mcp extra)."""
+    from kernel_ratchet.mcp.server import serve
+
+    serve(profile)
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from kernel_ratchet.campaign import git
+from kernel_ratchet.campaign import git, workspace
 from kernel_ratchet.campaign.clock import now, today
 from kernel_ratchet.campaign.fsutil import atomic_write_text, sha256_bytes
 from kernel_ratchet.campaign.journal import AppendOnlyLog
@@ -30,7 +30,7 @@ from kernel_ratchet.harness.adapter import Shape, load_shapes
 from kernel_ratchet.harness.generate import render_quick_bench
 from kernel_ratchet.harness.timing import default_engine_name
 from kernel_ratchet.profile.checklist import env_check, run_checklist
-from kernel_ratchet.profile.schema import Profile
+from kernel_ratchet.profile.schema import EXECUTION_MODES, Profile
 
 MAX_ITERATIONS_LIMIT = 120  # SPEC rule 9: max_iterations must be < 120
 
@@ -90,25 +90,29 @@ def define_target(
     seed: int = 0,
     efficiency_target: float | None = None,
     hardware_peak: float | None = None,
+    execution_mode: str | None = None,
 ) -> TargetParams:
+    """The campaign parameters; ``execution_mode`` (repo | workspace) overrides the profile's.
+    A workspace campaign keeps its lineage in kernel snapshots: no branch, no commits."""
     o = profile.op(op)
+    mode = execution_mode or o.execution_mode
     if not 0 < max_iterations < MAX_ITERATIONS_LIMIT:
         raise CampaignError(f"max_iterations must be between 1 and {MAX_ITERATIONS_LIMIT - 1}")
     if git_branch not in ("auto", "none"):
         raise CampaignError(f"git_branch must be 'auto' or 'none', not {git_branch!r}")
     if not 0 < regression_threshold < 1:
         raise CampaignError("regression threshold is a fraction, e.g. 0.05 for 5%")
-    if o.execution_mode != "repo":
-        raise CampaignError(
-            f"ops.{op}.execution_mode is {o.execution_mode!r}; this version runs repo-mode "
-            "campaigns only (workspace-mode comes with `ratchet init --mode workspace`)"
-        )
+    if mode not in EXECUTION_MODES:
+        raise CampaignError(f"execution mode must be one of {', '.join(EXECUTION_MODES)}, "
+                            f"not {mode!r}")  # fmt: skip
+    if mode == "workspace":  # rounds run in the campaign dir; the project is not touched
+        git_branch, git_commit = "none", False
     engine = timing_engine or default_engine_name()
     return TargetParams(
         op=op, backend=o.backend, lang=o.lang, gpu=detect_gpu(), campaign_type=o.campaign_type,
         primary_metric=o.primary_metric, performance_target=performance_target,
         max_iterations=max_iterations, git_branch=git_branch, git_commit=git_commit,
-        execution_mode=o.execution_mode, shape_set=o.shapes, timing_engine=engine,
+        execution_mode=mode, shape_set=o.shapes, timing_engine=engine,
         timing_params=dict(CPU_TIMING) if engine == "perf_counter" else {},
         regression_threshold=regression_threshold, seed=seed,
         efficiency_target=efficiency_target, hardware_peak=hardware_peak,
@@ -163,12 +167,16 @@ def create_campaign(profile: Profile, p: TargetParams) -> Path:
     for sub in ("logs", "profiles", "rounds"):
         (cdir / sub).mkdir(parents=True, exist_ok=True)
     harness = cdir / "quick_test_bench.py"
+    test_cmd, bench_cmd, rounds_root = o.test, o.benchmark, root
+    if p.execution_mode == workspace.WORKSPACE:
+        ws = workspace.extract(profile, o, cdir, start)
+        test_cmd, bench_cmd, rounds_root = ws.test_command, ws.benchmark_command, cdir / "src"
     m = Manifest(
         target_op=p.op, target_backend=p.backend, target_lang=p.lang, target_gpu=p.gpu,
         execution_mode=p.execution_mode, project_skill=str(profile.path),
         performance_target=p.performance_target, primary_metric=p.primary_metric,
         target_shapes=[s.to_dict() for s in shapes], kernel_source=list(o.kernel_source),
-        test_command=o.test, benchmark_command=o.benchmark,
+        test_command=test_cmd, benchmark_command=bench_cmd,
         quick_command=f"python {harness}", representative_shapes=[],
         git_commit=p.git_commit, git_branch=p.git_branch, max_iterations=p.max_iterations,
         created=now(), campaign=name, campaign_type=p.campaign_type, adapter=o.adapter,
@@ -180,7 +188,7 @@ def create_campaign(profile: Profile, p: TargetParams) -> Path:
     )  # fmt: skip
     m.save(cdir)
     state = State(phase=Phase.INITIALIZED, next_round=1, incumbent_commit=start)
-    state.harness_sha256 = write_harness(cdir, m, root, shapes=[], target_shapes=[])
+    state.harness_sha256 = write_harness(cdir, m, rounds_root, shapes=[], target_shapes=[])
     tpath = tips_path(profile.tips_root_path, p.gpu, p.op, p.backend)
     AppendOnlyLog(cdir, "logs/optimize.md", state.logs).append(
         optimize_header(m, os.path.relpath(tpath, root), read_tips(tpath))

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kernel_ratchet.campaign import closing, git, rounds
+from kernel_ratchet.campaign import closing, git, rounds, workspace
 from kernel_ratchet.campaign.clock import now
 from kernel_ratchet.campaign.create import harness_command, write_harness
 from kernel_ratchet.campaign.fsutil import atomic_write_json, file_sha256
@@ -51,7 +51,8 @@ class Campaign:
         self.lock = CampaignLock(self.dir)
         self.m: Manifest = load_manifest(self.dir)
         self.state = State.load(self.dir)
-        self.root = profile.root
+        # workspace-mode: rounds run in <campaign_dir>/src (campaign/workspace.py)
+        self.root = workspace.rounds_root(profile.root, self.dir, self.m)
         self.groot = git.toplevel(self.root)
         self.op = profile.op(self.m.target_op)
 

@@ -1,0 +1,146 @@
+"""Workspace-mode on the CPU example: extraction, rounds in the campaign directory, sync-back
+(only the kernel file, re-validated in the project) and its refusal after an upstream change.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kernel_ratchet.campaign.workspace import extract
+from kernel_ratchet.profile.loader import load_profile
+from tests.campaign.conftest import (
+    KERNEL,
+    break_kernel,
+    campaign_dir,
+    cli_env,
+    git,
+    make_project,
+    ratchet,
+    set_blocks,
+)
+
+pytestmark = pytest.mark.slow
+
+
+def _ok(r):
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r
+
+
+@pytest.fixture(scope="module")
+def ws_accepted(tmp_path_factory) -> Path:
+    """A workspace campaign: extracted, baselined, round-2 (32x32 tiles) ACCEPTED."""
+    root = make_project(tmp_path_factory.mktemp("ws") / "proj")
+    _ok(ratchet(root, "init", "--op", "tiny_gemm", "--mode", "workspace", "--yes"))
+    _ok(ratchet(root, "baseline"))
+    set_blocks(campaign_dir(root) / "src", M=32, N=32)
+    r = _ok(ratchet(root, "validate", "--hypothesis", "32x32 output tiles"))
+    assert "ACCEPTED" in r.stdout
+    return root
+
+
+@pytest.fixture
+def ws_copy(ws_accepted: Path, tmp_path: Path) -> Path:
+    dest = tmp_path / "proj"
+    shutil.copytree(ws_accepted, dest, symlinks=True)
+    return dest
+
+
+def test_extraction_layout_and_imports(ws_accepted):
+    root, cdir = ws_accepted, campaign_dir(ws_accepted)
+    upstream = git(root, "rev-parse", "HEAD").strip()
+    ws = json.loads((cdir / "workspace.json").read_text())
+    assert ws["upstream_commit"] == upstream
+    assert ws["files"] == {
+        "src/tiny_gemm/kernel.py": KERNEL,
+        "src/tiny_gemm/__init__.py": "(overlay of tiny_gemm)",
+        "tests/test_kernel.py": "tests/test_kernel.py",
+        "bench/tiny_gemm/bench.py": "tiny_gemm/bench.py",
+    }  # fmt: skip
+    assert (cdir / "tests/test_kernel.py").read_text() == (
+        root / "tests/test_kernel.py"
+    ).read_text()
+    assert (cdir / "rounds/round-1/kernel_snapshot" / KERNEL).read_text() == git(
+        root, "show", f"HEAD:{KERNEL}"
+    )
+    m = yaml.safe_load((cdir / "manifest.yaml").read_text())
+    assert (m["execution_mode"], m["git_commit"], m["git_branch"]) == ("workspace", False, "none")
+    assert m["starting_commit"] == upstream and "../tests/test_kernel.py" in m["test_command"]
+    # the project: same branch, no commit, the campaign dir git-excluded
+    assert git(root, "rev-parse", "--abbrev-ref", "HEAD").strip() == "main"
+    assert ".ratchet" not in git(root, "status", "--porcelain")
+    # in src/, the extracted kernel shadows the project's; the rest comes from the project
+    probe = "import tiny_gemm.kernel as k, tiny_gemm.adapter as a; print(k.__file__, a.__file__)"
+    out = subprocess.run([sys.executable, "-c", probe], cwd=cdir / "src", capture_output=True,
+                         text=True, env=cli_env(root), check=True).stdout.split()  # fmt: skip
+    assert out == [str(cdir / "src" / KERNEL), str(root / "tiny_gemm/adapter.py")]
+
+
+def test_rewritten_commands_keep_node_ids_and_options(tmp_path):
+    root = make_project(tmp_path / "proj")
+    prof = load_profile(root / "ratchet.yaml")
+    op = prof.op("tiny_gemm")
+    op = type(op)(**{**op.__dict__, "test": "pytest tests/test_kernel.py::test_x -k 'a b' -q"})
+    cdir = root / ".ratchet/campaigns/c"
+    ext = extract(prof, op, cdir, "abc")
+    assert ext.test_command.endswith("pytest ../tests/test_kernel.py::test_x -k 'a b' -q")
+    assert ext.test_command.startswith('PYTHONPATH="$PWD:$PWD/../../../..')
+    assert (cdir / "src" / KERNEL).read_text() == (root / KERNEL).read_text()
+
+
+def test_rounds_run_in_the_workspace(ws_accepted, ws_copy):
+    root, cdir = ws_copy, campaign_dir(ws_copy)
+    # the accepted round changed only the workspace: the project's kernel and history are intact
+    assert "BLOCK_M = 16" in (root / KERNEL).read_text()
+    assert len(git(root, "log", "--format=%H").split()) == 1
+    assert "+BLOCK_M = 32" in (cdir / "rounds/round-2/artifacts/candidate.diff").read_text()
+    incumbent = (cdir / "src" / KERNEL).read_text()
+    # a failing change is rolled back from the incumbent's snapshot, in the workspace
+    break_kernel(cdir / "src")
+    r = ratchet(root, "validate", "--hypothesis", "shifted loads")
+    assert r.returncode == 1 and "ROLLED BACK" in r.stdout, r.stdout + r.stderr
+    assert (cdir / "src" / KERNEL).read_text() == incumbent
+    # the scope guard watches the workspace's own test, bench and overlay files
+    with open(cdir / "tests/test_kernel.py", "a") as f:
+        f.write("\n# loosen the test\n")
+    set_blocks(cdir / "src", K=32)
+    r = ratchet(root, "validate", "--hypothesis", "BLOCK_K 32")
+    assert r.returncode == 1 and "outside kernel_source" in r.stdout, r.stdout + r.stderr
+
+
+def test_sync_back_applies_only_the_kernel_and_revalidates(ws_copy):
+    root, cdir = ws_copy, campaign_dir(ws_copy)
+    start = git(root, "rev-parse", "HEAD").strip()
+    r = _ok(ratchet(root, "sync-back"))
+    assert "SYNCED" in r.stdout and "5/5 shapes PASS" in r.stdout
+    assert (root / KERNEL).read_text() == (cdir / "src" / KERNEL).read_text()
+    assert git(root, "diff", "--name-only", start, "HEAD").split() == [KERNEL]
+    assert git(root, "log", "-1", "--format=%s").startswith("[optimize] tiny_gemm TRITON round-2")
+    # the user's uncommitted work is untouched and still uncommitted
+    assert (root / "notes.txt").read_text() == "my notes\n"
+    assert sorted(git(root, "status", "--porcelain").split()) == ["??", "M", "notes.txt",
+                                                                  "pyproject.toml"]  # fmt: skip
+    # the integration gate ran in the project
+    test_log = (cdir / "sync-back/test.log").read_text()
+    assert f"# cwd: {root}\n" in test_log and "tests/test_kernel.py" in test_log
+    assert (cdir / "sync-back/benchmark.csv").exists()
+    assert json.loads((cdir / "sync-back/result.json").read_text())["ok"] is True
+    assert "## Sync-back of round-2" in (cdir / "logs/optimize.md").read_text()
+
+
+def test_sync_back_refuses_when_the_kernel_changed_upstream(ws_copy):
+    root = ws_copy
+    set_blocks(root, K=8)  # someone else's change to the project's kernel, committed
+    git(root, "commit", "-qam", "upstream tweak")
+    upstream = (root / KERNEL).read_text()
+    r = ratchet(root, "sync-back")
+    assert r.returncode == 5 and "changed upstream" in r.stderr, r.stdout + r.stderr
+    assert (root / KERNEL).read_text() == upstream
+    assert not (campaign_dir(root) / "sync-back").exists()
