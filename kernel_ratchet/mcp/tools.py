@@ -1,0 +1,197 @@
+"""The MCP tools as plain functions over the same API the CLI uses; no ``mcp`` import here.
+
+Each method of :class:`RatchetTools` is one tool: JSON-able arguments in, a JSON-able dict out
+(NaN and infinities become null). Infrastructure faults raise :class:`RatchetError` (the server
+turns them into tool errors carrying the message); a failing candidate is a result, as in the
+CLI. Campaign tools open the campaign under its lock for the duration of the call, like a CLI
+command, so a tool call and a ``ratchet`` command never drive one campaign at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from kernel_ratchet.errors import CampaignError, RatchetError
+
+log = logging.getLogger("kernel_ratchet.mcp")
+
+#: The tool names, in the order the server lists them.
+TOOL_NAMES: tuple[str, ...] = (
+    "parse_bench_csv", "campaign_status", "query_trend", "list_ineffective_directions",
+    "read_best_summary", "query_tips", "append_tip", "run_quick_validation", "validate_round",
+    "report",
+)  # fmt: skip
+
+
+def jsonable(x: Any) -> Any:
+    """``x`` with NaN/inf floats replaced by None and tuples by lists (strict JSON)."""
+    if isinstance(x, float):
+        return None if math.isnan(x) or math.isinf(x) else x
+    if isinstance(x, dict):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    return x
+
+
+def parse_trend(text: str) -> list[dict[str, str]]:
+    """The rows of ``logs/performance_trend.md`` as dicts keyed by the header's columns
+    (corrections appended later are rows too, in file order)."""
+    header: list[str] | None = None
+    rows = []
+    for line in text.splitlines():
+        if not line.startswith("|") or line.startswith("|---"):
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells and cells[0] == "Round":
+            header = cells
+        elif header and len(cells) == len(header):
+            rows.append(dict(zip(header, cells, strict=True)))
+    return rows
+
+
+class RatchetTools:
+    """The tool implementations, bound to one handoff profile (None: found from the cwd)."""
+
+    def __init__(self, profile_path: Path | None = None) -> None:
+        self.profile_path = profile_path
+
+    # -- plumbing ------------------------------------------------------------------------------
+    def _profile(self):
+        from kernel_ratchet.profile.loader import find_profile, load_profile
+
+        return load_profile(self.profile_path or find_profile(Path.cwd()))
+
+    @contextmanager
+    def _campaign(self, name: str | None) -> Iterator[Any]:
+        from kernel_ratchet.campaign.engine import Campaign
+        from kernel_ratchet.campaign.locate import find_campaign
+
+        prof = self._profile()
+        with Campaign(prof, find_campaign(prof, name or None), say=log.info) as c:
+            yield c
+
+    # -- tools ---------------------------------------------------------------------------------
+    def parse_bench_csv(self, path: str) -> dict:
+        """Parse a benchmark CSV with kernel-ratchet's one reader (schema detected and checked).
+        Returns {schema, header, rows}; a relative path is taken from the server's cwd."""
+        from kernel_ratchet.harness.csv_schema import read_csv
+
+        t = read_csv(Path(path))
+        return jsonable({"schema": t.schema.name, "header": t.schema.header,
+                         "rows": t.to_records()})  # fmt: skip
+
+    def campaign_status(self, campaign: str | None = None) -> dict:
+        """Where the campaign stands: phase, rounds, incumbent, termination (an interrupted
+        round is closed first, as `ratchet status` does)."""
+        with self._campaign(campaign) as c:
+            c.recover()
+            return jsonable(c.status())
+
+    def query_trend(self, campaign: str | None = None, last: int | None = None) -> dict:
+        """The performance trend table (logs/performance_trend.md) as rows; `last` keeps the
+        newest N rows."""
+        with self._campaign(campaign) as c:
+            text = (c.dir / "logs" / "performance_trend.md").read_text(encoding="utf-8")
+        rows = parse_trend(text)
+        return {"campaign": c.m.campaign, "rows": rows[-last:] if last else rows}
+
+    def list_ineffective_directions(self, campaign: str | None = None) -> dict:
+        """Rolled-back rounds (the report's verified-ineffective directions) with their root
+        cause, reason and lesson: what not to try again."""
+        from kernel_ratchet.campaign.closing import ROOT_CAUSES
+        from kernel_ratchet.campaign.rounds import load_record
+        from kernel_ratchet.campaign.state import Status
+
+        out = []
+        with self._campaign(campaign) as c:
+            for r in c.state.closed:
+                if r["status"] != Status.ROLLED_BACK.value:
+                    continue
+                path = c.round_dir(r["round"]) / "round.json"
+                rec = load_record(path) if path.exists() else {}
+                out.append({"round": r["round"], "hypothesis": r["hypothesis"],
+                            "bucket": rec.get("bucket"), "category": r["category"],
+                            "root_cause": ROOT_CAUSES.get(r["category"], r["category"]),
+                            "reason": rec.get("reason", ""), "lesson": rec.get("lesson", ""),
+                            "summary": f"rounds/round-{r['round']}/summary.md"})  # fmt: skip
+            name = c.m.campaign
+        return jsonable({"campaign": name, "directions": out})
+
+    def read_best_summary(self, campaign: str | None = None) -> dict:
+        """The incumbent round's summary.md and frozen record (round-1 before any accept)."""
+        from kernel_ratchet.campaign.rounds import load_record
+
+        with self._campaign(campaign) as c:
+            n = c.state.incumbent_round
+            if not n:
+                raise CampaignError("no baseline yet: run `ratchet baseline` first")
+            rdir = c.round_dir(n)
+            return jsonable({"campaign": c.m.campaign, "round": n,
+                             "commit": c.state.incumbent_commit,
+                             "summary": (rdir / "summary.md").read_text(encoding="utf-8"),
+                             "record": load_record(rdir / "round.json")})  # fmt: skip
+
+    def _tips_file(self, op: str | None, gpu: str | None, campaign: str | None) -> Path:
+        from kernel_ratchet.campaign.create import detect_gpu
+        from kernel_ratchet.campaign.tips import tips_path
+
+        prof = self._profile()
+        if op is None:
+            with self._campaign(campaign) as c:
+                op, gpu = c.m.target_op, gpu or c.m.target_gpu
+        return tips_path(prof.tips_root_path, gpu or detect_gpu(), op, prof.op(op).backend)
+
+    def query_tips(self, op: str | None = None, gpu: str | None = None,
+                   campaign: str | None = None) -> dict:  # fmt: skip
+        """Historical tips for an op, backend and GPU (default: the campaign's op and GPU)."""
+        from kernel_ratchet.campaign.tips import read_tips
+
+        path = self._tips_file(op, gpu, campaign)
+        return {"path": str(path), "tips": read_tips(path)}
+
+    def append_tip(self, round: int, status: str, context: str, signal: str, takeaway: str,
+                   applicability: str, op: str | None = None, gpu: str | None = None,
+                   campaign: str | None = None) -> dict:  # fmt: skip
+        """Append one tip (SPEC section 7 format); status is ACCEPTED or 'ROLLED BACK'."""
+        from kernel_ratchet.campaign.tips import add_tip
+
+        if status not in ("ACCEPTED", "ROLLED BACK"):
+            raise RatchetError("status must be ACCEPTED or 'ROLLED BACK'")
+        path = self._tips_file(op, gpu, campaign)
+        entry = add_tip(path, round, status, context, signal, takeaway, applicability)
+        return {"path": str(path), "entry": entry}
+
+    def run_quick_validation(self, level: str = "quick", campaign: str | None = None) -> dict:
+        """Dry run: the campaign's harness on the current kernel files at `level` (quick:
+        representative shapes), without a round; returns the rows and a decision preview."""
+        from kernel_ratchet.campaign.dryrun import quick_validation
+
+        with self._campaign(campaign) as c:
+            return jsonable(quick_validation(c, level))
+
+    def validate_round(self, hypothesis: str, bucket: str = "K1", level: str = "quick",
+                       change: str = "", expected: str = "", lesson: str = "",
+                       next_direction: str = "", takeaway: str = "",
+                       campaign: str | None = None) -> dict:  # fmt: skip
+        """One round on the working-tree change, exactly as `ratchet validate`: decided,
+        committed or rolled back, recorded. Returns the frozen round record."""
+        with self._campaign(campaign) as c:
+            rec = c.validate(hypothesis, bucket=bucket, level=level, change=change,
+                             expected=expected, lesson=lesson, next_direction=next_direction,
+                             takeaway=takeaway)  # fmt: skip
+            return jsonable({"record": rec, "termination": c.state.termination,
+                             "consecutive_rollbacks": c.state.consecutive_rollbacks})  # fmt: skip
+
+    def report(self, campaign: str | None = None) -> dict:
+        """REPORT: full validation of the incumbent and the final report (ends the campaign)."""
+        from kernel_ratchet.campaign.finish import report as do_report
+
+        with self._campaign(campaign) as c:
+            text = do_report(c)
+            return {"path": str(c.dir / "report.md"), "report": text}
