@@ -292,6 +292,154 @@ def mcp_server(profile: Path | None = ProfileOpt):
     serve(profile)
 
 
+@contextmanager
+def _live_view(title: str) -> Iterator:
+    """A live table of the rounds of ``ratchet run`` (stderr); yields (say, on_round)."""
+    from rich.live import Live
+
+    rows: list[dict] = []
+    state = {"msg": "starting"}
+
+    def render() -> Table:
+        t = Table("round", "status", "category", "vs incumbent", "change",
+                  title=f"{title} — {state['msg']}", title_justify="left")  # fmt: skip
+        for r in rows[-20:]:
+            gain = (r.get("decision") or {}).get("gain")
+            color = "green" if r["status"] == "ACCEPTED" else "red"
+            t.add_row(str(r["round"]), f"[{color}]{r['status']}[/{color}]", r["category"],
+                      "-" if gain is None else f"{gain * 100:+.2f}%",
+                      r.get("summary") or r["hypothesis"])  # fmt: skip
+        return t
+
+    with Live(render(), console=err, refresh_per_second=4) as live:
+
+        def say(msg: str) -> None:
+            state["msg"] = msg
+            live.console.print(f"[dim]{msg}[/dim]", highlight=False)
+            live.update(render())
+
+        def on_round(rec: dict) -> None:
+            rows.append(rec)
+            live.update(render())
+
+        yield say, on_round
+
+
+def _optimizer(name: str, agent_cmd: str | None, agent_timeout: float):
+    from kernel_ratchet.optimizers.base import load_optimizer
+
+    if name == "agent":
+        if not agent_cmd:
+            raise RatchetError("--optimizer agent needs --agent-cmd, a command template with "
+                               "{prompt_file} (and optionally {workdir}, {hypothesis_file}), "
+                               "e.g. --agent-cmd 'claude -p \"$(cat {prompt_file})\"'")  # fmt: skip
+        return load_optimizer("agent", command=agent_cmd, timeout_s=agent_timeout)
+    return load_optimizer(name)
+
+
+def _drive(
+    prof, op: str | None, campaign: str | None, optimizer, *, max_iterations: int,
+    max_duration: str | None, efficiency_target: float | None, init: dict,
+) -> None:  # fmt: skip
+    import threading
+
+    from kernel_ratchet.campaign.loop import graceful_interrupt, parse_duration, run_campaign
+
+    stop = threading.Event()
+    title = f"ratchet run ({optimizer.name})"
+    with _live_view(title) as (say, on_round), graceful_interrupt(stop, say):
+        res = run_campaign(
+            prof, op, optimizer, campaign=campaign, max_iterations=max_iterations,
+            max_duration_s=parse_duration(max_duration), efficiency_target=efficiency_target,
+            say=say, stop_flag=stop, on_round=on_round, init=init,
+        )  # fmt: skip
+    if getattr(optimizer, "instructions", ""):
+        out.print(optimizer.instructions)
+    code, why = res.stop or ("-", "-")
+    acc = sum(1 for r in res.rounds if r["status"] == "ACCEPTED")
+    out.print(f"campaign [bold]{res.campaign_dir.name}[/bold]: {len(res.rounds)} rounds this "
+              f"run, {acc} accepted; stopped: {code} — {why}")  # fmt: skip
+    if res.report is not None:
+        out.print(f"report: {res.campaign_dir / 'report.md'} (next: `ratchet accept`)")
+
+
+@app.command()
+def run(
+    op: str | None = typer.Option(None, "--op", help="op name from ratchet.yaml (new campaign)"),
+    optimizer: str = typer.Option("search", help="search | agent | manual"),
+    max_iterations: int = typer.Option(20, help="rounds after the baseline (T3, < 120)"),
+    max_duration: str | None = typer.Option(None, help="time budget, e.g. 2h, 90m"),
+    agent_cmd: str | None = typer.Option(None, help="agent command template ({prompt_file})"),
+    agent_timeout: float = typer.Option(1800.0, help="seconds per agent call"),
+    example: str | None = typer.Option(None, help="scaffold a kernel-pack op (or 'tiny')"),
+    dest: Path | None = typer.Option(None, help="where --example scaffolds its project"),
+    rehearse: bool = typer.Option(False, help="CPU: Triton interpreter, tiny shapes"),
+    efficiency_target: float | None = typer.Option(None, help="T2: fraction of the roofline"),
+    yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation"),
+    profile: Path | None = ProfileOpt,
+    campaign: str | None = CampaignOpt,
+):
+    """Run a whole campaign unattended: init, BASELINE, rounds proposed by the optimizer, REPORT.
+
+    First Ctrl+C: finish the current round and write the report; second: stop at once
+    (`ratchet resume` continues)."""
+    import os
+
+    import torch
+
+    if example or rehearse:
+        if not torch.cuda.is_available() and not rehearse:
+            raise RatchetError("no CUDA GPU on this machine: add --rehearse to rehearse the "
+                               "campaign in the Triton interpreter on tiny shapes (CPU timings "
+                               "are meaningless for tuning)")  # fmt: skip
+        if rehearse:
+            os.environ["TRITON_INTERPRET"] = "1"
+            err.print("[yellow]rehearsal: Triton interpreter on the CPU, tiny shapes; "
+                      "the timings are meaningless for tuning[/yellow]")  # fmt: skip
+    if example:
+        from kernel_ratchet.campaign.example import scaffold
+
+        root, op = scaffold(example, dest or Path.cwd() / f"ratchet-example-{example}",
+                            rehearse=rehearse)  # fmt: skip
+        paths = [str(root), os.environ.get("PYTHONPATH", "")]
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+        out.print(f"scaffolded [bold]{root}[/bold] (op {op}); later commands there need "
+                  f"`export PYTHONPATH={root}` or `pip install -e {root}`")  # fmt: skip
+        profile = root / "ratchet.yaml"
+    prof = _profile(profile)
+    if not op and not campaign:
+        raise RatchetError("give --op OP for a new campaign (or --campaign NAME / `ratchet "
+                           "resume` to continue one)")  # fmt: skip
+    opt = _optimizer(optimizer, agent_cmd, agent_timeout)
+    what = f"op {op}" if op and not campaign else f"campaign {campaign}"
+    ask = f"Run {what} unattended with the {optimizer} optimizer (up to {max_iterations} rounds)?"
+    if not yes and not typer.confirm(ask, default=True):
+        raise typer.Exit(1)
+    _drive(prof, None if campaign else op, campaign, opt, max_iterations=max_iterations,
+           max_duration=max_duration, efficiency_target=efficiency_target, init={})  # fmt: skip
+
+
+@app.command()
+def resume(
+    optimizer: str = typer.Option("search", help="search | agent | manual"),
+    max_iterations: int = typer.Option(20, help="rounds in this run"),
+    max_duration: str | None = typer.Option(None, help="time budget, e.g. 2h, 90m"),
+    agent_cmd: str | None = typer.Option(None, help="agent command template ({prompt_file})"),
+    agent_timeout: float = typer.Option(1800.0, help="seconds per agent call"),
+    efficiency_target: float | None = typer.Option(None, help="T2: fraction of the roofline"),
+    profile: Path | None = ProfileOpt,
+    campaign: str | None = CampaignOpt,
+):
+    """Continue an interrupted `ratchet run` (the round in flight is closed first)."""
+    from kernel_ratchet.campaign.locate import find_campaign
+
+    prof = _profile(profile)
+    name = campaign or find_campaign(prof).name
+    opt = _optimizer(optimizer, agent_cmd, agent_timeout)
+    _drive(prof, None, name, opt, max_iterations=max_iterations, max_duration=max_duration,
+           efficiency_target=efficiency_target, init={})  # fmt: skip
+
+
 def main() -> None:
     try:
         rc = app(standalone_mode=False)  # returns typer.Exit's code in this mode

@@ -1,8 +1,8 @@
 """ANALYZE: a roofline per shape from ceilings measured on this machine.
 
 Ceilings (matrix peak per dtype with ``torch.matmul`` / ``torch._scaled_mm``, copy bandwidth
-with a large device copy) are measured once per device and cached as
-``<campaign_root>/ceilings_<gpu>.json``; on a machine without a GPU they are measured on the
+with a large device copy) are measured once per campaign (one GPU) and cached as
+``<campaign>/profiles/ceilings.json``; on a machine without a GPU they are measured on the
 CPU and labelled so (a rehearsal: the numbers say nothing about a GPU). For each PASS row of a
 round's CSV: FLOPs (the CSV's own TFLOPS times its time, i.e. 2·M·N·K·B forward), bytes from
 the adapter's ``bytes_moved``, arithmetic intensity, the attainable roofline, the bound
@@ -89,9 +89,11 @@ def measure_ceilings(device: str | None = None) -> Ceilings:
     return Ceilings(name, label, peaks, 2 * nbytes / secs / 1e9)
 
 
-def ceilings(campaign_root: Path, gpu: str, *, refresh: bool = False) -> Ceilings:
-    """The cached ceilings of ``gpu`` under ``campaign_root`` (measured on first use)."""
-    path = Path(campaign_root) / f"ceilings_{gpu}.json"
+def ceilings(campaign_dir: Path, *, refresh: bool = False) -> Ceilings:
+    """The campaign's ceilings, measured on first use and cached in
+    ``<campaign>/profiles/ceilings.json`` (one campaign = one GPU; the campaign root itself
+    holds only campaign directories)."""
+    path = Path(campaign_dir) / "profiles" / "ceilings.json"
     if path.exists() and not refresh:
         return Ceilings(**json.loads(path.read_text()))
     c = measure_ceilings()
@@ -222,7 +224,7 @@ def _adapter(c: Campaign) -> Any:
 def analyze_campaign(c: Campaign, n: int) -> dict[str, Any]:
     """ANALYZE before round ``n``: the incumbent's latest CSV against the ceilings; writes
     ``profiles/round-<n>/analysis.{json,md}`` and returns the analysis."""
-    ceil = ceilings(c.profile.campaign_root_path, c.m.target_gpu)
+    ceil = ceilings(c.dir)
     rel = c.state.incumbent_quick_csv or c.state.incumbent_full_csv
     table = c.table(rel)
     a = analyze_table(

@@ -16,6 +16,7 @@ import dataclasses
 import hashlib
 import math
 import os
+import re
 import shlex
 import signal
 import threading
@@ -32,7 +33,7 @@ from kernel_ratchet.campaign.engine import Campaign
 from kernel_ratchet.campaign.locate import find_campaign
 from kernel_ratchet.campaign.state import Phase
 from kernel_ratchet.campaign.tips import read_tips, tips_path
-from kernel_ratchet.errors import RatchetError
+from kernel_ratchet.errors import CampaignError, RatchetError
 from kernel_ratchet.optimizers.base import (
     Optimizer,
     OptimizerContext,
@@ -78,6 +79,20 @@ def graceful_interrupt(stop_flag: threading.Event, say: Say) -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def parse_duration(text: str | None) -> float | None:
+    """Seconds of ``"2h"``, ``"90m"``, ``"1h30m"``, ``"45s"`` or a bare number of seconds.
+    Raises CampaignError for anything else."""
+    if not text:
+        return None
+    t = text.strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", t):
+        return float(t)
+    parts = re.findall(r"(\d+(?:\.\d+)?)([hms])", t)
+    if not parts or "".join(a + b for a, b in parts) != t:
+        raise CampaignError(f"--max-duration {text!r}: use e.g. 2h, 90m, 1h30m or 45s")
+    return sum(float(a) * {"h": 3600, "m": 60, "s": 1}[b] for a, b in parts)
 
 
 def protected_paths(c: Campaign) -> list[Path]:
