@@ -117,3 +117,30 @@ def test_parse_duration():
     assert parse_duration("45s") == 45 and parse_duration(None) is None
     with pytest.raises(CampaignError):
         parse_duration("two hours")
+
+
+def test_roofline_bound_and_efficiency_from_a_csv():
+    from kernel_ratchet.campaign.analyze import Ceilings, analyze_table, efficiency
+    from kernel_ratchet.harness.csv_schema import GEMM_HEADER, parse_csv_text
+
+    # 100 TFLOPS peak, 1000 GB/s: a 4096^3 GEMM is compute-bound, a 4096x4096x16 one is not
+    text = GEMM_HEADER + "\n" + "\n".join([
+        "big,1,4096,4096,4096,PASS,50,1,,,2.748779,,90,,",
+        "thin,1,4096,4096,16,PASS,1,0.1,,,0.536871,,90,,",
+        "bad,1,8,8,8,FAIL,1,0,,,1,,0,,",
+    ])  # fmt: skip
+    table = parse_csv_text(text)
+
+    class Bytes:  # bf16 operands
+        dtype = None
+
+        def bytes_moved(self, s):
+            return (2.0 * (s.M * s.K + s.N * s.K + s.M * s.N), 0.0)
+
+    ceil = Ceilings("gpu", "GPU", {"fp32": 100.0}, 1000.0)
+    a = analyze_table(table, ceil, adapter=Bytes(), op="gemm_x")
+    by = {s["label"]: s for s in a["shapes"]}
+    assert set(by) == {"big", "thin"}  # FAIL rows are not analysed
+    assert by["big"]["bound"] == "compute" and abs(by["big"]["efficiency"] - 0.5) < 0.01
+    assert by["thin"]["bound"] == "memory" and by["thin"]["roofline_tflops"] < 100
+    assert 0 < efficiency(a) < 1 and a["efficiency"] == efficiency(a)
