@@ -20,8 +20,9 @@ from kernel_ratchet.campaign.records import (
 )
 from kernel_ratchet.campaign.state import Status
 from kernel_ratchet.campaign.tips import add_tip, tips_path
+from kernel_ratchet.guard import StaticAudit, transfer_check
 from kernel_ratchet.harness.csv_schema import BenchTable
-from kernel_ratchet.scoring.metrics import aggregates
+from kernel_ratchet.scoring.metrics import aggregates, primary_value
 
 if TYPE_CHECKING:
     from kernel_ratchet.campaign.engine import Campaign
@@ -37,6 +38,16 @@ ROOT_CAUSES = {
     "noise": "the gain is inside the measured noise band",
     "no-gain": "the aggregate did not improve",
     "interrupted": "the round was interrupted before its decision",
+    "unconfirmed": "a gain above 1.5x did not hold when re-measured in fresh processes",
+    "incumbent": "the incumbent could not be measured (infrastructure, not the candidate)",
+    "hang": "the candidate hung (worker time limit)",
+    "crash": "the candidate crashed its worker process",
+    "illegal_memory": "the candidate made an illegal memory access",
+    "oom": "the candidate ran out of device memory",
+    "compile": "the candidate failed to compile",
+    "nan": "the candidate produced NaN",
+    "cheat": "the anti-cheat checks rejected the candidate",
+    "wrong": "the candidate's output is wrong",
 }
 
 ESCALATION = {
@@ -78,13 +89,13 @@ def view(c: Campaign, record: dict[str, Any]) -> RoundView:
         for r in table.rows:
             s = per.get(r.label, {})
             snr = ", ".join(f"{k}={v:.1f}" for k, v in r.snr.items() if not math.isnan(v))
-            value = s.get("candidate", r.fwd if c.m.campaign_type == "compute_fwd" else None)
-            if value is None:
-                from kernel_ratchet.scoring.metrics import primary_value
-
-                value = primary_value(r, c.m.campaign_type)[0] if r.passed else math.nan
+            value = primary_value(r, c.m.campaign_type)[0] if r.passed else math.nan
+            ci = s.get("ci")
+            verdict = s.get("verdict", "-")
+            if ci:  # paired A/B: the delta is the median per-round speed ratio, with its CI
+                verdict += f" (CI {ci[0] * 100:+.2f}%..{ci[1] * 100:+.2f}%, {s['rounds']} rounds)"
             lines.append(ShapeLine(r.label, r.check, value, s.get("incumbent"), s.get("delta"),
-                                   s.get("verdict", "-"), snr or "-"))  # fmt: skip
+                                   verdict, snr or "-"))  # fmt: skip
         agg = aggregates(table, c.m.campaign_type).primary_avg
         step, fwd, _ = vs_base(c, table)
         vb = step if c.m.campaign_type != "compute_fwd" else fwd
@@ -107,8 +118,18 @@ def view(c: Campaign, record: dict[str, Any]) -> RoundView:
         next_direction=record.get("next_direction") or "to be chosen by the driver",
         expected=record.get("expected", ""), lesson=record.get("lesson", ""),
         root_cause=ROOT_CAUSES.get(record["category"], record["category"]),
-        transfer={"Bucket": record["bucket"]}, notes=notes,
+        transfer=transfer_of(record), notes=notes,
     )  # fmt: skip
+
+
+def transfer_of(record: dict[str, Any]) -> dict[str, str]:
+    """The round's ``Real-training transfer check`` values (SPEC section 8)."""
+    if record["status"] == Status.BASELINE.value or not record.get("transfer_static"):
+        return {"Bucket": f"{record['bucket']} (declared; not audited: no candidate change)"}
+    static = StaticAudit(**record["transfer_static"])
+    d = record.get("decision") or {}
+    skew = tuple(d["skew"]) if d.get("skew") else None
+    return transfer_check(static, None, float(d.get("gain") or 0.0), skew=skew)
 
 
 def _attribution(record: dict[str, Any]) -> str:

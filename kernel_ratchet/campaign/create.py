@@ -39,6 +39,11 @@ MAX_ITERATIONS_LIMIT = 120  # SPEC rule 9: max_iterations must be < 120
 CPU_TIMING = {"warmup": 1, "samples": 5, "min_sample_ms": 1.0}
 
 
+#: cuda_events parameters: CUDA-graph mode off. Graph mode subtracts the flush cost and read
+#: 0 ms for ~10 us ops on the H200 (2026-11-29); eager timing is the safe default.
+GPU_TIMING = {"graph": "off"}
+
+
 def detect_gpu() -> str:
     """A short GPU name for campaign names and tips paths: 'H200', 'H100', ..., or 'cpu'."""
     if not torch.cuda.is_available():
@@ -113,7 +118,7 @@ def define_target(
         primary_metric=o.primary_metric, performance_target=performance_target,
         max_iterations=max_iterations, git_branch=git_branch, git_commit=git_commit,
         execution_mode=mode, shape_set=o.shapes, timing_engine=engine,
-        timing_params=dict(CPU_TIMING) if engine == "perf_counter" else {},
+        timing_params=dict(CPU_TIMING) if engine == "perf_counter" else dict(GPU_TIMING),
         regression_threshold=regression_threshold, seed=seed,
         efficiency_target=efficiency_target, hardware_peak=hardware_peak,
     )  # fmt: skip

@@ -21,6 +21,7 @@ from kernel_ratchet.campaign.records import num, pct
 from kernel_ratchet.campaign.state import Phase, Status
 from kernel_ratchet.campaign.steps import run_step
 from kernel_ratchet.errors import CampaignError
+from kernel_ratchet.guard import RoundGain, attribute_gain
 from kernel_ratchet.scoring.chain import check_chain
 from kernel_ratchet.scoring.metrics import aggregates, score_vector
 
@@ -120,9 +121,23 @@ def _render(c: Campaign, final) -> str:
         f"- Chain integrity: {'intact' if not chain else '; '.join(chain)}\n"
         "- Top three next steps: re-profile the largest shape; revisit the most promising "
         "rolled-back direction with a different approach; compare with the vendor library\n"
-        f"- Real-training audit: not yet audited (S_real/W_real/R_real attribution comes with "
-        "the transfer guard)\n\nRound summaries:\n" + links + "\n\n"
+        f"- Real-training audit: {_real_training(c, gain)}\n\nRound summaries:\n" + links + "\n\n"
     )
+
+
+def _real_training(c: Campaign, headline: float) -> str:
+    """S_real / W_real / R_real of the accepted chain and the inflation gap (SPEC section 8)."""
+    gains = []
+    for r in c.state.closed:
+        if r["status"] != Status.ACCEPTED.value:
+            continue
+        rec = rounds.load_record(c.round_dir(r["round"]) / "round.json")
+        t = closing.transfer_of(rec)
+        bucket = (rec.get("transfer_static") or {}).get("bucket", rec["bucket"])
+        decision = t.get("Decision", "ACCEPT-as-real").split()[0]
+        gains.append(RoundGain(r["round"], bucket, decision, float(r.get("gain") or 0.0)))
+    a = attribute_gain(gains, headline=headline if math.isfinite(headline) else None)
+    return a.text
 
 
 def _next_directions(c: Campaign) -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,8 @@ from kernel_ratchet.campaign.paired_round import paired_decision
 from kernel_ratchet.campaign.state import Status
 from kernel_ratchet.campaign.steps import run_step
 from kernel_ratchet.errors import CampaignError, SchemaError
+from kernel_ratchet.guard import StaticAudit, audit_change, skew_robustness
+from kernel_ratchet.guard.static_audit import REJECT
 from kernel_ratchet.harness.csv_schema import BenchTable
 from kernel_ratchet.scoring.decision import decide
 
@@ -142,6 +145,34 @@ def _restore_harness(c: Campaign) -> None:
     )
 
 
+def transfer_audit(c: Campaign, declared: str) -> StaticAudit:
+    """The static transfer audit (SPEC section 8) of the working tree against the incumbent."""
+    before, after = {}, {}
+    for rel in c.m.kernel_source:
+        if not rel.endswith(".py"):
+            continue
+        old, path = incumbent_bytes(c, rel), c.root / rel
+        if old is not None:
+            before[rel] = old.decode("utf-8", errors="replace")
+        if path.exists():
+            after[rel] = path.read_text(encoding="utf-8", errors="replace")
+    return audit_change(before, after, declared_bucket=declared)
+
+
+def _skew_gate(d: dict[str, Any]) -> dict[str, Any]:
+    """Grouped ops: a gain on uniform token distributions that does not hold on skewed ones is
+    over-fitting (SPEC section 8): an ACCEPT becomes a rollback."""
+    gains = {s["label"]: s["delta"] for s in d.get("per_shape") or []}
+    if not gains or any(g <= -1 for g in gains.values()):
+        return d
+    verdict, why = skew_robustness(gains)
+    d = {**d, "skew": [verdict, why]}
+    if verdict == REJECT and d["status"] == Status.ACCEPTED.value:
+        d.update(status=Status.ROLLED_BACK.value, overfit=True,
+                 reason=f"REJECT-as-overfit: {why}; measured: {d['reason']}")  # fmt: skip
+    return d
+
+
 def _run_harness(c: Campaign, art: Path, level: str, name: str):
     csv = art / name
     log = art / name.replace(".csv", ".log")
@@ -202,6 +233,11 @@ def measure(c: Campaign, n: int, p: dict[str, Any]) -> dict[str, Any]:
         return {**_failed(base, "scope", f"files outside kernel_source changed: {scope}; "
                           "a round may change only the kernel files. Revert them before the "
                           "next round"), "out_of_scope": scope}  # fmt: skip
+    audit = transfer_audit(c, p["bucket"])
+    base["transfer_static"] = asdict(audit)
+    if audit.verdict == REJECT:
+        return _failed(base, "overfit", f"REJECT-as-overfit before any benchmark "
+                       f"({audit.bucket}): {audit.reason}")  # fmt: skip
     if c.m.rebuild_command:
         c.say(f"round-{n}: rebuild")
         b = run_step("rebuild", c.m.rebuild_command, cwd=c.root, log_path=art / "rebuild.log",
@@ -239,7 +275,7 @@ def _level(c: Campaign, n: int, base: dict, art: Path, level: str, name: str):
         return None, {**_failed(base, d["category"], d["reason"]), "csv": c.rel(csv),
                       "failure": d["failure"]}  # fmt: skip
     d["harness_only"] = {k: gates[k] for k in ("status", "reason", "gain")}
-    return csv, d
+    return csv, _skew_gate(d)
 
 
 def _measure_levels(c: Campaign, n: int, base: dict, art: Path) -> dict[str, Any]:
@@ -269,6 +305,10 @@ def _measure_levels(c: Campaign, n: int, base: dict, art: Path) -> dict[str, Any
 def _why(c: Campaign, d: dict[str, Any]) -> str:
     if "Check=FAIL" in d["reason"] or "FAIL" in d["reason"].split(":")[0]:
         return "correctness"
+    if d.get("unconfirmed"):
+        return "unconfirmed"
+    if d.get("overfit"):
+        return "overfit"
     worst = min((s["delta"] for s in d.get("per_shape") or []), default=0.0)
     if d["regressions"] and worst <= -c.m.regression_threshold:
         return "regression"

@@ -10,9 +10,10 @@ from __future__ import annotations
 import argparse
 import os
 
-os.environ.setdefault("TRITON_INTERPRET", "1")
-
 import torch  # noqa: E402
+
+if not torch.cuda.is_available():  # CPU: Triton kernels run in the interpreter
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 import torch.utils.benchmark as tb  # noqa: E402
 
 from kernel_ratchet.harness.correctness import snr_db  # noqa: E402

@@ -1,0 +1,57 @@
+"""The incumbent as runnable code: a git worktree the paired A/B measures next to the candidate.
+
+``<campaign_dir>/.incumbent`` is a detached worktree of the project. It is checked out at the
+incumbent commit (or, without per-round commits, at the starting commit with the incumbent
+round's kernel snapshot written over it), and the user's own uncommitted non-kernel files are
+mirrored into it, so the two sides differ in the kernel files alone. The worktree belongs to
+the campaign: nothing in the user's tree is touched.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kernel_ratchet.campaign import git
+
+if TYPE_CHECKING:
+    from kernel_ratchet.campaign.engine import Campaign
+
+WORKTREE = ".incumbent"
+
+
+def incumbent_tree(c: Campaign) -> Path:
+    """Prepare the worktree and return the project root inside it (the profile's directory)."""
+    from kernel_ratchet.campaign.rounds import incumbent_bytes
+
+    wt = c.dir / WORKTREE
+    commit = c.state.incumbent_commit if c.m.git_commit else c.m.starting_commit
+    commit = commit or git.head(c.groot)
+    if not (wt / ".git").exists():
+        if wt.exists():
+            shutil.rmtree(wt)
+        git.git(c.groot, "worktree", "prune")
+        git.git(c.groot, "worktree", "add", "--detach", "--force", str(wt), commit)
+    else:
+        git.git(wt, "checkout", "--detach", "--force", commit)
+    root = wt / os.path.relpath(c.root, c.groot)
+    for rel in c.m.kernel_source:  # the incumbent's kernel files, exactly
+        data, path = incumbent_bytes(c, rel), root / rel
+        if data is None:
+            path.unlink(missing_ok=True)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+    kernel = set(c.kernel_git)
+    for rel in c.state.ambient:  # the user's own uncommitted files, mirrored
+        if rel in kernel:
+            continue
+        src, dst = c.groot / rel, wt / rel
+        if src.is_file():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dst)
+        elif not src.exists():
+            dst.unlink(missing_ok=True)
+    return root

@@ -1,0 +1,159 @@
+"""The paired A/B decision of a round (SPEC section 6, issue 5).
+
+Incumbent (the ``.incumbent`` worktree) and candidate (the working tree) run in two isolated
+worker processes, alternated in shuffled order over adaptive rounds, with a fresh secret input
+seed per round; the decision comes from bootstrap confidence intervals of per-round speed
+ratios (``kernel_ratchet.scoring.paired``). Any single-shape gain above 1.5x is re-measured
+in fresh processes before it counts. The round's CSV stays the candidate's harness output.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import secrets
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from kernel_ratchet.campaign.fsutil import atomic_write_json
+from kernel_ratchet.campaign.incumbent import incumbent_tree
+from kernel_ratchet.harness.ab import PairedRun, run_paired
+from kernel_ratchet.harness.adapter import Shape
+from kernel_ratchet.harness.worker import WorkerSpec
+from kernel_ratchet.scoring.metrics import aggregates
+
+if TYPE_CHECKING:
+    from kernel_ratchet.campaign.engine import Campaign
+
+#: Rounds of the adaptive paired loop (issue 5: start at 10, up to 40 while ambiguous).
+K_START, K_MAX = 10, 40
+#: On the CPU (Triton interpreter, rehearsal only) fewer rounds: the effects it can show are
+#: large and every call is slow.
+K_START_CPU, K_MAX_CPU = 3, 6
+#: CPU timing per paired round: one short call of a few samples (the round is the sample).
+CPU_PAIRED_TIMING = {"warmup": 0, "samples": 2, "min_sample_ms": 0.0}
+#: GPU timing per paired round: two short timed calls (~50 ms each) after the clock settles;
+#: the CUDA-graph mode is pinned off so both sides of a shape are always timed the same way.
+GPU_PAIRED_TIMING = {"samples": 2, "sample_ms": 50.0, "graph": "off", "settle_max_ms": 1000.0}
+SUSPICIOUS_RATIO = 1.5  # a single-shape gain above this is re-measured in fresh processes
+CALIBRATION = "calibration.json"
+
+
+def _specs(c: Campaign) -> tuple[WorkerSpec, WorkerSpec]:
+    cuda = torch.cuda.is_available()
+    if cuda and c.m.timing_engine == "cuda_events":
+        params = {**c.m.timing_params, **GPU_PAIRED_TIMING}
+    else:
+        params = dict(CPU_PAIRED_TIMING) if not cuda else dict(c.m.timing_params)
+    common = {"adapter": c.m.adapter, "engine": c.m.timing_engine, "engine_params": params,
+              "device": "cuda" if cuda else "cpu", "interpret": not cuda}  # fmt: skip
+    inc = WorkerSpec(source_root=str(incumbent_tree(c)), **common)
+    cand = WorkerSpec(source_root=str(c.root), **common)
+    return inc, cand
+
+
+def _phases(c: Campaign) -> list[str]:
+    base = c.table(c.round_dir(1).relative_to(c.dir).as_posix() + "/artifacts/benchmark.csv")
+    has_bwd = any(not math.isnan(r.bwd_ms) for r in base.rows if r.passed)
+    return ["fwd", "bwd"] if has_bwd else ["fwd"]
+
+
+def min_detectable(c: Campaign) -> float:
+    path = c.dir / CALIBRATION
+    if not path.exists():
+        return 0.0
+    return float(json.loads(path.read_text())["min_detectable_effect"])
+
+
+def _time_kwargs(c: Campaign) -> dict[str, float]:
+    """Roofline anti-cheat: a shape faster than the machine's peak is rejected."""
+    if not c.m.hardware_peak:
+        return {}
+    key = "max_gbps" if c.m.campaign_type == "memory" else "max_tflops"
+    return {key: float(c.m.hardware_peak) * 1.05}
+
+
+def run_ab(c: Campaign, labels: list[str], log_dir: Path, *, secret: int | None = None,
+           rng_seed: int | None = None, single_look: bool = False) -> PairedRun:  # fmt: skip
+    """Paired A/B of incumbent vs candidate on ``labels`` (``single_look``: k_start rounds
+    only, for the fresh-process confirmation of a suspiciously large gain)."""
+    by = {s["label"]: s for s in c.m.target_shapes}
+    shapes = [Shape.from_dict(by[x]) for x in labels]
+    inc, cand = _specs(c)
+    cuda = torch.cuda.is_available()
+    k_start = K_START if cuda else K_START_CPU
+    k_max = k_start if single_look else (K_MAX if cuda else K_MAX_CPU)
+    return run_paired(
+        inc, cand, shapes, phases=_phases(c), seed=secret or secrets.randbits(63),
+        k_start=k_start, k_max=k_max,
+        log_dir=log_dir, rng_seed=rng_seed, progress=c.say, campaign_type=c.m.campaign_type,
+        regression_threshold=c.m.regression_threshold, min_detectable=min_detectable(c),
+        time_kwargs=_time_kwargs(c),
+    )  # fmt: skip
+
+
+def paired_decision(c: Campaign, n: int, art: Path, cand_rel: str, inc_rel: str) -> dict:
+    """Measure and decide; returns the round record's ``decision`` dict (or a failure)."""
+    labels = [r.label for r in c.table(cand_rel).rows]
+    secret = secrets.randbits(63)
+    c.say(f"round-{n}: paired A/B, incumbent vs candidate, {len(labels)} shapes")
+    run = run_ab(c, labels, art / "paired", secret=secret)
+    suspicious = []
+    if run.ok:
+        suspicious = [s.label for s in run.decision.per_shape if s.ratio > SUSPICIOUS_RATIO]
+    confirm = None
+    if suspicious:
+        c.say(f"round-{n}: gains above {SUSPICIOUS_RATIO}x on {suspicious}: re-measuring in "
+              "fresh processes")  # fmt: skip
+        confirm = run_ab(c, suspicious, art / "paired_confirm", single_look=True)
+    atomic_write_json(art / "paired.json", {
+        "secret_seed": secret, "run": run.to_dict(),
+        "confirmation": confirm.to_dict() if confirm else None,
+    })  # fmt: skip
+    return _to_decision(c, run, confirm, suspicious, inc_rel, labels)
+
+
+def _to_decision(c: Campaign, run: PairedRun, confirm: PairedRun | None, suspicious: list[str],
+                 inc_rel: str, labels: list[str]) -> dict[str, Any]:  # fmt: skip
+    if not run.ok:
+        f = run.failure
+        who = "candidate" if f.side == "candidate" else "incumbent"
+        return {"failure": f.to_dict(), "category": f.category if who == "candidate"
+                else "incumbent", "reason": f.sentence()}  # fmt: skip
+    d = run.decision
+    status, reason, unconfirmed = d.status.value, d.reason, False
+    if confirm is not None:
+        if not confirm.ok:
+            status, unconfirmed = "ROLLED BACK", True
+            reason = f"re-measurement failed: {confirm.failure.sentence()}"
+        else:
+            first = {s.label: s for s in d.per_shape}
+            again = {s.label: s for s in confirm.decision.per_shape}
+            # a warm-process artefact collapses towards 1.0 in fresh processes: the shape must
+            # still read FASTER, and the re-measured CI must reach half the first gain
+            weak = [x for x in suspicious if again[x].verdict.value != "FASTER"
+                    or again[x].ci_high - 1 < 0.5 * (first[x].ratio - 1)]  # fmt: skip
+            if weak:
+                status, unconfirmed = "ROLLED BACK", True
+                reason = (f"gains above {SUSPICIOUS_RATIO}x on {suspicious} did not hold in fresh "
+                          f"processes (not FASTER, or CI below half the first gain, on {weak}); "
+                          f"first measurement: {d.reason}")  # fmt: skip
+            else:
+                reason += f" Gains above {SUSPICIOUS_RATIO}x confirmed in fresh processes."
+    inc = c.table(inc_rel)
+    inc_sub = type(inc)(inc.schema, tuple(r for r in inc.rows if r.label in labels))
+    before = aggregates(inc_sub, c.m.campaign_type).primary_avg
+    return {
+        "status": status, "reason": reason, "paired": True, "trade_off": d.trade_off,
+        "regressions": list(d.regressions), "aggregate_before": before,
+        "aggregate_after": before * d.aggregate_ratio, "gain": d.gain,
+        "gain_noise": (d.aggregate_ci_high - d.aggregate_ci_low) / 2,
+        "gain_ci": [d.aggregate_ci_low - 1, d.aggregate_ci_high - 1], "ambiguous": d.ambiguous,
+        "rounds": run.rounds, "min_detectable": d.min_detectable, "unconfirmed": unconfirmed,
+        "per_shape": [{"label": s.label, "incumbent": None, "candidate": None,
+                       "delta": s.ratio - 1, "noise": (s.ci_high - s.ci_low) / 2,
+                       "ci": [s.ci_low - 1, s.ci_high - 1], "verdict": s.verdict.value,
+                       "rounds": s.n_rounds} for s in d.per_shape],
+    }  # fmt: skip
