@@ -8,11 +8,11 @@ if not torch.cuda.is_available():  # CPU: Triton kernels run in the interpreter
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest  # noqa: E402
-
-from kernel_ratchet.harness.correctness import assert_close  # noqa: E402
 from tiny_gemm.kernel import matmul_nt  # noqa: E402
 from tiny_gemm.reference import matmul_nt_ref  # noqa: E402
 from tiny_gemm.shapes import TINY  # noqa: E402
+
+from kernel_ratchet.harness.correctness import assert_close  # noqa: E402
 
 
 @pytest.mark.parametrize("shape", TINY, ids=lambda s: s.label)

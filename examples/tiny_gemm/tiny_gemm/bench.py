@@ -28,8 +28,10 @@ def main() -> None:
     p.add_argument("-o", "--output", default="tiny_gemm_bench.csv")
     args = p.parse_args()
     rows = []
+    device = "cuda" if torch.cuda.is_available() else "cpu"
     for s in TINY:
-        a, b = torch.randn(s.M, s.K), torch.randn(s.N, s.K)
+        a = torch.randn(s.M, s.K, device=device)
+        b = torch.randn(s.N, s.K, device=device)
         snr = snr_db(matmul_nt(a, b), matmul_nt_ref(a, b))
         m = tb.Timer("matmul_nt(a, b)", globals=locals()).blocked_autorange(min_run_time=0.5)
         ms = m.median * 1e3
