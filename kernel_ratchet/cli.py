@@ -226,7 +226,7 @@ def parse_csv(path: Path, as_json: bool = typer.Option(False, "--json")):
     table = Table("label", "Check", t.schema.fwd_metric, t.schema.bwd_metric,
                   title=f"{path} ({t.schema.name} schema)")  # fmt: skip
     for r in t.rows:
-        table.add_row(r.label, r.check, f"{r.fwd:.3f}", f"{r.bwd:.3f}")
+        table.add_row(r.label, r.check, f"{r.fwd:.4g}", f"{r.bwd:.4g}")
     out.print(table)
 
 
