@@ -440,6 +440,23 @@ def resume(
            efficiency_target=efficiency_target, init={})  # fmt: skip
 
 
+@app.command()
+def calibrate(
+    trials: int = typer.Option(20, help="A/A trials (incumbent against itself)"),
+    profile: Path | None = ProfileOpt,
+    campaign: str | None = CampaignOpt,
+):
+    """A/A runs on the representative shapes: false-accept rate and minimum detectable effect
+    of this machine; no smaller gain is claimed afterwards."""
+    from kernel_ratchet.campaign.calibrate import calibrate_campaign
+
+    with _campaign(profile, campaign) as c:
+        cal = calibrate_campaign(c, trials)
+    out.print(f"{cal.trials} A/A trials: false accepts {cal.false_accept_rate:.1%}, false "
+              f"regressions {cal.false_regression_rate:.1%}, minimum detectable effect "
+              f"{cal.min_detectable_effect:.2%}")  # fmt: skip
+
+
 def main() -> None:
     try:
         rc = app(standalone_mode=False)  # returns typer.Exit's code in this mode

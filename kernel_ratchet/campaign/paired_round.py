@@ -76,12 +76,16 @@ def _time_kwargs(c: Campaign) -> dict[str, float]:
 
 
 def run_ab(c: Campaign, labels: list[str], log_dir: Path, *, secret: int | None = None,
-           rng_seed: int | None = None, single_look: bool = False) -> PairedRun:  # fmt: skip
+           rng_seed: int | None = None, single_look: bool = False,
+           a_a: bool = False) -> PairedRun:  # fmt: skip
     """Paired A/B of incumbent vs candidate on ``labels`` (``single_look``: k_start rounds
-    only, for the fresh-process confirmation of a suspiciously large gain)."""
+    only, for the fresh-process confirmation of a suspiciously large gain; ``a_a``: the
+    incumbent against itself, for calibration)."""
     by = {s["label"]: s for s in c.m.target_shapes}
     shapes = [Shape.from_dict(by[x]) for x in labels]
     inc, cand = _specs(c)
+    if a_a:
+        cand = inc
     cuda = torch.cuda.is_available()
     k_start = K_START if cuda else K_START_CPU
     k_max = k_start if single_look else (K_MAX if cuda else K_MAX_CPU)

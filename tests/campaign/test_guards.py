@@ -124,3 +124,17 @@ def test_no_commit_mode_rolls_back_from_the_snapshot(tmp_path):
     set_blocks(root, K=8)
     assert ratchet(root, "validate", "--hypothesis", "BLOCK_K 8").returncode == 1
     assert (root / KERNEL).read_text() == accepted
+
+
+def test_calibrate_stores_the_machine_noise_and_the_decision_uses_it(project, open_campaign):
+    from kernel_ratchet.campaign.calibrate import calibrate_campaign
+    from kernel_ratchet.campaign.paired_round import min_detectable
+
+    with open_campaign() as c:
+        assert min_detectable(c) == 0.0
+        cal = calibrate_campaign(c, trials=2)
+        assert cal.trials == 2 and cal.min_detectable_effect > 0.0
+        assert min_detectable(c) == pytest.approx(cal.min_detectable_effect)
+    stored = json.loads((campaign_dir(project) / "calibration.json").read_text())
+    assert stored["trials"] == 2 and stored["shapes"]
+    assert "## Calibration" in (campaign_dir(project) / "logs/optimize.md").read_text()
