@@ -159,7 +159,7 @@ def accept(c: Campaign) -> dict[str, Any]:
         raise CampaignError("the campaign has no report yet")
     log = c.dir / "report" / "full_test.log"
     c.say(f"ACCEPTANCE: {c.profile.full_test}")
-    t = run_step("full test", c.profile.full_test, cwd=c.root, log_path=log, timeout_s=7200)
+    t = run_step("full test", c.profile.full_test, cwd=c.profile.root, log_path=log, timeout_s=7200)
     changed = git.git(c.groot, "diff", "--name-only", c.m.starting_commit or "HEAD", "HEAD")
     outside = sorted(set(changed.split()) - set(c.kernel_git))
     pending = rounds.kernel_changed(c)

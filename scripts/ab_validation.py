@@ -1,0 +1,130 @@
+"""Statistical validation of the paired A/B decision on real GEMMs (issue 5, "Done when").
+
+Runs, with the real worker processes and the bundled bf16 GEMM:
+
+* A/A: the kernel against itself, ``--trials`` times on 5 shapes -> false ACCEPTs and false
+  regression rollbacks (target: at most 1 false accept in 20, no false regression);
+* planted 3% slowdown: the candidate computes a GEMM with 3% more K -> never accepted, flagged
+  SLOWER in >= 19/20;
+* planted 5% speedup: the incumbent is the one with 5% more K -> accepted in >= 19/20;
+
+and prints one table plus the wall time of one paired decision. Run on the H200 from the repo
+root (one device call; about 10 s per trial with the default GPU timing):
+
+    python scripts/ab_validation.py --trials 20 -o $OUT/ab_validation.json
+
+``--cpu`` runs a tiny version through the Triton interpreter (a smoke test of the script, not
+a measurement).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import secrets
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from kernel_ratchet.harness.ab import run_paired
+from kernel_ratchet.harness.adapter import Shape
+from kernel_ratchet.harness.worker import WorkerSpec
+from kernel_ratchet.kernels.gemm.adapter import GemmBf16, GemmCase, GemmFp16, make_linear_inputs
+
+GPU_SHAPES = [(4096, 4096, 4096), (8192, 4096, 4096), (4096, 14336, 4096),
+              (4096, 4096, 14336), (2048, 6144, 4096)]  # fmt: skip
+CPU_SHAPES = [(32, 32, 32), (48, 32, 32)]
+
+
+class _MoreK:
+    """Mixin: the case holds a GEMM with ``PAD`` x K while FLOPs stay those of K."""
+
+    PAD = 1.0
+
+    def make_case(self, shape: Shape, seed: int, device: str) -> GemmCase:
+        k = int(round(shape.K * self.PAD / 16)) * 16
+        padded = Shape(shape.label, shape.M, shape.N, k, shape.B)
+        dtype = torch.bfloat16 if device == "cuda" else torch.float16
+        return make_linear_inputs(padded, seed, device, dtype)
+
+
+class SlowerBf16(_MoreK, GemmBf16):
+    PAD = 1.03
+
+
+class FasterBaselineBf16(_MoreK, GemmBf16):
+    """Used as the *incumbent* of the planted-speedup scenario (the candidate is plain)."""
+
+    PAD = 1.05
+
+
+class SlowerFp16(_MoreK, GemmFp16):
+    PAD = 1.03
+
+
+class FasterBaselineFp16(_MoreK, GemmFp16):
+    PAD = 1.05
+
+
+def _spec(adapter: str, cuda: bool) -> WorkerSpec:
+    params = {"samples": 2, "sample_ms": 50.0, "graph": "off"} if cuda else \
+        {"warmup": 0, "samples": 2, "min_sample_ms": 0.0}  # fmt: skip
+    return WorkerSpec(source_root=str(Path(__file__).resolve().parents[1]), adapter=adapter,
+                      engine="cuda_events" if cuda else "perf_counter", engine_params=params,
+                      device="cuda" if cuda else "cpu", interpret=not cuda)  # fmt: skip
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--trials", type=int, default=20)
+    p.add_argument("--cpu", action="store_true", help="tiny interpreter smoke run")
+    p.add_argument("-o", "--output", default="ab_validation.json")
+    args = p.parse_args()
+    cuda = torch.cuda.is_available() and not args.cpu
+    dims = GPU_SHAPES if cuda else CPU_SHAPES
+    shapes = [Shape(f"m{m}_n{n}_k{k}", m, n, k) for m, n, k in dims]
+    kind = "Bf16" if cuda else "Fp16"  # bf16 tl.dot is wrong in the interpreter
+    base = f"kernel_ratchet.kernels.gemm.adapter:Gemm{kind}"
+    here = "scripts.ab_validation"
+    scenarios = {
+        "A/A": (base, base),
+        "slower 3%": (base, f"{here}:Slower{kind}"),
+        "faster 5%": (f"{here}:FasterBaseline{kind}", base),
+    }
+    k_start, k_max = (10, 40) if cuda else (3, 6)
+    results: dict[str, list[dict]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, (inc, cand) in scenarios.items():
+            results[name] = []
+            for t in range(args.trials):
+                t0 = time.monotonic()
+                run = run_paired(_spec(inc, cuda), _spec(cand, cuda), shapes, phases=["fwd"],
+                                 seed=secrets.randbits(63), k_start=k_start, k_max=k_max,
+                                 log_dir=Path(tmp) / f"{name[:4]}-{t}", rng_seed=t,
+                                 campaign_type="compute_fwd")  # fmt: skip
+                d = run.decision
+                row = {"trial": t, "wall_s": time.monotonic() - t0,
+                       "failure": run.failure.sentence() if run.failure else None}  # fmt: skip
+                if d is not None:
+                    row.update(status=d.status.value, verdict=d.verdict_aggregate.value,
+                               ratio=d.aggregate_ratio, ci=[d.aggregate_ci_low,
+                               d.aggregate_ci_high], rounds=run.rounds)  # fmt: skip
+                results[name].append(row)
+                print(f"{name} trial {t}: {row}", file=sys.stderr, flush=True)
+    Path(args.output).write_text(json.dumps(results, indent=2))
+    print("| scenario | trials | ACCEPTED | aggregate SLOWER | failures | median wall s |")
+    print("|---|---|---|---|---|---|")
+    for name, rows in results.items():
+        acc = sum(r.get("status") == "ACCEPTED" for r in rows)
+        slow = sum(r.get("verdict") == "SLOWER" for r in rows)
+        fails = sum(r["failure"] is not None for r in rows)
+        wall = sorted(r["wall_s"] for r in rows)[len(rows) // 2]
+        print(f"| {name} | {len(rows)} | {acc} | {slow} | {fails} | {wall:.1f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
