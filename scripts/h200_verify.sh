@@ -16,9 +16,15 @@ pip install -q --no-deps --no-build-isolation -e . > "$OUT/install.log" 2>&1 || 
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader; date -u; } \
   | tee "$OUT/versions.txt"
 echo "== GPU tests"; if [ -z "${SKIP_TESTS:-}" ]; then
+# Kernel tests in parallel; timing-sensitive tests (harness, guard) alone on the GPU: under
+# 8-way contention the transfer simulation and the timing checks read noise (2026-11-29).
 timeout "$TESTS_S" python -m pytest -m gpu -q -n "$XDIST" -p no:cacheprovider -rfE $TESTS \
+  --ignore=tests/harness --ignore=tests/guard \
   --junitxml="$OUT/gpu_tests.xml" > "$OUT/gpu_tests.log" 2>&1
-echo "pytest exit $?"; grep -E "passed|failed|error" "$OUT/gpu_tests.log" | tail -3
+echo "pytest (kernels) exit $?"; grep -E "passed|failed|error" "$OUT/gpu_tests.log" | tail -1
+timeout "$TESTS_S" python -m pytest -m gpu -q -p no:cacheprovider -rfE tests/harness tests/guard \
+  >> "$OUT/gpu_tests.log" 2>&1
+echo "pytest (timing, serial) exit $?"; grep -E "passed|failed|error" "$OUT/gpu_tests.log" | tail -1
 grep -E "^(FAILED|ERROR)" "$OUT/gpu_tests.log" | head -40; fi
 echo "== GPU campaign (tiny example)"
 W=/tmp/gpu_campaign; rm -rf "$W"; cp -r examples/tiny_gemm "$W"; cd "$W"
