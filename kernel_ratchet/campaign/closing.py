@@ -107,6 +107,10 @@ def view(c: Campaign, record: dict[str, Any]) -> RoundView:
                      f"(quick CSV: {record['quick_csv']})")  # fmt: skip
     if record.get("incumbent_csv"):
         notes.append(f"Incumbent numbers from {record['incumbent_csv']}")
+    if (record.get("decision") or {}).get("paired"):
+        notes.append("Decided by the paired A/B (artifacts/paired.json): Delta and the CIs are "
+                     "median per-round speed ratios; the absolute numbers and 'vs baseline' "
+                     "come from harness runs in different sessions and are diagnostics only")  # fmt: skip
     status = record["status"]
     return RoundView(
         n=record["round"], status=status, hypothesis=record["hypothesis"],
