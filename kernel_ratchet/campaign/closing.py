@@ -110,7 +110,7 @@ def view(c: Campaign, record: dict[str, Any]) -> RoundView:
     if (record.get("decision") or {}).get("paired"):
         notes.append("Decided by the paired A/B (artifacts/paired.json): Delta and the CIs are "
                      "median per-round speed ratios; the absolute numbers and 'vs baseline' "
-                     "come from harness runs in different sessions and are diagnostics only")  # fmt: skip
+                     "come from harness runs in other sessions: diagnostics only")  # fmt: skip
     status = record["status"]
     return RoundView(
         n=record["round"], status=status, hypothesis=record["hypothesis"],
