@@ -123,6 +123,36 @@ CONFIGS: dict[str, dict[str, GemmConfig]] = {
 }
 
 
+# What `ratchet run --optimizer search` may change (kernel_ratchet/optimizers/tunables.py).
+#: The CONFIGS kinds each op's forward and backward use.
+SEARCH_KINDS = {
+    "gemm_bf16": ["bf16", "bf16_bwd"],
+    "gemm_fp8_tensorwise": ["fp8"],
+    "gemm_fp8_rowwise": ["fp8"],
+    "gemm_fp8_blockwise": ["fp8_block"],
+}
+#: Values worth a round on Hopper: tiles the wgmma shapes and shared memory allow, 3-5 stages
+#: (2 starves the pipeline, more runs out of shared memory at 128x256), 4 or 8 warps.
+#: Blockwise pins BLOCK_K to the 128-wide scaling group and has no split-K below 4.
+SEARCH_SPACE = {
+    "*": {
+        "block_m": [64, 128, 256],
+        "block_n": [64, 128, 256],
+        "block_k": [64, 128],
+        "group_m": [1, 4, 8, 16],
+        "num_warps": [4, 8],
+        "num_stages": [3, 4, 5],
+        "persistent": [False, True],
+        "use_tma": [False, True],
+        "split_k": [],
+        "k_unroll": [],
+    },
+    "fp8": {"block_k": [128, 256]},
+    "fp8_block": {"block_k": [], "k_unroll": [1, 2]},
+    "long_k": {"split_k": [2, 4, 8]},
+}
+
+
 def config_for(kind: str, M: int, N: int, K: int) -> GemmConfig:
     """``CONFIGS[kind][bucket_for(M, N, K)]``; raises KeyError naming the known kinds."""
     if kind not in CONFIGS:
