@@ -63,6 +63,10 @@ class _GemmAdapter(Adapter):
     def make_case(self, shape: Shape, seed: int, device: str) -> GemmCase:
         return make_linear_inputs(shape, seed, device, self.dtype)
 
+    def training_roles(self, case: GemmCase) -> dict[str, str]:
+        """Roles in a training step, for the transfer guard's fresh-tensor simulation."""
+        return {"a": "activation", "b": "weight", "dout": "grad_out"}
+
     def reference(self, case: GemmCase) -> dict[str, torch.Tensor]:
         return linear_all_ref(case.a, case.b, case.dout)
 

@@ -101,6 +101,10 @@ class _GroupedAdapter(Adapter):
     def make_case(self, shape: Shape, seed: int, device: str) -> GroupedCase:
         return make_grouped_case(shape, seed, device)
 
+    def training_roles(self, case: GroupedCase) -> dict[str, str]:
+        """Roles in a training step, for the transfer guard's fresh-tensor simulation."""
+        return {"x": "activation", "w": "weight", "dout": "grad_out", "group_lens": "routing"}
+
     def forward(self, case: GroupedCase) -> torch.Tensor:
         case.out = self.op(case.x, case.w, case.group_lens)
         return case.out

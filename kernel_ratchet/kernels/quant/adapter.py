@@ -56,6 +56,10 @@ class _QuantAdapter(Adapter):
         x.view(-1)[idx] *= 40.0
         return QuantCase(x.to(device=device, dtype=torch.bfloat16))
 
+    def training_roles(self, case: QuantCase) -> dict[str, str]:
+        """Roles in a training step, for the transfer guard's fresh-tensor simulation."""
+        return {"x": "activation"}
+
     def flops(self, shape: Shape) -> tuple[float, float]:
         return (0.0, 0.0)
 
