@@ -133,7 +133,21 @@ def transfer_of(record: dict[str, Any]) -> dict[str, str]:
     static = StaticAudit(**record["transfer_static"])
     d = record.get("decision") or {}
     skew = tuple(d["skew"]) if d.get("skew") else None
-    return transfer_check(static, None, float(d.get("gain") or 0.0), skew=skew)
+    t = transfer_check(static, None, float(d.get("gain") or 0.0), skew=skew)
+    dyn = d.get("dynamic")
+    if dyn and dyn["verdict"] != "NOT-RUN":
+        t["4-step trace hit rate"] = dyn["candidate"].get("hit_rates") or "no cache"
+        t["Estimated real-training gain"] = (
+            f"{dyn['train_gain']:+.2%} measured in the training idiom (fresh activations and "
+            f"grad_out, weight updated in place) against {dyn['bench_gain']:+.2%} in the "
+            f"benchmark idiom, on {dyn['shape']}" + ("" if static.bucket[0] == "K" else
+            f"; {t['Estimated real-training gain']}")
+        )  # fmt: skip
+        if dyn["verdict"] == "OVERFIT":
+            t["Decision"] = "REJECT-as-overfit"
+    elif dyn:
+        t["4-step trace hit rate"] = f"not measured: {dyn['reason']}"
+    return t
 
 
 def _attribution(record: dict[str, Any]) -> str:

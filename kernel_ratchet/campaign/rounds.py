@@ -17,6 +17,7 @@ from kernel_ratchet.campaign.fsutil import atomic_write_json, atomic_write_text,
 from kernel_ratchet.campaign.paired_round import paired_decision
 from kernel_ratchet.campaign.state import Status
 from kernel_ratchet.campaign.steps import run_step
+from kernel_ratchet.campaign.transfer_round import dynamic_check
 from kernel_ratchet.errors import CampaignError, SchemaError
 from kernel_ratchet.guard import StaticAudit, audit_change, skew_robustness
 from kernel_ratchet.guard.static_audit import REJECT
@@ -297,6 +298,14 @@ def _measure_levels(c: Campaign, n: int, base: dict, art: Path) -> dict[str, Any
         os.replace(csv, final)
         record.update(level="full", escalated=True, quick_csv=c.rel(quick), csv=c.rel(final),
                       incumbent_csv=c.state.incumbent_full_csv, decision=d)  # fmt: skip
+    if d["status"] == Status.ACCEPTED.value and d.get("paired"):
+        c.say(f"round-{n}: transfer check (fresh tensors vs the benchmark idiom)")
+        dyn = dynamic_check(c, art, [r.label for r in c.table(record["csv"]).rows])
+        d = {**d, "dynamic": dyn}
+        if dyn["verdict"] == "OVERFIT":
+            why = f"REJECT-as-overfit: {dyn['reason']}; measured: {d['reason']}"
+            d.update(status=Status.ROLLED_BACK.value, overfit=True, reason=why)
+        record["decision"] = d
     category = "ok" if d["status"] == Status.ACCEPTED.value else _why(c, d)
     return {**record, "status": d["status"], "category": category, "reason": d["reason"],
             "finished": now()}  # fmt: skip

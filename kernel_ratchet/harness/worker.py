@@ -222,6 +222,25 @@ class Worker:
         }  # fmt: skip
         return self._request(msg)
 
+    def transfer(
+        self,
+        shape: Shape,
+        seed: int,
+        *,
+        steps: int = 8,
+        repeats: int = 5,
+        cache_modules: tuple[str, ...] = (),
+    ) -> WorkerResult:
+        """The transfer guard's simulation on ``shape``: benchmark idiom (same tensors) against
+        training idiom (fresh activations and grad_out, weight updated in place); payload has
+        bench_ms, train_ms, gap_ms, noise_ms, verdict, reason and hit_rates. Needs the adapter's
+        ``training_roles``."""
+        msg: dict[str, Any] = {
+            "op": "transfer", "shape": shape.to_dict(), "seed": int(seed), "steps": steps,
+            "repeats": repeats, "cache_modules": list(cache_modules),
+        }  # fmt: skip
+        return self._request(msg)
+
     @property
     def alive(self) -> bool:
         """True while the process runs and no request has failed."""

@@ -73,6 +73,24 @@ class Session:
         if self.device.startswith("cuda"):
             torch.cuda.synchronize()
 
+    # -- transfer (the guard's fresh-tensor simulation, SPEC section 8) --
+
+    def transfer(self, msg: dict[str, Any], shape: Any) -> dict[str, Any]:
+        import importlib
+
+        from kernel_ratchet.guard.dynamic_transfer import simulate_training
+
+        modules = [importlib.import_module(m) for m in msg.get("cache_modules") or []]
+        r = simulate_training(
+            self.adapter, shape, device=self.device, steps=int(msg.get("steps", 8)),
+            seed=int(msg["seed"]), repeats=int(msg.get("repeats", 5)), cache_modules=modules,
+        )  # fmt: skip
+        payload = {k: getattr(r, k) for k in ("label", "steps", "repeats", "bench_ms",
+                                              "train_ms", "gap_ms", "noise_ms", "verdict",
+                                              "reason")}  # fmt: skip
+        payload["hit_rates"] = r.hit_rate_text()
+        return {"ok": True, "category": "ok", "detail": r.reason, "payload": payload}
+
     # -- check --
 
     def check(self, shape: Any, seed: int) -> dict[str, Any]:
@@ -300,6 +318,8 @@ def main() -> None:
                 answer = session.check(shape, int(msg["seed"]))
             elif msg["op"] == "time":
                 answer = session.time(msg, shape)
+            elif msg["op"] == "transfer":
+                answer = session.transfer(msg, shape)
             else:
                 answer = _fail("crash", f"unknown request {msg['op']!r}")
         except BaseException as exc:  # noqa: BLE001 -- a failing candidate is an outcome

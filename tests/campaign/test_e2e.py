@@ -68,6 +68,9 @@ def test_whole_campaign(tmp_path):
     assert re.search(r"Result: \S+ -> \S+ \(\+\d+\.\d%\)", msg)
     assert f"Details: .ratchet/campaigns/{cdir.name}/logs/optimize.md" in msg
     assert git(root, "show", "--name-only", "--format=", "HEAD").split() == [KERNEL]
+    accepted = (cdir / "rounds/round-2/summary.md").read_text()
+    assert "measured in the training idiom" in accepted  # the dynamic transfer check ran
+    assert "- Decision: ACCEPT-as-real" in accepted
     incumbent = (root / KERNEL).read_text()
 
     # round 3: smaller K tiles double the k-loop -> slower -> ROLLED BACK

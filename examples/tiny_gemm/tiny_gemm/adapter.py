@@ -37,6 +37,11 @@ class TinyGemm(Adapter):
     def forward(self, case: Case) -> torch.Tensor:
         return matmul_nt(case.a, case.b)
 
+    def training_roles(self, case: Case) -> dict[str, str]:
+        """Optional: which inputs are weights and which are fresh every training step, so the
+        transfer guard can replay a training step with fresh tensors (SPEC section 8)."""
+        return {"a": "activation", "b": "weight"}
+
     def outputs(self, case: Case) -> dict[str, torch.Tensor]:
         return {"out": self.forward(case)}
 

@@ -1,0 +1,84 @@
+"""The dynamic half of the real-training transfer check (SPEC section 8) inside a round.
+
+After an ACCEPT, incumbent and candidate each run the guard's fresh-tensor simulation in a fresh
+worker on the largest active shape: the benchmark idiom (the same tensors every iteration)
+against the training idiom (fresh activations and grad_out each step, the weight updated in
+place so its ``_version`` moves), with cache hit counts on the kernel modules. Comparing the
+two sides cancels what both share (e.g. L2 reuse of repeated tensors); what is left is the
+part of the candidate's gain that exists only in the benchmark idiom. The round is rolled back
+as REJECT-as-overfit when the training-idiom gain falls well short of the benchmark-idiom gain,
+or when only the candidate's own simulation reads OVERFIT (a cache hit on a fresh tensor).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from kernel_ratchet.campaign.paired_round import _specs
+from kernel_ratchet.harness.adapter import Shape
+from kernel_ratchet.harness.worker import Worker
+
+if TYPE_CHECKING:
+    from kernel_ratchet.campaign.engine import Campaign
+
+MIN_GAIN = 0.02  # below this benchmark gain there is nothing to transfer
+
+
+def _largest(c: Campaign, labels: list[str]) -> Shape:
+    by = {s["label"]: Shape.from_dict(s) for s in c.m.target_shapes}
+    return max((by[x] for x in labels), key=lambda s: s.B * s.M * s.N * max(s.K, 1))
+
+
+def _modules(c: Campaign) -> tuple[str, ...]:
+    return tuple(os.path.splitext(k)[0].replace("/", ".") for k in c.m.kernel_source
+                 if k.endswith(".py"))  # fmt: skip
+
+
+def dynamic_check(c: Campaign, art: Path, labels: list[str]) -> dict[str, Any]:
+    """Run both sides' simulation; returns {"verdict": OVERFIT | TRANSFERS | NOT-RUN, ...}."""
+    shape = _largest(c, labels)
+    cuda = torch.cuda.is_available()
+    steps, repeats = (8, 5) if cuda else (4, 3)
+    seed = secrets.randbits(31)
+    sides = dict(zip(("incumbent", "candidate"), _specs(c), strict=True))
+    out: dict[str, Any] = {"shape": shape.label, "steps": steps, "repeats": repeats}
+    for side, spec in sides.items():
+        with Worker(spec, art / f"transfer_{side}.log") as w:
+            r = w.transfer(shape, seed, steps=steps, repeats=repeats, cache_modules=_modules(c))
+        if not r.ok:
+            first = r.detail.splitlines()[0] if r.detail else ""
+            why = f"the {side}'s simulation did not run ({r.category}: {first})"
+            return {**out, "verdict": "NOT-RUN", "reason": why}
+        out[side] = r.payload
+    return {**out, **_verdict(out["incumbent"], out["candidate"])}
+
+
+def _verdict(inc: dict[str, Any], cand: dict[str, Any]) -> dict[str, Any]:
+    bench_gain = inc["bench_ms"] / cand["bench_ms"] - 1.0
+    train_gain = inc["train_ms"] / cand["train_ms"] - 1.0
+    noise = (inc["noise_ms"] + cand["noise_ms"]) / max(cand["train_ms"], 1e-9)
+    nums = (f"benchmark-idiom gain {bench_gain:+.2%}, training-idiom gain {train_gain:+.2%} "
+            f"(noise ±{noise:.2%}) on {cand['label']}")  # fmt: skip
+    if cand["verdict"] == "OVERFIT" and inc["verdict"] != "OVERFIT":
+        return {"verdict": "OVERFIT", "bench_gain": bench_gain, "train_gain": train_gain,
+                "reason": f"only the candidate's simulation reads OVERFIT ({cand['reason']}); "
+                + nums}  # fmt: skip
+    short = bench_gain - max(noise, MIN_GAIN)
+    if bench_gain > MIN_GAIN and train_gain < short and train_gain < 0.5 * bench_gain:
+        return {
+            "verdict": "OVERFIT",
+            "bench_gain": bench_gain,
+            "train_gain": train_gain,
+            "reason": "the gain does not transfer to fresh tensors: " + nums,
+        }
+    return {
+        "verdict": "TRANSFERS",
+        "bench_gain": bench_gain,
+        "train_gain": train_gain,
+        "reason": nums,
+    }

@@ -1,0 +1,36 @@
+"""The round's dynamic transfer verdict compares incumbent and candidate simulations."""
+
+from __future__ import annotations
+
+from kernel_ratchet.campaign.transfer_round import _verdict
+
+
+def _sim(bench, train, verdict="TRANSFERS", noise=0.01):
+    return {"label": "s", "bench_ms": bench, "train_ms": train, "noise_ms": noise,
+            "verdict": verdict, "reason": "r"}  # fmt: skip
+
+
+def test_a_gain_seen_in_both_idioms_transfers():
+    v = _verdict(_sim(2.0, 2.2), _sim(1.5, 1.65))
+    assert v["verdict"] == "TRANSFERS"
+    assert abs(v["bench_gain"] - 1 / 3) < 1e-9 and abs(v["train_gain"] - 1 / 3) < 1e-9
+
+
+def test_a_gain_only_in_the_benchmark_idiom_is_overfit():
+    # an output cache: repeated tensors hit it, fresh ones never do
+    v = _verdict(_sim(2.0, 2.2), _sim(1.0, 2.2))
+    assert v["verdict"] == "OVERFIT" and "does not transfer" in v["reason"]
+
+
+def test_shared_effects_cancel_and_a_candidate_only_overfit_is_caught():
+    # both sides are faster on repeated tensors (L2 reuse): not the candidate's doing
+    assert _verdict(_sim(1.0, 1.6, "OVERFIT"), _sim(0.8, 1.28, "OVERFIT"))["verdict"] == (
+        "TRANSFERS"
+    )
+    v = _verdict(_sim(2.0, 2.0), _sim(1.9, 2.0, "OVERFIT"))
+    assert v["verdict"] == "OVERFIT" and "only the candidate" in v["reason"]
+
+
+def test_noise_protects_a_small_gain():
+    v = _verdict(_sim(2.0, 2.0, noise=0.2), _sim(1.9, 1.99, noise=0.2))
+    assert v["verdict"] == "TRANSFERS"
