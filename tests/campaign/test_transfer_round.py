@@ -34,3 +34,19 @@ def test_shared_effects_cancel_and_a_candidate_only_overfit_is_caught():
 def test_noise_protects_a_small_gain():
     v = _verdict(_sim(2.0, 2.0, noise=0.2), _sim(1.9, 1.99, noise=0.2))
     assert v["verdict"] == "TRANSFERS"
+
+
+def test_a_large_gain_must_hold_in_fresh_processes():
+    from kernel_ratchet.campaign.paired_round import unconfirmed_shapes
+    from kernel_ratchet.scoring.paired import PairedVerdict, ShapeRow
+
+    def row(label, ratio, lo, hi, verdict=PairedVerdict.FASTER):
+        return ShapeRow(label, ratio, lo, hi, verdict, 10, {})
+
+    first = [row("a", 3.0, 2.8, 3.2), row("b", 2.0, 1.9, 2.1), row("c", 1.8, 1.7, 1.9)]
+    again = [
+        row("a", 2.9, 2.7, 3.1),  # holds
+        row("b", 1.02, 0.98, 1.06, PairedVerdict.SAME),  # collapsed: a warm-state artefact
+        row("c", 1.25, 1.2, 1.3),
+    ]  # FASTER but far under half the first gain (1.4)
+    assert unconfirmed_shapes(first, again, ["a", "b", "c"]) == ["b", "c"]
