@@ -24,7 +24,7 @@ from kernel_ratchet.guard.dynamic_transfer import (
     simulate_training,
     weight_quant_ratio,
 )
-from kernel_ratchet.harness.adapter import Shape
+from kernel_ratchet.harness.adapter import Adapter, Shape
 from tests.guard import planted as P
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "tiny_gemm"))
@@ -42,6 +42,31 @@ class TrainableTinyGemm(TinyGemm):
         return {"a": "activation", "b": "weight"}
 
 
+class RolelessGemm(Adapter):
+    """An adapter without ``training_roles`` (the example's own adapter now declares them)."""
+
+    schema = "gemm"
+    min_snr_db = TinyGemm.min_snr_db
+
+    def __init__(self) -> None:
+        self._inner = TinyGemm()
+
+    def make_case(self, shape, seed, device):
+        return self._inner.make_case(shape, seed, device)
+
+    def forward(self, case):
+        return self._inner.forward(case)
+
+    def outputs(self, case):
+        return self._inner.outputs(case)
+
+    def reference(self, case):
+        return self._inner.reference(case)
+
+    def flops(self, shape):
+        return self._inner.flops(shape)
+
+
 def planted_adapter(source: str, name: str) -> tuple[TrainableTinyGemm, types.ModuleType]:
     module = types.ModuleType(name)
     exec(compile(source, f"<{name}>", "exec"), module.__dict__)
@@ -55,7 +80,7 @@ def planted_adapter(source: str, name: str) -> tuple[TrainableTinyGemm, types.Mo
 
 def test_adapter_implements_the_protocol() -> None:
     assert isinstance(TrainableTinyGemm(), TrainingCase)
-    assert not isinstance(TinyGemm(), TrainingCase)
+    assert not isinstance(RolelessGemm(), TrainingCase)
 
 
 def test_clean_kernel_transfers() -> None:
@@ -103,7 +128,7 @@ def test_weight_cache_without_version_hits_stale() -> None:
 
 def test_adapter_without_roles_is_refused() -> None:
     with pytest.raises(RatchetError, match="training_roles"):
-        simulate_training(TinyGemm(), SHAPE, device="cpu")
+        simulate_training(RolelessGemm(), SHAPE, device="cpu")
 
     class BadRole(TinyGemm):
         def training_roles(self, case):
