@@ -107,8 +107,10 @@ def _amax_kernel(
     """Tile-wise |x| maximum folded into ``amax_ptr`` (zero-initialised fp32) by atomic max."""
     pid_r = tl.program_id(0)
     pid_c = tl.program_id(1)
-    offs_r = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
-    offs_c = pid_c * BLOCK_C + tl.arange(0, BLOCK_C)
+    # 64-bit offsets: a DeepSeek-V3 expert-weight stack has ~7.5e9 elements, and int32
+    # offsets overflowed into an illegal address on the H200 (2026-11-29)
+    offs_r = pid_r.to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
+    offs_c = pid_c.to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
     mask = (offs_r[:, None] < R) & (offs_c[None, :] < C)
     x = tl.load(
         x_ptr + offs_r[:, None] * stride_r + offs_c[None, :] * stride_c, mask=mask, other=0.0
@@ -132,8 +134,10 @@ def _apply_scale_kernel(
     """q = x / scale with a precomputed amax; writes q [R, C] and/or qᵀ [C, R] (contiguous)."""
     pid_r = tl.program_id(0)
     pid_c = tl.program_id(1)
-    offs_r = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
-    offs_c = pid_c * BLOCK_C + tl.arange(0, BLOCK_C)
+    # 64-bit offsets: a DeepSeek-V3 expert-weight stack has ~7.5e9 elements, and int32
+    # offsets overflowed into an illegal address on the H200 (2026-11-29)
+    offs_r = pid_r.to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
+    offs_c = pid_c.to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
     mask_r = offs_r < R
     mask_c = offs_c < C
     mask = mask_r[:, None] & mask_c[None, :]
@@ -189,8 +193,10 @@ def _group_quant_kernel(
     """
     pid_r = tl.program_id(0)
     pid_c = tl.program_id(1)
-    offs_r = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
-    offs_c = pid_c * BLOCK_C + tl.arange(0, BLOCK_C)
+    # 64-bit offsets: a DeepSeek-V3 expert-weight stack has ~7.5e9 elements, and int32
+    # offsets overflowed into an illegal address on the H200 (2026-11-29)
+    offs_r = pid_r.to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
+    offs_c = pid_c.to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
     mask_r = offs_r < R
     mask_c = offs_c < C
     mask = mask_r[:, None] & mask_c[None, :]
