@@ -300,6 +300,15 @@ def scrub_allocator(nbytes: list[int], device: str) -> None:
     del blocks
 
 
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bit-identical (NaN payloads included), for any dtype and layout."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.numel() == 0:
+        return True
+    return torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8))
+
+
 def check_stream_order(out: Any, what: str) -> None:
     """CUDA: copy the outputs on the calling stream right after the call returns, then
     synchronize the device and compare. An op that does its work on another stream without
@@ -309,7 +318,9 @@ def check_stream_order(out: Any, what: str) -> None:
     outs = output_tensors(out, what)
     early = [t.clone() for _, t in outs]  # ordered after the op only if it used this stream
     torch.cuda.synchronize()
-    late = [n for (n, t), e in zip(outs, early, strict=True) if not torch.equal(t, e)]
+    # bitwise: NaN != NaN would misreport a NaN-holding output (a partial write, a poisoned
+    # cached tensor) as side-stream work -- seen on the H200, 2026-11-29
+    late = [n for (n, t), e in zip(outs, early, strict=True) if not _same_bits(t, e)]
     if late:
         raise CheatDetected(
             f"{what} output(s) {', '.join(late)} were not ready on the calling stream when the "
