@@ -57,15 +57,6 @@ ESCALATION = {
 }
 
 
-def _baseline(c: Campaign) -> BenchTable:
-    return c.table(c.round_dir(1).relative_to(c.dir).as_posix() + "/artifacts/benchmark.csv")
-
-
-def _restrict(table: BenchTable, labels: list[str]) -> BenchTable:
-    by = table.by_label()
-    return BenchTable(table.schema, tuple(by[x] for x in labels if x in by))
-
-
 def _ratio(a: float, b: float) -> float | None:
     if a is None or b is None or math.isnan(a) or math.isnan(b) or b <= 0:
         return None
@@ -75,8 +66,8 @@ def _ratio(a: float, b: float) -> float | None:
 def vs_base(c: Campaign, table: BenchTable) -> tuple[float | None, float | None, float | None]:
     """(step, fwd, bwd) gains of ``table`` over the baseline on the same PASS shapes."""
     labels = [r.label for r in table.rows if r.passed]
-    base = aggregates(_restrict(_baseline(c), labels), c.m.campaign_type)
-    cur = aggregates(_restrict(table, labels), c.m.campaign_type)
+    base = aggregates(c.baseline_table().restrict(labels), c.m.campaign_type)
+    cur = aggregates(table.restrict(labels), c.m.campaign_type)
     step = _ratio(cur.primary_avg, base.primary_avg) if c.m.campaign_type != "compute_fwd" else None
     return step, _ratio(cur.fwd_avg, base.fwd_avg), _ratio(cur.bwd_avg, base.bwd_avg)
 
@@ -235,7 +226,7 @@ def termination(c: Campaign) -> dict[str, str] | None:
     st, m = c.state, c.m
     inc = st.closed_round(st.incumbent_round or 1) or {}
     gain = inc.get("vs_baseline") or 0.0
-    base = aggregates(_baseline(c), m.campaign_type).primary_avg
+    base = aggregates(c.baseline_table(), m.campaign_type).primary_avg
     estimate = base * (1.0 + gain)
     if m.performance_target and estimate >= m.performance_target:
         return {"code": "T1", "at": now(), "reason": f"performance target {m.performance_target}"

@@ -89,6 +89,10 @@ class Campaign:
     def table(self, rel: str):
         return read_csv(self.dir / rel, expected=self.frozen_schema())
 
+    def baseline_table(self):
+        """Round-1's benchmark CSV (all target shapes), read against the frozen schema."""
+        return self.table("rounds/round-1/artifacts/benchmark.csv")
+
     def frozen_schema(self):
         sch = self.schema
         frozen = self.m.csv_schema.get("sha256")

@@ -83,7 +83,7 @@ def report(c: Campaign, stop: tuple[str, str] | None = None) -> str:
 
 def _render(c: Campaign, final) -> str:
     ct = c.m.campaign_type
-    base_t = closing._baseline(c)
+    base_t = c.baseline_table()
     base, cur = score_vector(base_t, ct), score_vector(final, ct)
     b_agg, f_agg = aggregates(base_t, ct).primary_avg, aggregates(final, ct).primary_avg
     gain = f_agg / b_agg - 1.0 if b_agg > 0 else math.nan

@@ -55,7 +55,7 @@ def _specs(c: Campaign) -> tuple[WorkerSpec, WorkerSpec]:
 
 
 def _phases(c: Campaign) -> list[str]:
-    base = c.table(c.round_dir(1).relative_to(c.dir).as_posix() + "/artifacts/benchmark.csv")
+    base = c.baseline_table()
     has_bwd = any(not math.isnan(r.bwd_ms) for r in base.rows if r.passed)
     return ["fwd", "bwd"] if has_bwd else ["fwd"]
 
@@ -159,9 +159,7 @@ def _to_decision(c: Campaign, run: PairedRun, confirm: PairedRun | None, suspici
                           f"first measurement: {d.reason}")  # fmt: skip
             else:
                 reason += f" Gains above {SUSPICIOUS_RATIO}x confirmed in fresh processes."
-    inc = c.table(inc_rel)
-    inc_sub = type(inc)(inc.schema, tuple(r for r in inc.rows if r.label in labels))
-    before = aggregates(inc_sub, c.m.campaign_type).primary_avg
+    before = aggregates(c.table(inc_rel).restrict(labels), c.m.campaign_type).primary_avg
     return {
         "status": status, "reason": reason, "paired": True, "trade_off": d.trade_off,
         "regressions": list(d.regressions), "aggregate_before": before,

@@ -21,7 +21,6 @@ from kernel_ratchet.campaign.transfer_round import dynamic_check
 from kernel_ratchet.errors import CampaignError, SchemaError
 from kernel_ratchet.guard import StaticAudit, audit_change, skew_robustness
 from kernel_ratchet.guard.static_audit import REJECT
-from kernel_ratchet.harness.csv_schema import BenchTable
 from kernel_ratchet.scoring.decision import decide
 
 if TYPE_CHECKING:
@@ -187,14 +186,9 @@ def _failed(base: dict[str, Any], category: str, reason: str) -> dict[str, Any]:
             "finished": now(), "decision": None}  # fmt: skip
 
 
-def _restrict(table: BenchTable, labels: list[str]) -> BenchTable:
-    by = table.by_label()
-    return BenchTable(table.schema, tuple(by[x] for x in labels if x in by))
-
-
 def _decide(c: Campaign, cand_rel: str, inc_rel: str, build_ok=True, test_ok=True) -> dict:
     cand = c.table(cand_rel)
-    inc = _restrict(c.table(inc_rel), [r.label for r in cand.rows])
+    inc = c.table(inc_rel).restrict([r.label for r in cand.rows])
     d = decide(inc, cand, c.m.campaign_type, regression_threshold=c.m.regression_threshold,
                build_ok=build_ok, test_ok=test_ok)  # fmt: skip
     return {

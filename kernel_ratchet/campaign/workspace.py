@@ -434,7 +434,7 @@ def _commit(c: Campaign, n: int, kernel_git: list[str], after: float | None) -> 
     from kernel_ratchet.scoring.metrics import aggregates
 
     rec = json.loads((c.round_dir(n) / "round.json").read_text())
-    baseline = c.table("rounds/round-1/artifacts/benchmark.csv")
+    baseline = c.baseline_table()
     before = aggregates(baseline, c.m.campaign_type).primary_avg
     msg = commit_message(
         c.m.target_op, c.m.target_backend, n,

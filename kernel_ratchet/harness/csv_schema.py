@@ -114,6 +114,11 @@ class BenchTable:
     def by_label(self) -> dict[str, Row]:
         return {r.label: r for r in self.rows}
 
+    def restrict(self, labels: Sequence[str]) -> BenchTable:
+        """The rows of ``labels`` (in that order; labels without a row are skipped)."""
+        by = self.by_label()
+        return BenchTable(self.schema, tuple(by[x] for x in labels if x in by))
+
     def to_records(self) -> list[dict]:
         out = []
         for r in self.rows:

@@ -228,3 +228,12 @@ def test_crlf_line_endings_parse():
 
 def test_header_only_gives_no_rows():
     assert parse_csv_text(SPEC_GEMM_HEADER + "\n").rows == ()
+
+
+def test_restrict_keeps_the_asked_labels_in_order():
+    from kernel_ratchet.harness.csv_schema import GEMM_HEADER, parse_csv_text
+
+    rows = "".join(f"s{i},1,8,8,8,PASS,1,0,,,1,,50,,\n" for i in range(3))
+    t = parse_csv_text(GEMM_HEADER + "\n" + rows)
+    assert [r.label for r in t.restrict(["s2", "missing", "s0"]).rows] == ["s2", "s0"]
+    assert t.restrict(["s1"]).schema is t.schema
