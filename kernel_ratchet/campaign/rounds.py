@@ -21,6 +21,9 @@ from kernel_ratchet.campaign.transfer_round import dynamic_check
 from kernel_ratchet.errors import CampaignError, SchemaError
 from kernel_ratchet.guard import StaticAudit, audit_change, skew_robustness
 from kernel_ratchet.guard.static_audit import REJECT
+from kernel_ratchet.harness.ab import SEED_POLICY
+from kernel_ratchet.harness.provenance import collect_provenance
+from kernel_ratchet.harness.provenance import write_provenance as save_provenance
 from kernel_ratchet.scoring.decision import decide
 
 if TYPE_CHECKING:
@@ -346,16 +349,16 @@ def load_record(path: Path) -> dict[str, Any]:
 
 
 def write_provenance(c: Campaign, art: Path, level: str) -> None:
-    import platform
-
+    """``provenance.json`` next to a harness CSV: how its numbers were measured (engine and
+    parameters, GPU and clocks, driver, versions, commit, seed policy, environment hash)."""
     import torch
-    import triton
 
-    prov = {
-        "written": now(), "level": level, "timing_engine": c.m.timing_engine,
-        "timing_params": c.m.timing_params, "gpu": c.m.target_gpu,
-        "torch": torch.__version__, "triton": triton.__version__,
-        "python": platform.python_version(), "seed": c.m.seed,
-        "project_head": git.head(c.groot),
-    }  # fmt: skip
-    atomic_write_json(art / "provenance.json", prov)
+    prov = collect_provenance(
+        {"engine": c.m.timing_engine, **c.m.timing_params},
+        candidate_commit=git.head(c.groot),
+        seed_policy=f"harness inputs from the campaign seed {c.m.seed}, fresh per shape; "
+        f"paired A/B: {SEED_POLICY}",
+        device="cuda" if torch.cuda.is_available() else "cpu",
+    )
+    prov["level"] = level
+    save_provenance(art / "provenance.json", prov)

@@ -5,6 +5,7 @@ that breaks correctness rolled back -> report -> accept.
 
 from __future__ import annotations
 
+import json
 import re
 
 import yaml
@@ -47,6 +48,9 @@ def test_whole_campaign(tmp_path):
                 "rounds/round-1/kernel_snapshot/tiny_gemm/kernel.py",
                 "rounds/round-1/artifacts/benchmark.csv"):  # fmt: skip
         assert (cdir / rel).exists(), rel
+    prov = json.loads((cdir / "rounds/round-1/artifacts/provenance.json").read_text())
+    assert prov["engine"]["engine"] == "perf_counter" and prov["environment_hash"]
+    assert prov["candidate_commit"] == start and prov["level"] == "full"
     csv1 = cdir / "rounds/round-1/artifacts/benchmark.csv"
     assert csv1.read_text().splitlines()[0] == GEMM_HEADER
     manifest = yaml.safe_load((cdir / "manifest.yaml").read_text())
