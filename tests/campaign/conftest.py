@@ -76,13 +76,18 @@ def campaign_dir(root: Path) -> Path:
     return d
 
 
-@pytest.fixture(scope="session")
-def baselined(tmp_path_factory) -> Path:
-    root = make_project(tmp_path_factory.mktemp("base") / "proj")
-    for args in (("init", "--op", "tiny_gemm", "--yes"), ("baseline",)):
+def baselined_project(dest: Path, *init_flags: str) -> Path:
+    """A fresh example project with a campaign initialised (extra ``init`` flags) and baselined."""
+    root = make_project(dest)
+    for args in (("init", "--op", "tiny_gemm", "--yes", *init_flags), ("baseline",)):
         r = ratchet(root, *args)
         assert r.returncode == 0, r.stdout + r.stderr
     return root
+
+
+@pytest.fixture(scope="session")
+def baselined(tmp_path_factory) -> Path:
+    return baselined_project(tmp_path_factory.mktemp("base") / "proj")
 
 
 @pytest.fixture

@@ -12,7 +12,13 @@ from kernel_ratchet.campaign import rounds, steps
 from kernel_ratchet.campaign.engine import Campaign
 from kernel_ratchet.errors import CampaignError, LogTamperedError, SchemaError
 from kernel_ratchet.profile.loader import load_profile
-from tests.campaign.conftest import KERNEL, campaign_dir, make_project, ratchet, set_blocks
+from tests.campaign.conftest import (
+    KERNEL,
+    baselined_project,
+    campaign_dir,
+    ratchet,
+    set_blocks,
+)
 
 
 @pytest.fixture
@@ -113,11 +119,7 @@ def test_ctrl_c_during_the_harness_closes_the_round(project, open_campaign, monk
 
 
 def test_no_commit_mode_rolls_back_from_the_snapshot(tmp_path):
-    root = make_project(tmp_path / "proj")
-    for args in (("init", "--op", "tiny_gemm", "--yes", "--no-commit", "--git-branch", "none"),
-                 ("baseline",)):  # fmt: skip
-        r = ratchet(root, *args)
-        assert r.returncode == 0, r.stdout + r.stderr
+    root = baselined_project(tmp_path / "proj", "--no-commit", "--git-branch", "none")
     set_blocks(root, M=32, N=32)
     assert ratchet(root, "validate", "--hypothesis", "32x32").returncode == 0
     accepted = (root / KERNEL).read_text()

@@ -24,10 +24,10 @@ from mcp.client.stdio import stdio_client  # noqa: E402
 
 from kernel_ratchet.mcp.tools import TOOL_NAMES  # noqa: E402
 from tests.campaign.conftest import (  # noqa: E402
+    baselined_project,
     break_kernel,
     campaign_dir,
     cli_env,
-    make_project,
     ratchet,
     set_blocks,
 )
@@ -43,10 +43,7 @@ def _ok(r):
 @pytest.fixture(scope="module")
 def two_rounds(tmp_path_factory) -> Path:
     """Baselined CPU example with round-2 ACCEPTED (32x32 tiles) and round-3 ROLLED BACK."""
-    root = make_project(tmp_path_factory.mktemp("mcp") / "proj")
-    for args in (("init", "--op", "tiny_gemm", "--yes"), ("baseline",)):
-        r = ratchet(root, *args)
-        assert r.returncode == 0, r.stdout + r.stderr
+    root = baselined_project(tmp_path_factory.mktemp("mcp") / "proj")
     set_blocks(root, M=32, N=32)
     r = ratchet(root, "validate", "--hypothesis", "32x32 output tiles")
     assert r.returncode == 0, r.stdout + r.stderr
