@@ -29,6 +29,7 @@ from pathlib import Path
 
 import torch
 
+from kernel_ratchet.campaign.paired_round import CPU_PAIRED_TIMING, GPU_PAIRED_TIMING
 from kernel_ratchet.harness.ab import run_paired
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.harness.worker import WorkerSpec
@@ -70,8 +71,7 @@ class FasterBaselineFp16(_MoreK, GemmFp16):
 
 
 def _spec(adapter: str, cuda: bool) -> WorkerSpec:
-    params = {"samples": 2, "sample_ms": 50.0, "graph": "off"} if cuda else \
-        {"warmup": 0, "samples": 2, "min_sample_ms": 0.0}  # fmt: skip
+    params = dict(GPU_PAIRED_TIMING if cuda else CPU_PAIRED_TIMING)  # what campaigns use
     return WorkerSpec(source_root=str(Path(__file__).resolve().parents[1]), adapter=adapter,
                       engine="cuda_events" if cuda else "perf_counter", engine_params=params,
                       device="cuda" if cuda else "cpu", interpret=not cuda)  # fmt: skip

@@ -143,10 +143,10 @@ class Campaign:
             csv_schema={"name": sch.name, "header": sch.header, "sha256": sch.header_sha256},
         )
         self.m.save(self.dir)
-        rep_dicts = [s for s in self.m.target_shapes if s["label"] in reps]
         self.state.harness_sha256 = write_harness(
-            self.dir, self.m, self.root, shapes=rep_dicts, target_shapes=self.m.target_shapes
-        )
+            self.dir, self.m, self.root, shapes=self.m.representative_shape_dicts,
+            target_shapes=self.m.target_shapes,
+        )  # fmt: skip
         rounds.write_provenance(self, art, "full")
         record = {
             "round": 1, "status": Status.BASELINE.value, "hypothesis": "Baseline measurement",

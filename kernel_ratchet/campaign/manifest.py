@@ -58,6 +58,11 @@ class Manifest:
     hardware_peak: float | None = None
     csv_schema: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def representative_shape_dicts(self) -> list[dict]:
+        """The target-shape dicts of the representative labels (the quick level's SHAPES)."""
+        return [s for s in self.target_shapes if s["label"] in self.representative_shapes]
+
     def to_yaml(self) -> str:
         d = asdict(self)
         ordered = {k: d[k] for k in SPEC_FIELDS}

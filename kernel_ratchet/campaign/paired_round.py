@@ -43,10 +43,12 @@ CALIBRATION = "calibration.json"
 
 def _specs(c: Campaign) -> tuple[WorkerSpec, WorkerSpec]:
     cuda = torch.cuda.is_available()
-    if cuda and c.m.timing_engine == "cuda_events":
+    if not cuda:
+        params = dict(CPU_PAIRED_TIMING)
+    elif c.m.timing_engine == "cuda_events":
         params = {**c.m.timing_params, **GPU_PAIRED_TIMING}
     else:
-        params = dict(CPU_PAIRED_TIMING) if not cuda else dict(c.m.timing_params)
+        params = dict(c.m.timing_params)
     common = {"adapter": c.m.adapter, "engine": c.m.timing_engine, "engine_params": params,
               "device": "cuda" if cuda else "cpu", "interpret": not cuda}  # fmt: skip
     inc = WorkerSpec(source_root=str(incumbent_tree(c)), **common)

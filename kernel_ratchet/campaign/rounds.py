@@ -132,8 +132,8 @@ def preconditions(c: Campaign, hypothesis: str, bucket: str, level: str) -> None
 
 
 def _restore_harness(c: Campaign) -> None:
-    reps = [s for s in c.m.target_shapes if s["label"] in c.m.representative_shapes]
-    sha = write_harness(c.dir, c.m, c.root, shapes=reps, target_shapes=c.m.target_shapes)
+    sha = write_harness(c.dir, c.m, c.root, shapes=c.m.representative_shape_dicts,
+                        target_shapes=c.m.target_shapes)  # fmt: skip
     c.log("logs/optimize.md").append(
         f"> {now()}: quick_test_bench.py had been edited outside the tool; it was regenerated "
         "from manifest.yaml before any measurement.\n\n"

@@ -383,9 +383,9 @@ def sync_back(c: Campaign, *, commit: bool = True) -> SyncResult:
 def _revalidate(c: Campaign, ws: dict[str, Any]) -> tuple[bool, list[str], float | None]:
     """Focused test + harness on all target shapes, both run in the project."""
     from kernel_ratchet.campaign.closing import vs_base
+    from kernel_ratchet.campaign.create import write_harness
     from kernel_ratchet.campaign.rounds import HARNESS_TIMEOUT_S, TEST_TIMEOUT_S
     from kernel_ratchet.campaign.steps import python_command, run_step
-    from kernel_ratchet.harness.generate import render_quick_bench
     from kernel_ratchet.scoring.metrics import aggregates
 
     root, m, out = c.profile.root, c.m, c.dir / SYNC_DIR
@@ -397,13 +397,8 @@ def _revalidate(c: Campaign, ws: dict[str, Any]) -> tuple[bool, list[str], float
     if not t.ok:
         return False, details, None
     harness = out / "quick_test_bench.py"
-    reps = [s for s in m.target_shapes if s["label"] in m.representative_shapes]
-    atomic_write_text(harness, render_quick_bench(
-        campaign=m.campaign, op=m.target_op, backend=m.target_backend,
-        path=os.path.relpath(harness, root), project_root=str(root), adapter=m.adapter,
-        schema=m.csv_schema["name"], engine=m.timing_engine, engine_params=m.timing_params,
-        seed=m.seed, shapes=reps, target_shapes=m.target_shapes,
-    ))  # fmt: skip
+    write_harness(out, m, root, shapes=m.representative_shape_dicts,
+                  target_shapes=m.target_shapes)  # fmt: skip
     csv = out / "benchmark.csv"
     c.say(f"sync-back: harness in the project on all {len(m.target_shapes)} target shapes")
     h = run_step("harness", python_command(harness, "--level", "full", "--summary-csv", str(csv)),
