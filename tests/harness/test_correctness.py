@@ -127,3 +127,17 @@ def test_assert_close_passes_silently():
     assert_close({"out": torch.full((8,), 1.001)}, ref, 50.0)
     with pytest.raises(AssertionError):
         assert_close({"out": torch.full((8,), 1.001)}, ref, 70.0)
+
+
+def test_chunked_sums_equal_one_pass_and_find_nan_in_any_chunk(monkeypatch):
+    from kernel_ratchet.harness import correctness
+
+    g = torch.Generator().manual_seed(3)
+    ref = torch.randn(37, 29, generator=g, dtype=torch.float64)
+    out = (ref + 1e-3 * torch.randn(37, 29, generator=g, dtype=torch.float64)).t().contiguous().t()
+    whole = snr_db(out, ref)  # non-contiguous output, one chunk
+    monkeypatch.setattr(correctness, "CHUNK", 100)  # 11 chunks, the last one partial
+    assert snr_db(out, ref) == pytest.approx(whole, rel=1e-12)
+    assert 55 < whole < 65
+    out[-1, -1] = math.nan  # only in the last, partial chunk
+    assert snr_db(out, ref) == -math.inf
