@@ -13,7 +13,9 @@ What is checked, and against which cheat:
   It also remembers the Python threads alive at start: a background thread left running by the
   candidate (work done off the timed path) is reported.
 * :func:`snapshot_inputs` / :func:`verify_inputs` -- a hash of every input tensor before and after
-  the candidate ran: an op that modifies its inputs (or caches results in them).
+  the candidate ran: an op that modifies its inputs (or caches results in them). CPU tensors are
+  hashed with blake2b; GPU tensors on the GPU with a keyed hash (:func:`device_digest`), since a
+  host copy plus blake2b of a GEMM's inputs took about a second per check on the H200.
 * :func:`check_output_types` -- every output must be a plain ``torch.Tensor`` (not a subclass, not
   a lazy wrapper, not a Python number): a lazy tensor subclass that computes on access.
 * :func:`poison` / :func:`nonfinite` -- outputs of the previous timed call are NaN-filled before
@@ -35,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
+import secrets
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -164,12 +167,55 @@ def tensors(obj: Any) -> list[tuple[str, torch.Tensor]]:
     return [(p, v) for p, v in walk(obj) if isinstance(v, torch.Tensor)]
 
 
+#: Secret per process: the multipliers of :func:`device_digest` derive from it, so a candidate
+#: cannot prepare a change of its inputs that keeps the digest.
+_DIGEST_KEYS = (secrets.randbits(62), secrets.randbits(62))
+_DIGEST_CHUNK = 1 << 24  # 64-bit words per chunk (128 MB of int64 temporaries)
+_MIX = (-7046029254386353131, -4658895280553007687, -7723592293110705685)  # splitmix64, signed
+
+
+def _weights(start: int, n: int, key: int, device: torch.device) -> torch.Tensor:
+    """Odd pseudo-random int64 multipliers for word positions ``start .. start+n`` (splitmix64
+    finaliser over position + key; int64 arithmetic wraps)."""
+    z = torch.arange(start, start + n, dtype=torch.int64, device=device) + key
+    z = z * _MIX[0]
+    z = (z ^ _shr(z, 30)) * _MIX[1]
+    z = (z ^ _shr(z, 27)) * _MIX[2]
+    return (z ^ _shr(z, 31)) | 1
+
+
+def _shr(z: torch.Tensor, k: int) -> torch.Tensor:
+    """Logical right shift of int64 words (torch shifts signed values arithmetically)."""
+    return (z >> k) & ((1 << (64 - k)) - 1)
+
+
+def device_digest(t: torch.Tensor, keys: tuple[int, ...] = _DIGEST_KEYS) -> str:
+    """Keyed hash of a tensor's bytes computed where the tensor lives: per key, the wrapping
+    64-bit sum of word_i * w_i with odd position-dependent multipliers. Any change of a single
+    word changes every sum (odd multipliers are invertible mod 2^64); a swap of two words too
+    (their multipliers differ). One small host transfer per call."""
+    raw = t.detach().contiguous().view(-1).view(torch.uint8)
+    pad = (-raw.numel()) % 8
+    if pad:
+        raw = torch.cat([raw, raw.new_zeros(pad)])
+    words = raw.view(torch.int64)
+    sums = torch.zeros(len(keys), dtype=torch.int64, device=words.device)
+    for i in range(0, words.numel(), _DIGEST_CHUNK):
+        w = words[i : i + _DIGEST_CHUNK]
+        for j, key in enumerate(keys):
+            sums[j] += torch.sum(w * _weights(i, w.numel(), key, w.device))
+    return "-".join(f"{v & (2**64 - 1):016x}" for v in sums.tolist()) + f"/{raw.numel()}"
+
+
 def tensor_digest(t: torch.Tensor) -> str:
-    """Exact content hash of a tensor (bytes on the CPU), its shape, dtype and strides."""
+    """Content hash of a tensor, its shape, dtype and strides (blake2b of the bytes for a CPU
+    tensor, :func:`device_digest` on the device for any other)."""
     t = t.detach()
-    raw = t.contiguous().view(-1).view(torch.uint8) if t.numel() else t.new_empty(0)
     h = hashlib.blake2b(digest_size=16)
     h.update(repr((tuple(t.shape), str(t.dtype), tuple(t.stride()))).encode())
+    if t.numel() and t.device.type != "cpu":
+        return h.hexdigest() + ":" + device_digest(t)
+    raw = t.contiguous().view(-1).view(torch.uint8) if t.numel() else t.new_empty(0)
     h.update(raw.cpu().numpy().tobytes())
     return h.hexdigest()
 
