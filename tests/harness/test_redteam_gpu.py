@@ -45,7 +45,11 @@ def test_honest_candidate_passes_on_the_gpu(tmp_path: Path, shape: Shape) -> Non
         assert t.ok, explain(t)
         p = t.payload
         assert p["median_ms"] > 0 and len(p["samples_ms"]) == 5
-        assert p["engine"]["mode"] == ("graph" if shape is SMALL else "eager"), p["engine"]
+        if shape is SMALL:  # a ~10 us GEMM: graph mode, or eager when lost in the flush (said)
+            graph = p["engine"]["mode"] == "graph"
+            assert graph or any("ill-conditioned" in f for f in p["flags"]), p
+        else:
+            assert p["engine"]["mode"] == "eager", p["engine"]
         assert p["spot_checks"] == 3
 
 

@@ -8,7 +8,7 @@ import importlib.util
 import pytest
 import torch
 
-from kernel_ratchet.harness.timing import CudaEventEngine, SampleHooks
+from kernel_ratchet.harness.timing import GRAPH_MIN_FRACTION, CudaEventEngine, SampleHooks
 
 pytestmark = pytest.mark.gpu
 
@@ -33,11 +33,23 @@ def test_large_op_is_timed_eagerly_with_all_parameters_described():
 
 
 def test_small_op_uses_a_graph_and_subtracts_the_flush():
+    x = torch.randn(4 << 20, device="cuda")  # 16 MB in, 16 MB out: ~10 us from HBM
+    t = fast_engine().measure(lambda: x.mul(2.0))
+    assert t.details["mode"] == "graph", (t.details, t.flags)
+    assert t.details["flush_ms_per_iter"] > 0
+    assert 0.002 < t.median_ms < 0.05, t  # microseconds, not the flush's cost
+
+
+def test_op_lost_in_the_flush_is_never_reported_as_zero():
+    """A 16 KB multiply (~2 us) beside a ~30 us L2 flush: the subtraction cannot resolve it
+    (the H200 read 0 ms on 2026-11-29), so it is timed eagerly and said so."""
     x = torch.randn(4096, device="cuda")
     t = fast_engine().measure(lambda: x.mul(2.0))
-    assert t.details["mode"] == "graph", t.details
-    assert t.details["flush_ms_per_iter"] > 0
-    assert t.median_ms < 0.05, t  # a 16 KB multiply: microseconds, not the flush's cost
+    assert t.median_ms > 0, t
+    if t.details["mode"] == "eager":
+        assert any("ill-conditioned" in f for f in t.flags), t.flags
+    else:
+        assert t.median_ms > GRAPH_MIN_FRACTION * t.details["flush_ms_per_iter"], t
 
 
 def test_graph_mode_can_be_forced_off():
