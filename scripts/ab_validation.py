@@ -13,8 +13,11 @@ root (one device call; about 10 s per trial with the default GPU timing):
 
     python scripts/ab_validation.py --trials 20 -o $OUT/ab_validation.json
 
-``--cpu`` runs a tiny version through the Triton interpreter (a smoke test of the script, not
-a measurement).
+Trials are interleaved across the scenarios and the JSON is rewritten after every trial, so a
+run cut short keeps the same number of trials of each. ``--scenario`` runs a subset and
+``--first-trial`` numbers the trials, e.g. a second GPU taking trials 10-19.
+``--summarize A.json B.json ...`` merges such files into the one table. ``--cpu`` runs a tiny
+version through the Triton interpreter (a smoke test of the script, not a measurement).
 """
 
 from __future__ import annotations
@@ -77,12 +80,66 @@ def _spec(adapter: str, cuda: bool) -> WorkerSpec:
                       device="cuda" if cuda else "cpu", interpret=not cuda)  # fmt: skip
 
 
+SCENARIOS = ("A/A", "slower 3%", "faster 5%")
+
+
+def _row(t: int, wall_s: float, run) -> dict:
+    d = run.decision
+    row = {"trial": t, "wall_s": wall_s,
+           "failure": run.failure.sentence() if run.failure else None}  # fmt: skip
+    if d is not None:
+        row.update(status=d.status.value, verdict=d.verdict_aggregate.value,
+                   ratio=d.aggregate_ratio, ci=[d.aggregate_ci_low, d.aggregate_ci_high],
+                   rounds=run.rounds, reason=d.reason, regressions=list(d.regressions),
+                   shape_verdicts={r.label: r.verdict.value for r in d.per_shape})  # fmt: skip
+    return row
+
+
+def table(results: dict[str, list[dict]]) -> str:
+    """The issue's numbers per scenario: accepts, aggregate SLOWER flags, regression rollbacks."""
+    lines = ["| scenario | trials | ACCEPTED | aggregate SLOWER | rolled back for a shape "
+             "regression | failures | median wall s | median rounds |",
+             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for name, rows in results.items():
+        if not rows:
+            continue
+        acc = sum(r.get("status") == "ACCEPTED" for r in rows)
+        slow = sum(r.get("verdict") == "SLOWER" for r in rows)
+        regress = sum(bool(r.get("regressions")) and r.get("status") != "ACCEPTED" for r in rows)
+        fails = sum(r["failure"] is not None for r in rows)
+        wall = sorted(r["wall_s"] for r in rows)[len(rows) // 2]
+        rounds = sorted(r.get("rounds", 0) for r in rows)[len(rows) // 2]
+        lines.append(f"| {name} | {len(rows)} | {acc} | {slow} | {regress} | {fails} "
+                     f"| {wall:.1f} | {rounds} |")  # fmt: skip
+    return "\n".join(lines)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--trials", type=int, default=20)
+    p.add_argument(
+        "--first-trial",
+        type=int,
+        default=0,
+        help="number of the first trial (shuffle seed; e.g. 10 on a second GPU)",
+    )
+    p.add_argument(
+        "--scenario",
+        action="append",
+        choices=SCENARIOS,
+        help="run only this scenario (repeatable; default: all three)",
+    )
     p.add_argument("--cpu", action="store_true", help="tiny interpreter smoke run")
     p.add_argument("-o", "--output", default="ab_validation.json")
+    p.add_argument("--summarize", nargs="+", metavar="JSON", help="merge result files, print")
     args = p.parse_args()
+    if args.summarize:
+        merged: dict[str, list[dict]] = {}
+        for path in args.summarize:
+            for name, rows in json.loads(Path(path).read_text()).items():
+                merged.setdefault(name, []).extend(rows)
+        print(table(merged))
+        return 0
     cuda = torch.cuda.is_available() and not args.cpu
     dims = GPU_SHAPES if cuda else CPU_SHAPES
     shapes = [Shape(f"m{m}_n{n}_k{k}", m, n, k) for m, n, k in dims]
@@ -94,35 +151,24 @@ def main() -> int:
         "slower 3%": (base, f"{here}:Slower{kind}"),
         "faster 5%": (f"{here}:FasterBaseline{kind}", base),
     }
+    scenarios = {k: v for k, v in scenarios.items() if k in (args.scenario or SCENARIOS)}
     k_start, k_max = (10, 40) if cuda else (3, 6)
-    results: dict[str, list[dict]] = {}
+    results = {name: [] for name in scenarios}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, (inc, cand) in scenarios.items():
-            results[name] = []
-            for t in range(args.trials):
+        # Interleaved (trial 0 of every scenario, then trial 1, ...): a run cut short by its
+        # time limit still holds the same number of trials of each scenario.
+        for t in range(args.first_trial, args.first_trial + args.trials):
+            for name, (inc, cand) in scenarios.items():
                 t0 = time.monotonic()
                 run = run_paired(_spec(inc, cuda), _spec(cand, cuda), shapes, phases=["fwd"],
                                  seed=secrets.randbits(63), k_start=k_start, k_max=k_max,
                                  log_dir=Path(tmp) / f"{name[:4]}-{t}", rng_seed=t,
                                  campaign_type="compute_fwd")  # fmt: skip
-                d = run.decision
-                row = {"trial": t, "wall_s": time.monotonic() - t0,
-                       "failure": run.failure.sentence() if run.failure else None}  # fmt: skip
-                if d is not None:
-                    row.update(status=d.status.value, verdict=d.verdict_aggregate.value,
-                               ratio=d.aggregate_ratio, ci=[d.aggregate_ci_low,
-                               d.aggregate_ci_high], rounds=run.rounds)  # fmt: skip
+                row = _row(t, time.monotonic() - t0, run)
                 results[name].append(row)
+                Path(args.output).write_text(json.dumps(results, indent=2))
                 print(f"{name} trial {t}: {row}", file=sys.stderr, flush=True)
-    Path(args.output).write_text(json.dumps(results, indent=2))
-    print("| scenario | trials | ACCEPTED | aggregate SLOWER | failures | median wall s |")
-    print("|---|---|---|---|---|---|")
-    for name, rows in results.items():
-        acc = sum(r.get("status") == "ACCEPTED" for r in rows)
-        slow = sum(r.get("verdict") == "SLOWER" for r in rows)
-        fails = sum(r["failure"] is not None for r in rows)
-        wall = sorted(r["wall_s"] for r in rows)[len(rows) // 2]
-        print(f"| {name} | {len(rows)} | {acc} | {slow} | {fails} | {wall:.1f} |")
+    print(table(results))
     return 0
 
 
