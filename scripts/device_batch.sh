@@ -9,8 +9,8 @@
 #                                                     # SECONDS pass, then harvest into $OUT
 #
 # PLAN: one job per line, "GPU|NAME|TIMEOUT_S|COMMAND" ('#' starts a comment). A job runs in the
-# copy with CUDA_VISIBLE_DEVICES=GPU and JOB_OUT=$BATCH/out/NAME (its files; its output goes to
-# JOB_OUT/log). A queue never starts a job past BUDGET_S from the start and cuts each job's
+# copy with CUDA_VISIBLE_DEVICES=GPU, JOB_OUT=$BATCH/out/NAME (its files; its output goes to
+# JOB_OUT/log) and JOB_LIMIT (its time limit in seconds, after the budget cut). A queue never starts a job past BUDGET_S from the start and cuts each job's
 # timeout to what is left. Harvest: $OUT/batch.tgz (every job's folder, nvidia-smi samples,
 # the status lines) and $OUT/status.txt. Plans that ran are kept under scripts/device_plans/.
 set -u
@@ -32,7 +32,7 @@ queue() {  # queue GPU: run this GPU's jobs of the plan, in order
     status "gpu$gpu $name START (limit ${limit}s)"
     local s0 rc
     s0=$(date +%s)
-    (cd "$BATCH/repo" && CUDA_VISIBLE_DEVICES=$gpu JOB_OUT="$BATCH/out/$name" \
+    (cd "$BATCH/repo" && CUDA_VISIBLE_DEVICES=$gpu JOB_OUT="$BATCH/out/$name" JOB_LIMIT=$limit \
       timeout -k 10 "$limit" bash -c "$cmd") > "$BATCH/out/$name/log" 2>&1 < /dev/null
     rc=$?
     status "gpu$gpu $name END rc=$rc after $(( $(date +%s) - s0 ))s"

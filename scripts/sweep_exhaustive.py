@@ -9,6 +9,9 @@ campaign's final full-validation aggregate with the best row here ("≥ 97% of t
     python scripts/sweep_exhaustive.py --op gemm_bf16 --entry CONFIGS/bf16/large \\
         --knobs block_m,block_n,num_stages --shapes 4 -o $OUT/sweep_bf16.json
 
+The JSON is rewritten after every configuration. The file is edited in place: run one sweep
+per copy of the tree, never beside jobs that import the same kernels.
+
 Timing: the harness with a light engine (cuda_events, 5 samples of ~50 ms) on a GPU; on the CPU
 the interpreter (a smoke test of the script, not a measurement).
 """
@@ -85,6 +88,9 @@ def main() -> int:
     original = path.read_text()
     tun = parse_tunables(original)
     knobs = args.knobs.split(",")
+    unknown = [e for e in args.entry if e not in tun.entries]
+    if unknown:
+        raise SystemExit(f"unknown entries {unknown}; the tunables file has {list(tun.entries)}")
     grid = _grid(tun.knob_space(tun.entries[args.entry[0]]), knobs)
     if len(grid) > args.max_configs:
         raise SystemExit(f"{len(grid)} configurations > --max-configs {args.max_configs}")
@@ -92,7 +98,16 @@ def main() -> int:
     from kernel_ratchet.harness.adapter import load_shapes
 
     shapes = [s.to_dict() for s in load_shapes(op.shapes)[: args.shapes]]
-    rows = []
+    rows: list[dict] = []
+
+    def save() -> dict | None:  # after every configuration: a run cut short keeps its rows
+        ok = [r for r in rows if r["aggregate"]]
+        best = max(ok, key=lambda r: r["aggregate"]) if ok else None
+        out = {"op": args.op, "entries": args.entry, "knobs": knobs, "shapes": shapes,
+               "rows": rows, "planned": len(grid), "best": best}  # fmt: skip
+        Path(args.output).write_text(json.dumps(out, indent=2))
+        return best
+
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for i, cfg in enumerate(grid):
@@ -102,15 +117,13 @@ def main() -> int:
                 path.write_text(text)
                 agg, err = _measure(prof.root, op, shapes, Path(tmp) / f"c{i}.csv")
                 rows.append({"config": cfg, "aggregate": agg, "error": err})
+                save()
                 print(f"[{i + 1}/{len(grid)}] {cfg}: {agg if agg else 'FAILED ' + err[:80]}",
                       file=sys.stderr, flush=True)  # fmt: skip
     finally:
         path.write_text(original)
+    best = save()
     ok = [r for r in rows if r["aggregate"]]
-    best = max(ok, key=lambda r: r["aggregate"]) if ok else None
-    Path(args.output).write_text(json.dumps({"op": args.op, "entries": args.entry,
-                                             "knobs": knobs, "shapes": shapes, "rows": rows,
-                                             "best": best}, indent=2))  # fmt: skip
     unit = "GB/s" if op.campaign_type == "memory" else "TFLOPS"
     print(
         f"{len(ok)}/{len(rows)} configurations measured; best {best['config'] if best else '-'}"
