@@ -11,7 +11,7 @@ TESTS_S=${TESTS_S:-240}; CAMPAIGN_S=${CAMPAIGN_S:-150}
 # GPU memory: the grouped-GEMM model shapes take up to ~37 GB a test; 8 xdist workers on one
 # 141 GB GPU run out of memory (seen 2026-11-29), 3 do not.
 TESTS=${TESTS:-tests}; XDIST=${XDIST:-3}; REPO=$PWD
-pip install -q --no-deps --no-build-isolation -e . > "$OUT/install.log" 2>&1 || cat "$OUT/install.log"
+python -m pip install -q --no-deps --no-build-isolation -e . > "$OUT/install.log" 2>&1 || cat "$OUT/install.log"
 { python -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader; date -u; } \
   | tee "$OUT/versions.txt"
