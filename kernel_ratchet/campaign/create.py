@@ -29,7 +29,7 @@ from kernel_ratchet.errors import CampaignError
 from kernel_ratchet.harness.adapter import Shape, load_shapes
 from kernel_ratchet.harness.generate import render_quick_bench
 from kernel_ratchet.harness.timing import default_engine_name
-from kernel_ratchet.profile.checklist import env_check, run_checklist
+from kernel_ratchet.profile.checklist import device_check, env_check, run_checklist
 from kernel_ratchet.profile.schema import EXECUTION_MODES, Profile
 
 MAX_ITERATIONS_LIMIT = 120  # SPEC rule 9: max_iterations must be < 120
@@ -127,9 +127,7 @@ def define_target(
 def preflight(profile: Profile, op: str) -> None:
     """The checklist and the environment check must pass before a campaign is created."""
     problems = [i for i in run_checklist(profile, op) if not i.ok]
-    env = env_check(profile)
-    if not env.ok:
-        problems.append(env)
+    problems += [i for i in (env_check(profile), device_check(profile, op)) if not i.ok]
     if problems:
         lines = "\n".join(f"  - {i.name}: {i.detail}" + (f" (fix: {i.fix})" if i.fix else "")
                           for i in problems)  # fmt: skip

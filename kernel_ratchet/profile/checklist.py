@@ -236,6 +236,40 @@ def env_check(profile: Profile) -> CheckItem:
     return CheckItem(name, False, f"imports from {where or '?'}, outside {profile.root}", fix)
 
 
+#: Multiply-adds (Σ M·N·max(K, 1)·B over the target shapes) above which a campaign without a
+#: GPU is refused: the Triton interpreter runs ~1e7-1e8 of them a second, so one 4096^3 GEMM
+#: alone takes minutes and a real-model shape set takes hours per round.
+CPU_WORK_LIMIT = 1e9
+
+
+def device_check(profile: Profile, op: str, *, cuda: bool | None = None) -> CheckItem:
+    """Whether this machine can run the op's target shapes in useful time: always with a CUDA
+    GPU; without one only when the shapes are small (CPU examples, rehearsals)."""
+    import torch
+
+    o = profile.op(op)
+    name = "a GPU for these shapes"
+    if torch.cuda.is_available() if cuda is None else cuda:
+        return CheckItem(name, True, "CUDA GPU present")
+    try:
+        with _project_on_path(profile.root):
+            shapes = load_shapes(o.shapes)
+    except Exception:  # the shapes check reports it
+        return CheckItem(name, True, "shapes not loadable (see 'shapes loadable')")
+    work = sum(s.M * s.N * max(s.K, 1) * max(s.B, 1) for s in shapes)
+    if work <= CPU_WORK_LIMIT:
+        return CheckItem(name, True, f"no GPU; {work:.2g} multiply-adds fit the CPU")
+    return CheckItem(
+        name, False,
+        f"no CUDA GPU here, and the {len(shapes)} target shapes of {op} hold {work:.2g} "
+        "multiply-adds: the Triton interpreter would take hours per round, and CPU timings "
+        "say nothing about a GPU kernel",
+        "run the campaign on a CUDA machine. To rehearse the loop here, point "
+        f"ops.{op}.shapes at a tiny shape set (kernel-pack ops: ratchet run --example {op} "
+        "--rehearse)",
+    )  # fmt: skip
+
+
 def git_check(root: str | Path) -> CheckItem:
     """Whether ``root`` is inside a git work tree (rollback and lineage need git)."""
     name = "project is a git work tree"

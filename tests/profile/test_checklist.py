@@ -10,7 +10,13 @@ import textwrap
 import pytest
 
 from kernel_ratchet.errors import ProfileError
-from kernel_ratchet.profile.checklist import CheckItem, env_check, git_check, run_checklist
+from kernel_ratchet.profile.checklist import (
+    CheckItem,
+    device_check,
+    env_check,
+    git_check,
+    run_checklist,
+)
 from kernel_ratchet.profile.loader import load_profile
 
 
@@ -153,3 +159,24 @@ def test_env_check_probe_ignores_cwd(tiny_project):
     proc = subprocess.run([sys.executable, "-c", code], cwd=p.root,
                           env=_env_without_pythonpath())  # fmt: skip
     assert proc.returncode == 0
+
+
+def test_device_check_refuses_real_shapes_without_a_gpu(tiny_project):
+    p = tiny_project()
+    prof = load_profile(p.write())
+    item = device_check(prof, "gemm_bf16", cuda=False)  # dense: 128^3 and 4096^3
+    assert not item.ok
+    assert "2 target shapes" in item.detail and "6.9e+10" in item.detail
+    assert "CUDA machine" in item.fix and "ops.gemm_bf16.shapes" in item.fix
+    assert device_check(prof, "gemm_bf16", cuda=True).ok
+
+
+def test_device_check_lets_tiny_shapes_run_on_the_cpu(tiny_project):
+    p = tiny_project()
+    (p.root / p.pkg / "small.py").write_text(
+        "from kernel_ratchet.harness.adapter import Shape\n"
+        "tiny = [Shape('m64', 64, 64, 64), Shape('g', 32, 32, 32, 4)]\n"
+    )
+    p.op["shapes"] = f"{p.pkg}.small:tiny"
+    item = device_check(load_profile(p.write()), "gemm_bf16", cuda=False)
+    assert item.ok and "fit the CPU" in item.detail, item
