@@ -114,6 +114,11 @@ def test_whole_campaign(tmp_path):
     assert "Total gain" in r.stdout
     report = (cdir / "report.md").read_text()
     assert "## Final report" in report and "## Verified-ineffective directions" in report
+    # SPEC 8: the gain re-attributed to S_real / W_real / R_real with the inflation gap; the one
+    # accepted round is a tunables change (K bucket), so it all transfers and nothing is called out
+    assert "- S_real (K1–K4, transfers 1:1): +" in report and "(round-2)" in report
+    assert "- R_real (rejected / overfit, must be 0): +0.00% (none)" in report
+    assert "Inflation gap: headline − (S_real + W_real)" in report and "CALLED OUT" not in report
     final = read_csv(cdir / "report/benchmark_full.csv")
     assert len(final.rows) == TINY_COUNT and all(row.passed for row in final.rows)
     r = _ok(ratchet(root, "accept"))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from kernel_ratchet.campaign.records import transfer_section
@@ -106,8 +108,26 @@ def test_attribution_clean_campaign_is_not_called_out() -> None:
     rounds = [RoundGain(2, "K1", ACCEPT_REAL, 0.04), RoundGain(3, "K4", ACCEPT_REAL, 0.02)]
     att = attribute_gain(rounds, headline=1.04 * 1.02 - 1 + 0.004)
     assert att.R_real == 0 and att.W_real == 0
-    assert att.gap == pytest.approx(0.004)
+    assert att.S_real == pytest.approx(att.headline) and att.gap == pytest.approx(0.0)
     assert not att.called_out and "CALLED OUT" not in att.text
+
+
+def test_a_measured_headline_is_split_by_log_shares_not_blamed_on_overfitting() -> None:
+    # the CPU example: harness full validation +138%, the one K round's paired gain +87.7%
+    att = attribute_gain([RoundGain(2, "K1", ACCEPT_REAL, 0.8774)], headline=1.3810)
+    assert att.S_real == pytest.approx(1.3810) and att.gap == pytest.approx(0.0, abs=1e-12)
+    assert not att.called_out and "compose to +87.74%" in att.text
+    # with a W2 round in the chain its log share of the measured headline stays in the gap
+    rounds = [RoundGain(2, "K1", ACCEPT_REAL, 0.10), RoundGain(3, "W2", REJECT, 0.10)]
+    att = attribute_gain(rounds, headline=0.30)
+    assert att.S_real == pytest.approx(math.sqrt(1.30) - 1)  # half of the log gain
+    assert att.R_real == pytest.approx(math.sqrt(1.30) - 1)
+    assert att.gap == pytest.approx(0.30 - (math.sqrt(1.30) - 1)) and att.called_out
+
+
+def test_no_accepted_round_leaves_nothing_to_call_out() -> None:
+    att = attribute_gain([], headline=0.02)  # baseline code against itself: noise
+    assert att.gap == 0.0 and att.S_real == 0 and not att.called_out
 
 
 def test_attribution_calls_out_an_overfit_round_in_the_chain() -> None:
