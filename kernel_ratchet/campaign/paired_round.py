@@ -32,8 +32,10 @@ K_START, K_MAX = 10, 40
 #: On the CPU (Triton interpreter, rehearsal only) fewer rounds: the effects it can show are
 #: large and every call is slow.
 K_START_CPU, K_MAX_CPU = 3, 6
-#: CPU timing per paired round: one short call of a few samples (the round is the sample).
-CPU_PAIRED_TIMING = {"warmup": 0, "samples": 2, "min_sample_ms": 0.0}
+#: CPU timing per paired round: one short call of a few samples (the round is the sample). Each
+#: sample lasts at least 5 ms (a batch of calls): single interpreter calls of ~1 ms were noisy
+#: enough for a clean-clone CI run to read a clearly faster candidate as too noisy to confirm.
+CPU_PAIRED_TIMING = {"warmup": 1, "samples": 3, "min_sample_ms": 5.0}
 #: GPU timing per paired round: two short timed calls (~50 ms each) after the clock settles;
 #: the CUDA-graph mode is pinned off so both sides of a shape are always timed the same way.
 GPU_PAIRED_TIMING = {"samples": 2, "sample_ms": 50.0, "graph": "off", "settle_max_ms": 1000.0}

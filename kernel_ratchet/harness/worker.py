@@ -230,14 +230,17 @@ class Worker:
         steps: int = 8,
         repeats: int = 5,
         cache_modules: tuple[str, ...] = (),
+        min_rel_gap: float = 0.03,
     ) -> WorkerResult:
         """The transfer guard's simulation on ``shape``: benchmark idiom (same tensors) against
         training idiom (fresh activations and grad_out, weight updated in place); payload has
         bench_ms, train_ms, gap_ms, noise_ms, verdict, reason and hit_rates. Needs the adapter's
-        ``training_roles``."""
+        ``training_roles``. ``min_rel_gap``: the noise floor as a fraction of the benchmark
+        time (see :func:`kernel_ratchet.guard.dynamic_transfer.simulate_training`)."""
         msg: dict[str, Any] = {
             "op": "transfer", "shape": shape.to_dict(), "seed": int(seed), "steps": steps,
             "repeats": repeats, "cache_modules": list(cache_modules),
+            "min_rel_gap": float(min_rel_gap),
         }  # fmt: skip
         return self._request(msg)
 

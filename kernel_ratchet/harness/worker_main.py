@@ -84,6 +84,7 @@ class Session:
         r = simulate_training(
             self.adapter, shape, device=self.device, steps=int(msg.get("steps", 8)),
             seed=int(msg["seed"]), repeats=int(msg.get("repeats", 5)), cache_modules=modules,
+            min_rel_gap=float(msg.get("min_rel_gap", 0.03)),
         )  # fmt: skip
         payload = {k: getattr(r, k) for k in ("label", "steps", "repeats", "bench_ms",
                                               "train_ms", "gap_ms", "noise_ms", "verdict",

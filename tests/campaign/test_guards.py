@@ -67,7 +67,7 @@ def test_edited_log_is_refused_and_an_appended_correction_is_not(project, open_c
     log.write_text(original + "> Correction (2026-01-01 00:00): a note appended by hand\n")
     with open_campaign() as c:
         rec = c.validate("32x32 tiles")
-    assert rec["status"] == "ACCEPTED"
+    assert rec["status"] == "ACCEPTED", rec.get("reason")
     assert "a note appended by hand" in log.read_text()
 
 
@@ -94,7 +94,8 @@ def test_edited_harness_and_empty_round_are_refused_without_a_round(project, ope
     assert "SEED = 0" in harness.read_text()  # regenerated from the manifest
     with open_campaign() as c:
         assert c.state.next_round == 2 and len(c.state.closed) == 1
-        assert c.validate("32x32 tiles")["status"] == "ACCEPTED"
+        rec = c.validate("32x32 tiles")
+        assert rec["status"] == "ACCEPTED", rec.get("reason")
 
 
 def test_ctrl_c_during_the_harness_closes_the_round(project, open_campaign, monkeypatch):

@@ -65,7 +65,7 @@ def test_kill_9_inside_validate_then_next_command_closes_the_round(project, poin
         assert snap.read_text() == candidate
         assert commits == []
     else:  # the decision was made: the round is completed, committed exactly once
-        assert last["status"] == "ACCEPTED"
+        assert last["status"] == "ACCEPTED", last
         assert (project / KERNEL).read_text() == candidate
         assert len(commits) == 1 and commits[0].startswith("[optimize] tiny_gemm TRITON round-2:")
     # a second command finds nothing left to do and the next round gets the next number
