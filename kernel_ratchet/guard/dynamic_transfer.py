@@ -44,6 +44,8 @@ TRAINING_ROLES = ("weight", "activation", "grad_out", "scale", "routing")
 #: Roles that are a new tensor every training step.
 FRESH = ("activation", "grad_out", "scale", "routing")
 OVERFIT, TRANSFERS = "OVERFIT", "TRANSFERS"
+#: Default noise floor of :func:`simulate_training`, as a fraction of the benchmark time.
+MIN_REL_GAP = 0.03
 Timer = Callable[[Callable[[], Any]], float]
 
 
@@ -253,7 +255,7 @@ def simulate_training(
     repeats: int = 5,
     trace_steps: int = 4,
     cache_modules: Sequence[ModuleType] = (),
-    min_rel_gap: float = 0.03,
+    min_rel_gap: float = MIN_REL_GAP,
 ) -> DynamicResult:
     """Time the benchmark idiom against the training idiom on one shape (module docstring).
 

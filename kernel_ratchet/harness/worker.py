@@ -230,18 +230,19 @@ class Worker:
         steps: int = 8,
         repeats: int = 5,
         cache_modules: tuple[str, ...] = (),
-        min_rel_gap: float = 0.03,
+        min_rel_gap: float | None = None,
     ) -> WorkerResult:
         """The transfer guard's simulation on ``shape``: benchmark idiom (same tensors) against
         training idiom (fresh activations and grad_out, weight updated in place); payload has
         bench_ms, train_ms, gap_ms, noise_ms, verdict, reason and hit_rates. Needs the adapter's
         ``training_roles``. ``min_rel_gap``: the noise floor as a fraction of the benchmark
-        time (see :func:`kernel_ratchet.guard.dynamic_transfer.simulate_training`)."""
+        time (None: the guard's ``dynamic_transfer.MIN_REL_GAP``)."""
         msg: dict[str, Any] = {
             "op": "transfer", "shape": shape.to_dict(), "seed": int(seed), "steps": steps,
             "repeats": repeats, "cache_modules": list(cache_modules),
-            "min_rel_gap": float(min_rel_gap),
         }  # fmt: skip
+        if min_rel_gap is not None:
+            msg["min_rel_gap"] = float(min_rel_gap)
         return self._request(msg)
 
     @property

@@ -81,10 +81,11 @@ class Session:
         from kernel_ratchet.guard.dynamic_transfer import simulate_training
 
         modules = [importlib.import_module(m) for m in msg.get("cache_modules") or []]
+        extra = {"min_rel_gap": float(msg["min_rel_gap"])} if "min_rel_gap" in msg else {}
         r = simulate_training(
             self.adapter, shape, device=self.device, steps=int(msg.get("steps", 8)),
             seed=int(msg["seed"]), repeats=int(msg.get("repeats", 5)), cache_modules=modules,
-            min_rel_gap=float(msg.get("min_rel_gap", 0.03)),
+            **extra,
         )  # fmt: skip
         payload = {k: getattr(r, k) for k in ("label", "steps", "repeats", "bench_ms",
                                               "train_ms", "gap_ms", "noise_ms", "verdict",
