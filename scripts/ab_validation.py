@@ -9,7 +9,8 @@ Runs, with the real worker processes and the bundled bf16 GEMM:
 * planted 5% speedup: the incumbent is the one with 5% more K -> accepted in >= 19/20;
 
 and prints one table plus the wall time of one paired decision. Run on the H200 from the repo
-root (one device call; about 10 s per trial with the default GPU timing):
+root. One A/A trial took 538 s on the H200 on 2026-11-29, almost all of it host-side checks
+that now run on the GPU; the next run measures the new cost (expected well under a minute):
 
     python scripts/ab_validation.py --trials 20 -o $OUT/ab_validation.json
 
@@ -32,7 +33,14 @@ from pathlib import Path
 
 import torch
 
-from kernel_ratchet.campaign.paired_round import CPU_PAIRED_TIMING, GPU_PAIRED_TIMING
+from kernel_ratchet.campaign.paired_round import (
+    CPU_PAIRED_TIMING,
+    GPU_PAIRED_TIMING,
+    K_MAX,
+    K_MAX_CPU,
+    K_START,
+    K_START_CPU,
+)
 from kernel_ratchet.harness.ab import run_paired
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.harness.worker import WorkerSpec
@@ -152,7 +160,7 @@ def main() -> int:
         "faster 5%": (f"{here}:FasterBaseline{kind}", base),
     }
     scenarios = {k: v for k, v in scenarios.items() if k in (args.scenario or SCENARIOS)}
-    k_start, k_max = (10, 40) if cuda else (3, 6)
+    k_start, k_max = (K_START, K_MAX) if cuda else (K_START_CPU, K_MAX_CPU)  # as campaigns
     results = {name: [] for name in scenarios}
     with tempfile.TemporaryDirectory() as tmp:
         # Interleaved (trial 0 of every scenario, then trial 1, ...): a run cut short by its
