@@ -9,7 +9,9 @@ Contract of :func:`run_paired`:
    the two sides are timed back to back in a shuffled order (recorded in ``order``), both with
    the same per-round secret seed :func:`round_seed`. One round = one value per side, shape and
    phase: the ``median_ms`` of one worker ``time`` call (its inner samples are never treated
-   as independent rounds).
+   as independent rounds). Every ``time`` request is also written to ``log_dir/timings.jsonl``
+   (samples, SM clocks, dropped samples, flags, request seconds), so the noise of a run can
+   be read afterwards; each shape's correctness check time is reported through ``progress``.
 4. Adaptive budget: the paired decision
    (:func:`kernel_ratchet.scoring.paired.decide_paired`) is taken at the looks of
    :func:`look_schedule` (10, 20, 40 rounds by default); while
@@ -25,6 +27,7 @@ Contract of :func:`run_paired`:
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import secrets
 import time
@@ -50,6 +53,12 @@ if TYPE_CHECKING:
     from kernel_ratchet.harness.worker import WorkerSpec
 
 SIDES = ("incumbent", "candidate")
+#: Spot checks per timing request: one secretly chosen sample of every request has its outputs
+#: compared with the reference (>= 10 per shape and side in an A/B). Each costs a reference
+#: computation: on a 16384x59136x8192 GEMM's backward ~1 s, more than the timed calls.
+PAIRED_SPOT_CHECKS = 1
+#: File in ``log_dir``: one JSON line per timing request (see :func:`_trace`).
+TRACE = "timings.jsonl"
 #: Round index used for the correctness-check seed.
 CHECK_ROUND = -1
 SEED_POLICY = (
@@ -158,6 +167,33 @@ class PairedRun:
         }
 
 
+def _trace(out: Any, r: int, label: str, phase: str, side: str, res: Any, wall_s: float) -> None:
+    """One line of :data:`TRACE`: what one ``time`` request measured and how (the samples,
+    the SM clock read during each, dropped samples, the engine's flags), for reading the noise
+    of a run afterwards."""
+    p = res.payload or {}
+    eng = p.get("engine") if isinstance(p.get("engine"), dict) else {}
+    row = {
+        "round": r,
+        "label": label,
+        "phase": phase,
+        "side": side,
+        "ok": res.ok,
+        "median_ms": p.get("median_ms"),
+        "samples_ms": p.get("samples_ms"),
+        "clock_mhz": p.get("clock_mhz"),
+        "dropped": p.get("dropped"),
+        "flags": p.get("flags"),
+        "mode": eng.get("mode"),
+        "iters_per_sample": eng.get("iters_per_sample"),
+        "warmup_ms_spent": eng.get("warmup_ms_spent"),
+        "settled_clock_mhz": eng.get("settled_clock_mhz"),
+        "request_s": round(wall_s, 4),
+    }
+    out.write(json.dumps(row) + "\n")
+    out.flush()
+
+
 def _samples(times: dict, labels: Sequence[str]) -> dict[str, PairedSamples]:
     inc, cand = times["incumbent"], times["candidate"]
     return {k: PairedSamples(inc[k], cand[k]) for k in labels if len(inc[k]["fwd"]) > 0}
@@ -204,7 +240,8 @@ def run_paired(
     compute_fwd_bwd when "bwd" is timed, else compute_fwd (pass "memory" explicitly).
     ``worker_factory(spec, log_path)`` returns a context manager with ``check`` and ``time``;
     the default is :class:`kernel_ratchet.harness.worker.Worker`. ``time_kwargs`` go to every
-    ``time`` call (e.g. ``max_tflops``/``max_gbps``, the roofline anti-cheat). Raises
+    ``time`` call (e.g. ``max_tflops``/``max_gbps``, the roofline anti-cheat; ``spot_checks``
+    defaults to :data:`PAIRED_SPOT_CHECKS`). Raises
     ValueError for bad arguments; a failing worker is a recorded :class:`Failure`, never an
     exception.
     """
@@ -216,7 +253,7 @@ def run_paired(
     rng = np.random.default_rng(rng_seed)
     factory = worker_factory or _default_factory()
     say = progress or (lambda _msg: None)
-    tkw = dict(time_kwargs or {})
+    tkw = {"spot_checks": PAIRED_SPOT_CHECKS, **(time_kwargs or {})}
     labels = tuple(s.label for s in shapes)
     by_label = {s.label: s for s in shapes}
     log_dir = Path(log_dir)
@@ -240,14 +277,20 @@ def run_paired(
                    for side, spec in zip(SIDES, (incumbent, candidate), strict=True)}  # fmt: skip
         say(f"A/B: checking {len(shapes)} shape(s) on both sides")
         for shape in shapes:
+            took = []
             for side in SIDES:
+                c0 = time.monotonic()
                 res = workers[side].check(shape, round_seed(seed, CHECK_ROUND, shape.label))
+                took.append(time.monotonic() - c0)
                 if not res.ok:
                     state["check_wall_s"] = time.monotonic() - t0
                     fail = Failure(side, "check", shape.label, res.category, res.detail,
                                    logs[side])  # fmt: skip
                     return finish(fail, None)
+            say(f"A/B: {shape.label} checked (incumbent {took[0]:.1f} s, candidate "
+                f"{took[1]:.1f} s)")  # fmt: skip
         state["check_wall_s"] = time.monotonic() - t0
+        trace = stack.enter_context(open(log_dir / TRACE, "a", encoding="utf-8"))
 
         def one_round(r: int, active: Sequence[str]) -> Failure | None:
             for label in rng.permutation(np.array(active, dtype=object)):
@@ -256,7 +299,9 @@ def run_paired(
                 s = round_seed(seed, r, str(label))
                 for phase in phases:
                     for side in sides:
+                        c0 = time.monotonic()
                         res = workers[side].time(by_label[label], s, phase, **tkw)
+                        _trace(trace, r, str(label), phase, side, res, time.monotonic() - c0)
                         ms = float(res.payload.get("median_ms", math.nan)) if res.ok else math.nan
                         if not res.ok or not (math.isfinite(ms) and ms > 0):
                             cat = res.category if not res.ok else "bad_timing"

@@ -208,11 +208,14 @@ class Worker:
         *,
         max_tflops: float | None = None,
         max_gbps: float | None = None,
+        spot_checks: int | None = None,
     ) -> WorkerResult:
         """One timing sample set of ``phase`` (``"fwd"`` or ``"bwd"``) on fresh inputs.
 
         ``max_tflops`` / ``max_gbps`` (the machine's measured peaks) reject a faster result as
-        ``"cheat"``. Raises ValueError for another phase, or ``"bwd"`` on a forward-only op.
+        ``"cheat"``. ``spot_checks``: how many secretly chosen samples have their outputs
+        compared with the reference (None: the worker's default, 3; at least 1). Raises
+        ValueError for another phase, or ``"bwd"`` on a forward-only op.
         """
         if phase not in ("fwd", "bwd"):
             raise ValueError(f"phase must be 'fwd' or 'bwd', not {phase!r}")
@@ -220,6 +223,8 @@ class Worker:
             "op": "time", "shape": shape.to_dict(), "seed": int(seed), "phase": phase,
             "max_tflops": max_tflops, "max_gbps": max_gbps,
         }  # fmt: skip
+        if spot_checks is not None:
+            msg["spot_checks"] = int(spot_checks)
         return self._request(msg)
 
     def transfer(

@@ -19,6 +19,7 @@ import json
 import os
 import random
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import IO, Any
@@ -166,7 +167,8 @@ class Session:
         if phase == "bwd":
             ad.forward(case)  # the state the backward starts from is part of its inputs
         snap = ac.snapshot_inputs(case)
-        hooks = _TimedCallChecks(self, case, snap, shape, seed, phase, call)
+        spots = max(1, int(msg.get("spot_checks", _TimedCallChecks.SPOT_CHECKS)))
+        hooks = _TimedCallChecks(self, case, snap, shape, seed, phase, call, spots)
         timing = self.engine.measure(hooks.fn, hooks)
         self.sync()
         ac.verify_inputs(hooks.snap)
@@ -193,19 +195,23 @@ class Session:
 class _TimedCallChecks:
     """Sample hooks of a ``time`` request: poison before each sample, output types and
     finiteness after each, and on a few secretly chosen samples fresh values rebound into the
-    inputs with the last timed call's outputs compared with the reference."""
+    inputs before the sample and the timed call's outputs compared with the reference after it.
+
+    The reference is computed after the timed sample, not before: a spot-checked sample is then
+    preceded by the same work as any other (the poison, a copy, the L2 flush), not by a
+    reference computation (an fp32 GEMM) that leaves the clock and power state different."""
 
     SPOT_CHECKS = 3
 
     def __init__(self, session: Session, case: Any, snap: Any, shape: Any, seed: int,
-                 phase: str, call: Any) -> None:  # fmt: skip
+                 phase: str, call: Any, spot_checks: int = SPOT_CHECKS) -> None:  # fmt: skip
         self.s, self.case, self.snap, self.shape = session, case, snap, shape
         self.seed, self.phase, self.call = seed, phase, call
         self.last: Any = None
         n = int(getattr(session.engine, "samples", 3))
         rng = random.Random(derive_seed(seed, 2))
-        self.spots = set(rng.sample(range(n), min(self.SPOT_CHECKS, n)))
-        self.ref: dict[str, Any] | None = None
+        self.spots = set(rng.sample(range(n), min(spot_checks, n)))
+        self.spot = False  # the coming sample is spot-checked
         self.spot_done = 0
         self.what = "backward()" if phase == "bwd" else "forward()"
 
@@ -217,8 +223,8 @@ class _TimedCallChecks:
 
         if self.last is not None:
             ac.poison(ac.output_tensors(self.last, self.what))
-        self.ref = None
-        if index in self.spots:
+        self.spot = index in self.spots
+        if self.spot:
             ad = self.s.adapter
             fresh = ad.make_case(self.shape, derive_seed(self.seed, 10 + index), self.s.device)
             if self.phase == "bwd":
@@ -226,7 +232,6 @@ class _TimedCallChecks:
             if ac.rebind(self.case, self.snap, fresh):
                 self.snap = ac.snapshot_inputs(self.case)
             del fresh
-            self.ref = ad.reference(self.case)
             self.s.sync()
 
     def after_sample(self, index: int) -> None:
@@ -240,12 +245,14 @@ class _TimedCallChecks:
                 f"{self.what} output(s) {', '.join(bad)} of timed sample {index} still hold the "
                 "NaN poison (or NaN): a cached tensor was returned or only part was written"
             )
-        if self.ref is None:
+        if not self.spot:
             return
-        pairs = _match(outs, self.ref, self.phase)
+        ac.verify_inputs(self.snap)  # the reference below reads the inputs the call was given
+        full_ref = self.s.adapter.reference(self.case)
+        pairs = _match(outs, full_ref, self.phase)
         if pairs:
             got = {n: t for n, t in pairs.items()}
-            ref = {n: self.ref[n] for n in pairs}
+            ref = {n: full_ref[n] for n in pairs}
             thr = {n: self.s.adapter.threshold(n) for n in pairs}
             res = check_outputs(got, ref, thr)
             if not res.passed:
@@ -253,7 +260,6 @@ class _TimedCallChecks:
                     f"spot check of timed sample {index} failed ({res.reason}): the timed calls "
                     "did not compute the result for the current inputs"
                 )
-        ac.verify_inputs(self.snap)
         self.spot_done += 1
 
 
@@ -276,6 +282,13 @@ def _fail(category: str, detail: str, payload: dict | None = None) -> dict[str, 
     return {"ok": False, "category": category, "detail": detail, "payload": payload or {}}
 
 
+def _log(line: str) -> None:
+    """One line of the worker's own account in its log (stderr): when each request ran and how
+    long it took, so a slow or stalled A/B can be read from the log alone."""
+    stamp = time.strftime("%H:%M:%S", time.gmtime())
+    print(f"[kr-worker {stamp}] {line}", file=sys.stderr, flush=True)
+
+
 def _send(proto: IO[str], msg: dict[str, Any]) -> None:
     proto.write(json.dumps(msg) + "\n")
     proto.flush()
@@ -283,6 +296,7 @@ def _send(proto: IO[str], msg: dict[str, Any]) -> None:
 
 def main() -> None:
     """Serve requests until ``exit``, end of input, or the first failed request."""
+    t_start = time.monotonic()
     proto = _protocol_channel()
     spec = json.loads(os.environ["KR_WORKER_SPEC"])
     import torch  # noqa: F401 -- before the sentinel: it snapshots torch.cuda
@@ -307,6 +321,7 @@ def main() -> None:
         os._exit(3)
     info = {"has_backward": bool(session.adapter.has_backward),
             "schema": session.adapter.schema, "pid": os.getpid()}  # fmt: skip
+    _log(f"ready after {time.monotonic() - t_start:.2f} s (torch, harness, adapter imported)")
     _send(proto, {"ok": True, "event": "ready", "info": info})
     for line in sys.stdin:
         if not line.strip():
@@ -314,6 +329,7 @@ def main() -> None:
         msg = json.loads(line)
         if msg["op"] == "exit":
             break
+        t0 = time.monotonic()
         try:
             shape = Shape.from_dict(msg["shape"])
             if msg["op"] == "check":
@@ -328,6 +344,9 @@ def main() -> None:
             traceback.print_exc()
             category, detail = classify_exception(exc)
             answer = _fail(category, detail)
+        what = " ".join(str(x) for x in (msg["op"], msg.get("shape", {}).get("label"),
+                                         msg.get("phase")) if x)  # fmt: skip
+        _log(f"{what}: {answer['category']} in {time.monotonic() - t0:.3f} s")
         _send(proto, answer)
         if not answer["ok"]:
             sys.stderr.flush()

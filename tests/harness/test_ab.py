@@ -20,6 +20,7 @@ import pytest
 
 from kernel_ratchet.harness.ab import (
     CHECK_ROUND,
+    PAIRED_SPOT_CHECKS,
     SEED_POLICY,
     look_schedule,
     round_seed,
@@ -131,7 +132,7 @@ def test_aa_is_not_accepted_and_pairs_seeds_and_shuffles_order(tmp_path):
     inc = [(lbl, s) for side, lbl, s, _ in machine.calls if side == "inc"]
     cand = [(lbl, s) for side, lbl, s, _ in machine.calls if side == "cand"]
     assert inc == cand and len(inc) == len(run.order)
-    assert machine.time_kwargs == {"max_tflops": 989.0}
+    assert machine.time_kwargs == {"max_tflops": 989.0, "spot_checks": PAIRED_SPOT_CHECKS}
     assert inc[0][1] == round_seed(1234, run.order[0][0], inc[0][0])
     assert len({s for _, s in inc}) == len(inc)  # fresh inputs every round and shape
     firsts = [o[2] for o in run.order]
@@ -166,8 +167,25 @@ def test_heavy_noise_measures_to_k_max_then_rolls_back_too_noisy(tmp_path):
     d = run.decision
     assert run.rounds == 20 and d.ambiguous and d.status is Status.ROLLED_BACK
     assert "too noisy to confirm" in d.reason and "AMBIGUOUS" in d.reason
-    assert len(messages) == 1 + 2  # check, decisions at 10 and 20
+    checked = [m for m in messages if " checked (incumbent " in m]
+    decisions = [m for m in messages if " round(s): " in m]
+    assert messages[0].startswith("A/B: checking") and len(checked) == len(run.labels)
+    assert len(decisions) == 2 and len(messages) == 1 + len(checked) + 2  # at 10 and 20
     assert d.looks == 2 and d.aggregate_ci_level == pytest.approx(0.975)
+
+
+def test_every_timing_request_is_traced_with_its_samples(tmp_path):
+    run = ab(tmp_path, FakeSpec("cand", speed=1.05))
+    rows = [json.loads(x) for x in (tmp_path / "timings.jsonl").read_text().splitlines()]
+    timed = sum(len(v[p]) for per in run.times.values() for v in per.values() for p in v)
+    assert len(rows) == timed == 2 * run.rounds * len(run.labels) * len(run.phases)
+    for side in ("incumbent", "candidate"):
+        mine = [r for r in rows if r["side"] == side and r["label"] == run.labels[0]]
+        got = [
+            r["median_ms"] for r in sorted(mine, key=lambda r: r["round"]) if r["phase"] == "fwd"
+        ]
+        assert got == list(run.times[side][run.labels[0]]["fwd"])
+    assert all(r["ok"] and r["request_s"] >= 0 for r in rows)
 
 
 def test_only_undecided_shapes_keep_being_measured(tmp_path):

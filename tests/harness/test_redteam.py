@@ -49,6 +49,8 @@ def test_honest_candidate_passes_check_and_time(tmp_path: Path) -> None:
         assert t.payload["median_ms"] > 0 and len(t.payload["samples_ms"]) == 4
         assert t.payload["spot_checks"] == 3
         assert t.payload["engine"]["engine"] == "perf_counter"
+        one = w.time(SHAPE, SEED + 2, "fwd", spot_checks=1)  # what a paired round asks for
+        assert one.ok and one.payload["spot_checks"] == 1, explain(one)
         assert w.alive
 
 

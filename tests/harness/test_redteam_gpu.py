@@ -50,7 +50,10 @@ def test_honest_candidate_passes_on_the_gpu(tmp_path: Path, shape: Shape) -> Non
             assert graph or any("ill-conditioned" in f for f in p["flags"]), p
         else:
             assert p["engine"]["mode"] == "eager", p["engine"]
-        assert p["spot_checks"] == 3
+        # 3 secret spot checks per collection of samples; a graph timing lost in the L2-flush
+        # subtraction is collected again eagerly, with its own 3 (H200 2026-11-30: 6)
+        retimed = any("ill-conditioned" in f for f in p["flags"])
+        assert p["spot_checks"] == (6 if retimed else 3), p
 
 
 @pytest.mark.parametrize(
