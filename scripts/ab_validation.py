@@ -6,17 +6,25 @@ Runs, with the real worker processes and the bundled bf16 GEMM:
   regression rollbacks (target: at most 1 false accept in 20, no false regression);
 * planted 3% slowdown: the candidate computes a GEMM with 3% more K -> never accepted, flagged
   SLOWER in >= 19/20;
-* planted 5% speedup: the incumbent is the one with 5% more K -> accepted in >= 19/20;
+* planted 5% speedup: the incumbent is the one with 5% more K -> accepted in >= 19/20.
 
-and prints one table plus the wall time of one paired decision. Run on the H200 from the repo
-root. One A/A trial took 538 s on the H200 on 2026-11-29, almost all of it host-side checks
-that now run on the GPU; the next run measures the new cost (expected well under a minute):
+The padded K is rounded to whole 64-wide K tiles (a masked tail tile would cost a whole tile:
+before 2026-11-30 00:21 UTC the "5%" plant read 8-10%): +3.1% K on every shape for the
+slowdown, +4.7% (K = 4096) and +4.9% (K = 14336) for the speedup.
 
-    python scripts/ab_validation.py --trials 20 -o $OUT/ab_validation.json
+The script prints one table plus the wall time of one paired decision. Run on the H200 from
+the repo root. On 2026-11-30 a decided trial took ~35 s (10 rounds) and an A/A trial ~107 s
+(40 rounds, the budget of an ambiguous decision):
+
+    python scripts/ab_validation.py --trials 20 -o $OUT/ab_validation.json --logs $OUT/ab_logs
 
 Trials are interleaved across the scenarios and the JSON is rewritten after every trial, so a
-run cut short keeps the same number of trials of each. ``--scenario`` runs a subset and
-``--first-trial`` numbers the trials, e.g. a second GPU taking trials 10-19.
+run cut short keeps the same number of trials of each. Every row keeps the per-round times, the
+visit order and per-shape ratios; ``--logs`` keeps the worker logs and each trial's
+``timings.jsonl`` (samples and SM clocks of every timing request). ``--scenario`` runs a subset
+and ``--first-trial`` numbers the trials, e.g. a second GPU taking trials 100-119.
+``--engine-params JSON`` (or ``--engine-params-from`` a ``scripts/noise_probe.py`` result)
+validates another timing variant than the campaigns' ``GPU_PAIRED_TIMING``.
 ``--summarize A.json B.json ...`` merges such files into the one table. ``--cpu`` runs a tiny
 version through the Triton interpreter (a smoke test of the script, not a measurement).
 """
@@ -57,7 +65,7 @@ class _MoreK:
     PAD = 1.0
 
     def make_case(self, shape: Shape, seed: int, device: str) -> GemmCase:
-        k = int(round(shape.K * self.PAD / 16)) * 16
+        k = int(round(shape.K * self.PAD / 64)) * 64  # whole 64-wide K tiles: no masked tail
         padded = Shape(shape.label, shape.M, shape.N, k, shape.B)
         dtype = torch.bfloat16 if device == "cuda" else torch.float16
         return make_linear_inputs(padded, seed, device, dtype)
@@ -81,8 +89,9 @@ class FasterBaselineFp16(_MoreK, GemmFp16):
     PAD = 1.05
 
 
-def _spec(adapter: str, cuda: bool) -> WorkerSpec:
+def _spec(adapter: str, cuda: bool, overrides: dict | None = None) -> WorkerSpec:
     params = dict(GPU_PAIRED_TIMING if cuda else CPU_PAIRED_TIMING)  # what campaigns use
+    params.update(overrides or {})
     return WorkerSpec(source_root=str(Path(__file__).resolve().parents[1]), adapter=adapter,
                       engine="cuda_events" if cuda else "perf_counter", engine_params=params,
                       device="cuda" if cuda else "cpu", interpret=not cuda)  # fmt: skip
@@ -91,15 +100,18 @@ def _spec(adapter: str, cuda: bool) -> WorkerSpec:
 SCENARIOS = ("A/A", "slower 3%", "faster 5%")
 
 
-def _row(t: int, wall_s: float, run) -> dict:
+def _row(t: int, wall_s: float, run, params: dict) -> dict:
     d = run.decision
-    row = {"trial": t, "wall_s": wall_s,
+    row = {"trial": t, "wall_s": wall_s, "check_wall_s": run.check_wall_s,
+           "engine_params": params,
            "failure": run.failure.sentence() if run.failure else None}  # fmt: skip
     if d is not None:
         row.update(status=d.status.value, verdict=d.verdict_aggregate.value,
                    ratio=d.aggregate_ratio, ci=[d.aggregate_ci_low, d.aggregate_ci_high],
                    rounds=run.rounds, reason=d.reason, regressions=list(d.regressions),
-                   shape_verdicts={r.label: r.verdict.value for r in d.per_shape})  # fmt: skip
+                   shape_verdicts={r.label: r.verdict.value for r in d.per_shape},
+                   shape_ratios={r.label: [r.ratio, r.ci_low, r.ci_high] for r in d.per_shape},
+                   times=run.to_dict()["times"], order=[list(o) for o in run.order])  # fmt: skip
     return row
 
 
@@ -138,6 +150,17 @@ def main() -> int:
         help="run only this scenario (repeatable; default: all three)",
     )
     p.add_argument("--cpu", action="store_true", help="tiny interpreter smoke run")
+    p.add_argument(
+        "--engine-params",
+        default="{}",
+        help="JSON merged over the campaigns' paired timing parameters (a variant to validate)",
+    )
+    p.add_argument(
+        "--engine-params-from",
+        metavar="PROBE_JSON",
+        help="take the variant scripts/noise_probe.py chose (its 'chosen' entry)",
+    )
+    p.add_argument("--logs", help="keep every trial's worker logs and timings.jsonl here")
     p.add_argument("-o", "--output", default="ab_validation.json")
     p.add_argument("--summarize", nargs="+", metavar="JSON", help="merge result files, print")
     args = p.parse_args()
@@ -149,6 +172,12 @@ def main() -> int:
         print(table(merged))
         return 0
     cuda = torch.cuda.is_available() and not args.cpu
+    overrides = json.loads(args.engine_params)
+    if args.engine_params_from:
+        overrides = {**json.loads(Path(args.engine_params_from).read_text())["chosen"]["params"],
+                     **overrides}  # fmt: skip
+    params = {**(GPU_PAIRED_TIMING if cuda else CPU_PAIRED_TIMING), **overrides}
+    print(f"engine parameters: {params}", file=sys.stderr, flush=True)
     dims = GPU_SHAPES if cuda else CPU_SHAPES
     shapes = [Shape(f"m{m}_n{n}_k{k}", m, n, k) for m, n, k in dims]
     kind = "Bf16" if cuda else "Fp16"  # bf16 tl.dot is wrong in the interpreter
@@ -162,20 +191,24 @@ def main() -> int:
     scenarios = {k: v for k, v in scenarios.items() if k in (args.scenario or SCENARIOS)}
     k_start, k_max = (K_START, K_MAX) if cuda else (K_START_CPU, K_MAX_CPU)  # as campaigns
     results = {name: [] for name in scenarios}
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp_dir:
+        tmp = args.logs or tmp_dir
         # Interleaved (trial 0 of every scenario, then trial 1, ...): a run cut short by its
         # time limit still holds the same number of trials of each scenario.
         for t in range(args.first_trial, args.first_trial + args.trials):
             for name, (inc, cand) in scenarios.items():
                 t0 = time.monotonic()
-                run = run_paired(_spec(inc, cuda), _spec(cand, cuda), shapes, phases=["fwd"],
-                                 seed=secrets.randbits(63), k_start=k_start, k_max=k_max,
-                                 log_dir=Path(tmp) / f"{name[:4]}-{t}", rng_seed=t,
+                tag = name.split()[0].replace("/", "")
+                run = run_paired(_spec(inc, cuda, overrides), _spec(cand, cuda, overrides),
+                                 shapes, phases=["fwd"], seed=secrets.randbits(63),
+                                 k_start=k_start, k_max=k_max,
+                                 log_dir=Path(tmp) / f"{tag}-{t}", rng_seed=t,
                                  campaign_type="compute_fwd")  # fmt: skip
-                row = _row(t, time.monotonic() - t0, run)
+                row = _row(t, time.monotonic() - t0, run, params)
                 results[name].append(row)
                 Path(args.output).write_text(json.dumps(results, indent=2))
-                print(f"{name} trial {t}: {row}", file=sys.stderr, flush=True)
+                brief = {k: v for k, v in row.items() if k not in ("times", "order", "reason")}
+                print(f"{name} trial {t}: {brief}", file=sys.stderr, flush=True)
     print(table(results))
     return 0
 

@@ -1,0 +1,69 @@
+"""Round noise of A/A runs and the choice of a timing variant (scoring.noise)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from kernel_ratchet.harness.ab import Failure, PairedRun
+from kernel_ratchet.scoring.noise import choose, round_noise
+
+
+def aa_run(sd: float, *, first_bonus: float = 0.0, rounds: int = 400, seed: int = 0,
+           wall_s: float = 50.0, check_s: float = 10.0) -> PairedRun:  # fmt: skip
+    """A synthetic A/A run on two shapes: log-normal round noise ``sd`` per side's time, and
+    the side timed first faster by ``first_bonus`` (relative)."""
+    rng = np.random.default_rng(seed)
+    labels = ("s1", "s2")
+    times = {side: {k: {"fwd": []} for k in labels} for side in ("incumbent", "candidate")}
+    order = []
+    for r in range(rounds):
+        for k in labels:
+            first = "incumbent" if rng.random() < 0.5 else "candidate"
+            order.append((r, k, first))
+            for side in ("incumbent", "candidate"):
+                t = 2.0 * math.exp(rng.normal(0.0, sd / math.sqrt(2)))
+                times[side][k]["fwd"].append(t * (1 - first_bonus if side == first else 1.0))
+    frozen = {s: {k: {p: tuple(v) for p, v in d.items()} for k, d in per.items()}
+              for s, per in times.items()}  # fmt: skip
+    return PairedRun(labels, ("fwd",), "compute_fwd", frozen, tuple(order), rounds, None, None,
+                     wall_s, check_s, 0, {})  # fmt: skip
+
+
+def test_spread_is_the_sd_of_one_round_log_ratio():
+    n = round_noise("base", {}, aa_run(0.04))
+    assert n.spread == pytest.approx(0.04, rel=0.1)
+    assert all(v == pytest.approx(0.04, rel=0.15) for v in n.per_shape.values())
+    assert abs(n.order_effect) < 0.006
+    assert n.s_per_round == pytest.approx((50.0 - 10.0) / 400)
+
+
+def test_an_advantage_of_the_side_timed_first_is_measured():
+    n = round_noise("base", {}, aa_run(0.01, first_bonus=0.03))
+    assert n.order_effect == pytest.approx(0.03, abs=0.004)
+    # the shuffled order turns it into spread, not bias
+    assert n.spread > 0.02
+
+
+def test_a_cheaper_variant_is_chosen_only_beyond_the_margin():
+    base = round_noise("base", {}, aa_run(0.04, wall_s=50.0))
+    quieter_same_cost = round_noise("quiet", {"samples": 4}, aa_run(0.02, seed=1, wall_s=50.0))
+    chosen, why = choose([base, quieter_same_cost])
+    assert chosen is quieter_same_cost and "'quiet' costs" in why
+    # half the noise at four times the time per round is no better: keep the current one
+    slow = round_noise("slow", {"sample_ms": 200}, aa_run(0.02, seed=2, wall_s=170.0))
+    chosen, why = choose([base, slow])
+    assert chosen is base and why.startswith("kept 'base'")
+
+
+def test_a_failed_run_gives_no_estimate():
+    run = aa_run(0.04)
+    bad = PairedRun(run.labels, run.phases, run.campaign_type, run.times, run.order, 3,
+                    Failure("candidate", "time", "s1", "hang", "no answer", "log"), None,
+                    1.0, 0.5, 0, {})  # fmt: skip
+    with pytest.raises(ValueError, match="no noise estimate"):
+        round_noise("x", {}, bad)
+    with pytest.raises(ValueError):
+        choose([])
