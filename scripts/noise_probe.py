@@ -11,8 +11,10 @@ cost (spread² x seconds per round; see :mod:`kernel_ratchet.scoring.noise`). Wr
     python scripts/noise_probe.py --rounds 16 -o $OUT/probe.json --logs $OUT/probe_logs
 
 Variants run in the order given (the first is the current default, kept unless another costs
-under 0.7x); a variant that would start past ``--budget-s`` is skipped. The JSON is rewritten
-after each variant. ``--cpu`` runs a tiny interpreter version (a smoke test of the script).
+under 0.7x); a variant that would start past ``--budget-s`` is skipped. The JSON is written
+after each variant to ``OUTPUT.partial``, which becomes ``OUTPUT`` at the end (so a job waiting
+for ``OUTPUT`` starts on the final choice). ``--cpu`` runs a tiny interpreter version (a smoke
+test of the script).
 """
 
 from __future__ import annotations
@@ -35,9 +37,9 @@ SHAPES = [(4096, 4096, 4096), (4096, 14336, 4096), (2048, 6144, 4096)]
 VARIANTS = {
     "current": {},
     "warmup 250 ms": {"warmup_ms": 250.0},
+    "warmup 500 ms": {"warmup_ms": 500.0},
     "4 samples": {"samples": 4},
     "100 ms samples": {"sample_ms": 100.0},
-    "warmup 250 ms, 4 samples": {"warmup_ms": 250.0, "samples": 4},
 }
 
 
@@ -56,6 +58,7 @@ def main() -> int:
     base = f"kernel_ratchet.kernels.gemm.adapter:Gemm{'Bf16' if cuda else 'Fp16'}"
     variants = json.loads(args.variants) if args.variants else VARIANTS
     t_start, reports, skipped = time.monotonic(), [], []
+    partial = Path(args.output + ".partial")  # the output appears only once every variant ran
     with tempfile.TemporaryDirectory() as tmp_dir:
         logs = Path(args.logs or tmp_dir)
         for i, (name, params) in enumerate(variants.items()):
@@ -79,7 +82,7 @@ def main() -> int:
                    "variants": [r.to_dict() for r in reports], "skipped": skipped,
                    "chosen": {"name": chosen.name, "params": dict(variants[chosen.name]),
                               "why": why}}  # fmt: skip
-            Path(args.output).write_text(json.dumps(out, indent=2))
+            partial.write_text(json.dumps(out, indent=2))
             print(f"{name}: spread {rep.spread:.2%} (per shape "
                   f"{', '.join(f'{v:.2%}' for v in rep.per_shape.values())}), first-timed "
                   f"advantage {rep.order_effect:+.2%}, {rep.s_per_round:.2f} s/round, "
@@ -87,6 +90,7 @@ def main() -> int:
     if not reports:
         print("no variant measured", file=sys.stderr)
         return 1
+    partial.replace(args.output)
     print("| variant | spread of one round | first-timed advantage | s/round | cost |")
     print("|---|---:|---:|---:|---:|")
     for r in reports:
