@@ -3,8 +3,8 @@
 A target project writes one small :class:`Adapter` subclass per op and names it in
 ``ratchet.yaml`` as ``module:Class``. The harness (timing, correctness, CSV writing) lives in
 kernel_ratchet, so it cannot drift between rounds. A complete example is
-``examples/tiny_gemm/tiny_gemm/adapter.py``; every adapter should pass
-:func:`kernel_ratchet.harness.conformance.check_adapter`.
+``examples/tiny_gemm/tiny_gemm/adapter.py``; ``ratchet check`` imports it and checks its
+schema against the campaign type.
 
 Contract
 --------
@@ -19,6 +19,11 @@ Contract
 * ``outputs(case)`` runs forward (+ backward) and returns named tensors to check, e.g.
   ``{"out": ..., "da": ..., "db": ...}`` for a GEMM; ``reference(case)`` returns the same names
   computed independently in higher precision (plain PyTorch).
+* ``spot_reference(case)`` (optional) is what the secret spot checks of timed calls compare
+  with, once per timing request. The correct result must pass against it at every output's
+  threshold (so it must be that accurate), but it may be cheaper than ``reference``: e.g. the
+  vendor library in the inputs' own precision for a bf16 GEMM (~50 dB against a 40 dB
+  threshold). It must not call the kernel under test. Default: ``reference(case)``.
 * ``flops(shape)`` / ``bytes_moved(shape)`` give (forward, backward) work counts; backward is 0
   for forward-only ops. TFLOPS and GB/s columns are derived from them.
 * ``min_snr_db`` is the correctness threshold per output name (SPEC section 5: FP8 E4M3 25 dB,
@@ -122,6 +127,11 @@ class Adapter(ABC):
     @abstractmethod
     def reference(self, case: Any) -> dict[str, Any]:
         """The same names as ``outputs``, computed independently in higher precision."""
+
+    def spot_reference(self, case: Any) -> dict[str, Any]:
+        """What the spot checks of timed calls compare with (see the contract); by default
+        :meth:`reference`."""
+        return self.reference(case)
 
     @abstractmethod
     def flops(self, shape: Shape) -> tuple[float, float]:

@@ -99,6 +99,16 @@ def test_cheat_rejected_while_timing(tmp_path: Path, cls: str, reason: str) -> N
         assert reason in r.detail, explain(r)
 
 
+def test_timed_calls_are_compared_with_the_spot_reference(tmp_path: Path) -> None:
+    with Worker(spec("WrongSpotReference"), tmp_path / "w.log") as w:
+        assert w.check(SHAPE, SEED).ok  # the correctness check keeps the full reference
+        r = w.time(SHAPE, SEED, "fwd", spot_checks=1)
+        assert not r.ok and r.category == "cheat" and "spot check" in r.detail, explain(r)
+    with Worker(spec("CheapSpotReference"), tmp_path / "w2.log") as w:
+        t = w.time(SHAPE, SEED, "fwd", spot_checks=2)
+        assert t.ok and t.payload["spot_checks"] == 2, explain(t)
+
+
 def test_faster_than_roofline_is_rejected(tmp_path: Path) -> None:
     with Worker(spec("TinyGemm"), tmp_path / "w.log") as w:
         r = w.time(SHAPE, SEED, "fwd", max_tflops=1e-9)

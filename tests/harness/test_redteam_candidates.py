@@ -293,3 +293,20 @@ class HugeAlloc(TinyGemm):
     def forward(self, case: Case) -> torch.Tensor:
         torch.empty(1 << 46, dtype=torch.uint8, device=case.a.device)
         return matmul_nt(case.a, case.b)
+
+
+class WrongSpotReference(TinyGemm):
+    """Honest kernel, but a spot reference of other inputs' result: every spot check must fail
+    (proves the timed calls are compared with ``spot_reference``, not ``reference``)."""
+
+    def spot_reference(self, case: Case) -> dict[str, torch.Tensor]:
+        return {name: torch.randn_like(t) for name, t in self.reference(case).items()}
+
+
+class CheapSpotReference(TinyGemm):
+    """Honest kernel and a spot reference 1e-5 off the full one (100 dB, above the 80 dB
+    threshold of this fp32 op): passes. (fp16 rounding, 74 dB, would fail: a spot reference
+    must be accurate to each output's threshold.)"""
+
+    def spot_reference(self, case: Case) -> dict[str, torch.Tensor]:
+        return {name: t * (1 + 1e-5) for name, t in self.reference(case).items()}

@@ -41,6 +41,14 @@ def test_op_on_gpu(name, label):
     ref = adapter.reference(case)
     res = check_outputs(got, ref, {k: adapter.threshold(k) for k in ref})
     assert res.passed, f"{res.reason}; snr={res.snr}"
+    # The cheaper spot-check reference (cuBLAS in bf16) is itself close to the fp32 one, and
+    # the honest outputs pass against it at their thresholds.
+    spot = adapter.spot_reference(case)
+    close = check_outputs(spot, ref, dict.fromkeys(ref, 45.0))
+    assert close.passed, f"spot reference vs fp32 reference: {close.reason}"
+    vs_spot = check_outputs(got, spot, {k: adapter.threshold(k) for k in ref})
+    assert vs_spot.passed, f"outputs vs spot reference: {vs_spot.reason}"
+    del spot
     # The timed path (forward/backward) must agree with the checked autograd path.
     out = adapter.forward(case)
     da, db = adapter.backward(case)
