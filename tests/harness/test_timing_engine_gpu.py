@@ -56,6 +56,9 @@ def test_graph_mode_can_be_forced_off():
     x = torch.randn(4096, device="cuda")
     t = fast_engine(graph="off").measure(lambda: x.mul(2.0))
     assert t.details["mode"] == "eager" and t.details["flush_ms_per_iter"] == 0.0
+    assert t.details["device_ms_source"] == "warm-up"  # no device-time probe without graphs
+    on = fast_engine().measure(lambda: x.mul(2.0))
+    assert on.details["device_ms_source"] == "event probe behind a sleep"
 
 
 def test_work_left_on_a_side_stream_is_counted():
