@@ -198,6 +198,22 @@ def test_no_gain_and_slower_are_settled_rollbacks():
     assert slow.regressions == ("a",) and not slow.trade_off
 
 
+def test_an_unconfirmed_slowdown_is_rolled_back_and_measured_on_until_the_budget():
+    # reads 3% slower, CI holds 1: the rollback is certain, the slowdown is not confirmed
+    shapes = {"a": spread(0.97, 0.08), "b": spread(0.97, 0.08)}
+    d = decide_paired(shapes, "compute_fwd", looks=3)
+    assert d.status is Status.ROLLED_BACK and d.verdict_aggregate is V.AMBIGUOUS
+    assert "no gain" in d.reason and "measuring on" in d.reason
+    assert needs_more(d) == ["a", "b"] and not d.accepted
+    last = decide_paired(shapes, "compute_fwd", looks=3, exhausted=True)
+    assert needs_more(last) == [] and "measuring on" not in last.reason
+    off = decide_paired(shapes, "compute_fwd", looks=3, confirm_slowdown=False)
+    assert needs_more(off) == [] and off.status is Status.ROLLED_BACK
+    # a no-gain reading within the equivalence margin is settled at once
+    flat = decide_paired({"a": spread(0.995, 0.02), "b": spread(0.995, 0.02)}, "compute_fwd")
+    assert needs_more(flat) == [] and "no gain" in flat.reason
+
+
 def test_too_few_rounds_or_no_shapes_are_errors():
     with pytest.raises(ValueError, match="need ≥ 3"):
         decide_paired({"a": exact([1.0, 1.0])}, "compute_fwd")
