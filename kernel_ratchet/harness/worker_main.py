@@ -302,12 +302,12 @@ def main() -> None:
     import torch  # noqa: F401 -- before the sentinel: it snapshots torch.cuda
 
     from kernel_ratchet.harness import adapter as adapter_mod
-    from kernel_ratchet.harness import anticheat, correctness, timing
+    from kernel_ratchet.harness import anticheat, correctness, timing, timing_cuda
     from kernel_ratchet.harness.adapter import Shape
     from kernel_ratchet.harness.worker import classify_exception
 
     sentinel = anticheat.Sentinel.capture(
-        (timing, correctness, anticheat, adapter_mod, sys.modules[__name__])
+        (timing, timing_cuda, correctness, anticheat, adapter_mod, sys.modules[__name__])
     )
     _prefer_source_root(spec["source_root"], spec["adapter"])
     try:

@@ -63,6 +63,7 @@ def test_honest_candidate_passes_check_and_time(tmp_path: Path) -> None:
         ("SkipRepeated", "cheat", "did not follow"),
         ("PatchTimer", "cheat", "time.perf_counter"),
         ("PatchEngine", "cheat", "_summary"),
+        ("PatchCudaEngine", "cheat", "timing_cuda.per_call_ms"),
         ("LazySubclass", "cheat", "tensor subclass"),
         ("NonTensor", "cheat", "non-tensor"),
         ("PartialWrite", "cheat", "did not follow"),

@@ -9,16 +9,18 @@ import torch
 
 from kernel_ratchet.errors import RatchetError
 from kernel_ratchet.harness.timing import (
-    CudaEventEngine,
     PerfCounterEngine,
     SampleHooks,
     Timing,
+    iterations_for,
+    make_engine,
+)
+from kernel_ratchet.harness.timing_cuda import (
+    CudaEventEngine,
     choose_graph,
     clock_settled,
     host_crosscheck,
     is_throttled,
-    iterations_for,
-    make_engine,
     per_call_ms,
     reset_persisting_l2,
 )

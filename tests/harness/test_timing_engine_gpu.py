@@ -8,7 +8,8 @@ import importlib.util
 import pytest
 import torch
 
-from kernel_ratchet.harness.timing import GRAPH_MIN_FRACTION, CudaEventEngine, SampleHooks
+from kernel_ratchet.harness.timing import SampleHooks
+from kernel_ratchet.harness.timing_cuda import GRAPH_MIN_FRACTION, CudaEventEngine
 
 pytestmark = pytest.mark.gpu
 
