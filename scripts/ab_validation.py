@@ -39,6 +39,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from kernel_ratchet.campaign.paired_round import (
@@ -53,6 +54,7 @@ from kernel_ratchet.harness.ab import run_paired
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.harness.worker import WorkerSpec
 from kernel_ratchet.kernels.gemm.adapter import GemmBf16, GemmCase, GemmFp16, make_linear_inputs
+from kernel_ratchet.scoring.calibration import MAD_TO_SD
 
 GPU_SHAPES = [(4096, 4096, 4096), (8192, 4096, 4096), (4096, 14336, 4096),
               (4096, 4096, 14336), (2048, 6144, 4096)]  # fmt: skip
@@ -65,7 +67,8 @@ class _MoreK:
     PAD = 1.0
 
     def make_case(self, shape: Shape, seed: int, device: str) -> GemmCase:
-        k = int(round(shape.K * self.PAD / 64)) * 64  # whole 64-wide K tiles: no masked tail
+        tile = 64 if device == "cuda" else 16  # whole 64-wide K tiles on the GPU: no masked tail
+        k = int(round(shape.K * self.PAD / tile)) * tile
         padded = Shape(shape.label, shape.M, shape.N, k, shape.B)
         dtype = torch.bfloat16 if device == "cuda" else torch.float16
         return make_linear_inputs(padded, seed, device, dtype)
@@ -115,11 +118,23 @@ def _row(t: int, wall_s: float, run, params: dict) -> dict:
     return row
 
 
+def round_spread(rows: list[dict]) -> float | None:
+    """Robust SD (1.4826 MAD) of one round's log speed ratio, each trial and shape centred on
+    its own median and pooled (the noise of one paired round; None without kept times)."""
+    pooled: list[float] = []
+    for r in rows:
+        for label, inc in (r.get("times") or {}).get("incumbent", {}).items():
+            x = np.log(np.asarray(inc["fwd"]) / np.asarray(r["times"]["candidate"][label]["fwd"]))
+            pooled.extend(x - np.median(x))
+    return MAD_TO_SD * float(np.median(np.abs(pooled))) if pooled else None
+
+
 def table(results: dict[str, list[dict]]) -> str:
-    """The issue's numbers per scenario: accepts, aggregate SLOWER flags, regression rollbacks."""
+    """The issue's numbers per scenario: accepts, aggregate SLOWER flags, regression rollbacks,
+    and the spread of one round's ratio."""
     lines = ["| scenario | trials | ACCEPTED | aggregate SLOWER | rolled back for a shape "
-             "regression | failures | median wall s | median rounds |",
-             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+             "regression | failures | median wall s | median rounds | round spread |",
+             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for name, rows in results.items():
         if not rows:
             continue
@@ -129,8 +144,10 @@ def table(results: dict[str, list[dict]]) -> str:
         fails = sum(r["failure"] is not None for r in rows)
         wall = sorted(r["wall_s"] for r in rows)[len(rows) // 2]
         rounds = sorted(r.get("rounds", 0) for r in rows)[len(rows) // 2]
+        spread = round_spread(rows)
         lines.append(f"| {name} | {len(rows)} | {acc} | {slow} | {regress} | {fails} "
-                     f"| {wall:.1f} | {rounds} |")  # fmt: skip
+                     f"| {wall:.1f} | {rounds} | "
+                     f"{'-' if spread is None else f'{spread:.2%}'} |")  # fmt: skip
     return "\n".join(lines)
 
 
