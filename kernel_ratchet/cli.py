@@ -341,6 +341,7 @@ def _optimizer(name: str, agent_cmd: str | None, agent_timeout: float):
 def _drive(
     prof, op: str | None, campaign: str | None, optimizer, *, max_iterations: int,
     max_duration: str | None, efficiency_target: float | None, init: dict,
+    pause: bool = False,
 ) -> None:  # fmt: skip
     import threading
 
@@ -352,7 +353,7 @@ def _drive(
         res = run_campaign(
             prof, op, optimizer, campaign=campaign, max_iterations=max_iterations,
             max_duration_s=parse_duration(max_duration), efficiency_target=efficiency_target,
-            say=say, stop_flag=stop, on_round=on_round, init=init,
+            say=say, stop_flag=stop, on_round=on_round, init=init, pause_at_budget=pause,
         )  # fmt: skip
     if getattr(optimizer, "instructions", ""):
         out.print(optimizer.instructions)
@@ -376,6 +377,13 @@ def run(
     dest: Path | None = typer.Option(None, help="where --example scaffolds its project"),
     rehearse: bool = typer.Option(False, help="CPU: Triton interpreter, tiny shapes"),
     efficiency_target: float | None = typer.Option(None, help="T2: fraction of the roofline"),
+    pause: bool = typer.Option(
+        False,
+        "--pause",
+        help="when this run's --max-iterations or "
+        "--max-duration is spent, pause (no REPORT; `ratchet resume` "
+        "continues) instead of ending the campaign",
+    ),  # fmt: skip
     yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation"),
     profile: Path | None = ProfileOpt,
     campaign: str | None = CampaignOpt,
@@ -383,7 +391,8 @@ def run(
     """Run a whole campaign unattended: init, BASELINE, rounds proposed by the optimizer, REPORT.
 
     First Ctrl+C: finish the current round and write the report; second: stop at once
-    (`ratchet resume` continues)."""
+    (`ratchet resume` continues). `--pause`: a spent budget of this run pauses instead of
+    ending the campaign (a campaign split over machine sessions)."""
     import os
 
     import torch
@@ -417,7 +426,8 @@ def run(
     if not yes and not typer.confirm(ask, default=True):
         raise typer.Exit(1)
     _drive(prof, None if campaign else op, campaign, opt, max_iterations=max_iterations,
-           max_duration=max_duration, efficiency_target=efficiency_target, init={})  # fmt: skip
+           max_duration=max_duration, efficiency_target=efficiency_target, init={},
+           pause=pause)  # fmt: skip
 
 
 @app.command()
@@ -428,17 +438,24 @@ def resume(
     agent_cmd: str | None = typer.Option(None, help="agent command template ({prompt_file})"),
     agent_timeout: float = typer.Option(1800.0, help="seconds per agent call"),
     efficiency_target: float | None = typer.Option(None, help="T2: fraction of the roofline"),
+    pause: bool = typer.Option(
+        False,
+        "--pause",
+        help="when this run's --max-iterations or "
+        "--max-duration is spent, pause (no REPORT; `ratchet resume` "
+        "continues) instead of ending the campaign",
+    ),  # fmt: skip
     profile: Path | None = ProfileOpt,
     campaign: str | None = CampaignOpt,
 ):
-    """Continue an interrupted `ratchet run` (the round in flight is closed first)."""
+    """Continue an interrupted or paused `ratchet run` (the round in flight is closed first)."""
     from kernel_ratchet.campaign.locate import find_campaign
 
     prof = _profile(profile)
     name = campaign or find_campaign(prof).name
     opt = _optimizer(optimizer, agent_cmd, agent_timeout)
     _drive(prof, None, name, opt, max_iterations=max_iterations, max_duration=max_duration,
-           efficiency_target=efficiency_target, init={})  # fmt: skip
+           efficiency_target=efficiency_target, init={}, pause=pause)  # fmt: skip
 
 
 @app.command()

@@ -6,7 +6,9 @@ CLI commands use; the optimizer only proposes. It stops when the engine records 
 optimizer has nothing left, this run's iteration or time budget is spent, or ``stop_flag`` is
 set (the first Ctrl+C, see :func:`graceful_interrupt`); then it writes the REPORT. A second
 Ctrl+C raises KeyboardInterrupt at once: the engine closes the round in flight as rolled back
-and ``ratchet resume`` continues the campaign later.
+and ``ratchet resume`` continues the campaign later. With ``pause_at_budget`` a spent
+iteration or time budget of this run pauses instead (no REPORT, the campaign stays open for
+``ratchet resume``): a campaign split over several machine sessions; T1-T3 still end it.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ Say = Callable[[str], None]
 MAX_EMPTY_PROPOSALS = 3
 #: Stop code of an interactive optimizer handing over: no REPORT, the campaign goes on.
 PAUSED = "PAUSED"
+BUDGET = "this run's budget"
 
 
 @dataclass
@@ -177,6 +180,7 @@ def run_campaign(
     stop_flag: threading.Event | None = None,
     on_round: Callable[[dict[str, Any]], None] | None = None,
     init: Mapping[str, Any] | None = None,
+    pause_at_budget: bool = False,
 ) -> LoopResult:
     """Run a campaign unattended until a termination condition; returns what happened.
 
@@ -204,7 +208,10 @@ def run_campaign(
         res.stop = _loop(
             c, optimizer, res, max_iterations, deadline, efficiency_target, stop_flag, say, on_round
         )
+        if res.stop[0] == "T4" and pause_at_budget and res.stop[1].startswith(BUDGET):
+            res.stop = (PAUSED, f"{res.stop[1]}; `ratchet resume` continues the campaign")
         if res.stop[0] == PAUSED:
+            say(f"paused: {res.stop[1]}")
             return res
         say(f"stopping: {res.stop[0]} — {res.stop[1]}; writing the REPORT")
         res.report = finish.report(c, stop=res.stop)
@@ -229,9 +236,9 @@ def _loop(
         if stop_flag.is_set():
             return "T4", "the user asked to stop (Ctrl+C during `ratchet run`)"
         if len(res.rounds) >= max_iterations:
-            return "T4", f"this run's iteration budget ({max_iterations}) is spent"
+            return "T4", f"{BUDGET} ({max_iterations} rounds) is spent"
         if time.monotonic() >= deadline:
-            return "T4", "this run's time budget (--max-duration) is spent"
+            return "T4", f"{BUDGET} (--max-duration) is spent"
         n = c.state.next_round
         analysis = None
         try:

@@ -90,14 +90,25 @@ def test_example_gemm_bf16_rehearsal_runs_end_to_end(tmp_path):
     no_gpu = r.returncode != 0
     if no_gpu:  # without a GPU the command says so and asks for --rehearse
         assert "--rehearse" in r.stderr and not dest.exists()
+    # a campaign of 2 rounds split over three runs, as over machine sessions: --pause keeps it
+    # open when a run's budget is spent (here 1 s: spent during the BASELINE, so 0 rounds)
     r = _ok(ratchet(tmp_path, "run", "--example", "gemm_bf16", "--dest", str(dest),
-                    "--rehearse", "--max-iterations", "1", "--yes"))  # fmt: skip
+                    "--rehearse", "--max-iterations", "2", "--max-duration", "1s", "--pause",
+                    "--yes"))  # fmt: skip
     assert "meaningless for tuning" in r.stderr
     cdir = campaign_dir(dest)
+    state = json.loads((cdir / "state.json").read_text())
+    assert "PAUSED" in r.stdout and "ratchet resume" in r.stdout, r.stdout
+    assert state["phase"] == "OPTIMIZING" and not (cdir / "report.md").exists()
+    assert [x["status"] for x in _records(cdir)] == ["BASELINE"]
+    r = _ok(ratchet(dest, "resume", "--max-iterations", "1", "--pause"))
+    assert "PAUSED" in r.stdout and not (cdir / "report.md").exists(), r.stdout
+    assert len(_records(cdir)) == 2
+    r = _ok(ratchet(dest, "resume", "--max-iterations", "5"))  # the campaign's T3 is 2
     recs = _records(cdir)
-    assert recs[0]["status"] == "BASELINE" and len(recs) == 2
+    assert recs[0]["status"] == "BASELINE" and len(recs) == 3, r.stdout
     assert recs[1]["direction"].startswith("CONFIGS/bf16")  # the search moved one knob
-    assert (cdir / "report.md").exists()
+    assert re.search(r"stopped:\s+T3", r.stdout) and (cdir / "report.md").exists(), r.stdout
     assert "ratchet_example_gemm/configs.py" in (dest / "ratchet.yaml").read_text()
 
 
