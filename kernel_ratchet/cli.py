@@ -37,6 +37,10 @@ err = Console(stderr=True)
 
 ProfileOpt = typer.Option(None, "--profile", help="ratchet.yaml (default: found from the cwd)")
 CampaignOpt = typer.Option(None, "--campaign", help="campaign name (default: most recent)")
+PauseOpt = typer.Option(
+    False, "--pause", help="when this run's --max-iterations or --max-duration is spent, pause "
+    "(no REPORT; `ratchet resume` continues) instead of ending the campaign",
+)  # fmt: skip
 
 
 def _profile(path: Path | None):
@@ -377,13 +381,7 @@ def run(
     dest: Path | None = typer.Option(None, help="where --example scaffolds its project"),
     rehearse: bool = typer.Option(False, help="CPU: Triton interpreter, tiny shapes"),
     efficiency_target: float | None = typer.Option(None, help="T2: fraction of the roofline"),
-    pause: bool = typer.Option(
-        False,
-        "--pause",
-        help="when this run's --max-iterations or "
-        "--max-duration is spent, pause (no REPORT; `ratchet resume` "
-        "continues) instead of ending the campaign",
-    ),  # fmt: skip
+    pause: bool = PauseOpt,
     yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation"),
     profile: Path | None = ProfileOpt,
     campaign: str | None = CampaignOpt,
@@ -438,13 +436,7 @@ def resume(
     agent_cmd: str | None = typer.Option(None, help="agent command template ({prompt_file})"),
     agent_timeout: float = typer.Option(1800.0, help="seconds per agent call"),
     efficiency_target: float | None = typer.Option(None, help="T2: fraction of the roofline"),
-    pause: bool = typer.Option(
-        False,
-        "--pause",
-        help="when this run's --max-iterations or "
-        "--max-duration is spent, pause (no REPORT; `ratchet resume` "
-        "continues) instead of ending the campaign",
-    ),  # fmt: skip
+    pause: bool = PauseOpt,
     profile: Path | None = ProfileOpt,
     campaign: str | None = CampaignOpt,
 ):
