@@ -42,16 +42,23 @@ def test_another_key_gives_another_digest_and_multipliers_are_odd():
     assert bool((w < 0).any()) and bool((w > 0).any())  # all 64 bits are used
 
 
-def test_chunks_cover_every_word(monkeypatch):
+def test_chunks_cover_every_word_and_chunks_are_told_apart(monkeypatch):
     from kernel_ratchet.harness import anticheat
 
+    monkeypatch.setattr(anticheat, "_DIGEST_CHUNK", 7)  # 1000 words: 143 chunks, a short last
     x = _tensor(1000, torch.float64)
-    whole = device_digest(x)
-    monkeypatch.setattr(anticheat, "_DIGEST_CHUNK", 7)
-    assert device_digest(x) == whole
+    d = device_digest(x)
+    assert device_digest(x.clone()) == d
+    for pos in (0, 6, 7, 500, 994, 999):
+        y = x.clone()
+        y[pos] += 1.0
+        assert device_digest(y) != d, pos
+    # the same position in two chunks: equal position multipliers, different chunk factors
     y = x.clone()
-    y[-1] += 1.0
-    assert device_digest(y) != whole
+    y[[3, 10]] = y[[10, 3]]
+    assert device_digest(y) != d
+    assert anticheat._chunk_factor(0, 5) != anticheat._chunk_factor(1, 5)
+    assert anticheat._chunk_factor(3, 5) & 1 == 1
 
 
 def test_tensor_digest_covers_layout_and_dtype():
