@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from kernel_ratchet.harness.ab import Failure, PairedRun
-from kernel_ratchet.scoring.noise import choose, round_noise
+from kernel_ratchet.scoring.noise import choose, cost_ratio_ci, round_noise
 
 
 def aa_run(sd: float, *, first_bonus: float = 0.0, rounds: int = 400, seed: int = 0,
@@ -47,15 +47,29 @@ def test_an_advantage_of_the_side_timed_first_is_measured():
     assert n.spread > 0.02
 
 
-def test_a_cheaper_variant_is_chosen_only_beyond_the_margin():
+def test_a_cheaper_variant_is_chosen_only_when_its_ci_says_so():
     base = round_noise("base", {}, aa_run(0.04, wall_s=50.0))
     quieter_same_cost = round_noise("quiet", {"samples": 4}, aa_run(0.02, seed=1, wall_s=50.0))
     chosen, why = choose([base, quieter_same_cost])
-    assert chosen is quieter_same_cost and "'quiet' costs" in why
+    assert chosen is quieter_same_cost and "'quiet' costs 0.2" in why and "CI" in why
+    pt, lo, hi = cost_ratio_ci(quieter_same_cost, base)
+    assert lo < pt < hi < 1.0 and pt == pytest.approx(0.25, rel=0.25)
     # half the noise at four times the time per round is no better: keep the current one
     slow = round_noise("slow", {"sample_ms": 200}, aa_run(0.02, seed=2, wall_s=170.0))
     chosen, why = choose([base, slow])
-    assert chosen is base and why.startswith("kept 'base'")
+    assert chosen is base and why.startswith("kept 'base'") and "cost ratios: slow 1." in why
+
+
+def test_equal_noise_in_a_short_probe_rarely_switches():
+    """16 rounds of 2 shapes: a point estimate alone often reads a same-noise variant as much
+    cheaper; the CI rule switches in at most 1 of 20 such probes."""
+    switched = lucky = 0
+    for t in range(20):
+        base = round_noise("base", {}, aa_run(0.04, rounds=16, seed=t))
+        same = round_noise("same", {}, aa_run(0.04, rounds=16, seed=500 + t))
+        switched += choose([base, same])[0] is same
+        lucky += same.cost < 0.7 * base.cost
+    assert switched <= 1 and lucky > switched
 
 
 def test_a_failed_run_gives_no_estimate():
