@@ -49,7 +49,6 @@ Say = Callable[[str], None]
 MAX_EMPTY_PROPOSALS = 3
 #: Stop code of an interactive optimizer handing over: no REPORT, the campaign goes on.
 PAUSED = "PAUSED"
-BUDGET = "this run's budget"
 
 
 @dataclass
@@ -206,10 +205,9 @@ def run_campaign(
             res.stop = ((c.state.termination or {}).get("code", "T4"), "already ended")
             return res
         res.stop = _loop(
-            c, optimizer, res, max_iterations, deadline, efficiency_target, stop_flag, say, on_round
-        )
-        if res.stop[0] == "T4" and pause_at_budget and res.stop[1].startswith(BUDGET):
-            res.stop = (PAUSED, f"{res.stop[1]}; `ratchet resume` continues the campaign")
+            c, optimizer, res, max_iterations, deadline, efficiency_target, stop_flag, say,
+            on_round, PAUSED if pause_at_budget else "T4",
+        )  # fmt: skip
         if res.stop[0] == PAUSED:
             say(f"paused: {res.stop[1]}")
             return res
@@ -228,7 +226,11 @@ def _loop(
     stop_flag: threading.Event,
     say: Say,
     on_round,
+    budget_code: str,
 ) -> tuple[str, str]:
+    """Rounds until a stop; returns (code, reason). ``budget_code`` is what a spent budget of
+    this run returns: T4 (the campaign ends) or PAUSED (``ratchet resume`` continues it)."""
+    resume = "; `ratchet resume` continues the campaign" if budget_code == PAUSED else ""
     empty = 0
     while True:
         if c.state.termination:
@@ -236,9 +238,9 @@ def _loop(
         if stop_flag.is_set():
             return "T4", "the user asked to stop (Ctrl+C during `ratchet run`)"
         if len(res.rounds) >= max_iterations:
-            return "T4", f"{BUDGET} ({max_iterations} rounds) is spent"
+            return budget_code, f"this run's budget ({max_iterations} rounds) is spent{resume}"
         if time.monotonic() >= deadline:
-            return "T4", f"{BUDGET} (--max-duration) is spent"
+            return budget_code, f"this run's budget (--max-duration) is spent{resume}"
         n = c.state.next_round
         analysis = None
         try:
