@@ -54,7 +54,7 @@ from kernel_ratchet.harness.ab import run_paired
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.harness.worker import WorkerSpec
 from kernel_ratchet.kernels.gemm.adapter import GemmBf16, GemmCase, GemmFp16, make_linear_inputs
-from kernel_ratchet.scoring.calibration import MAD_TO_SD
+from kernel_ratchet.scoring.noise import pooled_spread
 
 GPU_SHAPES = [(4096, 4096, 4096), (8192, 4096, 4096), (4096, 14336, 4096),
               (4096, 4096, 14336), (2048, 6144, 4096)]  # fmt: skip
@@ -119,14 +119,15 @@ def _row(t: int, wall_s: float, run, params: dict) -> dict:
 
 
 def round_spread(rows: list[dict]) -> float | None:
-    """Robust SD (1.4826 MAD) of one round's log speed ratio, each trial and shape centred on
-    its own median and pooled (the noise of one paired round; None without kept times)."""
-    pooled: list[float] = []
+    """The round spread (:func:`kernel_ratchet.scoring.noise.pooled_spread`) of the kept
+    per-round times, each trial and shape its own group; None without kept times."""
+    groups = []
     for r in rows:
-        for label, inc in (r.get("times") or {}).get("incumbent", {}).items():
-            x = np.log(np.asarray(inc["fwd"]) / np.asarray(r["times"]["candidate"][label]["fwd"]))
-            pooled.extend(x - np.median(x))
-    return MAD_TO_SD * float(np.median(np.abs(pooled))) if pooled else None
+        times = r.get("times") or {}
+        for label, inc in times.get("incumbent", {}).items():
+            cand = times["candidate"][label]["fwd"]
+            groups.append(np.log(np.asarray(inc["fwd"]) / np.asarray(cand)))
+    return pooled_spread(groups)
 
 
 def table(results: dict[str, list[dict]]) -> str:

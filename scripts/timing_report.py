@@ -7,9 +7,9 @@ and the request's wall seconds, in visit order. This reads any number of such fi
 
 * requests, median request seconds and median warm-up milliseconds (what a round costs);
 * dropped (throttled) samples and the flags raised;
-* the spread of one round's log speed ratio (incumbent / candidate, 1.4826 MAD, each file and
-  shape centred on its median) and the advantage of the side timed first (half the difference
-  of the mean log ratio between rounds with the candidate first and with the incumbent first);
+* the spread of one round's log speed ratio (incumbent / candidate; each file is a group, see
+  :func:`kernel_ratchet.scoring.noise.pooled_spread`) and the advantage of the side timed first
+  (:func:`~kernel_ratchet.scoring.noise.first_timed_advantage`);
 * the correlation, within each side, between a request's time and its mean SM clock: strongly
   negative when clock swings drive the noise.
 
@@ -26,7 +26,7 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-MAD_TO_SD = 1.4826
+from kernel_ratchet.scoring.noise import first_timed_advantage, pooled_spread
 
 
 def _rows(paths: list[str]) -> list[tuple[int, dict]]:
@@ -66,15 +66,12 @@ def report(paths: list[str]) -> str:
             if len(sides) == 2:
                 per_file[f].append((math.log(sides["incumbent"] / sides["candidate"]),
                                     rs[0]["side"]))  # fmt: skip
-        first_inc, first_cand, centred = [], [], []
-        for v in per_file.values():  # each file (one A/B, one plant) centred on its median
-            mid = statistics.median(x for x, _ in v)
-            for x, first in v:
-                centred.append(x - mid)
-                (first_inc if first == "incumbent" else first_cand).append(x - mid)
-        spread = MAD_TO_SD * statistics.median(abs(c) for c in centred) if centred else None
-        adv = ((statistics.fmean(first_cand) - statistics.fmean(first_inc)) / 2
-               if first_inc and first_cand else None)  # fmt: skip
+        # each file (one A/B, one plant) is a group centred on its own median
+        spread = pooled_spread([x for x, _ in v] for v in per_file.values())
+        adv = first_timed_advantage(
+            (x - statistics.median(y for y, _ in v), first)
+            for v in per_file.values() for x, first in v
+        )  # fmt: skip
         corrs = []
         for side in ("incumbent", "candidate"):
             rs = [r for _, r in items if r["side"] == side and r.get("clock_mhz")]

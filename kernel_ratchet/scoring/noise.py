@@ -28,7 +28,7 @@ lower variance was chosen in 15 of 30, a 3x lower in 24 of 30).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
@@ -72,34 +72,49 @@ class RoundNoise:
                 **dict(self.extra)}  # fmt: skip
 
 
+def centred(groups: Iterable[Sequence[float]]) -> list[np.ndarray]:
+    """Each group of per-round log ratios (one shape of one run) minus its own median."""
+    return [np.asarray(g, dtype=float) - np.median(g) for g in groups if len(g)]
+
+
+def pooled_spread(groups: Iterable[Sequence[float]]) -> float | None:
+    """The round spread (module docstring) of groups of per-round log ratios, each group
+    centred on its own median, then pooled; None without values. Every tool that reports a
+    round spread (the noise probe, the A/B validation table, the timing report) uses this."""
+    parts = centred(groups)
+    return float(trimmed_sd(np.concatenate(parts)[None, :])[0]) if parts else None
+
+
+def first_timed_advantage(pairs: Iterable[tuple[float, str]]) -> float | None:
+    """The speed advantage of the side timed first, from (centred log ratio
+    ln(t_incumbent / t_candidate), side timed first) pairs: the first side reads faster by d
+    when the mean is -d with the incumbent first and +d with the candidate first. None unless
+    both orders occur."""
+    by: dict[str, list[float]] = {"incumbent": [], "candidate": []}
+    for x, first in pairs:
+        by[first].append(x)
+    if not (by["incumbent"] and by["candidate"]):
+        return None
+    return (float(np.mean(by["candidate"])) - float(np.mean(by["incumbent"]))) / 2.0
+
+
 def round_noise(name: str, params: Mapping[str, Any], run: PairedRun) -> RoundNoise:
     """Summarise an A/A run. Raises ValueError for a failed run or one with no rounds."""
     if run.failure is not None or run.rounds < 2:
         why = run.failure.sentence() if run.failure else f"{run.rounds} round(s)"
         raise ValueError(f"variant {name!r}: no noise estimate from this run ({why})")
     first = {(r, label): side for r, label, side in run.order}
-    pooled: list[float] = []
-    per_shape: dict[str, float] = {}
-    kept: dict[str, tuple[float, ...]] = {}
-    by_first: dict[str, list[float]] = {"incumbent": [], "candidate": []}
-    for label, s in run.samples().items():
-        x = log_ratios(s, run.campaign_type)
-        centred = x - np.median(x)
-        per_shape[label] = float(trimmed_sd(centred[None, :])[0])
-        kept[label] = tuple(float(v) for v in centred)
-        pooled.extend(centred)
-        for r, v in enumerate(x):
-            by_first[first.get((r, label), "incumbent")].append(float(v))
-    spread = float(trimmed_sd(np.asarray(pooled)[None, :])[0])
-    # log ratio = ln(t_incumbent / t_candidate): the side timed first reads faster by d when
-    # the mean is -d with the incumbent first and +d with the candidate first
-    order = (
-        (float(np.mean(by_first["candidate"])) - float(np.mean(by_first["incumbent"]))) / 2.0
-        if by_first["candidate"] and by_first["incumbent"]
-        else 0.0
-    )
+    raw = {label: log_ratios(s, run.campaign_type) for label, s in run.samples().items()}
+    kept = {label: tuple(float(v) for v in c) for label, c in zip(raw, centred(raw.values()),
+                                                                      strict=True)}  # fmt: skip
+    per_shape = {label: pooled_spread([x]) for label, x in raw.items()}
+    order = first_timed_advantage(
+        (v, first.get((r, label), "incumbent")) for label, c in kept.items()
+        for r, v in enumerate(c)
+    )  # fmt: skip
     s_round = max(run.wall_s - run.check_wall_s, 0.0) / run.rounds
-    return RoundNoise(name, dict(params), spread, per_shape, order, s_round, run.rounds, kept)
+    return RoundNoise(name, dict(params), pooled_spread(raw.values()), per_shape, order or 0.0,
+                      s_round, run.rounds, kept)  # fmt: skip
 
 
 def _normal_trim_factor(trim: float) -> float:
