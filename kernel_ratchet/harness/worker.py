@@ -214,7 +214,8 @@ class Worker:
 
         ``max_tflops`` / ``max_gbps`` (the machine's measured peaks) reject a faster result as
         ``"cheat"``. ``spot_checks``: how many secretly chosen samples have their outputs
-        compared with the reference (None: the worker's default, 3; at least 1). Raises
+        compared with the adapter's ``spot_reference`` (None: the worker's default, 3; at
+        least 1). Raises
         ValueError for another phase, or ``"bwd"`` on a forward-only op.
         """
         if phase not in ("fwd", "bwd"):

@@ -314,7 +314,7 @@ def _judge(
     exhausted: bool,
     levels: tuple[float, float],
     looks: int,
-    confirm_slowdown: bool = True,
+    confirm_slowdown: bool,
 ) -> PairedDecision:
     """Gates 1-5 of the module docstring, with the reason sentence."""
     agg, lo, hi = agg_ci
