@@ -41,6 +41,10 @@ PauseOpt = typer.Option(
     False, "--pause", help="when this run's --max-iterations or --max-duration is spent, pause "
     "(no REPORT; `ratchet resume` continues) instead of ending the campaign",
 )  # fmt: skip
+KnobsOpt = typer.Option(
+    None, "--knobs", help="search only: comma-separated knobs it may move (e.g. "
+    "block_m,block_n,num_warps,num_stages, the space of an exhaustive sweep)",
+)  # fmt: skip
 
 
 def _profile(path: Path | None):
@@ -330,9 +334,16 @@ def _live_view(title: str) -> Iterator:
         yield say, on_round
 
 
-def _optimizer(name: str, agent_cmd: str | None, agent_timeout: float):
+def _optimizer(name: str, agent_cmd: str | None, agent_timeout: float, knobs: str | None = None):
     from kernel_ratchet.optimizers.base import load_optimizer
 
+    if knobs and name != "search":
+        raise RatchetError(
+            f"--knobs restricts the search optimizer; --optimizer {name} has none to restrict "
+            "(drop --knobs or use --optimizer search)"
+        )
+    if knobs:
+        return load_optimizer("search", knobs=knobs)
     if name == "agent":
         if not agent_cmd:
             raise RatchetError("--optimizer agent needs --agent-cmd, a command template with "
@@ -381,6 +392,7 @@ def run(
     dest: Path | None = typer.Option(None, help="where --example scaffolds its project"),
     rehearse: bool = typer.Option(False, help="CPU: Triton interpreter, tiny shapes"),
     efficiency_target: float | None = typer.Option(None, help="T2: fraction of the roofline"),
+    knobs: str | None = KnobsOpt,
     pause: bool = PauseOpt,
     yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation"),
     profile: Path | None = ProfileOpt,
@@ -418,7 +430,7 @@ def run(
     if not op and not campaign:
         raise RatchetError("give --op OP for a new campaign (or --campaign NAME / `ratchet "
                            "resume` to continue one)")  # fmt: skip
-    opt = _optimizer(optimizer, agent_cmd, agent_timeout)
+    opt = _optimizer(optimizer, agent_cmd, agent_timeout, knobs)
     what = f"op {op}" if op and not campaign else f"campaign {campaign}"
     ask = f"Run {what} unattended with the {optimizer} optimizer (up to {max_iterations} rounds)?"
     if not yes and not typer.confirm(ask, default=True):
@@ -436,16 +448,18 @@ def resume(
     agent_cmd: str | None = typer.Option(None, help="agent command template ({prompt_file})"),
     agent_timeout: float = typer.Option(1800.0, help="seconds per agent call"),
     efficiency_target: float | None = typer.Option(None, help="T2: fraction of the roofline"),
+    knobs: str | None = KnobsOpt,
     pause: bool = PauseOpt,
     profile: Path | None = ProfileOpt,
     campaign: str | None = CampaignOpt,
 ):
-    """Continue an interrupted or paused `ratchet run` (the round in flight is closed first)."""
+    """Continue an interrupted or paused `ratchet run` (the round in flight is closed first;
+    give the same --optimizer and --knobs as the run)."""
     from kernel_ratchet.campaign.locate import find_campaign
 
     prof = _profile(profile)
     name = campaign or find_campaign(prof).name
-    opt = _optimizer(optimizer, agent_cmd, agent_timeout)
+    opt = _optimizer(optimizer, agent_cmd, agent_timeout, knobs)
     _drive(prof, None, name, opt, max_iterations=max_iterations, max_duration=max_duration,
            efficiency_target=efficiency_target, init={}, pause=pause)  # fmt: skip
 

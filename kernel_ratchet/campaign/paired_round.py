@@ -43,6 +43,14 @@ SUSPICIOUS_RATIO = 1.5  # a single-shape gain above this is re-measured in fresh
 CALIBRATION = "calibration.json"
 
 
+def paired_settings(cuda: bool) -> tuple[dict[str, Any], int, int]:
+    """(timing parameters, first look, round budget) of a paired A/B on this kind of device,
+    as rounds use them (for scripts that measure two trees the same way)."""
+    if cuda:
+        return dict(GPU_PAIRED_TIMING), K_START, K_MAX
+    return dict(CPU_PAIRED_TIMING), K_START_CPU, K_MAX_CPU
+
+
 def _specs(c: Campaign) -> tuple[WorkerSpec, WorkerSpec]:
     cuda = torch.cuda.is_available()
     if not cuda:
@@ -90,9 +98,8 @@ def run_ab(c: Campaign, labels: list[str], log_dir: Path, *, secret: int | None 
     inc, cand = _specs(c)
     if a_a:
         cand = inc
-    cuda = torch.cuda.is_available()
-    k_start = K_START if cuda else K_START_CPU
-    k_max = k_start if single_look else (K_MAX if cuda else K_MAX_CPU)
+    _, k_start, k_max = paired_settings(torch.cuda.is_available())
+    k_max = k_start if single_look else k_max
     return run_paired(
         inc, cand, shapes, phases=_phases(c), seed=secret or secrets.randbits(63),
         k_start=k_start, k_max=k_max,

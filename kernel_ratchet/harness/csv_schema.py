@@ -266,8 +266,8 @@ def format_cell(value: float | int | str | None, digits: int = 6) -> str:
     return f"{value:.{digits}g}"
 
 
-def write_csv(path: str | Path, schema: Schema, rows: Sequence[Sequence[object]]) -> None:
-    """Write rows (cells in schema column order) with the exact frozen header."""
+def csv_text(schema: Schema, rows: Sequence[Sequence[object]]) -> str:
+    """The CSV text of rows (cells in schema column order) with the exact frozen header."""
     buf = io.StringIO()
     buf.write(schema.header + "\n")
     w = csv.writer(buf, lineterminator="\n")
@@ -276,7 +276,13 @@ def write_csv(path: str | Path, schema: Schema, rows: Sequence[Sequence[object]]
             raise SchemaError(f"row has {len(row)} cells, the {schema.name} schema has "
                               f"{len(schema.columns)}")  # fmt: skip
         w.writerow([format_cell(c) for c in row])
+    return buf.getvalue()
+
+
+def write_csv(path: str | Path, schema: Schema, rows: Sequence[Sequence[object]]) -> None:
+    """Write rows (cells in schema column order) with the exact frozen header."""
+    text = csv_text(schema, rows)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(str(path) + ".tmp")
-    tmp.write_text(buf.getvalue())
+    tmp.write_text(text)
     tmp.replace(path)

@@ -21,7 +21,7 @@ import re
 import sys
 import types
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kernel_ratchet.optimizers.base import (
@@ -54,15 +54,25 @@ class SearchOptimizer(Optimizer):
     """Offline search over ``tunables`` (defaults to the op's ``tunables`` from the profile).
 
     ``max_moves_per_entry`` bounds how deep one entry is searched before the next is tried
-    (``None``: no bound). Raises OptimizerError from ``propose`` when the op declares no
-    tunables file or it is not one of the kernel files.
+    (``None``: no bound). ``knobs`` restricts the search to these knobs (a preset only when
+    every knob it changes is one of them), e.g. the space an exhaustive sweep covers. Raises
+    OptimizerError from ``propose`` when the op declares no tunables file, it is not one of the
+    kernel files, or a restricting knob is in no searched entry's space.
     """
 
     name = "search"
 
-    def __init__(self, tunables: str | None = None, max_moves_per_entry: int | None = None):
+    def __init__(
+        self,
+        tunables: str | None = None,
+        max_moves_per_entry: int | None = None,
+        knobs: Sequence[str] | str | None = None,
+    ):
         self.tunables = tunables
         self.max_moves_per_entry = max_moves_per_entry
+        if isinstance(knobs, str):
+            knobs = [k.strip() for k in knobs.split(",") if k.strip()]
+        self.knobs = frozenset(knobs) if knobs else None
         self.seen: list[Mapping[str, Any]] = []
 
     # -- protocol --------------------------------------------------------------------------
@@ -82,6 +92,7 @@ class SearchOptimizer(Optimizer):
         if text is None:
             text = (context.root / rel).read_text()
         t = parse_tunables(text)
+        self._check_knobs(t, context)
         for move in self.moves(t, context):
             entry, changes, family, direction = move
             new = set_knobs(text, entry.key, changes)
@@ -92,6 +103,17 @@ class SearchOptimizer(Optimizer):
 
     def observe(self, record: Mapping[str, Any]) -> None:
         self.seen.append(dict(record))
+
+    def _check_knobs(self, t: Tunables, ctx: OptimizerContext) -> None:
+        if self.knobs is None:
+            return
+        known = {k for e in _for_op(list(t.entries.values()), t, ctx.op) for k in t.knob_space(e)}
+        unknown = sorted(self.knobs - known)
+        if unknown:
+            raise OptimizerError(
+                f"--knobs {unknown} are in no searched entry's space of op {ctx.op!r}; "
+                f"choose from {sorted(known)}"
+            )
 
     # -- the order of moves ----------------------------------------------------------------
     def moves(self, t: Tunables, ctx: OptimizerContext):
@@ -105,6 +127,8 @@ class SearchOptimizer(Optimizer):
             fam_rank: dict[str, int] = {}
             knob_rank: dict[str, int] = {}
             for knob, value_rank, changes in _entry_moves(t, entry):
+                if self.knobs is not None and not set(changes) <= self.knobs:
+                    continue
                 family = "preset" if knob == "preset" else t.family(knob)
                 fam_rank.setdefault(family, len(fam_rank))
                 knob_rank.setdefault(knob, len(knob_rank))

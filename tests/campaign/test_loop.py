@@ -104,10 +104,12 @@ def test_example_gemm_bf16_rehearsal_runs_end_to_end(tmp_path):
     r = _ok(ratchet(dest, "resume", "--max-iterations", "1", "--pause"))
     assert "PAUSED" in r.stdout and not (cdir / "report.md").exists(), r.stdout
     assert len(_records(cdir)) == 2
-    r = _ok(ratchet(dest, "resume", "--max-iterations", "5"))  # the campaign's T3 is 2
+    # the campaign's T3 is 2; --knobs restricts the search to the named knob
+    r = _ok(ratchet(dest, "resume", "--max-iterations", "5", "--knobs", "num_stages"))
     recs = _records(cdir)
     assert recs[0]["status"] == "BASELINE" and len(recs) == 3, r.stdout
     assert recs[1]["direction"].startswith("CONFIGS/bf16")  # the search moved one knob
+    assert ":num_stages=" in recs[2]["direction"], recs[2]["direction"]
     assert re.search(r"stopped:\s+T3", r.stdout) and (cdir / "report.md").exists(), r.stdout
     assert "ratchet_example_gemm/configs.py" in (dest / "ratchet.yaml").read_text()
 
@@ -120,6 +122,8 @@ def test_run_refuses_bad_options(tmp_path):
     assert r.returncode == 2 and "search, agent, manual" in r.stderr
     r = ratchet(root, "run", "--yes")
     assert r.returncode == 2 and "--op" in r.stderr
+    r = ratchet(root, "run", "--op", "tiny_gemm", "--optimizer", "manual", "--knobs", "x", "-y")
+    assert r.returncode == 2 and "--knobs restricts the search optimizer" in r.stderr
     assert not (root / ".ratchet").exists()
 
 

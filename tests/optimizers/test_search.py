@@ -99,3 +99,16 @@ def test_refuses_a_tunables_file_outside_the_kernel_files(toy):
         SearchOptimizer().propose(rec.context())
     with pytest.raises(OptimizerError, match="no tunables"):
         SearchOptimizer().propose(RecordedRounds(toy, tunables=None).context())
+
+
+def test_knobs_restrict_every_move_and_a_wrong_knob_is_named(toy):
+    rec = RecordedRounds(toy, default_gain=-0.03)
+    proposals = rec.run(SearchOptimizer(knobs="num_stages"), 200)
+    assert proposals, "the restricted space still has moves"
+    assert {p.family for p in proposals} == {"num_stages"}
+    # the unrestricted search of the same project also moves other knobs
+    assert {
+        p.family for p in RecordedRounds(toy, default_gain=-0.03).run(SearchOptimizer(), 200)
+    } > {"num_stages"}
+    with pytest.raises(OptimizerError, match=r"\['block_q'\].*choose from"):
+        SearchOptimizer(knobs=["num_stages", "block_q"]).propose(RecordedRounds(toy).context())

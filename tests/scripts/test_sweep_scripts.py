@@ -1,0 +1,114 @@
+"""scripts/sweep_exhaustive.py and scripts/compare_sweep.py on the CPU: the scaffolded gemm_bf16
+example (interpreter, tiny shapes) swept over two knobs of its forward and backward entries,
+then its tree measured against the sweep's best with the paired A/B. The timings are
+meaningless; what is tested is that each configuration is really in force when measured, that
+the joint space is scored from the per-entry sweeps, and what the JSONs hold."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernel_ratchet.campaign.example import scaffold
+from kernel_ratchet.optimizers.tunables import parse_tunables, set_knobs
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+SCRIPT = SCRIPTS / "sweep_exhaustive.py"
+
+
+def _script(name: str = "sweep_exhaustive"):
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_applied_text_is_what_the_kernel_launches_with():
+    sweep = _script()
+    from kernel_ratchet.kernels.gemm import configs, kernel
+
+    path = Path(configs.__file__)
+    original = path.read_text()
+    before = kernel.config_for("bf16", 8, 8, 8)  # the name kernel.py imported
+    try:
+        sweep.apply_text(configs, set_knobs(original, "CONFIGS/bf16/tiny", {"block_m": 16}),
+                         str(path))  # fmt: skip
+        assert kernel.config_for("bf16", 8, 8, 8).block_m == 16 != before.block_m
+    finally:
+        sweep.apply_text(configs, original, str(path))
+    assert kernel.config_for("bf16", 8, 8, 8) == before
+    assert path.read_text() == original  # the file on disk is never written
+
+
+def test_each_phase_needs_exactly_one_entry():
+    sweep = _script()
+    assert sweep.parse_entries(["A=fwd", "B=bwd"], True) == {"A": "fwd", "B": "bwd"}
+    assert sweep.parse_entries(["A"], True) == {"A": "both"}
+    with pytest.raises(SystemExit, match="bwd phase"):
+        sweep.parse_entries(["A=fwd"], True)
+    with pytest.raises(SystemExit, match="fwd phase"):
+        sweep.parse_entries(["A=both", "B=fwd"], True)
+    with pytest.raises(SystemExit, match="one of"):
+        sweep.parse_entries(["A=step"], False)
+
+
+def test_compare_verdicts_say_which_bound_holds():
+    verdict = _script("compare_sweep").verdict
+    assert verdict(0.99, 0.975, 1.01, 0.97).startswith("MET: ")
+    assert verdict(0.98, 0.96, 1.0, 0.97).startswith("MET (point estimate)")
+    assert verdict(0.95, 0.93, 0.97, 0.97).startswith("MISSED")
+
+
+@pytest.mark.slow
+def test_sweep_of_the_rehearsal_example(tmp_path):
+    root, op = scaffold("gemm_bf16", tmp_path / "ex", rehearse=True)
+    out = tmp_path / "sweep.json"
+    env = {**os.environ, "PYTHONPATH": str(root), "TRITON_INTERPRET": "1"}
+    r = subprocess.run(
+        [sys.executable, str(SCRIPT), "--op", op, "--knobs", "num_warps,block_m",
+         "--entry", "CONFIGS/bf16/tiny=fwd", "--entry", "CONFIGS/bf16_bwd/tiny=bwd",
+         "--shapes", "2", "-o", str(out)],
+        cwd=root, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    d = json.loads(out.read_text())
+    # 2 warps x 3 block_m per entry, every one measured; 6 x 6 combinations scored
+    assert d["planned"] == {"CONFIGS/bf16/tiny": 6, "CONFIGS/bf16_bwd/tiny": 6}
+    fwd_rows, bwd_rows = d["measured"]["CONFIGS/bf16/tiny"], d["measured"]["CONFIGS/bf16_bwd/tiny"]
+    assert all("shapes" in row for row in fwd_rows + bwd_rows), r.stderr[-2000:]
+    assert d["combinations"] == 36 and len(d["shapes"]) == 2
+    # an entry's sweep times only the phase it governs
+    one = next(iter(fwd_rows[0]["shapes"].values()))
+    assert one["fwd"] and one["bwd"] is None
+    one = next(iter(bwd_rows[0]["shapes"].values()))
+    assert one["bwd"] and one["fwd"] is None
+    # best first, the shipped combination scored among them, best_text has the best values in
+    assert d["best"]["aggregate"] == max(c["aggregate"] for c in d["top"])
+    assert d["shipped_aggregate"] is not None and d["best"]["aggregate"] >= d["shipped_aggregate"]
+    t = parse_tunables(d["best_text"])
+    for entry, cfg in d["best"]["configs"].items():
+        assert {k: t.entries[entry].knobs[k].value for k in cfg} == cfg
+    assert (root / "ratchet_example_gemm/configs.py").read_text() != d["best_text"] or (
+        d["best"]["configs"] == d["shipped"]
+    )
+    # the tree (here: the shipped configuration) against the sweep's best, paired
+    cmp_out = tmp_path / "compare.json"
+    r = subprocess.run(
+        [sys.executable, str(SCRIPTS / "compare_sweep.py"), "--sweep", str(out), "-o",
+         str(cmp_out)],
+        cwd=root, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:] + r.stdout[-2000:]
+    c = json.loads(cmp_out.read_text())
+    assert c["shapes"] == [s["label"] for s in d["shapes"]] and c["rounds"] >= 3
+    assert c["same_configuration"] == (d["best"]["configs"] == d["shipped"])
+    lo, hi = c["ci"]
+    assert lo <= c["ratio"] <= hi and c["verdict"].split(":")[0] in (
+        "MET", "MET (point estimate)", "MISSED")  # fmt: skip
+    assert c["verdict"] in r.stdout
