@@ -44,7 +44,7 @@ def shapes_of(sweep: dict, campaign: Path | None) -> list[Shape]:
     if campaign is not None:
         from kernel_ratchet.campaign.manifest import load_manifest
 
-        dicts += load_manifest(campaign).representative_shape_dicts()
+        dicts += load_manifest(campaign).representative_shape_dicts
     seen, out = set(), []
     for d in dicts:
         if d["label"] not in seen:

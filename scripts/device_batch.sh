@@ -10,7 +10,9 @@
 #
 # PLAN: one job per line, "GPU|NAME|TIMEOUT_S|COMMAND" ('#' starts a comment). A job runs in the
 # copy with CUDA_VISIBLE_DEVICES=GPU, JOB_OUT=$BATCH/out/NAME (its files; its output goes to
-# JOB_OUT/log) and JOB_LIMIT (its time limit in seconds, after the budget cut). A queue never starts a job past BUDGET_S from the start and cuts each job's
+# JOB_OUT/log), JOB_LIMIT (its time limit in seconds, after the budget cut) and KEEP=$BATCH/keep
+# (a folder KEEP/X there comes back whole as $OUT/X.tgz at every harvest). A queue never starts
+# a job past BUDGET_S from the start and cuts each job's
 # timeout to what is left. Harvest: $OUT/batch.tgz (every job's folder, nvidia-smi samples,
 # the status lines) and $OUT/status.txt. Plans that ran are kept under scripts/device_plans/.
 set -u
@@ -32,7 +34,7 @@ queue() {  # queue GPU: run this GPU's jobs of the plan, in order
     status "gpu$gpu $name START (limit ${limit}s)"
     local s0 rc
     s0=$(date +%s)
-    (cd "$BATCH/repo" && CUDA_VISIBLE_DEVICES=$gpu JOB_OUT="$BATCH/out/$name" JOB_LIMIT=$limit \
+    (cd "$BATCH/repo" && CUDA_VISIBLE_DEVICES=$gpu JOB_OUT="$BATCH/out/$name" JOB_LIMIT=$limit KEEP="$BATCH/keep" \
       timeout -k 10 "$limit" bash -c "$cmd") > "$BATCH/out/$name/log" 2>&1 < /dev/null
     rc=$?
     status "gpu$gpu $name END rc=$rc after $(( $(date +%s) - s0 ))s"
@@ -45,12 +47,20 @@ harvest() {
   cp "$BATCH/status.txt" "$OUT/status.txt" 2>/dev/null
   tar czf "$OUT/batch.tgz" -C "$BATCH" out status.txt plan 2>/dev/null
   echo "== harvested $(du -h "$OUT/batch.tgz" | cut -f1) at $(date -u +%H:%M:%S)"
+  # Whole trees a job keeps under $BATCH/keep (a campaign's checkout): one pack each, taken
+  # at every harvest, so a job killed at its limit still leaves its last state behind.
+  for d in "$BATCH"/keep/*/; do
+    [[ -d "$d" ]] || continue
+    n=$(basename "$d")
+    tar czf "$OUT/$n.tgz" -C "$BATCH/keep" "$n" 2>/dev/null
+    echo "== kept $n: $(du -h "$OUT/$n.tgz" | cut -f1)"
+  done
 }
 
 case "${1:-}" in
   start)
     plan=$2; budget=$3
-    rm -rf "$BATCH"; mkdir -p "$BATCH/out"
+    rm -rf "$BATCH"; mkdir -p "$BATCH/out" "$BATCH/keep"
     cp -a . "$BATCH/repo"; cp "$plan" "$BATCH/plan"
     echo "$budget" > "$BATCH/budget"; date +%s > "$BATCH/t0"
     # Importable from any directory (workers, example projects, focused tests): a .pth file.

@@ -198,6 +198,16 @@ def combine(entries: dict[str, str], measured: dict[str, list[dict]], score_fn) 
     return combos
 
 
+def previous(old: dict, new: dict) -> dict[str, list[dict]]:
+    """The measured rows of an earlier run of the same sweep (same op, entries, knobs, shapes);
+    SystemExit when it was another sweep."""
+    same = ("op", "entries", "knobs", "shapes")
+    differ = [k for k in same if old.get(k) != new.get(k)]
+    if differ:
+        raise SystemExit(f"--resume: the existing output is another sweep (differs in {differ})")
+    return {e: list(rows) for e, rows in old.get("measured", {}).items()}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--op", required=True)
@@ -208,6 +218,12 @@ def main() -> int:
     p.add_argument("--shapes", type=int, default=5, help="without --campaign: N shapes of the set")
     p.add_argument("--profile", default=None)
     p.add_argument("--max-configs", type=int, default=200, help="per entry")
+    p.add_argument("--budget-s", type=float, default=math.inf,
+                   help="measure no configuration past this many seconds, then score what "
+                   "was measured")  # fmt: skip
+    p.add_argument("--resume", action="store_true",
+                   help="keep the measured configurations of an existing --output of the same "
+                   "sweep and measure only the others")  # fmt: skip
     p.add_argument("-o", "--output", default="sweep.json")
     args = p.parse_args()
     cuda = torch.cuda.is_available()
@@ -238,7 +254,7 @@ def main() -> int:
         from kernel_ratchet.campaign.manifest import load_manifest
 
         manifest = load_manifest(Path(args.campaign))
-        shapes = [Shape.from_dict(d) for d in manifest.representative_shape_dicts()]
+        shapes = [Shape.from_dict(d) for d in manifest.representative_shape_dicts]
     else:
         shapes = evenly(load_shapes(op.shapes), args.shapes)
     engine_name = "cuda_events" if cuda else "perf_counter"
@@ -256,10 +272,21 @@ def main() -> int:
     def save() -> None:
         Path(args.output).write_text(json.dumps(out, indent=1))
 
+    if args.resume and Path(args.output).exists():
+        kept = previous(json.loads(Path(args.output).read_text()), out)
+        for e, rows in kept.items():
+            measured[e].extend(rows)
+        print(f"resumed: {sum(map(len, kept.values()))} configurations kept", file=sys.stderr)
     t0, cases = time.monotonic(), {}
     try:
         for e, g in grids.items():
+            done = [r["config"] for r in measured[e]]
             for i, cfg in enumerate(g):
+                if cfg in done:
+                    continue
+                if time.monotonic() - t0 > args.budget_s:
+                    out["cut"] = f"--budget-s {args.budget_s:g} spent"
+                    break
                 apply_text(module, set_knobs(original, e, cfg), str(path))
                 c0 = time.monotonic()
                 res = measure_config(adapter, shapes, engine, entries[e], device, cases)

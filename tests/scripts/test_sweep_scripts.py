@@ -58,6 +58,29 @@ def test_each_phase_needs_exactly_one_entry():
         sweep.parse_entries(["A=step"], False)
 
 
+def _campaign(tmp_path: Path, shapes: list[dict], representative: list[str]) -> Path:
+    from dataclasses import fields
+
+    from kernel_ratchet.campaign.manifest import Manifest
+
+    values = {f.name: None for f in fields(Manifest)}
+    values.update(target_shapes=shapes, representative_shapes=representative, timing_params={},
+                  csv_schema={}, kernel_source=[])  # fmt: skip
+    cdir = tmp_path / "campaign"
+    cdir.mkdir()
+    Manifest(**values).save(cdir)
+    return cdir
+
+
+def test_compare_shapes_are_the_sweeps_then_the_campaigns_representative_ones(tmp_path):
+    shape = lambda label, m: {"label": label, "M": m, "N": 64, "K": 64, "B": 1}  # noqa: E731
+    cdir = _campaign(tmp_path, [shape("a", 16), shape("b", 32), shape("c", 48)], ["b", "c"])
+    sweep = {"shapes": [shape("c", 48), shape("d", 8)]}
+    got = _script("compare_sweep").shapes_of(sweep, cdir)
+    assert [(s.label, s.M) for s in got] == [("c", 48), ("d", 8), ("b", 32)]
+    assert [s.label for s in _script("compare_sweep").shapes_of(sweep, None)] == ["c", "d"]
+
+
 def test_compare_verdicts_say_which_bound_holds():
     verdict = _script("compare_sweep").verdict
     assert verdict(0.99, 0.975, 1.01, 0.97).startswith("MET: ")
@@ -97,6 +120,28 @@ def test_sweep_of_the_rehearsal_example(tmp_path):
     assert (root / "ratchet_example_gemm/configs.py").read_text() != d["best_text"] or (
         d["best"]["configs"] == d["shipped"]
     )
+    # a resumed sweep keeps every measured configuration; --budget-s 0 measures nothing more
+    again = subprocess.run(
+        [sys.executable, str(SCRIPT), "--op", op, "--knobs", "num_warps,block_m",
+         "--entry", "CONFIGS/bf16/tiny=fwd", "--entry", "CONFIGS/bf16_bwd/tiny=bwd",
+         "--shapes", "2", "-o", str(out), "--resume", "--budget-s", "0"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert again.returncode == 0 and "resumed: 12 configurations kept" in again.stderr
+    d2 = json.loads(out.read_text())
+    assert d2["measured"] == d["measured"] and d2["best"] == d["best"] and "cut" not in d2
+    with pytest.raises(SystemExit, match="differs in"):
+        _script().previous({**d, "knobs": ["num_warps"]}, d)
+    # --campaign: that campaign's representative shapes
+    cdir = _campaign(tmp_path, d["shapes"], [d["shapes"][1]["label"]])
+    one = subprocess.run(
+        [sys.executable, str(SCRIPT), "--op", op, "--knobs", "num_warps",
+         "--entry", "CONFIGS/bf16/tiny=fwd", "--entry", "CONFIGS/bf16_bwd/tiny=bwd",
+         "--campaign", str(cdir), "-o", str(tmp_path / "one.json")],
+        cwd=root, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert one.returncode == 0, one.stderr[-2000:]
+    assert json.loads((tmp_path / "one.json").read_text())["shapes"] == [d["shapes"][1]]
     # the tree (here: the shipped configuration) against the sweep's best, paired
     cmp_out = tmp_path / "compare.json"
     r = subprocess.run(
