@@ -21,6 +21,7 @@ import os
 import re
 import shlex
 import signal
+import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -81,6 +82,19 @@ def graceful_interrupt(stop_flag: threading.Event, say: Say) -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def too_short(left_s: float, took_s: list[float]) -> str | None:
+    """Why the time left cannot hold another round, or None: a round is started only when the
+    time left is at least the median of this run's rounds so far (the first always starts).
+    Stopping between rounds keeps a ``--max-duration`` run from being cut inside one (a cut
+    round is closed as interrupted and its measurement is lost)."""
+    if not took_s or math.isinf(left_s):
+        return None
+    typical = statistics.median(took_s)
+    if left_s >= typical:
+        return None
+    return f"has {left_s:.0f} s left, less than a typical round of this run ({typical:.0f} s)"
 
 
 def parse_duration(text: str | None) -> float | None:
@@ -232,6 +246,7 @@ def _loop(
     this run returns: T4 (the campaign ends) or PAUSED (``ratchet resume`` continues it)."""
     resume = "; `ratchet resume` continues the campaign" if budget_code == PAUSED else ""
     empty = 0
+    took: list[float] = []  # seconds of each validated round of this run
     while True:
         if c.state.termination:
             return c.state.termination["code"], c.state.termination["reason"]
@@ -241,6 +256,10 @@ def _loop(
             return budget_code, f"this run's budget ({max_iterations} rounds) is spent{resume}"
         if time.monotonic() >= deadline:
             return budget_code, f"this run's budget (--max-duration) is spent{resume}"
+        short = too_short(deadline - time.monotonic(), took)
+        if short:
+            return budget_code, f"this run's budget (--max-duration) {short}{resume}"
+        t_round = time.monotonic()
         n = c.state.next_round
         analysis = None
         try:
@@ -298,6 +317,7 @@ def _loop(
             lesson=f"direction {proposal.direction} did not pay on this incumbent",
         )
         res.rounds.append(rec)
+        took.append(time.monotonic() - t_round)
         opt.observe(rec)
         say(f"round-{n} {rec['status']} ({rec['category']}): {rec['reason']}")
         if on_round:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kernel_ratchet.campaign.loop import parse_duration
+from kernel_ratchet.campaign.loop import parse_duration, too_short
 from kernel_ratchet.errors import CampaignError
 from tests.campaign.conftest import KERNEL, campaign_dir, git, make_project, ratchet
 
@@ -159,3 +159,11 @@ def test_roofline_bound_and_efficiency_from_a_csv():
     assert by["big"]["bound"] == "compute" and abs(by["big"]["efficiency"] - 0.5) < 0.01
     assert by["thin"]["bound"] == "memory" and by["thin"]["roofline_tflops"] < 100
     assert 0 < efficiency(a) < 1 and a["efficiency"] == efficiency(a)
+
+
+def test_a_round_starts_only_when_the_time_left_holds_a_typical_one():
+    assert too_short(10.0, []) is None  # the first round always starts
+    assert too_short(float("inf"), [100.0]) is None  # no --max-duration
+    assert too_short(150.0, [100.0, 300.0, 120.0]) is None  # median 120 s fits
+    why = too_short(110.0, [100.0, 300.0, 120.0])
+    assert why == "has 110 s left, less than a typical round of this run (120 s)"
