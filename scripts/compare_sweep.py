@@ -8,7 +8,8 @@ A/B that decides campaign rounds: two isolated worker processes, shuffled interl
 (10, up to 40 while ambiguous), per-round secret inputs, bootstrap CIs, the primary metric of
 the op's campaign type. Shapes: the sweep's, plus the campaign's representative shapes with
 ``--campaign``. The ratio is the campaign's speed over the sweep best's (above 1: the campaign
-is faster); the target is met when it is at least ``--target`` (0.97).
+is faster); the target is met when it is at least ``--target`` (0.97). When the campaign's
+tunables file is the sweep's best itself, nothing is measured and the verdict says so.
 
     python scripts/compare_sweep.py --root CAMPAIGN_CHECKOUT --campaign CAMPAIGN_DIR \\
         --sweep sweep_bf16.json -o compare_bf16.json --logs compare_logs
@@ -71,6 +72,7 @@ def main() -> int:
     p.add_argument("--sweep", required=True, help="JSON of scripts/sweep_exhaustive.py")
     p.add_argument("--campaign", help="campaign dir: add its representative shapes")
     p.add_argument("--target", type=float, default=0.97)
+    p.add_argument("--k-max", type=int, help="round budget of the A/B (default: the campaigns')")
     p.add_argument("-o", "--output", default="compare.json")
     p.add_argument("--logs", help="keep the worker logs here")
     args = p.parse_args()
@@ -86,6 +88,19 @@ def main() -> int:
     params, k_start, k_max = paired_settings(cuda)
     phases = ["fwd", "bwd"] if op.campaign_type == "compute_fwd_bwd" else ["fwd"]
     final_text = (root / op.tunables).read_text()
+    if args.k_max:
+        k_max = max(args.k_max, k_start)
+    base = {"op": sweep["op"], "root": str(root), "campaign": str(campaign) if campaign else None,
+            "shapes": [s.label for s in shapes], "engine_params": params,
+            "same_configuration": final_text == sweep["best_text"], "target": args.target,
+            "sweep_best": sweep["best"],
+            "sweep_shipped_aggregate": sweep.get("shipped_aggregate")}  # fmt: skip
+    if base["same_configuration"]:
+        base["verdict"] = ("MET: the campaign ended at the sweep's best configuration itself "
+                           "(identical tunables file); nothing to measure")  # fmt: skip
+        Path(args.output).write_text(json.dumps(base, indent=1))
+        print(base["verdict"])
+        return 0
     with tempfile.TemporaryDirectory() as tmp:
         best_root = Path(tmp) / "sweep_best"
         shutil.copytree(root, best_root, ignore=SKIP)
@@ -101,11 +116,7 @@ def main() -> int:
         run = run_paired(spec(best_root), spec(root), shapes, phases=phases,
                          seed=secrets.randbits(63), k_start=k_start, k_max=k_max, log_dir=logs,
                          campaign_type=op.campaign_type, progress=print)  # fmt: skip
-    out = {"op": sweep["op"], "root": str(root), "campaign": str(campaign) if campaign else None,
-           "shapes": [s.label for s in shapes], "engine_params": params,
-           "same_configuration": final_text == sweep["best_text"], "target": args.target,
-           "sweep_best": sweep["best"], "sweep_shipped_aggregate": sweep.get("shipped_aggregate"),
-           "run": run.to_dict()}  # fmt: skip
+    out = {**base, "run": run.to_dict()}
     if not run.ok:
         out["verdict"] = f"FAILED: {run.failure.sentence()}"
         Path(args.output).write_text(json.dumps(out, indent=1))

@@ -142,18 +142,26 @@ def test_sweep_of_the_rehearsal_example(tmp_path):
     )  # fmt: skip
     assert one.returncode == 0, one.stderr[-2000:]
     assert json.loads((tmp_path / "one.json").read_text())["shapes"] == [d["shapes"][1]]
-    # the tree (here: the shipped configuration) against the sweep's best, paired
-    cmp_out = tmp_path / "compare.json"
-    r = subprocess.run(
-        [sys.executable, str(SCRIPTS / "compare_sweep.py"), "--sweep", str(out), "-o",
-         str(cmp_out)],
-        cwd=root, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert r.returncode == 0, r.stderr[-2000:] + r.stdout[-2000:]
-    c = json.loads(cmp_out.read_text())
-    assert c["shapes"] == [s["label"] for s in d["shapes"]] and c["rounds"] >= 3
-    assert c["same_configuration"] == (d["best"]["configs"] == d["shipped"])
+    # the tree (here: the shipped configuration) against a sweep best that differs from it:
+    # measured with the paired A/B; against one that is the same file: nothing to measure
+    shipped_text = (root / "ratchet_example_gemm/configs.py").read_text()
+    other = {**d, "best_text": set_knobs(shipped_text, "CONFIGS/bf16/tiny", {"num_warps": 8})}
+    assert other["best_text"] != shipped_text
+    for name, sweep_json in (("other", other), ("same", {**d, "best_text": shipped_text})):
+        (tmp_path / f"{name}.json").write_text(json.dumps(sweep_json))
+        r = subprocess.run(
+            [sys.executable, str(SCRIPTS / "compare_sweep.py"), "--sweep",
+             str(tmp_path / f"{name}.json"), "-o", str(tmp_path / f"cmp_{name}.json"),
+             "--k-max", "3"],
+            cwd=root, env=env, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert r.returncode == 0, r.stderr[-2000:] + r.stdout[-2000:]
+    c = json.loads((tmp_path / "cmp_other.json").read_text())
+    assert c["shapes"] == [s["label"] for s in d["shapes"]] and c["rounds"] == 3
+    assert not c["same_configuration"]
     lo, hi = c["ci"]
     assert lo <= c["ratio"] <= hi and c["verdict"].split(":")[0] in (
         "MET", "MET (point estimate)", "MISSED")  # fmt: skip
-    assert c["verdict"] in r.stdout
+    same = json.loads((tmp_path / "cmp_same.json").read_text())
+    assert same["same_configuration"] and "run" not in same
+    assert same["verdict"].startswith("MET: the campaign ended at the sweep's best")
