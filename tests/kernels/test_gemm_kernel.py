@@ -40,6 +40,22 @@ def test_fp16_forward_backward(label, cfg, device):
     assert_close({"out": out, "da": da, "db": db}, ad.reference(case), SNR_BF16)
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="interpreter test (CPU machines)")
+def test_warp_specialized_loop_computes_the_same_in_the_interpreter():
+    """``warp_specialize`` only annotates the k-loop: same results (interpreter only; on the
+    H200 it is measured with ``tune_h200 --only ws`` before any shipped config uses it, so the
+    campaigns' focused tests do not depend on how Triton lowers it)."""
+    shape = CPU_SHAPES["m50.n70.k200"]
+    ad = GemmFp16()
+    case = ad.make_case(shape, seed=4, device="cpu")
+    got = {}
+    for ws in (False, True):
+        with forced_config(SMALL["plain"].with_(warp_specialize=ws)):
+            got[ws] = (gemm(case.a, case.b), *gemm_backward(case.dout, case.a, case.b))
+    for plain, spec in zip(got[False], got[True], strict=True):
+        assert torch.equal(plain, spec)
+
+
 def test_autograd_function_through_adapter(device):
     """The adapter's outputs() runs GemmFunction forward + backward (the training path)."""
     ad = GemmFp16()

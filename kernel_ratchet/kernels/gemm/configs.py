@@ -32,6 +32,9 @@ class GemmConfig:
         split_k: number of K slices reduced with fp32 atomics (for small M*N with long K).
         k_unroll: blockwise only: 128-wide k-groups per loop iteration (1 or 2); 2 issues two
             wgmmas before the scaled accumulation waits on them.
+        warp_specialize: Triton's warp specialization of the k-loop (``tl.range(...,
+            warp_specialize=True)``: load and MMA partitions); not measured on the H200 yet,
+            so no shipped entry and no search value uses it.
     """
 
     block_m: int = 128
@@ -44,6 +47,7 @@ class GemmConfig:
     use_tma: bool = False
     split_k: int = 1
     k_unroll: int = 1
+    warp_specialize: bool = False
 
     def with_(self, **kw: object) -> GemmConfig:
         """A copy with some fields changed (used by sweeps and tests)."""

@@ -83,6 +83,7 @@ def _gemm_tile(
     A_KMAJOR: tl.constexpr, B_KMAJOR: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr, USE_TMA: tl.constexpr, K_UNROLL: tl.constexpr,
+    WARP_SPECIALIZE: tl.constexpr,
 ):  # fmt: skip
     """One output tile (and one K slice when SPLIT_K > 1)."""
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -132,7 +133,8 @@ def _gemm_tile(
                           mask=has1, other=0.0)  # fmt: skip
             acc += p0 * (sa0[:, None] * sb0[None, :]) + p1 * (sa1[:, None] * sb1[None, :])
         kt1 = kt0  # the generic loop below is skipped
-    for kt in range(kt0, kt1):
+    # warp_specialize=False builds the same loop as a plain range (no loop attribute)
+    for kt in tl.range(kt0, kt1, warp_specialize=WARP_SPECIALIZE):
         if USE_TMA:
             if A_KMAJOR:
                 a = a_src.load([off_m, kt * BLOCK_K])
@@ -178,6 +180,7 @@ def _gemm_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr, USE_TMA: tl.constexpr,
     PERSISTENT: tl.constexpr, NUM_SMS: tl.constexpr, K_UNROLL: tl.constexpr,
+    WARP_SPECIALIZE: tl.constexpr,
 ):  # fmt: skip
     """Grid: one program per (tile, K slice), or NUM_SMS programs looping when PERSISTENT."""
     if USE_TMA:
@@ -206,6 +209,7 @@ def _gemm_kernel(
                 stride_am, stride_ak, stride_bn, stride_bk, stride_cm, stride_cn,
                 stride_sam, stride_sak, stride_sbn, stride_sbk, SCALE_MODE, SB_GROUP_N,
                 A_KMAJOR, B_KMAJOR, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLIT_K, USE_TMA, K_UNROLL,
+                WARP_SPECIALIZE,
             )  # fmt: skip
     else:
         _gemm_tile(
@@ -213,6 +217,7 @@ def _gemm_kernel(
             stride_am, stride_ak, stride_bn, stride_bk, stride_cm, stride_cn,
             stride_sam, stride_sak, stride_sbn, stride_sbk, SCALE_MODE, SB_GROUP_N,
             A_KMAJOR, B_KMAJOR, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLIT_K, USE_TMA, K_UNROLL,
+            WARP_SPECIALIZE,
         )  # fmt: skip
 
 
@@ -324,6 +329,7 @@ def matmul(
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, GROUP_M=cfg.group_m,
         SPLIT_K=split_k, USE_TMA=use_tma, PERSISTENT=cfg.persistent, NUM_SMS=num_sms,
         K_UNROLL=cfg.k_unroll if scale_mode == SCALE_BLOCK else 1,
+        WARP_SPECIALIZE=cfg.warp_specialize,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )  # fmt: skip
     return c if split_k == 1 else c.to(out_dtype)

@@ -1,6 +1,6 @@
 """One-call H200 sweep of the GEMM configs (structural switches and tiles), with checks.
 
-    python -m kernel_ratchet.kernels.gemm.tune_h200 [--out DIR] [--budget-s 200]
+    python -m kernel_ratchet.kernels.gemm.tune_h200 [--out DIR] [--budget-s 200] [--only ws]
 
 For each kind and operand layout a short list of candidate configs is checked (SNR of the
 output against fp32) and timed with ``triton.testing.do_bench`` (median) on a few model shapes,
@@ -75,6 +75,14 @@ FP8_BLOCK_2 = [
     C(64, 128, 128, num_warps=4, num_stages=4, use_tma=True),
     C(128, 128, 128, num_warps=8, num_stages=4, use_tma=True, persistent=True, k_unroll=2),
 ]
+# Warp specialization of the k-loop (--only ws): the shipped configs with and without it.
+WS_BASE = {
+    "bf16.fwd": [C(128, 256, 64, num_warps=8, num_stages=4, persistent=True, use_tma=True),
+                 C(128, 256, 64, num_warps=8, num_stages=3, use_tma=True)],
+    "fp8.fwd": [C(128, 256, 128, num_warps=8, num_stages=4, persistent=True, use_tma=True)],
+    "fp8_block.fwd": [C(64, 128, 128, num_warps=4, num_stages=4, use_tma=True),
+                      C(128, 128, 128, num_warps=8, num_stages=4, use_tma=True)],
+}  # fmt: skip
 ONLY: str | None = None
 
 
@@ -139,6 +147,18 @@ def _sweep_shape(
         results.append({"shape": [M, N, K], "what": k, "cfg": "vendor", "ms": v,
                         "tflops": _tf(M, N, K, v), "snr": None})  # fmt: skip
     cases = []
+    kernels = {
+        "bf16.fwd": lambda c: matmul(a, b, config=c),
+        "fp8.fwd": lambda c: matmul(qa.data, qb.data, scale_mode=SCALE_TENSOR, a_scale=qa.scale,
+                                    b_scale=qb.scale, config=c),
+        "fp8_block.fwd": lambda c: matmul(ba.data, bb.data, scale_mode=SCALE_BLOCK,
+                                          a_scale=ba.scale, b_scale=bb.scale, config=c),
+    }  # fmt: skip
+    if ONLY == "ws":
+        for what, cfgs in WS_BASE.items():
+            for cfg in cfgs:
+                for ws in (False, True):
+                    cases.append((what, cfg.with_(warp_specialize=ws), kernels[what], ref))
     if ONLY == "fp8_block":
         for cfg in FP8_BLOCK_2:
             cases.append(("fp8_block.fwd", cfg, lambda c: matmul(
@@ -190,7 +210,8 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--out", default=os.environ.get("OUT", "."))
     p.add_argument("--budget-s", type=float, default=200.0)
-    p.add_argument("--only", choices=["fp8_block"], default=None, help="second-round sweep")
+    p.add_argument("--only", choices=["fp8_block", "ws"], default=None,
+                   help="second round: blockwise tiles, or warp specialization on/off")  # fmt: skip
     p.add_argument("--smoke", action="store_true", help="CPU interpreter, one tiny shape")
     args = p.parse_args()
     global DEVICE, SHAPES, ONLY
@@ -218,7 +239,7 @@ def main() -> None:
 def _short(c: GemmConfig) -> str:
     return (f"{c.block_m}x{c.block_n}x{c.block_k} w{c.num_warps} s{c.num_stages}"
             f"{' tma' if c.use_tma else ''}{' pers' if c.persistent else ''}"
-            f"{' ku2' if c.k_unroll == 2 else ''}")  # fmt: skip
+            f"{' ku2' if c.k_unroll == 2 else ''}{' ws' if c.warp_specialize else ''}")  # fmt: skip
 
 
 def _table(results: list[dict]) -> None:
