@@ -33,7 +33,8 @@ class GemmConfig:
         k_unroll: blockwise only: 128-wide k-groups per loop iteration (1 or 2); 2 issues two
             wgmmas before the scaled accumulation waits on them.
         warp_specialize: Triton's warp specialization of the k-loop (``tl.range(...,
-            warp_specialize=True)``: load and MMA partitions); not measured on the H200 yet,
+            warp_specialize=True)``: load and MMA partitions); not measured on the H200 yet
+            (``tune_h200 --only probes``),
             so no shipped entry and no search value uses it.
     """
 

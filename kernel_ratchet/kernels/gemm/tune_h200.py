@@ -1,6 +1,6 @@
 """One-call H200 sweep of the GEMM configs (structural switches and tiles), with checks.
 
-    python -m kernel_ratchet.kernels.gemm.tune_h200 [--out DIR] [--budget-s 200] [--only ws]
+    python -m kernel_ratchet.kernels.gemm.tune_h200 [--out DIR] [--budget-s 200] [--only probes]
 
 For each kind and operand layout a short list of candidate configs is checked (SNR of the
 output against fp32) and timed with ``triton.testing.do_bench`` (median) on a few model shapes,
@@ -75,7 +75,7 @@ FP8_BLOCK_2 = [
     C(64, 128, 128, num_warps=4, num_stages=4, use_tma=True),
     C(128, 128, 128, num_warps=8, num_stages=4, use_tma=True, persistent=True, k_unroll=2),
 ]
-# Warp specialization of the k-loop (--only ws): the shipped configs with and without it.
+# Warp specialization of the k-loop (--only probes): the shipped configs with and without it.
 WS_BASE = {
     "bf16.fwd": [C(128, 256, 64, num_warps=8, num_stages=4, persistent=True, use_tma=True),
                  C(128, 256, 64, num_warps=8, num_stages=3, use_tma=True)],
@@ -154,11 +154,19 @@ def _sweep_shape(
         "fp8_block.fwd": lambda c: matmul(ba.data, bb.data, scale_mode=SCALE_BLOCK,
                                           a_scale=ba.scale, b_scale=bb.scale, config=c),
     }  # fmt: skip
-    if ONLY == "ws":
+    if ONLY == "probes":
         for what, cfgs in WS_BASE.items():
             for cfg in cfgs:
                 for ws in (False, True):
                     cases.append((what, cfg.with_(warp_specialize=ws), kernels[what], ref))
+        # The same activation scales stored M-major ([K/128, M] in memory, read through the
+        # kernel's scale strides): a k-group's BLOCK_M scales become one contiguous load
+        # instead of BLOCK_M loads K/128 floats apart.
+        sa_mmajor = ba.scale.t().contiguous().t()
+        for cfg in WS_BASE["fp8_block.fwd"]:
+            cases.append(("fp8_block.fwd.sa_mmajor", cfg, lambda c: matmul(
+                ba.data, bb.data, scale_mode=SCALE_BLOCK, a_scale=sa_mmajor, b_scale=bb.scale,
+                config=c), ref))  # fmt: skip
     if ONLY == "fp8_block":
         for cfg in FP8_BLOCK_2:
             cases.append(("fp8_block.fwd", cfg, lambda c: matmul(
@@ -210,8 +218,9 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--out", default=os.environ.get("OUT", "."))
     p.add_argument("--budget-s", type=float, default=200.0)
-    p.add_argument("--only", choices=["fp8_block", "ws"], default=None,
-                   help="second round: blockwise tiles, or warp specialization on/off")  # fmt: skip
+    p.add_argument("--only", choices=["fp8_block", "probes"], default=None,
+                   help="second round: blockwise tiles; or probes: warp specialization on/off "
+                   "and M-major blockwise activation scales")  # fmt: skip
     p.add_argument("--smoke", action="store_true", help="CPU interpreter, one tiny shape")
     args = p.parse_args()
     global DEVICE, SHAPES, ONLY
