@@ -34,8 +34,7 @@ class GemmConfig:
             wgmmas before the scaled accumulation waits on them.
         warp_specialize: Triton's warp specialization of the k-loop (``tl.range(...,
             warp_specialize=True)``: load and MMA partitions); not measured on the H200 yet
-            (``tune_h200 --only probes``),
-            so no shipped entry and no search value uses it.
+            (``tune_h200 --only probes``), so no shipped entry and no search value uses it.
     """
 
     block_m: int = 128
