@@ -442,7 +442,9 @@ def run(
 
 @app.command()
 def resume(
-    optimizer: str = typer.Option("search", help="search | agent | manual"),
+    optimizer: str | None = typer.Option(
+        None, help="search | agent | manual (default: the optimizer of the campaign's last run)"
+    ),
     max_iterations: int = typer.Option(20, help="rounds in this run"),
     max_duration: str | None = typer.Option(None, help="time budget, e.g. 2h, 90m"),
     agent_cmd: str | None = typer.Option(None, help="agent command template ({prompt_file})"),
@@ -453,13 +455,23 @@ def resume(
     profile: Path | None = ProfileOpt,
     campaign: str | None = CampaignOpt,
 ):
-    """Continue an interrupted or paused `ratchet run` (the round in flight is closed first;
-    give the same --optimizer and --knobs as the run)."""
+    """Continue an interrupted or paused `ratchet run` (the round in flight is closed first).
+    Without --optimizer and --knobs, the campaign is driven as its last run was (its recorded
+    optimizer and knobs; an agent's command is given again with --agent-cmd), or by the search
+    after a manual run."""
     from kernel_ratchet.campaign.locate import find_campaign
+    from kernel_ratchet.campaign.loop import recorded_optimizer
 
     prof = _profile(profile)
-    name = campaign or find_campaign(prof).name
-    opt = _optimizer(optimizer, agent_cmd, agent_timeout, knobs)
+    cdir = find_campaign(prof, campaign)
+    name = cdir.name
+    last = recorded_optimizer(cdir) or {}
+    if optimizer is None and knobs is None and last and last.get("name") != "manual":
+        optimizer = last.get("name", "search")
+        knobs = ",".join(last.get("knobs") or []) or None
+        err.print(f"resuming with the {optimizer} optimizer of the last run"
+                  + (f", knobs {knobs}" if knobs else ""))  # fmt: skip
+    opt = _optimizer(optimizer or "search", agent_cmd, agent_timeout, knobs)
     _drive(prof, None, name, opt, max_iterations=max_iterations, max_duration=max_duration,
            efficiency_target=efficiency_target, init={}, pause=pause)  # fmt: skip
 

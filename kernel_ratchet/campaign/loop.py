@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import json
 import math
 import os
 import re
@@ -33,6 +34,7 @@ from kernel_ratchet.campaign import finish, rounds
 from kernel_ratchet.campaign.analyze import analyze_campaign, efficiency
 from kernel_ratchet.campaign.create import create_campaign, define_target, preflight
 from kernel_ratchet.campaign.engine import Campaign
+from kernel_ratchet.campaign.fsutil import atomic_write_json
 from kernel_ratchet.campaign.locate import find_campaign
 from kernel_ratchet.campaign.state import Phase
 from kernel_ratchet.campaign.tips import read_tips, tips_path
@@ -50,6 +52,16 @@ Say = Callable[[str], None]
 MAX_EMPTY_PROPOSALS = 3
 #: Stop code of an interactive optimizer handing over: no REPORT, the campaign goes on.
 PAUSED = "PAUSED"
+#: The settings of the optimizer that drove the campaign's latest run (``ratchet resume``
+#: drives it the same way unless told otherwise).
+OPTIMIZER_FILE = "optimizer.json"
+
+
+def recorded_optimizer(campaign_dir: Path) -> dict[str, Any] | None:
+    """The settings of the optimizer of the campaign's latest ``ratchet run``/``resume``
+    (:meth:`~kernel_ratchet.optimizers.base.Optimizer.settings`), or None before any."""
+    path = Path(campaign_dir) / OPTIMIZER_FILE
+    return json.loads(path.read_text()) if path.exists() else None
 
 
 @dataclass
@@ -211,6 +223,7 @@ def run_campaign(
     deadline = time.monotonic() + max_duration_s if max_duration_s else math.inf
     with Campaign(profile, cdir, say=say) as c:
         c.recover()
+        atomic_write_json(cdir / OPTIMIZER_FILE, optimizer.settings())
         if c.state.phase is Phase.INITIALIZED:
             c.baseline()
             say(f"BASELINE done; representative shapes: {', '.join(c.m.representative_shapes)}")

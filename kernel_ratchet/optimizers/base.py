@@ -171,6 +171,11 @@ class Optimizer(ABC):
     def observe(self, record: Mapping[str, Any]) -> None:  # noqa: B027 - optional hook
         """See a closed round's frozen record (default: ignore it)."""
 
+    def settings(self) -> dict[str, Any]:
+        """What ``ratchet resume`` needs to drive the campaign the same way (recorded in the
+        campaign; no secrets: an agent's command is given again)."""
+        return {"name": self.name}
+
 
 #: name -> "module:attr", imported on first use (an optional dependency stays optional).
 OPTIMIZERS: dict[str, str] = {

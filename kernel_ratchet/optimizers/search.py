@@ -104,6 +104,9 @@ class SearchOptimizer(Optimizer):
     def observe(self, record: Mapping[str, Any]) -> None:
         self.seen.append(dict(record))
 
+    def settings(self) -> dict[str, Any]:
+        return {"name": self.name, "knobs": sorted(self.knobs) if self.knobs else None}
+
     def _check_knobs(self, t: Tunables, ctx: OptimizerContext) -> None:
         if self.knobs is None:
             return

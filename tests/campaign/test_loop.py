@@ -94,22 +94,26 @@ def test_example_gemm_bf16_rehearsal_runs_end_to_end(tmp_path):
     # open when a run's budget is spent (here 1 s: spent during the BASELINE, so 0 rounds)
     r = _ok(ratchet(tmp_path, "run", "--example", "gemm_bf16", "--dest", str(dest),
                     "--rehearse", "--max-iterations", "2", "--max-duration", "1s", "--pause",
-                    "--yes"))  # fmt: skip
+                    "--knobs", "num_stages", "--yes"))  # fmt: skip
     assert "meaningless for tuning" in r.stderr
     cdir = campaign_dir(dest)
     state = json.loads((cdir / "state.json").read_text())
     assert "PAUSED" in r.stdout and "ratchet resume" in r.stdout, r.stdout
     assert state["phase"] == "OPTIMIZING" and not (cdir / "report.md").exists()
     assert [x["status"] for x in _records(cdir)] == ["BASELINE"]
+    # the run's optimizer and --knobs are recorded: a plain resume drives the campaign the same
+    assert json.loads((cdir / "optimizer.json").read_text()) == {
+        "name": "search", "knobs": ["num_stages"]}  # fmt: skip
     r = _ok(ratchet(dest, "resume", "--max-iterations", "1", "--pause"))
     assert "PAUSED" in r.stdout and not (cdir / "report.md").exists(), r.stdout
+    assert "search optimizer of the last run, knobs num_stages" in r.stderr
     assert len(_records(cdir)) == 2
-    # the campaign's T3 is 2; --knobs restricts the search to the named knob
-    r = _ok(ratchet(dest, "resume", "--max-iterations", "5", "--knobs", "num_stages"))
+    r = _ok(ratchet(dest, "resume", "--max-iterations", "5"))  # the campaign's T3 is 2
     recs = _records(cdir)
     assert recs[0]["status"] == "BASELINE" and len(recs) == 3, r.stdout
-    assert recs[1]["direction"].startswith("CONFIGS/bf16")  # the search moved one knob
-    assert ":num_stages=" in recs[2]["direction"], recs[2]["direction"]
+    # the search moved one knob per round, the one --knobs allows
+    assert all(x["direction"].startswith("CONFIGS/bf16") for x in recs[1:])
+    assert all(":num_stages=" in x["direction"] for x in recs[1:]), recs
     assert re.search(r"stopped:\s+T3", r.stdout) and (cdir / "report.md").exists(), r.stdout
     assert "ratchet_example_gemm/configs.py" in (dest / "ratchet.yaml").read_text()
 
