@@ -54,6 +54,23 @@ def shapes_of(sweep: dict, campaign: Path | None) -> list[Shape]:
     return out
 
 
+def same_space(sweep: dict, campaign: Path | None) -> str | None:
+    """Why the campaign's search space is not the sweep's (its recorded ``--knobs``), or None
+    (also when there is no campaign record to compare)."""
+    if campaign is None:
+        return None
+    from kernel_ratchet.campaign.loop import recorded_optimizer
+
+    last = recorded_optimizer(campaign)
+    if not last or last.get("name") != "search":
+        return None
+    knobs = sorted(last.get("knobs") or [])
+    if knobs != sorted(sweep["knobs"]):
+        return (f"the campaign's search moved {knobs or 'every knob'}, the sweep covered "
+                f"{sorted(sweep['knobs'])}: not the same space")  # fmt: skip
+    return None
+
+
 def verdict(ratio: float, lo: float, hi: float, target: float) -> str:
     """The sentence of the comparison (ratio = campaign speed / sweep-best speed)."""
     pct = f"{ratio:.1%} of the sweep's best [{lo:.1%}, {hi:.1%}]"
@@ -90,7 +107,11 @@ def main() -> int:
     final_text = (root / op.tunables).read_text()
     if args.k_max:
         k_max = max(args.k_max, k_start)
-    base = {"op": sweep["op"], "root": str(root), "campaign": str(campaign) if campaign else None,
+    space = same_space(sweep, campaign)
+    if space:
+        print(f"warning: {space}", file=sys.stderr)
+    base = {"space_warning": space,
+            "op": sweep["op"], "root": str(root), "campaign": str(campaign) if campaign else None,
             "shapes": [s.label for s in shapes], "engine_params": params,
             "same_configuration": final_text == sweep["best_text"], "target": args.target,
             "sweep_best": sweep["best"],

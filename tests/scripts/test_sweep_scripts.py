@@ -81,6 +81,18 @@ def test_compare_shapes_are_the_sweeps_then_the_campaigns_representative_ones(tm
     assert [s.label for s in _script("compare_sweep").shapes_of(sweep, None)] == ["c", "d"]
 
 
+def test_compare_checks_the_campaign_searched_the_swept_space(tmp_path):
+    same_space = _script("compare_sweep").same_space
+    sweep = {"knobs": ["num_warps", "block_m"]}
+    cdir = tmp_path / "c"
+    cdir.mkdir()
+    assert same_space(sweep, None) is None and same_space(sweep, cdir) is None  # no record
+    (cdir / "optimizer.json").write_text('{"name": "search", "knobs": ["block_m", "num_warps"]}')
+    assert same_space(sweep, cdir) is None
+    (cdir / "optimizer.json").write_text('{"name": "search", "knobs": null}')
+    assert "moved every knob" in same_space(sweep, cdir)
+
+
 def test_compare_verdicts_say_which_bound_holds():
     verdict = _script("compare_sweep").verdict
     assert verdict(0.99, 0.975, 1.01, 0.97).startswith("MET: ")
