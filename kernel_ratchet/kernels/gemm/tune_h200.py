@@ -146,53 +146,39 @@ def _sweep_shape(
     for k, v in vend.items():
         results.append({"shape": [M, N, K], "what": k, "cfg": "vendor", "ms": v,
                         "tflops": _tf(M, N, K, v), "snr": None})  # fmt: skip
-    cases = []
-    kernels = {
-        "bf16.fwd": lambda c: matmul(a, b, config=c),
-        "fp8.fwd": lambda c: matmul(qa.data, qb.data, scale_mode=SCALE_TENSOR, a_scale=qa.scale,
-                                    b_scale=qb.scale, config=c),
-        "fp8_block.fwd": lambda c: matmul(ba.data, bb.data, scale_mode=SCALE_BLOCK,
-                                          a_scale=ba.scale, b_scale=bb.scale, config=c),
+    # (kernel under a config, reference) per GEMM; every case list below draws from this
+    gemms = {
+        "bf16.fwd": (lambda c: matmul(a, b, config=c), ref),
+        "bf16.da": (lambda c: matmul(d, b, b_kmajor=False, config=c), ref_da),
+        "bf16.db": (lambda c: matmul(d, a, a_kmajor=False, b_kmajor=False, config=c), ref_db),
+        "fp8.fwd": (lambda c: matmul(qa.data, qb.data, scale_mode=SCALE_TENSOR,
+                                     a_scale=qa.scale, b_scale=qb.scale, config=c), ref),
+        "fp8_block.fwd": (lambda c: matmul(ba.data, bb.data, scale_mode=SCALE_BLOCK,
+                                           a_scale=ba.scale, b_scale=bb.scale, config=c), ref),
+        "fp8_block.db": (lambda c: matmul(bdt.data, bat.data, scale_mode=SCALE_BLOCK,
+                                          a_scale=bdt.scale, b_scale=bat.scale,
+                                          b_scale_group_n=1, config=c), ref_db),
     }  # fmt: skip
     if ONLY == "probes":
-        for what, cfgs in WS_BASE.items():
-            for cfg in cfgs:
-                for ws in (False, True):
-                    cases.append((what, cfg.with_(warp_specialize=ws), kernels[what], ref))
         # The same activation scales stored M-major ([K/128, M] in memory, read through the
         # kernel's scale strides): a k-group's BLOCK_M scales become one contiguous load
         # instead of BLOCK_M loads K/128 floats apart.
         sa_mmajor = ba.scale.t().contiguous().t()
-        for cfg in WS_BASE["fp8_block.fwd"]:
-            cases.append(("fp8_block.fwd.sa_mmajor", cfg, lambda c: matmul(
-                ba.data, bb.data, scale_mode=SCALE_BLOCK, a_scale=sa_mmajor, b_scale=bb.scale,
-                config=c), ref))  # fmt: skip
-    if ONLY == "fp8_block":
-        for cfg in FP8_BLOCK_2:
-            cases.append(("fp8_block.fwd", cfg, lambda c: matmul(
-                ba.data, bb.data, scale_mode=SCALE_BLOCK, a_scale=ba.scale, b_scale=bb.scale,
-                config=c), ref))  # fmt: skip
-            cases.append(("fp8_block.db", cfg, lambda c: matmul(
-                bdt.data, bat.data, scale_mode=SCALE_BLOCK, a_scale=bdt.scale, b_scale=bat.scale,
-                b_scale_group_n=1, config=c), ref_db))  # fmt: skip
-    for cfg in BF16 if ONLY is None else []:
-        cases.append(("bf16.fwd", cfg, lambda c: matmul(a, b, config=c), ref))
-    for cfg in BF16[:3] + BF16[4:5] if ONLY is None else []:
-        cases.append(("bf16.da", cfg, lambda c: matmul(d, b, b_kmajor=False, config=c), ref_da))
-        cases.append(("bf16.db", cfg, lambda c: matmul(d, a, a_kmajor=False, b_kmajor=False,
-                                                       config=c), ref_db))  # fmt: skip
-    for cfg in FP8 if ONLY is None else []:
-        cases.append(("fp8.fwd", cfg, lambda c: matmul(
-            qa.data, qb.data, scale_mode=SCALE_TENSOR, a_scale=qa.scale, b_scale=qb.scale,
-            config=c), ref))  # fmt: skip
-    for cfg in FP8_BLOCK if ONLY is None else []:
-        cases.append(("fp8_block.fwd", cfg, lambda c: matmul(
-            ba.data, bb.data, scale_mode=SCALE_BLOCK, a_scale=ba.scale, b_scale=bb.scale,
-            config=c), ref))  # fmt: skip
-    for cfg in FP8_BLOCK[:1] + FP8_BLOCK[2:5] if ONLY is None else []:
-        cases.append(("fp8_block.db", cfg, lambda c: matmul(
-            bdt.data, bat.data, scale_mode=SCALE_BLOCK, a_scale=bdt.scale, b_scale=bat.scale,
-            b_scale_group_n=1, config=c), ref_db))  # fmt: skip
+        gemms["fp8_block.fwd.sa_mmajor"] = (lambda c: matmul(
+            ba.data, bb.data, scale_mode=SCALE_BLOCK, a_scale=sa_mmajor, b_scale=bb.scale,
+            config=c), ref)  # fmt: skip
+        plan = [(what, cfg.with_(warp_specialize=ws)) for what, cfgs in WS_BASE.items()
+                for cfg in cfgs for ws in (False, True)]  # fmt: skip
+        plan += [("fp8_block.fwd.sa_mmajor", cfg) for cfg in WS_BASE["fp8_block.fwd"]]
+    elif ONLY == "fp8_block":
+        plan = [(what, cfg) for cfg in FP8_BLOCK_2 for what in ("fp8_block.fwd", "fp8_block.db")]
+    else:
+        plan = [("bf16.fwd", cfg) for cfg in BF16]
+        plan += [(what, cfg) for cfg in BF16[:3] + BF16[4:5] for what in ("bf16.da", "bf16.db")]
+        plan += [("fp8.fwd", cfg) for cfg in FP8]
+        plan += [("fp8_block.fwd", cfg) for cfg in FP8_BLOCK]
+        plan += [("fp8_block.db", cfg) for cfg in FP8_BLOCK[:1] + FP8_BLOCK[2:5]]
+    cases = [(what, cfg, *gemms[what]) for what, cfg in plan]
     for what, cfg, fn, r in cases:
         if time.time() - t0 > budget_s:
             print("budget reached, stopping sweep", flush=True)
