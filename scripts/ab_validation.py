@@ -113,6 +113,7 @@ def _row(t: int, wall_s: float, run, params: dict) -> dict:
         row.update(status=d.status.value, verdict=d.verdict_aggregate.value,
                    ratio=d.aggregate_ratio, ci=[d.aggregate_ci_low, d.aggregate_ci_high],
                    rounds=run.rounds, reason=d.reason, regressions=list(d.regressions),
+                   regressed=list(d.regressed),
                    shape_verdicts={r.label: r.verdict.value for r in d.per_shape},
                    shape_ratios={r.label: [r.ratio, r.ci_low, r.ci_high] for r in d.per_shape},
                    times=run.to_dict()["times"], order=[list(o) for o in run.order])  # fmt: skip
@@ -132,10 +133,13 @@ def round_spread(rows: list[dict]) -> float | None:
 
 
 def regression_rollback(row: dict, threshold: float = 0.05) -> bool:
-    """Rolled back by gate 1 (:mod:`kernel_ratchet.scoring.paired`): a named shape reads
-    ``threshold`` or more slower with a CI that confirms it. A decision's ``regressions`` also
-    name shapes confirmed slower by less (a trade-off, or beside a "no gain" rollback); those
-    are counted apart (:func:`small_slower`)."""
+    """Rolled back by gate 1: the decision's ``regressed`` shapes (confirmed ``threshold`` or
+    more slower). Its ``regressions`` also name shapes confirmed slower by less (a trade-off,
+    or beside a "no gain" rollback); those are counted apart (:func:`small_slower`). Rows
+    written before ``regressed`` was recorded (2026-11-30 02:27 run) derive it from their
+    named shapes' ratios."""
+    if "regressed" in row:
+        return bool(row["regressed"])
     ratios = row.get("shape_ratios") or {}
     return row.get("status") != "ACCEPTED" and any(
         ratios[s][0] <= 1.0 - threshold for s in row.get("regressions") or () if s in ratios

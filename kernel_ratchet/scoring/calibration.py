@@ -95,10 +95,7 @@ class Calibration:
 
 def false_regression(decision: PairedDecision) -> bool:
     """Whether a shape is SLOWER by at least the decision's regression threshold."""
-    thr = decision.regression_threshold
-    return any(
-        r.verdict is PairedVerdict.SLOWER and r.ratio <= 1.0 - thr for r in decision.per_shape
-    )
+    return bool(decision.regressed)
 
 
 def min_detectable_effect(

@@ -182,6 +182,11 @@ class ShapeRow:
                 "n_rounds": self.n_rounds, "phase_ratios": dict(self.phase_ratios)}  # fmt: skip
 
 
+def confirmed_regressions(rows: Sequence[ShapeRow], threshold: float) -> list[ShapeRow]:
+    """Shapes that read ``threshold`` or more slower with a CI that confirms it (gate 1)."""
+    return [r for r in rows if r.verdict is PairedVerdict.SLOWER and r.ratio <= 1.0 - threshold]
+
+
 @dataclass(frozen=True)
 class PairedDecision:
     """The paired decision and the numbers behind it (ratios are speed ratios, >1 faster).
@@ -214,6 +219,13 @@ class PairedDecision:
     @property
     def gain(self) -> float:
         return self.aggregate_ratio - 1.0
+
+    @property
+    def regressed(self) -> tuple[str, ...]:
+        """The shapes of a gate-1 rollback: confirmed slower by at least the threshold
+        (``regressions`` also names shapes confirmed slower by less)."""
+        return tuple(r.label for r in confirmed_regressions(self.per_shape,
+                                                            self.regression_threshold))  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -328,7 +340,7 @@ def _judge(
     )
     thr_s = f"{thr * 100:g}%"
     slower = [r for r in rows if r.verdict is PairedVerdict.SLOWER]
-    big = [r for r in slower if r.ratio <= 1.0 - thr]
+    big = confirmed_regressions(rows, thr)
     small = [r for r in slower if r.ratio > 1.0 - thr]
     unconfirmed = [
         r for r in rows if r.ratio <= 1.0 - thr and r.verdict is not PairedVerdict.SLOWER

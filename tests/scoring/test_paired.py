@@ -152,6 +152,7 @@ def test_confirmed_regression_of_5_percent_rolls_back_despite_aggregate_gain():
     shapes["bad"] = spread(0.94, 0.01)
     d = decide_paired(shapes, "compute_fwd")
     assert d.status is Status.ROLLED_BACK and d.regressions == ("bad",) and not d.ambiguous
+    assert d.regressed == ("bad",)  # the shapes of the gate-1 rollback
     assert d.aggregate_ci_low > 1.0  # the aggregate did improve
     assert "1 shape(s) regressed ≥ 5% with CIs excluding no slowdown: bad 0.9400x" in d.reason
 
@@ -161,6 +162,7 @@ def test_confirmed_small_regression_is_an_accepted_trade_off():
     shapes["meh"] = spread(0.97, 0.01)
     d = decide_paired(shapes, "compute_fwd")
     assert d.accepted and d.trade_off and d.regressions == ("meh",)
+    assert d.regressed == ()  # confirmed slower, but by less than the threshold
     assert "trade-off" in d.reason and "meh 0.9700x" in d.reason
 
 
