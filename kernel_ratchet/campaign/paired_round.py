@@ -53,10 +53,11 @@ def paired_settings(cuda: bool) -> tuple[dict[str, Any], int, int]:
 
 def _specs(c: Campaign) -> tuple[WorkerSpec, WorkerSpec]:
     cuda = torch.cuda.is_available()
+    paired, _, _ = paired_settings(cuda)
     if not cuda:
-        params = dict(CPU_PAIRED_TIMING)
+        params = paired
     elif c.m.timing_engine == "cuda_events":
-        params = {**c.m.timing_params, **GPU_PAIRED_TIMING}
+        params = {**c.m.timing_params, **paired}
     else:
         params = dict(c.m.timing_params)
     common = {"adapter": c.m.adapter, "engine": c.m.timing_engine, "engine_params": params,
