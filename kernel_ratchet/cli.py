@@ -8,11 +8,13 @@ Exit codes (scripts may rely on them):
   4  benchmark CSV schema drift              5  campaign state does not allow the command
   6  another process drives the campaign     7  an append-only log was edited
   8  git problem                             130 interrupted (Ctrl+C); the round was closed
+  143 terminated (SIGTERM); the round was closed
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,7 +24,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from kernel_ratchet.errors import RatchetError
+from kernel_ratchet.errors import RatchetError, Terminated
 
 app = typer.Typer(
     help="kernel-ratchet: disciplined GPU-kernel optimization campaigns.",
@@ -493,12 +495,21 @@ def calibrate(
               f"{cal.min_detectable_effect:.2%}")  # fmt: skip
 
 
+def _terminate(signum, frame) -> None:  # noqa: ARG001 - signal handler signature
+    raise Terminated(signal.Signals(signum).name)
+
+
 def main() -> None:
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         rc = app(standalone_mode=False)  # returns typer.Exit's code in this mode
         sys.exit(rc if isinstance(rc, int) else 0)
     except RatchetError as exc:
         err.print(f"[red]error:[/red] {exc}", highlight=False)
+        sys.exit(exc.exit_code)
+    except Terminated as exc:
+        err.print(f"[yellow]terminated ({exc})[/yellow]: the round in flight was closed; "
+                  "`ratchet resume` continues the campaign")  # fmt: skip
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         err.print("[yellow]interrupted[/yellow]: the round in flight was closed; "

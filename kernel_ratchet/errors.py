@@ -48,3 +48,12 @@ class GitError(RatchetError):
     """A git command failed or the repository is not in a state the campaign can use."""
 
     exit_code = 8
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, ``timeout``, a job scheduler's limit): stop now, as a second Ctrl+C
+    does. The engine closes the round in flight as interrupted, naming the signal; the CLI
+    exits 143. A KeyboardInterrupt, so every place that closes a round on Ctrl+C closes it on
+    SIGTERM too, instead of the process dying with the round half done."""
+
+    exit_code = 143

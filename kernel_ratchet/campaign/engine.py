@@ -212,9 +212,9 @@ class Campaign:
             self.state.pending["stage"] = Stage.DECIDED.value
             self.save()
             _fault("decided")
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:  # Ctrl+C, or SIGTERM (errors.Terminated names it)
             self.say("interrupted: closing the round as rolled back")
-            self.recover(interrupted="Ctrl+C")
+            self.recover(interrupted=str(exc) or "Ctrl+C")
             raise
         self.recover()
         if record["category"] == "schema":

@@ -1,16 +1,19 @@
 """What a campaign refuses or rolls back: schema drift, edited logs, files outside the kernel,
-an edited harness, an empty round, Ctrl+C, and rollback from snapshots without git commits."""
+an edited harness, an empty round, Ctrl+C or SIGTERM, and rollback from snapshots without git commits."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
+import time
 
 import pytest
 
+from kernel_ratchet import cli
 from kernel_ratchet.campaign import rounds, steps
 from kernel_ratchet.campaign.engine import Campaign
-from kernel_ratchet.errors import CampaignError, LogTamperedError, SchemaError
+from kernel_ratchet.errors import CampaignError, LogTamperedError, SchemaError, Terminated
 from kernel_ratchet.profile.loader import load_profile
 from tests.campaign.conftest import (
     KERNEL,
@@ -51,6 +54,45 @@ def test_renamed_csv_column_fails_validate_loudly(project, open_campaign, monkey
         last = c.state.closed[-1]
     assert last["status"] == "ROLLED BACK" and last["category"] == "schema"
     assert "BLOCK_M = 16" in (project / KERNEL).read_text()
+
+
+def test_sigterm_during_the_harness_closes_the_round_and_exits_143(
+    project, open_campaign, monkeypatch
+):
+    """A scheduler's kill or `timeout` (SIGTERM) must leave a closed round, as Ctrl+C does,
+    not a process that died with the candidate in the tree; the CLI's handler does it."""
+    real = steps.run_step
+    previous = signal.signal(signal.SIGTERM, cli._terminate)
+
+    def killed(name, command, **kw):
+        if name == "harness":
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(10)  # the handler raises before this ends
+        return real(name, command, **kw)
+
+    monkeypatch.setattr(rounds, "run_step", killed)
+    set_blocks(project, M=32, N=32)
+    try:
+        with open_campaign() as c, pytest.raises(Terminated):
+            c.validate("32x32 tiles")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    with open_campaign() as c:
+        assert c.state.pending is None and c.state.closed[-1]["category"] == "interrupted"
+    record = json.loads((campaign_dir(project) / "rounds/round-2/round.json").read_text())
+    assert "SIGTERM" in record["reason"] and "Ctrl+C" not in record["reason"]
+    assert "BLOCK_M = 16" in (project / KERNEL).read_text()
+
+    def terminated(**_kw):
+        raise Terminated("SIGTERM")
+
+    monkeypatch.setattr(cli, "app", terminated)
+    try:
+        with pytest.raises(SystemExit) as exit_:
+            cli.main()
+    finally:
+        signal.signal(signal.SIGTERM, previous)  # main() installed its handler
+    assert exit_.value.code == 143
 
 
 def test_edited_log_is_refused_and_an_appended_correction_is_not(project, open_campaign):
