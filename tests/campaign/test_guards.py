@@ -1,5 +1,6 @@
 """What a campaign refuses or rolls back: schema drift, edited logs, files outside the kernel,
-an edited harness, an empty round, Ctrl+C or SIGTERM, and rollback from snapshots without git commits."""
+an edited harness, an empty round, Ctrl+C or SIGTERM, and rollback from snapshots without git
+commits."""
 
 from __future__ import annotations
 
