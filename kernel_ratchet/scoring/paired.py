@@ -368,8 +368,10 @@ def _judge(
                "without a CI that confirms or excludes it")  # fmt: skip
         return ambiguous(why, unconfirmed)
     if improved:
-        ok = (f"{head} excludes no gain and the {(agg - 1) * 100:+.2f}% gain is ≥ the minimum "
-              f"detectable effect {mde * 100:.2f}%; no shape regressed ≥ {thr_s}")  # fmt: skip
+        floor = (f"the {(agg - 1) * 100:+.2f}% gain is ≥ the minimum detectable effect "
+                 f"{mde * 100:.2f}%" if mde > 0 else "no minimum detectable effect is set "
+                 "(`ratchet calibrate` measures this machine's)")  # fmt: skip
+        ok = f"{head} excludes no gain and {floor}; no shape regressed ≥ {thr_s}"
         if small:
             ok += f"; trade-off: shape(s) confirmed slower by less than {thr_s}: {_shapes(small)}"
         return result(Status.ACCEPTED, ok, small)

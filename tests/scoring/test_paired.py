@@ -178,7 +178,11 @@ def test_unconfirmed_large_slowdown_is_ambiguous_and_named_for_more_rounds():
 
 def test_gain_below_min_detectable_effect_is_not_claimed():
     shapes = {f"s{i}": spread(1.01, 0.002) for i in range(3)}
-    assert decide_paired(shapes, "compute_fwd").accepted
+    plain = decide_paired(shapes, "compute_fwd")
+    assert plain.accepted and "no minimum detectable effect is set" in plain.reason
+    assert "effect 0.00%" not in plain.reason
+    over = decide_paired(shapes, "compute_fwd", min_detectable=0.005)
+    assert over.accepted and "≥ the minimum detectable effect 0.50%" in over.reason
     d = decide_paired(shapes, "compute_fwd", min_detectable=0.02)
     assert d.status is Status.ROLLED_BACK and not d.ambiguous and d.verdict_aggregate is V.FASTER
     assert "minimum detectable effect 2.00%" in d.reason and d.min_detectable == 0.02
