@@ -10,6 +10,7 @@ import contextlib
 import os
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -40,9 +41,9 @@ def run_step(
     """Run ``command`` through the shell in ``cwd``; stdout+stderr go to ``log_path``.
 
     The command runs in its own process group so a timeout or Ctrl+C stops all its children;
-    while it runs, ``<log>.pgid`` holds that group's id so that a later recovery can stop what
-    a killed driver left behind (``kill_leftovers``), and on Linux the child is also sent
-    SIGKILL if the driver dies.
+    while it runs, ``<log>.pgid`` holds that group's id and this machine's identity so that a
+    later recovery here can stop what a killed driver left behind (``kill_leftovers``), and on
+    Linux the child is also sent SIGKILL if the driver dies.
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
     full_env = dict(os.environ)
@@ -57,7 +58,7 @@ def run_step(
             env=full_env, start_new_session=True, preexec_fn=_die_with_parent,
         )  # fmt: skip
         pgid_file = log_path.with_name(log_path.name + ".pgid")
-        pgid_file.write_text(str(proc.pid))
+        pgid_file.write_text(f"{proc.pid} {machine_identity()}")
         try:
             rc = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -85,14 +86,36 @@ def _die_with_parent() -> None:
         pass
 
 
+def machine_identity() -> str:
+    """This boot of this machine, and this PID namespace (a container's own): a process group id
+    means something only where it was recorded."""
+    parts = []
+    for read in (
+        lambda: Path("/proc/sys/kernel/random/boot_id").read_text().strip(),
+        lambda: os.readlink("/proc/self/ns/pid"),
+    ):
+        with contextlib.suppress(OSError):
+            parts.append(read())
+    return "/".join(parts or [socket.gethostname()]).replace(" ", "_")
+
+
 def kill_leftovers(directory: Path) -> list[int]:
     """Stop the process groups recorded by ``run_step`` under ``directory`` (a killed driver's
-    test or harness); returns the group ids signalled."""
+    test or harness); returns the group ids signalled.
+
+    Only groups recorded by this machine's current boot and PID namespace are signalled: a
+    campaign carried to another machine or container (or resumed after a reboot) holds ids that
+    name unrelated processes there, and a record without the identity (written before it was
+    kept) cannot be trusted either. Those records are dropped: their processes died with their
+    machine."""
     killed = []
+    here = machine_identity()
     for f in Path(directory).rglob("*.pgid"):
-        with contextlib.suppress(ValueError, ProcessLookupError, PermissionError):
-            os.killpg(int(f.read_text().strip()), signal.SIGKILL)
-            killed.append(int(f.read_text().strip()))
+        with contextlib.suppress(ValueError, ProcessLookupError, PermissionError, OSError):
+            pgid, _, where = f.read_text().strip().partition(" ")
+            if where == here:
+                os.killpg(int(pgid), signal.SIGKILL)
+                killed.append(int(pgid))
         f.unlink(missing_ok=True)
     return killed
 

@@ -109,3 +109,27 @@ def test_lock_stops_a_second_driver(project):
     finally:
         os.close(fd)
     assert ratchet(project, "status").returncode == 0
+
+
+def test_leftovers_are_killed_only_where_they_were_recorded(tmp_path):
+    """A campaign carried to another machine or container holds process-group ids that name
+    unrelated processes there: only a record of this boot and PID namespace is signalled."""
+    from kernel_ratchet.campaign.steps import kill_leftovers, machine_identity
+
+    def group() -> subprocess.Popen:
+        return subprocess.Popen(["sleep", "60"], start_new_session=True)
+
+    here, elsewhere, legacy = group(), group(), group()
+    try:
+        (tmp_path / "a").mkdir()
+        (tmp_path / "a/test.log.pgid").write_text(f"{here.pid} {machine_identity()}")
+        (tmp_path / "a/benchmark.log.pgid").write_text(f"{elsewhere.pid} other-boot/pid:[1]")
+        (tmp_path / "legacy.log.pgid").write_text(str(legacy.pid))
+        assert kill_leftovers(tmp_path) == [here.pid]
+        assert here.wait(timeout=10) == -signal.SIGKILL
+        assert elsewhere.poll() is None and legacy.poll() is None
+        assert not list(tmp_path.rglob("*.pgid"))
+    finally:
+        for p in (here, elsewhere, legacy):
+            p.kill()
+            p.wait()
