@@ -158,6 +158,8 @@ def _to_decision(c: Campaign, run: PairedRun, confirm: PairedRun | None, suspici
                 else "incumbent", "reason": f.sentence()}  # fmt: skip
     d = run.decision
     status, reason, unconfirmed = d.status.value, d.reason, False
+    if run.early_stop:
+        reason = f"{run.early_stop}; {reason}"
     if confirm is not None:
         if not confirm.ok:
             status, unconfirmed = "ROLLED BACK", True
@@ -179,6 +181,7 @@ def _to_decision(c: Campaign, run: PairedRun, confirm: PairedRun | None, suspici
         "gain_noise": (d.aggregate_ci_high - d.aggregate_ci_low) / 2,
         "gain_ci": [d.aggregate_ci_low - 1, d.aggregate_ci_high - 1], "ambiguous": d.ambiguous,
         "rounds": run.rounds, "min_detectable": d.min_detectable, "unconfirmed": unconfirmed,
+        "early_stop": run.early_stop,
         "per_shape": [{"label": s.label, "incumbent": None, "candidate": None,
                        "delta": s.ratio - 1, "noise": (s.ci_high - s.ci_low) / 2,
                        "ci": [s.ci_low - 1, s.ci_high - 1], "verdict": s.verdict.value,

@@ -19,6 +19,12 @@ Contract of :func:`run_paired`:
    measured up to the next look. Alpha is split over the planned looks (``looks=``) so the
    repeated decisions keep the false-accept rate at the nominal level. The decision at
    ``k_max`` is made with ``exhausted=True`` ("too noisy to confirm").
+   Futility stop: when ``k_start`` exceeds :data:`FUTILITY_ROUNDS`, the run first measures
+   that many rounds; if every one of them reads the candidate slower than
+   ``1 - FUTILITY_FACTOR × regression_threshold`` (geometric mean speed ratio over shapes and
+   phases), no later round could make it a gain: the run stops there, decides on those
+   rounds (``exhausted=True``) and says so in ``early_stop``. A rollback either way; only the
+   rounds a hopeless candidate costs change (most search proposals are such).
 5. A worker failure (``ok=False``: crash, hang, NaN, bad output...) is recorded as a
    :class:`Failure` with its category, detail and log path and ends the run; ``decision`` is
    then None. Only infrastructure faults (a worker that raises) propagate.
@@ -46,6 +52,7 @@ from kernel_ratchet.scoring.paired import (
     PairedDecision,
     PairedSamples,
     decide_paired,
+    log_ratios,
     needs_more,
 )
 
@@ -61,6 +68,11 @@ PAIRED_SPOT_CHECKS = 1
 TRACE = "timings.jsonl"
 #: Round index used for the correctness-check seed.
 CHECK_ROUND = -1
+#: Futility look (contract 4): rounds measured before it and how many regression thresholds
+#: slower every one of them must read. 3 rounds x 10% against a round-to-run spread of
+#: 1.5-5% on the H200 (docs/measurement.md): a true gain never reads that.
+FUTILITY_ROUNDS = 3
+FUTILITY_FACTOR = 2.0
 SEED_POLICY = (
     "per-round secret: seed = sha256('<campaign secret>:<round>:<shape label>')[:63 bits], "
     "identical for incumbent and candidate within a round; correctness checks use round -1"
@@ -137,6 +149,7 @@ class PairedRun:
     check_wall_s: float
     rng_seed: int
     logs: dict[str, str]
+    early_stop: str | None = None  # why the run stopped at the futility look, if it did
 
     @property
     def ok(self) -> bool:
@@ -163,6 +176,7 @@ class PairedRun:
             "check_wall_s": self.check_wall_s,
             "rng_seed": self.rng_seed,
             "logs": dict(self.logs),
+            "early_stop": self.early_stop,
             "seed_policy": SEED_POLICY,
         }
 
@@ -192,6 +206,19 @@ def _trace(out: Any, r: int, label: str, phase: str, side: str, res: Any, wall_s
     }
     out.write(json.dumps(row) + "\n")
     out.flush()
+
+
+def futile(samples: Mapping[str, PairedSamples], campaign_type: str, floor: float) -> str | None:
+    """Why the candidate cannot become a gain, or None: every round so far reads the aggregate
+    speed ratio below ``floor`` (per round, the geometric mean over shapes of the primary
+    metric's time ratio, as :func:`~kernel_ratchet.scoring.paired.decide_paired` aggregates)."""
+    per_round = np.exp(np.mean([log_ratios(x, campaign_type) for x in samples.values()], axis=0))
+    if not len(per_round) or per_round.max() >= floor:
+        return None
+    ratios = ", ".join(f"{x:.3f}x" for x in per_round)
+    return (f"futility stop after {len(per_round)} rounds: every round read the candidate ≥ "
+            f"{(1 - floor) * 100:.0f}% slower (aggregate speed ratio per round {ratios}), so "
+            "no further round could make it a gain")  # fmt: skip
 
 
 def _samples(times: dict, labels: Sequence[str]) -> dict[str, PairedSamples]:
@@ -265,12 +292,13 @@ def run_paired(
     order: list[tuple[int, str, str]] = []
     state = {"rounds": 0, "check_wall_s": 0.0}
 
-    def finish(failure: Failure | None, decision: PairedDecision | None) -> PairedRun:
+    def finish(failure: Failure | None, decision: PairedDecision | None,
+               early_stop: str | None = None) -> PairedRun:  # fmt: skip
         frozen = {s: {k: {p: tuple(v) for p, v in d.items()} for k, d in per.items()}
                   for s, per in times.items()}  # fmt: skip
         return PairedRun(labels, phases, ctype, frozen, tuple(order), state["rounds"], failure,
                          decision, time.monotonic() - t0, state["check_wall_s"], rng_seed,
-                         logs)  # fmt: skip
+                         logs, early_stop)  # fmt: skip
 
     with ExitStack() as stack:
         workers = {side: stack.enter_context(factory(spec, Path(logs[side])))
@@ -311,9 +339,27 @@ def run_paired(
                         times[side][label][phase].append(ms)
             return None
 
+        def decide(exhausted: bool) -> PairedDecision:
+            return decide_paired(
+                _samples(times, labels), ctype, regression_threshold=regression_threshold,
+                min_detectable=min_detectable, exhausted=exhausted, looks=len(schedule),
+            )  # fmt: skip
+
         active: list[str] = list(labels)
         decision = None
         schedule = look_schedule(k_start, k_max)
+        if k_start > FUTILITY_ROUNDS:
+            while state["rounds"] < FUTILITY_ROUNDS:
+                fail = one_round(state["rounds"], active)
+                if fail is not None:
+                    return finish(fail, None)
+                state["rounds"] += 1
+            floor = 1.0 - FUTILITY_FACTOR * regression_threshold
+            hopeless = futile(_samples(times, labels), ctype, floor)
+            if hopeless:
+                decision = decide(exhausted=True)
+                say(f"A/B: {hopeless}")
+                return finish(None, decision, hopeless)
         for target in schedule:
             if not active:
                 break
@@ -322,11 +368,7 @@ def run_paired(
                 if fail is not None:
                     return finish(fail, None)
                 state["rounds"] += 1
-            decision = decide_paired(
-                _samples(times, labels), ctype, regression_threshold=regression_threshold,
-                min_detectable=min_detectable, exhausted=state["rounds"] >= k_max,
-                looks=len(schedule),
-            )  # fmt: skip
+            decision = decide(exhausted=state["rounds"] >= k_max)
             active = needs_more(decision)
             say(f"A/B: {state['rounds']} round(s): {decision.verdict_aggregate} "
                 f"{decision.aggregate_ratio:.4f}x; more: {active or 'none'}")  # fmt: skip

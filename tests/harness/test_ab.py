@@ -20,6 +20,7 @@ import pytest
 
 from kernel_ratchet.harness.ab import (
     CHECK_ROUND,
+    FUTILITY_ROUNDS,
     PAIRED_SPOT_CHECKS,
     SEED_POLICY,
     look_schedule,
@@ -245,6 +246,59 @@ def test_fwd_bwd_ratio_is_the_combined_step_ratio_of_summed_times(tmp_path):
     assert row.ratio == pytest.approx(3.0 / (1.0 + 2.0 / 1.10), rel=2e-3)
     assert row.phase_ratios["fwd"] == pytest.approx(1.0, abs=3e-3)
     assert row.phase_ratios["bwd"] == pytest.approx(1.10, rel=3e-3)
+
+
+def test_a_hopeless_candidate_stops_at_the_futility_look(tmp_path):
+    messages: list[str] = []
+    run = ab(tmp_path, FakeSpec("cand", speed=0.7), progress=messages.append)
+    d = run.decision
+    assert run.rounds == FUTILITY_ROUNDS and run.early_stop and "futility stop" in run.early_stop
+    assert d.status is Status.ROLLED_BACK and d.verdict_aggregate is PairedVerdict.SLOWER
+    assert all(r.n_rounds == FUTILITY_ROUNDS for r in d.per_shape)
+    assert any(m.startswith("A/B: futility stop after 3 rounds") for m in messages)
+    assert json.loads(json.dumps(run.to_dict()))["early_stop"] == run.early_stop
+
+
+def test_the_round_record_says_the_a_b_stopped_for_futility(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from kernel_ratchet.campaign import paired_round
+
+    run = ab(tmp_path, FakeSpec("cand", speed=0.7))
+    monkeypatch.setattr(paired_round, "aggregates", lambda *_a: SimpleNamespace(primary_avg=100))
+    table = SimpleNamespace(restrict=lambda _labels: None)
+    c = SimpleNamespace(table=lambda _rel: table, m=SimpleNamespace(campaign_type="compute_fwd"))
+    rec = paired_round._to_decision(c, run, None, [], "inc.csv", list(run.labels))
+    assert rec["status"] == "ROLLED BACK" and rec["early_stop"] == run.early_stop
+    assert rec["reason"].startswith("futility stop after 3 rounds") and rec["rounds"] == 3
+    assert rec["aggregate_after"] == pytest.approx(100 * run.decision.aggregate_ratio)
+
+
+def test_futility_needs_every_round_and_the_step_aggregate_far_below(tmp_path):
+    """No early stop for: one shape 15% slower (aggregate ~0.97); a forward 2x slower whose
+    backward, twice as long, gains 60% (the combined step reads 0.92x although the geometric
+    mean over phases reads 0.89x); the CPU's k_start of 3 (no look before the first)."""
+    one_bad = ab(tmp_path / "a", FakeSpec("cand", speed_by={("s512", "fwd"): 0.85}))
+    assert one_bad.early_stop is None and one_bad.rounds >= 10
+    mixed = FakeSpec("cand", speed_by={k: v for s in SHAPES
+                                       for k, v in (((s.label, "fwd"), 0.5),
+                                                    ((s.label, "bwd"), 1.6))})  # fmt: skip
+    run = ab(tmp_path / "b", mixed, machine=FakeMachine(noise=0.001, drift=0.0),
+             phases=("fwd", "bwd"))  # fmt: skip
+    assert run.early_stop is None and run.rounds >= 10
+    assert run.decision.aggregate_ratio == pytest.approx(3.0 / 3.25, rel=3e-3)
+    cpu = ab(tmp_path / "c", FakeSpec("cand", speed=0.7), k_start=3, k_max=6)
+    assert cpu.early_stop is None and cpu.rounds == 3
+
+
+def test_futility_never_stops_a_same_or_mildly_slower_candidate_in_h200_like_noise(tmp_path):
+    """Per-call noise 4.2% (the H200's worst one-round spread): A/A and a 3% slowdown never
+    read 10% slower in 3 rounds out of 3 (40 trials each)."""
+    for t in range(40):
+        for speed in (1.0, 0.97):
+            run = ab(tmp_path / f"{t}_{speed}", FakeSpec("cand", speed=speed), rng_seed=t,
+                     machine=FakeMachine(seed=t, noise=0.042, drift=0.0), k_max=10)  # fmt: skip
+            assert run.early_stop is None and run.rounds == 10
 
 
 def test_bad_arguments_are_value_errors(tmp_path):
