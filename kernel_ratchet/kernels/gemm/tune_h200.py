@@ -108,6 +108,36 @@ def _versions() -> dict[str, str]:
     return {"torch": torch.__version__, "triton": triton.__version__, "gpu": drv}
 
 
+def _vendor_blockwise(ba, bb):
+    """torch's blockwise FP8 GEMM (cuBLAS 1x128 activations x 128x128 weights) as a callable,
+    or None with every refusal printed. The weight's scales are laid out (N/128, K/128) for
+    ``b``; the vendor wants them for ``b.t()``, (K/128, N/128) (H200, torch 2.11: "scale_b
+    must have shape 32 x 224, got [224, 32]"); each scale is tried in both memory orders."""
+    try:
+        import torch.nn.functional as F
+
+        BW = F.ScalingType
+    except AttributeError as exc:
+        print(f"vendor blockwise unavailable: {exc}")
+        return None
+    errors = []
+    for sa in (ba.scale, ba.scale.t().contiguous().t()):
+        for sb in (bb.scale.t(), bb.scale.t().contiguous()):
+            fn = lambda sa=sa, sb=sb: F.scaled_mm(  # noqa: E731
+                ba.data, bb.data.t(), sa, BW.BlockWise1x128, sb, BW.BlockWise128x128,
+                output_dtype=torch.bfloat16)  # fmt: skip
+            try:
+                fn()
+            except Exception as exc:  # noqa: BLE001 - probing which layout the build takes
+                errors.append(f"{type(exc).__name__}: {' '.join(str(exc).split())[:160]}")
+                continue
+            print(f"vendor blockwise: scale_a strides {sa.stride()}, scale_b strides "
+                  f"{sb.stride()}")  # fmt: skip
+            return fn
+    print("vendor blockwise unavailable: " + " | ".join(dict.fromkeys(errors)))
+    return None
+
+
 def _sweep_shape(
     M: int, N: int, K: int, g: torch.Generator, t0: float, budget_s: float, results: list[dict]
 ) -> None:
@@ -132,17 +162,11 @@ def _sweep_shape(
     bb = quant_fp8_block_128x128(b, with_transpose=True)
     bdt = quant_fp8_blockwise_1x128(d, transpose=True)
     bat = quant_fp8_blockwise_1x128(a, transpose=True)
-    try:
-        import torch.nn.functional as F
-
-        BW = F.ScalingType
-        fn = lambda: F.scaled_mm(ba.data, bb.data.t(), ba.scale, BW.BlockWise1x128, bb.scale,
-                                 BW.BlockWise128x128, output_dtype=torch.bfloat16)  # fmt: skip
+    fn = _vendor_blockwise(ba, bb)
+    if fn is not None:
         vsnr = snr_db(fn(), ref)
         vend["fp8_block.fwd"] = _bench(fn)
         print(f"vendor blockwise snr {vsnr:.1f}", flush=True)
-    except Exception as exc:  # noqa: BLE001 - probing whether the build has it
-        print(f"vendor blockwise unavailable: {type(exc).__name__}: {str(exc)[:200]}")
     for k, v in vend.items():
         results.append({"shape": [M, N, K], "what": k, "cfg": "vendor", "ms": v,
                         "tflops": _tf(M, N, K, v), "snr": None})  # fmt: skip
