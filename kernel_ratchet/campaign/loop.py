@@ -333,5 +333,7 @@ def _loop(
         took.append(time.monotonic() - t_round)
         opt.observe(rec)
         say(f"round-{n} {rec['status']} ({rec['category']}): {rec['reason']}")
+        if rec.get("seconds"):
+            say(f"round-{n} took {rounds.time_line(rec)}")
         if on_round:
             on_round(rec)

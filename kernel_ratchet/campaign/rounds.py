@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -206,7 +207,28 @@ def _decide(c: Campaign, cand_rel: str, inc_rel: str, build_ok=True, test_ok=Tru
 
 
 def measure(c: Campaign, n: int, p: dict[str, Any]) -> dict[str, Any]:
-    """Scope check, rebuild, focused test, harness, decision. Returns the round record."""
+    """Scope check, rebuild, focused test, harness, decision. Returns the round record; its
+    ``seconds`` say where the round's wall time went (monotonic clock, per step that ran:
+    rebuild, test, harness_quick/_full, ab_quick/_full, transfer; measure = all of them)."""
+    t0 = time.monotonic()
+    record = _measure(c, n, p)
+    record.setdefault("seconds", {})["measure"] = round(time.monotonic() - t0, 1)
+    return record
+
+
+def time_line(record: dict[str, Any]) -> str:
+    """``"114 s: test 15, harness_quick 20, ab_quick 79"`` from a round record's ``seconds``."""
+    sec = dict(record.get("seconds") or {})
+    total = sec.pop("measure", None)
+    steps = ", ".join(f"{k} {v:.0f}" for k, v in sec.items())
+    return f"{total:.0f} s: {steps}" if total is not None else steps
+
+
+def _timed(base: dict[str, Any], step: str, seconds: float) -> None:
+    base.setdefault("seconds", {})[step] = round(seconds, 1)
+
+
+def _measure(c: Campaign, n: int, p: dict[str, Any]) -> dict[str, Any]:
     rdir = c.round_dir(n)
     art = rdir / "artifacts"
     art.mkdir(parents=True, exist_ok=True)
@@ -224,7 +246,7 @@ def measure(c: Campaign, n: int, p: dict[str, Any]) -> dict[str, Any]:
         "direction": p.get("direction", ""),
         "level": p["level"], "started": p["started"], "csv": None, "quick_csv": None,
         "incumbent_csv": None, "test_command": c.m.test_command, "harness_command": "",
-        "incumbent_round": c.state.incumbent_round, "out_of_scope": [],
+        "incumbent_round": c.state.incumbent_round, "out_of_scope": [], "seconds": {},
     }  # fmt: skip
     scope = out_of_scope(c)
     if scope:
@@ -240,11 +262,13 @@ def measure(c: Campaign, n: int, p: dict[str, Any]) -> dict[str, Any]:
         c.say(f"round-{n}: rebuild")
         b = run_step("rebuild", c.m.rebuild_command, cwd=c.root, log_path=art / "rebuild.log",
                      timeout_s=TEST_TIMEOUT_S)  # fmt: skip
+        _timed(base, "rebuild", b.seconds)
         if not b.ok:
             return _failed(base, "build", f"build failed: {b.reason}")
     c.say(f"round-{n}: focused test")
     t = run_step("focused test", c.m.test_command, cwd=c.root, log_path=art / "test.log",
                  timeout_s=TEST_TIMEOUT_S)  # fmt: skip
+    _timed(base, "test", t.seconds)
     if not t.ok:
         return _failed(base, "test", f"focused test failed: {t.reason}")
     return _measure_levels(c, n, base, art)
@@ -257,6 +281,7 @@ def _level(c: Campaign, n: int, base: dict, art: Path, level: str, name: str):
     shapes = len(c.m.representative_shapes) if level == "quick" else len(c.m.target_shapes)
     c.say(f"round-{n}: harness, {level} level ({shapes} shapes)")
     h, csv = _run_harness(c, art, level, name)
+    _timed(base, f"harness_{level}", h.seconds)
     base["harness_command"] = base.get("harness_command") or h.command
     if not h.ok or not csv.exists():
         return None, _failed(base, "harness", f"the {level}-level harness failed: {h.reason}")
@@ -268,7 +293,9 @@ def _level(c: Campaign, n: int, base: dict, art: Path, level: str, name: str):
         return None, _failed(base, "schema", f"benchmark CSV schema drift: {exc}")
     if any(not r.passed for r in c.table(c.rel(csv)).rows):
         return csv, {**gates, "paired": False}
+    t0 = time.monotonic()
     d = paired_decision(c, n, art, c.rel(csv), inc_rel)
+    _timed(base, f"ab_{level}", time.monotonic() - t0)
     if "failure" in d:
         return None, {**_failed(base, d["category"], d["reason"]), "csv": c.rel(csv),
                       "failure": d["failure"]}  # fmt: skip
@@ -297,7 +324,9 @@ def _measure_levels(c: Campaign, n: int, base: dict, art: Path) -> dict[str, Any
                       incumbent_csv=c.state.incumbent_full_csv, decision=d)  # fmt: skip
     if d["status"] == Status.ACCEPTED.value and d.get("paired"):
         c.say(f"round-{n}: transfer check (fresh tensors vs the benchmark idiom)")
+        t0 = time.monotonic()
         dyn = dynamic_check(c, art, [r.label for r in c.table(record["csv"]).rows])
+        _timed(base, "transfer", time.monotonic() - t0)
         d = {**d, "dynamic": dyn}
         if dyn["verdict"] == "OVERFIT":
             why = f"REJECT-as-overfit: {dyn['reason']}; measured: {d['reason']}"

@@ -75,6 +75,9 @@ def test_whole_campaign(tmp_path):
     accepted = (cdir / "rounds/round-2/summary.md").read_text()
     assert "measured in the training idiom" in accepted  # the dynamic transfer check ran
     assert "- Decision: ACCEPT-as-real" in accepted
+    took = json.loads((cdir / "rounds/round-2/round.json").read_text())["seconds"]
+    assert set(took) == {"test", "harness_quick", "ab_quick", "transfer", "measure"}, took
+    assert took["measure"] >= sum(v for k, v in took.items() if k != "measure") - 0.5 > 0
     incumbent = (root / KERNEL).read_text()
 
     # round 3: smaller K tiles double the k-loop -> slower -> ROLLED BACK
@@ -90,6 +93,8 @@ def test_whole_campaign(tmp_path):
     r = ratchet(root, "validate", "--hypothesis", "shifted loads")
     assert r.returncode == 1 and "focused test" in r.stdout, r.stdout + r.stderr
     assert (root / KERNEL).read_text() == incumbent
+    took = json.loads((cdir / "rounds/round-4/round.json").read_text())["seconds"]
+    assert set(took) == {"test", "measure"}  # the harness never ran
     # the user's uncommitted work survived every rollback
     assert (root / "notes.txt").read_text() == "my notes\n"
     assert "a local edit the user has not committed" in (root / "pyproject.toml").read_text()

@@ -50,3 +50,11 @@ def test_tip_entry_format():
     e = tip_entry("2026-11-29 10:00", 3, "ACCEPTED", "c", "s", "t", "a")
     assert e.splitlines()[:5] == ["### 2026-11-29 10:00 round-3 — ACCEPTED", "- Context: c",
                                   "- Signal: s", "- Takeaway: t", "- Applicability: a"]  # fmt: skip
+
+
+def test_time_line_says_where_a_round_went():
+    from kernel_ratchet.campaign.rounds import time_line
+
+    rec = {"seconds": {"test": 14.6, "harness_quick": 20.2, "ab_quick": 79.4, "measure": 114.9}}
+    assert time_line(rec) == "115 s: test 15, harness_quick 20, ab_quick 79"
+    assert time_line({"seconds": {"test": 3.0}}) == "test 3"
