@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -326,7 +327,8 @@ def _live_view(title: str) -> Iterator:
 
         def say(msg: str) -> None:
             state["msg"] = msg
-            live.console.print(f"[dim]{msg}[/dim]", highlight=False)
+            stamp = time.strftime("%H:%M:%S")  # local time, as every record's timestamps
+            live.console.print(f"[dim]{stamp} {msg}[/dim]", highlight=False)
             live.update(render())
 
         def on_round(rec: dict) -> None:

@@ -108,6 +108,9 @@ def test_example_gemm_bf16_rehearsal_runs_end_to_end(tmp_path):
     assert "PAUSED" in r.stdout and not (cdir / "report.md").exists(), r.stdout
     assert "search optimizer of the last run, knobs num_stages" in r.stderr
     assert len(_records(cdir)) == 2
+    # progress lines carry the local time, and each round says where its time went
+    assert re.search(r"\d\d:\d\d:\d\d round-2: asking the search optimizer", r.stderr)
+    assert re.search(r"round-2 took \d+ s: test \d+, harness_quick \d+", r.stderr), r.stderr
     r = _ok(ratchet(dest, "resume", "--max-iterations", "5"))  # the campaign's T3 is 2
     recs = _records(cdir)
     assert recs[0]["status"] == "BASELINE" and len(recs) == 3, r.stdout
