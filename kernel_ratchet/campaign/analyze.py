@@ -8,6 +8,8 @@ round's CSV: FLOPs (the CSV's own TFLOPS times its time, i.e. 2·M·N·K·B forw
 the adapter's ``bytes_moved``, arithmetic intensity, the attainable roofline, the bound
 (compute / memory / latency) and the fraction of the roofline reached. Written to
 ``profiles/round-N/analysis.json`` and ``analysis.md``; :func:`efficiency` is what T2 reads.
+Then the incumbent's kernel time breakdown (torch.profiler, and Nsight Compute metrics where
+ncu works) on the least efficient representative shape: :mod:`kernel_ratchet.campaign.profiling`.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import torch
 
 from kernel_ratchet.campaign.clock import now
 from kernel_ratchet.campaign.fsutil import atomic_write_json, atomic_write_text
+from kernel_ratchet.campaign.profiling import profile_incumbent
+from kernel_ratchet.campaign.profiling import render_md as profile_md
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.harness.csv_schema import BenchTable
 from kernel_ratchet.scoring.metrics import geomean
@@ -232,6 +236,10 @@ def analyze_campaign(c: Campaign, n: int) -> dict[str, Any]:
     )
     a["source_csv"] = rel
     out = c.dir / "profiles" / f"round-{n}"
+    try:
+        a["profile"] = profile_incumbent(c, n, a)
+    except (OSError, RuntimeError, ValueError) as exc:  # advisory: never stops a round
+        a["profile"] = {"error": f"{type(exc).__name__}: {exc}"}
     atomic_write_json(out / "analysis.json", a)
-    atomic_write_text(out / "analysis.md", render_md(n, a))
+    atomic_write_text(out / "analysis.md", render_md(n, a) + "\n".join(profile_md(a["profile"])))
     return a

@@ -283,6 +283,11 @@ def context_pack(ctx: OptimizerContext, hyp: Path, problem: str, recent: int = 6
             for s in worst
         ]
         parts.append(f"## Analysis ({ctx.analysis.get('label')})\n" + "\n".join(lines) + "\n")
+        prof = ctx.analysis.get("profile")
+        if prof:  # the incumbent's kernel time breakdown (and ncu metrics), as analysis.md has it
+            from kernel_ratchet.campaign.profiling import render_md
+
+            parts.append("\n".join(render_md(prof)).strip() + "\n")
     parts.append("## Historical tips\n" + (ctx.tips.strip() or "- none") + "\n")
     for rel, text in ctx.sources.items():
         parts.append(f"## Incumbent source: {rel}\n```\n{text}\n```\n")

@@ -72,9 +72,19 @@ def test_manual_then_resume_with_a_scripted_agent(tmp_path):
     assert "BLOCK_M = 64" in kernel and "BLOCK_K = 16" in kernel and GOOD + " + 1" not in kernel
     assert git(root, "show", "--name-only", "--format=", "HEAD").split() == [KERNEL]
     # ANALYZE ran before every round, the agent calls were logged, the report was written
+    profiles = []
     for n in [x["round"] for x in recs[1:]]:
         a = json.loads((cdir / f"profiles/round-{n}/analysis.json").read_text())
         assert a["label"].startswith("CPU") and a["shapes"]
+        assert "phases" in a["profile"], a["profile"]  # the kernel time breakdown
+        assert "## Kernel time breakdown" in (cdir / f"profiles/round-{n}/analysis.md").read_text()
+        profiles.append(a["profile"])
+    # one profile per incumbent: the rounds after the accepted one reuse its profile
+    assert [p["key"]["incumbent_round"] for p in profiles] == [1, 2, 2]
+    assert (
+        "reused_from" not in profiles[1]
+        and profiles[2]["reused_from"] == f"round-{recs[2]['round']}"
+    )
     calls = [json.loads(x) for x in (cdir / "agent/calls.jsonl").read_text().splitlines()]
     assert [c["cost_usd"] for c in calls][-4:] == [0.01, 0.01, 0.01, None]  # stop: no cost
     report = (cdir / "report.md").read_text()
@@ -114,6 +124,8 @@ def test_example_gemm_bf16_rehearsal_runs_end_to_end(tmp_path):
     r = _ok(ratchet(dest, "resume", "--max-iterations", "5"))  # the campaign's T3 is 2
     recs = _records(cdir)
     assert recs[0]["status"] == "BASELINE" and len(recs) == 3, r.stdout
+    prof = json.loads((cdir / "profiles/round-2/analysis.json").read_text())["profile"]
+    assert set(prof["phases"]) == {"fwd", "bwd"}, prof  # the GEMM's backward is profiled too
     # the search moved one knob per round, the one --knobs allows
     assert all(x["direction"].startswith("CONFIGS/bf16") for x in recs[1:])
     assert all(":num_stages=" in x["direction"] for x in recs[1:]), recs

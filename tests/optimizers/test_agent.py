@@ -135,3 +135,20 @@ def test_consecutive_correctness_failures_end_the_turn(toy, tmp_path):
     assert opt.propose(RecordedRounds(toy).context()) is None
     opt.observe({"round": 4, "status": "ACCEPTED", "category": "ok"})
     assert opt.propose(RecordedRounds(toy).context()) is not None
+
+
+def test_the_context_pack_carries_the_analysis_and_the_kernel_breakdown(toy, tmp_path):
+    from kernel_ratchet.harness.breakdown import kernel_table
+    from kernel_ratchet.optimizers.agent import context_pack
+
+    ctx = RecordedRounds(toy).context()
+    table = kernel_table([("_gemm_kernel", 2, 900.0), ("_quant", 2, 100.0)], 2)
+    profile = {"key": {"shape": "s1", "incumbent_round": 1}, "method": "torch.profiler",
+               "phases": {"fwd": table}}  # fmt: skip
+    shapes = [{"label": "s1", "bound": "compute", "efficiency": 0.4}]
+    analysis = {"label": "GPU", "shapes": shapes, "profile": profile}
+    ctx = type(ctx)(**{**ctx.__dict__, "analysis": analysis})
+    pack = context_pack(ctx, tmp_path / "hypothesis.json", "")
+    assert "- s1: compute-bound, 40.0% of the measured roofline" in pack
+    assert "## Kernel time breakdown (s1, incumbent round-1)" in pack
+    assert "| `_gemm_kernel` | 1 | 0.45 | 90.0% |" in pack

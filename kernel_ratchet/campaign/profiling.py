@@ -1,0 +1,165 @@
+"""ANALYZE's profile of the incumbent (issue 6): the kernel time breakdown from torch.profiler
+and, where Nsight Compute works, a few hardware metrics per kernel.
+
+Profiled: one shape, the representative shape the roofline analysis finds least efficient
+(where the next gain is likeliest), in its own process in the project tree
+(:mod:`kernel_ratchet.harness.breakdown`). The incumbent only changes on an ACCEPT, so a
+profile is taken once per incumbent and shape and reused by the rounds after it (the reuse is
+named). Everything here is advisory: a failure is recorded in the analysis and never stops a
+round.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shlex
+import shutil
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kernel_ratchet.campaign.fsutil import atomic_write_json
+from kernel_ratchet.campaign.steps import run_step
+
+if TYPE_CHECKING:
+    from kernel_ratchet.campaign.engine import Campaign
+
+BREAKDOWN = "breakdown.json"
+TIMEOUT_S = 300.0
+NCU_TIMEOUT_S = 120.0  # ncu replays each kernel once per metric pass; a hang must not eat a lease
+#: Nsight Compute metrics per kernel: time, SM and DRAM throughput (% of peak), registers,
+#: achieved occupancy. ``--clock-control none``: the device's clocks are left alone.
+NCU_METRICS = (
+    "gpu__time_duration.sum",
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+    "launch__registers_per_thread",
+    "sm__warps_active.avg.pct_of_peak_sustained_active",
+)
+
+
+def pick_shape(c: Campaign, analysis: dict[str, Any]) -> dict[str, Any]:
+    """The representative shape with the lowest roofline efficiency (else the first)."""
+    reps = c.m.representative_shape_dicts or c.m.target_shapes[:1]
+    eff = {s["label"]: s.get("efficiency") for s in analysis.get("shapes", [])}
+    ranked = [s for s in reps if isinstance(eff.get(s["label"]), float)]
+    return min(ranked, key=lambda s: eff[s["label"]]) if ranked else reps[0]
+
+
+def _cached(c: Campaign, key: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    for path in sorted((c.dir / "profiles").glob(f"round-*/{BREAKDOWN}")):
+        try:
+            prof = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if prof.get("key") == key and "phases" in prof:
+            return path.parent.name, prof
+    return None
+
+
+def profile_incumbent(c: Campaign, n: int, analysis: dict[str, Any]) -> dict[str, Any]:
+    """The incumbent's profile before round ``n``; written to ``profiles/round-<n>/``."""
+    import torch
+
+    shape = pick_shape(c, analysis)
+    cuda = torch.cuda.is_available()
+    key = {"incumbent_round": c.state.incumbent_round, "shape": shape["label"]}
+    out = c.dir / "profiles" / f"round-{n}"
+    hit = _cached(c, key)
+    if hit:
+        prof = {**hit[1], "reused_from": hit[0]}
+        atomic_write_json(out / BREAKDOWN, prof)
+        return prof
+    cmd = [sys.executable, "-m", "kernel_ratchet.harness.breakdown", "--root", str(c.root),
+           "--adapter", c.m.adapter, "--shape", json.dumps(shape),
+           "--device", "cuda" if cuda else "cpu"]  # fmt: skip
+    raw = out / "breakdown_raw.json"
+    env = {} if cuda else {"TRITON_INTERPRET": "1"}
+    step = run_step("profile", shlex.join([*cmd, "--iters", "3" if cuda else "1", "--out",
+                                           str(raw)]), cwd=c.root,
+                    log_path=out / "breakdown.log", timeout_s=TIMEOUT_S, env=env)  # fmt: skip
+    if not step.ok or not raw.exists():
+        prof = {"key": key, "error": f"the profile failed: {step.reason}"}
+    else:
+        prof = {"key": key, **json.loads(raw.read_text()), "seconds": round(step.seconds, 1)}
+        raw.unlink()
+        if cuda:
+            prof["ncu"] = ncu_metrics(cmd, c.root, out)
+    atomic_write_json(out / BREAKDOWN, prof)
+    return prof
+
+
+def ncu_metrics(cmd: list[str], root: Path, out: Path) -> dict[str, Any]:
+    """Nsight Compute over the phases' NVTX ranges, or why there is none."""
+    ncu = shutil.which("ncu")
+    if ncu is None:
+        return {"error": "ncu is not on the PATH"}
+    full = [ncu, "--csv", "--page", "raw", "--clock-control", "none", "--nvtx",
+            "--nvtx-include", "ratchet_fwd/", "--nvtx-include", "ratchet_bwd/",
+            "--metrics", ",".join(NCU_METRICS), *cmd, "--ncu-target"]  # fmt: skip
+    log = out / "ncu.log"
+    step = run_step("ncu", shlex.join(full), cwd=root, log_path=log, timeout_s=NCU_TIMEOUT_S)
+    text = log.read_text(errors="replace") if log.exists() else ""
+    kernels = parse_ncu_csv(text)
+    if not step.ok or not kernels:
+        tail = " ".join(text.strip().splitlines()[-3:])[-300:]
+        return {"error": f"ncu gave no metrics ({step.reason}): {tail}"}
+    return {"method": f"Nsight Compute, --clock-control none, one call per phase: "
+                      f"{', '.join(NCU_METRICS)}", "kernels": kernels}  # fmt: skip
+
+
+def parse_ncu_csv(text: str) -> list[dict[str, Any]]:
+    """Kernels of an ``ncu --csv --page raw`` report: one row per launch (a units row follows
+    the header), one column per metric. Per kernel name: launches, and each metric's mean."""
+    lines = text.splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.startswith('"ID"')), None)
+    if start is None:
+        return []
+    rows = list(csv.DictReader(io.StringIO("\n".join(lines[start:]))))
+    by: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        name = row.get("Kernel Name") or ""
+        if not name or not (row.get("ID") or "").strip().isdigit():
+            continue  # the units row
+        k = by.setdefault(name, {"name": name[:120], "launches": 0, "metrics": {}})
+        k["launches"] += 1
+        for m in NCU_METRICS:
+            try:
+                v = float((row.get(m) or "").replace(",", ""))
+            except ValueError:
+                continue
+            k["metrics"].setdefault(m, []).append(v)
+    for k in by.values():
+        k["metrics"] = {m: sum(v) / len(v) for m, v in k["metrics"].items()}
+    return sorted(by.values(), key=lambda k: -k["metrics"].get(NCU_METRICS[0], 0.0))
+
+
+def render_md(prof: dict[str, Any]) -> list[str]:
+    """The profile's section of ``analysis.md``."""
+    key = prof.get("key", {})
+    lines = ["", f"## Kernel time breakdown ({key.get('shape', '?')}, incumbent round-"
+             f"{key.get('incumbent_round', '?')})", ""]  # fmt: skip
+    if "error" in prof:
+        return [*lines, f"Not measured: {prof['error']}", ""]
+    reused = f" Reused from {prof['reused_from']}." if prof.get("reused_from") else ""
+    lines += [f"Measured: {prof['method']}.{reused}", ""]
+    for phase, t in prof["phases"].items():
+        lines += [f"{phase}: {t['total_ms']:.4g} ms per call", "",
+                  "| Kernel | Calls | ms | Share |", "|---|---|---|---|"]  # fmt: skip
+        lines += [f"| `{k['name']}` | {k['calls']:.3g} | {k['ms']:.4g} | {k['share']:.1%} |"
+                  for k in t["kernels"]]  # fmt: skip
+        lines.append("")
+    ncu = prof.get("ncu")
+    if ncu and "error" in ncu:
+        lines += [f"Nsight Compute: none ({ncu['error']})", ""]
+    elif ncu:
+        lines += [f"Nsight Compute ({ncu['method']}):", "",
+                  "| Kernel | Launches | " + " | ".join(NCU_METRICS) + " |",
+                  "|---|---|" + "---|" * len(NCU_METRICS)]  # fmt: skip
+        for k in ncu["kernels"]:
+            vals = " | ".join(f"{k['metrics'].get(m, float('nan')):.4g}" for m in NCU_METRICS)
+            lines.append(f"| `{k['name']}` | {k['launches']} | {vals} |")
+        lines.append("")
+    return lines

@@ -1,0 +1,111 @@
+"""ANALYZE's profile of the incumbent: the kernel table, the Nsight Compute CSV, the markdown,
+and the breakdown process on the tiny example (CPU: the mechanics; the numbers of a Triton
+interpreter run are meaningless for tuning, and say so)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernel_ratchet.campaign.profiling import NCU_METRICS, parse_ncu_csv, render_md
+from kernel_ratchet.harness.breakdown import TOP, kernel_table
+
+TINY = Path(__file__).resolve().parents[2] / "examples" / "tiny_gemm"
+
+
+def test_kernel_table_orders_by_time_and_sums_the_tail():
+    rows = [(f"k{i}", 2 * (i + 1), float(i + 1) * 1000.0) for i in range(TOP + 3)]
+    rows.append(("cpu_side_op", 5, 0.0))  # no device time: not a kernel of the phase
+    t = kernel_table(rows, iters=2)
+    total_us = sum(float(i + 1) * 1000.0 for i in range(TOP + 3))
+    assert t["total_ms"] == pytest.approx(total_us / 1e3 / 2)
+    assert [k["name"] for k in t["kernels"][:2]] == [f"k{TOP + 2}", f"k{TOP + 1}"]
+    assert t["kernels"][0]["calls"] == TOP + 3 and t["kernels"][0]["ms"] == (TOP + 3) / 2
+    assert t["kernels"][-1]["name"] == "other (3 kernels)"
+    assert t["kernels"][-1]["ms"] == pytest.approx((1 + 2 + 3) / 2)
+    assert sum(k["share"] for k in t["kernels"]) == pytest.approx(1.0)
+
+
+NCU_CSV = "\n".join([
+    "==PROF== Connected to process 123 (/usr/bin/python3)",
+    "==PROF== Profiling \"_gemm_kernel\": 0%....50%....100% - 9 passes",
+    '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream",'
+    + ",".join(f'"{m}"' for m in NCU_METRICS),
+    '"","","","","","","",' + '"nsecond","%","%","register/thread","%"',
+    '"0","123","python3","h","_quant_kernel","1","7","5,120","12.5","80.1","32","60"',
+    '"1","123","python3","h","_gemm_kernel","1","7","1,000,000","70","30","168","12"',
+    '"2","123","python3","h","_gemm_kernel","1","7","1,200,000","72","31","168","12.5"',
+    "==PROF== Disconnected from process 123",
+])  # fmt: skip
+
+
+def test_ncu_csv_is_read_per_kernel_skipping_log_and_units_rows():
+    kernels = parse_ncu_csv(NCU_CSV)
+    assert [k["name"] for k in kernels] == ["_gemm_kernel", "_quant_kernel"]
+    gemm = kernels[0]
+    assert gemm["launches"] == 2
+    assert gemm["metrics"][NCU_METRICS[0]] == pytest.approx(1.1e6)
+    assert gemm["metrics"]["launch__registers_per_thread"] == 168
+    assert kernels[1]["metrics"][NCU_METRICS[0]] == 5120
+    assert parse_ncu_csv("==ERROR== ERR_NVGPUCTRPERM - no permission") == []
+
+
+def test_markdown_names_the_shape_the_method_and_a_failure():
+    prof = {"key": {"shape": "s1", "incumbent_round": 3}, "method": "M", "reused_from": "round-4",
+            "phases": {"fwd": kernel_table([("k", 1, 2000.0)], 1)},
+            "ncu": {"error": "ncu is not on the PATH"}}  # fmt: skip
+    md = "\n".join(render_md(prof))
+    assert "(s1, incumbent round-3)" in md and "Measured: M. Reused from round-4." in md
+    assert "| `k` | 1 | 2 | 100.0% |" in md and "Nsight Compute: none (ncu is not on" in md
+    failed = "\n".join(render_md({"key": {"shape": "s1"}, "error": "the profile failed: x"}))
+    assert "Not measured: the profile failed: x" in failed
+
+
+def test_breakdown_process_profiles_the_phases_of_an_adapter(tmp_path):
+    out = tmp_path / "b.json"
+    shape = {"label": "t", "M": 32, "N": 32, "K": 32, "B": 1}
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    r = subprocess.run([sys.executable, "-m", "kernel_ratchet.harness.breakdown", "--root",
+                        str(TINY), "--adapter", "tiny_gemm.adapter:TinyGemm", "--shape",
+                        json.dumps(shape), "--device", "cpu", "--iters", "1", "--out", str(out)],
+                       capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    prof = json.loads(out.read_text())
+    assert prof["shape"]["label"] == "t" and prof["device"] == "cpu"
+    assert "meaningless for tuning" in prof["method"]
+    assert set(prof["phases"]) == {"fwd"}  # a forward-only adapter: no backward is called
+    assert prof["phases"]["fwd"]["kernels"] and prof["phases"]["fwd"]["total_ms"] > 0
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.gpu
+def test_gpu_breakdown_and_ncu_of_the_bf16_gemm(tmp_path):
+    """On the H200: the forward and backward tables name our Triton GEMM kernel as the main
+    cost; Nsight Compute either gives its metrics or says why not (recorded, never raised)."""
+    from kernel_ratchet.campaign.profiling import ncu_metrics
+
+    shape = {"label": "s", "M": 4096, "N": 4096, "K": 4096, "B": 1}
+    cmd = [sys.executable, "-m", "kernel_ratchet.harness.breakdown", "--root", str(REPO),
+           "--adapter", "kernel_ratchet.kernels.gemm.adapter:GemmBf16", "--shape",
+           json.dumps(shape), "--device", "cuda"]  # fmt: skip
+    out = tmp_path / "b.json"
+    r = subprocess.run([*cmd, "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    prof = json.loads(out.read_text())
+    assert set(prof["phases"]) == {"fwd", "bwd"} and "device self time" in prof["method"]
+    top = prof["phases"]["fwd"]["kernels"][0]
+    assert "gemm" in top["name"].lower() and top["share"] > 0.5, prof["phases"]["fwd"]
+    # 2·4096³ flops in the forward: its kernel time must be a plausible H200 time (0.1-2 ms)
+    assert 0.1 < prof["phases"]["fwd"]["total_ms"] < 2.0, prof["phases"]["fwd"]
+    ncu = ncu_metrics(cmd, REPO, tmp_path)
+    print(json.dumps(ncu, indent=1)[:3000])  # the device log keeps what ncu said
+    assert "kernels" in ncu or ncu["error"]
+    if "kernels" in ncu:
+        assert any("gemm" in k["name"].lower() for k in ncu["kernels"])
