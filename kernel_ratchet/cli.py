@@ -191,10 +191,12 @@ def status(
         return
     out.print(f"[bold]{s['campaign']}[/bold] — {s['phase']}, next round {s['next_round']}, "
               f"incumbent round-{s['incumbent_round']}")  # fmt: skip
-    table = Table("round", "status", "level", "vs baseline", "hypothesis")
+    table = Table("round", "status", "level", "vs baseline\n(paired chain)",
+                  "vs baseline\n(harness CSVs)", "hypothesis")  # fmt: skip
     for r in s["rounds"]:
-        vb = r.get("vs_baseline")
+        vp, vb = r.get("paired_chain"), r.get("vs_baseline")
         table.add_row(str(r["round"]), r["status"], r["level"],
+                      "-" if vp is None else f"{vp * 100:+.2f}%",
                       "-" if vb is None else f"{vb * 100:+.2f}%", r["hypothesis"])  # fmt: skip
     out.print(table)
     if s["termination"]:

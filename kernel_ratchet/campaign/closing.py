@@ -198,8 +198,27 @@ def closed_entry(c: Campaign, record: dict[str, Any], commit: str | None = None)
         vb = step if c.m.campaign_type != "compute_fwd" else fwd
     return {"round": record["round"], "status": record["status"], "level": record["level"],
             "category": record["category"], "hypothesis": record["hypothesis"],
-            "gain": d.get("gain"), "vs_baseline": vb, "commit": commit,
-            "finished": record.get("finished")}  # fmt: skip
+            "gain": d.get("gain"), "vs_baseline": vb, "paired_chain": paired_chain(c, record),
+            "commit": commit, "finished": record.get("finished")}  # fmt: skip
+
+
+def paired_chain(c: Campaign, record: dict[str, Any]) -> float | None:
+    """The round's candidate against the BASELINE through the paired A/Bs: its own paired
+    ratio against its incumbent times the incumbent's chain (the baseline's is 1), minus 1.
+    None for a round without a paired decision. ``vs_baseline`` compares two single harness
+    CSVs measured at different times instead; this is the estimate the decisions stand on."""
+    d = record.get("decision") or {}
+    if not d.get("paired") or d.get("gain") is None:
+        return None
+    n = record.get("incumbent_round") or 1
+    inc = c.state.closed_round(n) or {}
+    if n > 1 and "paired_chain" not in inc:  # closed before the chain was kept: from its record
+        from kernel_ratchet.campaign.rounds import load_record
+
+        base = paired_chain(c, load_record(c.round_dir(n) / "round.json"))
+    else:
+        base = inc.get("paired_chain")
+    return (1.0 + (base or 0.0)) * (1.0 + d["gain"]) - 1.0
 
 
 def after_round(c: Campaign, n: int, record: dict[str, Any]) -> list[str]:

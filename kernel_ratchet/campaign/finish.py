@@ -115,7 +115,9 @@ def _render(c: Campaign, final) -> str:
         f"Termination: {term.get('code')} — {term.get('reason')}\n\n"
         f"Full validation ({len(c.m.target_shapes)} shapes, {c.m.primary_metric}):\n\n"
         "| Shape | Baseline | Final | Gain |\n|---|---|---|---|\n" + rows + "\n\n"
-        f"- Total gain: {num(b_agg)} -> {num(f_agg)} ({pct(gain, 2)})\n"
+        f"- Total gain: {num(b_agg)} -> {num(f_agg)} ({pct(gain, 2)}; the full validation "
+        "against the BASELINE's, two single harness measurements taken at different times)\n"
+        f"- Paired chain: {_paired_chain(c, acc)}\n"
         f"- Effective directions: {'; '.join(r['hypothesis'] for r in acc) or 'none'}\n"
         f"- Ineffective directions: {'; '.join(r['hypothesis'] for r in rej) or 'none'}\n"
         f"- Chain integrity: {'intact' if not chain else '; '.join(chain)}\n"
@@ -123,6 +125,23 @@ def _render(c: Campaign, final) -> str:
         "rolled-back direction with a different approach; compare with the vendor library\n"
         f"- Real-training audit: {_real_training(c, gain)}\n\nRound summaries:\n" + links + "\n\n"
     )
+
+
+def _paired_chain(c: Campaign, acc: list[dict[str, Any]]) -> str:
+    """The accepted rounds' paired ratios (each against its incumbent, with its CI) and their
+    product: the gain the decisions stand on, on the shapes each round measured."""
+    parts, total = [], 1.0
+    for r in acc:
+        d = rounds.load_record(c.round_dir(r["round"]) / "round.json").get("decision") or {}
+        if not d.get("paired"):
+            return "none (an accepted round has no paired A/B)"
+        lo, hi = d["gain_ci"]
+        total *= 1.0 + d["gain"]
+        parts.append(f"round-{r['round']} {1 + d['gain']:.4f}x [{1 + lo:.4f}, {1 + hi:.4f}] on "
+                     f"{len(d.get('per_shape') or [])} shapes")  # fmt: skip
+    if not parts:
+        return "no accepted round"
+    return f"{pct(total - 1.0, 2)} ({'; '.join(parts)})"
 
 
 def _real_training(c: Campaign, headline: float) -> str:

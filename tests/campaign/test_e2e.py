@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 import yaml
 
 from kernel_ratchet.campaign.manifest import SPEC_FIELDS
@@ -124,6 +125,18 @@ def test_whole_campaign(tmp_path):
     assert "- S_real (K1–K4, transfers 1:1): +" in report and "(round-2)" in report
     assert "- R_real (rejected / overfit, must be 0): +0.00% (none)" in report
     assert "Inflation gap: headline − (S_real + W_real)" in report and "CALLED OUT" not in report
+    # the paired chain: round-2's paired ratio against the baseline, round-3's on top of it
+    closed = {e["round"]: e for e in json.loads((cdir / "state.json").read_text())["closed"]}
+    g2, g3 = closed[2]["gain"], closed[3]["gain"]
+    assert closed[2]["paired_chain"] == pytest.approx(g2) and g2 > 0
+    assert closed[3]["paired_chain"] == pytest.approx((1 + g2) * (1 + g3) - 1)
+    assert closed[4]["paired_chain"] is None  # the focused test failed: nothing was measured
+    d2 = json.loads((cdir / "rounds/round-2/round.json").read_text())["decision"]
+    chain = f"- Paired chain: {g2 * 100:+.2f}% (round-2 {1 + g2:.4f}x [{1 + d2['gain_ci'][0]:.4f}"
+    assert chain in report, report
+    assert "two single harness measurements taken at different times" in report
+    st = ratchet(root, "status")
+    assert "(paired" in st.stdout and f"{g2 * 100:+.2f}%" in st.stdout, st.stdout
     final = read_csv(cdir / "report/benchmark_full.csv")
     assert len(final.rows) == TINY_COUNT and all(row.passed for row in final.rows)
     r = _ok(ratchet(root, "accept"))

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
+
+import pytest
 
 from kernel_ratchet.campaign.records import (
     commit_message,
@@ -58,3 +61,28 @@ def test_time_line_says_where_a_round_went():
     rec = {"seconds": {"test": 14.6, "harness_quick": 20.2, "ab_quick": 79.4, "measure": 114.9}}
     assert time_line(rec) == "115 s: test 15, harness_quick 20, ab_quick 79"
     assert time_line({"seconds": {"test": 3.0}}) == "test 3"
+
+
+def test_paired_chain_reads_an_incumbent_closed_before_it_was_kept(tmp_path):
+    """Campaigns resumed on this tool hold closed rounds without ``paired_chain``: the chain of
+    such an incumbent is rebuilt from its round record, not taken as the baseline's."""
+    from types import SimpleNamespace
+
+    from kernel_ratchet.campaign.closing import paired_chain
+
+    def rec(n: int, inc: int, gain: float | None, paired: bool = True) -> dict:
+        return {
+            "round": n,
+            "incumbent_round": inc,
+            "decision": {"paired": paired, "gain": gain} if gain is not None else None,
+        }
+
+    closed = {1: {"round": 1}, 6: {"round": 6, "gain": 0.0584}}  # round 6: an old entry
+    (tmp_path / "round-6").mkdir()
+    (tmp_path / "round-6/round.json").write_text(json.dumps(rec(6, 1, 0.0584)))
+    c = SimpleNamespace(state=SimpleNamespace(closed_round=closed.get),
+                        round_dir=lambda n: tmp_path / f"round-{n}")  # fmt: skip
+    assert paired_chain(c, rec(8, 6, 0.02)) == pytest.approx(1.0584 * 1.02 - 1)
+    assert paired_chain(c, rec(6, 1, 0.0584)) == pytest.approx(0.0584)
+    assert paired_chain(c, rec(9, 6, 0.02, paired=False)) is None
+    assert paired_chain(c, rec(10, 6, None)) is None
