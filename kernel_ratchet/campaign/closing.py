@@ -244,7 +244,8 @@ def after_round(c: Campaign, n: int, record: dict[str, Any]) -> list[str]:
 def termination(c: Campaign) -> dict[str, str] | None:
     st, m = c.state, c.m
     inc = st.closed_round(st.incumbent_round or 1) or {}
-    gain = inc.get("vs_baseline") or 0.0
+    chain = inc.get("paired_chain")  # the paired estimate; else the harness CSVs'
+    gain = (chain if chain is not None else inc.get("vs_baseline")) or 0.0
     base = aggregates(c.baseline_table(), m.campaign_type).primary_avg
     estimate = base * (1.0 + gain)
     if m.performance_target and estimate >= m.performance_target:

@@ -86,3 +86,32 @@ def test_paired_chain_reads_an_incumbent_closed_before_it_was_kept(tmp_path):
     assert paired_chain(c, rec(6, 1, 0.0584)) == pytest.approx(0.0584)
     assert paired_chain(c, rec(9, 6, 0.02, paired=False)) is None
     assert paired_chain(c, rec(10, 6, None)) is None
+
+
+def test_termination_estimates_the_incumbent_by_its_paired_chain(monkeypatch):
+    """T1 reads the incumbent's paired chain when it has one (the CSVs' vs_baseline, two single
+    measurements, otherwise); T3 counts the closed rounds after the baseline."""
+    from types import SimpleNamespace
+
+    from kernel_ratchet.campaign import closing
+
+    monkeypatch.setattr(closing, "aggregates", lambda *_a: SimpleNamespace(primary_avg=100.0))
+
+    def camp(inc: dict, target: float | None = 105.0, max_iterations: int = 20):
+        closed = [{"round": 1}, inc]
+        st = SimpleNamespace(closed=closed, incumbent_round=inc["round"],
+                             closed_round=lambda n: next((r for r in closed if r["round"] == n),
+                                                         None))  # fmt: skip
+        m = SimpleNamespace(performance_target=target, efficiency_target=None, hardware_peak=None,
+                            max_iterations=max_iterations, campaign_type="compute_fwd")  # fmt: skip
+        return SimpleNamespace(state=st, m=m, baseline_table=lambda: None)
+
+    reached = closing.termination(camp({"round": 2, "paired_chain": 0.06, "vs_baseline": 0.01}))
+    assert reached["code"] == "T1" and "106.00" in reached["reason"]
+    assert (
+        closing.termination(camp({"round": 2, "paired_chain": 0.02, "vs_baseline": 0.09})) is None
+    )
+    legacy = closing.termination(camp({"round": 2, "vs_baseline": 0.06}))
+    assert legacy["code"] == "T1"
+    t3 = closing.termination(camp({"round": 2, "paired_chain": 0.0}, None, max_iterations=1))
+    assert t3["code"] == "T3"
