@@ -137,6 +137,16 @@ def test_whole_campaign(tmp_path):
     assert "two single harness measurements taken at different times" in report
     st = ratchet(root, "status")
     assert "(paired" in st.stdout and f"{g2 * 100:+.2f}%" in st.stdout, st.stdout
+    # a campaign closed its rounds before the chain was kept: status rebuilds it from records
+    state = json.loads((cdir / "state.json").read_text())
+    for e in state["closed"]:
+        e.pop("paired_chain", None)
+    (cdir / "state.json").write_text(json.dumps(state))
+    rows = json.loads(_ok(ratchet(root, "status", "--json")).stdout)["rounds"]
+    assert [r.get("paired_chain") for r in rows][1:3] == [
+        pytest.approx(g2),
+        pytest.approx((1 + g2) * (1 + g3) - 1),
+    ]
     final = read_csv(cdir / "report/benchmark_full.csv")
     assert len(final.rows) == TINY_COUNT and all(row.passed for row in final.rows)
     r = _ok(ratchet(root, "accept"))
