@@ -25,7 +25,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from kernel_ratchet.errors import RatchetError, Terminated
+from kernel_ratchet.errors import TERMINATION_REQUESTED, RatchetError, Terminated
 
 app = typer.Typer(
     help="kernel-ratchet: disciplined GPU-kernel optimization campaigns.",
@@ -499,26 +499,40 @@ def calibrate(
               f"{cal.min_detectable_effect:.2%}")  # fmt: skip
 
 
+_TERMINATED: list[str] = []  # the signals _terminate turned into Terminated
+
+
 def _terminate(signum, frame) -> None:  # noqa: ARG001 - signal handler signature
+    _TERMINATED.append(signal.Signals(signum).name)
+    TERMINATION_REQUESTED.set()
     raise Terminated(signal.Signals(signum).name)
+
+
+def _stopped(terminated: str | None) -> None:
+    """Exit after Ctrl+C (130) or SIGTERM (143); the engine has closed the round in flight."""
+    if terminated:
+        err.print(f"[yellow]terminated ({terminated})[/yellow]: the round in flight was closed; "
+                  "`ratchet resume` continues the campaign")  # fmt: skip
+        sys.exit(Terminated.exit_code)
+    err.print("[yellow]interrupted[/yellow]: the round in flight was closed; "
+              "`ratchet status` shows it")  # fmt: skip
+    sys.exit(130)
 
 
 def main() -> None:
     signal.signal(signal.SIGTERM, _terminate)
     try:
-        rc = app(standalone_mode=False)  # returns typer.Exit's code in this mode
+        # returns typer.Exit's code in this mode; typer turns a KeyboardInterrupt (Ctrl+C, or
+        # Terminated) raised in a command into a return of 130 (typer 0.29)
+        rc = app(standalone_mode=False)
+        if rc == 130 or _TERMINATED:  # a lost Terminated: the command stopped between rounds
+            _stopped(_TERMINATED[-1] if _TERMINATED else None)
         sys.exit(rc if isinstance(rc, int) else 0)
     except RatchetError as exc:
         err.print(f"[red]error:[/red] {exc}", highlight=False)
         sys.exit(exc.exit_code)
-    except Terminated as exc:
-        err.print(f"[yellow]terminated ({exc})[/yellow]: the round in flight was closed; "
-                  "`ratchet resume` continues the campaign")  # fmt: skip
-        sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        err.print("[yellow]interrupted[/yellow]: the round in flight was closed; "
-                  "`ratchet status` shows it")  # fmt: skip
-        sys.exit(130)
+    except KeyboardInterrupt as exc:  # a typer that lets it through
+        _stopped(str(exc) if isinstance(exc, Terminated) else None)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except (typer.Abort, SystemExit):

@@ -7,6 +7,8 @@ Every message says what happened and what to do next.
 
 from __future__ import annotations
 
+import threading
+
 
 class RatchetError(Exception):
     """Base of every error the tool raises on purpose. ``exit_code`` is what the CLI returns."""
@@ -57,3 +59,9 @@ class Terminated(KeyboardInterrupt):
     SIGTERM too, instead of the process dying with the round half done."""
 
     exit_code = 143
+
+
+#: Set by the CLI's SIGTERM handler before it raises :class:`Terminated`. The raise can be lost
+#: (a signal handler that raises while a finalizer runs is only reported as ignored), so loops
+#: also check this between rounds and stop there.
+TERMINATION_REQUESTED = threading.Event()

@@ -38,7 +38,7 @@ from kernel_ratchet.campaign.fsutil import atomic_write_json
 from kernel_ratchet.campaign.locate import find_campaign
 from kernel_ratchet.campaign.state import Phase
 from kernel_ratchet.campaign.tips import read_tips, tips_path
-from kernel_ratchet.errors import CampaignError, RatchetError
+from kernel_ratchet.errors import TERMINATION_REQUESTED, CampaignError, RatchetError
 from kernel_ratchet.optimizers.base import (
     Optimizer,
     OptimizerContext,
@@ -265,6 +265,8 @@ def _loop(
             return c.state.termination["code"], c.state.termination["reason"]
         if stop_flag.is_set():
             return "T4", "the user asked to stop (Ctrl+C during `ratchet run`)"
+        if TERMINATION_REQUESTED.is_set():  # SIGTERM whose Terminated was lost in flight
+            return PAUSED, "SIGTERM: stopped between rounds; `ratchet resume` continues"
         if len(res.rounds) >= max_iterations:
             return budget_code, f"this run's budget ({max_iterations} rounds) is spent{resume}"
         if time.monotonic() >= deadline:

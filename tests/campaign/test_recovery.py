@@ -97,6 +97,35 @@ def test_external_kill_during_harness(project):
     assert not list(cdir.rglob("*.pgid"))
 
 
+def test_sigterm_during_harness_closes_the_round_before_exiting(project):
+    """A scheduler's kill (SIGTERM): the CLI closes the round itself, exits 143, and leaves no
+    process group behind, without waiting for a later command to recover it."""
+    incumbent = (project / KERNEL).read_text()
+    set_blocks(project, M=8, N=8)
+    cdir = campaign_dir(project)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kernel_ratchet.cli", "validate", "--hypothesis", "8x8 tiles"],
+        cwd=project, env=cli_env(project), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    harness_log = cdir / "rounds/round-2/artifacts/benchmark.log"
+    deadline = time.monotonic() + 120
+    while not harness_log.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    assert harness_log.exists(), "the harness never started"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert "terminated (SIGTERM)" in err and "ratchet resume" in err
+    # closed by the process itself: the state on disk has no round in flight
+    assert json.loads((cdir / "state.json").read_text())["pending"] is None
+    record = json.loads((cdir / "rounds/round-2/round.json").read_text())
+    assert record["category"] == "interrupted" and "SIGTERM" in record["reason"]
+    assert (project / KERNEL).read_text() == incumbent
+    assert not list(cdir.rglob("*.pgid"))
+    _check_closed_once(project, 2)
+
+
 def test_lock_stops_a_second_driver(project):
     import fcntl
 
