@@ -76,19 +76,26 @@ def test_kill_9_inside_validate_then_next_command_closes_the_round(project, poin
     _check_closed_once(project, 3)
 
 
-def test_external_kill_during_harness(project):
-    incumbent = (project / KERNEL).read_text()
-    set_blocks(project, M=8, N=8)  # slow in the interpreter: the harness runs for a while
-    cdir = campaign_dir(project)
+def _validate_in_its_harness(project) -> subprocess.Popen:
+    """`ratchet validate` of 8x8 tiles (slow in the interpreter), returned once its harness runs."""
+    set_blocks(project, M=8, N=8)
     proc = subprocess.Popen(
         [sys.executable, "-m", "kernel_ratchet.cli", "validate", "--hypothesis", "8x8 tiles"],
         cwd=project, env=cli_env(project), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
     )  # fmt: skip
-    harness_log = cdir / "rounds/round-2/artifacts/benchmark.log"
+    harness_log = campaign_dir(project) / "rounds/round-2/artifacts/benchmark.log"
     deadline = time.monotonic() + 120
     while not harness_log.exists() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.2)
     assert harness_log.exists(), "the harness never started"
+    return proc
+
+
+def test_external_kill_during_harness(project):
+    incumbent = (project / KERNEL).read_text()
+    cdir = campaign_dir(project)
+    proc = _validate_in_its_harness(project)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     s = _check_closed_once(project, 2)
@@ -101,18 +108,8 @@ def test_sigterm_during_harness_closes_the_round_before_exiting(project):
     """A scheduler's kill (SIGTERM): the CLI closes the round itself, exits 143, and leaves no
     process group behind, without waiting for a later command to recover it."""
     incumbent = (project / KERNEL).read_text()
-    set_blocks(project, M=8, N=8)
     cdir = campaign_dir(project)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kernel_ratchet.cli", "validate", "--hypothesis", "8x8 tiles"],
-        cwd=project, env=cli_env(project), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True,
-    )  # fmt: skip
-    harness_log = cdir / "rounds/round-2/artifacts/benchmark.log"
-    deadline = time.monotonic() + 120
-    while not harness_log.exists() and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.2)
-    assert harness_log.exists(), "the harness never started"
+    proc = _validate_in_its_harness(project)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err
