@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 BREAKDOWN = "breakdown.json"
 TIMEOUT_S = 300.0
+NCU_LAUNCHES = 16  # at most this many kernel launches are replayed (one phase call each)
 NCU_TIMEOUT_S = 120.0  # ncu replays each kernel once per metric pass; a hang must not eat a lease
 #: Nsight Compute metrics per kernel: time, SM and DRAM throughput (% of peak), registers,
 #: achieved occupancy. ``--clock-control none``: the device's clocks are left alone.
@@ -98,6 +99,7 @@ def ncu_metrics(cmd: list[str], root: Path, out: Path) -> dict[str, Any]:
         return {"error": "ncu is not on the PATH"}
     full = [ncu, "--csv", "--page", "raw", "--clock-control", "none", "--nvtx",
             "--nvtx-include", "ratchet_fwd/", "--nvtx-include", "ratchet_bwd/",
+            "--launch-count", str(NCU_LAUNCHES),
             "--metrics", ",".join(NCU_METRICS), *cmd, "--ncu-target"]  # fmt: skip
     log = out / "ncu.log"
     step = run_step("ncu", shlex.join(full), cwd=root, log_path=log, timeout_s=NCU_TIMEOUT_S)
