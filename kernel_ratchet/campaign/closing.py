@@ -210,15 +210,23 @@ def paired_chain(c: Campaign, record: dict[str, Any]) -> float | None:
     d = record.get("decision") or {}
     if not d.get("paired") or d.get("gain") is None:
         return None
-    n = record.get("incumbent_round") or 1
-    inc = c.state.closed_round(n) or {}
-    if n > 1 and "paired_chain" not in inc:  # closed before the chain was kept: from its record
-        from kernel_ratchet.campaign.rounds import load_record
-
-        base = paired_chain(c, load_record(c.round_dir(n) / "round.json"))
-    else:
-        base = inc.get("paired_chain")
+    base = chain_of(c, record.get("incumbent_round") or 1)
     return (1.0 + (base or 0.0)) * (1.0 + d["gain"]) - 1.0
+
+
+def chain_of(c: Campaign, n: int) -> float | None:
+    """Closed round ``n``'s paired chain: its entry's, or rebuilt from its record when it was
+    closed before the chain was kept (a campaign resumed on a newer tool). None for the
+    baseline and rounds without a paired decision."""
+    entry = c.state.closed_round(n) or {}
+    if n <= 1 or "paired_chain" in entry:
+        return entry.get("paired_chain")
+    path = c.round_dir(n) / "round.json"
+    if not path.exists():
+        return None
+    from kernel_ratchet.campaign.rounds import load_record
+
+    return paired_chain(c, load_record(path))
 
 
 def after_round(c: Campaign, n: int, record: dict[str, Any]) -> list[str]:

@@ -300,14 +300,6 @@ class Campaign:
         self.save()
 
     # -- status --------------------------------------------------------------------------------
-    def _with_chain(self, entry: dict[str, Any]) -> dict[str, Any]:
-        """A closed entry with its paired chain, rebuilt from the round record when the entry
-        was closed before the chain was kept (campaigns resumed on a newer tool)."""
-        path = self.round_dir(entry["round"]) / "round.json"
-        if "paired_chain" in entry or entry["round"] == 1 or not path.exists():
-            return entry
-        return {**entry, "paired_chain": closing.paired_chain(self, rounds.load_record(path))}
-
     def status(self) -> dict[str, Any]:
         st = self.state
         return {
@@ -325,6 +317,8 @@ class Campaign:
             "pending": st.pending,
             "termination": st.termination,
             "representative_shapes": self.m.representative_shapes,
-            "rounds": [self._with_chain(r) for r in st.closed],
+            "rounds": [
+                {**r, "paired_chain": closing.chain_of(self, r["round"])} for r in st.closed
+            ],  # fmt: skip
             "harness_intact": file_sha256(self.dir / "quick_test_bench.py") == st.harness_sha256,
         }
