@@ -20,13 +20,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernel_ratchet.campaign.fsutil import atomic_write_json
 from kernel_ratchet.campaign.steps import run_step
 
 if TYPE_CHECKING:
     from kernel_ratchet.campaign.engine import Campaign
 
-BREAKDOWN = "breakdown.json"
 TIMEOUT_S = 300.0
 NCU_LAUNCHES = 16  # at most this many kernel launches are replayed (one phase call each)
 NCU_TIMEOUT_S = 120.0  # ncu replays each kernel once per metric pass; a hang must not eat a lease
@@ -50,18 +48,20 @@ def pick_shape(c: Campaign, analysis: dict[str, Any]) -> dict[str, Any]:
 
 
 def _cached(c: Campaign, key: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
-    for path in sorted((c.dir / "profiles").glob(f"round-*/{BREAKDOWN}")):
+    """An earlier round's measured profile of ``key`` (from its ``analysis.json``)."""
+    for path in sorted((c.dir / "profiles").glob("round-*/analysis.json")):
         try:
-            prof = json.loads(path.read_text())
+            prof = json.loads(path.read_text()).get("profile") or {}
         except (OSError, ValueError):
             continue
-        if prof.get("key") == key and "phases" in prof:
+        if prof.get("key") == key and "phases" in prof and "reused_from" not in prof:
             return path.parent.name, prof
     return None
 
 
 def profile_incumbent(c: Campaign, n: int, analysis: dict[str, Any]) -> dict[str, Any]:
-    """The incumbent's profile before round ``n``; written to ``profiles/round-<n>/``."""
+    """The incumbent's profile before round ``n`` (its process's log in
+    ``profiles/round-<n>/``; the profile itself goes into that round's ``analysis.json``)."""
     import torch
 
     shape = pick_shape(c, analysis)
@@ -70,9 +70,7 @@ def profile_incumbent(c: Campaign, n: int, analysis: dict[str, Any]) -> dict[str
     out = c.dir / "profiles" / f"round-{n}"
     hit = _cached(c, key)
     if hit:
-        prof = {**hit[1], "reused_from": hit[0]}
-        atomic_write_json(out / BREAKDOWN, prof)
-        return prof
+        return {**hit[1], "reused_from": hit[0]}
     cmd = [sys.executable, "-m", "kernel_ratchet.harness.breakdown", "--root", str(c.root),
            "--adapter", c.m.adapter, "--shape", json.dumps(shape),
            "--device", "cuda" if cuda else "cpu"]  # fmt: skip
@@ -88,7 +86,6 @@ def profile_incumbent(c: Campaign, n: int, analysis: dict[str, Any]) -> dict[str
         raw.unlink()
         if cuda:
             prof["ncu"] = ncu_metrics(cmd, c.root, out)
-    atomic_write_json(out / BREAKDOWN, prof)
     return prof
 
 
