@@ -499,19 +499,15 @@ def calibrate(
               f"{cal.min_detectable_effect:.2%}")  # fmt: skip
 
 
-_TERMINATED: list[str] = []  # the signals _terminate turned into Terminated
-
-
 def _terminate(signum, frame) -> None:  # noqa: ARG001 - signal handler signature
-    _TERMINATED.append(signal.Signals(signum).name)
     TERMINATION_REQUESTED.set()
-    raise Terminated(signal.Signals(signum).name)
+    raise Terminated("SIGTERM")
 
 
-def _stopped(terminated: str | None) -> None:
+def _stopped(terminated: bool) -> None:
     """Exit after Ctrl+C (130) or SIGTERM (143); the engine has closed the round in flight."""
     if terminated:
-        err.print(f"[yellow]terminated ({terminated})[/yellow]: the round in flight was closed; "
+        err.print("[yellow]terminated (SIGTERM)[/yellow]: the round in flight was closed; "
                   "`ratchet resume` continues the campaign")  # fmt: skip
         sys.exit(Terminated.exit_code)
     err.print("[yellow]interrupted[/yellow]: the round in flight was closed; "
@@ -525,14 +521,15 @@ def main() -> None:
         # returns typer.Exit's code in this mode; typer turns a KeyboardInterrupt (Ctrl+C, or
         # Terminated) raised in a command into a return of 130 (typer 0.29)
         rc = app(standalone_mode=False)
-        if rc == 130 or _TERMINATED:  # a lost Terminated: the command stopped between rounds
-            _stopped(_TERMINATED[-1] if _TERMINATED else None)
+        terminated = TERMINATION_REQUESTED.is_set()  # also a Terminated lost in a finalizer
+        if rc == 130 or terminated:
+            _stopped(terminated)
         sys.exit(rc if isinstance(rc, int) else 0)
     except RatchetError as exc:
         err.print(f"[red]error:[/red] {exc}", highlight=False)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt as exc:  # a typer that lets it through
-        _stopped(str(exc) if isinstance(exc, Terminated) else None)
+        _stopped(isinstance(exc, Terminated))
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except (typer.Abort, SystemExit):
