@@ -21,8 +21,8 @@ Contract of :func:`run_paired`:
    ``k_max`` is made with ``exhausted=True`` ("too noisy to confirm").
    Futility stop: when ``k_start`` exceeds :data:`FUTILITY_ROUNDS`, the run first measures
    that many rounds; if every one of them reads the candidate slower than
-   ``1 - FUTILITY_FACTOR × regression_threshold`` (geometric mean speed ratio over shapes and
-   phases), no later round could make it a gain: the run stops there, decides on those
+   ``1 - FUTILITY_FACTOR × regression_threshold`` (that round's aggregate speed ratio, as
+   :func:`futile` computes it), no later round could make it a gain: the run stops there, decides on those
    rounds (``exhausted=True``) and says so in ``early_stop``. A rollback either way; only the
    rounds a hopeless candidate costs change (most search proposals are such).
 5. A worker failure (``ok=False``: crash, hang, NaN, bad output...) is recorded as a
