@@ -22,9 +22,10 @@ Contract of :func:`run_paired`:
    Futility stop: when ``k_start`` exceeds :data:`FUTILITY_ROUNDS`, the run first measures
    that many rounds; if every one of them reads the candidate slower than
    ``1 - FUTILITY_FACTOR × regression_threshold`` (that round's aggregate speed ratio, as
-   :func:`futile` computes it), no later round could make it a gain: the run stops there, decides on those
-   rounds (``exhausted=True``) and says so in ``early_stop``. A rollback either way; only the
-   rounds a hopeless candidate costs change (most search proposals are such).
+   :func:`futile` computes it), no later round could make it a gain: the run stops there,
+   decides on those rounds (``exhausted=True``) and says so in ``early_stop``. A rollback
+   either way; only the rounds a hopeless candidate costs change (most search proposals are
+   such).
 5. A worker failure (``ok=False``: crash, hang, NaN, bad output...) is recorded as a
    :class:`Failure` with its category, detail and log path and ends the run; ``decision`` is
    then None. Only infrastructure faults (a worker that raises) propagate.
