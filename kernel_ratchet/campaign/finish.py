@@ -22,6 +22,7 @@ from kernel_ratchet.campaign.state import Phase, Status
 from kernel_ratchet.campaign.steps import run_step
 from kernel_ratchet.errors import CampaignError
 from kernel_ratchet.guard import RoundGain, attribute_gain
+from kernel_ratchet.optimizers.base import VERIFIED_CATEGORIES
 from kernel_ratchet.scoring.chain import check_chain
 from kernel_ratchet.scoring.metrics import aggregates, score_vector
 
@@ -88,7 +89,10 @@ def _render(c: Campaign, final) -> str:
     b_agg, f_agg = aggregates(base_t, ct).primary_avg, aggregates(final, ct).primary_avg
     gain = f_agg / b_agg - 1.0 if b_agg > 0 else math.nan
     acc = _ended_rounds(c, Status.ACCEPTED.value)
-    rej = _ended_rounds(c, Status.ROLLED_BACK.value)
+    rolled = _ended_rounds(c, Status.ROLLED_BACK.value)
+    # an interrupted, scope or harness rollback says nothing about its direction
+    rej = [r for r in rolled if r.get("category") in VERIFIED_CATEGORIES]
+    open_ = [r for r in rolled if r not in rej]
     inc = c.state.closed_round(c.state.incumbent_round or 1) or {}
     nexts = _next_directions(c)
     kept = [r for r in c.state.closed if r["status"] != Status.ROLLED_BACK.value]
@@ -110,6 +114,12 @@ def _render(c: Campaign, final) -> str:
         + (
             "".join(f"- round-{r['round']}: {r['hypothesis']} ({r['category']})\n" for r in rej)
             or "- none\n"
+        )  # fmt: skip
+        + (
+            "\n## Rolled back without a verdict (not ineffective: may be tried again)\n"
+            + "".join(f"- round-{r['round']}: {r['hypothesis']} ({r['category']})\n" for r in open_)
+            if open_
+            else ""
         )  # fmt: skip
         + f"\n## Final report ({now()})\n"
         f"Termination: {term.get('code')} — {term.get('reason')}\n\n"

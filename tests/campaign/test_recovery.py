@@ -102,6 +102,15 @@ def test_external_kill_during_harness(project):
     assert s["rounds"][-1]["category"] == "interrupted"
     assert (project / KERNEL).read_text() == incumbent
     assert not list(cdir.rglob("*.pgid"))
+    # the REPORT does not call the interrupted direction ineffective (it was never measured)
+    r = ratchet(project, "report")
+    assert r.returncode == 0, r.stdout + r.stderr
+    report = (cdir / "report.md").read_text()
+    verified = report.split("## Verified-ineffective directions\n")[1].split("\n## ")[0]
+    assert verified.strip() == "- none", report
+    assert "## Rolled back without a verdict" in report
+    assert "- round-2: 8x8 tiles (interrupted)" in report
+    assert "- Ineffective directions: none" in report
 
 
 def test_sigterm_during_harness_closes_the_round_before_exiting(project):
