@@ -9,8 +9,10 @@ decides.
 Order (deterministic): entries whose bucket holds the least efficient shape of the latest
 analysis first (then the bucket with more shapes, then file order); within an entry, knobs in
 space order, values nearest to the current one first. A verified-ineffective direction is
-never proposed again; after two rollbacks in one knob family since the last acceptance, that
-family moves behind every other one (stagnation). ``None`` when every move is spent.
+never proposed again, nor is undoing the last accepted move (its old value lost that round's
+paired A/B; after a later acceptance it may be tried again); after two rollbacks in one knob
+family since the last acceptance, that family moves behind every other one (stagnation).
+``None`` when every move is spent.
 """
 
 from __future__ import annotations
@@ -122,7 +124,7 @@ class SearchOptimizer(Optimizer):
     def moves(self, t: Tunables, ctx: OptimizerContext):
         """Candidate moves ``(entry, {knob: value}, family, direction)`` in proposal order,
         without verified-ineffective or already decided directions."""
-        done = ctx.tried() | {d["direction"] for d in ctx.ineffective}
+        done = ctx.tried() | {d["direction"] for d in ctx.ineffective} | undoing(ctx.rounds)
         stagnant = stagnant_families(ctx.rounds, t)
         ranked = []
         for e_rank, entry in enumerate(self.entries(t, ctx)):
@@ -236,6 +238,19 @@ def family_of(direction: str, t: Tunables) -> str | None:
     if not m:
         return None
     return "preset" if m["knob"] == "preset" else t.family(m["knob"])
+
+
+def undoing(rounds) -> set[str]:
+    """The direction that would undo the last accepted round, when it was one search move of
+    one knob (``entry:knob=<old value>``, read back from the summary the move wrote:
+    ``"<entry>: <knob> <old> -> <new>"``); empty otherwise."""
+    last = next((r for r in reversed(rounds) if r.get("status") == "ACCEPTED"), None)
+    m = _DIRECTION.match((last or {}).get("direction") or "")
+    if not m or m["knob"] == "preset":
+        return set()
+    knob, new = m["knob"], last["direction"][m.end() :]
+    s = re.fullmatch(rf".*: {knob} (?P<old>.+) -> {re.escape(new)}", last.get("summary") or "")
+    return {f"{m['entry']}:{knob}={s['old']}"} if s else set()
 
 
 def stagnant_families(rounds, t: Tunables) -> set[str]:

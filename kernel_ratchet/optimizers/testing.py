@@ -162,6 +162,7 @@ class RecordedRounds:
             category = "ok" if g > 0 else "no-gain"
         status = "ACCEPTED" if category == "ok" else "ROLLED BACK"
         rec = _record(n, status, category, p.hypothesis, p.direction, g)
+        rec["summary"] = p.summary
         self.records.append(rec)
         if status == "ACCEPTED":
             self.incumbent = {rel: (self.root / rel).read_text() for rel in KERNEL_SOURCE}

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from kernel_ratchet.optimizers.base import OptimizerError
-from kernel_ratchet.optimizers.search import SearchOptimizer, stagnant_families
+from kernel_ratchet.optimizers.search import SearchOptimizer, stagnant_families, undoing
 from kernel_ratchet.optimizers.testing import (
     OptimizerConformance,
     RecordedRounds,
@@ -91,6 +92,36 @@ def test_accepted_moves_climb_from_the_new_incumbent(toy):
     assert "BLOCK_M = 64" in text and "BLOCK_N = 64" in text and "BLOCK_K = 32" in text
     accepted = [r for r in rec.records if r["status"] == "ACCEPTED"]
     assert len(accepted) >= 3
+
+
+def test_never_undoes_the_last_accepted_move(toy):
+    # the H200 FP8 campaign (2026-11-30) accepted num_stages 4 -> 3, then spent a round on 3 -> 4
+    first = SearchOptimizer().propose(RecordedRounds(toy).context())
+    rec = RecordedRounds(toy, gains=lambda d: 0.05 if d == first.direction else -0.03)
+    proposals = rec.run(SearchOptimizer(), 200)
+    assert proposals[0] == first and rec.records[1]["status"] == "ACCEPTED"
+    (knob,) = first.notes["changes"]
+    undo = f"{first.notes['entry']}:{knob}={first.notes['old'][knob]!r}"
+    assert undoing(rec.records) == {undo}
+    assert undo not in [p.direction for p in proposals]
+    # it is a move of the new incumbent's space: without the accepted record it comes first
+    ctx = rec.context()
+    fresh = replace(ctx, rounds=ctx.rounds[:1], ineffective=())
+    t = parse_tunables(rec.incumbent["pkg/configs.py"])
+    assert undo in [d for *_, d in SearchOptimizer().moves(t, fresh)]
+    # a later acceptance makes it a candidate again
+    assert undoing([*rec.records, {"status": "ACCEPTED", "direction": "x"}]) == set()
+
+
+def test_undoing_reads_the_engine_record_of_a_search_move():
+    rec = {"status": "ACCEPTED", "direction": "CONFIGS/fp8_block/large:num_stages=3",
+           "summary": "CONFIGS/fp8_block/large: num_stages 4 -> 3"}  # fmt: skip
+    assert undoing([rec]) == {"CONFIGS/fp8_block/large:num_stages=4"}
+    assert undoing([rec, {"status": "ROLLED BACK", "direction": "y"}]) == {
+        "CONFIGS/fp8_block/large:num_stages=4"
+    }
+    assert undoing([{**rec, "summary": "a person's words"}]) == set()
+    assert undoing([{**rec, "direction": 'CONFIGS/x:preset={"num_stages": 3}'}]) == set()
 
 
 def test_refuses_a_tunables_file_outside_the_kernel_files(toy):
