@@ -120,8 +120,12 @@ CONFIGS: dict[str, dict[str, GemmConfig]] = {
     # 668; 128x256 TMA 548-596; 128x128 w4 155-236. Round 2 (shapes 2 and 3): 64x128 w4 s4 TMA
     # 711 / 730 fwd, 684 / 676 for the db layout (1x128 B scales); 128x128 w8 s4 TMA
     # persistent 694; k_unroll=2 (two groups per iteration) 215-468, or out of shared memory.
+    # large, 3 stages (was 4): issue-6 search campaign on the H200 (2026-11-30), round 6,
+    # combined step +5.84% [+4.24%, +8.15%] in its paired A/B on 5 model shapes; the best of
+    # the 54-point sweep of tile x warps x stages (607 vs 555 TFLOPS step geomean,
+    # docs/campaigns.md).
     "fp8_block": {
-        "large": GemmConfig(64, 128, 128, num_warps=4, num_stages=4, use_tma=True),
+        "large": GemmConfig(64, 128, 128, num_warps=4, num_stages=3, use_tma=True),
         "skinny": GemmConfig(64, 128, 128, num_warps=4, num_stages=4, use_tma=True),
         "long_k": GemmConfig(64, 128, 128, num_warps=4, num_stages=4, use_tma=True, split_k=4),
         "tiny": GemmConfig(64, 64, 128, num_warps=4, num_stages=3),
