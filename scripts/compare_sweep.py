@@ -9,7 +9,8 @@ A/B that decides campaign rounds: two isolated worker processes, shuffled interl
 the op's campaign type. Shapes: the sweep's, plus the campaign's representative shapes with
 ``--campaign``. The ratio is the campaign's speed over the sweep best's (above 1: the campaign
 is faster); the target is met when it is at least ``--target`` (0.97). When the campaign's
-tunables file is the sweep's best itself, nothing is measured and the verdict says so.
+tunables file holds the sweep's best configuration itself (every entry's values; comments and
+docstrings may differ), nothing is measured and the verdict says so.
 
     python scripts/compare_sweep.py --root CAMPAIGN_CHECKOUT --campaign CAMPAIGN_DIR \\
         --sweep sweep_bf16.json -o compare_bf16.json --logs compare_logs
@@ -34,6 +35,7 @@ from kernel_ratchet.campaign.paired_round import paired_settings
 from kernel_ratchet.harness.ab import run_paired
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.harness.worker import WorkerSpec
+from kernel_ratchet.optimizers.tunables import parse_tunables
 from kernel_ratchet.profile.loader import find_profile, load_profile
 
 SKIP = shutil.ignore_patterns(".git", ".ratchet", ".incumbent", "__pycache__", ".pytest_cache")
@@ -69,6 +71,12 @@ def same_space(sweep: dict, campaign: Path | None) -> str | None:
         return (f"the campaign's search moved {knobs or 'every knob'}, the sweep covered "
                 f"{sorted(sweep['knobs'])}: not the same space")  # fmt: skip
     return None
+
+
+def configuration(text: str) -> dict[str, dict[str, object]]:
+    """Every entry's knob values of a tunables file (what runs; its comments do not)."""
+    return {key: {k: kv.value for k, kv in e.knobs.items()}
+            for key, e in parse_tunables(text).entries.items()}  # fmt: skip
 
 
 def verdict(ratio: float, lo: float, hi: float, target: float) -> str:
@@ -113,12 +121,15 @@ def main() -> int:
     base = {"space_warning": space,
             "op": sweep["op"], "root": str(root), "campaign": str(campaign) if campaign else None,
             "shapes": [s.label for s in shapes], "engine_params": params,
-            "same_configuration": final_text == sweep["best_text"], "target": args.target,
+            "same_configuration": configuration(final_text) == configuration(sweep["best_text"]),
+            "target": args.target,
             "sweep_best": sweep["best"],
             "sweep_shipped_aggregate": sweep.get("shipped_aggregate")}  # fmt: skip
     if base["same_configuration"]:
-        base["verdict"] = ("MET: the campaign ended at the sweep's best configuration itself "
-                           "(identical tunables file); nothing to measure")  # fmt: skip
+        base["verdict"] = (
+            "MET: the campaign ended at the sweep's best configuration itself "
+            "(the same values in every tunables entry); nothing to measure"
+        )
         Path(args.output).write_text(json.dumps(base, indent=1))
         print(base["verdict"])
         return 0
