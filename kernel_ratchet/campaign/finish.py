@@ -138,20 +138,20 @@ def _render(c: Campaign, final) -> str:
 
 
 def _paired_chain(c: Campaign, acc: list[dict[str, Any]]) -> str:
-    """The accepted rounds' paired ratios (each against its incumbent, with its CI) and their
-    product: the gain the decisions stand on, on the shapes each round measured."""
-    parts, total = [], 1.0
+    """The incumbent's paired chain (:func:`closing.chain_of`, as ``ratchet status`` and T1 read
+    it: the gain the decisions stand on) and the accepted rounds' paired ratios behind it, each
+    against its incumbent with its CI, on the shapes each round measured."""
+    parts = []
     for r in acc:
         d = rounds.load_record(c.round_dir(r["round"]) / "round.json").get("decision") or {}
         if not d.get("paired"):
             return "none (an accepted round has no paired A/B)"
         lo, hi = d["gain_ci"]
-        total *= 1.0 + d["gain"]
         parts.append(f"round-{r['round']} {1 + d['gain']:.4f}x [{1 + lo:.4f}, {1 + hi:.4f}] on "
                      f"{len(d.get('per_shape') or [])} shapes")  # fmt: skip
     if not parts:
         return "no accepted round"
-    return f"{pct(total - 1.0, 2)} ({'; '.join(parts)})"
+    return f"{pct(closing.chain_of(c, c.state.incumbent_round or 1), 2)} ({'; '.join(parts)})"
 
 
 def _real_training(c: Campaign, headline: float) -> str:
