@@ -41,13 +41,17 @@ err = Console(stderr=True)
 ProfileOpt = typer.Option(None, "--profile", help="ratchet.yaml (default: found from the cwd)")
 CampaignOpt = typer.Option(None, "--campaign", help="campaign name (default: most recent)")
 PauseOpt = typer.Option(
-    False, "--pause", help="when this run's --max-iterations or --max-duration is spent, pause "
+    False,
+    "--pause",
+    help="when this run's --max-iterations or --max-duration is spent, pause "
     "(no REPORT; `ratchet resume` continues) instead of ending the campaign",
-)  # fmt: skip
+)
 KnobsOpt = typer.Option(
-    None, "--knobs", help="search only: comma-separated knobs it may move (e.g. "
+    None,
+    "--knobs",
+    help="search only: comma-separated knobs it may move (e.g. "
     "block_m,block_n,num_warps,num_stages, the space of an exhaustive sweep)",
-)  # fmt: skip
+)
 
 
 def _profile(path: Path | None):
@@ -115,11 +119,18 @@ def init(
 
     prof = _profile(profile)
     params = define_target(
-        prof, op, performance_target=performance_target, max_iterations=max_iterations,
-        git_branch=git_branch, git_commit=commit, timing_engine=timing_engine,
-        regression_threshold=regression_threshold, efficiency_target=efficiency_target,
-        hardware_peak=hardware_peak, execution_mode=mode,
-    )  # fmt: skip
+        prof,
+        op,
+        performance_target=performance_target,
+        max_iterations=max_iterations,
+        git_branch=git_branch,
+        git_commit=commit,
+        timing_engine=timing_engine,
+        regression_threshold=regression_threshold,
+        efficiency_target=efficiency_target,
+        hardware_peak=hardware_peak,
+        execution_mode=mode,
+    )
     table = Table("parameter", "value", title="DEFINE_TARGET")
     for k, v in params.describe():
         table.add_row(k, v)
@@ -158,19 +169,29 @@ def validate(
     from kernel_ratchet.campaign.closing import ROOT_CAUSES
 
     with _campaign(profile, campaign) as c:
-        rec = c.validate(hypothesis, bucket=bucket, level=level, change=change,
-                         expected=expected, lesson=lesson, next_direction=next_direction,
-                         takeaway=takeaway)  # fmt: skip
+        rec = c.validate(
+            hypothesis,
+            bucket=bucket,
+            level=level,
+            change=change,
+            expected=expected,
+            lesson=lesson,
+            next_direction=next_direction,
+            takeaway=takeaway,
+        )
         k = c.state.consecutive_rollbacks
         term = c.state.termination
     color = "green" if rec["status"] == "ACCEPTED" else "red"
-    out.print(f"round-{rec['round']} [{color}]{rec['status']}[/{color}] ({rec['level']}): "
-              f"{rec['reason']}")  # fmt: skip
+    out.print(
+        f"round-{rec['round']} [{color}]{rec['status']}[/{color}] ({rec['level']}): {rec['reason']}"
+    )
     if rec["status"] != "ACCEPTED":
         out.print(f"root cause: {ROOT_CAUSES.get(rec['category'], rec['category'])}")
     if k >= 2:
-        err.print(f"[yellow]stagnation: {k} consecutive rollbacks — review before the next "
-                  "round (see logs/optimize.md)[/yellow]")  # fmt: skip
+        err.print(
+            f"[yellow]stagnation: {k} consecutive rollbacks — review before the next "
+            "round (see logs/optimize.md)[/yellow]"
+        )
     if term:
         out.print(f"termination {term['code']}: {term['reason']} — run `ratchet report`")
     raise typer.Exit(0 if rec["status"] == "ACCEPTED" else 1)
@@ -189,15 +210,28 @@ def status(
     if as_json:
         print(json.dumps(s, indent=2, default=str))
         return
-    out.print(f"[bold]{s['campaign']}[/bold] — {s['phase']}, next round {s['next_round']}, "
-              f"incumbent round-{s['incumbent_round']}")  # fmt: skip
-    table = Table("round", "status", "level", "vs baseline\n(paired chain)",
-                  "vs baseline\n(harness CSVs)", "hypothesis")  # fmt: skip
+    out.print(
+        f"[bold]{s['campaign']}[/bold] — {s['phase']}, next round {s['next_round']}, "
+        f"incumbent round-{s['incumbent_round']}"
+    )
+    table = Table(
+        "round",
+        "status",
+        "level",
+        "vs baseline\n(paired chain)",
+        "vs baseline\n(harness CSVs)",
+        "hypothesis",
+    )
     for r in s["rounds"]:
         vp, vb = r.get("paired_chain"), r.get("vs_baseline")
-        table.add_row(str(r["round"]), r["status"], r["level"],
-                      "-" if vp is None else f"{vp * 100:+.2f}%",
-                      "-" if vb is None else f"{vb * 100:+.2f}%", r["hypothesis"])  # fmt: skip
+        table.add_row(
+            str(r["round"]),
+            r["status"],
+            r["level"],
+            "-" if vp is None else f"{vp * 100:+.2f}%",
+            "-" if vb is None else f"{vb * 100:+.2f}%",
+            r["hypothesis"],
+        )
     out.print(table)
     if s["termination"]:
         out.print(f"termination {s['termination']['code']}: {s['termination']['reason']}")
@@ -237,8 +271,13 @@ def parse_csv(path: Path, as_json: bool = typer.Option(False, "--json")):
     if as_json:
         print(json.dumps({"schema": t.schema.name, "rows": t.to_records()}, indent=2))
         return
-    table = Table("label", "Check", t.schema.fwd_metric, t.schema.bwd_metric,
-                  title=f"{path} ({t.schema.name} schema)")  # fmt: skip
+    table = Table(
+        "label",
+        "Check",
+        t.schema.fwd_metric,
+        t.schema.bwd_metric,
+        title=f"{path} ({t.schema.name} schema)",
+    )
     for r in t.rows:
         table.add_row(r.label, r.check, f"{r.fwd:.4g}", f"{r.bwd:.4g}")
     out.print(table)
@@ -253,8 +292,9 @@ def _tips_file(prof, op: str, gpu: str | None):
 
 
 @tips_app.command("show")
-def tips_show(op: str = typer.Option(..., "--op"), gpu: str | None = None,
-              profile: Path | None = ProfileOpt):  # fmt: skip
+def tips_show(
+    op: str = typer.Option(..., "--op"), gpu: str | None = None, profile: Path | None = ProfileOpt
+):
     """Print the tips recorded for this op, backend and GPU."""
     path = _tips_file(_profile(profile), op, gpu)
     out.print(path.read_text() if path.exists() else f"no tips yet ({path})")
@@ -315,14 +355,25 @@ def _live_view(title: str) -> Iterator:
     state = {"msg": "starting"}
 
     def render() -> Table:
-        t = Table("round", "status", "category", "vs incumbent", "change",
-                  title=f"{title} — {state['msg']}", title_justify="left")  # fmt: skip
+        t = Table(
+            "round",
+            "status",
+            "category",
+            "vs incumbent",
+            "change",
+            title=f"{title} — {state['msg']}",
+            title_justify="left",
+        )
         for r in rows[-20:]:
             gain = (r.get("decision") or {}).get("gain")
             color = "green" if r["status"] == "ACCEPTED" else "red"
-            t.add_row(str(r["round"]), f"[{color}]{r['status']}[/{color}]", r["category"],
-                      "-" if gain is None else f"{gain * 100:+.2f}%",
-                      r.get("summary") or r["hypothesis"])  # fmt: skip
+            t.add_row(
+                str(r["round"]),
+                f"[{color}]{r['status']}[/{color}]",
+                r["category"],
+                "-" if gain is None else f"{gain * 100:+.2f}%",
+                r.get("summary") or r["hypothesis"],
+            )
         return t
 
     with Live(render(), console=err, refresh_per_second=4) as live:
@@ -352,18 +403,27 @@ def _optimizer(name: str, agent_cmd: str | None, agent_timeout: float, knobs: st
         return load_optimizer("search", knobs=knobs)
     if name == "agent":
         if not agent_cmd:
-            raise RatchetError("--optimizer agent needs --agent-cmd, a command template with "
-                               "{prompt_file} (and optionally {workdir}, {hypothesis_file}), "
-                               "e.g. --agent-cmd 'claude -p \"$(cat {prompt_file})\"'")  # fmt: skip
+            raise RatchetError(
+                "--optimizer agent needs --agent-cmd, a command template with "
+                "{prompt_file} (and optionally {workdir}, {hypothesis_file}), "
+                "e.g. --agent-cmd 'claude -p \"$(cat {prompt_file})\"'"
+            )
         return load_optimizer("agent", command=agent_cmd, timeout_s=agent_timeout)
     return load_optimizer(name)
 
 
 def _drive(
-    prof, op: str | None, campaign: str | None, optimizer, *, max_iterations: int,
-    max_duration: str | None, efficiency_target: float | None, init: dict,
+    prof,
+    op: str | None,
+    campaign: str | None,
+    optimizer,
+    *,
+    max_iterations: int,
+    max_duration: str | None,
+    efficiency_target: float | None,
+    init: dict,
     pause: bool = False,
-) -> None:  # fmt: skip
+) -> None:
     import threading
 
     from kernel_ratchet.campaign.loop import graceful_interrupt, parse_duration, run_campaign
@@ -372,16 +432,27 @@ def _drive(
     title = f"ratchet run ({optimizer.name})"
     with _live_view(title) as (say, on_round), graceful_interrupt(stop, say):
         res = run_campaign(
-            prof, op, optimizer, campaign=campaign, max_iterations=max_iterations,
-            max_duration_s=parse_duration(max_duration), efficiency_target=efficiency_target,
-            say=say, stop_flag=stop, on_round=on_round, init=init, pause_at_budget=pause,
-        )  # fmt: skip
+            prof,
+            op,
+            optimizer,
+            campaign=campaign,
+            max_iterations=max_iterations,
+            max_duration_s=parse_duration(max_duration),
+            efficiency_target=efficiency_target,
+            say=say,
+            stop_flag=stop,
+            on_round=on_round,
+            init=init,
+            pause_at_budget=pause,
+        )
     if getattr(optimizer, "instructions", ""):
         out.print(optimizer.instructions)
     code, why = res.stop or ("-", "-")
     acc = sum(1 for r in res.rounds if r["status"] == "ACCEPTED")
-    out.print(f"campaign [bold]{res.campaign_dir.name}[/bold]: {len(res.rounds)} rounds this "
-              f"run, {acc} accepted; stopped: {code} — {why}")  # fmt: skip
+    out.print(
+        f"campaign [bold]{res.campaign_dir.name}[/bold]: {len(res.rounds)} rounds this "
+        f"run, {acc} accepted; stopped: {code} — {why}"
+    )
     if res.report is not None:
         out.print(f"report: {res.campaign_dir / 'report.md'} (next: `ratchet accept`)")
 
@@ -415,35 +486,52 @@ def run(
 
     if example or rehearse:
         if not torch.cuda.is_available() and not rehearse:
-            raise RatchetError("no CUDA GPU on this machine: add --rehearse to rehearse the "
-                               "campaign in the Triton interpreter on tiny shapes (CPU timings "
-                               "are meaningless for tuning)")  # fmt: skip
+            raise RatchetError(
+                "no CUDA GPU on this machine: add --rehearse to rehearse the "
+                "campaign in the Triton interpreter on tiny shapes (CPU timings "
+                "are meaningless for tuning)"
+            )
         if rehearse:
             os.environ["TRITON_INTERPRET"] = "1"
-            err.print("[yellow]rehearsal: Triton interpreter on the CPU, tiny shapes; "
-                      "the timings are meaningless for tuning[/yellow]")  # fmt: skip
+            err.print(
+                "[yellow]rehearsal: Triton interpreter on the CPU, tiny shapes; "
+                "the timings are meaningless for tuning[/yellow]"
+            )
     if example:
         from kernel_ratchet.campaign.example import scaffold
 
-        root, op = scaffold(example, dest or Path.cwd() / f"ratchet-example-{example}",
-                            rehearse=rehearse)  # fmt: skip
+        root, op = scaffold(
+            example, dest or Path.cwd() / f"ratchet-example-{example}", rehearse=rehearse
+        )
         paths = [str(root), os.environ.get("PYTHONPATH", "")]
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
-        out.print(f"scaffolded [bold]{root}[/bold] (op {op}); later commands there need "
-                  f"`export PYTHONPATH={root}` or `pip install -e {root}`")  # fmt: skip
+        out.print(
+            f"scaffolded [bold]{root}[/bold] (op {op}); later commands there need "
+            f"`export PYTHONPATH={root}` or `pip install -e {root}`"
+        )
         profile = root / "ratchet.yaml"
     prof = _profile(profile)
     if not op and not campaign:
-        raise RatchetError("give --op OP for a new campaign (or --campaign NAME / `ratchet "
-                           "resume` to continue one)")  # fmt: skip
+        raise RatchetError(
+            "give --op OP for a new campaign (or --campaign NAME / `ratchet "
+            "resume` to continue one)"
+        )
     opt = _optimizer(optimizer, agent_cmd, agent_timeout, knobs)
     what = f"op {op}" if op and not campaign else f"campaign {campaign}"
     ask = f"Run {what} unattended with the {optimizer} optimizer (up to {max_iterations} rounds)?"
     if not yes and not typer.confirm(ask, default=True):
         raise typer.Exit(1)
-    _drive(prof, None if campaign else op, campaign, opt, max_iterations=max_iterations,
-           max_duration=max_duration, efficiency_target=efficiency_target, init={},
-           pause=pause)  # fmt: skip
+    _drive(
+        prof,
+        None if campaign else op,
+        campaign,
+        opt,
+        max_iterations=max_iterations,
+        max_duration=max_duration,
+        efficiency_target=efficiency_target,
+        init={},
+        pause=pause,
+    )
 
 
 @app.command()
@@ -475,11 +563,22 @@ def resume(
     if optimizer is None and knobs is None and last and last.get("name") != "manual":
         optimizer = last.get("name", "search")
         knobs = ",".join(last.get("knobs") or []) or None
-        err.print(f"resuming with the {optimizer} optimizer of the last run"
-                  + (f", knobs {knobs}" if knobs else ""))  # fmt: skip
+        err.print(
+            f"resuming with the {optimizer} optimizer of the last run"
+            + (f", knobs {knobs}" if knobs else "")
+        )
     opt = _optimizer(optimizer or "search", agent_cmd, agent_timeout, knobs)
-    _drive(prof, None, name, opt, max_iterations=max_iterations, max_duration=max_duration,
-           efficiency_target=efficiency_target, init={}, pause=pause)  # fmt: skip
+    _drive(
+        prof,
+        None,
+        name,
+        opt,
+        max_iterations=max_iterations,
+        max_duration=max_duration,
+        efficiency_target=efficiency_target,
+        init={},
+        pause=pause,
+    )
 
 
 @app.command()
@@ -494,9 +593,11 @@ def calibrate(
 
     with _campaign(profile, campaign) as c:
         cal = calibrate_campaign(c, trials)
-    out.print(f"{cal.trials} A/A trials: false accepts {cal.false_accept_rate:.1%}, false "
-              f"regressions {cal.false_regression_rate:.1%}, minimum detectable effect "
-              f"{cal.min_detectable_effect:.2%}")  # fmt: skip
+    out.print(
+        f"{cal.trials} A/A trials: false accepts {cal.false_accept_rate:.1%}, false "
+        f"regressions {cal.false_regression_rate:.1%}, minimum detectable effect "
+        f"{cal.min_detectable_effect:.2%}"
+    )
 
 
 def _terminate(signum, frame) -> None:  # noqa: ARG001 - signal handler signature
@@ -507,11 +608,14 @@ def _terminate(signum, frame) -> None:  # noqa: ARG001 - signal handler signatur
 def _stopped(terminated: bool) -> None:
     """Exit after Ctrl+C (130) or SIGTERM (143); the engine has closed the round in flight."""
     if terminated:
-        err.print("[yellow]terminated (SIGTERM)[/yellow]: the round in flight was closed; "
-                  "`ratchet resume` continues the campaign")  # fmt: skip
+        err.print(
+            "[yellow]terminated (SIGTERM)[/yellow]: the round in flight was closed; "
+            "`ratchet resume` continues the campaign"
+        )
         sys.exit(Terminated.exit_code)
-    err.print("[yellow]interrupted[/yellow]: the round in flight was closed; "
-              "`ratchet status` shows it")  # fmt: skip
+    err.print(
+        "[yellow]interrupted[/yellow]: the round in flight was closed; `ratchet status` shows it"
+    )
     sys.exit(130)
 
 

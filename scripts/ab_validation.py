@@ -57,8 +57,13 @@ from kernel_ratchet.harness.worker import WorkerSpec
 from kernel_ratchet.kernels.gemm.adapter import GemmBf16, GemmCase, GemmFp16, make_linear_inputs
 from kernel_ratchet.scoring.noise import pooled_spread
 
-GPU_SHAPES = [(4096, 4096, 4096), (8192, 4096, 4096), (4096, 14336, 4096),
-              (4096, 4096, 14336), (2048, 6144, 4096)]  # fmt: skip
+GPU_SHAPES = [
+    (4096, 4096, 4096),
+    (8192, 4096, 4096),
+    (4096, 14336, 4096),
+    (4096, 4096, 14336),
+    (2048, 6144, 4096),
+]
 CPU_SHAPES = [(32, 32, 32), (48, 32, 32)]
 
 
@@ -96,9 +101,14 @@ class FasterBaselineFp16(_MoreK, GemmFp16):
 def _spec(adapter: str, cuda: bool, overrides: dict | None = None) -> WorkerSpec:
     params = dict(GPU_PAIRED_TIMING if cuda else CPU_PAIRED_TIMING)  # what campaigns use
     params.update(overrides or {})
-    return WorkerSpec(source_root=str(Path(__file__).resolve().parents[1]), adapter=adapter,
-                      engine="cuda_events" if cuda else "perf_counter", engine_params=params,
-                      device="cuda" if cuda else "cpu", interpret=not cuda)  # fmt: skip
+    return WorkerSpec(
+        source_root=str(Path(__file__).resolve().parents[1]),
+        adapter=adapter,
+        engine="cuda_events" if cuda else "perf_counter",
+        engine_params=params,
+        device="cuda" if cuda else "cpu",
+        interpret=not cuda,
+    )
 
 
 SCENARIOS = ("A/A", "slower 3%", "faster 5%")
@@ -106,17 +116,28 @@ SCENARIOS = ("A/A", "slower 3%", "faster 5%")
 
 def _row(t: int, wall_s: float, run, params: dict) -> dict:
     d = run.decision
-    row = {"trial": t, "wall_s": wall_s, "check_wall_s": run.check_wall_s,
-           "engine_params": params,
-           "failure": run.failure.sentence() if run.failure else None}  # fmt: skip
+    row = {
+        "trial": t,
+        "wall_s": wall_s,
+        "check_wall_s": run.check_wall_s,
+        "engine_params": params,
+        "failure": run.failure.sentence() if run.failure else None,
+    }
     if d is not None:
-        row.update(status=d.status.value, verdict=d.verdict_aggregate.value,
-                   ratio=d.aggregate_ratio, ci=[d.aggregate_ci_low, d.aggregate_ci_high],
-                   rounds=run.rounds, reason=d.reason, regressions=list(d.regressions),
-                   regressed=list(d.regressed),
-                   shape_verdicts={r.label: r.verdict.value for r in d.per_shape},
-                   shape_ratios={r.label: [r.ratio, r.ci_low, r.ci_high] for r in d.per_shape},
-                   times=run.to_dict()["times"], order=[list(o) for o in run.order])  # fmt: skip
+        row.update(
+            status=d.status.value,
+            verdict=d.verdict_aggregate.value,
+            ratio=d.aggregate_ratio,
+            ci=[d.aggregate_ci_low, d.aggregate_ci_high],
+            rounds=run.rounds,
+            reason=d.reason,
+            regressions=list(d.regressions),
+            regressed=list(d.regressed),
+            shape_verdicts={r.label: r.verdict.value for r in d.per_shape},
+            shape_ratios={r.label: [r.ratio, r.ci_low, r.ci_high] for r in d.per_shape},
+            times=run.to_dict()["times"],
+            order=[list(o) for o in run.order],
+        )
     return row
 
 
@@ -155,10 +176,12 @@ def small_slower(row: dict, threshold: float = 0.05) -> int:
 def table(results: dict[str, list[dict]]) -> str:
     """The issue's numbers per scenario: accepts, aggregate SLOWER flags, rollbacks for a ≥5%
     shape regression, shapes confirmed slower by less, and the spread of one round's ratio."""
-    lines = ["| scenario | trials | ACCEPTED | aggregate SLOWER | rolled back for a ≥5% shape "
-             "regression | shapes confirmed slower by < 5% | failures | median wall s "
-             "| median rounds | round spread |",
-             "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "| scenario | trials | ACCEPTED | aggregate SLOWER | rolled back for a ≥5% shape "
+        "regression | shapes confirmed slower by < 5% | failures | median wall s "
+        "| median rounds | round spread |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, rows in results.items():
         if not rows:
             continue
@@ -171,10 +194,12 @@ def table(results: dict[str, list[dict]]) -> str:
         wall = sorted(r["wall_s"] for r in rows)[len(rows) // 2]
         rounds = sorted(r.get("rounds", 0) for r in rows)[len(rows) // 2]
         spread = round_spread(rows)
-        lines.append(f"| {name} | {len(rows)} | {acc} | {slow} | {regress} | {small} of "
-                     f"{n_shapes} | {fails} "
-                     f"| {wall:.1f} | {rounds} | "
-                     f"{'-' if spread is None else f'{spread:.2%}'} |")  # fmt: skip
+        lines.append(
+            f"| {name} | {len(rows)} | {acc} | {slow} | {regress} | {small} of "
+            f"{n_shapes} | {fails} "
+            f"| {wall:.1f} | {rounds} | "
+            f"{'-' if spread is None else f'{spread:.2%}'} |"
+        )
     return "\n".join(lines)
 
 
@@ -218,8 +243,10 @@ def main() -> int:
     cuda = torch.cuda.is_available() and not args.cpu
     overrides = json.loads(args.engine_params)
     if args.engine_params_from:
-        overrides = {**json.loads(Path(args.engine_params_from).read_text())["chosen"]["params"],
-                     **overrides}  # fmt: skip
+        overrides = {
+            **json.loads(Path(args.engine_params_from).read_text())["chosen"]["params"],
+            **overrides,
+        }
     params = {**(GPU_PAIRED_TIMING if cuda else CPU_PAIRED_TIMING), **overrides}
     print(f"engine parameters: {params}", file=sys.stderr, flush=True)
     dims = GPU_SHAPES if cuda else CPU_SHAPES
@@ -243,11 +270,18 @@ def main() -> int:
             for name, (inc, cand) in scenarios.items():
                 t0 = time.monotonic()
                 tag = name.split()[0].replace("/", "")
-                run = run_paired(_spec(inc, cuda, overrides), _spec(cand, cuda, overrides),
-                                 shapes, phases=["fwd"], seed=secrets.randbits(63),
-                                 k_start=k_start, k_max=k_max,
-                                 log_dir=Path(tmp) / f"{tag}-{t}", rng_seed=t,
-                                 campaign_type="compute_fwd")  # fmt: skip
+                run = run_paired(
+                    _spec(inc, cuda, overrides),
+                    _spec(cand, cuda, overrides),
+                    shapes,
+                    phases=["fwd"],
+                    seed=secrets.randbits(63),
+                    k_start=k_start,
+                    k_max=k_max,
+                    log_dir=Path(tmp) / f"{tag}-{t}",
+                    rng_seed=t,
+                    campaign_type="compute_fwd",
+                )
                 row = _row(t, time.monotonic() - t0, run, params)
                 results[name].append(row)
                 Path(args.output).write_text(json.dumps(results, indent=2))

@@ -68,15 +68,19 @@ def same_space(sweep: dict, campaign: Path | None) -> str | None:
         return None
     knobs = sorted(last.get("knobs") or [])
     if knobs != sorted(sweep["knobs"]):
-        return (f"the campaign's search moved {knobs or 'every knob'}, the sweep covered "
-                f"{sorted(sweep['knobs'])}: not the same space")  # fmt: skip
+        return (
+            f"the campaign's search moved {knobs or 'every knob'}, the sweep covered "
+            f"{sorted(sweep['knobs'])}: not the same space"
+        )
     return None
 
 
 def configuration(text: str) -> dict[str, dict[str, object]]:
     """Every entry's knob values of a tunables file (what runs; its comments do not)."""
-    return {key: {k: kv.value for k, kv in e.knobs.items()}
-            for key, e in parse_tunables(text).entries.items()}  # fmt: skip
+    return {
+        key: {k: kv.value for k, kv in e.knobs.items()}
+        for key, e in parse_tunables(text).entries.items()
+    }
 
 
 def verdict(ratio: float, lo: float, hi: float, target: float) -> str:
@@ -118,13 +122,18 @@ def main() -> int:
     space = same_space(sweep, campaign)
     if space:
         print(f"warning: {space}", file=sys.stderr)
-    base = {"space_warning": space,
-            "op": sweep["op"], "root": str(root), "campaign": str(campaign) if campaign else None,
-            "shapes": [s.label for s in shapes], "engine_params": params,
-            "same_configuration": configuration(final_text) == configuration(sweep["best_text"]),
-            "target": args.target,
-            "sweep_best": sweep["best"],
-            "sweep_shipped_aggregate": sweep.get("shipped_aggregate")}  # fmt: skip
+    base = {
+        "space_warning": space,
+        "op": sweep["op"],
+        "root": str(root),
+        "campaign": str(campaign) if campaign else None,
+        "shapes": [s.label for s in shapes],
+        "engine_params": params,
+        "same_configuration": configuration(final_text) == configuration(sweep["best_text"]),
+        "target": args.target,
+        "sweep_best": sweep["best"],
+        "sweep_shipped_aggregate": sweep.get("shipped_aggregate"),
+    }
     if base["same_configuration"]:
         base["verdict"] = (
             "MET: the campaign ended at the sweep's best configuration itself "
@@ -139,15 +148,28 @@ def main() -> int:
         (best_root / op.tunables).write_text(sweep["best_text"])
 
         def spec(src: Path) -> WorkerSpec:
-            return WorkerSpec(source_root=str(src), adapter=op.adapter,
-                              engine="cuda_events" if cuda else "perf_counter",
-                              engine_params=params, device="cuda" if cuda else "cpu",
-                              interpret=not cuda)  # fmt: skip
+            return WorkerSpec(
+                source_root=str(src),
+                adapter=op.adapter,
+                engine="cuda_events" if cuda else "perf_counter",
+                engine_params=params,
+                device="cuda" if cuda else "cpu",
+                interpret=not cuda,
+            )
 
         logs = Path(args.logs or Path(tmp) / "logs")
-        run = run_paired(spec(best_root), spec(root), shapes, phases=phases,
-                         seed=secrets.randbits(63), k_start=k_start, k_max=k_max, log_dir=logs,
-                         campaign_type=op.campaign_type, progress=print)  # fmt: skip
+        run = run_paired(
+            spec(best_root),
+            spec(root),
+            shapes,
+            phases=phases,
+            seed=secrets.randbits(63),
+            k_start=k_start,
+            k_max=k_max,
+            log_dir=logs,
+            campaign_type=op.campaign_type,
+            progress=print,
+        )
     out = {**base, "run": run.to_dict()}
     if not run.ok:
         out["verdict"] = f"FAILED: {run.failure.sentence()}"
@@ -155,11 +177,13 @@ def main() -> int:
         print(out["verdict"], file=sys.stderr)
         return 1
     d = run.decision
-    out.update(ratio=d.aggregate_ratio, ci=[d.aggregate_ci_low, d.aggregate_ci_high],
-               per_shape={r.label: [r.ratio, r.ci_low, r.ci_high] for r in d.per_shape},
-               rounds=run.rounds,
-               verdict=verdict(d.aggregate_ratio, d.aggregate_ci_low, d.aggregate_ci_high,
-                               args.target))  # fmt: skip
+    out.update(
+        ratio=d.aggregate_ratio,
+        ci=[d.aggregate_ci_low, d.aggregate_ci_high],
+        per_shape={r.label: [r.ratio, r.ci_low, r.ci_high] for r in d.per_shape},
+        rounds=run.rounds,
+        verdict=verdict(d.aggregate_ratio, d.aggregate_ci_low, d.aggregate_ci_high, args.target),
+    )
     Path(args.output).write_text(json.dumps(out, indent=1))
     print(
         f"campaign vs sweep best, {len(shapes)} shapes, {run.rounds} paired rounds: "

@@ -65,10 +65,18 @@ def main() -> int:
                 skipped.append(name)
                 continue
             spec = _spec(base, cuda, params)
-            run = run_paired(spec, spec, shapes, phases=["fwd"], seed=1000 + i,
-                             k_start=args.rounds, k_max=args.rounds, rng_seed=i,
-                             log_dir=logs / f"variant-{i}",
-                             campaign_type="compute_fwd")  # fmt: skip
+            run = run_paired(
+                spec,
+                spec,
+                shapes,
+                phases=["fwd"],
+                seed=1000 + i,
+                k_start=args.rounds,
+                k_max=args.rounds,
+                rng_seed=i,
+                log_dir=logs / f"variant-{i}",
+                campaign_type="compute_fwd",
+            )
             try:
                 rep = round_noise(name, spec.engine_params, run)
             except ValueError as exc:
@@ -77,15 +85,22 @@ def main() -> int:
                 continue
             reports.append(rep)
             chosen, why = choose(reports)
-            out = {"rounds": args.rounds, "shapes": [s.label for s in shapes],
-                   "variants": [r.to_dict() for r in reports], "skipped": skipped,
-                   "chosen": {"name": chosen.name, "params": dict(variants[chosen.name]),
-                              "why": why}}  # fmt: skip
+            out = {
+                "rounds": args.rounds,
+                "shapes": [s.label for s in shapes],
+                "variants": [r.to_dict() for r in reports],
+                "skipped": skipped,
+                "chosen": {"name": chosen.name, "params": dict(variants[chosen.name]), "why": why},
+            }
             partial.write_text(json.dumps(out, indent=2))
-            print(f"{name}: spread {rep.spread:.2%} (per shape "
-                  f"{', '.join(f'{v:.2%}' for v in rep.per_shape.values())}), first-timed "
-                  f"advantage {rep.order_effect:+.2%}, {rep.s_per_round:.2f} s/round, "
-                  f"cost {rep.cost:.3g}", file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"{name}: spread {rep.spread:.2%} (per shape "
+                f"{', '.join(f'{v:.2%}' for v in rep.per_shape.values())}), first-timed "
+                f"advantage {rep.order_effect:+.2%}, {rep.s_per_round:.2f} s/round, "
+                f"cost {rep.cost:.3g}",
+                file=sys.stderr,
+                flush=True,
+            )
     if not reports:
         print("no variant measured", file=sys.stderr)
         return 1
@@ -93,8 +108,10 @@ def main() -> int:
     print("| variant | spread of one round | first-timed advantage | s/round | cost |")
     print("|---|---:|---:|---:|---:|")
     for r in reports:
-        print(f"| {r.name} | {r.spread:.2%} | {r.order_effect:+.2%} | {r.s_per_round:.2f} "
-              f"| {r.cost:.3g} |")  # fmt: skip
+        print(
+            f"| {r.name} | {r.spread:.2%} | {r.order_effect:+.2%} | {r.s_per_round:.2f} "
+            f"| {r.cost:.3g} |"
+        )
     print(f"\nchosen: {why}")
     return 0
 

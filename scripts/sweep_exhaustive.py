@@ -72,8 +72,10 @@ def grid(space: dict[str, list], knobs: list[str]) -> list[dict]:
     missing = [k for k in knobs if k not in space]
     if missing:
         raise SystemExit(f"knobs {missing} are not in the entry's search space {sorted(space)}")
-    return [dict(zip(knobs, vals, strict=True)) for vals in itertools.product(
-        *(space[k] for k in knobs))]  # fmt: skip
+    return [
+        dict(zip(knobs, vals, strict=True))
+        for vals in itertools.product(*(space[k] for k in knobs))
+    ]
 
 
 def parse_entries(specs: list[str], has_backward: bool) -> dict[str, str]:
@@ -88,8 +90,10 @@ def parse_entries(specs: list[str], has_backward: bool) -> dict[str, str]:
     for ph in ("fwd", "bwd") if has_backward else ("fwd",):
         owners = [e for e, p in out.items() if p in (ph, "both")]
         if len(owners) != 1:
-            raise SystemExit(f"the {ph} phase must be governed by exactly one --entry (ENTRY="
-                             f"{ph} or ENTRY=both), got {owners or 'none'}")  # fmt: skip
+            raise SystemExit(
+                f"the {ph} phase must be governed by exactly one --entry (ENTRY="
+                f"{ph} or ENTRY=both), got {owners or 'none'}"
+            )
     return out
 
 
@@ -113,8 +117,10 @@ def apply_text(module, text: str, filename: str) -> None:
     source = Path(module.__file__).read_text()
     defs = [ast.dump(n) for n in tree.body if isinstance(n, _DEFS)]
     if defs != [ast.dump(n) for n in ast.parse(source).body if isinstance(n, _DEFS)]:
-        raise SystemExit(f"{filename}: the text changes code, not only values; a sweep cannot "
-                         "put it in force in a running process")  # fmt: skip
+        raise SystemExit(
+            f"{filename}: the text changes code, not only values; a sweep cannot "
+            "put it in force in a running process"
+        )
     tree.body = [n for n in tree.body if not isinstance(n, _DEFS)]
     flags = __future__.annotations.compiler_flag
     exec(compile(tree, filename, "exec", flags=flags, dont_inherit=True), module.__dict__)  # noqa: S102
@@ -192,8 +198,12 @@ def combine(entries: dict[str, str], measured: dict[str, list[dict]], score_fn) 
         for e, r in zip(entries, picks, strict=True):
             for ph in ("fwd", "bwd") if entries[e] == "both" else (entries[e],):
                 by_phase[ph] = r["shapes"]
-        combos.append({"configs": {e: r["config"] for e, r in zip(entries, picks, strict=True)},
-                       "aggregate": score_fn(by_phase)})  # fmt: skip
+        combos.append(
+            {
+                "configs": {e: r["config"] for e, r in zip(entries, picks, strict=True)},
+                "aggregate": score_fn(by_phase),
+            }
+        )
     combos.sort(key=lambda c: -c["aggregate"])
     return combos
 
@@ -211,19 +221,29 @@ def previous(old: dict, new: dict) -> dict[str, list[dict]]:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--op", required=True)
-    p.add_argument("--entry", action="append", required=True,
-                   help="ENTRY[=fwd|bwd|both], e.g. CONFIGS/bf16/large=fwd")  # fmt: skip
+    p.add_argument(
+        "--entry",
+        action="append",
+        required=True,
+        help="ENTRY[=fwd|bwd|both], e.g. CONFIGS/bf16/large=fwd",
+    )
     p.add_argument("--knobs", required=True, help="comma-separated knobs swept jointly")
     p.add_argument("--campaign", help="campaign dir: sweep its representative shapes")
     p.add_argument("--shapes", type=int, default=5, help="without --campaign: N shapes of the set")
     p.add_argument("--profile", default=None)
     p.add_argument("--max-configs", type=int, default=200, help="per entry")
-    p.add_argument("--budget-s", type=float, default=math.inf,
-                   help="measure no configuration past this many seconds, then score what "
-                   "was measured")  # fmt: skip
-    p.add_argument("--resume", action="store_true",
-                   help="keep the measured configurations of an existing --output of the same "
-                   "sweep and measure only the others")  # fmt: skip
+    p.add_argument(
+        "--budget-s",
+        type=float,
+        default=math.inf,
+        help="measure no configuration past this many seconds, then score what was measured",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the measured configurations of an existing --output of the same "
+        "sweep and measure only the others",
+    )
     p.add_argument("-o", "--output", default="sweep.json")
     args = p.parse_args()
     cuda = torch.cuda.is_available()
@@ -238,8 +258,7 @@ def main() -> int:
     path = prof.root / op.tunables
     original = path.read_text()
     tun = parse_tunables(original)
-    unknown = [e.partition("=")[0] for e in args.entry
-               if e.partition("=")[0] not in tun.entries]  # fmt: skip
+    unknown = [e.partition("=")[0] for e in args.entry if e.partition("=")[0] not in tun.entries]
     if unknown:
         raise SystemExit(f"unknown entries {unknown}; the tunables file has {list(tun.entries)}")
     knobs = args.knobs.split(",")
@@ -263,11 +282,19 @@ def main() -> int:
     module = importlib.import_module(module_name(prof.root, path))
     shipped = {e: {k: tun.entries[e].knobs[k].value for k in knobs} for e in entries}
     measured: dict[str, list[dict]] = {e: [] for e in entries}
-    out = {"op": args.op, "campaign_type": op.campaign_type, "entries": entries, "knobs": knobs,
-           "shapes": [s.to_dict() for s in shapes], "engine": engine.describe(),
-           "shipped": shipped, "planned": {e: len(g) for e, g in grids.items()},
-           "measured": measured, "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-           "torch": torch.__version__}  # fmt: skip
+    out = {
+        "op": args.op,
+        "campaign_type": op.campaign_type,
+        "entries": entries,
+        "knobs": knobs,
+        "shapes": [s.to_dict() for s in shapes],
+        "engine": engine.describe(),
+        "shipped": shipped,
+        "planned": {e: len(g) for e, g in grids.items()},
+        "measured": measured,
+        "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "torch": torch.__version__,
+    }
 
     def save() -> None:
         Path(args.output).write_text(json.dumps(out, indent=1))
@@ -294,9 +321,13 @@ def main() -> int:
                 row.update({"shapes": res} if "error" not in res else res)
                 measured[e].append(row)
                 save()
-                print(f"[{e} {i + 1}/{len(g)}] {cfg}: "
-                      f"{'ok' if 'shapes' in row else 'FAILED ' + row['error'][:100]} "
-                      f"({row['seconds']} s)", file=sys.stderr, flush=True)  # fmt: skip
+                print(
+                    f"[{e} {i + 1}/{len(g)}] {cfg}: "
+                    f"{'ok' if 'shapes' in row else 'FAILED ' + row['error'][:100]} "
+                    f"({row['seconds']} s)",
+                    file=sys.stderr,
+                    flush=True,
+                )
     finally:
         apply_text(module, original, str(path))
     sweep_s = time.monotonic() - t0
@@ -315,14 +346,22 @@ def main() -> int:
     for e, cfg in best["configs"].items():
         text = set_knobs(text, e, cfg)
     ship = next((c for c in combos if c["configs"] == shipped), None)
-    out.update(best=best, best_text=text, shipped_aggregate=ship and ship["aggregate"],
-               top=combos[:10], combinations=len(combos), sweep_s=round(sweep_s, 1))  # fmt: skip
+    out.update(
+        best=best,
+        best_text=text,
+        shipped_aggregate=ship and ship["aggregate"],
+        top=combos[:10],
+        combinations=len(combos),
+        sweep_s=round(sweep_s, 1),
+    )
     save()
     unit = "GB/s" if op.campaign_type == "memory" else "TFLOPS"
     ship_s = f"{ship['aggregate']:.4g}" if ship else "not measured"
-    print(f"{len(combos)} combinations scored from {sum(len(v) for v in measured.values())} "
-          f"measured configurations in {sweep_s:.0f} s; best {best['configs']} at "
-          f"{best['aggregate']:.4g} {unit}; shipped {ship_s}")  # fmt: skip
+    print(
+        f"{len(combos)} combinations scored from {sum(len(v) for v in measured.values())} "
+        f"measured configurations in {sweep_s:.0f} s; best {best['configs']} at "
+        f"{best['aggregate']:.4g} {unit}; shipped {ship_s}"
+    )
     return 0 if math.isfinite(best["aggregate"]) else 1
 
 

@@ -49,9 +49,11 @@ def report(paths: list[str]) -> str:
     for f, r in _rows(paths):
         if r.get("ok"):
             by[(r["label"], r["phase"])].append((f, r))
-    lines = ["| shape | phase | requests | median request s | median warm-up ms | dropped | "
-             "flags | round spread | first-timed advantage | corr(time, clock) inc / cand |",
-             "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "| shape | phase | requests | median request s | median warm-up ms | dropped | "
+        "flags | round spread | first-timed advantage | corr(time, clock) inc / cand |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for (label, phase), items in sorted(by.items()):
         req = statistics.median(r["request_s"] for _, r in items)
         warm = [r["warmup_ms_spent"] for _, r in items if r.get("warmup_ms_spent") is not None]
@@ -64,19 +66,22 @@ def report(paths: list[str]) -> str:
         for (f, _), rs in pairs.items():
             sides = {r["side"]: r["median_ms"] for r in rs}
             if len(sides) == 2:
-                per_file[f].append((math.log(sides["incumbent"] / sides["candidate"]),
-                                    rs[0]["side"]))  # fmt: skip
+                per_file[f].append(
+                    (math.log(sides["incumbent"] / sides["candidate"]), rs[0]["side"])
+                )
         # each file (one A/B, one plant) is a group centred on its own median
         spread = pooled_spread([x for x, _ in v] for v in per_file.values())
         adv = first_timed_advantage(
             (x - statistics.median(y for y, _ in v), first)
-            for v in per_file.values() for x, first in v
-        )  # fmt: skip
+            for v in per_file.values()
+            for x, first in v
+        )
         corrs = []
         for side in ("incumbent", "candidate"):
             rs = [r for _, r in items if r["side"] == side and r.get("clock_mhz")]
-            corrs.append(_corr([r["median_ms"] for r in rs],
-                               [statistics.fmean(r["clock_mhz"]) for r in rs]))  # fmt: skip
+            corrs.append(
+                _corr([r["median_ms"] for r in rs], [statistics.fmean(r["clock_mhz"]) for r in rs])
+            )
         fl = "; ".join(f"{n}x {k[:40]}" for k, n in flags.most_common(2)) or "-"
         lines.append(
             f"| {label} | {phase} | {len(items)} | {req:.3f} | "

@@ -36,8 +36,7 @@ def calibrate_campaign(c: Campaign, trials: int = 20) -> Calibration:
         return run_ab(c, labels, base / f"trial-{i}", secret=secret + i, rng_seed=i, a_a=True)
 
     cal = calibrate(run_aa, trials)
-    atomic_write_json(c.dir / CALIBRATION, {**cal.to_dict(), "written": now(),
-                                            "shapes": labels})  # fmt: skip
+    atomic_write_json(c.dir / CALIBRATION, {**cal.to_dict(), "written": now(), "shapes": labels})
     c.log("logs/optimize.md").append(
         f"## Calibration ({now()})\n{trials} A/A trials on {', '.join(labels)}: false-accept "
         f"rate {cal.false_accept_rate:.1%}, false-regression rate "

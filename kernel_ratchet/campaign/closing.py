@@ -85,8 +85,11 @@ def view(c: Campaign, record: dict[str, Any]) -> RoundView:
             verdict = s.get("verdict", "-")
             if ci:  # paired A/B: the delta is the median per-round speed ratio, with its CI
                 verdict += f" (CI {ci[0] * 100:+.2f}%..{ci[1] * 100:+.2f}%, {s['rounds']} rounds)"
-            lines.append(ShapeLine(r.label, r.check, value, s.get("incumbent"), s.get("delta"),
-                                   verdict, snr or "-"))  # fmt: skip
+            lines.append(
+                ShapeLine(
+                    r.label, r.check, value, s.get("incumbent"), s.get("delta"), verdict, snr or "-"
+                )
+            )
         agg = aggregates(table, c.m.campaign_type).primary_avg
         step, fwd, _ = vs_base(c, table)
         vb = step if c.m.campaign_type != "compute_fwd" else fwd
@@ -94,27 +97,44 @@ def view(c: Campaign, record: dict[str, Any]) -> RoundView:
         vi = d["gain"] if d else None
     notes = []
     if record.get("escalated"):
-        notes.append(f"Quick gain was under 5%: escalated to full validation "
-                     f"(quick CSV: {record['quick_csv']})")  # fmt: skip
+        notes.append(
+            f"Quick gain was under 5%: escalated to full validation "
+            f"(quick CSV: {record['quick_csv']})"
+        )
     if record.get("incumbent_csv"):
         notes.append(f"Incumbent numbers from {record['incumbent_csv']}")
     if (record.get("decision") or {}).get("paired"):
-        notes.append("Decided by the paired A/B (artifacts/paired.json): Delta and the CIs are "
-                     "median per-round speed ratios; the absolute numbers and 'vs baseline' "
-                     "come from harness runs in other sessions: diagnostics only")  # fmt: skip
+        notes.append(
+            "Decided by the paired A/B (artifacts/paired.json): Delta and the CIs are "
+            "median per-round speed ratios; the absolute numbers and 'vs baseline' "
+            "come from harness runs in other sessions: diagnostics only"
+        )
     status = record["status"]
     return RoundView(
-        n=record["round"], status=status, hypothesis=record["hypothesis"],
-        bucket=record["bucket"], change=record["change"], started=record["started"],
-        finished=record["finished"], level=record["level"],
-        test_command=record["test_command"], harness_command=record["harness_command"] or "-",
-        metric=c.m.primary_metric, shapes=lines, aggregate=agg, vs_baseline=vb,
-        vs_incumbent=vi, reason=record["reason"], attribution=_attribution(record),
+        n=record["round"],
+        status=status,
+        hypothesis=record["hypothesis"],
+        bucket=record["bucket"],
+        change=record["change"],
+        started=record["started"],
+        finished=record["finished"],
+        level=record["level"],
+        test_command=record["test_command"],
+        harness_command=record["harness_command"] or "-",
+        metric=c.m.primary_metric,
+        shapes=lines,
+        aggregate=agg,
+        vs_baseline=vb,
+        vs_incumbent=vi,
+        reason=record["reason"],
+        attribution=_attribution(record),
         next_direction=record.get("next_direction") or "to be chosen by the driver",
-        expected=record.get("expected", ""), lesson=record.get("lesson", ""),
+        expected=record.get("expected", ""),
+        lesson=record.get("lesson", ""),
         root_cause=ROOT_CAUSES.get(record["category"], record["category"]),
-        transfer=transfer_of(record), notes=notes,
-    )  # fmt: skip
+        transfer=transfer_of(record),
+        notes=notes,
+    )
 
 
 def transfer_of(record: dict[str, Any]) -> dict[str, str]:
@@ -131,9 +151,9 @@ def transfer_of(record: dict[str, Any]) -> dict[str, str]:
         t["Estimated real-training gain"] = (
             f"{dyn['train_gain']:+.2%} measured in the training idiom (fresh activations and "
             f"grad_out, weight updated in place) against {dyn['bench_gain']:+.2%} in the "
-            f"benchmark idiom, on {dyn['shape']}" + ("" if static.bucket[0] == "K" else
-            f"; {t['Estimated real-training gain']}")
-        )  # fmt: skip
+            f"benchmark idiom, on {dyn['shape']}"
+            + ("" if static.bucket[0] == "K" else f"; {t['Estimated real-training gain']}")
+        )
         if dyn["verdict"] == "OVERFIT":
             t["Decision"] = "REJECT-as-overfit"
     elif dyn:
@@ -149,9 +169,11 @@ def _attribution(record: dict[str, Any]) -> str:
         return f"No measurement to attribute ({record['category']})."
     best = max(d["per_shape"], key=lambda s: s["delta"])
     worst = min(d["per_shape"], key=lambda s: s["delta"])
-    return (f"Best shape {best['label']} ({best['delta'] * 100:+.2f}%), worst shape "
-            f"{worst['label']} ({worst['delta'] * 100:+.2f}%); aggregate "
-            f"{d['gain'] * 100:+.2f}% (noise ±{d['gain_noise'] * 100:.2f}%).")  # fmt: skip
+    return (
+        f"Best shape {best['label']} ({best['delta'] * 100:+.2f}%), worst shape "
+        f"{worst['label']} ({worst['delta'] * 100:+.2f}%); aggregate "
+        f"{d['gain'] * 100:+.2f}% (noise ±{d['gain_noise'] * 100:.2f}%)."
+    )
 
 
 def trend_line(c: Campaign, record: dict[str, Any], v: RoundView) -> str:
@@ -164,8 +186,15 @@ def trend_line(c: Campaign, record: dict[str, Any], v: RoundView) -> str:
     else:
         vb = vs_baseline(None, None, None)
     finding = record["reason"].split(";")[0]
-    return trend_row(record["round"], record["status"], record["hypothesis"], aggs,
-                     c.m.campaign_type, vb, finding)  # fmt: skip
+    return trend_row(
+        record["round"],
+        record["status"],
+        record["hypothesis"],
+        aggs,
+        c.m.campaign_type,
+        vb,
+        finding,
+    )
 
 
 def write_records(c: Campaign, n: int, record: dict[str, Any], commit: str | None) -> None:
@@ -182,12 +211,19 @@ def write_records(c: Campaign, n: int, record: dict[str, Any], commit: str | Non
     if not opt.contains(f"## Round {n} — "):
         opt.append(optimize_round(v))
     if record.get("takeaway"):
-        path = tips_path(c.profile.tips_root_path, c.m.target_gpu, c.m.target_op,
-                         c.m.target_backend)  # fmt: skip
+        path = tips_path(
+            c.profile.tips_root_path, c.m.target_gpu, c.m.target_op, c.m.target_backend
+        )
         if f"round-{n} — " not in (path.read_text() if path.exists() else ""):
-            add_tip(path, n, record["status"], f"{c.m.campaign}: {record['hypothesis']}",
-                    record["reason"], record["takeaway"],
-                    f"{c.m.target_op} on {c.m.target_gpu}")  # fmt: skip
+            add_tip(
+                path,
+                n,
+                record["status"],
+                f"{c.m.campaign}: {record['hypothesis']}",
+                record["reason"],
+                record["takeaway"],
+                f"{c.m.target_op} on {c.m.target_gpu}",
+            )
 
 
 def closed_entry(c: Campaign, record: dict[str, Any], commit: str | None = None) -> dict:
@@ -196,10 +232,18 @@ def closed_entry(c: Campaign, record: dict[str, Any], commit: str | None = None)
     if record.get("csv"):
         step, fwd, _ = vs_base(c, c.table(record["csv"]))
         vb = step if c.m.campaign_type != "compute_fwd" else fwd
-    return {"round": record["round"], "status": record["status"], "level": record["level"],
-            "category": record["category"], "hypothesis": record["hypothesis"],
-            "gain": d.get("gain"), "vs_baseline": vb, "paired_chain": paired_chain(c, record),
-            "commit": commit, "finished": record.get("finished")}  # fmt: skip
+    return {
+        "round": record["round"],
+        "status": record["status"],
+        "level": record["level"],
+        "category": record["category"],
+        "hypothesis": record["hypothesis"],
+        "gain": d.get("gain"),
+        "vs_baseline": vb,
+        "paired_chain": paired_chain(c, record),
+        "commit": commit,
+        "finished": record.get("finished"),
+    }
 
 
 def paired_chain(c: Campaign, record: dict[str, Any]) -> float | None:
@@ -236,9 +280,11 @@ def after_round(c: Campaign, n: int, record: dict[str, Any]) -> list[str]:
     opt = c.log("logs/optimize.md")
     if k >= 2 and not opt.contains(f"### Stagnation review after round-{n}"):
         step = ESCALATION.get(k, "compare against the best reference kernel and change approach")
-        text = (f"### Stagnation review after round-{n}\n{k} consecutive rollbacks. Required: "
-                f"{step}. Re-analyze and list at least three fundamentally different "
-                "directions before the next round.\n\n")  # fmt: skip
+        text = (
+            f"### Stagnation review after round-{n}\n{k} consecutive rollbacks. Required: "
+            f"{step}. Re-analyze and list at least three fundamentally different "
+            "directions before the next round.\n\n"
+        )
         opt.append(text)
         warnings.append(text.strip())
     term = termination(c)
@@ -257,15 +303,23 @@ def termination(c: Campaign) -> dict[str, str] | None:
     base = aggregates(c.baseline_table(), m.campaign_type).primary_avg
     estimate = base * (1.0 + gain)
     if m.performance_target and estimate >= m.performance_target:
-        return {"code": "T1", "at": now(), "reason": f"performance target {m.performance_target}"
-                f" reached (estimated full-set aggregate {estimate:.2f})"}  # fmt: skip
+        return {
+            "code": "T1",
+            "at": now(),
+            "reason": f"performance target {m.performance_target}"
+            f" reached (estimated full-set aggregate {estimate:.2f})",
+        }
     if (
         m.efficiency_target
         and m.hardware_peak
         and estimate / m.hardware_peak >= m.efficiency_target
     ):
-        return {"code": "T2", "at": now(), "reason": f"{estimate / m.hardware_peak:.1%} of the "
-                f"hardware peak {m.hardware_peak} reached"}  # fmt: skip
+        return {
+            "code": "T2",
+            "at": now(),
+            "reason": f"{estimate / m.hardware_peak:.1%} of the "
+            f"hardware peak {m.hardware_peak} reached",
+        }
     done = sum(1 for r in st.closed if r["round"] > 1)
     if done >= m.max_iterations:
         return {"code": "T3", "at": now(), "reason": f"max_iterations {m.max_iterations} reached"}

@@ -111,20 +111,32 @@ def define_target(
     if not 0 < regression_threshold < 1:
         raise CampaignError("regression threshold is a fraction, e.g. 0.05 for 5%")
     if mode not in EXECUTION_MODES:
-        raise CampaignError(f"execution mode must be one of {', '.join(EXECUTION_MODES)}, "
-                            f"not {mode!r}")  # fmt: skip
+        raise CampaignError(
+            f"execution mode must be one of {', '.join(EXECUTION_MODES)}, not {mode!r}"
+        )
     if mode == "workspace":  # rounds run in the campaign dir; the project is not touched
         git_branch, git_commit = "none", False
     engine = timing_engine or default_engine_name()
     return TargetParams(
-        op=op, backend=o.backend, lang=o.lang, gpu=detect_gpu(), campaign_type=o.campaign_type,
-        primary_metric=o.primary_metric, performance_target=performance_target,
-        max_iterations=max_iterations, git_branch=git_branch, git_commit=git_commit,
-        execution_mode=mode, shape_set=o.shapes, timing_engine=engine,
+        op=op,
+        backend=o.backend,
+        lang=o.lang,
+        gpu=detect_gpu(),
+        campaign_type=o.campaign_type,
+        primary_metric=o.primary_metric,
+        performance_target=performance_target,
+        max_iterations=max_iterations,
+        git_branch=git_branch,
+        git_commit=git_commit,
+        execution_mode=mode,
+        shape_set=o.shapes,
+        timing_engine=engine,
         timing_params=dict(CPU_TIMING) if engine == "perf_counter" else dict(GPU_TIMING),
-        regression_threshold=regression_threshold, seed=seed,
-        efficiency_target=efficiency_target, hardware_peak=hardware_peak,
-    )  # fmt: skip
+        regression_threshold=regression_threshold,
+        seed=seed,
+        efficiency_target=efficiency_target,
+        hardware_peak=hardware_peak,
+    )
 
 
 def preflight(profile: Profile, op: str) -> None:
@@ -132,10 +144,13 @@ def preflight(profile: Profile, op: str) -> None:
     problems = [i for i in run_checklist(profile, op) if not i.ok]
     problems += [i for i in (env_check(profile), device_check(profile, op)) if not i.ok]
     if problems:
-        lines = "\n".join(f"  - {i.name}: {i.detail}" + (f" (fix: {i.fix})" if i.fix else "")
-                          for i in problems)  # fmt: skip
-        raise CampaignError(f"the DEFINE_TARGET checklist fails for op {op!r}:\n{lines}\n"
-                            "Run `ratchet check --op " + op + "` after fixing.")  # fmt: skip
+        lines = "\n".join(
+            f"  - {i.name}: {i.detail}" + (f" (fix: {i.fix})" if i.fix else "") for i in problems
+        )
+        raise CampaignError(
+            f"the DEFINE_TARGET checklist fails for op {op!r}:\n{lines}\n"
+            "Run `ratchet check --op " + op + "` after fixing."
+        )
 
 
 def _campaign_name(base: Path, op: str, backend: str, gpu: str) -> str:
@@ -178,20 +193,39 @@ def create_campaign(profile: Profile, p: TargetParams) -> Path:
         ws = workspace.extract(profile, o, cdir, start)
         test_cmd, bench_cmd, rounds_root = ws.test_command, ws.benchmark_command, cdir / "src"
     m = Manifest(
-        target_op=p.op, target_backend=p.backend, target_lang=p.lang, target_gpu=p.gpu,
-        execution_mode=p.execution_mode, project_skill=str(profile.path),
-        performance_target=p.performance_target, primary_metric=p.primary_metric,
-        target_shapes=[s.to_dict() for s in shapes], kernel_source=list(o.kernel_source),
-        test_command=test_cmd, benchmark_command=bench_cmd,
-        quick_command=f"python {harness}", representative_shapes=[],
-        git_commit=p.git_commit, git_branch=p.git_branch, max_iterations=p.max_iterations,
-        created=now(), campaign=name, campaign_type=p.campaign_type, adapter=o.adapter,
-        shape_set=o.shapes, rebuild_command=o.rebuild, timing_engine=p.timing_engine,
-        timing_params=p.timing_params, seed=p.seed,
-        regression_threshold=p.regression_threshold, starting_commit=start,
-        branch_name=branch, efficiency_target=p.efficiency_target,
-        hardware_peak=p.hardware_peak, csv_schema={"name": o.schema_name},
-    )  # fmt: skip
+        target_op=p.op,
+        target_backend=p.backend,
+        target_lang=p.lang,
+        target_gpu=p.gpu,
+        execution_mode=p.execution_mode,
+        project_skill=str(profile.path),
+        performance_target=p.performance_target,
+        primary_metric=p.primary_metric,
+        target_shapes=[s.to_dict() for s in shapes],
+        kernel_source=list(o.kernel_source),
+        test_command=test_cmd,
+        benchmark_command=bench_cmd,
+        quick_command=f"python {harness}",
+        representative_shapes=[],
+        git_commit=p.git_commit,
+        git_branch=p.git_branch,
+        max_iterations=p.max_iterations,
+        created=now(),
+        campaign=name,
+        campaign_type=p.campaign_type,
+        adapter=o.adapter,
+        shape_set=o.shapes,
+        rebuild_command=o.rebuild,
+        timing_engine=p.timing_engine,
+        timing_params=p.timing_params,
+        seed=p.seed,
+        regression_threshold=p.regression_threshold,
+        starting_commit=start,
+        branch_name=branch,
+        efficiency_target=p.efficiency_target,
+        hardware_peak=p.hardware_peak,
+        csv_schema={"name": o.schema_name},
+    )
     m.save(cdir)
     state = State(phase=Phase.INITIALIZED, next_round=1, incumbent_commit=start)
     state.harness_sha256 = write_harness(cdir, m, rounds_root, shapes=[], target_shapes=[])
@@ -220,12 +254,19 @@ def write_harness(
 ) -> str:
     """(Re)generate quick_test_bench.py; returns its sha256 for the tamper check."""
     text = render_quick_bench(
-        campaign=m.campaign, op=m.target_op, backend=m.target_backend,
-        path=os.path.relpath(cdir / "quick_test_bench.py", root), project_root=str(root),
+        campaign=m.campaign,
+        op=m.target_op,
+        backend=m.target_backend,
+        path=os.path.relpath(cdir / "quick_test_bench.py", root),
+        project_root=str(root),
         adapter=m.adapter,
-        schema=m.csv_schema["name"], engine=m.timing_engine, engine_params=m.timing_params,
-        seed=m.seed, shapes=shapes, target_shapes=target_shapes,
-    )  # fmt: skip
+        schema=m.csv_schema["name"],
+        engine=m.timing_engine,
+        engine_params=m.timing_params,
+        seed=m.seed,
+        shapes=shapes,
+        target_shapes=target_shapes,
+    )
     atomic_write_text(cdir / "quick_test_bench.py", text)
     return sha256_bytes(text.encode())
 

@@ -37,13 +37,17 @@ def quick_validation(c: Campaign, level: str = "quick") -> dict[str, Any]:
     SchemaError when the CSV drifted from the frozen schema.
     """
     if c.state.phase is Phase.INITIALIZED:
-        raise CampaignError("no baseline yet: run `ratchet baseline` first (it picks the "
-                            "representative shapes a quick validation measures)")  # fmt: skip
+        raise CampaignError(
+            "no baseline yet: run `ratchet baseline` first (it picks the "
+            "representative shapes a quick validation measures)"
+        )
     if level not in LEVELS:
         raise CampaignError(f"level must be quick or full, not {level!r}")
     if file_sha256(c.dir / "quick_test_bench.py") != c.state.harness_sha256:
-        raise CampaignError("quick_test_bench.py was edited outside the tool; run `ratchet "
-                            "status` or `ratchet validate` to regenerate it first")  # fmt: skip
+        raise CampaignError(
+            "quick_test_bench.py was edited outside the tool; run `ratchet "
+            "status` or `ratchet validate` to regenerate it first"
+        )
     out = c.dir / "profiles" / time.strftime("dryrun-%Y%m%d-%H%M%S")
     n = 2
     while out.exists():
@@ -51,12 +55,24 @@ def quick_validation(c: Campaign, level: str = "quick") -> dict[str, Any]:
         n += 1
     csv = out / "benchmark.csv"
     c.say(f"dry run: harness, {level} level, on the working tree (no round)")
-    h = run_step("harness", harness_command(c.dir, level, csv), cwd=c.root,
-                 log_path=out / "harness.log", timeout_s=HARNESS_TIMEOUT_S)  # fmt: skip
-    result: dict[str, Any] = {"ok": False, "reason": h.reason, "level": level,
-                              "csv": c.rel(csv), "log": c.rel(out / "harness.log"),
-                              "schema": c.m.csv_schema.get("name"), "rows": [],
-                              "all_pass": False, "preview": None}  # fmt: skip
+    h = run_step(
+        "harness",
+        harness_command(c.dir, level, csv),
+        cwd=c.root,
+        log_path=out / "harness.log",
+        timeout_s=HARNESS_TIMEOUT_S,
+    )
+    result: dict[str, Any] = {
+        "ok": False,
+        "reason": h.reason,
+        "level": level,
+        "csv": c.rel(csv),
+        "log": c.rel(out / "harness.log"),
+        "schema": c.m.csv_schema.get("name"),
+        "rows": [],
+        "all_pass": False,
+        "preview": None,
+    }
     if not h.ok or not csv.exists():
         result["reason"] = f"the harness failed: {h.reason}"
         return result
@@ -77,6 +93,11 @@ def _preview(c: Campaign, cand: BenchTable, level: str) -> dict[str, Any] | None
         return None
     inc = BenchTable(cand.schema, tuple(by[r.label] for r in cand.rows if r.label in by))
     d = decide(inc, cand, c.m.campaign_type, regression_threshold=c.m.regression_threshold)
-    return {"would_be": d.status.value, "reason": d.reason, "gain": d.gain,
-            "gain_noise": d.gain_noise, "incumbent_round": c.state.incumbent_round,
-            "incumbent_csv": inc_rel}  # fmt: skip
+    return {
+        "would_be": d.status.value,
+        "reason": d.reason,
+        "gain": d.gain,
+        "gain_noise": d.gain_noise,
+        "incumbent_round": c.state.incumbent_round,
+        "incumbent_csv": inc_rel,
+    }

@@ -109,8 +109,10 @@ class Campaign:
         """Round 1: focused test, harness on all target shapes, schema frozen, representative
         shapes chosen. Raises CampaignError when the unmodified kernel fails its own test."""
         if self.state.phase is not Phase.INITIALIZED:
-            raise CampaignError("the baseline is taken already; edit the kernel and run "
-                                "`ratchet validate --hypothesis ...`")  # fmt: skip
+            raise CampaignError(
+                "the baseline is taken already; edit the kernel and run "
+                "`ratchet validate --hypothesis ...`"
+            )
         if self.state.pending:  # an interrupted baseline changed nothing: start it again
             self._set_aside(1, "interrupted-baseline")
             self.state.pending = None
@@ -121,20 +123,31 @@ class Campaign:
         write_harness(self.dir, self.m, self.root, shapes=[], target_shapes=self.m.target_shapes)
         art = rdir / "artifacts"
         self.say("round-1 (BASELINE): focused test")
-        test = run_step("focused test", self.m.test_command, cwd=self.root,
-                        log_path=art / "test.log", timeout_s=TEST_TIMEOUT_S)  # fmt: skip
+        test = run_step(
+            "focused test",
+            self.m.test_command,
+            cwd=self.root,
+            log_path=art / "test.log",
+            timeout_s=TEST_TIMEOUT_S,
+        )
         if not test.ok:
             self._abort_baseline(f"the unmodified kernel fails its focused test: {test.reason}")
         self.say(f"round-1 (BASELINE): harness on all {len(self.m.target_shapes)} target shapes")
         csv = art / "benchmark.csv"
-        h = run_step("harness", harness_command(self.dir, "full", csv), cwd=self.root,
-                     log_path=art / "harness.log", timeout_s=HARNESS_TIMEOUT_S)  # fmt: skip
+        h = run_step(
+            "harness",
+            harness_command(self.dir, "full", csv),
+            cwd=self.root,
+            log_path=art / "harness.log",
+            timeout_s=HARNESS_TIMEOUT_S,
+        )
         if not h.ok or not csv.exists():
             self._abort_baseline(f"the harness did not produce a CSV: {h.reason}")
         table = read_csv(csv, expected=self.schema)
         if not any(r.passed for r in table.rows):
-            self._abort_baseline(f"no shape passes the harness's correctness check "
-                                 f"(see {art / 'harness.log'})")  # fmt: skip
+            self._abort_baseline(
+                f"no shape passes the harness's correctness check (see {art / 'harness.log'})"
+            )
         grouped = any((s.get("params") or {}).get("dist") for s in self.m.target_shapes)
         reps = choose_representative(table, self.m.campaign_type, grouped=grouped)
         sch = self.schema
@@ -144,19 +157,32 @@ class Campaign:
         )
         self.m.save(self.dir)
         self.state.harness_sha256 = write_harness(
-            self.dir, self.m, self.root, shapes=self.m.representative_shape_dicts,
+            self.dir,
+            self.m,
+            self.root,
+            shapes=self.m.representative_shape_dicts,
             target_shapes=self.m.target_shapes,
-        )  # fmt: skip
+        )
         rounds.write_provenance(self, art, "full")
         record = {
-            "round": 1, "status": Status.BASELINE.value, "hypothesis": "Baseline measurement",
-            "bucket": "-", "change": "none (baseline)", "level": "full",
-            "started": self.state.pending["started"], "finished": now(), "category": "baseline",
+            "round": 1,
+            "status": Status.BASELINE.value,
+            "hypothesis": "Baseline measurement",
+            "bucket": "-",
+            "change": "none (baseline)",
+            "level": "full",
+            "started": self.state.pending["started"],
+            "finished": now(),
+            "category": "baseline",
             "reason": f"baseline: {sum(r.passed for r in table.rows)}/{len(table.rows)} "
-                      "shapes PASS; schema frozen; representative shapes chosen",
-            "csv": self.rel(csv), "quick_csv": None, "incumbent_csv": None, "decision": None,
-            "test_command": self.m.test_command, "harness_command": h.command,
-        }  # fmt: skip
+            "shapes PASS; schema frozen; representative shapes chosen",
+            "csv": self.rel(csv),
+            "quick_csv": None,
+            "incumbent_csv": None,
+            "decision": None,
+            "test_command": self.m.test_command,
+            "harness_command": h.command,
+        }
         atomic_write_json(rdir / "round.json", record)
         view = closing.view(self, record)
         (rdir / "summary.md").write_text(summary_md(view))
@@ -176,8 +202,10 @@ class Campaign:
         self._set_aside(1, "failed-baseline")
         self.state.pending = None
         self.save()
-        raise CampaignError(f"BASELINE failed: {why}. Fix the kernel (or the test) on the "
-                            "starting commit, then run `ratchet baseline` again.")  # fmt: skip
+        raise CampaignError(
+            f"BASELINE failed: {why}. Fix the kernel (or the test) on the "
+            "starting commit, then run `ratchet baseline` again."
+        )
 
     def _set_aside(self, n: int, tag: str) -> None:
         rdir = self.round_dir(n)
@@ -187,8 +215,9 @@ class Campaign:
             shutil.move(str(rdir), str(dest))
 
     # -- VALIDATE ------------------------------------------------------------------------------
-    def validate(self, hypothesis: str, *, bucket: str = "K1", level: str = "quick",
-                 **notes: str) -> dict[str, Any]:  # fmt: skip
+    def validate(
+        self, hypothesis: str, *, bucket: str = "K1", level: str = "quick", **notes: str
+    ) -> dict[str, Any]:
         """One round: measure the working-tree candidate against the incumbent and close it.
 
         Returns the frozen round record. A failing candidate is a ROLLED BACK record, not an
@@ -197,9 +226,15 @@ class Campaign:
         self.recover()
         rounds.preconditions(self, hypothesis, bucket, level)
         n = self.state.next_round
-        self.state.pending = {"round": n, "stage": Stage.MEASURING.value, "started": now(),
-                              "hypothesis": hypothesis, "bucket": bucket, "level": level,
-                              **notes}  # fmt: skip
+        self.state.pending = {
+            "round": n,
+            "stage": Stage.MEASURING.value,
+            "started": now(),
+            "hypothesis": hypothesis,
+            "bucket": bucket,
+            "level": level,
+            **notes,
+        }
         self.state.next_round = n + 1
         self.save()
         if self.round_dir(n).exists():
@@ -264,11 +299,15 @@ class Campaign:
                 return None
             d = record["decision"]
             msg = commit_message(
-                self.m.target_op, self.m.target_backend, n,
-                record.get("summary") or record["hypothesis"], record["hypothesis"],
-                d["aggregate_before"], d["aggregate_after"],
+                self.m.target_op,
+                self.m.target_backend,
+                n,
+                record.get("summary") or record["hypothesis"],
+                record["hypothesis"],
+                d["aggregate_before"],
+                d["aggregate_after"],
                 f"{os.path.relpath(self.dir, self.groot)}/logs/optimize.md",
-            )  # fmt: skip
+            )
             head_msg = git.log_message(self.groot)
             marker = f"[optimize] {self.m.target_op} {self.m.target_backend} round-{n}:"
             if head_msg.startswith(marker):
@@ -319,6 +358,6 @@ class Campaign:
             "representative_shapes": self.m.representative_shapes,
             "rounds": [
                 {**r, "paired_chain": closing.chain_of(self, r["round"])} for r in st.closed
-            ],  # fmt: skip
+            ],
             "harness_intact": file_sha256(self.dir / "quick_test_bench.py") == st.harness_sha256,
         }

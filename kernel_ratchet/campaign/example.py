@@ -63,8 +63,10 @@ def test_matches_reference(shape):
 def _bundled_ops() -> dict:
     path = REPO / "ratchet.yaml"
     if not path.exists():
-        raise CampaignError(f"the kernel pack's ratchet.yaml is not at {path}; --example needs "
-                            "a source checkout of kernel-ratchet (pip install -e .)")  # fmt: skip
+        raise CampaignError(
+            f"the kernel pack's ratchet.yaml is not at {path}; --example needs "
+            "a source checkout of kernel-ratchet (pip install -e .)"
+        )
     return yaml.safe_load(path.read_text())["ops"]
 
 
@@ -116,18 +118,27 @@ def _scaffold_op(op: str, dest: Path, rehearse: bool) -> str:
         TEST.format(op=op, pkg=pkg, cls=cls, shapes=shapes_attr, which=which)
     )
     entry = {
-        "kernel_source": kernel, "backend": spec["backend"], "lang": spec["lang"],
-        "campaign_type": spec["campaign_type"], "test": f"python -m pytest tests/test_{op}.py -q",
+        "kernel_source": kernel,
+        "backend": spec["backend"],
+        "lang": spec["lang"],
+        "campaign_type": spec["campaign_type"],
+        "test": f"python -m pytest tests/test_{op}.py -q",
         "benchmark": spec["benchmark"].replace(mod_old, pkg),
-        "adapter": f"{pkg}.adapter:{cls}", "shapes": f"{pkg}.shapes:{shapes_attr}",
-        "execution_mode": "repo", "rebuild": None,
+        "adapter": f"{pkg}.adapter:{cls}",
+        "shapes": f"{pkg}.shapes:{shapes_attr}",
+        "execution_mode": "repo",
+        "rebuild": None,
         "tunables": (spec.get("tunables") or "").replace(path_old, f"{pkg}/") or None,
-    }  # fmt: skip
+    }
     profile = {
-        "project": f"ratchet-example-{op}", "package": pkg, "install": "pip install -e .",
-        "full_test": "python -m pytest tests -q", "campaign_root": ".ratchet/campaigns",
-        "tips_root": "ratchet-tips", "ops": {op: entry},
-    }  # fmt: skip
+        "project": f"ratchet-example-{op}",
+        "package": pkg,
+        "install": "pip install -e .",
+        "full_test": "python -m pytest tests -q",
+        "campaign_root": ".ratchet/campaigns",
+        "tips_root": "ratchet-tips",
+        "ops": {op: entry},
+    }
     note = " (CPU rehearsal: interpreter, tiny shapes)" if rehearse else ""
     head = f"# Scaffolded by `ratchet run --example {op}` from the kernel pack{note}.\n"
     (dest / "ratchet.yaml").write_text(head + yaml.safe_dump(profile, sort_keys=False, width=100))

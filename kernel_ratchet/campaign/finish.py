@@ -38,8 +38,13 @@ def _final_table(c: Campaign):
     rdir = c.dir / "report"
     csv = rdir / "benchmark_full.csv"
     c.say("REPORT: full validation of the incumbent on all target shapes")
-    h = run_step("harness", harness_command(c.dir, "full", csv), cwd=c.root,
-                 log_path=rdir / "harness.log", timeout_s=rounds.HARNESS_TIMEOUT_S)  # fmt: skip
+    h = run_step(
+        "harness",
+        harness_command(c.dir, "full", csv),
+        cwd=c.root,
+        log_path=rdir / "harness.log",
+        timeout_s=rounds.HARNESS_TIMEOUT_S,
+    )
     if not h.ok or not csv.exists():
         raise CampaignError(f"REPORT: the full validation of the incumbent failed: {h.reason}")
     rounds.write_provenance(c, rdir, "full")
@@ -102,8 +107,10 @@ def _render(c: Campaign, final) -> str:
         f"{pct((cur[lbl] / base[lbl] - 1) if lbl in cur and base.get(lbl) else None, 2)} |"
         for lbl in [s["label"] for s in c.m.target_shapes]
     )
-    links = "\n".join(f"- round-{r['round']} ({r['status']}): rounds/round-{r['round']}/summary.md"
-                      for r in c.state.closed)  # fmt: skip
+    links = "\n".join(
+        f"- round-{r['round']} ({r['status']}): rounds/round-{r['round']}/summary.md"
+        for r in c.state.closed
+    )
     term = c.state.termination or {}
     commit = inc.get("commit") or c.state.incumbent_commit or "-"
     return (
@@ -114,13 +121,13 @@ def _render(c: Campaign, final) -> str:
         + (
             "".join(f"- round-{r['round']}: {r['hypothesis']} ({r['category']})\n" for r in rej)
             or "- none\n"
-        )  # fmt: skip
+        )
         + (
             "\n## Rolled back without a verdict (not ineffective: may be tried again)\n"
             + "".join(f"- round-{r['round']}: {r['hypothesis']} ({r['category']})\n" for r in open_)
             if open_
             else ""
-        )  # fmt: skip
+        )
         + f"\n## Final report ({now()})\n"
         f"Termination: {term.get('code')} — {term.get('reason')}\n\n"
         f"Full validation ({len(c.m.target_shapes)} shapes, {c.m.primary_metric}):\n\n"
@@ -147,8 +154,10 @@ def _paired_chain(c: Campaign, acc: list[dict[str, Any]]) -> str:
         if not d.get("paired"):
             return "none (an accepted round has no paired A/B)"
         lo, hi = d["gain_ci"]
-        parts.append(f"round-{r['round']} {1 + d['gain']:.4f}x [{1 + lo:.4f}, {1 + hi:.4f}] on "
-                     f"{len(d.get('per_shape') or [])} shapes")  # fmt: skip
+        parts.append(
+            f"round-{r['round']} {1 + d['gain']:.4f}x [{1 + lo:.4f}, {1 + hi:.4f}] on "
+            f"{len(d.get('per_shape') or [])} shapes"
+        )
     if not parts:
         return "no accepted round"
     return f"{pct(closing.chain_of(c, c.state.incumbent_round or 1), 2)} ({'; '.join(parts)})"
@@ -193,11 +202,13 @@ def accept(c: Campaign) -> dict[str, Any]:
     outside = sorted(set(changed.split()) - set(c.kernel_git))
     pending = rounds.kernel_changed(c)
     ok = t.ok and not outside and not pending
-    lines = [f"- Full test `{c.profile.full_test}`: {'PASS' if t.ok else 'FAIL'} ({t.reason})",
-             f"- Files changed since {c.m.starting_commit}: "
-             f"{', '.join(sorted(set(changed.split()))) or 'none'}",
-             f"- Outside kernel_source: {', '.join(outside) or 'none'}",
-             f"- Working tree kernel files equal the incumbent: {not pending}"]  # fmt: skip
+    lines = [
+        f"- Full test `{c.profile.full_test}`: {'PASS' if t.ok else 'FAIL'} ({t.reason})",
+        f"- Files changed since {c.m.starting_commit}: "
+        f"{', '.join(sorted(set(changed.split()))) or 'none'}",
+        f"- Outside kernel_source: {', '.join(outside) or 'none'}",
+        f"- Working tree kernel files equal the incumbent: {not pending}",
+    ]
     c.log("logs/optimize.md").append(
         f"## Acceptance ({now()}) — {'PASSED' if ok else 'FAILED'}\n" + "\n".join(lines) + "\n\n"
     )

@@ -31,8 +31,9 @@ def find_campaign(profile: Profile, name: str | None = None) -> Path:
             if d.name == name:
                 return d
         known = ", ".join(d.name for d in campaigns) or "none"
-        raise CampaignError(f"no campaign named {name!r} under {profile.campaign_root_path} "
-                            f"(known: {known})")  # fmt: skip
+        raise CampaignError(
+            f"no campaign named {name!r} under {profile.campaign_root_path} (known: {known})"
+        )
     if not campaigns:
         raise CampaignError(
             f"no campaign under {profile.campaign_root_path}; start one with `ratchet init --op OP`"

@@ -232,9 +232,17 @@ def run_campaign(
             res.stop = ((c.state.termination or {}).get("code", "T4"), "already ended")
             return res
         res.stop = _loop(
-            c, optimizer, res, max_iterations, deadline, efficiency_target, stop_flag, say,
-            on_round, PAUSED if pause_at_budget else "T4",
-        )  # fmt: skip
+            c,
+            optimizer,
+            res,
+            max_iterations,
+            deadline,
+            efficiency_target,
+            stop_flag,
+            say,
+            on_round,
+            PAUSED if pause_at_budget else "T4",
+        )
         if res.stop[0] == PAUSED:
             say(f"paused: {res.stop[1]}")
             return res

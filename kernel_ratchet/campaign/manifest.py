@@ -15,11 +15,25 @@ from kernel_ratchet.errors import CampaignError
 
 #: The SPEC's manifest fields, in order; extra fields follow them.
 SPEC_FIELDS = (
-    "target_op", "target_backend", "target_lang", "target_gpu", "execution_mode",
-    "project_skill", "performance_target", "primary_metric", "target_shapes", "kernel_source",
-    "test_command", "benchmark_command", "quick_command", "representative_shapes", "git_commit",
-    "git_branch", "max_iterations", "created",
-)  # fmt: skip
+    "target_op",
+    "target_backend",
+    "target_lang",
+    "target_gpu",
+    "execution_mode",
+    "project_skill",
+    "performance_target",
+    "primary_metric",
+    "target_shapes",
+    "kernel_source",
+    "test_command",
+    "benchmark_command",
+    "quick_command",
+    "representative_shapes",
+    "git_commit",
+    "git_branch",
+    "max_iterations",
+    "created",
+)
 
 
 @dataclass(frozen=True)

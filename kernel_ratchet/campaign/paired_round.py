@@ -60,8 +60,13 @@ def _specs(c: Campaign) -> tuple[WorkerSpec, WorkerSpec]:
         params = {**c.m.timing_params, **paired}
     else:
         params = dict(c.m.timing_params)
-    common = {"adapter": c.m.adapter, "engine": c.m.timing_engine, "engine_params": params,
-              "device": "cuda" if cuda else "cpu", "interpret": not cuda}  # fmt: skip
+    common = {
+        "adapter": c.m.adapter,
+        "engine": c.m.timing_engine,
+        "engine_params": params,
+        "device": "cuda" if cuda else "cpu",
+        "interpret": not cuda,
+    }
     inc = WorkerSpec(source_root=str(incumbent_tree(c)), **common)
     cand = WorkerSpec(source_root=str(c.root), **common)
     return inc, cand
@@ -88,9 +93,16 @@ def _time_kwargs(c: Campaign) -> dict[str, float]:
     return {key: float(c.m.hardware_peak) * 1.05}
 
 
-def run_ab(c: Campaign, labels: list[str], log_dir: Path, *, secret: int | None = None,
-           rng_seed: int | None = None, single_look: bool = False,
-           a_a: bool = False) -> PairedRun:  # fmt: skip
+def run_ab(
+    c: Campaign,
+    labels: list[str],
+    log_dir: Path,
+    *,
+    secret: int | None = None,
+    rng_seed: int | None = None,
+    single_look: bool = False,
+    a_a: bool = False,
+) -> PairedRun:
     """Paired A/B of incumbent vs candidate on ``labels`` (``single_look``: k_start rounds
     only, for the fresh-process confirmation of a suspiciously large gain; ``a_a``: the
     incumbent against itself, for calibration)."""
@@ -102,12 +114,21 @@ def run_ab(c: Campaign, labels: list[str], log_dir: Path, *, secret: int | None 
     _, k_start, k_max = paired_settings(torch.cuda.is_available())
     k_max = k_start if single_look else k_max
     return run_paired(
-        inc, cand, shapes, phases=_phases(c), seed=secret or secrets.randbits(63),
-        k_start=k_start, k_max=k_max,
-        log_dir=log_dir, rng_seed=rng_seed, progress=c.say, campaign_type=c.m.campaign_type,
-        regression_threshold=c.m.regression_threshold, min_detectable=min_detectable(c),
+        inc,
+        cand,
+        shapes,
+        phases=_phases(c),
+        seed=secret or secrets.randbits(63),
+        k_start=k_start,
+        k_max=k_max,
+        log_dir=log_dir,
+        rng_seed=rng_seed,
+        progress=c.say,
+        campaign_type=c.m.campaign_type,
+        regression_threshold=c.m.regression_threshold,
+        min_detectable=min_detectable(c),
         time_kwargs=_time_kwargs(c),
-    )  # fmt: skip
+    )
 
 
 def paired_decision(c: Campaign, n: int, art: Path, cand_rel: str, inc_rel: str) -> dict:
@@ -123,17 +144,25 @@ def paired_decision(c: Campaign, n: int, art: Path, cand_rel: str, inc_rel: str)
     if suspicious and not torch.cuda.is_available():
         # CPU rehearsal: interpreter timings drift by tens of percent between processes, so a
         # fresh-process re-measurement would judge the machine, not the candidate
-        c.say(f"round-{n}: gains above {SUSPICIOUS_RATIO}x on {suspicious}: fresh-process "
-              "confirmation skipped on the CPU rehearsal")  # fmt: skip
+        c.say(
+            f"round-{n}: gains above {SUSPICIOUS_RATIO}x on {suspicious}: fresh-process "
+            "confirmation skipped on the CPU rehearsal"
+        )
         suspicious = []
     if suspicious:
-        c.say(f"round-{n}: gains above {SUSPICIOUS_RATIO}x on {suspicious}: re-measuring in "
-              "fresh processes")  # fmt: skip
+        c.say(
+            f"round-{n}: gains above {SUSPICIOUS_RATIO}x on {suspicious}: re-measuring in "
+            "fresh processes"
+        )
         confirm = run_ab(c, suspicious, art / "paired_confirm", single_look=True)
-    atomic_write_json(art / "paired.json", {
-        "secret_seed": secret, "run": run.to_dict(),
-        "confirmation": confirm.to_dict() if confirm else None,
-    })  # fmt: skip
+    atomic_write_json(
+        art / "paired.json",
+        {
+            "secret_seed": secret,
+            "run": run.to_dict(),
+            "confirmation": confirm.to_dict() if confirm else None,
+        },
+    )
     return _to_decision(c, run, confirm, suspicious, inc_rel, labels)
 
 
@@ -145,17 +174,29 @@ def unconfirmed_shapes(first_rows, again_rows, suspicious: list[str]) -> list[st
     half of the first gain."""
     first = {s.label: s for s in first_rows}
     again = {s.label: s for s in again_rows}
-    return [x for x in suspicious if again[x].verdict.value != "FASTER"
-            or again[x].ci_high - 1 < 0.5 * (first[x].ratio - 1)]  # fmt: skip
+    return [
+        x
+        for x in suspicious
+        if again[x].verdict.value != "FASTER" or again[x].ci_high - 1 < 0.5 * (first[x].ratio - 1)
+    ]
 
 
-def _to_decision(c: Campaign, run: PairedRun, confirm: PairedRun | None, suspicious: list[str],
-                 inc_rel: str, labels: list[str]) -> dict[str, Any]:  # fmt: skip
+def _to_decision(
+    c: Campaign,
+    run: PairedRun,
+    confirm: PairedRun | None,
+    suspicious: list[str],
+    inc_rel: str,
+    labels: list[str],
+) -> dict[str, Any]:
     if not run.ok:
         f = run.failure
         who = "candidate" if f.side == "candidate" else "incumbent"
-        return {"failure": f.to_dict(), "category": f.category if who == "candidate"
-                else "incumbent", "reason": f.sentence()}  # fmt: skip
+        return {
+            "failure": f.to_dict(),
+            "category": f.category if who == "candidate" else "incumbent",
+            "reason": f.sentence(),
+        }
     d = run.decision
     status, reason, unconfirmed = d.status.value, d.reason, False
     if run.early_stop:
@@ -168,22 +209,41 @@ def _to_decision(c: Campaign, run: PairedRun, confirm: PairedRun | None, suspici
             weak = unconfirmed_shapes(d.per_shape, confirm.decision.per_shape, suspicious)
             if weak:
                 status, unconfirmed = "ROLLED BACK", True
-                reason = (f"gains above {SUSPICIOUS_RATIO}x on {suspicious} did not hold in fresh "
-                          f"processes (not FASTER, or CI below half the first gain, on {weak}); "
-                          f"first measurement: {d.reason}")  # fmt: skip
+                reason = (
+                    f"gains above {SUSPICIOUS_RATIO}x on {suspicious} did not hold in fresh "
+                    f"processes (not FASTER, or CI below half the first gain, on {weak}); "
+                    f"first measurement: {d.reason}"
+                )
             else:
                 reason += f" Gains above {SUSPICIOUS_RATIO}x confirmed in fresh processes."
     before = aggregates(c.table(inc_rel).restrict(labels), c.m.campaign_type).primary_avg
     return {
-        "status": status, "reason": reason, "paired": True, "trade_off": d.trade_off,
-        "regressions": list(d.regressions), "aggregate_before": before,
-        "aggregate_after": before * d.aggregate_ratio, "gain": d.gain,
+        "status": status,
+        "reason": reason,
+        "paired": True,
+        "trade_off": d.trade_off,
+        "regressions": list(d.regressions),
+        "aggregate_before": before,
+        "aggregate_after": before * d.aggregate_ratio,
+        "gain": d.gain,
         "gain_noise": (d.aggregate_ci_high - d.aggregate_ci_low) / 2,
-        "gain_ci": [d.aggregate_ci_low - 1, d.aggregate_ci_high - 1], "ambiguous": d.ambiguous,
-        "rounds": run.rounds, "min_detectable": d.min_detectable, "unconfirmed": unconfirmed,
+        "gain_ci": [d.aggregate_ci_low - 1, d.aggregate_ci_high - 1],
+        "ambiguous": d.ambiguous,
+        "rounds": run.rounds,
+        "min_detectable": d.min_detectable,
+        "unconfirmed": unconfirmed,
         "early_stop": run.early_stop,
-        "per_shape": [{"label": s.label, "incumbent": None, "candidate": None,
-                       "delta": s.ratio - 1, "noise": (s.ci_high - s.ci_low) / 2,
-                       "ci": [s.ci_low - 1, s.ci_high - 1], "verdict": s.verdict.value,
-                       "rounds": s.n_rounds} for s in d.per_shape],
-    }  # fmt: skip
+        "per_shape": [
+            {
+                "label": s.label,
+                "incumbent": None,
+                "candidate": None,
+                "delta": s.ratio - 1,
+                "noise": (s.ci_high - s.ci_low) / 2,
+                "ci": [s.ci_low - 1, s.ci_high - 1],
+                "verdict": s.verdict.value,
+                "rounds": s.n_rounds,
+            }
+            for s in d.per_shape
+        ],
+    }

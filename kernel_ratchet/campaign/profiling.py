@@ -71,14 +71,29 @@ def profile_incumbent(c: Campaign, n: int, analysis: dict[str, Any]) -> dict[str
     hit = _cached(c, key)
     if hit:
         return {**hit[1], "reused_from": hit[0]}
-    cmd = [sys.executable, "-m", "kernel_ratchet.harness.breakdown", "--root", str(c.root),
-           "--adapter", c.m.adapter, "--shape", json.dumps(shape),
-           "--device", "cuda" if cuda else "cpu"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "kernel_ratchet.harness.breakdown",
+        "--root",
+        str(c.root),
+        "--adapter",
+        c.m.adapter,
+        "--shape",
+        json.dumps(shape),
+        "--device",
+        "cuda" if cuda else "cpu",
+    ]
     raw = out / "breakdown_raw.json"
     env = {} if cuda else {"TRITON_INTERPRET": "1"}
-    step = run_step("profile", shlex.join([*cmd, "--iters", "3" if cuda else "1", "--out",
-                                           str(raw)]), cwd=c.root,
-                    log_path=out / "breakdown.log", timeout_s=TIMEOUT_S, env=env)  # fmt: skip
+    step = run_step(
+        "profile",
+        shlex.join([*cmd, "--iters", "3" if cuda else "1", "--out", str(raw)]),
+        cwd=c.root,
+        log_path=out / "breakdown.log",
+        timeout_s=TIMEOUT_S,
+        env=env,
+    )
     if not step.ok or not raw.exists():
         prof = {"key": key, "error": f"the profile failed: {step.reason}"}
     else:
@@ -94,10 +109,25 @@ def ncu_metrics(cmd: list[str], root: Path, out: Path) -> dict[str, Any]:
     ncu = shutil.which("ncu")
     if ncu is None:
         return {"error": "ncu is not on the PATH"}
-    full = [ncu, "--csv", "--page", "raw", "--clock-control", "none", "--nvtx",
-            "--nvtx-include", "ratchet_fwd/", "--nvtx-include", "ratchet_bwd/",
-            "--launch-count", str(NCU_LAUNCHES),
-            "--metrics", ",".join(NCU_METRICS), *cmd, "--ncu-target"]  # fmt: skip
+    full = [
+        ncu,
+        "--csv",
+        "--page",
+        "raw",
+        "--clock-control",
+        "none",
+        "--nvtx",
+        "--nvtx-include",
+        "ratchet_fwd/",
+        "--nvtx-include",
+        "ratchet_bwd/",
+        "--launch-count",
+        str(NCU_LAUNCHES),
+        "--metrics",
+        ",".join(NCU_METRICS),
+        *cmd,
+        "--ncu-target",
+    ]
     log = out / "ncu.log"
     step = run_step("ncu", shlex.join(full), cwd=root, log_path=log, timeout_s=NCU_TIMEOUT_S)
     text = log.read_text(errors="replace") if log.exists() else ""
@@ -105,8 +135,11 @@ def ncu_metrics(cmd: list[str], root: Path, out: Path) -> dict[str, Any]:
     if not step.ok or not kernels:
         tail = " ".join(text.strip().splitlines()[-3:])[-300:]
         return {"error": f"ncu gave no metrics ({step.reason}): {tail}"}
-    return {"method": f"Nsight Compute, --clock-control none, one call per phase: "
-                      f"{', '.join(NCU_METRICS)}", "kernels": kernels}  # fmt: skip
+    return {
+        "method": f"Nsight Compute, --clock-control none, one call per phase: "
+        f"{', '.join(NCU_METRICS)}",
+        "kernels": kernels,
+    }
 
 
 def parse_ncu_csv(text: str) -> list[dict[str, Any]]:
@@ -138,25 +171,38 @@ def parse_ncu_csv(text: str) -> list[dict[str, Any]]:
 def render_md(prof: dict[str, Any]) -> list[str]:
     """The profile's section of ``analysis.md``."""
     key = prof.get("key", {})
-    lines = ["", f"## Kernel time breakdown ({key.get('shape', '?')}, incumbent round-"
-             f"{key.get('incumbent_round', '?')})", ""]  # fmt: skip
+    lines = [
+        "",
+        f"## Kernel time breakdown ({key.get('shape', '?')}, incumbent round-"
+        f"{key.get('incumbent_round', '?')})",
+        "",
+    ]
     if "error" in prof:
         return [*lines, f"Not measured: {prof['error']}", ""]
     reused = f" Reused from {prof['reused_from']}." if prof.get("reused_from") else ""
     lines += [f"Measured: {prof['method']}.{reused}", ""]
     for phase, t in prof["phases"].items():
-        lines += [f"{phase}: {t['total_ms']:.4g} ms per call", "",
-                  "| Kernel | Calls | ms | Share |", "|---|---|---|---|"]  # fmt: skip
-        lines += [f"| `{k['name']}` | {k['calls']:.3g} | {k['ms']:.4g} | {k['share']:.1%} |"
-                  for k in t["kernels"]]  # fmt: skip
+        lines += [
+            f"{phase}: {t['total_ms']:.4g} ms per call",
+            "",
+            "| Kernel | Calls | ms | Share |",
+            "|---|---|---|---|",
+        ]
+        lines += [
+            f"| `{k['name']}` | {k['calls']:.3g} | {k['ms']:.4g} | {k['share']:.1%} |"
+            for k in t["kernels"]
+        ]
         lines.append("")
     ncu = prof.get("ncu")
     if ncu and "error" in ncu:
         lines += [f"Nsight Compute: none ({ncu['error']})", ""]
     elif ncu:
-        lines += [f"Nsight Compute ({ncu['method']}):", "",
-                  "| Kernel | Launches | " + " | ".join(NCU_METRICS) + " |",
-                  "|---|---|" + "---|" * len(NCU_METRICS)]  # fmt: skip
+        lines += [
+            f"Nsight Compute ({ncu['method']}):",
+            "",
+            "| Kernel | Launches | " + " | ".join(NCU_METRICS) + " |",
+            "|---|---|" + "---|" * len(NCU_METRICS),
+        ]
         for k in ncu["kernels"]:
             vals = " | ".join(f"{k['metrics'].get(m, float('nan')):.4g}" for m in NCU_METRICS)
             lines.append(f"| `{k['name']}` | {k['launches']} | {vals} |")

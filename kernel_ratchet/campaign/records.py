@@ -13,8 +13,10 @@ from typing import Any
 from kernel_ratchet.scoring.metrics import Aggregates
 
 TREND_TITLE = "# Performance trend\n\n"
-CPU_NOTE = ("- CPU rehearsal: kernels run in the Triton interpreter; its timings rank nothing on "
-            "a GPU and are meaningless for tuning\n")  # fmt: skip
+CPU_NOTE = (
+    "- CPU rehearsal: kernels run in the Triton interpreter; its timings rank nothing on "
+    "a GPU and are meaningless for tuning\n"
+)
 
 
 def unit(campaign_type: str) -> str:
@@ -24,8 +26,18 @@ def unit(campaign_type: str) -> str:
 def trend_header(campaign_type: str) -> str:
     u = unit(campaign_type)
     step = "Combined GB/s" if campaign_type == "memory" else "Combined Step TFLOPS"
-    cols = ["Round", "Status", "Description", f"Fwd Avg {u}", f"Fwd Peak {u}", f"Bwd Avg {u}",
-            f"Bwd Peak {u}", step, "vs Baseline", "Key Finding"]  # fmt: skip
+    cols = [
+        "Round",
+        "Status",
+        "Description",
+        f"Fwd Avg {u}",
+        f"Fwd Peak {u}",
+        f"Bwd Avg {u}",
+        f"Bwd Peak {u}",
+        step,
+        "vs Baseline",
+        "Key Finding",
+    ]
     return "| " + " | ".join(cols) + " |\n" + "|" + "---|" * len(cols) + "\n"
 
 
@@ -64,8 +76,13 @@ def trend_row(
         cells = ["-"] * 5
     else:
         step = aggs.primary_avg if campaign_type != "compute_fwd" else None
-        cells = [num(aggs.fwd_avg), num(aggs.fwd_peak), num(aggs.bwd_avg), num(aggs.bwd_peak),
-                 num(step)]  # fmt: skip
+        cells = [
+            num(aggs.fwd_avg),
+            num(aggs.fwd_peak),
+            num(aggs.bwd_avg),
+            num(aggs.bwd_peak),
+            num(step),
+        ]
     parts = [f"round-{n}", status, _cell(description), *cells, vs_base, _cell(key_finding)]
     return "| " + " | ".join(parts) + " |\n"
 
@@ -113,8 +130,10 @@ class RoundView:
 
 
 def _shape_table(v: RoundView) -> str:
-    out = [f"| Shape | Check | {v.metric} | Incumbent | Delta | Verdict | SNR (dB) |",
-           "|---|---|---|---|---|---|---|"]  # fmt: skip
+    out = [
+        f"| Shape | Check | {v.metric} | Incumbent | Delta | Verdict | SNR (dB) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for s in v.shapes:
         out.append(
             f"| {s.label} | {s.check} | {num(s.candidate)} | {num(s.incumbent)} | "
@@ -124,9 +143,16 @@ def _shape_table(v: RoundView) -> str:
 
 
 def transfer_section(t: dict[str, str]) -> str:
-    keys = ["Bucket", "Cache key (if any)", "id(...) audit", "4-step trace hit rate",
-            "Workload distribution robustness (grouped ops)", "Benchmark gain",
-            "Estimated real-training gain", "Decision"]  # fmt: skip
+    keys = [
+        "Bucket",
+        "Cache key (if any)",
+        "id(...) audit",
+        "4-step trace hit rate",
+        "Workload distribution robustness (grouped ops)",
+        "Benchmark gain",
+        "Estimated real-training gain",
+        "Decision",
+    ]
     lines = [f"- {k}: {t.get(k, 'not yet audited')}" for k in keys]
     return "## Real-training transfer check\n" + "\n".join(lines) + "\n"
 
@@ -212,9 +238,15 @@ def tip_entry(
 
 
 def commit_message(
-    op: str, backend: str, n: int, summary: str, hypothesis: str, before: float, after: float,
+    op: str,
+    backend: str,
+    n: int,
+    summary: str,
+    hypothesis: str,
+    before: float,
+    after: float,
     details: str,
-) -> str:  # fmt: skip
+) -> str:
     gain = (after / before - 1.0) if before and before > 0 else float("nan")
     one_line = " ".join(summary.split())[:72]
     return (

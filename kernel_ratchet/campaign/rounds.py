@@ -58,8 +58,7 @@ def snapshot(c: Campaign, rdir: Path) -> None:
 def incumbent_bytes(c: Campaign, rel: str) -> bytes | None:
     """A kernel file's content in the incumbent (commit, or the incumbent round's snapshot)."""
     if c.m.git_commit and c.state.incumbent_commit:
-        return git.show(c.groot, c.state.incumbent_commit,
-                        os.path.relpath(c.root / rel, c.groot))  # fmt: skip
+        return git.show(c.groot, c.state.incumbent_commit, os.path.relpath(c.root / rel, c.groot))
     snap = c.round_dir(c.state.incumbent_round or 1) / "kernel_snapshot"
     meta = json.loads((snap / "SNAPSHOT.json").read_text())
     return None if meta["files"].get(rel) is None else (snap / rel).read_bytes()
@@ -95,8 +94,11 @@ def ambient(c: Campaign) -> dict[str, str | None]:
         return workspace.ambient(c)
     kernel = set(c.kernel_git)
     tips = os.path.relpath(c.profile.tips_root_path, c.groot) + "/"  # the tool writes tips
-    return {p: file_sha256(c.groot / p) for p in git.changed_paths(c.groot)
-            if p not in kernel and not p.startswith(tips)}  # fmt: skip
+    return {
+        p: file_sha256(c.groot / p)
+        for p in git.changed_paths(c.groot)
+        if p not in kernel and not p.startswith(tips)
+    }
 
 
 def out_of_scope(c: Campaign) -> list[str]:
@@ -113,8 +115,10 @@ def preconditions(c: Campaign, hypothesis: str, bucket: str, level: str) -> None
         raise CampaignError("no baseline yet: run `ratchet baseline` first")
     if st.phase.value != "OPTIMIZING" or st.termination:
         why = (st.termination or {}).get("reason", st.phase.value)
-        raise CampaignError(f"the campaign has ended ({why}); run `ratchet report`, or start a "
-                            "new campaign with `ratchet init`")  # fmt: skip
+        raise CampaignError(
+            f"the campaign has ended ({why}); run `ratchet report`, or start a "
+            "new campaign with `ratchet init`"
+        )
     if not hypothesis.strip():
         raise CampaignError("state the round's hypothesis: --hypothesis 'what and why'")
     if bucket not in BUCKETS:
@@ -133,16 +137,19 @@ def preconditions(c: Campaign, hypothesis: str, bucket: str, level: str) -> None
 
 
 def _restore_harness(c: Campaign) -> None:
-    sha = write_harness(c.dir, c.m, c.root, shapes=c.m.representative_shape_dicts,
-                        target_shapes=c.m.target_shapes)  # fmt: skip
+    sha = write_harness(
+        c.dir, c.m, c.root, shapes=c.m.representative_shape_dicts, target_shapes=c.m.target_shapes
+    )
     c.log("logs/optimize.md").append(
         f"> {now()}: quick_test_bench.py had been edited outside the tool; it was regenerated "
         "from manifest.yaml before any measurement.\n\n"
     )
     c.save()
     if sha != c.state.harness_sha256:
-        raise CampaignError("the regenerated harness does not match the campaign's record; "
-                            "manifest.yaml may have been edited: start a new campaign")  # fmt: skip
+        raise CampaignError(
+            "the regenerated harness does not match the campaign's record; "
+            "manifest.yaml may have been edited: start a new campaign"
+        )
     raise CampaignError(
         f"{c.dir / 'quick_test_bench.py'} was edited; the harness is generated and must not "
         "change during a campaign. It was regenerated from manifest.yaml: run validate again"
@@ -172,38 +179,71 @@ def _skew_gate(d: dict[str, Any]) -> dict[str, Any]:
     verdict, why = skew_robustness(gains)
     d = {**d, "skew": [verdict, why]}
     if verdict == REJECT and d["status"] == Status.ACCEPTED.value:
-        d.update(status=Status.ROLLED_BACK.value, overfit=True,
-                 reason=f"REJECT-as-overfit: {why}; measured: {d['reason']}")  # fmt: skip
+        d.update(
+            status=Status.ROLLED_BACK.value,
+            overfit=True,
+            reason=f"REJECT-as-overfit: {why}; measured: {d['reason']}",
+        )
     return d
 
 
 def _run_harness(c: Campaign, art: Path, level: str, name: str):
     csv = art / name
     log = art / name.replace(".csv", ".log")
-    h = run_step("harness", harness_command(c.dir, level, csv), cwd=c.root, log_path=log,
-                 timeout_s=HARNESS_TIMEOUT_S)  # fmt: skip
+    h = run_step(
+        "harness",
+        harness_command(c.dir, level, csv),
+        cwd=c.root,
+        log_path=log,
+        timeout_s=HARNESS_TIMEOUT_S,
+    )
     return h, csv
 
 
 def _failed(base: dict[str, Any], category: str, reason: str) -> dict[str, Any]:
-    return {**base, "status": Status.ROLLED_BACK.value, "category": category, "reason": reason,
-            "finished": now(), "decision": None}  # fmt: skip
+    return {
+        **base,
+        "status": Status.ROLLED_BACK.value,
+        "category": category,
+        "reason": reason,
+        "finished": now(),
+        "decision": None,
+    }
 
 
 def _decide(c: Campaign, cand_rel: str, inc_rel: str, build_ok=True, test_ok=True) -> dict:
     cand = c.table(cand_rel)
     inc = c.table(inc_rel).restrict([r.label for r in cand.rows])
-    d = decide(inc, cand, c.m.campaign_type, regression_threshold=c.m.regression_threshold,
-               build_ok=build_ok, test_ok=test_ok)  # fmt: skip
+    d = decide(
+        inc,
+        cand,
+        c.m.campaign_type,
+        regression_threshold=c.m.regression_threshold,
+        build_ok=build_ok,
+        test_ok=test_ok,
+    )
     return {
-        "status": d.status.value, "reason": d.reason, "trade_off": d.trade_off,
-        "regressions": list(d.regressions), "aggregate_before": d.aggregate_before,
-        "aggregate_after": d.aggregate_after, "gain": d.gain, "gain_noise": d.gain_noise,
+        "status": d.status.value,
+        "reason": d.reason,
+        "trade_off": d.trade_off,
+        "regressions": list(d.regressions),
+        "aggregate_before": d.aggregate_before,
+        "aggregate_after": d.aggregate_after,
+        "gain": d.gain,
+        "gain_noise": d.gain_noise,
         "ambiguous": d.ambiguous,
-        "per_shape": [{"label": s.label, "incumbent": s.incumbent, "candidate": s.candidate,
-                       "delta": s.delta, "noise": s.noise, "verdict": s.verdict.value}
-                      for s in d.per_shape],
-    }  # fmt: skip
+        "per_shape": [
+            {
+                "label": s.label,
+                "incumbent": s.incumbent,
+                "candidate": s.candidate,
+                "delta": s.delta,
+                "noise": s.noise,
+                "verdict": s.verdict.value,
+            }
+            for s in d.per_shape
+        ],
+    }
 
 
 def measure(c: Campaign, n: int, p: dict[str, Any]) -> dict[str, Any]:
@@ -235,39 +275,74 @@ def _measure(c: Campaign, n: int, p: dict[str, Any]) -> dict[str, Any]:
     if workspace.is_workspace(c.m):
         diff = workspace.candidate_diff(c)
     else:
-        diff = (git.diff(c.groot, c.state.incumbent_commit, c.kernel_git)
-                if c.m.git_commit and c.state.incumbent_commit else "")  # fmt: skip
+        diff = (
+            git.diff(c.groot, c.state.incumbent_commit, c.kernel_git)
+            if c.m.git_commit and c.state.incumbent_commit
+            else ""
+        )
     (art / "candidate.diff").write_text(diff)
     base = {
-        "round": n, "hypothesis": p["hypothesis"], "bucket": p["bucket"],
-        "change": p.get("change") or _diffstat(diff), "expected": p.get("expected", ""),
-        "lesson": p.get("lesson", ""), "next_direction": p.get("next_direction", ""),
-        "takeaway": p.get("takeaway", ""), "summary": p.get("summary", ""),
+        "round": n,
+        "hypothesis": p["hypothesis"],
+        "bucket": p["bucket"],
+        "change": p.get("change") or _diffstat(diff),
+        "expected": p.get("expected", ""),
+        "lesson": p.get("lesson", ""),
+        "next_direction": p.get("next_direction", ""),
+        "takeaway": p.get("takeaway", ""),
+        "summary": p.get("summary", ""),
         "direction": p.get("direction", ""),
-        "level": p["level"], "started": p["started"], "csv": None, "quick_csv": None,
-        "incumbent_csv": None, "test_command": c.m.test_command, "harness_command": "",
-        "incumbent_round": c.state.incumbent_round, "out_of_scope": [], "seconds": {},
-    }  # fmt: skip
+        "level": p["level"],
+        "started": p["started"],
+        "csv": None,
+        "quick_csv": None,
+        "incumbent_csv": None,
+        "test_command": c.m.test_command,
+        "harness_command": "",
+        "incumbent_round": c.state.incumbent_round,
+        "out_of_scope": [],
+        "seconds": {},
+    }
     scope = out_of_scope(c)
     if scope:
-        return {**_failed(base, "scope", f"files outside kernel_source changed: {scope}; "
-                          "a round may change only the kernel files. Revert them before the "
-                          "next round"), "out_of_scope": scope}  # fmt: skip
+        return {
+            **_failed(
+                base,
+                "scope",
+                f"files outside kernel_source changed: {scope}; "
+                "a round may change only the kernel files. Revert them before the "
+                "next round",
+            ),
+            "out_of_scope": scope,
+        }
     audit = transfer_audit(c, p["bucket"])
     base["transfer_static"] = asdict(audit)
     if audit.verdict == REJECT:
-        return _failed(base, "overfit", f"REJECT-as-overfit before any benchmark "
-                       f"({audit.bucket}): {audit.reason}")  # fmt: skip
+        return _failed(
+            base,
+            "overfit",
+            f"REJECT-as-overfit before any benchmark ({audit.bucket}): {audit.reason}",
+        )
     if c.m.rebuild_command:
         c.say(f"round-{n}: rebuild")
-        b = run_step("rebuild", c.m.rebuild_command, cwd=c.root, log_path=art / "rebuild.log",
-                     timeout_s=TEST_TIMEOUT_S)  # fmt: skip
+        b = run_step(
+            "rebuild",
+            c.m.rebuild_command,
+            cwd=c.root,
+            log_path=art / "rebuild.log",
+            timeout_s=TEST_TIMEOUT_S,
+        )
         _timed(base, "rebuild", b.seconds)
         if not b.ok:
             return _failed(base, "build", f"build failed: {b.reason}")
     c.say(f"round-{n}: focused test")
-    t = run_step("focused test", c.m.test_command, cwd=c.root, log_path=art / "test.log",
-                 timeout_s=TEST_TIMEOUT_S)  # fmt: skip
+    t = run_step(
+        "focused test",
+        c.m.test_command,
+        cwd=c.root,
+        log_path=art / "test.log",
+        timeout_s=TEST_TIMEOUT_S,
+    )
     _timed(base, "test", t.seconds)
     if not t.ok:
         return _failed(base, "test", f"focused test failed: {t.reason}")
@@ -297,8 +372,11 @@ def _level(c: Campaign, n: int, base: dict, art: Path, level: str, name: str):
     d = paired_decision(c, n, art, c.rel(csv), inc_rel)
     _timed(base, f"ab_{level}", time.monotonic() - t0)
     if "failure" in d:
-        return None, {**_failed(base, d["category"], d["reason"]), "csv": c.rel(csv),
-                      "failure": d["failure"]}  # fmt: skip
+        return None, {
+            **_failed(base, d["category"], d["reason"]),
+            "csv": c.rel(csv),
+            "failure": d["failure"],
+        }
     d["harness_only"] = {k: gates[k] for k in ("status", "reason", "gain")}
     return csv, _skew_gate(d)
 
@@ -320,8 +398,14 @@ def _measure_levels(c: Campaign, n: int, base: dict, art: Path) -> dict[str, Any
             return d
         final = art / "benchmark.csv"
         os.replace(csv, final)
-        record.update(level="full", escalated=True, quick_csv=c.rel(quick), csv=c.rel(final),
-                      incumbent_csv=c.state.incumbent_full_csv, decision=d)  # fmt: skip
+        record.update(
+            level="full",
+            escalated=True,
+            quick_csv=c.rel(quick),
+            csv=c.rel(final),
+            incumbent_csv=c.state.incumbent_full_csv,
+            decision=d,
+        )
     if d["status"] == Status.ACCEPTED.value and d.get("paired"):
         c.say(f"round-{n}: transfer check (fresh tensors vs the benchmark idiom)")
         t0 = time.monotonic()
@@ -333,8 +417,13 @@ def _measure_levels(c: Campaign, n: int, base: dict, art: Path) -> dict[str, Any
             d.update(status=Status.ROLLED_BACK.value, overfit=True, reason=why)
         record["decision"] = d
     category = "ok" if d["status"] == Status.ACCEPTED.value else _why(c, d)
-    return {**record, "status": d["status"], "category": category, "reason": d["reason"],
-            "finished": now()}  # fmt: skip
+    return {
+        **record,
+        "status": d["status"],
+        "category": category,
+        "reason": d["reason"],
+        "finished": now(),
+    }
 
 
 def _why(c: Campaign, d: dict[str, Any]) -> str:
@@ -360,17 +449,33 @@ def _diffstat(diff: str) -> str:
 
 def interrupted_record(c: Campaign, n: int, p: dict[str, Any], how: str) -> dict[str, Any]:
     base = {
-        "round": n, "hypothesis": p.get("hypothesis", ""), "bucket": p.get("bucket", "-"),
-        "change": p.get("change", "see kernel_snapshot"), "level": p.get("level", "quick"),
-        "started": p.get("started", ""), "csv": None, "quick_csv": None, "incumbent_csv": None,
-        "test_command": c.m.test_command, "harness_command": "", "out_of_scope": [],
-        "incumbent_round": c.state.incumbent_round, "expected": p.get("expected", ""),
-        "lesson": "", "next_direction": p.get("next_direction", ""), "takeaway": "",
-        "summary": p.get("summary", ""), "direction": p.get("direction", ""),
-    }  # fmt: skip
-    return _failed(base, "interrupted", f"interrupted by {how} before a decision; the "
-                   f"candidate is kept in rounds/round-{n}/kernel_snapshot and the kernel files "
-                   "were restored to the incumbent")  # fmt: skip
+        "round": n,
+        "hypothesis": p.get("hypothesis", ""),
+        "bucket": p.get("bucket", "-"),
+        "change": p.get("change", "see kernel_snapshot"),
+        "level": p.get("level", "quick"),
+        "started": p.get("started", ""),
+        "csv": None,
+        "quick_csv": None,
+        "incumbent_csv": None,
+        "test_command": c.m.test_command,
+        "harness_command": "",
+        "out_of_scope": [],
+        "incumbent_round": c.state.incumbent_round,
+        "expected": p.get("expected", ""),
+        "lesson": "",
+        "next_direction": p.get("next_direction", ""),
+        "takeaway": "",
+        "summary": p.get("summary", ""),
+        "direction": p.get("direction", ""),
+    }
+    return _failed(
+        base,
+        "interrupted",
+        f"interrupted by {how} before a decision; the "
+        f"candidate is kept in rounds/round-{n}/kernel_snapshot and the kernel files "
+        "were restored to the incumbent",
+    )
 
 
 def load_record(path: Path) -> dict[str, Any]:

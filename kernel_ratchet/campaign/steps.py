@@ -54,9 +54,15 @@ def run_step(
         log.write(f"$ {command}\n# cwd: {cwd}\n")
         log.flush()
         proc = subprocess.Popen(
-            command, shell=True, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
-            env=full_env, start_new_session=True, preexec_fn=_die_with_parent,
-        )  # fmt: skip
+            command,
+            shell=True,
+            cwd=cwd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=full_env,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
         pgid_file = log_path.with_name(log_path.name + ".pgid")
         pgid_file.write_text(f"{proc.pid} {machine_identity()}")
         try:
@@ -64,8 +70,15 @@ def run_step(
         except subprocess.TimeoutExpired:
             _kill_group(proc)
             secs = time.monotonic() - t0
-            return StepResult(name, command, False, None, secs, str(log_path),
-                              f"{name} timed out after {timeout_s:.0f} s")  # fmt: skip
+            return StepResult(
+                name,
+                command,
+                False,
+                None,
+                secs,
+                str(log_path),
+                f"{name} timed out after {timeout_s:.0f} s",
+            )
         except BaseException:
             _kill_group(proc)
             raise

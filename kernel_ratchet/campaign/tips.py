@@ -22,8 +22,11 @@ def add_tip(
 ) -> str:
     """Append one entry (creating the file with a title); returns the entry."""
     if not path.exists():
-        append_text(path, f"# Tips: {path.parent.parent.name} on {path.parent.parent.parent.name}"
-                          f" ({path.parent.name})\n\n")  # fmt: skip
+        append_text(
+            path,
+            f"# Tips: {path.parent.parent.name} on {path.parent.parent.parent.name}"
+            f" ({path.parent.name})\n\n",
+        )
     entry = tip_entry(now(), n, status, context, signal, takeaway, applicability)
     append_text(path, entry)
     return entry

@@ -41,8 +41,9 @@ def _largest(c: Campaign, labels: list[str]) -> Shape:
 
 
 def _modules(c: Campaign) -> tuple[str, ...]:
-    return tuple(os.path.splitext(k)[0].replace("/", ".") for k in c.m.kernel_source
-                 if k.endswith(".py"))  # fmt: skip
+    return tuple(
+        os.path.splitext(k)[0].replace("/", ".") for k in c.m.kernel_source if k.endswith(".py")
+    )
 
 
 def dynamic_check(c: Campaign, art: Path, labels: list[str]) -> dict[str, Any]:
@@ -53,12 +54,22 @@ def dynamic_check(c: Campaign, art: Path, labels: list[str]) -> dict[str, Any]:
     floor = MIN_REL_GAP if cuda else MIN_REL_GAP_CPU
     seed = secrets.randbits(31)
     sides = dict(zip(("incumbent", "candidate"), _specs(c), strict=True))
-    out: dict[str, Any] = {"shape": shape.label, "steps": steps, "repeats": repeats,
-                           "min_rel_gap": floor}  # fmt: skip
+    out: dict[str, Any] = {
+        "shape": shape.label,
+        "steps": steps,
+        "repeats": repeats,
+        "min_rel_gap": floor,
+    }
     for side, spec in sides.items():
         with Worker(spec, art / f"transfer_{side}.log") as w:
-            r = w.transfer(shape, seed, steps=steps, repeats=repeats, cache_modules=_modules(c),
-                           min_rel_gap=floor)  # fmt: skip
+            r = w.transfer(
+                shape,
+                seed,
+                steps=steps,
+                repeats=repeats,
+                cache_modules=_modules(c),
+                min_rel_gap=floor,
+            )
         if not r.ok:
             first = r.detail.splitlines()[0] if r.detail else ""
             why = f"the {side}'s simulation did not run ({r.category}: {first})"
@@ -71,12 +82,17 @@ def _verdict(inc: dict[str, Any], cand: dict[str, Any]) -> dict[str, Any]:
     bench_gain = inc["bench_ms"] / cand["bench_ms"] - 1.0
     train_gain = inc["train_ms"] / cand["train_ms"] - 1.0
     noise = (inc["noise_ms"] + cand["noise_ms"]) / max(cand["train_ms"], 1e-9)
-    nums = (f"benchmark-idiom gain {bench_gain:+.2%}, training-idiom gain {train_gain:+.2%} "
-            f"(noise ±{noise:.2%}) on {cand['label']}")  # fmt: skip
+    nums = (
+        f"benchmark-idiom gain {bench_gain:+.2%}, training-idiom gain {train_gain:+.2%} "
+        f"(noise ±{noise:.2%}) on {cand['label']}"
+    )
     if cand["verdict"] == "OVERFIT" and inc["verdict"] != "OVERFIT":
-        return {"verdict": "OVERFIT", "bench_gain": bench_gain, "train_gain": train_gain,
-                "reason": f"only the candidate's simulation reads OVERFIT ({cand['reason']}); "
-                + nums}  # fmt: skip
+        return {
+            "verdict": "OVERFIT",
+            "bench_gain": bench_gain,
+            "train_gain": train_gain,
+            "reason": f"only the candidate's simulation reads OVERFIT ({cand['reason']}); " + nums,
+        }
     short = bench_gain - max(noise, MIN_GAIN)
     if bench_gain > MIN_GAIN and train_gain < short and train_gain < 0.5 * bench_gain:
         return {

@@ -222,13 +222,20 @@ def extract(profile: Profile, op: OpProfile, cdir: Path, upstream_commit: str) -
     test = _rewrite_test(root, cdir, op.test, files)
     bench, bench_modules = _rewrite_bench(root, cdir, op.benchmark, files)
     _write_overlays(root, cdir, [*op.kernel_source, *bench_modules], files)
-    atomic_write_json(cdir / WORKSPACE_FILE, {
-        "upstream_commit": upstream_commit, "extracted": now(),
-        "project_root_from_campaign": os.path.relpath(root, cdir),
-        "kernel_files": kernel, "files": files,
-        "original_test_command": op.test, "original_benchmark_command": op.benchmark,
-        "test_command": test, "benchmark_command": bench,
-    })  # fmt: skip
+    atomic_write_json(
+        cdir / WORKSPACE_FILE,
+        {
+            "upstream_commit": upstream_commit,
+            "extracted": now(),
+            "project_root_from_campaign": os.path.relpath(root, cdir),
+            "kernel_files": kernel,
+            "files": files,
+            "original_test_command": op.test,
+            "original_benchmark_command": op.benchmark,
+            "test_command": test,
+            "benchmark_command": bench,
+        },
+    )
     return Extraction(test, bench, files)
 
 
@@ -288,8 +295,13 @@ class SyncResult:
     details: tuple[str, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "round": self.round, "files": list(self.files),
-                "commit": self.commit, "details": list(self.details)}  # fmt: skip
+        return {
+            "ok": self.ok,
+            "round": self.round,
+            "files": list(self.files),
+            "commit": self.commit,
+            "details": list(self.details),
+        }
 
 
 def _upstream_changes(c: Campaign, ws: dict[str, Any], incumbent: dict[str, bytes | None]):
@@ -336,8 +348,10 @@ def sync_back(c: Campaign, *, commit: bool = True) -> SyncResult:
     from kernel_ratchet.campaign.rounds import incumbent_bytes
 
     if not is_workspace(c.m):
-        raise CampaignError(f"{c.m.campaign} is a {c.m.execution_mode}-mode campaign: its "
-                            "accepted rounds are commits in the project already")  # fmt: skip
+        raise CampaignError(
+            f"{c.m.campaign} is a {c.m.execution_mode}-mode campaign: its "
+            "accepted rounds are commits in the project already"
+        )
     c.recover()
     st = c.state
     if st.phase.value == "INITIALIZED" or not st.incumbent_round or st.incumbent_round < 2:
@@ -354,8 +368,10 @@ def sync_back(c: Campaign, *, commit: bool = True) -> SyncResult:
             "artifacts/candidate.diff) or start a new workspace campaign from the current project"
         )
     root = c.profile.root
-    before = {rel: (root / rel).read_bytes() if (root / rel).exists() else None
-              for rel in c.m.kernel_source}  # fmt: skip
+    before = {
+        rel: (root / rel).read_bytes() if (root / rel).exists() else None
+        for rel in c.m.kernel_source
+    }
     for rel, data in incumbent.items():
         if before[rel] != data:
             _write_kernel(root, rel, data)
@@ -391,18 +407,27 @@ def _revalidate(c: Campaign, ws: dict[str, Any]) -> tuple[bool, list[str], float
     root, m, out = c.profile.root, c.m, c.dir / SYNC_DIR
     out.mkdir(parents=True, exist_ok=True)
     c.say(f"sync-back: focused test in the project ({ws['original_test_command']})")
-    t = run_step("focused test", ws["original_test_command"], cwd=root,
-                 log_path=out / "test.log", timeout_s=TEST_TIMEOUT_S)  # fmt: skip
+    t = run_step(
+        "focused test",
+        ws["original_test_command"],
+        cwd=root,
+        log_path=out / "test.log",
+        timeout_s=TEST_TIMEOUT_S,
+    )
     details = [f"- Focused test in the project: {'PASS' if t.ok else 'FAIL'} ({t.reason})"]
     if not t.ok:
         return False, details, None
     harness = out / "quick_test_bench.py"
-    write_harness(out, m, root, shapes=m.representative_shape_dicts,
-                  target_shapes=m.target_shapes)  # fmt: skip
+    write_harness(out, m, root, shapes=m.representative_shape_dicts, target_shapes=m.target_shapes)
     csv = out / "benchmark.csv"
     c.say(f"sync-back: harness in the project on all {len(m.target_shapes)} target shapes")
-    h = run_step("harness", python_command(harness, "--level", "full", "--summary-csv", str(csv)),
-                 cwd=root, log_path=out / "harness.log", timeout_s=HARNESS_TIMEOUT_S)  # fmt: skip
+    h = run_step(
+        "harness",
+        python_command(harness, "--level", "full", "--summary-csv", str(csv)),
+        cwd=root,
+        log_path=out / "harness.log",
+        timeout_s=HARNESS_TIMEOUT_S,
+    )
     if not h.ok or not csv.exists():
         return False, [*details, f"- Harness in the project: FAIL ({h.reason})"], None
     table = c.table(c.rel(csv))
@@ -432,8 +457,13 @@ def _commit(c: Campaign, n: int, kernel_git: list[str], after: float | None) -> 
     baseline = c.baseline_table()
     before = aggregates(baseline, c.m.campaign_type).primary_avg
     msg = commit_message(
-        c.m.target_op, c.m.target_backend, n,
-        f"{rec.get('summary') or rec['hypothesis']} (workspace sync-back)", rec["hypothesis"],
-        before, after or before, f"{os.path.relpath(c.dir, c.groot)}/logs/optimize.md",
-    )  # fmt: skip
+        c.m.target_op,
+        c.m.target_backend,
+        n,
+        f"{rec.get('summary') or rec['hypothesis']} (workspace sync-back)",
+        rec["hypothesis"],
+        before,
+        after or before,
+        f"{os.path.relpath(c.dir, c.groot)}/logs/optimize.md",
+    )
     return git.commit_only(c.groot, kernel_git, msg) or git.head(c.groot)

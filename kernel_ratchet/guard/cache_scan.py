@@ -27,16 +27,48 @@ from dataclasses import dataclass, field
 from kernel_ratchet.guard.keys import KeyComponent, KeyReader
 from kernel_ratchet.guard.roles import annotations, names_linear_b, role_of
 
-_CTORS = {"dict", "OrderedDict", "defaultdict", "WeakKeyDictionary", "WeakValueDictionary",
-          "set", "list", "deque", "Counter", "WeakSet"}  # fmt: skip
+_CTORS = {
+    "dict",
+    "OrderedDict",
+    "defaultdict",
+    "WeakKeyDictionary",
+    "WeakValueDictionary",
+    "set",
+    "list",
+    "deque",
+    "Counter",
+    "WeakSet",
+}
 _MEMO = {"lru_cache", "cache"}
-_MUTATORS = {"setdefault", "update", "__setitem__", "append", "add", "extend", "insert",
-             "popitem", "move_to_end"}  # fmt: skip
+_MUTATORS = {
+    "setdefault",
+    "update",
+    "__setitem__",
+    "append",
+    "add",
+    "extend",
+    "insert",
+    "popitem",
+    "move_to_end",
+}
 _LOOKUPS = {"get", "setdefault", "pop", "__getitem__", "__setitem__", "__contains__"}
 _NOT_CACHE_ATTRS = {"data", "grad", "requires_grad", "retains_grad"}
 _NO_ATTR_CACHE = {"self", "cls", "ctx"}
-_LAYOUT_TOKENS = {"nt", "nn", "tn", "tt", "kmajor", "trans", "transpose", "transposed", "layout",
-                  "colmajor", "rowmajor", "mkajor", "nmajor"}  # fmt: skip
+_LAYOUT_TOKENS = {
+    "nt",
+    "nn",
+    "tn",
+    "tt",
+    "kmajor",
+    "trans",
+    "transpose",
+    "transposed",
+    "layout",
+    "colmajor",
+    "rowmajor",
+    "mkajor",
+    "nmajor",
+}
 _UNIFORM_TOKENS = ("per_group", "per_expert", "group_size", "uniform", "equal_")
 
 
@@ -154,8 +186,7 @@ def _is_state_name(tree: ast.Module, assign: ast.AST, target: ast.expr) -> bool:
     for fn in ast.walk(tree):
         if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and assign in _own_nodes(fn):
             inner = [n for n in _own_nodes(fn) if isinstance(n, (ast.FunctionDef, ast.Lambda))]
-            return any(isinstance(x, ast.Name) and x.id == name
-                       for i in inner for x in ast.walk(i))  # fmt: skip
+            return any(isinstance(x, ast.Name) and x.id == name for i in inner for x in ast.walk(i))
     return False
 
 
@@ -163,8 +194,11 @@ def _reader(fn: ast.FunctionDef | ast.AsyncFunctionDef, role) -> KeyReader:
     a = fn.args
     params = {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs}
     varargs = {p.arg for p in (a.vararg, a.kwarg) if p is not None}
-    typed = {p.arg: ast.unparse(p.annotation) for p in a.posonlyargs + a.args + a.kwonlyargs
-             if p.annotation is not None}  # fmt: skip
+    typed = {
+        p.arg: ast.unparse(p.annotation)
+        for p in a.posonlyargs + a.args + a.kwonlyargs
+        if p.annotation is not None
+    }
     tensor = {name for name, t in typed.items() if "Tensor" in t}
     plain = {name for name, t in typed.items() if "Tensor" not in t}
     for loop in (n for n in _own_nodes(fn) if isinstance(n, (ast.For, ast.comprehension))):
@@ -174,8 +208,9 @@ def _reader(fn: ast.FunctionDef | ast.AsyncFunctionDef, role) -> KeyReader:
             if isinstance(target, ast.Name):
                 plain.add(target.id)  # a loop counter is an int
     assigned: dict[str, ast.expr] = {}
-    for node in sorted((n for n in _own_nodes(fn) if isinstance(n, ast.Assign)),
-                       key=lambda n: n.lineno):  # fmt: skip
+    for node in sorted(
+        (n for n in _own_nodes(fn) if isinstance(n, ast.Assign)), key=lambda n: n.lineno
+    ):
         for t in node.targets:
             for name in [t] if isinstance(t, ast.Name) else getattr(t, "elts", []):
                 if isinstance(name, ast.Name) and name.id not in params:
@@ -199,8 +234,9 @@ def _written(tree: ast.Module, state: set[str]) -> set[str]:
     for fn in ast.walk(tree):
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
-        declared = {x for n in ast.walk(fn) if isinstance(n, (ast.Global, ast.Nonlocal))
-                    for x in n.names}  # fmt: skip
+        declared = {
+            x for n in ast.walk(fn) if isinstance(n, (ast.Global, ast.Nonlocal)) for x in n.names
+        }
         out |= declared
         for n in ast.walk(fn):
             if isinstance(n, ast.Subscript) and isinstance(n.ctx, (ast.Store, ast.Del)):
@@ -281,22 +317,35 @@ def _scan_function(scan: FileScan, qual: str, fn, role) -> None:
 
     # `w._version` read anywhere in the function validates a weight-identity entry (e.g. a
     # WeakKeyDictionary keyed on w holding (version, value) and compared on lookup).
-    checked = {ast.unparse(n.value) for n in nodes
-               if isinstance(n, ast.Attribute) and n.attr == "_version"}  # fmt: skip
+    checked = {
+        ast.unparse(n.value) for n in nodes if isinstance(n, ast.Attribute) and n.attr == "_version"
+    }
 
     def add(node: ast.AST, container: str, key: ast.expr | None, kind: str, parts) -> None:
         have = {p.tensor for p in parts if p.kind == "version"}
         for p in list(parts) if kind != "memo" else []:
             if p.kind in ("identity", "address") and p.tensor in checked - have:
                 have.add(p.tensor)
-                parts.append(KeyComponent(f"{p.tensor}._version (checked in {qual})", "version",
-                                          p.tensor, p.role))  # fmt: skip
+                parts.append(
+                    KeyComponent(
+                        f"{p.tensor}._version (checked in {qual})", "version", p.tensor, p.role
+                    )
+                )
         text = ", ".join(p.text for p in parts)
         if key is not None:
             shown = reader.assigned.get(key.id) if isinstance(key, ast.Name) else None
             text = ast.unparse(key) + (f" = {ast.unparse(shown)}" if shown is not None else "")
-        scan.uses.append(CacheUse(scan.path, getattr(node, "lineno", fn.lineno), container,
-                                  kind, qual, text, tuple(parts)))  # fmt: skip
+        scan.uses.append(
+            CacheUse(
+                scan.path,
+                getattr(node, "lineno", fn.lineno),
+                container,
+                kind,
+                qual,
+                text,
+                tuple(parts),
+            )
+        )
 
     for node, container, key, kind in _key_sites(nodes, state):
         if _fixed_slot(key):
@@ -394,9 +443,7 @@ def scan_source(path: str, source: str) -> FileScan:
     tree = ast.parse(source, filename=path)
     scan = FileScan(path)
     overrides = annotations(source)
-    params = [
-        p.arg for _, fn in _functions(tree) for p in fn.args.posonlyargs + fn.args.args
-    ]  # fmt: skip
+    params = [p.arg for _, fn in _functions(tree) for p in fn.args.posonlyargs + fn.args.args]
     linear_b = names_linear_b(params)
     role = lambda name: role_of(name, linear_b=linear_b, overrides=overrides)  # noqa: E731
     _containers(tree, scan)

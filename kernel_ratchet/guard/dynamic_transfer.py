@@ -239,8 +239,10 @@ def _cache_problems(caches: Sequence[CacheStats]) -> list[str]:
         if c.fresh_hits:
             out.append(f"{c.name} hit {c.fresh_hits}x on a fresh tensor's key in training")
         if c.stale_hits:
-            out.append(f"{c.name} hit {c.stale_hits}x on the weight right after its update "
-                       "(key without _version)")  # fmt: skip
+            out.append(
+                f"{c.name} hit {c.stale_hits}x on the weight right after its update "
+                "(key without _version)"
+            )
     return out
 
 
@@ -283,14 +285,28 @@ def simulate_training(
     train_c, bench_c = _cache_traces(sim, cache_modules, trace_steps) if cache_modules else ((), ())
     problems = _cache_problems(train_c)
     if gap > noise:
-        problems.insert(0, f"training idiom slower by {gap:.4g} ms/step "
-                           f"({gap / bench_ms:+.1%}) > noise {noise:.3g} ms")  # fmt: skip
+        problems.insert(
+            0,
+            f"training idiom slower by {gap:.4g} ms/step "
+            f"({gap / bench_ms:+.1%}) > noise {noise:.3g} ms",
+        )
     verdict = OVERFIT if problems else TRANSFERS
     reason = "; ".join(problems) or (
         f"gap {gap:+.4g} ms/step ({gap / bench_ms:+.1%}) within noise {noise:.3g} ms"
     )
-    return DynamicResult(shape.label, steps, repeats, bench_ms, train_ms, gap, noise, verdict,
-                         reason, train_c, bench_c)  # fmt: skip
+    return DynamicResult(
+        shape.label,
+        steps,
+        repeats,
+        bench_ms,
+        train_ms,
+        gap,
+        noise,
+        verdict,
+        reason,
+        train_c,
+        bench_c,
+    )
 
 
 def weight_quant_ratio(

@@ -28,10 +28,29 @@ from dataclasses import dataclass
 
 from kernel_ratchet.guard.roles import FRESH_ROLES
 
-_META_ATTRS = {"shape", "dtype", "device", "layout", "ndim", "is_cuda", "requires_grad",
-               "is_leaf", "itemsize", "nbytes"}  # fmt: skip
-_META_METHODS = {"size", "stride", "numel", "dim", "is_contiguous", "element_size",
-                 "storage_offset", "nelement", "get_device"}  # fmt: skip
+_META_ATTRS = {
+    "shape",
+    "dtype",
+    "device",
+    "layout",
+    "ndim",
+    "is_cuda",
+    "requires_grad",
+    "is_leaf",
+    "itemsize",
+    "nbytes",
+}
+_META_METHODS = {
+    "size",
+    "stride",
+    "numel",
+    "dim",
+    "is_contiguous",
+    "element_size",
+    "storage_offset",
+    "nelement",
+    "get_device",
+}
 _PASS_CALLS = {"tuple", "str", "repr", "int", "float", "bool", "list", "frozenset", "sorted"}
 
 
@@ -135,8 +154,10 @@ class KeyReader:
         if tensor is None:
             inner = [c for c in self._read(node) if c.kind in ("identity", "args")]
             if inner:
-                return [KeyComponent(text, kind if c.kind == "identity" else "args", c.tensor,
-                                     c.role) for c in inner]  # fmt: skip
+                return [
+                    KeyComponent(text, kind if c.kind == "identity" else "args", c.tensor, c.role)
+                    for c in inner
+                ]
             return [KeyComponent(text, kind, ast.unparse(node), "unknown")]
         return [KeyComponent(text, kind, tensor, role)]
 
@@ -149,8 +170,12 @@ class KeyReader:
         if isinstance(node, ast.Constant):
             return [KeyComponent(text, "value")]
         if isinstance(node, ast.JoinedStr):
-            return [c for v in node.values if isinstance(v, ast.FormattedValue)
-                    for c in self.read(v.value)]  # fmt: skip
+            return [
+                c
+                for v in node.values
+                if isinstance(v, ast.FormattedValue)
+                for c in self.read(v.value)
+            ]
         if isinstance(node, ast.BinOp):
             return self.read(node.left) + self.read(node.right)
         if isinstance(node, ast.Call):

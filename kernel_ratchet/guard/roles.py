@@ -35,15 +35,67 @@ ROLES = ("weight", "activation", "grad_out", "scale", "routing")
 FRESH_ROLES = frozenset({"activation", "grad_out", "scale", "routing", "unknown"})
 
 _WEIGHT = {"w", "weight", "weights", "wt", "self", "module", "layer", "mod", "linear", "param"}
-_GRAD = {"dout", "d_out", "grad_out", "grad_output", "grad_outputs", "dy", "do", "grad",
-         "gy", "dz", "dc", "grad_y", "out_grad", "upstream", "dgrad"}  # fmt: skip
+_GRAD = {
+    "dout",
+    "d_out",
+    "grad_out",
+    "grad_output",
+    "grad_outputs",
+    "dy",
+    "do",
+    "grad",
+    "gy",
+    "dz",
+    "dc",
+    "grad_y",
+    "out_grad",
+    "upstream",
+    "dgrad",
+}
 _SCALE = {"s", "sa", "sb", "sx", "sw", "sd", "amax", "inv_scale"}
-_ROUTING = {"group_lens", "lens", "tokens_per_expert", "m_sizes", "m_splits", "counts", "offsets",
-            "offs", "seg_indptr", "expert_ids", "topk_ids", "group_sizes", "batch_sizes",
-            "cu_seqlens", "routing", "splits"}  # fmt: skip
-_ACT = {"x", "a", "inp", "input", "inputs", "act", "acts", "activation", "activations", "h",
-        "hidden", "hidden_states", "tokens", "lhs", "mat1", "y", "out", "output", "c", "result",
-        "xs", "feat", "features"}  # fmt: skip
+_ROUTING = {
+    "group_lens",
+    "lens",
+    "tokens_per_expert",
+    "m_sizes",
+    "m_splits",
+    "counts",
+    "offsets",
+    "offs",
+    "seg_indptr",
+    "expert_ids",
+    "topk_ids",
+    "group_sizes",
+    "batch_sizes",
+    "cu_seqlens",
+    "routing",
+    "splits",
+}
+_ACT = {
+    "x",
+    "a",
+    "inp",
+    "input",
+    "inputs",
+    "act",
+    "acts",
+    "activation",
+    "activations",
+    "h",
+    "hidden",
+    "hidden_states",
+    "tokens",
+    "lhs",
+    "mat1",
+    "y",
+    "out",
+    "output",
+    "c",
+    "result",
+    "xs",
+    "feat",
+    "features",
+}
 _PREFIX = ("q_", "q")
 _SUFFIX = ("_fp8", "_data", "_q", "_t", "t", "_contig")
 _ANNOTATION = re.compile(r"#\s*ratchet:\s*(?P<body>.*)$")

@@ -87,8 +87,13 @@ def judge_use(use: CacheUse) -> _Judged:
         versioned = {p.tensor for p in parts if p.kind == "version"}
         missing = sorted(w for w in weights if w not in versioned)
         if missing:
-            return _Judged(use, "W1", REJECT, f"weight cache without {missing[0]}._version: "
-                           "serves a stale copy after the optimizer step")  # fmt: skip
+            return _Judged(
+                use,
+                "W1",
+                REJECT,
+                f"weight cache without {missing[0]}._version: "
+                "serves a stale copy after the optimizer step",
+            )
         return _Judged(use, "W1", ALLOW, "weight cache keyed on identity + _version")
     return _Judged(use, None, ALLOW, "config cache: no tensor identity in the key")
 
@@ -145,8 +150,10 @@ def _uniform_hints(before: dict[str, FileScan], after: dict[str, FileScan]) -> l
             fed = {k for k, roles in b.launches if "routing" in roles}
             now = {k for k, roles in a.launches if "routing" in roles}
             launched = {k for k, _ in a.launches}
-            out += [f"{path} — kernel {k} no longer receives the tokens-per-expert tensor"
-                    for k in sorted((fed - now) & launched)]  # fmt: skip
+            out += [
+                f"{path} — kernel {k} no longer receives the tokens-per-expert tensor"
+                for k in sorted((fed - now) & launched)
+            ]
     return out
 
 
@@ -188,21 +195,29 @@ def audit_change(
     b_scans, _ = _scan_all(py(before))
     a_scans, errors = _scan_all(py(after))
     if errors:
-        return StaticAudit(declared_bucket or "K1", tuple(evidence + errors), (), REJECT,
-                           "the candidate cannot be audited: it does not parse")  # fmt: skip
+        return StaticAudit(
+            declared_bucket or "K1",
+            tuple(evidence + errors),
+            (),
+            REJECT,
+            "the candidate cannot be audited: it does not parse",
+        )
     judged = [judge_use(u) for p, s in a_scans.items() for u in _added_uses(b_scans.get(p), s)]
     for j in judged:
         parts = "; ".join(c.describe() for c in j.use.components)
-        evidence.append(f"{j.use.file}:{j.use.line} — {j.use.container} in {j.use.function}: "
-                        f"{j.why} (key: {parts})")  # fmt: skip
+        evidence.append(
+            f"{j.use.file}:{j.use.line} — {j.use.container} in {j.use.function}: "
+            f"{j.why} (key: {parts})"
+        )
     keys = tuple(f"{j.use.shown()} -> {j.bucket or 'config'}" for j in judged)
     worst = _cache_bucket(judged)
     hints = _uniform_hints(b_scans, a_scans)
     evidence += [f"{h}: assumes uniform tokens per expert" for h in hints]
     if worst is not None:
         if declared_bucket and declared_bucket != worst.bucket:
-            evidence.append(f"declared {declared_bucket} overridden by the cache found: "
-                            f"{worst.bucket}")  # fmt: skip
+            evidence.append(
+                f"declared {declared_bucket} overridden by the cache found: {worst.bucket}"
+            )
         bucket, verdict, reason = worst.bucket or "K1", worst.verdict, worst.why
         if verdict == ALLOW:
             reason += "; allowed, real gain bounded by quant_time(weight)/step_time"

@@ -39,17 +39,28 @@ from kernel_ratchet.guard.dynamic_transfer import OVERFIT, DynamicResult
 from kernel_ratchet.guard.skew import REJECT as SKEW_REJECT
 from kernel_ratchet.guard.static_audit import REJECT, StaticAudit
 
-TRANSFER_KEYS = ("Bucket", "Cache key (if any)", "id(...) audit", "4-step trace hit rate",
-                 "Workload distribution robustness (grouped ops)", "Benchmark gain",
-                 "Estimated real-training gain", "Decision")  # fmt: skip
+TRANSFER_KEYS = (
+    "Bucket",
+    "Cache key (if any)",
+    "id(...) audit",
+    "4-step trace hit rate",
+    "Workload distribution robustness (grouped ops)",
+    "Benchmark gain",
+    "Estimated real-training gain",
+    "Decision",
+)
 ACCEPT_REAL, ACCEPT_ASTERISK = "ACCEPT-as-real", "ACCEPT-with-asterisk"
 DECISIONS = (ACCEPT_REAL, ACCEPT_ASTERISK, REJECT)
 CALL_OUT_GAP = 0.01
 BUCKET_TEXT = {
-    "K1": "kernel-internal", "K2": "layout variant", "K3": "single-launch fusion",
-    "K4": "same-call data flow", "W1": "weight cache", "W2": "activation / grad_out cache",
+    "K1": "kernel-internal",
+    "K2": "layout variant",
+    "K3": "single-launch fusion",
+    "K4": "same-call data flow",
+    "W1": "weight cache",
+    "W2": "activation / grad_out cache",
     "W3": "generic memoization",
-}  # fmt: skip
+}
 
 
 @dataclass(frozen=True)

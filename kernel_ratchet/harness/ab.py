@@ -168,7 +168,7 @@ class PairedRun:
             "times": {
                 s: {k: {p: list(v) for p, v in d.items()} for k, d in per.items()}
                 for s, per in self.times.items()
-            },  # fmt: skip
+            },
             "order": [list(o) for o in self.order],
             "rounds": self.rounds,
             "failure": self.failure.to_dict() if self.failure else None,
@@ -217,9 +217,11 @@ def futile(samples: Mapping[str, PairedSamples], campaign_type: str, floor: floa
     if not len(per_round) or per_round.max() >= floor:
         return None
     ratios = ", ".join(f"{x:.3f}x" for x in per_round)
-    return (f"futility stop after {len(per_round)} rounds: every round read the candidate ≥ "
-            f"{(1 - floor) * 100:.0f}% slower (aggregate speed ratio per round {ratios}), so "
-            "no further round could make it a gain")  # fmt: skip
+    return (
+        f"futility stop after {len(per_round)} rounds: every round read the candidate ≥ "
+        f"{(1 - floor) * 100:.0f}% slower (aggregate speed ratio per round {ratios}), so "
+        "no further round could make it a gain"
+    )
 
 
 def _samples(times: dict, labels: Sequence[str]) -> dict[str, PairedSamples]:
@@ -293,17 +295,34 @@ def run_paired(
     order: list[tuple[int, str, str]] = []
     state = {"rounds": 0, "check_wall_s": 0.0}
 
-    def finish(failure: Failure | None, decision: PairedDecision | None,
-               early_stop: str | None = None) -> PairedRun:  # fmt: skip
-        frozen = {s: {k: {p: tuple(v) for p, v in d.items()} for k, d in per.items()}
-                  for s, per in times.items()}  # fmt: skip
-        return PairedRun(labels, phases, ctype, frozen, tuple(order), state["rounds"], failure,
-                         decision, time.monotonic() - t0, state["check_wall_s"], rng_seed,
-                         logs, early_stop)  # fmt: skip
+    def finish(
+        failure: Failure | None, decision: PairedDecision | None, early_stop: str | None = None
+    ) -> PairedRun:
+        frozen = {
+            s: {k: {p: tuple(v) for p, v in d.items()} for k, d in per.items()}
+            for s, per in times.items()
+        }
+        return PairedRun(
+            labels,
+            phases,
+            ctype,
+            frozen,
+            tuple(order),
+            state["rounds"],
+            failure,
+            decision,
+            time.monotonic() - t0,
+            state["check_wall_s"],
+            rng_seed,
+            logs,
+            early_stop,
+        )
 
     with ExitStack() as stack:
-        workers = {side: stack.enter_context(factory(spec, Path(logs[side])))
-                   for side, spec in zip(SIDES, (incumbent, candidate), strict=True)}  # fmt: skip
+        workers = {
+            side: stack.enter_context(factory(spec, Path(logs[side])))
+            for side, spec in zip(SIDES, (incumbent, candidate), strict=True)
+        }
         say(f"A/B: checking {len(shapes)} shape(s) on both sides")
         for shape in shapes:
             took = []
@@ -313,11 +332,11 @@ def run_paired(
                 took.append(time.monotonic() - c0)
                 if not res.ok:
                     state["check_wall_s"] = time.monotonic() - t0
-                    fail = Failure(side, "check", shape.label, res.category, res.detail,
-                                   logs[side])  # fmt: skip
+                    fail = Failure(side, "check", shape.label, res.category, res.detail, logs[side])
                     return finish(fail, None)
-            say(f"A/B: {shape.label} checked (incumbent {took[0]:.1f} s, candidate "
-                f"{took[1]:.1f} s)")  # fmt: skip
+            say(
+                f"A/B: {shape.label} checked (incumbent {took[0]:.1f} s, candidate {took[1]:.1f} s)"
+            )
         state["check_wall_s"] = time.monotonic() - t0
         trace = stack.enter_context(open(log_dir / TRACE, "a", encoding="utf-8"))
 
@@ -335,16 +354,21 @@ def run_paired(
                         if not res.ok or not (math.isfinite(ms) and ms > 0):
                             cat = res.category if not res.ok else "bad_timing"
                             detail = res.detail if not res.ok else f"median_ms={ms!r}"
-                            return Failure(side, "time", str(label), cat, detail, logs[side],
-                                           r, phase)  # fmt: skip
+                            return Failure(
+                                side, "time", str(label), cat, detail, logs[side], r, phase
+                            )
                         times[side][label][phase].append(ms)
             return None
 
         def decide(exhausted: bool) -> PairedDecision:
             return decide_paired(
-                _samples(times, labels), ctype, regression_threshold=regression_threshold,
-                min_detectable=min_detectable, exhausted=exhausted, looks=len(schedule),
-            )  # fmt: skip
+                _samples(times, labels),
+                ctype,
+                regression_threshold=regression_threshold,
+                min_detectable=min_detectable,
+                exhausted=exhausted,
+                looks=len(schedule),
+            )
 
         active: list[str] = list(labels)
         decision = None
@@ -371,6 +395,8 @@ def run_paired(
                 state["rounds"] += 1
             decision = decide(exhausted=state["rounds"] >= k_max)
             active = needs_more(decision)
-            say(f"A/B: {state['rounds']} round(s): {decision.verdict_aggregate} "
-                f"{decision.aggregate_ratio:.4f}x; more: {active or 'none'}")  # fmt: skip
+            say(
+                f"A/B: {state['rounds']} round(s): {decision.verdict_aggregate} "
+                f"{decision.aggregate_ratio:.4f}x; more: {active or 'none'}"
+            )
     return finish(None, decision)

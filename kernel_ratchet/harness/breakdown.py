@@ -35,13 +35,21 @@ def kernel_table(rows: Sequence[tuple[str, int, float]], iters: int) -> dict[str
     table: the kernels by time, each with calls and ms per call of the phase and its share."""
     rows = sorted((r for r in rows if r[2] > 0), key=lambda r: -r[2])
     total = sum(r[2] for r in rows)
-    kernels = [{"name": name[:120], "calls": calls / iters, "ms": us / 1e3 / iters,
-                "share": us / total} for name, calls, us in rows[:TOP]]  # fmt: skip
+    kernels = [
+        {"name": name[:120], "calls": calls / iters, "ms": us / 1e3 / iters, "share": us / total}
+        for name, calls, us in rows[:TOP]
+    ]
     rest = rows[TOP:]
     if rest:
         us = sum(r[2] for r in rest)
-        kernels.append({"name": f"other ({len(rest)} kernels)", "calls": sum(r[1] for r in rest)
-                        / iters, "ms": us / 1e3 / iters, "share": us / total})  # fmt: skip
+        kernels.append(
+            {
+                "name": f"other ({len(rest)} kernels)",
+                "calls": sum(r[1] for r in rest) / iters,
+                "ms": us / 1e3 / iters,
+                "share": us / total,
+            }
+        )
     return {"total_ms": total / 1e3 / iters, "kernels": kernels}
 
 
@@ -79,9 +87,13 @@ def profile(adapter: Any, shape: Any, device: str, iters: int) -> dict[str, Any]
         if cuda
         else "CPU self time per op (torch.profiler; Triton interpreter: meaningless for tuning)"
     )
-    return {"shape": shape.to_dict(), "device": device, "iters": iters, "phases": phases,
-            "method": f"{how}; {iters} calls per phase after 2 warm-up calls, "
-                      "per call of the phase"}  # fmt: skip
+    return {
+        "shape": shape.to_dict(),
+        "device": device,
+        "iters": iters,
+        "phases": phases,
+        "method": f"{how}; {iters} calls per phase after 2 warm-up calls, per call of the phase",
+    }
 
 
 def ncu_target(adapter: Any, shape: Any) -> None:

@@ -29,15 +29,36 @@ from pathlib import Path
 from kernel_ratchet.errors import SchemaError
 
 GEMM_COLUMNS: tuple[str, ...] = (
-    "label", "B", "M", "N", "K", "Check",
-    "Forward TFLOPS", "Forward TFLOPS_stddev", "Backward TFLOPS", "Backward TFLOPS_stddev",
-    "Forward Time (ms)", "Backward Time (ms)", "out_snr", "da_snr", "db_snr",
-)  # fmt: skip
+    "label",
+    "B",
+    "M",
+    "N",
+    "K",
+    "Check",
+    "Forward TFLOPS",
+    "Forward TFLOPS_stddev",
+    "Backward TFLOPS",
+    "Backward TFLOPS_stddev",
+    "Forward Time (ms)",
+    "Backward Time (ms)",
+    "out_snr",
+    "da_snr",
+    "db_snr",
+)
 MEMORY_COLUMNS: tuple[str, ...] = (
-    "label", "B", "M", "N", "Check",
-    "Forward GB/s", "Forward GB/s_stddev", "Backward GB/s", "Backward GB/s_stddev",
-    "Forward Time (ms)", "Backward Time (ms)", "out_snr",
-)  # fmt: skip
+    "label",
+    "B",
+    "M",
+    "N",
+    "Check",
+    "Forward GB/s",
+    "Forward GB/s_stddev",
+    "Backward GB/s",
+    "Backward GB/s_stddev",
+    "Forward Time (ms)",
+    "Backward Time (ms)",
+    "out_snr",
+)
 
 GEMM_HEADER = ",".join(GEMM_COLUMNS)
 MEMORY_HEADER = ",".join(MEMORY_COLUMNS)
@@ -65,13 +86,22 @@ class Schema:
 
 SCHEMAS: dict[str, Schema] = {
     "gemm": Schema(
-        "gemm", GEMM_COLUMNS, "Forward TFLOPS", "Backward TFLOPS", "TFLOPS",
+        "gemm",
+        GEMM_COLUMNS,
+        "Forward TFLOPS",
+        "Backward TFLOPS",
+        "TFLOPS",
         ("out_snr", "da_snr", "db_snr"),
     ),
     "memory": Schema(
-        "memory", MEMORY_COLUMNS, "Forward GB/s", "Backward GB/s", "GB/s", ("out_snr",),
+        "memory",
+        MEMORY_COLUMNS,
+        "Forward GB/s",
+        "Backward GB/s",
+        "GB/s",
+        ("out_snr",),
     ),
-}  # fmt: skip
+}
 
 
 def get_schema(name: str) -> Schema:
@@ -124,13 +154,21 @@ class BenchTable:
         for r in self.rows:
             out.append(
                 {
-                    "label": r.label, "B": r.B, "M": r.M, "N": r.N, "K": r.K,
-                    "Check": r.check, "fwd": _json_num(r.fwd), "fwd_std": _json_num(r.fwd_std),
-                    "bwd": _json_num(r.bwd), "bwd_std": _json_num(r.bwd_std),
-                    "fwd_ms": _json_num(r.fwd_ms), "bwd_ms": _json_num(r.bwd_ms),
+                    "label": r.label,
+                    "B": r.B,
+                    "M": r.M,
+                    "N": r.N,
+                    "K": r.K,
+                    "Check": r.check,
+                    "fwd": _json_num(r.fwd),
+                    "fwd_std": _json_num(r.fwd_std),
+                    "bwd": _json_num(r.bwd),
+                    "bwd_std": _json_num(r.bwd_std),
+                    "fwd_ms": _json_num(r.fwd_ms),
+                    "bwd_ms": _json_num(r.bwd_ms),
                     "snr": {k: _json_num(v) for k, v in r.snr.items()},
                 }
-            )  # fmt: skip
+            )
         return out
 
 
@@ -273,8 +311,9 @@ def csv_text(schema: Schema, rows: Sequence[Sequence[object]]) -> str:
     w = csv.writer(buf, lineterminator="\n")
     for row in rows:
         if len(row) != len(schema.columns):
-            raise SchemaError(f"row has {len(row)} cells, the {schema.name} schema has "
-                              f"{len(schema.columns)}")  # fmt: skip
+            raise SchemaError(
+                f"row has {len(row)} cells, the {schema.name} schema has {len(schema.columns)}"
+            )
         w.writerow([format_cell(c) for c in row])
     return buf.getvalue()
 

@@ -100,13 +100,23 @@ def _gpu_pynvml(index: int) -> dict[str, Any] | None:
         return None
 
 
-_SMI_FIELDS = ("name", "driver_version", "clocks.sm", "clocks.mem", "clocks.max.sm",
-               "clocks.max.mem")  # fmt: skip
+_SMI_FIELDS = (
+    "name",
+    "driver_version",
+    "clocks.sm",
+    "clocks.mem",
+    "clocks.max.sm",
+    "clocks.max.mem",
+)
 
 
 def _gpu_smi(index: int) -> dict[str, Any] | None:
-    cmd = ["nvidia-smi", f"--id={index}", f"--query-gpu={','.join(_SMI_FIELDS)}",
-           "--format=csv,noheader,nounits"]  # fmt: skip
+    cmd = [
+        "nvidia-smi",
+        f"--id={index}",
+        f"--query-gpu={','.join(_SMI_FIELDS)}",
+        "--format=csv,noheader,nounits",
+    ]
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S)
     except (OSError, subprocess.SubprocessError):
@@ -118,9 +128,15 @@ def _gpu_smi(index: int) -> dict[str, Any] | None:
     def mhz(x: str) -> int | None:
         return int(float(x)) if x.replace(".", "", 1).isdigit() else None
 
-    return {"name": cells[0], "driver_version": cells[1], "sm_clock_mhz": mhz(cells[2]),
-            "mem_clock_mhz": mhz(cells[3]), "max_sm_clock_mhz": mhz(cells[4]),
-            "max_mem_clock_mhz": mhz(cells[5]), "source": "nvidia-smi"}  # fmt: skip
+    return {
+        "name": cells[0],
+        "driver_version": cells[1],
+        "sm_clock_mhz": mhz(cells[2]),
+        "mem_clock_mhz": mhz(cells[3]),
+        "max_sm_clock_mhz": mhz(cells[4]),
+        "max_mem_clock_mhz": mhz(cells[5]),
+        "source": "nvidia-smi",
+    }
 
 
 def gpu_info(device: str) -> dict[str, Any] | None:
@@ -130,9 +146,15 @@ def gpu_info(device: str) -> dict[str, Any] | None:
     index = _index(device)
     info = _gpu_pynvml(index) or _gpu_smi(index)
     if info is None:
-        info = {"name": None, "driver_version": None, "sm_clock_mhz": None,
-                "mem_clock_mhz": None, "max_sm_clock_mhz": None, "max_mem_clock_mhz": None,
-                "source": "torch"}  # fmt: skip
+        info = {
+            "name": None,
+            "driver_version": None,
+            "sm_clock_mhz": None,
+            "mem_clock_mhz": None,
+            "max_sm_clock_mhz": None,
+            "max_mem_clock_mhz": None,
+            "source": "torch",
+        }
         try:
             import torch
 
@@ -145,8 +167,13 @@ def gpu_info(device: str) -> dict[str, Any] | None:
 def environment_hash(prov: dict[str, Any]) -> str:
     """sha256 of what must stay fixed within a campaign (see the module docstring)."""
     gpu = prov.get("gpu") or {}
-    key = {"env": prov["env"], "versions": prov["versions"], "device": prov["device"],
-           "gpu_name": gpu.get("name"), "driver": gpu.get("driver_version")}  # fmt: skip
+    key = {
+        "env": prov["env"],
+        "versions": prov["versions"],
+        "device": prov["device"],
+        "gpu_name": gpu.get("name"),
+        "driver": gpu.get("driver_version"),
+    }
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
 
 
@@ -171,7 +198,7 @@ def collect_provenance(
             "machine": platform.machine(),
             "cpu_count": os.cpu_count(),
             "executable": sys.executable,
-        },  # fmt: skip
+        },
         "candidate_commit": candidate_commit,
         "seed_policy": seed_policy,
         "env": relevant_env(),

@@ -143,8 +143,10 @@ def main(
         ad = load_adapter(adapter)
         sch = get_schema(schema)
         if ad.schema != sch.name:
-            print(f"[harness] adapter writes schema {ad.schema!r}, campaign froze {sch.name!r}",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"[harness] adapter writes schema {ad.schema!r}, campaign froze {sch.name!r}",
+                file=sys.stderr,
+            )
             return 2
         params = dict(engine_params)
         params.setdefault("device", args.device)

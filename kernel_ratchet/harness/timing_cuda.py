@@ -239,8 +239,11 @@ class CudaEventEngine(TimingEngine):
             if calls >= 2 and (done or elapsed >= limit):
                 break
         ref = statistics.median(clocks[-self.settle_window :]) if clocks else None
-        facts = {"warmup_ms_spent": round(elapsed, 1), "warmup_calls": calls,
-                 "clock_settled": settled if self._clock else None}  # fmt: skip
+        facts = {
+            "warmup_ms_spent": round(elapsed, 1),
+            "warmup_calls": calls,
+            "clock_settled": settled if self._clock else None,
+        }
         return one_ms, ref, facts
 
     def _device_ms(self, fn: Callable[[], Any], host_ms: float) -> float:
@@ -337,8 +340,9 @@ class CudaEventEngine(TimingEngine):
                 for _ in range(iters):
                     fn()
 
-        out, clocks, host, dropped = self._collect(run, iters, flush_each, settled_mhz, hooks,
-                                                   flags)  # fmt: skip
+        out, clocks, host, dropped = self._collect(
+            run, iters, flush_each, settled_mhz, hooks, flags
+        )
         if use_graph and statistics.median(out) <= GRAPH_MIN_FRACTION * flush_each:
             # the op is lost in the flush-cost subtraction (seen on the H200: ~10 us GEMMs read
             # 0 ms): time it eagerly instead of reporting a number that means nothing
@@ -350,16 +354,26 @@ class CudaEventEngine(TimingEngine):
                 for _ in range(iters):
                     fn()
 
-            out, clocks, host, dropped = self._collect(run, iters, 0.0, settled_mhz, hooks,
-                                                       flags)  # fmt: skip
+            out, clocks, host, dropped = self._collect(run, iters, 0.0, settled_mhz, hooks, flags)
         details.update(
-            mode="graph" if use_graph else "eager", iters_per_sample=iters,
-            flush_ms_per_iter=flush_each, persisting_l2_reset=l2_reset,
-            settled_clock_mhz=settled_mhz, host_ms_per_call=host,
-        )  # fmt: skip
+            mode="graph" if use_graph else "eager",
+            iters_per_sample=iters,
+            flush_ms_per_iter=flush_each,
+            persisting_l2_reset=l2_reset,
+            settled_clock_mhz=settled_mhz,
+            host_ms_per_call=host,
+        )
         t = _summary(out, self.name)
-        return Timing(t.median_ms, t.stddev_ms, t.samples_ms, self.name, tuple(clocks), dropped,
-                      tuple(flags), details)  # fmt: skip
+        return Timing(
+            t.median_ms,
+            t.stddev_ms,
+            t.samples_ms,
+            self.name,
+            tuple(clocks),
+            dropped,
+            tuple(flags),
+            details,
+        )
 
     def _collect(
         self,

@@ -46,8 +46,16 @@ from kernel_ratchet.errors import RatchetError
 from kernel_ratchet.harness.adapter import Shape
 
 CATEGORIES: tuple[str, ...] = (
-    "ok", "hang", "illegal_memory", "oom", "compile", "nan", "crash", "cheat", "wrong",
-)  # fmt: skip
+    "ok",
+    "hang",
+    "illegal_memory",
+    "oom",
+    "compile",
+    "nan",
+    "crash",
+    "cheat",
+    "wrong",
+)
 
 #: Extra seconds the first request may wait for the worker to import torch and the adapter.
 STARTUP_GRACE_S = 120.0
@@ -108,10 +116,18 @@ class WorkerResult:
 
 _ILLEGAL = ("illegal memory access", "misaligned address", "illegal address")
 _COMPILE_TYPES = {
-    "CompilationError", "CompileTimeAssertionFailure", "UnsupportedLanguageConstruct",
-    "OutOfResources", "PTXASError", "InductorError", "BackendCompilerFailed", "SyntaxError",
-    "IndentationError", "ImportError", "ModuleNotFoundError",
-}  # fmt: skip
+    "CompilationError",
+    "CompileTimeAssertionFailure",
+    "UnsupportedLanguageConstruct",
+    "OutOfResources",
+    "PTXASError",
+    "InductorError",
+    "BackendCompilerFailed",
+    "SyntaxError",
+    "IndentationError",
+    "ImportError",
+    "ModuleNotFoundError",
+}
 
 
 def classify_exception(exc: BaseException) -> tuple[str, str]:
@@ -221,9 +237,13 @@ class Worker:
         if phase not in ("fwd", "bwd"):
             raise ValueError(f"phase must be 'fwd' or 'bwd', not {phase!r}")
         msg: dict[str, Any] = {
-            "op": "time", "shape": shape.to_dict(), "seed": int(seed), "phase": phase,
-            "max_tflops": max_tflops, "max_gbps": max_gbps,
-        }  # fmt: skip
+            "op": "time",
+            "shape": shape.to_dict(),
+            "seed": int(seed),
+            "phase": phase,
+            "max_tflops": max_tflops,
+            "max_gbps": max_gbps,
+        }
         if spot_checks is not None:
             msg["spot_checks"] = int(spot_checks)
         return self._request(msg)
@@ -244,9 +264,13 @@ class Worker:
         ``training_roles``. ``min_rel_gap``: the noise floor as a fraction of the benchmark
         time (None: the guard's ``dynamic_transfer.MIN_REL_GAP``)."""
         msg: dict[str, Any] = {
-            "op": "transfer", "shape": shape.to_dict(), "seed": int(seed), "steps": steps,
-            "repeats": repeats, "cache_modules": list(cache_modules),
-        }  # fmt: skip
+            "op": "transfer",
+            "shape": shape.to_dict(),
+            "seed": int(seed),
+            "steps": steps,
+            "repeats": repeats,
+            "cache_modules": list(cache_modules),
+        }
         if min_rel_gap is not None:
             msg["min_rel_gap"] = float(min_rel_gap)
         return self._request(msg)

@@ -84,13 +84,29 @@ class Session:
         modules = [importlib.import_module(m) for m in msg.get("cache_modules") or []]
         extra = {"min_rel_gap": float(msg["min_rel_gap"])} if "min_rel_gap" in msg else {}
         r = simulate_training(
-            self.adapter, shape, device=self.device, steps=int(msg.get("steps", 8)),
-            seed=int(msg["seed"]), repeats=int(msg.get("repeats", 5)), cache_modules=modules,
+            self.adapter,
+            shape,
+            device=self.device,
+            steps=int(msg.get("steps", 8)),
+            seed=int(msg["seed"]),
+            repeats=int(msg.get("repeats", 5)),
+            cache_modules=modules,
             **extra,
-        )  # fmt: skip
-        payload = {k: getattr(r, k) for k in ("label", "steps", "repeats", "bench_ms",
-                                              "train_ms", "gap_ms", "noise_ms", "verdict",
-                                              "reason")}  # fmt: skip
+        )
+        payload = {
+            k: getattr(r, k)
+            for k in (
+                "label",
+                "steps",
+                "repeats",
+                "bench_ms",
+                "train_ms",
+                "gap_ms",
+                "noise_ms",
+                "verdict",
+                "reason",
+            )
+        }
         payload["hit_rates"] = r.hit_rate_text()
         return {"ok": True, "category": "ok", "detail": r.reason, "payload": payload}
 
@@ -175,10 +191,12 @@ class Session:
         self.sentinel.verify()
         self.sentinel.verify_threads()
         idx = 1 if phase == "bwd" else 0
-        ac.check_roofline(ad.flops(shape)[idx], timing.median_ms, msg.get("max_tflops"),
-                          "TFLOPS", 1e12)  # fmt: skip
-        ac.check_roofline(ad.bytes_moved(shape)[idx], timing.median_ms, msg.get("max_gbps"),
-                          "GB/s", 1e9)  # fmt: skip
+        ac.check_roofline(
+            ad.flops(shape)[idx], timing.median_ms, msg.get("max_tflops"), "TFLOPS", 1e12
+        )
+        ac.check_roofline(
+            ad.bytes_moved(shape)[idx], timing.median_ms, msg.get("max_gbps"), "GB/s", 1e9
+        )
         payload = {
             "median_ms": timing.median_ms,
             "stddev_ms": timing.stddev_ms,
@@ -203,8 +221,17 @@ class _TimedCallChecks:
 
     SPOT_CHECKS = 3
 
-    def __init__(self, session: Session, case: Any, snap: Any, shape: Any, seed: int,
-                 phase: str, call: Any, spot_checks: int = SPOT_CHECKS) -> None:  # fmt: skip
+    def __init__(
+        self,
+        session: Session,
+        case: Any,
+        snap: Any,
+        shape: Any,
+        seed: int,
+        phase: str,
+        call: Any,
+        spot_checks: int = SPOT_CHECKS,
+    ) -> None:
         self.s, self.case, self.snap, self.shape = session, case, snap, shape
         self.seed, self.phase, self.call = seed, phase, call
         self.last: Any = None
@@ -319,8 +346,11 @@ def main() -> None:
             category = "compile" if exc.__cause__ else "crash"
         _send(proto, _fail(category, f"start-up: {detail}"))
         os._exit(3)
-    info = {"has_backward": bool(session.adapter.has_backward),
-            "schema": session.adapter.schema, "pid": os.getpid()}  # fmt: skip
+    info = {
+        "has_backward": bool(session.adapter.has_backward),
+        "schema": session.adapter.schema,
+        "pid": os.getpid(),
+    }
     _log(f"ready after {time.monotonic() - t_start:.2f} s (torch, harness, adapter imported)")
     _send(proto, {"ok": True, "event": "ready", "info": info})
     for line in sys.stdin:
@@ -344,8 +374,9 @@ def main() -> None:
             traceback.print_exc()
             category, detail = classify_exception(exc)
             answer = _fail(category, detail)
-        what = " ".join(str(x) for x in (msg["op"], msg.get("shape", {}).get("label"),
-                                         msg.get("phase")) if x)  # fmt: skip
+        what = " ".join(
+            str(x) for x in (msg["op"], msg.get("shape", {}).get("label"), msg.get("phase")) if x
+        )
         _log(f"{what}: {answer['category']} in {time.monotonic() - t0:.3f} s")
         _send(proto, answer)
         if not answer["ok"]:

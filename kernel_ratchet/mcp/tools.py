@@ -22,10 +22,17 @@ log = logging.getLogger("kernel_ratchet.mcp")
 
 #: The tool names, in the order the server lists them.
 TOOL_NAMES: tuple[str, ...] = (
-    "parse_bench_csv", "campaign_status", "query_trend", "list_ineffective_directions",
-    "read_best_summary", "query_tips", "append_tip", "run_quick_validation", "validate_round",
+    "parse_bench_csv",
+    "campaign_status",
+    "query_trend",
+    "list_ineffective_directions",
+    "read_best_summary",
+    "query_tips",
+    "append_tip",
+    "run_quick_validation",
+    "validate_round",
     "report",
-)  # fmt: skip
+)
 
 
 def jsonable(x: Any) -> Any:
@@ -83,8 +90,9 @@ class RatchetTools:
         from kernel_ratchet.harness.csv_schema import read_csv
 
         t = read_csv(Path(path))
-        return jsonable({"schema": t.schema.name, "header": t.schema.header,
-                         "rows": t.to_records()})  # fmt: skip
+        return jsonable(
+            {"schema": t.schema.name, "header": t.schema.header, "rows": t.to_records()}
+        )
 
     def campaign_status(self, campaign: str | None = None) -> dict:
         """Where the campaign stands: phase, rounds, incumbent, termination (an interrupted
@@ -115,11 +123,18 @@ class RatchetTools:
                     continue
                 path = c.round_dir(r["round"]) / "round.json"
                 rec = load_record(path) if path.exists() else {}
-                out.append({"round": r["round"], "hypothesis": r["hypothesis"],
-                            "bucket": rec.get("bucket"), "category": r["category"],
-                            "root_cause": ROOT_CAUSES.get(r["category"], r["category"]),
-                            "reason": rec.get("reason", ""), "lesson": rec.get("lesson", ""),
-                            "summary": f"rounds/round-{r['round']}/summary.md"})  # fmt: skip
+                out.append(
+                    {
+                        "round": r["round"],
+                        "hypothesis": r["hypothesis"],
+                        "bucket": rec.get("bucket"),
+                        "category": r["category"],
+                        "root_cause": ROOT_CAUSES.get(r["category"], r["category"]),
+                        "reason": rec.get("reason", ""),
+                        "lesson": rec.get("lesson", ""),
+                        "summary": f"rounds/round-{r['round']}/summary.md",
+                    }
+                )
             name = c.m.campaign
         return jsonable({"campaign": name, "directions": out})
 
@@ -132,10 +147,15 @@ class RatchetTools:
             if not n:
                 raise CampaignError("no baseline yet: run `ratchet baseline` first")
             rdir = c.round_dir(n)
-            return jsonable({"campaign": c.m.campaign, "round": n,
-                             "commit": c.state.incumbent_commit,
-                             "summary": (rdir / "summary.md").read_text(encoding="utf-8"),
-                             "record": load_record(rdir / "round.json")})  # fmt: skip
+            return jsonable(
+                {
+                    "campaign": c.m.campaign,
+                    "round": n,
+                    "commit": c.state.incumbent_commit,
+                    "summary": (rdir / "summary.md").read_text(encoding="utf-8"),
+                    "record": load_record(rdir / "round.json"),
+                }
+            )
 
     def _tips_file(self, op: str | None, gpu: str | None, campaign: str | None) -> Path:
         from kernel_ratchet.campaign.create import detect_gpu
@@ -147,17 +167,27 @@ class RatchetTools:
                 op, gpu = c.m.target_op, gpu or c.m.target_gpu
         return tips_path(prof.tips_root_path, gpu or detect_gpu(), op, prof.op(op).backend)
 
-    def query_tips(self, op: str | None = None, gpu: str | None = None,
-                   campaign: str | None = None) -> dict:  # fmt: skip
+    def query_tips(
+        self, op: str | None = None, gpu: str | None = None, campaign: str | None = None
+    ) -> dict:
         """Historical tips for an op, backend and GPU (default: the campaign's op and GPU)."""
         from kernel_ratchet.campaign.tips import read_tips
 
         path = self._tips_file(op, gpu, campaign)
         return {"path": str(path), "tips": read_tips(path)}
 
-    def append_tip(self, round: int, status: str, context: str, signal: str, takeaway: str,
-                   applicability: str, op: str | None = None, gpu: str | None = None,
-                   campaign: str | None = None) -> dict:  # fmt: skip
+    def append_tip(
+        self,
+        round: int,
+        status: str,
+        context: str,
+        signal: str,
+        takeaway: str,
+        applicability: str,
+        op: str | None = None,
+        gpu: str | None = None,
+        campaign: str | None = None,
+    ) -> dict:
         """Append one tip (SPEC section 7 format); status is ACCEPTED or 'ROLLED BACK'."""
         from kernel_ratchet.campaign.tips import add_tip
 
@@ -175,18 +205,38 @@ class RatchetTools:
         with self._campaign(campaign) as c:
             return jsonable(quick_validation(c, level))
 
-    def validate_round(self, hypothesis: str, bucket: str = "K1", level: str = "quick",
-                       change: str = "", expected: str = "", lesson: str = "",
-                       next_direction: str = "", takeaway: str = "",
-                       campaign: str | None = None) -> dict:  # fmt: skip
+    def validate_round(
+        self,
+        hypothesis: str,
+        bucket: str = "K1",
+        level: str = "quick",
+        change: str = "",
+        expected: str = "",
+        lesson: str = "",
+        next_direction: str = "",
+        takeaway: str = "",
+        campaign: str | None = None,
+    ) -> dict:
         """One round on the working-tree change, exactly as `ratchet validate`: decided,
         committed or rolled back, recorded. Returns the frozen round record."""
         with self._campaign(campaign) as c:
-            rec = c.validate(hypothesis, bucket=bucket, level=level, change=change,
-                             expected=expected, lesson=lesson, next_direction=next_direction,
-                             takeaway=takeaway)  # fmt: skip
-            return jsonable({"record": rec, "termination": c.state.termination,
-                             "consecutive_rollbacks": c.state.consecutive_rollbacks})  # fmt: skip
+            rec = c.validate(
+                hypothesis,
+                bucket=bucket,
+                level=level,
+                change=change,
+                expected=expected,
+                lesson=lesson,
+                next_direction=next_direction,
+                takeaway=takeaway,
+            )
+            return jsonable(
+                {
+                    "record": rec,
+                    "termination": c.state.termination,
+                    "consecutive_rollbacks": c.state.consecutive_rollbacks,
+                }
+            )
 
     def report(self, campaign: str | None = None) -> dict:
         """REPORT: full validation of the incumbent and the final report (ends the campaign)."""

@@ -62,17 +62,26 @@ def _item(op: OpProfile, what: str, ok: bool, detail: str, fix: str = "") -> Che
 def _kernel_source(profile: Profile, op: OpProfile) -> CheckItem:
     missing = [p for p in op.kernel_source if not (profile.root / p).is_file()]
     if missing:
-        return _item(op, "kernel source exists", False, f"missing file(s): {', '.join(missing)}",
-                     f"fix ops.{op.name}.kernel_source in {profile.path.name} or create the "
-                     "file(s)")  # fmt: skip
+        return _item(
+            op,
+            "kernel source exists",
+            False,
+            f"missing file(s): {', '.join(missing)}",
+            f"fix ops.{op.name}.kernel_source in {profile.path.name} or create the file(s)",
+        )
     return _item(op, "kernel source exists", True, ", ".join(op.kernel_source))
 
 
 def _command(profile: Profile, op: OpProfile, key: str, what: str) -> CheckItem:
     value = getattr(op, key)
     ok = isinstance(value, str) and bool(value.strip())
-    return _item(op, what, ok, value if ok else "not given",
-                 f"set ops.{op.name}.{key} in {profile.path.name}")  # fmt: skip
+    return _item(
+        op,
+        what,
+        ok,
+        value if ok else "not given",
+        f"set ops.{op.name}.{key} in {profile.path.name}",
+    )
 
 
 def _adapter(profile: Profile, op: OpProfile) -> list[CheckItem]:
@@ -94,22 +103,34 @@ def _adapter(profile: Profile, op: OpProfile) -> list[CheckItem]:
                 False,
                 "unknown (adapter not importable)",
                 "fix the adapter import first",
-            ),  # fmt: skip
+            ),
         ]
     imp = _item(op, name_imp, True, f"{op.adapter} -> {type(adapter).__name__}")
     schema = getattr(adapter, "schema", None)
     if schema not in SCHEMAS:
-        return [imp, _item(op, name_schema, False, f"unknown schema {schema!r}",
-                           f"set {type(adapter).__name__}.schema to one of "
-                           f"{', '.join(sorted(SCHEMAS))}")]  # fmt: skip
+        return [
+            imp,
+            _item(
+                op,
+                name_schema,
+                False,
+                f"unknown schema {schema!r}",
+                f"set {type(adapter).__name__}.schema to one of {', '.join(sorted(SCHEMAS))}",
+            ),
+        ]
     if schema != op.schema_name:
-        return [imp, _item(
-            op, name_schema, False,
-            f"adapter reports schema {schema!r} but campaign_type {op.campaign_type!r} "
-            f"needs {op.schema_name!r}",
-            f"set {type(adapter).__name__}.schema = {op.schema_name!r} or fix "
-            f"ops.{op.name}.campaign_type",
-        )]  # fmt: skip
+        return [
+            imp,
+            _item(
+                op,
+                name_schema,
+                False,
+                f"adapter reports schema {schema!r} but campaign_type {op.campaign_type!r} "
+                f"needs {op.schema_name!r}",
+                f"set {type(adapter).__name__}.schema = {op.schema_name!r} or fix "
+                f"ops.{op.name}.campaign_type",
+            ),
+        ]
     return [imp, _item(op, name_schema, True, f"{schema} (fits {op.campaign_type})")]
 
 
@@ -153,8 +174,13 @@ def _execution(profile: Profile, op: OpProfile) -> CheckItem:
         )
     compiled = op.backend.upper() in COMPILED_BACKENDS
     if compiled and op.execution_mode == "repo" and not op.rebuild:
-        return _item(op, what, False, f"{op.backend} is compiled; repo mode without rebuild",
-                     f"set ops.{op.name}.rebuild, or execution_mode: workspace")  # fmt: skip
+        return _item(
+            op,
+            what,
+            False,
+            f"{op.backend} is compiled; repo mode without rebuild",
+            f"set ops.{op.name}.rebuild, or execution_mode: workspace",
+        )
     rebuild = op.rebuild or "no rebuild"
     return _item(op, what, True, f"{op.execution_mode} mode, {rebuild}")
 
@@ -164,8 +190,13 @@ def _tunables(profile: Profile, op: OpProfile) -> CheckItem:
         return _item(op, "tunables file", True, "none given (optional)")
     if (profile.root / op.tunables).is_file():
         return _item(op, "tunables file", True, op.tunables)
-    return _item(op, "tunables file", False, f"{op.tunables} does not exist",
-                 f"fix ops.{op.name}.tunables or remove it")  # fmt: skip
+    return _item(
+        op,
+        "tunables file",
+        False,
+        f"{op.tunables} does not exist",
+        f"fix ops.{op.name}.tunables or remove it",
+    )
 
 
 def run_checklist(profile: Profile, op: str | None = None) -> list[CheckItem]:
@@ -260,14 +291,15 @@ def device_check(profile: Profile, op: str, *, cuda: bool | None = None) -> Chec
     if work <= CPU_WORK_LIMIT:
         return CheckItem(name, True, f"no GPU; {work:.2g} multiply-adds fit the CPU")
     return CheckItem(
-        name, False,
+        name,
+        False,
         f"no CUDA GPU here, and the {len(shapes)} target shapes of {op} hold {work:.2g} "
         "multiply-adds: the Triton interpreter would take hours per round, and CPU timings "
         "say nothing about a GPU kernel",
         "run the campaign on a CUDA machine. To rehearse the loop here, point "
         f"ops.{op}.shapes at a tiny shape set (kernel-pack ops: ratchet run --example {op} "
         "--rehearse)",
-    )  # fmt: skip
+    )
 
 
 def git_check(root: str | Path) -> CheckItem:

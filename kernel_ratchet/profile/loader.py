@@ -244,24 +244,30 @@ def _op(name: Any, data: Any, problems: _Problems) -> OpProfile | None:
         )
         return None
     if not isinstance(data, Mapping):
-        problems.add(prefix, f"expected a mapping of op keys, got {data!r}",
-                     f"give {prefix} the keys {', '.join(REQUIRED_OP_KEYS)}")  # fmt: skip
+        problems.add(
+            prefix,
+            f"expected a mapping of op keys, got {data!r}",
+            f"give {prefix} the keys {', '.join(REQUIRED_OP_KEYS)}",
+        )
         return None
     n_before = len(problems.lines)
     _check_keys(data, OP_KEYS, REQUIRED_OP_KEYS, prefix + ".", problems)
     ks = data.get("kernel_source")
     fields: dict[str, Any] = {
-        "kernel_source": None if ks is None else _kernel_source(ks, f"{prefix}.kernel_source",
-                                                                problems),
+        "kernel_source": None
+        if ks is None
+        else _kernel_source(ks, f"{prefix}.kernel_source", problems),
         "backend": _backend(data, f"{prefix}.backend", problems),
-        "campaign_type": _choice(data, "campaign_type", f"{prefix}.campaign_type",
-                                 CAMPAIGN_TYPES, problems),
-        "execution_mode": _choice(data, "execution_mode", f"{prefix}.execution_mode",
-                                  EXECUTION_MODES, problems),
+        "campaign_type": _choice(
+            data, "campaign_type", f"{prefix}.campaign_type", CAMPAIGN_TYPES, problems
+        ),
+        "execution_mode": _choice(
+            data, "execution_mode", f"{prefix}.execution_mode", EXECUTION_MODES, problems
+        ),
         "adapter": _import_spec(data, "adapter", f"{prefix}.adapter", problems),
         "shapes": _import_spec(data, "shapes", f"{prefix}.shapes", problems),
         "rebuild": _string(data, "rebuild", f"{prefix}.rebuild", problems, optional=True),
-    }  # fmt: skip
+    }
     for key in ("lang", "test", "benchmark"):
         fields[key] = _string(data, key, f"{prefix}.{key}", problems)
     tunables = _string(data, "tunables", f"{prefix}.tunables", problems, optional=True)
@@ -304,8 +310,11 @@ def _validate(data: Any, path: Path) -> Profile:
     ops: dict[str, OpProfile] = {}
     raw_ops = data.get("ops")
     if "ops" in data and (not isinstance(raw_ops, Mapping) or not raw_ops):
-        problems.add("ops", f"expected a non-empty mapping of ops, got {raw_ops!r}",
-                     "add at least one op under ops: (SPEC section 3)")  # fmt: skip
+        problems.add(
+            "ops",
+            f"expected a non-empty mapping of ops, got {raw_ops!r}",
+            "add at least one op under ops: (SPEC section 3)",
+        )
     elif isinstance(raw_ops, Mapping):
         for name, op_data in raw_ops.items():
             op = _op(name, op_data, problems)

@@ -48,8 +48,14 @@ POWER = 0.8
 HALF_WIDTH_QUANTILE = 0.9
 MAD_TO_SD = 1.4826
 
-FIELDS = ("false_accept_rate", "false_regression_rate", "min_detectable_effect",
-          "per_shape_spread", "trials", "details")  # fmt: skip
+FIELDS = (
+    "false_accept_rate",
+    "false_regression_rate",
+    "min_detectable_effect",
+    "per_shape_spread",
+    "trials",
+    "details",
+)
 
 
 @dataclass(frozen=True)
@@ -145,13 +151,23 @@ def calibrate(
             why = run.failure.sentence() if run.failure else "no decision"
             raise CampaignError(f"A/A trial {t} failed: {why}; fix the incumbent, then calibrate")
         d = run.decision
-        rows.append({
-            "trial": t, "status": d.status.value, "verdict": d.verdict_aggregate.value,
-            "ratio": d.aggregate_ratio, "ci_low": d.aggregate_ci_low,
-            "ci_high": d.aggregate_ci_high, "rounds": run.rounds, "wall_s": run.wall_s,
-            "ambiguous": d.ambiguous, "false_regression": false_regression(d),
-            "slower_shapes": [r.label for r in d.per_shape if r.verdict is PairedVerdict.SLOWER],
-        })  # fmt: skip
+        rows.append(
+            {
+                "trial": t,
+                "status": d.status.value,
+                "verdict": d.verdict_aggregate.value,
+                "ratio": d.aggregate_ratio,
+                "ci_low": d.aggregate_ci_low,
+                "ci_high": d.aggregate_ci_high,
+                "rounds": run.rounds,
+                "wall_s": run.wall_s,
+                "ambiguous": d.ambiguous,
+                "false_regression": false_regression(d),
+                "slower_shapes": [
+                    r.label for r in d.per_shape if r.verdict is PairedVerdict.SLOWER
+                ],
+            }
+        )
         runs.append(run)
     half = [math.log(r["ci_high"] / r["ci_low"]) / 2.0 for r in rows]
     mde = min_detectable_effect(
@@ -159,11 +175,14 @@ def calibrate(
     )
     at_mde = sum(
         decide_paired(
-            run.samples(), run.campaign_type, min_detectable=mde,
-            regression_threshold=run.decision.regression_threshold, looks=run.decision.looks,
+            run.samples(),
+            run.campaign_type,
+            min_detectable=mde,
+            regression_threshold=run.decision.regression_threshold,
+            looks=run.decision.looks,
         ).accepted
         for run in runs
-    )  # fmt: skip
+    )
     n = float(trials)
     details = {
         "trials": rows,

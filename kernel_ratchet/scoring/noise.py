@@ -66,10 +66,17 @@ class RoundNoise:
         return self.spread**2 * self.s_per_round
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "params": dict(self.params), "spread": self.spread,
-                "per_shape": dict(self.per_shape), "order_effect": self.order_effect,
-                "s_per_round": self.s_per_round, "rounds": self.rounds, "cost": self.cost,
-                **dict(self.extra)}  # fmt: skip
+        return {
+            "name": self.name,
+            "params": dict(self.params),
+            "spread": self.spread,
+            "per_shape": dict(self.per_shape),
+            "order_effect": self.order_effect,
+            "s_per_round": self.s_per_round,
+            "rounds": self.rounds,
+            "cost": self.cost,
+            **dict(self.extra),
+        }
 
 
 def centred(groups: Iterable[Sequence[float]]) -> list[np.ndarray]:
@@ -105,16 +112,27 @@ def round_noise(name: str, params: Mapping[str, Any], run: PairedRun) -> RoundNo
         raise ValueError(f"variant {name!r}: no noise estimate from this run ({why})")
     first = {(r, label): side for r, label, side in run.order}
     raw = {label: log_ratios(s, run.campaign_type) for label, s in run.samples().items()}
-    kept = {label: tuple(float(v) for v in c) for label, c in zip(raw, centred(raw.values()),
-                                                                      strict=True)}  # fmt: skip
+    kept = {
+        label: tuple(float(v) for v in c)
+        for label, c in zip(raw, centred(raw.values()), strict=True)
+    }
     per_shape = {label: pooled_spread([x]) for label, x in raw.items()}
     order = first_timed_advantage(
-        (v, first.get((r, label), "incumbent")) for label, c in kept.items()
+        (v, first.get((r, label), "incumbent"))
+        for label, c in kept.items()
         for r, v in enumerate(c)
-    )  # fmt: skip
+    )
     s_round = max(run.wall_s - run.check_wall_s, 0.0) / run.rounds
-    return RoundNoise(name, dict(params), pooled_spread(raw.values()), per_shape, order or 0.0,
-                      s_round, run.rounds, kept)  # fmt: skip
+    return RoundNoise(
+        name,
+        dict(params),
+        pooled_spread(raw.values()),
+        per_shape,
+        order or 0.0,
+        s_round,
+        run.rounds,
+        kept,
+    )
 
 
 def _normal_trim_factor(trim: float) -> float:
@@ -141,8 +159,9 @@ def _boot_spreads(r: RoundNoise, n: int, rng: np.random.Generator) -> np.ndarray
     return trimmed_sd(draws)
 
 
-def cost_ratio_ci(variant: RoundNoise, base: RoundNoise, level: float = LEVEL,
-                  n_boot: int = N_BOOT, seed: int = 0) -> tuple[float, float, float]:  # fmt: skip
+def cost_ratio_ci(
+    variant: RoundNoise, base: RoundNoise, level: float = LEVEL, n_boot: int = N_BOOT, seed: int = 0
+) -> tuple[float, float, float]:
     """Point estimate and bootstrap CI of ``variant.cost / base.cost`` (seconds per round taken
     as measured; the spreads resampled independently)."""
     rng = np.random.default_rng(seed)

@@ -177,9 +177,15 @@ class ShapeRow:
         return self.ratio - 1.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"label": self.label, "ratio": self.ratio, "ci_low": self.ci_low,
-                "ci_high": self.ci_high, "verdict": self.verdict.value,
-                "n_rounds": self.n_rounds, "phase_ratios": dict(self.phase_ratios)}  # fmt: skip
+        return {
+            "label": self.label,
+            "ratio": self.ratio,
+            "ci_low": self.ci_low,
+            "ci_high": self.ci_high,
+            "verdict": self.verdict.value,
+            "n_rounds": self.n_rounds,
+            "phase_ratios": dict(self.phase_ratios),
+        }
 
 
 def confirmed_regressions(rows: Sequence[ShapeRow], threshold: float) -> list[ShapeRow]:
@@ -224,21 +230,29 @@ class PairedDecision:
     def regressed(self) -> tuple[str, ...]:
         """The shapes of a gate-1 rollback: confirmed slower by at least the threshold
         (``regressions`` also names shapes confirmed slower by less)."""
-        return tuple(r.label for r in confirmed_regressions(self.per_shape,
-                                                            self.regression_threshold))  # fmt: skip
+        return tuple(
+            r.label for r in confirmed_regressions(self.per_shape, self.regression_threshold)
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "status": self.status.value, "verdict_aggregate": self.verdict_aggregate.value,
-            "reason": self.reason, "per_shape": [r.to_dict() for r in self.per_shape],
-            "aggregate_ratio": self.aggregate_ratio, "aggregate_ci_low": self.aggregate_ci_low,
-            "aggregate_ci_high": self.aggregate_ci_high, "trade_off": self.trade_off,
-            "regressions": list(self.regressions), "ambiguous": self.ambiguous,
-            "undecided": list(self.undecided), "min_detectable": self.min_detectable,
+            "status": self.status.value,
+            "verdict_aggregate": self.verdict_aggregate.value,
+            "reason": self.reason,
+            "per_shape": [r.to_dict() for r in self.per_shape],
+            "aggregate_ratio": self.aggregate_ratio,
+            "aggregate_ci_low": self.aggregate_ci_low,
+            "aggregate_ci_high": self.aggregate_ci_high,
+            "trade_off": self.trade_off,
+            "regressions": list(self.regressions),
+            "ambiguous": self.ambiguous,
+            "undecided": list(self.undecided),
+            "min_detectable": self.min_detectable,
             "regression_threshold": self.regression_threshold,
-            "shape_ci_level": self.shape_ci_level, "aggregate_ci_level": self.aggregate_ci_level,
+            "shape_ci_level": self.shape_ci_level,
+            "aggregate_ci_level": self.aggregate_ci_level,
             "looks": self.looks,
-        }  # fmt: skip
+        }
 
 
 def bootstrap_log_medians(x: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
@@ -301,20 +315,27 @@ def decide_paired(
         lo, hi = _ci(boot, shape_level)
         phase_ratios = {}
         if len(s.incumbent) > 1:
-            phase_ratios = {p: math.exp(float(np.median(np.log(s.incumbent[p])
-                                                         - np.log(s.candidate[p]))))
-                            for p in s.incumbent}  # fmt: skip
+            phase_ratios = {
+                p: math.exp(float(np.median(np.log(s.incumbent[p]) - np.log(s.candidate[p]))))
+                for p in s.incumbent
+            }
         ratio = math.exp(point)
-        rows.append(ShapeRow(label, ratio, lo, hi, classify(lo, hi, eq), s.n_rounds,
-                             phase_ratios))  # fmt: skip
+        rows.append(ShapeRow(label, ratio, lo, hi, classify(lo, hi, eq), s.n_rounds, phase_ratios))
         boots.append(boot)
         points.append(point)
     agg = math.exp(float(np.mean(points)))
     agg_lo, agg_hi = _ci(np.mean(boots, axis=0), 1.0 - alpha)
     return _judge(
-        tuple(rows), (agg, agg_lo, agg_hi), regression_threshold, min_detectable, eq,
-        exhausted, (shape_level, 1.0 - alpha), looks, confirm_slowdown,
-    )  # fmt: skip
+        tuple(rows),
+        (agg, agg_lo, agg_hi),
+        regression_threshold,
+        min_detectable,
+        eq,
+        exhausted,
+        (shape_level, 1.0 - alpha),
+        looks,
+        confirm_slowdown,
+    )
 
 
 def _judge(
@@ -346,17 +367,37 @@ def _judge(
         r for r in rows if r.ratio <= 1.0 - thr and r.verdict is not PairedVerdict.SLOWER
     ]
 
-    def result(status: Status, reason: str, regs: Sequence[ShapeRow] = (),
-               undecided: Sequence[ShapeRow] = ()) -> PairedDecision:  # fmt: skip
+    def result(
+        status: Status,
+        reason: str,
+        regs: Sequence[ShapeRow] = (),
+        undecided: Sequence[ShapeRow] = (),
+    ) -> PairedDecision:
         trade = status is Status.ACCEPTED and bool(regs)
         return PairedDecision(
-            status, verdict, reason, rows, agg, lo, hi, trade, tuple(r.label for r in regs),
-            bool(undecided), tuple(r.label for r in undecided), mde, thr, *levels, looks,
-        )  # fmt: skip
+            status,
+            verdict,
+            reason,
+            rows,
+            agg,
+            lo,
+            hi,
+            trade,
+            tuple(r.label for r in regs),
+            bool(undecided),
+            tuple(r.label for r in undecided),
+            mde,
+            thr,
+            *levels,
+            looks,
+        )
 
     def ambiguous(why: str, undecided: Sequence[ShapeRow]) -> PairedDecision:
-        tail = (f"still ambiguous after {rounds} rounds: too noisy to confirm" if exhausted
-                else f"measure more: {', '.join(r.label for r in undecided)}")  # fmt: skip
+        tail = (
+            f"still ambiguous after {rounds} rounds: too noisy to confirm"
+            if exhausted
+            else f"measure more: {', '.join(r.label for r in undecided)}"
+        )
         return result(Status.ROLLED_BACK, f"AMBIGUOUS: {head}; {why}; {tail}", (), undecided)
 
     improved = lo > 1.0 and agg - 1.0 >= mde
@@ -364,20 +405,26 @@ def _judge(
         why = f"{len(big)} shape(s) regressed ≥ {thr_s} with CIs excluding no slowdown"
         return result(Status.ROLLED_BACK, f"{why}: {_shapes(big)}; {head}", big + small)
     if improved and unconfirmed:
-        why = (f"the gain is real but shape(s) {_shapes(unconfirmed)} read ≥ {thr_s} slower "
-               "without a CI that confirms or excludes it")  # fmt: skip
+        why = (
+            f"the gain is real but shape(s) {_shapes(unconfirmed)} read ≥ {thr_s} slower "
+            "without a CI that confirms or excludes it"
+        )
         return ambiguous(why, unconfirmed)
     if improved:
-        floor = (f"the {(agg - 1) * 100:+.2f}% gain is ≥ the minimum detectable effect "
-                 f"{mde * 100:.2f}%" if mde > 0 else "no minimum detectable effect is set "
-                 "(`ratchet calibrate` measures this machine's)")  # fmt: skip
+        floor = (
+            f"the {(agg - 1) * 100:+.2f}% gain is ≥ the minimum detectable effect {mde * 100:.2f}%"
+            if mde > 0
+            else "no minimum detectable effect is set (`ratchet calibrate` measures this machine's)"
+        )
         ok = f"{head} excludes no gain and {floor}; no shape regressed ≥ {thr_s}"
         if small:
             ok += f"; trade-off: shape(s) confirmed slower by less than {thr_s}: {_shapes(small)}"
         return result(Status.ACCEPTED, ok, small)
     if lo > 1.0:
-        why = (f"the gain is real but below this machine's minimum detectable effect "
-               f"{mde * 100:.2f}%, so it is not claimed")  # fmt: skip
+        why = (
+            f"the gain is real but below this machine's minimum detectable effect "
+            f"{mde * 100:.2f}%, so it is not claimed"
+        )
         return result(Status.ROLLED_BACK, f"{head}: {why}")
     if hi > 1.0 + eq:
         open_ = [r for r in rows if r.verdict is PairedVerdict.AMBIGUOUS or r in unconfirmed]
@@ -386,8 +433,10 @@ def _judge(
         return ambiguous(why, undecided)
     why = "slower" if hi < 1.0 else f"no gain (CI upper bound ≤ {(eq) * 100:+.2f}%)"
     if confirm_slowdown and hi >= 1.0 and agg <= 1.0 - eq and not exhausted:
-        more = (f"; reads {(1.0 - agg) * 100:.2f}% slower without a CI that confirms it: "
-                "measuring on to tell a slowdown from noise")  # fmt: skip
+        more = (
+            f"; reads {(1.0 - agg) * 100:.2f}% slower without a CI that confirms it: "
+            "measuring on to tell a slowdown from noise"
+        )
         return result(Status.ROLLED_BACK, f"{head}: {why}{more}", small, rows)
     return result(Status.ROLLED_BACK, f"{head}: {why}", small)
 

@@ -34,9 +34,20 @@ from kernel_ratchet.scoring.metrics import is_scored, primary_value, work
 UNIFORM_TOKEN = "uniform"
 #: Label tokens that name a non-uniform tokens-per-expert distribution.
 SKEWED_TOKENS: frozenset[str] = frozenset(
-    {"skewed", "skew", "zipf", "powerlaw", "imbalanced", "top1", "top2", "topk", "degenerate",
-     "hot", "empty"}
-)  # fmt: skip
+    {
+        "skewed",
+        "skew",
+        "zipf",
+        "powerlaw",
+        "imbalanced",
+        "top1",
+        "top2",
+        "topk",
+        "degenerate",
+        "hot",
+        "empty",
+    }
+)
 
 
 def label_tokens(label: str) -> set[str]:

@@ -32,18 +32,24 @@ def ratchet(root: Path, *args: str, **extra: str) -> subprocess.CompletedProcess
     """Run the real `ratchet` CLI in ``root`` (a subprocess, like a user would)."""
     return subprocess.run(
         [sys.executable, "-m", "kernel_ratchet.cli", *args],
-        cwd=root, env=cli_env(root, **extra), capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
+        cwd=root,
+        env=cli_env(root, **extra),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 def git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
-                          check=True).stdout  # fmt: skip
+    return subprocess.run(
+        ["git", *args], cwd=root, capture_output=True, text=True, check=True
+    ).stdout
 
 
 def make_project(dest: Path) -> Path:
-    shutil.copytree(EXAMPLE, dest, ignore=shutil.ignore_patterns("__pycache__", "*.csv",
-                                                                   ".pytest_cache"))  # fmt: skip
+    shutil.copytree(
+        EXAMPLE, dest, ignore=shutil.ignore_patterns("__pycache__", "*.csv", ".pytest_cache")
+    )
     git(dest, "init", "-q", "-b", "main")
     git(dest, "config", "user.email", "test@example.com")
     git(dest, "config", "user.name", "test")

@@ -59,17 +59,52 @@ def test_tips_add_then_show(tmp_path, monkeypatch, capsys):
     proj = tmp_path / "p"
     shutil.copytree(EXAMPLE, proj)
     monkeypatch.chdir(proj)
-    code, out, _ = run(monkeypatch, capsys, "tips", "add", "--op", "tiny_gemm", "--round", "3",
-                       "--status", "ROLLED BACK", "--context", "interpreter", "--signal",
-                       "-36%", "--takeaway", "small BLOCK_K doubles the k-loop",
-                       "--applicability", "any Triton GEMM", "--gpu", "cpu")  # fmt: skip
+    code, out, _ = run(
+        monkeypatch,
+        capsys,
+        "tips",
+        "add",
+        "--op",
+        "tiny_gemm",
+        "--round",
+        "3",
+        "--status",
+        "ROLLED BACK",
+        "--context",
+        "interpreter",
+        "--signal",
+        "-36%",
+        "--takeaway",
+        "small BLOCK_K doubles the k-loop",
+        "--applicability",
+        "any Triton GEMM",
+        "--gpu",
+        "cpu",
+    )
     assert code == 0
     path = proj / "ratchet-tips/cpu/tiny_gemm/triton/tips.md"
     text = path.read_text()
     assert "round-3 — ROLLED BACK" in text and "- Takeaway: small BLOCK_K" in text
     code, out, _ = run(monkeypatch, capsys, "tips", "show", "--op", "tiny_gemm", "--gpu", "cpu")
     assert code == 0 and "small BLOCK_K doubles the k-loop" in out
-    code, _, err = run(monkeypatch, capsys, "tips", "add", "--op", "tiny_gemm", "--round", "3",
-                       "--status", "MAYBE", "--context", "x", "--signal", "x", "--takeaway",
-                       "x", "--applicability", "x")  # fmt: skip
+    code, _, err = run(
+        monkeypatch,
+        capsys,
+        "tips",
+        "add",
+        "--op",
+        "tiny_gemm",
+        "--round",
+        "3",
+        "--status",
+        "MAYBE",
+        "--context",
+        "x",
+        "--signal",
+        "x",
+        "--takeaway",
+        "x",
+        "--applicability",
+        "x",
+    )
     assert code == 2 and "--status" in err

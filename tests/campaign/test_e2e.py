@@ -44,10 +44,16 @@ def test_whole_campaign(tmp_path):
 
     _ok(ratchet(root, "baseline"))
     # exact SPEC layout
-    for rel in ("manifest.yaml", "quick_test_bench.py", "logs/optimize.md",
-                "logs/performance_trend.md", "profiles", "rounds/round-1/summary.md",
-                "rounds/round-1/kernel_snapshot/tiny_gemm/kernel.py",
-                "rounds/round-1/artifacts/benchmark.csv"):  # fmt: skip
+    for rel in (
+        "manifest.yaml",
+        "quick_test_bench.py",
+        "logs/optimize.md",
+        "logs/performance_trend.md",
+        "profiles",
+        "rounds/round-1/summary.md",
+        "rounds/round-1/kernel_snapshot/tiny_gemm/kernel.py",
+        "rounds/round-1/artifacts/benchmark.csv",
+    ):
         assert (cdir / rel).exists(), rel
     prov = json.loads((cdir / "rounds/round-1/artifacts/provenance.json").read_text())
     assert prov["engine"]["engine"] == "perf_counter" and prov["environment_hash"]
@@ -64,8 +70,16 @@ def test_whole_campaign(tmp_path):
 
     # round 2: larger output tiles run far faster in the interpreter -> ACCEPTED, one commit
     set_blocks(root, M=32, N=32)
-    r = _ok(ratchet(root, "validate", "--hypothesis", "32x32 output tiles: 4x fewer programs",
-                    "--bucket", "K1"))  # fmt: skip
+    r = _ok(
+        ratchet(
+            root,
+            "validate",
+            "--hypothesis",
+            "32x32 output tiles: 4x fewer programs",
+            "--bucket",
+            "K1",
+        )
+    )
     assert "ACCEPTED" in r.stdout
     msg = git(root, "log", "-1", "--format=%B")
     assert re.match(r"\[optimize\] tiny_gemm TRITON round-2: 32x32 output tiles", msg)
@@ -104,13 +118,24 @@ def test_whole_campaign(tmp_path):
     trend = (cdir / "logs/performance_trend.md").read_text()
     rows = [ln for ln in trend.splitlines() if ln.startswith("| round-")]
     assert [ln.split("|")[2].strip() for ln in rows] == [
-        "BASELINE", "ACCEPTED", "ROLLED BACK", "ROLLED BACK"]  # fmt: skip
+        "BASELINE",
+        "ACCEPTED",
+        "ROLLED BACK",
+        "ROLLED BACK",
+    ]
     assert "| — |" in rows[0]
     assert re.search(r"step -, fwd \+\d+\.\d{3}%, bwd -", rows[1])
     summary = (cdir / "rounds/round-3/summary.md").read_text()
-    for section in ("## Hypothesis", "## Single change", "## Results", "## Decision",
-                    "## Attribution", "## Next direction", "## Rollback Analysis",
-                    "## Real-training transfer check"):  # fmt: skip
+    for section in (
+        "## Hypothesis",
+        "## Single change",
+        "## Results",
+        "## Decision",
+        "## Attribution",
+        "## Next direction",
+        "## Rollback Analysis",
+        "## Real-training transfer check",
+    ):
         assert section in summary, section
     assert "Lesson: k-loop cost" in summary
     opt = (cdir / "logs/optimize.md").read_text()

@@ -211,8 +211,18 @@ def test_a_lost_sigterm_still_stops_the_loop_between_rounds():
     c = SimpleNamespace(state=SimpleNamespace(termination=None))
     TERMINATION_REQUESTED.set()
     try:
-        code, why = loop._loop(c, None, loop.LoopResult(Path(".")), 20, math.inf, None,
-                               threading.Event(), print, None, "T4")  # fmt: skip
+        code, why = loop._loop(
+            c,
+            None,
+            loop.LoopResult(Path(".")),
+            20,
+            math.inf,
+            None,
+            threading.Event(),
+            print,
+            None,
+            "T4",
+        )
     finally:
         TERMINATION_REQUESTED.clear()
     assert code == loop.PAUSED and "SIGTERM" in why and "ratchet resume" in why

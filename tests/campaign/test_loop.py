@@ -18,18 +18,40 @@ from tests.campaign.conftest import KERNEL, campaign_dir, git, make_project, rat
 AGENT = Path(__file__).resolve().parents[1] / "optimizers" / "scripted_agent.py"
 GOOD = "rm[:, None] * K + kk[None, :]"
 PATCHES = [
-    {"hypothesis": {"hypothesis": "64x64 output tiles: 16x fewer programs", "bucket": "K1",
-                    "expected": "faster on every shape", "summary": "64x64 output tiles"},
-     "edits": [{"path": KERNEL, "old": "BLOCK_M = 16", "new": "BLOCK_M = 64"},
-               {"path": KERNEL, "old": "BLOCK_N = 16", "new": "BLOCK_N = 64"}]},
-    {"hypothesis": {"hypothesis": "skip the k offset: fewer integer ops", "bucket": "K1",
-                    "expected": "faster", "summary": "shifted loads"},
-     "edits": [{"path": KERNEL, "old": GOOD, "new": GOOD + " + 1"}]},
-    {"hypothesis": {"hypothesis": "BLOCK_K 32 and a benchmark tweak", "bucket": "K1",
-                    "expected": "faster", "summary": "BLOCK_K 32 + bench edit"},
-     "edits": [{"path": KERNEL, "old": "BLOCK_K = 16", "new": "BLOCK_K = 32"},
-               {"path": "tiny_gemm/bench.py", "append": "# the agent was here\n"}]},
-]  # fmt: skip
+    {
+        "hypothesis": {
+            "hypothesis": "64x64 output tiles: 16x fewer programs",
+            "bucket": "K1",
+            "expected": "faster on every shape",
+            "summary": "64x64 output tiles",
+        },
+        "edits": [
+            {"path": KERNEL, "old": "BLOCK_M = 16", "new": "BLOCK_M = 64"},
+            {"path": KERNEL, "old": "BLOCK_N = 16", "new": "BLOCK_N = 64"},
+        ],
+    },
+    {
+        "hypothesis": {
+            "hypothesis": "skip the k offset: fewer integer ops",
+            "bucket": "K1",
+            "expected": "faster",
+            "summary": "shifted loads",
+        },
+        "edits": [{"path": KERNEL, "old": GOOD, "new": GOOD + " + 1"}],
+    },
+    {
+        "hypothesis": {
+            "hypothesis": "BLOCK_K 32 and a benchmark tweak",
+            "bucket": "K1",
+            "expected": "faster",
+            "summary": "BLOCK_K 32 + bench edit",
+        },
+        "edits": [
+            {"path": KERNEL, "old": "BLOCK_K = 16", "new": "BLOCK_K = 32"},
+            {"path": "tiny_gemm/bench.py", "append": "# the agent was here\n"},
+        ],
+    },
+]
 
 
 def _ok(r):
@@ -38,8 +60,9 @@ def _ok(r):
 
 
 def _records(cdir: Path) -> list[dict]:
-    rounds = sorted((cdir / "rounds").glob("round-*/round.json"),
-                    key=lambda p: int(p.parent.name.split("-")[1]))  # fmt: skip
+    rounds = sorted(
+        (cdir / "rounds").glob("round-*/round.json"), key=lambda p: int(p.parent.name.split("-")[1])
+    )
     return [json.loads(p.read_text()) for p in rounds]
 
 
@@ -54,15 +77,19 @@ def test_manual_then_resume_with_a_scripted_agent(tmp_path):
 
     patches = tmp_path / "patches.json"
     patches.write_text(json.dumps(PATCHES))
-    cmd = " ".join(shlex.quote(str(x)) for x in (sys.executable, AGENT, patches,
-                                                  tmp_path / "state"))  # fmt: skip
+    cmd = " ".join(
+        shlex.quote(str(x)) for x in (sys.executable, AGENT, patches, tmp_path / "state")
+    )
     cmd += " {workdir} {hypothesis_file} {prompt_file}"
     r = _ok(ratchet(root, "resume", "--optimizer", "agent", "--agent-cmd", cmd))
     # a >1.5x gain is re-measured in fresh processes; on a loaded CPU that can fail
     # ("unconfirmed", not ineffective) and the agent then proposes the same change again
     recs = [x for x in _records(cdir) if x["category"] != "unconfirmed"]
     assert [(x["status"], x["category"]) for x in recs[1:]] == [
-        ("ACCEPTED", "ok"), ("ROLLED BACK", "test"), ("ROLLED BACK", "scope")]  # fmt: skip
+        ("ACCEPTED", "ok"),
+        ("ROLLED BACK", "test"),
+        ("ROLLED BACK", "scope"),
+    ]
     assert recs[1]["hypothesis"] == PATCHES[0]["hypothesis"]["hypothesis"]
     assert recs[1]["direction"] == "64x64 output tiles"
     assert recs[3]["out_of_scope"] == ["tiny_gemm/bench.py"]
@@ -95,16 +122,41 @@ def test_manual_then_resume_with_a_scripted_agent(tmp_path):
 @pytest.mark.slow
 def test_example_gemm_bf16_rehearsal_runs_end_to_end(tmp_path):
     dest = tmp_path / "ex"
-    r = ratchet(tmp_path, "run", "--example", "gemm_bf16", "--dest", str(dest),
-                "--max-iterations", "1", "--yes")  # fmt: skip
+    r = ratchet(
+        tmp_path,
+        "run",
+        "--example",
+        "gemm_bf16",
+        "--dest",
+        str(dest),
+        "--max-iterations",
+        "1",
+        "--yes",
+    )
     no_gpu = r.returncode != 0
     if no_gpu:  # without a GPU the command says so and asks for --rehearse
         assert "--rehearse" in r.stderr and not dest.exists()
     # a campaign of 2 rounds split over three runs, as over machine sessions: --pause keeps it
     # open when a run's budget is spent (here 1 s: spent during the BASELINE, so 0 rounds)
-    r = _ok(ratchet(tmp_path, "run", "--example", "gemm_bf16", "--dest", str(dest),
-                    "--rehearse", "--max-iterations", "2", "--max-duration", "1s", "--pause",
-                    "--knobs", "num_stages", "--yes"))  # fmt: skip
+    r = _ok(
+        ratchet(
+            tmp_path,
+            "run",
+            "--example",
+            "gemm_bf16",
+            "--dest",
+            str(dest),
+            "--rehearse",
+            "--max-iterations",
+            "2",
+            "--max-duration",
+            "1s",
+            "--pause",
+            "--knobs",
+            "num_stages",
+            "--yes",
+        )
+    )
     assert "meaningless for tuning" in r.stderr
     cdir = campaign_dir(dest)
     state = json.loads((cdir / "state.json").read_text())
@@ -113,7 +165,9 @@ def test_example_gemm_bf16_rehearsal_runs_end_to_end(tmp_path):
     assert [x["status"] for x in _records(cdir)] == ["BASELINE"]
     # the run's optimizer and --knobs are recorded: a plain resume drives the campaign the same
     assert json.loads((cdir / "optimizer.json").read_text()) == {
-        "name": "search", "knobs": ["num_stages"]}  # fmt: skip
+        "name": "search",
+        "knobs": ["num_stages"],
+    }
     r = _ok(ratchet(dest, "resume", "--max-iterations", "1", "--pause"))
     assert "PAUSED" in r.stdout and not (cdir / "report.md").exists(), r.stdout
     assert "search optimizer of the last run, knobs num_stages" in r.stderr
@@ -158,11 +212,17 @@ def test_roofline_bound_and_efficiency_from_a_csv():
     from kernel_ratchet.harness.csv_schema import GEMM_HEADER, parse_csv_text
 
     # 100 TFLOPS peak, 1000 GB/s: a 4096^3 GEMM is compute-bound, a 4096x4096x16 one is not
-    text = GEMM_HEADER + "\n" + "\n".join([
-        "big,1,4096,4096,4096,PASS,50,1,,,2.748779,,90,,",
-        "thin,1,4096,4096,16,PASS,1,0.1,,,0.536871,,90,,",
-        "bad,1,8,8,8,FAIL,1,0,,,1,,0,,",
-    ])  # fmt: skip
+    text = (
+        GEMM_HEADER
+        + "\n"
+        + "\n".join(
+            [
+                "big,1,4096,4096,4096,PASS,50,1,,,2.748779,,90,,",
+                "thin,1,4096,4096,16,PASS,1,0.1,,,0.536871,,90,,",
+                "bad,1,8,8,8,FAIL,1,0,,,1,,0,,",
+            ]
+        )
+    )
     table = parse_csv_text(text)
 
     class Bytes:  # bf16 operands

@@ -31,17 +31,19 @@ def test_kernel_table_orders_by_time_and_sums_the_tail():
     assert sum(k["share"] for k in t["kernels"]) == pytest.approx(1.0)
 
 
-NCU_CSV = "\n".join([
-    "==PROF== Connected to process 123 (/usr/bin/python3)",
-    "==PROF== Profiling \"_gemm_kernel\": 0%....50%....100% - 9 passes",
-    '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream",'
-    + ",".join(f'"{m}"' for m in NCU_METRICS),
-    '"","","","","","","",' + '"nsecond","%","%","register/thread","%"',
-    '"0","123","python3","h","_quant_kernel","1","7","5,120","12.5","80.1","32","60"',
-    '"1","123","python3","h","_gemm_kernel","1","7","1,000,000","70","30","168","12"',
-    '"2","123","python3","h","_gemm_kernel","1","7","1,200,000","72","31","168","12.5"',
-    "==PROF== Disconnected from process 123",
-])  # fmt: skip
+NCU_CSV = "\n".join(
+    [
+        "==PROF== Connected to process 123 (/usr/bin/python3)",
+        '==PROF== Profiling "_gemm_kernel": 0%....50%....100% - 9 passes',
+        '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream",'
+        + ",".join(f'"{m}"' for m in NCU_METRICS),
+        '"","","","","","","",' + '"nsecond","%","%","register/thread","%"',
+        '"0","123","python3","h","_quant_kernel","1","7","5,120","12.5","80.1","32","60"',
+        '"1","123","python3","h","_gemm_kernel","1","7","1,000,000","70","30","168","12"',
+        '"2","123","python3","h","_gemm_kernel","1","7","1,200,000","72","31","168","12.5"',
+        "==PROF== Disconnected from process 123",
+    ]
+)
 
 
 def test_ncu_csv_is_read_per_kernel_skipping_log_and_units_rows():
@@ -56,9 +58,13 @@ def test_ncu_csv_is_read_per_kernel_skipping_log_and_units_rows():
 
 
 def test_markdown_names_the_shape_the_method_and_a_failure():
-    prof = {"key": {"shape": "s1", "incumbent_round": 3}, "method": "M", "reused_from": "round-4",
-            "phases": {"fwd": kernel_table([("k", 1, 2000.0)], 1)},
-            "ncu": {"error": "ncu is not on the PATH"}}  # fmt: skip
+    prof = {
+        "key": {"shape": "s1", "incumbent_round": 3},
+        "method": "M",
+        "reused_from": "round-4",
+        "phases": {"fwd": kernel_table([("k", 1, 2000.0)], 1)},
+        "ncu": {"error": "ncu is not on the PATH"},
+    }
     md = "\n".join(render_md(prof))
     assert "(s1, incumbent round-3)" in md and "Measured: M. Reused from round-4." in md
     assert "| `k` | 1 | 2 | 100.0% |" in md and "Nsight Compute: none (ncu is not on" in md
@@ -70,10 +76,29 @@ def test_breakdown_process_profiles_the_phases_of_an_adapter(tmp_path):
     out = tmp_path / "b.json"
     shape = {"label": "t", "M": 32, "N": 32, "K": 32, "B": 1}
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    r = subprocess.run([sys.executable, "-m", "kernel_ratchet.harness.breakdown", "--root",
-                        str(TINY), "--adapter", "tiny_gemm.adapter:TinyGemm", "--shape",
-                        json.dumps(shape), "--device", "cpu", "--iters", "1", "--out", str(out)],
-                       capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kernel_ratchet.harness.breakdown",
+            "--root",
+            str(TINY),
+            "--adapter",
+            "tiny_gemm.adapter:TinyGemm",
+            "--shape",
+            json.dumps(shape),
+            "--device",
+            "cpu",
+            "--iters",
+            "1",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     prof = json.loads(out.read_text())
     assert prof["shape"]["label"] == "t" and prof["device"] == "cpu"
@@ -92,9 +117,19 @@ def test_gpu_breakdown_and_ncu_of_the_bf16_gemm(tmp_path):
     from kernel_ratchet.campaign.profiling import ncu_metrics
 
     shape = {"label": "s", "M": 4096, "N": 4096, "K": 4096, "B": 1}
-    cmd = [sys.executable, "-m", "kernel_ratchet.harness.breakdown", "--root", str(REPO),
-           "--adapter", "kernel_ratchet.kernels.gemm.adapter:GemmBf16", "--shape",
-           json.dumps(shape), "--device", "cuda"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "kernel_ratchet.harness.breakdown",
+        "--root",
+        str(REPO),
+        "--adapter",
+        "kernel_ratchet.kernels.gemm.adapter:GemmBf16",
+        "--shape",
+        json.dumps(shape),
+        "--device",
+        "cuda",
+    ]
     out = tmp_path / "b.json"
     r = subprocess.run([*cmd, "--out", str(out)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr

@@ -38,8 +38,16 @@ def test_forward_only_rows_fill_backward_cells_with_dash():
 
 
 def test_commit_message_format():
-    msg = commit_message("gemm_bf16", "TRITON", 5, "swizzle 8", "grouped-M swizzle cuts L2 misses",
-                         600.0, 630.0, ".ratchet/campaigns/c/logs/optimize.md")  # fmt: skip
+    msg = commit_message(
+        "gemm_bf16",
+        "TRITON",
+        5,
+        "swizzle 8",
+        "grouped-M swizzle cuts L2 misses",
+        600.0,
+        630.0,
+        ".ratchet/campaigns/c/logs/optimize.md",
+    )
     assert msg.splitlines() == [
         "[optimize] gemm_bf16 TRITON round-5: swizzle 8",
         "",
@@ -51,8 +59,13 @@ def test_commit_message_format():
 
 def test_tip_entry_format():
     e = tip_entry("2026-11-29 10:00", 3, "ACCEPTED", "c", "s", "t", "a")
-    assert e.splitlines()[:5] == ["### 2026-11-29 10:00 round-3 — ACCEPTED", "- Context: c",
-                                  "- Signal: s", "- Takeaway: t", "- Applicability: a"]  # fmt: skip
+    assert e.splitlines()[:5] == [
+        "### 2026-11-29 10:00 round-3 — ACCEPTED",
+        "- Context: c",
+        "- Signal: s",
+        "- Takeaway: t",
+        "- Applicability: a",
+    ]
 
 
 def test_time_line_says_where_a_round_went():
@@ -80,8 +93,9 @@ def test_paired_chain_reads_an_incumbent_closed_before_it_was_kept(tmp_path):
     closed = {1: {"round": 1}, 6: {"round": 6, "gain": 0.0584}}  # round 6: an old entry
     (tmp_path / "round-6").mkdir()
     (tmp_path / "round-6/round.json").write_text(json.dumps(rec(6, 1, 0.0584)))
-    c = SimpleNamespace(state=SimpleNamespace(closed_round=closed.get),
-                        round_dir=lambda n: tmp_path / f"round-{n}")  # fmt: skip
+    c = SimpleNamespace(
+        state=SimpleNamespace(closed_round=closed.get), round_dir=lambda n: tmp_path / f"round-{n}"
+    )
     assert paired_chain(c, rec(8, 6, 0.02)) == pytest.approx(1.0584 * 1.02 - 1)
     assert paired_chain(c, rec(6, 1, 0.0584)) == pytest.approx(0.0584)
     assert paired_chain(c, rec(9, 6, 0.02, paired=False)) is None
@@ -99,11 +113,18 @@ def test_termination_estimates_the_incumbent_by_its_paired_chain(monkeypatch):
 
     def camp(inc: dict, target: float | None = 105.0, max_iterations: int = 20):
         closed = [{"round": 1}, inc]
-        st = SimpleNamespace(closed=closed, incumbent_round=inc["round"],
-                             closed_round=lambda n: next((r for r in closed if r["round"] == n),
-                                                         None))  # fmt: skip
-        m = SimpleNamespace(performance_target=target, efficiency_target=None, hardware_peak=None,
-                            max_iterations=max_iterations, campaign_type="compute_fwd")  # fmt: skip
+        st = SimpleNamespace(
+            closed=closed,
+            incumbent_round=inc["round"],
+            closed_round=lambda n: next((r for r in closed if r["round"] == n), None),
+        )
+        m = SimpleNamespace(
+            performance_target=target,
+            efficiency_target=None,
+            hardware_peak=None,
+            max_iterations=max_iterations,
+            campaign_type="compute_fwd",
+        )
         return SimpleNamespace(state=st, m=m, baseline_table=lambda: None)
 
     reached = closing.termination(camp({"round": 2, "paired_chain": 0.06, "vs_baseline": 0.01}))

@@ -81,9 +81,12 @@ def _validate_in_its_harness(project) -> subprocess.Popen:
     set_blocks(project, M=8, N=8)
     proc = subprocess.Popen(
         [sys.executable, "-m", "kernel_ratchet.cli", "validate", "--hypothesis", "8x8 tiles"],
-        cwd=project, env=cli_env(project), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        cwd=project,
+        env=cli_env(project),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-    )  # fmt: skip
+    )
     harness_log = campaign_dir(project) / "rounds/round-2/artifacts/benchmark.log"
     deadline = time.monotonic() + 120
     while not harness_log.exists() and time.monotonic() < deadline and proc.poll() is None:

@@ -6,8 +6,14 @@ from kernel_ratchet.campaign.transfer_round import _verdict
 
 
 def _sim(bench, train, verdict="TRANSFERS", noise=0.01):
-    return {"label": "s", "bench_ms": bench, "train_ms": train, "noise_ms": noise,
-            "verdict": verdict, "reason": "r"}  # fmt: skip
+    return {
+        "label": "s",
+        "bench_ms": bench,
+        "train_ms": train,
+        "noise_ms": noise,
+        "verdict": verdict,
+        "reason": "r",
+    }
 
 
 def test_a_gain_seen_in_both_idioms_transfers():

@@ -63,7 +63,7 @@ def test_extraction_layout_and_imports(ws_accepted):
         "src/tiny_gemm/__init__.py": "(overlay of tiny_gemm)",
         "tests/test_kernel.py": "tests/test_kernel.py",
         "bench/tiny_gemm/bench.py": "tiny_gemm/bench.py",
-    }  # fmt: skip
+    }
     assert (cdir / "tests/test_kernel.py").read_text() == (
         root / "tests/test_kernel.py"
     ).read_text()
@@ -78,8 +78,14 @@ def test_extraction_layout_and_imports(ws_accepted):
     assert ".ratchet" not in git(root, "status", "--porcelain")
     # in src/, the extracted kernel shadows the project's; the rest comes from the project
     probe = "import tiny_gemm.kernel as k, tiny_gemm.adapter as a; print(k.__file__, a.__file__)"
-    out = subprocess.run([sys.executable, "-c", probe], cwd=cdir / "src", capture_output=True,
-                         text=True, env=cli_env(root), check=True).stdout.split()  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=cdir / "src",
+        capture_output=True,
+        text=True,
+        env=cli_env(root),
+        check=True,
+    ).stdout.split()
     assert out == [str(cdir / "src" / KERNEL), str(root / "tiny_gemm/adapter.py")]
 
 
@@ -126,8 +132,12 @@ def test_sync_back_applies_only_the_kernel_and_revalidates(ws_copy):
     assert git(root, "log", "-1", "--format=%s").startswith("[optimize] tiny_gemm TRITON round-2")
     # the user's uncommitted work is untouched and still uncommitted
     assert (root / "notes.txt").read_text() == "my notes\n"
-    assert sorted(git(root, "status", "--porcelain").split()) == ["??", "M", "notes.txt",
-                                                                  "pyproject.toml"]  # fmt: skip
+    assert sorted(git(root, "status", "--porcelain").split()) == [
+        "??",
+        "M",
+        "notes.txt",
+        "pyproject.toml",
+    ]
     # the integration gate ran in the project
     test_log = (cdir / "sync-back/test.log").read_text()
     assert f"# cwd: {root}\n" in test_log and "tests/test_kernel.py" in test_log

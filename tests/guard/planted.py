@@ -80,8 +80,15 @@ class Fp8Linear(torch.autograd.Function):
 """
 
 
-def _src(extra: str = "", *, quant_a: str = "quant_rowwise", quant_b: str = "quant_rowwise",
-         saved: str = "a, b", fwd: str = "fp8_gemm", header: str = _HEADER) -> str:  # fmt: skip
+def _src(
+    extra: str = "",
+    *,
+    quant_a: str = "quant_rowwise",
+    quant_b: str = "quant_rowwise",
+    saved: str = "a, b",
+    fwd: str = "fp8_gemm",
+    header: str = _HEADER,
+) -> str:
     body = _GEMM.format(quant_a=quant_a, quant_b=quant_b, saved=saved, fwd=fwd)
     return header + extra + body
 
@@ -89,7 +96,8 @@ def _src(extra: str = "", *, quant_a: str = "quant_rowwise", quant_b: str = "qua
 INCUMBENT = _src()
 
 #: W2: the activation's quantization cached on id(a) -- free in a benchmark, a miss in training.
-W2_ID = _src('''
+W2_ID = _src(
+    """
 
 _ACT_Q_CACHE: dict = {}
 
@@ -102,13 +110,15 @@ def quant_act_cached(a: torch.Tensor):
     q = quant_rowwise(a)
     _ACT_Q_CACHE[key] = q
     return q
-''', quant_a="quant_act_cached")  # fmt: skip
+""",
+    quant_a="quant_act_cached",
+)
 
 #: The same cache "made safe" with _version, shape and dtype: still W2.
 W2_VERSIONED = W2_ID.replace("key = id(a)", "key = (id(a), a._version, tuple(a.shape), a.dtype)")
 
 #: W2 on grad_out by address: data_ptr() of a fresh tensor (and the allocator reuses it).
-W2_DOUT_PTR = _src('''
+W2_DOUT_PTR = _src("""
 
 _DOUT_Q: dict = {}
 
@@ -118,18 +128,22 @@ def quant_grad_cached(dout: torch.Tensor):
         return _DOUT_Q[dout.untyped_storage().data_ptr()]
     q = _DOUT_Q[dout.untyped_storage().data_ptr()] = quant_rowwise(dout)
     return q
-''')  # fmt: skip
+""")
 
 #: W3: functools.lru_cache over the forward (hash(tensor) is its id).
-W3_LRU = _src('''
+W3_LRU = _src(
+    """
 
 @functools.lru_cache(maxsize=64)
 def _cached_forward(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return fp8_gemm(a, b)
-''', fwd="_cached_forward")  # fmt: skip
+""",
+    fwd="_cached_forward",
+)
 
 #: W3: remember the last call's inputs and output in module globals (an `is` test).
-W3_GLOBAL_LAST = _src('''
+W3_GLOBAL_LAST = _src(
+    """
 
 _LAST = None
 
@@ -141,10 +155,13 @@ def fp8_gemm_last(a, b):
     out = fp8_gemm(a, b)
     _LAST = (a, b, out)
     return out
-''', fwd="fp8_gemm_last")  # fmt: skip
+""",
+    fwd="fp8_gemm_last",
+)
 
 #: W1 (allowed): the weight's quantization cached on id(weight) + _version + shape.
-W1_WEIGHT = _src('''
+W1_WEIGHT = _src(
+    """
 
 _W_Q_CACHE: dict = {}
 
@@ -156,11 +173,14 @@ def quant_weight_cached(b: torch.Tensor):
         _W_Q_CACHE.clear()
         hit = _W_Q_CACHE[key] = quant_rowwise(b)
     return hit
-''', quant_b="quant_weight_cached")  # fmt: skip
+""",
+    quant_b="quant_weight_cached",
+)
 
 #: A weight cache without _version: stale after the optimizer step.
-W1_NO_VERSION = W1_WEIGHT.replace("key = (id(b), b._version, tuple(b.shape))",
-                                  "key = (id(b), tuple(b.shape))")  # fmt: skip
+W1_NO_VERSION = W1_WEIGHT.replace(
+    "key = (id(b), b._version, tuple(b.shape))", "key = (id(b), tuple(b.shape))"
+)
 
 #: A weight cache whose parameter has an unusual name, made a weight by annotation.
 W1_ANNOTATED = (

@@ -184,8 +184,9 @@ def test_count_cache_hits_dicts_and_lru() -> None:
 
 
 def test_weight_quant_ratio() -> None:
-    ratio = weight_quant_ratio(lambda w: None, torch.ones(4), 2.0, device="cpu",
-                               timing=lambda fn: (fn(), 0.5)[1])  # fmt: skip
+    ratio = weight_quant_ratio(
+        lambda w: None, torch.ones(4), 2.0, device="cpu", timing=lambda fn: (fn(), 0.5)[1]
+    )
     assert ratio == pytest.approx(0.25)
     with pytest.raises(RatchetError):
         weight_quant_ratio(lambda w: None, torch.ones(4), 0.0, device="cpu")

@@ -96,8 +96,10 @@ def test_gemm_transfers_on_gpu(name: str, shape: Shape) -> None:
     fn = gemm_kernel.GemmFunction.apply if name == "bf16" else fp8_blockwise
     adapter = LinearTraining(fn, torch.bfloat16)
     result = simulate_training(adapter, shape, device="cuda", steps=8, repeats=7)
-    print(f"{name} {shape.label}: bench {result.bench_ms:.4f} ms, train {result.train_ms:.4f} ms,"
-          f" gap {result.gap_ms:+.4f} ± {result.noise_ms:.4f} ms -> {result.verdict}")  # fmt: skip
+    print(
+        f"{name} {shape.label}: bench {result.bench_ms:.4f} ms, train {result.train_ms:.4f} ms,"
+        f" gap {result.gap_ms:+.4f} ± {result.noise_ms:.4f} ms -> {result.verdict}"
+    )
     assert result.verdict == TRANSFERS, result
 
 

@@ -131,10 +131,20 @@ def test_bad_declared_bucket_and_record_validation() -> None:
 
 @pytest.mark.parametrize(
     ("name", "role"),
-    [("w", "weight"), ("weight", "weight"), ("w_gate", "weight"), ("bt", "weight"),
-     ("dout", "grad_out"), ("grad_output", "grad_out"), ("a_scale", "scale"),
-     ("group_lens", "routing"), ("x", "activation"), ("qa", "activation"), ("foo", "unknown")],
-)  # fmt: skip
+    [
+        ("w", "weight"),
+        ("weight", "weight"),
+        ("w_gate", "weight"),
+        ("bt", "weight"),
+        ("dout", "grad_out"),
+        ("grad_output", "grad_out"),
+        ("a_scale", "scale"),
+        ("group_lens", "routing"),
+        ("x", "activation"),
+        ("qa", "activation"),
+        ("foo", "unknown"),
+    ],
+)
 def test_role_heuristic(name: str, role: str) -> None:
     assert role_of(name, linear_b=True) == role
 
@@ -183,9 +193,12 @@ def quant_weight_weak(w: torch.Tensor):
 
 
 def test_weak_key_weight_cache_validated_by_version_is_w1() -> None:
-    result = audit(P.INCUMBENT.replace("import functools", "import functools\nimport weakref")
-                   + WEAK_W1)  # fmt: skip
+    result = audit(
+        P.INCUMBENT.replace("import functools", "import functools\nimport weakref") + WEAK_W1
+    )
     assert (result.bucket, result.verdict) == ("W1", ALLOW), result
-    stale = audit(P.INCUMBENT + WEAK_W1.replace(" and hit[0] == w._version", "")
-                  .replace("(w._version, q)", "(0, q)"))  # fmt: skip
+    stale = audit(
+        P.INCUMBENT
+        + WEAK_W1.replace(" and hit[0] == w._version", "").replace("(w._version, q)", "(0, q)")
+    )
     assert (stale.bucket, stale.verdict) == ("W1", REJECT)

@@ -57,8 +57,13 @@ class FakeResult:
 class FakeMachine:
     """Shared noise source of both fake workers (one 'GPU')."""
 
-    def __init__(self, seed: int = 0, noise: float = 0.02, drift: float = 0.05,
-                 noise_by_label: Mapping[str, float] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        seed: int = 0,
+        noise: float = 0.02,
+        drift: float = 0.05,
+        noise_by_label: Mapping[str, float] | None = None,
+    ) -> None:
         self.rng = np.random.default_rng(seed)
         self.noise, self.drift = noise, drift
         self.noise_by_label = dict(noise_by_label or {})
@@ -110,17 +115,37 @@ class FakeWorker:
             return self._fail("crash", "illegal memory access")
         self.machine.calls.append((self.spec.name, shape.label, seed, phase))
         ms = self.machine.draw(self.spec, shape, phase)
-        payload = {"median_ms": ms, "stddev_ms": 0.0, "samples_ms": [ms], "engine": "fake",
-                   "clock_mhz": 1980.0}  # fmt: skip
+        payload = {
+            "median_ms": ms,
+            "stddev_ms": 0.0,
+            "samples_ms": [ms],
+            "engine": "fake",
+            "clock_mhz": 1980.0,
+        }
         return FakeResult(True, "ok", "", str(self.log_path), payload)
 
 
-def ab(tmp_path: Path, cand: FakeSpec, *, machine: FakeMachine | None = None,
-       shapes=SHAPES, phases=("fwd",), **kw):  # fmt: skip
+def ab(
+    tmp_path: Path,
+    cand: FakeSpec,
+    *,
+    machine: FakeMachine | None = None,
+    shapes=SHAPES,
+    phases=("fwd",),
+    **kw,
+):
     machine = machine or FakeMachine()
     kw.setdefault("rng_seed", 1)
-    return run_paired(FakeSpec("inc"), cand, shapes, phases=phases, seed=1234,
-                      log_dir=tmp_path, worker_factory=machine.factory, **kw)  # fmt: skip
+    return run_paired(
+        FakeSpec("inc"),
+        cand,
+        shapes,
+        phases=phases,
+        seed=1234,
+        log_dir=tmp_path,
+        worker_factory=machine.factory,
+        **kw,
+    )
 
 
 def test_aa_is_not_accepted_and_pairs_seeds_and_shuffles_order(tmp_path):
@@ -167,14 +192,22 @@ def test_a_3_percent_slowdown_in_h200_like_noise_is_measured_on_until_slower(tmp
     rollback's measuring on confirms it in >= 19/20."""
     slower = slower_at_10 = longer = 0
     for t in range(20):
-        run = ab(tmp_path / str(t), FakeSpec("cand", speed=0.97), rng_seed=t,
-                 machine=FakeMachine(seed=t, noise=0.042, drift=0.0))  # fmt: skip
+        run = ab(
+            tmp_path / str(t),
+            FakeSpec("cand", speed=0.97),
+            rng_seed=t,
+            machine=FakeMachine(seed=t, noise=0.042, drift=0.0),
+        )
         assert run.decision.status is Status.ROLLED_BACK
         slower += run.decision.verdict_aggregate is PairedVerdict.SLOWER
         longer += run.rounds > 10
-        first10 = {k: PairedSamples({"fwd": run.times["incumbent"][k]["fwd"][:10]},
-                                    {"fwd": run.times["candidate"][k]["fwd"][:10]})
-                   for k in run.labels}  # fmt: skip
+        first10 = {
+            k: PairedSamples(
+                {"fwd": run.times["incumbent"][k]["fwd"][:10]},
+                {"fwd": run.times["candidate"][k]["fwd"][:10]},
+            )
+            for k in run.labels
+        }
         d10 = decide_paired(first10, "compute_fwd", looks=run.decision.looks)
         slower_at_10 += d10.verdict_aggregate is PairedVerdict.SLOWER
     assert slower >= 19 and longer >= 1 and slower_at_10 < slower
@@ -182,8 +215,13 @@ def test_a_3_percent_slowdown_in_h200_like_noise_is_measured_on_until_slower(tmp
 
 def test_heavy_noise_measures_to_k_max_then_rolls_back_too_noisy(tmp_path):
     messages: list[str] = []
-    run = ab(tmp_path, FakeSpec("cand", speed=1.02), machine=FakeMachine(noise=0.3),
-             k_max=20, progress=messages.append)  # fmt: skip
+    run = ab(
+        tmp_path,
+        FakeSpec("cand", speed=1.02),
+        machine=FakeMachine(noise=0.3),
+        k_max=20,
+        progress=messages.append,
+    )
     d = run.decision
     assert run.rounds == 20 and d.ambiguous and d.status is Status.ROLLED_BACK
     assert "too noisy to confirm" in d.reason and "AMBIGUOUS" in d.reason
@@ -280,11 +318,15 @@ def test_futility_needs_every_round_and_the_step_aggregate_far_below(tmp_path):
     mean over phases reads 0.89x); the CPU's k_start of 3 (no look before the first)."""
     one_bad = ab(tmp_path / "a", FakeSpec("cand", speed_by={("s512", "fwd"): 0.85}))
     assert one_bad.early_stop is None and one_bad.rounds >= 10
-    mixed = FakeSpec("cand", speed_by={k: v for s in SHAPES
-                                       for k, v in (((s.label, "fwd"), 0.5),
-                                                    ((s.label, "bwd"), 1.6))})  # fmt: skip
-    run = ab(tmp_path / "b", mixed, machine=FakeMachine(noise=0.001, drift=0.0),
-             phases=("fwd", "bwd"))  # fmt: skip
+    mixed = FakeSpec(
+        "cand",
+        speed_by={
+            k: v for s in SHAPES for k, v in (((s.label, "fwd"), 0.5), ((s.label, "bwd"), 1.6))
+        },
+    )
+    run = ab(
+        tmp_path / "b", mixed, machine=FakeMachine(noise=0.001, drift=0.0), phases=("fwd", "bwd")
+    )
     assert run.early_stop is None and run.rounds >= 10
     assert run.decision.aggregate_ratio == pytest.approx(3.0 / 3.25, rel=3e-3)
     cpu = ab(tmp_path / "c", FakeSpec("cand", speed=0.7), k_start=3, k_max=6)
@@ -296,8 +338,13 @@ def test_futility_never_stops_a_same_or_mildly_slower_candidate_in_h200_like_noi
     read 10% slower in 3 rounds out of 3 (40 trials each)."""
     for t in range(40):
         for speed in (1.0, 0.97):
-            run = ab(tmp_path / f"{t}_{speed}", FakeSpec("cand", speed=speed), rng_seed=t,
-                     machine=FakeMachine(seed=t, noise=0.042, drift=0.0), k_max=10)  # fmt: skip
+            run = ab(
+                tmp_path / f"{t}_{speed}",
+                FakeSpec("cand", speed=speed),
+                rng_seed=t,
+                machine=FakeMachine(seed=t, noise=0.042, drift=0.0),
+                k_max=10,
+            )
             assert run.early_stop is None and run.rounds == 10
 
 
@@ -333,12 +380,27 @@ TINY = Path(__file__).resolve().parents[2] / "examples" / "tiny_gemm"
 def test_real_worker_aa_on_tiny_gemm(tmp_path):
     from kernel_ratchet.harness.worker import WorkerSpec
 
-    spec = WorkerSpec(source_root=str(TINY), adapter="tiny_gemm.adapter:TinyGemm",
-                      engine="perf_counter", engine_params={"samples": 3}, device="cpu",
-                      interpret=True, timeout_s=120.0)  # fmt: skip
+    spec = WorkerSpec(
+        source_root=str(TINY),
+        adapter="tiny_gemm.adapter:TinyGemm",
+        engine="perf_counter",
+        engine_params={"samples": 3},
+        device="cpu",
+        interpret=True,
+        timeout_s=120.0,
+    )
     shapes = [Shape("t16", 16, 16, 16), Shape("t32x16", 32, 16, 24)]
-    run = run_paired(spec, spec, shapes, phases=("fwd",), seed=5, k_start=3, k_max=3,
-                     log_dir=tmp_path, rng_seed=0)  # fmt: skip
+    run = run_paired(
+        spec,
+        spec,
+        shapes,
+        phases=("fwd",),
+        seed=5,
+        k_start=3,
+        k_max=3,
+        log_dir=tmp_path,
+        rng_seed=0,
+    )
     assert run.ok, run.failure and run.failure.sentence()
     assert run.rounds == 3
     assert all(len(run.times["candidate"][s.label]["fwd"]) == 3 for s in shapes)

@@ -101,9 +101,13 @@ def test_shape_to_dict_from_dict_round_trip_with_params():
     s = Shape("g", M=128, N=64, K=32, B=8, params={"dist": "skewed", "alpha": 1.5})
     d = s.to_dict()
     assert d == {
-        "label": "g", "B": 8, "M": 128, "N": 64, "K": 32,
+        "label": "g",
+        "B": 8,
+        "M": 128,
+        "N": 64,
+        "K": 32,
         "params": {"dist": "skewed", "alpha": 1.5},
-    }  # fmt: skip
+    }
     back = Shape.from_dict(d)
     assert back == s and back.params == {"dist": "skewed", "alpha": 1.5}
     assert hash(back) == hash(s)
@@ -201,9 +205,10 @@ def test_load_shapes_rejects_empty(attr):
 
 
 @pytest.mark.parametrize(
-    "spec", ["no_colon.shapes", "no_such_pkg_kr:SHAPES", f"{HERE}:MISSING"],
+    "spec",
+    ["no_colon.shapes", "no_such_pkg_kr:SHAPES", f"{HERE}:MISSING"],
     ids=["no-colon", "no-module", "no-attr"],
-)  # fmt: skip
+)
 def test_load_shapes_bad_spec(spec):
     with pytest.raises(ProfileError, match="shape"):
         load_shapes(spec)

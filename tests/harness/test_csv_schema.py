@@ -73,8 +73,13 @@ def test_write_then_read_round_trip(tmp_path):
     a, b = table.rows
     assert (a.label, a.B, a.M, a.N, a.K, a.check) == ("a", 1, 64, 32, 16, "PASS")
     assert (a.fwd, a.fwd_std, a.bwd, a.bwd_std, a.fwd_ms, a.bwd_ms) == (
-        1.25, 0.125, 2.5, 0.25, 0.5, 0.75,
-    )  # fmt: skip
+        1.25,
+        0.125,
+        2.5,
+        0.25,
+        0.5,
+        0.75,
+    )
     assert a.snr == {"out_snr": 41.5, "da_snr": math.inf, "db_snr": 39.0}
     assert a.passed and not b.passed
     assert (b.label, b.B, b.check) == ("b", 4, "FAIL")

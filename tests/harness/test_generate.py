@@ -32,11 +32,19 @@ PARAMS = {"samples": 2, "warmup": 0, "min_sample_ms": 0.1}
 
 def _render(path: Path, **over) -> str:
     kw = dict(
-        campaign="tiny-cpu-20250101", op="gemm", backend="triton", path=str(path),
-        project_root=str(TINY), adapter="tiny_gemm.adapter:TinyGemm", schema="gemm",
-        engine="perf_counter", engine_params=PARAMS, seed=7, shapes=SHAPES,
+        campaign="tiny-cpu-20250101",
+        op="gemm",
+        backend="triton",
+        path=str(path),
+        project_root=str(TINY),
+        adapter="tiny_gemm.adapter:TinyGemm",
+        schema="gemm",
+        engine="perf_counter",
+        engine_params=PARAMS,
+        seed=7,
+        shapes=SHAPES,
         target_shapes=TARGET,
-    )  # fmt: skip
+    )
     kw.update(over)
     return render_quick_bench(**kw)
 
@@ -93,8 +101,12 @@ def _run(script: Path, *args: str) -> subprocess.CompletedProcess:
         env.pop("TRITON_INTERPRET", None)
     return subprocess.run(
         [sys.executable, str(script), *args],
-        capture_output=True, text=True, env=env, cwd=str(REPO), timeout=180,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=str(REPO),
+        timeout=180,
+    )
 
 
 @pytest.mark.slow

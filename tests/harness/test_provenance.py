@@ -44,11 +44,19 @@ def test_environment_hash_tracks_env_and_versions_not_commit_or_time(monkeypatch
 
 
 def test_relevant_env_keeps_measurement_vars_and_drops_secrets():
-    env = {"CUDA_VISIBLE_DEVICES": "0", "HF_TOKEN": "x", "TRITON_API_KEY": "y",
-           "OMP_NUM_THREADS": "4", "HOME": "/root", "PYTORCH_CUDA_ALLOC_CONF": "a"}  # fmt: skip
+    env = {
+        "CUDA_VISIBLE_DEVICES": "0",
+        "HF_TOKEN": "x",
+        "TRITON_API_KEY": "y",
+        "OMP_NUM_THREADS": "4",
+        "HOME": "/root",
+        "PYTORCH_CUDA_ALLOC_CONF": "a",
+    }
     assert pv.relevant_env(env) == {
-        "CUDA_VISIBLE_DEVICES": "0", "OMP_NUM_THREADS": "4", "PYTORCH_CUDA_ALLOC_CONF": "a",
-    }  # fmt: skip
+        "CUDA_VISIBLE_DEVICES": "0",
+        "OMP_NUM_THREADS": "4",
+        "PYTORCH_CUDA_ALLOC_CONF": "a",
+    }
 
 
 def fake_nvml(monkeypatch):
@@ -66,9 +74,15 @@ def fake_nvml(monkeypatch):
 def test_gpu_info_through_pynvml(monkeypatch):
     fake_nvml(monkeypatch)
     p = collect(device="cuda:0")
-    assert p["gpu"] == {"name": "NVIDIA H200", "driver_version": "570.86.15",
-                        "sm_clock_mhz": 1755, "mem_clock_mhz": 3201, "max_sm_clock_mhz": 1980,
-                        "max_mem_clock_mhz": 3201, "source": "pynvml"}  # fmt: skip
+    assert p["gpu"] == {
+        "name": "NVIDIA H200",
+        "driver_version": "570.86.15",
+        "sm_clock_mhz": 1755,
+        "mem_clock_mhz": 3201,
+        "max_sm_clock_mhz": 1980,
+        "max_mem_clock_mhz": 3201,
+        "source": "pynvml",
+    }
     assert p["environment_hash"] != collect()["environment_hash"]  # device and GPU count
 
 

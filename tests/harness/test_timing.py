@@ -82,9 +82,12 @@ def test_perf_counter_rejects_fewer_than_two_samples(samples):
 def test_perf_counter_describe_reports_its_parameters():
     d = PerfCounterEngine(device="cpu", warmup=4, samples=7, min_sample_ms=2.5).describe()
     assert d == {
-        "engine": "perf_counter", "device": "cpu", "warmup": 4, "samples": 7,
+        "engine": "perf_counter",
+        "device": "cpu",
+        "warmup": 4,
+        "samples": 7,
         "min_sample_ms": 2.5,
-    }  # fmt: skip
+    }
 
 
 def test_make_engine_builds_the_named_engine_with_params():

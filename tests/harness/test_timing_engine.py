@@ -49,9 +49,14 @@ def test_throttle_threshold_is_relative_to_the_settled_clock():
 
 @pytest.mark.parametrize(
     ("mode", "us", "expected"),
-    [("auto", 5.0, True), ("auto", 20.0, False), ("auto", 500.0, False), ("on", 900.0, True),
-     ("off", 1.0, False)],
-)  # fmt: skip
+    [
+        ("auto", 5.0, True),
+        ("auto", 20.0, False),
+        ("auto", 500.0, False),
+        ("on", 900.0, True),
+        ("off", 1.0, False),
+    ],
+)
 def test_graph_choice(mode, us, expected):
     assert choose_graph(mode, us, 20.0) is expected
 
@@ -70,10 +75,18 @@ def test_host_crosscheck_flags_event_time_far_below_host_time():
 
 @pytest.mark.parametrize(
     "params",
-    [{"samples": 1}, {"sample_ms": 0}, {"min_iters": 0}, {"min_iters": 5, "max_iters": 4},
-     {"graph": "sometimes"}, {"throttle_tol": 1.0}, {"host_ratio": 0}, {"settle_window": 1},
-     {"warmup_ms": -1}],
-)  # fmt: skip
+    [
+        {"samples": 1},
+        {"sample_ms": 0},
+        {"min_iters": 0},
+        {"min_iters": 5, "max_iters": 4},
+        {"graph": "sometimes"},
+        {"throttle_tol": 1.0},
+        {"host_ratio": 0},
+        {"settle_window": 1},
+        {"warmup_ms": -1},
+    ],
+)
 def test_cuda_engine_rejects_bad_parameters_before_looking_for_a_gpu(params):
     with pytest.raises(RatchetError, match="cuda_events"):
         CudaEventEngine(**params)
@@ -110,7 +123,13 @@ def test_perf_counter_calls_hooks_around_every_sample_outside_the_batch():
     hooks = Recorder()
     fn = lambda: calls.append(len(hooks.events))  # noqa: E731 -- records hook count per call
     PerfCounterEngine(warmup=1, samples=3, min_sample_ms=0.0, max_batch=2).measure(fn, hooks)
-    assert hooks.events == [("before", 0), ("after", 0), ("before", 1), ("after", 1),
-                            ("before", 2), ("after", 2)]  # fmt: skip
+    assert hooks.events == [
+        ("before", 0),
+        ("after", 0),
+        ("before", 1),
+        ("after", 1),
+        ("before", 2),
+        ("after", 2),
+    ]
     # warm-up + calibration see no hooks; every batched call sees an odd count (inside a sample)
     assert calls[:2] == [0, 0] and all(c % 2 == 1 for c in calls[2:])

@@ -27,8 +27,16 @@ def test_large_op_is_timed_eagerly_with_all_parameters_described():
     tflops = 2 * 4096**3 / (t.median_ms * 1e-3) / 1e12
     assert 50 < tflops < 1500, tflops
     d = eng.describe()
-    for key in ("sample_ms", "throttle_tol", "graph", "graph_below_us", "host_ratio",
-                "settle_window", "flush_l2_bytes", "sm_clock_source"):  # fmt: skip
+    for key in (
+        "sample_ms",
+        "throttle_tol",
+        "graph",
+        "graph_below_us",
+        "host_ratio",
+        "settle_window",
+        "flush_l2_bytes",
+        "sm_clock_source",
+    ):
         assert key in d
     assert t.details["persisting_l2_reset"]
 

@@ -58,8 +58,17 @@ def test_exit_classification_from_signal_and_log():
 
 
 def test_worker_result_validates_category_and_ok():
-    assert set(CATEGORIES) == {"ok", "hang", "illegal_memory", "oom", "compile", "nan", "crash",
-                               "cheat", "wrong"}  # fmt: skip
+    assert set(CATEGORIES) == {
+        "ok",
+        "hang",
+        "illegal_memory",
+        "oom",
+        "compile",
+        "nan",
+        "crash",
+        "cheat",
+        "wrong",
+    }
     WorkerResult(True, "ok", "", "", {})
     with pytest.raises(ValueError):
         WorkerResult(False, "ok", "", "", {})

@@ -16,9 +16,13 @@ from kernel_ratchet.kernels.gemm.shapes import ODD_SHAPES, model_shapes
 pytestmark = pytest.mark.gpu
 
 _MODEL_PICK = (
-    "llama2-7b.qkv.mb1", "llama3.1-8b.gate_up.mb1", "qwen2.5-7b.down.mb1",
-    "llama2-70b.attn_out.mb1", "qwen2.5-72b.gate_up.mb1", "llama3.1-8b.down.mb4",
-)  # fmt: skip
+    "llama2-7b.qkv.mb1",
+    "llama3.1-8b.gate_up.mb1",
+    "qwen2.5-7b.down.mb1",
+    "llama2-70b.attn_out.mb1",
+    "qwen2.5-72b.gate_up.mb1",
+    "llama3.1-8b.down.mb4",
+)
 SHAPES: dict[str, Shape] = {s.label: s for s in model_shapes() if s.label in _MODEL_PICK}
 # E5M2 gradients are exercised on blockwise here; the tensorwise/rowwise E5M2 variants share
 # every GEMM kernel and differ only in the quantization dtype (covered on the CPU).

@@ -83,10 +83,16 @@ def test_contraction_mismatch_is_an_error():
 
 @pytest.mark.parametrize(
     "mnk,bucket",
-    [((16384, 59136, 8192), "large"), ((1, 4096, 4096), "tiny"), ((128, 128, 16384), "long_k"),
-     ((257, 4608, 3584), "large"), ((100, 8192, 1000), "skinny"), ((7, 3584, 3584), "tiny")],
+    [
+        ((16384, 59136, 8192), "large"),
+        ((1, 4096, 4096), "tiny"),
+        ((128, 128, 16384), "long_k"),
+        ((257, 4608, 3584), "large"),
+        ((100, 8192, 1000), "skinny"),
+        ((7, 3584, 3584), "tiny"),
+    ],
     ids=["model", "m1", "longk", "m257", "m100", "m7"],
-)  # fmt: skip
+)
 def test_bucket_for(mnk, bucket):
     assert configs.bucket_for(*mnk) == bucket
 

@@ -74,9 +74,11 @@ class Client:
 def run_session(root: Path, body) -> Any:
     """Start `ratchet mcp` in ``root``, run ``await body(client)``, return its result."""
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "kernel_ratchet.cli", "mcp"],
-        env=cli_env(root), cwd=str(root),
-    )  # fmt: skip
+        command=sys.executable,
+        args=["-m", "kernel_ratchet.cli", "mcp"],
+        env=cli_env(root),
+        cwd=str(root),
+    )
 
     async def main():
         async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
@@ -110,14 +112,22 @@ def test_lists_all_tools_and_parses_a_csv(two_rounds):
 def test_campaign_tools_read_the_records(two_rounds):
     async def body(c: Client):
         out = {}
-        for name in ("campaign_status", "query_trend", "list_ineffective_directions",
-                     "read_best_summary"):  # fmt: skip
+        for name in (
+            "campaign_status",
+            "query_trend",
+            "list_ineffective_directions",
+            "read_best_summary",
+        ):
             out[name] = await c.call(name)
         out["append"] = await c.call(
-            "append_tip", round=2, status="ACCEPTED", context="tiny_gemm on cpu",
-            signal="+160% quick", takeaway="bigger output tiles first",
+            "append_tip",
+            round=2,
+            status="ACCEPTED",
+            context="tiny_gemm on cpu",
+            signal="+160% quick",
+            takeaway="bigger output tiles first",
             applicability="interpreter rehearsals",
-        )  # fmt: skip
+        )
         out["tips"] = await c.call("query_tips")
         out["dry"] = await c.call("run_quick_validation")
         return out

@@ -143,8 +143,11 @@ def test_the_context_pack_carries_the_analysis_and_the_kernel_breakdown(toy, tmp
 
     ctx = RecordedRounds(toy).context()
     table = kernel_table([("_gemm_kernel", 2, 900.0), ("_quant", 2, 100.0)], 2)
-    profile = {"key": {"shape": "s1", "incumbent_round": 1}, "method": "torch.profiler",
-               "phases": {"fwd": table}}  # fmt: skip
+    profile = {
+        "key": {"shape": "s1", "incumbent_round": 1},
+        "method": "torch.profiler",
+        "phases": {"fwd": table},
+    }
     shapes = [{"label": "s1", "bound": "compute", "efficiency": 0.4}]
     analysis = {"label": "GPU", "shapes": shapes, "profile": profile}
     ctx = type(ctx)(**{**ctx.__dict__, "analysis": analysis})

@@ -114,8 +114,11 @@ def test_never_undoes_the_last_accepted_move(toy):
 
 
 def test_undoing_reads_the_engine_record_of_a_search_move():
-    rec = {"status": "ACCEPTED", "direction": "CONFIGS/fp8_block/large:num_stages=3",
-           "summary": "CONFIGS/fp8_block/large: num_stages 4 -> 3"}  # fmt: skip
+    rec = {
+        "status": "ACCEPTED",
+        "direction": "CONFIGS/fp8_block/large:num_stages=3",
+        "summary": "CONFIGS/fp8_block/large: num_stages 4 -> 3",
+    }
     assert undoing([rec]) == {"CONFIGS/fp8_block/large:num_stages=4"}
     assert undoing([rec, {"status": "ROLLED BACK", "direction": "y"}]) == {
         "CONFIGS/fp8_block/large:num_stages=4"

@@ -31,10 +31,16 @@ def test_checklist_all_ok_for_a_good_project(tiny_project):
     assert not bad, bad
     names = set(_by_name(items))
     assert {
-        "kernel source exists", "focused test command given", "benchmark command given",
-        "adapter importable", "adapter schema", "shapes loadable", "scoring rule known",
-        "execution mode and rebuild decided", "tunables file",
-    } <= names  # fmt: skip
+        "kernel source exists",
+        "focused test command given",
+        "benchmark command given",
+        "adapter importable",
+        "adapter schema",
+        "shapes loadable",
+        "scoring rule known",
+        "execution mode and rebuild decided",
+        "tunables file",
+    } <= names
     assert str(p.root) not in sys.path  # sys.path restored
 
 
@@ -156,8 +162,7 @@ def test_env_check_probe_ignores_cwd(tiny_project):
     """Sanity of the premise: plain `python -c` from the root would import the package."""
     p = tiny_project()
     code = textwrap.dedent(f"import {p.pkg}")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=p.root,
-                          env=_env_without_pythonpath())  # fmt: skip
+    proc = subprocess.run([sys.executable, "-c", code], cwd=p.root, env=_env_without_pythonpath())
     assert proc.returncode == 0
 
 

@@ -193,7 +193,12 @@ def test_all_problems_are_reported_together(tiny_project):
     del p.op["shapes"]
     msg = _problems(p)
     assert "5 problems" in msg.splitlines()[0]
-    for key in ("bogus", "tips_root", "ops.gemm_bf16.campaign_type", "ops.gemm_bf16.backend",
-                "ops.gemm_bf16.shapes"):  # fmt: skip
+    for key in (
+        "bogus",
+        "tips_root",
+        "ops.gemm_bf16.campaign_type",
+        "ops.gemm_bf16.backend",
+        "ops.gemm_bf16.shapes",
+    ):
         _line_for(msg, key)
     assert len([ln for ln in msg.splitlines() if ln.startswith("  - ")]) == 5

@@ -5,8 +5,9 @@ from __future__ import annotations
 from kernel_ratchet.harness.csv_schema import GEMM_HEADER, MEMORY_HEADER, BenchTable, parse_csv_text
 
 
-def gemm_row(label, m, n, k, fwd, fwd_std=0.0, bwd="", bwd_std="", *, b=1, check="PASS",
-             fwd_ms="", bwd_ms=""):  # fmt: skip
+def gemm_row(
+    label, m, n, k, fwd, fwd_std=0.0, bwd="", bwd_std="", *, b=1, check="PASS", fwd_ms="", bwd_ms=""
+):
     """One GEMM CSV line; times default to the ones implied by the TFLOPS (B·2MNK / time)."""
     if fwd_ms == "" and fwd not in ("", None):
         fwd_ms = b * 2 * m * n * k / (fwd * 1e12) * 1e3
@@ -30,6 +31,7 @@ def fwd_table(values: dict[str, float], rel_std: float = 0.005, check: dict | No
     rows = []
     for i, (label, v) in enumerate(values.items()):
         s = sizes[i % len(sizes)]
-        rows.append(gemm_row(label, s, s, s, v, v * rel_std,
-                             check=(check or {}).get(label, "PASS")))  # fmt: skip
+        rows.append(
+            gemm_row(label, s, s, s, v, v * rel_std, check=(check or {}).get(label, "PASS"))
+        )
     return gemm_table(*rows)

@@ -24,10 +24,17 @@ TRIALS = 20
 def runner(tmp_path, speed: float, *, noise: float = 0.02, min_detectable: float = 0.0, **spec):
     def run(t: int):
         machine = FakeMachine(seed=10_000 + t, noise=noise)
-        return run_paired(FakeSpec("inc"), FakeSpec("cand", speed=speed, **spec), SHAPES,
-                          phases=("fwd",), seed=t, log_dir=tmp_path / str(t),
-                          worker_factory=machine.factory, rng_seed=t,
-                          min_detectable=min_detectable)  # fmt: skip
+        return run_paired(
+            FakeSpec("inc"),
+            FakeSpec("cand", speed=speed, **spec),
+            SHAPES,
+            phases=("fwd",),
+            seed=t,
+            log_dir=tmp_path / str(t),
+            worker_factory=machine.factory,
+            rng_seed=t,
+            min_detectable=min_detectable,
+        )
 
     return run
 

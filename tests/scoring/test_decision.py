@@ -79,8 +79,7 @@ def test_small_drop_inside_noise_is_not_a_trade_off():
 
 
 def test_large_drop_inside_a_wide_noise_band_is_not_a_regression():
-    d = decide(fwd_table(BASE, 0.05), fwd_table(scaled({"s512": 0.94}, 1.30), 0.05),
-               "compute_fwd")  # fmt: skip
+    d = decide(fwd_table(BASE, 0.05), fwd_table(scaled({"s512": 0.94}, 1.30), 0.05), "compute_fwd")
     assert d.status is Status.ACCEPTED and "s512" not in d.regressions
 
 
@@ -92,8 +91,9 @@ def test_fail_row_rolls_back():
     assert math.isnan(d.gain)
 
 
-@pytest.mark.parametrize(("kw", "word"), [({"test_ok": False}, "test"),
-                                          ({"build_ok": False}, "build")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("kw", "word"), [({"test_ok": False}, "test"), ({"build_ok": False}, "build")]
+)
 def test_build_or_test_failure_rolls_back(kw, word):
     d = decide(fwd_table(BASE), fwd_table(scaled({}, 1.5)), "compute_fwd", **kw)
     assert d.status is Status.ROLLED_BACK and word in d.reason
@@ -118,11 +118,15 @@ def test_compares_against_the_incumbent_not_the_baseline():
 
 
 def test_fwd_bwd_decides_on_combined_step():
-    inc = gemm_table(gemm_row("a", 1024, 1024, 1024, 400.0, 1.0, 300.0, 1.0),
-                     gemm_row("b", 4096, 4096, 4096, 600.0, 1.0, 500.0, 1.0))  # fmt: skip
+    inc = gemm_table(
+        gemm_row("a", 1024, 1024, 1024, 400.0, 1.0, 300.0, 1.0),
+        gemm_row("b", 4096, 4096, 4096, 600.0, 1.0, 500.0, 1.0),
+    )
     # forward 10% slower, backward 20% faster: the step gets faster
-    cand = gemm_table(gemm_row("a", 1024, 1024, 1024, 360.0, 1.0, 360.0, 1.0),
-                      gemm_row("b", 4096, 4096, 4096, 540.0, 1.0, 600.0, 1.0))  # fmt: skip
+    cand = gemm_table(
+        gemm_row("a", 1024, 1024, 1024, 360.0, 1.0, 360.0, 1.0),
+        gemm_row("b", 4096, 4096, 4096, 540.0, 1.0, 600.0, 1.0),
+    )
     d = decide(inc, cand, "compute_fwd_bwd")
     step_a = combined_step_tflops(360, 360) / combined_step_tflops(400, 300) - 1
     assert {s.label: s.delta for s in d.per_shape}["a"] == pytest.approx(step_a)

@@ -11,8 +11,15 @@ from kernel_ratchet.harness.ab import Failure, PairedRun
 from kernel_ratchet.scoring.noise import choose, cost_ratio_ci, round_noise
 
 
-def aa_run(sd: float, *, first_bonus: float = 0.0, rounds: int = 400, seed: int = 0,
-           wall_s: float = 50.0, check_s: float = 10.0) -> PairedRun:  # fmt: skip
+def aa_run(
+    sd: float,
+    *,
+    first_bonus: float = 0.0,
+    rounds: int = 400,
+    seed: int = 0,
+    wall_s: float = 50.0,
+    check_s: float = 10.0,
+) -> PairedRun:
     """A synthetic A/A run on two shapes: log-normal round noise ``sd`` per side's time, and
     the side timed first faster by ``first_bonus`` (relative)."""
     rng = np.random.default_rng(seed)
@@ -26,10 +33,24 @@ def aa_run(sd: float, *, first_bonus: float = 0.0, rounds: int = 400, seed: int 
             for side in ("incumbent", "candidate"):
                 t = 2.0 * math.exp(rng.normal(0.0, sd / math.sqrt(2)))
                 times[side][k]["fwd"].append(t * (1 - first_bonus if side == first else 1.0))
-    frozen = {s: {k: {p: tuple(v) for p, v in d.items()} for k, d in per.items()}
-              for s, per in times.items()}  # fmt: skip
-    return PairedRun(labels, ("fwd",), "compute_fwd", frozen, tuple(order), rounds, None, None,
-                     wall_s, check_s, 0, {})  # fmt: skip
+    frozen = {
+        s: {k: {p: tuple(v) for p, v in d.items()} for k, d in per.items()}
+        for s, per in times.items()
+    }
+    return PairedRun(
+        labels,
+        ("fwd",),
+        "compute_fwd",
+        frozen,
+        tuple(order),
+        rounds,
+        None,
+        None,
+        wall_s,
+        check_s,
+        0,
+        {},
+    )
 
 
 def test_spread_is_the_sd_of_one_round_log_ratio():
@@ -74,9 +95,20 @@ def test_equal_noise_in_a_short_probe_rarely_switches():
 
 def test_a_failed_run_gives_no_estimate():
     run = aa_run(0.04)
-    bad = PairedRun(run.labels, run.phases, run.campaign_type, run.times, run.order, 3,
-                    Failure("candidate", "time", "s1", "hang", "no answer", "log"), None,
-                    1.0, 0.5, 0, {})  # fmt: skip
+    bad = PairedRun(
+        run.labels,
+        run.phases,
+        run.campaign_type,
+        run.times,
+        run.order,
+        3,
+        Failure("candidate", "time", "s1", "hang", "no answer", "log"),
+        None,
+        1.0,
+        0.5,
+        0,
+        {},
+    )
     with pytest.raises(ValueError, match="no noise estimate"):
         round_noise("x", {}, bad)
     with pytest.raises(ValueError):

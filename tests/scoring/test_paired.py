@@ -129,9 +129,14 @@ def test_bootstrap_is_deterministic_for_a_seed():
 
 @pytest.mark.parametrize(
     ("lo", "hi", "verdict"),
-    [(1.001, 1.2, V.FASTER), (0.8, 0.999, V.SLOWER), (0.995, 1.008, V.SAME),
-     (0.98, 1.005, V.AMBIGUOUS), (0.995, 1.02, V.AMBIGUOUS)],
-)  # fmt: skip
+    [
+        (1.001, 1.2, V.FASTER),
+        (0.8, 0.999, V.SLOWER),
+        (0.995, 1.008, V.SAME),
+        (0.98, 1.005, V.AMBIGUOUS),
+        (0.995, 1.02, V.AMBIGUOUS),
+    ],
+)
 def test_classify(lo, hi, verdict):
     assert classify(lo, hi, 0.01) is verdict
 

@@ -25,8 +25,9 @@ DENSE = [
 
 
 def table(spec):
-    return gemm_table(*(gemm_row(lab, m, n, k, v, v * r, check=c)
-                        for lab, m, n, k, v, r, c in spec))  # fmt: skip
+    return gemm_table(
+        *(gemm_row(lab, m, n, k, v, v * r, check=c) for lab, m, n, k, v, r, c in spec)
+    )
 
 
 def test_covers_both_scale_ends_from_pass_rows_only():
@@ -103,7 +104,8 @@ def test_bad_k_arguments():
 
 def test_zero_work_shapes_are_not_chosen():
     spec = [*DENSE[:4], ("g_all_empty", 0, 64, 128, 0.0, 0.0, "PASS")]
-    t = gemm_table(*(gemm_row(lab, m, n, k, v, v * r, check=c, fwd_ms=0.01)
-                     for lab, m, n, k, v, r, c in spec))  # fmt: skip
+    t = gemm_table(
+        *(gemm_row(lab, m, n, k, v, v * r, check=c, fwd_ms=0.01) for lab, m, n, k, v, r, c in spec)
+    )
     labels = choose_representative(t, "compute_fwd")
     assert "g_all_empty" not in labels and "m64" in labels

@@ -12,14 +12,18 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
-                          text=True).stdout  # fmt: skip
+    return subprocess.run(
+        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True
+    ).stdout
 
 
 def test_overlay_commits_the_tool_files_only(tmp_path):
     dest = tmp_path / "camp"
-    shutil.copytree(REPO / "kernel_ratchet", dest / "kernel_ratchet",
-                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    shutil.copytree(
+        REPO / "kernel_ratchet",
+        dest / "kernel_ratchet",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
     _git(tmp_path, "init", "-q", "-b", "main", str(dest))
     _git(dest, "-c", "user.email=t@t", "-c", "user.name=t", "add", "-A")
     _git(dest, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "start")
@@ -29,10 +33,19 @@ def test_overlay_commits_the_tool_files_only(tmp_path):
     kernel.write_text(kernel.read_text() + "\n# the campaign's own kernel\n")
     _git(dest, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qam", "campaign state")
     kernel.write_text(kernel.read_text() + "# a round's pending candidate\n")
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"}  # fmt: skip
-    out = subprocess.run(["bash", str(REPO / "scripts/overlay_tool.sh"), str(dest)],
-                         capture_output=True, text=True, env=env)  # fmt: skip
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+        "PATH": "/usr/bin:/bin",
+    }
+    out = subprocess.run(
+        ["bash", str(REPO / "scripts/overlay_tool.sh"), str(dest)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[0] == "overlay: kernel_ratchet/harness/ab.py"
     assert old_tool.read_text() == (REPO / "kernel_ratchet/harness/ab.py").read_text()
@@ -43,12 +56,19 @@ def test_overlay_commits_the_tool_files_only(tmp_path):
     assert kernel.read_text().endswith(
         "# the campaign's own kernel\n# a round's pending candidate\n"
     )
-    again = subprocess.run(["bash", str(REPO / "scripts/overlay_tool.sh"), str(dest)],
-                           capture_output=True, text=True, env=env)  # fmt: skip
+    again = subprocess.run(
+        ["bash", str(REPO / "scripts/overlay_tool.sh"), str(dest)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert again.returncode == 0 and again.stdout == ""  # nothing left to overlay
 
 
 def test_overlay_refuses_a_tree_without_the_kernel_pack(tmp_path):
-    out = subprocess.run(["bash", str(REPO / "scripts/overlay_tool.sh"), str(tmp_path)],
-                         capture_output=True, text=True)  # fmt: skip
+    out = subprocess.run(
+        ["bash", str(REPO / "scripts/overlay_tool.sh"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 2 and "not a campaign" in out.stderr

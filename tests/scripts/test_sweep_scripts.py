@@ -37,8 +37,9 @@ def test_applied_text_is_what_the_kernel_launches_with():
     original = path.read_text()
     before = kernel.config_for("bf16", 8, 8, 8)  # the name kernel.py imported
     try:
-        sweep.apply_text(configs, set_knobs(original, "CONFIGS/bf16/tiny", {"block_m": 16}),
-                         str(path))  # fmt: skip
+        sweep.apply_text(
+            configs, set_knobs(original, "CONFIGS/bf16/tiny", {"block_m": 16}), str(path)
+        )
         assert kernel.config_for("bf16", 8, 8, 8).block_m == 16 != before.block_m
     finally:
         sweep.apply_text(configs, original, str(path))
@@ -64,8 +65,13 @@ def _campaign(tmp_path: Path, shapes: list[dict], representative: list[str]) -> 
     from kernel_ratchet.campaign.manifest import Manifest
 
     values = {f.name: None for f in fields(Manifest)}
-    values.update(target_shapes=shapes, representative_shapes=representative, timing_params={},
-                  csv_schema={}, kernel_source=[])  # fmt: skip
+    values.update(
+        target_shapes=shapes,
+        representative_shapes=representative,
+        timing_params={},
+        csv_schema={},
+        kernel_source=[],
+    )
     cdir = tmp_path / "campaign"
     cdir.mkdir()
     Manifest(**values).save(cdir)
@@ -106,11 +112,28 @@ def test_sweep_of_the_rehearsal_example(tmp_path):
     out = tmp_path / "sweep.json"
     env = {**os.environ, "PYTHONPATH": str(root), "TRITON_INTERPRET": "1"}
     r = subprocess.run(
-        [sys.executable, str(SCRIPT), "--op", op, "--knobs", "num_warps,block_m",
-         "--entry", "CONFIGS/bf16/tiny=fwd", "--entry", "CONFIGS/bf16_bwd/tiny=bwd",
-         "--shapes", "2", "-o", str(out)],
-        cwd=root, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--op",
+            op,
+            "--knobs",
+            "num_warps,block_m",
+            "--entry",
+            "CONFIGS/bf16/tiny=fwd",
+            "--entry",
+            "CONFIGS/bf16_bwd/tiny=bwd",
+            "--shapes",
+            "2",
+            "-o",
+            str(out),
+        ],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     d = json.loads(out.read_text())
     # 2 warps x 3 block_m per entry, every one measured; 6 x 6 combinations scored
@@ -134,11 +157,31 @@ def test_sweep_of_the_rehearsal_example(tmp_path):
     )
     # a resumed sweep keeps every measured configuration; --budget-s 0 measures nothing more
     again = subprocess.run(
-        [sys.executable, str(SCRIPT), "--op", op, "--knobs", "num_warps,block_m",
-         "--entry", "CONFIGS/bf16/tiny=fwd", "--entry", "CONFIGS/bf16_bwd/tiny=bwd",
-         "--shapes", "2", "-o", str(out), "--resume", "--budget-s", "0"],
-        cwd=root, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--op",
+            op,
+            "--knobs",
+            "num_warps,block_m",
+            "--entry",
+            "CONFIGS/bf16/tiny=fwd",
+            "--entry",
+            "CONFIGS/bf16_bwd/tiny=bwd",
+            "--shapes",
+            "2",
+            "-o",
+            str(out),
+            "--resume",
+            "--budget-s",
+            "0",
+        ],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert again.returncode == 0 and "resumed: 12 configurations kept" in again.stderr
     d2 = json.loads(out.read_text())
     assert d2["measured"] == d["measured"] and d2["best"] == d["best"] and "cut" not in d2
@@ -147,11 +190,28 @@ def test_sweep_of_the_rehearsal_example(tmp_path):
     # --campaign: that campaign's representative shapes
     cdir = _campaign(tmp_path, d["shapes"], [d["shapes"][1]["label"]])
     one = subprocess.run(
-        [sys.executable, str(SCRIPT), "--op", op, "--knobs", "num_warps",
-         "--entry", "CONFIGS/bf16/tiny=fwd", "--entry", "CONFIGS/bf16_bwd/tiny=bwd",
-         "--campaign", str(cdir), "-o", str(tmp_path / "one.json")],
-        cwd=root, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--op",
+            op,
+            "--knobs",
+            "num_warps",
+            "--entry",
+            "CONFIGS/bf16/tiny=fwd",
+            "--entry",
+            "CONFIGS/bf16_bwd/tiny=bwd",
+            "--campaign",
+            str(cdir),
+            "-o",
+            str(tmp_path / "one.json"),
+        ],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert one.returncode == 0, one.stderr[-2000:]
     assert json.loads((tmp_path / "one.json").read_text())["shapes"] == [d["shapes"][1]]
     # the tree (here: the shipped configuration) against a sweep best that differs from it:
@@ -163,22 +223,39 @@ def test_sweep_of_the_rehearsal_example(tmp_path):
     # FP8 campaign's docstring was a commit older): still the same configuration
     reworded = shipped_text.replace('"""', '"""Reworded. ', 1)
     assert reworded != shipped_text
-    for name, sweep_json in (("other", other), ("same", {**d, "best_text": shipped_text}),
-                             ("reworded", {**d, "best_text": reworded})):  # fmt: skip
+    for name, sweep_json in (
+        ("other", other),
+        ("same", {**d, "best_text": shipped_text}),
+        ("reworded", {**d, "best_text": reworded}),
+    ):
         (tmp_path / f"{name}.json").write_text(json.dumps(sweep_json))
         r = subprocess.run(
-            [sys.executable, str(SCRIPTS / "compare_sweep.py"), "--sweep",
-             str(tmp_path / f"{name}.json"), "-o", str(tmp_path / f"cmp_{name}.json"),
-             "--k-max", "3"],
-            cwd=root, env=env, capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
+            [
+                sys.executable,
+                str(SCRIPTS / "compare_sweep.py"),
+                "--sweep",
+                str(tmp_path / f"{name}.json"),
+                "-o",
+                str(tmp_path / f"cmp_{name}.json"),
+                "--k-max",
+                "3",
+            ],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert r.returncode == 0, r.stderr[-2000:] + r.stdout[-2000:]
     c = json.loads((tmp_path / "cmp_other.json").read_text())
     assert c["shapes"] == [s["label"] for s in d["shapes"]] and c["rounds"] == 3
     assert not c["same_configuration"]
     lo, hi = c["ci"]
     assert lo <= c["ratio"] <= hi and c["verdict"].split(":")[0] in (
-        "MET", "MET (point estimate)", "MISSED")  # fmt: skip
+        "MET",
+        "MET (point estimate)",
+        "MISSED",
+    )
     same = json.loads((tmp_path / "cmp_same.json").read_text())
     assert same["same_configuration"] and "run" not in same
     assert same["verdict"].startswith("MET: the campaign ended at the sweep's best")

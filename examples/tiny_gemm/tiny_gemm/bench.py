@@ -39,8 +39,9 @@ def main() -> None:
         tflops = 2 * s.M * s.N * s.K / (ms * 1e-3) / 1e12
         std = tflops * (m.iqr / m.median) / 1.349
         check = "PASS" if snr >= 80 else "FAIL"
-        rows.append([s.label, 1, s.M, s.N, s.K, check, tflops, std, None, None, ms, None,
-                     snr, None, None])  # fmt: skip
+        rows.append(
+            [s.label, 1, s.M, s.N, s.K, check, tflops, std, None, None, ms, None, snr, None, None]
+        )
         print(f"{s.label}: {ms:.3f} ms {check} snr={snr:.1f} dB")
     write_csv(args.output, SCHEMAS["gemm"], rows)
 

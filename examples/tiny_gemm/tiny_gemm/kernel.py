@@ -22,9 +22,16 @@ SEARCH_SPACE = {"*": {"BLOCK_M": [16, 32, 64], "BLOCK_N": [16, 32, 64], "BLOCK_K
 
 @triton.jit
 def _matmul_nt(
-    a_ptr, b_ptr, c_ptr, M, N, K,
-    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-):  # fmt: skip
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+):
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     rm = pid_m * BM + tl.arange(0, BM)
@@ -33,10 +40,16 @@ def _matmul_nt(
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     for k0 in range(0, K, BK):
         kk = k0 + rk
-        a = tl.load(a_ptr + rm[:, None] * K + kk[None, :],
-                    mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)  # fmt: skip
-        b = tl.load(b_ptr + rn[None, :] * K + kk[:, None],
-                    mask=(rn[None, :] < N) & (kk[:, None] < K), other=0.0)  # fmt: skip
+        a = tl.load(
+            a_ptr + rm[:, None] * K + kk[None, :],
+            mask=(rm[:, None] < M) & (kk[None, :] < K),
+            other=0.0,
+        )
+        b = tl.load(
+            b_ptr + rn[None, :] * K + kk[:, None],
+            mask=(rn[None, :] < N) & (kk[:, None] < K),
+            other=0.0,
+        )
         acc = tl.dot(a, b, acc, input_precision="ieee")
     tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
 

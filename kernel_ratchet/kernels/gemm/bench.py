@@ -40,9 +40,16 @@ from kernel_ratchet.kernels.gemm import shapes as sh
 from kernel_ratchet.kernels.gemm import vendor as vd
 
 VENDOR_COLUMNS = (
-    "Step TFLOPS", "vendor", "Vendor Forward TFLOPS", "Vendor Backward TFLOPS",
-    "Vendor Step TFLOPS", "vendor_out_snr", "fwd_ratio", "bwd_ratio", "step_ratio",
-)  # fmt: skip
+    "Step TFLOPS",
+    "vendor",
+    "Vendor Forward TFLOPS",
+    "Vendor Backward TFLOPS",
+    "Vendor Step TFLOPS",
+    "vendor_out_snr",
+    "fwd_ratio",
+    "bwd_ratio",
+    "step_ratio",
+)
 SHAPE_SETS: dict[str, Callable[[], list[Shape]]] = {
     "model": sh.model_shapes,
     "large": sh.model_shapes_large_m,
@@ -125,8 +132,23 @@ def bench_shape(
     f, fs = _tflops(fwd_flops, tf)
     b, bs = _tflops(bwd_flops, tb)
     snr = chk.snr
-    row = [shape.label, shape.B, shape.M, shape.N, shape.K, "PASS" if chk.passed else "FAIL",
-           f, fs, b, bs, tf.ms, tb.ms, snr["out"], snr["da"], snr["db"]]  # fmt: skip
+    row = [
+        shape.label,
+        shape.B,
+        shape.M,
+        shape.N,
+        shape.K,
+        "PASS" if chk.passed else "FAIL",
+        f,
+        fs,
+        b,
+        bs,
+        tf.ms,
+        tb.ms,
+        snr["out"],
+        snr["da"],
+        snr["db"],
+    ]
     if not vendor:
         return row
     step = step_tflops(shape, tf.ms, tb.ms)
@@ -157,8 +179,9 @@ def run(args: argparse.Namespace) -> list[list[object]]:
         shapes = shapes[: args.limit]
     rows = []
     for shape in shapes:
-        row = bench_shape(adapter, shape, device=device, min_run_time=args.min_run_time,
-                          vendor=not args.no_vendor)  # fmt: skip
+        row = bench_shape(
+            adapter, shape, device=device, min_run_time=args.min_run_time, vendor=not args.no_vendor
+        )
         rows.append(row)
         print(_line(row), flush=True)
         if args.output:
@@ -203,8 +226,9 @@ def write_rows(path: str, rows: list[list[object]], vendor: bool) -> None:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m kernel_ratchet.kernels.gemm.bench")
     p.add_argument("--dtype", choices=["bf16", "fp16", "fp8"], required=True)
-    p.add_argument("--granularity", choices=["tensorwise", "rowwise", "blockwise"],
-                   default="blockwise")  # fmt: skip
+    p.add_argument(
+        "--granularity", choices=["tensorwise", "rowwise", "blockwise"], default="blockwise"
+    )
     p.add_argument("--grad-dtype", choices=["e4m3", "e5m2"], default="e4m3")
     p.add_argument("--shapes", choices=sorted(SHAPE_SETS), default="model")
     p.add_argument("-o", "--output", default=None, help="CSV path (default: print only)")

@@ -109,7 +109,7 @@ CONFIGS: dict[str, dict[str, GemmConfig]] = {
         # 256x128 pointer 1266-1406; pointer 128x256: 1022-1128.
         "large": GemmConfig(
             128, 256, 128, num_warps=8, num_stages=4, persistent=True, use_tma=True
-        ),  # fmt: skip
+        ),
         "skinny": GemmConfig(64, 128, 128, num_warps=4, num_stages=4, use_tma=True),
         "long_k": GemmConfig(64, 128, 128, num_warps=4, num_stages=4, use_tma=True, split_k=4),
         "tiny": GemmConfig(64, 64, 128, num_warps=4, num_stages=3),

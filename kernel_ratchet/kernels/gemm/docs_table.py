@@ -37,15 +37,27 @@ def table(title: str, path: str) -> str:
         "| bwd ratio | step | vendor step | step ratio | out/da/db SNR dB |",
         "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
-    cols = ("Forward TFLOPS", "Vendor Forward TFLOPS", "fwd_ratio", "Backward TFLOPS",
-            "Vendor Backward TFLOPS", "bwd_ratio", "Step TFLOPS", "Vendor Step TFLOPS",
-            "step_ratio")  # fmt: skip
+    cols = (
+        "Forward TFLOPS",
+        "Vendor Forward TFLOPS",
+        "fwd_ratio",
+        "Backward TFLOPS",
+        "Vendor Backward TFLOPS",
+        "bwd_ratio",
+        "Step TFLOPS",
+        "Vendor Step TFLOPS",
+        "step_ratio",
+    )
     for r in rows:
-        cells = [f"{_f(r.get(c, '')):.3f}" if "ratio" in c else f"{_f(r.get(c, '')):.0f}"
-                 for c in cols]  # fmt: skip
+        cells = [
+            f"{_f(r.get(c, '')):.3f}" if "ratio" in c else f"{_f(r.get(c, '')):.0f}" for c in cols
+        ]
         snr = "/".join(f"{_f(r[c]):.1f}" for c in ("out_snr", "da_snr", "db_snr"))
-        lines.append(f"| {r['label']} | {r['M']} | {r['N']} | {r['K']} | {r['Check']} | "
-                     + " | ".join(cells) + f" | {snr} |")  # fmt: skip
+        lines.append(
+            f"| {r['label']} | {r['M']} | {r['N']} | {r['K']} | {r['Check']} | "
+            + " | ".join(cells)
+            + f" | {snr} |"
+        )
     ok = [r for r in rows if r["Check"] == "PASS"]
     geo = [_geo([_f(r.get(c, "")) for r in ok]) for c in cols]
     lines.append(

@@ -63,19 +63,33 @@ def gemm_fp8_forward(
     if g == "tensorwise":
         qa = quant_fp8_tensorwise(a, E4M3, with_transpose=True)
         qb = quant_fp8_tensorwise(b, E4M3, with_transpose=True)
-        out = matmul(qa.data, qb.data, scale_mode=SCALE_TENSOR, a_scale=qa.scale,
-                     b_scale=qb.scale, kind="fp8")  # fmt: skip
+        out = matmul(
+            qa.data,
+            qb.data,
+            scale_mode=SCALE_TENSOR,
+            a_scale=qa.scale,
+            b_scale=qb.scale,
+            kind="fp8",
+        )
         return out, {"at": qa.data_t, "sa": qa.scale, "bt": qb.data_t, "sb": qb.scale}
     if g == "rowwise":
         qa = quant_fp8_rowwise(a, E4M3)
         qb = quant_fp8_rowwise(b, E4M3)
-        out = matmul(qa.data, qb.data, scale_mode=SCALE_ROW, a_scale=qa.scale,
-                     b_scale=qb.scale, kind="fp8")  # fmt: skip
+        out = matmul(
+            qa.data, qb.data, scale_mode=SCALE_ROW, a_scale=qa.scale, b_scale=qb.scale, kind="fp8"
+        )
         return out, {"a": a, "b": b}
     qa = quant_fp8_blockwise_1x128(a, E4M3)
     qb = quant_fp8_block_128x128(b, E4M3, with_transpose=True)
-    out = matmul(qa.data, qb.data, scale_mode=SCALE_BLOCK, a_scale=qa.scale, b_scale=qb.scale,
-                 b_scale_group_n=128, kind="fp8_block")  # fmt: skip
+    out = matmul(
+        qa.data,
+        qb.data,
+        scale_mode=SCALE_BLOCK,
+        a_scale=qa.scale,
+        b_scale=qb.scale,
+        b_scale_group_n=128,
+        kind="fp8_block",
+    )
     return out, {"a": a, "bt": qb.data_t, "sbt": qb.scale_t}
 
 
@@ -87,29 +101,62 @@ def gemm_fp8_backward(
     dout = dout.contiguous()
     if g == "tensorwise":
         qd = quant_fp8_tensorwise(dout, gd, with_transpose=True)
-        da = matmul(qd.data, state["bt"], scale_mode=SCALE_TENSOR, a_scale=qd.scale,
-                    b_scale=state["sb"], kind="fp8")  # fmt: skip
-        db = matmul(qd.data_t, state["at"], scale_mode=SCALE_TENSOR, a_scale=qd.scale,
-                    b_scale=state["sa"], kind="fp8")  # fmt: skip
+        da = matmul(
+            qd.data,
+            state["bt"],
+            scale_mode=SCALE_TENSOR,
+            a_scale=qd.scale,
+            b_scale=state["sb"],
+            kind="fp8",
+        )
+        db = matmul(
+            qd.data_t,
+            state["at"],
+            scale_mode=SCALE_TENSOR,
+            a_scale=qd.scale,
+            b_scale=state["sa"],
+            kind="fp8",
+        )
         return da, db
     if g == "rowwise":
         a, b = state["a"], state["b"]
         qd = quant_fp8_rowwise(dout, gd)
         qbt = quant_fp8_rowwise(b, E4M3, transpose=True)
-        da = matmul(qd.data, qbt.data, scale_mode=SCALE_ROW, a_scale=qd.scale,
-                    b_scale=qbt.scale, kind="fp8")  # fmt: skip
+        da = matmul(
+            qd.data, qbt.data, scale_mode=SCALE_ROW, a_scale=qd.scale, b_scale=qbt.scale, kind="fp8"
+        )
         qdt = quant_fp8_rowwise(dout, gd, transpose=True)
         qat = quant_fp8_rowwise(a, E4M3, transpose=True)
-        db = matmul(qdt.data, qat.data, scale_mode=SCALE_ROW, a_scale=qdt.scale,
-                    b_scale=qat.scale, kind="fp8")  # fmt: skip
+        db = matmul(
+            qdt.data,
+            qat.data,
+            scale_mode=SCALE_ROW,
+            a_scale=qdt.scale,
+            b_scale=qat.scale,
+            kind="fp8",
+        )
         return da, db
     qd = quant_fp8_blockwise_1x128(dout, gd)
-    da = matmul(qd.data, state["bt"], scale_mode=SCALE_BLOCK, a_scale=qd.scale,
-                b_scale=state["sbt"], b_scale_group_n=128, kind="fp8_block")  # fmt: skip
+    da = matmul(
+        qd.data,
+        state["bt"],
+        scale_mode=SCALE_BLOCK,
+        a_scale=qd.scale,
+        b_scale=state["sbt"],
+        b_scale_group_n=128,
+        kind="fp8_block",
+    )
     qdt = quant_fp8_blockwise_1x128(dout, gd, transpose=True)
     qat = quant_fp8_blockwise_1x128(state["a"], E4M3, transpose=True)
-    db = matmul(qdt.data, qat.data, scale_mode=SCALE_BLOCK, a_scale=qdt.scale,
-                b_scale=qat.scale, b_scale_group_n=1, kind="fp8_block")  # fmt: skip
+    db = matmul(
+        qdt.data,
+        qat.data,
+        scale_mode=SCALE_BLOCK,
+        a_scale=qdt.scale,
+        b_scale=qat.scale,
+        b_scale_group_n=1,
+        kind="fp8_block",
+    )
     return da, db
 
 

@@ -50,10 +50,24 @@ def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 @triton.jit
 def _load_ab(
-    a_src, b_src, kt, off_m, off_n, offs_am, offs_bn, offs_k, K,
-    stride_am, stride_ak, stride_bn, stride_bk,
-    A_KMAJOR: tl.constexpr, B_KMAJOR: tl.constexpr, BLOCK_K: tl.constexpr, USE_TMA: tl.constexpr,
-):  # fmt: skip
+    a_src,
+    b_src,
+    kt,
+    off_m,
+    off_n,
+    offs_am,
+    offs_bn,
+    offs_k,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bn,
+    stride_bk,
+    A_KMAJOR: tl.constexpr,
+    B_KMAJOR: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    USE_TMA: tl.constexpr,
+):
     """The A [BLOCK_M, BLOCK_K] and B [BLOCK_K, BLOCK_N] tiles of k-block ``kt`` (zeros past K)."""
     if USE_TMA:
         if A_KMAJOR:  # noqa: SIM108 - constexpr branches, kept as statements for Triton
@@ -67,24 +81,53 @@ def _load_ab(
     else:
         ks = kt * BLOCK_K + offs_k
         k_ok = ks < K
-        a = tl.load(a_src + offs_am[:, None] * stride_am + ks[None, :] * stride_ak,
-                    mask=k_ok[None, :], other=0.0)  # fmt: skip
-        b = tl.load(b_src + ks[:, None] * stride_bk + offs_bn[None, :] * stride_bn,
-                    mask=k_ok[:, None], other=0.0)  # fmt: skip
+        a = tl.load(
+            a_src + offs_am[:, None] * stride_am + ks[None, :] * stride_ak,
+            mask=k_ok[None, :],
+            other=0.0,
+        )
+        b = tl.load(
+            b_src + ks[:, None] * stride_bk + offs_bn[None, :] * stride_bn,
+            mask=k_ok[:, None],
+            other=0.0,
+        )
     return a, b
 
 
 @triton.jit
 def _gemm_tile(
-    tile_id, a_src, b_src, c_ptr, sa_ptr, sb_ptr, M, N, K,
-    stride_am, stride_ak, stride_bn, stride_bk, stride_cm, stride_cn,
-    stride_sam, stride_sak, stride_sbn, stride_sbk,
-    SCALE_MODE: tl.constexpr, SB_GROUP_N: tl.constexpr,
-    A_KMAJOR: tl.constexpr, B_KMAJOR: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr, USE_TMA: tl.constexpr, K_UNROLL: tl.constexpr,
+    tile_id,
+    a_src,
+    b_src,
+    c_ptr,
+    sa_ptr,
+    sb_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bn,
+    stride_bk,
+    stride_cm,
+    stride_cn,
+    stride_sam,
+    stride_sak,
+    stride_sbn,
+    stride_sbk,
+    SCALE_MODE: tl.constexpr,
+    SB_GROUP_N: tl.constexpr,
+    A_KMAJOR: tl.constexpr,
+    B_KMAJOR: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+    USE_TMA: tl.constexpr,
+    K_UNROLL: tl.constexpr,
     WARP_SPECIALIZE: tl.constexpr,
-):  # fmt: skip
+):
     """One output tile (and one K slice when SPLIT_K > 1)."""
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -116,21 +159,57 @@ def _gemm_tile(
         # waits on them, instead of one wait per 128-wide group. A second group past the
         # slice end gets zero scales (its data is zeros past K, or the next slice's).
         for kt in range(kt0, kt1, 2):
-            a0, b0 = _load_ab(a_src, b_src, kt, off_m, off_n, offs_am, offs_bn, offs_k, K,
-                              stride_am, stride_ak, stride_bn, stride_bk,
-                              A_KMAJOR, B_KMAJOR, BLOCK_K, USE_TMA)  # fmt: skip
-            a1, b1 = _load_ab(a_src, b_src, kt + 1, off_m, off_n, offs_am, offs_bn, offs_k, K,
-                              stride_am, stride_ak, stride_bn, stride_bk,
-                              A_KMAJOR, B_KMAJOR, BLOCK_K, USE_TMA)  # fmt: skip
+            a0, b0 = _load_ab(
+                a_src,
+                b_src,
+                kt,
+                off_m,
+                off_n,
+                offs_am,
+                offs_bn,
+                offs_k,
+                K,
+                stride_am,
+                stride_ak,
+                stride_bn,
+                stride_bk,
+                A_KMAJOR,
+                B_KMAJOR,
+                BLOCK_K,
+                USE_TMA,
+            )
+            a1, b1 = _load_ab(
+                a_src,
+                b_src,
+                kt + 1,
+                off_m,
+                off_n,
+                offs_am,
+                offs_bn,
+                offs_k,
+                K,
+                stride_am,
+                stride_ak,
+                stride_bn,
+                stride_bk,
+                A_KMAJOR,
+                B_KMAJOR,
+                BLOCK_K,
+                USE_TMA,
+            )
             p0 = tl.dot(a0, b0)
             p1 = tl.dot(a1, b1)
             has1 = kt + 1 < kt1
             sa0 = tl.load(sa_ptr + offs_am * stride_sam + kt * stride_sak)
             sb0 = tl.load(sb_ptr + (offs_bn // SB_GROUP_N) * stride_sbn + kt * stride_sbk)
-            sa1 = tl.load(sa_ptr + offs_am * stride_sam + (kt + 1) * stride_sak,
-                          mask=has1, other=0.0)  # fmt: skip
-            sb1 = tl.load(sb_ptr + (offs_bn // SB_GROUP_N) * stride_sbn + (kt + 1) * stride_sbk,
-                          mask=has1, other=0.0)  # fmt: skip
+            sa1 = tl.load(
+                sa_ptr + offs_am * stride_sam + (kt + 1) * stride_sak, mask=has1, other=0.0
+            )
+            sb1 = tl.load(
+                sb_ptr + (offs_bn // SB_GROUP_N) * stride_sbn + (kt + 1) * stride_sbk,
+                mask=has1,
+                other=0.0,
+            )
             acc += p0 * (sa0[:, None] * sb0[None, :]) + p1 * (sa1[:, None] * sb1[None, :])
         kt1 = kt0  # the generic loop below is skipped
     # warp_specialize=False builds the same loop as a plain range (no loop attribute)
@@ -172,32 +251,59 @@ def _gemm_tile(
 
 @triton.jit
 def _gemm_kernel(
-    a_ptr, b_ptr, c_ptr, sa_ptr, sb_ptr, M, N, K,
-    stride_am, stride_ak, stride_bn, stride_bk, stride_cm, stride_cn,
-    stride_sam, stride_sak, stride_sbn, stride_sbk,
-    SCALE_MODE: tl.constexpr, SB_GROUP_N: tl.constexpr,
-    A_KMAJOR: tl.constexpr, B_KMAJOR: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr, USE_TMA: tl.constexpr,
-    PERSISTENT: tl.constexpr, NUM_SMS: tl.constexpr, K_UNROLL: tl.constexpr,
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    sa_ptr,
+    sb_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bn,
+    stride_bk,
+    stride_cm,
+    stride_cn,
+    stride_sam,
+    stride_sak,
+    stride_sbn,
+    stride_sbk,
+    SCALE_MODE: tl.constexpr,
+    SB_GROUP_N: tl.constexpr,
+    A_KMAJOR: tl.constexpr,
+    B_KMAJOR: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+    USE_TMA: tl.constexpr,
+    PERSISTENT: tl.constexpr,
+    NUM_SMS: tl.constexpr,
+    K_UNROLL: tl.constexpr,
     WARP_SPECIALIZE: tl.constexpr,
-):  # fmt: skip
+):
     """Grid: one program per (tile, K slice), or NUM_SMS programs looping when PERSISTENT."""
     if USE_TMA:
         # Descriptors over the operands' memory layout; non-K-major tiles are transposed in
         # registers/shared memory by tl.dot's operand layout (.T is free for 16-bit wgmma).
         if A_KMAJOR:
-            a_src = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1],
-                                              block_shape=[BLOCK_M, BLOCK_K])  # fmt: skip
+            a_src = tl.make_tensor_descriptor(
+                a_ptr, shape=[M, K], strides=[stride_am, 1], block_shape=[BLOCK_M, BLOCK_K]
+            )
         else:
-            a_src = tl.make_tensor_descriptor(a_ptr, shape=[K, M], strides=[stride_ak, 1],
-                                              block_shape=[BLOCK_K, BLOCK_M])  # fmt: skip
+            a_src = tl.make_tensor_descriptor(
+                a_ptr, shape=[K, M], strides=[stride_ak, 1], block_shape=[BLOCK_K, BLOCK_M]
+            )
         if B_KMAJOR:
-            b_src = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[stride_bn, 1],
-                                              block_shape=[BLOCK_N, BLOCK_K])  # fmt: skip
+            b_src = tl.make_tensor_descriptor(
+                b_ptr, shape=[N, K], strides=[stride_bn, 1], block_shape=[BLOCK_N, BLOCK_K]
+            )
         else:
-            b_src = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[stride_bk, 1],
-                                              block_shape=[BLOCK_K, BLOCK_N])  # fmt: skip
+            b_src = tl.make_tensor_descriptor(
+                b_ptr, shape=[K, N], strides=[stride_bk, 1], block_shape=[BLOCK_K, BLOCK_N]
+            )
     else:
         a_src = a_ptr
         b_src = b_ptr
@@ -205,20 +311,72 @@ def _gemm_kernel(
     if PERSISTENT:
         for tile_id in range(tl.program_id(0), num_tiles, NUM_SMS):
             _gemm_tile(
-                tile_id, a_src, b_src, c_ptr, sa_ptr, sb_ptr, M, N, K,
-                stride_am, stride_ak, stride_bn, stride_bk, stride_cm, stride_cn,
-                stride_sam, stride_sak, stride_sbn, stride_sbk, SCALE_MODE, SB_GROUP_N,
-                A_KMAJOR, B_KMAJOR, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLIT_K, USE_TMA, K_UNROLL,
+                tile_id,
+                a_src,
+                b_src,
+                c_ptr,
+                sa_ptr,
+                sb_ptr,
+                M,
+                N,
+                K,
+                stride_am,
+                stride_ak,
+                stride_bn,
+                stride_bk,
+                stride_cm,
+                stride_cn,
+                stride_sam,
+                stride_sak,
+                stride_sbn,
+                stride_sbk,
+                SCALE_MODE,
+                SB_GROUP_N,
+                A_KMAJOR,
+                B_KMAJOR,
+                BLOCK_M,
+                BLOCK_N,
+                BLOCK_K,
+                GROUP_M,
+                SPLIT_K,
+                USE_TMA,
+                K_UNROLL,
                 WARP_SPECIALIZE,
-            )  # fmt: skip
+            )
     else:
         _gemm_tile(
-            tl.program_id(0), a_src, b_src, c_ptr, sa_ptr, sb_ptr, M, N, K,
-            stride_am, stride_ak, stride_bn, stride_bk, stride_cm, stride_cn,
-            stride_sam, stride_sak, stride_sbn, stride_sbk, SCALE_MODE, SB_GROUP_N,
-            A_KMAJOR, B_KMAJOR, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLIT_K, USE_TMA, K_UNROLL,
+            tl.program_id(0),
+            a_src,
+            b_src,
+            c_ptr,
+            sa_ptr,
+            sb_ptr,
+            M,
+            N,
+            K,
+            stride_am,
+            stride_ak,
+            stride_bn,
+            stride_bk,
+            stride_cm,
+            stride_cn,
+            stride_sam,
+            stride_sak,
+            stride_sbn,
+            stride_sbk,
+            SCALE_MODE,
+            SB_GROUP_N,
+            A_KMAJOR,
+            B_KMAJOR,
+            BLOCK_M,
+            BLOCK_N,
+            BLOCK_K,
+            GROUP_M,
+            SPLIT_K,
+            USE_TMA,
+            K_UNROLL,
             WARP_SPECIALIZE,
-        )  # fmt: skip
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -323,15 +481,39 @@ def matmul(
     num_sms = _num_sms(a.device)
     grid = (min(num_sms, tiles),) if cfg.persistent else (tiles,)
     _gemm_kernel[grid](
-        a, b, c, sa, sb, M, N, K, am, ak, bn, bk, c.stride(0), c.stride(1),
-        *sa_strides, *sb_strides,
-        SCALE_MODE=scale_mode, SB_GROUP_N=b_scale_group_n, A_KMAJOR=a_kmajor, B_KMAJOR=b_kmajor,
-        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, GROUP_M=cfg.group_m,
-        SPLIT_K=split_k, USE_TMA=use_tma, PERSISTENT=cfg.persistent, NUM_SMS=num_sms,
+        a,
+        b,
+        c,
+        sa,
+        sb,
+        M,
+        N,
+        K,
+        am,
+        ak,
+        bn,
+        bk,
+        c.stride(0),
+        c.stride(1),
+        *sa_strides,
+        *sb_strides,
+        SCALE_MODE=scale_mode,
+        SB_GROUP_N=b_scale_group_n,
+        A_KMAJOR=a_kmajor,
+        B_KMAJOR=b_kmajor,
+        BLOCK_M=cfg.block_m,
+        BLOCK_N=cfg.block_n,
+        BLOCK_K=cfg.block_k,
+        GROUP_M=cfg.group_m,
+        SPLIT_K=split_k,
+        USE_TMA=use_tma,
+        PERSISTENT=cfg.persistent,
+        NUM_SMS=num_sms,
         K_UNROLL=cfg.k_unroll if scale_mode == SCALE_BLOCK else 1,
         WARP_SPECIALIZE=cfg.warp_specialize,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-    )  # fmt: skip
+        num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages,
+    )
     return c if split_k == 1 else c.to(out_dtype)
 
 

@@ -77,12 +77,16 @@ FP8_BLOCK_2 = [
 ]
 # Warp specialization of the k-loop (--only probes): the shipped configs with and without it.
 WS_BASE = {
-    "bf16.fwd": [C(128, 256, 64, num_warps=8, num_stages=4, persistent=True, use_tma=True),
-                 C(128, 256, 64, num_warps=8, num_stages=3, use_tma=True)],
+    "bf16.fwd": [
+        C(128, 256, 64, num_warps=8, num_stages=4, persistent=True, use_tma=True),
+        C(128, 256, 64, num_warps=8, num_stages=3, use_tma=True),
+    ],
     "fp8.fwd": [C(128, 256, 128, num_warps=8, num_stages=4, persistent=True, use_tma=True)],
-    "fp8_block.fwd": [C(64, 128, 128, num_warps=4, num_stages=4, use_tma=True),
-                      C(128, 128, 128, num_warps=8, num_stages=4, use_tma=True)],
-}  # fmt: skip
+    "fp8_block.fwd": [
+        C(64, 128, 128, num_warps=4, num_stages=4, use_tma=True),
+        C(128, 128, 128, num_warps=8, num_stages=4, use_tma=True),
+    ],
+}
 ONLY: str | None = None
 
 
@@ -100,9 +104,16 @@ def _tf(M: int, N: int, K: int, ms: float) -> float:
 
 def _versions() -> dict[str, str]:
     try:
-        drv = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,clocks.max.sm",
-                              "--format=csv,noheader"], capture_output=True, text=True,
-                             timeout=20).stdout.strip()  # fmt: skip
+        drv = subprocess.run(
+            [
+                "nvidia-smi",
+                "--query-gpu=name,driver_version,clocks.max.sm",
+                "--format=csv,noheader",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         drv = "?"
     return {"torch": torch.__version__, "triton": triton.__version__, "gpu": drv}
@@ -124,15 +135,20 @@ def _vendor_blockwise(ba, bb):
     for sa in (ba.scale, ba.scale.t().contiguous().t()):
         for sb in (bb.scale.t(), bb.scale.t().contiguous()):
             fn = lambda sa=sa, sb=sb: F.scaled_mm(  # noqa: E731
-                ba.data, bb.data.t(), sa, BW.BlockWise1x128, sb, BW.BlockWise128x128,
-                output_dtype=torch.bfloat16)  # fmt: skip
+                ba.data,
+                bb.data.t(),
+                sa,
+                BW.BlockWise1x128,
+                sb,
+                BW.BlockWise128x128,
+                output_dtype=torch.bfloat16,
+            )
             try:
                 fn()
             except Exception as exc:  # noqa: BLE001 - probing which layout the build takes
                 errors.append(f"{type(exc).__name__}: {' '.join(str(exc).split())[:160]}")
                 continue
-            print(f"vendor blockwise: scale_a strides {sa.stride()}, scale_b strides "
-                  f"{sb.stride()}")  # fmt: skip
+            print(f"vendor blockwise: scale_a strides {sa.stride()}, scale_b strides {sb.stride()}")
             return fn
     print("vendor blockwise unavailable: " + " | ".join(dict.fromkeys(errors)))
     return None
@@ -156,8 +172,9 @@ def _sweep_shape(
         "bf16.db": _bench(lambda: d.t() @ a),
     }
     qa, qb = quant_fp8_tensorwise(a), quant_fp8_tensorwise(b)
-    vend["fp8.fwd"] = _bench(lambda: torch._scaled_mm(qa.data, qb.data.t(), qa.scale, qb.scale,
-                                                      out_dtype=torch.bfloat16))  # fmt: skip
+    vend["fp8.fwd"] = _bench(
+        lambda: torch._scaled_mm(qa.data, qb.data.t(), qa.scale, qb.scale, out_dtype=torch.bfloat16)
+    )
     ba = quant_fp8_blockwise_1x128(a)
     bb = quant_fp8_block_128x128(b, with_transpose=True)
     bdt = quant_fp8_blockwise_1x128(d, transpose=True)
@@ -168,31 +185,78 @@ def _sweep_shape(
         vend["fp8_block.fwd"] = _bench(fn)
         print(f"vendor blockwise snr {vsnr:.1f}", flush=True)
     for k, v in vend.items():
-        results.append({"shape": [M, N, K], "what": k, "cfg": "vendor", "ms": v,
-                        "tflops": _tf(M, N, K, v), "snr": None})  # fmt: skip
+        results.append(
+            {
+                "shape": [M, N, K],
+                "what": k,
+                "cfg": "vendor",
+                "ms": v,
+                "tflops": _tf(M, N, K, v),
+                "snr": None,
+            }
+        )
     # (kernel under a config, reference) per GEMM; every case list below draws from this
     gemms = {
         "bf16.fwd": (lambda c: matmul(a, b, config=c), ref),
         "bf16.da": (lambda c: matmul(d, b, b_kmajor=False, config=c), ref_da),
         "bf16.db": (lambda c: matmul(d, a, a_kmajor=False, b_kmajor=False, config=c), ref_db),
-        "fp8.fwd": (lambda c: matmul(qa.data, qb.data, scale_mode=SCALE_TENSOR,
-                                     a_scale=qa.scale, b_scale=qb.scale, config=c), ref),
-        "fp8_block.fwd": (lambda c: matmul(ba.data, bb.data, scale_mode=SCALE_BLOCK,
-                                           a_scale=ba.scale, b_scale=bb.scale, config=c), ref),
-        "fp8_block.db": (lambda c: matmul(bdt.data, bat.data, scale_mode=SCALE_BLOCK,
-                                          a_scale=bdt.scale, b_scale=bat.scale,
-                                          b_scale_group_n=1, config=c), ref_db),
-    }  # fmt: skip
+        "fp8.fwd": (
+            lambda c: matmul(
+                qa.data,
+                qb.data,
+                scale_mode=SCALE_TENSOR,
+                a_scale=qa.scale,
+                b_scale=qb.scale,
+                config=c,
+            ),
+            ref,
+        ),
+        "fp8_block.fwd": (
+            lambda c: matmul(
+                ba.data,
+                bb.data,
+                scale_mode=SCALE_BLOCK,
+                a_scale=ba.scale,
+                b_scale=bb.scale,
+                config=c,
+            ),
+            ref,
+        ),
+        "fp8_block.db": (
+            lambda c: matmul(
+                bdt.data,
+                bat.data,
+                scale_mode=SCALE_BLOCK,
+                a_scale=bdt.scale,
+                b_scale=bat.scale,
+                b_scale_group_n=1,
+                config=c,
+            ),
+            ref_db,
+        ),
+    }
     if ONLY == "probes":
         # The same activation scales stored M-major ([K/128, M] in memory, read through the
         # kernel's scale strides): a k-group's BLOCK_M scales become one contiguous load
         # instead of BLOCK_M loads K/128 floats apart.
         sa_mmajor = ba.scale.t().contiguous().t()
-        gemms["fp8_block.fwd.sa_mmajor"] = (lambda c: matmul(
-            ba.data, bb.data, scale_mode=SCALE_BLOCK, a_scale=sa_mmajor, b_scale=bb.scale,
-            config=c), ref)  # fmt: skip
-        plan = [(what, cfg.with_(warp_specialize=ws)) for what, cfgs in WS_BASE.items()
-                for cfg in cfgs for ws in (False, True)]  # fmt: skip
+        gemms["fp8_block.fwd.sa_mmajor"] = (
+            lambda c: matmul(
+                ba.data,
+                bb.data,
+                scale_mode=SCALE_BLOCK,
+                a_scale=sa_mmajor,
+                b_scale=bb.scale,
+                config=c,
+            ),
+            ref,
+        )
+        plan = [
+            (what, cfg.with_(warp_specialize=ws))
+            for what, cfgs in WS_BASE.items()
+            for cfg in cfgs
+            for ws in (False, True)
+        ]
         plan += [("fp8_block.fwd.sa_mmajor", cfg) for cfg in WS_BASE["fp8_block.fwd"]]
     elif ONLY == "fp8_block":
         plan = [(what, cfg) for cfg in FP8_BLOCK_2 for what in ("fp8_block.fwd", "fp8_block.db")]
@@ -211,16 +275,24 @@ def _sweep_shape(
             out = fn(cfg)
             s = snr_db(out, r) if r is not None else None
             ms = _bench(lambda fn=fn, cfg=cfg: fn(cfg))
-            rec = {"shape": [M, N, K], "what": what, "cfg": repr(cfg), "ms": ms,
-                   "tflops": _tf(M, N, K, ms), "snr": s}  # fmt: skip
+            rec = {
+                "shape": [M, N, K],
+                "what": what,
+                "cfg": repr(cfg),
+                "ms": ms,
+                "tflops": _tf(M, N, K, ms),
+                "snr": s,
+            }
         except Exception as exc:  # noqa: BLE001 - a failing config is a result
             rec = {"shape": [M, N, K], "what": what, "cfg": repr(cfg), "error": str(exc)[:300]}
         results.append(rec)
         vkey = what if what in vend else None
         ratio = rec.get("tflops", 0) / _tf(M, N, K, vend[vkey]) if vkey else float("nan")
-        print(f"{M}x{N}x{K} {what:14s} {rec.get('tflops', -1):7.1f} TF r={ratio:.3f} "
-              f"snr={rec.get('snr')} {_short(cfg)} {rec.get('error', '')[:80]}",
-              flush=True)  # fmt: skip
+        print(
+            f"{M}x{N}x{K} {what:14s} {rec.get('tflops', -1):7.1f} TF r={ratio:.3f} "
+            f"snr={rec.get('snr')} {_short(cfg)} {rec.get('error', '')[:80]}",
+            flush=True,
+        )
     torch.cuda.empty_cache()
 
 
@@ -228,9 +300,13 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--out", default=os.environ.get("OUT", "."))
     p.add_argument("--budget-s", type=float, default=200.0)
-    p.add_argument("--only", choices=["fp8_block", "probes"], default=None,
-                   help="second round: blockwise tiles; or probes: warp specialization on/off "
-                   "and M-major blockwise activation scales")  # fmt: skip
+    p.add_argument(
+        "--only",
+        choices=["fp8_block", "probes"],
+        default=None,
+        help="second round: blockwise tiles; or probes: warp specialization on/off "
+        "and M-major blockwise activation scales",
+    )
     p.add_argument("--smoke", action="store_true", help="CPU interpreter, one tiny shape")
     args = p.parse_args()
     global DEVICE, SHAPES, ONLY
@@ -256,9 +332,11 @@ def main() -> None:
 
 
 def _short(c: GemmConfig) -> str:
-    return (f"{c.block_m}x{c.block_n}x{c.block_k} w{c.num_warps} s{c.num_stages}"
-            f"{' tma' if c.use_tma else ''}{' pers' if c.persistent else ''}"
-            f"{' ku2' if c.k_unroll == 2 else ''}{' ws' if c.warp_specialize else ''}")  # fmt: skip
+    return (
+        f"{c.block_m}x{c.block_n}x{c.block_k} w{c.num_warps} s{c.num_stages}"
+        f"{' tma' if c.use_tma else ''}{' pers' if c.persistent else ''}"
+        f"{' ku2' if c.k_unroll == 2 else ''}{' ws' if c.warp_specialize else ''}"
+    )
 
 
 def _table(results: list[dict]) -> None:

@@ -102,8 +102,15 @@ def _block_smm(x, sx, yt, syt, y_blocks: bool) -> torch.Tensor:
     err: Exception | None = None
     for i in forms:
         try:
-            out = F.scaled_mm(x, yt.t(), sx, F.ScalingType.BlockWise1x128, _B_SCALE_FORMS[i](syt),
-                              rb, output_dtype=torch.bfloat16)  # fmt: skip
+            out = F.scaled_mm(
+                x,
+                yt.t(),
+                sx,
+                F.ScalingType.BlockWise1x128,
+                _B_SCALE_FORMS[i](syt),
+                rb,
+                output_dtype=torch.bfloat16,
+            )
         except (RuntimeError, ValueError) as exc:
             err = exc
             continue

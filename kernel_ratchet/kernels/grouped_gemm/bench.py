@@ -33,9 +33,12 @@ from kernel_ratchet.kernels.grouped_gemm.adapter import (
 )
 
 VENDOR_COLUMNS = (
-    "loop TFLOPS", "torch._grouped_mm TFLOPS", "dense TFLOPS", "dense bwd TFLOPS",
+    "loop TFLOPS",
+    "torch._grouped_mm TFLOPS",
+    "dense TFLOPS",
+    "dense bwd TFLOPS",
     "fwd / dense",
-)  # fmt: skip
+)
 
 
 def time_ms(fn: Callable[[], object], min_run_time: float) -> tuple[float, float]:
@@ -112,12 +115,27 @@ def bench_shape(
     bwd = tflops(f_bwd, bwd_ms)
     dense = tflops(f_fwd, dense_ms)
     return [
-        shape.label, shape.B, shape.M, shape.N, shape.K, "PASS" if passed else "FAIL",
-        fwd, fwd * fwd_sd / fwd_ms, bwd, bwd * bwd_sd / bwd_ms if backward else math.nan,
-        fwd_ms, bwd_ms, snr["out"], snr["da"], snr["db"],
-        tflops(f_fwd, loop_ms), tflops(f_fwd, gmm_ms), dense, tflops(f_bwd, dense_bwd_ms),
+        shape.label,
+        shape.B,
+        shape.M,
+        shape.N,
+        shape.K,
+        "PASS" if passed else "FAIL",
+        fwd,
+        fwd * fwd_sd / fwd_ms,
+        bwd,
+        bwd * bwd_sd / bwd_ms if backward else math.nan,
+        fwd_ms,
+        bwd_ms,
+        snr["out"],
+        snr["da"],
+        snr["db"],
+        tflops(f_fwd, loop_ms),
+        tflops(f_fwd, gmm_ms),
+        dense,
+        tflops(f_bwd, dense_bwd_ms),
         fwd / dense,
-    ]  # fmt: skip
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

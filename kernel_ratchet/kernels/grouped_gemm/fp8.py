@@ -48,13 +48,36 @@ FP8 = torch.float8_e4m3fn
 
 @triton.jit
 def _mm_fp8_tile(
-    a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, row0, valid, pn, g, N, K,
-    stride_am, stride_ak, stride_sam, stride_sak,
-    stride_bg, stride_bn, stride_bk, stride_sbg, stride_sbn, stride_sbk,
-    stride_cm, stride_cn,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    EVEN_K: tl.constexpr, EVEN_N: tl.constexpr, B_N_CONTIG: tl.constexpr,
-):  # fmt: skip
+    a_ptr,
+    sa_ptr,
+    b_ptr,
+    sb_ptr,
+    c_ptr,
+    row0,
+    valid,
+    pn,
+    g,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_sam,
+    stride_sak,
+    stride_bg,
+    stride_bn,
+    stride_bk,
+    stride_sbg,
+    stride_sbn,
+    stride_sbk,
+    stride_cm,
+    stride_cn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    EVEN_K: tl.constexpr,
+    EVEN_N: tl.constexpr,
+    B_N_CONTIG: tl.constexpr,
+):
     rm = tl.arange(0, BLOCK_M)
     rk = tl.arange(0, BLOCK_K)
     row_ok = rm < valid
@@ -95,16 +118,38 @@ def _mm_fp8_tile(
 
 @triton.jit
 def _grouped_mm_fp8_kernel(
-    a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, lens_ptr,
-    N, K, G,
-    stride_am, stride_ak, stride_sam, stride_sak,
-    stride_bg, stride_bn, stride_bk, stride_sbg, stride_sbn, stride_sbk,
-    stride_cm, stride_cn,
-    NUM_PROGS: tl.constexpr, G_POW2: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, EVEN_N: tl.constexpr,
-    B_N_CONTIG: tl.constexpr, SPLIT_TAIL: tl.constexpr,
-):  # fmt: skip
+    a_ptr,
+    sa_ptr,
+    b_ptr,
+    sb_ptr,
+    c_ptr,
+    lens_ptr,
+    N,
+    K,
+    G,
+    stride_am,
+    stride_ak,
+    stride_sam,
+    stride_sak,
+    stride_bg,
+    stride_bn,
+    stride_bk,
+    stride_sbg,
+    stride_sbn,
+    stride_sbk,
+    stride_cm,
+    stride_cn,
+    NUM_PROGS: tl.constexpr,
+    G_POW2: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    EVEN_K: tl.constexpr,
+    EVEN_N: tl.constexpr,
+    B_N_CONTIG: tl.constexpr,
+    SPLIT_TAIL: tl.constexpr,
+):
     """C[rows of g, n] = sum_kb (A_kb . B_kb) * sa[row, kb] * sb[g, n // 128, kb].
 
     BLOCK_K == 128: one k step is one scale block of both operands. Tile schedule and
@@ -124,34 +169,127 @@ def _grouped_mm_fp8_kernel(
         )
         if SPLIT_TAIL:
             if valid <= BLOCK_M // 2:
-                _mm_fp8_tile(a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, row0, valid, pn, g, N, K,
-                             stride_am, stride_ak, stride_sam, stride_sak,
-                             stride_bg, stride_bn, stride_bk, stride_sbg, stride_sbn, stride_sbk,
-                             stride_cm, stride_cn, BLOCK_M // 2, BLOCK_N, BLOCK_K,
-                             EVEN_K, EVEN_N, B_N_CONTIG)  # fmt: skip
+                _mm_fp8_tile(
+                    a_ptr,
+                    sa_ptr,
+                    b_ptr,
+                    sb_ptr,
+                    c_ptr,
+                    row0,
+                    valid,
+                    pn,
+                    g,
+                    N,
+                    K,
+                    stride_am,
+                    stride_ak,
+                    stride_sam,
+                    stride_sak,
+                    stride_bg,
+                    stride_bn,
+                    stride_bk,
+                    stride_sbg,
+                    stride_sbn,
+                    stride_sbk,
+                    stride_cm,
+                    stride_cn,
+                    BLOCK_M // 2,
+                    BLOCK_N,
+                    BLOCK_K,
+                    EVEN_K,
+                    EVEN_N,
+                    B_N_CONTIG,
+                )
             else:
-                _mm_fp8_tile(a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, row0, valid, pn, g, N, K,
-                             stride_am, stride_ak, stride_sam, stride_sak,
-                             stride_bg, stride_bn, stride_bk, stride_sbg, stride_sbn, stride_sbk,
-                             stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K,
-                             EVEN_K, EVEN_N, B_N_CONTIG)  # fmt: skip
+                _mm_fp8_tile(
+                    a_ptr,
+                    sa_ptr,
+                    b_ptr,
+                    sb_ptr,
+                    c_ptr,
+                    row0,
+                    valid,
+                    pn,
+                    g,
+                    N,
+                    K,
+                    stride_am,
+                    stride_ak,
+                    stride_sam,
+                    stride_sak,
+                    stride_bg,
+                    stride_bn,
+                    stride_bk,
+                    stride_sbg,
+                    stride_sbn,
+                    stride_sbk,
+                    stride_cm,
+                    stride_cn,
+                    BLOCK_M,
+                    BLOCK_N,
+                    BLOCK_K,
+                    EVEN_K,
+                    EVEN_N,
+                    B_N_CONTIG,
+                )
         else:
-            _mm_fp8_tile(a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, row0, valid, pn, g, N, K,
-                         stride_am, stride_ak, stride_sam, stride_sak,
-                         stride_bg, stride_bn, stride_bk, stride_sbg, stride_sbn, stride_sbk,
-                         stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K,
-                         EVEN_K, EVEN_N, B_N_CONTIG)  # fmt: skip
+            _mm_fp8_tile(
+                a_ptr,
+                sa_ptr,
+                b_ptr,
+                sb_ptr,
+                c_ptr,
+                row0,
+                valid,
+                pn,
+                g,
+                N,
+                K,
+                stride_am,
+                stride_ak,
+                stride_sam,
+                stride_sak,
+                stride_bg,
+                stride_bn,
+                stride_bk,
+                stride_sbg,
+                stride_sbn,
+                stride_sbk,
+                stride_cm,
+                stride_cn,
+                BLOCK_M,
+                BLOCK_N,
+                BLOCK_K,
+                EVEN_K,
+                EVEN_N,
+                B_N_CONTIG,
+            )
 
 
 @triton.jit
 def _grouped_wgrad_fp8_kernel(
-    dyt_ptr, sdy_ptr, xt_ptr, sx_ptr, dw_ptr, lens_ptr,
-    N, K, G,
-    stride_dyt, stride_xt,
-    stride_sdyn, stride_sdyb, stride_sxk, stride_sxb,
-    stride_wg, stride_wn, stride_wk,
-    G_POW2: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-):  # fmt: skip
+    dyt_ptr,
+    sdy_ptr,
+    xt_ptr,
+    sx_ptr,
+    dw_ptr,
+    lens_ptr,
+    N,
+    K,
+    G,
+    stride_dyt,
+    stride_xt,
+    stride_sdyn,
+    stride_sdyb,
+    stride_sxk,
+    stride_sxb,
+    stride_wg,
+    stride_wn,
+    stride_wk,
+    G_POW2: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
     """dW[g, n, k] = sum over 128-token chunks c of group g of (dYᵀ_c . Xᵀ_cᵀ) * sdy * sx.
 
     dYᵀ [N, T] and Xᵀ [K, T] are column-wise quantizations whose row strides are padded to a
@@ -202,11 +340,23 @@ def _grouped_wgrad_fp8_kernel(
 
 @triton.jit
 def _weight_quant_kernel(
-    w_ptr, q_ptr, s_ptr, N, K,
-    stride_wg, stride_wn, stride_wk, stride_sg, stride_sn, stride_sk,
-    fp8_max, eps,
-    BLOCK: tl.constexpr, MANT: tl.constexpr, PRE_ROUND: tl.constexpr,
-):  # fmt: skip
+    w_ptr,
+    q_ptr,
+    s_ptr,
+    N,
+    K,
+    stride_wg,
+    stride_wn,
+    stride_wk,
+    stride_sg,
+    stride_sn,
+    stride_sk,
+    fp8_max,
+    eps,
+    BLOCK: tl.constexpr,
+    MANT: tl.constexpr,
+    PRE_ROUND: tl.constexpr,
+):
     """One 128x128 block of one group: amax, scale, cast (same formula as kernel.py)."""
     g = tl.program_id(0)
     nb = tl.program_id(1)
@@ -233,10 +383,23 @@ def quant_weight_128x128(w: torch.Tensor) -> Fp8Quantized:
     scale = torch.empty((G, -(-N // GROUP), -(-K // GROUP)), dtype=torch.float32, device=w.device)
     if data.numel():
         _weight_quant_kernel[(G, scale.shape[1], scale.shape[2])](
-            w, data, scale, N, K, w.stride(0), w.stride(1), w.stride(2),
-            scale.stride(0), scale.stride(1), scale.stride(2), FP8_MAX[FP8], AMAX_EPS,
-            BLOCK=GROUP, num_warps=8, **_cast_args(FP8),
-        )  # fmt: skip
+            w,
+            data,
+            scale,
+            N,
+            K,
+            w.stride(0),
+            w.stride(1),
+            w.stride(2),
+            scale.stride(0),
+            scale.stride(1),
+            scale.stride(2),
+            FP8_MAX[FP8],
+            AMAX_EPS,
+            BLOCK=GROUP,
+            num_warps=8,
+            **_cast_args(FP8),
+        )
     return Fp8Quantized(data, scale)
 
 
@@ -269,18 +432,42 @@ def grouped_mm_fp8(
         return out
     nprog = num_programs(bd.device)
     launch_split_tail(
-        _grouped_mm_fp8_kernel, (nprog,), cfg,
-        a.data, a.scale, bd, bs, out, group_lens,
-        N, Kr, G,
-        a.data.stride(0), a.data.stride(1), a.scale.stride(0), a.scale.stride(1),
-        bd.stride(0), sbn, sbk, bs.stride(0), ssn, ssk,
-        out.stride(0), out.stride(1),
-        NUM_PROGS=nprog, G_POW2=max(triton.next_power_of_2(G), 2),
-        BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K,
-        GROUP_M=cfg.GROUP_M, EVEN_K=Kr % cfg.BLOCK_K == 0, EVEN_N=N % cfg.BLOCK_N == 0,
+        _grouped_mm_fp8_kernel,
+        (nprog,),
+        cfg,
+        a.data,
+        a.scale,
+        bd,
+        bs,
+        out,
+        group_lens,
+        N,
+        Kr,
+        G,
+        a.data.stride(0),
+        a.data.stride(1),
+        a.scale.stride(0),
+        a.scale.stride(1),
+        bd.stride(0),
+        sbn,
+        sbk,
+        bs.stride(0),
+        ssn,
+        ssk,
+        out.stride(0),
+        out.stride(1),
+        NUM_PROGS=nprog,
+        G_POW2=max(triton.next_power_of_2(G), 2),
+        BLOCK_M=cfg.BLOCK_M,
+        BLOCK_N=cfg.BLOCK_N,
+        BLOCK_K=cfg.BLOCK_K,
+        GROUP_M=cfg.GROUP_M,
+        EVEN_K=Kr % cfg.BLOCK_K == 0,
+        EVEN_N=N % cfg.BLOCK_N == 0,
         B_N_CONTIG=sbn == 1,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-    )  # fmt: skip
+        num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages,
+    )
     return out
 
 
@@ -312,14 +499,30 @@ def grouped_wgrad_fp8(
         return dw
     grid = (G * triton.cdiv(N, cfg.BLOCK_N) * triton.cdiv(K, cfg.BLOCK_K),)
     _grouped_wgrad_fp8_kernel[grid](
-        dyt.data, dyt.scale, xt.data, xt.scale, dw, group_lens,
-        N, K, G, dyt.data.stride(0), xt.data.stride(0),
-        dyt.scale.stride(0), dyt.scale.stride(1), xt.scale.stride(0), xt.scale.stride(1),
-        dw.stride(0), dw.stride(1), dw.stride(2),
+        dyt.data,
+        dyt.scale,
+        xt.data,
+        xt.scale,
+        dw,
+        group_lens,
+        N,
+        K,
+        G,
+        dyt.data.stride(0),
+        xt.data.stride(0),
+        dyt.scale.stride(0),
+        dyt.scale.stride(1),
+        xt.scale.stride(0),
+        xt.scale.stride(1),
+        dw.stride(0),
+        dw.stride(1),
+        dw.stride(2),
         G_POW2=max(triton.next_power_of_2(G), 2),
-        BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-    )  # fmt: skip
+        BLOCK_N=cfg.BLOCK_N,
+        BLOCK_K=cfg.BLOCK_K,
+        num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages,
+    )
     return dw
 
 
@@ -337,9 +540,11 @@ class GroupedGemmFp8Function(torch.autograd.Function):
         out = grouped_mm_fp8(xr, wq, group_lens, b_is_nk=True, out_dtype=x.dtype)
         ctx.x_dtype, ctx.w_dtype = x.dtype, w.dtype
         ctx.save_for_backward(
-            wq.data, wq.scale, group_lens,
+            wq.data,
+            wq.scale,
+            group_lens,
             *((xc.data, xc.scale) if xc is not None else ()),
-        )  # fmt: skip
+        )
         return out
 
     @staticmethod

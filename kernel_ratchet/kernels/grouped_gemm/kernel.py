@@ -89,11 +89,29 @@ def _col_offsets(pn, N, BLOCK_N: tl.constexpr, EVEN_N: tl.constexpr, B_N_CONTIG:
 
 @triton.jit
 def _mm_tile(
-    a_ptr, b_ptr, c_ptr, row0, valid, pn, g, N, K,
-    stride_am, stride_ak, stride_bg, stride_bn, stride_bk, stride_cm, stride_cn,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    EVEN_K: tl.constexpr, EVEN_N: tl.constexpr, B_N_CONTIG: tl.constexpr,
-):  # fmt: skip
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    row0,
+    valid,
+    pn,
+    g,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bg,
+    stride_bn,
+    stride_bk,
+    stride_cm,
+    stride_cn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    EVEN_K: tl.constexpr,
+    EVEN_N: tl.constexpr,
+    B_N_CONTIG: tl.constexpr,
+):
     """One output tile: rows [row0, row0 + min(valid, BLOCK_M)) x columns of tile pn."""
     rm = tl.arange(0, BLOCK_M)
     rk = tl.arange(0, BLOCK_K)
@@ -132,16 +150,31 @@ def _mm_tile(
 
 @triton.jit
 def _grouped_mm_kernel(
-    a_ptr, b_ptr, c_ptr, lens_ptr,
-    N, K, G,
-    stride_am, stride_ak,
-    stride_bg, stride_bn, stride_bk,
-    stride_cm, stride_cn,
-    NUM_PROGS: tl.constexpr, G_POW2: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, EVEN_N: tl.constexpr,
-    B_N_CONTIG: tl.constexpr, SPLIT_TAIL: tl.constexpr,
-):  # fmt: skip
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    lens_ptr,
+    N,
+    K,
+    G,
+    stride_am,
+    stride_ak,
+    stride_bg,
+    stride_bn,
+    stride_bk,
+    stride_cm,
+    stride_cn,
+    NUM_PROGS: tl.constexpr,
+    G_POW2: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    EVEN_K: tl.constexpr,
+    EVEN_N: tl.constexpr,
+    B_N_CONTIG: tl.constexpr,
+    SPLIT_TAIL: tl.constexpr,
+):
     """C[rows of g, n] = sum_k A[rows of g, k] * B[g, n, k] (B element (g, n, k) by strides).
 
     SPLIT_TAIL: a tile with at most BLOCK_M / 2 valid rows (the last tile of a group whose
@@ -162,32 +195,103 @@ def _grouped_mm_kernel(
         )
         if SPLIT_TAIL:
             if valid <= BLOCK_M // 2:
-                _mm_tile(a_ptr, b_ptr, c_ptr, row0, valid, pn, g, N, K,
-                         stride_am, stride_ak, stride_bg, stride_bn, stride_bk,
-                         stride_cm, stride_cn, BLOCK_M // 2, BLOCK_N, BLOCK_K,
-                         EVEN_K, EVEN_N, B_N_CONTIG)  # fmt: skip
+                _mm_tile(
+                    a_ptr,
+                    b_ptr,
+                    c_ptr,
+                    row0,
+                    valid,
+                    pn,
+                    g,
+                    N,
+                    K,
+                    stride_am,
+                    stride_ak,
+                    stride_bg,
+                    stride_bn,
+                    stride_bk,
+                    stride_cm,
+                    stride_cn,
+                    BLOCK_M // 2,
+                    BLOCK_N,
+                    BLOCK_K,
+                    EVEN_K,
+                    EVEN_N,
+                    B_N_CONTIG,
+                )
             else:
-                _mm_tile(a_ptr, b_ptr, c_ptr, row0, valid, pn, g, N, K,
-                         stride_am, stride_ak, stride_bg, stride_bn, stride_bk,
-                         stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K,
-                         EVEN_K, EVEN_N, B_N_CONTIG)  # fmt: skip
+                _mm_tile(
+                    a_ptr,
+                    b_ptr,
+                    c_ptr,
+                    row0,
+                    valid,
+                    pn,
+                    g,
+                    N,
+                    K,
+                    stride_am,
+                    stride_ak,
+                    stride_bg,
+                    stride_bn,
+                    stride_bk,
+                    stride_cm,
+                    stride_cn,
+                    BLOCK_M,
+                    BLOCK_N,
+                    BLOCK_K,
+                    EVEN_K,
+                    EVEN_N,
+                    B_N_CONTIG,
+                )
         else:
-            _mm_tile(a_ptr, b_ptr, c_ptr, row0, valid, pn, g, N, K,
-                     stride_am, stride_ak, stride_bg, stride_bn, stride_bk,
-                     stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K,
-                     EVEN_K, EVEN_N, B_N_CONTIG)  # fmt: skip
+            _mm_tile(
+                a_ptr,
+                b_ptr,
+                c_ptr,
+                row0,
+                valid,
+                pn,
+                g,
+                N,
+                K,
+                stride_am,
+                stride_ak,
+                stride_bg,
+                stride_bn,
+                stride_bk,
+                stride_cm,
+                stride_cn,
+                BLOCK_M,
+                BLOCK_N,
+                BLOCK_K,
+                EVEN_K,
+                EVEN_N,
+                B_N_CONTIG,
+            )
 
 
 @triton.jit
 def _grouped_wgrad_kernel(
-    dy_ptr, x_ptr, dw_ptr, lens_ptr,
-    N, K, G,
-    stride_dym, stride_dyn,
-    stride_xm, stride_xk,
-    stride_wg, stride_wn, stride_wk,
+    dy_ptr,
+    x_ptr,
+    dw_ptr,
+    lens_ptr,
+    N,
+    K,
+    G,
+    stride_dym,
+    stride_dyn,
+    stride_xm,
+    stride_xk,
+    stride_wg,
+    stride_wn,
+    stride_wk,
     G_POW2: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-):  # fmt: skip
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
     """dW[g, n, k] = sum over rows r of group g of dY[r, n] * X[r, k]; 0 for an empty group.
 
     One program per (g, n tile, k tile); the grid depends on G, N, K only.
@@ -260,8 +364,12 @@ def launch_split_tail(kernel, grid: tuple[int, ...], cfg: TileConfig, *args, **k
         if not split:
             raise
         _NO_SPLIT.add(key)
-        warnings.warn(f"{key[0]}: split-tail variant unavailable ({type(exc).__name__}); "
-                      f"running {cfg} without it", RuntimeWarning, stacklevel=2)  # fmt: skip
+        warnings.warn(
+            f"{key[0]}: split-tail variant unavailable ({type(exc).__name__}); "
+            f"running {cfg} without it",
+            RuntimeWarning,
+            stacklevel=2,
+        )
         kernel[grid](*args, SPLIT_TAIL=False, **kwargs)
 
 
@@ -292,18 +400,35 @@ def grouped_mm(
         return out
     nprog = num_programs(a.device)
     launch_split_tail(
-        _grouped_mm_kernel, (nprog,), cfg,
-        a, b, out, group_lens,
-        N, Kr, G,
-        a.stride(0), a.stride(1),
-        b.stride(0), stride_bn, stride_bk,
-        out.stride(0), out.stride(1),
-        NUM_PROGS=nprog, G_POW2=max(triton.next_power_of_2(G), 2),
-        BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K,
-        GROUP_M=cfg.GROUP_M, EVEN_K=Kr % cfg.BLOCK_K == 0, EVEN_N=N % cfg.BLOCK_N == 0,
+        _grouped_mm_kernel,
+        (nprog,),
+        cfg,
+        a,
+        b,
+        out,
+        group_lens,
+        N,
+        Kr,
+        G,
+        a.stride(0),
+        a.stride(1),
+        b.stride(0),
+        stride_bn,
+        stride_bk,
+        out.stride(0),
+        out.stride(1),
+        NUM_PROGS=nprog,
+        G_POW2=max(triton.next_power_of_2(G), 2),
+        BLOCK_M=cfg.BLOCK_M,
+        BLOCK_N=cfg.BLOCK_N,
+        BLOCK_K=cfg.BLOCK_K,
+        GROUP_M=cfg.GROUP_M,
+        EVEN_K=Kr % cfg.BLOCK_K == 0,
+        EVEN_N=N % cfg.BLOCK_N == 0,
         B_N_CONTIG=stride_bn == 1,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-    )  # fmt: skip
+        num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages,
+    )
     return out
 
 
@@ -325,15 +450,27 @@ def grouped_wgrad(
         return dw
     grid = (G * triton.cdiv(N, cfg.BLOCK_N) * triton.cdiv(K, cfg.BLOCK_K),)
     _grouped_wgrad_kernel[grid](
-        dy, x, dw, group_lens,
-        N, K, G,
-        dy.stride(0), dy.stride(1),
-        x.stride(0), x.stride(1),
-        dw.stride(0), dw.stride(1), dw.stride(2),
+        dy,
+        x,
+        dw,
+        group_lens,
+        N,
+        K,
+        G,
+        dy.stride(0),
+        dy.stride(1),
+        x.stride(0),
+        x.stride(1),
+        dw.stride(0),
+        dw.stride(1),
+        dw.stride(2),
         G_POW2=max(triton.next_power_of_2(G), 2),
-        BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, BLOCK_K=cfg.BLOCK_K,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-    )  # fmt: skip
+        BLOCK_M=cfg.BLOCK_M,
+        BLOCK_N=cfg.BLOCK_N,
+        BLOCK_K=cfg.BLOCK_K,
+        num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages,
+    )
     return dw
 
 

@@ -104,17 +104,28 @@ def lens_of(shape: Shape) -> list[int]:
 
 def make_shape(label: str, G: int, N: int, K: int, dist: str, rows: int, seed: int) -> Shape:
     lens = group_lens(dist, G, rows, seed)
-    return Shape(label, M=sum(lens), N=N, K=K, B=G,
-                 params={"dist": dist, "seed": seed, "rows": rows})  # fmt: skip
+    return Shape(
+        label, M=sum(lens), N=N, K=K, B=G, params={"dist": dist, "seed": seed, "rows": rows}
+    )
 
 
 def explicit_shape(label: str, lens: list[int], N: int, K: int, seed: int = 0) -> Shape:
-    return Shape(label, M=sum(lens), N=N, K=K, B=len(lens),
-                 params={"dist": "explicit", "seed": seed, "lens": list(lens)})  # fmt: skip
+    return Shape(
+        label,
+        M=sum(lens),
+        N=N,
+        K=K,
+        B=len(lens),
+        params={"dist": "explicit", "seed": seed, "lens": list(lens)},
+    )
 
 
-def moe_shapes(tokens: int = 8192, models: tuple[str, ...] = tuple(MODELS),
-               dists: tuple[str, ...] = DISTRIBUTIONS, seed: int = 0) -> list[Shape]:  # fmt: skip
+def moe_shapes(
+    tokens: int = 8192,
+    models: tuple[str, ...] = tuple(MODELS),
+    dists: tuple[str, ...] = DISTRIBUTIONS,
+    seed: int = 0,
+) -> list[Shape]:
     """gate_up (N = 2*intermediate, K = hidden) and down (N = hidden, K = intermediate)
     projections of each model for ``tokens`` tokens (rows = tokens * top_k) and each
     distribution."""
@@ -142,8 +153,11 @@ def moe_bench_h200() -> list[Shape]:
     """The subset timed in one short device run (tune_h200.py): gate_up of every model on all
     distributions, plus down of DeepSeek-V3 and Mixtral on uniform and skewed."""
     shapes = [s for s in moe_shapes() if "_gate_up_" in s.label]
-    shapes += [s for s in moe_shapes(models=("dsv3", "mixtral_8x7b"), dists=("uniform", "skewed"))
-               if "_down_" in s.label]  # fmt: skip
+    shapes += [
+        s
+        for s in moe_shapes(models=("dsv3", "mixtral_8x7b"), dists=("uniform", "skewed"))
+        if "_down_" in s.label
+    ]
     return shapes
 
 

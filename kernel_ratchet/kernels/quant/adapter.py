@@ -44,9 +44,12 @@ class _QuantAdapter(Adapter):
     schema: ClassVar[str] = "memory"
     has_backward: ClassVar[bool] = False
     min_snr_db: ClassVar[dict[str, float]] = {
-        "out": SNR_BF16, "out_t": SNR_BF16, "scale": SNR_FP32, "scale_t": SNR_FP32,
+        "out": SNR_BF16,
+        "out_t": SNR_BF16,
+        "scale": SNR_FP32,
+        "scale_t": SNR_FP32,
         "default": SNR_BF16,
-    }  # fmt: skip
+    }
 
     def make_case(self, shape: Shape, seed: int, device: str) -> QuantCase:
         # Drawn on the target device: on the host, a 65536 x 2048 draw took ~1 s per case, and a
@@ -110,9 +113,11 @@ class QuantFp8DualAdapter(_QuantAdapter):
     def outputs(self, case: QuantCase) -> dict[str, torch.Tensor]:
         rows, cols = quant_fp8_dual_1x128(case.x)
         return {
-            "out": dequant_fp8(rows, group=(1, 128)), "scale": rows.scale,
-            "out_t": dequant_fp8(cols, group=(1, 128)), "scale_t": cols.scale,
-        }  # fmt: skip
+            "out": dequant_fp8(rows, group=(1, 128)),
+            "scale": rows.scale,
+            "out_t": dequant_fp8(cols, group=(1, 128)),
+            "scale_t": cols.scale,
+        }
 
     def reference(self, case: QuantCase) -> dict[str, torch.Tensor]:
         return dual_1x128_ref(case.x)

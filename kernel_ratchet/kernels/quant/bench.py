@@ -87,9 +87,23 @@ def main(argv: list[str] | None = None) -> int:
         copy_ms, _ = time_ms(lambda c=case: c.x.clone(), args.min_run_time)
         gbs = nbytes / (ms * 1e-3) / 1e9
         copy = 2.0 * case.x.numel() * 2 / (copy_ms * 1e-3) / 1e9
-        row = [s.label, s.B, s.M, s.N, "PASS" if ok else "FAIL", gbs, gbs * sd / ms, math.nan,
-               math.nan, ms, math.nan, snrs["out"], nbytes / (eager_ms * 1e-3) / 1e9, copy,
-               gbs / copy]  # fmt: skip
+        row = [
+            s.label,
+            s.B,
+            s.M,
+            s.N,
+            "PASS" if ok else "FAIL",
+            gbs,
+            gbs * sd / ms,
+            math.nan,
+            math.nan,
+            ms,
+            math.nan,
+            snrs["out"],
+            nbytes / (eager_ms * 1e-3) / 1e9,
+            copy,
+            gbs / copy,
+        ]
         if ok:
             rates.append(gbs)
         writer.writerow([format_cell(c, 3) for c in row[: len(header)]])

@@ -40,12 +40,26 @@ DUAL_NUM_WARPS = 8
 
 @triton.jit
 def _dual_quant_kernel(
-    x_ptr, q_ptr, qt_ptr, s_ptr, st_ptr,
-    R, C, stride_r, stride_c, stride_qt,
-    stride_sr, stride_sg, stride_stc, stride_stg,
-    fp8_max, eps,
-    BLOCK: tl.constexpr, MANT: tl.constexpr, PRE_ROUND: tl.constexpr,
-):  # fmt: skip
+    x_ptr,
+    q_ptr,
+    qt_ptr,
+    s_ptr,
+    st_ptr,
+    R,
+    C,
+    stride_r,
+    stride_c,
+    stride_qt,
+    stride_sr,
+    stride_sg,
+    stride_stc,
+    stride_stg,
+    fp8_max,
+    eps,
+    BLOCK: tl.constexpr,
+    MANT: tl.constexpr,
+    PRE_ROUND: tl.constexpr,
+):
     pid_r = tl.program_id(0)
     pid_c = tl.program_id(1)
     offs_r = pid_r * BLOCK + tl.arange(0, BLOCK)
@@ -105,10 +119,26 @@ def quant_fp8_dual_1x128(
     st = torch.empty((ng_r, C), dtype=torch.float32, device=x.device).t()  # [C, ng_r]
     if R and C:
         _dual_quant_kernel[(ng_r, ng_c)](
-            x, q, qt_buf, s, st, R, C, x.stride(0), x.stride(1), qt_buf.stride(0),
-            s.stride(0), s.stride(1), st.stride(0), st.stride(1),
-            fp8_max, AMAX_EPS, BLOCK=GROUP, num_warps=num_warps, **_cast_args(dtype),
-        )  # fmt: skip
+            x,
+            q,
+            qt_buf,
+            s,
+            st,
+            R,
+            C,
+            x.stride(0),
+            x.stride(1),
+            qt_buf.stride(0),
+            s.stride(0),
+            s.stride(1),
+            st.stride(0),
+            st.stride(1),
+            fp8_max,
+            AMAX_EPS,
+            BLOCK=GROUP,
+            num_warps=num_warps,
+            **_cast_args(dtype),
+        )
     return Fp8Quantized(q, s), Fp8Quantized(qt, st)
 
 

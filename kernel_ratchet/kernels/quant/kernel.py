@@ -100,10 +100,16 @@ def _to_fp8(y, out_ty: tl.constexpr, MANT: tl.constexpr, PRE_ROUND: tl.constexpr
 
 @triton.jit
 def _amax_kernel(
-    x_ptr, amax_ptr, R, C, stride_r, stride_c,
+    x_ptr,
+    amax_ptr,
+    R,
+    C,
+    stride_r,
+    stride_c,
     AXIS: tl.constexpr,  # 0: one amax per row, 1: one per column, 2: one for the whole tensor
-    BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr,
-):  # fmt: skip
+    BLOCK_R: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+):
     """Tile-wise |x| maximum folded into ``amax_ptr`` (zero-initialised fp32) by atomic max."""
     pid_r = tl.program_id(0)
     pid_c = tl.program_id(1)
@@ -126,11 +132,25 @@ def _amax_kernel(
 
 @triton.jit
 def _apply_scale_kernel(
-    x_ptr, amax_ptr, q_ptr, qt_ptr, scale_ptr, R, C, stride_r, stride_c, fp8_max, eps,
+    x_ptr,
+    amax_ptr,
+    q_ptr,
+    qt_ptr,
+    scale_ptr,
+    R,
+    C,
+    stride_r,
+    stride_c,
+    fp8_max,
+    eps,
     AXIS: tl.constexpr,  # as in _amax_kernel
-    WRITE_Q: tl.constexpr, WRITE_QT: tl.constexpr, MANT: tl.constexpr, PRE_ROUND: tl.constexpr,
-    BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr,
-):  # fmt: skip
+    WRITE_Q: tl.constexpr,
+    WRITE_QT: tl.constexpr,
+    MANT: tl.constexpr,
+    PRE_ROUND: tl.constexpr,
+    BLOCK_R: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+):
     """q = x / scale with a precomputed amax; writes q [R, C] and/or qᵀ [C, R] (contiguous)."""
     pid_r = tl.program_id(0)
     pid_c = tl.program_id(1)
@@ -179,12 +199,27 @@ def _apply_scale_kernel(
 
 @triton.jit
 def _group_quant_kernel(
-    x_ptr, q_ptr, qt_ptr, scale_ptr, R, C, stride_r, stride_c,
-    stride_sr, stride_sc, fp8_max, eps,
-    GROUP_R: tl.constexpr, GROUP_C: tl.constexpr,  # (1, 128), (128, 1) or (128, 128)
-    WRITE_Q: tl.constexpr, WRITE_QT: tl.constexpr, MANT: tl.constexpr, PRE_ROUND: tl.constexpr,
-    BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr,
-):  # fmt: skip
+    x_ptr,
+    q_ptr,
+    qt_ptr,
+    scale_ptr,
+    R,
+    C,
+    stride_r,
+    stride_c,
+    stride_sr,
+    stride_sc,
+    fp8_max,
+    eps,
+    GROUP_R: tl.constexpr,
+    GROUP_C: tl.constexpr,  # (1, 128), (128, 1) or (128, 128)
+    WRITE_Q: tl.constexpr,
+    WRITE_QT: tl.constexpr,
+    MANT: tl.constexpr,
+    PRE_ROUND: tl.constexpr,
+    BLOCK_R: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+):
     """Groups that fit in one tile: amax, scale and cast in a single pass over x.
 
     Tile edges: along an axis with a group of 128 the tile edge is exactly 128 (one group);
@@ -246,8 +281,9 @@ def _amax(x: torch.Tensor, axis: int) -> torch.Tensor:
     n = R if axis == 0 else (C if axis == 1 else 1)
     amax = torch.zeros(n, dtype=torch.float32, device=x.device)
     grid = (triton.cdiv(R, _TILE_R), triton.cdiv(C, _TILE_C))
-    _amax_kernel[grid](x, amax, R, C, x.stride(0), x.stride(1), AXIS=axis,
-                       BLOCK_R=_TILE_R, BLOCK_C=_TILE_C)  # fmt: skip
+    _amax_kernel[grid](
+        x, amax, R, C, x.stride(0), x.stride(1), AXIS=axis, BLOCK_R=_TILE_R, BLOCK_C=_TILE_C
+    )
     return amax
 
 
@@ -265,11 +301,24 @@ def _apply(
     scale = torch.empty(amax.shape if axis != 2 else (), dtype=torch.float32, device=x.device)
     grid = (triton.cdiv(R, _TILE_R), triton.cdiv(C, _TILE_C))
     _apply_scale_kernel[grid](
-        x, amax, q if write_q else qt, qt if write_qt else q, scale, R, C,
-        x.stride(0), x.stride(1), FP8_MAX[dtype], AMAX_EPS,
-        AXIS=axis, WRITE_Q=write_q, WRITE_QT=write_qt, **_cast_args(dtype),
-        BLOCK_R=_TILE_R, BLOCK_C=_TILE_C,
-    )  # fmt: skip
+        x,
+        amax,
+        q if write_q else qt,
+        qt if write_qt else q,
+        scale,
+        R,
+        C,
+        x.stride(0),
+        x.stride(1),
+        FP8_MAX[dtype],
+        AMAX_EPS,
+        AXIS=axis,
+        WRITE_Q=write_q,
+        WRITE_QT=write_qt,
+        **_cast_args(dtype),
+        BLOCK_R=_TILE_R,
+        BLOCK_C=_TILE_C,
+    )
     return q, qt, scale
 
 
@@ -327,20 +376,52 @@ def quant_fp8_blockwise_1x128(
         scale = torch.empty((ng, R), dtype=torch.float32, device=x.device).t()
         grid = (triton.cdiv(R, _TILE_R), ng)
         _group_quant_kernel[grid](
-            x, q, q, scale, R, C, x.stride(0), x.stride(1), scale.stride(0), scale.stride(1),
-            FP8_MAX[dtype], AMAX_EPS, GROUP_R=1, GROUP_C=GROUP, WRITE_Q=True, WRITE_QT=False,
-            **_cast_args(dtype), BLOCK_R=_TILE_R, BLOCK_C=GROUP,
-        )  # fmt: skip
+            x,
+            q,
+            q,
+            scale,
+            R,
+            C,
+            x.stride(0),
+            x.stride(1),
+            scale.stride(0),
+            scale.stride(1),
+            FP8_MAX[dtype],
+            AMAX_EPS,
+            GROUP_R=1,
+            GROUP_C=GROUP,
+            WRITE_Q=True,
+            WRITE_QT=False,
+            **_cast_args(dtype),
+            BLOCK_R=_TILE_R,
+            BLOCK_C=GROUP,
+        )
         return Fp8Quantized(q, scale)
     qt = torch.empty((C, R), dtype=dtype, device=x.device)
     ng = triton.cdiv(R, GROUP)
     scale_t = torch.empty((ng, C), dtype=torch.float32, device=x.device)  # [group of rows, col]
     grid = (ng, triton.cdiv(C, _TILE_R))
     _group_quant_kernel[grid](
-        x, qt, qt, scale_t, R, C, x.stride(0), x.stride(1), scale_t.stride(0), scale_t.stride(1),
-        FP8_MAX[dtype], AMAX_EPS, GROUP_R=GROUP, GROUP_C=1, WRITE_Q=False, WRITE_QT=True,
-        **_cast_args(dtype), BLOCK_R=GROUP, BLOCK_C=_TILE_R,
-    )  # fmt: skip
+        x,
+        qt,
+        qt,
+        scale_t,
+        R,
+        C,
+        x.stride(0),
+        x.stride(1),
+        scale_t.stride(0),
+        scale_t.stride(1),
+        FP8_MAX[dtype],
+        AMAX_EPS,
+        GROUP_R=GROUP,
+        GROUP_C=1,
+        WRITE_Q=False,
+        WRITE_QT=True,
+        **_cast_args(dtype),
+        BLOCK_R=GROUP,
+        BLOCK_C=_TILE_R,
+    )
     # scale_t[g, c] is the scale of data[c, g*128 : (g+1)*128]; .t() gives [C, ng], strides (1, C).
     return Fp8Quantized(qt, scale_t.t())
 
@@ -358,21 +439,41 @@ def quant_fp8_block_128x128(
     R, C = x.shape
     q = torch.empty((R, C), dtype=dtype, device=x.device)
     qt = torch.empty((C, R), dtype=dtype, device=x.device) if with_transpose else q
-    scale = torch.empty((triton.cdiv(R, GROUP), triton.cdiv(C, GROUP)), dtype=torch.float32,
-                        device=x.device)  # fmt: skip
+    scale = torch.empty(
+        (triton.cdiv(R, GROUP), triton.cdiv(C, GROUP)), dtype=torch.float32, device=x.device
+    )
     grid = (triton.cdiv(R, GROUP), triton.cdiv(C, GROUP))
     _group_quant_kernel[grid](
-        x, q, qt, scale, R, C, x.stride(0), x.stride(1), scale.stride(0), scale.stride(1),
-        FP8_MAX[dtype], AMAX_EPS, GROUP_R=GROUP, GROUP_C=GROUP, WRITE_Q=True,
-        WRITE_QT=with_transpose, **_cast_args(dtype), BLOCK_R=GROUP, BLOCK_C=GROUP,
-    )  # fmt: skip
+        x,
+        q,
+        qt,
+        scale,
+        R,
+        C,
+        x.stride(0),
+        x.stride(1),
+        scale.stride(0),
+        scale.stride(1),
+        FP8_MAX[dtype],
+        AMAX_EPS,
+        GROUP_R=GROUP,
+        GROUP_C=GROUP,
+        WRITE_Q=True,
+        WRITE_QT=with_transpose,
+        **_cast_args(dtype),
+        BLOCK_R=GROUP,
+        BLOCK_C=GROUP,
+    )
     if with_transpose:
         return Fp8Quantized(q, scale, qt, scale.t())
     return Fp8Quantized(q, scale)
 
 
-def dequant_fp8(q: Fp8Quantized | torch.Tensor, scale: torch.Tensor | None = None,
-                group: tuple[int, int] | None = None) -> torch.Tensor:  # fmt: skip
+def dequant_fp8(
+    q: Fp8Quantized | torch.Tensor,
+    scale: torch.Tensor | None = None,
+    group: tuple[int, int] | None = None,
+) -> torch.Tensor:
     """Plain-PyTorch dequantization to fp32 (tests and references).
 
     ``group`` is the (rows, cols) edge of a scaling group for 2-D scales: ``(1, 128)`` for
