@@ -55,7 +55,8 @@ from kernel_ratchet.harness.adapter import Shape, load_adapter, load_shapes
 from kernel_ratchet.harness.correctness import check_outputs
 from kernel_ratchet.harness.csv_schema import csv_text, get_schema, parse_csv_text
 from kernel_ratchet.harness.runtime import ShapeResult, result_cells
-from kernel_ratchet.harness.timing import Timing, make_engine
+from kernel_ratchet.harness.timing.engine import Timing
+from kernel_ratchet.harness.timing.registry import make_engine
 from kernel_ratchet.optimizers.tunables import parse_tunables, set_knobs
 from kernel_ratchet.profile.loader import find_profile, load_profile
 from kernel_ratchet.scoring.metrics import aggregates

@@ -28,7 +28,7 @@ from kernel_ratchet.campaign.tips import read_tips, tips_path
 from kernel_ratchet.errors import CampaignError
 from kernel_ratchet.harness.adapter import Shape, load_shapes
 from kernel_ratchet.harness.generate import render_quick_bench
-from kernel_ratchet.harness.timing import default_engine_name
+from kernel_ratchet.harness.timing.registry import default_engine_name
 from kernel_ratchet.profile.checklist import device_check, env_check, run_checklist
 from kernel_ratchet.profile.schema import EXECUTION_MODES, Profile
 

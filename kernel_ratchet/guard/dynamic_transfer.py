@@ -38,7 +38,7 @@ import torch
 from kernel_ratchet.errors import RatchetError
 from kernel_ratchet.guard.cache_probe import CacheProbe, CacheStats, count_cache_hits
 from kernel_ratchet.harness.adapter import Adapter, Shape
-from kernel_ratchet.harness.timing import TimingEngine
+from kernel_ratchet.harness.timing.engine import TimingEngine
 
 TRAINING_ROLES = ("weight", "activation", "grad_out", "scale", "routing")
 #: Roles that are a new tensor every training step.

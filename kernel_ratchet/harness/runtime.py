@@ -23,7 +23,8 @@ from kernel_ratchet.errors import RatchetError
 from kernel_ratchet.harness.adapter import Adapter, Shape, load_adapter
 from kernel_ratchet.harness.correctness import check_outputs
 from kernel_ratchet.harness.csv_schema import Schema, get_schema, write_csv
-from kernel_ratchet.harness.timing import Timing, TimingEngine, make_engine
+from kernel_ratchet.harness.timing.engine import Timing, TimingEngine
+from kernel_ratchet.harness.timing.registry import make_engine
 
 
 @dataclass

@@ -76,7 +76,7 @@ class WorkerSpec:
 
     ``source_root`` goes first on ``sys.path`` in the worker (the project checkout, or an
     incumbent git worktree); ``adapter`` is ``"module:Class"``; ``engine`` / ``engine_params``
-    name a timing engine of :func:`kernel_ratchet.harness.timing.engines`; ``device`` is
+    name a timing engine of :func:`kernel_ratchet.harness.timing.registry.engines`; ``device`` is
     ``"cpu"`` or ``"cuda"``; ``interpret`` sets ``TRITON_INTERPRET=1`` in the worker (and
     ``False`` removes it); a request running past ``timeout_s`` kills the worker (``"hang"``).
     """

@@ -58,7 +58,7 @@ class Session:
 
     def __init__(self, spec: dict[str, Any], sentinel: Any) -> None:
         from kernel_ratchet.harness.adapter import load_adapter
-        from kernel_ratchet.harness.timing import make_engine
+        from kernel_ratchet.harness.timing.registry import make_engine
 
         self.spec = spec
         self.device = spec["device"]
@@ -329,12 +329,20 @@ def main() -> None:
     import torch  # noqa: F401 -- before the sentinel: it snapshots torch.cuda
 
     from kernel_ratchet.harness import adapter as adapter_mod
-    from kernel_ratchet.harness import anticheat, correctness, timing, timing_cuda
+    from kernel_ratchet.harness import anticheat, correctness
     from kernel_ratchet.harness.adapter import Shape
+    from kernel_ratchet.harness.timing import (
+        cuda_events,
+        cuda_support,
+        engine,
+        perf_counter,
+        registry,
+    )
     from kernel_ratchet.harness.worker import classify_exception
 
+    timing = (engine, perf_counter, cuda_support, cuda_events, registry)
     sentinel = anticheat.Sentinel.capture(
-        (timing, timing_cuda, correctness, anticheat, adapter_mod, sys.modules[__name__])
+        (*timing, correctness, anticheat, adapter_mod, sys.modules[__name__])
     )
     _prefer_source_root(spec["source_root"], spec["adapter"])
     try:

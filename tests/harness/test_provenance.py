@@ -10,7 +10,7 @@ import pytest
 
 from kernel_ratchet.harness import provenance as pv
 from kernel_ratchet.harness.ab import SEED_POLICY
-from kernel_ratchet.harness.timing import PerfCounterEngine
+from kernel_ratchet.harness.timing.perf_counter import PerfCounterEngine
 
 ENGINE = PerfCounterEngine().describe()
 

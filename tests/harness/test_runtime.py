@@ -18,7 +18,8 @@ import torch
 from kernel_ratchet.harness.adapter import SNR_FP32, Adapter, Shape
 from kernel_ratchet.harness.csv_schema import SCHEMAS, read_csv, write_csv
 from kernel_ratchet.harness.runtime import main, result_cells, run_harness, run_shape
-from kernel_ratchet.harness.timing import PerfCounterEngine, Timing, TimingEngine
+from kernel_ratchet.harness.timing.engine import Timing, TimingEngine
+from kernel_ratchet.harness.timing.perf_counter import PerfCounterEngine
 
 HERE = __name__  # "tests.harness.test_runtime": the module main() imports adapters from
 GEMM, MEMORY = SCHEMAS["gemm"], SCHEMAS["memory"]

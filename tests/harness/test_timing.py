@@ -9,14 +9,10 @@ import pytest
 import torch
 
 from kernel_ratchet.errors import RatchetError
-from kernel_ratchet.harness.timing import (
-    PerfCounterEngine,
-    Timing,
-    default_engine_name,
-    engines,
-    make_engine,
-)
-from kernel_ratchet.harness.timing_cuda import CudaEventEngine
+from kernel_ratchet.harness.timing.cuda_events import CudaEventEngine
+from kernel_ratchet.harness.timing.engine import Timing
+from kernel_ratchet.harness.timing.perf_counter import PerfCounterEngine
+from kernel_ratchet.harness.timing.registry import default_engine_name, engines, make_engine
 
 
 class Counter:

@@ -8,22 +8,19 @@ import pytest
 import torch
 
 from kernel_ratchet.errors import RatchetError
-from kernel_ratchet.harness.timing import (
-    PerfCounterEngine,
-    SampleHooks,
-    Timing,
-    iterations_for,
-    make_engine,
-)
-from kernel_ratchet.harness.timing_cuda import (
-    CudaEventEngine,
+from kernel_ratchet.harness.timing.cuda_events import CudaEventEngine
+from kernel_ratchet.harness.timing.cuda_support import (
     choose_graph,
     clock_settled,
     host_crosscheck,
     is_throttled,
+    iterations_for,
     per_call_ms,
     reset_persisting_l2,
 )
+from kernel_ratchet.harness.timing.engine import SampleHooks, Timing
+from kernel_ratchet.harness.timing.perf_counter import PerfCounterEngine
+from kernel_ratchet.harness.timing.registry import make_engine
 
 
 def test_iterations_fill_the_sample_duration_within_bounds():

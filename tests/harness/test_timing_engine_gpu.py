@@ -8,8 +8,8 @@ import importlib.util
 import pytest
 import torch
 
-from kernel_ratchet.harness.timing import SampleHooks
-from kernel_ratchet.harness.timing_cuda import GRAPH_MIN_FRACTION, CudaEventEngine
+from kernel_ratchet.harness.timing.cuda_events import GRAPH_MIN_FRACTION, CudaEventEngine
+from kernel_ratchet.harness.timing.engine import SampleHooks
 
 pytestmark = pytest.mark.gpu
 

@@ -1,8 +1,9 @@
-"""The ``cuda_events`` timing engine (:class:`CudaEventEngine`) and the pure helpers it is
-built from: clock settling and throttling, graph choice, flush subtraction, the host-time
-cross-check, SM-clock reading and the persisting-L2 reset. The engine protocol, the
-``perf_counter`` engine and :func:`~kernel_ratchet.harness.timing.make_engine` are in
-:mod:`kernel_ratchet.harness.timing`.
+"""The ``cuda_events`` timing engine (:class:`CudaEventEngine`).
+
+Its pure helpers and device probes are in :mod:`.cuda_support`, called through that module
+(``cuda_support.per_call_ms``), not imported by name: the worker's
+:class:`~kernel_ratchet.harness.anticheat.Sentinel` watches the functions a module defines, so a
+patch of the helper the engine really calls is then always seen.
 """
 
 from __future__ import annotations
@@ -15,120 +16,13 @@ from typing import Any
 import torch
 
 from kernel_ratchet.errors import RatchetError
-from kernel_ratchet.harness.timing import (
-    SampleHooks,
-    Timing,
-    TimingEngine,
-    _summary,
-    iterations_for,
-)
-
-
-def clock_settled(readings_mhz: list[float], window: int, tol_mhz: float) -> bool:
-    """True when the last ``window`` SM-clock readings span at most ``tol_mhz``."""
-    if len(readings_mhz) < window:
-        return False
-    last = readings_mhz[-window:]
-    return max(last) - min(last) <= tol_mhz
-
-
-def is_throttled(clock_mhz: float | None, settled_mhz: float | None, tol: float) -> bool:
-    """A sample is throttled when its SM clock is more than ``tol`` (a fraction) below the clock
-    the warm-up settled at. Unknown clocks never count as throttled."""
-    if clock_mhz is None or not settled_mhz:
-        return False
-    return clock_mhz < (1.0 - tol) * settled_mhz
-
-
-def choose_graph(mode: str, per_call_us: float, below_us: float) -> bool:
-    """Whether to time through a CUDA graph: ``on``, ``off``, or ``auto`` (ops under
-    ``below_us`` microseconds, where launch overhead would otherwise dominate)."""
-    if mode == "on":
-        return True
-    if mode == "off":
-        return False
-    return per_call_us < below_us
-
-
-def per_call_ms(event_ms: float, iters: int, flush_ms_each: float = 0.0) -> float:
-    """Time of one call from a timed call of ``iters`` calls, each preceded by an L2 flush of
-    ``flush_ms_each`` (graph mode; 0 in eager mode). Never below 0."""
-    return max(event_ms / iters - flush_ms_each, 0.0)
-
-
-def host_crosscheck(
-    event_ms: float, host_ms: float, ratio: float, min_host_ms: float
-) -> str | None:
-    """A warning when the event time is far shorter than the host time around the same timed
-    call (work outside the timed stream, or events that do not bracket the work)."""
-    if host_ms >= min_host_ms and event_ms < ratio * host_ms:
-        return (
-            f"event time {event_ms:.3f} ms is under {ratio:g}x the host time {host_ms:.3f} ms "
-            "of the same timed call"
-        )
-    return None
-
-
-def _nvml_sm_clock(device: str) -> Callable[[], float | None] | None:
-    """A function reading the SM clock (MHz) of ``device`` via pynvml, or None without it."""
-    try:
-        import pynvml  # optional: nvidia-ml-py
-    except ImportError:
-        return None
-    try:
-        pynvml.nvmlInit()
-        props = torch.cuda.get_device_properties(device)
-        try:
-            bus = f"{props.pci_domain_id:08X}:{props.pci_bus_id:02X}:{props.pci_device_id:02X}.0"
-            handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus)
-        except Exception:
-            handle = pynvml.nvmlDeviceGetHandleByIndex(torch.device(device).index or 0)
-    except Exception:
-        return None
-
-    def read() -> float | None:
-        try:
-            return float(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM))
-        except Exception:
-            return None
-
-    return read
-
-
-def reset_persisting_l2() -> str:
-    """Reset the persisting-L2 lines (so a previous op's access window cannot keep data hot).
-
-    Uses a ``torch.cuda`` function when this torch has one, else ``cudaCtxResetPersistingL2Cache``
-    from the CUDA runtime torch loaded, through ctypes. Returns how it was done, or why not.
-    """
-    for name in ("reset_persisting_l2_cache", "_reset_persisting_l2_cache"):
-        fn = getattr(torch.cuda, name, None)
-        if callable(fn):
-            fn()
-            return f"torch.cuda.{name}"
-    import ctypes
-
-    # Only the CUDA runtime this process already loaded (torch's), never a second copy.
-    try:
-        with open("/proc/self/maps") as maps:
-            libs = sorted({line.split()[-1] for line in maps if "libcudart.so" in line})
-    except OSError:
-        libs = []
-    for lib in libs:
-        try:
-            rc = ctypes.CDLL(lib).cudaCtxResetPersistingL2Cache()
-        except (OSError, AttributeError):
-            continue
-        name = lib.rsplit("/", 1)[-1]
-        return f"{name}:cudaCtxResetPersistingL2Cache" + ("" if rc == 0 else f" (error {rc})")
-    return "unavailable (no torch.cuda API, no loaded libcudart)"
-
+from kernel_ratchet.harness.timing import cuda_support, engine
 
 #: Graph mode subtracts the L2-flush cost; a result under this fraction of it is noise.
 GRAPH_MIN_FRACTION = 0.05
 
 
-class CudaEventEngine(TimingEngine):
+class CudaEventEngine(engine.TimingEngine):
     """CUDA events around the op only, cold L2 at every sample, clocks watched.
 
     Per ``measure``:
@@ -213,7 +107,7 @@ class CudaEventEngine(TimingEngine):
         self.host_ratio, self.max_graph_iters = host_ratio, max_graph_iters
         l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 64 << 20)
         self._flush = torch.empty(max(2 * l2, 1 << 20), dtype=torch.int8, device=device)
-        self._clock = _nvml_sm_clock(device)
+        self._clock = cuda_support.nvml_sm_clock(device)
 
     # -- pieces --
 
@@ -230,11 +124,13 @@ class CudaEventEngine(TimingEngine):
             torch.cuda.synchronize()
             one_ms = (time.perf_counter() - b0) * 1e3 / batch
             calls += batch
-            batch = iterations_for(10.0, one_ms, 1, 10_000)  # ~10 ms between clock readings
+            batch = cuda_support.iterations_for(
+                10.0, one_ms, 1, 10_000
+            )  # ~10 ms between clock readings
             if self._clock and (c := self._clock()) is not None:
                 clocks.append(c)
             elapsed = (time.perf_counter() - t0) * 1e3
-            settled = clock_settled(clocks, self.settle_window, self.settle_tol_mhz)
+            settled = cuda_support.clock_settled(clocks, self.settle_window, self.settle_tol_mhz)
             done = bool(self._clock) and settled and elapsed >= self.warmup_ms
             if calls >= 2 and (done or elapsed >= limit):
                 break
@@ -296,12 +192,53 @@ class CudaEventEngine(TimingEngine):
         torch.cuda.synchronize()
         return g.replay
 
+    def _eager(self, fn: Callable[[], Any], est_ms: float) -> tuple[Callable[[], None], int]:
+        """(timed call, calls in it): ``fn`` back to back, about ``sample_ms`` long."""
+        iters = cuda_support.iterations_for(self.sample_ms, est_ms, self.min_iters, self.max_iters)
+
+        def run() -> None:
+            for _ in range(iters):
+                fn()
+
+        return run, iters
+
+    def _graphed(
+        self, fn: Callable[[], Any], device_ms: float
+    ) -> tuple[Callable[[], None], int, float]:
+        """(graph replay, calls in it, flush ms per call): a CUDA graph of (L2 flush, ``fn``)
+        pairs, about ``sample_ms`` long. Raises whatever a failed capture raises."""
+        flush = self._flush.zero_
+        flush_each = self._flush_cost(flush, 50) if self.flush_l2 else 0.0
+        iters = cuda_support.iterations_for(
+            self.sample_ms, device_ms + flush_each, self.min_iters, self.max_graph_iters
+        )
+
+        def body() -> None:
+            if self.flush_l2:
+                flush()
+            fn()
+
+        return self._graph(body, iters), iters, flush_each
+
+    def _plan(
+        self, fn: Callable[[], Any], device_ms: float, est_ms: float, flags: list[str]
+    ) -> tuple[Callable[[], None], int, float, bool]:
+        """(timed call, calls in it, flush ms per call, graph mode) for ``fn`` (step 3)."""
+        if cuda_support.choose_graph(self.graph, device_ms * 1e3, self.graph_below_us):
+            try:
+                return (*self._graphed(fn, device_ms), True)
+            except Exception as exc:  # capture is not possible for every op: time it eagerly
+                flags.append(f"CUDA graph capture failed, timed eagerly ({type(exc).__name__})")
+        return (*self._eager(fn, est_ms), 0.0, False)
+
     # -- the measurement --
 
-    def measure(self, fn: Callable[[], Any], hooks: SampleHooks | None = None) -> Timing:
-        hooks = hooks or SampleHooks()
+    def measure(
+        self, fn: Callable[[], Any], hooks: engine.SampleHooks | None = None
+    ) -> engine.Timing:
+        hooks = hooks or engine.SampleHooks()
         flags: list[str] = []
-        l2_reset = reset_persisting_l2()
+        l2_reset = cuda_support.reset_persisting_l2()
         host_est_ms, settled_mhz, details = self._warmup(fn)
         if details["clock_settled"] is False:
             flags.append(f"SM clock did not settle within {self.settle_max_ms:g} ms of warm-up")
@@ -312,48 +249,16 @@ class CudaEventEngine(TimingEngine):
         details["device_ms_estimate"] = device_ms
         details["device_ms_source"] = "event probe behind a sleep" if probe else "warm-up"
         est_ms = max(host_est_ms, device_ms)  # an eager timed call lasts as long as the slower
-        iters = iterations_for(self.sample_ms, est_ms, self.min_iters, self.max_iters)
-        use_graph = choose_graph(self.graph, device_ms * 1e3, self.graph_below_us)
-        flush_each = 0.0
-        run: Callable[[], None]
-        if use_graph:
-            flush = self._flush.zero_
-            try:
-                flush_each = self._flush_cost(flush, 50) if self.flush_l2 else 0.0
-                iters = iterations_for(
-                    self.sample_ms, device_ms + flush_each, self.min_iters, self.max_graph_iters
-                )
-
-                def body() -> None:
-                    if self.flush_l2:
-                        flush()
-                    fn()
-
-                run = self._graph(body, iters)
-            except Exception as exc:  # capture is not possible for every op: time it eagerly
-                use_graph, flush_each = False, 0.0
-                flags.append(f"CUDA graph capture failed, timed eagerly ({type(exc).__name__})")
-                iters = iterations_for(self.sample_ms, est_ms, self.min_iters, self.max_iters)
-        if not use_graph:
-
-            def run() -> None:
-                for _ in range(iters):
-                    fn()
-
+        run, iters, flush_each, use_graph = self._plan(fn, device_ms, est_ms, flags)
         out, clocks, host, dropped = self._collect(
             run, iters, flush_each, settled_mhz, hooks, flags
         )
         if use_graph and statistics.median(out) <= GRAPH_MIN_FRACTION * flush_each:
-            # the op is lost in the flush-cost subtraction (seen on the H200: ~10 us GEMMs read
-            # 0 ms): time it eagerly instead of reporting a number that means nothing
+            # the op is lost in the flush-cost subtraction (an op of ~10 us, a small GEMM on an
+            # H200, reads 0 ms): time it eagerly instead of reporting a number that means nothing
             flags.append("graph timing ill-conditioned (op << L2 flush): timed eagerly")
             use_graph, flush_each = False, 0.0
-            iters = iterations_for(self.sample_ms, est_ms, self.min_iters, self.max_iters)
-
-            def run() -> None:
-                for _ in range(iters):
-                    fn()
-
+            run, iters = self._eager(fn, est_ms)
             out, clocks, host, dropped = self._collect(run, iters, 0.0, settled_mhz, hooks, flags)
         details.update(
             mode="graph" if use_graph else "eager",
@@ -363,8 +268,8 @@ class CudaEventEngine(TimingEngine):
             settled_clock_mhz=settled_mhz,
             host_ms_per_call=host,
         )
-        t = _summary(out, self.name)
-        return Timing(
+        t = engine.summarize(out, self.name)
+        return engine.Timing(
             t.median_ms,
             t.stddev_ms,
             t.samples_ms,
@@ -381,7 +286,7 @@ class CudaEventEngine(TimingEngine):
         iters: int,
         flush_each: float,
         settled_mhz: float | None,
-        hooks: SampleHooks,
+        hooks: engine.SampleHooks,
         flags: list[str],
     ) -> tuple[list[float], list[float], list[float], int]:
         """``self.samples`` per-call times of ``run`` (throttled samples re-taken)."""
@@ -395,16 +300,16 @@ class CudaEventEngine(TimingEngine):
             ev_ms, host_ms, clock = self._timed(run)
             hooks.after_sample(attempts)
             attempts += 1
-            throttled = is_throttled(clock, settled_mhz, self.throttle_tol)
+            throttled = cuda_support.is_throttled(clock, settled_mhz, self.throttle_tol)
             if throttled and dropped < self.samples:
                 dropped += 1
                 continue
             if throttled:
                 flags.append(f"sample {attempts - 1} kept although throttled ({clock:.0f} MHz)")
-            note = host_crosscheck(ev_ms, host_ms, self.host_ratio, min_host_ms=1.0)
+            note = cuda_support.host_crosscheck(ev_ms, host_ms, self.host_ratio, min_host_ms=1.0)
             if note and note not in flags:
                 flags.append(note)
-            out.append(per_call_ms(ev_ms, iters, flush_each))
+            out.append(cuda_support.per_call_ms(ev_ms, iters, flush_each))
             if out[-1] <= 0.0 and "flush subtraction" not in " ".join(flags):
                 flags.append("flush subtraction left <= 0 ms: the op is too small to time cold")
             host.append(host_ms / iters)

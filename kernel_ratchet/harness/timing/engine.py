@@ -1,0 +1,81 @@
+"""The timing-engine contract: what an engine is given, what it returns, and its sample hooks.
+
+Engines accept optional :class:`SampleHooks`, called around every sample outside the timed
+region (the worker's anti-cheat uses them). Every engine reports the median of its samples and
+their standard deviation, and describes itself (``describe()``) so the numbers it produced can
+say how they were measured.
+"""
+
+from __future__ import annotations
+
+import statistics
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import torch
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Result of timing one callable: per-call milliseconds.
+
+    ``clock_mhz`` is the SM clock read after each kept sample (empty when unknown),
+    ``dropped`` the number of samples discarded as throttled, ``flags`` readable warnings
+    (e.g. event time much shorter than host time), ``details`` engine-specific facts of this
+    measurement (mode, iterations per sample, flush cost).
+    """
+
+    median_ms: float
+    stddev_ms: float
+    samples_ms: tuple[float, ...]
+    engine: str
+    clock_mhz: tuple[float, ...] = ()
+    dropped: int = 0
+    flags: tuple[str, ...] = ()
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class SampleHooks:
+    """Called by an engine around each sample, outside the timed region.
+
+    The worker uses them for anti-cheat: poison the previous outputs and rebind inputs before
+    a sample, check the outputs of the sample's last call after it. The default does nothing.
+    """
+
+    def before_sample(self, index: int) -> None:
+        """Before sample ``index`` (0-based), after warm-up."""
+
+    def after_sample(self, index: int) -> None:
+        """After sample ``index`` has been timed and synchronized."""
+
+
+class TimingEngine(ABC):
+    """Contract: ``measure(fn)`` calls ``fn()`` (no arguments) and returns per-call times.
+
+    ``fn`` must be safe to call repeatedly. Engines warm up first (compilation, caches,
+    clocks) and never count warm-up calls.
+    """
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def measure(self, fn: Callable[[], Any], hooks: SampleHooks | None = None) -> Timing:
+        """Time ``fn``; ``hooks`` (optional) run around every sample, untimed."""
+
+    @abstractmethod
+    def describe(self) -> dict[str, Any]:
+        """Engine name and parameters, for the manifest and provenance."""
+
+
+def sync(device: str) -> None:
+    """Wait for the device's queued work when ``device`` is a GPU; nothing on the CPU."""
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def summarize(samples: list[float], name: str) -> Timing:
+    """A :class:`Timing` of per-call ``samples`` (ms): their median and standard deviation."""
+    std = statistics.stdev(samples) if len(samples) > 1 else 0.0
+    return Timing(statistics.median(samples), std, tuple(samples), name)
