@@ -329,7 +329,7 @@ def main() -> None:
     import torch  # noqa: F401 -- before the sentinel: it snapshots torch.cuda
 
     from kernel_ratchet.harness import adapter as adapter_mod
-    from kernel_ratchet.harness import anticheat, correctness
+    from kernel_ratchet.harness import anticheat, correctness, digest
     from kernel_ratchet.harness.adapter import Shape
     from kernel_ratchet.harness.timing import (
         cuda_events,
@@ -342,7 +342,7 @@ def main() -> None:
 
     timing = (engine, perf_counter, cuda_support, cuda_events, registry)
     sentinel = anticheat.Sentinel.capture(
-        (*timing, correctness, anticheat, adapter_mod, sys.modules[__name__])
+        (*timing, correctness, anticheat, digest, adapter_mod, sys.modules[__name__])
     )
     _prefer_source_root(spec["source_root"], spec["adapter"])
     try:

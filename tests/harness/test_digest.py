@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernel_ratchet.harness.anticheat import _weights, device_digest, tensor_digest
+from kernel_ratchet.harness.digest import _weights, device_digest, tensor_digest
 
 
 def _tensor(numel: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -43,9 +43,9 @@ def test_another_key_gives_another_digest_and_multipliers_are_odd():
 
 
 def test_chunks_cover_every_word_and_chunks_are_told_apart(monkeypatch):
-    from kernel_ratchet.harness import anticheat
+    from kernel_ratchet.harness import digest
 
-    monkeypatch.setattr(anticheat, "_DIGEST_CHUNK", 7)  # 1000 words: 143 chunks, a short last
+    monkeypatch.setattr(digest, "_DIGEST_CHUNK", 7)  # 1000 words: 143 chunks, a short last
     x = _tensor(1000, torch.float64)
     d = device_digest(x)
     assert device_digest(x.clone()) == d
@@ -57,8 +57,8 @@ def test_chunks_cover_every_word_and_chunks_are_told_apart(monkeypatch):
     y = x.clone()
     y[[3, 10]] = y[[10, 3]]
     assert device_digest(y) != d
-    assert anticheat._chunk_factor(0, 5) != anticheat._chunk_factor(1, 5)
-    assert anticheat._chunk_factor(3, 5) & 1 == 1
+    assert digest._chunk_factor(0, 5) != digest._chunk_factor(1, 5)
+    assert digest._chunk_factor(3, 5) & 1 == 1
 
 
 def test_tensor_digest_covers_layout_and_dtype():
