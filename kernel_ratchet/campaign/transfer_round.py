@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from kernel_ratchet.campaign.paired_round import _specs
-from kernel_ratchet.guard.dynamic_transfer import MIN_REL_GAP
+from kernel_ratchet.guard.dynamic_transfer import MIN_REL_GAP, judge_worker_traces
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.harness.worker import Worker
 
@@ -68,13 +68,12 @@ def dynamic_check(c: Campaign, art: Path, labels: list[str]) -> dict[str, Any]:
                 steps=steps,
                 repeats=repeats,
                 cache_modules=_modules(c),
-                min_rel_gap=floor,
             )
         if not r.ok:
             first = r.detail.splitlines()[0] if r.detail else ""
             why = f"the {side}'s simulation did not run ({r.category}: {first})"
             return {**out, "verdict": "NOT-RUN", "reason": why}
-        out[side] = r.payload
+        out[side] = judge_worker_traces(r.payload, floor)
     return {**out, **_verdict(out["incumbent"], out["candidate"])}
 
 

@@ -2,8 +2,9 @@
 
 * :mod:`.static_audit` — :func:`audit_change`: the change's caches and cache keys, read from the
   syntax tree, and its bucket K1–K4 / W1–W3 (W2/W3 rejected before any benchmark);
-* :mod:`.dynamic_transfer` — :func:`simulate_training`: benchmark idiom vs. training idiom, with
-  cache hit counts (:mod:`.cache_probe`);
+* :mod:`.dynamic_transfer` — :func:`simulate_training`: the verdict on benchmark idiom vs.
+  training idiom, as :mod:`kernel_ratchet.harness.training_sim` measures them (with cache hit
+  counts);
 * :mod:`.skew` — :func:`skew_robustness`: uniform-only gains of grouped ops;
 * :mod:`.transfer` — :func:`transfer_check` (the summary section) and :func:`attribute_gain`
   (S_real / W_real / R_real and the inflation gap of the report).
@@ -11,10 +12,9 @@
 
 from __future__ import annotations
 
-from kernel_ratchet.guard.cache_probe import CacheStats, count_cache_hits
 from kernel_ratchet.guard.dynamic_transfer import (
     DynamicResult,
-    TrainingCase,
+    judge_idioms,
     simulate_training,
     weight_quant_ratio,
 )
@@ -33,16 +33,14 @@ from kernel_ratchet.guard.transfer import (
 __all__ = [
     "TRANSFER_KEYS",
     "Attribution",
-    "CacheStats",
     "DynamicResult",
     "RoundGain",
     "StaticAudit",
-    "TrainingCase",
     "TransferEstimate",
     "attribute_gain",
     "audit_change",
-    "count_cache_hits",
     "estimate_real_gain",
+    "judge_idioms",
     "simulate_training",
     "skew_robustness",
     "transfer_check",

@@ -256,13 +256,12 @@ class Worker:
         steps: int = 8,
         repeats: int = 5,
         cache_modules: tuple[str, ...] = (),
-        min_rel_gap: float | None = None,
     ) -> WorkerResult:
-        """The transfer guard's simulation on ``shape``: benchmark idiom (same tensors) against
-        training idiom (fresh activations and grad_out, weight updated in place); payload has
-        bench_ms, train_ms, gap_ms, noise_ms, verdict, reason and hit_rates. Needs the adapter's
-        ``training_roles``. ``min_rel_gap``: the noise floor as a fraction of the benchmark
-        time (None: the guard's ``dynamic_transfer.MIN_REL_GAP``)."""
+        """The training-idiom traces on ``shape``: benchmark idiom (same tensors) against
+        training idiom (fresh activations and grad_out, weight updated in place), with the
+        cache hits of ``cache_modules``. The payload is
+        :meth:`~kernel_ratchet.harness.training_sim.IdiomTraces.to_payload` (per-repeat step
+        times, cache counts); the guard judges it. Needs the adapter's ``training_roles``."""
         msg: dict[str, Any] = {
             "op": "transfer",
             "shape": shape.to_dict(),
@@ -271,8 +270,6 @@ class Worker:
             "repeats": repeats,
             "cache_modules": list(cache_modules),
         }
-        if min_rel_gap is not None:
-            msg["min_rel_gap"] = float(min_rel_gap)
         return self._request(msg)
 
     @property

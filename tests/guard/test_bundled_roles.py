@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernel_ratchet.guard.dynamic_transfer import TRAINING_ROLES
 from kernel_ratchet.harness.adapter import Shape
+from kernel_ratchet.harness.training_sim import TRAINING_ROLES
 from kernel_ratchet.kernels.gemm.adapter import GemmBf16, GemmFp8Blockwise
 from kernel_ratchet.kernels.grouped_gemm import shapes as grouped_shapes
 from kernel_ratchet.kernels.grouped_gemm.adapter import GroupedGemmBf16Adapter

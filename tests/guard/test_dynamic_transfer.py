@@ -6,25 +6,25 @@ test-local subclass of the example's adapter implements TrainingCase and calls t
 
 from __future__ import annotations
 
-import functools
+import json
 import sys
 import types
-from collections import OrderedDict
 from pathlib import Path
 
 import pytest
 import torch
 
 from kernel_ratchet.errors import RatchetError
-from kernel_ratchet.guard.cache_probe import count_cache_hits
 from kernel_ratchet.guard.dynamic_transfer import (
     OVERFIT,
     TRANSFERS,
-    TrainingCase,
+    judge_idioms,
+    judge_worker_traces,
     simulate_training,
     weight_quant_ratio,
 )
 from kernel_ratchet.harness.adapter import Adapter, Shape
+from kernel_ratchet.harness.training_sim import TrainingCase, trace_idioms
 from tests.guard import planted as P
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "tiny_gemm"))
@@ -159,28 +159,28 @@ def test_custom_timer_is_used() -> None:
     assert len(calls) == 4 and result.gap_ms == 0 and result.verdict == TRANSFERS
 
 
-def test_count_cache_hits_dicts_and_lru() -> None:
-    module = types.ModuleType("probe_target")
-    module.PLAIN, module.ORDERED = {}, OrderedDict()
-    module.square = functools.lru_cache(maxsize=None)(lambda n: n * n)
-    w, a = torch.ones(2), torch.ones(2)
-    with count_cache_hits(module) as probe:
-        probe.track_weights(w)
-        probe.begin_step()
-        key = (id(w), w._version)
-        module.PLAIN[key] = 1
-        found = module.PLAIN[key] if key in module.PLAIN else None  # noqa: SIM401 (one lookup)
-        module.ORDERED[id(a)] = 2
-        got = module.ORDERED.get(id(a))
-        module.square(3), module.square(3)
-    assert (found, got) == (1, 2)
-    stats = probe.stats
-    plain, ordered, lru = (stats[f"probe_target.{n}"] for n in ("PLAIN", "ORDERED", "square"))
-    assert (plain.lookups, plain.weight_hits, plain.stale_hits) == (1, 1, 1)
-    assert (ordered.hits, ordered.fresh_hits) == (1, 1)
-    assert (lru.lookups, lru.hits, lru.config_hits) == (2, 1, 1)
-    assert type(module.PLAIN) is dict and module.PLAIN  # restored, entries kept
-    assert type(module.ORDERED) is OrderedDict and hasattr(module.square, "cache_info")
+def test_a_worker_answer_is_judged_as_the_traces_it_carries() -> None:
+    """The worker sends the traces as JSON; the guard's verdict on them is the same as on the
+    traces measured in process, and the summary keeps the keys a round records."""
+    source = P.TINY_WEIGHT_CACHE.replace("(id(b), b._version, tuple(b.shape))", "id(b)")
+    adapter, module = planted_adapter(source, "planted_w1_stale_sent")
+    traces = trace_idioms(adapter, SHAPE, device="cpu", steps=2, repeats=2, cache_modules=[module])
+    sent = json.loads(json.dumps(traces.to_payload()))
+    summary = judge_worker_traces(sent, 9)
+    assert summary == judge_idioms(traces, 9).to_payload()
+    assert list(summary) == [
+        "label",
+        "steps",
+        "repeats",
+        "bench_ms",
+        "train_ms",
+        "gap_ms",
+        "noise_ms",
+        "verdict",
+        "reason",
+        "hit_rates",
+    ]
+    assert summary["verdict"] == OVERFIT and "right after its update" in summary["reason"]
 
 
 def test_weight_quant_ratio() -> None:
