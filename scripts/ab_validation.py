@@ -56,6 +56,7 @@ from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.harness.worker import WorkerSpec
 from kernel_ratchet.kernels.gemm.adapter import GemmBf16, GemmCase, GemmFp16, make_linear_inputs
 from kernel_ratchet.scoring.noise import pooled_spread
+from kernel_ratchet.scoring.paired_looks import PairedLooks
 
 GPU_SHAPES = [
     (4096, 4096, 4096),
@@ -276,6 +277,7 @@ def main() -> int:
                     shapes,
                     phases=["fwd"],
                     seed=secrets.randbits(63),
+                    rule=PairedLooks(),
                     k_start=k_start,
                     k_max=k_max,
                     log_dir=Path(tmp) / f"{tag}-{t}",

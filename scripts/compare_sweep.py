@@ -37,6 +37,7 @@ from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.harness.worker import WorkerSpec
 from kernel_ratchet.optimizers.tunables import parse_tunables
 from kernel_ratchet.profile.loader import find_profile, load_profile
+from kernel_ratchet.scoring.paired_looks import PairedLooks
 
 SKIP = shutil.ignore_patterns(".git", ".ratchet", ".incumbent", "__pycache__", ".pytest_cache")
 
@@ -164,6 +165,7 @@ def main() -> int:
             shapes,
             phases=phases,
             seed=secrets.randbits(63),
+            rule=PairedLooks(),
             k_start=k_start,
             k_max=k_max,
             log_dir=logs,

@@ -32,6 +32,7 @@ from ab_validation import CPU_SHAPES, _spec
 from kernel_ratchet.harness.ab import run_paired
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.scoring.noise import choose, round_noise
+from kernel_ratchet.scoring.paired_looks import PairedLooks
 
 SHAPES = [(4096, 4096, 4096), (4096, 14336, 4096), (2048, 6144, 4096)]
 VARIANTS = {
@@ -71,6 +72,7 @@ def main() -> int:
                 shapes,
                 phases=["fwd"],
                 seed=1000 + i,
+                rule=PairedLooks(),
                 k_start=args.rounds,
                 k_max=args.rounds,
                 rng_seed=i,

@@ -23,6 +23,7 @@ from kernel_ratchet.harness.ab import PairedRun, run_paired
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.harness.worker import WorkerSpec
 from kernel_ratchet.scoring.metrics import aggregates
+from kernel_ratchet.scoring.paired_looks import PairedLooks
 
 if TYPE_CHECKING:
     from kernel_ratchet.campaign.engine import Campaign
@@ -119,14 +120,13 @@ def run_ab(
         shapes,
         phases=_phases(c),
         seed=secret or secrets.randbits(63),
+        rule=PairedLooks(c.m.regression_threshold, min_detectable(c)),
         k_start=k_start,
         k_max=k_max,
         log_dir=log_dir,
         rng_seed=rng_seed,
         progress=c.say,
         campaign_type=c.m.campaign_type,
-        regression_threshold=c.m.regression_threshold,
-        min_detectable=min_detectable(c),
         time_kwargs=_time_kwargs(c),
     )
 

@@ -1,5 +1,7 @@
-"""Paired, interleaved A/B measurement of the incumbent against a candidate (issue 5, item 3).
+"""Paired, interleaved A/B measurement of the incumbent against a candidate.
 
+The harness measures; when to look, when to stop and what to decide is the caller's
+:class:`SequentialRule` (scoring's :class:`kernel_ratchet.scoring.paired_looks.PairedLooks`).
 Contract of :func:`run_paired`:
 
 1. Two workers (separate processes, built by ``worker_factory``) are opened, one per side.
@@ -12,20 +14,12 @@ Contract of :func:`run_paired`:
    as independent rounds). Every ``time`` request is also written to ``log_dir/timings.jsonl``
    (samples, SM clocks, dropped samples, flags, request seconds), so the noise of a run can
    be read afterwards; each shape's correctness check time is reported through ``progress``.
-4. Adaptive budget: the paired decision
-   (:func:`kernel_ratchet.scoring.paired.decide_paired`) is taken at the looks of
-   :func:`look_schedule` (10, 20, 40 rounds by default); while
-   :func:`~kernel_ratchet.scoring.paired.needs_more` names shapes, those shapes alone are
-   measured up to the next look. Alpha is split over the planned looks (``looks=``) so the
-   repeated decisions keep the false-accept rate at the nominal level. The decision at
-   ``k_max`` is made with ``exhausted=True`` ("too noisy to confirm").
-   Futility stop: when ``k_start`` exceeds :data:`FUTILITY_ROUNDS`, the run first measures
-   that many rounds; if every one of them reads the candidate slower than
-   ``1 - FUTILITY_FACTOR × regression_threshold`` (that round's aggregate speed ratio, as
-   :func:`futile` computes it), no later round could make it a gain: the run stops there,
-   decides on those rounds (``exhausted=True``) and says so in ``early_stop``. A rollback
-   either way; only the rounds a hopeless candidate costs change (most search proposals are
-   such).
+4. Adaptive budget: the rule decides at its looks (``rule.looks(k_start, k_max)``); while a
+   decision names ``undecided`` shapes, those shapes alone are measured up to the next look.
+   The decision at the last look is made with ``exhausted=True``. Futility stop: when the rule
+   names a futility look (``rule.futility_look(k_start)``), the run first measures that many
+   rounds; when ``rule.futile`` then says why the candidate cannot become a gain, the run
+   stops there, decides on those rounds (``exhausted=True``) and says so in ``early_stop``.
 5. A worker failure (``ok=False``: crash, hang, NaN, bad output...) is recorded as a
    :class:`Failure` with its category, detail and log path and ends the run; ``decision`` is
    then None. Only infrastructure faults (a worker that raises) propagate.
@@ -40,26 +34,21 @@ import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 
+from kernel_ratchet.harness.ab_rule import LookDecision, SequentialRule
 from kernel_ratchet.harness.adapter import Shape
-from kernel_ratchet.scoring.paired import (
-    MIN_ROUNDS,
-    PHASES,
-    PairedDecision,
-    PairedSamples,
-    decide_paired,
-    log_ratios,
-    needs_more,
-)
+from kernel_ratchet.harness.paired_samples import PHASES, PairedSamples, samples_by_shape
 
 if TYPE_CHECKING:
     from kernel_ratchet.harness.worker import WorkerSpec
 
+#: The decision type of the caller's rule, carried by :class:`PairedRun`.
+D = TypeVar("D", bound=LookDecision)
 SIDES = ("incumbent", "candidate")
 #: Spot checks per timing request: one secretly chosen sample of every request has its outputs
 #: compared with the reference (>= 10 per shape and side in an A/B). Each costs a reference
@@ -69,11 +58,6 @@ PAIRED_SPOT_CHECKS = 1
 TRACE = "timings.jsonl"
 #: Round index used for the correctness-check seed.
 CHECK_ROUND = -1
-#: Futility look (contract 4): rounds measured before it and how many regression thresholds
-#: slower every one of them must read. 3 rounds x 10% against a round-to-run spread of
-#: 1.5-5% on the H200 (docs/measurement.md): a true gain never reads that.
-FUTILITY_ROUNDS = 3
-FUTILITY_FACTOR = 2.0
 SEED_POLICY = (
     "per-round secret: seed = sha256('<campaign secret>:<round>:<shape label>')[:63 bits], "
     "identical for incumbent and candidate within a round; correctness checks use round -1"
@@ -87,18 +71,6 @@ def round_seed(secret: int, round_index: int, label: str) -> int:
     """
     digest = hashlib.sha256(f"{secret}:{round_index}:{label}".encode()).digest()
     return int.from_bytes(digest[:8], "big") >> 1
-
-
-def look_schedule(k_start: int, k_max: int) -> tuple[int, ...]:
-    """Round counts at which the adaptive loop decides: k_start doubled until k_max.
-
-    Doubling narrows the CI by about √2 per look, so few looks (and little alpha spent on
-    them) cover the whole budget: (10, 20, 40) for the defaults.
-    """
-    looks = [k_start]
-    while looks[-1] < k_max:
-        looks.append(min(2 * looks[-1], k_max))
-    return tuple(looks)
 
 
 @dataclass(frozen=True)
@@ -130,12 +102,12 @@ class Failure:
 
 
 @dataclass(frozen=True)
-class PairedRun:
+class PairedRun(Generic[D]):
     """Everything one paired A/B measurement produced.
 
     ``times[side][label][phase]`` are per-round milliseconds (the i-th values of both sides come
     from the same round); ``order`` lists ``(round, label, side timed first)`` in visit order.
-    ``decision`` is None exactly when ``failure`` is set.
+    ``decision`` is the rule's, None exactly when ``failure`` is set.
     """
 
     labels: tuple[str, ...]
@@ -145,7 +117,7 @@ class PairedRun:
     order: tuple[tuple[int, str, str], ...]
     rounds: int
     failure: Failure | None
-    decision: PairedDecision | None
+    decision: D | None
     wall_s: float
     check_wall_s: float
     rng_seed: int
@@ -158,7 +130,7 @@ class PairedRun:
 
     def samples(self) -> dict[str, PairedSamples]:
         """Per-shape paired samples of the shapes timed at least once."""
-        return _samples(self.times, self.labels)
+        return samples_by_shape(self.times, self.labels)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -209,24 +181,128 @@ def _trace(out: Any, r: int, label: str, phase: str, side: str, res: Any, wall_s
     out.flush()
 
 
-def futile(samples: Mapping[str, PairedSamples], campaign_type: str, floor: float) -> str | None:
-    """Why the candidate cannot become a gain, or None: every round so far reads the aggregate
-    speed ratio below ``floor`` (per round, the geometric mean over shapes of the primary
-    metric's time ratio, as :func:`~kernel_ratchet.scoring.paired.decide_paired` aggregates)."""
-    per_round = np.exp(np.mean([log_ratios(x, campaign_type) for x in samples.values()], axis=0))
-    if not len(per_round) or per_round.max() >= floor:
+@dataclass
+class _Rounds:
+    """The rounds of one paired run as they are measured: workers, times, visit order."""
+
+    workers: Mapping[str, Any]
+    shapes: Sequence[Shape]
+    phases: tuple[str, ...]
+    seed: int
+    rng: np.random.Generator
+    logs: Mapping[str, str]
+    time_kwargs: Mapping[str, Any]
+    trace: IO[str] | None = None
+    rounds: int = 0
+    order: list[tuple[int, str, str]] = field(default_factory=list)
+    times: dict[str, dict[str, dict[str, list[float]]]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.by_label = {s.label: s for s in self.shapes}
+        self.times = {
+            side: {s.label: {p: [] for p in self.phases} for s in self.shapes} for side in SIDES
+        }
+
+    def check(self, say: Callable[[str], None]) -> Failure | None:
+        """Contract step 2: every shape on both sides, in order; the first failure, or None."""
+        say(f"A/B: checking {len(self.shapes)} shape(s) on both sides")
+        for shape in self.shapes:
+            took = []
+            for side in SIDES:
+                c0 = time.monotonic()
+                res = self.workers[side].check(
+                    shape, round_seed(self.seed, CHECK_ROUND, shape.label)
+                )
+                took.append(time.monotonic() - c0)
+                if not res.ok:
+                    return Failure(
+                        side, "check", shape.label, res.category, res.detail, self.logs[side]
+                    )
+            say(
+                f"A/B: {shape.label} checked (incumbent {took[0]:.1f} s, candidate {took[1]:.1f} s)"
+            )
         return None
-    ratios = ", ".join(f"{x:.3f}x" for x in per_round)
-    return (
-        f"futility stop after {len(per_round)} rounds: every round read the candidate ≥ "
-        f"{(1 - floor) * 100:.0f}% slower (aggregate speed ratio per round {ratios}), so "
-        "no further round could make it a gain"
-    )
+
+    def _time(self, r: int, label: str, phase: str, side: str, seed: int) -> Failure | None:
+        c0 = time.monotonic()
+        res = self.workers[side].time(self.by_label[label], seed, phase, **self.time_kwargs)
+        _trace(self.trace, r, label, phase, side, res, time.monotonic() - c0)
+        ms = float(res.payload.get("median_ms", math.nan)) if res.ok else math.nan
+        if not res.ok or not (math.isfinite(ms) and ms > 0):
+            cat = res.category if not res.ok else "bad_timing"
+            detail = res.detail if not res.ok else f"median_ms={ms!r}"
+            return Failure(side, "time", label, cat, detail, self.logs[side], r, phase)
+        self.times[side][label][phase].append(ms)
+        return None
+
+    def _one_round(self, active: Sequence[str]) -> Failure | None:
+        r = self.rounds
+        for item in self.rng.permutation(np.array(active, dtype=object)):
+            label = str(item)
+            sides = SIDES if self.rng.random() < 0.5 else SIDES[::-1]
+            self.order.append((r, label, sides[0]))
+            seed = round_seed(self.seed, r, label)
+            for phase in self.phases:
+                for side in sides:
+                    failure = self._time(r, label, phase, side, seed)
+                    if failure is not None:
+                        return failure
+        return None
+
+    def measure_to(self, target: int, active: Sequence[str]) -> Failure | None:
+        """Rounds of the ``active`` shapes until ``target`` rounds; the first failure, or None
+        (a failing round is not counted)."""
+        while self.rounds < target:
+            failure = self._one_round(active)
+            if failure is not None:
+                return failure
+            self.rounds += 1
+        return None
+
+    def samples(self) -> dict[str, PairedSamples]:
+        return samples_by_shape(self.times, [s.label for s in self.shapes])
+
+    def frozen_times(self) -> dict[str, dict[str, dict[str, tuple[float, ...]]]]:
+        return {
+            s: {k: {p: tuple(v) for p, v in d.items()} for k, d in per.items()}
+            for s, per in self.times.items()
+        }
 
 
-def _samples(times: dict, labels: Sequence[str]) -> dict[str, PairedSamples]:
-    inc, cand = times["incumbent"], times["candidate"]
-    return {k: PairedSamples(inc[k], cand[k]) for k in labels if len(inc[k]["fwd"]) > 0}
+def _sequential(
+    run: _Rounds,
+    rule: SequentialRule[D],
+    looks: tuple[int, ...],
+    campaign_type: str,
+    say: Callable[[str], None],
+) -> tuple[Failure | None, D | None, str | None]:
+    """Contract step 4: (failure, decision, early stop) of the rounds after the checks."""
+    active = [s.label for s in run.shapes]
+    futility = rule.futility_look(looks[0])
+    if futility is not None:
+        failure = run.measure_to(futility, active)
+        if failure is not None:
+            return failure, None, None
+        hopeless = rule.futile(run.samples(), campaign_type)
+        if hopeless:
+            decision = rule.decide(run.samples(), campaign_type, exhausted=True, looks=len(looks))
+            say(f"A/B: {hopeless}")
+            return None, decision, hopeless
+    decision = None
+    for target in looks:
+        if not active:
+            break
+        failure = run.measure_to(target, active)
+        if failure is not None:
+            return failure, None, None
+        exhausted = run.rounds >= looks[-1]
+        decision = rule.decide(run.samples(), campaign_type, exhausted=exhausted, looks=len(looks))
+        active = list(decision.undecided)
+        say(
+            f"A/B: {run.rounds} round(s): {decision.verdict_aggregate} "
+            f"{decision.aggregate_ratio:.4f}x; more: {active or 'none'}"
+        )
+    return None, decision, None
 
 
 def _default_factory() -> Callable[..., Any]:
@@ -235,14 +311,12 @@ def _default_factory() -> Callable[..., Any]:
     return Worker
 
 
-def _validate(shapes: Sequence[Shape], phases: Sequence[str], k_start: int, k_max: int) -> None:
+def _validate(shapes: Sequence[Shape], phases: Sequence[str]) -> None:
     labels = [s.label for s in shapes]
     if not labels or len(set(labels)) != len(labels):
         raise ValueError(f"run_paired needs shapes with distinct labels, got {labels}")
     if "fwd" not in phases or any(p not in PHASES for p in phases):
         raise ValueError(f"phases must include 'fwd' and be among {PHASES}, got {phases}")
-    if not MIN_ROUNDS <= k_start <= k_max:
-        raise ValueError(f"need {MIN_ROUNDS} ≤ k_start ≤ k_max, got {k_start}, {k_max}")
 
 
 def run_paired(
@@ -252,6 +326,7 @@ def run_paired(
     *,
     phases: Sequence[str],
     seed: int,
+    rule: SequentialRule[D],
     k_start: int = 10,
     k_max: int = 40,
     log_dir: Path,
@@ -259,144 +334,60 @@ def run_paired(
     rng_seed: int | None = None,
     progress: Callable[[str], None] | None = None,
     campaign_type: str | None = None,
-    regression_threshold: float = 0.05,
-    min_detectable: float = 0.0,
     time_kwargs: Mapping[str, Any] | None = None,
-) -> PairedRun:
+) -> PairedRun[D]:
     """Measure ``candidate`` against ``incumbent`` on ``shapes`` (contract: module docstring).
 
     ``seed`` is the campaign secret the per-round input seeds derive from; ``rng_seed`` seeds
-    the shuffles (None: fresh entropy, recorded in the result). ``campaign_type`` defaults to
-    compute_fwd_bwd when "bwd" is timed, else compute_fwd (pass "memory" explicitly).
-    ``worker_factory(spec, log_path)`` returns a context manager with ``check`` and ``time``;
-    the default is :class:`kernel_ratchet.harness.worker.Worker`. ``time_kwargs`` go to every
-    ``time`` call (e.g. ``max_tflops``/``max_gbps``, the roofline anti-cheat; ``spot_checks``
-    defaults to :data:`PAIRED_SPOT_CHECKS`). Raises
-    ValueError for bad arguments; a failing worker is a recorded :class:`Failure`, never an
-    exception.
+    the shuffles (None: fresh entropy, recorded in the result). ``rule`` looks, stops and
+    decides; ``k_start`` and ``k_max`` are its first look and round budget. ``campaign_type``
+    defaults to compute_fwd_bwd when "bwd" is timed, else compute_fwd (pass "memory"
+    explicitly). ``worker_factory(spec, log_path)`` returns a context manager with ``check`` and
+    ``time``; the default is :class:`kernel_ratchet.harness.worker.Worker`. ``time_kwargs`` go
+    to every ``time`` call (e.g. ``max_tflops``/``max_gbps``, the roofline anti-cheat;
+    ``spot_checks`` defaults to :data:`PAIRED_SPOT_CHECKS`). Raises ValueError for bad
+    arguments; a failing worker is a recorded :class:`Failure`, never an exception.
     """
-    _validate(shapes, phases, k_start, k_max)
+    _validate(shapes, phases)
+    looks = rule.looks(k_start, k_max)
     t0 = time.monotonic()
     phases = tuple(p for p in PHASES if p in phases)
     ctype = campaign_type or ("compute_fwd_bwd" if "bwd" in phases else "compute_fwd")
     rng_seed = secrets.randbits(63) if rng_seed is None else rng_seed
-    rng = np.random.default_rng(rng_seed)
     factory = worker_factory or _default_factory()
-    say = progress or (lambda _msg: None)
-    tkw = {"spot_checks": PAIRED_SPOT_CHECKS, **(time_kwargs or {})}
-    labels = tuple(s.label for s in shapes)
-    by_label = {s.label: s for s in shapes}
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
     logs = {side: str(log_dir / f"{side}_worker.log") for side in SIDES}
-    times: dict[str, dict[str, dict[str, list[float]]]] = {
-        side: {k: {p: [] for p in phases} for k in labels} for side in SIDES
-    }
-    order: list[tuple[int, str, str]] = []
-    state = {"rounds": 0, "check_wall_s": 0.0}
-
-    def finish(
-        failure: Failure | None, decision: PairedDecision | None, early_stop: str | None = None
-    ) -> PairedRun:
-        frozen = {
-            s: {k: {p: tuple(v) for p, v in d.items()} for k, d in per.items()}
-            for s, per in times.items()
-        }
-        return PairedRun(
-            labels,
-            phases,
-            ctype,
-            frozen,
-            tuple(order),
-            state["rounds"],
-            failure,
-            decision,
-            time.monotonic() - t0,
-            state["check_wall_s"],
-            rng_seed,
-            logs,
-            early_stop,
-        )
-
+    tkw = {"spot_checks": PAIRED_SPOT_CHECKS, **(time_kwargs or {})}
     with ExitStack() as stack:
         workers = {
             side: stack.enter_context(factory(spec, Path(logs[side])))
             for side, spec in zip(SIDES, (incumbent, candidate), strict=True)
         }
-        say(f"A/B: checking {len(shapes)} shape(s) on both sides")
-        for shape in shapes:
-            took = []
-            for side in SIDES:
-                c0 = time.monotonic()
-                res = workers[side].check(shape, round_seed(seed, CHECK_ROUND, shape.label))
-                took.append(time.monotonic() - c0)
-                if not res.ok:
-                    state["check_wall_s"] = time.monotonic() - t0
-                    fail = Failure(side, "check", shape.label, res.category, res.detail, logs[side])
-                    return finish(fail, None)
-            say(
-                f"A/B: {shape.label} checked (incumbent {took[0]:.1f} s, candidate {took[1]:.1f} s)"
+        rng = np.random.default_rng(rng_seed)
+        run = _Rounds(workers, tuple(shapes), phases, seed, rng, logs, tkw)
+        failure = run.check(progress or (lambda _msg: None))
+        check_wall_s = time.monotonic() - t0
+        decision, early_stop = None, None
+        if failure is None:
+            run.trace = stack.enter_context(open(log_dir / TRACE, "a", encoding="utf-8"))
+            failure, decision, early_stop = _sequential(
+                run, rule, looks, ctype, progress or (lambda _msg: None)
             )
-        state["check_wall_s"] = time.monotonic() - t0
-        trace = stack.enter_context(open(log_dir / TRACE, "a", encoding="utf-8"))
-
-        def one_round(r: int, active: Sequence[str]) -> Failure | None:
-            for label in rng.permutation(np.array(active, dtype=object)):
-                sides = SIDES if rng.random() < 0.5 else SIDES[::-1]
-                order.append((r, str(label), sides[0]))
-                s = round_seed(seed, r, str(label))
-                for phase in phases:
-                    for side in sides:
-                        c0 = time.monotonic()
-                        res = workers[side].time(by_label[label], s, phase, **tkw)
-                        _trace(trace, r, str(label), phase, side, res, time.monotonic() - c0)
-                        ms = float(res.payload.get("median_ms", math.nan)) if res.ok else math.nan
-                        if not res.ok or not (math.isfinite(ms) and ms > 0):
-                            cat = res.category if not res.ok else "bad_timing"
-                            detail = res.detail if not res.ok else f"median_ms={ms!r}"
-                            return Failure(
-                                side, "time", str(label), cat, detail, logs[side], r, phase
-                            )
-                        times[side][label][phase].append(ms)
-            return None
-
-        def decide(exhausted: bool) -> PairedDecision:
-            return decide_paired(
-                _samples(times, labels),
-                ctype,
-                regression_threshold=regression_threshold,
-                min_detectable=min_detectable,
-                exhausted=exhausted,
-                looks=len(schedule),
-            )
-
-        active: list[str] = list(labels)
-        decision = None
-        schedule = look_schedule(k_start, k_max)
-        if k_start > FUTILITY_ROUNDS:
-            while state["rounds"] < FUTILITY_ROUNDS:
-                fail = one_round(state["rounds"], active)
-                if fail is not None:
-                    return finish(fail, None)
-                state["rounds"] += 1
-            floor = 1.0 - FUTILITY_FACTOR * regression_threshold
-            hopeless = futile(_samples(times, labels), ctype, floor)
-            if hopeless:
-                decision = decide(exhausted=True)
-                say(f"A/B: {hopeless}")
-                return finish(None, decision, hopeless)
-        for target in schedule:
-            if not active:
-                break
-            while state["rounds"] < target:
-                fail = one_round(state["rounds"], active)
-                if fail is not None:
-                    return finish(fail, None)
-                state["rounds"] += 1
-            decision = decide(exhausted=state["rounds"] >= k_max)
-            active = needs_more(decision)
-            say(
-                f"A/B: {state['rounds']} round(s): {decision.verdict_aggregate} "
-                f"{decision.aggregate_ratio:.4f}x; more: {active or 'none'}"
-            )
-    return finish(None, decision)
+        wall_s = time.monotonic() - t0
+    labels = tuple(s.label for s in shapes)
+    return PairedRun(
+        labels,
+        phases,
+        ctype,
+        run.frozen_times(),
+        tuple(run.order),
+        run.rounds,
+        failure,
+        decision,
+        wall_s,
+        check_wall_s,
+        rng_seed,
+        logs,
+        early_stop,
+    )

@@ -37,7 +37,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kernel_ratchet.errors import CampaignError
-from kernel_ratchet.scoring.paired import PairedDecision, PairedVerdict, decide_paired, log_ratios
+from kernel_ratchet.scoring.paired import PairedDecision, PairedVerdict, decide_paired
+from kernel_ratchet.scoring.paired_stats import log_ratios
 
 if TYPE_CHECKING:
     from kernel_ratchet.harness.ab import PairedRun

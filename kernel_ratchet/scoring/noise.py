@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kernel_ratchet.scoring.paired import log_ratios
+from kernel_ratchet.scoring.paired_stats import log_ratios
 
 if TYPE_CHECKING:
     from kernel_ratchet.harness.ab import PairedRun

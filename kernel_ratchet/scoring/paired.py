@@ -1,35 +1,19 @@
-"""Paired, interleaved A/B statistics and the paired decision (SPEC section 6, issue 5).
+"""The paired decision: verdicts on speed-ratio CIs and the gates that accept or roll back.
 
-Input: for every shape, per-round times in milliseconds of the incumbent and the candidate,
-measured in the same session, interleaved, one value per round, side and phase
-(:class:`PairedSamples`). Everything here is pure numpy with a seeded RNG, so a decision can be
-recomputed bit for bit from the recorded raw times.
+The statistics (per-round speed ratios, per-shape medians, bootstrap CIs) are
+:mod:`kernel_ratchet.scoring.paired_stats`; when the decision is taken during a run (looks,
+futility stop) is :mod:`kernel_ratchet.scoring.paired_looks`. SPEC section 6.
 
-Method
-------
-* **Per-round ratio** (a *speed* ratio, > 1 means the candidate is faster):
-  ``r_i = T_inc,i / T_cand,i`` where ``T`` is the primary metric's time: the forward time for
-  ``compute_fwd``; ``fwd_ms + bwd_ms`` for ``compute_fwd_bwd`` (the combined step
-  ``6·M·N·K/(fwd+bwd)``: its ratio is the ratio of summed times) and for ``memory`` with a
-  backward (step bandwidth = total bytes / total time, bytes identical on both sides).
-* **Per shape**: ``ratio = exp(median_i log r_i)`` (the median of the per-round ratios; for an
-  even count the geometric mean of the two middle ones, so A/B and B/A are exact inverses).
-  CI: percentile bootstrap of that median, resampling rounds with replacement.
 * **Multiple comparisons**: per-shape CIs are Bonferroni-adjusted, level ``1 - alpha/(S·L)``
   for S shapes and L planned looks, so all shape verdicts hold together with probability
   ≥ 1 - alpha. Holm is a p-value procedure; Bonferroni is its simultaneous-interval
   counterpart.
 * **Sequential looks**: the adaptive loop decides after k_start rounds and again after more
-  (see :func:`kernel_ratchet.harness.ab.look_schedule`); each look is another chance for a
-  false accept (measured in simulation: 7 looks at level 95% gave 6.5% A/A accepts instead of
-  2.5%). ``looks=L`` splits alpha evenly over the L planned looks (Bonferroni over looks,
-  conservative because looks share data), for the aggregate CI too: level ``1 - alpha/L``.
-* **Aggregate**: ``exp(mean_s log ratio_s)`` (geomean over shapes). Its CI is a hierarchical
-  bootstrap at level ``1 - alpha/L``: each replicate resamples the rounds *within* every shape
-  and averages the per-shape log medians. The shapes are not resampled: they are the fixed set
-  the aggregate is defined over, not a sample from a population. Rounds are treated as
-  independent within a shape and shapes as independent of each other (pairing inside a round
-  already cancels drift common to both sides).
+  (see :func:`kernel_ratchet.scoring.paired_looks.look_schedule`); each look is another chance
+  for a false accept (measured in simulation: 7 looks at level 95% gave 6.5% A/A accepts
+  instead of 2.5%). ``looks=L`` splits alpha evenly over the L planned looks (Bonferroni over
+  looks, conservative because looks share data), for the aggregate CI too: level
+  ``1 - alpha/L``.
 * **Verdicts** (per shape and aggregate) from a CI ``[lo, hi]`` and an equivalence margin
   ``eq = max(min_detectable, equivalence_floor)``: FASTER ``lo > 1``; SLOWER ``hi < 1``; SAME
   ``1/(1+eq) ≤ lo`` and ``hi ≤ 1+eq``; AMBIGUOUS otherwise (the CI holds 1 and reaches beyond
@@ -48,8 +32,8 @@ The decision (:func:`decide_paired`), gates in order:
    by more than ``eq`` but its CI still holds 1 (verdict AMBIGUOUS), the rollback is certain
    but the slowdown is not confirmed: with ``confirm_slowdown`` (the default) every shape is
    named undecided until the round budget is spent, so the loop measures on until the verdict
-   is SLOWER or the budget ends (H200, 2026-11-30: a planted 3% slowdown stopped at 10 rounds
-   read SLOWER in only 9 of 13 trials).
+   is SLOWER or the budget ends (measured on an H200 with ``scripts/ab_validation.py``: a planted
+   3% slowdown stopped at 10 rounds read SLOWER in only 9 of 13 trials).
 
 AMBIGUOUS is a ROLLED BACK decision with ``ambiguous=True`` and ``undecided`` naming the
 shapes worth measuring more (:func:`needs_more`); with ``exhausted=True`` (the round budget is
@@ -66,8 +50,14 @@ from typing import Any
 
 import numpy as np
 
+from kernel_ratchet.harness.paired_samples import PairedSamples
 from kernel_ratchet.scoring.decision import Status
-from kernel_ratchet.scoring.metrics import CAMPAIGN_TYPES
+from kernel_ratchet.scoring.paired_stats import (
+    bootstrap_log_medians,
+    log_ratios,
+    percentile_ci,
+    phase_ratios,
+)
 
 #: Family-wise error rate of the CIs: 95% aggregate, Bonferroni-split across shapes.
 ALPHA = 0.05
@@ -78,7 +68,6 @@ N_BOOT = 6000
 EQUIVALENCE_FLOOR = 0.01
 #: Fewest rounds per shape the bootstrap is run on.
 MIN_ROUNDS = 3
-PHASES = ("fwd", "bwd")
 
 
 class PairedVerdict(str, Enum):
@@ -91,62 +80,6 @@ class PairedVerdict(str, Enum):
 
     def __str__(self) -> str:
         return self.value
-
-
-def _times(d: Mapping[str, Sequence[float]], side: str) -> dict[str, tuple[float, ...]]:
-    out = {}
-    for phase, values in d.items():
-        if phase not in PHASES:
-            raise ValueError(f"{side}: unknown phase {phase!r}; expected one of {PHASES}")
-        vals = tuple(float(v) for v in values)
-        if not all(math.isfinite(v) and v > 0 for v in vals):
-            raise ValueError(f"{side} {phase} times must be positive and finite, got {vals}")
-        out[phase] = vals
-    return out
-
-
-@dataclass(frozen=True)
-class PairedSamples:
-    """Per-round times (ms) of one shape: ``phase -> one value per round`` for each side.
-
-    Both sides have the same phases and every phase the same number of rounds (the i-th values
-    were measured in the same round). Raises ValueError otherwise or on a non-positive time.
-    """
-
-    incumbent: Mapping[str, Sequence[float]]
-    candidate: Mapping[str, Sequence[float]]
-
-    def __post_init__(self) -> None:
-        inc, cand = _times(self.incumbent, "incumbent"), _times(self.candidate, "candidate")
-        if set(inc) != set(cand) or "fwd" not in inc:
-            raise ValueError(f"phases differ or lack fwd: {sorted(inc)} vs {sorted(cand)}")
-        if len({len(v) for v in [*inc.values(), *cand.values()]}) != 1:
-            raise ValueError("every side and phase needs the same number of rounds")
-        object.__setattr__(self, "incumbent", inc)
-        object.__setattr__(self, "candidate", cand)
-
-    @property
-    def n_rounds(self) -> int:
-        return len(self.incumbent["fwd"])
-
-
-def primary_phases(samples: PairedSamples, campaign_type: str) -> tuple[str, ...]:
-    """Phases whose times sum to the primary metric's time (see the module docstring)."""
-    if campaign_type not in CAMPAIGN_TYPES:
-        raise ValueError(f"unknown campaign_type {campaign_type!r}; expected {CAMPAIGN_TYPES}")
-    if campaign_type == "compute_fwd":
-        return ("fwd",)
-    if campaign_type == "compute_fwd_bwd" and "bwd" not in samples.incumbent:
-        raise ValueError("a compute_fwd_bwd campaign needs bwd times")
-    return tuple(p for p in PHASES if p in samples.incumbent)
-
-
-def log_ratios(samples: PairedSamples, campaign_type: str) -> np.ndarray:
-    """``log(T_inc / T_cand)`` per round, T summed over :func:`primary_phases`."""
-    phases = primary_phases(samples, campaign_type)
-    inc = np.sum([samples.incumbent[p] for p in phases], axis=0)
-    cand = np.sum([samples.candidate[p] for p in phases], axis=0)
-    return np.log(inc) - np.log(cand)
 
 
 def classify(lo: float, hi: float, equivalence: float) -> PairedVerdict:
@@ -255,23 +188,134 @@ class PairedDecision:
         }
 
 
-def bootstrap_log_medians(x: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
-    """``n_boot`` medians of ``x`` resampled with replacement (the within-shape level)."""
-    idx = rng.integers(0, len(x), size=(n_boot, len(x)))
-    return np.median(x[idx], axis=1)
-
-
-def _ci(boot: np.ndarray, level: float) -> tuple[float, float]:
-    lo, hi = np.quantile(boot, [(1.0 - level) / 2.0, (1.0 + level) / 2.0])
-    return math.exp(lo), math.exp(hi)
-
-
 def _fmt(ratio: float, lo: float, hi: float) -> str:
     return f"{ratio:.4f}x [{lo:.4f}, {hi:.4f}]"
 
 
 def _shapes(rows: Sequence[ShapeRow]) -> str:
     return "; ".join(f"{r.label} {_fmt(r.ratio, r.ci_low, r.ci_high)}" for r in rows)
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """What the gates read: the shape rows, the aggregate and its CI, and the settings."""
+
+    rows: tuple[ShapeRow, ...]
+    agg: float
+    lo: float
+    hi: float
+    thr: float
+    mde: float
+    eq: float
+    exhausted: bool
+    levels: tuple[float, float]  # (per-shape CI level, aggregate CI level)
+    looks: int
+
+    @property
+    def rounds(self) -> str:
+        n = sorted({r.n_rounds for r in self.rows})
+        return f"{n[0]}" if len(n) == 1 else f"{n[0]}-{n[-1]}"
+
+    @property
+    def head(self) -> str:
+        return (
+            f"aggregate speed ratio {_fmt(self.agg, self.lo, self.hi)} "
+            f"({(self.agg - 1) * 100:+.2f}%, {self.levels[1]:.1%} hierarchical bootstrap CI, "
+            f"{self.rounds} paired rounds per shape, per-shape CIs at {self.levels[0]:.1%})"
+        )
+
+    def result(
+        self,
+        status: Status,
+        reason: str,
+        regs: Sequence[ShapeRow] = (),
+        undecided: Sequence[ShapeRow] = (),
+    ) -> PairedDecision:
+        return PairedDecision(
+            status,
+            classify(self.lo, self.hi, self.eq),
+            reason,
+            self.rows,
+            self.agg,
+            self.lo,
+            self.hi,
+            status is Status.ACCEPTED and bool(regs),
+            tuple(r.label for r in regs),
+            bool(undecided),
+            tuple(r.label for r in undecided),
+            self.mde,
+            self.thr,
+            *self.levels,
+            self.looks,
+        )
+
+    def ambiguous(self, why: str, undecided: Sequence[ShapeRow]) -> PairedDecision:
+        tail = (
+            f"still ambiguous after {self.rounds} rounds: too noisy to confirm"
+            if self.exhausted
+            else f"measure more: {', '.join(r.label for r in undecided)}"
+        )
+        reason = f"AMBIGUOUS: {self.head}; {why}; {tail}"
+        return self.result(Status.ROLLED_BACK, reason, (), undecided)
+
+
+def _accept(r: _Reading, small: Sequence[ShapeRow], thr_s: str) -> PairedDecision:
+    """Gate 2: an improved aggregate with no large slowdown left open."""
+    floor = (
+        f"the {(r.agg - 1) * 100:+.2f}% gain is ≥ the minimum detectable effect {r.mde * 100:.2f}%"
+        if r.mde > 0
+        else "no minimum detectable effect is set (`ratchet calibrate` measures this machine's)"
+    )
+    ok = f"{r.head} excludes no gain and {floor}; no shape regressed ≥ {thr_s}"
+    if small:
+        ok += f"; trade-off: shape(s) confirmed slower by less than {thr_s}: {_shapes(small)}"
+    return r.result(Status.ACCEPTED, ok, small)
+
+
+def _no_gain(r: _Reading, small: Sequence[ShapeRow], confirm_slowdown: bool) -> PairedDecision:
+    """Gate 5: no claimable gain; an unconfirmed slowdown is measured on (``confirm_slowdown``)."""
+    why = "slower" if r.hi < 1.0 else f"no gain (CI upper bound ≤ {(r.eq) * 100:+.2f}%)"
+    if confirm_slowdown and r.hi >= 1.0 and r.agg <= 1.0 - r.eq and not r.exhausted:
+        more = (
+            f"; reads {(1.0 - r.agg) * 100:.2f}% slower without a CI that confirms it: "
+            "measuring on to tell a slowdown from noise"
+        )
+        return r.result(Status.ROLLED_BACK, f"{r.head}: {why}{more}", small, r.rows)
+    return r.result(Status.ROLLED_BACK, f"{r.head}: {why}", small)
+
+
+def _judge(r: _Reading, confirm_slowdown: bool) -> PairedDecision:
+    """Gates 1-5 of the module docstring, with the reason sentence."""
+    thr_s = f"{r.thr * 100:g}%"
+    slower = [x for x in r.rows if x.verdict is PairedVerdict.SLOWER]
+    big = confirmed_regressions(r.rows, r.thr)
+    small = [x for x in slower if x.ratio > 1.0 - r.thr]
+    unconfirmed = [
+        x for x in r.rows if x.ratio <= 1.0 - r.thr and x.verdict is not PairedVerdict.SLOWER
+    ]
+    improved = r.lo > 1.0 and r.agg - 1.0 >= r.mde
+    if big:
+        why = f"{len(big)} shape(s) regressed ≥ {thr_s} with CIs excluding no slowdown"
+        return r.result(Status.ROLLED_BACK, f"{why}: {_shapes(big)}; {r.head}", big + small)
+    if improved and unconfirmed:
+        why = (
+            f"the gain is real but shape(s) {_shapes(unconfirmed)} read ≥ {thr_s} slower "
+            "without a CI that confirms or excludes it"
+        )
+        return r.ambiguous(why, unconfirmed)
+    if improved:
+        return _accept(r, small, thr_s)
+    if r.lo > 1.0:
+        why = (
+            f"the gain is real but below this machine's minimum detectable effect "
+            f"{r.mde * 100:.2f}%, so it is not claimed"
+        )
+        return r.result(Status.ROLLED_BACK, f"{r.head}: {why}")
+    if r.hi > 1.0 + r.eq:
+        open_ = [x for x in r.rows if x.verdict is PairedVerdict.AMBIGUOUS or x in unconfirmed]
+        why = f"the CI neither excludes no gain nor rules out a gain above {r.eq * 100:.2f}%"
+        return r.ambiguous(why, open_ or list(r.rows))
+    return _no_gain(r, small, confirm_slowdown)
 
 
 def decide_paired(
@@ -312,133 +356,25 @@ def decide_paired(
         x = log_ratios(s, campaign_type)
         boot = bootstrap_log_medians(x, n_boot, rng)
         point = float(np.median(x))
-        lo, hi = _ci(boot, shape_level)
-        phase_ratios = {}
-        if len(s.incumbent) > 1:
-            phase_ratios = {
-                p: math.exp(float(np.median(np.log(s.incumbent[p]) - np.log(s.candidate[p]))))
-                for p in s.incumbent
-            }
-        ratio = math.exp(point)
-        rows.append(ShapeRow(label, ratio, lo, hi, classify(lo, hi, eq), s.n_rounds, phase_ratios))
+        lo, hi = percentile_ci(boot, shape_level)
+        verdict = classify(lo, hi, eq)
+        rows.append(ShapeRow(label, math.exp(point), lo, hi, verdict, s.n_rounds, phase_ratios(s)))
         boots.append(boot)
         points.append(point)
-    agg = math.exp(float(np.mean(points)))
-    agg_lo, agg_hi = _ci(np.mean(boots, axis=0), 1.0 - alpha)
-    return _judge(
+    agg_lo, agg_hi = percentile_ci(np.mean(boots, axis=0), 1.0 - alpha)
+    reading = _Reading(
         tuple(rows),
-        (agg, agg_lo, agg_hi),
+        math.exp(float(np.mean(points))),
+        agg_lo,
+        agg_hi,
         regression_threshold,
         min_detectable,
         eq,
         exhausted,
         (shape_level, 1.0 - alpha),
         looks,
-        confirm_slowdown,
     )
-
-
-def _judge(
-    rows: tuple[ShapeRow, ...],
-    agg_ci: tuple[float, float, float],
-    thr: float,
-    mde: float,
-    eq: float,
-    exhausted: bool,
-    levels: tuple[float, float],
-    looks: int,
-    confirm_slowdown: bool,
-) -> PairedDecision:
-    """Gates 1-5 of the module docstring, with the reason sentence."""
-    agg, lo, hi = agg_ci
-    verdict = classify(lo, hi, eq)
-    n = sorted({r.n_rounds for r in rows})
-    rounds = f"{n[0]}" if len(n) == 1 else f"{n[0]}-{n[-1]}"
-    head = (
-        f"aggregate speed ratio {_fmt(agg, lo, hi)} ({(agg - 1) * 100:+.2f}%, "
-        f"{levels[1]:.1%} hierarchical bootstrap CI, {rounds} paired rounds per shape, "
-        f"per-shape CIs at {levels[0]:.1%})"
-    )
-    thr_s = f"{thr * 100:g}%"
-    slower = [r for r in rows if r.verdict is PairedVerdict.SLOWER]
-    big = confirmed_regressions(rows, thr)
-    small = [r for r in slower if r.ratio > 1.0 - thr]
-    unconfirmed = [
-        r for r in rows if r.ratio <= 1.0 - thr and r.verdict is not PairedVerdict.SLOWER
-    ]
-
-    def result(
-        status: Status,
-        reason: str,
-        regs: Sequence[ShapeRow] = (),
-        undecided: Sequence[ShapeRow] = (),
-    ) -> PairedDecision:
-        trade = status is Status.ACCEPTED and bool(regs)
-        return PairedDecision(
-            status,
-            verdict,
-            reason,
-            rows,
-            agg,
-            lo,
-            hi,
-            trade,
-            tuple(r.label for r in regs),
-            bool(undecided),
-            tuple(r.label for r in undecided),
-            mde,
-            thr,
-            *levels,
-            looks,
-        )
-
-    def ambiguous(why: str, undecided: Sequence[ShapeRow]) -> PairedDecision:
-        tail = (
-            f"still ambiguous after {rounds} rounds: too noisy to confirm"
-            if exhausted
-            else f"measure more: {', '.join(r.label for r in undecided)}"
-        )
-        return result(Status.ROLLED_BACK, f"AMBIGUOUS: {head}; {why}; {tail}", (), undecided)
-
-    improved = lo > 1.0 and agg - 1.0 >= mde
-    if big:
-        why = f"{len(big)} shape(s) regressed ≥ {thr_s} with CIs excluding no slowdown"
-        return result(Status.ROLLED_BACK, f"{why}: {_shapes(big)}; {head}", big + small)
-    if improved and unconfirmed:
-        why = (
-            f"the gain is real but shape(s) {_shapes(unconfirmed)} read ≥ {thr_s} slower "
-            "without a CI that confirms or excludes it"
-        )
-        return ambiguous(why, unconfirmed)
-    if improved:
-        floor = (
-            f"the {(agg - 1) * 100:+.2f}% gain is ≥ the minimum detectable effect {mde * 100:.2f}%"
-            if mde > 0
-            else "no minimum detectable effect is set (`ratchet calibrate` measures this machine's)"
-        )
-        ok = f"{head} excludes no gain and {floor}; no shape regressed ≥ {thr_s}"
-        if small:
-            ok += f"; trade-off: shape(s) confirmed slower by less than {thr_s}: {_shapes(small)}"
-        return result(Status.ACCEPTED, ok, small)
-    if lo > 1.0:
-        why = (
-            f"the gain is real but below this machine's minimum detectable effect "
-            f"{mde * 100:.2f}%, so it is not claimed"
-        )
-        return result(Status.ROLLED_BACK, f"{head}: {why}")
-    if hi > 1.0 + eq:
-        open_ = [r for r in rows if r.verdict is PairedVerdict.AMBIGUOUS or r in unconfirmed]
-        undecided = open_ or list(rows)
-        why = f"the CI neither excludes no gain nor rules out a gain above {eq * 100:.2f}%"
-        return ambiguous(why, undecided)
-    why = "slower" if hi < 1.0 else f"no gain (CI upper bound ≤ {(eq) * 100:+.2f}%)"
-    if confirm_slowdown and hi >= 1.0 and agg <= 1.0 - eq and not exhausted:
-        more = (
-            f"; reads {(1.0 - agg) * 100:.2f}% slower without a CI that confirms it: "
-            "measuring on to tell a slowdown from noise"
-        )
-        return result(Status.ROLLED_BACK, f"{head}: {why}{more}", small, rows)
-    return result(Status.ROLLED_BACK, f"{head}: {why}", small)
+    return _judge(reading, confirm_slowdown)
 
 
 def needs_more(decision: PairedDecision) -> list[str]:

@@ -20,16 +20,16 @@ import pytest
 
 from kernel_ratchet.harness.ab import (
     CHECK_ROUND,
-    FUTILITY_ROUNDS,
     PAIRED_SPOT_CHECKS,
     SEED_POLICY,
-    look_schedule,
     round_seed,
     run_paired,
 )
 from kernel_ratchet.harness.adapter import Shape
+from kernel_ratchet.harness.paired_samples import PairedSamples
 from kernel_ratchet.scoring.decision import Status
-from kernel_ratchet.scoring.paired import PairedSamples, PairedVerdict, decide_paired
+from kernel_ratchet.scoring.paired import PairedVerdict, decide_paired
+from kernel_ratchet.scoring.paired_looks import FUTILITY_ROUNDS, PairedLooks, look_schedule
 
 SHAPES = [Shape(f"s{n}", n, n, n) for n in (256, 512, 1024, 2048, 4096)]
 
@@ -136,6 +136,7 @@ def ab(
 ):
     machine = machine or FakeMachine()
     kw.setdefault("rng_seed", 1)
+    kw.setdefault("rule", PairedLooks())
     return run_paired(
         FakeSpec("inc"),
         cand,
@@ -187,9 +188,9 @@ def test_planted_3_percent_slowdown_is_rolled_back_as_slower(tmp_path):
 
 
 def test_a_3_percent_slowdown_in_h200_like_noise_is_measured_on_until_slower(tmp_path):
-    """Per-call noise 4.2% (a 6% spread of one round's ratio, as the H200 A/B validation of
-    2026-11-30 implies): stopped at 10 rounds, the slowdown reads SLOWER in too few trials; the
-    rollback's measuring on confirms it in >= 19/20."""
+    """Per-call noise 4.2% (a 6% spread of one round's ratio, as the A/B validation on an H200
+    implies): stopped at 10 rounds, the slowdown reads SLOWER in too few trials; the rollback's
+    measuring on confirms it in >= 19/20."""
     slower = slower_at_10 = longer = 0
     for t in range(20):
         run = ab(
@@ -396,6 +397,7 @@ def test_real_worker_aa_on_tiny_gemm(tmp_path):
         shapes,
         phases=("fwd",),
         seed=5,
+        rule=PairedLooks(),
         k_start=3,
         k_max=3,
         log_dir=tmp_path,

@@ -16,6 +16,7 @@ from kernel_ratchet.errors import CampaignError
 from kernel_ratchet.harness.ab import run_paired
 from kernel_ratchet.scoring.calibration import Calibration, calibrate, min_detectable_effect
 from kernel_ratchet.scoring.paired import PairedVerdict
+from kernel_ratchet.scoring.paired_looks import PairedLooks
 from tests.harness.test_ab import SHAPES, FakeMachine, FakeSpec
 
 TRIALS = 20
@@ -33,7 +34,7 @@ def runner(tmp_path, speed: float, *, noise: float = 0.02, min_detectable: float
             log_dir=tmp_path / str(t),
             worker_factory=machine.factory,
             rng_seed=t,
-            min_detectable=min_detectable,
+            rule=PairedLooks(min_detectable=min_detectable),
         )
 
     return run

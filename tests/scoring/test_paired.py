@@ -8,16 +8,10 @@ import math
 import numpy as np
 import pytest
 
+from kernel_ratchet.harness.paired_samples import PairedSamples
 from kernel_ratchet.scoring.decision import Status
-from kernel_ratchet.scoring.paired import (
-    PairedSamples,
-    PairedVerdict,
-    classify,
-    decide_paired,
-    log_ratios,
-    needs_more,
-    primary_phases,
-)
+from kernel_ratchet.scoring.paired import PairedVerdict, classify, decide_paired, needs_more
+from kernel_ratchet.scoring.paired_stats import log_ratios, primary_phases
 
 V = PairedVerdict
 
