@@ -1,4 +1,4 @@
-"""Calibration of the paired A/B decision on this machine from A/A runs (issue 5, item 4).
+"""Calibration of the paired A/B decision on this machine from A/A runs.
 
 An A/A run measures the incumbent against itself with the full paired protocol
 (:func:`kernel_ratchet.harness.ab.run_paired`), so every ACCEPT is a false accept and every
@@ -121,7 +121,7 @@ def min_detectable_effect(
     return math.expm1(max(se * (z_a + z_p), bias))
 
 
-def _spread(runs: list[PairedRun]) -> dict[str, float]:
+def _spread(runs: list[PairedRun[PairedDecision]]) -> dict[str, float]:
     pooled: dict[str, list[float]] = {}
     for run in runs:
         for label, s in run.samples().items():
@@ -130,8 +130,44 @@ def _spread(runs: list[PairedRun]) -> dict[str, float]:
     return {k: MAD_TO_SD * float(np.median(np.abs(v))) for k, v in pooled.items()}
 
 
+def _trial_row(t: int, run: PairedRun[PairedDecision]) -> dict[str, Any]:
+    """One A/A trial's record; CampaignError when the run failed."""
+    if run.failure is not None or run.decision is None:
+        why = run.failure.sentence() if run.failure else "no decision"
+        raise CampaignError(f"A/A trial {t} failed: {why}; fix the incumbent, then calibrate")
+    d = run.decision
+    return {
+        "trial": t,
+        "status": d.status.value,
+        "verdict": d.verdict_aggregate.value,
+        "ratio": d.aggregate_ratio,
+        "ci_low": d.aggregate_ci_low,
+        "ci_high": d.aggregate_ci_high,
+        "rounds": run.rounds,
+        "wall_s": run.wall_s,
+        "ambiguous": d.ambiguous,
+        "false_regression": false_regression(d),
+        "slower_shapes": [r.label for r in d.per_shape if r.verdict is PairedVerdict.SLOWER],
+    }
+
+
+def _accepted_at(runs: list[PairedRun[PairedDecision]], mde: float) -> int:
+    """How many of the A/A runs the decision accepts when re-decided with ``mde``."""
+    return sum(
+        decide_paired(
+            run.samples(),
+            run.campaign_type,
+            min_detectable=mde,
+            regression_threshold=run.decision.regression_threshold,
+            looks=run.decision.looks,
+        ).accepted
+        for run in runs
+        if run.decision is not None
+    )
+
+
 def calibrate(
-    run_aa: Callable[[int], PairedRun],
+    run_aa: Callable[[int], PairedRun[PairedDecision]],
     trials: int,
     *,
     alpha: float = 0.05,
@@ -148,46 +184,16 @@ def calibrate(
     runs, rows = [], []
     for t in range(trials):
         run = run_aa(t)
-        if run.failure is not None or run.decision is None:
-            why = run.failure.sentence() if run.failure else "no decision"
-            raise CampaignError(f"A/A trial {t} failed: {why}; fix the incumbent, then calibrate")
-        d = run.decision
-        rows.append(
-            {
-                "trial": t,
-                "status": d.status.value,
-                "verdict": d.verdict_aggregate.value,
-                "ratio": d.aggregate_ratio,
-                "ci_low": d.aggregate_ci_low,
-                "ci_high": d.aggregate_ci_high,
-                "rounds": run.rounds,
-                "wall_s": run.wall_s,
-                "ambiguous": d.ambiguous,
-                "false_regression": false_regression(d),
-                "slower_shapes": [
-                    r.label for r in d.per_shape if r.verdict is PairedVerdict.SLOWER
-                ],
-            }
-        )
+        rows.append(_trial_row(t, run))
         runs.append(run)
     half = [math.log(r["ci_high"] / r["ci_low"]) / 2.0 for r in rows]
     mde = min_detectable_effect(
         half, [math.log(r["ratio"]) for r in rows], alpha=alpha, power=power
     )
-    at_mde = sum(
-        decide_paired(
-            run.samples(),
-            run.campaign_type,
-            min_detectable=mde,
-            regression_threshold=run.decision.regression_threshold,
-            looks=run.decision.looks,
-        ).accepted
-        for run in runs
-    )
     n = float(trials)
     details = {
         "trials": rows,
-        "false_accept_rate_at_mde": at_mde / n,
+        "false_accept_rate_at_mde": _accepted_at(runs, mde) / n,
         "aggregate_slower_rate": sum(r["verdict"] == "SLOWER" for r in rows) / n,
         "shape_slower_rate": sum(bool(r["slower_shapes"]) for r in rows) / n,
         "ambiguous_rate": sum(r["ambiguous"] for r in rows) / n,
