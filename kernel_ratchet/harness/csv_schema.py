@@ -212,6 +212,51 @@ def _header_mismatch(header: str, expected: Schema | None) -> str:
     return msg
 
 
+def _schema_of(header: str, expected: Schema | None, path: str) -> Schema:
+    """The schema of ``header``: ``expected`` when it matches byte for byte, else detected."""
+    if expected is not None:
+        if header != expected.header:
+            raise SchemaError(f"{path}: " + _header_mismatch(header, expected))
+        return expected
+    try:
+        return detect_schema(header)
+    except SchemaError as exc:
+        raise SchemaError(f"{path}: {exc}") from None
+
+
+def _row(cells: list[str], schema: Schema, path: str, line: int) -> Row:
+    """One data line as a :class:`Row` (SchemaError names the line and what is wrong)."""
+    cols = schema.columns
+    if len(cells) != len(cols):
+        raise SchemaError(f"{path}:{line}: {len(cells)} cells, the schema has {len(cols)}")
+    rec = dict(zip(cols, cells, strict=True))
+    check = rec["Check"].strip()
+    if check not in ("PASS", "FAIL"):
+        raise SchemaError(f"{path}:{line}: Check is {check!r}; it must be PASS or FAIL")
+
+    def num(column: str) -> float:
+        return _num(rec[column], path=path, line=line, column=column)
+
+    dims = {}
+    for d in ("B", "M", "N", "K"):
+        v = num(d) if d in rec else 0.0
+        if math.isinf(v) or (not math.isnan(v) and v != int(v)):
+            raise SchemaError(f"{path}:{line}: dimension {d} is {rec[d]!r}, not an integer")
+        dims[d] = 0 if math.isnan(v) else int(v)
+    return Row(
+        label=rec["label"],
+        check=check,
+        fwd=num(schema.fwd_metric),
+        fwd_std=num(schema.fwd_metric + "_stddev"),
+        bwd=num(schema.bwd_metric),
+        bwd_std=num(schema.bwd_metric + "_stddev"),
+        fwd_ms=num("Forward Time (ms)"),
+        bwd_ms=num("Backward Time (ms)"),
+        snr={c: num(c) for c in schema.snr_columns},
+        **dims,
+    )
+
+
 def parse_csv_text(text: str, *, expected: Schema | None = None, path: str = "<csv>") -> BenchTable:
     """Parse benchmark CSV text. ``expected`` pins the schema (else it is detected).
 
@@ -227,52 +272,9 @@ def parse_csv_text(text: str, *, expected: Schema | None = None, path: str = "<c
     lines = text.splitlines()
     if not lines:
         raise SchemaError(f"{path}: empty CSV (no header); the harness wrote nothing")
-    header = lines[0].rstrip("\r")
-    if expected is not None:
-        if header != expected.header:
-            raise SchemaError(f"{path}: " + _header_mismatch(header, expected))
-        schema = expected
-    else:
-        try:
-            schema = detect_schema(header)
-        except SchemaError as exc:
-            raise SchemaError(f"{path}: {exc}") from None
+    schema = _schema_of(lines[0].rstrip("\r"), expected, path)
     reader = csv.reader(io.StringIO("\n".join(lines[1:])))
-    rows = []
-    cols = schema.columns
-    for i, cells in enumerate(reader, start=2):
-        if not cells:
-            continue
-        if len(cells) != len(cols):
-            raise SchemaError(f"{path}:{i}: {len(cells)} cells, the schema has {len(cols)}")
-        rec = dict(zip(cols, cells, strict=True))
-        check = rec["Check"].strip()
-        if check not in ("PASS", "FAIL"):
-            raise SchemaError(f"{path}:{i}: Check is {check!r}; it must be PASS or FAIL")
-
-        def num(column: str, _rec: dict = rec, _i: int = i) -> float:
-            return _num(_rec[column], path=path, line=_i, column=column)
-
-        dims = {}
-        for d in ("B", "M", "N", "K"):
-            v = num(d) if d in rec else 0.0
-            if math.isinf(v) or (not math.isnan(v) and v != int(v)):
-                raise SchemaError(f"{path}:{i}: dimension {d} is {rec[d]!r}, not an integer")
-            dims[d] = 0 if math.isnan(v) else int(v)
-        rows.append(
-            Row(
-                label=rec["label"],
-                check=check,
-                fwd=num(schema.fwd_metric),
-                fwd_std=num(schema.fwd_metric + "_stddev"),
-                bwd=num(schema.bwd_metric),
-                bwd_std=num(schema.bwd_metric + "_stddev"),
-                fwd_ms=num("Forward Time (ms)"),
-                bwd_ms=num("Backward Time (ms)"),
-                snr={c: num(c) for c in schema.snr_columns},
-                **dims,
-            )
-        )
+    rows = [_row(cells, schema, path, i) for i, cells in enumerate(reader, start=2) if cells]
     labels = [r.label for r in rows]
     dups = sorted({x for x in labels if labels.count(x) > 1})
     if dups:
