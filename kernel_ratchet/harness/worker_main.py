@@ -14,10 +14,8 @@ exits: a candidate that failed once gets a fresh process next time.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import random
 import sys
 import time
 import traceback
@@ -30,12 +28,6 @@ def _protocol_channel() -> IO[str]:
     os.dup2(2, 1)  # C-level printf of the candidate lands in the log, not in the protocol
     sys.stdout = sys.stderr
     return os.fdopen(fd, "w", buffering=1, encoding="utf-8")
-
-
-def derive_seed(seed: int, k: int) -> int:
-    """A second, independent seed from the request's secret seed (for rebind checks)."""
-    h = hashlib.sha256(f"{seed}:{k}".encode()).digest()
-    return int.from_bytes(h[:7], "little")
 
 
 def _prefer_source_root(source_root: str, adapter: str) -> None:
@@ -98,6 +90,7 @@ class Session:
 
     def check(self, shape: Any, seed: int) -> dict[str, Any]:
         from kernel_ratchet.harness import anticheat as ac
+        from kernel_ratchet.harness import timed_checks as tc
         from kernel_ratchet.harness.correctness import check_outputs
 
         ad = self.adapter
@@ -129,7 +122,7 @@ class Session:
         if self.device.startswith("cuda"):
             ac.check_stream_order(ad.forward(case), "forward()")
             payload["checks"].append("stream order")
-        fresh = ad.make_case(shape, derive_seed(seed, 1), self.device)
+        fresh = ad.make_case(shape, tc.derive_seed(seed, 1), self.device)
         if ac.rebind(case, snap, fresh):
             del fresh
             snap = ac.snapshot_inputs(case)
@@ -157,6 +150,7 @@ class Session:
 
     def time(self, msg: dict[str, Any], shape: Any) -> dict[str, Any]:
         from kernel_ratchet.harness import anticheat as ac
+        from kernel_ratchet.harness import timed_checks as tc
 
         ad, phase, seed = self.adapter, msg["phase"], int(msg["seed"])
         if phase == "bwd" and not ad.has_backward:
@@ -167,8 +161,8 @@ class Session:
         if phase == "bwd":
             ad.forward(case)  # the state the backward starts from is part of its inputs
         snap = ac.snapshot_inputs(case)
-        spots = max(1, int(msg.get("spot_checks", _TimedCallChecks.SPOT_CHECKS)))
-        hooks = _TimedCallChecks(self, case, snap, shape, seed, phase, call, spots)
+        spots = max(1, int(msg.get("spot_checks", tc.TimedCallChecks.SPOT_CHECKS)))
+        hooks = tc.TimedCallChecks(self, case, snap, shape, seed, phase, call, spots)
         timing = self.engine.measure(hooks.fn, hooks)
         self.sync()
         ac.verify_inputs(hooks.snap)
@@ -194,101 +188,6 @@ class Session:
         return {"ok": True, "category": "ok", "detail": f"{phase} timed", "payload": payload}
 
 
-class _TimedCallChecks:
-    """Sample hooks of a ``time`` request: poison before each sample, output types and
-    finiteness after each, and on a few secretly chosen samples fresh values rebound into the
-    inputs before the sample and the timed call's outputs compared with the reference after it.
-
-    The reference is computed after the timed sample, not before: a spot-checked sample is then
-    preceded by the same work as any other (the poison, a copy, the L2 flush), not by a
-    reference computation (an fp32 GEMM) that leaves the clock and power state different."""
-
-    SPOT_CHECKS = 3
-
-    def __init__(
-        self,
-        session: Session,
-        case: Any,
-        snap: Any,
-        shape: Any,
-        seed: int,
-        phase: str,
-        call: Any,
-        spot_checks: int = SPOT_CHECKS,
-    ) -> None:
-        self.s, self.case, self.snap, self.shape = session, case, snap, shape
-        self.seed, self.phase, self.call = seed, phase, call
-        self.last: Any = None
-        n = int(getattr(session.engine, "samples", 3))
-        rng = random.Random(derive_seed(seed, 2))
-        self.spots = set(rng.sample(range(n), min(spot_checks, n)))
-        self.spot = False  # the coming sample is spot-checked
-        self.spot_done = 0
-        self.what = "backward()" if phase == "bwd" else "forward()"
-
-    def fn(self) -> None:
-        self.last = self.call(self.case)
-
-    def before_sample(self, index: int) -> None:
-        from kernel_ratchet.harness import anticheat as ac
-
-        if self.last is not None:
-            ac.poison(ac.output_tensors(self.last, self.what))
-        self.spot = index in self.spots
-        if self.spot:
-            ad = self.s.adapter
-            fresh = ad.make_case(self.shape, derive_seed(self.seed, 10 + index), self.s.device)
-            if self.phase == "bwd":
-                ad.forward(fresh)  # copied with its state, so a captured graph stays valid
-            if ac.rebind(self.case, self.snap, fresh):
-                self.snap = ac.snapshot_inputs(self.case)
-            del fresh
-            self.s.sync()
-
-    def after_sample(self, index: int) -> None:
-        from kernel_ratchet.harness import anticheat as ac
-        from kernel_ratchet.harness.correctness import check_outputs
-
-        outs = ac.output_tensors(self.last, self.what)
-        bad = ac.nonfinite(outs)
-        if bad:
-            raise ac.CheatDetected(
-                f"{self.what} output(s) {', '.join(bad)} of timed sample {index} still hold the "
-                "NaN poison (or NaN): a cached tensor was returned or only part was written"
-            )
-        if not self.spot:
-            return
-        # inputs the timed call changed are caught by the time request's final input check
-        full_ref = self.s.adapter.spot_reference(self.case)
-        pairs = _match(outs, full_ref, self.phase)
-        if pairs:
-            got = {n: t for n, t in pairs.items()}
-            ref = {n: full_ref[n] for n in pairs}
-            thr = {n: self.s.adapter.threshold(n) for n in pairs}
-            res = check_outputs(got, ref, thr)
-            if not res.passed:
-                raise ac.CheatDetected(
-                    f"spot check of timed sample {index} failed ({res.reason}): the timed calls "
-                    "did not compute the result for the current inputs"
-                )
-        self.spot_done += 1
-
-
-def _match(outs: list[tuple[str, Any]], ref: dict[str, Any], phase: str) -> dict[str, Any]:
-    """Map the timed call's outputs to reference names (by name, ``out`` for a single forward
-    tensor, else in order of the non-``out`` names for a backward tuple)."""
-    names = [n for n, _ in outs]
-    if all(n in ref for n in names):
-        return dict(outs)
-    if phase == "fwd" and len(outs) == 1:
-        key = "out" if "out" in ref else (next(iter(ref)) if len(ref) == 1 else None)
-        return {key: outs[0][1]} if key else {}
-    order = [n for n in ref if n != "out"] if phase == "bwd" else list(ref)
-    if len(order) == len(outs):
-        return {n: t for n, (_, t) in zip(order, outs, strict=True)}
-    return {}
-
-
 def _fail(category: str, detail: str, payload: dict | None = None) -> dict[str, Any]:
     return {"ok": False, "category": category, "detail": detail, "payload": payload or {}}
 
@@ -305,15 +204,14 @@ def _send(proto: IO[str], msg: dict[str, Any]) -> None:
     proto.flush()
 
 
-def main() -> None:
-    """Serve requests until ``exit``, end of input, or the first failed request."""
-    t_start = time.monotonic()
-    proto = _protocol_channel()
-    spec = json.loads(os.environ["KR_WORKER_SPEC"])
+def _capture() -> tuple[Any, Any, Any]:
+    """(sentinel, Shape, classify_exception): the timers and the harness's own modules
+    captured, and the two functions the request loop needs held, before the project is on
+    ``sys.path`` (so a candidate cannot swap them)."""
     import torch  # noqa: F401 -- before the sentinel: it snapshots torch.cuda
 
     from kernel_ratchet.harness import adapter as adapter_mod
-    from kernel_ratchet.harness import anticheat, correctness, digest
+    from kernel_ratchet.harness import anticheat, correctness, digest, timed_checks
     from kernel_ratchet.harness.adapter import Shape
     from kernel_ratchet.harness.timing import (
         cuda_events,
@@ -326,18 +224,50 @@ def main() -> None:
 
     timing = (engine, perf_counter, cuda_support, cuda_events, registry)
     sentinel = anticheat.Sentinel.capture(
-        (*timing, correctness, anticheat, digest, adapter_mod, sys.modules[__name__])
+        (*timing, correctness, anticheat, digest, timed_checks, adapter_mod, sys.modules[__name__])
     )
+    return sentinel, Shape, classify_exception
+
+
+def _start(proto: IO[str], spec: dict[str, Any], sentinel: Any, classify: Any) -> Session:
+    """The session of ``spec`` with the project imported; on failure the start-up answer is
+    sent and the process exits (status 3)."""
     _prefer_source_root(spec["source_root"], spec["adapter"])
     try:
-        session = Session(spec, sentinel)
+        return Session(spec, sentinel)
     except BaseException as exc:  # noqa: BLE001 -- a failing candidate is an outcome
         traceback.print_exc()
-        category, detail = classify_exception(exc)
+        category, detail = classify(exc)
         if category == "crash" and "ProfileError" in type(exc).__name__:
             category = "compile" if exc.__cause__ else "crash"
         _send(proto, _fail(category, f"start-up: {detail}"))
         os._exit(3)
+
+
+def _answer(session: Session, msg: dict[str, Any], shape_cls: Any, classify: Any) -> dict:
+    """The answer to one request; a failing candidate is a failed answer, never an exception."""
+    try:
+        shape = shape_cls.from_dict(msg["shape"])
+        if msg["op"] == "check":
+            return session.check(shape, int(msg["seed"]))
+        if msg["op"] == "time":
+            return session.time(msg, shape)
+        if msg["op"] == "transfer":
+            return session.transfer(msg, shape)
+        return _fail("crash", f"unknown request {msg['op']!r}")
+    except BaseException as exc:  # noqa: BLE001 -- a failing candidate is an outcome
+        traceback.print_exc()
+        category, detail = classify(exc)
+        return _fail(category, detail)
+
+
+def main() -> None:
+    """Serve requests until ``exit``, end of input, or the first failed request."""
+    t_start = time.monotonic()
+    proto = _protocol_channel()
+    spec = json.loads(os.environ["KR_WORKER_SPEC"])
+    sentinel, shape_cls, classify = _capture()
+    session = _start(proto, spec, sentinel, classify)
     info = {
         "has_backward": bool(session.adapter.has_backward),
         "schema": session.adapter.schema,
@@ -352,20 +282,7 @@ def main() -> None:
         if msg["op"] == "exit":
             break
         t0 = time.monotonic()
-        try:
-            shape = Shape.from_dict(msg["shape"])
-            if msg["op"] == "check":
-                answer = session.check(shape, int(msg["seed"]))
-            elif msg["op"] == "time":
-                answer = session.time(msg, shape)
-            elif msg["op"] == "transfer":
-                answer = session.transfer(msg, shape)
-            else:
-                answer = _fail("crash", f"unknown request {msg['op']!r}")
-        except BaseException as exc:  # noqa: BLE001 -- a failing candidate is an outcome
-            traceback.print_exc()
-            category, detail = classify_exception(exc)
-            answer = _fail(category, detail)
+        answer = _answer(session, msg, shape_cls, classify)
         what = " ".join(
             str(x) for x in (msg["op"], msg.get("shape", {}).get("label"), msg.get("phase")) if x
         )

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from kernel_ratchet.harness.anticheat import CheatDetected
+from kernel_ratchet.harness.timed_checks import derive_seed, match_outputs
 from kernel_ratchet.harness.worker import (
     CATEGORIES,
     WorkerResult,
@@ -15,7 +16,6 @@ from kernel_ratchet.harness.worker import (
     classify_exception,
     classify_exit,
 )
-from kernel_ratchet.harness.worker_main import _match, derive_seed
 
 
 class CompilationError(Exception):
@@ -91,7 +91,7 @@ def test_derived_seeds_differ_and_are_stable():
 def test_timed_outputs_map_to_reference_names():
     t = torch.zeros(1)
     ref = {"out": t, "da": t, "db": t}
-    assert list(_match([("0", t)], ref, "fwd")) == ["out"]
-    assert list(_match([("0", t), ("1", t)], ref, "bwd")) == ["da", "db"]
-    assert list(_match([("da", t)], ref, "bwd")) == ["da"]
-    assert _match([("0", t), ("1", t)], ref, "fwd") == {}
+    assert list(match_outputs([("0", t)], ref, "fwd")) == ["out"]
+    assert list(match_outputs([("0", t), ("1", t)], ref, "bwd")) == ["da", "db"]
+    assert list(match_outputs([("da", t)], ref, "bwd")) == ["da"]
+    assert match_outputs([("0", t), ("1", t)], ref, "fwd") == {}

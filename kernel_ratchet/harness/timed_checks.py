@@ -1,0 +1,116 @@
+"""The anti-cheat hooks around the samples of one ``time`` request in the worker.
+
+:class:`TimedCallChecks` is the :class:`~kernel_ratchet.harness.timing.engine.SampleHooks` of a
+timed request (:meth:`kernel_ratchet.harness.worker_main.Session.time`): the previous outputs
+poisoned before each sample, the outputs' types and finiteness checked after it, and on a few
+secretly chosen samples fresh input values rebound before the sample and the timed call's
+outputs compared with the reference after it. :func:`derive_seed` gives the independent seeds
+of those rebinds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from typing import Any
+
+
+def derive_seed(seed: int, k: int) -> int:
+    """A second, independent seed from the request's secret seed (for rebind checks)."""
+    h = hashlib.sha256(f"{seed}:{k}".encode()).digest()
+    return int.from_bytes(h[:7], "little")
+
+
+class TimedCallChecks:
+    """Sample hooks of a ``time`` request: poison before each sample, output types and
+    finiteness after each, and on a few secretly chosen samples fresh values rebound into the
+    inputs before the sample and the timed call's outputs compared with the reference after it.
+
+    The reference is computed after the timed sample, not before: a spot-checked sample is then
+    preceded by the same work as any other (the poison, a copy, the L2 flush), not by a
+    reference computation (an fp32 GEMM) that leaves the clock and power state different."""
+
+    SPOT_CHECKS = 3
+
+    def __init__(
+        self,
+        session: Any,
+        case: Any,
+        snap: Any,
+        shape: Any,
+        seed: int,
+        phase: str,
+        call: Any,
+        spot_checks: int = SPOT_CHECKS,
+    ) -> None:
+        self.s, self.case, self.snap, self.shape = session, case, snap, shape
+        self.seed, self.phase, self.call = seed, phase, call
+        self.last: Any = None
+        n = int(getattr(session.engine, "samples", 3))
+        rng = random.Random(derive_seed(seed, 2))
+        self.spots = set(rng.sample(range(n), min(spot_checks, n)))
+        self.spot = False  # the coming sample is spot-checked
+        self.spot_done = 0
+        self.what = "backward()" if phase == "bwd" else "forward()"
+
+    def fn(self) -> None:
+        self.last = self.call(self.case)
+
+    def before_sample(self, index: int) -> None:
+        from kernel_ratchet.harness import anticheat as ac
+
+        if self.last is not None:
+            ac.poison(ac.output_tensors(self.last, self.what))
+        self.spot = index in self.spots
+        if self.spot:
+            ad = self.s.adapter
+            fresh = ad.make_case(self.shape, derive_seed(self.seed, 10 + index), self.s.device)
+            if self.phase == "bwd":
+                ad.forward(fresh)  # copied with its state, so a captured graph stays valid
+            if ac.rebind(self.case, self.snap, fresh):
+                self.snap = ac.snapshot_inputs(self.case)
+            del fresh
+            self.s.sync()
+
+    def after_sample(self, index: int) -> None:
+        from kernel_ratchet.harness import anticheat as ac
+        from kernel_ratchet.harness.correctness import check_outputs
+
+        outs = ac.output_tensors(self.last, self.what)
+        bad = ac.nonfinite(outs)
+        if bad:
+            raise ac.CheatDetected(
+                f"{self.what} output(s) {', '.join(bad)} of timed sample {index} still hold the "
+                "NaN poison (or NaN): a cached tensor was returned or only part was written"
+            )
+        if not self.spot:
+            return
+        # inputs the timed call changed are caught by the time request's final input check
+        full_ref = self.s.adapter.spot_reference(self.case)
+        pairs = match_outputs(outs, full_ref, self.phase)
+        if pairs:
+            got = {n: t for n, t in pairs.items()}
+            ref = {n: full_ref[n] for n in pairs}
+            thr = {n: self.s.adapter.threshold(n) for n in pairs}
+            res = check_outputs(got, ref, thr)
+            if not res.passed:
+                raise ac.CheatDetected(
+                    f"spot check of timed sample {index} failed ({res.reason}): the timed calls "
+                    "did not compute the result for the current inputs"
+                )
+        self.spot_done += 1
+
+
+def match_outputs(outs: list[tuple[str, Any]], ref: dict[str, Any], phase: str) -> dict[str, Any]:
+    """Map the timed call's outputs to reference names (by name, ``out`` for a single forward
+    tensor, else in order of the non-``out`` names for a backward tuple)."""
+    names = [n for n, _ in outs]
+    if all(n in ref for n in names):
+        return dict(outs)
+    if phase == "fwd" and len(outs) == 1:
+        key = "out" if "out" in ref else (next(iter(ref)) if len(ref) == 1 else None)
+        return {key: outs[0][1]} if key else {}
+    order = [n for n in ref if n != "out"] if phase == "bwd" else list(ref)
+    if len(order) == len(outs):
+        return {n: t for n, (_, t) in zip(order, outs, strict=True)}
+    return {}
