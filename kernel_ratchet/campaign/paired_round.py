@@ -19,8 +19,9 @@ import torch
 
 from kernel_ratchet.campaign.fsutil import atomic_write_json
 from kernel_ratchet.campaign.incumbent import incumbent_tree
-from kernel_ratchet.harness.ab import PairedRun, run_paired
+from kernel_ratchet.harness.ab import run_paired
 from kernel_ratchet.harness.adapter import Shape
+from kernel_ratchet.harness.paired_run import PairedRun
 from kernel_ratchet.harness.worker import WorkerSpec
 from kernel_ratchet.scoring.metrics import aggregates
 from kernel_ratchet.scoring.paired_looks import PairedLooks

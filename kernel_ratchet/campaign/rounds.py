@@ -22,7 +22,7 @@ from kernel_ratchet.campaign.transfer_round import dynamic_check
 from kernel_ratchet.errors import CampaignError, SchemaError
 from kernel_ratchet.guard import StaticAudit, audit_change, skew_robustness
 from kernel_ratchet.guard.static_audit import REJECT
-from kernel_ratchet.harness.ab import SEED_POLICY
+from kernel_ratchet.harness.paired_run import SEED_POLICY
 from kernel_ratchet.harness.provenance import collect_provenance
 from kernel_ratchet.harness.provenance import write_provenance as save_provenance
 from kernel_ratchet.scoring.decision import decide

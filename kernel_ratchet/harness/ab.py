@@ -36,19 +36,18 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Generic, TypeVar
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
-from kernel_ratchet.harness.ab_rule import LookDecision, SequentialRule
+from kernel_ratchet.harness.ab_rule import SequentialRule
 from kernel_ratchet.harness.adapter import Shape
+from kernel_ratchet.harness.paired_run import D, Failure, PairedRun
 from kernel_ratchet.harness.paired_samples import PHASES, PairedSamples, samples_by_shape
 
 if TYPE_CHECKING:
     from kernel_ratchet.harness.worker import WorkerSpec
 
-#: The decision type of the caller's rule, carried by :class:`PairedRun`.
-D = TypeVar("D", bound=LookDecision)
 SIDES = ("incumbent", "candidate")
 #: Spot checks per timing request: one secretly chosen sample of every request has its outputs
 #: compared with the reference (>= 10 per shape and side in an A/B). Each costs a reference
@@ -58,100 +57,16 @@ PAIRED_SPOT_CHECKS = 1
 TRACE = "timings.jsonl"
 #: Round index used for the correctness-check seed.
 CHECK_ROUND = -1
-SEED_POLICY = (
-    "per-round secret: seed = sha256('<campaign secret>:<round>:<shape label>')[:63 bits], "
-    "identical for incumbent and candidate within a round; correctness checks use round -1"
-)
 
 
 def round_seed(secret: int, round_index: int, label: str) -> int:
-    """Input seed of one shape in one round, derived from the campaign secret (63 bits).
+    """Input seed of one shape in one round, derived from the campaign secret (63 bits), as
+    :data:`~kernel_ratchet.harness.paired_run.SEED_POLICY` states it.
 
     Unpredictable without the secret, so a candidate cannot precompute outputs per seed.
     """
     digest = hashlib.sha256(f"{secret}:{round_index}:{label}".encode()).digest()
     return int.from_bytes(digest[:8], "big") >> 1
-
-
-@dataclass(frozen=True)
-class Failure:
-    """A worker failure that ended a paired run. ``stage`` is "check" or "time".
-
-    ``category`` is the worker's (see :mod:`kernel_ratchet.harness.worker`), or "bad_timing"
-    when an ``ok`` timing carried no positive finite ``median_ms``.
-    """
-
-    side: str
-    stage: str
-    label: str
-    category: str
-    detail: str
-    log_path: str
-    round: int | None = None
-    phase: str | None = None
-
-    def sentence(self) -> str:
-        where = f"round {self.round} {self.phase} timing" if self.stage == "time" else "check"
-        return (
-            f"{self.side} failed ({self.category}) on shape {self.label} during {where}: "
-            f"{self.detail} (log: {self.log_path})"
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-@dataclass(frozen=True)
-class PairedRun(Generic[D]):
-    """Everything one paired A/B measurement produced.
-
-    ``times[side][label][phase]`` are per-round milliseconds (the i-th values of both sides come
-    from the same round); ``order`` lists ``(round, label, side timed first)`` in visit order.
-    ``decision`` is the rule's, None exactly when ``failure`` is set.
-    """
-
-    labels: tuple[str, ...]
-    phases: tuple[str, ...]
-    campaign_type: str
-    times: dict[str, dict[str, dict[str, tuple[float, ...]]]]
-    order: tuple[tuple[int, str, str], ...]
-    rounds: int
-    failure: Failure | None
-    decision: D | None
-    wall_s: float
-    check_wall_s: float
-    rng_seed: int
-    logs: dict[str, str]
-    early_stop: str | None = None  # why the run stopped at the futility look, if it did
-
-    @property
-    def ok(self) -> bool:
-        return self.failure is None
-
-    def samples(self) -> dict[str, PairedSamples]:
-        """Per-shape paired samples of the shapes timed at least once."""
-        return samples_by_shape(self.times, self.labels)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "labels": list(self.labels),
-            "phases": list(self.phases),
-            "campaign_type": self.campaign_type,
-            "times": {
-                s: {k: {p: list(v) for p, v in d.items()} for k, d in per.items()}
-                for s, per in self.times.items()
-            },
-            "order": [list(o) for o in self.order],
-            "rounds": self.rounds,
-            "failure": self.failure.to_dict() if self.failure else None,
-            "decision": self.decision.to_dict() if self.decision else None,
-            "wall_s": self.wall_s,
-            "check_wall_s": self.check_wall_s,
-            "rng_seed": self.rng_seed,
-            "logs": dict(self.logs),
-            "early_stop": self.early_stop,
-            "seed_policy": SEED_POLICY,
-        }
 
 
 def _trace(out: Any, r: int, label: str, phase: str, side: str, res: Any, wall_s: float) -> None:
@@ -262,11 +177,36 @@ class _Rounds:
     def samples(self) -> dict[str, PairedSamples]:
         return samples_by_shape(self.times, [s.label for s in self.shapes])
 
-    def frozen_times(self) -> dict[str, dict[str, dict[str, tuple[float, ...]]]]:
-        return {
+    def record(
+        self,
+        campaign_type: str,
+        failure: Failure | None,
+        decision: D | None,
+        wall_s: float,
+        check_wall_s: float,
+        rng_seed: int,
+        early_stop: str | None,
+    ) -> PairedRun[D]:
+        """The run's :class:`~kernel_ratchet.harness.paired_run.PairedRun`, times frozen."""
+        times = {
             s: {k: {p: tuple(v) for p, v in d.items()} for k, d in per.items()}
             for s, per in self.times.items()
         }
+        return PairedRun(
+            tuple(s.label for s in self.shapes),
+            self.phases,
+            campaign_type,
+            times,
+            tuple(self.order),
+            self.rounds,
+            failure,
+            decision,
+            wall_s,
+            check_wall_s,
+            rng_seed,
+            dict(self.logs),
+            early_stop,
+        )
 
 
 def _sequential(
@@ -305,10 +245,21 @@ def _sequential(
     return None, decision, None
 
 
-def _default_factory() -> Callable[..., Any]:
-    from kernel_ratchet.harness.worker import Worker
+def _open_workers(
+    stack: ExitStack,
+    factory: Callable[..., Any] | None,
+    specs: tuple[WorkerSpec, WorkerSpec],
+    logs: Mapping[str, str],
+) -> dict[str, Any]:
+    """One worker per side, entered on ``stack`` (default: :class:`~.worker.Worker`)."""
+    if factory is None:
+        from kernel_ratchet.harness.worker import Worker
 
-    return Worker
+        factory = Worker
+    return {
+        side: stack.enter_context(factory(spec, Path(logs[side])))
+        for side, spec in zip(SIDES, specs, strict=True)
+    }
 
 
 def _validate(shapes: Sequence[Shape], phases: Sequence[str]) -> None:
@@ -338,13 +289,12 @@ def run_paired(
 ) -> PairedRun[D]:
     """Measure ``candidate`` against ``incumbent`` on ``shapes`` (contract: module docstring).
 
-    ``seed`` is the campaign secret the per-round input seeds derive from; ``rng_seed`` seeds
-    the shuffles (None: fresh entropy, recorded in the result). ``rule`` looks, stops and
-    decides; ``k_start`` and ``k_max`` are its first look and round budget. ``campaign_type``
-    defaults to compute_fwd_bwd when "bwd" is timed, else compute_fwd (pass "memory"
-    explicitly). ``worker_factory(spec, log_path)`` returns a context manager with ``check`` and
-    ``time``; the default is :class:`kernel_ratchet.harness.worker.Worker`. ``time_kwargs`` go
-    to every ``time`` call (e.g. ``max_tflops``/``max_gbps``, the roofline anti-cheat;
+    ``seed``: the campaign secret the per-round input seeds derive from; ``rng_seed``: the
+    shuffles' seed (None: fresh entropy, recorded). ``rule`` looks, stops and decides, from
+    ``k_start`` up to ``k_max`` rounds. ``campaign_type`` defaults to compute_fwd_bwd when
+    "bwd" is timed, else compute_fwd. ``worker_factory(spec, log_path)``: a context manager
+    with ``check`` and ``time`` (default :class:`~kernel_ratchet.harness.worker.Worker`).
+    ``time_kwargs`` go to every ``time`` call (e.g. ``max_tflops``, the roofline anti-cheat;
     ``spot_checks`` defaults to :data:`PAIRED_SPOT_CHECKS`). Raises ValueError for bad
     arguments; a failing worker is a recorded :class:`Failure`, never an exception.
     """
@@ -354,40 +304,20 @@ def run_paired(
     phases = tuple(p for p in PHASES if p in phases)
     ctype = campaign_type or ("compute_fwd_bwd" if "bwd" in phases else "compute_fwd")
     rng_seed = secrets.randbits(63) if rng_seed is None else rng_seed
-    factory = worker_factory or _default_factory()
+    say = progress or (lambda _msg: None)
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
     logs = {side: str(log_dir / f"{side}_worker.log") for side in SIDES}
     tkw = {"spot_checks": PAIRED_SPOT_CHECKS, **(time_kwargs or {})}
     with ExitStack() as stack:
-        workers = {
-            side: stack.enter_context(factory(spec, Path(logs[side])))
-            for side, spec in zip(SIDES, (incumbent, candidate), strict=True)
-        }
+        workers = _open_workers(stack, worker_factory, (incumbent, candidate), logs)
         rng = np.random.default_rng(rng_seed)
         run = _Rounds(workers, tuple(shapes), phases, seed, rng, logs, tkw)
-        failure = run.check(progress or (lambda _msg: None))
+        failure = run.check(say)
         check_wall_s = time.monotonic() - t0
         decision, early_stop = None, None
         if failure is None:
             run.trace = stack.enter_context(open(log_dir / TRACE, "a", encoding="utf-8"))
-            failure, decision, early_stop = _sequential(
-                run, rule, looks, ctype, progress or (lambda _msg: None)
-            )
+            failure, decision, early_stop = _sequential(run, rule, looks, ctype, say)
         wall_s = time.monotonic() - t0
-    labels = tuple(s.label for s in shapes)
-    return PairedRun(
-        labels,
-        phases,
-        ctype,
-        run.frozen_times(),
-        tuple(run.order),
-        run.rounds,
-        failure,
-        decision,
-        wall_s,
-        check_wall_s,
-        rng_seed,
-        logs,
-        early_stop,
-    )
+    return run.record(ctype, failure, decision, wall_s, check_wall_s, rng_seed, early_stop)

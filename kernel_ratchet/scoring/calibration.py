@@ -41,7 +41,7 @@ from kernel_ratchet.scoring.paired import PairedDecision, PairedVerdict, decide_
 from kernel_ratchet.scoring.paired_stats import log_ratios
 
 if TYPE_CHECKING:
-    from kernel_ratchet.harness.ab import PairedRun
+    from kernel_ratchet.harness.paired_run import PairedRun
 
 #: Power at which the minimum detectable effect is defined (the conventional 80%).
 POWER = 0.8

@@ -1,6 +1,7 @@
 """How noisy one paired round is, and which timing variant buys precision most cheaply.
 
-From an A/A paired run (:class:`kernel_ratchet.harness.ab.PairedRun`, incumbent against itself):
+From an A/A paired run (:class:`kernel_ratchet.harness.paired_run.PairedRun`, incumbent
+against itself):
 
 * ``spread``: the 10%-trimmed standard deviation (the lowest and highest 10% left out, scaled
   to estimate the SD of normal data) of the per-round log speed ratios, each shape centred on
@@ -38,7 +39,7 @@ import numpy as np
 from kernel_ratchet.scoring.paired_stats import log_ratios
 
 if TYPE_CHECKING:
-    from kernel_ratchet.harness.ab import PairedRun
+    from kernel_ratchet.harness.paired_run import PairedRun
 
 #: Fraction left out at each end for the trimmed standard deviation.
 TRIM = 0.1

@@ -18,14 +18,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kernel_ratchet.harness.ab import (
-    CHECK_ROUND,
-    PAIRED_SPOT_CHECKS,
-    SEED_POLICY,
-    round_seed,
-    run_paired,
-)
+from kernel_ratchet.harness.ab import CHECK_ROUND, PAIRED_SPOT_CHECKS, round_seed, run_paired
 from kernel_ratchet.harness.adapter import Shape
+from kernel_ratchet.harness.paired_run import SEED_POLICY
 from kernel_ratchet.harness.paired_samples import PairedSamples
 from kernel_ratchet.scoring.decision import Status
 from kernel_ratchet.scoring.paired import PairedVerdict, decide_paired

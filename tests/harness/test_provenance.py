@@ -9,7 +9,7 @@ import types
 import pytest
 
 from kernel_ratchet.harness import provenance as pv
-from kernel_ratchet.harness.ab import SEED_POLICY
+from kernel_ratchet.harness.paired_run import SEED_POLICY
 from kernel_ratchet.harness.timing.perf_counter import PerfCounterEngine
 
 ENGINE = PerfCounterEngine().describe()

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from kernel_ratchet.harness.ab import Failure, PairedRun
+from kernel_ratchet.harness.paired_run import Failure, PairedRun
 from kernel_ratchet.scoring.noise import choose, cost_ratio_ci, round_noise
 
 
