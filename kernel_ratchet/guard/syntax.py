@@ -1,0 +1,46 @@
+"""Small helpers over Python syntax trees, shared by the static scans of a kernel file."""
+
+from __future__ import annotations
+
+import ast
+
+FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+def short_name(node: ast.expr) -> str | None:
+    """The last name of ``x`` or ``a.b.x``; None for any other expression."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def own_nodes(fn: ast.AST) -> list[ast.AST]:
+    """Nodes of a function body without the bodies of nested functions and classes."""
+    out: list[ast.AST] = []
+    stack = list(ast.iter_child_nodes(fn))
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def functions(tree: ast.Module) -> list[tuple[str, FunctionNode]]:
+    """Every function of the module with its qualified name (``Class.method``, ``outer.inner``)."""
+    out = []
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                out.append((prefix + child.name, child))
+                visit(child, f"{prefix}{child.name}.")
+            elif isinstance(child, ast.ClassDef):
+                visit(child, f"{prefix}{child.name}.")
+            else:
+                visit(child, prefix)
+
+    visit(tree, "")
+    return out
