@@ -1,4 +1,4 @@
-"""Kernel time breakdown of one op on one shape (ANALYZE, issue 6): which kernels the forward
+"""Kernel time breakdown of one op on one shape (the ANALYZE step): which kernels the forward
 and the backward launch, and how the time splits between them.
 
 Runs in its own process, in the project tree (``--root`` first on ``sys.path``), so the

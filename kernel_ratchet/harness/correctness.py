@@ -1,8 +1,8 @@
 """Correctness metrics: SNR in dB and relative error against a higher-precision reference.
 
 SNR = 10*log10(||ref||^2 / ||out - ref||^2), computed in float64 on the output's device (in
-chunks, so a GPU output is never copied to the host: on the H200 the host copy of one
-16384x57344 output took seconds per check). A relative error r is an SNR of -20*log10(r):
+chunks, so a GPU output is never copied to the host: on an H200 the host copy of one
+16384x57344 output takes seconds per check). A relative error r is an SNR of -20*log10(r):
 1e-2 -> 40 dB, 1e-4 -> 80 dB. An exact match is +inf dB. NaN or Inf anywhere in the output, or a
 shape mismatch, gives -inf (never passes).
 """

@@ -1,4 +1,4 @@
-"""Provenance next to every benchmark.csv (issue 5, item 2); CPU-only, GPU paths faked."""
+"""Provenance next to every benchmark.csv; CPU-only, GPU paths faked."""
 
 from __future__ import annotations
 

@@ -51,7 +51,7 @@ def test_honest_candidate_passes_on_the_gpu(tmp_path: Path, shape: Shape) -> Non
         else:
             assert p["engine"]["mode"] == "eager", p["engine"]
         # 3 secret spot checks per collection of samples; a graph timing lost in the L2-flush
-        # subtraction is collected again eagerly, with its own 3 (H200 2026-11-30: 6)
+        # subtraction is collected again eagerly, with its own 3 (6 in all)
         retimed = any("ill-conditioned" in f for f in p["flags"])
         assert p["spot_checks"] == (6 if retimed else 3), p
 

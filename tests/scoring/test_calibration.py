@@ -1,4 +1,4 @@
-"""Calibration from A/A runs, and the statistical power check of issue 5 in simulation.
+"""Calibration from A/A runs, and the statistical power check of the paired decision in simulation.
 
 The runs use the fake worker of tests/harness/test_ab.py: 5 shapes, 2% lognormal noise per
 timing call plus a 5% clock wander common to both sides. The lead repeats the same check on

@@ -1,4 +1,4 @@
-"""Paired A/B statistics and the paired decision (SPEC section 6, issue 5 item 3)."""
+"""Paired A/B statistics and the paired decision (SPEC section 6)."""
 
 from __future__ import annotations
 
