@@ -9,11 +9,12 @@ candidate may stop early, and what to decide. Scoring implements it
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from kernel_ratchet.harness.paired_samples import PairedSamples
 
 
+@runtime_checkable
 class LookDecision(Protocol):
     """What a :class:`SequentialRule` decided at one look, as far as the measuring loop reads
     it: the shapes worth more rounds, a one-line summary, and a JSON-ready record."""
@@ -35,6 +36,7 @@ class LookDecision(Protocol):
 D_co = TypeVar("D_co", bound=LookDecision, covariant=True)
 
 
+@runtime_checkable
 class SequentialRule(Protocol[D_co]):
     """When a paired run looks at its rounds, when it may stop early, and what it decides.
 

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from kernel_ratchet.harness.ab import CHECK_ROUND, PAIRED_SPOT_CHECKS, round_seed, run_paired
+from kernel_ratchet.harness.ab_rule import LookDecision, SequentialRule
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.harness.paired_run import SEED_POLICY
 from kernel_ratchet.harness.paired_samples import PairedSamples
@@ -351,6 +352,65 @@ def test_bad_arguments_are_value_errors(tmp_path):
         ab(tmp_path, FakeSpec("c"), phases=("bwd",))
     with pytest.raises(ValueError, match="distinct"):
         ab(tmp_path, FakeSpec("c"), shapes=[SHAPES[0], SHAPES[0]])
+
+
+@dataclass(frozen=True)
+class FakeLook:
+    undecided: tuple[str, ...]
+    verdict_aggregate: str = "SAME"
+    aggregate_ratio: float = 1.0
+
+    def to_dict(self) -> dict:
+        return {"undecided": list(self.undecided)}
+
+
+@dataclass
+class FakeRule:
+    """Keeps s512 undecided until the last look; no futility look unless ``futility`` says."""
+
+    futility: int | None = None
+    hopeless: str | None = None
+    calls: list = field(default_factory=list)
+
+    def looks(self, k_start: int, k_max: int) -> tuple[int, ...]:
+        return (k_start, k_start + 2, k_max)
+
+    def futility_look(self, k_start: int) -> int | None:
+        return self.futility
+
+    def futile(self, samples, campaign_type: str) -> str | None:
+        self.calls.append(("futile", {k: s.n_rounds for k, s in samples.items()}))
+        return self.hopeless
+
+    def decide(self, samples, campaign_type: str, *, exhausted: bool, looks: int) -> FakeLook:
+        rounds = {k: s.n_rounds for k, s in samples.items()}
+        self.calls.append(("decide", rounds, exhausted, looks, campaign_type))
+        return FakeLook(() if exhausted else ("s512",))
+
+
+def test_the_run_follows_the_rule_it_is_given(tmp_path):
+    """The harness measures; the caller's rule says when to look and which shapes need more."""
+    rule = FakeRule()
+    assert isinstance(rule, SequentialRule) and isinstance(FakeLook(()), LookDecision)
+    run = ab(tmp_path / "a", FakeSpec("cand"), rule=rule, k_start=3, k_max=8)
+    decided = [c[1:] for c in rule.calls if c[0] == "decide"]
+    assert [d[1:] for d in decided] == [(False, 3, "compute_fwd")] * 2 + [(True, 3, "compute_fwd")]
+    assert decided[0][0] == {s.label: 3 for s in SHAPES}
+    assert decided[2][0] == {**{s.label: 3 for s in SHAPES}, "s512": 8}
+    assert run.rounds == 8 and run.decision == FakeLook(()) and run.early_stop is None
+    assert json.loads(json.dumps(run.to_dict()))["decision"] == {"undecided": []}
+    stop = FakeRule(futility=2, hopeless="hopeless")
+    run = ab(tmp_path / "b", FakeSpec("cand"), rule=stop, k_start=3, k_max=8)
+    assert run.rounds == 2 and run.early_stop == "hopeless"
+    assert [c[0] for c in stop.calls] == ["futile", "decide"] and stop.calls[1][2] is True
+
+
+def test_the_scoring_rule_keeps_the_harness_contract():
+    assert isinstance(PairedLooks(), SequentialRule)
+    with pytest.raises(ValueError, match="k_start"):
+        PairedLooks().looks(2, 40)
+    assert PairedLooks().futility_look(10) == FUTILITY_ROUNDS
+    assert PairedLooks().futility_look(3) is None
 
 
 def test_looks_double_up_to_the_budget():
