@@ -255,7 +255,7 @@ def trace_idioms(
     or ``steps`` or ``repeats`` is below 2; a candidate that crashes raises its own error.
     """
     if steps < 2 or repeats < 2:
-        raise RatchetError("simulate_training needs steps >= 2 and repeats >= 2")
+        raise RatchetError("the idiom traces need steps >= 2 and repeats >= 2")
     sim = _Simulation(adapter, shape, device, steps, seed)
     timer = make_timer(timing, device)
     sim.trace("bench")  # warm-up: compilation, autotuning, allocator
