@@ -4,14 +4,14 @@ This is the file a campaign's config-only rounds edit (``ratchet.yaml: tunables`
 runtime autotuning on the default path: :func:`bucket_for` maps a problem to a bucket name by
 explicit thresholds, and ``CONFIGS[kind][bucket]`` is the configuration used. A run that wants
 another configuration passes one explicitly (``config=`` in :mod:`.kernel`), which is how the
-CPU tests use tiny blocks and how ``tune_h200.py`` sweeps.
+CPU tests use tiny blocks and how ``tune.py`` sweeps.
 
 Kinds: ``"bf16"`` (bf16/fp16 forward), ``"bf16_bwd"`` (the two backward GEMMs, whose
 operands are not both K-major), ``"fp8"`` (tensorwise and rowwise scaling, scales in
 the epilogue) and ``"fp8_block"`` (1x128 / 128x128 scaling, scales applied per k-block, so
 ``BLOCK_K`` must be 128).
 
-Each bucket is measured on the H200 with the sweep in ``kernel_ratchet/kernels/gemm/tune_h200.py``;
+Each bucket is measured on the H200 with the sweep in ``kernel_ratchet/kernels/gemm/tune.py``;
 the comment next to a config says what was swept and what it bought.
 """
 
@@ -34,7 +34,7 @@ class GemmConfig:
             wgmmas before the scaled accumulation waits on them.
         warp_specialize: Triton's warp specialization of the k-loop (``tl.range(...,
             warp_specialize=True)``: load and MMA partitions). Measured on the H200 with
-            ``tune_h200 --only probes`` (2026-11-30, docs/benchmarks.md): ±5-10% on the dense
+            ``tune --only probes`` (2026-11-30, docs/benchmarks.md): ±5-10% on the dense
             kernels by shape, −40% on the shipped blockwise tile; no shipped entry and no search
             value uses it.
     """
@@ -82,7 +82,7 @@ def bucket_for(M: int, N: int, K: int) -> str:
     return "large"
 
 
-# H200 sweep 2026-11-29 (tune_h200.py, do_bench median, shapes 4096x6144x4096,
+# H200 sweep 2026-11-29 (tune.py, do_bench median, shapes 4096x6144x4096,
 # 8192x28672x4096, 8192x4096x14336; TFLOPS listed in that order, vendor in brackets).
 CONFIGS: dict[str, dict[str, GemmConfig]] = {
     # Forward a @ bᵀ (both operands K-major).

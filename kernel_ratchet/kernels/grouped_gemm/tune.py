@@ -1,6 +1,6 @@
-"""One-call H200 sweep of the grouped GEMM tile buckets (run inside the device lease).
+"""Sweep of the grouped GEMM tile buckets on the GPU.
 
-    python -m kernel_ratchet.kernels.grouped_gemm.tune_h200 --out $OUT
+    python -m kernel_ratchet.kernels.grouped_gemm.tune --out $OUT
 
 Times the forward (and the wgrad) kernels of a few representative MoE shapes under each
 candidate TileConfig, prints a short table and writes ``sweep.csv``. The chosen buckets and the

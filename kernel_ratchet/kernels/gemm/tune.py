@@ -1,6 +1,6 @@
-"""One-call H200 sweep of the GEMM configs (structural switches and tiles), with checks.
+"""Sweep of the GEMM configs (structural switches and tiles) on the GPU, with checks.
 
-    python -m kernel_ratchet.kernels.gemm.tune_h200 [--out DIR] [--budget-s 200] [--only probes]
+    python -m kernel_ratchet.kernels.gemm.tune [--out DIR] [--budget-s 200] [--only probes]
 
 For each kind and operand layout a short list of candidate configs is checked (SNR of the
 output against fp32) and timed with ``triton.testing.do_bench`` (median) on a few model shapes,
