@@ -16,7 +16,7 @@ from kernel_ratchet.harness.correctness import assert_close
 from kernel_ratchet.kernels.gemm import configs, shapes
 from kernel_ratchet.kernels.gemm.adapter import GemmFp16
 from kernel_ratchet.kernels.gemm.configs import GemmConfig
-from kernel_ratchet.kernels.gemm.kernel import forced_config, gemm, gemm_backward, matmul
+from kernel_ratchet.kernels.gemm.launch import forced_config, gemm, gemm_backward, matmul
 from kernel_ratchet.kernels.gemm.reference import linear_all_ref
 
 SMALL = {

@@ -15,7 +15,7 @@ from kernel_ratchet.kernels.quant.adapter import (
     QuantFp8RowwiseAdapter,
 )
 from kernel_ratchet.kernels.quant.dual import quant_fp8_dual_1x128
-from kernel_ratchet.kernels.quant.kernel import quant_fp8_blockwise_1x128
+from kernel_ratchet.kernels.quant.launch import quant_fp8_blockwise_1x128
 
 ADAPTERS = [QuantFp8RowwiseAdapter, QuantFp8BlockwiseAdapter, QuantFp8DualAdapter]
 

@@ -23,8 +23,9 @@ import triton.testing
 
 from kernel_ratchet.harness.correctness import snr_db
 from kernel_ratchet.kernels.gemm.configs import GemmConfig
-from kernel_ratchet.kernels.gemm.kernel import SCALE_BLOCK, SCALE_TENSOR, matmul
-from kernel_ratchet.kernels.quant.kernel import (
+from kernel_ratchet.kernels.gemm.kernel import SCALE_BLOCK, SCALE_TENSOR
+from kernel_ratchet.kernels.gemm.launch import matmul
+from kernel_ratchet.kernels.quant.launch import (
     quant_fp8_block_128x128,
     quant_fp8_blockwise_1x128,
     quant_fp8_tensorwise,

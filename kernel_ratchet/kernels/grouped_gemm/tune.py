@@ -18,17 +18,17 @@ from functools import partial
 
 import torch
 
+from kernel_ratchet.kernels.benchmarking import tflops, time_ms
 from kernel_ratchet.kernels.grouped_gemm.adapter import make_grouped_case
-from kernel_ratchet.kernels.grouped_gemm.bench import tflops, time_ms
 from kernel_ratchet.kernels.grouped_gemm.configs import BUCKETS, TileConfig
 from kernel_ratchet.kernels.grouped_gemm.fp8 import (
     grouped_mm_fp8,
     quant_weight_128x128,
 )
-from kernel_ratchet.kernels.grouped_gemm.kernel import grouped_mm, grouped_wgrad
+from kernel_ratchet.kernels.grouped_gemm.launch import grouped_mm, grouped_wgrad
 from kernel_ratchet.kernels.grouped_gemm.shapes import moe_shapes
 from kernel_ratchet.kernels.quant.dual import quant_fp8_dual_1x128
-from kernel_ratchet.kernels.quant.kernel import quant_fp8_blockwise_1x128
+from kernel_ratchet.kernels.quant.launch import quant_fp8_blockwise_1x128
 
 _DEFAULT = BUCKETS["bf16_mm_large"]
 BF16_MM = {

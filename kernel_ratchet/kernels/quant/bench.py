@@ -22,7 +22,7 @@ import torch
 
 from kernel_ratchet.harness.adapter import load_shapes
 from kernel_ratchet.harness.csv_schema import MEMORY_COLUMNS, format_cell
-from kernel_ratchet.kernels.grouped_gemm.bench import snr_gpu, time_ms
+from kernel_ratchet.kernels.benchmarking import snr_gpu, time_ms
 from kernel_ratchet.kernels.quant.adapter import (
     QuantFp8BlockwiseAdapter,
     QuantFp8DualAdapter,
