@@ -42,8 +42,8 @@ def test_fp16_forward_backward(label, cfg, device):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="interpreter test (CPU machines)")
 def test_warp_specialized_loop_computes_the_same_in_the_interpreter():
-    """``warp_specialize`` only annotates the k-loop: same results (interpreter only; on the
-    H200 it is measured with ``tune --only probes`` before any shipped config uses it, so the
+    """``warp_specialize`` only annotates the k-loop: same results (interpreter only; on a
+    GPU it is measured with ``tune --only probes`` before any shipped config uses it, so the
     campaigns' focused tests do not depend on how Triton lowers it)."""
     shape = CPU_SHAPES["m50.n70.k200"]
     ad = GemmFp16()

@@ -1,5 +1,5 @@
-"""FP8 quantization ops of issue 4: dual (dual.py) and the rowwise/blockwise adapters that
-wrap kernel.py, against the plain-PyTorch references. Interpreter on the CPU, real sizes on GPU.
+"""FP8 quantization ops: dual (dual.py) and the rowwise/blockwise adapters that
+wrap launch.py, against the plain-PyTorch references. Interpreter on the CPU, real sizes on GPU.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Full benchmark of the grouped GEMMs against PyTorch baselines (H200).
+"""Full benchmark of the grouped GEMMs against PyTorch baselines (CUDA GPU).
 
     python -m kernel_ratchet.kernels.grouped_gemm.bench --dtype bf16 \\
         --shapes kernel_ratchet.kernels.grouped_gemm.shapes:moe_target --csv grouped_bf16.csv

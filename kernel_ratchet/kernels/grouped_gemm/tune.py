@@ -4,8 +4,7 @@
 
 Times the forward (and the wgrad) kernels of a few representative MoE shapes under each
 candidate TileConfig, prints a short table and writes ``sweep.csv``. The chosen buckets and the
-measured reason go into configs.py and docs/benchmarks.md by hand: nothing is autotuned at run
-time.
+measured reason go into configs.py by hand: nothing is autotuned at run time.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Full benchmark of the memory-bound FP8 quantization ops against plain PyTorch (H200).
+"""Full benchmark of the memory-bound FP8 quantization ops against plain PyTorch (CUDA GPU).
 
     python -m kernel_ratchet.kernels.quant.bench --op dual \\
         --shapes kernel_ratchet.kernels.quant.shapes:quant_target --csv quant_dual.csv

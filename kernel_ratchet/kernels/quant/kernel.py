@@ -49,8 +49,8 @@ def _amax_kernel(
     """Tile-wise |x| maximum folded into ``amax_ptr`` (zero-initialised fp32) by atomic max."""
     pid_r = tl.program_id(0)
     pid_c = tl.program_id(1)
-    # 64-bit offsets: a DeepSeek-V3 expert-weight stack has ~7.5e9 elements, and int32
-    # offsets overflowed into an illegal address on the H200 (2026-11-29)
+    # 64-bit offsets: a DeepSeek-V3 expert-weight stack has ~7.5e9 elements; int32 offsets
+    # overflow there into an illegal address
     offs_r = pid_r.to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
     offs_c = pid_c.to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
     mask = (offs_r[:, None] < R) & (offs_c[None, :] < C)
@@ -90,8 +90,8 @@ def _apply_scale_kernel(
     """q = x / scale with a precomputed amax; writes q [R, C] and/or qᵀ [C, R] (contiguous)."""
     pid_r = tl.program_id(0)
     pid_c = tl.program_id(1)
-    # 64-bit offsets: a DeepSeek-V3 expert-weight stack has ~7.5e9 elements, and int32
-    # offsets overflowed into an illegal address on the H200 (2026-11-29)
+    # 64-bit offsets: a DeepSeek-V3 expert-weight stack has ~7.5e9 elements; int32 offsets
+    # overflow there into an illegal address
     offs_r = pid_r.to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
     offs_c = pid_c.to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
     mask_r = offs_r < R
@@ -164,8 +164,8 @@ def _group_quant_kernel(
     """
     pid_r = tl.program_id(0)
     pid_c = tl.program_id(1)
-    # 64-bit offsets: a DeepSeek-V3 expert-weight stack has ~7.5e9 elements, and int32
-    # offsets overflowed into an illegal address on the H200 (2026-11-29)
+    # 64-bit offsets: a DeepSeek-V3 expert-weight stack has ~7.5e9 elements; int32 offsets
+    # overflow there into an illegal address
     offs_r = pid_r.to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
     offs_c = pid_c.to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
     mask_r = offs_r < R
