@@ -16,7 +16,7 @@ import torch
 from kernel_ratchet.guard.dynamic_transfer import OVERFIT, TRANSFERS, simulate_training
 from kernel_ratchet.harness.adapter import Adapter, Shape
 
-gemm_kernel = pytest.importorskip("kernel_ratchet.kernels.gemm.kernel")
+gemm_kernel = pytest.importorskip("kernel_ratchet.kernels.gemm.launch")
 gemm_fp8 = pytest.importorskip("kernel_ratchet.kernels.gemm.fp8")
 gemm_adapter = pytest.importorskip("kernel_ratchet.kernels.gemm.adapter")
 

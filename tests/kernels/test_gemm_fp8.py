@@ -15,7 +15,7 @@ from kernel_ratchet.harness.correctness import assert_close, check_outputs
 from kernel_ratchet.kernels.gemm import adapter as ad
 from kernel_ratchet.kernels.gemm.configs import GemmConfig
 from kernel_ratchet.kernels.gemm.fp8 import Fp8Recipe
-from kernel_ratchet.kernels.gemm.kernel import forced_config
+from kernel_ratchet.kernels.gemm.launch import forced_config
 from kernel_ratchet.kernels.gemm.shapes import CPU_SHAPES
 
 SMALL = GemmConfig(32, 32, 128, num_warps=4, num_stages=2)

@@ -1,5 +1,5 @@
 """Dense GEMM ops on the GPU with their default (bucketed) configs: model and odd shapes,
-forward and backward, every recipe, SPEC section 5 thresholds. Run on the H200 with
+forward and backward, every recipe, SPEC section 5 thresholds. Run on a CUDA GPU with
 ``pytest -m gpu tests/kernels/test_gemm*.py``.
 """
 

@@ -16,7 +16,7 @@ from kernel_ratchet.harness.correctness import assert_close
 from kernel_ratchet.kernels.gemm import configs, shapes
 from kernel_ratchet.kernels.gemm.adapter import GemmFp16
 from kernel_ratchet.kernels.gemm.configs import GemmConfig
-from kernel_ratchet.kernels.gemm.kernel import forced_config, gemm, gemm_backward, matmul
+from kernel_ratchet.kernels.gemm.launch import forced_config, gemm, gemm_backward, matmul
 from kernel_ratchet.kernels.gemm.reference import linear_all_ref
 
 SMALL = {
@@ -42,8 +42,8 @@ def test_fp16_forward_backward(label, cfg, device):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="interpreter test (CPU machines)")
 def test_warp_specialized_loop_computes_the_same_in_the_interpreter():
-    """``warp_specialize`` only annotates the k-loop: same results (interpreter only; on the
-    H200 it is measured with ``tune_h200 --only probes`` before any shipped config uses it, so the
+    """``warp_specialize`` only annotates the k-loop: same results (interpreter only; on a
+    GPU it is measured with ``tune --only probes`` before any shipped config uses it, so the
     campaigns' focused tests do not depend on how Triton lowers it)."""
     shape = CPU_SHAPES["m50.n70.k200"]
     ad = GemmFp16()

@@ -20,7 +20,7 @@ from kernel_ratchet.kernels.grouped_gemm.adapter import (
     checked_groups,
     make_grouped_case,
 )
-from kernel_ratchet.kernels.grouped_gemm.kernel import grouped_gemm
+from kernel_ratchet.kernels.grouped_gemm.launch import grouped_gemm
 
 ADAPTERS = {
     "bf16": (GroupedGemmBf16Adapter, SNR_BF16),
@@ -111,9 +111,9 @@ def test_no_host_sync_in_forward(kind):
 
 
 def test_weight_quant_matches_kernel_py_per_group(device):
-    """The 3-D, 64-bit-indexed 128x128 weight quantization = kernel.py's 2-D one per group."""
+    """The 3-D, 64-bit-indexed 128x128 weight quantization = quant.launch's 2-D one per group."""
     from kernel_ratchet.kernels.grouped_gemm.fp8 import quant_weight_128x128
-    from kernel_ratchet.kernels.quant.kernel import quant_fp8_block_128x128
+    from kernel_ratchet.kernels.quant.launch import quant_fp8_block_128x128
 
     w = (torch.randn(3, 200, 300, device=device) * 4).to(torch.bfloat16)
     q = quant_weight_128x128(w)
@@ -128,7 +128,7 @@ def test_split_tail_falls_back_when_it_does_not_fit():
     """A split-tail variant that runs out of shared memory is relaunched without it, once."""
     from triton.runtime.errors import OutOfResources
 
-    from kernel_ratchet.kernels.grouped_gemm import kernel as K
+    from kernel_ratchet.kernels.grouped_gemm import launch as K
     from kernel_ratchet.kernels.grouped_gemm.configs import TileConfig
 
     calls = []

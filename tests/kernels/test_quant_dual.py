@@ -1,5 +1,5 @@
-"""FP8 quantization ops of issue 4: dual (dual.py) and the rowwise/blockwise adapters that
-wrap kernel.py, against the plain-PyTorch references. Interpreter on the CPU, real sizes on GPU.
+"""FP8 quantization ops: dual (dual.py) and the rowwise/blockwise adapters that
+wrap launch.py, against the plain-PyTorch references. Interpreter on the CPU, real sizes on GPU.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from kernel_ratchet.kernels.quant.adapter import (
     QuantFp8RowwiseAdapter,
 )
 from kernel_ratchet.kernels.quant.dual import quant_fp8_dual_1x128
-from kernel_ratchet.kernels.quant.kernel import quant_fp8_blockwise_1x128
+from kernel_ratchet.kernels.quant.launch import quant_fp8_blockwise_1x128
 
 ADAPTERS = [QuantFp8RowwiseAdapter, QuantFp8BlockwiseAdapter, QuantFp8DualAdapter]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernel_ratchet.kernels.quant.kernel import (
+from kernel_ratchet.kernels.quant.launch import (
     FP8_MAX,
     dequant_fp8,
     quant_fp8_block_128x128,

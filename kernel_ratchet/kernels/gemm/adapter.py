@@ -28,7 +28,7 @@ from kernel_ratchet.kernels.gemm.fp8 import (
     gemm_fp8_backward,
     gemm_fp8_forward,
 )
-from kernel_ratchet.kernels.gemm.kernel import gemm, gemm_backward, linear_gemm
+from kernel_ratchet.kernels.gemm.launch import gemm, gemm_backward, linear_gemm
 from kernel_ratchet.kernels.gemm.reference import linear_all_ref
 
 

@@ -3,16 +3,17 @@
 This is the file a campaign's config-only rounds edit (``ratchet.yaml: tunables``). There is no
 runtime autotuning on the default path: :func:`bucket_for` maps a problem to a bucket name by
 explicit thresholds, and ``CONFIGS[kind][bucket]`` is the configuration used. A run that wants
-another configuration passes one explicitly (``config=`` in :mod:`.kernel`), which is how the
-CPU tests use tiny blocks and how ``tune_h200.py`` sweeps.
+another configuration passes one explicitly (``config=`` in :mod:`.launch`), which is how the
+CPU tests use tiny blocks and how ``tune.py`` sweeps.
 
 Kinds: ``"bf16"`` (bf16/fp16 forward), ``"bf16_bwd"`` (the two backward GEMMs, whose
 operands are not both K-major), ``"fp8"`` (tensorwise and rowwise scaling, scales in
 the epilogue) and ``"fp8_block"`` (1x128 / 128x128 scaling, scales applied per k-block, so
 ``BLOCK_K`` must be 128).
 
-Each bucket is measured on the H200 with the sweep in ``kernel_ratchet/kernels/gemm/tune_h200.py``;
-the comment next to a config says what was swept and what it bought.
+Each bucket was chosen by timing candidates with ``python -m kernel_ratchet.kernels.gemm.tune``
+on an H200 (torch 2.11, triton 3.6); the comment next to a config says what was swept and what it
+bought.
 """
 
 from __future__ import annotations
@@ -33,10 +34,10 @@ class GemmConfig:
         k_unroll: blockwise only: 128-wide k-groups per loop iteration (1 or 2); 2 issues two
             wgmmas before the scaled accumulation waits on them.
         warp_specialize: Triton's warp specialization of the k-loop (``tl.range(...,
-            warp_specialize=True)``: load and MMA partitions). Measured on the H200 with
-            ``tune_h200 --only probes`` (2026-11-30, docs/benchmarks.md): ±5-10% on the dense
-            kernels by shape, −40% on the shipped blockwise tile; no shipped entry and no search
-            value uses it.
+            warp_specialize=True)``: load and MMA partitions). Measured on an H200 with
+            ``tune --only probes`` (one ``do_bench`` median per config and shape): ±5-10% on the
+            dense kernels by shape, −40% on the shipped blockwise tile; no shipped entry and no
+            search value uses it.
     """
 
     block_m: int = 128
@@ -82,7 +83,7 @@ def bucket_for(M: int, N: int, K: int) -> str:
     return "large"
 
 
-# H200 sweep 2026-11-29 (tune_h200.py, do_bench median, shapes 4096x6144x4096,
+# Sweep on an H200 (tune.py, do_bench median, torch 2.11, triton 3.6; shapes 4096x6144x4096,
 # 8192x28672x4096, 8192x4096x14336; TFLOPS listed in that order, vendor in brackets).
 CONFIGS: dict[str, dict[str, GemmConfig]] = {
     # Forward a @ bᵀ (both operands K-major).
@@ -116,14 +117,14 @@ CONFIGS: dict[str, dict[str, GemmConfig]] = {
     },
     # FP8 blockwise: BLOCK_K is pinned to the 128-wide scaling group. The per-k-group scale
     # multiply makes each wgmma wait before its accumulation, so smaller tiles with more CTAs
-    # per SM win. Round 1: 128x128 w8 s4 TMA 620 / 651 / 674; 64x128 w4 s4 pointer 675 / 667 /
-    # 668; 128x256 TMA 548-596; 128x128 w4 155-236. Round 2 (shapes 2 and 3): 64x128 w4 s4 TMA
-    # 711 / 730 fwd, 684 / 676 for the db layout (1x128 B scales); 128x128 w8 s4 TMA
-    # persistent 694; k_unroll=2 (two groups per iteration) 215-468, or out of shared memory.
-    # large, 3 stages (was 4): issue-6 search campaign on the H200 (2026-11-30), round 6,
-    # combined step +5.84% [+4.24%, +8.15%] in its paired A/B on 5 model shapes; the best of
-    # the 54-point sweep of tile x warps x stages (607 vs 555 TFLOPS step geomean,
-    # docs/campaigns.md).
+    # per SM win. Default plan: 128x128 w8 s4 TMA 620 / 651 / 674; 64x128 w4 s4 pointer 675 /
+    # 667 / 668; 128x256 TMA 548-596; 128x128 w4 155-236. ``--only fp8_block`` (shapes 2 and
+    # 3): 64x128 w4 s4 TMA 711 / 730 fwd, 684 / 676 for the db layout (1x128 B scales); 128x128
+    # w8 s4 TMA persistent 694; k_unroll=2 (two groups per iteration) 215-468, or out of
+    # shared memory. large, 3 stages rather than 4: the combined step is +5.84% [+4.24%,
+    # +8.15%] faster in a paired A/B on 5 model shapes (a search campaign's round on an H200),
+    # and it is the best of the exhaustive sweep of tile x warps x stages
+    # (kernel_ratchet.optimizers.sweep, 54 points: 607 vs 555 TFLOPS step geomean).
     "fp8_block": {
         "large": GemmConfig(64, 128, 128, num_warps=4, num_stages=3, use_tma=True),
         "skinny": GemmConfig(64, 128, 128, num_warps=4, num_stages=4, use_tma=True),

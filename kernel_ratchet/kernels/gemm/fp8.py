@@ -1,7 +1,7 @@
 """FP8 Linear GEMM ``out = a @ bᵀ`` with tensorwise, rowwise or blockwise scaling, and backward.
 
-Every GEMM here runs :func:`kernel_ratchet.kernels.gemm.kernel.matmul` on K-major FP8 operands
-produced by :mod:`kernel_ratchet.kernels.quant.kernel`. Forward operands are E4M3; the gradient
+Every GEMM here runs :func:`kernel_ratchet.kernels.gemm.launch.matmul` on K-major FP8 operands
+produced by :mod:`kernel_ratchet.kernels.quant.launch`. Forward operands are E4M3; the gradient
 ``dout`` is E4M3 or E5M2 (:attr:`Fp8Recipe.grad_dtype`). Output and gradients are bf16.
 
 Which quantization each GEMM consumes (K = the GEMM's contraction):
@@ -26,8 +26,9 @@ from typing import Any
 
 import torch
 
-from kernel_ratchet.kernels.gemm.kernel import SCALE_BLOCK, SCALE_ROW, SCALE_TENSOR, matmul
-from kernel_ratchet.kernels.quant.kernel import (
+from kernel_ratchet.kernels.gemm.kernel import SCALE_BLOCK, SCALE_ROW, SCALE_TENSOR
+from kernel_ratchet.kernels.gemm.launch import matmul
+from kernel_ratchet.kernels.quant.launch import (
     quant_fp8_block_128x128,
     quant_fp8_blockwise_1x128,
     quant_fp8_rowwise,

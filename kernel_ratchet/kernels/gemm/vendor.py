@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from kernel_ratchet.kernels.gemm.adapter import GemmCase
-from kernel_ratchet.kernels.quant.kernel import (
+from kernel_ratchet.kernels.quant.launch import (
     quant_fp8_block_128x128,
     quant_fp8_blockwise_1x128,
     quant_fp8_rowwise,

@@ -19,7 +19,7 @@ import torch
 
 from kernel_ratchet.harness.adapter import SNR_BF16, SNR_E4M3, Adapter, Shape
 from kernel_ratchet.kernels.grouped_gemm.fp8 import grouped_gemm_fp8_blockwise
-from kernel_ratchet.kernels.grouped_gemm.kernel import grouped_gemm
+from kernel_ratchet.kernels.grouped_gemm.launch import grouped_gemm
 from kernel_ratchet.kernels.grouped_gemm.reference import grouped_gemm_ref
 from kernel_ratchet.kernels.grouped_gemm.shapes import lens_of
 

@@ -1,4 +1,4 @@
-"""Full benchmark of the grouped GEMMs against PyTorch baselines (H200).
+"""Full benchmark of the grouped GEMMs against PyTorch baselines (CUDA GPU).
 
     python -m kernel_ratchet.kernels.grouped_gemm.bench --dtype bf16 \\
         --shapes kernel_ratchet.kernels.grouped_gemm.shapes:moe_target --csv grouped_bf16.csv
@@ -20,13 +20,12 @@ import csv
 import math
 import statistics
 import sys
-from collections.abc import Callable
 
 import torch
-from torch.utils.benchmark import Timer
 
 from kernel_ratchet.harness.adapter import Shape, load_shapes
 from kernel_ratchet.harness.csv_schema import GEMM_COLUMNS, format_cell
+from kernel_ratchet.kernels.benchmarking import snr_gpu, tflops, time_ms
 from kernel_ratchet.kernels.grouped_gemm.adapter import (
     GroupedGemmBf16Adapter,
     GroupedGemmFp8BlockwiseAdapter,
@@ -39,31 +38,6 @@ VENDOR_COLUMNS = (
     "dense bwd TFLOPS",
     "fwd / dense",
 )
-
-
-def time_ms(fn: Callable[[], object], min_run_time: float) -> tuple[float, float]:
-    """(median ms, stddev ms) of ``fn`` over blocked runs (warm-up call first)."""
-    fn()
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-    m = Timer(stmt="fn()", globals={"fn": fn}).blocked_autorange(min_run_time=min_run_time)
-    times = [t * 1e3 for t in m.times]
-    return statistics.median(times), (statistics.pstdev(times) if len(times) > 1 else 0.0)
-
-
-def snr_gpu(out: torch.Tensor, ref: torch.Tensor) -> float:
-    """Same definition as harness.correctness.snr_db, evaluated on the device (fast)."""
-    o, r = out.double(), ref.double()
-    if not torch.isfinite(o).all():
-        return -math.inf
-    noise, signal = float(((o - r) ** 2).sum()), float((r**2).sum())
-    if noise == 0.0:
-        return math.inf
-    return 10.0 * math.log10(signal / noise) if signal else -math.inf
-
-
-def tflops(flop: float, ms: float) -> float:
-    return flop / (ms * 1e-3) / 1e12 if ms > 0 else math.nan
 
 
 def bench_shape(

@@ -22,7 +22,7 @@ class TileConfig:
     num_warps: int = 8
     num_stages: int = 3
     #: Run a half-height tile for a group's last tile when it has <= BLOCK_M / 2 valid rows.
-    #: Off by default: on the H200 (2026-11-29, tune_h200.py) 128x256x64 ran 402 TFLOPS with
+    #: Off by default: on an H200 (tune.py) 128x256x64 ran 402 TFLOPS with
     #: it vs 435 without on dsv3_gate_up_top1_cf1.25 (where it should help most) and 496 vs
     #: 616 on mixtral_8x7b_gate_up_uniform: the second pipeline costs more than the saved rows.
     split_tail: bool = False
@@ -33,8 +33,8 @@ class TileConfig:
 INTERP = TileConfig(32, 16, 16, GROUP_M=2, num_warps=1, num_stages=1, split_tail=True)
 INTERP_FP8 = TileConfig(32, 16, 128, GROUP_M=2, num_warps=1, num_stages=1, split_tail=True)
 
-# H200 buckets. Starting points from Hopper bf16 GEMM practice, then swept with tune_h200.py
-# (2026-11-29, one H200, see docs/benchmarks.md "Grouped GEMM (H200)"):
+# Hopper buckets. Starting points from Hopper bf16 GEMM practice, then swept with tune.py on an
+# H200 (torch 2.11, triton 3.6, torch.utils.benchmark median):
 #   forward, dsv3_gate_up_top1_cf1.25 / mixtral_8x7b_gate_up_uniform, TFLOPS:
 #     128x256x64 w8 s3 435 / 616 (chosen) | 128x128x64 w8 s4 (split) 317 / 492 |
 #     64x256x64 w4 s4 363 / 453 | dense cuBLAS same FLOPs 689 / 706

@@ -149,9 +149,9 @@ def moe_target() -> list[Shape]:
     return moe_shapes()
 
 
-def moe_bench_h200() -> list[Shape]:
-    """The subset timed in one short device run (tune_h200.py): gate_up of every model on all
-    distributions, plus down of DeepSeek-V3 and Mixtral on uniform and skewed."""
+def moe_bench() -> list[Shape]:
+    """The benchmark set (20 shapes): gate_up of every model on all distributions, plus down
+    of DeepSeek-V3 and Mixtral on uniform and skewed."""
     shapes = [s for s in moe_shapes() if "_gate_up_" in s.label]
     shapes += [
         s

@@ -19,7 +19,7 @@ import torch
 
 from kernel_ratchet.harness.adapter import SNR_BF16, SNR_FP32, Adapter, Shape
 from kernel_ratchet.kernels.quant.dual import quant_fp8_dual_1x128
-from kernel_ratchet.kernels.quant.kernel import (
+from kernel_ratchet.kernels.quant.launch import (
     dequant_fp8,
     quant_fp8_blockwise_1x128,
     quant_fp8_rowwise,

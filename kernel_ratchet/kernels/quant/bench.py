@@ -1,4 +1,4 @@
-"""Full benchmark of the memory-bound FP8 quantization ops against plain PyTorch (H200).
+"""Full benchmark of the memory-bound FP8 quantization ops against plain PyTorch (CUDA GPU).
 
     python -m kernel_ratchet.kernels.quant.bench --op dual \\
         --shapes kernel_ratchet.kernels.quant.shapes:quant_target --csv quant_dual.csv
@@ -22,7 +22,7 @@ import torch
 
 from kernel_ratchet.harness.adapter import load_shapes
 from kernel_ratchet.harness.csv_schema import MEMORY_COLUMNS, format_cell
-from kernel_ratchet.kernels.grouped_gemm.bench import snr_gpu, time_ms
+from kernel_ratchet.kernels.benchmarking import snr_gpu, time_ms
 from kernel_ratchet.kernels.quant.adapter import (
     QuantFp8BlockwiseAdapter,
     QuantFp8DualAdapter,

@@ -1,7 +1,7 @@
 """Dual FP8 quantization: row-wise and column-wise 1x128 groups from one read of the input.
 
 ``quant_fp8_dual_1x128(x)`` returns exactly what these two calls of
-:mod:`kernel_ratchet.kernels.quant.kernel` return, but reads ``x`` once instead of twice::
+:mod:`kernel_ratchet.kernels.quant.launch` return, but reads ``x`` once instead of twice::
 
     quant_fp8_blockwise_1x128(x)                   # rows:    groups of 1 x 128 along a row
     quant_fp8_blockwise_1x128(x, transpose=True)   # columns: groups of 128 rows of a column,
@@ -23,14 +23,14 @@ import torch
 import triton
 import triton.language as tl
 
-from kernel_ratchet.kernels.quant.kernel import (
+from kernel_ratchet.kernels.quant.kernel import _to_fp8
+from kernel_ratchet.kernels.quant.launch import (
     AMAX_EPS,
     FP8_MAX,
     GROUP,
     Fp8Quantized,
     _cast_args,
     _check,
-    _to_fp8,
 )
 
 # 128 x 128 tile = one scaling group along each axis (fixed by the recipe). 8 warps keep the

@@ -1,6 +1,6 @@
 """Plain-PyTorch FP8 quantization (the naive truth for the quant kernels), fp32 arithmetic.
 
-Same recipe as :mod:`kernel_ratchet.kernels.quant.kernel`: ``scale = max(amax, 1e-12) / 448``
+Same recipe as :mod:`kernel_ratchet.kernels.quant.launch`: ``scale = max(amax, 1e-12) / 448``
 per group, ``q = clamp(x * (448 / amax), -448, 448)`` cast to E4M3 (round to nearest even).
 Each function returns the dequantized tensor (``q * scale``, fp32) and the scales.
 """

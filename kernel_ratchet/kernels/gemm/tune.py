@@ -1,6 +1,6 @@
-"""One-call H200 sweep of the GEMM configs (structural switches and tiles), with checks.
+"""Sweep of the GEMM configs (structural switches and tiles) on the GPU, with checks.
 
-    python -m kernel_ratchet.kernels.gemm.tune_h200 [--out DIR] [--budget-s 200] [--only probes]
+    python -m kernel_ratchet.kernels.gemm.tune [--out DIR] [--budget-s 200] [--only probes]
 
 For each kind and operand layout a short list of candidate configs is checked (SNR of the
 output against fp32) and timed with ``triton.testing.do_bench`` (median) on a few model shapes,
@@ -23,8 +23,9 @@ import triton.testing
 
 from kernel_ratchet.harness.correctness import snr_db
 from kernel_ratchet.kernels.gemm.configs import GemmConfig
-from kernel_ratchet.kernels.gemm.kernel import SCALE_BLOCK, SCALE_TENSOR, matmul
-from kernel_ratchet.kernels.quant.kernel import (
+from kernel_ratchet.kernels.gemm.kernel import SCALE_BLOCK, SCALE_TENSOR
+from kernel_ratchet.kernels.gemm.launch import matmul
+from kernel_ratchet.kernels.quant.launch import (
     quant_fp8_block_128x128,
     quant_fp8_blockwise_1x128,
     quant_fp8_tensorwise,

@@ -1,11 +1,10 @@
-"""One-call H200 sweep of the grouped GEMM tile buckets (run inside the device lease).
+"""Sweep of the grouped GEMM tile buckets on the GPU.
 
-    python -m kernel_ratchet.kernels.grouped_gemm.tune_h200 --out $OUT
+    python -m kernel_ratchet.kernels.grouped_gemm.tune --out $OUT
 
 Times the forward (and the wgrad) kernels of a few representative MoE shapes under each
 candidate TileConfig, prints a short table and writes ``sweep.csv``. The chosen buckets and the
-measured reason go into configs.py and docs/benchmarks.md by hand: nothing is autotuned at run
-time.
+measured reason go into configs.py by hand: nothing is autotuned at run time.
 """
 
 from __future__ import annotations
@@ -18,17 +17,17 @@ from functools import partial
 
 import torch
 
+from kernel_ratchet.kernels.benchmarking import tflops, time_ms
 from kernel_ratchet.kernels.grouped_gemm.adapter import make_grouped_case
-from kernel_ratchet.kernels.grouped_gemm.bench import tflops, time_ms
 from kernel_ratchet.kernels.grouped_gemm.configs import BUCKETS, TileConfig
 from kernel_ratchet.kernels.grouped_gemm.fp8 import (
     grouped_mm_fp8,
     quant_weight_128x128,
 )
-from kernel_ratchet.kernels.grouped_gemm.kernel import grouped_mm, grouped_wgrad
+from kernel_ratchet.kernels.grouped_gemm.launch import grouped_mm, grouped_wgrad
 from kernel_ratchet.kernels.grouped_gemm.shapes import moe_shapes
 from kernel_ratchet.kernels.quant.dual import quant_fp8_dual_1x128
-from kernel_ratchet.kernels.quant.kernel import quant_fp8_blockwise_1x128
+from kernel_ratchet.kernels.quant.launch import quant_fp8_blockwise_1x128
 
 _DEFAULT = BUCKETS["bf16_mm_large"]
 BF16_MM = {

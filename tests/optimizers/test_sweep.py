@@ -1,4 +1,4 @@
-"""scripts/sweep_exhaustive.py and scripts/compare_sweep.py on the CPU: the scaffolded gemm_bf16
+"""The exhaustive sweep and its comparison with a campaign on the CPU: the scaffolded gemm_bf16
 example (interpreter, tiny shapes) swept over two knobs of its forward and backward entries,
 then its tree measured against the sweep's best with the paired A/B. The timings are
 meaningless; what is tested is that each configuration is really in force when measured, that
@@ -6,7 +6,6 @@ the joint space is scored from the per-entry sweeps, and what the JSONs hold."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -16,46 +15,41 @@ from pathlib import Path
 import pytest
 
 from kernel_ratchet.campaign.example import scaffold
+from kernel_ratchet.optimizers import sweep_compare, sweep_measure
+from kernel_ratchet.optimizers.base import OptimizerError
 from kernel_ratchet.optimizers.tunables import parse_tunables, set_knobs
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
-SCRIPT = SCRIPTS / "sweep_exhaustive.py"
-
-
-def _script(name: str = "sweep_exhaustive"):
-    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+SWEEP = [sys.executable, "-m", "kernel_ratchet.optimizers.sweep"]
+COMPARE = [sys.executable, "-m", "kernel_ratchet.optimizers.sweep_compare"]
 
 
 def test_applied_text_is_what_the_kernel_launches_with():
-    sweep = _script()
-    from kernel_ratchet.kernels.gemm import configs, kernel
+    sweep = sweep_measure
+    from kernel_ratchet.kernels.gemm import configs, launch
 
     path = Path(configs.__file__)
     original = path.read_text()
-    before = kernel.config_for("bf16", 8, 8, 8)  # the name kernel.py imported
+    before = launch.config_for("bf16", 8, 8, 8)  # the name launch.py imported
     try:
         sweep.apply_text(
             configs, set_knobs(original, "CONFIGS/bf16/tiny", {"block_m": 16}), str(path)
         )
-        assert kernel.config_for("bf16", 8, 8, 8).block_m == 16 != before.block_m
+        assert launch.config_for("bf16", 8, 8, 8).block_m == 16 != before.block_m
     finally:
         sweep.apply_text(configs, original, str(path))
-    assert kernel.config_for("bf16", 8, 8, 8) == before
+    assert launch.config_for("bf16", 8, 8, 8) == before
     assert path.read_text() == original  # the file on disk is never written
 
 
 def test_each_phase_needs_exactly_one_entry():
-    sweep = _script()
+    sweep = sweep_measure
     assert sweep.parse_entries(["A=fwd", "B=bwd"], True) == {"A": "fwd", "B": "bwd"}
     assert sweep.parse_entries(["A"], True) == {"A": "both"}
-    with pytest.raises(SystemExit, match="bwd phase"):
+    with pytest.raises(OptimizerError, match="bwd phase"):
         sweep.parse_entries(["A=fwd"], True)
-    with pytest.raises(SystemExit, match="fwd phase"):
+    with pytest.raises(OptimizerError, match="fwd phase"):
         sweep.parse_entries(["A=both", "B=fwd"], True)
-    with pytest.raises(SystemExit, match="one of"):
+    with pytest.raises(OptimizerError, match="one of"):
         sweep.parse_entries(["A=step"], False)
 
 
@@ -82,13 +76,13 @@ def test_compare_shapes_are_the_sweeps_then_the_campaigns_representative_ones(tm
     shape = lambda label, m: {"label": label, "M": m, "N": 64, "K": 64, "B": 1}  # noqa: E731
     cdir = _campaign(tmp_path, [shape("a", 16), shape("b", 32), shape("c", 48)], ["b", "c"])
     sweep = {"shapes": [shape("c", 48), shape("d", 8)]}
-    got = _script("compare_sweep").shapes_of(sweep, cdir)
+    got = sweep_compare.shapes_of(sweep, cdir)
     assert [(s.label, s.M) for s in got] == [("c", 48), ("d", 8), ("b", 32)]
-    assert [s.label for s in _script("compare_sweep").shapes_of(sweep, None)] == ["c", "d"]
+    assert [s.label for s in sweep_compare.shapes_of(sweep, None)] == ["c", "d"]
 
 
 def test_compare_checks_the_campaign_searched_the_swept_space(tmp_path):
-    same_space = _script("compare_sweep").same_space
+    same_space = sweep_compare.same_space
     sweep = {"knobs": ["num_warps", "block_m"]}
     cdir = tmp_path / "c"
     cdir.mkdir()
@@ -100,7 +94,7 @@ def test_compare_checks_the_campaign_searched_the_swept_space(tmp_path):
 
 
 def test_compare_verdicts_say_which_bound_holds():
-    verdict = _script("compare_sweep").verdict
+    verdict = sweep_compare.verdict
     assert verdict(0.99, 0.975, 1.01, 0.97).startswith("MET: ")
     assert verdict(0.98, 0.96, 1.0, 0.97).startswith("MET (point estimate)")
     assert verdict(0.95, 0.93, 0.97, 0.97).startswith("MISSED")
@@ -110,11 +104,12 @@ def test_compare_verdicts_say_which_bound_holds():
 def test_sweep_of_the_rehearsal_example(tmp_path):
     root, op = scaffold("gemm_bf16", tmp_path / "ex", rehearse=True)
     out = tmp_path / "sweep.json"
-    env = {**os.environ, "PYTHONPATH": str(root), "TRITON_INTERPRET": "1"}
+    # the project first, then this checkout's kernel_ratchet (what the test session imports)
+    path = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "TRITON_INTERPRET": "1"}
     r = subprocess.run(
         [
-            sys.executable,
-            str(SCRIPT),
+            *SWEEP,
             "--op",
             op,
             "--knobs",
@@ -158,8 +153,7 @@ def test_sweep_of_the_rehearsal_example(tmp_path):
     # a resumed sweep keeps every measured configuration; --budget-s 0 measures nothing more
     again = subprocess.run(
         [
-            sys.executable,
-            str(SCRIPT),
+            *SWEEP,
             "--op",
             op,
             "--knobs",
@@ -185,14 +179,13 @@ def test_sweep_of_the_rehearsal_example(tmp_path):
     assert again.returncode == 0 and "resumed: 12 configurations kept" in again.stderr
     d2 = json.loads(out.read_text())
     assert d2["measured"] == d["measured"] and d2["best"] == d["best"] and "cut" not in d2
-    with pytest.raises(SystemExit, match="differs in"):
-        _script().previous({**d, "knobs": ["num_warps"]}, d)
+    with pytest.raises(OptimizerError, match="differs in"):
+        sweep_measure.previous({**d, "knobs": ["num_warps"]}, d)
     # --campaign: that campaign's representative shapes
     cdir = _campaign(tmp_path, d["shapes"], [d["shapes"][1]["label"]])
     one = subprocess.run(
         [
-            sys.executable,
-            str(SCRIPT),
+            *SWEEP,
             "--op",
             op,
             "--knobs",
@@ -219,8 +212,8 @@ def test_sweep_of_the_rehearsal_example(tmp_path):
     shipped_text = (root / "ratchet_example_gemm/configs.py").read_text()
     other = {**d, "best_text": set_knobs(shipped_text, "CONFIGS/bf16/tiny", {"num_warps": 8})}
     assert other["best_text"] != shipped_text
-    # the sweep's own copy of the file may differ from the campaign's in comments only (the H200
-    # FP8 campaign's docstring was a commit older): still the same configuration
+    # the sweep's own copy of the file may differ from the campaign's in comments only (a
+    # docstring edited since the sweep): still the same configuration
     reworded = shipped_text.replace('"""', '"""Reworded. ', 1)
     assert reworded != shipped_text
     for name, sweep_json in (
@@ -231,8 +224,7 @@ def test_sweep_of_the_rehearsal_example(tmp_path):
         (tmp_path / f"{name}.json").write_text(json.dumps(sweep_json))
         r = subprocess.run(
             [
-                sys.executable,
-                str(SCRIPTS / "compare_sweep.py"),
+                *COMPARE,
                 "--sweep",
                 str(tmp_path / f"{name}.json"),
                 "-o",

@@ -1,0 +1,199 @@
+"""Launcher of the dense GEMM kernel (:mod:`.kernel`) and the 16-bit Linear GEMM with autograd.
+
+:func:`matmul` checks the operands, picks the launch configuration (:func:`forced_config`'s, a
+caller's, else the shape bucket's from :mod:`.configs`), decides TMA and split-K and launches
+:func:`.kernel._gemm_kernel`. :func:`gemm`, :func:`gemm_backward` and :func:`linear_gemm` are a
+Linear layer's three GEMMs on bf16/fp16 operands; the FP8 recipes are in :mod:`.fp8`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Iterator
+
+import torch
+import triton
+
+from kernel_ratchet.kernels.gemm.configs import GemmConfig, config_for
+from kernel_ratchet.kernels.gemm.kernel import SCALE_BLOCK, SCALE_NONE, SCALE_ROW, _gemm_kernel
+from kernel_ratchet.kernels.quant.launch import interpreter_mode
+
+_FORCED: list[GemmConfig] = []
+
+
+@contextlib.contextmanager
+def forced_config(config: GemmConfig) -> Iterator[None]:
+    """Use ``config`` for every GEMM launched inside the block (tests, sweeps)."""
+    _FORCED.append(config)
+    try:
+        yield
+    finally:
+        _FORCED.pop()
+
+
+@functools.lru_cache(maxsize=8)
+def _num_sms(device: torch.device) -> int:
+    if device.type != "cuda":
+        return 4
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def _tma_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
+    return torch.empty(size, dtype=torch.int8, device="cuda")
+
+
+def _ensure_tma_allocator() -> None:
+    """Device-side descriptors need a global scratch allocator.
+
+    Triton keeps it in a ContextVar, i.e. per thread: the autograd engine runs backward on its
+    own device thread, so the allocator is set before every TMA launch (a ContextVar set).
+    """
+    triton.set_allocator(_tma_scratch)
+
+
+def _tma_ok(t: torch.Tensor) -> bool:
+    """TMA needs a 16-byte aligned base and 16-byte aligned leading stride."""
+    es = t.element_size()
+    return t.data_ptr() % 16 == 0 and (t.stride(0) * es) % 16 == 0 and t.stride(1) == 1
+
+
+def _row_major(t: torch.Tensor) -> torch.Tensor:
+    return t if t.stride(-1) == 1 and t.stride(0) >= t.shape[1] else t.contiguous()
+
+
+def matmul(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    *,
+    a_kmajor: bool = True,
+    b_kmajor: bool = True,
+    out_dtype: torch.dtype | None = None,
+    scale_mode: int = SCALE_NONE,
+    a_scale: torch.Tensor | None = None,
+    b_scale: torch.Tensor | None = None,
+    b_scale_group_n: int = 128,
+    kind: str = "bf16",
+    config: GemmConfig | None = None,
+) -> torch.Tensor:
+    """``C = A @ Bᵀ`` in the kernel's terms (see the module docstring for the layouts).
+
+    ``a`` is ``[M, K]`` when ``a_kmajor`` else ``[K, M]``; ``b`` is ``[N, K]`` when ``b_kmajor``
+    else ``[K, N]``; both are made row-major if they are not. Scales (fp32) by ``scale_mode``:
+    tensor: 0-d/1-element each; row: ``a_scale [M]``, ``b_scale [N]``; block: ``a_scale
+    [M, ceil(K/128)]`` and ``b_scale [ceil(N/b_scale_group_n), ceil(K/128)]`` (any strides).
+    Returns a new ``[M, N]`` tensor of ``out_dtype`` (default: ``a``'s dtype for 16-bit, bf16
+    for FP8). The config is :func:`forced_config`'s, else ``config``, else the bucket's.
+    """
+    a, b = _row_major(a), _row_major(b)
+    M, K = a.shape if a_kmajor else a.shape[::-1]
+    N, Kb = b.shape if b_kmajor else b.shape[::-1]
+    if Kb != K:
+        raise ValueError(f"contraction mismatch: A has K={K}, B has K={Kb}")
+    if out_dtype is None:
+        out_dtype = a.dtype if a.element_size() == 2 else torch.bfloat16
+    cfg = _FORCED[-1] if _FORCED else (config or config_for(kind, M, N, K))
+    if scale_mode == SCALE_BLOCK and cfg.block_k != 128:
+        raise ValueError(f"blockwise scaling needs BLOCK_K = 128, config has {cfg.block_k}")
+    if M == 0 or N == 0:
+        return torch.empty((M, N), dtype=out_dtype, device=a.device)
+    if K == 0:
+        return torch.zeros((M, N), dtype=out_dtype, device=a.device)
+    use_tma = cfg.use_tma and not interpreter_mode() and _tma_ok(a) and _tma_ok(b)
+    if use_tma:
+        _ensure_tma_allocator()
+    split_k = max(1, min(cfg.split_k, triton.cdiv(K, cfg.block_k)))
+    if split_k == 1:
+        c = torch.empty((M, N), dtype=out_dtype, device=a.device)
+    else:
+        c = torch.zeros((M, N), dtype=torch.float32, device=a.device)
+    sa = a_scale if a_scale is not None else c
+    sb = b_scale if b_scale is not None else c
+    sa_strides = _scale_strides(sa, scale_mode)
+    sb_strides = _scale_strides(sb, scale_mode)
+    am, ak = (a.stride(0), a.stride(1)) if a_kmajor else (a.stride(1), a.stride(0))
+    bn, bk = (b.stride(0), b.stride(1)) if b_kmajor else (b.stride(1), b.stride(0))
+    tiles = triton.cdiv(M, cfg.block_m) * triton.cdiv(N, cfg.block_n) * split_k
+    num_sms = _num_sms(a.device)
+    grid = (min(num_sms, tiles),) if cfg.persistent else (tiles,)
+    _gemm_kernel[grid](
+        a,
+        b,
+        c,
+        sa,
+        sb,
+        M,
+        N,
+        K,
+        am,
+        ak,
+        bn,
+        bk,
+        c.stride(0),
+        c.stride(1),
+        *sa_strides,
+        *sb_strides,
+        SCALE_MODE=scale_mode,
+        SB_GROUP_N=b_scale_group_n,
+        A_KMAJOR=a_kmajor,
+        B_KMAJOR=b_kmajor,
+        BLOCK_M=cfg.block_m,
+        BLOCK_N=cfg.block_n,
+        BLOCK_K=cfg.block_k,
+        GROUP_M=cfg.group_m,
+        SPLIT_K=split_k,
+        USE_TMA=use_tma,
+        PERSISTENT=cfg.persistent,
+        NUM_SMS=num_sms,
+        K_UNROLL=cfg.k_unroll if scale_mode == SCALE_BLOCK else 1,
+        WARP_SPECIALIZE=cfg.warp_specialize,
+        num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages,
+    )
+    return c if split_k == 1 else c.to(out_dtype)
+
+
+def _scale_strides(s: torch.Tensor, scale_mode: int) -> tuple[int, int]:
+    if scale_mode == SCALE_BLOCK:
+        return s.stride(0), s.stride(1)
+    if scale_mode == SCALE_ROW:
+        return s.stride(0), 0
+    return 0, 0
+
+
+# --------------------------------------------------------------------------------------------
+# 16-bit Linear GEMM with autograd
+# --------------------------------------------------------------------------------------------
+
+
+def gemm(a: torch.Tensor, b: torch.Tensor, config: GemmConfig | None = None) -> torch.Tensor:
+    """Linear-layer forward ``a @ bᵀ``: ``a [M, K]``, ``b [N, K]`` (bf16/fp16) -> ``[M, N]``."""
+    return matmul(a, b, kind="bf16", config=config)
+
+
+def gemm_backward(
+    dout: torch.Tensor, a: torch.Tensor, b: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gradients of ``a @ bᵀ``: ``da = dout @ b [M, K]`` and ``db = doutᵀ @ a [N, K]``."""
+    da = matmul(dout, b, b_kmajor=False, kind="bf16_bwd")
+    db = matmul(dout, a, a_kmajor=False, b_kmajor=False, kind="bf16_bwd")
+    return da, db
+
+
+class GemmFunction(torch.autograd.Function):
+    """``out = a @ bᵀ`` with the Triton kernel in forward and both backward GEMMs."""
+
+    @staticmethod
+    def forward(ctx, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        ctx.save_for_backward(a, b)
+        return gemm(a, b)
+
+    @staticmethod
+    def backward(ctx, dout: torch.Tensor):  # type: ignore[override]
+        a, b = ctx.saved_tensors
+        return gemm_backward(dout.contiguous(), a, b)
+
+
+def linear_gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Autograd entry point: ``a @ bᵀ`` (a Linear layer without bias)."""
+    return GemmFunction.apply(a, b)

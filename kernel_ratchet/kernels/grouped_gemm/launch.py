@@ -1,0 +1,209 @@
+"""Grouped GEMM for MoE, bf16/fp16: launchers and the autograd Function.
+
+Layout contract and schedule: :mod:`.kernel`. The launchers never read device data (no host
+synchronization): the grid of the forward/dgrad kernel is one program per SM
+(:func:`num_programs`), the weight-gradient grid depends on G, N and K only.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import torch
+import triton
+from triton.compiler.errors import CompilationError
+from triton.runtime.errors import OutOfResources
+
+from kernel_ratchet.kernels.grouped_gemm.configs import TileConfig, select
+from kernel_ratchet.kernels.grouped_gemm.kernel import _grouped_mm_kernel, _grouped_wgrad_kernel
+
+
+def interpreting() -> bool:
+    """True when Triton runs kernels in its CPU interpreter (TRITON_INTERPRET=1)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+_SM_COUNT: dict[int, int] = {}
+
+
+def num_programs(device: torch.device) -> int:
+    """Persistent grid size: the SM count on a GPU (cached), 4 in the interpreter."""
+    if device.type != "cuda":
+        return 4
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    if idx not in _SM_COUNT:
+        _SM_COUNT[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
+    return _SM_COUNT[idx]
+
+
+def _check(x: torch.Tensor, w: torch.Tensor, group_lens: torch.Tensor) -> None:
+    if x.dim() != 2 or w.dim() != 3:
+        raise ValueError(
+            f"expected x [T, K] and w [G, N, K], got {tuple(x.shape)}, {tuple(w.shape)}"
+        )
+    if group_lens.dim() != 1 or group_lens.shape[0] != w.shape[0]:
+        raise ValueError(f"group_lens must be [G={w.shape[0]}], got {tuple(group_lens.shape)}")
+    if group_lens.dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"group_lens must be int32 or int64, got {group_lens.dtype}")
+    if group_lens.device != x.device or w.device != x.device:
+        raise ValueError("x, w and group_lens must be on one device")
+
+
+_NO_SPLIT: set[tuple[str, TileConfig]] = set()
+
+
+def launch_split_tail(kernel, grid: tuple[int, ...], cfg: TileConfig, *args, **kwargs) -> None:
+    """Launch ``kernel`` with ``SPLIT_TAIL=cfg.split_tail``.
+
+    The split-tail variant holds two software pipelines (full and half-height tiles); if it does
+    not fit the shared memory or does not compile on this device, the kernel is relaunched
+    without it (same results, ragged groups just waste more MMA work), once per config, with a
+    warning; the decision is remembered for the process.
+    """
+    key = (getattr(kernel, "__name__", repr(kernel)), cfg)
+    split = cfg.split_tail and key not in _NO_SPLIT
+    try:
+        kernel[grid](*args, SPLIT_TAIL=split, **kwargs)
+    except (OutOfResources, CompilationError) as exc:
+        if not split:
+            raise
+        _NO_SPLIT.add(key)
+        warnings.warn(
+            f"{key[0]}: split-tail variant unavailable ({type(exc).__name__}); "
+            f"running {cfg} without it",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        kernel[grid](*args, SPLIT_TAIL=False, **kwargs)
+
+
+def grouped_mm(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    group_lens: torch.Tensor,
+    *,
+    b_is_nk: bool = True,
+    config: TileConfig | None = None,
+) -> torch.Tensor:
+    """Grouped product over row groups of ``a`` [T, Kr].
+
+    ``b_is_nk=True``: ``b`` is [G, N, Kr] and ``out_g = a_g @ b_g^T`` (forward).
+    ``b_is_nk=False``: ``b`` is [G, Kr, N] and ``out_g = a_g @ b_g`` (dgrad with the weight).
+    Returns [T, N] in ``a.dtype``; rows past ``sum(group_lens)`` are left unwritten (callers
+    keep the contract ``sum(group_lens) == T``).
+    """
+    T, Kr = a.shape
+    G = b.shape[0]
+    if b_is_nk:
+        N, stride_bn, stride_bk = b.shape[1], b.stride(1), b.stride(2)
+    else:
+        N, stride_bn, stride_bk = b.shape[2], b.stride(2), b.stride(1)
+    cfg = config or select("mm", "bf16", T / max(G, 1), interpreting())
+    out = torch.empty((T, N), dtype=a.dtype, device=a.device)
+    if T == 0 or N == 0:
+        return out
+    nprog = num_programs(a.device)
+    launch_split_tail(
+        _grouped_mm_kernel,
+        (nprog,),
+        cfg,
+        a,
+        b,
+        out,
+        group_lens,
+        N,
+        Kr,
+        G,
+        a.stride(0),
+        a.stride(1),
+        b.stride(0),
+        stride_bn,
+        stride_bk,
+        out.stride(0),
+        out.stride(1),
+        NUM_PROGS=nprog,
+        G_POW2=max(triton.next_power_of_2(G), 2),
+        BLOCK_M=cfg.BLOCK_M,
+        BLOCK_N=cfg.BLOCK_N,
+        BLOCK_K=cfg.BLOCK_K,
+        GROUP_M=cfg.GROUP_M,
+        EVEN_K=Kr % cfg.BLOCK_K == 0,
+        EVEN_N=N % cfg.BLOCK_N == 0,
+        B_N_CONTIG=stride_bn == 1,
+        num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages,
+    )
+    return out
+
+
+def grouped_wgrad(
+    dy: torch.Tensor,
+    x: torch.Tensor,
+    group_lens: torch.Tensor,
+    *,
+    out_dtype: torch.dtype | None = None,
+    config: TileConfig | None = None,
+) -> torch.Tensor:
+    """``dw[g] = dy_g^T @ x_g`` for dy [T, N], x [T, K]: returns [G, N, K] (zeros if empty)."""
+    T, N = dy.shape
+    K = x.shape[1]
+    G = group_lens.shape[0]
+    cfg = config or select("wgrad", "bf16", T / max(G, 1), interpreting())
+    dw = torch.empty((G, N, K), dtype=out_dtype or x.dtype, device=x.device)
+    if dw.numel() == 0:
+        return dw
+    grid = (G * triton.cdiv(N, cfg.BLOCK_N) * triton.cdiv(K, cfg.BLOCK_K),)
+    _grouped_wgrad_kernel[grid](
+        dy,
+        x,
+        dw,
+        group_lens,
+        N,
+        K,
+        G,
+        dy.stride(0),
+        dy.stride(1),
+        x.stride(0),
+        x.stride(1),
+        dw.stride(0),
+        dw.stride(1),
+        dw.stride(2),
+        G_POW2=max(triton.next_power_of_2(G), 2),
+        BLOCK_M=cfg.BLOCK_M,
+        BLOCK_N=cfg.BLOCK_N,
+        BLOCK_K=cfg.BLOCK_K,
+        num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages,
+    )
+    return dw
+
+
+class GroupedGemmFunction(torch.autograd.Function):
+    """Autograd wrapper: forward ``out_g = x_g @ w_g^T``; backward dgrad + wgrad."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, w: torch.Tensor, group_lens: torch.Tensor) -> torch.Tensor:
+        _check(x, w, group_lens)
+        x, w = x.contiguous(), w.contiguous()
+        ctx.save_for_backward(x, w, group_lens)
+        return grouped_mm(x, w, group_lens, b_is_nk=True)
+
+    @staticmethod
+    def backward(ctx, dout: torch.Tensor):
+        x, w, group_lens = ctx.saved_tensors
+        dout = dout.contiguous()
+        dx = dw = None
+        if ctx.needs_input_grad[0]:
+            dx = grouped_mm(dout, w, group_lens, b_is_nk=False)
+        if ctx.needs_input_grad[1]:
+            dw = grouped_wgrad(dout, x, group_lens, out_dtype=w.dtype)
+        return dx, dw, None
+
+
+def grouped_gemm(x: torch.Tensor, w: torch.Tensor, group_lens: torch.Tensor) -> torch.Tensor:
+    """Differentiable grouped GEMM: x [T, K] sorted by group, w [G, N, K] -> [T, N].
+
+    ``group_lens`` [G] int device tensor with ``sum == T``; never read on the host.
+    """
+    return GroupedGemmFunction.apply(x, w, group_lens)

@@ -1,0 +1,46 @@
+"""The report on paired-run traces (timings.jsonl), from synthetic traces."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from kernel_ratchet.method.traces import report
+
+
+def _trace(path, rounds: int, cand_ms: float, first: str) -> None:
+    lines = []
+    for r in range(rounds):
+        sides = ["incumbent", "candidate"] if first == "incumbent" else ["candidate", "incumbent"]
+        for side in sides:
+            ms = 1.0 + 0.01 * (r % 3) if side == "incumbent" else cand_ms
+            lines.append(
+                {
+                    "round": r,
+                    "label": "m64",
+                    "phase": "fwd",
+                    "side": side,
+                    "ok": True,
+                    "median_ms": ms,
+                    "clock_mhz": [1980.0 - 10 * r, 1970.0],
+                    "dropped": 1,
+                    "flags": ["throttled sample kept"] if r == 0 else [],
+                    "warmup_ms_spent": 30.0,
+                    "request_s": 0.15,
+                }
+            )
+    lines.append({"round": 0, "label": "m64", "phase": "fwd", "side": "incumbent", "ok": False})
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+
+
+def test_one_row_per_shape_and_phase_with_cost_drops_and_noise(tmp_path):
+    _trace(tmp_path / "a.jsonl", 9, 1.0, "incumbent")
+    _trace(tmp_path / "b.jsonl", 9, 0.5, "candidate")  # another A/B: its own centre
+    text = report([str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")])
+    lines = text.splitlines()
+    assert len(lines) == 3
+    cells = [c.strip() for c in lines[2].strip("|").split("|")]
+    assert cells[:7] == ["m64", "fwd", "36", "0.150", "30", "36", "4x throttled sample kept"]
+    spread = float(cells[7].rstrip("%")) / 100
+    assert 0.0 < spread < 0.02  # each file centred on its own median: the 2x gap is no noise
+    assert cells[8].endswith("%") and not math.isnan(float(cells[8].rstrip("%")))
