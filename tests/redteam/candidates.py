@@ -292,3 +292,60 @@ class ConstantInputs(TinyGemm):
         b = torch.zeros(shape.N, shape.K, device=device)
         b[:, 0] = 1.0
         return Case(a, b)
+
+
+# -- GPU-only candidates (used by test_gpu_cheats.py) ------------------------------------------
+
+
+def _cudart():  # loaded lazily: the CPU suite never touches the CUDA runtime
+    import ctypes
+
+    torch.cuda.init()
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            if "libcudart.so" in line:
+                return ctypes.CDLL(line.split()[-1])
+    for name in ("libcudart.so.13", "libcudart.so.12", "libcudart.so"):
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            continue
+    raise RuntimeError("no CUDA runtime library found in the process")
+
+
+class L2Persist(TinyGemm):
+    """Pins its inputs in L2 with a persisting access-policy window on the calling stream, so
+    the timing engine's L2 flush no longer evicts them (pygpubench PR 49: L2 persistence
+    reward hacking, seen in two autoresearch runs)."""
+
+    LIMIT_PERSISTING_L2 = 0x06  # cudaLimitPersistingL2CacheSize
+    ATTR_ACCESS_POLICY_WINDOW = 1  # cudaStreamAttributeAccessPolicyWindow
+    PERSISTING, STREAMING = 2, 1  # cudaAccessProperty
+
+    def __init__(self) -> None:
+        self.pinned: int | None = None
+
+    def _pin(self, t: torch.Tensor) -> None:
+        import ctypes
+        import struct
+
+        rt = _cudart()
+        err = rt.cudaDeviceSetLimit(
+            ctypes.c_int(self.LIMIT_PERSISTING_L2), ctypes.c_size_t(8 * t.nbytes)
+        )
+        window = ctypes.create_string_buffer(64)  # cudaStreamAttrValue (a 64-byte union)
+        struct.pack_into(
+            "<QQfii", window, 0, t.data_ptr(), t.nbytes, 1.0, self.PERSISTING, self.STREAMING
+        )
+        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        err = err or rt.cudaStreamSetAttribute(
+            stream, ctypes.c_int(self.ATTR_ACCESS_POLICY_WINDOW), window
+        )
+        if err:
+            raise RuntimeError(f"could not set a persisting L2 window (cudaError {err})")
+        self.pinned = t.data_ptr()
+
+    def forward(self, case: Case) -> torch.Tensor:
+        if self.pinned != case.b.data_ptr():
+            self._pin(case.b)
+        return matmul_nt(case.a, case.b)
