@@ -54,7 +54,7 @@ class UninitReuse(TinyGemm):
 
 class ZerosOutput(TinyGemm):
     """Returns zeros: passes an absolute-tolerance check wherever the true output is small
-    (KernelBench issue 165: 4 of 60 level-1 problems)."""
+    (KernelBench issue #165: 4 of 60 level-1 problems)."""
 
     def forward(self, case: Case) -> torch.Tensor:
         return torch.zeros(_shape_of(case), dtype=torch.float32, device=case.a.device)
@@ -126,7 +126,7 @@ class CallerInspection(TinyGemm):
 class PoisonAwareSkip(TinyGemm):
     """Batch-and-skip keyed on the harness's own NaN poison: returns its last output tensor
     again until the harness poisons it (a new sample begins), so only the first call of each
-    timed batch computes (gpu-mode reference-kernels PR 104: 14 of 15 timed calls made no-ops;
+    timed batch computes (gpu-mode reference-kernels PR #104: 14 of 15 timed calls made no-ops;
     pygpubench's warmup detection)."""
 
     def __init__(self) -> None:
@@ -163,7 +163,7 @@ class ProfileHookRewrite(TinyGemm):
     """Does no work (zeros) and installs a ``sys.setprofile`` hook that, when the checker's
     ``check_outputs`` is entered, overwrites the reference in the caller's mapping with the
     candidate's own output (METR: o3 traced the call stack to the grader's answer; pygpubench
-    issue 23: the in-process checker is reachable from the candidate)."""
+    issue #23: the in-process checker is reachable from the candidate)."""
 
     @staticmethod
     def _hook(frame, event, arg) -> None:  # noqa: ANN001
@@ -315,7 +315,7 @@ def _cudart():  # loaded lazily: the CPU suite never touches the CUDA runtime
 
 class L2Persist(TinyGemm):
     """Pins its inputs in L2 with a persisting access-policy window on the calling stream, so
-    the timing engine's L2 flush no longer evicts them (pygpubench PR 49: L2 persistence
+    the timing engine's L2 flush no longer evicts them (pygpubench PR #49: L2 persistence
     reward hacking, seen in two autoresearch runs)."""
 
     LIMIT_PERSISTING_L2 = 0x06  # cudaLimitPersistingL2CacheSize

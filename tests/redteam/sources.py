@@ -160,7 +160,7 @@ def matmul_nt(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 )
 
 #: The cheapest content key: a handful of sampled elements (the shape-matching fallback of the
-#: exploit that gpu-mode reference-kernels PR 104 fixed).
+#: exploit that gpu-mode reference-kernels PR #104 fixed).
 CONTENT_SAMPLED = _with(
     """
 
