@@ -124,19 +124,30 @@ class CallerInspection(TinyGemm):
 
 
 class PoisonAwareSkip(TinyGemm):
-    """Batch-and-skip keyed on the harness's own NaN poison: returns its last output tensor
-    again until the harness poisons it (a new sample begins), so only the first call of each
-    timed batch computes (gpu-mode reference-kernels PR #104: 14 of 15 timed calls made no-ops;
-    pygpubench's warmup detection)."""
+    """Batch-and-skip keyed on the harness's own signals: returns its last output tensor again
+    until the harness NaN-poisons it (a new sample begins) or rewrites the same input tensors in
+    place (a rebind), so only the first call of each timed batch computes (gpu-mode
+    reference-kernels PR #104: 14 of 15 timed calls made no-ops; pygpubench's warmup
+    detection). New input objects alone do not trigger a recompute: in training it returns
+    stale results, fast."""
 
     def __init__(self) -> None:
         self.out: torch.Tensor | None = None
+        self.seen: list[tuple[int, int]] = []
 
     def forward(self, case: Case) -> torch.Tensor:
+        now = [(id(t), t._version) for t in (case.a, case.b)]
+        same_objects = [i for i, _ in now] == [i for i, _ in self.seen]
+        rebound = same_objects and now != self.seen
         out = self.out
-        if out is not None and out.shape == _shape_of(case) and not bool(out.view(-1)[0].isnan()):
+        if (
+            out is not None
+            and out.shape == _shape_of(case)
+            and not bool(out.view(-1)[0].isnan())
+            and not rebound
+        ):
             return out
-        self.out = matmul_nt(case.a, case.b)
+        self.out, self.seen = matmul_nt(case.a, case.b), now
         return self.out
 
 
