@@ -1,14 +1,17 @@
 """Adapters that run a planted kernel file of :mod:`tests.redteam.sources` in a worker.
 
-The planted source is written to a private directory and imported as the module
-``redteam_planted_<name>`` (Triton reads a kernel's source from its file, so ``exec`` would not
-do); the adapter's forward is that module's ``matmul_nt``. The static audit reads the same text,
-so the static and the dynamic check judge one and the same candidate.
+The planted source is written to ``<tmp>/redteam-planted/`` (one file per source text, shared
+by every process, replaced atomically) and imported as the module ``redteam_planted_<name>``
+(Triton reads a kernel's source from its file, so ``exec`` would not do); the adapter's
+forward is that module's ``matmul_nt``. The static audit reads the same text, so the static
+and the dynamic check judge one and the same candidate.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -20,7 +23,7 @@ import torch
 from tests.redteam import sources
 from tests.redteam.candidates import Case, TinyGemm
 
-_DIR = Path(tempfile.mkdtemp(prefix="redteam-planted-"))
+_DIR = Path(tempfile.gettempdir()) / "redteam-planted"
 
 
 def module_name(source: str) -> str:
@@ -33,8 +36,14 @@ def load(source: str) -> ModuleType:
     name = module_name(source)
     if name in sys.modules:
         return sys.modules[name]
-    path = _DIR / f"{name}.py"
-    path.write_text(getattr(sources, source))
+    text = getattr(sources, source)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    path = _DIR / digest / f"{name}.py"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
