@@ -1,0 +1,133 @@
+"""Red team (CPU): cheats that live outside the kernel's code, against a whole campaign on the
+tiny example project (scope check, backend rule, round records).
+
+The suite already covers an edited focused test (``tests/campaign/test_guards.py``: any file
+outside ``kernel_source``), an edited harness and an edited log. Here: an edited reference and
+a shrunk problem (both outside the kernel's files, so the scope check must roll the round back
+before any measurement), the same edit hidden from ``git status``, and the Triton kernel
+replaced by the vendor library in a TRITON campaign.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kernel_ratchet.campaign.engine import Campaign
+from kernel_ratchet.profile.loader import load_profile
+from tests.campaign.conftest import (  # noqa: F401  (fixtures used by name)
+    KERNEL,
+    baselined,
+    campaign_dir,
+    project,
+    set_blocks,
+)
+from tests.redteam import sources as S
+from tests.redteam.expect import expect_flagged, gap
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def validate(project: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: F811
+    """``validate(hypothesis)``: one round of the campaign in ``project``; its record."""
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join([str(project), os.environ.get("PYTHONPATH", "")])
+    )
+    monkeypatch.chdir(project)
+
+    def _validate(hypothesis: str) -> dict[str, Any]:
+        with Campaign(load_profile(project), campaign_dir(project)) as c:
+            return c.validate(hypothesis)
+
+    return _validate
+
+
+def _shrink_inputs(text: str) -> str:
+    return text.replace("torch.randn(shape.M, shape.K", "torch.randn(max(shape.M // 4, 1), shape.K")
+
+
+def _float32_reference(text: str) -> str:
+    return text.replace("(a.double() @ b.double().T).to(torch.float32)", "a @ b.T")
+
+
+def _explain(rec: dict[str, Any]) -> str:
+    keep = ("status", "category", "reason", "out_of_scope")
+    return str({k: rec.get(k) for k in keep})
+
+
+@pytest.mark.parametrize(
+    ("rel", "edit"),
+    [
+        pytest.param("tiny_gemm/reference.py", _float32_reference, id="edited-reference"),
+        pytest.param("tiny_gemm/adapter.py", _shrink_inputs, id="shrunk-problem-in-the-adapter"),
+    ],
+)
+def test_an_edit_outside_the_kernel_is_rolled_back_before_measuring(
+    project: Path,  # noqa: F811
+    validate,
+    rel: str,
+    edit,
+) -> None:
+    path = project / rel
+    changed = edit(path.read_text())
+    assert changed != path.read_text()
+    path.write_text(changed)
+    set_blocks(project, M=32, N=32)
+    rec = validate("32x32 tiles")
+    expect_flagged(
+        rec["status"] == "ROLLED BACK" and rec["category"] == "scope",
+        rec["reason"],
+        rel,
+        _explain(rec),
+    )
+    assert rec["out_of_scope"] == [rel]
+
+
+@gap(
+    "the scope check reads `git status`, which does not show changes to files marked "
+    "--skip-worktree or --assume-unchanged; neither those flags (git ls-files -v) nor the "
+    "content of tracked files against the index are checked"
+)
+def test_an_edit_hidden_from_git_status_is_still_out_of_scope(
+    project: Path,  # noqa: F811
+    validate,
+) -> None:
+    ref = project / "tiny_gemm/reference.py"
+    ref.write_text(_float32_reference(ref.read_text()))
+    subprocess.run(
+        ["git", "update-index", "--skip-worktree", "tiny_gemm/reference.py"],
+        cwd=project,
+        check=True,
+    )
+    set_blocks(project, M=32, N=32)
+    rec = validate("32x32 tiles")
+    expect_flagged(
+        rec["status"] == "ROLLED BACK" and rec["category"] == "scope",
+        rec["reason"],
+        "tiny_gemm/reference.py",
+        _explain(rec),
+    )
+
+
+@gap(
+    "no backend rule: a TRITON campaign's candidate that calls the vendor library goes through "
+    "the paired A/B like any kernel change and is accepted as a gain; it must be refused as a "
+    "backend change that needs the user's explicit consent"
+)
+def test_a_vendor_library_swap_is_not_accepted_as_a_kernel_gain(
+    project: Path,  # noqa: F811
+    validate,
+) -> None:
+    (project / KERNEL).write_text(S.VENDOR_LINEAR)
+    rec = validate("use the vendor GEMM")
+    expect_flagged(
+        rec["status"] == "ROLLED BACK" and rec["category"] == "backend",
+        rec["reason"],
+        "backend",
+        _explain(rec),
+    )

@@ -1,0 +1,208 @@
+"""Red team (CPU): cheating candidates from the public record against the harness worker.
+
+Each candidate runs in its own worker process (Triton interpreter, tiny shape, perf_counter
+engine), as in ``tests/harness/test_redteam.py``, which covers the techniques the suite already
+had. Ids name the technique; the catalogue (``redteam-catalogue.md``) gives each one's source
+and the reason it must be rejected for. Techniques no check rejects yet are marked with
+:func:`~tests.redteam.expect.gap`, which says what detection is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from kernel_ratchet.harness.worker import Worker
+from tests.redteam.expect import SEED, SHAPE, cpu_spec, expect_rejected, explain, gap
+
+IMPORT_TIME = "tests.redteam.import_time"
+
+
+@pytest.mark.parametrize(
+    ("adapter", "categories", "reasons"),
+    [
+        pytest.param(
+            "UninitReuse",
+            ("wrong", "cheat", "nan"),
+            ("SNR", "did not follow", "NaN"),
+            id="uninitialised-output-memory",
+        ),
+        pytest.param("ZerosOutput", "wrong", "SNR", id="constant-zero-output"),
+        pytest.param("PartialK", "wrong", "SNR", id="shrunk-problem-half-k"),
+        pytest.param("SeedReplay", "wrong", "SNR", id="replayed-answer-of-a-guessed-seed"),
+        pytest.param("GcScavenge", "wrong", "SNR", id="answer-scavenged-with-gc"),
+        pytest.param(
+            f"{IMPORT_TIME}.patch_assert_close:Candidate",
+            "cheat",
+            "correctness.assert_close",
+            id="patched-focused-test-comparator",
+        ),
+        pytest.param(
+            f"{IMPORT_TIME}.patch_torch_allclose:Candidate",
+            "cheat",
+            "torch.allclose",
+            id="patched-torch-allclose",
+            marks=gap(
+                "the Sentinel snapshots timers and kernel_ratchet's own modules only, not the "
+                "torch comparison functions a project's focused test uses (torch.allclose, "
+                "torch.testing.assert_close, torch.equal, Tensor.__eq__)"
+            ),
+        ),
+        pytest.param(
+            f"{IMPORT_TIME}.patch_reference:Candidate",
+            "cheat",
+            "reference",
+            id="reference-replaced-at-import",
+            marks=gap(
+                "the reference is computed in the candidate's own process from modules the "
+                "candidate can patch; nothing compares it with a reference computed where the "
+                "candidate never ran (the incumbent's worker)"
+            ),
+        ),
+        pytest.param(
+            "ProfileHookRewrite",
+            "cheat",
+            "profile",
+            id="profile-hook-rewrites-the-reference",
+            marks=gap(
+                "sys.setprofile / sys.settrace hooks (and threading's) are not part of the "
+                "Sentinel; an in-process checker can be rewritten through them"
+            ),
+        ),
+        pytest.param(
+            "TorchModeHijack",
+            "cheat",
+            "TorchFunctionMode",
+            id="torch-function-mode-fakes-the-comparison",
+            marks=gap(
+                "an entered TorchFunctionMode / TorchDispatchMode is not checked; it intercepts "
+                "every torch op the checker runs"
+            ),
+        ),
+        pytest.param(
+            "ProtocolForgery",
+            "cheat",
+            "protocol",
+            id="forged-answer-on-the-protocol-channel",
+            marks=gap(
+                "answers carry no per-request nonce and the parent does not refuse a second "
+                "answer line for one request, so a line written by the candidate is taken as "
+                "the worker's verdict"
+            ),
+        ),
+        pytest.param(
+            "RawThread",
+            "cheat",
+            "thread",
+            id="background-work-on-a-raw-thread",
+            marks=gap(
+                "Sentinel.new_threads reads threading.enumerate(), which does not list threads "
+                "started with _thread.start_new_thread (or from C); OS threads "
+                "(/proc/self/task) are not compared"
+            ),
+        ),
+        pytest.param(
+            "ChildProcess",
+            "cheat",
+            "child process",
+            id="helper-process-left-running",
+            marks=gap("the worker does not look for child processes the candidate started"),
+        ),
+        pytest.param(
+            "GlobalNumericFlags",
+            "cheat",
+            "allow_tf32",
+            id="process-wide-numeric-flags",
+            marks=gap(
+                "process-wide numeric state (TF32 switches, float32 matmul precision, "
+                "deterministic/benchmark flags, thread count) is not snapshotted by the Sentinel"
+            ),
+        ),
+        pytest.param(
+            "ConstantInputs",
+            ("cheat", "crash"),
+            "random",
+            id="non-random-inputs",
+            marks=gap(
+                "nothing checks that make_case returns random, high-entropy inputs; constant "
+                "data raises GPU clocks (less switching power) and hides data-dependent bugs"
+            ),
+        ),
+    ],
+)
+def test_rejected_by_the_correctness_check(
+    tmp_path: Path, adapter: str, categories: str | tuple[str, ...], reasons: str | tuple[str, ...]
+) -> None:
+    with Worker(cpu_spec(adapter), tmp_path / "w.log") as w:
+        expect_rejected(w.check(SHAPE, SEED), categories, reasons)
+
+
+@pytest.mark.parametrize(
+    ("adapter", "reason"),
+    [
+        pytest.param("CorrectThenWrong", "spot check", id="correct-at-first-check-wrong-later"),
+        pytest.param("CallerInspection", "spot check", id="honest-only-when-the-checker-calls"),
+        pytest.param(
+            "PoisonAwareSkip",
+            "same output",
+            id="batch-and-skip-until-poisoned",
+            marks=gap(
+                "timed calls inside one sample are not checked one by one: a candidate that "
+                "returns its last output tensor again until the harness NaN-poisons it computes "
+                "once per sample (no per-call fresh-storage check, no poison between calls)"
+            ),
+        ),
+    ],
+)
+def test_passes_the_check_but_is_rejected_while_timing(
+    tmp_path: Path, adapter: str, reason: str
+) -> None:
+    with Worker(cpu_spec(adapter), tmp_path / "w.log") as w:
+        r = w.check(SHAPE, SEED)
+        assert r.ok, explain(r)  # the trick is built to survive the separate check
+        expect_rejected(w.time(SHAPE, SEED + 1, "fwd"), "cheat", reason)
+
+
+_START_UP_HOOK = """
+    import os
+    import time
+
+    _real = time.perf_counter
+    _t0 = _real()
+
+
+    def perf_counter():
+        return _t0 + (_real() - _t0) / 10.0
+
+
+    time.perf_counter = perf_counter
+    with open(os.environ["REDTEAM_HOOK_MARK"], "a") as f:
+        f.write("ran\\n")
+"""
+
+
+@gap(
+    "the worker runs with the user's site set-up (sitecustomize, .pth files, PYTHONPATH "
+    "entries outside the project and the tool); code there runs before the Sentinel's "
+    "snapshot, which then records the patched clock as the original"
+)
+def test_a_start_up_hook_outside_the_project_cannot_slow_the_clock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An edit outside the repository (a ``sitecustomize.py`` on the path) is invisible to the
+    scope check; either it must not run in the worker, or the worker must notice its effect."""
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(textwrap.dedent(_START_UP_HOOK))
+    mark = tmp_path / "hook-ran"
+    monkeypatch.setenv("REDTEAM_HOOK_MARK", str(mark))
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join([str(hooks), os.environ.get("PYTHONPATH", "")])
+    )
+    with Worker(cpu_spec("TinyGemm"), tmp_path / "w.log") as w:
+        r = w.time(SHAPE, SEED, "fwd")
+    if mark.exists():  # the hook ran in the worker: its effect must be rejected
+        expect_rejected(r, "cheat", "perf_counter")
