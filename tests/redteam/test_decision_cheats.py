@@ -19,6 +19,7 @@ import numpy as np
 from kernel_ratchet.harness.ab import run_paired
 from kernel_ratchet.scoring.decision import Status
 from kernel_ratchet.scoring.paired import PairedSamples, decide_paired
+from kernel_ratchet.scoring.paired_looks import PairedLooks
 from tests.redteam.expect import SEED, SHAPE, cpu_spec, expect_flagged, gap
 
 ROUNDS = 12
@@ -62,6 +63,7 @@ def test_a_precision_drop_under_a_loose_gate_is_not_a_speed_gain(tmp_path: Path)
         [SHAPE],
         phases=["fwd"],
         seed=SEED,
+        rule=PairedLooks(),
         k_start=3,
         k_max=3,
         log_dir=tmp_path,

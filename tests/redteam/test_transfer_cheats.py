@@ -10,10 +10,12 @@ both idioms is the check that must reject it, whatever container holds the cache
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from kernel_ratchet.harness.worker import Worker, WorkerResult
+from kernel_ratchet.guard.dynamic_transfer import judge_worker_traces
+from kernel_ratchet.harness.worker import Worker
 from tests.redteam.expect import SEED, SHAPE, cpu_spec, expect_flagged, explain, gap
 from tests.redteam.planted_adapters import module_name
 
@@ -23,18 +25,16 @@ PLANTED = "tests.redteam.planted_adapters"
 STEPS, REPEATS, FLOOR = 4, 5, 0.5
 
 
-def simulate(tmp_path: Path, adapter: str, source: str | None) -> WorkerResult:
+def simulate(tmp_path: Path, adapter: str, source: str | None) -> dict[str, Any]:
     modules = (module_name(source),) if source else ()
     with Worker(cpu_spec(adapter), tmp_path / "w.log") as w:
-        r = w.transfer(
-            SHAPE, SEED, steps=STEPS, repeats=REPEATS, cache_modules=modules, min_rel_gap=FLOOR
-        )
+        r = w.transfer(SHAPE, SEED, steps=STEPS, repeats=REPEATS, cache_modules=modules)
     assert r.ok, explain(r)
-    return r
+    return judge_worker_traces(r.payload, FLOOR)
 
 
 def test_the_honest_kernel_transfers(tmp_path: Path) -> None:
-    p = simulate(tmp_path, f"{PLANTED}:Incumbent", "INCUMBENT").payload
+    p = simulate(tmp_path, f"{PLANTED}:Incumbent", "INCUMBENT")
     assert p["verdict"] == "TRANSFERS", p
 
 
@@ -49,7 +49,7 @@ def test_the_honest_kernel_transfers(tmp_path: Path) -> None:
     ],
 )
 def test_a_content_keyed_cache_does_not_transfer(tmp_path: Path, adapter: str, source: str) -> None:
-    p = simulate(tmp_path, f"{PLANTED}:{adapter}", source).payload
+    p = simulate(tmp_path, f"{PLANTED}:{adapter}", source)
     expect_flagged(p["verdict"] == "OVERFIT", p["reason"], "training idiom slower", str(p))
 
 
@@ -59,5 +59,5 @@ def test_a_content_keyed_cache_does_not_transfer(tmp_path: Path, adapter: str, s
     "the simulation never applies) reads as the same speed in training and passes"
 )
 def test_batch_and_skip_does_not_pass_the_transfer_guard(tmp_path: Path) -> None:
-    p = simulate(tmp_path, "PoisonAwareSkip", None).payload
+    p = simulate(tmp_path, "PoisonAwareSkip", None)
     expect_flagged(p["verdict"] == "OVERFIT", p["reason"], "output", str(p))
