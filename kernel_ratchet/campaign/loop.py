@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from kernel_ratchet.campaign import finish, rounds
-from kernel_ratchet.campaign.analyze import analyze_campaign, efficiency
+from kernel_ratchet.campaign.analyze import analyze_campaign
 from kernel_ratchet.campaign.create import create_campaign, define_target, preflight
 from kernel_ratchet.campaign.engine import Campaign
 from kernel_ratchet.campaign.fsutil import atomic_write_json
@@ -46,6 +46,7 @@ from kernel_ratchet.optimizers.base import (
     ineffective_from,
 )
 from kernel_ratchet.profile.schema import Profile
+from kernel_ratchet.scoring.roofline import efficiency
 
 Say = Callable[[str], None]
 #: Proposals in a row that leave the kernel files equal to the incumbent before giving up.

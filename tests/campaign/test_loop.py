@@ -208,8 +208,8 @@ def test_parse_duration():
 
 
 def test_roofline_bound_and_efficiency_from_a_csv():
-    from kernel_ratchet.campaign.analyze import Ceilings, analyze_table, efficiency
     from kernel_ratchet.harness.csv_schema import GEMM_HEADER, parse_csv_text
+    from kernel_ratchet.scoring.roofline import Ceilings, analyze_table, efficiency
 
     # 100 TFLOPS peak, 1000 GB/s: a 4096^3 GEMM is compute-bound, a 4096x4096x16 one is not
     text = (
