@@ -18,10 +18,10 @@ from kernel_ratchet.campaign.records import (
     trend_row,
     vs_baseline,
 )
-from kernel_ratchet.campaign.state import Status
 from kernel_ratchet.campaign.tips import add_tip, tips_path
 from kernel_ratchet.guard import StaticAudit, transfer_check
 from kernel_ratchet.harness.csv_schema import BenchTable
+from kernel_ratchet.scoring.decision import Status
 from kernel_ratchet.scoring.metrics import aggregates, primary_value
 
 if TYPE_CHECKING:

@@ -25,11 +25,12 @@ from kernel_ratchet.campaign.lock import CampaignLock
 from kernel_ratchet.campaign.manifest import Manifest, load_manifest
 from kernel_ratchet.campaign.records import commit_message, optimize_baseline, summary_md
 from kernel_ratchet.campaign.rounds import HARNESS_TIMEOUT_S, TEST_TIMEOUT_S
-from kernel_ratchet.campaign.state import Phase, Stage, State, Status
+from kernel_ratchet.campaign.state import Phase, Stage, State
 from kernel_ratchet.campaign.steps import kill_leftovers, run_step
 from kernel_ratchet.errors import CampaignError, SchemaError
 from kernel_ratchet.harness.csv_schema import get_schema, read_csv
 from kernel_ratchet.profile.schema import Profile
+from kernel_ratchet.scoring.decision import Status
 from kernel_ratchet.scoring.representative import choose_representative
 
 Say = Callable[[str], None]

@@ -18,12 +18,13 @@ from kernel_ratchet.campaign.clock import now
 from kernel_ratchet.campaign.create import harness_command
 from kernel_ratchet.campaign.fsutil import atomic_write_text
 from kernel_ratchet.campaign.records import num, pct
-from kernel_ratchet.campaign.state import Phase, Status
+from kernel_ratchet.campaign.state import Phase
 from kernel_ratchet.campaign.steps import run_step
 from kernel_ratchet.errors import CampaignError
 from kernel_ratchet.guard import RoundGain, attribute_gain
 from kernel_ratchet.optimizers.base import VERIFIED_CATEGORIES
 from kernel_ratchet.scoring.chain import check_chain
+from kernel_ratchet.scoring.decision import Status
 from kernel_ratchet.scoring.metrics import aggregates, score_vector
 
 if TYPE_CHECKING:

@@ -16,7 +16,6 @@ from kernel_ratchet.campaign.clock import now
 from kernel_ratchet.campaign.create import harness_command, write_harness
 from kernel_ratchet.campaign.fsutil import atomic_write_json, atomic_write_text, file_sha256
 from kernel_ratchet.campaign.paired_round import paired_decision
-from kernel_ratchet.campaign.state import Status
 from kernel_ratchet.campaign.steps import run_step
 from kernel_ratchet.campaign.transfer_round import dynamic_check
 from kernel_ratchet.errors import CampaignError, SchemaError
@@ -25,7 +24,7 @@ from kernel_ratchet.guard.static_audit import REJECT
 from kernel_ratchet.harness.ab import SEED_POLICY
 from kernel_ratchet.harness.provenance import collect_provenance
 from kernel_ratchet.harness.provenance import write_provenance as save_provenance
-from kernel_ratchet.scoring.decision import decide
+from kernel_ratchet.scoring.decision import Status, decide
 
 if TYPE_CHECKING:
     from kernel_ratchet.campaign.engine import Campaign

@@ -34,12 +34,6 @@ class Stage(str, Enum):
     RECORDED = "RECORDED"  # summary, trend row, log section written
 
 
-class Status(str, Enum):
-    BASELINE = "BASELINE"
-    ACCEPTED = "ACCEPTED"
-    ROLLED_BACK = "ROLLED BACK"
-
-
 @dataclass
 class State:
     phase: Phase = Phase.INITIALIZED

@@ -114,7 +114,7 @@ class RatchetTools:
         cause, reason and lesson: what not to try again."""
         from kernel_ratchet.campaign.closing import ROOT_CAUSES
         from kernel_ratchet.campaign.rounds import load_record
-        from kernel_ratchet.campaign.state import Status
+        from kernel_ratchet.scoring.decision import Status
 
         out = []
         with self._campaign(campaign) as c:
