@@ -149,7 +149,7 @@ def baseline(profile: Path | None = ProfileOpt, campaign: str | None = CampaignO
     with _campaign(profile, campaign) as c:
         rec = c.baseline()
         reps = ", ".join(c.m.representative_shapes)
-    out.print(f"round-1 BASELINE: {rec['reason']}\nrepresentative shapes: {reps}")
+    out.print(f"round-1 BASELINE: {rec.reason}\nrepresentative shapes: {reps}")
 
 
 @app.command()
@@ -166,8 +166,6 @@ def validate(
     campaign: str | None = CampaignOpt,
 ):
     """VALIDATE the working-tree change against the incumbent; ACCEPT (commit) or ROLL BACK."""
-    from kernel_ratchet.campaign.closing import ROOT_CAUSES
-
     with _campaign(profile, campaign) as c:
         rec = c.validate(
             hypothesis,
@@ -181,20 +179,19 @@ def validate(
         )
         k = c.state.consecutive_rollbacks
         term = c.state.termination
-    color = "green" if rec["status"] == "ACCEPTED" else "red"
-    out.print(
-        f"round-{rec['round']} [{color}]{rec['status']}[/{color}] ({rec['level']}): {rec['reason']}"
-    )
-    if rec["status"] != "ACCEPTED":
-        out.print(f"root cause: {ROOT_CAUSES.get(rec['category'], rec['category'])}")
+    color = "green" if rec.accepted else "red"
+    status = rec.status.value
+    out.print(f"round-{rec.round} [{color}]{status}[/{color}] ({rec.level}): {rec.reason}")
+    if not rec.accepted:
+        out.print(f"root cause: {rec.category.root_cause}")
     if k >= 2:
         err.print(
             f"[yellow]stagnation: {k} consecutive rollbacks — review before the next "
             "round (see logs/optimize.md)[/yellow]"
         )
     if term:
-        out.print(f"termination {term['code']}: {term['reason']} — run `ratchet report`")
-    raise typer.Exit(0 if rec["status"] == "ACCEPTED" else 1)
+        out.print(f"termination {term.code}: {term.reason} — run `ratchet report`")
+    raise typer.Exit(0 if rec.accepted else 1)
 
 
 @app.command()
@@ -351,7 +348,7 @@ def _live_view(title: str) -> Iterator:
     """A live table of the rounds of ``ratchet run`` (stderr); yields (say, on_round)."""
     from rich.live import Live
 
-    rows: list[dict] = []
+    rows: list = []
     state = {"msg": "starting"}
 
     def render() -> Table:
@@ -365,14 +362,13 @@ def _live_view(title: str) -> Iterator:
             title_justify="left",
         )
         for r in rows[-20:]:
-            gain = (r.get("decision") or {}).get("gain")
-            color = "green" if r["status"] == "ACCEPTED" else "red"
+            color = "green" if r.accepted else "red"
             t.add_row(
-                str(r["round"]),
-                f"[{color}]{r['status']}[/{color}]",
-                r["category"],
-                "-" if gain is None else f"{gain * 100:+.2f}%",
-                r.get("summary") or r["hypothesis"],
+                str(r.round),
+                f"[{color}]{r.status.value}[/{color}]",
+                r.category.value,
+                "-" if r.gain is None else f"{r.gain * 100:+.2f}%",
+                r.summary or r.hypothesis,
             )
         return t
 
@@ -384,7 +380,7 @@ def _live_view(title: str) -> Iterator:
             live.console.print(f"[dim]{stamp} {msg}[/dim]", highlight=False)
             live.update(render())
 
-        def on_round(rec: dict) -> None:
+        def on_round(rec) -> None:
             rows.append(rec)
             live.update(render())
 
@@ -448,7 +444,7 @@ def _drive(
     if getattr(optimizer, "instructions", ""):
         out.print(optimizer.instructions)
     code, why = res.stop or ("-", "-")
-    acc = sum(1 for r in res.rounds if r["status"] == "ACCEPTED")
+    acc = sum(1 for r in res.rounds if r.accepted)
     out.print(
         f"campaign [bold]{res.campaign_dir.name}[/bold]: {len(res.rounds)} rounds this "
         f"run, {acc} accepted; stopped: {code} — {why}"

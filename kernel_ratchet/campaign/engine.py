@@ -19,13 +19,14 @@ from typing import Any
 from kernel_ratchet.campaign import closing, git, rounds, workspace
 from kernel_ratchet.campaign.clock import now
 from kernel_ratchet.campaign.create import harness_command, write_harness
-from kernel_ratchet.campaign.fsutil import atomic_write_json, file_sha256
+from kernel_ratchet.campaign.fsutil import file_sha256
 from kernel_ratchet.campaign.journal import AppendOnlyLog
 from kernel_ratchet.campaign.lock import CampaignLock
 from kernel_ratchet.campaign.manifest import Manifest, load_manifest
+from kernel_ratchet.campaign.record import Category, RoundRecord, read_record, write_record
 from kernel_ratchet.campaign.records import commit_message, optimize_baseline, summary_md
 from kernel_ratchet.campaign.rounds import HARNESS_TIMEOUT_S, TEST_TIMEOUT_S
-from kernel_ratchet.campaign.state import Phase, Stage, State
+from kernel_ratchet.campaign.state import PendingRound, Phase, Stage, State
 from kernel_ratchet.campaign.steps import kill_leftovers, run_step
 from kernel_ratchet.errors import CampaignError, SchemaError
 from kernel_ratchet.harness.csv_schema import get_schema, read_csv
@@ -106,7 +107,7 @@ class Campaign:
         return sch
 
     # -- BASELINE ------------------------------------------------------------------------------
-    def baseline(self) -> dict[str, Any]:
+    def baseline(self) -> RoundRecord:
         """Round 1: focused test, harness on all target shapes, schema frozen, representative
         shapes chosen. Raises CampaignError when the unmodified kernel fails its own test."""
         if self.state.phase is not Phase.INITIALIZED:
@@ -117,7 +118,7 @@ class Campaign:
         if self.state.pending:  # an interrupted baseline changed nothing: start it again
             self._set_aside(1, "interrupted-baseline")
             self.state.pending = None
-        self.state.pending = {"round": 1, "stage": Stage.MEASURING.value, "started": now()}
+        self.state.pending = PendingRound(1, Stage.MEASURING, now())
         self.save()
         rdir = self.round_dir(1)
         rounds.snapshot(self, rdir)
@@ -165,34 +166,32 @@ class Campaign:
             target_shapes=self.m.target_shapes,
         )
         rounds.write_provenance(self, art, "full")
-        record = {
-            "round": 1,
-            "status": Status.BASELINE.value,
-            "hypothesis": "Baseline measurement",
-            "bucket": "-",
-            "change": "none (baseline)",
-            "level": "full",
-            "started": self.state.pending["started"],
-            "finished": now(),
-            "category": "baseline",
-            "reason": f"baseline: {sum(r.passed for r in table.rows)}/{len(table.rows)} "
-            "shapes PASS; schema frozen; representative shapes chosen",
-            "csv": self.rel(csv),
-            "quick_csv": None,
-            "incumbent_csv": None,
-            "decision": None,
-            "test_command": self.m.test_command,
-            "harness_command": h.command,
-        }
-        atomic_write_json(rdir / "round.json", record)
+        passed = sum(r.passed for r in table.rows)
+        record = RoundRecord(
+            round=1,
+            status=Status.BASELINE,
+            category=Category.BASELINE,
+            hypothesis="Baseline measurement",
+            bucket="-",
+            change="none (baseline)",
+            level="full",
+            started=self.state.pending.started,
+            finished=now(),
+            reason=f"baseline: {passed}/{len(table.rows)} shapes PASS; schema frozen; "
+            "representative shapes chosen",
+            csv=self.rel(csv),
+            test_command=self.m.test_command,
+            harness_command=h.command,
+        )
+        write_record(rdir / "round.json", record)
         view = closing.view(self, record)
         (rdir / "summary.md").write_text(summary_md(view))
         self.log("logs/optimize.md").append(optimize_baseline(view, reps))
-        self.log("logs/performance_trend.md").append(closing.trend_line(self, record, view))
+        self.log("logs/performance_trend.md").append(closing.trend_line(self, record))
         st = self.state
         st.phase, st.next_round, st.incumbent_round = Phase.OPTIMIZING, 2, 1
         st.incumbent_commit = git.head(self.groot) if self.m.git_commit else None
-        st.incumbent_full_csv = st.incumbent_quick_csv = record["csv"]
+        st.incumbent_full_csv = st.incumbent_quick_csv = record.csv
         st.closed.append(closing.closed_entry(self, record))
         st.ambient = rounds.ambient(self)
         st.pending = None
@@ -218,7 +217,7 @@ class Campaign:
     # -- VALIDATE ------------------------------------------------------------------------------
     def validate(
         self, hypothesis: str, *, bucket: str = "K1", level: str = "quick", **notes: str
-    ) -> dict[str, Any]:
+    ) -> RoundRecord:
         """One round: measure the working-tree candidate against the incumbent and close it.
 
         Returns the frozen round record. A failing candidate is a ROLLED BACK record, not an
@@ -227,15 +226,9 @@ class Campaign:
         self.recover()
         rounds.preconditions(self, hypothesis, bucket, level)
         n = self.state.next_round
-        self.state.pending = {
-            "round": n,
-            "stage": Stage.MEASURING.value,
-            "started": now(),
-            "hypothesis": hypothesis,
-            "bucket": bucket,
-            "level": level,
-            **notes,
-        }
+        self.state.pending = PendingRound(
+            n, Stage.MEASURING, now(), hypothesis, bucket, level, notes=notes
+        )
         self.state.next_round = n + 1
         self.save()
         if self.round_dir(n).exists():
@@ -244,8 +237,8 @@ class Campaign:
             rounds.snapshot(self, self.round_dir(n))
             _fault("measuring")
             record = rounds.measure(self, n, self.state.pending)
-            atomic_write_json(self.round_dir(n) / "round.json", record)
-            self.state.pending["stage"] = Stage.DECIDED.value
+            write_record(self.round_dir(n) / "round.json", record)
+            self.state.pending = self.state.pending.at(Stage.DECIDED)
             self.save()
             _fault("decided")
         except KeyboardInterrupt as exc:  # Ctrl+C, or SIGTERM (errors.Terminated names it)
@@ -253,17 +246,17 @@ class Campaign:
             self.recover(interrupted=str(exc) or "Ctrl+C")
             raise
         self.recover()
-        if record["category"] == "schema":
-            raise SchemaError(record["reason"])
+        if record.category is Category.SCHEMA:
+            raise SchemaError(record.reason)
         return record
 
     # -- recovery and closing ------------------------------------------------------------------
-    def recover(self, interrupted: str = "a crash or kill") -> dict[str, Any] | None:
+    def recover(self, interrupted: str = "a crash or kill") -> RoundRecord | None:
         """Complete or roll back the round in flight, if any. Idempotent."""
         p = self.state.pending
         if not p:
             return None
-        n = p["round"]
+        n = p.round
         if n == 1:
             kill_leftovers(self.round_dir(1))
             self._set_aside(1, "interrupted-baseline")
@@ -272,41 +265,39 @@ class Campaign:
             self.say("an interrupted baseline was set aside; run `ratchet baseline` again")
             return None
         rpath = self.round_dir(n) / "round.json"
-        if p["stage"] == Stage.MEASURING.value or not rpath.exists():
+        if p.stage is Stage.MEASURING or not rpath.exists():
             kill_leftovers(self.round_dir(n))
             if not (self.round_dir(n) / "kernel_snapshot" / "SNAPSHOT.json").exists():
                 rounds.snapshot(self, self.round_dir(n))
-            record = rounds.interrupted_record(self, n, p, interrupted)
-            atomic_write_json(rpath, record)
-            p["stage"] = Stage.DECIDED.value
+            write_record(rpath, rounds.interrupted_record(self, n, p, interrupted))
+            p = self.state.pending = p.at(Stage.DECIDED)
             self.save()
             self.say(f"round-{n} was interrupted before its decision: closed as ROLLED BACK")
-        record = rounds.load_record(rpath)
-        if p["stage"] == Stage.DECIDED.value:
-            p["commit"] = self._apply(n, record)
-            p["stage"] = Stage.APPLIED.value
+        record = read_record(rpath)
+        if p.stage is Stage.DECIDED:
+            p = self.state.pending = p.at(Stage.APPLIED, commit=self._apply(n, record))
             self.save()
             _fault("applied")
-        if p["stage"] == Stage.APPLIED.value:
-            closing.write_records(self, n, record, p.get("commit"))
-            p["stage"] = Stage.RECORDED.value
+        if p.stage is Stage.APPLIED:
+            closing.write_records(self, n, record, p.commit)
+            p = self.state.pending = p.at(Stage.RECORDED)
             self.save()
-        self._close(n, record, p.get("commit"))
+        self._close(n, record, p.commit)
         return record
 
-    def _apply(self, n: int, record: dict[str, Any]) -> str | None:
-        if record["status"] == Status.ACCEPTED.value:
+    def _apply(self, n: int, record: RoundRecord) -> str | None:
+        if record.accepted:
             if not self.m.git_commit:
                 return None
-            d = record["decision"]
+            d = record.decision
             msg = commit_message(
                 self.m.target_op,
                 self.m.target_backend,
                 n,
-                record.get("summary") or record["hypothesis"],
-                record["hypothesis"],
-                d["aggregate_before"],
-                d["aggregate_after"],
+                record.summary or record.hypothesis,
+                record.hypothesis,
+                d.aggregate_before,
+                d.aggregate_after,
                 f"{os.path.relpath(self.dir, self.groot)}/logs/optimize.md",
             )
             head_msg = git.log_message(self.groot)
@@ -318,25 +309,24 @@ class Campaign:
         rounds.restore_incumbent(self)
         return None
 
-    def _close(self, n: int, record: dict[str, Any], commit: str | None) -> None:
+    def _close(self, n: int, record: RoundRecord, commit: str | None) -> None:
         st = self.state
         if st.closed_round(n) is None:
             st.closed.append(closing.closed_entry(self, record, commit))
-        accepted = record["status"] == Status.ACCEPTED.value
-        if accepted:
+        if record.accepted:
             st.incumbent_round = n
             st.incumbent_commit = commit if self.m.git_commit else None
-            st.incumbent_quick_csv = record.get("quick_csv") or record["csv"]
-            if record["level"] == "full":
-                st.incumbent_full_csv = record["csv"]
+            st.incumbent_quick_csv = record.quick_csv or record.csv
+            if record.level == "full":
+                st.incumbent_full_csv = record.csv
             st.consecutive_rollbacks = 0
         else:
             st.consecutive_rollbacks += 1
-        if record["category"] != "scope":
+        if record.category is not Category.SCOPE:
             st.ambient = rounds.ambient(self)
         st.pending = None
         self.save()
-        closing.after_round(self, n, record)
+        closing.after_round(self, n)
         self.save()
 
     # -- status --------------------------------------------------------------------------------
@@ -354,11 +344,11 @@ class Campaign:
             "incumbent_round": st.incumbent_round,
             "incumbent_commit": st.incumbent_commit,
             "consecutive_rollbacks": st.consecutive_rollbacks,
-            "pending": st.pending,
-            "termination": st.termination,
+            "pending": None if st.pending is None else st.pending.to_dict(),
+            "termination": None if st.termination is None else st.termination.to_dict(),
             "representative_shapes": self.m.representative_shapes,
             "rounds": [
-                {**r, "paired_chain": closing.chain_of(self, r["round"])} for r in st.closed
+                {**r.to_dict(), "paired_chain": closing.chain_of(self, r.round)} for r in st.closed
             ],
             "harness_intact": file_sha256(self.dir / "quick_test_bench.py") == st.harness_sha256,
         }

@@ -17,12 +17,12 @@ from kernel_ratchet.campaign import closing, git, rounds
 from kernel_ratchet.campaign.clock import now
 from kernel_ratchet.campaign.create import harness_command
 from kernel_ratchet.campaign.fsutil import atomic_write_text
+from kernel_ratchet.campaign.record import read_record
 from kernel_ratchet.campaign.records import num, pct
-from kernel_ratchet.campaign.state import Phase
+from kernel_ratchet.campaign.state import ClosedEntry, Phase, Termination
 from kernel_ratchet.campaign.steps import run_step
 from kernel_ratchet.errors import CampaignError
 from kernel_ratchet.guard import RoundGain, attribute_gain
-from kernel_ratchet.optimizers.base import VERIFIED_CATEGORIES
 from kernel_ratchet.scoring.chain import check_chain
 from kernel_ratchet.scoring.decision import Status
 from kernel_ratchet.scoring.metrics import aggregates, score_vector
@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from kernel_ratchet.campaign.engine import Campaign
 
 
-def _ended_rounds(c: Campaign, status: str) -> list[dict[str, Any]]:
-    return [r for r in c.state.closed if r["status"] == status]
+def _ended_rounds(c: Campaign, status: Status) -> list[ClosedEntry]:
+    return [r for r in c.state.closed if r.status is status]
 
 
 def _final_table(c: Campaign):
@@ -71,10 +71,10 @@ def report(c: Campaign, stop: tuple[str, str] | None = None) -> str:
         )
     if not c.state.termination:
         code, why = stop or ("T4", "the user asked to stop (ratchet report)")
-        c.state.termination = {"code": code, "at": now(), "reason": why}
+        c.state.termination = Termination(code, now(), why)
         c.log("logs/optimize.md").append(
-            f"## Termination check\n{code} at {c.state.termination['at']}: "
-            f"{c.state.termination['reason']}\n\n"
+            f"## Termination check\n{code} at {c.state.termination.at}: "
+            f"{c.state.termination.reason}\n\n"
         )
         c.save()
     final = _final_table(c)
@@ -94,50 +94,50 @@ def _render(c: Campaign, final) -> str:
     base, cur = score_vector(base_t, ct), score_vector(final, ct)
     b_agg, f_agg = aggregates(base_t, ct).primary_avg, aggregates(final, ct).primary_avg
     gain = f_agg / b_agg - 1.0 if b_agg > 0 else math.nan
-    acc = _ended_rounds(c, Status.ACCEPTED.value)
-    rolled = _ended_rounds(c, Status.ROLLED_BACK.value)
+    acc = _ended_rounds(c, Status.ACCEPTED)
+    rolled = _ended_rounds(c, Status.ROLLED_BACK)
     # an interrupted, scope or harness rollback says nothing about its direction
-    rej = [r for r in rolled if r.get("category") in VERIFIED_CATEGORIES]
-    open_ = [r for r in rolled if r not in rej]
-    inc = c.state.closed_round(c.state.incumbent_round or 1) or {}
+    rej = [r for r in rolled if r.verified_ineffective]
+    open_ = [r for r in rolled if not r.verified_ineffective]
+    inc = c.state.closed_round(c.state.incumbent_round or 1)
     nexts = _next_directions(c)
-    kept = [r for r in c.state.closed if r["status"] != Status.ROLLED_BACK.value]
-    chain = check_chain([(r["round"], 1.0 + (r.get("vs_baseline") or 0.0)) for r in kept])
+    kept = [r for r in c.state.closed if r.status is not Status.ROLLED_BACK]
+    chain = check_chain([(r.round, 1.0 + (r.vs_baseline or 0.0)) for r in kept])
     rows = "\n".join(
         f"| {lbl} | {num(base.get(lbl))} | {num(cur.get(lbl))} | "
         f"{pct((cur[lbl] / base[lbl] - 1) if lbl in cur and base.get(lbl) else None, 2)} |"
         for lbl in [s["label"] for s in c.m.target_shapes]
     )
     links = "\n".join(
-        f"- round-{r['round']} ({r['status']}): rounds/round-{r['round']}/summary.md"
+        f"- round-{r.round} ({r.status.value}): rounds/round-{r.round}/summary.md"
         for r in c.state.closed
     )
-    term = c.state.termination or {}
-    commit = inc.get("commit") or c.state.incumbent_commit or "-"
+    term = c.state.termination
+    commit = (inc.commit if inc else None) or c.state.incumbent_commit or "-"
     return (
         f"## Current best\nround-{c.state.incumbent_round} (commit {commit}): "
-        f"{inc.get('hypothesis')}\n\n## Directions to try\n"
+        f"{inc.hypothesis if inc else None}\n\n## Directions to try\n"
         + ("".join(f"- {d}\n" for d in nexts[:3]) or "- none recorded by the driver\n")
         + "\n## Verified-ineffective directions\n"
         + (
-            "".join(f"- round-{r['round']}: {r['hypothesis']} ({r['category']})\n" for r in rej)
+            "".join(f"- round-{r.round}: {r.hypothesis} ({r.category.value})\n" for r in rej)
             or "- none\n"
         )
         + (
             "\n## Rolled back without a verdict (not ineffective: may be tried again)\n"
-            + "".join(f"- round-{r['round']}: {r['hypothesis']} ({r['category']})\n" for r in open_)
+            + "".join(f"- round-{r.round}: {r.hypothesis} ({r.category.value})\n" for r in open_)
             if open_
             else ""
         )
         + f"\n## Final report ({now()})\n"
-        f"Termination: {term.get('code')} — {term.get('reason')}\n\n"
+        f"Termination: {term.code if term else None} — {term.reason if term else None}\n\n"
         f"Full validation ({len(c.m.target_shapes)} shapes, {c.m.primary_metric}):\n\n"
         "| Shape | Baseline | Final | Gain |\n|---|---|---|---|\n" + rows + "\n\n"
         f"- Total gain: {num(b_agg)} -> {num(f_agg)} ({pct(gain, 2)}; the full validation "
         "against the BASELINE's, two single harness measurements taken at different times)\n"
         f"- Paired chain: {_paired_chain(c, acc)}\n"
-        f"- Effective directions: {'; '.join(r['hypothesis'] for r in acc) or 'none'}\n"
-        f"- Ineffective directions: {'; '.join(r['hypothesis'] for r in rej) or 'none'}\n"
+        f"- Effective directions: {'; '.join(r.hypothesis for r in acc) or 'none'}\n"
+        f"- Ineffective directions: {'; '.join(r.hypothesis for r in rej) or 'none'}\n"
         f"- Chain integrity: {'intact' if not chain else '; '.join(chain)}\n"
         "- Top three next steps: re-profile the largest shape; revisit the most promising "
         "rolled-back direction with a different approach; compare with the vendor library\n"
@@ -145,19 +145,19 @@ def _render(c: Campaign, final) -> str:
     )
 
 
-def _paired_chain(c: Campaign, acc: list[dict[str, Any]]) -> str:
+def _paired_chain(c: Campaign, acc: list[ClosedEntry]) -> str:
     """The incumbent's paired chain (:func:`closing.chain_of`, as ``ratchet status`` and T1 read
     it: the gain the decisions stand on) and the accepted rounds' paired ratios behind it, each
     against its incumbent with its CI, on the shapes each round measured."""
     parts = []
     for r in acc:
-        d = rounds.load_record(c.round_dir(r["round"]) / "round.json").get("decision") or {}
-        if not d.get("paired"):
+        d = read_record(c.round_dir(r.round) / "round.json").decision
+        if d is None or not d.paired:
             return "none (an accepted round has no paired A/B)"
-        lo, hi = d["gain_ci"]
+        lo, hi = d.gain_ci
         parts.append(
-            f"round-{r['round']} {1 + d['gain']:.4f}x [{1 + lo:.4f}, {1 + hi:.4f}] on "
-            f"{len(d.get('per_shape') or [])} shapes"
+            f"round-{r.round} {1 + d.gain:.4f}x [{1 + lo:.4f}, {1 + hi:.4f}] on "
+            f"{len(d.per_shape)} shapes"
         )
     if not parts:
         return "no accepted round"
@@ -168,13 +168,13 @@ def _real_training(c: Campaign, headline: float) -> str:
     """S_real / W_real / R_real of the accepted chain and the inflation gap (SPEC section 8)."""
     gains = []
     for r in c.state.closed:
-        if r["status"] != Status.ACCEPTED.value:
+        if r.status is not Status.ACCEPTED:
             continue
-        rec = rounds.load_record(c.round_dir(r["round"]) / "round.json")
+        rec = read_record(c.round_dir(r.round) / "round.json")
         t = closing.transfer_of(rec)
-        bucket = (rec.get("transfer_static") or {}).get("bucket", rec["bucket"])
+        bucket = rec.transfer_static.bucket if rec.transfer_static else rec.bucket
         decision = t.get("Decision", "ACCEPT-as-real").split()[0]
-        gains.append(RoundGain(r["round"], bucket, decision, float(r.get("gain") or 0.0)))
+        gains.append(RoundGain(r.round, bucket, decision, float(r.gain or 0.0)))
     a = attribute_gain(gains, headline=headline if math.isfinite(headline) else None)
     return a.text
 
@@ -183,8 +183,8 @@ def _next_directions(c: Campaign) -> list[str]:
     """The drivers' stated next directions, newest first, without repeats."""
     out: list[str] = []
     for r in reversed(c.state.closed):
-        path = c.round_dir(r["round"]) / "round.json"
-        nd = rounds.load_record(path).get("next_direction") if path.exists() else ""
+        path = c.round_dir(r.round) / "round.json"
+        nd = read_record(path).next_direction if path.exists() else ""
         if nd and nd not in out:
             out.append(nd)
     return out

@@ -36,15 +36,12 @@ from kernel_ratchet.campaign.create import create_campaign, define_target, prefl
 from kernel_ratchet.campaign.engine import Campaign
 from kernel_ratchet.campaign.fsutil import atomic_write_json
 from kernel_ratchet.campaign.locate import find_campaign
+from kernel_ratchet.campaign.record import RoundRecord, read_record, verified_ineffective
+from kernel_ratchet.campaign.records import time_line
 from kernel_ratchet.campaign.state import Phase
 from kernel_ratchet.campaign.tips import read_tips, tips_path
 from kernel_ratchet.errors import TERMINATION_REQUESTED, CampaignError, RatchetError
-from kernel_ratchet.optimizers.base import (
-    Optimizer,
-    OptimizerContext,
-    OptimizerError,
-    ineffective_from,
-)
+from kernel_ratchet.optimizers.base import Optimizer, OptimizerContext, OptimizerError
 from kernel_ratchet.profile.schema import Profile
 from kernel_ratchet.scoring.roofline import efficiency
 
@@ -70,7 +67,7 @@ class LoopResult:
     """What one ``run_campaign`` call did: the campaign, its rounds this run, why it stopped."""
 
     campaign_dir: Path
-    rounds: list[dict[str, Any]] = field(default_factory=list)
+    rounds: list[RoundRecord] = field(default_factory=list)
     stop: tuple[str, str] | None = None  # (code, reason)
     report: str | None = None
 
@@ -152,9 +149,9 @@ def build_context(c: Campaign, analysis: Mapping[str, Any] | None) -> OptimizerC
     """What the optimizer may read before the next round (the incumbent, records, tips)."""
     records = []
     for r in c.state.closed:
-        path = c.round_dir(r["round"]) / "round.json"
+        path = c.round_dir(r.round) / "round.json"
         if path.exists():
-            records.append(rounds.load_record(path))
+            records.append(read_record(path))
     sources = {}
     for rel in c.m.kernel_source:
         data = rounds.incumbent_bytes(c, rel)
@@ -166,7 +163,7 @@ def build_context(c: Campaign, analysis: Mapping[str, Any] | None) -> OptimizerC
         manifest=dataclasses.asdict(c.m),
         sources=sources,
         rounds=tuple(records),
-        ineffective=tuple(ineffective_from(records)),
+        ineffective=tuple(verified_ineffective(records)),
         tips=read_tips(tp),
         analysis=analysis,
         tunables=c.op.tunables,
@@ -204,7 +201,7 @@ def run_campaign(
     efficiency_target: float | None = None,
     say: Say | None = None,
     stop_flag: threading.Event | None = None,
-    on_round: Callable[[dict[str, Any]], None] | None = None,
+    on_round: Callable[[RoundRecord], None] | None = None,
     init: Mapping[str, Any] | None = None,
     pause_at_budget: bool = False,
 ) -> LoopResult:
@@ -230,7 +227,8 @@ def run_campaign(
             say(f"BASELINE done; representative shapes: {', '.join(c.m.representative_shapes)}")
         if c.state.phase in (Phase.TERMINATED, Phase.ACCEPTED):
             res.report = finish.report(c)
-            res.stop = ((c.state.termination or {}).get("code", "T4"), "already ended")
+            code = c.state.termination.code if c.state.termination else "T4"
+            res.stop = (code, "already ended")
             return res
         res.stop = _loop(
             c,
@@ -271,7 +269,7 @@ def _loop(
     took: list[float] = []  # seconds of each validated round of this run
     while True:
         if c.state.termination:
-            return c.state.termination["code"], c.state.termination["reason"]
+            return c.state.termination.code, c.state.termination.reason
         if stop_flag.is_set():
             return "T4", "the user asked to stop (Ctrl+C during `ratchet run`)"
         if TERMINATION_REQUESTED.is_set():  # SIGTERM whose Terminated was lost in flight
@@ -343,8 +341,8 @@ def _loop(
         res.rounds.append(rec)
         took.append(time.monotonic() - t_round)
         opt.observe(rec)
-        say(f"round-{n} {rec['status']} ({rec['category']}): {rec['reason']}")
-        if rec.get("seconds"):
-            say(f"round-{n} took {rounds.time_line(rec)}")
+        say(f"round-{n} {rec.status.value} ({rec.category.value}): {rec.reason}")
+        if rec.seconds:
+            say(f"round-{n} took {time_line(rec.seconds)}")
         if on_round:
             on_round(rec)

@@ -6,7 +6,7 @@ out; writing them is the engine's job.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -226,6 +226,14 @@ def optimize_round(v: RoundView) -> str:
         f"- Decision: {v.reason}\n"
         f"- Summary: rounds/round-{v.n}/summary.md\n\n"
     )
+
+
+def time_line(seconds: Mapping[str, float]) -> str:
+    """``"114 s: test 15, harness_quick 20, ab_quick 79"`` from a round record's ``seconds``."""
+    sec = dict(seconds)
+    total = sec.pop("measure", None)
+    steps = ", ".join(f"{k} {v:.0f}" for k, v in sec.items())
+    return f"{total:.0f} s: {steps}" if total is not None else steps
 
 
 def tip_entry(

@@ -7,30 +7,37 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kernel_ratchet.campaign import git, workspace
 from kernel_ratchet.campaign.clock import now
 from kernel_ratchet.campaign.create import harness_command, write_harness
 from kernel_ratchet.campaign.fsutil import atomic_write_json, atomic_write_text, file_sha256
-from kernel_ratchet.campaign.paired_round import paired_decision
+from kernel_ratchet.campaign.paired_round import PairedFailure, paired_decision
+from kernel_ratchet.campaign.record import (
+    LEVELS,
+    Category,
+    RoundDraft,
+    RoundRecord,
+    category_of,
+)
+from kernel_ratchet.campaign.round_decision import RoundDecision
+from kernel_ratchet.campaign.state import PendingRound
 from kernel_ratchet.campaign.steps import run_step
 from kernel_ratchet.campaign.transfer_round import dynamic_check
 from kernel_ratchet.errors import CampaignError, SchemaError
 from kernel_ratchet.guard import StaticAudit, audit_change, skew_robustness
-from kernel_ratchet.guard.static_audit import REJECT
+from kernel_ratchet.guard.static_audit import BUCKETS, REJECT
 from kernel_ratchet.harness.ab import SEED_POLICY
 from kernel_ratchet.harness.provenance import collect_provenance
 from kernel_ratchet.harness.provenance import write_provenance as save_provenance
-from kernel_ratchet.scoring.decision import Status, decide
+from kernel_ratchet.scoring.decision import decide
 
 if TYPE_CHECKING:
     from kernel_ratchet.campaign.engine import Campaign
 
-BUCKETS = ("K1", "K2", "K3", "K4", "W1", "W2", "W3")
-LEVELS = ("quick", "full")
 TEST_TIMEOUT_S = 1800.0
 HARNESS_TIMEOUT_S = 3600.0
 ESCALATE_BELOW = 0.05  # a quick gain under 5% is confirmed on the full set (SPEC section 5)
@@ -113,7 +120,7 @@ def preconditions(c: Campaign, hypothesis: str, bucket: str, level: str) -> None
     if st.phase.value == "INITIALIZED":
         raise CampaignError("no baseline yet: run `ratchet baseline` first")
     if st.phase.value != "OPTIMIZING" or st.termination:
-        why = (st.termination or {}).get("reason", st.phase.value)
+        why = st.termination.reason if st.termination else st.phase.value
         raise CampaignError(
             f"the campaign has ended ({why}); run `ratchet report`, or start a "
             "new campaign with `ratchet init`"
@@ -169,21 +176,18 @@ def transfer_audit(c: Campaign, declared: str) -> StaticAudit:
     return audit_change(before, after, declared_bucket=declared)
 
 
-def _skew_gate(d: dict[str, Any]) -> dict[str, Any]:
+def _skew_gate(d: RoundDecision) -> tuple[RoundDecision, bool]:
     """Grouped ops: a gain on uniform token distributions that does not hold on skewed ones is
-    over-fitting (SPEC section 8): an ACCEPT becomes a rollback."""
-    gains = {s["label"]: s["delta"] for s in d.get("per_shape") or []}
+    over-fitting (SPEC section 8): an ACCEPT becomes a rollback. Returns (decision, whether it
+    was rejected as overfit)."""
+    gains = {s.label: s.delta for s in d.per_shape}
     if not gains or any(g <= -1 for g in gains.values()):
-        return d
+        return d, False
     verdict, why = skew_robustness(gains)
-    d = {**d, "skew": [verdict, why]}
-    if verdict == REJECT and d["status"] == Status.ACCEPTED.value:
-        d.update(
-            status=Status.ROLLED_BACK.value,
-            overfit=True,
-            reason=f"REJECT-as-overfit: {why}; measured: {d['reason']}",
-        )
-    return d
+    d = replace(d, skew=(verdict, why))
+    if verdict == REJECT and d.accepted:
+        return d.rejected_as_overfit(why), True
+    return d, False
 
 
 def _run_harness(c: Campaign, art: Path, level: str, name: str):
@@ -199,75 +203,37 @@ def _run_harness(c: Campaign, art: Path, level: str, name: str):
     return h, csv
 
 
-def _failed(base: dict[str, Any], category: str, reason: str) -> dict[str, Any]:
-    return {
-        **base,
-        "status": Status.ROLLED_BACK.value,
-        "category": category,
-        "reason": reason,
-        "finished": now(),
-        "decision": None,
-    }
-
-
-def _decide(c: Campaign, cand_rel: str, inc_rel: str, build_ok=True, test_ok=True) -> dict:
+def _gates(c: Campaign, cand_rel: str, inc_rel: str) -> RoundDecision:
     cand = c.table(cand_rel)
     inc = c.table(inc_rel).restrict([r.label for r in cand.rows])
-    d = decide(
-        inc,
-        cand,
-        c.m.campaign_type,
-        regression_threshold=c.m.regression_threshold,
-        build_ok=build_ok,
-        test_ok=test_ok,
-    )
-    return {
-        "status": d.status.value,
-        "reason": d.reason,
-        "trade_off": d.trade_off,
-        "regressions": list(d.regressions),
-        "aggregate_before": d.aggregate_before,
-        "aggregate_after": d.aggregate_after,
-        "gain": d.gain,
-        "gain_noise": d.gain_noise,
-        "ambiguous": d.ambiguous,
-        "per_shape": [
-            {
-                "label": s.label,
-                "incumbent": s.incumbent,
-                "candidate": s.candidate,
-                "delta": s.delta,
-                "noise": s.noise,
-                "verdict": s.verdict.value,
-            }
-            for s in d.per_shape
-        ],
-    }
+    d = decide(inc, cand, c.m.campaign_type, regression_threshold=c.m.regression_threshold)
+    return RoundDecision.from_gates(d)
 
 
-def measure(c: Campaign, n: int, p: dict[str, Any]) -> dict[str, Any]:
+def measure(c: Campaign, n: int, p: PendingRound) -> RoundRecord:
     """Scope check, rebuild, focused test, harness, decision. Returns the round record; its
     ``seconds`` say where the round's wall time went (monotonic clock, per step that ran:
     rebuild, test, harness_quick/_full, ab_quick/_full, transfer; measure = all of them)."""
     t0 = time.monotonic()
     record = _measure(c, n, p)
-    record.setdefault("seconds", {})["measure"] = round(time.monotonic() - t0, 1)
-    return record
+    return record.with_seconds("measure", time.monotonic() - t0)
 
 
-def time_line(record: dict[str, Any]) -> str:
-    """``"114 s: test 15, harness_quick 20, ab_quick 79"`` from a round record's ``seconds``."""
-    sec = dict(record.get("seconds") or {})
-    total = sec.pop("measure", None)
-    steps = ", ".join(f"{k} {v:.0f}" for k, v in sec.items())
-    return f"{total:.0f} s: {steps}" if total is not None else steps
+def _draft(c: Campaign, n: int, p: PendingRound, diff: str) -> RoundDraft:
+    return RoundDraft(
+        round=n,
+        hypothesis=p.hypothesis or "",
+        bucket=p.bucket or "-",
+        change=p.notes.get("change") or _diffstat(diff),
+        level=p.level or "quick",
+        started=p.started,
+        test_command=c.m.test_command,
+        incumbent_round=c.state.incumbent_round,
+        notes=p.notes,
+    )
 
 
-def _timed(base: dict[str, Any], step: str, seconds: float) -> None:
-    base.setdefault("seconds", {})[step] = round(seconds, 1)
-
-
-def _measure(c: Campaign, n: int, p: dict[str, Any]) -> dict[str, Any]:
+def _measure(c: Campaign, n: int, p: PendingRound) -> RoundRecord:
     rdir = c.round_dir(n)
     art = rdir / "artifacts"
     art.mkdir(parents=True, exist_ok=True)
@@ -280,48 +246,25 @@ def _measure(c: Campaign, n: int, p: dict[str, Any]) -> dict[str, Any]:
             else ""
         )
     (art / "candidate.diff").write_text(diff)
-    base = {
-        "round": n,
-        "hypothesis": p["hypothesis"],
-        "bucket": p["bucket"],
-        "change": p.get("change") or _diffstat(diff),
-        "expected": p.get("expected", ""),
-        "lesson": p.get("lesson", ""),
-        "next_direction": p.get("next_direction", ""),
-        "takeaway": p.get("takeaway", ""),
-        "summary": p.get("summary", ""),
-        "direction": p.get("direction", ""),
-        "level": p["level"],
-        "started": p["started"],
-        "csv": None,
-        "quick_csv": None,
-        "incumbent_csv": None,
-        "test_command": c.m.test_command,
-        "harness_command": "",
-        "incumbent_round": c.state.incumbent_round,
-        "out_of_scope": [],
-        "seconds": {},
-    }
+    draft = _draft(c, n, p, diff)
     scope = out_of_scope(c)
     if scope:
-        return {
-            **_failed(
-                base,
-                "scope",
-                f"files outside kernel_source changed: {scope}; "
-                "a round may change only the kernel files. Revert them before the "
-                "next round",
-            ),
-            "out_of_scope": scope,
-        }
-    audit = transfer_audit(c, p["bucket"])
-    base["transfer_static"] = asdict(audit)
-    if audit.verdict == REJECT:
-        return _failed(
-            base,
-            "overfit",
-            f"REJECT-as-overfit before any benchmark ({audit.bucket}): {audit.reason}",
+        why = (
+            f"files outside kernel_source changed: {scope}; a round may change only the "
+            "kernel files. Revert them before the next round"
         )
+        return draft.failed(Category.SCOPE, why, now(), out_of_scope=scope)
+    audit = transfer_audit(c, draft.bucket)
+    draft.transfer_static = audit
+    if audit.verdict == REJECT:
+        why = f"REJECT-as-overfit before any benchmark ({audit.bucket}): {audit.reason}"
+        return draft.failed(Category.OVERFIT, why, now())
+    failed = _build_and_test(c, n, draft, art)
+    return failed or _measure_levels(c, n, draft, art)
+
+
+def _build_and_test(c: Campaign, n: int, draft: RoundDraft, art: Path) -> RoundRecord | None:
+    """The rebuild (when the campaign has one) and the focused test; their failure's record."""
     if c.m.rebuild_command:
         c.say(f"round-{n}: rebuild")
         b = run_step(
@@ -331,9 +274,9 @@ def _measure(c: Campaign, n: int, p: dict[str, Any]) -> dict[str, Any]:
             log_path=art / "rebuild.log",
             timeout_s=TEST_TIMEOUT_S,
         )
-        _timed(base, "rebuild", b.seconds)
+        draft.timed("rebuild", b.seconds)
         if not b.ok:
-            return _failed(base, "build", f"build failed: {b.reason}")
+            return draft.failed(Category.BUILD, f"build failed: {b.reason}", now())
     c.say(f"round-{n}: focused test")
     t = run_step(
         "focused test",
@@ -342,100 +285,96 @@ def _measure(c: Campaign, n: int, p: dict[str, Any]) -> dict[str, Any]:
         log_path=art / "test.log",
         timeout_s=TEST_TIMEOUT_S,
     )
-    _timed(base, "test", t.seconds)
+    draft.timed("test", t.seconds)
     if not t.ok:
-        return _failed(base, "test", f"focused test failed: {t.reason}")
-    return _measure_levels(c, n, base, art)
+        return draft.failed(Category.TEST, f"focused test failed: {t.reason}", now())
+    return None
 
 
-def _level(c: Campaign, n: int, base: dict, art: Path, level: str, name: str):
+@dataclass(frozen=True)
+class LevelResult:
+    """One level's outcome: its CSV and decision with the decision's category, or the record
+    of the failure that ended the round there."""
+
+    csv: Path | None = None
+    decision: RoundDecision | None = None
+    category: Category | None = None
+    failed: RoundRecord | None = None
+
+
+def _level(c: Campaign, n: int, draft: RoundDraft, art: Path, level: str, name: str):
     """Harness at ``level`` (the round's CSV), then the decision against the incumbent:
-    correctness and shape-set gates on the CSV, then the paired A/B. Returns (csv, decision)
-    or (None, failed record)."""
+    correctness and shape-set gates on the CSV, then the paired A/B."""
     shapes = len(c.m.representative_shapes) if level == "quick" else len(c.m.target_shapes)
     c.say(f"round-{n}: harness, {level} level ({shapes} shapes)")
     h, csv = _run_harness(c, art, level, name)
-    _timed(base, f"harness_{level}", h.seconds)
-    base["harness_command"] = base.get("harness_command") or h.command
+    draft.timed(f"harness_{level}", h.seconds)
+    draft.harness_command = draft.harness_command or h.command
     if not h.ok or not csv.exists():
-        return None, _failed(base, "harness", f"the {level}-level harness failed: {h.reason}")
+        why = f"the {level}-level harness failed: {h.reason}"
+        return LevelResult(failed=draft.failed(Category.HARNESS, why, now()))
     write_provenance(c, art, level)
     inc_rel = c.state.incumbent_quick_csv if level == "quick" else c.state.incumbent_full_csv
     try:
-        gates = _decide(c, c.rel(csv), inc_rel)
+        gates = _gates(c, c.rel(csv), inc_rel)
     except SchemaError as exc:
-        return None, _failed(base, "schema", f"benchmark CSV schema drift: {exc}")
+        why = f"benchmark CSV schema drift: {exc}"
+        return LevelResult(failed=draft.failed(Category.SCHEMA, why, now()))
     if any(not r.passed for r in c.table(c.rel(csv)).rows):
-        return csv, {**gates, "paired": False}
+        return LevelResult(csv, gates, Category.CORRECTNESS)
     t0 = time.monotonic()
-    d = paired_decision(c, n, art, c.rel(csv), inc_rel)
-    _timed(base, f"ab_{level}", time.monotonic() - t0)
-    if "failure" in d:
-        return None, {
-            **_failed(base, d["category"], d["reason"]),
-            "csv": c.rel(csv),
-            "failure": d["failure"],
-        }
-    d["harness_only"] = {k: gates[k] for k in ("status", "reason", "gain")}
-    return csv, _skew_gate(d)
+    outcome = paired_decision(c, n, art, c.rel(csv), inc_rel)
+    draft.timed(f"ab_{level}", time.monotonic() - t0)
+    if isinstance(outcome, PairedFailure):
+        record = draft.failed(
+            outcome.category, outcome.reason, now(), csv=c.rel(csv), failure=outcome.failure
+        )
+        return LevelResult(failed=record)
+    harness_only = {"status": gates.status.value, "reason": gates.reason, "gain": gates.gain}
+    d = replace(outcome, harness_only=harness_only)
+    d, overfit = _skew_gate(d)
+    category = Category.OVERFIT if overfit else category_of(d, c.m.regression_threshold)
+    return LevelResult(csv, d, category)
 
 
-def _measure_levels(c: Campaign, n: int, base: dict, art: Path) -> dict[str, Any]:
-    level = base["level"]
+def _measure_levels(c: Campaign, n: int, draft: RoundDraft, art: Path) -> RoundRecord:
+    level = draft.level
     inc_rel = c.state.incumbent_quick_csv if level == "quick" else c.state.incumbent_full_csv
-    csv, d = _level(c, n, base, art, level, "benchmark.csv")
-    if csv is None:
-        return d
-    record = {**base, "csv": c.rel(csv), "incumbent_csv": inc_rel, "decision": d}
-    if level == "quick" and d["status"] == Status.ACCEPTED.value and d["gain"] < ESCALATE_BELOW:
-        c.say(f"round-{n}: quick gain {d['gain'] * 100:+.2f}% < 5%: full validation")
+    res = _level(c, n, draft, art, level, "benchmark.csv")
+    if res.failed is not None:
+        return res.failed
+    csv, d, category = res.csv, res.decision, res.category
+    escalated = False
+    if level == "quick" and d.accepted and d.gain < ESCALATE_BELOW:
+        c.say(f"round-{n}: quick gain {d.gain * 100:+.2f}% < 5%: full validation")
         quick = art / "benchmark_quick.csv"
         os.replace(csv, quick)
-        base["quick_csv"] = c.rel(quick)
-        csv, d = _level(c, n, base, art / "full", "full", "benchmark.csv")
-        if csv is None:
-            return d
+        draft.quick_csv = c.rel(quick)
+        res = _level(c, n, draft, art / "full", "full", "benchmark.csv")
+        if res.failed is not None:
+            return res.failed
         final = art / "benchmark.csv"
-        os.replace(csv, final)
-        record.update(
-            level="full",
-            escalated=True,
-            quick_csv=c.rel(quick),
-            csv=c.rel(final),
-            incumbent_csv=c.state.incumbent_full_csv,
-            decision=d,
-        )
-    if d["status"] == Status.ACCEPTED.value and d.get("paired"):
-        c.say(f"round-{n}: transfer check (fresh tensors vs the benchmark idiom)")
-        t0 = time.monotonic()
-        dyn = dynamic_check(c, art, [r.label for r in c.table(record["csv"]).rows])
-        _timed(base, "transfer", time.monotonic() - t0)
-        d = {**d, "dynamic": dyn}
-        if dyn["verdict"] == "OVERFIT":
-            why = f"REJECT-as-overfit: {dyn['reason']}; measured: {d['reason']}"
-            d.update(status=Status.ROLLED_BACK.value, overfit=True, reason=why)
-        record["decision"] = d
-    category = "ok" if d["status"] == Status.ACCEPTED.value else _why(c, d)
-    return {
-        **record,
-        "status": d["status"],
-        "category": category,
-        "reason": d["reason"],
-        "finished": now(),
-    }
+        os.replace(res.csv, final)
+        csv, d, category = final, res.decision, res.category
+        level, inc_rel, escalated = "full", c.state.incumbent_full_csv, True
+    if d.accepted and d.paired:
+        d, category = _transfer_gate(c, n, draft, art, c.rel(csv), d, category)
+    return draft.decided(
+        d, category, now(), level=level, csv=c.rel(csv), incumbent_csv=inc_rel, escalated=escalated
+    )
 
 
-def _why(c: Campaign, d: dict[str, Any]) -> str:
-    if "Check=FAIL" in d["reason"] or "FAIL" in d["reason"].split(":")[0]:
-        return "correctness"
-    if d.get("unconfirmed"):
-        return "unconfirmed"
-    if d.get("overfit"):
-        return "overfit"
-    worst = min((s["delta"] for s in d.get("per_shape") or []), default=0.0)
-    if d["regressions"] and worst <= -c.m.regression_threshold:
-        return "regression"
-    return "noise" if d.get("ambiguous") else "no-gain"
+def _transfer_gate(c, n, draft, art, csv_rel, d: RoundDecision, category: Category):
+    """The dynamic transfer check of an accepted paired decision: an OVERFIT verdict rolls
+    the round back as REJECT-as-overfit."""
+    c.say(f"round-{n}: transfer check (fresh tensors vs the benchmark idiom)")
+    t0 = time.monotonic()
+    dyn = dynamic_check(c, art, [r.label for r in c.table(csv_rel).rows])
+    draft.timed("transfer", time.monotonic() - t0)
+    d = replace(d, dynamic=dyn)
+    if dyn["verdict"] == "OVERFIT":
+        return d.rejected_as_overfit(dyn["reason"]), Category.OVERFIT
+    return d, category
 
 
 def _diffstat(diff: str) -> str:
@@ -446,39 +385,26 @@ def _diffstat(diff: str) -> str:
     return f"{where}: +{added} -{removed} lines (artifacts/candidate.diff)"
 
 
-def interrupted_record(c: Campaign, n: int, p: dict[str, Any], how: str) -> dict[str, Any]:
-    base = {
-        "round": n,
-        "hypothesis": p.get("hypothesis", ""),
-        "bucket": p.get("bucket", "-"),
-        "change": p.get("change", "see kernel_snapshot"),
-        "level": p.get("level", "quick"),
-        "started": p.get("started", ""),
-        "csv": None,
-        "quick_csv": None,
-        "incumbent_csv": None,
-        "test_command": c.m.test_command,
-        "harness_command": "",
-        "out_of_scope": [],
-        "incumbent_round": c.state.incumbent_round,
-        "expected": p.get("expected", ""),
-        "lesson": "",
-        "next_direction": p.get("next_direction", ""),
-        "takeaway": "",
-        "summary": p.get("summary", ""),
-        "direction": p.get("direction", ""),
-    }
-    return _failed(
-        base,
-        "interrupted",
-        f"interrupted by {how} before a decision; the "
-        f"candidate is kept in rounds/round-{n}/kernel_snapshot and the kernel files "
-        "were restored to the incumbent",
+def interrupted_record(c: Campaign, n: int, p: PendingRound, how: str) -> RoundRecord:
+    """The ROLLED BACK record of round ``n``, interrupted by ``how`` before its decision."""
+    notes = {k: v for k, v in p.notes.items() if k not in ("lesson", "takeaway")}
+    draft = RoundDraft(
+        round=n,
+        hypothesis=p.hypothesis or "",
+        bucket=p.bucket or "-",
+        change=p.notes.get("change", "see kernel_snapshot"),
+        level=p.level or "quick",
+        started=p.started,
+        test_command=c.m.test_command,
+        incumbent_round=c.state.incumbent_round,
+        notes=notes,
+        seconds=None,
     )
-
-
-def load_record(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text())
+    why = (
+        f"interrupted by {how} before a decision; the candidate is kept in "
+        f"rounds/round-{n}/kernel_snapshot and the kernel files were restored to the incumbent"
+    )
+    return draft.failed(Category.INTERRUPTED, why, now())
 
 
 def write_provenance(c: Campaign, art: Path, level: str) -> None:

@@ -450,18 +450,19 @@ def _revalidate(c: Campaign, ws: dict[str, Any]) -> tuple[bool, list[str], float
 
 
 def _commit(c: Campaign, n: int, kernel_git: list[str], after: float | None) -> str | None:
+    from kernel_ratchet.campaign.record import read_record
     from kernel_ratchet.campaign.records import commit_message
     from kernel_ratchet.scoring.metrics import aggregates
 
-    rec = json.loads((c.round_dir(n) / "round.json").read_text())
+    rec = read_record(c.round_dir(n) / "round.json")
     baseline = c.baseline_table()
     before = aggregates(baseline, c.m.campaign_type).primary_avg
     msg = commit_message(
         c.m.target_op,
         c.m.target_backend,
         n,
-        f"{rec.get('summary') or rec['hypothesis']} (workspace sync-back)",
-        rec["hypothesis"],
+        f"{rec.summary or rec.hypothesis} (workspace sync-back)",
+        rec.hypothesis,
         before,
         after or before,
         f"{os.path.relpath(c.dir, c.groot)}/logs/optimize.md",

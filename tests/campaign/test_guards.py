@@ -61,7 +61,7 @@ def test_renamed_csv_column_fails_validate_loudly(project, open_campaign, monkey
         c.validate("32x32 tiles")
     with open_campaign() as c:
         last = c.state.closed[-1]
-    assert last["status"] == "ROLLED BACK" and last["category"] == "schema"
+    assert last.status == "ROLLED BACK" and last.category == "schema"
     assert "BLOCK_M = 16" in (project / KERNEL).read_text()
 
 
@@ -89,7 +89,7 @@ def test_sigterm_during_the_harness_closes_the_round_and_exits_143(
         TERMINATION_REQUESTED.clear()  # process-wide: later tests run loops in this process
     assert not TERMINATION_REQUESTED.is_set()
     with open_campaign() as c:
-        assert c.state.pending is None and c.state.closed[-1]["category"] == "interrupted"
+        assert c.state.pending is None and c.state.closed[-1].category == "interrupted"
     record = json.loads((campaign_dir(project) / "rounds/round-2/round.json").read_text())
     assert "SIGTERM" in record["reason"] and "Ctrl+C" not in record["reason"]
     assert "BLOCK_M = 16" in (project / KERNEL).read_text()
@@ -124,7 +124,7 @@ def test_edited_log_is_refused_and_an_appended_correction_is_not(project, open_c
     log.write_text(original + "> Correction (2026-01-01 00:00): a note appended by hand\n")
     with open_campaign() as c:
         rec = c.validate("32x32 tiles")
-    assert rec["status"] == "ACCEPTED", rec.get("reason")
+    assert rec.status == "ACCEPTED", rec.reason
     assert "a note appended by hand" in log.read_text()
 
 
@@ -134,8 +134,8 @@ def test_change_outside_kernel_source_is_rolled_back_and_left_alone(project, ope
     test_file.write_text(test_file.read_text() + "\n# weakened test\n")
     with open_campaign() as c:
         rec = c.validate("32x32 tiles")
-    assert rec["status"] == "ROLLED BACK" and rec["category"] == "scope"
-    assert rec["out_of_scope"] == ["tests/test_kernel.py"]
+    assert rec.status == "ROLLED BACK" and rec.category == "scope"
+    assert list(rec.out_of_scope) == ["tests/test_kernel.py"]
     assert "# weakened test" in test_file.read_text()  # never touched by the tool
     assert "BLOCK_M = 16" in (project / KERNEL).read_text()
 
@@ -152,7 +152,7 @@ def test_edited_harness_and_empty_round_are_refused_without_a_round(project, ope
     with open_campaign() as c:
         assert c.state.next_round == 2 and len(c.state.closed) == 1
         rec = c.validate("32x32 tiles")
-        assert rec["status"] == "ACCEPTED", rec.get("reason")
+        assert rec.status == "ACCEPTED", rec.reason
 
 
 def test_ctrl_c_during_the_harness_closes_the_round(project, open_campaign, monkeypatch):
@@ -170,7 +170,7 @@ def test_ctrl_c_during_the_harness_closes_the_round(project, open_campaign, monk
     with open_campaign() as c:
         assert c.state.pending is None
         last = c.state.closed[-1]
-    assert last["category"] == "interrupted" and "Ctrl+C" in json.dumps(
+    assert last.category == "interrupted" and "Ctrl+C" in json.dumps(
         json.loads((campaign_dir(project) / "rounds/round-2/round.json").read_text())
     )
     assert "BLOCK_M = 16" in (project / KERNEL).read_text()
