@@ -28,7 +28,7 @@ from kernel_ratchet.campaign.profiling import render_md as profile_md
 from kernel_ratchet.scoring.roofline import Ceilings, analyze_table, render_md
 
 if TYPE_CHECKING:
-    from kernel_ratchet.campaign.engine import Campaign
+    from kernel_ratchet.campaign.context import CampaignContext
 
 
 def _timed(fn, reps: int, sync) -> float:
@@ -86,7 +86,7 @@ def ceilings(campaign_dir: Path, *, refresh: bool = False) -> Ceilings:
     return c
 
 
-def _adapter(c: Campaign) -> Any:
+def _adapter(c: CampaignContext) -> Any:
     from kernel_ratchet.harness.adapter import load_adapter
 
     sys.path.insert(0, str(c.root))
@@ -98,7 +98,7 @@ def _adapter(c: Campaign) -> Any:
         sys.path.remove(str(c.root))
 
 
-def analyze_campaign(c: Campaign, n: int) -> dict[str, Any]:
+def analyze_campaign(c: CampaignContext, n: int) -> dict[str, Any]:
     """ANALYZE before round ``n``: the incumbent's latest CSV against the ceilings; writes
     ``profiles/round-<n>/analysis.{json,md}`` and returns the analysis."""
     ceil = ceilings(c.dir)

@@ -16,13 +16,9 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from kernel_ratchet.campaign.category import Category, check_outcome, is_verified_ineffective
 from kernel_ratchet.campaign.fsutil import atomic_write_json
-from kernel_ratchet.campaign.record import (
-    NOTE_KEYS,
-    Category,
-    check_outcome,
-    is_verified_ineffective,
-)
+from kernel_ratchet.campaign.record import NOTE_KEYS
 from kernel_ratchet.errors import CampaignError
 from kernel_ratchet.scoring.decision import Status
 

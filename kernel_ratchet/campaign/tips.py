@@ -6,7 +6,7 @@ from pathlib import Path
 
 from kernel_ratchet.campaign.clock import now
 from kernel_ratchet.campaign.fsutil import append_text
-from kernel_ratchet.campaign.records import tip_entry
+from kernel_ratchet.campaign.render import tip_entry
 
 
 def tips_path(tips_root: Path, gpu: str, op: str, backend: str) -> Path:

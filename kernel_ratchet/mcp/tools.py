@@ -97,9 +97,11 @@ class RatchetTools:
     def campaign_status(self, campaign: str | None = None) -> dict:
         """Where the campaign stands: phase, rounds, incumbent, termination (an interrupted
         round is closed first, as `ratchet status` does)."""
+        from kernel_ratchet.campaign.status import campaign_status
+
         with self._campaign(campaign) as c:
             c.recover()
-            return jsonable(c.status())
+            return jsonable(campaign_status(c.ctx))
 
     def query_trend(self, campaign: str | None = None, last: int | None = None) -> dict:
         """The performance trend table (logs/performance_trend.md) as rows; `last` keeps the
@@ -202,7 +204,7 @@ class RatchetTools:
         from kernel_ratchet.campaign.dryrun import quick_validation
 
         with self._campaign(campaign) as c:
-            return jsonable(quick_validation(c, level))
+            return jsonable(quick_validation(c.ctx, level))
 
     def validate_round(
         self,
@@ -240,7 +242,7 @@ class RatchetTools:
 
     def report(self, campaign: str | None = None) -> dict:
         """REPORT: full validation of the incumbent and the final report (ends the campaign)."""
-        from kernel_ratchet.campaign.finish import report as do_report
+        from kernel_ratchet.report.final import report as do_report
 
         with self._campaign(campaign) as c:
             text = do_report(c)

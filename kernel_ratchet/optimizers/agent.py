@@ -33,9 +33,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kernel_ratchet.campaign.category import Category
 from kernel_ratchet.campaign.clock import now
 from kernel_ratchet.campaign.profiling import render_md
-from kernel_ratchet.campaign.record import Category, RoundRecord
+from kernel_ratchet.campaign.record import RoundRecord
 from kernel_ratchet.guard.static_audit import BUCKETS
 from kernel_ratchet.optimizers.base import Optimizer, OptimizerContext, OptimizerError, Proposal
 from kernel_ratchet.scoring.decision import Status

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from kernel_ratchet.campaign.loop import parse_duration, too_short
 from kernel_ratchet.errors import CampaignError
+from kernel_ratchet.optimizers.budget import parse_duration, too_short
 from tests.campaign.conftest import KERNEL, campaign_dir, git, make_project, ratchet
 
 AGENT = Path(__file__).resolve().parents[1] / "optimizers" / "scripted_agent.py"

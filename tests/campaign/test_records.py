@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from kernel_ratchet.campaign.records import (
+from kernel_ratchet.campaign.render import (
     commit_message,
     tip_entry,
     trend_header,
@@ -69,7 +69,7 @@ def test_tip_entry_format():
 
 
 def test_time_line_says_where_a_round_went():
-    from kernel_ratchet.campaign.records import time_line
+    from kernel_ratchet.campaign.render import time_line
 
     rec = {"seconds": {"test": 14.6, "harness_quick": 20.2, "ab_quick": 79.4, "measure": 114.9}}
     assert time_line(rec["seconds"]) == "115 s: test 15, harness_quick 20, ab_quick 79"
@@ -81,9 +81,9 @@ def test_paired_chain_reads_an_incumbent_closed_before_it_was_kept(tmp_path):
     such an incumbent is rebuilt from its round record, not taken as the baseline's."""
     from types import SimpleNamespace
 
-    from kernel_ratchet.campaign.closing import paired_chain
     from kernel_ratchet.campaign.record import RoundRecord
     from kernel_ratchet.campaign.round_decision import RoundDecision
+    from kernel_ratchet.campaign.rounds.close import paired_chain
     from kernel_ratchet.campaign.state import ClosedEntry
 
     def rec(n: int, inc: int, gain: float | None, paired: bool = True) -> RoundRecord:
@@ -116,9 +116,9 @@ def test_termination_estimates_the_incumbent_by_its_paired_chain(monkeypatch):
     measurements, otherwise); T3 counts the closed rounds after the baseline."""
     from types import SimpleNamespace
 
-    from kernel_ratchet.campaign import closing
+    from kernel_ratchet.campaign import termination
 
-    monkeypatch.setattr(closing, "aggregates", lambda *_a: SimpleNamespace(primary_avg=100.0))
+    monkeypatch.setattr(termination, "aggregates", lambda *_a: SimpleNamespace(primary_avg=100.0))
 
     from kernel_ratchet.campaign.state import ClosedEntry
 
@@ -148,12 +148,17 @@ def test_termination_estimates_the_incumbent_by_its_paired_chain(monkeypatch):
         )
         return SimpleNamespace(state=st, m=m, baseline_table=lambda: None)
 
-    reached = closing.termination(camp({"round": 2, "paired_chain": 0.06, "vs_baseline": 0.01}))
+    reached = termination.check_termination(
+        camp({"round": 2, "paired_chain": 0.06, "vs_baseline": 0.01})
+    )
     assert reached.code == "T1" and "106.00" in reached.reason
     assert (
-        closing.termination(camp({"round": 2, "paired_chain": 0.02, "vs_baseline": 0.09})) is None
+        termination.check_termination(camp({"round": 2, "paired_chain": 0.02, "vs_baseline": 0.09}))
+        is None
     )
-    legacy = closing.termination(camp({"round": 2, "vs_baseline": 0.06}))
+    legacy = termination.check_termination(camp({"round": 2, "vs_baseline": 0.06}))
     assert legacy.code == "T1"
-    t3 = closing.termination(camp({"round": 2, "paired_chain": 0.0}, None, max_iterations=1))
+    t3 = termination.check_termination(
+        camp({"round": 2, "paired_chain": 0.0}, None, max_iterations=1)
+    )
     assert t3.code == "T3"

@@ -300,7 +300,7 @@ def test_a_hopeless_candidate_stops_at_the_futility_look(tmp_path):
 def test_the_round_record_says_the_a_b_stopped_for_futility(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    from kernel_ratchet.campaign import paired_round
+    from kernel_ratchet.campaign.rounds import paired as paired_round
 
     run = ab(tmp_path, FakeSpec("cand", speed=0.7))
     monkeypatch.setattr(paired_round, "aggregates", lambda *_a: SimpleNamespace(primary_avg=100))

@@ -4,7 +4,7 @@
 CLI commands use; the optimizer only proposes. It stops when the engine records a termination
 (T1-T3), when the measured efficiency reaches ``efficiency_target`` (T2), or on T4: the
 optimizer has nothing left, this run's iteration or time budget is spent, or ``stop_flag`` is
-set (the first Ctrl+C, see :func:`graceful_interrupt`); then it writes the REPORT. A second
+set (the first Ctrl+C, see :func:`.budget.graceful_interrupt`); then it writes the REPORT. A second
 Ctrl+C raises KeyboardInterrupt at once: the engine closes the round in flight as rolled back
 and ``ratchet resume`` continues the campaign later. With ``pause_at_budget`` a spent
 iteration or time budget of this run pauses instead (no REPORT, the campaign stays open for
@@ -19,30 +19,29 @@ import hashlib
 import json
 import math
 import os
-import re
 import shlex
-import signal
-import statistics
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernel_ratchet.campaign import finish, rounds
 from kernel_ratchet.campaign.analyze import analyze_campaign
 from kernel_ratchet.campaign.create import create_campaign, define_target, preflight
 from kernel_ratchet.campaign.engine import Campaign
 from kernel_ratchet.campaign.fsutil import atomic_write_json
+from kernel_ratchet.campaign.lineage.kernel import incumbent_bytes, kernel_changed
 from kernel_ratchet.campaign.locate import find_campaign
 from kernel_ratchet.campaign.record import RoundRecord, read_record, verified_ineffective
-from kernel_ratchet.campaign.records import time_line
+from kernel_ratchet.campaign.render import time_line
 from kernel_ratchet.campaign.state import Phase
 from kernel_ratchet.campaign.tips import read_tips, tips_path
-from kernel_ratchet.errors import TERMINATION_REQUESTED, CampaignError, RatchetError
-from kernel_ratchet.optimizers.base import Optimizer, OptimizerContext, OptimizerError
+from kernel_ratchet.errors import TERMINATION_REQUESTED, RatchetError
+from kernel_ratchet.optimizers.base import Optimizer, OptimizerContext, OptimizerError, Proposal
+from kernel_ratchet.optimizers.budget import too_short
 from kernel_ratchet.profile.schema import Profile
+from kernel_ratchet.report.final import report
 from kernel_ratchet.scoring.roofline import efficiency
 
 Say = Callable[[str], None]
@@ -70,55 +69,6 @@ class LoopResult:
     rounds: list[RoundRecord] = field(default_factory=list)
     stop: tuple[str, str] | None = None  # (code, reason)
     report: str | None = None
-
-
-@contextlib.contextmanager
-def graceful_interrupt(stop_flag: threading.Event, say: Say) -> Iterator[None]:
-    """First SIGINT sets ``stop_flag`` (finish the round, then REPORT); the second raises
-    KeyboardInterrupt. A no-op outside the main thread."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum, frame):  # noqa: ARG001 - signal handler signature
-        if stop_flag.is_set():
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-            raise KeyboardInterrupt
-        stop_flag.set()
-        say("Ctrl+C: finishing the current round, then the REPORT (Ctrl+C again: stop now)")
-
-    previous = signal.signal(signal.SIGINT, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-def too_short(left_s: float, took_s: list[float]) -> str | None:
-    """Why the time left cannot hold another round, or None: a round is started only when the
-    time left is at least the median of this run's rounds so far (the first always starts).
-    Stopping between rounds keeps a ``--max-duration`` run from being cut inside one (a cut
-    round is closed as interrupted and its measurement is lost)."""
-    if not took_s or math.isinf(left_s):
-        return None
-    typical = statistics.median(took_s)
-    if left_s >= typical:
-        return None
-    return f"has {left_s:.0f} s left, less than a typical round of this run ({typical:.0f} s)"
-
-
-def parse_duration(text: str | None) -> float | None:
-    """Seconds of ``"2h"``, ``"90m"``, ``"1h30m"``, ``"45s"`` or a bare number of seconds.
-    Raises CampaignError for anything else."""
-    if not text:
-        return None
-    t = text.strip().lower()
-    if re.fullmatch(r"\d+(\.\d+)?", t):
-        return float(t)
-    parts = re.findall(r"(\d+(?:\.\d+)?)([hms])", t)
-    if not parts or "".join(a + b for a, b in parts) != t:
-        raise CampaignError(f"--max-duration {text!r}: use e.g. 2h, 90m, 1h30m or 45s")
-    return sum(float(a) * {"h": 3600, "m": 60, "s": 1}[b] for a, b in parts)
 
 
 def protected_paths(c: Campaign) -> list[Path]:
@@ -154,7 +104,7 @@ def build_context(c: Campaign, analysis: Mapping[str, Any] | None) -> OptimizerC
             records.append(read_record(path))
     sources = {}
     for rel in c.m.kernel_source:
-        data = rounds.incumbent_bytes(c, rel)
+        data = incumbent_bytes(c.ctx, rel)
         if data is not None:
             sources[rel] = data.decode("utf-8")
     tp = tips_path(c.profile.tips_root_path, c.m.target_gpu, c.m.target_op, c.m.target_backend)
@@ -226,14 +176,12 @@ def run_campaign(
             c.baseline()
             say(f"BASELINE done; representative shapes: {', '.join(c.m.representative_shapes)}")
         if c.state.phase in (Phase.TERMINATED, Phase.ACCEPTED):
-            res.report = finish.report(c)
+            res.report = report(c)
             code = c.state.termination.code if c.state.termination else "T4"
             res.stop = (code, "already ended")
             return res
-        res.stop = _loop(
-            c,
+        settings = LoopSettings(
             optimizer,
-            res,
             max_iterations,
             deadline,
             efficiency_target,
@@ -242,107 +190,155 @@ def run_campaign(
             on_round,
             PAUSED if pause_at_budget else "T4",
         )
+        res.stop = _loop(c, res, settings)
         if res.stop[0] == PAUSED:
             say(f"paused: {res.stop[1]}")
             return res
         say(f"stopping: {res.stop[0]} — {res.stop[1]}; writing the REPORT")
-        res.report = finish.report(c, stop=res.stop)
+        res.report = report(c, stop=res.stop)
     return res
 
 
-def _loop(
-    c: Campaign,
-    opt: Optimizer,
-    res: LoopResult,
-    max_iterations: int,
-    deadline: float,
-    eff_target: float | None,
-    stop_flag: threading.Event,
-    say: Say,
-    on_round,
-    budget_code: str,
-) -> tuple[str, str]:
-    """Rounds until a stop; returns (code, reason). ``budget_code`` is what a spent budget of
-    this run returns: T4 (the campaign ends) or PAUSED (``ratchet resume`` continues it)."""
-    resume = "; `ratchet resume` continues the campaign" if budget_code == PAUSED else ""
+@dataclass(frozen=True)
+class LoopSettings:
+    """How one ``run_campaign`` call runs its rounds. ``deadline``: monotonic seconds (inf: no
+    --max-duration); ``budget_code``: what a spent budget of this run returns, T4 (the campaign
+    ends) or PAUSED (``ratchet resume`` continues it)."""
+
+    optimizer: Optimizer
+    max_iterations: int
+    deadline: float
+    efficiency_target: float | None
+    stop_flag: threading.Event
+    say: Say
+    on_round: Callable[[RoundRecord], None] | None
+    budget_code: str
+
+
+def _loop(c: Campaign, res: LoopResult, run: LoopSettings) -> tuple[str, str]:
+    """Rounds until a stop; returns (code, reason)."""
     empty = 0
     took: list[float] = []  # seconds of each validated round of this run
     while True:
-        if c.state.termination:
-            return c.state.termination.code, c.state.termination.reason
-        if stop_flag.is_set():
-            return "T4", "the user asked to stop (Ctrl+C during `ratchet run`)"
-        if TERMINATION_REQUESTED.is_set():  # SIGTERM whose Terminated was lost in flight
-            return PAUSED, "SIGTERM: stopped between rounds; `ratchet resume` continues"
-        if len(res.rounds) >= max_iterations:
-            return budget_code, f"this run's budget ({max_iterations} rounds) is spent{resume}"
-        if time.monotonic() >= deadline:
-            return budget_code, f"this run's budget (--max-duration) is spent{resume}"
-        short = too_short(deadline - time.monotonic(), took)
-        if short:
-            return budget_code, f"this run's budget (--max-duration) {short}{resume}"
+        stop = _stop_before_round(c, res, run, took)
+        if stop:
+            return stop
         t_round = time.monotonic()
-        n = c.state.next_round
-        analysis = None
-        try:
-            analysis = analyze_campaign(c, n)
-        except (RatchetError, OSError, RuntimeError) as exc:
-            say(f"ANALYZE before round-{n} failed ({exc}); proposing without it")
-        if analysis and eff_target and efficiency(analysis) >= eff_target:
-            return "T2", (
-                f"{efficiency(analysis):.1%} of the measured roofline reached "
-                f"(target {eff_target:.1%})"
-            )
-        ctx = build_context(c, analysis)
-        guard = [c.root / p for p in ctx.protected]
-        before = fingerprint(guard)
-        say(f"round-{n}: asking the {opt.name} optimizer")
-        proposal = opt.propose(ctx)
-        if proposal is None and opt.interactive:
-            return PAUSED, f"the {opt.name} optimizer hands the campaign to a person"
-        if proposal is None:
-            return "T4", f"the {opt.name} optimizer has nothing left to try"
-        outside = [p for p in (proposal.files or {}) if p not in c.m.kernel_source]
-        if outside:
-            raise OptimizerError(
-                f"the {opt.name} optimizer proposed changes outside "
-                f"kernel_source: {outside}; nothing was applied"
-            )
-        proposal.apply_to(c.root)
-        touched = [
-            os.path.relpath(p, c.root) for p, h in fingerprint(guard).items() if before[p] != h
-        ]
-        if touched:
-            raise OptimizerError(
-                f"round-{n}: the {opt.name} optimizer changed protected files {touched} (the "
-                "harness, tests, adapter and ratchet.yaml must stay untouched). Nothing was "
-                "validated and nothing was reverted: restore them yourself (e.g. `git diff`), "
-                "then `ratchet resume`"
-            )
-        if not rounds.kernel_changed(c):
+        outcome = _one_round(c, run)
+        if isinstance(outcome, tuple):
+            return outcome
+        if outcome is None:  # the proposal left the kernel files unchanged
             empty += 1
-            say(f"round-{n}: the proposal left the kernel files unchanged ({empty})")
+            n = c.state.next_round
+            run.say(f"round-{n}: the proposal left the kernel files unchanged ({empty})")
             if empty >= MAX_EMPTY_PROPOSALS:
-                return "T4", f"the {opt.name} optimizer made {empty} empty proposals in a row"
+                name = run.optimizer.name
+                return "T4", f"the {name} optimizer made {empty} empty proposals in a row"
             continue
         empty = 0
-        say(f"round-{n}: {proposal.summary}")
-        rec = c.validate(
-            proposal.hypothesis,
-            bucket=proposal.bucket,
-            level=proposal.level,
-            change=proposal.summary,
-            expected=proposal.expected,
-            next_direction=proposal.next_direction,
-            summary=proposal.summary,
-            direction=proposal.direction,
-            lesson=f"direction {proposal.direction} did not pay on this incumbent",
-        )
-        res.rounds.append(rec)
+        res.rounds.append(outcome)
         took.append(time.monotonic() - t_round)
-        opt.observe(rec)
-        say(f"round-{n} {rec.status.value} ({rec.category.value}): {rec.reason}")
-        if rec.seconds:
-            say(f"round-{n} took {time_line(rec.seconds)}")
-        if on_round:
-            on_round(rec)
+        _observe(outcome, run)
+
+
+def _stop_before_round(
+    c: Campaign, res: LoopResult, run: LoopSettings, took: list[float]
+) -> tuple[str, str] | None:
+    """Why no further round starts (termination, Ctrl+C, SIGTERM, a spent budget), or None."""
+    resume = "; `ratchet resume` continues the campaign" if run.budget_code == PAUSED else ""
+    if c.state.termination:
+        return c.state.termination.code, c.state.termination.reason
+    if run.stop_flag.is_set():
+        return "T4", "the user asked to stop (Ctrl+C during `ratchet run`)"
+    if TERMINATION_REQUESTED.is_set():  # SIGTERM whose Terminated was lost in flight
+        return PAUSED, "SIGTERM: stopped between rounds; `ratchet resume` continues"
+    if len(res.rounds) >= run.max_iterations:
+        return (
+            run.budget_code,
+            f"this run's budget ({run.max_iterations} rounds) is spent{resume}",
+        )
+    if time.monotonic() >= run.deadline:
+        return run.budget_code, f"this run's budget (--max-duration) is spent{resume}"
+    short = too_short(run.deadline - time.monotonic(), took)
+    if short:
+        return run.budget_code, f"this run's budget (--max-duration) {short}{resume}"
+    return None
+
+
+def _analyze(c: Campaign, run: LoopSettings, n: int) -> tuple[Mapping[str, Any] | None, str]:
+    """ANALYZE before round ``n`` (advisory: a failure is said, not raised), and a T2 reason
+    when the measured efficiency reached the target."""
+    try:
+        analysis = analyze_campaign(c.ctx, n)
+    except (RatchetError, OSError, RuntimeError) as exc:
+        run.say(f"ANALYZE before round-{n} failed ({exc}); proposing without it")
+        return None, ""
+    target = run.efficiency_target
+    if target and efficiency(analysis) >= target:
+        return analysis, (
+            f"{efficiency(analysis):.1%} of the measured roofline reached (target {target:.1%})"
+        )
+    return analysis, ""
+
+
+def _one_round(c: Campaign, run: LoopSettings) -> RoundRecord | tuple[str, str] | None:
+    """ANALYZE, propose, apply, VALIDATE: the round's record, a stop (code, reason), or None
+    for a proposal that left the kernel files unchanged. Raises OptimizerError for a proposal
+    outside kernel_source or one that changed a protected file."""
+    n, opt = c.state.next_round, run.optimizer
+    analysis, reached = _analyze(c, run, n)
+    if reached:
+        return "T2", reached
+    ctx = build_context(c, analysis)
+    guard = [c.root / p for p in ctx.protected]
+    before = fingerprint(guard)
+    run.say(f"round-{n}: asking the {opt.name} optimizer")
+    proposal = opt.propose(ctx)
+    if proposal is None and opt.interactive:
+        return PAUSED, f"the {opt.name} optimizer hands the campaign to a person"
+    if proposal is None:
+        return "T4", f"the {opt.name} optimizer has nothing left to try"
+    outside = [p for p in (proposal.files or {}) if p not in c.m.kernel_source]
+    if outside:
+        raise OptimizerError(
+            f"the {opt.name} optimizer proposed changes outside "
+            f"kernel_source: {outside}; nothing was applied"
+        )
+    proposal.apply_to(c.root)
+    touched = [os.path.relpath(p, c.root) for p, h in fingerprint(guard).items() if before[p] != h]
+    if touched:
+        raise OptimizerError(
+            f"round-{n}: the {opt.name} optimizer changed protected files {touched} (the "
+            "harness, tests, adapter and ratchet.yaml must stay untouched). Nothing was "
+            "validated and nothing was reverted: restore them yourself (e.g. `git diff`), "
+            "then `ratchet resume`"
+        )
+    if not kernel_changed(c.ctx):
+        return None
+    return _validate(c, run, n, proposal)
+
+
+def _validate(c: Campaign, run: LoopSettings, n: int, proposal: Proposal) -> RoundRecord:
+    run.say(f"round-{n}: {proposal.summary}")
+    return c.validate(
+        proposal.hypothesis,
+        bucket=proposal.bucket,
+        level=proposal.level,
+        change=proposal.summary,
+        expected=proposal.expected,
+        next_direction=proposal.next_direction,
+        summary=proposal.summary,
+        direction=proposal.direction,
+        lesson=f"direction {proposal.direction} did not pay on this incumbent",
+    )
+
+
+def _observe(rec: RoundRecord, run: LoopSettings) -> None:
+    """Show the closed round to the optimizer and the driver."""
+    run.optimizer.observe(rec)
+    n = rec.round
+    run.say(f"round-{n} {rec.status.value} ({rec.category.value}): {rec.reason}")
+    if rec.seconds:
+        run.say(f"round-{n} took {time_line(rec.seconds)}")
+    if run.on_round:
+        run.on_round(rec)

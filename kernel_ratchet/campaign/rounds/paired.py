@@ -1,4 +1,4 @@
-"""The paired A/B decision of a round (SPEC section 6, issue 5).
+"""The paired A/B decision of a round (SPEC section 6).
 
 Incumbent (the ``.incumbent`` worktree) and candidate (the working tree) run in two isolated
 worker processes, alternated in shuffled order over adaptive rounds, with a fresh secret input
@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from kernel_ratchet.campaign.category import Category
 from kernel_ratchet.campaign.fsutil import atomic_write_json
-from kernel_ratchet.campaign.incumbent import incumbent_tree
-from kernel_ratchet.campaign.record import Category
+from kernel_ratchet.campaign.lineage.worktree import incumbent_tree
 from kernel_ratchet.campaign.round_decision import RoundDecision, ShapeResult
 from kernel_ratchet.harness.ab import PairedRun, run_paired
 from kernel_ratchet.harness.adapter import Shape
@@ -29,9 +29,9 @@ from kernel_ratchet.scoring.decision import Status
 from kernel_ratchet.scoring.metrics import aggregates
 
 if TYPE_CHECKING:
-    from kernel_ratchet.campaign.engine import Campaign
+    from kernel_ratchet.campaign.context import CampaignContext
 
-#: Rounds of the adaptive paired loop (issue 5: start at 10, up to 40 while ambiguous).
+#: Rounds of the adaptive paired loop: a first look after 10, up to 40 while ambiguous.
 K_START, K_MAX = 10, 40
 #: On the CPU (Triton interpreter, rehearsal only) fewer rounds: the effects it can show are
 #: large and every call is slow.
@@ -55,7 +55,7 @@ def paired_settings(cuda: bool) -> tuple[dict[str, Any], int, int]:
     return dict(CPU_PAIRED_TIMING), K_START_CPU, K_MAX_CPU
 
 
-def _specs(c: Campaign) -> tuple[WorkerSpec, WorkerSpec]:
+def _specs(c: CampaignContext) -> tuple[WorkerSpec, WorkerSpec]:
     cuda = torch.cuda.is_available()
     paired, _, _ = paired_settings(cuda)
     if not cuda:
@@ -76,20 +76,20 @@ def _specs(c: Campaign) -> tuple[WorkerSpec, WorkerSpec]:
     return inc, cand
 
 
-def _phases(c: Campaign) -> list[str]:
+def _phases(c: CampaignContext) -> list[str]:
     base = c.baseline_table()
     has_bwd = any(not math.isnan(r.bwd_ms) for r in base.rows if r.passed)
     return ["fwd", "bwd"] if has_bwd else ["fwd"]
 
 
-def min_detectable(c: Campaign) -> float:
+def min_detectable(c: CampaignContext) -> float:
     path = c.dir / CALIBRATION
     if not path.exists():
         return 0.0
     return float(json.loads(path.read_text())["min_detectable_effect"])
 
 
-def _time_kwargs(c: Campaign) -> dict[str, float]:
+def _time_kwargs(c: CampaignContext) -> dict[str, float]:
     """Roofline anti-cheat: a shape faster than the machine's peak is rejected."""
     if not c.m.hardware_peak:
         return {}
@@ -98,7 +98,7 @@ def _time_kwargs(c: Campaign) -> dict[str, float]:
 
 
 def run_ab(
-    c: Campaign,
+    c: CampaignContext,
     labels: list[str],
     log_dir: Path,
     *,
@@ -146,7 +146,7 @@ class PairedFailure:
 
 
 def paired_decision(
-    c: Campaign, n: int, art: Path, cand_rel: str, inc_rel: str
+    c: CampaignContext, n: int, art: Path, cand_rel: str, inc_rel: str
 ) -> RoundDecision | PairedFailure:
     """Measure and decide; returns the round's decision (or the failure that ended the A/B)."""
     labels = [r.label for r in c.table(cand_rel).rows]
@@ -220,7 +220,7 @@ def _confirmed(run: PairedRun, confirm: PairedRun | None, suspicious: list[str])
 
 
 def _to_decision(
-    c: Campaign,
+    c: CampaignContext,
     run: PairedRun,
     confirm: PairedRun | None,
     suspicious: list[str],
