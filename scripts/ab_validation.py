@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from kernel_ratchet.campaign.paired_round import (
+from kernel_ratchet.campaign.rounds.paired import (
     CPU_PAIRED_TIMING,
     GPU_PAIRED_TIMING,
     K_MAX,

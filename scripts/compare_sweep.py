@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from kernel_ratchet.campaign.paired_round import paired_settings
+from kernel_ratchet.campaign.rounds.paired import paired_settings
 from kernel_ratchet.harness.ab import run_paired
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.harness.worker import WorkerSpec
@@ -61,7 +61,7 @@ def same_space(sweep: dict, campaign: Path | None) -> str | None:
     (also when there is no campaign record to compare)."""
     if campaign is None:
         return None
-    from kernel_ratchet.campaign.loop import recorded_optimizer
+    from kernel_ratchet.optimizers.loop import recorded_optimizer
 
     last = recorded_optimizer(campaign)
     if not last or last.get("name") != "search":

@@ -5,7 +5,7 @@ tree's kernel files must equal the incumbent's."""
 from __future__ import annotations
 
 import os
-from typing import Any
+from dataclasses import dataclass
 
 from kernel_ratchet.campaign.clock import now
 from kernel_ratchet.campaign.context import CampaignContext
@@ -16,8 +16,19 @@ from kernel_ratchet.campaign.steps import run_step
 from kernel_ratchet.errors import CampaignError
 
 
-def accept(c: CampaignContext) -> dict[str, Any]:
-    """ACCEPTANCE: full_test passes and the diff since the start touches only kernel files."""
+@dataclass(frozen=True)
+class Acceptance:
+    """ACCEPTANCE's verdict: ``details`` are its log lines, ``log`` the full test's log (relative
+    to the project root)."""
+
+    ok: bool
+    details: tuple[str, ...]
+    log: str
+
+
+def accept(c: CampaignContext) -> Acceptance:
+    """ACCEPTANCE: full_test passes and the diff since the start touches only kernel files.
+    Raises CampaignError before the REPORT."""
     if c.state.phase is Phase.OPTIMIZING:
         raise CampaignError("run `ratchet report` first: acceptance reviews a finished campaign")
     if c.state.phase is not Phase.TERMINATED and c.state.phase is not Phase.ACCEPTED:
@@ -42,4 +53,4 @@ def accept(c: CampaignContext) -> dict[str, Any]:
     if ok:
         c.state.phase = Phase.ACCEPTED
     c.save()
-    return {"ok": ok, "details": lines, "log": os.path.relpath(log, c.root)}
+    return Acceptance(ok, tuple(lines), os.path.relpath(log, c.root))

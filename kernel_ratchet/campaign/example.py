@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 
 import kernel_ratchet
-from kernel_ratchet.campaign import git
+from kernel_ratchet.campaign.lineage import git
 from kernel_ratchet.errors import CampaignError
 
 PACK = Path(kernel_ratchet.__file__).resolve().parent

@@ -131,10 +131,10 @@ def accept(profile: Path | None = ProfileOpt, campaign: str | None = CampaignOpt
 
     with open_campaign(profile, campaign) as c:
         res = do_accept(c.ctx)
-    for line in res["details"]:
+    for line in res.details:
         out.print(line)
-    out.print("[green]ACCEPTED[/green]" if res["ok"] else "[red]ACCEPTANCE FAILED[/red]")
-    raise typer.Exit(0 if res["ok"] else 1)
+    out.print("[green]ACCEPTED[/green]" if res.ok else "[red]ACCEPTANCE FAILED[/red]")
+    raise typer.Exit(0 if res.ok else 1)
 
 
 @app.command()

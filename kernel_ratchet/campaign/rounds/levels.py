@@ -72,7 +72,9 @@ class LevelResult:
     failed: RoundRecord | None = None
 
 
-def _level(c: CampaignContext, n: int, draft: RoundDraft, art: Path, level: str, name: str):
+def _level(
+    c: CampaignContext, n: int, draft: RoundDraft, art: Path, level: str, name: str
+) -> LevelResult:
     """Harness at ``level`` (the round's CSV), then the decision against the incumbent:
     correctness and shape-set gates on the CSV, then the paired A/B."""
     shapes = len(c.m.representative_shapes) if level == "quick" else len(c.m.target_shapes)
@@ -108,6 +110,8 @@ def _level(c: CampaignContext, n: int, draft: RoundDraft, art: Path, level: str,
 
 
 def measure_levels(c: CampaignContext, n: int, draft: RoundDraft, art: Path) -> RoundRecord:
+    """The round's level (and the full level after a quick gain under 5%), then the transfer
+    check of an accepted paired decision; returns the round's record."""
     level = draft.level
     inc_rel = c.state.incumbent_quick_csv if level == "quick" else c.state.incumbent_full_csv
     res = _level(c, n, draft, art, level, "benchmark.csv")
@@ -134,7 +138,15 @@ def measure_levels(c: CampaignContext, n: int, draft: RoundDraft, art: Path) -> 
     )
 
 
-def _transfer_gate(c, n, draft, art, csv_rel, d: RoundDecision, category: Category):
+def _transfer_gate(
+    c: CampaignContext,
+    n: int,
+    draft: RoundDraft,
+    art: Path,
+    csv_rel: str,
+    d: RoundDecision,
+    category: Category,
+) -> tuple[RoundDecision, Category]:
     """The dynamic transfer check of an accepted paired decision: an OVERFIT verdict rolls
     the round back as REJECT-as-overfit."""
     c.say(f"round-{n}: transfer check (fresh tensors vs the benchmark idiom)")
