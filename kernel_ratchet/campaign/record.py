@@ -278,10 +278,6 @@ def verified_ineffective(records: Iterable[RoundRecord]) -> list[RoundRecord]:
     return [r for r in records if r.verified_ineffective]
 
 
-def round_path(campaign_dir: Path, n: int) -> Path:
-    return Path(campaign_dir) / "rounds" / f"round-{n}" / "round.json"
-
-
 def write_record(path: Path, record: RoundRecord) -> None:
     """Write ``round.json`` atomically (the decision is final once it is on disk)."""
     atomic_write_json(path, record.to_dict())
