@@ -71,6 +71,7 @@ def _bundled_ops() -> dict:
 
 
 def example_names() -> list[str]:
+    """The names ``ratchet run --example`` takes: ``tiny`` and the kernel pack's ops."""
     return ["tiny", *sorted(_bundled_ops())]
 
 

@@ -48,6 +48,7 @@ def write_harness(
 
 
 def harness_command(cdir: Path, level: str, csv: Path) -> str:
+    """The shell command running the harness at ``level`` with its summary CSV at ``csv``."""
     return python_command(cdir / "quick_test_bench.py", "--level", level, "--summary-csv", str(csv))
 
 

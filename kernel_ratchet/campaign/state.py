@@ -24,6 +24,8 @@ from kernel_ratchet.scoring.decision import Status
 
 
 class Phase(str, Enum):
+    """Where the campaign is in SPEC section 2's loop."""
+
     INITIALIZED = "INITIALIZED"  # DEFINE_TARGET, PREPARE_ENVIRONMENT, READ_HISTORICAL_TIPS done
     OPTIMIZING = "OPTIMIZING"  # BASELINE done; rounds run
     TERMINATED = "TERMINATED"  # a termination condition held; REPORT written

@@ -24,6 +24,8 @@ HARNESS_TIMEOUT_S = 3600.0
 
 @dataclass(frozen=True)
 class StepResult:
+    """One command's outcome: ``ok``, its return code (None: timed out), seconds, log, reason."""
+
     name: str
     command: str
     ok: bool

@@ -10,10 +10,12 @@ from kernel_ratchet.campaign.render import tip_entry
 
 
 def tips_path(tips_root: Path, gpu: str, op: str, backend: str) -> Path:
+    """``<tips_root>/<gpu>/<op>/<backend lowercased>/tips.md``."""
     return Path(tips_root) / gpu / op / backend.lower() / "tips.md"
 
 
 def read_tips(path: Path) -> str:
+    """The tips file's text (empty when there is none yet)."""
     return path.read_text(encoding="utf-8") if path.exists() else ""
 
 

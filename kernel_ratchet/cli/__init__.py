@@ -45,6 +45,7 @@ def _stopped(terminated: bool) -> None:
 
 
 def main() -> None:
+    """The ``ratchet`` console script: the command, its errors and interruptions as exit codes."""
     signal.signal(signal.SIGTERM, _terminate)
     try:
         # returns typer.Exit's code in this mode; typer turns a KeyboardInterrupt (Ctrl+C, or

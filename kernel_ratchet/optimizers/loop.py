@@ -90,6 +90,7 @@ def protected_paths(c: Campaign) -> list[Path]:
 
 
 def fingerprint(paths: list[Path]) -> dict[str, str | None]:
+    """sha256 of each path's bytes (None: missing), to tell which files a proposal touched."""
     return {
         str(p): hashlib.sha256(p.read_bytes()).hexdigest() if p.exists() else None for p in paths
     }

@@ -92,6 +92,7 @@ def make_toy_project(root: Path) -> Path:
 
 
 def tree_hashes(root: Path) -> dict[str, str]:
+    """sha256 of every file under ``root`` (outside ``.ratchet``), by relative path."""
     return {
         str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(root.rglob("*"))

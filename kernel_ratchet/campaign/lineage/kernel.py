@@ -65,6 +65,7 @@ def restore_incumbent(c: CampaignContext) -> list[str]:
 
 
 def kernel_changed(c: CampaignContext) -> bool:
+    """Whether any kernel file of the working tree differs from the incumbent's."""
     for rel in c.m.kernel_source:
         path = c.root / rel
         current = path.read_bytes() if path.exists() else None

@@ -235,6 +235,7 @@ def extract(profile: Profile, op: OpProfile, cdir: Path, upstream_commit: str) -
 
 
 def load_workspace(cdir: Path) -> dict[str, Any]:
+    """``workspace.json`` of a workspace-mode campaign; raises CampaignError for another mode."""
     path = Path(cdir) / WORKSPACE_FILE
     try:
         return json.loads(path.read_text())

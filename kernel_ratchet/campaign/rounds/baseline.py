@@ -13,6 +13,7 @@ from kernel_ratchet.campaign.lineage.kernel import snapshot
 from kernel_ratchet.campaign.quick_bench import run_harness, write_harness, write_provenance
 from kernel_ratchet.campaign.record import RoundRecord
 from kernel_ratchet.campaign.steps import TEST_TIMEOUT_S, run_step
+from kernel_ratchet.errors import CampaignError
 from kernel_ratchet.harness.csv_schema import read_csv
 from kernel_ratchet.scoring.decision import Status
 from kernel_ratchet.scoring.representative import choose_representative
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from kernel_ratchet.campaign.context import CampaignContext
 
 
-class BaselineFailure(Exception):
+class BaselineFailure(CampaignError):
     """The unmodified kernel failed its own test or measured nothing (the message says why)."""
 
 

@@ -83,6 +83,7 @@ def _phases(c: CampaignContext) -> list[str]:
 
 
 def min_detectable(c: CampaignContext) -> float:
+    """The smallest gain this machine can tell from noise (``ratchet calibrate``; 0 before it)."""
     path = c.dir / CALIBRATION
     if not path.exists():
         return 0.0
