@@ -53,6 +53,7 @@ class Campaign:
     def __init__(self, profile: Profile, campaign_dir: Path, say: Say | None = None) -> None:
         cdir = Path(campaign_dir)
         m = load_manifest(cdir)
+        profile.op(m.target_op)  # raises ProfileError when ratchet.yaml lost the campaign's op
         root = rounds_root(profile.root, cdir, m)  # workspace-mode: <campaign_dir>/src
         self.lock = CampaignLock(cdir)
         self.ctx = CampaignContext(
