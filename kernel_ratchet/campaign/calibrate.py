@@ -1,7 +1,7 @@
 """``ratchet calibrate``: A/A runs (the incumbent against itself) on the campaign's
 representative shapes measure this machine's false-accept rate and smallest detectable
 effect; stored in ``<campaign>/calibration.json``, after which a round's gain smaller than that
-effect is never claimed (``paired_round.min_detectable``).
+effect is never claimed (``rounds.paired.min_detectable``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from kernel_ratchet.campaign.clock import now
 from kernel_ratchet.campaign.fsutil import atomic_write_json
-from kernel_ratchet.campaign.paired_round import CALIBRATION, run_ab
+from kernel_ratchet.campaign.rounds.paired import CALIBRATION, run_ab
 from kernel_ratchet.errors import CampaignError
 from kernel_ratchet.scoring.calibration import Calibration, calibrate
 
@@ -33,7 +33,7 @@ def calibrate_campaign(c: Campaign, trials: int = 20) -> Calibration:
 
     def run_aa(i: int):
         c.say(f"calibration: A/A trial {i + 1}/{trials}")
-        return run_ab(c, labels, base / f"trial-{i}", secret=secret + i, rng_seed=i, a_a=True)
+        return run_ab(c.ctx, labels, base / f"trial-{i}", secret=secret + i, rng_seed=i, a_a=True)
 
     cal = calibrate(run_aa, trials)
     atomic_write_json(c.dir / CALIBRATION, {**cal.to_dict(), "written": now(), "shapes": labels})

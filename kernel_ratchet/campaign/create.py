@@ -16,21 +16,20 @@ from typing import Any
 
 import torch
 
-from kernel_ratchet.campaign import git, workspace
 from kernel_ratchet.campaign.clock import now, today
-from kernel_ratchet.campaign.fsutil import atomic_write_text, sha256_bytes
 from kernel_ratchet.campaign.journal import AppendOnlyLog
+from kernel_ratchet.campaign.lineage import git
+from kernel_ratchet.campaign.lineage.workspace import WORKSPACE, extract
 from kernel_ratchet.campaign.manifest import Manifest
-from kernel_ratchet.campaign.records import TREND_TITLE, optimize_header, trend_header
+from kernel_ratchet.campaign.quick_bench import write_harness
+from kernel_ratchet.campaign.render import TREND_TITLE, optimize_header, trend_header
 from kernel_ratchet.campaign.state import Phase, State
-from kernel_ratchet.campaign.steps import python_command
 from kernel_ratchet.campaign.tips import read_tips, tips_path
 from kernel_ratchet.errors import CampaignError
 from kernel_ratchet.harness.adapter import Shape, load_shapes
-from kernel_ratchet.harness.generate import render_quick_bench
 from kernel_ratchet.harness.timing.registry import default_engine_name
 from kernel_ratchet.profile.checklist import device_check, env_check, run_checklist
-from kernel_ratchet.profile.schema import EXECUTION_MODES, Profile
+from kernel_ratchet.profile.schema import EXECUTION_MODES, OpProfile, Profile
 
 MAX_ITERATIONS_LIMIT = 120  # SPEC rule 9: max_iterations must be < 120
 
@@ -40,7 +39,7 @@ CPU_TIMING = {"warmup": 1, "samples": 5, "min_sample_ms": 1.0}
 
 
 #: cuda_events parameters of the campaign's harness: CUDA-graph mode off (it subtracts the flush
-#: cost and read 0 ms for ~10 us ops on the H200, 2026-11-29); 10 samples of ~50 ms. The
+#: cost: on an H200 it read 0 ms for ~10 us ops); 10 samples of ~50 ms. The
 #: harness CSV is the round's record and correctness gate, the paired A/B decides, so the
 #: engine's 30 samples of 75 ms (about 2.4 s per shape and phase, 4-5 min for a 51-shape
 #: full level) buy nothing a decision uses.
@@ -163,36 +162,24 @@ def _campaign_name(base: Path, op: str, backend: str, gpu: str) -> str:
     return f"{name}-{n}"
 
 
-def create_campaign(profile: Profile, p: TargetParams) -> Path:
-    """PREPARE_ENVIRONMENT + READ_HISTORICAL_TIPS. Returns the campaign directory."""
-    o = profile.op(p.op)
-    root = profile.root
-    groot = git.toplevel(root)
-    kernel_git = [os.path.relpath(root / k, groot) for k in o.kernel_source]
+def _start_commit(profile: Profile, kernel_source: list[str]) -> str:
+    """The commit the baseline stands on; raises CampaignError when a kernel file has
+    uncommitted changes."""
+    groot = git.toplevel(profile.root)
+    kernel_git = [os.path.relpath(profile.root / k, groot) for k in kernel_source]
     dirty = [k for k in kernel_git if k in git.changed_paths(groot)]
     if dirty:
         raise CampaignError(
             f"kernel files have uncommitted changes: {dirty}. The baseline must be a commit: "
             "commit them (or `git stash` them) and run `ratchet init` again"
         )
-    start = git.head(groot)
-    shapes = load_shapes_from(profile, o.shapes)
-    base = profile.campaign_root_path
-    name = _campaign_name(base, p.op, p.backend, p.gpu)
-    cdir = base / name
-    git.exclude(groot, os.path.relpath(base, groot))
-    branch = None
-    if p.git_branch == "auto":
-        branch = f"optimize/{name}"
-        git.create_branch(groot, branch)
-    for sub in ("logs", "profiles", "rounds"):
-        (cdir / sub).mkdir(parents=True, exist_ok=True)
-    harness = cdir / "quick_test_bench.py"
-    test_cmd, bench_cmd, rounds_root = o.test, o.benchmark, root
-    if p.execution_mode == workspace.WORKSPACE:
-        ws = workspace.extract(profile, o, cdir, start)
-        test_cmd, bench_cmd, rounds_root = ws.test_command, ws.benchmark_command, cdir / "src"
-    m = Manifest(
+    return git.head(groot)
+
+
+def _manifest(p: TargetParams, o: OpProfile, profile: Profile, cdir: Path, **facts: Any):
+    """The campaign's manifest (``facts``: the shapes and commands, the starting commit and
+    branch, decided while the directory was prepared)."""
+    return Manifest(
         target_op=p.op,
         target_backend=p.backend,
         target_lang=p.lang,
@@ -201,17 +188,14 @@ def create_campaign(profile: Profile, p: TargetParams) -> Path:
         project_skill=str(profile.path),
         performance_target=p.performance_target,
         primary_metric=p.primary_metric,
-        target_shapes=[s.to_dict() for s in shapes],
         kernel_source=list(o.kernel_source),
-        test_command=test_cmd,
-        benchmark_command=bench_cmd,
-        quick_command=f"python {harness}",
+        quick_command=f"python {cdir / 'quick_test_bench.py'}",
         representative_shapes=[],
         git_commit=p.git_commit,
         git_branch=p.git_branch,
         max_iterations=p.max_iterations,
         created=now(),
-        campaign=name,
+        campaign=cdir.name,
         campaign_type=p.campaign_type,
         adapter=o.adapter,
         shape_set=o.shapes,
@@ -220,11 +204,43 @@ def create_campaign(profile: Profile, p: TargetParams) -> Path:
         timing_params=p.timing_params,
         seed=p.seed,
         regression_threshold=p.regression_threshold,
-        starting_commit=start,
-        branch_name=branch,
         efficiency_target=p.efficiency_target,
         hardware_peak=p.hardware_peak,
         csv_schema={"name": o.schema_name},
+        **facts,
+    )
+
+
+def create_campaign(profile: Profile, p: TargetParams) -> Path:
+    """PREPARE_ENVIRONMENT + READ_HISTORICAL_TIPS. Returns the campaign directory."""
+    o = profile.op(p.op)
+    root = profile.root
+    start = _start_commit(profile, o.kernel_source)
+    groot = git.toplevel(root)
+    shapes = load_shapes_from(profile, o.shapes)
+    base = profile.campaign_root_path
+    cdir = base / _campaign_name(base, p.op, p.backend, p.gpu)
+    git.exclude(groot, os.path.relpath(base, groot))
+    branch = None
+    if p.git_branch == "auto":
+        branch = f"optimize/{cdir.name}"
+        git.create_branch(groot, branch)
+    for sub in ("logs", "profiles", "rounds"):
+        (cdir / sub).mkdir(parents=True, exist_ok=True)
+    test_cmd, bench_cmd, rounds_root = o.test, o.benchmark, root
+    if p.execution_mode == WORKSPACE:
+        ws = extract(profile, o, cdir, start)
+        test_cmd, bench_cmd, rounds_root = ws.test_command, ws.benchmark_command, cdir / "src"
+    m = _manifest(
+        p,
+        o,
+        profile,
+        cdir,
+        target_shapes=[s.to_dict() for s in shapes],
+        test_command=test_cmd,
+        benchmark_command=bench_cmd,
+        starting_commit=start,
+        branch_name=branch,
     )
     m.save(cdir)
     state = State(phase=Phase.INITIALIZED, next_round=1, incumbent_commit=start)
@@ -247,29 +263,3 @@ def load_shapes_from(profile: Profile, spec: str) -> list[Shape]:
         return load_shapes(spec)
     finally:
         sys.path.remove(str(profile.root))
-
-
-def write_harness(
-    cdir: Path, m: Manifest, root: Path, *, shapes: list[dict], target_shapes: list[dict]
-) -> str:
-    """(Re)generate quick_test_bench.py; returns its sha256 for the tamper check."""
-    text = render_quick_bench(
-        campaign=m.campaign,
-        op=m.target_op,
-        backend=m.target_backend,
-        path=os.path.relpath(cdir / "quick_test_bench.py", root),
-        project_root=str(root),
-        adapter=m.adapter,
-        schema=m.csv_schema["name"],
-        engine=m.timing_engine,
-        engine_params=m.timing_params,
-        seed=m.seed,
-        shapes=shapes,
-        target_shapes=target_shapes,
-    )
-    atomic_write_text(cdir / "quick_test_bench.py", text)
-    return sha256_bytes(text.encode())
-
-
-def harness_command(cdir: Path, level: str, csv: Path) -> str:
-    return python_command(cdir / "quick_test_bench.py", "--level", level, "--summary-csv", str(csv))

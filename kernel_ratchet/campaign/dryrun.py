@@ -12,20 +12,19 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from kernel_ratchet.campaign.create import harness_command
 from kernel_ratchet.campaign.fsutil import file_sha256
-from kernel_ratchet.campaign.rounds import HARNESS_TIMEOUT_S, LEVELS
+from kernel_ratchet.campaign.quick_bench import run_harness
+from kernel_ratchet.campaign.record import LEVELS
 from kernel_ratchet.campaign.state import Phase
-from kernel_ratchet.campaign.steps import run_step
 from kernel_ratchet.errors import CampaignError, SchemaError
 from kernel_ratchet.harness.csv_schema import BenchTable
 from kernel_ratchet.scoring.decision import decide
 
 if TYPE_CHECKING:
-    from kernel_ratchet.campaign.engine import Campaign
+    from kernel_ratchet.campaign.context import CampaignContext
 
 
-def quick_validation(c: Campaign, level: str = "quick") -> dict[str, Any]:
+def quick_validation(c: CampaignContext, level: str = "quick") -> dict[str, Any]:
     """Run the campaign's harness on the current kernel files; return the parsed rows.
 
     ``level``: ``quick`` (representative shapes) or ``full`` (all target shapes). Returns
@@ -55,13 +54,7 @@ def quick_validation(c: Campaign, level: str = "quick") -> dict[str, Any]:
         n += 1
     csv = out / "benchmark.csv"
     c.say(f"dry run: harness, {level} level, on the working tree (no round)")
-    h = run_step(
-        "harness",
-        harness_command(c.dir, level, csv),
-        cwd=c.root,
-        log_path=out / "harness.log",
-        timeout_s=HARNESS_TIMEOUT_S,
-    )
+    h = run_harness(c, level, csv, out / "harness.log")
     result: dict[str, Any] = {
         "ok": False,
         "reason": h.reason,
@@ -82,7 +75,7 @@ def quick_validation(c: Campaign, level: str = "quick") -> dict[str, Any]:
     return result
 
 
-def _preview(c: Campaign, cand: BenchTable, level: str) -> dict[str, Any] | None:
+def _preview(c: CampaignContext, cand: BenchTable, level: str) -> dict[str, Any] | None:
     """The decision against the incumbent's CSV at the same level (not recorded anywhere)."""
     inc_rel = c.state.incumbent_quick_csv if level == "quick" else c.state.incumbent_full_csv
     if not inc_rel:

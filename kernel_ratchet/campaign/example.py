@@ -18,12 +18,12 @@ from pathlib import Path
 import yaml
 
 import kernel_ratchet
-from kernel_ratchet.campaign import git
+from kernel_ratchet.campaign.lineage import git
 from kernel_ratchet.errors import CampaignError
 
 PACK = Path(kernel_ratchet.__file__).resolve().parent
 REPO = PACK.parent
-SKIP = ("tune_h200.py", "docs_table.py")
+SKIP = ("tune.py",)
 #: The interpreter-sized shape set of each family (CPU rehearsals).
 REHEARSAL_SHAPES = {"gemm": "CPU_SHAPES", "grouped_gemm": "tiny_cpu", "quant": "tiny_cpu"}
 #: Adapters the Triton interpreter computes wrongly, and their twin for a rehearsal.
@@ -71,6 +71,7 @@ def _bundled_ops() -> dict:
 
 
 def example_names() -> list[str]:
+    """The names ``ratchet run --example`` takes: ``tiny`` and the kernel pack's ops."""
     return ["tiny", *sorted(_bundled_ops())]
 
 

@@ -34,6 +34,7 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
+    """Replace ``path`` with ``data`` as sorted, indented JSON (see :func:`atomic_write_text`)."""
     atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
@@ -48,6 +49,7 @@ def append_text(path: Path, text: str) -> None:
 
 
 def sha256_bytes(data: bytes) -> str:
+    """The hex sha256 of ``data``."""
     return hashlib.sha256(data).hexdigest()
 
 

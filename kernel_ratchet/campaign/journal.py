@@ -18,6 +18,9 @@ from kernel_ratchet.errors import LogTamperedError
 
 
 class AppendOnlyLog:
+    """One append-only log of a campaign; ``digests`` (the state's ``logs``) holds what was
+    written so far. Raises LogTamperedError when the written part was edited."""
+
     def __init__(self, campaign_dir: Path, rel: str, digests: MutableMapping[str, Any]) -> None:
         self.dir = Path(campaign_dir)
         self.rel = rel

@@ -25,6 +25,8 @@ def list_campaigns(profile: Profile) -> list[Path]:
 
 
 def find_campaign(profile: Profile, name: str | None = None) -> Path:
+    """The campaign named ``name``, or the most recent one; raises CampaignError (naming the
+    known campaigns) when there is none."""
     campaigns = list_campaigns(profile)
     if name:
         for d in campaigns:

@@ -15,6 +15,9 @@ from kernel_ratchet.errors import LockError
 
 
 class CampaignLock:
+    """The exclusive lock on ``<campaign>/.lock``; ``acquire`` raises LockError, naming the
+    holder, when another process drives the campaign."""
+
     def __init__(self, campaign_dir: Path) -> None:
         self.path = Path(campaign_dir) / ".lock"
         self._fd: int | None = None

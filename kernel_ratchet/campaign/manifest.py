@@ -38,6 +38,9 @@ SPEC_FIELDS = (
 
 @dataclass(frozen=True)
 class Manifest:
+    """The campaign's ``manifest.yaml``: the SPEC's fields first, then what the tool needs
+    (campaign type, adapter, timing, seed, starting commit, frozen CSV schema, ...)."""
+
     target_op: str
     target_backend: str
     target_lang: str
@@ -91,6 +94,8 @@ class Manifest:
 
 
 def load_manifest(campaign_dir: Path) -> Manifest:
+    """Read ``manifest.yaml``; raises CampaignError when it is missing or its keys are not
+    this version's."""
     path = Path(campaign_dir) / "manifest.yaml"
     try:
         data = yaml.safe_load(path.read_text())

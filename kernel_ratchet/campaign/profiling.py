@@ -1,4 +1,4 @@
-"""ANALYZE's profile of the incumbent (issue 6): the kernel time breakdown from torch.profiler
+"""ANALYZE's profile of the incumbent: the kernel time breakdown from torch.profiler
 and, where Nsight Compute works, a few hardware metrics per kernel.
 
 Profiled: one shape, the representative shape the roofline analysis finds least efficient
@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any
 from kernel_ratchet.campaign.steps import run_step
 
 if TYPE_CHECKING:
-    from kernel_ratchet.campaign.engine import Campaign
+    from kernel_ratchet.campaign.context import CampaignContext
 
 TIMEOUT_S = 300.0
 NCU_LAUNCHES = 16  # at most this many kernel launches are replayed (one phase call each)
-NCU_TIMEOUT_S = 120.0  # ncu replays each kernel once per metric pass; a hang must not eat a lease
+NCU_TIMEOUT_S = 120.0  # ncu replays each kernel once per metric pass; a hang must not stall ANALYZE
 #: Nsight Compute metrics per kernel: time, SM and DRAM throughput (% of peak), registers,
 #: achieved occupancy. ``--clock-control none``: the device's clocks are left alone.
 NCU_METRICS = (
@@ -39,7 +39,7 @@ NCU_METRICS = (
 )
 
 
-def pick_shape(c: Campaign, analysis: dict[str, Any]) -> dict[str, Any]:
+def pick_shape(c: CampaignContext, analysis: dict[str, Any]) -> dict[str, Any]:
     """The representative shape with the lowest roofline efficiency (else the first)."""
     reps = c.m.representative_shape_dicts or c.m.target_shapes[:1]
     eff = {s["label"]: s.get("efficiency") for s in analysis.get("shapes", [])}
@@ -47,7 +47,7 @@ def pick_shape(c: Campaign, analysis: dict[str, Any]) -> dict[str, Any]:
     return min(ranked, key=lambda s: eff[s["label"]]) if ranked else reps[0]
 
 
-def _cached(c: Campaign, key: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+def _cached(c: CampaignContext, key: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
     """An earlier round's measured profile of ``key`` (from its ``analysis.json``)."""
     for path in sorted((c.dir / "profiles").glob("round-*/analysis.json")):
         try:
@@ -59,7 +59,7 @@ def _cached(c: Campaign, key: dict[str, Any]) -> tuple[str, dict[str, Any]] | No
     return None
 
 
-def profile_incumbent(c: Campaign, n: int, analysis: dict[str, Any]) -> dict[str, Any]:
+def profile_incumbent(c: CampaignContext, n: int, analysis: dict[str, Any]) -> dict[str, Any]:
     """The incumbent's profile before round ``n`` (its process's log in
     ``profiles/round-<n>/``; the profile itself goes into that round's ``analysis.json``)."""
     import torch

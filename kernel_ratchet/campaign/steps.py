@@ -17,9 +17,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+#: Time limits of the project's commands: a rebuild or focused test, a harness run.
+TEST_TIMEOUT_S = 1800.0
+HARNESS_TIMEOUT_S = 3600.0
+
 
 @dataclass(frozen=True)
 class StepResult:
+    """One command's outcome: ``ok``, its return code (None: timed out), seconds, log, reason."""
+
     name: str
     command: str
     ok: bool

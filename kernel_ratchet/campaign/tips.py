@@ -6,14 +6,16 @@ from pathlib import Path
 
 from kernel_ratchet.campaign.clock import now
 from kernel_ratchet.campaign.fsutil import append_text
-from kernel_ratchet.campaign.records import tip_entry
+from kernel_ratchet.campaign.render import tip_entry
 
 
 def tips_path(tips_root: Path, gpu: str, op: str, backend: str) -> Path:
+    """``<tips_root>/<gpu>/<op>/<backend lowercased>/tips.md``."""
     return Path(tips_root) / gpu / op / backend.lower() / "tips.md"
 
 
 def read_tips(path: Path) -> str:
+    """The tips file's text (empty when there is none yet)."""
     return path.read_text(encoding="utf-8") if path.exists() else ""
 
 

@@ -3,7 +3,7 @@
 :func:`transfer_check` turns the static audit, the dynamic check and the skew check of one round
 into the eight values of ``summary.md``'s ``## Real-training transfer check`` section (exactly
 the keys of :data:`TRANSFER_KEYS`, the order
-:func:`kernel_ratchet.campaign.records.transfer_section` prints). :func:`estimate_real_gain`
+:func:`kernel_ratchet.campaign.render.transfer_section` prints). :func:`estimate_real_gain`
 gives the same decision with the estimated gain as a number, for the round record.
 
 :func:`attribute_gain` splits a campaign's headline gain into S_real, W_real and R_real. Gains

@@ -97,9 +97,11 @@ class RatchetTools:
     def campaign_status(self, campaign: str | None = None) -> dict:
         """Where the campaign stands: phase, rounds, incumbent, termination (an interrupted
         round is closed first, as `ratchet status` does)."""
+        from kernel_ratchet.campaign.status import campaign_status
+
         with self._campaign(campaign) as c:
             c.recover()
-            return jsonable(c.status())
+            return jsonable(campaign_status(c.ctx))
 
     def query_trend(self, campaign: str | None = None, last: int | None = None) -> dict:
         """The performance trend table (logs/performance_trend.md) as rows; `last` keeps the
@@ -110,29 +112,28 @@ class RatchetTools:
         return {"campaign": c.m.campaign, "rows": rows[-last:] if last else rows}
 
     def list_ineffective_directions(self, campaign: str | None = None) -> dict:
-        """Rolled-back rounds (the report's verified-ineffective directions) with their root
-        cause, reason and lesson: what not to try again."""
-        from kernel_ratchet.campaign.closing import ROOT_CAUSES
-        from kernel_ratchet.campaign.rounds import load_record
-        from kernel_ratchet.campaign.state import Status
+        """The verified-ineffective directions (the REPORT's: rollbacks whose category proves
+        the direction ineffective) with their root cause, reason and lesson: what not to try
+        again. Interrupted, scope and harness rollbacks are not among them."""
+        from kernel_ratchet.campaign.record import read_record
 
         out = []
         with self._campaign(campaign) as c:
             for r in c.state.closed:
-                if r["status"] != Status.ROLLED_BACK.value:
+                if not r.verified_ineffective:
                     continue
-                path = c.round_dir(r["round"]) / "round.json"
-                rec = load_record(path) if path.exists() else {}
+                path = c.round_dir(r.round) / "round.json"
+                rec = read_record(path) if path.exists() else None
                 out.append(
                     {
-                        "round": r["round"],
-                        "hypothesis": r["hypothesis"],
-                        "bucket": rec.get("bucket"),
-                        "category": r["category"],
-                        "root_cause": ROOT_CAUSES.get(r["category"], r["category"]),
-                        "reason": rec.get("reason", ""),
-                        "lesson": rec.get("lesson", ""),
-                        "summary": f"rounds/round-{r['round']}/summary.md",
+                        "round": r.round,
+                        "hypothesis": r.hypothesis,
+                        "bucket": rec.bucket if rec else None,
+                        "category": r.category.value,
+                        "root_cause": r.category.root_cause,
+                        "reason": rec.reason if rec else "",
+                        "lesson": rec.lesson if rec else "",
+                        "summary": f"rounds/round-{r.round}/summary.md",
                     }
                 )
             name = c.m.campaign
@@ -140,7 +141,7 @@ class RatchetTools:
 
     def read_best_summary(self, campaign: str | None = None) -> dict:
         """The incumbent round's summary.md and frozen record (round-1 before any accept)."""
-        from kernel_ratchet.campaign.rounds import load_record
+        from kernel_ratchet.campaign.record import read_record
 
         with self._campaign(campaign) as c:
             n = c.state.incumbent_round
@@ -153,7 +154,7 @@ class RatchetTools:
                     "round": n,
                     "commit": c.state.incumbent_commit,
                     "summary": (rdir / "summary.md").read_text(encoding="utf-8"),
-                    "record": load_record(rdir / "round.json"),
+                    "record": read_record(rdir / "round.json").to_dict(),
                 }
             )
 
@@ -203,7 +204,7 @@ class RatchetTools:
         from kernel_ratchet.campaign.dryrun import quick_validation
 
         with self._campaign(campaign) as c:
-            return jsonable(quick_validation(c, level))
+            return jsonable(quick_validation(c.ctx, level))
 
     def validate_round(
         self,
@@ -230,17 +231,18 @@ class RatchetTools:
                 next_direction=next_direction,
                 takeaway=takeaway,
             )
+            term = c.state.termination
             return jsonable(
                 {
-                    "record": rec,
-                    "termination": c.state.termination,
+                    "record": rec.to_dict(),
+                    "termination": None if term is None else term.to_dict(),
                     "consecutive_rollbacks": c.state.consecutive_rollbacks,
                 }
             )
 
     def report(self, campaign: str | None = None) -> dict:
         """REPORT: full validation of the incumbent and the final report (ends the campaign)."""
-        from kernel_ratchet.campaign.finish import report as do_report
+        from kernel_ratchet.report.final import report as do_report
 
         with self._campaign(campaign) as c:
             text = do_report(c)

@@ -9,7 +9,7 @@ Runs, with the real worker processes and the bundled bf16 GEMM (:mod:`.planted`)
 * planted 5% speedup: the incumbent is the one with 5% more K -> accepted in >= 19/20.
 
 Each trial is one paired decision with the campaigns' timing parameters and round budget
-(:func:`kernel_ratchet.campaign.paired_round.paired_settings`), on the 5 shapes of
+(:func:`kernel_ratchet.campaign.rounds.paired.paired_settings`), on the 5 shapes of
 :data:`~kernel_ratchet.method.planted.GPU_SHAPES`. It prints one table (:func:`table`) with the
 median wall time of one decision (on an H200 with torch 2.11 and triton 3.6, a trial decided at
 10 rounds took 25.6 s median over 100 trials, worker start-up, checks and compilation
@@ -186,7 +186,7 @@ def run_trials(
     """Run ``plan``, interleaved (trial 0 of every scenario, then trial 1, ...: a run cut short
     still holds the same number of trials of each), rewriting ``output`` after every trial;
     returns {scenario: rows}."""
-    from kernel_ratchet.campaign.paired_round import paired_settings
+    from kernel_ratchet.campaign.rounds.paired import paired_settings
     from kernel_ratchet.harness.ab import run_paired
 
     base_params, k_start, k_max = paired_settings(plan.cuda)

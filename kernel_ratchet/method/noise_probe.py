@@ -46,7 +46,7 @@ def _say(msg: str) -> None:
 
 def _measure(name: str, i: int, overrides: dict, rounds: int, cuda: bool, logs: Path):
     """One variant's A/A run and its noise (None with the reason printed when it failed)."""
-    from kernel_ratchet.campaign.paired_round import paired_settings
+    from kernel_ratchet.campaign.rounds.paired import paired_settings
     from kernel_ratchet.harness.ab import run_paired
 
     params = {**paired_settings(cuda)[0], **overrides}

@@ -30,20 +30,18 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from kernel_ratchet.campaign.category import Category
 from kernel_ratchet.campaign.clock import now
-from kernel_ratchet.optimizers.base import (
-    BUCKETS,
-    Optimizer,
-    OptimizerContext,
-    OptimizerError,
-    Proposal,
-)
+from kernel_ratchet.campaign.profiling import render_md
+from kernel_ratchet.campaign.record import RoundRecord
+from kernel_ratchet.guard.static_audit import BUCKETS
+from kernel_ratchet.optimizers.base import Optimizer, OptimizerContext, OptimizerError, Proposal
+from kernel_ratchet.scoring.decision import Status
 
-FAILURE_CATEGORIES = ("build", "test", "correctness")
+FAILURE_CATEGORIES = (Category.BUILD, Category.TEST, Category.CORRECTNESS)
 RULES = """\
 - One round = one change = one hypothesis. Write hypothesis.json BEFORE you edit anything.
 - Edit only these kernel files: {kernel}. Never touch: {protected}.
@@ -102,12 +100,11 @@ class AgentOptimizer(Optimizer):
             f"{context.round_no}: {problem} (logs under {base})"
         )
 
-    def observe(self, record: Mapping[str, Any]) -> None:
-        if record.get("status") == "ROLLED BACK" and record.get("category") in FAILURE_CATEGORIES:
+    def observe(self, record: RoundRecord) -> None:
+        if record.status is Status.ROLLED_BACK and record.category in FAILURE_CATEGORIES:
             self.failures += 1
             self.last_failure = (
-                f"round-{record['round']} ({record.get('hypothesis')}) was "
-                f"rolled back: {record.get('reason')}"
+                f"round-{record.round} ({record.hypothesis}) was rolled back: {record.reason}"
             )
         else:
             self.failures = 0
@@ -266,12 +263,11 @@ def context_pack(ctx: OptimizerContext, hyp: Path, problem: str, recent: int = 6
     if problem:
         parts.append(f"## Your previous attempt\n{problem}\n")
     rows = [
-        f"- round-{r['round']} {r['status']} ({r.get('category')}): {r.get('hypothesis')} — "
-        f"{r.get('reason')}"
+        f"- round-{r.round} {r.status.value} ({r.category.value}): {r.hypothesis} — {r.reason}"
         for r in list(ctx.rounds)[-recent:]
     ]
     parts.append("## Recent rounds\n" + ("\n".join(rows) or "- none yet") + "\n")
-    bad = [f"- {d['direction']} (round-{d['round']}, {d['category']})" for d in ctx.ineffective]
+    bad = [f"- {r.direction_key} (round-{r.round}, {r.category.value})" for r in ctx.ineffective]
     parts.append(
         "## Verified-ineffective directions (never repeat)\n" + ("\n".join(bad) or "- none") + "\n"
     )
@@ -285,8 +281,6 @@ def context_pack(ctx: OptimizerContext, hyp: Path, problem: str, recent: int = 6
         parts.append(f"## Analysis ({ctx.analysis.get('label')})\n" + "\n".join(lines) + "\n")
         prof = ctx.analysis.get("profile")
         if prof:  # the incumbent's kernel time breakdown (and ncu metrics), as analysis.md has it
-            from kernel_ratchet.campaign.profiling import render_md
-
             parts.append("\n".join(render_md(prof)).strip() + "\n")
     parts.append("## Historical tips\n" + (ctx.tips.strip() or "- none") + "\n")
     for rel, text in ctx.sources.items():

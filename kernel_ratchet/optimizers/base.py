@@ -1,12 +1,13 @@
 """The optimizer protocol: who proposes the next round's change. The tool decides.
 
 An optimizer sees an :class:`OptimizerContext` (manifest, the incumbent's kernel sources, the
-recent round records, the verified-ineffective directions, tips and the latest analysis) and
-returns one :class:`Proposal` per round, or ``None`` when it has nothing left to try. The loop
-(:mod:`kernel_ratchet.campaign.loop`) applies the proposal and calls ``Campaign.validate``; the
-engine measures, decides, commits or rolls back and records. The optimizer is then shown the
-frozen round record through :meth:`Optimizer.observe`. An optimizer never runs the harness,
-parses a CSV, decides, or touches git.
+round records, the verified-ineffective ones, tips and the latest analysis) and returns one
+:class:`Proposal` per round, or ``None`` when it has nothing left to try. The loop
+(:mod:`kernel_ratchet.optimizers.loop`) applies the proposal and calls ``Campaign.validate``;
+the engine measures, decides, commits or rolls back and records. The optimizer is then shown
+the frozen :class:`~kernel_ratchet.campaign.record.RoundRecord` through
+:meth:`Optimizer.observe`. An optimizer never runs the harness, parses a CSV, decides, or
+touches git.
 
 Every implementation runs :class:`kernel_ratchet.optimizers.testing.OptimizerConformance`.
 """
@@ -22,13 +23,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from kernel_ratchet.campaign.record import RoundRecord
 from kernel_ratchet.errors import RatchetError
-
-#: SPEC section 8 transfer buckets (``rounds.BUCKETS`` is the engine's copy of the same list).
-BUCKETS = ("K1", "K2", "K3", "K4", "W1", "W2", "W3")
-#: Rolled-back categories that prove a direction ineffective (an interrupted, scope or harness
-#: failure says nothing about the direction itself).
-VERIFIED_CATEGORIES = ("no-gain", "regression", "noise", "correctness", "test", "build")
+from kernel_ratchet.guard.static_audit import BUCKETS
 
 
 class OptimizerError(RatchetError):
@@ -97,16 +94,16 @@ class OptimizerContext:
     """What an optimizer may read before proposing round ``round_no``.
 
     ``sources`` are the incumbent's kernel files (relative path -> text); ``rounds`` the round
-    records (``round.json`` dicts, oldest first); ``ineffective`` the rolled-back rounds whose
-    category proves their direction ineffective (dicts with round, direction, hypothesis,
-    category); ``analysis`` the latest ``analysis.json`` (or None).
+    records (oldest first); ``ineffective`` those whose rollback proves their direction
+    ineffective (:func:`kernel_ratchet.campaign.record.verified_ineffective`); ``analysis`` the
+    latest ``analysis.json`` (or None).
     """
 
     root: Path
     manifest: Mapping[str, Any]
     sources: Mapping[str, str]
-    rounds: Sequence[Mapping[str, Any]] = ()
-    ineffective: Sequence[Mapping[str, Any]] = ()
+    rounds: Sequence[RoundRecord] = ()
+    ineffective: Sequence[RoundRecord] = ()
     tips: str = ""
     analysis: Mapping[str, Any] | None = None
     tunables: str | None = None
@@ -123,30 +120,15 @@ class OptimizerContext:
         return str(self.manifest.get("target_op", ""))
 
     def is_ineffective(self, direction: str) -> bool:
-        return any(d.get("direction") == direction for d in self.ineffective)
+        return any(r.direction_key == direction for r in self.ineffective)
 
     def tried(self) -> set[str]:
         """Directions of every decided round (accepted or verified-ineffective)."""
         return {
-            r["direction"]
+            r.direction
             for r in self.rounds
-            if r.get("direction")
-            and (r.get("status") == "ACCEPTED" or r.get("category") in VERIFIED_CATEGORIES)
+            if r.direction and (r.accepted or r.verified_ineffective)
         }
-
-
-def ineffective_from(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The verified-ineffective directions among round records (see VERIFIED_CATEGORIES)."""
-    return [
-        {
-            "round": r["round"],
-            "direction": r.get("direction") or r.get("hypothesis", ""),
-            "hypothesis": r.get("hypothesis", ""),
-            "category": r.get("category"),
-        }
-        for r in records
-        if r.get("status") == "ROLLED BACK" and r.get("category") in VERIFIED_CATEGORIES
-    ]
 
 
 class Optimizer(ABC):
@@ -168,7 +150,7 @@ class Optimizer(ABC):
     def propose(self, context: OptimizerContext) -> Proposal | None:
         """The next round's change, or None when nothing is left to try."""
 
-    def observe(self, record: Mapping[str, Any]) -> None:  # noqa: B027 - optional hook
+    def observe(self, record: RoundRecord) -> None:  # noqa: B027 - optional hook
         """See a closed round's frozen record (default: ignore it)."""
 
     def settings(self) -> dict[str, Any]:

@@ -26,13 +26,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kernel_ratchet.optimizers.base import (
-    VERIFIED_CATEGORIES,
-    Optimizer,
-    OptimizerContext,
-    OptimizerError,
-    Proposal,
-)
+from kernel_ratchet.campaign.record import RoundRecord
+from kernel_ratchet.optimizers.base import Optimizer, OptimizerContext, OptimizerError, Proposal
 from kernel_ratchet.optimizers.tunables import MODULE, Entry, Tunables, parse_tunables, set_knobs
 
 #: Why a knob family might help (the hypothesis is stated before the change).
@@ -75,7 +70,7 @@ class SearchOptimizer(Optimizer):
         if isinstance(knobs, str):
             knobs = [k.strip() for k in knobs.split(",") if k.strip()]
         self.knobs = frozenset(knobs) if knobs else None
-        self.seen: list[Mapping[str, Any]] = []
+        self.seen: list[RoundRecord] = []
 
     # -- protocol --------------------------------------------------------------------------
     def propose(self, context: OptimizerContext) -> Proposal | None:
@@ -103,8 +98,8 @@ class SearchOptimizer(Optimizer):
             return self._proposal(context, rel, new, entry, changes, family, direction)
         return None
 
-    def observe(self, record: Mapping[str, Any]) -> None:
-        self.seen.append(dict(record))
+    def observe(self, record: RoundRecord) -> None:
+        self.seen.append(record)
 
     def settings(self) -> dict[str, Any]:
         return {"name": self.name, "knobs": sorted(self.knobs) if self.knobs else None}
@@ -124,7 +119,7 @@ class SearchOptimizer(Optimizer):
     def moves(self, t: Tunables, ctx: OptimizerContext):
         """Candidate moves ``(entry, {knob: value}, family, direction)`` in proposal order,
         without verified-ineffective or already decided directions."""
-        done = ctx.tried() | {d["direction"] for d in ctx.ineffective} | undoing(ctx.rounds)
+        done = ctx.tried() | {r.direction_key for r in ctx.ineffective} | undoing(ctx.rounds)
         stagnant = stagnant_families(ctx.rounds, t)
         ranked = []
         for e_rank, entry in enumerate(self.entries(t, ctx)):
@@ -240,27 +235,27 @@ def family_of(direction: str, t: Tunables) -> str | None:
     return "preset" if m["knob"] == "preset" else t.family(m["knob"])
 
 
-def undoing(rounds) -> set[str]:
+def undoing(rounds: Sequence[RoundRecord]) -> set[str]:
     """The direction that would undo the last accepted round, when it was one search move of
     one knob (``entry:knob=<old value>``, read back from the summary the move wrote:
     ``"<entry>: <knob> <old> -> <new>"``); empty otherwise."""
-    last = next((r for r in reversed(rounds) if r.get("status") == "ACCEPTED"), None)
-    m = _DIRECTION.match((last or {}).get("direction") or "")
+    last = next((r for r in reversed(rounds) if r.accepted), None)
+    m = _DIRECTION.match(last.direction if last else "")
     if not m or m["knob"] == "preset":
         return set()
-    knob, new = m["knob"], last["direction"][m.end() :]
-    s = re.fullmatch(rf".*: {knob} (?P<old>.+) -> {re.escape(new)}", last.get("summary") or "")
+    knob, new = m["knob"], last.direction[m.end() :]
+    s = re.fullmatch(rf".*: {knob} (?P<old>.+) -> {re.escape(new)}", last.summary)
     return {f"{m['entry']}:{knob}={s['old']}"} if s else set()
 
 
-def stagnant_families(rounds, t: Tunables) -> set[str]:
+def stagnant_families(rounds: Sequence[RoundRecord], t: Tunables) -> set[str]:
     """Families with at least two verified rollbacks since the last accepted round."""
     counts: Counter[str] = Counter()
     for r in rounds:
-        if r.get("status") == "ACCEPTED":
+        if r.accepted:
             counts.clear()
-        elif r.get("status") == "ROLLED BACK" and r.get("category") in VERIFIED_CATEGORIES:
-            fam = family_of(r.get("direction", ""), t)
+        elif r.verified_ineffective:
+            fam = family_of(r.direction, t)
             if fam:
                 counts[fam] += 1
     return {f for f, n in counts.items() if n >= STAGNATION_ROLLBACKS}

@@ -76,7 +76,7 @@ def same_space(sweep: dict[str, Any], campaign: Path | None) -> str | None:
     (also when there is no campaign record to compare)."""
     if campaign is None:
         return None
-    from kernel_ratchet.campaign.loop import recorded_optimizer
+    from kernel_ratchet.optimizers.loop import recorded_optimizer
 
     last = recorded_optimizer(campaign)
     if not last or last.get("name") != "search":
@@ -176,7 +176,7 @@ def compare(req: CompareRequest) -> int:
     when the A/B failed. Raises OptimizerError when the sweep has no best configuration."""
     import torch
 
-    from kernel_ratchet.campaign.paired_round import paired_settings
+    from kernel_ratchet.campaign.rounds.paired import paired_settings
     from kernel_ratchet.profile.loader import find_profile, load_profile
 
     sweep = json.loads(Path(req.sweep).read_text())

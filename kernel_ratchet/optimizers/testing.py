@@ -17,13 +17,9 @@ from typing import Any
 
 import pytest
 
-from kernel_ratchet.optimizers.base import (
-    BUCKETS,
-    Optimizer,
-    OptimizerContext,
-    Proposal,
-    ineffective_from,
-)
+from kernel_ratchet.campaign.record import RoundRecord, verified_ineffective
+from kernel_ratchet.guard.static_audit import BUCKETS
+from kernel_ratchet.optimizers.base import Optimizer, OptimizerContext, Proposal
 
 TOY_KERNEL = '''"""A toy kernel file with module-level knobs."""
 
@@ -96,6 +92,7 @@ def make_toy_project(root: Path) -> Path:
 
 
 def tree_hashes(root: Path) -> dict[str, str]:
+    """sha256 of every file under ``root`` (outside ``.ratchet``), by relative path."""
     return {
         str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(root.rglob("*"))
@@ -122,7 +119,9 @@ class RecordedRounds:
         self.default_gain = default_gain
         self.tunables = tunables
         self.incumbent = {rel: (self.root / rel).read_text() for rel in KERNEL_SOURCE}
-        self.records: list[dict[str, Any]] = [_record(1, "BASELINE", "baseline", "Baseline", "")]
+        self.records: list[RoundRecord] = [
+            recorded_round(1, "BASELINE", "baseline", "Baseline", "")
+        ]
 
     def context(self, analysis: Mapping[str, Any] | None = None) -> OptimizerContext:
         manifest = {
@@ -138,7 +137,7 @@ class RecordedRounds:
             manifest=manifest,
             sources=dict(self.incumbent),
             rounds=tuple(self.records),
-            ineffective=tuple(ineffective_from(self.records)),
+            ineffective=tuple(verified_ineffective(self.records)),
             tips="",
             analysis=analysis,
             tunables=self.tunables,
@@ -152,7 +151,7 @@ class RecordedRounds:
             return self.gains(direction)
         return self.gains.get(direction, self.default_gain)
 
-    def decide(self, p: Proposal, category: str | None = None) -> dict[str, Any]:
+    def decide(self, p: Proposal, category: str | None = None) -> RoundRecord:
         """Apply ``p``, decide it from the recorded gain (or force ``category``), restore or
         keep the files like the engine, and return the round record."""
         p.apply_to(self.root)
@@ -161,8 +160,7 @@ class RecordedRounds:
         if category is None:
             category = "ok" if g > 0 else "no-gain"
         status = "ACCEPTED" if category == "ok" else "ROLLED BACK"
-        rec = _record(n, status, category, p.hypothesis, p.direction, g)
-        rec["summary"] = p.summary
+        rec = recorded_round(n, status, category, p.hypothesis, p.direction, g, summary=p.summary)
         self.records.append(rec)
         if status == "ACCEPTED":
             self.incumbent = {rel: (self.root / rel).read_text() for rel in KERNEL_SOURCE}
@@ -183,18 +181,25 @@ class RecordedRounds:
         return out
 
 
-def _record(n, status, category, hypothesis, direction, gain=None) -> dict[str, Any]:
-    return {
-        "round": n,
-        "status": status,
-        "category": category,
-        "hypothesis": hypothesis,
-        "direction": direction,
-        "bucket": "K1",
-        "level": "quick",
-        "reason": f"recorded gain {gain}",
-        "decision": None if gain is None else {"gain": gain},
-    }
+def recorded_round(
+    n: int,
+    status: str,
+    category: str,
+    hypothesis: str = "h",
+    direction: str = "",
+    gain: float | None = None,
+    **fields: Any,
+) -> RoundRecord:
+    """A synthetic round record as the engine would close it (no measurement behind it)."""
+    values = {"bucket": "K1", "level": "quick", "reason": f"recorded gain {gain}", **fields}
+    return RoundRecord(
+        round=n,
+        status=status,
+        category=category,
+        hypothesis=hypothesis,
+        direction=direction,
+        **values,
+    )
 
 
 class OptimizerConformance:
@@ -264,5 +269,5 @@ class OptimizerConformance:
     )
     def test_observe_tolerates_every_status(self, project: Path, status, category) -> None:
         opt = self.make_optimizer(project)
-        opt.observe(_record(2, status, category, "h", "d", 0.0))
-        opt.observe({"round": 3, "status": status, "category": category})
+        opt.observe(recorded_round(2, status, category, "h", "d", 0.0))
+        opt.observe(RoundRecord(round=3, status=status, category=category))

@@ -46,8 +46,9 @@ class Verdict(str, Enum):
 
 
 class Status(str, Enum):
-    """Outcome of a round's decision."""
+    """Status of a round: the BASELINE (round 1), or the outcome of its decision."""
 
+    BASELINE = "BASELINE"
     ACCEPTED = "ACCEPTED"
     ROLLED_BACK = "ROLLED BACK"
 

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from kernel_ratchet import cli
-from kernel_ratchet.campaign import rounds, steps
+from kernel_ratchet.campaign import quick_bench, steps
 from kernel_ratchet.campaign.engine import Campaign
+from kernel_ratchet.campaign.rounds import levels
 from kernel_ratchet.errors import (
     TERMINATION_REQUESTED,
     CampaignError,
@@ -47,7 +48,7 @@ def open_campaign(project, monkeypatch):
 
 
 def test_renamed_csv_column_fails_validate_loudly(project, open_campaign, monkeypatch):
-    real = rounds._run_harness
+    real = levels._run_harness
 
     def drifting(c, art, level, name):
         h, csv = real(c, art, level, name)
@@ -55,13 +56,13 @@ def test_renamed_csv_column_fails_validate_loudly(project, open_campaign, monkey
         csv.write_text(text)
         return h, csv
 
-    monkeypatch.setattr(rounds, "_run_harness", drifting)
+    monkeypatch.setattr(levels, "_run_harness", drifting)
     set_blocks(project, M=32, N=32)
     with open_campaign() as c, pytest.raises(SchemaError, match="Forward TFLOPS_stddev"):
         c.validate("32x32 tiles")
     with open_campaign() as c:
         last = c.state.closed[-1]
-    assert last["status"] == "ROLLED BACK" and last["category"] == "schema"
+    assert last.status == "ROLLED BACK" and last.category == "schema"
     assert "BLOCK_M = 16" in (project / KERNEL).read_text()
 
 
@@ -79,7 +80,7 @@ def test_sigterm_during_the_harness_closes_the_round_and_exits_143(
             time.sleep(10)  # the handler raises before this ends
         return real(name, command, **kw)
 
-    monkeypatch.setattr(rounds, "run_step", killed)
+    monkeypatch.setattr(quick_bench, "run_step", killed)
     set_blocks(project, M=32, N=32)
     try:
         with open_campaign() as c, pytest.raises(Terminated):
@@ -89,7 +90,7 @@ def test_sigterm_during_the_harness_closes_the_round_and_exits_143(
         TERMINATION_REQUESTED.clear()  # process-wide: later tests run loops in this process
     assert not TERMINATION_REQUESTED.is_set()
     with open_campaign() as c:
-        assert c.state.pending is None and c.state.closed[-1]["category"] == "interrupted"
+        assert c.state.pending is None and c.state.closed[-1].category == "interrupted"
     record = json.loads((campaign_dir(project) / "rounds/round-2/round.json").read_text())
     assert "SIGTERM" in record["reason"] and "Ctrl+C" not in record["reason"]
     assert "BLOCK_M = 16" in (project / KERNEL).read_text()
@@ -124,7 +125,7 @@ def test_edited_log_is_refused_and_an_appended_correction_is_not(project, open_c
     log.write_text(original + "> Correction (2026-01-01 00:00): a note appended by hand\n")
     with open_campaign() as c:
         rec = c.validate("32x32 tiles")
-    assert rec["status"] == "ACCEPTED", rec.get("reason")
+    assert rec.status == "ACCEPTED", rec.reason
     assert "a note appended by hand" in log.read_text()
 
 
@@ -134,8 +135,8 @@ def test_change_outside_kernel_source_is_rolled_back_and_left_alone(project, ope
     test_file.write_text(test_file.read_text() + "\n# weakened test\n")
     with open_campaign() as c:
         rec = c.validate("32x32 tiles")
-    assert rec["status"] == "ROLLED BACK" and rec["category"] == "scope"
-    assert rec["out_of_scope"] == ["tests/test_kernel.py"]
+    assert rec.status == "ROLLED BACK" and rec.category == "scope"
+    assert list(rec.out_of_scope) == ["tests/test_kernel.py"]
     assert "# weakened test" in test_file.read_text()  # never touched by the tool
     assert "BLOCK_M = 16" in (project / KERNEL).read_text()
 
@@ -152,7 +153,7 @@ def test_edited_harness_and_empty_round_are_refused_without_a_round(project, ope
     with open_campaign() as c:
         assert c.state.next_round == 2 and len(c.state.closed) == 1
         rec = c.validate("32x32 tiles")
-        assert rec["status"] == "ACCEPTED", rec.get("reason")
+        assert rec.status == "ACCEPTED", rec.reason
 
 
 def test_ctrl_c_during_the_harness_closes_the_round(project, open_campaign, monkeypatch):
@@ -163,14 +164,14 @@ def test_ctrl_c_during_the_harness_closes_the_round(project, open_campaign, monk
             raise KeyboardInterrupt
         return real(name, command, **kw)
 
-    monkeypatch.setattr(rounds, "run_step", interrupted)
+    monkeypatch.setattr(quick_bench, "run_step", interrupted)
     set_blocks(project, M=32, N=32)
     with open_campaign() as c, pytest.raises(KeyboardInterrupt):
         c.validate("32x32 tiles")
     with open_campaign() as c:
         assert c.state.pending is None
         last = c.state.closed[-1]
-    assert last["category"] == "interrupted" and "Ctrl+C" in json.dumps(
+    assert last.category == "interrupted" and "Ctrl+C" in json.dumps(
         json.loads((campaign_dir(project) / "rounds/round-2/round.json").read_text())
     )
     assert "BLOCK_M = 16" in (project / KERNEL).read_text()
@@ -188,7 +189,7 @@ def test_no_commit_mode_rolls_back_from_the_snapshot(tmp_path):
 
 def test_calibrate_stores_the_machine_noise_and_the_decision_uses_it(project, open_campaign):
     from kernel_ratchet.campaign.calibrate import calibrate_campaign
-    from kernel_ratchet.campaign.paired_round import min_detectable
+    from kernel_ratchet.campaign.rounds.paired import min_detectable
 
     with open_campaign() as c:
         assert min_detectable(c) == 0.0
@@ -206,22 +207,15 @@ def test_a_lost_sigterm_still_stops_the_loop_between_rounds():
     import threading
     from types import SimpleNamespace
 
-    from kernel_ratchet.campaign import loop
+    from kernel_ratchet.optimizers import loop
 
     c = SimpleNamespace(state=SimpleNamespace(termination=None))
     TERMINATION_REQUESTED.set()
     try:
         code, why = loop._loop(
             c,
-            None,
             loop.LoopResult(Path(".")),
-            20,
-            math.inf,
-            None,
-            threading.Event(),
-            print,
-            None,
-            "T4",
+            loop.LoopSettings(None, 20, math.inf, None, threading.Event(), print, None, "T4"),
         )
     finally:
         TERMINATION_REQUESTED.clear()

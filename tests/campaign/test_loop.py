@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from kernel_ratchet.campaign.loop import parse_duration, too_short
 from kernel_ratchet.errors import CampaignError
+from kernel_ratchet.optimizers.budget import parse_duration, too_short
 from tests.campaign.conftest import KERNEL, campaign_dir, git, make_project, ratchet
 
 AGENT = Path(__file__).resolve().parents[1] / "optimizers" / "scripted_agent.py"
@@ -208,8 +208,8 @@ def test_parse_duration():
 
 
 def test_roofline_bound_and_efficiency_from_a_csv():
-    from kernel_ratchet.campaign.analyze import Ceilings, analyze_table, efficiency
     from kernel_ratchet.harness.csv_schema import GEMM_HEADER, parse_csv_text
+    from kernel_ratchet.scoring.roofline import Ceilings, analyze_table, efficiency
 
     # 100 TFLOPS peak, 1000 GB/s: a 4096^3 GEMM is compute-bound, a 4096x4096x16 one is not
     text = (

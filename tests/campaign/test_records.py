@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from kernel_ratchet.campaign.records import (
+from kernel_ratchet.campaign.render import (
     commit_message,
     tip_entry,
     trend_header,
@@ -69,11 +69,11 @@ def test_tip_entry_format():
 
 
 def test_time_line_says_where_a_round_went():
-    from kernel_ratchet.campaign.rounds import time_line
+    from kernel_ratchet.campaign.render import time_line
 
     rec = {"seconds": {"test": 14.6, "harness_quick": 20.2, "ab_quick": 79.4, "measure": 114.9}}
-    assert time_line(rec) == "115 s: test 15, harness_quick 20, ab_quick 79"
-    assert time_line({"seconds": {"test": 3.0}}) == "test 3"
+    assert time_line(rec["seconds"]) == "115 s: test 15, harness_quick 20, ab_quick 79"
+    assert time_line({"test": 3.0}) == "test 3"
 
 
 def test_paired_chain_reads_an_incumbent_closed_before_it_was_kept(tmp_path):
@@ -81,18 +81,27 @@ def test_paired_chain_reads_an_incumbent_closed_before_it_was_kept(tmp_path):
     such an incumbent is rebuilt from its round record, not taken as the baseline's."""
     from types import SimpleNamespace
 
-    from kernel_ratchet.campaign.closing import paired_chain
+    from kernel_ratchet.campaign.record import RoundRecord
+    from kernel_ratchet.campaign.round_decision import RoundDecision
+    from kernel_ratchet.campaign.rounds.close import paired_chain
+    from kernel_ratchet.campaign.state import ClosedEntry
 
-    def rec(n: int, inc: int, gain: float | None, paired: bool = True) -> dict:
-        return {
-            "round": n,
-            "incumbent_round": inc,
-            "decision": {"paired": paired, "gain": gain} if gain is not None else None,
-        }
+    def rec(n: int, inc: int, gain: float | None, paired: bool = True) -> RoundRecord:
+        decision = RoundDecision("ACCEPTED", "r", paired, False, (), 1.0, 1.0, gain, 0.0, False, ())
+        return RoundRecord(
+            round=n,
+            status="ACCEPTED",
+            category="ok",
+            incumbent_round=inc,
+            decision=decision if gain is not None else None,
+        )
 
-    closed = {1: {"round": 1}, 6: {"round": 6, "gain": 0.0584}}  # round 6: an old entry
+    closed = {  # round 6: an old entry, closed before the paired chain was kept
+        1: ClosedEntry(1, "BASELINE", "full", "baseline", "b"),
+        6: ClosedEntry(6, "ACCEPTED", "quick", "ok", "h", gain=0.0584, chain_kept=False),
+    }
     (tmp_path / "round-6").mkdir()
-    (tmp_path / "round-6/round.json").write_text(json.dumps(rec(6, 1, 0.0584)))
+    (tmp_path / "round-6/round.json").write_text(json.dumps(rec(6, 1, 0.0584).to_dict()))
     c = SimpleNamespace(
         state=SimpleNamespace(closed_round=closed.get), round_dir=lambda n: tmp_path / f"round-{n}"
     )
@@ -107,16 +116,28 @@ def test_termination_estimates_the_incumbent_by_its_paired_chain(monkeypatch):
     measurements, otherwise); T3 counts the closed rounds after the baseline."""
     from types import SimpleNamespace
 
-    from kernel_ratchet.campaign import closing
+    from kernel_ratchet.campaign import termination
 
-    monkeypatch.setattr(closing, "aggregates", lambda *_a: SimpleNamespace(primary_avg=100.0))
+    monkeypatch.setattr(termination, "aggregates", lambda *_a: SimpleNamespace(primary_avg=100.0))
+
+    from kernel_ratchet.campaign.state import ClosedEntry
 
     def camp(inc: dict, target: float | None = 105.0, max_iterations: int = 20):
-        closed = [{"round": 1}, inc]
+        entry = ClosedEntry(
+            inc["round"],
+            "ACCEPTED",
+            "quick",
+            "ok",
+            "h",
+            vs_baseline=inc.get("vs_baseline"),
+            paired_chain=inc.get("paired_chain"),
+            chain_kept="paired_chain" in inc,
+        )
+        closed = [ClosedEntry(1, "BASELINE", "full", "baseline", "b"), entry]
         st = SimpleNamespace(
             closed=closed,
-            incumbent_round=inc["round"],
-            closed_round=lambda n: next((r for r in closed if r["round"] == n), None),
+            incumbent_round=entry.round,
+            closed_round=lambda n: next((r for r in closed if r.round == n), None),
         )
         m = SimpleNamespace(
             performance_target=target,
@@ -127,12 +148,17 @@ def test_termination_estimates_the_incumbent_by_its_paired_chain(monkeypatch):
         )
         return SimpleNamespace(state=st, m=m, baseline_table=lambda: None)
 
-    reached = closing.termination(camp({"round": 2, "paired_chain": 0.06, "vs_baseline": 0.01}))
-    assert reached["code"] == "T1" and "106.00" in reached["reason"]
-    assert (
-        closing.termination(camp({"round": 2, "paired_chain": 0.02, "vs_baseline": 0.09})) is None
+    reached = termination.check_termination(
+        camp({"round": 2, "paired_chain": 0.06, "vs_baseline": 0.01})
     )
-    legacy = closing.termination(camp({"round": 2, "vs_baseline": 0.06}))
-    assert legacy["code"] == "T1"
-    t3 = closing.termination(camp({"round": 2, "paired_chain": 0.0}, None, max_iterations=1))
-    assert t3["code"] == "T3"
+    assert reached.code == "T1" and "106.00" in reached.reason
+    assert (
+        termination.check_termination(camp({"round": 2, "paired_chain": 0.02, "vs_baseline": 0.09}))
+        is None
+    )
+    legacy = termination.check_termination(camp({"round": 2, "vs_baseline": 0.06}))
+    assert legacy.code == "T1"
+    t3 = termination.check_termination(
+        camp({"round": 2, "paired_chain": 0.0}, None, max_iterations=1)
+    )
+    assert t3.code == "T3"

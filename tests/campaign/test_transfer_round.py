@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kernel_ratchet.campaign.transfer_round import _verdict
+from kernel_ratchet.campaign.rounds.transfer import _verdict
 
 
 def _sim(bench, train, verdict="TRANSFERS", noise=0.01):
@@ -43,7 +43,7 @@ def test_noise_protects_a_small_gain():
 
 
 def test_a_large_gain_must_hold_in_fresh_processes():
-    from kernel_ratchet.campaign.paired_round import unconfirmed_shapes
+    from kernel_ratchet.campaign.rounds.paired import unconfirmed_shapes
     from kernel_ratchet.scoring.paired import PairedVerdict, ShapeRow
 
     def row(label, ratio, lo, hi, verdict=PairedVerdict.FASTER):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kernel_ratchet.campaign.workspace import extract
+from kernel_ratchet.campaign.lineage.workspace import extract
 from kernel_ratchet.profile.loader import load_profile
 from tests.campaign.conftest import (
     KERNEL,

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from kernel_ratchet.campaign.records import transfer_section
+from kernel_ratchet.campaign.render import transfer_section
 from kernel_ratchet.guard.dynamic_transfer import OVERFIT, TRANSFERS, DynamicResult
 from kernel_ratchet.guard.skew import REJECT as SKEW_REJECT
 from kernel_ratchet.guard.skew import ROBUST

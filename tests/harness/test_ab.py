@@ -297,13 +297,13 @@ def test_a_hopeless_candidate_stops_at_the_futility_look(tmp_path):
 def test_the_round_record_says_the_a_b_stopped_for_futility(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    from kernel_ratchet.campaign import paired_round
+    from kernel_ratchet.campaign.rounds import paired as paired_round
 
     run = ab(tmp_path, FakeSpec("cand", speed=0.7))
     monkeypatch.setattr(paired_round, "aggregates", lambda *_a: SimpleNamespace(primary_avg=100))
     table = SimpleNamespace(restrict=lambda _labels: None)
     c = SimpleNamespace(table=lambda _rel: table, m=SimpleNamespace(campaign_type="compute_fwd"))
-    rec = paired_round._to_decision(c, run, None, [], "inc.csv", list(run.labels))
+    rec = paired_round._to_decision(c, run, None, [], "inc.csv", list(run.labels)).to_dict()
     assert rec["status"] == "ROLLED BACK" and rec["early_stop"] == run.early_stop
     assert rec["reason"].startswith("futility stop after 3 rounds") and rec["rounds"] == 3
     assert rec["aggregate_after"] == pytest.approx(100 * run.decision.aggregate_ratio)

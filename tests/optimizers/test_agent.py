@@ -15,6 +15,7 @@ from kernel_ratchet.optimizers.testing import (
     OptimizerConformance,
     RecordedRounds,
     make_toy_project,
+    recorded_round,
 )
 
 AGENT = Path(__file__).with_name("scripted_agent.py")
@@ -131,9 +132,9 @@ def test_timeouts_and_failures_use_the_retry_budget(toy, tmp_path):
 def test_consecutive_correctness_failures_end_the_turn(toy, tmp_path):
     opt = scripted(tmp_path, TOY_PATCHES, retries=1)
     for n in (2, 3):
-        opt.observe({"round": n, "status": "ROLLED BACK", "category": "test", "reason": "x"})
+        opt.observe(recorded_round(n, "ROLLED BACK", "test", reason="x"))
     assert opt.propose(RecordedRounds(toy).context()) is None
-    opt.observe({"round": 4, "status": "ACCEPTED", "category": "ok"})
+    opt.observe(recorded_round(4, "ACCEPTED", "ok"))
     assert opt.propose(RecordedRounds(toy).context()) is not None
 
 

@@ -13,6 +13,7 @@ from kernel_ratchet.optimizers.testing import (
     OptimizerConformance,
     RecordedRounds,
     make_toy_project,
+    recorded_round,
 )
 from kernel_ratchet.optimizers.tunables import parse_tunables
 
@@ -61,7 +62,7 @@ def test_never_repeats_an_ineffective_direction_and_ends_when_exhausted(toy):
     directions = [p.direction for p in proposals]
     assert len(directions) == len(set(directions))
     assert SearchOptimizer().propose(rec.context()) is None  # every move spent
-    ineffective = {d["direction"] for d in rec.context().ineffective}
+    ineffective = {r.direction_key for r in rec.context().ineffective}
     assert ineffective == set(directions)
     assert not any(d.startswith("CONFIGS/bwd/") for d in directions)
 
@@ -79,7 +80,7 @@ def test_switches_family_after_two_rollbacks_in_one_family(toy):
     later = [p.direction for p in proposals[3:]]
     assert "CONFIGS/fwd/large:num_warps=1" in later
     # an accepted round clears the stagnation
-    rec.records.append({"round": 99, "status": "ACCEPTED", "category": "ok", "direction": "x"})
+    rec.records.append(recorded_round(99, "ACCEPTED", "ok", direction="x"))
     assert stagnant_families(rec.records, t) == set()
 
 
@@ -90,16 +91,17 @@ def test_accepted_moves_climb_from_the_new_incumbent(toy):
     rec.run(SearchOptimizer(), 30)
     text = rec.incumbent["pkg/kernel.py"]
     assert "BLOCK_M = 64" in text and "BLOCK_N = 64" in text and "BLOCK_K = 32" in text
-    accepted = [r for r in rec.records if r["status"] == "ACCEPTED"]
+    accepted = [r for r in rec.records if r.status == "ACCEPTED"]
     assert len(accepted) >= 3
 
 
 def test_never_undoes_the_last_accepted_move(toy):
-    # the H200 FP8 campaign (2026-11-30) accepted num_stages 4 -> 3, then spent a round on 3 -> 4
+    # undoing an accepted move (num_stages 4 -> 3, then 3 -> 4) re-measures what its own
+    # paired A/B already lost
     first = SearchOptimizer().propose(RecordedRounds(toy).context())
     rec = RecordedRounds(toy, gains=lambda d: 0.05 if d == first.direction else -0.03)
     proposals = rec.run(SearchOptimizer(), 200)
-    assert proposals[0] == first and rec.records[1]["status"] == "ACCEPTED"
+    assert proposals[0] == first and rec.records[1].status == "ACCEPTED"
     (knob,) = first.notes["changes"]
     undo = f"{first.notes['entry']}:{knob}={first.notes['old'][knob]!r}"
     assert undoing(rec.records) == {undo}
@@ -110,21 +112,23 @@ def test_never_undoes_the_last_accepted_move(toy):
     t = parse_tunables(rec.incumbent["pkg/configs.py"])
     assert undo in [d for *_, d in SearchOptimizer().moves(t, fresh)]
     # a later acceptance makes it a candidate again
-    assert undoing([*rec.records, {"status": "ACCEPTED", "direction": "x"}]) == set()
+    assert undoing([*rec.records, recorded_round(99, "ACCEPTED", "ok", direction="x")]) == set()
 
 
 def test_undoing_reads_the_engine_record_of_a_search_move():
-    rec = {
-        "status": "ACCEPTED",
-        "direction": "CONFIGS/fp8_block/large:num_stages=3",
-        "summary": "CONFIGS/fp8_block/large: num_stages 4 -> 3",
-    }
+    rec = recorded_round(
+        2,
+        "ACCEPTED",
+        "ok",
+        direction="CONFIGS/fp8_block/large:num_stages=3",
+        summary="CONFIGS/fp8_block/large: num_stages 4 -> 3",
+    )
     assert undoing([rec]) == {"CONFIGS/fp8_block/large:num_stages=4"}
-    assert undoing([rec, {"status": "ROLLED BACK", "direction": "y"}]) == {
+    assert undoing([rec, recorded_round(3, "ROLLED BACK", "no-gain", direction="y")]) == {
         "CONFIGS/fp8_block/large:num_stages=4"
     }
-    assert undoing([{**rec, "summary": "a person's words"}]) == set()
-    assert undoing([{**rec, "direction": 'CONFIGS/x:preset={"num_stages": 3}'}]) == set()
+    assert undoing([replace(rec, summary="a person's words")]) == set()
+    assert undoing([replace(rec, direction='CONFIGS/x:preset={"num_stages": 3}')]) == set()
 
 
 def test_refuses_a_tunables_file_outside_the_kernel_files(toy):

@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from kernel_ratchet.campaign.paired_round import _specs
+from kernel_ratchet.campaign.rounds.paired import _specs
 from kernel_ratchet.guard.dynamic_transfer import MIN_REL_GAP, judge_worker_traces
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.harness.worker import Worker
 
 if TYPE_CHECKING:
-    from kernel_ratchet.campaign.engine import Campaign
+    from kernel_ratchet.campaign.context import CampaignContext
 
 MIN_GAIN = 0.02  # below this benchmark gain there is nothing to transfer
 #: Noise floor of one side's simulation on the CPU rehearsal (fraction of its benchmark time;
@@ -35,18 +35,18 @@ MIN_GAIN = 0.02  # below this benchmark gain there is nothing to transfer
 MIN_REL_GAP_CPU = 0.5
 
 
-def _largest(c: Campaign, labels: list[str]) -> Shape:
+def _largest(c: CampaignContext, labels: list[str]) -> Shape:
     by = {s["label"]: Shape.from_dict(s) for s in c.m.target_shapes}
     return max((by[x] for x in labels), key=lambda s: s.B * s.M * s.N * max(s.K, 1))
 
 
-def _modules(c: Campaign) -> tuple[str, ...]:
+def _modules(c: CampaignContext) -> tuple[str, ...]:
     return tuple(
         os.path.splitext(k)[0].replace("/", ".") for k in c.m.kernel_source if k.endswith(".py")
     )
 
 
-def dynamic_check(c: Campaign, art: Path, labels: list[str]) -> dict[str, Any]:
+def dynamic_check(c: CampaignContext, art: Path, labels: list[str]) -> dict[str, Any]:
     """Run both sides' simulation; returns {"verdict": OVERFIT | TRANSFERS | NOT-RUN, ...}."""
     shape = _largest(c, labels)
     cuda = torch.cuda.is_available()

@@ -1,4 +1,4 @@
-"""The paired A/B decision of a round (SPEC section 6, issue 5).
+"""The paired A/B decision of a round (SPEC section 6).
 
 Incumbent (the ``.incumbent`` worktree) and candidate (the working tree) run in two isolated
 worker processes, alternated in shuffled order over adaptive rounds, with a fresh secret input
@@ -12,24 +12,28 @@ from __future__ import annotations
 import json
 import math
 import secrets
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from kernel_ratchet.campaign.category import Category
 from kernel_ratchet.campaign.fsutil import atomic_write_json
-from kernel_ratchet.campaign.incumbent import incumbent_tree
+from kernel_ratchet.campaign.lineage.worktree import incumbent_tree
+from kernel_ratchet.campaign.round_decision import RoundDecision, ShapeResult
 from kernel_ratchet.harness.ab import run_paired
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.harness.paired_run import PairedRun
 from kernel_ratchet.harness.worker import WorkerSpec
+from kernel_ratchet.scoring.decision import Status
 from kernel_ratchet.scoring.metrics import aggregates
 from kernel_ratchet.scoring.paired_looks import PairedLooks
 
 if TYPE_CHECKING:
-    from kernel_ratchet.campaign.engine import Campaign
+    from kernel_ratchet.campaign.context import CampaignContext
 
-#: Rounds of the adaptive paired loop (issue 5: start at 10, up to 40 while ambiguous).
+#: Rounds of the adaptive paired loop: a first look after 10, up to 40 while ambiguous.
 K_START, K_MAX = 10, 40
 #: On the CPU (Triton interpreter, rehearsal only) fewer rounds: the effects it can show are
 #: large and every call is slow.
@@ -53,7 +57,7 @@ def paired_settings(cuda: bool) -> tuple[dict[str, Any], int, int]:
     return dict(CPU_PAIRED_TIMING), K_START_CPU, K_MAX_CPU
 
 
-def _specs(c: Campaign) -> tuple[WorkerSpec, WorkerSpec]:
+def _specs(c: CampaignContext) -> tuple[WorkerSpec, WorkerSpec]:
     cuda = torch.cuda.is_available()
     paired, _, _ = paired_settings(cuda)
     if not cuda:
@@ -74,20 +78,21 @@ def _specs(c: Campaign) -> tuple[WorkerSpec, WorkerSpec]:
     return inc, cand
 
 
-def _phases(c: Campaign) -> list[str]:
+def _phases(c: CampaignContext) -> list[str]:
     base = c.baseline_table()
     has_bwd = any(not math.isnan(r.bwd_ms) for r in base.rows if r.passed)
     return ["fwd", "bwd"] if has_bwd else ["fwd"]
 
 
-def min_detectable(c: Campaign) -> float:
+def min_detectable(c: CampaignContext) -> float:
+    """The smallest gain this machine can tell from noise (``ratchet calibrate``; 0 before it)."""
     path = c.dir / CALIBRATION
     if not path.exists():
         return 0.0
     return float(json.loads(path.read_text())["min_detectable_effect"])
 
 
-def _time_kwargs(c: Campaign) -> dict[str, float]:
+def _time_kwargs(c: CampaignContext) -> dict[str, float]:
     """Roofline anti-cheat: a shape faster than the machine's peak is rejected."""
     if not c.m.hardware_peak:
         return {}
@@ -96,7 +101,7 @@ def _time_kwargs(c: Campaign) -> dict[str, float]:
 
 
 def run_ab(
-    c: Campaign,
+    c: CampaignContext,
     labels: list[str],
     log_dir: Path,
     *,
@@ -132,8 +137,20 @@ def run_ab(
     )
 
 
-def paired_decision(c: Campaign, n: int, art: Path, cand_rel: str, inc_rel: str) -> dict:
-    """Measure and decide; returns the round record's ``decision`` dict (or a failure)."""
+@dataclass(frozen=True)
+class PairedFailure:
+    """A paired A/B that ended on a worker failure: the candidate's (its worker category) or
+    the incumbent's (category ``incumbent``: infrastructure, not the candidate)."""
+
+    category: Category
+    reason: str
+    failure: dict[str, Any]
+
+
+def paired_decision(
+    c: CampaignContext, n: int, art: Path, cand_rel: str, inc_rel: str
+) -> RoundDecision | PairedFailure:
+    """Measure and decide; returns the round's decision (or the failure that ended the A/B)."""
     labels = [r.label for r in c.table(cand_rel).rows]
     secret = secrets.randbits(63)
     c.say(f"round-{n}: paired A/B, incumbent vs candidate, {len(labels)} shapes")
@@ -182,69 +199,71 @@ def unconfirmed_shapes(first_rows, again_rows, suspicious: list[str]) -> list[st
     ]
 
 
+def _confirmed(run: PairedRun, confirm: PairedRun | None, suspicious: list[str]):
+    """(status, reason, unconfirmed) of the A/B's decision after the fresh-process
+    re-measurement of its suspiciously large gains (none: the decision's own)."""
+    d = run.decision
+    status, reason, unconfirmed = d.status, d.reason, False
+    if run.early_stop:
+        reason = f"{run.early_stop}; {reason}"
+    if confirm is None:
+        return status, reason, unconfirmed
+    if not confirm.ok:
+        return Status.ROLLED_BACK, f"re-measurement failed: {confirm.failure.sentence()}", True
+    weak = unconfirmed_shapes(d.per_shape, confirm.decision.per_shape, suspicious)
+    if weak:
+        reason = (
+            f"gains above {SUSPICIOUS_RATIO}x on {suspicious} did not hold in fresh "
+            f"processes (not FASTER, or CI below half the first gain, on {weak}); "
+            f"first measurement: {d.reason}"
+        )
+        return Status.ROLLED_BACK, reason, True
+    return status, reason + f" Gains above {SUSPICIOUS_RATIO}x confirmed in fresh processes.", False
+
+
 def _to_decision(
-    c: Campaign,
+    c: CampaignContext,
     run: PairedRun,
     confirm: PairedRun | None,
     suspicious: list[str],
     inc_rel: str,
     labels: list[str],
-) -> dict[str, Any]:
+) -> RoundDecision | PairedFailure:
     if not run.ok:
         f = run.failure
         who = "candidate" if f.side == "candidate" else "incumbent"
-        return {
-            "failure": f.to_dict(),
-            "category": f.category if who == "candidate" else "incumbent",
-            "reason": f.sentence(),
-        }
+        category = Category(f.category) if who == "candidate" else Category.INCUMBENT
+        return PairedFailure(category, f.sentence(), f.to_dict())
     d = run.decision
-    status, reason, unconfirmed = d.status.value, d.reason, False
-    if run.early_stop:
-        reason = f"{run.early_stop}; {reason}"
-    if confirm is not None:
-        if not confirm.ok:
-            status, unconfirmed = "ROLLED BACK", True
-            reason = f"re-measurement failed: {confirm.failure.sentence()}"
-        else:
-            weak = unconfirmed_shapes(d.per_shape, confirm.decision.per_shape, suspicious)
-            if weak:
-                status, unconfirmed = "ROLLED BACK", True
-                reason = (
-                    f"gains above {SUSPICIOUS_RATIO}x on {suspicious} did not hold in fresh "
-                    f"processes (not FASTER, or CI below half the first gain, on {weak}); "
-                    f"first measurement: {d.reason}"
-                )
-            else:
-                reason += f" Gains above {SUSPICIOUS_RATIO}x confirmed in fresh processes."
+    status, reason, unconfirmed = _confirmed(run, confirm, suspicious)
     before = aggregates(c.table(inc_rel).restrict(labels), c.m.campaign_type).primary_avg
-    return {
-        "status": status,
-        "reason": reason,
-        "paired": True,
-        "trade_off": d.trade_off,
-        "regressions": list(d.regressions),
-        "aggregate_before": before,
-        "aggregate_after": before * d.aggregate_ratio,
-        "gain": d.gain,
-        "gain_noise": (d.aggregate_ci_high - d.aggregate_ci_low) / 2,
-        "gain_ci": [d.aggregate_ci_low - 1, d.aggregate_ci_high - 1],
-        "ambiguous": d.ambiguous,
-        "rounds": run.rounds,
-        "min_detectable": d.min_detectable,
-        "unconfirmed": unconfirmed,
-        "early_stop": run.early_stop,
-        "per_shape": [
-            {
-                "label": s.label,
-                "incumbent": None,
-                "candidate": None,
-                "delta": s.ratio - 1,
-                "noise": (s.ci_high - s.ci_low) / 2,
-                "ci": [s.ci_low - 1, s.ci_high - 1],
-                "verdict": s.verdict.value,
-                "rounds": s.n_rounds,
-            }
+    return RoundDecision(
+        status=status,
+        reason=reason,
+        paired=True,
+        trade_off=d.trade_off,
+        regressions=tuple(d.regressions),
+        aggregate_before=before,
+        aggregate_after=before * d.aggregate_ratio,
+        gain=d.gain,
+        gain_noise=(d.aggregate_ci_high - d.aggregate_ci_low) / 2,
+        gain_ci=(d.aggregate_ci_low - 1, d.aggregate_ci_high - 1),
+        ambiguous=d.ambiguous,
+        rounds=run.rounds,
+        min_detectable=d.min_detectable,
+        unconfirmed=unconfirmed,
+        early_stop=run.early_stop,
+        per_shape=tuple(
+            ShapeResult(
+                label=s.label,
+                incumbent=None,
+                candidate=None,
+                delta=s.ratio - 1,
+                noise=(s.ci_high - s.ci_low) / 2,
+                ci=(s.ci_low - 1, s.ci_high - 1),
+                verdict=s.verdict.value,
+                rounds=s.n_rounds,
+            )
             for s in d.per_shape
-        ],
-    }
+        ),
+    )

@@ -9,7 +9,7 @@ benchmark into the campaign directory, which is git-excluded from the project::
     <campaign_dir>/bench/<benchmark module/script>
     <campaign_dir>/workspace.json                 upstream commit, file hashes, commands
 
-Rounds run there: ``Campaign.root`` is ``<campaign_dir>/src``, so the focused test, the
+Rounds run there: the context's ``root`` is ``<campaign_dir>/src``, so the focused test, the
 harness and every snapshot, scope check and rollback act on the workspace and never on the
 project. Lineage inside the workspace is kept by the rounds' kernel snapshots (the incumbent is
 the last accepted round's ``kernel_snapshot``), not by git: the manifest has
@@ -23,15 +23,12 @@ every other module of the package (adapter, reference, shapes) is imported from 
 The rewritten test and benchmark commands run in ``src/`` with ``src`` and the project root on
 ``PYTHONPATH``; the generated harness puts ``src`` first on ``sys.path`` itself.
 
-``sync_back`` is the integration gate: it writes the incumbent's kernel files (and only them)
-into the project, re-runs the original focused test and a project-rooted harness on all target
-shapes there, and commits only the kernel files when both pass; otherwise it restores the
-project's kernel files. It refuses when a kernel file changed upstream since extraction.
+Sync-back, the integration gate that brings the incumbent's kernel files into the project, is
+:mod:`kernel_ratchet.campaign.sync_back`.
 """
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import shlex
@@ -40,19 +37,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernel_ratchet.campaign import git
 from kernel_ratchet.campaign.clock import now
 from kernel_ratchet.campaign.fsutil import atomic_write_json, atomic_write_text, file_sha256
 from kernel_ratchet.errors import CampaignError
 
 if TYPE_CHECKING:
-    from kernel_ratchet.campaign.engine import Campaign
+    from kernel_ratchet.campaign.context import CampaignContext
     from kernel_ratchet.campaign.manifest import Manifest
     from kernel_ratchet.profile.schema import OpProfile, Profile
 
 WORKSPACE = "workspace"
 WORKSPACE_FILE = "workspace.json"
-SYNC_DIR = "sync-back"
 _SKIP_DIRS = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
 _OUTPUTS = {".pyc", ".csv", ".log"}  # what running the test or benchmark in src/ leaves
 
@@ -240,6 +235,7 @@ def extract(profile: Profile, op: OpProfile, cdir: Path, upstream_commit: str) -
 
 
 def load_workspace(cdir: Path) -> dict[str, Any]:
+    """``workspace.json`` of a workspace-mode campaign; raises CampaignError for another mode."""
     path = Path(cdir) / WORKSPACE_FILE
     try:
         return json.loads(path.read_text())
@@ -248,7 +244,7 @@ def load_workspace(cdir: Path) -> dict[str, Any]:
 
 
 # -- rounds in the workspace -------------------------------------------------------------------
-def ambient(c: Campaign) -> dict[str, str | None]:
+def workspace_ambient(c: CampaignContext) -> dict[str, str | None]:
     """Fingerprints of the workspace's files outside kernel_source (the scope guard's view):
     src/, tests/ and bench/, without caches and run outputs (.pyc, .csv, .log)."""
     kernel = {f"src/{k}" for k in c.m.kernel_source}
@@ -264,206 +260,3 @@ def ambient(c: Campaign) -> dict[str, str | None]:
             if rel.as_posix() not in kernel:
                 out[rel.as_posix()] = file_sha256(p)
     return out
-
-
-def candidate_diff(c: Campaign) -> str:
-    """Unified diff of the workspace kernel files against the incumbent's snapshot."""
-    from kernel_ratchet.campaign.rounds import incumbent_bytes
-
-    chunks = []
-    for rel in c.m.kernel_source:
-        old = incumbent_bytes(c, rel)
-        path = c.root / rel
-        new = path.read_bytes() if path.exists() else None
-        if old == new:
-            continue
-        a = (old or b"").decode("utf-8").splitlines(keepends=True)
-        b = (new or b"").decode("utf-8").splitlines(keepends=True)
-        chunks.append("".join(difflib.unified_diff(a, b, f"a/{rel}", f"b/{rel}")))
-    return "".join(chunks)
-
-
-# -- sync-back ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class SyncResult:
-    """The outcome of ``sync_back``; ``ok`` is the integration gate's verdict."""
-
-    ok: bool
-    round: int
-    files: tuple[str, ...]
-    commit: str | None
-    details: tuple[str, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "ok": self.ok,
-            "round": self.round,
-            "files": list(self.files),
-            "commit": self.commit,
-            "details": list(self.details),
-        }
-
-
-def _upstream_changes(c: Campaign, ws: dict[str, Any], incumbent: dict[str, bytes | None]):
-    """Kernel files whose project copy is neither the extracted one nor the incumbent's."""
-    root, groot = c.profile.root, c.groot
-    changed = []
-    for rel, extracted in ws["kernel_files"].items():
-        path = root / rel
-        cur = file_sha256(path) if path.exists() else None
-        head = git.show(groot, "HEAD", os.path.relpath(root / rel, groot))
-        inc = incumbent[rel]
-        allowed = {extracted, None if inc is None else _sha(inc)}
-        head_sha = None if head is None else _sha(head)
-        if cur not in allowed or head_sha not in allowed:
-            changed.append(rel)
-    return changed
-
-
-def _sha(data: bytes) -> str:
-    from kernel_ratchet.campaign.fsutil import sha256_bytes
-
-    return sha256_bytes(data)
-
-
-def _write_kernel(root: Path, rel: str, data: bytes | None) -> None:
-    path = root / rel
-    if data is None:
-        path.unlink(missing_ok=True)
-    else:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, data.decode("utf-8"))
-
-
-def sync_back(c: Campaign, *, commit: bool = True) -> SyncResult:
-    """Apply the incumbent's kernel files to the project and re-validate them there.
-
-    Preconditions (CampaignError otherwise): a workspace-mode campaign with an accepted round,
-    no round in flight, and project kernel files unchanged upstream since extraction (or
-    already holding the incumbent, when an earlier sync-back was interrupted). The gate: the
-    original focused test passes in the project and a project-rooted harness measures every
-    target shape with Check=PASS and an aggregate above the baseline's. On PASS the kernel
-    files (only them) are committed when ``commit``; on FAIL they are restored.
-    """
-    from kernel_ratchet.campaign.rounds import incumbent_bytes
-
-    if not is_workspace(c.m):
-        raise CampaignError(
-            f"{c.m.campaign} is a {c.m.execution_mode}-mode campaign: its "
-            "accepted rounds are commits in the project already"
-        )
-    c.recover()
-    st = c.state
-    if st.phase.value == "INITIALIZED" or not st.incumbent_round or st.incumbent_round < 2:
-        raise CampaignError("no accepted round to sync back yet: the incumbent is the baseline")
-    ws = load_workspace(c.dir)
-    n = st.incumbent_round
-    incumbent = {rel: incumbent_bytes(c, rel) for rel in c.m.kernel_source}
-    changed = _upstream_changes(c, ws, incumbent)
-    if changed:
-        raise CampaignError(
-            f"the project's kernel files changed upstream since extraction at "
-            f"{ws['upstream_commit'][:12]}: {', '.join(changed)}. Sync-back would overwrite "
-            f"that work: port round-{n}'s change by hand (rounds/round-{n}/kernel_snapshot, "
-            "artifacts/candidate.diff) or start a new workspace campaign from the current project"
-        )
-    root = c.profile.root
-    before = {
-        rel: (root / rel).read_bytes() if (root / rel).exists() else None
-        for rel in c.m.kernel_source
-    }
-    for rel, data in incumbent.items():
-        if before[rel] != data:
-            _write_kernel(root, rel, data)
-    ok, details, after = _revalidate(c, ws)
-    sha = None
-    kernel_git = [os.path.relpath(root / k, c.groot) for k in c.m.kernel_source]
-    if ok and commit:
-        sha = _commit(c, n, kernel_git, after)
-    elif not ok:
-        for rel, data in before.items():
-            _write_kernel(root, rel, data)
-        details.append("- The project's kernel files were restored to their state before sync-back")
-    res = SyncResult(ok, n, tuple(c.m.kernel_source), sha, tuple(details))
-    atomic_write_json(c.dir / SYNC_DIR / "result.json", {**res.to_dict(), "finished": now()})
-    c.log("logs/optimize.md").append(
-        f"## Sync-back of round-{n} ({now()}) — {'PASSED' if ok else 'FAILED'}\n"
-        + "\n".join(details)
-        + (f"\n- Commit: {sha}" if sha else "")
-        + "\n\n"
-    )
-    c.save()
-    return res
-
-
-def _revalidate(c: Campaign, ws: dict[str, Any]) -> tuple[bool, list[str], float | None]:
-    """Focused test + harness on all target shapes, both run in the project."""
-    from kernel_ratchet.campaign.closing import vs_base
-    from kernel_ratchet.campaign.create import write_harness
-    from kernel_ratchet.campaign.rounds import HARNESS_TIMEOUT_S, TEST_TIMEOUT_S
-    from kernel_ratchet.campaign.steps import python_command, run_step
-    from kernel_ratchet.scoring.metrics import aggregates
-
-    root, m, out = c.profile.root, c.m, c.dir / SYNC_DIR
-    out.mkdir(parents=True, exist_ok=True)
-    c.say(f"sync-back: focused test in the project ({ws['original_test_command']})")
-    t = run_step(
-        "focused test",
-        ws["original_test_command"],
-        cwd=root,
-        log_path=out / "test.log",
-        timeout_s=TEST_TIMEOUT_S,
-    )
-    details = [f"- Focused test in the project: {'PASS' if t.ok else 'FAIL'} ({t.reason})"]
-    if not t.ok:
-        return False, details, None
-    harness = out / "quick_test_bench.py"
-    write_harness(out, m, root, shapes=m.representative_shape_dicts, target_shapes=m.target_shapes)
-    csv = out / "benchmark.csv"
-    c.say(f"sync-back: harness in the project on all {len(m.target_shapes)} target shapes")
-    h = run_step(
-        "harness",
-        python_command(harness, "--level", "full", "--summary-csv", str(csv)),
-        cwd=root,
-        log_path=out / "harness.log",
-        timeout_s=HARNESS_TIMEOUT_S,
-    )
-    if not h.ok or not csv.exists():
-        return False, [*details, f"- Harness in the project: FAIL ({h.reason})"], None
-    table = c.table(c.rel(csv))
-    failed = [r.label for r in table.rows if not r.passed]
-    missing = sorted({s["label"] for s in m.target_shapes} - {r.label for r in table.rows})
-    step, fwd, _ = vs_base(c, table)
-    gain = fwd if m.campaign_type == "compute_fwd" else step
-    agg = aggregates(table, m.campaign_type).primary_avg
-    ok = not failed and not missing and gain is not None and gain > 0
-    details.append(
-        f"- Harness in the project ({c.rel(csv)}): {len(table.rows) - len(failed)}/"
-        f"{len(table.rows)} shapes PASS"
-        + (f"; FAIL: {', '.join(failed)}" if failed else "")
-        + (f"; missing: {', '.join(missing)}" if missing else "")
-        + f"; {m.primary_metric} aggregate {agg:.4g}, vs baseline "
-        + ("-" if gain is None else f"{gain * 100:+.2f}%")
-        + ("" if ok or failed or missing else " (no gain in the project: not synced)")
-    )
-    return ok, details, agg
-
-
-def _commit(c: Campaign, n: int, kernel_git: list[str], after: float | None) -> str | None:
-    from kernel_ratchet.campaign.records import commit_message
-    from kernel_ratchet.scoring.metrics import aggregates
-
-    rec = json.loads((c.round_dir(n) / "round.json").read_text())
-    baseline = c.baseline_table()
-    before = aggregates(baseline, c.m.campaign_type).primary_avg
-    msg = commit_message(
-        c.m.target_op,
-        c.m.target_backend,
-        n,
-        f"{rec.get('summary') or rec['hypothesis']} (workspace sync-back)",
-        rec["hypothesis"],
-        before,
-        after or before,
-        f"{os.path.relpath(c.dir, c.groot)}/logs/optimize.md",
-    )
-    return git.commit_only(c.groot, kernel_git, msg) or git.head(c.groot)

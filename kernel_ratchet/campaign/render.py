@@ -6,7 +6,7 @@ out; writing them is the engine's job.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,10 +20,12 @@ CPU_NOTE = (
 
 
 def unit(campaign_type: str) -> str:
+    """The primary unit of ``campaign_type``: GB/s for memory ops, else TFLOPS."""
     return "GB/s" if campaign_type == "memory" else "TFLOPS"
 
 
 def trend_header(campaign_type: str) -> str:
+    """The title row of the trend table (SPEC section 6) in the campaign's unit."""
     u = unit(campaign_type)
     step = "Combined GB/s" if campaign_type == "memory" else "Combined Step TFLOPS"
     cols = [
@@ -49,6 +51,7 @@ def num(x: float | None, digits: int = 2) -> str:
 
 
 def pct(x: float | None, digits: int = 3) -> str:
+    """A fraction as a signed percentage with ``digits`` decimals ('-' when absent)."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
     return f"{x * 100:+.{digits}f}%"
@@ -72,6 +75,7 @@ def trend_row(
     vs_base: str,
     key_finding: str,
 ) -> str:
+    """One row of ``logs/performance_trend.md`` (``aggs`` None: nothing measured)."""
     if aggs is None:
         cells = ["-"] * 5
     else:
@@ -143,6 +147,7 @@ def _shape_table(v: RoundView) -> str:
 
 
 def transfer_section(t: dict[str, str]) -> str:
+    """The summary's ``## Real-training transfer check`` section (SPEC section 8)."""
     keys = [
         "Bucket",
         "Cache key (if any)",
@@ -158,6 +163,7 @@ def transfer_section(t: dict[str, str]) -> str:
 
 
 def summary_md(v: RoundView) -> str:
+    """A round's ``summary.md`` (SPEC section 7)."""
     decision = {"BASELINE": "BASELINE", "ACCEPTED": "ACCEPTED"}.get(v.status, "ROLLED BACK")
     parts = [
         f"# round-{v.n} — {v.status}\n",
@@ -189,6 +195,7 @@ def summary_md(v: RoundView) -> str:
 
 
 def optimize_header(m: Any, tips_path: str, tips_text: str) -> str:
+    """The first sections of ``logs/optimize.md``: basic information and the tips read."""
     shapes = ", ".join(s["label"] for s in m.target_shapes)
     tips = tips_text.strip() or "(no tips recorded yet for this GPU, op and backend)"
     return (
@@ -210,6 +217,7 @@ def optimize_header(m: Any, tips_path: str, tips_text: str) -> str:
 
 
 def optimize_baseline(view: RoundView, representative: Sequence[str]) -> str:
+    """The baseline section of ``logs/optimize.md``."""
     return (
         f"## Baseline (round-1, {view.finished})\n\n" + _shape_table(view) + "\n"
         f"Aggregate {view.metric}: {num(view.aggregate)}. "
@@ -218,6 +226,7 @@ def optimize_baseline(view: RoundView, representative: Sequence[str]) -> str:
 
 
 def optimize_round(v: RoundView) -> str:
+    """A round's section of ``logs/optimize.md``."""
     return (
         f"## Round {v.n} — {v.status} ({v.finished})\n"
         f"- Hypothesis: {v.hypothesis} [{v.bucket}]\n"
@@ -228,9 +237,18 @@ def optimize_round(v: RoundView) -> str:
     )
 
 
+def time_line(seconds: Mapping[str, float]) -> str:
+    """``"114 s: test 15, harness_quick 20, ab_quick 79"`` from a round record's ``seconds``."""
+    sec = dict(seconds)
+    total = sec.pop("measure", None)
+    steps = ", ".join(f"{k} {v:.0f}" for k, v in sec.items())
+    return f"{total:.0f} s: {steps}" if total is not None else steps
+
+
 def tip_entry(
     when: str, n: int, status: str, context: str, signal: str, takeaway: str, applicability: str
 ) -> str:
+    """One tips entry (SPEC section 7)."""
     return (
         f"### {when} round-{n} — {status}\n- Context: {context}\n- Signal: {signal}\n"
         f"- Takeaway: {takeaway}\n- Applicability: {applicability}\n\n"
@@ -247,6 +265,7 @@ def commit_message(
     after: float,
     details: str,
 ) -> str:
+    """The commit message of an accepted round (SPEC section 4)."""
     gain = (after / before - 1.0) if before and before > 0 else float("nan")
     one_line = " ".join(summary.split())[:72]
     return (

@@ -14,6 +14,7 @@ from kernel_ratchet.errors import GitError
 
 
 def git(root: Path, *args: str, check: bool = True, input: str | None = None) -> str:
+    """Run ``git args`` in ``root``; its stdout. Raises GitError on failure when ``check``."""
     proc = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, input=input)
     if check and proc.returncode != 0:
         raise GitError(f"`git {' '.join(args)}` failed in {root}: {proc.stderr.strip()}")
@@ -21,6 +22,7 @@ def git(root: Path, *args: str, check: bool = True, input: str | None = None) ->
 
 
 def toplevel(path: Path) -> Path:
+    """The top level of the git repository holding ``path``; raises GitError outside one."""
     out = subprocess.run(
         ["git", "rev-parse", "--show-toplevel"], cwd=path, capture_output=True, text=True
     )
@@ -30,6 +32,7 @@ def toplevel(path: Path) -> Path:
 
 
 def head(root: Path) -> str:
+    """The HEAD commit's sha; raises GitError in a repository without a commit."""
     out = git(root, "rev-parse", "--verify", "-q", "HEAD", check=False).strip()
     if not out:
         raise GitError("the repository has no commit yet; commit the project first")
@@ -37,6 +40,7 @@ def head(root: Path) -> str:
 
 
 def current_branch(root: Path) -> str:
+    """The checked-out branch (``HEAD`` when detached)."""
     return git(root, "rev-parse", "--abbrev-ref", "HEAD").strip()
 
 
@@ -99,8 +103,10 @@ def commit_only(root: Path, paths: Sequence[str], message: str) -> str | None:
 
 
 def diff(root: Path, commit: str, paths: Sequence[str]) -> str:
+    """The working tree's diff of ``paths`` against ``commit`` (empty when it cannot be made)."""
     return git(root, "diff", commit, "--", *paths, check=False)
 
 
 def log_message(root: Path, rev: str = "HEAD") -> str:
+    """The full message of ``rev`` (empty when there is none)."""
     return git(root, "log", "-1", "--format=%B", rev, check=False)

@@ -14,18 +14,17 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernel_ratchet.campaign import git
+from kernel_ratchet.campaign.lineage import git
+from kernel_ratchet.campaign.lineage.kernel import incumbent_bytes
 
 if TYPE_CHECKING:
-    from kernel_ratchet.campaign.engine import Campaign
+    from kernel_ratchet.campaign.context import CampaignContext
 
 WORKTREE = ".incumbent"
 
 
-def incumbent_tree(c: Campaign) -> Path:
+def incumbent_tree(c: CampaignContext) -> Path:
     """Prepare the worktree and return the project root inside it (the profile's directory)."""
-    from kernel_ratchet.campaign.rounds import incumbent_bytes
-
     wt = c.dir / WORKTREE
     commit = c.state.incumbent_commit if c.m.git_commit else c.m.starting_commit
     commit = commit or git.head(c.groot)

@@ -1,0 +1,104 @@
+"""Why a round ended as it did, as data: :class:`Category`, its root cause, and the one rule
+of which rollbacks prove a direction ineffective (SPEC section 7's verified-ineffective
+directions)."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from kernel_ratchet.scoring.decision import Status
+
+
+class Category(str, Enum):
+    """Why a round ended as it did: ``ok`` (accepted), ``baseline``, or a rollback's cause."""
+
+    BASELINE = "baseline"
+    OK = "ok"
+    SCOPE = "scope"
+    BUILD = "build"
+    TEST = "test"
+    HARNESS = "harness"
+    SCHEMA = "schema"
+    CORRECTNESS = "correctness"
+    REGRESSION = "regression"
+    NOISE = "noise"
+    NO_GAIN = "no-gain"
+    INTERRUPTED = "interrupted"
+    UNCONFIRMED = "unconfirmed"
+    OVERFIT = "overfit"
+    INCUMBENT = "incumbent"
+    # a candidate's failure inside a paired A/B worker (kernel_ratchet.harness.worker)
+    HANG = "hang"
+    CRASH = "crash"
+    ILLEGAL_MEMORY = "illegal_memory"
+    OOM = "oom"
+    COMPILE = "compile"
+    NAN = "nan"
+    CHEAT = "cheat"
+    WRONG = "wrong"
+    BAD_TIMING = "bad_timing"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def root_cause(self) -> str:
+        """The Rollback Analysis' root cause of this category (its name when it has none)."""
+        return ROOT_CAUSES.get(self, self.value)
+
+    @property
+    def verified(self) -> bool:
+        """Whether a rollback of this category proves its direction ineffective."""
+        return self in VERIFIED_CATEGORIES
+
+
+ROOT_CAUSES: dict[Category, str] = {
+    Category.SCOPE: "the change touched files outside kernel_source",
+    Category.BUILD: "the rebuild command failed",
+    Category.TEST: "the focused test failed (correctness gate)",
+    Category.HARNESS: "the harness crashed or produced no CSV",
+    Category.SCHEMA: "the benchmark CSV does not match the frozen schema",
+    Category.CORRECTNESS: "a shape failed the harness correctness check (Check=FAIL)",
+    Category.REGRESSION: "at least one shape regressed by 5% or more",
+    Category.NOISE: "the gain is inside the measured noise band",
+    Category.NO_GAIN: "the aggregate did not improve",
+    Category.INTERRUPTED: "the round was interrupted before its decision",
+    Category.UNCONFIRMED: "a gain above 1.5x did not hold when re-measured in fresh processes",
+    Category.INCUMBENT: "the incumbent could not be measured (infrastructure, not the candidate)",
+    Category.HANG: "the candidate hung (worker time limit)",
+    Category.CRASH: "the candidate crashed its worker process",
+    Category.ILLEGAL_MEMORY: "the candidate made an illegal memory access",
+    Category.OOM: "the candidate ran out of device memory",
+    Category.COMPILE: "the candidate failed to compile",
+    Category.NAN: "the candidate produced NaN",
+    Category.CHEAT: "the anti-cheat checks rejected the candidate",
+    Category.WRONG: "the candidate's output is wrong",
+}
+
+#: Rolled-back categories that prove a direction ineffective. An interrupted, scope, harness or
+#: infrastructure rollback says nothing about the direction itself: it may be tried again.
+VERIFIED_CATEGORIES = frozenset(
+    {
+        Category.NO_GAIN,
+        Category.REGRESSION,
+        Category.NOISE,
+        Category.CORRECTNESS,
+        Category.TEST,
+        Category.BUILD,
+    }
+)
+
+
+def check_outcome(status: Status, category: Category) -> None:
+    """Raise ValueError when ``category`` cannot be the cause of a round ending ``status``."""
+    expected = {Status.BASELINE: Category.BASELINE, Status.ACCEPTED: Category.OK}
+    if status in expected and category is not expected[status]:
+        raise ValueError(f"a {status.value} round has category {expected[status].value!r}")
+    if status is Status.ROLLED_BACK and category in (Category.BASELINE, Category.OK):
+        raise ValueError(f"a rolled-back round cannot have category {category.value!r}")
+
+
+def is_verified_ineffective(status: Status, category: Category) -> bool:
+    """The one definition of a verified-ineffective direction: a rollback whose category
+    proves it (the REPORT's list, the MCP tool's, the optimizers' never-again set)."""
+    return status is Status.ROLLED_BACK and category.verified

@@ -1,0 +1,118 @@
+"""The kernel files across the lineage: snapshots, the incumbent's bytes, rollback, scope.
+
+The incumbent's kernel files come from the incumbent commit (``git_commit``) or from the
+incumbent round's ``kernel_snapshot``; a rollback writes them over the working tree and touches
+nothing else. The scope check compares fingerprints of the user's own uncommitted files outside
+the kernel files (the workspace's own files in workspace-mode) with those at the last close.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kernel_ratchet.campaign.clock import now
+from kernel_ratchet.campaign.fsutil import atomic_write_json, atomic_write_text, file_sha256
+from kernel_ratchet.campaign.lineage import git
+from kernel_ratchet.campaign.lineage.workspace import is_workspace, workspace_ambient
+
+if TYPE_CHECKING:
+    from kernel_ratchet.campaign.context import CampaignContext
+
+
+def snapshot(c: CampaignContext, rdir: Path) -> None:
+    """Copy the working-tree kernel files into ``rdir/kernel_snapshot`` (missing ones listed)."""
+    snap = rdir / "kernel_snapshot"
+    files = {}
+    for rel in c.m.kernel_source:
+        src = c.root / rel
+        if src.exists():
+            data = src.read_bytes()
+            dest = snap / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(data)
+            files[rel] = file_sha256(src)
+        else:
+            files[rel] = None
+    atomic_write_json(snap / "SNAPSHOT.json", {"taken": now(), "files": files})
+
+
+def incumbent_bytes(c: CampaignContext, rel: str) -> bytes | None:
+    """A kernel file's content in the incumbent (commit, or the incumbent round's snapshot)."""
+    if c.m.git_commit and c.state.incumbent_commit:
+        return git.show(c.groot, c.state.incumbent_commit, os.path.relpath(c.root / rel, c.groot))
+    snap = c.round_dir(c.state.incumbent_round or 1) / "kernel_snapshot"
+    meta = json.loads((snap / "SNAPSHOT.json").read_text())
+    return None if meta["files"].get(rel) is None else (snap / rel).read_bytes()
+
+
+def restore_incumbent(c: CampaignContext) -> list[str]:
+    """Write the incumbent's kernel files over the working tree; touch nothing else."""
+    restored = []
+    for rel in c.m.kernel_source:
+        data, path = incumbent_bytes(c, rel), c.root / rel
+        if data is None:
+            if path.exists():
+                path.unlink()
+                restored.append(rel)
+        elif not path.exists() or path.read_bytes() != data:
+            atomic_write_text(path, data.decode("utf-8"))
+            restored.append(rel)
+    return restored
+
+
+def kernel_changed(c: CampaignContext) -> bool:
+    """Whether any kernel file of the working tree differs from the incumbent's."""
+    for rel in c.m.kernel_source:
+        path = c.root / rel
+        current = path.read_bytes() if path.exists() else None
+        if current != incumbent_bytes(c, rel):
+            return True
+    return False
+
+
+def ambient(c: CampaignContext) -> dict[str, str | None]:
+    """Fingerprints of the user's own uncommitted changes outside the kernel files."""
+    if is_workspace(c.m):  # the workspace's own files, not the project's
+        return workspace_ambient(c)
+    kernel = set(c.kernel_git)
+    tips = os.path.relpath(c.profile.tips_root_path, c.groot) + "/"  # the tool writes tips
+    return {
+        p: file_sha256(c.groot / p)
+        for p in git.changed_paths(c.groot)
+        if p not in kernel and not p.startswith(tips)
+    }
+
+
+def out_of_scope(c: CampaignContext) -> list[str]:
+    """Files outside kernel_source changed since the last round closed."""
+    now_ = ambient(c)
+    before = c.state.ambient
+    return sorted(p for p in set(now_) | set(before) if now_.get(p, "-") != before.get(p, "-"))
+
+
+def candidate_diff(c: CampaignContext) -> str:
+    """The working tree's kernel files against the incumbent's, as a unified diff."""
+    if is_workspace(c.m):
+        return _workspace_diff(c)
+    if c.m.git_commit and c.state.incumbent_commit:
+        return git.diff(c.groot, c.state.incumbent_commit, c.kernel_git)
+    return ""
+
+
+def _workspace_diff(c: CampaignContext) -> str:
+    """Unified diff of the workspace kernel files against the incumbent's snapshot."""
+    chunks = []
+    for rel in c.m.kernel_source:
+        old = incumbent_bytes(c, rel)
+        path = c.root / rel
+        new = path.read_bytes() if path.exists() else None
+        if old == new:
+            continue
+        a = (old or b"").decode("utf-8").splitlines(keepends=True)
+        b = (new or b"").decode("utf-8").splitlines(keepends=True)
+        chunks.append("".join(difflib.unified_diff(a, b, f"a/{rel}", f"b/{rel}")))
+    return "".join(chunks)

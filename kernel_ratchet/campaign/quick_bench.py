@@ -1,0 +1,80 @@
+"""The campaign's generated harness, ``quick_test_bench.py``: writing it, running it.
+
+It is generated from the manifest (never edited by hand: its sha256 is kept in the state and
+checked before every round) and is the authoritative per-shape measurement of BASELINE and
+every VALIDATE (SPEC section 5). :func:`run_harness` runs it at a level with its CSV and log;
+:func:`write_provenance` records next to a CSV how its numbers were measured.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kernel_ratchet.campaign.fsutil import atomic_write_text, sha256_bytes
+from kernel_ratchet.campaign.lineage import git
+from kernel_ratchet.campaign.manifest import Manifest
+from kernel_ratchet.campaign.steps import HARNESS_TIMEOUT_S, StepResult, python_command, run_step
+from kernel_ratchet.harness.generate import render_quick_bench
+from kernel_ratchet.harness.paired_run import SEED_POLICY
+from kernel_ratchet.harness.provenance import collect_provenance
+from kernel_ratchet.harness.provenance import write_provenance as save_provenance
+
+if TYPE_CHECKING:
+    from kernel_ratchet.campaign.context import CampaignContext
+
+
+def write_harness(
+    cdir: Path, m: Manifest, root: Path, *, shapes: list[dict], target_shapes: list[dict]
+) -> str:
+    """(Re)generate quick_test_bench.py; returns its sha256 for the tamper check."""
+    text = render_quick_bench(
+        campaign=m.campaign,
+        op=m.target_op,
+        backend=m.target_backend,
+        path=os.path.relpath(cdir / "quick_test_bench.py", root),
+        project_root=str(root),
+        adapter=m.adapter,
+        schema=m.csv_schema["name"],
+        engine=m.timing_engine,
+        engine_params=m.timing_params,
+        seed=m.seed,
+        shapes=shapes,
+        target_shapes=target_shapes,
+    )
+    atomic_write_text(cdir / "quick_test_bench.py", text)
+    return sha256_bytes(text.encode())
+
+
+def harness_command(cdir: Path, level: str, csv: Path) -> str:
+    """The shell command running the harness at ``level`` with its summary CSV at ``csv``."""
+    return python_command(cdir / "quick_test_bench.py", "--level", level, "--summary-csv", str(csv))
+
+
+def run_harness(c: CampaignContext, level: str, csv: Path, log_path: Path) -> StepResult:
+    """Run the harness at ``level`` (quick | full) on the working tree, writing ``csv``; a
+    failure is the step's outcome (``ok`` False), not an exception."""
+    return run_step(
+        "harness",
+        harness_command(c.dir, level, csv),
+        cwd=c.root,
+        log_path=log_path,
+        timeout_s=HARNESS_TIMEOUT_S,
+    )
+
+
+def write_provenance(c: CampaignContext, art: Path, level: str) -> None:
+    """``provenance.json`` next to a harness CSV: how its numbers were measured (engine and
+    parameters, GPU and clocks, driver, versions, commit, seed policy, environment hash)."""
+    import torch
+
+    prov = collect_provenance(
+        {"engine": c.m.timing_engine, **c.m.timing_params},
+        candidate_commit=git.head(c.groot),
+        seed_policy=f"harness inputs from the campaign seed {c.m.seed}, fresh per shape; "
+        f"paired A/B: {SEED_POLICY}",
+        device="cuda" if torch.cuda.is_available() else "cpu",
+    )
+    prov["level"] = level
+    save_provenance(art / "provenance.json", prov)

@@ -1,0 +1,41 @@
+"""Applying a round's decision to the project: an ACCEPTED round becomes one commit of the
+kernel files (SPEC section 4's message), a rolled-back one restores the incumbent's kernel
+files. Both are safe to repeat after a crash."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from kernel_ratchet.campaign.lineage import git
+from kernel_ratchet.campaign.lineage.kernel import restore_incumbent
+from kernel_ratchet.campaign.record import RoundRecord
+from kernel_ratchet.campaign.render import commit_message
+
+if TYPE_CHECKING:
+    from kernel_ratchet.campaign.context import CampaignContext
+
+
+def apply(c: CampaignContext, record: RoundRecord) -> str | None:
+    """Commit an accepted round (with ``git_commit``) or restore the incumbent; returns the
+    commit's sha (None: nothing committed)."""
+    if not record.accepted:
+        restore_incumbent(c)
+        return None
+    if not c.m.git_commit:
+        return None
+    n, d = record.round, record.decision
+    msg = commit_message(
+        c.m.target_op,
+        c.m.target_backend,
+        n,
+        record.summary or record.hypothesis,
+        record.hypothesis,
+        d.aggregate_before,
+        d.aggregate_after,
+        f"{os.path.relpath(c.dir, c.groot)}/logs/optimize.md",
+    )
+    marker = f"[optimize] {c.m.target_op} {c.m.target_backend} round-{n}:"
+    if git.log_message(c.groot).startswith(marker):
+        return git.head(c.groot)  # committed before a crash
+    return git.commit_only(c.groot, c.kernel_git, msg) or git.head(c.groot)

@@ -1,0 +1,94 @@
+"""Round 1, the BASELINE (SPEC section 5): the unmodified kernel's focused test and the harness
+on all target shapes; the schema is frozen and the representative shapes chosen from the
+PASS rows. :func:`measure_baseline` raises :class:`BaselineFailure` when the unmodified kernel
+cannot be measured (the engine sets the round aside and says what to fix)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kernel_ratchet.campaign.category import Category
+from kernel_ratchet.campaign.clock import now
+from kernel_ratchet.campaign.lineage.kernel import snapshot
+from kernel_ratchet.campaign.quick_bench import run_harness, write_harness, write_provenance
+from kernel_ratchet.campaign.record import RoundRecord
+from kernel_ratchet.campaign.steps import TEST_TIMEOUT_S, run_step
+from kernel_ratchet.errors import CampaignError
+from kernel_ratchet.harness.csv_schema import read_csv
+from kernel_ratchet.scoring.decision import Status
+from kernel_ratchet.scoring.representative import choose_representative
+
+if TYPE_CHECKING:
+    from kernel_ratchet.campaign.context import CampaignContext
+
+
+class BaselineFailure(CampaignError):
+    """The unmodified kernel failed its own test or measured nothing (the message says why)."""
+
+
+def measure_baseline(c: CampaignContext, started: str) -> RoundRecord:
+    """Measure round 1; freezes the schema and the representative shapes into the manifest
+    (``c.m``, saved) and regenerates the harness with them. Returns the BASELINE record."""
+    rdir, m = c.round_dir(1), c.m
+    snapshot(c, rdir)
+    write_harness(c.dir, m, c.root, shapes=[], target_shapes=m.target_shapes)
+    art = rdir / "artifacts"
+    c.say("round-1 (BASELINE): focused test")
+    test = run_step(
+        "focused test",
+        m.test_command,
+        cwd=c.root,
+        log_path=art / "test.log",
+        timeout_s=TEST_TIMEOUT_S,
+    )
+    if not test.ok:
+        raise BaselineFailure(f"the unmodified kernel fails its focused test: {test.reason}")
+    c.say(f"round-1 (BASELINE): harness on all {len(m.target_shapes)} target shapes")
+    csv = art / "benchmark.csv"
+    h = run_harness(c, "full", csv, art / "harness.log")
+    if not h.ok or not csv.exists():
+        raise BaselineFailure(f"the harness did not produce a CSV: {h.reason}")
+    table = read_csv(csv, expected=c.schema)
+    if not any(r.passed for r in table.rows):
+        raise BaselineFailure(
+            f"no shape passes the harness's correctness check (see {art / 'harness.log'})"
+        )
+    _freeze(c, table)
+    write_provenance(c, art, "full")
+    passed = sum(r.passed for r in table.rows)
+    return RoundRecord(
+        round=1,
+        status=Status.BASELINE,
+        category=Category.BASELINE,
+        hypothesis="Baseline measurement",
+        bucket="-",
+        change="none (baseline)",
+        level="full",
+        started=started,
+        finished=now(),
+        reason=f"baseline: {passed}/{len(table.rows)} shapes PASS; schema frozen; "
+        "representative shapes chosen",
+        csv=c.rel(csv),
+        test_command=m.test_command,
+        harness_command=h.command,
+    )
+
+
+def _freeze(c: CampaignContext, table) -> None:
+    """Representative shapes and the CSV schema into the manifest; the harness regenerated
+    with the representative shapes (its sha256 kept for the tamper check)."""
+    grouped = any((s.get("params") or {}).get("dist") for s in c.m.target_shapes)
+    reps = choose_representative(table, c.m.campaign_type, grouped=grouped)
+    sch = c.schema
+    c.m = c.m.with_(
+        representative_shapes=reps,
+        csv_schema={"name": sch.name, "header": sch.header, "sha256": sch.header_sha256},
+    )
+    c.m.save(c.dir)
+    c.state.harness_sha256 = write_harness(
+        c.dir,
+        c.m,
+        c.root,
+        shapes=c.m.representative_shape_dicts,
+        target_shapes=c.m.target_shapes,
+    )

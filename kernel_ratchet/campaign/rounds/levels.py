@@ -1,0 +1,159 @@
+"""A round's measurement at one level, and its decision: harness, gates, paired A/B.
+
+At the round's level the harness measures the candidate (the round's CSV); the CSV's gates
+(correctness, the shape set) come first, then the paired A/B against the incumbent
+(:mod:`.paired`), the skew check of grouped ops, and, for a quick gain under 5%, the same at
+the full level. An accepted paired decision then faces the dynamic transfer check
+(:mod:`.transfer`). Every outcome is a :class:`LevelResult`: a decision with its category, or
+the record of the failure that ended the round.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kernel_ratchet.campaign.category import Category
+from kernel_ratchet.campaign.clock import now
+from kernel_ratchet.campaign.quick_bench import run_harness, write_provenance
+from kernel_ratchet.campaign.record import RoundDraft, RoundRecord, category_of
+from kernel_ratchet.campaign.round_decision import RoundDecision
+from kernel_ratchet.campaign.rounds.paired import PairedFailure, paired_decision
+from kernel_ratchet.campaign.rounds.transfer import dynamic_check
+from kernel_ratchet.errors import SchemaError
+from kernel_ratchet.guard import skew_robustness
+from kernel_ratchet.guard.static_audit import REJECT
+from kernel_ratchet.scoring.decision import decide
+
+if TYPE_CHECKING:
+    from kernel_ratchet.campaign.context import CampaignContext
+
+ESCALATE_BELOW = 0.05  # a quick gain under 5% is confirmed on the full set (SPEC section 5)
+
+
+def _skew_gate(d: RoundDecision) -> tuple[RoundDecision, bool]:
+    """Grouped ops: a gain on uniform token distributions that does not hold on skewed ones is
+    over-fitting (SPEC section 8): an ACCEPT becomes a rollback. Returns (decision, whether it
+    was rejected as overfit)."""
+    gains = {s.label: s.delta for s in d.per_shape}
+    if not gains or any(g <= -1 for g in gains.values()):
+        return d, False
+    verdict, why = skew_robustness(gains)
+    d = replace(d, skew=(verdict, why))
+    if verdict == REJECT and d.accepted:
+        return d.rejected_as_overfit(why), True
+    return d, False
+
+
+def _run_harness(c: CampaignContext, art: Path, level: str, name: str):
+    """The harness at ``level`` writing ``art/name`` (its log beside it): (step, CSV path)."""
+    csv = art / name
+    return run_harness(c, level, csv, art / name.replace(".csv", ".log")), csv
+
+
+def _gates(c: CampaignContext, cand_rel: str, inc_rel: str) -> RoundDecision:
+    cand = c.table(cand_rel)
+    inc = c.table(inc_rel).restrict([r.label for r in cand.rows])
+    d = decide(inc, cand, c.m.campaign_type, regression_threshold=c.m.regression_threshold)
+    return RoundDecision.from_gates(d)
+
+
+@dataclass(frozen=True)
+class LevelResult:
+    """One level's outcome: its CSV and decision with the decision's category, or the record
+    of the failure that ended the round there."""
+
+    csv: Path | None = None
+    decision: RoundDecision | None = None
+    category: Category | None = None
+    failed: RoundRecord | None = None
+
+
+def _level(
+    c: CampaignContext, n: int, draft: RoundDraft, art: Path, level: str, name: str
+) -> LevelResult:
+    """Harness at ``level`` (the round's CSV), then the decision against the incumbent:
+    correctness and shape-set gates on the CSV, then the paired A/B."""
+    shapes = len(c.m.representative_shapes) if level == "quick" else len(c.m.target_shapes)
+    c.say(f"round-{n}: harness, {level} level ({shapes} shapes)")
+    h, csv = _run_harness(c, art, level, name)
+    draft.timed(f"harness_{level}", h.seconds)
+    draft.harness_command = draft.harness_command or h.command
+    if not h.ok or not csv.exists():
+        why = f"the {level}-level harness failed: {h.reason}"
+        return LevelResult(failed=draft.failed(Category.HARNESS, why, now()))
+    write_provenance(c, art, level)
+    inc_rel = c.state.incumbent_quick_csv if level == "quick" else c.state.incumbent_full_csv
+    try:
+        gates = _gates(c, c.rel(csv), inc_rel)
+    except SchemaError as exc:
+        why = f"benchmark CSV schema drift: {exc}"
+        return LevelResult(failed=draft.failed(Category.SCHEMA, why, now()))
+    if any(not r.passed for r in c.table(c.rel(csv)).rows):
+        return LevelResult(csv, gates, Category.CORRECTNESS)
+    t0 = time.monotonic()
+    outcome = paired_decision(c, n, art, c.rel(csv), inc_rel)
+    draft.timed(f"ab_{level}", time.monotonic() - t0)
+    if isinstance(outcome, PairedFailure):
+        record = draft.failed(
+            outcome.category, outcome.reason, now(), csv=c.rel(csv), failure=outcome.failure
+        )
+        return LevelResult(failed=record)
+    harness_only = {"status": gates.status.value, "reason": gates.reason, "gain": gates.gain}
+    d = replace(outcome, harness_only=harness_only)
+    d, overfit = _skew_gate(d)
+    category = Category.OVERFIT if overfit else category_of(d, c.m.regression_threshold)
+    return LevelResult(csv, d, category)
+
+
+def measure_levels(c: CampaignContext, n: int, draft: RoundDraft, art: Path) -> RoundRecord:
+    """The round's level (and the full level after a quick gain under 5%), then the transfer
+    check of an accepted paired decision; returns the round's record."""
+    level = draft.level
+    inc_rel = c.state.incumbent_quick_csv if level == "quick" else c.state.incumbent_full_csv
+    res = _level(c, n, draft, art, level, "benchmark.csv")
+    if res.failed is not None:
+        return res.failed
+    csv, d, category = res.csv, res.decision, res.category
+    escalated = False
+    if level == "quick" and d.accepted and d.gain < ESCALATE_BELOW:
+        c.say(f"round-{n}: quick gain {d.gain * 100:+.2f}% < 5%: full validation")
+        quick = art / "benchmark_quick.csv"
+        os.replace(csv, quick)
+        draft.quick_csv = c.rel(quick)
+        res = _level(c, n, draft, art / "full", "full", "benchmark.csv")
+        if res.failed is not None:
+            return res.failed
+        final = art / "benchmark.csv"
+        os.replace(res.csv, final)
+        csv, d, category = final, res.decision, res.category
+        level, inc_rel, escalated = "full", c.state.incumbent_full_csv, True
+    if d.accepted and d.paired:
+        d, category = _transfer_gate(c, n, draft, art, c.rel(csv), d, category)
+    return draft.decided(
+        d, category, now(), level=level, csv=c.rel(csv), incumbent_csv=inc_rel, escalated=escalated
+    )
+
+
+def _transfer_gate(
+    c: CampaignContext,
+    n: int,
+    draft: RoundDraft,
+    art: Path,
+    csv_rel: str,
+    d: RoundDecision,
+    category: Category,
+) -> tuple[RoundDecision, Category]:
+    """The dynamic transfer check of an accepted paired decision: an OVERFIT verdict rolls
+    the round back as REJECT-as-overfit."""
+    c.say(f"round-{n}: transfer check (fresh tensors vs the benchmark idiom)")
+    t0 = time.monotonic()
+    dyn = dynamic_check(c, art, [r.label for r in c.table(csv_rel).rows])
+    draft.timed("transfer", time.monotonic() - t0)
+    d = replace(d, dynamic=dyn)
+    if dyn["verdict"] == "OVERFIT":
+        return d.rejected_as_overfit(dyn["reason"]), Category.OVERFIT
+    return d, category

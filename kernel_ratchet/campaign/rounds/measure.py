@@ -1,0 +1,142 @@
+"""One round's measuring pipeline: scope -> transfer audit -> rebuild -> focused test ->
+levels (harness, gates, paired A/B, transfer check). A failing candidate ends here as a
+ROLLED BACK record (:meth:`~kernel_ratchet.campaign.record.RoundDraft.failed`), never as an
+exception; ``engine.Campaign.validate`` writes what :func:`measure` returns.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kernel_ratchet.campaign.category import Category
+from kernel_ratchet.campaign.clock import now
+from kernel_ratchet.campaign.lineage.kernel import candidate_diff, incumbent_bytes, out_of_scope
+from kernel_ratchet.campaign.record import RoundDraft, RoundRecord
+from kernel_ratchet.campaign.rounds.levels import measure_levels
+from kernel_ratchet.campaign.state import PendingRound
+from kernel_ratchet.campaign.steps import TEST_TIMEOUT_S, run_step
+from kernel_ratchet.guard import StaticAudit, audit_change
+from kernel_ratchet.guard.static_audit import REJECT
+
+if TYPE_CHECKING:
+    from kernel_ratchet.campaign.context import CampaignContext
+
+
+def transfer_audit(c: CampaignContext, declared: str) -> StaticAudit:
+    """The static transfer audit (SPEC section 8) of the working tree against the incumbent."""
+    before, after = {}, {}
+    for rel in c.m.kernel_source:
+        if not rel.endswith(".py"):
+            continue
+        old, path = incumbent_bytes(c, rel), c.root / rel
+        if old is not None:
+            before[rel] = old.decode("utf-8", errors="replace")
+        if path.exists():
+            after[rel] = path.read_text(encoding="utf-8", errors="replace")
+    return audit_change(before, after, declared_bucket=declared)
+
+
+def measure(c: CampaignContext, n: int, p: PendingRound) -> RoundRecord:
+    """Scope check, rebuild, focused test, harness, decision. Returns the round record; its
+    ``seconds`` say where the round's wall time went (monotonic clock, per step that ran:
+    rebuild, test, harness_quick/_full, ab_quick/_full, transfer; measure = all of them)."""
+    t0 = time.monotonic()
+    record = _measure(c, n, p)
+    return record.with_seconds("measure", time.monotonic() - t0)
+
+
+def _draft(c: CampaignContext, n: int, p: PendingRound, diff: str) -> RoundDraft:
+    return RoundDraft(
+        round=n,
+        hypothesis=p.hypothesis or "",
+        bucket=p.bucket or "-",
+        change=p.notes.get("change") or _diffstat(diff),
+        level=p.level or "quick",
+        started=p.started,
+        test_command=c.m.test_command,
+        incumbent_round=c.state.incumbent_round,
+        notes=p.notes,
+    )
+
+
+def _measure(c: CampaignContext, n: int, p: PendingRound) -> RoundRecord:
+    rdir = c.round_dir(n)
+    art = rdir / "artifacts"
+    art.mkdir(parents=True, exist_ok=True)
+    diff = candidate_diff(c)
+    (art / "candidate.diff").write_text(diff)
+    draft = _draft(c, n, p, diff)
+    scope = out_of_scope(c)
+    if scope:
+        why = (
+            f"files outside kernel_source changed: {scope}; a round may change only the "
+            "kernel files. Revert them before the next round"
+        )
+        return draft.failed(Category.SCOPE, why, now(), out_of_scope=scope)
+    audit = transfer_audit(c, draft.bucket)
+    draft.transfer_static = audit
+    if audit.verdict == REJECT:
+        why = f"REJECT-as-overfit before any benchmark ({audit.bucket}): {audit.reason}"
+        return draft.failed(Category.OVERFIT, why, now())
+    failed = _build_and_test(c, n, draft, art)
+    return failed or measure_levels(c, n, draft, art)
+
+
+def _build_and_test(c: CampaignContext, n: int, draft: RoundDraft, art: Path) -> RoundRecord | None:
+    """The rebuild (when the campaign has one) and the focused test; their failure's record."""
+    if c.m.rebuild_command:
+        c.say(f"round-{n}: rebuild")
+        b = run_step(
+            "rebuild",
+            c.m.rebuild_command,
+            cwd=c.root,
+            log_path=art / "rebuild.log",
+            timeout_s=TEST_TIMEOUT_S,
+        )
+        draft.timed("rebuild", b.seconds)
+        if not b.ok:
+            return draft.failed(Category.BUILD, f"build failed: {b.reason}", now())
+    c.say(f"round-{n}: focused test")
+    t = run_step(
+        "focused test",
+        c.m.test_command,
+        cwd=c.root,
+        log_path=art / "test.log",
+        timeout_s=TEST_TIMEOUT_S,
+    )
+    draft.timed("test", t.seconds)
+    if not t.ok:
+        return draft.failed(Category.TEST, f"focused test failed: {t.reason}", now())
+    return None
+
+
+def _diffstat(diff: str) -> str:
+    added = sum(1 for ln in diff.splitlines() if ln.startswith("+") and not ln.startswith("+++"))
+    removed = sum(1 for ln in diff.splitlines() if ln.startswith("-") and not ln.startswith("---"))
+    files = [ln[6:] for ln in diff.splitlines() if ln.startswith("+++ b/")]
+    where = ", ".join(files) or "kernel files"
+    return f"{where}: +{added} -{removed} lines (artifacts/candidate.diff)"
+
+
+def interrupted_record(c: CampaignContext, n: int, p: PendingRound, how: str) -> RoundRecord:
+    """The ROLLED BACK record of round ``n``, interrupted by ``how`` before its decision."""
+    notes = {k: v for k, v in p.notes.items() if k not in ("lesson", "takeaway")}
+    draft = RoundDraft(
+        round=n,
+        hypothesis=p.hypothesis or "",
+        bucket=p.bucket or "-",
+        change=p.notes.get("change", "see kernel_snapshot"),
+        level=p.level or "quick",
+        started=p.started,
+        test_command=c.m.test_command,
+        incumbent_round=c.state.incumbent_round,
+        notes=notes,
+        seconds=None,
+    )
+    why = (
+        f"interrupted by {how} before a decision; the candidate is kept in "
+        f"rounds/round-{n}/kernel_snapshot and the kernel files were restored to the incumbent"
+    )
+    return draft.failed(Category.INTERRUPTED, why, now())

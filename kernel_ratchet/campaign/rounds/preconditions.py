@@ -1,0 +1,67 @@
+"""What ``validate`` checks before a round is opened: nothing is spent on a round that the
+campaign cannot take (wrong phase, no hypothesis, unknown bucket or level, an edited log or
+harness, kernel files equal to the incumbent's)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kernel_ratchet.campaign.clock import now
+from kernel_ratchet.campaign.fsutil import file_sha256
+from kernel_ratchet.campaign.lineage.kernel import kernel_changed
+from kernel_ratchet.campaign.quick_bench import write_harness
+from kernel_ratchet.campaign.record import LEVELS
+from kernel_ratchet.errors import CampaignError
+from kernel_ratchet.guard.static_audit import BUCKETS
+
+if TYPE_CHECKING:
+    from kernel_ratchet.campaign.context import CampaignContext
+
+
+def preconditions(c: CampaignContext, hypothesis: str, bucket: str, level: str) -> None:
+    """Raise CampaignError (LogTamperedError for an edited log) when the round cannot start;
+    an edited harness is regenerated from the manifest first."""
+    st = c.state
+    if st.phase.value == "INITIALIZED":
+        raise CampaignError("no baseline yet: run `ratchet baseline` first")
+    if st.phase.value != "OPTIMIZING" or st.termination:
+        why = st.termination.reason if st.termination else st.phase.value
+        raise CampaignError(
+            f"the campaign has ended ({why}); run `ratchet report`, or start a "
+            "new campaign with `ratchet init`"
+        )
+    if not hypothesis.strip():
+        raise CampaignError("state the round's hypothesis: --hypothesis 'what and why'")
+    if bucket not in BUCKETS:
+        raise CampaignError(f"bucket must be one of {', '.join(BUCKETS)} (SPEC section 8)")
+    if level not in LEVELS:
+        raise CampaignError(f"level must be quick or full, not {level!r}")
+    for rel in ("logs/optimize.md", "logs/performance_trend.md"):
+        c.log(rel).verify()  # an edited log stops the campaign before any work is spent
+    if file_sha256(c.dir / "quick_test_bench.py") != st.harness_sha256:
+        _restore_harness(c)
+    if not kernel_changed(c):
+        raise CampaignError(
+            f"the kernel files ({', '.join(c.m.kernel_source)}) equal the incumbent's: edit "
+            "them with this round's single change, then run validate"
+        )
+
+
+def _restore_harness(c: CampaignContext) -> None:
+    sha = write_harness(
+        c.dir, c.m, c.root, shapes=c.m.representative_shape_dicts, target_shapes=c.m.target_shapes
+    )
+    c.log("logs/optimize.md").append(
+        f"> {now()}: quick_test_bench.py had been edited outside the tool; it was regenerated "
+        "from manifest.yaml before any measurement.\n\n"
+    )
+    c.save()
+    if sha != c.state.harness_sha256:
+        raise CampaignError(
+            "the regenerated harness does not match the campaign's record; "
+            "manifest.yaml may have been edited: start a new campaign"
+        )
+    raise CampaignError(
+        f"{c.dir / 'quick_test_bench.py'} was edited; the harness is generated and must not "
+        "change during a campaign. It was regenerated from manifest.yaml: run validate again"
+    )

@@ -1,0 +1,150 @@
+"""What a closed round's records show: its summary's view, its trend row, its transfer check.
+
+Pure readers of a :class:`~kernel_ratchet.campaign.record.RoundRecord` and its CSV (read
+against the frozen schema); :mod:`.close` writes what they render.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from kernel_ratchet.campaign.context import primary_vs_base, vs_base
+from kernel_ratchet.campaign.record import RoundRecord
+from kernel_ratchet.campaign.render import RoundView, ShapeLine, trend_row, vs_baseline
+from kernel_ratchet.guard import transfer_check
+from kernel_ratchet.harness.csv_schema import BenchTable
+from kernel_ratchet.scoring.decision import Status
+from kernel_ratchet.scoring.metrics import aggregates, primary_value
+
+if TYPE_CHECKING:
+    from kernel_ratchet.campaign.context import CampaignContext
+
+
+def _shape_lines(c: CampaignContext, record: RoundRecord, table: BenchTable) -> list[ShapeLine]:
+    per = {s.label: s for s in (record.decision.per_shape if record.decision else ())}
+    lines = []
+    for r in table.rows:
+        s = per.get(r.label)
+        snr = ", ".join(f"{k}={v:.1f}" for k, v in r.snr.items() if not math.isnan(v))
+        value = primary_value(r, c.m.campaign_type)[0] if r.passed else math.nan
+        verdict = s.verdict if s else "-"
+        if s and s.ci:  # paired A/B: the delta is the median per-round speed ratio, with its CI
+            verdict += f" (CI {s.ci[0] * 100:+.2f}%..{s.ci[1] * 100:+.2f}%, {s.rounds} rounds)"
+        incumbent, delta = (s.incumbent, s.delta) if s else (None, None)
+        lines.append(ShapeLine(r.label, r.check, value, incumbent, delta, verdict, snr or "-"))
+    return lines
+
+
+def _notes(record: RoundRecord) -> list[str]:
+    notes = []
+    if record.escalated:
+        notes.append(
+            f"Quick gain was under 5%: escalated to full validation (quick CSV: {record.quick_csv})"
+        )
+    if record.incumbent_csv:
+        notes.append(f"Incumbent numbers from {record.incumbent_csv}")
+    if record.decision and record.decision.paired:
+        notes.append(
+            "Decided by the paired A/B (artifacts/paired.json): Delta and the CIs are "
+            "median per-round speed ratios; the absolute numbers and 'vs baseline' "
+            "come from harness runs in other sessions: diagnostics only"
+        )
+    return notes
+
+
+def view(c: CampaignContext, record: RoundRecord) -> RoundView:
+    """What the round's summary shows, from its record and its CSV."""
+    table = c.table(record.csv) if record.csv else None
+    lines, agg, vb, vi = [], None, None, None
+    if table is not None:
+        lines = _shape_lines(c, record, table)
+        agg = aggregates(table, c.m.campaign_type).primary_avg
+        vb = primary_vs_base(c, table)
+        vi = record.gain
+    return RoundView(
+        n=record.round,
+        status=record.status.value,
+        hypothesis=record.hypothesis,
+        bucket=record.bucket,
+        change=record.change,
+        started=record.started,
+        finished=record.finished,
+        level=record.level,
+        test_command=record.test_command,
+        harness_command=record.harness_command or "-",
+        metric=c.m.primary_metric,
+        shapes=lines,
+        aggregate=agg,
+        vs_baseline=vb,
+        vs_incumbent=vi,
+        reason=record.reason,
+        attribution=_attribution(record),
+        next_direction=record.next_direction or "to be chosen by the driver",
+        expected=record.expected,
+        lesson=record.lesson,
+        root_cause=record.category.root_cause,
+        transfer=transfer_of(record),
+        notes=_notes(record),
+    )
+
+
+def transfer_of(record: RoundRecord) -> dict[str, str]:
+    """The round's ``Real-training transfer check`` values (SPEC section 8)."""
+    static = record.transfer_static
+    if record.status is Status.BASELINE or static is None:
+        return {"Bucket": f"{record.bucket} (declared; not audited: no candidate change)"}
+    d = record.decision
+    skew = d.skew if d else None
+    t = transfer_check(static, None, float((d.gain if d else 0.0) or 0.0), skew=skew)
+    dyn = d.dynamic if d else None
+    if dyn and dyn["verdict"] != "NOT-RUN":
+        t["4-step trace hit rate"] = dyn["candidate"].get("hit_rates") or "no cache"
+        t["Estimated real-training gain"] = (
+            f"{dyn['train_gain']:+.2%} measured in the training idiom (fresh activations and "
+            f"grad_out, weight updated in place) against {dyn['bench_gain']:+.2%} in the "
+            f"benchmark idiom, on {dyn['shape']}"
+            + ("" if static.bucket[0] == "K" else f"; {t['Estimated real-training gain']}")
+        )
+        if dyn["verdict"] == "OVERFIT":
+            t["Decision"] = "REJECT-as-overfit"
+    elif dyn:
+        t["4-step trace hit rate"] = f"not measured: {dyn['reason']}"
+    return t
+
+
+def _attribution(record: RoundRecord) -> str:
+    d = record.decision
+    if record.status is Status.BASELINE:
+        return "Baseline: nothing to attribute."
+    if not d or not d.per_shape:
+        return f"No measurement to attribute ({record.category.value})."
+    best = max(d.per_shape, key=lambda s: s.delta)
+    worst = min(d.per_shape, key=lambda s: s.delta)
+    return (
+        f"Best shape {best.label} ({best.delta * 100:+.2f}%), worst shape "
+        f"{worst.label} ({worst.delta * 100:+.2f}%); aggregate "
+        f"{d.gain * 100:+.2f}% (noise ±{d.gain_noise * 100:.2f}%)."
+    )
+
+
+def trend_line(c: CampaignContext, record: RoundRecord) -> str:
+    """The round's row of ``logs/performance_trend.md``."""
+    table = c.table(record.csv) if record.csv else None
+    aggs = aggregates(table, c.m.campaign_type) if table is not None else None
+    if record.status is Status.BASELINE:
+        vb = "—"
+    elif table is not None:
+        vb = vs_baseline(*vs_base(c, table))
+    else:
+        vb = vs_baseline(None, None, None)
+    finding = record.reason.split(";")[0]
+    return trend_row(
+        record.round,
+        record.status.value,
+        record.hypothesis,
+        aggs,
+        c.m.campaign_type,
+        vb,
+        finding,
+    )

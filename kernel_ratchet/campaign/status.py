@@ -1,0 +1,34 @@
+"""Where a campaign stands, as one JSON-able dict: what ``ratchet status`` prints and the MCP
+tool ``campaign_status`` returns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kernel_ratchet.campaign.context import CampaignContext
+from kernel_ratchet.campaign.fsutil import file_sha256
+from kernel_ratchet.campaign.rounds.close import chain_of
+
+
+def campaign_status(c: CampaignContext) -> dict[str, Any]:
+    """Phase, incumbent, round in flight, termination and every closed round with its paired
+    chain (rebuilt from the record for an entry closed before the chain was kept)."""
+    st = c.state
+    return {
+        "campaign": c.m.campaign,
+        "directory": str(c.dir),
+        "op": c.m.target_op,
+        "backend": c.m.target_backend,
+        "gpu": c.m.target_gpu,
+        "phase": st.phase.value,
+        "primary_metric": c.m.primary_metric,
+        "next_round": st.next_round,
+        "incumbent_round": st.incumbent_round,
+        "incumbent_commit": st.incumbent_commit,
+        "consecutive_rollbacks": st.consecutive_rollbacks,
+        "pending": None if st.pending is None else st.pending.to_dict(),
+        "termination": None if st.termination is None else st.termination.to_dict(),
+        "representative_shapes": c.m.representative_shapes,
+        "rounds": [{**r.to_dict(), "paired_chain": chain_of(c, r.round)} for r in st.closed],
+        "harness_intact": file_sha256(c.dir / "quick_test_bench.py") == st.harness_sha256,
+    }

@@ -1,0 +1,77 @@
+"""The ``ratchet`` command: a thin layer over the profile and campaign APIs.
+
+Exit codes (scripts may rely on them):
+  0  success; for ``validate``, the round was ACCEPTED
+  1  the command ran but its verdict is negative: a round ROLLED BACK, ``check`` found problems,
+     ``accept`` failed
+  2  any other kernel-ratchet error          3  ratchet.yaml problem
+  4  benchmark CSV schema drift              5  campaign state does not allow the command
+  6  another process drives the campaign     7  an append-only log was edited
+  8  git problem                             130 interrupted (Ctrl+C); the round was closed
+  143 terminated (SIGTERM); the round was closed
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+import typer
+
+from kernel_ratchet.cli import rounds, run, setup, tools  # noqa: F401 - they register the commands
+from kernel_ratchet.cli.common import app, err
+from kernel_ratchet.errors import TERMINATION_REQUESTED, RatchetError, Terminated
+
+__all__ = ["app", "main"]
+
+
+def _terminate(signum, frame) -> None:  # noqa: ARG001 - signal handler signature
+    TERMINATION_REQUESTED.set()
+    raise Terminated("SIGTERM")
+
+
+def _stopped(terminated: bool) -> None:
+    """Exit after Ctrl+C (130) or SIGTERM (143); the engine has closed the round in flight."""
+    if terminated:
+        err.print(
+            "[yellow]terminated (SIGTERM)[/yellow]: the round in flight was closed; "
+            "`ratchet resume` continues the campaign"
+        )
+        sys.exit(Terminated.exit_code)
+    err.print(
+        "[yellow]interrupted[/yellow]: the round in flight was closed; `ratchet status` shows it"
+    )
+    sys.exit(130)
+
+
+def main() -> None:
+    """The ``ratchet`` console script: the command, its errors and interruptions as exit codes."""
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        # returns typer.Exit's code in this mode; typer turns a KeyboardInterrupt (Ctrl+C, or
+        # Terminated) raised in a command into a return of 130 (typer 0.29)
+        rc = app(standalone_mode=False)
+        terminated = TERMINATION_REQUESTED.is_set()  # also a Terminated lost in a finalizer
+        if rc == 130 or terminated:
+            _stopped(terminated)
+        sys.exit(rc if isinstance(rc, int) else 0)
+    except RatchetError as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt as exc:  # a typer that lets it through
+        _stopped(isinstance(exc, Terminated))
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except (typer.Abort, SystemExit):
+        raise
+    except Exception as exc:  # click usage errors
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""The campaign's commands: ``baseline``, ``validate``, ``status``, ``report``, ``accept`` and
+``calibrate``, each over the campaign API under the campaign lock."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from kernel_ratchet.cli.common import (
+    CampaignOpt,
+    ProfileOpt,
+    app,
+    err,
+    open_campaign,
+    out,
+)
+
+
+@app.command()
+def baseline(profile: Path | None = ProfileOpt, campaign: str | None = CampaignOpt):
+    """BASELINE (round-1): focused test and harness on all target shapes."""
+    with open_campaign(profile, campaign) as c:
+        rec = c.baseline()
+        reps = ", ".join(c.m.representative_shapes)
+    out.print(f"round-1 BASELINE: {rec.reason}\nrepresentative shapes: {reps}")
+
+
+@app.command()
+def validate(
+    hypothesis: str = typer.Option(..., help="the round's single hypothesis, stated up front"),
+    bucket: str = typer.Option("K1", help="transfer bucket K1..K4, W1..W3 (SPEC section 8)"),
+    level: str = typer.Option("quick", help="quick (representative) or full (all shapes)"),
+    change: str = typer.Option("", help="the single change, in one line"),
+    expected: str = typer.Option("", help="the expected effect"),
+    lesson: str = typer.Option("", help="lesson, if the round is rolled back"),
+    next_direction: str = typer.Option("", "--next", help="what to try next"),
+    takeaway: str = typer.Option("", help="a reusable tip to append to the tips file"),
+    profile: Path | None = ProfileOpt,
+    campaign: str | None = CampaignOpt,
+):
+    """VALIDATE the working-tree change against the incumbent; ACCEPT (commit) or ROLL BACK."""
+    with open_campaign(profile, campaign) as c:
+        rec = c.validate(
+            hypothesis,
+            bucket=bucket,
+            level=level,
+            change=change,
+            expected=expected,
+            lesson=lesson,
+            next_direction=next_direction,
+            takeaway=takeaway,
+        )
+        k = c.state.consecutive_rollbacks
+        term = c.state.termination
+    color = "green" if rec.accepted else "red"
+    status = rec.status.value
+    out.print(f"round-{rec.round} [{color}]{status}[/{color}] ({rec.level}): {rec.reason}")
+    if not rec.accepted:
+        out.print(f"root cause: {rec.category.root_cause}")
+    if k >= 2:
+        err.print(
+            f"[yellow]stagnation: {k} consecutive rollbacks — review before the next "
+            "round (see logs/optimize.md)[/yellow]"
+        )
+    if term:
+        out.print(f"termination {term.code}: {term.reason} — run `ratchet report`")
+    raise typer.Exit(0 if rec.accepted else 1)
+
+
+@app.command()
+def status(
+    as_json: bool = typer.Option(False, "--json"),
+    profile: Path | None = ProfileOpt,
+    campaign: str | None = CampaignOpt,
+):
+    """Where the campaign stands (finishes an interrupted round first)."""
+    from kernel_ratchet.campaign.status import campaign_status
+
+    with open_campaign(profile, campaign) as c:
+        c.recover()
+        s = campaign_status(c.ctx)
+    if as_json:
+        print(json.dumps(s, indent=2, default=str))
+        return
+    out.print(
+        f"[bold]{s['campaign']}[/bold] — {s['phase']}, next round {s['next_round']}, "
+        f"incumbent round-{s['incumbent_round']}"
+    )
+    table = Table(
+        "round",
+        "status",
+        "level",
+        "vs baseline\n(paired chain)",
+        "vs baseline\n(harness CSVs)",
+        "hypothesis",
+    )
+    for r in s["rounds"]:
+        vp, vb = r.get("paired_chain"), r.get("vs_baseline")
+        table.add_row(
+            str(r["round"]),
+            r["status"],
+            r["level"],
+            "-" if vp is None else f"{vp * 100:+.2f}%",
+            "-" if vb is None else f"{vb * 100:+.2f}%",
+            r["hypothesis"],
+        )
+    out.print(table)
+    if s["termination"]:
+        out.print(f"termination {s['termination']['code']}: {s['termination']['reason']}")
+
+
+@app.command()
+def report(profile: Path | None = ProfileOpt, campaign: str | None = CampaignOpt):
+    """REPORT: full validation of the incumbent and the final report (ends the campaign)."""
+    from kernel_ratchet.report.final import report as do_report
+
+    with open_campaign(profile, campaign) as c:
+        text = do_report(c)
+        where = c.dir / "report.md"
+    out.print(text)
+    out.print(f"written to {where}")
+
+
+@app.command()
+def accept(profile: Path | None = ProfileOpt, campaign: str | None = CampaignOpt):
+    """ACCEPTANCE: full test suite and a diff that touches only kernel files."""
+    from kernel_ratchet.campaign.acceptance import accept as do_accept
+
+    with open_campaign(profile, campaign) as c:
+        res = do_accept(c.ctx)
+    for line in res.details:
+        out.print(line)
+    out.print("[green]ACCEPTED[/green]" if res.ok else "[red]ACCEPTANCE FAILED[/red]")
+    raise typer.Exit(0 if res.ok else 1)
+
+
+@app.command()
+def calibrate(
+    trials: int = typer.Option(20, help="A/A trials (incumbent against itself)"),
+    profile: Path | None = ProfileOpt,
+    campaign: str | None = CampaignOpt,
+):
+    """A/A runs on the representative shapes: false-accept rate and minimum detectable effect
+    of this machine; no smaller gain is claimed afterwards."""
+    from kernel_ratchet.campaign.calibrate import calibrate_campaign
+
+    with open_campaign(profile, campaign) as c:
+        cal = calibrate_campaign(c, trials)
+    out.print(
+        f"{cal.trials} A/A trials: false accepts {cal.false_accept_rate:.1%}, false "
+        f"regressions {cal.false_regression_rate:.1%}, minimum detectable effect "
+        f"{cal.min_detectable_effect:.2%}"
+    )

@@ -1,0 +1,272 @@
+"""The unattended commands: ``ratchet run`` (a whole campaign, driven by an optimizer) and
+``ratchet resume``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from kernel_ratchet.cli.common import (
+    CampaignOpt,
+    KnobsOpt,
+    PauseOpt,
+    ProfileOpt,
+    app,
+    err,
+    out,
+    profile_at,
+)
+from kernel_ratchet.errors import RatchetError
+
+
+@contextmanager
+def _live_view(title: str) -> Iterator:
+    """A live table of the rounds of ``ratchet run`` (stderr); yields (say, on_round)."""
+    from rich.live import Live
+
+    rows: list = []
+    state = {"msg": "starting"}
+
+    def render() -> Table:
+        t = Table(
+            "round",
+            "status",
+            "category",
+            "vs incumbent",
+            "change",
+            title=f"{title} — {state['msg']}",
+            title_justify="left",
+        )
+        for r in rows[-20:]:
+            color = "green" if r.accepted else "red"
+            t.add_row(
+                str(r.round),
+                f"[{color}]{r.status.value}[/{color}]",
+                r.category.value,
+                "-" if r.gain is None else f"{r.gain * 100:+.2f}%",
+                r.summary or r.hypothesis,
+            )
+        return t
+
+    with Live(render(), console=err, refresh_per_second=4) as live:
+
+        def say(msg: str) -> None:
+            state["msg"] = msg
+            stamp = time.strftime("%H:%M:%S")  # local time, as every record's timestamps
+            live.console.print(f"[dim]{stamp} {msg}[/dim]", highlight=False)
+            live.update(render())
+
+        def on_round(rec) -> None:
+            rows.append(rec)
+            live.update(render())
+
+        yield say, on_round
+
+
+def _optimizer(name: str, agent_cmd: str | None, agent_timeout: float, knobs: str | None = None):
+    from kernel_ratchet.optimizers.base import load_optimizer
+
+    if knobs and name != "search":
+        raise RatchetError(
+            f"--knobs restricts the search optimizer; --optimizer {name} has none to restrict "
+            "(drop --knobs or use --optimizer search)"
+        )
+    if knobs:
+        return load_optimizer("search", knobs=knobs)
+    if name == "agent":
+        if not agent_cmd:
+            raise RatchetError(
+                "--optimizer agent needs --agent-cmd, a command template with "
+                "{prompt_file} (and optionally {workdir}, {hypothesis_file}), "
+                "e.g. --agent-cmd 'claude -p \"$(cat {prompt_file})\"'"
+            )
+        return load_optimizer("agent", command=agent_cmd, timeout_s=agent_timeout)
+    return load_optimizer(name)
+
+
+def _drive(
+    prof,
+    op: str | None,
+    campaign: str | None,
+    optimizer,
+    *,
+    max_iterations: int,
+    max_duration: str | None,
+    efficiency_target: float | None,
+    init: dict,
+    pause: bool = False,
+) -> None:
+    import threading
+
+    from kernel_ratchet.optimizers.budget import graceful_interrupt, parse_duration
+    from kernel_ratchet.optimizers.loop import run_campaign
+
+    stop = threading.Event()
+    title = f"ratchet run ({optimizer.name})"
+    with _live_view(title) as (say, on_round), graceful_interrupt(stop, say):
+        res = run_campaign(
+            prof,
+            op,
+            optimizer,
+            campaign=campaign,
+            max_iterations=max_iterations,
+            max_duration_s=parse_duration(max_duration),
+            efficiency_target=efficiency_target,
+            say=say,
+            stop_flag=stop,
+            on_round=on_round,
+            init=init,
+            pause_at_budget=pause,
+        )
+    if getattr(optimizer, "instructions", ""):
+        out.print(optimizer.instructions)
+    code, why = res.stop or ("-", "-")
+    acc = sum(1 for r in res.rounds if r.accepted)
+    out.print(
+        f"campaign [bold]{res.campaign_dir.name}[/bold]: {len(res.rounds)} rounds this "
+        f"run, {acc} accepted; stopped: {code} — {why}"
+    )
+    if res.report is not None:
+        out.print(f"report: {res.campaign_dir / 'report.md'} (next: `ratchet accept`)")
+
+
+def _rehearsal(rehearse: bool) -> None:
+    """Without a GPU only a rehearsal runs: the Triton interpreter on the CPU, said so."""
+    import os
+
+    import torch
+
+    if not torch.cuda.is_available() and not rehearse:
+        raise RatchetError(
+            "no CUDA GPU on this machine: add --rehearse to rehearse the "
+            "campaign in the Triton interpreter on tiny shapes (CPU timings "
+            "are meaningless for tuning)"
+        )
+    if rehearse:
+        os.environ["TRITON_INTERPRET"] = "1"
+        err.print(
+            "[yellow]rehearsal: Triton interpreter on the CPU, tiny shapes; "
+            "the timings are meaningless for tuning[/yellow]"
+        )
+
+
+def _scaffold(example: str, dest: Path | None, rehearse: bool) -> tuple[Path, str]:
+    """Scaffold ``--example`` (put on this process's PYTHONPATH); returns (root, op)."""
+    import os
+
+    from kernel_ratchet.campaign.example import scaffold
+
+    root, op = scaffold(
+        example, dest or Path.cwd() / f"ratchet-example-{example}", rehearse=rehearse
+    )
+    paths = [str(root), os.environ.get("PYTHONPATH", "")]
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    out.print(
+        f"scaffolded [bold]{root}[/bold] (op {op}); later commands there need "
+        f"`export PYTHONPATH={root}` or `pip install -e {root}`"
+    )
+    return root, op
+
+
+@app.command()
+def run(
+    op: str | None = typer.Option(None, "--op", help="op name from ratchet.yaml (new campaign)"),
+    optimizer: str = typer.Option("search", help="search | agent | manual"),
+    max_iterations: int = typer.Option(20, help="rounds after the baseline (T3, < 120)"),
+    max_duration: str | None = typer.Option(None, help="time budget, e.g. 2h, 90m"),
+    agent_cmd: str | None = typer.Option(None, help="agent command template ({prompt_file})"),
+    agent_timeout: float = typer.Option(1800.0, help="seconds per agent call"),
+    example: str | None = typer.Option(None, help="scaffold a kernel-pack op (or 'tiny')"),
+    dest: Path | None = typer.Option(None, help="where --example scaffolds its project"),
+    rehearse: bool = typer.Option(False, help="CPU: Triton interpreter, tiny shapes"),
+    efficiency_target: float | None = typer.Option(None, help="T2: fraction of the roofline"),
+    knobs: str | None = KnobsOpt,
+    pause: bool = PauseOpt,
+    yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation"),
+    profile: Path | None = ProfileOpt,
+    campaign: str | None = CampaignOpt,
+):
+    """Run a whole campaign unattended: init, BASELINE, rounds proposed by the optimizer, REPORT.
+
+    First Ctrl+C: finish the current round and write the report; second: stop at once
+    (`ratchet resume` continues). `--pause`: a spent budget of this run pauses instead of
+    ending the campaign (a campaign split over machine sessions)."""
+    if example or rehearse:
+        _rehearsal(rehearse)
+    if example:
+        root, op = _scaffold(example, dest, rehearse)
+        profile = root / "ratchet.yaml"
+    prof = profile_at(profile)
+    if not op and not campaign:
+        raise RatchetError(
+            "give --op OP for a new campaign (or --campaign NAME / `ratchet "
+            "resume` to continue one)"
+        )
+    opt = _optimizer(optimizer, agent_cmd, agent_timeout, knobs)
+    what = f"op {op}" if op and not campaign else f"campaign {campaign}"
+    ask = f"Run {what} unattended with the {optimizer} optimizer (up to {max_iterations} rounds)?"
+    if not yes and not typer.confirm(ask, default=True):
+        raise typer.Exit(1)
+    _drive(
+        prof,
+        None if campaign else op,
+        campaign,
+        opt,
+        max_iterations=max_iterations,
+        max_duration=max_duration,
+        efficiency_target=efficiency_target,
+        init={},
+        pause=pause,
+    )
+
+
+@app.command()
+def resume(
+    optimizer: str | None = typer.Option(
+        None, help="search | agent | manual (default: the optimizer of the campaign's last run)"
+    ),
+    max_iterations: int = typer.Option(20, help="rounds in this run"),
+    max_duration: str | None = typer.Option(None, help="time budget, e.g. 2h, 90m"),
+    agent_cmd: str | None = typer.Option(None, help="agent command template ({prompt_file})"),
+    agent_timeout: float = typer.Option(1800.0, help="seconds per agent call"),
+    efficiency_target: float | None = typer.Option(None, help="T2: fraction of the roofline"),
+    knobs: str | None = KnobsOpt,
+    pause: bool = PauseOpt,
+    profile: Path | None = ProfileOpt,
+    campaign: str | None = CampaignOpt,
+):
+    """Continue an interrupted or paused `ratchet run` (the round in flight is closed first).
+    Without --optimizer and --knobs, the campaign is driven as its last run was (its recorded
+    optimizer and knobs; an agent's command is given again with --agent-cmd), or by the search
+    after a manual run."""
+    from kernel_ratchet.campaign.locate import find_campaign
+    from kernel_ratchet.optimizers.loop import recorded_optimizer
+
+    prof = profile_at(profile)
+    cdir = find_campaign(prof, campaign)
+    name = cdir.name
+    last = recorded_optimizer(cdir) or {}
+    if optimizer is None and knobs is None and last and last.get("name") != "manual":
+        optimizer = last.get("name", "search")
+        knobs = ",".join(last.get("knobs") or []) or None
+        err.print(
+            f"resuming with the {optimizer} optimizer of the last run"
+            + (f", knobs {knobs}" if knobs else "")
+        )
+    opt = _optimizer(optimizer or "search", agent_cmd, agent_timeout, knobs)
+    _drive(
+        prof,
+        None,
+        name,
+        opt,
+        max_iterations=max_iterations,
+        max_duration=max_duration,
+        efficiency_target=efficiency_target,
+        init={},
+        pause=pause,
+    )

@@ -1,0 +1,78 @@
+"""Setting a campaign up: ``ratchet check`` (the DEFINE_TARGET checklist) and ``ratchet
+init`` (DEFINE_TARGET, PREPARE_ENVIRONMENT, READ_HISTORICAL_TIPS)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from kernel_ratchet.cli.common import (
+    ProfileOpt,
+    app,
+    out,
+    profile_at,
+)
+
+
+@app.command()
+def check(op: str | None = typer.Option(None, "--op"), profile: Path | None = ProfileOpt):
+    """Validate ratchet.yaml and run the DEFINE_TARGET checklist and the environment check."""
+    from kernel_ratchet.profile.checklist import device_check, env_check, git_check, run_checklist
+
+    prof = profile_at(profile)
+    items = [*run_checklist(prof, op), env_check(prof), git_check(prof.root)]
+    items += [device_check(prof, o) for o in ([op] if op else list(prof.ops))]
+    table = Table("check", "ok", "detail / fix")
+    for i in items:
+        detail = i.detail + (f"\n[yellow]fix:[/yellow] {i.fix}" if not i.ok and i.fix else "")
+        table.add_row(i.name, "[green]yes[/green]" if i.ok else "[red]NO[/red]", detail)
+    out.print(table)
+    bad = [i for i in items if not i.ok]
+    out.print(f"{len(items) - len(bad)}/{len(items)} checks pass ({prof.path})")
+    raise typer.Exit(1 if bad else 0)
+
+
+@app.command()
+def init(
+    op: str = typer.Option(..., "--op", help="op name from ratchet.yaml"),
+    performance_target: float | None = typer.Option(None, help="T1: aggregate to reach"),
+    max_iterations: int = typer.Option(20, help="T3: rounds after the baseline (< 120)"),
+    git_branch: str = typer.Option("auto", help="auto: branch optimize/<campaign>; none"),
+    commit: bool = typer.Option(True, "--commit/--no-commit", help="commit accepted rounds"),
+    timing_engine: str | None = typer.Option(None, help="perf_counter | cuda_events"),
+    regression_threshold: float = typer.Option(0.05, help="per-shape regression gate"),
+    efficiency_target: float | None = typer.Option(None, help="T2: fraction of the peak"),
+    hardware_peak: float | None = typer.Option(None, help="T2: peak in the primary unit"),
+    yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation"),
+    mode: str | None = typer.Option(None, "--mode", help="repo | workspace (default: profile)"),
+    profile: Path | None = ProfileOpt,
+):
+    """DEFINE_TARGET + PREPARE_ENVIRONMENT + READ_HISTORICAL_TIPS: create a campaign."""
+    from kernel_ratchet.campaign.create import create_campaign, define_target, preflight
+
+    prof = profile_at(profile)
+    params = define_target(
+        prof,
+        op,
+        performance_target=performance_target,
+        max_iterations=max_iterations,
+        git_branch=git_branch,
+        git_commit=commit,
+        timing_engine=timing_engine,
+        regression_threshold=regression_threshold,
+        efficiency_target=efficiency_target,
+        hardware_peak=hardware_peak,
+        execution_mode=mode,
+    )
+    table = Table("parameter", "value", title="DEFINE_TARGET")
+    for k, v in params.describe():
+        table.add_row(k, v)
+    out.print(table)
+    preflight(prof, op)
+    if not yes and not typer.confirm("Create this campaign?", default=True):
+        raise typer.Exit(1)
+    cdir = create_campaign(prof, params)
+    out.print(f"campaign [bold]{cdir.name}[/bold] created in {cdir}")
+    out.print("next: `ratchet baseline`")

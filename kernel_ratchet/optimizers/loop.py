@@ -1,0 +1,345 @@
+"""The unattended loop: init -> BASELINE -> (ANALYZE -> propose -> apply -> VALIDATE)* -> REPORT.
+
+:func:`run_campaign` drives the same :class:`~kernel_ratchet.campaign.engine.Campaign` API the
+CLI commands use; the optimizer only proposes. It stops when the engine records a termination
+(T1-T3), when the measured efficiency reaches ``efficiency_target`` (T2), or on T4: the
+optimizer has nothing left, this run's iteration or time budget is spent, or ``stop_flag`` is
+set (the first Ctrl+C, see :func:`.budget.graceful_interrupt`); then it writes the REPORT. A second
+Ctrl+C raises KeyboardInterrupt at once: the engine closes the round in flight as rolled back
+and ``ratchet resume`` continues the campaign later. With ``pause_at_budget`` a spent
+iteration or time budget of this run pauses instead (no REPORT, the campaign stays open for
+``ratchet resume``): a campaign split over several machine sessions; T1-T3 still end it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import shlex
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernel_ratchet.campaign.analyze import analyze_campaign
+from kernel_ratchet.campaign.create import create_campaign, define_target, preflight
+from kernel_ratchet.campaign.engine import Campaign
+from kernel_ratchet.campaign.fsutil import atomic_write_json
+from kernel_ratchet.campaign.lineage.kernel import incumbent_bytes, kernel_changed
+from kernel_ratchet.campaign.locate import find_campaign
+from kernel_ratchet.campaign.record import RoundRecord, read_record, verified_ineffective
+from kernel_ratchet.campaign.render import time_line
+from kernel_ratchet.campaign.state import Phase
+from kernel_ratchet.campaign.tips import read_tips, tips_path
+from kernel_ratchet.errors import TERMINATION_REQUESTED, RatchetError
+from kernel_ratchet.optimizers.base import Optimizer, OptimizerContext, OptimizerError, Proposal
+from kernel_ratchet.optimizers.budget import too_short
+from kernel_ratchet.profile.schema import Profile
+from kernel_ratchet.report.final import report
+from kernel_ratchet.scoring.roofline import efficiency
+
+Say = Callable[[str], None]
+#: Proposals in a row that leave the kernel files equal to the incumbent before giving up.
+MAX_EMPTY_PROPOSALS = 3
+#: Stop code of an interactive optimizer handing over: no REPORT, the campaign goes on.
+PAUSED = "PAUSED"
+#: The settings of the optimizer that drove the campaign's latest run (``ratchet resume``
+#: drives it the same way unless told otherwise).
+OPTIMIZER_FILE = "optimizer.json"
+
+
+def recorded_optimizer(campaign_dir: Path) -> dict[str, Any] | None:
+    """The settings of the optimizer of the campaign's latest ``ratchet run``/``resume``
+    (:meth:`~kernel_ratchet.optimizers.base.Optimizer.settings`), or None before any."""
+    path = Path(campaign_dir) / OPTIMIZER_FILE
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+@dataclass
+class LoopResult:
+    """What one ``run_campaign`` call did: the campaign, its rounds this run, why it stopped."""
+
+    campaign_dir: Path
+    rounds: list[RoundRecord] = field(default_factory=list)
+    stop: tuple[str, str] | None = None  # (code, reason)
+    report: str | None = None
+
+
+def protected_paths(c: Campaign) -> list[Path]:
+    """Files a round must never change: ratchet.yaml, the generated harness, the adapter
+    module and the files named by the focused test command."""
+    out = [c.profile.path, c.dir / "quick_test_bench.py"]
+    mod = c.m.adapter.split(":")[0].replace(".", "/")
+    for cand in (c.root / f"{mod}.py", c.root / mod / "__init__.py"):
+        if cand.exists():
+            out.append(cand)
+    with contextlib.suppress(ValueError):
+        for tok in shlex.split(c.m.test_command):
+            p = c.root / tok.split("::")[0]
+            if p.is_file():
+                out.append(p)
+            elif p.is_dir() and tok not in (".", ""):
+                out.extend(sorted(p.rglob("*.py")))
+    return out
+
+
+def fingerprint(paths: list[Path]) -> dict[str, str | None]:
+    """sha256 of each path's bytes (None: missing), to tell which files a proposal touched."""
+    return {
+        str(p): hashlib.sha256(p.read_bytes()).hexdigest() if p.exists() else None for p in paths
+    }
+
+
+def build_context(c: Campaign, analysis: Mapping[str, Any] | None) -> OptimizerContext:
+    """What the optimizer may read before the next round (the incumbent, records, tips)."""
+    records = []
+    for r in c.state.closed:
+        path = c.round_dir(r.round) / "round.json"
+        if path.exists():
+            records.append(read_record(path))
+    sources = {}
+    for rel in c.m.kernel_source:
+        data = incumbent_bytes(c.ctx, rel)
+        if data is not None:
+            sources[rel] = data.decode("utf-8")
+    tp = tips_path(c.profile.tips_root_path, c.m.target_gpu, c.m.target_op, c.m.target_backend)
+    return OptimizerContext(
+        root=c.root,
+        manifest=dataclasses.asdict(c.m),
+        sources=sources,
+        rounds=tuple(records),
+        ineffective=tuple(verified_ineffective(records)),
+        tips=read_tips(tp),
+        analysis=analysis,
+        tunables=c.op.tunables,
+        campaign_dir=c.dir,
+        round_no=c.state.next_round,
+        protected=tuple(os.path.relpath(p, c.root) for p in protected_paths(c)),
+    )
+
+
+def _open(
+    profile: Profile,
+    op: str | None,
+    campaign: str | None,
+    max_iterations: int,
+    init: Mapping[str, Any],
+    say: Say,
+) -> Path:
+    if campaign or not op:
+        return find_campaign(profile, campaign)
+    params = define_target(profile, op, max_iterations=max_iterations, **init)
+    preflight(profile, op)
+    cdir = create_campaign(profile, params)
+    say(f"campaign {cdir.name} created")
+    return cdir
+
+
+def run_campaign(
+    profile: Profile,
+    op: str | None,
+    optimizer: Optimizer,
+    *,
+    campaign: str | None = None,
+    max_iterations: int = 20,
+    max_duration_s: float | None = None,
+    efficiency_target: float | None = None,
+    say: Say | None = None,
+    stop_flag: threading.Event | None = None,
+    on_round: Callable[[RoundRecord], None] | None = None,
+    init: Mapping[str, Any] | None = None,
+    pause_at_budget: bool = False,
+) -> LoopResult:
+    """Run a campaign unattended until a termination condition; returns what happened.
+
+    ``op`` given and ``campaign`` None: a new campaign (``init`` = extra ``define_target``
+    options); otherwise the named (or most recent) campaign is resumed. ``max_iterations``
+    bounds the rounds of this call (and is the campaign's T3 for a new one). Raises
+    OptimizerError when the optimizer fails or a proposal changed a protected file (nothing
+    is validated then), CampaignError/RatchetError as the engine does, KeyboardInterrupt on
+    the second Ctrl+C (the round in flight is closed first).
+    """
+    say = say or (lambda _m: None)
+    stop_flag = stop_flag or threading.Event()
+    cdir = _open(profile, op, campaign, max_iterations, init or {}, say)
+    res = LoopResult(cdir)
+    deadline = time.monotonic() + max_duration_s if max_duration_s else math.inf
+    with Campaign(profile, cdir, say=say) as c:
+        c.recover()
+        atomic_write_json(cdir / OPTIMIZER_FILE, optimizer.settings())
+        if c.state.phase is Phase.INITIALIZED:
+            c.baseline()
+            say(f"BASELINE done; representative shapes: {', '.join(c.m.representative_shapes)}")
+        if c.state.phase in (Phase.TERMINATED, Phase.ACCEPTED):
+            res.report = report(c)
+            code = c.state.termination.code if c.state.termination else "T4"
+            res.stop = (code, "already ended")
+            return res
+        settings = LoopSettings(
+            optimizer,
+            max_iterations,
+            deadline,
+            efficiency_target,
+            stop_flag,
+            say,
+            on_round,
+            PAUSED if pause_at_budget else "T4",
+        )
+        res.stop = _loop(c, res, settings)
+        if res.stop[0] == PAUSED:
+            say(f"paused: {res.stop[1]}")
+            return res
+        say(f"stopping: {res.stop[0]} — {res.stop[1]}; writing the REPORT")
+        res.report = report(c, stop=res.stop)
+    return res
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    """How one ``run_campaign`` call runs its rounds. ``deadline``: monotonic seconds (inf: no
+    --max-duration); ``budget_code``: what a spent budget of this run returns, T4 (the campaign
+    ends) or PAUSED (``ratchet resume`` continues it)."""
+
+    optimizer: Optimizer
+    max_iterations: int
+    deadline: float
+    efficiency_target: float | None
+    stop_flag: threading.Event
+    say: Say
+    on_round: Callable[[RoundRecord], None] | None
+    budget_code: str
+
+
+def _loop(c: Campaign, res: LoopResult, run: LoopSettings) -> tuple[str, str]:
+    """Rounds until a stop; returns (code, reason)."""
+    empty = 0
+    took: list[float] = []  # seconds of each validated round of this run
+    while True:
+        stop = _stop_before_round(c, res, run, took)
+        if stop:
+            return stop
+        t_round = time.monotonic()
+        outcome = _one_round(c, run)
+        if isinstance(outcome, tuple):
+            return outcome
+        if outcome is None:  # the proposal left the kernel files unchanged
+            empty += 1
+            n = c.state.next_round
+            run.say(f"round-{n}: the proposal left the kernel files unchanged ({empty})")
+            if empty >= MAX_EMPTY_PROPOSALS:
+                name = run.optimizer.name
+                return "T4", f"the {name} optimizer made {empty} empty proposals in a row"
+            continue
+        empty = 0
+        res.rounds.append(outcome)
+        took.append(time.monotonic() - t_round)
+        _observe(outcome, run)
+
+
+def _stop_before_round(
+    c: Campaign, res: LoopResult, run: LoopSettings, took: list[float]
+) -> tuple[str, str] | None:
+    """Why no further round starts (termination, Ctrl+C, SIGTERM, a spent budget), or None."""
+    resume = "; `ratchet resume` continues the campaign" if run.budget_code == PAUSED else ""
+    if c.state.termination:
+        return c.state.termination.code, c.state.termination.reason
+    if run.stop_flag.is_set():
+        return "T4", "the user asked to stop (Ctrl+C during `ratchet run`)"
+    if TERMINATION_REQUESTED.is_set():  # SIGTERM whose Terminated was lost in flight
+        return PAUSED, "SIGTERM: stopped between rounds; `ratchet resume` continues"
+    if len(res.rounds) >= run.max_iterations:
+        return (
+            run.budget_code,
+            f"this run's budget ({run.max_iterations} rounds) is spent{resume}",
+        )
+    if time.monotonic() >= run.deadline:
+        return run.budget_code, f"this run's budget (--max-duration) is spent{resume}"
+    short = too_short(run.deadline - time.monotonic(), took)
+    if short:
+        return run.budget_code, f"this run's budget (--max-duration) {short}{resume}"
+    return None
+
+
+def _analyze(c: Campaign, run: LoopSettings, n: int) -> tuple[Mapping[str, Any] | None, str]:
+    """ANALYZE before round ``n`` (advisory: a failure is said, not raised), and a T2 reason
+    when the measured efficiency reached the target."""
+    try:
+        analysis = analyze_campaign(c.ctx, n)
+    except (RatchetError, OSError, RuntimeError) as exc:
+        run.say(f"ANALYZE before round-{n} failed ({exc}); proposing without it")
+        return None, ""
+    target = run.efficiency_target
+    if target and efficiency(analysis) >= target:
+        return analysis, (
+            f"{efficiency(analysis):.1%} of the measured roofline reached (target {target:.1%})"
+        )
+    return analysis, ""
+
+
+def _one_round(c: Campaign, run: LoopSettings) -> RoundRecord | tuple[str, str] | None:
+    """ANALYZE, propose, apply, VALIDATE: the round's record, a stop (code, reason), or None
+    for a proposal that left the kernel files unchanged. Raises OptimizerError for a proposal
+    outside kernel_source or one that changed a protected file."""
+    n, opt = c.state.next_round, run.optimizer
+    analysis, reached = _analyze(c, run, n)
+    if reached:
+        return "T2", reached
+    ctx = build_context(c, analysis)
+    guard = [c.root / p for p in ctx.protected]
+    before = fingerprint(guard)
+    run.say(f"round-{n}: asking the {opt.name} optimizer")
+    proposal = opt.propose(ctx)
+    if proposal is None and opt.interactive:
+        return PAUSED, f"the {opt.name} optimizer hands the campaign to a person"
+    if proposal is None:
+        return "T4", f"the {opt.name} optimizer has nothing left to try"
+    outside = [p for p in (proposal.files or {}) if p not in c.m.kernel_source]
+    if outside:
+        raise OptimizerError(
+            f"the {opt.name} optimizer proposed changes outside "
+            f"kernel_source: {outside}; nothing was applied"
+        )
+    proposal.apply_to(c.root)
+    touched = [os.path.relpath(p, c.root) for p, h in fingerprint(guard).items() if before[p] != h]
+    if touched:
+        raise OptimizerError(
+            f"round-{n}: the {opt.name} optimizer changed protected files {touched} (the "
+            "harness, tests, adapter and ratchet.yaml must stay untouched). Nothing was "
+            "validated and nothing was reverted: restore them yourself (e.g. `git diff`), "
+            "then `ratchet resume`"
+        )
+    if not kernel_changed(c.ctx):
+        return None
+    return _validate(c, run, n, proposal)
+
+
+def _validate(c: Campaign, run: LoopSettings, n: int, proposal: Proposal) -> RoundRecord:
+    run.say(f"round-{n}: {proposal.summary}")
+    return c.validate(
+        proposal.hypothesis,
+        bucket=proposal.bucket,
+        level=proposal.level,
+        change=proposal.summary,
+        expected=proposal.expected,
+        next_direction=proposal.next_direction,
+        summary=proposal.summary,
+        direction=proposal.direction,
+        lesson=f"direction {proposal.direction} did not pay on this incumbent",
+    )
+
+
+def _observe(rec: RoundRecord, run: LoopSettings) -> None:
+    """Show the closed round to the optimizer and the driver."""
+    run.optimizer.observe(rec)
+    n = rec.round
+    run.say(f"round-{n} {rec.status.value} ({rec.category.value}): {rec.reason}")
+    if rec.seconds:
+        run.say(f"round-{n} took {time_line(rec.seconds)}")
+    if run.on_round:
+        run.on_round(rec)

@@ -1,0 +1,142 @@
+"""The final report's text (SPEC section 7): current best, directions to try, the
+verified-ineffective directions and those rolled back without a verdict, the full validation
+against the baseline, the paired chain, chain integrity and the real-training audit (SPEC
+section 8). Read from the state's closed index and the round records."""
+
+from __future__ import annotations
+
+import math
+
+from kernel_ratchet.campaign.clock import now
+from kernel_ratchet.campaign.context import CampaignContext
+from kernel_ratchet.campaign.record import read_record
+from kernel_ratchet.campaign.render import num, pct
+from kernel_ratchet.campaign.rounds.close import chain_of
+from kernel_ratchet.campaign.rounds.view import transfer_of
+from kernel_ratchet.campaign.state import ClosedEntry
+from kernel_ratchet.guard import RoundGain, attribute_gain
+from kernel_ratchet.harness.csv_schema import BenchTable
+from kernel_ratchet.scoring.chain import check_chain
+from kernel_ratchet.scoring.decision import Status
+from kernel_ratchet.scoring.metrics import aggregates, score_vector
+
+
+def render_report(c: CampaignContext, final: BenchTable) -> str:
+    """The report's sections, ``final`` being the incumbent's full validation."""
+    return _directions(c) + _final_report(c, final)
+
+
+def _rounds(rounds: list[ClosedEntry]) -> str:
+    return "".join(f"- round-{r.round}: {r.hypothesis} ({r.category.value})\n" for r in rounds)
+
+
+def _directions(c: CampaignContext) -> str:
+    """Current best, directions to try, verified-ineffective directions and the rollbacks
+    without a verdict (an interrupted, scope or harness rollback says nothing about its
+    direction)."""
+    rolled = [r for r in c.state.closed if r.status is Status.ROLLED_BACK]
+    rej = [r for r in rolled if r.verified_ineffective]
+    open_ = [r for r in rolled if not r.verified_ineffective]
+    inc = c.state.closed_round(c.state.incumbent_round or 1)
+    nexts = _next_directions(c)
+    commit = (inc.commit if inc else None) or c.state.incumbent_commit or "-"
+    return (
+        f"## Current best\nround-{c.state.incumbent_round} (commit {commit}): "
+        f"{inc.hypothesis if inc else None}\n\n## Directions to try\n"
+        + ("".join(f"- {d}\n" for d in nexts[:3]) or "- none recorded by the driver\n")
+        + "\n## Verified-ineffective directions\n"
+        + (_rounds(rej) or "- none\n")
+        + (
+            "\n## Rolled back without a verdict (not ineffective: may be tried again)\n"
+            + _rounds(open_)
+            if open_
+            else ""
+        )
+    )
+
+
+def _shape_rows(c: CampaignContext, final: BenchTable) -> str:
+    ct = c.m.campaign_type
+    base, cur = score_vector(c.baseline_table(), ct), score_vector(final, ct)
+    return "\n".join(
+        f"| {lbl} | {num(base.get(lbl))} | {num(cur.get(lbl))} | "
+        f"{pct((cur[lbl] / base[lbl] - 1) if lbl in cur and base.get(lbl) else None, 2)} |"
+        for lbl in [s["label"] for s in c.m.target_shapes]
+    )
+
+
+def _final_report(c: CampaignContext, final: BenchTable) -> str:
+    """The ``## Final report`` section: termination, full validation, gains, audit, links."""
+    ct = c.m.campaign_type
+    b_agg = aggregates(c.baseline_table(), ct).primary_avg
+    f_agg = aggregates(final, ct).primary_avg
+    gain = f_agg / b_agg - 1.0 if b_agg > 0 else math.nan
+    acc = [r for r in c.state.closed if r.status is Status.ACCEPTED]
+    rej = [r for r in c.state.closed if r.verified_ineffective]
+    kept = [r for r in c.state.closed if r.status is not Status.ROLLED_BACK]
+    chain = check_chain([(r.round, 1.0 + (r.vs_baseline or 0.0)) for r in kept])
+    links = "\n".join(
+        f"- round-{r.round} ({r.status.value}): rounds/round-{r.round}/summary.md"
+        for r in c.state.closed
+    )
+    term = c.state.termination
+    return (
+        f"\n## Final report ({now()})\n"
+        f"Termination: {term.code if term else None} — {term.reason if term else None}\n\n"
+        f"Full validation ({len(c.m.target_shapes)} shapes, {c.m.primary_metric}):\n\n"
+        "| Shape | Baseline | Final | Gain |\n|---|---|---|---|\n" + _shape_rows(c, final) + "\n\n"
+        f"- Total gain: {num(b_agg)} -> {num(f_agg)} ({pct(gain, 2)}; the full validation "
+        "against the BASELINE's, two single harness measurements taken at different times)\n"
+        f"- Paired chain: {_paired_chain(c, acc)}\n"
+        f"- Effective directions: {'; '.join(r.hypothesis for r in acc) or 'none'}\n"
+        f"- Ineffective directions: {'; '.join(r.hypothesis for r in rej) or 'none'}\n"
+        f"- Chain integrity: {'intact' if not chain else '; '.join(chain)}\n"
+        "- Top three next steps: re-profile the largest shape; revisit the most promising "
+        "rolled-back direction with a different approach; compare with the vendor library\n"
+        f"- Real-training audit: {_real_training(c, gain)}\n\nRound summaries:\n" + links + "\n\n"
+    )
+
+
+def _paired_chain(c: CampaignContext, acc: list[ClosedEntry]) -> str:
+    """The incumbent's paired chain (``rounds.close.chain_of``, as ``ratchet status`` and T1
+    read it: the gain the decisions stand on) and the accepted rounds' paired ratios behind it,
+    each against its incumbent with its CI, on the shapes each round measured."""
+    parts = []
+    for r in acc:
+        d = read_record(c.round_dir(r.round) / "round.json").decision
+        if d is None or not d.paired:
+            return "none (an accepted round has no paired A/B)"
+        lo, hi = d.gain_ci
+        parts.append(
+            f"round-{r.round} {1 + d.gain:.4f}x [{1 + lo:.4f}, {1 + hi:.4f}] on "
+            f"{len(d.per_shape)} shapes"
+        )
+    if not parts:
+        return "no accepted round"
+    return f"{pct(chain_of(c, c.state.incumbent_round or 1), 2)} ({'; '.join(parts)})"
+
+
+def _real_training(c: CampaignContext, headline: float) -> str:
+    """S_real / W_real / R_real of the accepted chain and the inflation gap (SPEC section 8)."""
+    gains = []
+    for r in c.state.closed:
+        if r.status is not Status.ACCEPTED:
+            continue
+        rec = read_record(c.round_dir(r.round) / "round.json")
+        t = transfer_of(rec)
+        bucket = rec.transfer_static.bucket if rec.transfer_static else rec.bucket
+        decision = t.get("Decision", "ACCEPT-as-real").split()[0]
+        gains.append(RoundGain(r.round, bucket, decision, float(r.gain or 0.0)))
+    a = attribute_gain(gains, headline=headline if math.isfinite(headline) else None)
+    return a.text
+
+
+def _next_directions(c: CampaignContext) -> list[str]:
+    """The drivers' stated next directions, newest first, without repeats."""
+    out: list[str] = []
+    for r in reversed(c.state.closed):
+        path = c.round_dir(r.round) / "round.json"
+        nd = read_record(path).next_direction if path.exists() else ""
+        if nd and nd not in out:
+            out.append(nd)
+    return out
