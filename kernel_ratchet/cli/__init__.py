@@ -18,7 +18,7 @@ import sys
 
 import typer
 
-from kernel_ratchet.cli import rounds, run, setup, tools  # noqa: F401 - they register the commands
+from kernel_ratchet.cli import rounds, run, setup, sweep, tools  # noqa: F401 - they register the commands
 from kernel_ratchet.cli.common import app, err
 from kernel_ratchet.errors import TERMINATION_REQUESTED, RatchetError, Terminated
 

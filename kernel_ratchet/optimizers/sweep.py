@@ -19,7 +19,7 @@ joint space is covered with the sum, not the product, of the measurements. The s
 campaign's primary metric (:func:`kernel_ratchet.scoring.metrics.aggregates`), computed from a
 CSV written in the op's frozen schema.
 
-    python -m kernel_ratchet.optimizers.sweep --op gemm_bf16 \\
+    ratchet sweep --op gemm_bf16 \\
         --knobs block_m,block_n,num_warps,num_stages \\
         --entry CONFIGS/bf16/large=fwd --entry CONFIGS/bf16_bwd/large=bwd \\
         --campaign .ratchet/campaigns/NAME -o sweep_bf16.json
@@ -36,7 +36,6 @@ noise (the winner's curse): the paired comparison is the number to quote.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -48,7 +47,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from kernel_ratchet.errors import RatchetError
 from kernel_ratchet.harness.adapter import Shape, load_adapter, load_shapes
 from kernel_ratchet.optimizers.base import OptimizerError
 from kernel_ratchet.optimizers.sweep_measure import (
@@ -300,63 +298,3 @@ def run_sweep(req: SweepRequest, say: Callable[[str], None] = _say) -> int:
         say(f"resumed: {sum(map(len, kept.values()))} configurations kept")
     sweep_s = _measure_entries(req, target, grids, out, save, say)
     return _finish(target, out, sweep_s, save)
-
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """The command line of ``python -m kernel_ratchet.optimizers.sweep``."""
-    p = argparse.ArgumentParser(
-        prog="python -m kernel_ratchet.optimizers.sweep", description=__doc__.splitlines()[0]
-    )
-    p.add_argument("--op", required=True)
-    p.add_argument(
-        "--entry",
-        action="append",
-        required=True,
-        help="ENTRY[=fwd|bwd|both], e.g. CONFIGS/bf16/large=fwd",
-    )
-    p.add_argument("--knobs", required=True, help="comma-separated knobs swept jointly")
-    p.add_argument("--campaign", help="campaign dir: sweep its representative shapes")
-    p.add_argument("--shapes", type=int, default=5, help="without --campaign: N shapes of the set")
-    p.add_argument("--profile", default=None)
-    p.add_argument("--max-configs", type=int, default=200, help="per entry")
-    p.add_argument(
-        "--budget-s",
-        type=float,
-        default=math.inf,
-        help="measure no configuration past this many seconds, then score what was measured",
-    )
-    p.add_argument(
-        "--resume",
-        action="store_true",
-        help="keep the measured configurations of an existing --output of the same "
-        "sweep and measure only the others",
-    )
-    p.add_argument("-o", "--output", default="sweep.json")
-    return p.parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m kernel_ratchet.optimizers.sweep``: :func:`run_sweep` from the command line;
-    a RatchetError is printed and its exit code returned."""
-    args = parse_args(argv)
-    request = SweepRequest(
-        op=args.op,
-        entries=tuple(args.entry),
-        knobs=tuple(args.knobs.split(",")),
-        output=Path(args.output),
-        campaign=Path(args.campaign) if args.campaign else None,
-        n_shapes=args.shapes,
-        profile=Path(args.profile) if args.profile else None,
-        max_configs=args.max_configs,
-        budget_s=args.budget_s,
-        resume=args.resume,
-    )
-    try:
-        return run_sweep(request)
-    except RatchetError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -11,7 +11,7 @@ campaign is faster); the target is met when it is at least ``target`` (default 0
 campaign's tunables file holds the sweep's best configuration itself (every entry's values;
 comments and docstrings may differ), nothing is measured and the verdict says so.
 
-    python -m kernel_ratchet.optimizers.sweep_compare --root CAMPAIGN_CHECKOUT \\
+    ratchet sweep-compare --root CAMPAIGN_CHECKOUT \\
         --campaign CAMPAIGN_DIR --sweep sweep_bf16.json -o compare_bf16.json --logs compare_logs
 
 On the CPU it runs through the Triton interpreter (it exercises the comparison; the timings
@@ -20,7 +20,6 @@ say nothing about a GPU).
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import secrets
@@ -31,7 +30,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernel_ratchet.errors import RatchetError
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.optimizers.base import OptimizerError
 from kernel_ratchet.optimizers.tunables import parse_tunables
@@ -224,38 +222,3 @@ def _write_result(req: CompareRequest, base: dict[str, Any], run: Any, n_shapes:
     )
     print(out["verdict"])
     return 0 if math.isfinite(d.aggregate_ratio) else 1
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m kernel_ratchet.optimizers.sweep_compare``: :func:`compare` from the command
-    line; a RatchetError is printed and its exit code returned."""
-    p = argparse.ArgumentParser(
-        prog="python -m kernel_ratchet.optimizers.sweep_compare",
-        description=__doc__.splitlines()[0],
-    )
-    p.add_argument("--root", default=".", help="the campaign's project checkout")
-    p.add_argument("--sweep", required=True, help="JSON of kernel_ratchet.optimizers.sweep")
-    p.add_argument("--campaign", help="campaign dir: add its representative shapes")
-    p.add_argument("--target", type=float, default=0.97)
-    p.add_argument("--k-max", type=int, help="round budget of the A/B (default: the campaigns')")
-    p.add_argument("-o", "--output", default="compare.json")
-    p.add_argument("--logs", help="keep the worker logs here")
-    args = p.parse_args(argv)
-    request = CompareRequest(
-        root=Path(args.root).resolve(),
-        sweep=Path(args.sweep),
-        output=Path(args.output),
-        campaign=Path(args.campaign).resolve() if args.campaign else None,
-        target=args.target,
-        k_max=args.k_max,
-        logs=Path(args.logs) if args.logs else None,
-    )
-    try:
-        return compare(request)
-    except RatchetError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
-
-
-if __name__ == "__main__":
-    sys.exit(main())

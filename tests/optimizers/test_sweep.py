@@ -19,8 +19,8 @@ from kernel_ratchet.optimizers import sweep_compare, sweep_measure
 from kernel_ratchet.optimizers.base import OptimizerError
 from kernel_ratchet.optimizers.tunables import parse_tunables, set_knobs
 
-SWEEP = [sys.executable, "-m", "kernel_ratchet.optimizers.sweep"]
-COMPARE = [sys.executable, "-m", "kernel_ratchet.optimizers.sweep_compare"]
+SWEEP = [sys.executable, "-m", "kernel_ratchet.cli", "sweep"]
+COMPARE = [sys.executable, "-m", "kernel_ratchet.cli", "sweep-compare"]
 
 
 def test_applied_text_is_what_the_kernel_launches_with():
