@@ -21,7 +21,9 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import json
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -150,6 +152,8 @@ class BenchTable:
         return BenchTable(self.schema, tuple(by[x] for x in labels if x in by))
 
     def to_records(self) -> list[dict]:
+        """The rows as JSON-safe dicts: an empty cell (NaN) is ``None``, an infinite value the
+        string ``"inf"`` or ``"-inf"`` (as the CSV writes it), every other number a float."""
         out = []
         for r in self.rows:
             out.append(
@@ -171,18 +175,29 @@ class BenchTable:
             )
         return out
 
+    def to_json(self) -> str:
+        """``{"schema": name, "rows": to_records()}`` as strict JSON (no NaN or Infinity)."""
+        doc = {"schema": self.schema.name, "rows": self.to_records()}
+        return json.dumps(doc, indent=2, allow_nan=False)
 
-def _json_num(x: float) -> float | None:
-    return None if math.isnan(x) else x
+
+def _json_num(x: float) -> float | str | None:
+    """A number JSON can carry: None for NaN (an empty cell), "inf"/"-inf" for infinities."""
+    if math.isnan(x):
+        return None
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return x
 
 
 def _num(cell: str, *, path: str, line: int, column: str) -> float:
-    cell = cell.strip()
-    if cell in ("", "-"):
-        return math.nan
+    """The cell as a float; NaN for an empty cell or ``-`` (float() itself skips whitespace)."""
     try:
         return float(cell)
     except ValueError:
+        cell = cell.strip()
+        if cell in ("", "-"):
+            return math.nan
         raise SchemaError(
             f"{path}:{line}: column {column!r} holds {cell!r}, which is not a number"
         ) from None
@@ -257,26 +272,53 @@ def _row(cells: list[str], schema: Schema, path: str, line: int) -> Row:
     )
 
 
+def _refuse_nul(text: str, path: str) -> None:
+    """SchemaError naming the line of the first NUL character: a CSV holding one is not text."""
+    at = text.find("\x00")
+    if at >= 0:
+        line = text.count("\n", 0, at) + 1
+        raise SchemaError(
+            f"{path}:{line}: holds a NUL byte, so it is not text and not a benchmark CSV. "
+            "Fix: point at the CSV the harness wrote (its --summary-csv)"
+        )
+
+
+def _rows(lines: list[str], schema: Schema, path: str) -> list[Row]:
+    """The data lines (the header excluded) as rows; each row costs time linear in its size."""
+    reader = csv.reader(io.StringIO("\n".join(lines)))
+    rows: list[Row] = []
+    try:
+        for i, cells in enumerate(reader, start=2):
+            if cells:
+                rows.append(_row(cells, schema, path, i))
+    except csv.Error as exc:
+        raise SchemaError(
+            f"{path}:{reader.line_num + 1}: unreadable as CSV ({exc}), so it is not a "
+            "benchmark CSV. Fix: point at the CSV the harness wrote (its --summary-csv)"
+        ) from None
+    return rows
+
+
 def parse_csv_text(text: str, *, expected: Schema | None = None, path: str = "<csv>") -> BenchTable:
     """Parse benchmark CSV text. ``expected`` pins the schema (else it is detected).
 
     Raises SchemaError for a header that is not byte-identical to the schema (a leading
     byte-order mark included), a row with the wrong number of cells, a Check value other than
-    PASS/FAIL, or a non-numeric cell.
+    PASS/FAIL, a non-numeric cell, a duplicate label, or text that is not CSV (a NUL byte, a
+    cell over the csv module's field limit). Time is linear in the size of ``text``.
     """
     if text.startswith("\ufeff"):
         raise SchemaError(
             f"{path}: starts with a UTF-8 byte-order mark, so its header is not the frozen one "
             "byte for byte; write the CSV as plain UTF-8 (no BOM)"
         )
+    _refuse_nul(text, path)
     lines = text.splitlines()
     if not lines:
         raise SchemaError(f"{path}: empty CSV (no header); the harness wrote nothing")
     schema = _schema_of(lines[0].rstrip("\r"), expected, path)
-    reader = csv.reader(io.StringIO("\n".join(lines[1:])))
-    rows = [_row(cells, schema, path, i) for i, cells in enumerate(reader, start=2) if cells]
-    labels = [r.label for r in rows]
-    dups = sorted({x for x in labels if labels.count(x) > 1})
+    rows = _rows(lines[1:], schema, path)
+    dups = sorted(label for label, n in Counter(r.label for r in rows).items() if n > 1)
     if dups:
         raise SchemaError(f"{path}: duplicate shape label(s) {dups}")
     return BenchTable(schema, tuple(rows))
@@ -287,7 +329,18 @@ def read_csv(path: str | Path, *, expected: Schema | None = None) -> BenchTable:
     p = Path(path)
     if not p.is_file():
         raise SchemaError(f"{p}: no such benchmark CSV; did the harness run with --summary-csv?")
-    return parse_csv_text(p.read_text(encoding="utf-8"), expected=expected, path=str(p))
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        bad = exc.object[exc.start : exc.start + 1].hex()
+        raise SchemaError(
+            f"{p}: not UTF-8 text (byte {exc.start} is 0x{bad}), so it is not a benchmark CSV "
+            "(binary or another encoding). Fix: point at the CSV the harness wrote (its "
+            "--summary-csv), or re-save the file as UTF-8"
+        ) from None
+    except OSError as exc:
+        raise SchemaError(f"{p}: cannot be read ({exc}); check its permissions") from None
+    return parse_csv_text(text, expected=expected, path=str(p))
 
 
 def format_cell(value: float | int | str | None, digits: int = 6) -> str:

@@ -9,15 +9,16 @@ and ``tunables: null``. Backend names are matched case-insensitively and stored 
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from kernel_ratchet.errors import ProfileError
+from kernel_ratchet.profile.paths import inside_project, kernel_file
+from kernel_ratchet.profile.problems import Problems, short, show
 from kernel_ratchet.profile.schema import (
     BACKENDS,
     CAMPAIGN_TYPES,
@@ -35,6 +36,8 @@ from kernel_ratchet.profile.schema import (
 PROFILE_NAME = "ratchet.yaml"
 _OP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _IMPORT_SPEC = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
+#: Unknown keys named one by one per mapping; the rest are counted in one line.
+_UNKNOWN_SHOWN = 10
 
 
 def find_profile(start: str | Path) -> Path:
@@ -61,7 +64,12 @@ def find_profile(start: str | Path) -> Path:
     )
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
+#: libyaml's parser when PyYAML was built with it (same safe constructors, tens of times faster
+#: on large files), else the pure-Python one.
+_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _UniqueKeyLoader(_SafeLoader):  # type: ignore[misc, valid-type]
     """SafeLoader that rejects duplicate mapping keys instead of keeping the last one."""
 
 
@@ -73,7 +81,7 @@ def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: b
             raise yaml.constructor.ConstructorError(
                 None,
                 None,
-                f"duplicate key {key!r} (first on line {seen[key] + 1})",
+                f"duplicate key {show(key)} (first on line {seen[key] + 1})",
                 key_node.start_mark,
             )
         seen[key] = key_node.start_mark.line
@@ -83,27 +91,15 @@ def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: b
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
-class _Problems:
-    """Collects problems; each line names the file, the dotted key and the fix."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.lines: list[str] = []
-
-    def add(self, key: str, problem: str, fix: str) -> None:
-        self.lines.append(f"{self.path}: {key}: {problem}. Fix: {fix}")
-
-    def raise_if_any(self) -> None:
-        if not self.lines:
-            return
-        n = len(self.lines)
-        head = f"{self.path}: {n} problem{'s' if n > 1 else ''} in the handoff profile:"
-        raise ProfileError("\n".join([head, *("  - " + line for line in self.lines)]))
-
-
 def _read_yaml(path: Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        bad = exc.object[exc.start : exc.start + 1].hex()
+        raise ProfileError(
+            f"{path}: not UTF-8 text (byte {exc.start} is 0x{bad}). Fix: save {PROFILE_NAME} "
+            "as UTF-8 text (it is binary, or written in another encoding such as Latin-1)"
+        ) from None
     except OSError as exc:
         raise ProfileError(
             f"{path}: cannot be read ({exc}). Fix: check the path and its permissions"
@@ -125,22 +121,31 @@ def _check_keys(
     allowed: tuple[str, ...],
     required: tuple[str, ...],
     prefix: str,
-    problems: _Problems,
+    problems: Problems,
 ) -> None:
-    for key in data:
-        if key not in allowed:
-            problems.add(
-                f"{prefix}{key}",
-                "unknown key",
-                f"remove or rename it; allowed keys here: {', '.join(allowed)}",
-            )
+    """Unknown keys (the first few named, the rest counted) and missing required ones."""
+    unknown = [key for key in data if key not in allowed]
+    for key in unknown[:_UNKNOWN_SHOWN]:
+        problems.add(
+            f"{prefix}{short(str(key))}",
+            "unknown key",
+            f"remove or rename it; allowed keys here: {', '.join(allowed)}",
+        )
+    rest = len(unknown) - _UNKNOWN_SHOWN
+    if rest > 0:
+        problems.add(
+            prefix.rstrip(".") or "(top level)",
+            f"... and {rest} more unknown keys",
+            f"remove or rename them; allowed keys here: {', '.join(allowed)}",
+            times=rest,
+        )
     for key in required:
         if key not in data:
             problems.add(f"{prefix}{key}", "required key is missing", f"add '{key}: ...'")
 
 
 def _string(
-    data: Mapping[str, Any], key: str, dotted: str, problems: _Problems, *, optional: bool = False
+    data: Mapping[str, Any], key: str, dotted: str, problems: Problems, *, optional: bool = False
 ) -> str | None:
     """The value of a string key, or None (with a problem recorded unless optional/absent)."""
     if key not in data:
@@ -150,32 +155,17 @@ def _string(
         return None
     if not isinstance(value, str) or not value.strip():
         what = "a non-empty string or null" if optional else "a non-empty string"
-        problems.add(dotted, f"expected {what}, got {value!r}", f"set {dotted} to {what}")
+        problems.add(dotted, f"expected {what}, got {show(value)}", f"set {dotted} to {what}")
         return None
     return value.strip()
 
 
-def _inside_project(value: str, dotted: str, problems: _Problems, *, subdir: bool) -> str | None:
-    """Normalized relative POSIX path inside the project, or None with a problem recorded."""
-    if os.path.isabs(value) or PurePosixPath(value).is_absolute() or re.match(r"^[A-Za-z]:", value):
-        problems.add(dotted, f"{value!r} is an absolute path", "use a path relative to the root")
-        return None
-    norm = os.path.normpath(value).replace(os.sep, "/")
-    if norm == ".." or norm.startswith("../"):
-        problems.add(dotted, f"{value!r} leaves the project", "use a path inside the project")
-        return None
-    if subdir and norm == ".":
-        problems.add(dotted, f"{value!r} is the project root itself", "name a subdirectory")
-        return None
-    return norm
-
-
-def _kernel_source(raw: Any, dotted: str, problems: _Problems) -> tuple[str, ...] | None:
+def _kernel_source(raw: Any, root: Path, dotted: str, problems: Problems) -> tuple[str, ...] | None:
     items = [raw] if isinstance(raw, str) else raw
     if not isinstance(items, list) or not items:
         problems.add(
             dotted,
-            f"expected a path or a non-empty list of paths, got {raw!r}",
+            f"expected a path or a non-empty list of paths, got {show(raw)}",
             f"set {dotted} to the kernel file(s) a round may change",
         )
         return None
@@ -184,26 +174,28 @@ def _kernel_source(raw: Any, dotted: str, problems: _Problems) -> tuple[str, ...
     for i, item in enumerate(items):
         key = f"{dotted}[{i}]" if isinstance(raw, list) else dotted
         if not isinstance(item, str) or not item.strip():
-            problems.add(key, f"expected a file path, got {item!r}", "write the path as a string")
+            problems.add(
+                key, f"expected a file path, got {show(item)}", "write the path as a string"
+            )
             ok = False
             continue
-        norm = _inside_project(item.strip(), key, problems, subdir=True)
+        norm = kernel_file(item.strip(), root, key, problems)
         if norm is None:
             ok = False
         elif norm in out:
-            problems.add(key, f"{item!r} is listed twice", "list each kernel file once")
+            problems.add(key, f"{show(item)} is listed twice", "list each kernel file once")
             ok = False
         else:
             out.append(norm)
     return tuple(out) if ok else None
 
 
-def _import_spec(data: Mapping[str, Any], key: str, dotted: str, problems: _Problems) -> str | None:
+def _import_spec(data: Mapping[str, Any], key: str, dotted: str, problems: Problems) -> str | None:
     value = _string(data, key, dotted, problems)
     if value is not None and not _IMPORT_SPEC.match(value):
         problems.add(
             dotted,
-            f"{value!r} is not of the form 'package.module:name'",
+            f"{show(value)} is not of the form 'package.module:name'",
             f"set {dotted} to 'package.module:name'",
         )
         return None
@@ -211,52 +203,54 @@ def _import_spec(data: Mapping[str, Any], key: str, dotted: str, problems: _Prob
 
 
 def _choice(
-    data: Mapping[str, Any], key: str, dotted: str, choices: tuple[str, ...], problems: _Problems
+    data: Mapping[str, Any], key: str, dotted: str, choices: tuple[str, ...], problems: Problems
 ) -> str | None:
     if key not in data and key not in OPTIONAL_OP_DEFAULTS:
         return None  # already reported as a missing required key
     value = data.get(key, OPTIONAL_OP_DEFAULTS.get(key))
     if value not in choices:
-        problems.add(dotted, f"{value!r} is not allowed", f"set it to one of {', '.join(choices)}")
+        problems.add(
+            dotted, f"{show(value)} is not allowed", f"set it to one of {', '.join(choices)}"
+        )
         return None
     return value
 
 
-def _backend(data: Mapping[str, Any], dotted: str, problems: _Problems) -> str | None:
+def _backend(data: Mapping[str, Any], dotted: str, problems: Problems) -> str | None:
     value = _string(data, "backend", dotted, problems)
     if value is None:
         return None
     if value.upper() not in BACKENDS:
         problems.add(
-            dotted, f"unknown backend {value!r}", f"set it to one of {', '.join(BACKENDS)}"
+            dotted, f"unknown backend {show(value)}", f"set it to one of {', '.join(BACKENDS)}"
         )
         return None
     return value.upper()
 
 
-def _op(name: Any, data: Any, problems: _Problems) -> OpProfile | None:
-    prefix = f"ops.{name}"
+def _op(name: Any, data: Any, root: Path, problems: Problems) -> OpProfile | None:
+    prefix = f"ops.{short(str(name))}"
     if not isinstance(name, str) or not _OP_NAME.match(name):
         problems.add(
             prefix,
-            f"op name {name!r} is not a plain name",
+            f"op name {show(name)} is not a plain name",
             "use letters, digits, '_', '.' or '-' (it becomes part of a directory name)",
         )
         return None
     if not isinstance(data, Mapping):
         problems.add(
             prefix,
-            f"expected a mapping of op keys, got {data!r}",
+            f"expected a mapping of op keys, got {show(data)}",
             f"give {prefix} the keys {', '.join(REQUIRED_OP_KEYS)}",
         )
         return None
-    n_before = len(problems.lines)
+    n_before = problems.count
     _check_keys(data, OP_KEYS, REQUIRED_OP_KEYS, prefix + ".", problems)
     ks = data.get("kernel_source")
     fields: dict[str, Any] = {
         "kernel_source": None
         if ks is None
-        else _kernel_source(ks, f"{prefix}.kernel_source", problems),
+        else _kernel_source(ks, root, f"{prefix}.kernel_source", problems),
         "backend": _backend(data, f"{prefix}.backend", problems),
         "campaign_type": _choice(
             data, "campaign_type", f"{prefix}.campaign_type", CAMPAIGN_TYPES, problems
@@ -272,7 +266,7 @@ def _op(name: Any, data: Any, problems: _Problems) -> OpProfile | None:
         fields[key] = _string(data, key, f"{prefix}.{key}", problems)
     tunables = _string(data, "tunables", f"{prefix}.tunables", problems, optional=True)
     if tunables is not None:
-        tunables = _inside_project(tunables, f"{prefix}.tunables", problems, subdir=True)
+        tunables = inside_project(tunables, f"{prefix}.tunables", problems, subdir=True)
     fields["tunables"] = tunables
     if (
         fields["backend"] in COMPILED_BACKENDS
@@ -285,13 +279,13 @@ def _op(name: Any, data: Any, problems: _Problems) -> OpProfile | None:
             "give the command that rebuilds the kernel after each change (rebuild: '...'), "
             "or set execution_mode: workspace",
         )
-    if len(problems.lines) > n_before:
+    if problems.count > n_before:
         return None
     return OpProfile(name=name, **fields)
 
 
 def _validate(data: Any, path: Path) -> Profile:
-    problems = _Problems(path)
+    problems = Problems(path)
     if not isinstance(data, Mapping):
         problems.add(
             "(top level)",
@@ -303,21 +297,21 @@ def _validate(data: Any, path: Path) -> Profile:
     top = {k: _string(data, k, k, problems) for k in TOP_LEVEL_KEYS if k != "ops"}
     pkg = top.get("package")
     if pkg is not None and not all(p.isidentifier() for p in pkg.split(".")):
-        problems.add("package", f"{pkg!r} is not an importable name", "give the import name")
+        problems.add("package", f"{show(pkg)} is not an importable name", "give the import name")
     for key in ("campaign_root", "tips_root"):
         if top.get(key) is not None:
-            top[key] = _inside_project(top[key], key, problems, subdir=True)
+            top[key] = inside_project(top[key], key, problems, subdir=True)
     ops: dict[str, OpProfile] = {}
     raw_ops = data.get("ops")
     if "ops" in data and (not isinstance(raw_ops, Mapping) or not raw_ops):
         problems.add(
             "ops",
-            f"expected a non-empty mapping of ops, got {raw_ops!r}",
+            f"expected a non-empty mapping of ops, got {show(raw_ops)}",
             "add at least one op under ops: (SPEC section 3)",
         )
     elif isinstance(raw_ops, Mapping):
         for name, op_data in raw_ops.items():
-            op = _op(name, op_data, problems)
+            op = _op(name, op_data, path.parent, problems)
             if op is not None:
                 ops[name] = op
     problems.raise_if_any()
