@@ -64,14 +64,14 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except (typer.Abort, SystemExit):
         raise
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        raise
-
+    except typer.TyperException as exc:
+        # usage errors: typer bundles its own click, whose exceptions derive from
+        # TyperException, not from an installed click's ClickException
+        show = getattr(exc, "show", None)
+        if show is None:
+            raise
+        show()
+        sys.exit(getattr(exc, "exit_code", 2))
 
 if __name__ == "__main__":
     main()

@@ -1,0 +1,39 @@
+"""How the ``ratchet`` command fails: usage errors, faults and forged input get a clear message
+and the exit code the README's table documents, never a traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.campaign.conftest import EXAMPLE, cli_env
+
+
+def ratchet_in(cwd, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "kernel_ratchet.cli", *args],
+        cwd=cwd,
+        env=cli_env(cwd),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        (),
+        ("bogus",),
+        ("validate",),
+        ("run", "--max-iterations", "abc"),
+    ],
+    ids=["no-command", "unknown-command", "missing-hypothesis", "bad-int"],
+)
+def test_usage_errors_print_usage_and_exit_2(args):
+    r = ratchet_in(EXAMPLE, *args)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr
+    assert "Usage:" in r.stdout + r.stderr
