@@ -73,5 +73,6 @@ def main() -> None:
         show()
         sys.exit(getattr(exc, "exit_code", 2))
 
+
 if __name__ == "__main__":
     main()
