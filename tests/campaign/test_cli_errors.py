@@ -37,3 +37,15 @@ def test_usage_errors_print_usage_and_exit_2(args):
     assert r.returncode == 2, r.stdout + r.stderr
     assert "Traceback" not in r.stderr
     assert "Usage:" in r.stdout + r.stderr
+
+
+def test_init_rejects_an_unknown_timing_engine(tmp_path):
+    from tests.campaign.conftest import make_project
+
+    root = make_project(tmp_path / "p")
+    r = ratchet_in(root, "init", "--op", "tiny_gemm", "--yes", "--timing-engine", "bogus")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "perf_counter" in r.stderr and "cuda_events" in r.stderr
+    assert not (root / ".ratchet" / "campaigns").exists() or not any(
+        (root / ".ratchet" / "campaigns").iterdir()
+    )
