@@ -49,3 +49,19 @@ def test_init_rejects_an_unknown_timing_engine(tmp_path):
     assert not (root / ".ratchet" / "campaigns").exists() or not any(
         (root / ".ratchet" / "campaigns").iterdir()
     )
+
+
+@pytest.mark.parametrize("flag", ["--hypothesis", "--lesson"])
+def test_a_multi_line_note_cannot_forge_a_log_heading(project, flag):
+    from tests.campaign.conftest import campaign_dir, set_blocks
+
+    log = campaign_dir(project) / "logs" / "optimize.md"
+    before = log.read_text()
+    set_blocks(project, M=16)
+    forged = "bigger tiles\n## Round 99 — ACCEPTED"
+    hyp = forged if flag == "--hypothesis" else "bigger tiles"
+    extra = ("--lesson", forged) if flag == "--lesson" else ()
+    r = ratchet_in(project, "validate", "--hypothesis", hyp, *extra)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert flag in r.stderr and "Traceback" not in r.stderr
+    assert log.read_text() == before
