@@ -176,6 +176,7 @@ class State:
     pending: PendingRound | None = None
     closed: list[ClosedEntry] = field(default_factory=list)
     logs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    records: dict[str, str | None] = field(default_factory=dict)  # sealed files: sha256
     ambient: dict[str, str | None] = field(default_factory=dict)
     harness_sha256: str | None = None
     termination: Termination | None = None

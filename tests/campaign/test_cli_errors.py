@@ -65,3 +65,21 @@ def test_a_multi_line_note_cannot_forge_a_log_heading(project, flag):
     assert r.returncode == 2, r.stdout + r.stderr
     assert flag in r.stderr and "Traceback" not in r.stderr
     assert log.read_text() == before
+
+
+@pytest.mark.parametrize(
+    "rel", ["rounds/round-1/artifacts/benchmark.csv", "rounds/round-1/round.json"]
+)
+def test_an_edited_round_record_is_tampering_for_every_reader(project, rel):
+    from tests.campaign.conftest import campaign_dir, set_blocks
+
+    path = campaign_dir(project) / rel
+    text = path.read_text()
+    digits = next(i for i, ch in enumerate(text) if ch in "123456789")
+    path.write_text(text[:digits] + str(int(text[digits]) % 9 + 1) + text[digits + 1 :])
+    set_blocks(project, M=32, N=32)
+    for args in (("status",), ("status", "--json"), ("validate", "--hypothesis", "x"), ("report",)):
+        r = ratchet_in(project, *args)
+        assert r.returncode == 7, (args, r.stdout + r.stderr)
+        assert rel in r.stderr and "Traceback" not in r.stderr
+

@@ -12,6 +12,7 @@ from kernel_ratchet.campaign.fsutil import file_sha256
 from kernel_ratchet.campaign.lineage.kernel import kernel_changed
 from kernel_ratchet.campaign.quick_bench import write_harness
 from kernel_ratchet.campaign.record import LEVELS
+from kernel_ratchet.campaign.seal import verify_records
 from kernel_ratchet.errors import CampaignError, RatchetError
 from kernel_ratchet.guard.static_audit import BUCKETS
 
@@ -42,8 +43,7 @@ def preconditions(
         raise CampaignError(f"bucket must be one of {', '.join(BUCKETS)} (SPEC section 8)")
     if level not in LEVELS:
         raise CampaignError(f"level must be quick or full, not {level!r}")
-    for rel in ("logs/optimize.md", "logs/performance_trend.md"):
-        c.log(rel).verify()  # an edited log stops the campaign before any work is spent
+    verify_records(c)  # an edited log or record stops the campaign before any work is spent
     if file_sha256(c.dir / "quick_test_bench.py") != st.harness_sha256:
         _restore_harness(c)
     if not kernel_changed(c):
