@@ -4,9 +4,10 @@ Exit codes (scripts may rely on them):
   0  success; for ``validate``, the round was ACCEPTED
   1  the command ran but its verdict is negative: a round ROLLED BACK, ``check`` found problems,
      ``accept`` failed
-  2  any other kernel-ratchet error          3  ratchet.yaml problem
-  4  benchmark CSV schema drift              5  campaign state does not allow the command
-  6  another process drives the campaign     7  an append-only log was edited
+  2  a usage error, a file that cannot be read or written, any other kernel-ratchet error
+  3  ratchet.yaml problem                    4  benchmark CSV schema drift
+  5  campaign state does not allow the command, or state.json / manifest.yaml is malformed
+  6  another process drives the campaign     7  an append-only log or a round record was edited
   8  git problem                             130 interrupted (Ctrl+C); the round was closed
   143 terminated (SIGTERM); the round was closed
 """
@@ -58,6 +59,10 @@ def main() -> None:
     except RatchetError as exc:
         err.print(f"[red]error:[/red] {exc}", highlight=False)
         sys.exit(exc.exit_code)
+    except OSError as exc:  # a file the campaign cannot read or write: read-only, full disk
+        where = f" {exc.filename}" if exc.filename else ""
+        err.print(f"[red]error:[/red] cannot access{where}: {exc.strerror or exc}", highlight=False)
+        sys.exit(2)
     except KeyboardInterrupt as exc:  # a typer that lets it through
         _stopped(isinstance(exc, Terminated))
     except typer.Exit as exc:

@@ -83,3 +83,62 @@ def test_an_edited_round_record_is_tampering_for_every_reader(project, rel):
         assert r.returncode == 7, (args, r.stdout + r.stderr)
         assert rel in r.stderr and "Traceback" not in r.stderr
 
+
+def run_main(monkeypatch, capsys, *args: str) -> tuple[int, str]:
+    """``ratchet *args`` in this process; its exit code and stderr."""
+    from kernel_ratchet import cli
+
+    monkeypatch.setattr(sys, "argv", ["ratchet", *args])
+    with pytest.raises(SystemExit) as exc:
+        cli.main()
+    return exc.value.code, capsys.readouterr().err
+
+
+def test_a_malformed_state_is_a_campaign_error(project):
+    from tests.campaign.conftest import campaign_dir
+
+    (campaign_dir(project) / "state.json").write_text("{}")
+    r = ratchet_in(project, "status")
+    assert r.returncode == 5, r.stdout + r.stderr
+    assert "state.json" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("text", ["campaign: [unclosed\n", "- a list\n", "campaign: 3\nx: 1\n"])
+def test_an_invalid_manifest_is_a_campaign_error(project, text):
+    from tests.campaign.conftest import campaign_dir
+
+    (campaign_dir(project) / "manifest.yaml").write_text(text)
+    r = ratchet_in(project, "status")
+    assert r.returncode == 5, r.stdout + r.stderr
+    assert "manifest.yaml" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_read_only_campaign_directory_is_a_clear_error(project, monkeypatch, capsys):
+    import errno
+
+    from kernel_ratchet.campaign.lock import CampaignLock
+
+    def read_only(self):
+        raise OSError(errno.EROFS, "Read-only file system", str(self.path))
+
+    monkeypatch.setattr(CampaignLock, "acquire", read_only)
+    monkeypatch.chdir(project)
+    code, err = run_main(monkeypatch, capsys, "status")
+    assert code == 2 and "Read-only file system" in err and "Traceback" not in err
+
+
+def test_a_full_disk_is_a_clear_error_and_leaves_no_temp_file(project, monkeypatch, capsys):
+    import errno
+    import os
+
+    from tests.campaign.conftest import campaign_dir, set_blocks
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    set_blocks(project, M=32, N=32)
+    monkeypatch.chdir(project)
+    monkeypatch.setattr(os, "fsync", full)
+    code, err = run_main(monkeypatch, capsys, "validate", "--hypothesis", "32x32 tiles")
+    assert code == 2 and "No space left on device" in err and "state.json" in err
+    assert not list(campaign_dir(project).glob(".*.tmp"))
