@@ -142,3 +142,17 @@ def test_a_full_disk_is_a_clear_error_and_leaves_no_temp_file(project, monkeypat
     code, err = run_main(monkeypatch, capsys, "validate", "--hypothesis", "32x32 tiles")
     assert code == 2 and "No space left on device" in err and "state.json" in err
     assert not list(campaign_dir(project).glob(".*.tmp"))
+
+
+def test_a_syntax_error_is_recorded_as_a_compile_failure(project):
+    import json
+
+    from tests.campaign.conftest import KERNEL, campaign_dir
+
+    path = project / KERNEL
+    path.write_text(path.read_text() + "\ndef broken(:\n")
+    r = ratchet_in(project, "validate", "--hypothesis", "a typo")
+    assert r.returncode == 1, r.stdout + r.stderr
+    rec = json.loads((campaign_dir(project) / "rounds/round-2/round.json").read_text())
+    assert rec["category"] == "compile", rec["reason"]
+    assert "SyntaxError" in rec["reason"] and "kernel.py" in rec["reason"]

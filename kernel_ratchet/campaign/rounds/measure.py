@@ -75,6 +75,9 @@ def _measure(c: CampaignContext, n: int, p: PendingRound) -> RoundRecord:
             "kernel files. Revert them before the next round"
         )
         return draft.failed(Category.SCOPE, why, now(), out_of_scope=scope)
+    broken = _syntax_error(c)
+    if broken:
+        return draft.failed(Category.COMPILE, f"the candidate does not parse: {broken}", now())
     audit = transfer_audit(c, draft.bucket)
     draft.transfer_static = audit
     if audit.verdict == REJECT:
@@ -82,6 +85,20 @@ def _measure(c: CampaignContext, n: int, p: PendingRound) -> RoundRecord:
         return draft.failed(Category.OVERFIT, why, now())
     failed = _build_and_test(c, n, draft, art)
     return failed or measure_levels(c, n, draft, art)
+
+
+def _syntax_error(c: CampaignContext) -> str | None:
+    """The first SyntaxError in the candidate's Python kernel files, or None: a typo is a
+    failure to compile, not a change the transfer audit could judge as overfit."""
+    for rel in c.m.kernel_source:
+        path = c.root / rel
+        if rel.endswith(".py") and path.exists():
+            try:
+                compile(path.read_bytes(), rel, "exec", dont_inherit=True)
+            except (SyntaxError, ValueError) as exc:
+                line = getattr(exc, "lineno", None)
+                return f"{rel}{f':{line}' if line else ''}: {type(exc).__name__}: {exc}"
+    return None
 
 
 def _build_and_test(c: CampaignContext, n: int, draft: RoundDraft, art: Path) -> RoundRecord | None:
