@@ -156,3 +156,18 @@ def test_a_syntax_error_is_recorded_as_a_compile_failure(project):
     rec = json.loads((campaign_dir(project) / "rounds/round-2/round.json").read_text())
     assert rec["category"] == "compile", rec["reason"]
     assert "SyntaxError" in rec["reason"] and "kernel.py" in rec["reason"]
+
+
+def test_editor_swap_files_pass_the_scope_check_and_are_recorded(project):
+    import json
+
+    from tests.campaign.conftest import campaign_dir, set_blocks
+
+    junk = ["tiny_gemm/.kernel.py.swp", "tiny_gemm/kernel.py~", "tiny_gemm/.#kernel.py", "4913"]
+    for rel in junk:
+        (project / rel).write_text("editor state\n")
+    set_blocks(project, M=32, N=32)
+    r = ratchet_in(project, "validate", "--hypothesis", "32x32 tiles")
+    rec = json.loads((campaign_dir(project) / "rounds/round-2/round.json").read_text())
+    assert rec["category"] != "scope", rec["reason"]
+    assert sorted(rec["ignored_editor_files"]) == sorted(junk), r.stdout + r.stderr

@@ -15,6 +15,7 @@ from kernel_ratchet.campaign.clock import now
 from kernel_ratchet.campaign.lineage.kernel import candidate_diff, incumbent_bytes, out_of_scope
 from kernel_ratchet.campaign.record import RoundDraft, RoundRecord
 from kernel_ratchet.campaign.rounds.levels import measure_levels
+from kernel_ratchet.campaign.scope import split_editor_files
 from kernel_ratchet.campaign.state import PendingRound
 from kernel_ratchet.campaign.steps import TEST_TIMEOUT_S, run_step
 from kernel_ratchet.guard import StaticAudit, audit_change
@@ -68,7 +69,7 @@ def _measure(c: CampaignContext, n: int, p: PendingRound) -> RoundRecord:
     diff = candidate_diff(c)
     (art / "candidate.diff").write_text(diff)
     draft = _draft(c, n, p, diff)
-    scope = out_of_scope(c)
+    scope, draft.ignored = split_editor_files(out_of_scope(c))
     if scope:
         why = (
             f"files outside kernel_source changed: {scope}; a round may change only the "
