@@ -98,13 +98,14 @@ def status(
         "hypothesis",
     )
     for r in s["rounds"]:
+        whose = " (candidate, rolled back)" if r["status"] == "ROLLED BACK" else ""
         vp, vb = r.get("paired_chain"), r.get("vs_baseline")
         table.add_row(
             str(r["round"]),
             r["status"],
             r["level"],
-            "-" if vp is None else f"{vp * 100:+.2f}%",
-            "-" if vb is None else f"{vb * 100:+.2f}%",
+            "-" if vp is None else f"{vp * 100:+.2f}%{whose}",
+            "-" if vb is None else f"{vb * 100:+.2f}%{whose}",
             r["hypothesis"],
         )
     out.print(table)

@@ -85,13 +85,14 @@ def test_an_edited_round_record_is_tampering_for_every_reader(project, rel):
 
 
 def run_main(monkeypatch, capsys, *args: str) -> tuple[int, str]:
-    """``ratchet *args`` in this process; its exit code and stderr."""
+    """``ratchet *args`` in this process; its exit code and its stdout and stderr together."""
     from kernel_ratchet import cli
 
     monkeypatch.setattr(sys, "argv", ["ratchet", *args])
     with pytest.raises(SystemExit) as exc:
         cli.main()
-    return exc.value.code, capsys.readouterr().err
+    out = capsys.readouterr()
+    return exc.value.code, out.out + out.err
 
 
 def test_a_malformed_state_is_a_campaign_error(project):
@@ -171,3 +172,30 @@ def test_editor_swap_files_pass_the_scope_check_and_are_recorded(project):
     rec = json.loads((campaign_dir(project) / "rounds/round-2/round.json").read_text())
     assert rec["category"] != "scope", rec["reason"]
     assert sorted(rec["ignored_editor_files"]) == sorted(junk), r.stdout + r.stderr
+
+
+def test_status_says_whose_number_a_rolled_back_round_shows(monkeypatch, capsys):
+    from contextlib import contextmanager
+    from types import SimpleNamespace
+
+    import kernel_ratchet.campaign.status as status_mod
+    from kernel_ratchet.cli import rounds
+
+    @contextmanager
+    def fake_campaign(*_args):
+        yield SimpleNamespace(recover=lambda: None, ctx=None)
+
+    row = {"status": "ROLLED BACK", "level": "quick", "hypothesis": "h", "round": 2}
+    shown = {
+        "campaign": "c",
+        "phase": "OPTIMIZING",
+        "next_round": 3,
+        "incumbent_round": 1,
+        "termination": None,
+        "rounds": [{**row, "paired_chain": 0.4654, "vs_baseline": 0.4654}],
+    }
+    monkeypatch.setattr(rounds, "open_campaign", fake_campaign)
+    monkeypatch.setattr(status_mod, "campaign_status", lambda _ctx: shown)
+    monkeypatch.setattr(rounds.out, "width", 200)
+    code, printed = run_main(monkeypatch, capsys, "status")
+    assert code == 0 and "+46.54% (candidate, rolled back)" in printed
