@@ -199,3 +199,21 @@ def test_status_says_whose_number_a_rolled_back_round_shows(monkeypatch, capsys)
     monkeypatch.setattr(rounds.out, "width", 200)
     code, printed = run_main(monkeypatch, capsys, "status")
     assert code == 0 and "+46.54% (candidate, rolled back)" in printed
+
+
+def test_a_commit_message_names_the_decisions_numbers_and_metric():
+    from kernel_ratchet.campaign.render import commit_message
+
+    msg = commit_message(
+        "tiny_gemm",
+        "TRITON",
+        2,
+        "32x32 tiles",
+        "fewer programs",
+        0.00123,
+        0.00154,
+        "logs/optimize.md",
+        metric="gflops (paired A/B)",
+        gain=0.251,
+    )
+    assert "Result: 0.00123 -> 0.00154 (+25.1%) gflops (paired A/B)" in msg.splitlines()
