@@ -83,7 +83,9 @@ def status(
         c.recover()
         s = campaign_status(c.ctx)
     if as_json:
-        print(json.dumps(s, indent=2, default=str))
+        from kernel_ratchet.mcp.tools import jsonable
+
+        print(json.dumps(jsonable(s), indent=2, default=str, allow_nan=False))
         return
     out.print(
         f"[bold]{s['campaign']}[/bold] — {s['phase']}, next round {s['next_round']}, "
