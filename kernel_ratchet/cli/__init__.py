@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import signal
 import sys
+from typing import TextIO
 
 import typer
 
 from kernel_ratchet.cli import rounds, run, setup, sweep, tools  # noqa: F401 - they register the commands
-from kernel_ratchet.cli.common import app, err
+from kernel_ratchet.cli.common import app, err, safe_print, silence
 from kernel_ratchet.errors import TERMINATION_REQUESTED, RatchetError, Terminated
 
 __all__ = ["app", "main"]
@@ -33,16 +34,28 @@ def _terminate(signum, frame) -> None:  # noqa: ARG001 - signal handler signatur
 
 def _stopped(terminated: bool) -> None:
     """Exit after Ctrl+C (130) or SIGTERM (143); the engine has closed the round in flight."""
+    silence_if_closed(sys.stdout)
     if terminated:
-        err.print(
+        safe_print(
+            err,
             "[yellow]terminated (SIGTERM)[/yellow]: the round in flight was closed; "
-            "`ratchet resume` continues the campaign"
+            "`ratchet resume` continues the campaign",
         )
         sys.exit(Terminated.exit_code)
-    err.print(
-        "[yellow]interrupted[/yellow]: the round in flight was closed; `ratchet status` shows it"
+    safe_print(
+        err,
+        "[yellow]interrupted[/yellow]: the round in flight was closed; `ratchet status` shows it",
     )
     sys.exit(130)
+
+
+def silence_if_closed(stream: TextIO) -> None:
+    """Flush ``stream``; silence it when its reader has gone, so that the interpreter's own
+    flush at exit does not fail and change the exit code."""
+    try:
+        stream.flush()
+    except (OSError, ValueError):
+        silence(stream)
 
 
 def main() -> None:
@@ -61,7 +74,9 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except OSError as exc:  # a file the campaign cannot read or write: read-only, full disk
         where = f" {exc.filename}" if exc.filename else ""
-        err.print(f"[red]error:[/red] cannot access{where}: {exc.strerror or exc}", highlight=False)
+        msg = f"[red]error:[/red] cannot access{where}: {exc.strerror or exc}"
+        safe_print(err, msg, highlight=False)
+        silence_if_closed(sys.stdout)
         sys.exit(2)
     except KeyboardInterrupt as exc:  # a typer that lets it through
         _stopped(isinstance(exc, Terminated))

@@ -217,3 +217,34 @@ def test_a_commit_message_names_the_decisions_numbers_and_metric():
         gain=0.251,
     )
     assert "Result: 0.00123 -> 0.00154 (+25.1%) gflops (paired A/B)" in msg.splitlines()
+
+
+def test_ctrl_c_through_a_closed_pipe_closes_the_round_and_exits_130(project):
+    import json
+    import signal
+
+    from tests.campaign.conftest import KERNEL, campaign_dir, set_blocks
+
+    incumbent = (project / KERNEL).read_text()
+    set_blocks(project, M=32, N=32)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kernel_ratchet.cli", "validate", "--hypothesis", "32x32"],
+        cwd=project,
+        env=cli_env(project),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    seen = b""
+    while b"round-2" not in seen:  # the round is open: its first step is running
+        line = proc.stdout.readline()
+        assert line, seen.decode()
+        seen += line
+    proc.stdout.close()  # `| tee log` killed by the same Ctrl+C: writes now fail (EPIPE)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=300) == 130
+    cdir = campaign_dir(project)
+    state = json.loads((cdir / "state.json").read_text())
+    assert state["pending"] is None and state["next_round"] == 3
+    rec = json.loads((cdir / "rounds/round-2/round.json").read_text())
+    assert rec["status"] == "ROLLED BACK" and rec["category"] == "interrupted"
+    assert (project / KERNEL).read_text() == incumbent
