@@ -233,6 +233,8 @@ def test_ctrl_c_through_a_closed_pipe_closes_the_round_and_exits_130(project):
         env=cli_env(project),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
+        # as from a terminal: a shell's background job would start it with SIGINT ignored
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     seen = b""
     while b"round-2" not in seen:  # the round is open: its first step is running
