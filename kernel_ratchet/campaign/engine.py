@@ -170,7 +170,7 @@ class Campaign:
         and then re-raised loudly.
         """
         self.recover()
-        preconditions(self.ctx, hypothesis, bucket, level)
+        preconditions(self.ctx, hypothesis, bucket, level, lesson=notes.get("lesson", ""))
         n = self.state.next_round
         self.state.pending = PendingRound(
             n, Stage.MEASURING, now(), hypothesis, bucket, level, notes=notes

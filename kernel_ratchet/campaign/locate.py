@@ -19,9 +19,18 @@ def list_campaigns(profile: Profile) -> list[Path]:
     for d in base.iterdir():
         mf = d / "manifest.yaml"
         if d.is_dir() and mf.exists():
-            created = str((yaml.safe_load(mf.read_text()) or {}).get("created", ""))
-            found.append((created, d.name, d))
+            found.append((_created(mf), d.name, d))
     return [d for _, _, d in sorted(found)]
+
+
+def _created(manifest: Path) -> str:
+    """The manifest's ``created`` stamp; "" for one that does not parse (opening that campaign
+    reports the manifest's problem)."""
+    try:
+        data = yaml.safe_load(manifest.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError):
+        return ""
+    return str(data.get("created", "")) if isinstance(data, dict) else ""
 
 
 def find_campaign(profile: Profile, name: str | None = None) -> Path:

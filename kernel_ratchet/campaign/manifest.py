@@ -98,9 +98,13 @@ def load_manifest(campaign_dir: Path) -> Manifest:
     this version's."""
     path = Path(campaign_dir) / "manifest.yaml"
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise CampaignError(f"{path} is missing; this is not a campaign directory") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise CampaignError(f"{path} is not valid YAML ({exc}); {_NOT_BY_HAND}") from None
+    if not isinstance(data, dict):
+        raise CampaignError(f"{path} is not a mapping of manifest keys; {_NOT_BY_HAND}")
     names = {f.name for f in fields(Manifest)}
     unknown = sorted(set(data) - names)
     missing = sorted(n for n in names if n not in data and n in SPEC_FIELDS)
@@ -109,4 +113,10 @@ def load_manifest(campaign_dir: Path) -> Manifest:
             f"{path}: manifest does not match this version of kernel-ratchet "
             f"(unknown keys {unknown}, missing keys {missing}); it must not be edited by hand"
         )
-    return Manifest(**{k: v for k, v in data.items() if k in names})
+    try:
+        return Manifest(**{k: v for k, v in data.items() if k in names})
+    except (TypeError, ValueError) as exc:
+        raise CampaignError(f"{path}: {exc}; {_NOT_BY_HAND}") from None
+
+
+_NOT_BY_HAND = "it is written by the tool and must not be edited by hand"

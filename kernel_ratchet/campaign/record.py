@@ -65,6 +65,7 @@ class RoundRecord:
     direction: str = ""
     incumbent_round: int | None = None
     out_of_scope: tuple[str, ...] = ()
+    ignored_editor_files: tuple[str, ...] = ()  # changed, not counted by the scope check
     # present only where the round got that far
     seconds: Mapping[str, float] | None = None
     transfer_static: StaticAudit | None = None
@@ -75,6 +76,7 @@ class RoundRecord:
         object.__setattr__(self, "status", Status(self.status))
         object.__setattr__(self, "category", Category(self.category))
         object.__setattr__(self, "out_of_scope", tuple(self.out_of_scope))
+        object.__setattr__(self, "ignored_editor_files", tuple(self.ignored_editor_files))
         if self.seconds is not None:
             object.__setattr__(self, "seconds", dict(self.seconds))
         if not isinstance(self.round, int) or self.round < 1:
@@ -118,6 +120,8 @@ class RoundRecord:
         if self.status is not Status.BASELINE:
             d.update({k: getattr(self, k) for k in _DRIVER})
             d["out_of_scope"] = list(self.out_of_scope)
+        if self.ignored_editor_files:
+            d["ignored_editor_files"] = list(self.ignored_editor_files)
         if self.seconds is not None:
             d["seconds"] = dict(self.seconds)
         if self.transfer_static is not None:
@@ -139,6 +143,7 @@ class RoundRecord:
             category=Category(d["category"]),
             decision=RoundDecision.from_dict(d["decision"]) if d.get("decision") else None,
             out_of_scope=tuple(d.get("out_of_scope") or ()),
+            ignored_editor_files=tuple(d.get("ignored_editor_files") or ()),
             transfer_static=None if static is None else _static_audit(static),
             failure=d.get("failure"),
             **known,
@@ -201,6 +206,7 @@ class RoundDraft:
     quick_csv: str | None = None
     seconds: dict[str, float] | None = field(default_factory=dict)
     transfer_static: StaticAudit | None = None
+    ignored: list[str] = field(default_factory=list)  # editor files the scope check ignored
 
     def timed(self, step: str, seconds: float) -> None:
         """Record that ``step`` took ``seconds`` (monotonic clock)."""
@@ -221,6 +227,7 @@ class RoundDraft:
             incumbent_round=self.incumbent_round,
             seconds=None if self.seconds is None else dict(self.seconds),
             transfer_static=self.transfer_static,
+            ignored_editor_files=tuple(self.ignored),
             **{k: n.get(k, "") for k in ("expected", "lesson", "next_direction", "takeaway")},
             **{k: n.get(k, "") for k in ("summary", "direction")},
             **outcome,

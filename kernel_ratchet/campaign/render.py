@@ -264,13 +264,25 @@ def commit_message(
     before: float,
     after: float,
     details: str,
+    *,
+    metric: str = "",
+    gain: float | None = None,
 ) -> str:
-    """The commit message of an accepted round (SPEC section 4)."""
-    gain = (after / before - 1.0) if before and before > 0 else float("nan")
+    """The commit message of an accepted round (SPEC section 4). ``before``/``after`` and
+    ``gain`` are the numbers the decision used (``gain`` defaults to after/before - 1);
+    ``metric`` names them, after the percentage."""
+    if gain is None:
+        gain = (after / before - 1.0) if before and before > 0 else float("nan")
     one_line = " ".join(summary.split())[:72]
+    named = f" {metric}" if metric else ""
     return (
         f"[optimize] {op} {backend} round-{n}: {one_line}\n\n"
         f"Hypothesis: {' '.join(hypothesis.split())}\n"
-        f"Result: {before:.2f} -> {after:.2f} ({gain * 100:+.1f}%)\n"
+        f"Result: {_value(before)} -> {_value(after)} ({gain * 100:+.1f}%){named}\n"
         f"Details: {details}\n"
     )
+
+
+def _value(x: float) -> str:
+    """Two decimals, or three significant digits below 1 (never ``0.00`` for a measured value)."""
+    return f"{x:.2f}" if abs(x) >= 1 or x == 0 else f"{x:.3g}"

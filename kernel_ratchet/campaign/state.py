@@ -176,6 +176,7 @@ class State:
     pending: PendingRound | None = None
     closed: list[ClosedEntry] = field(default_factory=list)
     logs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    records: dict[str, str | None] = field(default_factory=dict)  # sealed files: sha256
     ambient: dict[str, str | None] = field(default_factory=dict)
     harness_sha256: str | None = None
     termination: Termination | None = None
@@ -202,6 +203,17 @@ class State:
             raise CampaignError(f"{path} is missing; the campaign was never initialized") from None
         except json.JSONDecodeError as exc:
             raise CampaignError(f"{path} is not valid JSON ({exc}); do not edit it") from None
+        try:
+            return cls._from_dict(d)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise CampaignError(
+                f"{path} is not a campaign state ({type(exc).__name__}: {exc}); it is written "
+                "by the tool only: restore it from a backup or start a new campaign"
+            ) from None
+
+    @classmethod
+    def _from_dict(cls, d: dict[str, Any]) -> State:
+        d = dict(d)
         d["phase"] = Phase(d["phase"])
         d["pending"] = PendingRound.from_dict(d["pending"]) if d.get("pending") else None
         d["closed"] = [ClosedEntry.from_dict(e) for e in d.get("closed") or []]

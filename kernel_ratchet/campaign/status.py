@@ -8,11 +8,14 @@ from typing import Any
 from kernel_ratchet.campaign.context import CampaignContext
 from kernel_ratchet.campaign.fsutil import file_sha256
 from kernel_ratchet.campaign.rounds.close import chain_of
+from kernel_ratchet.campaign.seal import verify_records
 
 
 def campaign_status(c: CampaignContext) -> dict[str, Any]:
     """Phase, incumbent, round in flight, termination and every closed round with its paired
-    chain (rebuilt from the record for an entry closed before the chain was kept)."""
+    chain (rebuilt from the record for an entry closed before the chain was kept). Raises
+    LogTamperedError when a log or a closed round's record was edited."""
+    verify_records(c)
     st = c.state
     return {
         "campaign": c.m.campaign,

@@ -214,5 +214,6 @@ def _commit(c: CampaignContext, n: int, kernel_git: list[str], after: float | No
         before,
         after or before,
         f"{os.path.relpath(c.dir, c.groot)}/logs/optimize.md",
+        metric=f"{c.m.primary_metric} (baseline vs the project's harness run)",
     )
     return git.commit_only(c.groot, kernel_git, msg) or git.head(c.groot)

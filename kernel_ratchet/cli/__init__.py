@@ -4,9 +4,10 @@ Exit codes (scripts may rely on them):
   0  success; for ``validate``, the round was ACCEPTED
   1  the command ran but its verdict is negative: a round ROLLED BACK, ``check`` found problems,
      ``accept`` failed
-  2  any other kernel-ratchet error          3  ratchet.yaml problem
-  4  benchmark CSV schema drift              5  campaign state does not allow the command
-  6  another process drives the campaign     7  an append-only log was edited
+  2  a usage error, a file that cannot be read or written, any other kernel-ratchet error
+  3  ratchet.yaml problem                    4  benchmark CSV schema drift
+  5  campaign state does not allow the command, or state.json / manifest.yaml is malformed
+  6  another process drives the campaign     7  an append-only log or a round record was edited
   8  git problem                             130 interrupted (Ctrl+C); the round was closed
   143 terminated (SIGTERM); the round was closed
 """
@@ -15,11 +16,12 @@ from __future__ import annotations
 
 import signal
 import sys
+from typing import TextIO
 
 import typer
 
 from kernel_ratchet.cli import rounds, run, setup, sweep, tools  # noqa: F401 - they register the commands
-from kernel_ratchet.cli.common import app, err
+from kernel_ratchet.cli.common import app, err, safe_print, silence
 from kernel_ratchet.errors import TERMINATION_REQUESTED, RatchetError, Terminated
 
 __all__ = ["app", "main"]
@@ -32,16 +34,28 @@ def _terminate(signum, frame) -> None:  # noqa: ARG001 - signal handler signatur
 
 def _stopped(terminated: bool) -> None:
     """Exit after Ctrl+C (130) or SIGTERM (143); the engine has closed the round in flight."""
+    silence_if_closed(sys.stdout)
     if terminated:
-        err.print(
+        safe_print(
+            err,
             "[yellow]terminated (SIGTERM)[/yellow]: the round in flight was closed; "
-            "`ratchet resume` continues the campaign"
+            "`ratchet resume` continues the campaign",
         )
         sys.exit(Terminated.exit_code)
-    err.print(
-        "[yellow]interrupted[/yellow]: the round in flight was closed; `ratchet status` shows it"
+    safe_print(
+        err,
+        "[yellow]interrupted[/yellow]: the round in flight was closed; `ratchet status` shows it",
     )
     sys.exit(130)
+
+
+def silence_if_closed(stream: TextIO) -> None:
+    """Flush ``stream``; silence it when its reader has gone, so that the interpreter's own
+    flush at exit does not fail and change the exit code."""
+    try:
+        stream.flush()
+    except (OSError, ValueError):
+        silence(stream)
 
 
 def main() -> None:
@@ -58,19 +72,26 @@ def main() -> None:
     except RatchetError as exc:
         err.print(f"[red]error:[/red] {exc}", highlight=False)
         sys.exit(exc.exit_code)
+    except OSError as exc:  # a file the campaign cannot read or write: read-only, full disk
+        where = f" {exc.filename}" if exc.filename else ""
+        msg = f"[red]error:[/red] cannot access{where}: {exc.strerror or exc}"
+        safe_print(err, msg, highlight=False)
+        silence_if_closed(sys.stdout)
+        sys.exit(2)
     except KeyboardInterrupt as exc:  # a typer that lets it through
         _stopped(isinstance(exc, Terminated))
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except (typer.Abort, SystemExit):
         raise
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        raise
+    except typer.TyperException as exc:
+        # usage errors: typer bundles its own click, whose exceptions derive from
+        # TyperException, not from an installed click's ClickException
+        show = getattr(exc, "show", None)
+        if show is None:
+            raise
+        show()
+        sys.exit(getattr(exc, "exit_code", 2))
 
 
 if __name__ == "__main__":

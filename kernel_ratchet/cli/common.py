@@ -3,10 +3,12 @@ opening the profile and a campaign."""
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TextIO
 
 import typer
 from rich.console import Console
@@ -25,8 +27,19 @@ app = typer.Typer(
 )
 tips_app = typer.Typer(help="Historical tips: show or add.", no_args_is_help=True)
 app.add_typer(tips_app, name="tips")
-out = Console()
-err = Console(stderr=True)
+
+
+class _Console(Console):
+    """A console that goes quiet when its reader has gone, where rich's exits with 1: a
+    closed pipe must not abort closing the round in flight nor change the exit code."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        silence(sys.stderr if self.stderr else sys.stdout)
+
+
+out = _Console()
+err = _Console(stderr=True)
 
 ProfileOpt = typer.Option(None, "--profile", help="ratchet.yaml (default: found from the cwd)")
 CampaignOpt = typer.Option(None, "--campaign", help="campaign name (default: most recent)")
@@ -51,16 +64,49 @@ def profile_at(path: Path | None) -> Profile:
     return load_profile(path if path else find_profile(Path.cwd()))
 
 
+def safe_print(console: Console, msg: str, **kwargs: Any) -> None:
+    """Print ``msg``, unless its reader is gone (``ratchet ... | tee log`` after Ctrl+C killed
+    ``tee``): then the stream is silenced, so that closing the round in flight and exiting
+    never fail on a write."""
+    try:
+        console.print(msg, **kwargs)
+    except OSError:
+        silence(sys.stderr if console.stderr else sys.stdout)
+
+
+def silence(stream: TextIO) -> None:
+    """Point ``stream``'s file descriptor at the null device (its reader has gone)."""
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError):
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, fd)
+    finally:
+        os.close(null)
+
+
 @contextmanager
 def progress() -> Iterator[Say]:
-    """A spinner on stderr; yields the ``say`` callback that prints and shows progress."""
-    with err.status("working...") as status:
+    """A spinner on stderr; yields the ``say`` callback that prints and shows progress. A
+    closed stderr silences both instead of failing the command (see :func:`safe_print`)."""
+    status = err.status("working...")
+    try:
+        status.start()
+    except OSError:
+        silence(sys.stderr)
 
-        def say(msg: str) -> None:
-            err.print(f"[dim]{msg}[/dim]")
+    def say(msg: str) -> None:
+        safe_print(err, f"[dim]{msg}[/dim]")
+        with suppress(OSError):
             status.update(msg)
 
+    try:
         yield say
+    finally:
+        with suppress(OSError):
+            status.stop()
 
 
 @contextmanager

@@ -83,7 +83,9 @@ def status(
         c.recover()
         s = campaign_status(c.ctx)
     if as_json:
-        print(json.dumps(s, indent=2, default=str))
+        from kernel_ratchet.mcp.tools import jsonable
+
+        print(json.dumps(jsonable(s), indent=2, default=str, allow_nan=False))
         return
     out.print(
         f"[bold]{s['campaign']}[/bold] — {s['phase']}, next round {s['next_round']}, "
@@ -98,13 +100,14 @@ def status(
         "hypothesis",
     )
     for r in s["rounds"]:
+        whose = " (candidate, rolled back)" if r["status"] == "ROLLED BACK" else ""
         vp, vb = r.get("paired_chain"), r.get("vs_baseline")
         table.add_row(
             str(r["round"]),
             r["status"],
             r["level"],
-            "-" if vp is None else f"{vp * 100:+.2f}%",
-            "-" if vb is None else f"{vb * 100:+.2f}%",
+            "-" if vp is None else f"{vp * 100:+.2f}%{whose}",
+            "-" if vb is None else f"{vb * 100:+.2f}%{whose}",
             r["hypothesis"],
         )
     out.print(table)

@@ -34,6 +34,16 @@ def check(op: str | None = typer.Option(None, "--op"), profile: Path | None = Pr
     raise typer.Exit(1 if bad else 0)
 
 
+def _known_engine(name: str | None) -> str | None:
+    """``--timing-engine`` must name a registered engine: a campaign created with an unknown
+    one could never measure (a usage error, exit 2, listing the engines)."""
+    from kernel_ratchet.harness.timing.registry import ENGINES
+
+    if name is not None and name not in ENGINES:
+        raise typer.BadParameter(f"unknown timing engine {name!r}; known: {', '.join(ENGINES)}")
+    return name
+
+
 @app.command()
 def init(
     op: str = typer.Option(..., "--op", help="op name from ratchet.yaml"),
@@ -41,7 +51,9 @@ def init(
     max_iterations: int = typer.Option(20, help="T3: rounds after the baseline (< 120)"),
     git_branch: str = typer.Option("auto", help="auto: branch optimize/<campaign>; none"),
     commit: bool = typer.Option(True, "--commit/--no-commit", help="commit accepted rounds"),
-    timing_engine: str | None = typer.Option(None, help="perf_counter | cuda_events"),
+    timing_engine: str | None = typer.Option(
+        None, help="perf_counter | cuda_events", callback=_known_engine
+    ),
     regression_threshold: float = typer.Option(0.05, help="per-shape regression gate"),
     efficiency_target: float | None = typer.Option(None, help="T2: fraction of the peak"),
     hardware_peak: float | None = typer.Option(None, help="T2: peak in the primary unit"),

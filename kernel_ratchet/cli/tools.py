@@ -22,13 +22,20 @@ from kernel_ratchet.errors import RatchetError
 
 
 @app.command("parse-csv")
-def parse_csv(path: Path, as_json: bool = typer.Option(False, "--json")):
+def parse_csv(
+    path: Path,
+    as_json: bool = typer.Option(
+        False, "--json", help="print strict JSON: a NaN or infinite value is null"
+    ),
+):
     """Parse a benchmark CSV with the one reader (schema detected and checked)."""
     from kernel_ratchet.harness.csv_schema import read_csv
+    from kernel_ratchet.mcp.tools import jsonable
 
     t = read_csv(path)
     if as_json:
-        print(json.dumps({"schema": t.schema.name, "rows": t.to_records()}, indent=2))
+        data = jsonable({"schema": t.schema.name, "rows": t.to_records()})
+        print(json.dumps(data, indent=2, allow_nan=False))
         return
     table = Table(
         "label",

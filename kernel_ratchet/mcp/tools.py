@@ -78,9 +78,11 @@ class RatchetTools:
     def _campaign(self, name: str | None) -> Iterator[Any]:
         from kernel_ratchet.campaign.engine import Campaign
         from kernel_ratchet.campaign.locate import find_campaign
+        from kernel_ratchet.campaign.seal import verify_records
 
         prof = self._profile()
         with Campaign(prof, find_campaign(prof, name or None), say=log.info) as c:
+            verify_records(c.ctx)  # every tool reads the logs or the round records
             yield c
 
     # -- tools ---------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from kernel_ratchet.campaign.context import CampaignContext
 from kernel_ratchet.campaign.fsutil import atomic_write_text
 from kernel_ratchet.campaign.lineage.kernel import kernel_changed
 from kernel_ratchet.campaign.quick_bench import run_harness, write_provenance
+from kernel_ratchet.campaign.seal import verify_records
 from kernel_ratchet.campaign.state import Phase, Termination
 from kernel_ratchet.errors import CampaignError
 from kernel_ratchet.harness.csv_schema import BenchTable
@@ -42,6 +43,7 @@ def report(c: Campaign, stop: tuple[str, str] | None = None) -> str:
     condition ended yet (default: T4, the user asked to stop).
     """
     c.recover()
+    verify_records(c.ctx)  # the REPORT must not stand on an edited log or round record
     path = c.dir / "report.md"
     if c.state.phase in (Phase.TERMINATED, Phase.ACCEPTED) and path.exists():
         return path.read_text()

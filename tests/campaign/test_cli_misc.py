@@ -36,6 +36,22 @@ def test_parse_csv_json_and_drift(tmp_path, monkeypatch, capsys):
     assert code == 4 and "out_snr" in err and "output_snr" in err
 
 
+def test_parse_csv_json_is_strict_json(tmp_path, monkeypatch, capsys):
+    good = tmp_path / "nan.csv"
+    good.write_text(GEMM_HEADER + "\n" + ROW.replace(",1.5,", ",nan,").replace(",3.0,", ",inf,"))
+    code, out, _ = run(monkeypatch, capsys, "parse-csv", str(good), "--json")
+    assert code == 0
+    assert "NaN" not in out and "Infinity" not in out
+
+    def strict(token):
+        raise ValueError(token)
+
+    row = json.loads(out, parse_constant=strict)["rows"][0]
+    assert row["fwd"] is None
+    code, help_text, _ = run(monkeypatch, capsys, "parse-csv", "--help")
+    assert code == 0 and "null" in help_text
+
+
 def test_check_reports_problems_with_exit_1(tmp_path, monkeypatch, capsys):
     import shutil
 

@@ -34,6 +34,8 @@ def apply(c: CampaignContext, record: RoundRecord) -> str | None:
         d.aggregate_before,
         d.aggregate_after,
         f"{os.path.relpath(c.dir, c.groot)}/logs/optimize.md",
+        metric=f"{c.m.primary_metric} ({'paired A/B' if d.paired else 'harness CSVs'})",
+        gain=d.gain,
     )
     marker = f"[optimize] {c.m.target_op} {c.m.target_backend} round-{n}:"
     if git.log_message(c.groot).startswith(marker):

@@ -13,6 +13,7 @@ from kernel_ratchet.campaign.fsutil import atomic_write_text
 from kernel_ratchet.campaign.record import RoundRecord, read_record, write_record
 from kernel_ratchet.campaign.render import optimize_baseline, optimize_round, summary_md
 from kernel_ratchet.campaign.rounds.view import trend_line, view
+from kernel_ratchet.campaign.seal import seal_round
 from kernel_ratchet.campaign.state import ClosedEntry
 from kernel_ratchet.campaign.tips import add_tip, tips_path
 
@@ -23,17 +24,20 @@ if TYPE_CHECKING:
 def write_baseline_records(
     c: CampaignContext, record: RoundRecord, representative: Sequence[str]
 ) -> None:
-    """Round 1's ``round.json``, summary, baseline section of the log and trend row."""
+    """Round 1's ``round.json``, summary, baseline section of the log and trend row; then its
+    files are sealed."""
     rdir = c.round_dir(1)
     write_record(rdir / "round.json", record)
     v = view(c, record)
     (rdir / "summary.md").write_text(summary_md(v))
     c.log("logs/optimize.md").append(optimize_baseline(v, representative))
     c.log("logs/performance_trend.md").append(trend_line(c, record))
+    seal_round(c, 1)
 
 
 def write_records(c: CampaignContext, n: int, record: RoundRecord, commit: str | None) -> None:
-    """The round's summary, trend row, log section and tip, each written once."""
+    """The round's summary, trend row, log section and tip, each written once; then its
+    files are sealed (see :mod:`~kernel_ratchet.campaign.seal`)."""
     v = view(c, record)
     if commit:
         v.notes.append(f"Commit: {commit}")
@@ -60,6 +64,7 @@ def write_records(c: CampaignContext, n: int, record: RoundRecord, commit: str |
                 record.takeaway,
                 f"{c.m.target_op} on {c.m.target_gpu}",
             )
+    seal_round(c, n)
 
 
 def closed_entry(c: CampaignContext, record: RoundRecord, commit: str | None = None) -> ClosedEntry:

@@ -15,6 +15,7 @@ from kernel_ratchet.campaign.clock import now
 from kernel_ratchet.campaign.lineage.kernel import candidate_diff, incumbent_bytes, out_of_scope
 from kernel_ratchet.campaign.record import RoundDraft, RoundRecord
 from kernel_ratchet.campaign.rounds.levels import measure_levels
+from kernel_ratchet.campaign.scope import split_editor_files
 from kernel_ratchet.campaign.state import PendingRound
 from kernel_ratchet.campaign.steps import TEST_TIMEOUT_S, run_step
 from kernel_ratchet.guard import StaticAudit, audit_change
@@ -68,13 +69,16 @@ def _measure(c: CampaignContext, n: int, p: PendingRound) -> RoundRecord:
     diff = candidate_diff(c)
     (art / "candidate.diff").write_text(diff)
     draft = _draft(c, n, p, diff)
-    scope = out_of_scope(c)
+    scope, draft.ignored = split_editor_files(out_of_scope(c))
     if scope:
         why = (
             f"files outside kernel_source changed: {scope}; a round may change only the "
             "kernel files. Revert them before the next round"
         )
         return draft.failed(Category.SCOPE, why, now(), out_of_scope=scope)
+    broken = _syntax_error(c)
+    if broken:
+        return draft.failed(Category.COMPILE, f"the candidate does not parse: {broken}", now())
     audit = transfer_audit(c, draft.bucket)
     draft.transfer_static = audit
     if audit.verdict == REJECT:
@@ -82,6 +86,20 @@ def _measure(c: CampaignContext, n: int, p: PendingRound) -> RoundRecord:
         return draft.failed(Category.OVERFIT, why, now())
     failed = _build_and_test(c, n, draft, art)
     return failed or measure_levels(c, n, draft, art)
+
+
+def _syntax_error(c: CampaignContext) -> str | None:
+    """The first SyntaxError in the candidate's Python kernel files, or None: a typo is a
+    failure to compile, not a change the transfer audit could judge as overfit."""
+    for rel in c.m.kernel_source:
+        path = c.root / rel
+        if rel.endswith(".py") and path.exists():
+            try:
+                compile(path.read_bytes(), rel, "exec", dont_inherit=True)
+            except (SyntaxError, ValueError) as exc:
+                line = getattr(exc, "lineno", None)
+                return f"{rel}{f':{line}' if line else ''}: {type(exc).__name__}: {exc}"
+    return None
 
 
 def _build_and_test(c: CampaignContext, n: int, draft: RoundDraft, art: Path) -> RoundRecord | None:

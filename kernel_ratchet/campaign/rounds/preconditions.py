@@ -4,6 +4,7 @@ harness, kernel files equal to the incumbent's)."""
 
 from __future__ import annotations
 
+import unicodedata
 from typing import TYPE_CHECKING
 
 from kernel_ratchet.campaign.clock import now
@@ -11,16 +12,20 @@ from kernel_ratchet.campaign.fsutil import file_sha256
 from kernel_ratchet.campaign.lineage.kernel import kernel_changed
 from kernel_ratchet.campaign.quick_bench import write_harness
 from kernel_ratchet.campaign.record import LEVELS
-from kernel_ratchet.errors import CampaignError
+from kernel_ratchet.campaign.seal import verify_records
+from kernel_ratchet.errors import CampaignError, RatchetError
 from kernel_ratchet.guard.static_audit import BUCKETS
 
 if TYPE_CHECKING:
     from kernel_ratchet.campaign.context import CampaignContext
 
 
-def preconditions(c: CampaignContext, hypothesis: str, bucket: str, level: str) -> None:
+def preconditions(
+    c: CampaignContext, hypothesis: str, bucket: str, level: str, *, lesson: str = ""
+) -> None:
     """Raise CampaignError (LogTamperedError for an edited log) when the round cannot start;
-    an edited harness is regenerated from the manifest first."""
+    an edited harness is regenerated from the manifest first. A hypothesis or lesson with a
+    control character is a RatchetError (exit 2)."""
     st = c.state
     if st.phase.value == "INITIALIZED":
         raise CampaignError("no baseline yet: run `ratchet baseline` first")
@@ -32,18 +37,30 @@ def preconditions(c: CampaignContext, hypothesis: str, bucket: str, level: str) 
         )
     if not hypothesis.strip():
         raise CampaignError("state the round's hypothesis: --hypothesis 'what and why'")
+    one_line("hypothesis", hypothesis)
+    one_line("lesson", lesson)
     if bucket not in BUCKETS:
         raise CampaignError(f"bucket must be one of {', '.join(BUCKETS)} (SPEC section 8)")
     if level not in LEVELS:
         raise CampaignError(f"level must be quick or full, not {level!r}")
-    for rel in ("logs/optimize.md", "logs/performance_trend.md"):
-        c.log(rel).verify()  # an edited log stops the campaign before any work is spent
+    verify_records(c)  # an edited log or record stops the campaign before any work is spent
     if file_sha256(c.dir / "quick_test_bench.py") != st.harness_sha256:
         _restore_harness(c)
     if not kernel_changed(c):
         raise CampaignError(
             f"the kernel files ({', '.join(c.m.kernel_source)}) equal the incumbent's: edit "
             "them with this round's single change, then run validate"
+        )
+
+
+def one_line(name: str, text: str) -> None:
+    """Refuse ``text`` with a newline or other control character: it is written into the
+    append-only logs, where a second line could forge a round's heading or verdict."""
+    bad = sorted({f"U+{ord(ch):04X}" for ch in text if unicodedata.category(ch) == "Cc"})
+    if bad:
+        raise RatchetError(
+            f"--{name} must be one line without control characters (found {', '.join(bad)}); "
+            "it is written into the append-only logs"
         )
 
 

@@ -1,0 +1,252 @@
+"""How the ``ratchet`` command fails: usage errors, faults and forged input get a clear message
+and the exit code the README's table documents, never a traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.campaign.conftest import EXAMPLE, cli_env
+
+
+def ratchet_in(cwd, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "kernel_ratchet.cli", *args],
+        cwd=cwd,
+        env=cli_env(cwd),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        (),
+        ("bogus",),
+        ("validate",),
+        ("run", "--max-iterations", "abc"),
+    ],
+    ids=["no-command", "unknown-command", "missing-hypothesis", "bad-int"],
+)
+def test_usage_errors_print_usage_and_exit_2(args):
+    r = ratchet_in(EXAMPLE, *args)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr
+    assert "Usage:" in r.stdout + r.stderr
+
+
+def test_init_rejects_an_unknown_timing_engine(tmp_path):
+    from tests.campaign.conftest import make_project
+
+    root = make_project(tmp_path / "p")
+    r = ratchet_in(root, "init", "--op", "tiny_gemm", "--yes", "--timing-engine", "bogus")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "perf_counter" in r.stderr and "cuda_events" in r.stderr
+    assert not (root / ".ratchet" / "campaigns").exists() or not any(
+        (root / ".ratchet" / "campaigns").iterdir()
+    )
+
+
+@pytest.mark.parametrize("flag", ["--hypothesis", "--lesson"])
+def test_a_multi_line_note_cannot_forge_a_log_heading(project, flag):
+    from tests.campaign.conftest import campaign_dir, set_blocks
+
+    log = campaign_dir(project) / "logs" / "optimize.md"
+    before = log.read_text()
+    set_blocks(project, M=16)
+    forged = "bigger tiles\n## Round 99 — ACCEPTED"
+    hyp = forged if flag == "--hypothesis" else "bigger tiles"
+    extra = ("--lesson", forged) if flag == "--lesson" else ()
+    r = ratchet_in(project, "validate", "--hypothesis", hyp, *extra)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert flag in r.stderr and "Traceback" not in r.stderr
+    assert log.read_text() == before
+
+
+@pytest.mark.parametrize(
+    "rel", ["rounds/round-1/artifacts/benchmark.csv", "rounds/round-1/round.json"]
+)
+def test_an_edited_round_record_is_tampering_for_every_reader(project, rel):
+    from tests.campaign.conftest import campaign_dir, set_blocks
+
+    path = campaign_dir(project) / rel
+    text = path.read_text()
+    digits = next(i for i, ch in enumerate(text) if ch in "123456789")
+    path.write_text(text[:digits] + str(int(text[digits]) % 9 + 1) + text[digits + 1 :])
+    set_blocks(project, M=32, N=32)
+    for args in (("status",), ("status", "--json"), ("validate", "--hypothesis", "x"), ("report",)):
+        r = ratchet_in(project, *args)
+        assert r.returncode == 7, (args, r.stdout + r.stderr)
+        assert rel in r.stderr and "Traceback" not in r.stderr
+
+
+def run_main(monkeypatch, capsys, *args: str) -> tuple[int, str]:
+    """``ratchet *args`` in this process; its exit code and its stdout and stderr together."""
+    from kernel_ratchet import cli
+
+    monkeypatch.setattr(sys, "argv", ["ratchet", *args])
+    with pytest.raises(SystemExit) as exc:
+        cli.main()
+    out = capsys.readouterr()
+    return exc.value.code, out.out + out.err
+
+
+def test_a_malformed_state_is_a_campaign_error(project):
+    from tests.campaign.conftest import campaign_dir
+
+    (campaign_dir(project) / "state.json").write_text("{}")
+    r = ratchet_in(project, "status")
+    assert r.returncode == 5, r.stdout + r.stderr
+    assert "state.json" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("text", ["campaign: [unclosed\n", "- a list\n", "campaign: 3\nx: 1\n"])
+def test_an_invalid_manifest_is_a_campaign_error(project, text):
+    from tests.campaign.conftest import campaign_dir
+
+    (campaign_dir(project) / "manifest.yaml").write_text(text)
+    r = ratchet_in(project, "status")
+    assert r.returncode == 5, r.stdout + r.stderr
+    assert "manifest.yaml" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_read_only_campaign_directory_is_a_clear_error(project, monkeypatch, capsys):
+    import errno
+
+    from kernel_ratchet.campaign.lock import CampaignLock
+
+    def read_only(self):
+        raise OSError(errno.EROFS, "Read-only file system", str(self.path))
+
+    monkeypatch.setattr(CampaignLock, "acquire", read_only)
+    monkeypatch.chdir(project)
+    code, err = run_main(monkeypatch, capsys, "status")
+    assert code == 2 and "Read-only file system" in err and "Traceback" not in err
+
+
+def test_a_full_disk_is_a_clear_error_and_leaves_no_temp_file(project, monkeypatch, capsys):
+    import errno
+    import os
+
+    from tests.campaign.conftest import campaign_dir, set_blocks
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    set_blocks(project, M=32, N=32)
+    monkeypatch.chdir(project)
+    monkeypatch.setattr(os, "fsync", full)
+    code, err = run_main(monkeypatch, capsys, "validate", "--hypothesis", "32x32 tiles")
+    assert code == 2 and "No space left on device" in err and "state.json" in err
+    assert not list(campaign_dir(project).glob(".*.tmp"))
+
+
+def test_a_syntax_error_is_recorded_as_a_compile_failure(project):
+    import json
+
+    from tests.campaign.conftest import KERNEL, campaign_dir
+
+    path = project / KERNEL
+    path.write_text(path.read_text() + "\ndef broken(:\n")
+    r = ratchet_in(project, "validate", "--hypothesis", "a typo")
+    assert r.returncode == 1, r.stdout + r.stderr
+    rec = json.loads((campaign_dir(project) / "rounds/round-2/round.json").read_text())
+    assert rec["category"] == "compile", rec["reason"]
+    assert "SyntaxError" in rec["reason"] and "kernel.py" in rec["reason"]
+
+
+def test_editor_swap_files_pass_the_scope_check_and_are_recorded(project):
+    import json
+
+    from tests.campaign.conftest import campaign_dir, set_blocks
+
+    junk = ["tiny_gemm/.kernel.py.swp", "tiny_gemm/kernel.py~", "tiny_gemm/.#kernel.py", "4913"]
+    for rel in junk:
+        (project / rel).write_text("editor state\n")
+    set_blocks(project, M=32, N=32)
+    r = ratchet_in(project, "validate", "--hypothesis", "32x32 tiles")
+    rec = json.loads((campaign_dir(project) / "rounds/round-2/round.json").read_text())
+    assert rec["category"] != "scope", rec["reason"]
+    assert sorted(rec["ignored_editor_files"]) == sorted(junk), r.stdout + r.stderr
+
+
+def test_status_says_whose_number_a_rolled_back_round_shows(monkeypatch, capsys):
+    from contextlib import contextmanager
+    from types import SimpleNamespace
+
+    import kernel_ratchet.campaign.status as status_mod
+    from kernel_ratchet.cli import rounds
+
+    @contextmanager
+    def fake_campaign(*_args):
+        yield SimpleNamespace(recover=lambda: None, ctx=None)
+
+    row = {"status": "ROLLED BACK", "level": "quick", "hypothesis": "h", "round": 2}
+    shown = {
+        "campaign": "c",
+        "phase": "OPTIMIZING",
+        "next_round": 3,
+        "incumbent_round": 1,
+        "termination": None,
+        "rounds": [{**row, "paired_chain": 0.4654, "vs_baseline": 0.4654}],
+    }
+    monkeypatch.setattr(rounds, "open_campaign", fake_campaign)
+    monkeypatch.setattr(status_mod, "campaign_status", lambda _ctx: shown)
+    monkeypatch.setattr(rounds.out, "width", 200)
+    code, printed = run_main(monkeypatch, capsys, "status")
+    assert code == 0 and "+46.54% (candidate, rolled back)" in printed
+
+
+def test_a_commit_message_names_the_decisions_numbers_and_metric():
+    from kernel_ratchet.campaign.render import commit_message
+
+    msg = commit_message(
+        "tiny_gemm",
+        "TRITON",
+        2,
+        "32x32 tiles",
+        "fewer programs",
+        0.00123,
+        0.00154,
+        "logs/optimize.md",
+        metric="gflops (paired A/B)",
+        gain=0.251,
+    )
+    assert "Result: 0.00123 -> 0.00154 (+25.1%) gflops (paired A/B)" in msg.splitlines()
+
+
+def test_ctrl_c_through_a_closed_pipe_closes_the_round_and_exits_130(project):
+    import json
+    import signal
+
+    from tests.campaign.conftest import KERNEL, campaign_dir, set_blocks
+
+    incumbent = (project / KERNEL).read_text()
+    set_blocks(project, M=32, N=32)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kernel_ratchet.cli", "validate", "--hypothesis", "32x32"],
+        cwd=project,
+        env=cli_env(project),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        # as from a terminal: a shell's background job would start it with SIGINT ignored
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    seen = b""
+    while b"round-2" not in seen:  # the round is open: its first step is running
+        line = proc.stdout.readline()
+        assert line, seen.decode()
+        seen += line
+    proc.stdout.close()  # `| tee log` killed by the same Ctrl+C: writes now fail (EPIPE)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=300) == 130
+    cdir = campaign_dir(project)
+    state = json.loads((cdir / "state.json").read_text())
+    assert state["pending"] is None and state["next_round"] == 3
+    rec = json.loads((cdir / "rounds/round-2/round.json").read_text())
+    assert rec["status"] == "ROLLED BACK" and rec["category"] == "interrupted"
+    assert (project / KERNEL).read_text() == incumbent
