@@ -22,6 +22,7 @@ from kernel_ratchet.campaign.clock import now
 from kernel_ratchet.campaign.context import CampaignContext, Say
 from kernel_ratchet.campaign.journal import AppendOnlyLog
 from kernel_ratchet.campaign.lineage import git
+from kernel_ratchet.campaign.lineage.displaced import keep_displaced
 from kernel_ratchet.campaign.lineage.kernel import ambient, snapshot
 from kernel_ratchet.campaign.lineage.workspace import rounds_root
 from kernel_ratchet.campaign.lock import CampaignLock
@@ -215,12 +216,15 @@ class Campaign:
             kill_leftovers(self.round_dir(n))
             if not (self.round_dir(n) / "kernel_snapshot" / "SNAPSHOT.json").exists():
                 snapshot(self.ctx, self.round_dir(n))
-            write_record(rpath, interrupted_record(self.ctx, n, p, interrupted))
+            kept = self._keep_displaced(n)
+            how = f"{interrupted}; {kept}" if kept else interrupted
+            write_record(rpath, interrupted_record(self.ctx, n, p, how))
             p = self.state.pending = p.at(Stage.DECIDED)
             self.save()
             self.say(f"round-{n} was interrupted before its decision: closed as ROLLED BACK")
         record = read_record(rpath)
         if p.stage is Stage.DECIDED:
+            self._keep_displaced(n)  # commit or roll back exactly the measured candidate
             p = self.state.pending = p.at(Stage.APPLIED, commit=apply(self.ctx, record))
             self.save()
             _fault("applied")
@@ -230,6 +234,20 @@ class Campaign:
             self.save()
         self._close(n, record, p.commit)
         return record
+
+    def _keep_displaced(self, n: int) -> str:
+        """Keep a change to the kernel files that round ``n`` did not measure before recovery
+        writes over them (:mod:`~kernel_ratchet.campaign.lineage.displaced`); says where, in
+        the output and in logs/optimize.md. Returns that sentence ("" when nothing was
+        displaced)."""
+        kept = keep_displaced(self.ctx, n)
+        if kept is None:
+            return ""
+        note = kept.note(self.dir)
+        self.say(note)
+        self.log("logs/optimize.md").append(f"> {now()}: round-{n} recovery: {note}.\n\n")
+        self.save()
+        return note
 
     def _close(self, n: int, record: RoundRecord, commit: str | None) -> None:
         st = self.state

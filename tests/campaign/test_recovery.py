@@ -171,3 +171,38 @@ def test_leftovers_are_killed_only_where_they_were_recorded(tmp_path):
         for p in (here, elsewhere, legacy):
             p.kill()
             p.wait()
+
+
+def test_recovery_keeps_a_new_edit_it_displaces(project):
+    """kill -9 mid-round, then the user edits the kernel again before the next `validate`: the
+    recovery that rolls the round back must not lose that edit. It is kept as a patch in the
+    round's artifacts and as a git ref (HEAD and the index untouched), and the user is told."""
+    head = git(project, "rev-parse", "HEAD").strip()
+    set_blocks(project, M=32, N=32)
+    r = ratchet(
+        project, "validate", "--hypothesis", "32x32 tiles", KERNEL_RATCHET_FAULT="measuring"
+    )
+    assert r.returncode == -signal.SIGKILL, r.stdout + r.stderr
+    set_blocks(project, K=32)  # the user's next edit, made before any command ran
+    new_edit = (project / KERNEL).read_text()
+    staged = git(project, "diff", "--cached", "--name-only")
+
+    r = ratchet(project, "validate", "--hypothesis", "BLOCK_K 32")
+    cdir = campaign_dir(project)
+    ref = f"refs/ratchet/{cdir.name}/displaced/2"
+    assert ref in r.stderr, r.stdout + r.stderr
+    assert git(project, "show", f"{ref}:{KERNEL}") == new_edit
+    assert git(project, "rev-parse", f"{ref}^").strip() == head
+    patch = cdir / "rounds/round-2/artifacts/displaced.patch"
+    assert "+BLOCK_K = 32" in patch.read_text()
+    assert git(project, "rev-parse", "HEAD").strip() == head
+    assert git(project, "diff", "--cached", "--name-only") == staged
+    record = json.loads((cdir / "rounds/round-2/round.json").read_text())
+    assert ref in record["reason"]
+    assert ref in (cdir / "logs/optimize.md").read_text()
+    # the round measured 32x32 tiles: its snapshot is that candidate, not the later edit
+    snap = (cdir / "rounds/round-2/kernel_snapshot" / KERNEL).read_text()
+    assert "BLOCK_M = 32" in snap and "BLOCK_K = 32" not in snap
+    # and the edit can be brought back as the message says
+    git(project, "checkout", ref, "--", KERNEL)
+    assert (project / KERNEL).read_text() == new_edit
