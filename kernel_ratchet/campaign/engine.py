@@ -117,6 +117,7 @@ class Campaign:
     def baseline(self) -> RoundRecord:
         """Round 1: focused test, harness on all target shapes, schema frozen, representative
         shapes chosen. Raises CampaignError when the unmodified kernel fails its own test."""
+        self._require_branch()
         if self.state.phase is not Phase.INITIALIZED:
             raise CampaignError(
                 "the baseline is taken already; edit the kernel and run "
@@ -170,6 +171,7 @@ class Campaign:
         a ROLLED BACK record, not an exception; a drifted CSV schema is recorded the same way
         and then re-raised loudly.
         """
+        self._require_branch()
         self.recover()
         preconditions(self.ctx, hypothesis, bucket, level)
         n = self.state.next_round
@@ -203,6 +205,7 @@ class Campaign:
         p = self.state.pending
         if not p:
             return None
+        self._require_branch()
         n = p.round
         if n == 1:
             kill_leftovers(self.round_dir(1))
@@ -234,6 +237,12 @@ class Campaign:
             self.save()
         self._close(n, record, p.commit)
         return record
+
+    def _require_branch(self) -> None:
+        """Refuse (BranchError) a command that could commit or roll back while another
+        branch than the campaign's is checked out; checked before anything is changed."""
+        if self.m.branch_name:
+            git.require_branch(self.ctx.groot, self.m.branch_name, self.m.campaign)
 
     def _keep_displaced(self, n: int) -> str:
         """Keep a change to the kernel files that round ``n`` did not measure before recovery

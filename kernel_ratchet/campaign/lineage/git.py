@@ -12,7 +12,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from kernel_ratchet.errors import GitError
+from kernel_ratchet.errors import BranchError, GitError
 
 
 def git(
@@ -54,6 +54,17 @@ def head(root: Path) -> str:
 def current_branch(root: Path) -> str:
     """The checked-out branch (``HEAD`` when detached)."""
     return git(root, "rev-parse", "--abbrev-ref", "HEAD").strip()
+
+
+def require_branch(root: Path, branch: str, campaign: str) -> None:
+    """Raise BranchError unless ``branch`` (campaign ``campaign``'s) is checked out."""
+    current = current_branch(root)
+    if current != branch:
+        raise BranchError(
+            f"campaign {campaign} commits on branch {branch}, but {current} is checked out; "
+            f"nothing was measured or changed. Run `git checkout {branch}` and run the "
+            "command again"
+        )
 
 
 def create_branch(root: Path, name: str) -> None:
