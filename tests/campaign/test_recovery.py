@@ -206,3 +206,24 @@ def test_recovery_keeps_a_new_edit_it_displaces(project):
     # and the edit can be brought back as the message says
     git(project, "checkout", ref, "--", KERNEL)
     assert (project / KERNEL).read_text() == new_edit
+
+
+def test_resume_after_a_manual_validate_closes_the_round_and_stops(project):
+    """SIGTERM of a hand-run `validate`, then `ratchet resume`: the campaign is driven by hand,
+    so resume closes the interrupted round and stops, pointing at `validate` again; it does
+    not hand the campaign to an optimizer (an earlier run's search is not what drove it)."""
+    cdir = campaign_dir(project)
+    (cdir / "optimizer.json").write_text(json.dumps({"name": "search"}))  # an earlier run
+    head = git(project, "rev-parse", "HEAD").strip()
+    proc = _validate_in_its_harness(project)
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 143
+    assert json.loads((cdir / "optimizer.json").read_text())["name"] == "manual"
+
+    r = ratchet(project, "resume", "--max-iterations", "1")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "ratchet validate" in r.stdout + r.stderr
+    assert "search optimizer" not in r.stderr
+    _check_closed_once(project, 2)
+    assert git(project, "rev-parse", "HEAD").strip() == head
