@@ -52,6 +52,10 @@ class GitError(RatchetError):
     exit_code = 8
 
 
+class BranchError(GitError):
+    """The checked-out branch is not the campaign's: a round would commit on another line."""
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM (``kill``, ``timeout``, a job scheduler's limit): stop now, as a second Ctrl+C
     does. The engine closes the round in flight as interrupted, naming the signal; the CLI

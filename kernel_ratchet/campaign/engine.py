@@ -22,6 +22,7 @@ from kernel_ratchet.campaign.clock import now
 from kernel_ratchet.campaign.context import CampaignContext, Say
 from kernel_ratchet.campaign.journal import AppendOnlyLog
 from kernel_ratchet.campaign.lineage import git
+from kernel_ratchet.campaign.lineage.displaced import keep_displaced
 from kernel_ratchet.campaign.lineage.kernel import ambient, snapshot
 from kernel_ratchet.campaign.lineage.workspace import rounds_root
 from kernel_ratchet.campaign.lock import CampaignLock
@@ -116,6 +117,7 @@ class Campaign:
     def baseline(self) -> RoundRecord:
         """Round 1: focused test, harness on all target shapes, schema frozen, representative
         shapes chosen. Raises CampaignError when the unmodified kernel fails its own test."""
+        self._require_branch()
         if self.state.phase is not Phase.INITIALIZED:
             raise CampaignError(
                 "the baseline is taken already; edit the kernel and run "
@@ -169,6 +171,7 @@ class Campaign:
         a ROLLED BACK record, not an exception; a drifted CSV schema is recorded the same way
         and then re-raised loudly.
         """
+        self._require_branch()
         self.recover()
         preconditions(self.ctx, hypothesis, bucket, level, lesson=notes.get("lesson", ""))
         n = self.state.next_round
@@ -202,6 +205,7 @@ class Campaign:
         p = self.state.pending
         if not p:
             return None
+        self._require_branch()
         n = p.round
         if n == 1:
             kill_leftovers(self.round_dir(1))
@@ -215,12 +219,15 @@ class Campaign:
             kill_leftovers(self.round_dir(n))
             if not (self.round_dir(n) / "kernel_snapshot" / "SNAPSHOT.json").exists():
                 snapshot(self.ctx, self.round_dir(n))
-            write_record(rpath, interrupted_record(self.ctx, n, p, interrupted))
+            kept = self._keep_displaced(n)
+            how = f"{interrupted}; {kept}" if kept else interrupted
+            write_record(rpath, interrupted_record(self.ctx, n, p, how))
             p = self.state.pending = p.at(Stage.DECIDED)
             self.save()
             self.say(f"round-{n} was interrupted before its decision: closed as ROLLED BACK")
         record = read_record(rpath)
         if p.stage is Stage.DECIDED:
+            self._keep_displaced(n)  # commit or roll back exactly the measured candidate
             p = self.state.pending = p.at(Stage.APPLIED, commit=apply(self.ctx, record))
             self.save()
             _fault("applied")
@@ -230,6 +237,26 @@ class Campaign:
             self.save()
         self._close(n, record, p.commit)
         return record
+
+    def _require_branch(self) -> None:
+        """Refuse (BranchError) a command that could commit or roll back while another
+        branch than the campaign's is checked out; checked before anything is changed."""
+        if self.m.branch_name:
+            git.require_branch(self.ctx.groot, self.m.branch_name, self.m.campaign)
+
+    def _keep_displaced(self, n: int) -> str:
+        """Keep a change to the kernel files that round ``n`` did not measure before recovery
+        writes over them (:mod:`~kernel_ratchet.campaign.lineage.displaced`); says where, in
+        the output and in logs/optimize.md. Returns that sentence ("" when nothing was
+        displaced)."""
+        kept = keep_displaced(self.ctx, n)
+        if kept is None:
+            return ""
+        note = kept.note(self.dir)
+        self.say(note)
+        self.log("logs/optimize.md").append(f"> {now()}: round-{n} recovery: {note}.\n\n")
+        self.save()
+        return note
 
     def _close(self, n: int, record: RoundRecord, commit: str | None) -> None:
         st = self.state

@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from kernel_ratchet.campaign.driver import MANUAL, record_driver
 from kernel_ratchet.cli.common import (
     CampaignOpt,
     ProfileOpt,
@@ -23,6 +24,7 @@ from kernel_ratchet.cli.common import (
 def baseline(profile: Path | None = ProfileOpt, campaign: str | None = CampaignOpt):
     """BASELINE (round-1): focused test and harness on all target shapes."""
     with open_campaign(profile, campaign) as c:
+        record_driver(c.dir, {"name": MANUAL})
         rec = c.baseline()
         reps = ", ".join(c.m.representative_shapes)
     out.print(f"round-1 BASELINE: {rec.reason}\nrepresentative shapes: {reps}")
@@ -43,6 +45,7 @@ def validate(
 ):
     """VALIDATE the working-tree change against the incumbent; ACCEPT (commit) or ROLL BACK."""
     with open_campaign(profile, campaign) as c:
+        record_driver(c.dir, {"name": MANUAL})
         rec = c.validate(
             hypothesis,
             bucket=bucket,

@@ -240,18 +240,22 @@ def resume(
     profile: Path | None = ProfileOpt,
     campaign: str | None = CampaignOpt,
 ):
-    """Continue an interrupted or paused `ratchet run` (the round in flight is closed first).
-    Without --optimizer and --knobs, the campaign is driven as its last run was (its recorded
-    optimizer and knobs; an agent's command is given again with --agent-cmd), or by the search
-    after a manual run."""
+    """Continue an interrupted or paused campaign (the round in flight is closed first) the
+    way it was driven. Without --optimizer and --knobs: a campaign driven by an optimizer is
+    driven by it again (its recorded optimizer and knobs; an agent's command is given again
+    with --agent-cmd); a campaign driven by hand (`ratchet validate`) has its interrupted round
+    closed and stops there: run `ratchet validate` again."""
+    from kernel_ratchet.campaign.driver import driven_by_hand, recorded_driver
     from kernel_ratchet.campaign.locate import find_campaign
-    from kernel_ratchet.optimizers.loop import recorded_optimizer
 
     prof = profile_at(profile)
     cdir = find_campaign(prof, campaign)
     name = cdir.name
-    last = recorded_optimizer(cdir) or {}
-    if optimizer is None and knobs is None and last and last.get("name") != "manual":
+    if optimizer is None and knobs is None:
+        if driven_by_hand(cdir):
+            _close_by_hand(profile, name)
+            return
+        last = recorded_driver(cdir) or {}
         optimizer = last.get("name", "search")
         knobs = ",".join(last.get("knobs") or []) or None
         err.print(
@@ -269,4 +273,22 @@ def resume(
         efficiency_target=efficiency_target,
         init={},
         pause=pause,
+    )
+
+
+def _close_by_hand(profile: Path | None, name: str) -> None:
+    """Resume of a campaign driven by hand: close the round in flight and stop."""
+    from kernel_ratchet.cli.common import open_campaign
+
+    with open_campaign(profile, name) as c:
+        closed = c.recover()
+    what = (
+        f"round-{closed.round} was closed as {closed.status.value} ({closed.category.value})"
+        if closed
+        else "no round was in flight"
+    )
+    out.print(
+        f"campaign [bold]{name}[/bold] is driven by hand: {what}. Edit the kernel and run "
+        "`ratchet validate --hypothesis ...` again (or give --optimizer search|agent to let "
+        "an optimizer drive it)"
     )

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-import json
 import math
 import os
 import shlex
@@ -29,8 +28,8 @@ from typing import Any
 
 from kernel_ratchet.campaign.analyze import analyze_campaign
 from kernel_ratchet.campaign.create import create_campaign, define_target, preflight
+from kernel_ratchet.campaign.driver import record_driver
 from kernel_ratchet.campaign.engine import Campaign
-from kernel_ratchet.campaign.fsutil import atomic_write_json
 from kernel_ratchet.campaign.lineage.kernel import incumbent_bytes, kernel_changed
 from kernel_ratchet.campaign.locate import find_campaign
 from kernel_ratchet.campaign.record import RoundRecord, read_record, verified_ineffective
@@ -49,16 +48,6 @@ Say = Callable[[str], None]
 MAX_EMPTY_PROPOSALS = 3
 #: Stop code of an interactive optimizer handing over: no REPORT, the campaign goes on.
 PAUSED = "PAUSED"
-#: The settings of the optimizer that drove the campaign's latest run (``ratchet resume``
-#: drives it the same way unless told otherwise).
-OPTIMIZER_FILE = "optimizer.json"
-
-
-def recorded_optimizer(campaign_dir: Path) -> dict[str, Any] | None:
-    """The settings of the optimizer of the campaign's latest ``ratchet run``/``resume``
-    (:meth:`~kernel_ratchet.optimizers.base.Optimizer.settings`), or None before any."""
-    path = Path(campaign_dir) / OPTIMIZER_FILE
-    return json.loads(path.read_text()) if path.exists() else None
 
 
 @dataclass
@@ -172,7 +161,7 @@ def run_campaign(
     deadline = time.monotonic() + max_duration_s if max_duration_s else math.inf
     with Campaign(profile, cdir, say=say) as c:
         c.recover()
-        atomic_write_json(cdir / OPTIMIZER_FILE, optimizer.settings())
+        record_driver(cdir, optimizer.settings())
         if c.state.phase is Phase.INITIALIZED:
             c.baseline()
             say(f"BASELINE done; representative shapes: {', '.join(c.m.representative_shapes)}")

@@ -74,9 +74,9 @@ def same_space(sweep: dict[str, Any], campaign: Path | None) -> str | None:
     (also when there is no campaign record to compare)."""
     if campaign is None:
         return None
-    from kernel_ratchet.optimizers.loop import recorded_optimizer
+    from kernel_ratchet.campaign.driver import recorded_driver
 
-    last = recorded_optimizer(campaign)
+    last = recorded_driver(campaign)
     if not last or last.get("name") != "search":
         return None
     knobs = sorted(last.get("knobs") or [])

@@ -171,3 +171,59 @@ def test_leftovers_are_killed_only_where_they_were_recorded(tmp_path):
         for p in (here, elsewhere, legacy):
             p.kill()
             p.wait()
+
+
+def test_recovery_keeps_a_new_edit_it_displaces(project):
+    """kill -9 mid-round, then the user edits the kernel again before the next `validate`: the
+    recovery that rolls the round back must not lose that edit. It is kept as a patch in the
+    round's artifacts and as a git ref (HEAD and the index untouched), and the user is told."""
+    head = git(project, "rev-parse", "HEAD").strip()
+    set_blocks(project, M=32, N=32)
+    r = ratchet(
+        project, "validate", "--hypothesis", "32x32 tiles", KERNEL_RATCHET_FAULT="measuring"
+    )
+    assert r.returncode == -signal.SIGKILL, r.stdout + r.stderr
+    set_blocks(project, K=32)  # the user's next edit, made before any command ran
+    new_edit = (project / KERNEL).read_text()
+    staged = git(project, "diff", "--cached", "--name-only")
+
+    r = ratchet(project, "validate", "--hypothesis", "BLOCK_K 32")
+    cdir = campaign_dir(project)
+    ref = f"refs/ratchet/{cdir.name}/displaced/2"
+    assert ref in r.stderr, r.stdout + r.stderr
+    assert git(project, "show", f"{ref}:{KERNEL}") == new_edit
+    assert git(project, "rev-parse", f"{ref}^").strip() == head
+    patch = cdir / "rounds/round-2/artifacts/displaced.patch"
+    assert "+BLOCK_K = 32" in patch.read_text()
+    assert git(project, "rev-parse", "HEAD").strip() == head
+    assert git(project, "diff", "--cached", "--name-only") == staged
+    record = json.loads((cdir / "rounds/round-2/round.json").read_text())
+    assert ref in record["reason"]
+    assert ref in (cdir / "logs/optimize.md").read_text()
+    # the round measured 32x32 tiles: its snapshot is that candidate, not the later edit
+    snap = (cdir / "rounds/round-2/kernel_snapshot" / KERNEL).read_text()
+    assert "BLOCK_M = 32" in snap and "BLOCK_K = 32" not in snap
+    # and the edit can be brought back as the message says
+    git(project, "checkout", ref, "--", KERNEL)
+    assert (project / KERNEL).read_text() == new_edit
+
+
+def test_resume_after_a_manual_validate_closes_the_round_and_stops(project):
+    """SIGTERM of a hand-run `validate`, then `ratchet resume`: the campaign is driven by hand,
+    so resume closes the interrupted round and stops, pointing at `validate` again; it does
+    not hand the campaign to an optimizer (an earlier run's search is not what drove it)."""
+    cdir = campaign_dir(project)
+    (cdir / "optimizer.json").write_text(json.dumps({"name": "search"}))  # an earlier run
+    head = git(project, "rev-parse", "HEAD").strip()
+    proc = _validate_in_its_harness(project)
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 143
+    assert json.loads((cdir / "optimizer.json").read_text())["name"] == "manual"
+
+    r = ratchet(project, "resume", "--max-iterations", "1")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "ratchet validate" in r.stdout + r.stderr
+    assert "search optimizer" not in r.stderr
+    _check_closed_once(project, 2)
+    assert git(project, "rev-parse", "HEAD").strip() == head

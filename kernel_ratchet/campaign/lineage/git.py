@@ -6,16 +6,28 @@ cleans or stashes anything else in the user's tree.
 
 from __future__ import annotations
 
+import os
 import subprocess
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from kernel_ratchet.errors import GitError
+from kernel_ratchet.errors import BranchError, GitError
 
 
-def git(root: Path, *args: str, check: bool = True, input: str | None = None) -> str:
-    """Run ``git args`` in ``root``; its stdout. Raises GitError on failure when ``check``."""
-    proc = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, input=input)
+def git(
+    root: Path,
+    *args: str,
+    check: bool = True,
+    input: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> str:
+    """Run ``git args`` in ``root`` (``env``: extra environment); its stdout. Raises GitError
+    on failure when ``check``."""
+    full_env = {**os.environ, **env} if env else None
+    proc = subprocess.run(
+        ["git", *args], cwd=root, capture_output=True, text=True, input=input, env=full_env
+    )
     if check and proc.returncode != 0:
         raise GitError(f"`git {' '.join(args)}` failed in {root}: {proc.stderr.strip()}")
     return proc.stdout
@@ -42,6 +54,17 @@ def head(root: Path) -> str:
 def current_branch(root: Path) -> str:
     """The checked-out branch (``HEAD`` when detached)."""
     return git(root, "rev-parse", "--abbrev-ref", "HEAD").strip()
+
+
+def require_branch(root: Path, branch: str, campaign: str) -> None:
+    """Raise BranchError unless ``branch`` (campaign ``campaign``'s) is checked out."""
+    current = current_branch(root)
+    if current != branch:
+        raise BranchError(
+            f"campaign {campaign} commits on branch {branch}, but {current} is checked out; "
+            f"nothing was measured or changed. Run `git checkout {branch}` and run the "
+            "command again"
+        )
 
 
 def create_branch(root: Path, name: str) -> None:
@@ -110,3 +133,27 @@ def diff(root: Path, commit: str, paths: Sequence[str]) -> str:
 def log_message(root: Path, rev: str = "HEAD") -> str:
     """The full message of ``rev`` (empty when there is none)."""
     return git(root, "log", "-1", "--format=%B", rev, check=False)
+
+
+def keep_files(root: Path, files: Mapping[str, bytes | None], ref: str, message: str) -> str:
+    """Point ``ref`` at a new commit whose tree is HEAD's with ``files`` (path relative to
+    ``root`` -> bytes, None: deleted) written over it; returns the commit's sha.
+
+    Only plumbing on a private index file: the user's index, HEAD, branches and working tree
+    are left exactly as they are."""
+    parent = head(root)
+    with tempfile.TemporaryDirectory(prefix="ratchet-index-") as tmp:
+        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        git(root, "read-tree", parent, env=env)
+        for rel, data in files.items():
+            if data is None:
+                git(root, "update-index", "--force-remove", "--", rel, env=env)
+                continue
+            with open(Path(tmp) / "blob", "wb") as f:
+                f.write(data)
+            blob = git(root, "hash-object", "-w", "--", str(Path(tmp) / "blob")).strip()
+            git(root, "update-index", "--add", "--cacheinfo", f"100644,{blob},{rel}", env=env)
+        tree = git(root, "write-tree", env=env).strip()
+    sha = git(root, "commit-tree", tree, "-p", parent, "-F", "-", input=message).strip()
+    git(root, "update-ref", ref, sha)
+    return sha

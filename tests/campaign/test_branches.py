@@ -1,0 +1,51 @@
+"""A round commits only on its campaign's branch, and a second open campaign on the same op is
+started only on purpose (``init --another``)."""
+
+from __future__ import annotations
+
+import json
+
+from tests.campaign.conftest import KERNEL, campaign_dir, git, ratchet, set_blocks
+
+
+def _state(cdir):
+    return json.loads((cdir / "state.json").read_text())
+
+
+def test_second_init_on_an_open_campaign_needs_another(project):
+    first = campaign_dir(project)
+    branch = git(project, "branch", "--show-current").strip()
+    r = ratchet(project, "init", "--op", "tiny_gemm", "--yes")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert first.name in r.stderr and "--another" in r.stderr
+    assert git(project, "branch", "--show-current").strip() == branch
+    assert [d.name for d in (project / ".ratchet/campaigns").iterdir()] == [first.name]
+
+
+def test_a_round_commits_only_on_its_campaign_branch(project):
+    first = campaign_dir(project)
+    own = f"optimize/{first.name}"
+    r = ratchet(project, "init", "--op", "tiny_gemm", "--yes", "--another")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert git(project, "branch", "--show-current").strip() != own
+    tips = {b: git(project, "rev-parse", b).strip() for b in ("main", own)}
+    before = _state(first)
+
+    set_blocks(project, M=32, N=32)
+    candidate = (project / KERNEL).read_text()
+    for checkout in (None, "main"):
+        if checkout:
+            git(project, "checkout", "-q", checkout)
+        r = ratchet(project, "validate", "--hypothesis", "32x32", "--campaign", first.name)
+        assert r.returncode == 8, r.stdout + r.stderr
+        assert f"git checkout {own}" in r.stderr, r.stderr
+        # refused before anything was measured or changed
+        assert _state(first) == before
+        assert not (first / "rounds/round-2").exists()
+        assert (project / KERNEL).read_text() == candidate
+        assert {b: git(project, "rev-parse", b).strip() for b in tips} == tips
+
+    git(project, "checkout", "-q", own)
+    r = ratchet(project, "validate", "--hypothesis", "32x32", "--campaign", first.name)
+    assert r.returncode in (0, 1), r.stdout + r.stderr
+    assert git(project, "rev-parse", "main").strip() == tips["main"]
