@@ -16,8 +16,10 @@ What counts as a cache (state that outlives one call):
   tensor object itself.
 
 A *key* is the subscript of such a container, the first argument of ``.get``/``.setdefault``/
-``.pop``, the left side of ``in``, the other side of an ``is``/``==`` test against state, or the
-parameters of a memoized function. Key components are read by :class:`.keys.KeyReader`.
+``.pop``, the left side of ``in``, the other side of an ``is``/``==`` test against state or
+against a loop variable iterating over state (a list searched by content), the parameters of a
+memoized function, or the arguments of a call to one that carry a fresh tensor. Key
+components are read by :class:`.keys.KeyReader`.
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ class CacheUse:
     file: str
     line: int
     container: str
-    kind: str  # container | memo | tensor-attr | compare
+    kind: str  # container | memo | memo-call | tensor-attr | compare | search
     function: str
     key_text: str
     components: tuple[KeyComponent, ...]
@@ -78,7 +80,9 @@ class CacheUse:
         """The use as code: ``C[key]``, ``C is key``, ``@lru_cache f(args)``, ``t.<attr>``."""
         if self.kind == "compare":
             return f"{self.container} is/== {self.key_text}"
-        if self.kind == "memo":
+        if self.kind == "search":
+            return f"{self.container} searched for == {self.key_text}"
+        if self.kind in ("memo", "memo-call"):
             return f"{self.container}({self.key_text})"
         if self.kind == "tensor-attr":
             return f"{self.container} (key: {self.key_text})"
@@ -105,6 +109,7 @@ class FileScan:
     uniform_hints: list[tuple[int, str]] = field(default_factory=list)
     masked: str = ""
     written: set[str] = field(default_factory=set)
+    memoized: dict[str, str] = field(default_factory=dict)  # function name -> decorator
 
 
 def _is_ctor(node: ast.expr | None) -> bool:
@@ -208,9 +213,31 @@ def _refers_state(node: ast.expr, state: set[str]) -> bool:
     )
 
 
+def _searched(nodes: list[ast.AST], state: set[str]) -> dict[str, str]:
+    """Loop variables bound by iterating over state (``for k, out in seen:``), mapped to the
+    container's text: comparing one with ``==``/``is`` is a lookup by search."""
+    out: dict[str, str] = {}
+    for n in nodes:
+        if isinstance(n, (ast.For, ast.comprehension)) and _refers_state(n.iter, state):
+            for t in ast.walk(n.target):
+                if isinstance(t, ast.Name):
+                    out[t.id] = ast.unparse(n.iter)
+    return out
+
+
+def _search_site(n: ast.Compare, searched: dict[str, str]) -> tuple[str, ast.expr] | None:
+    left, right = n.left, n.comparators[0]
+    for mine, other in ((left, right), (right, left)):
+        own = isinstance(mine, ast.Name) and mine.id in searched
+        if isinstance(other, ast.Name) and other.id in searched and not own:
+            return searched[other.id], mine
+    return None
+
+
 def _key_sites(nodes: list[ast.AST], state: set[str]) -> list[tuple[ast.AST, str, ast.expr, str]]:
     """(node, container, key expression, kind) of every keyed access to state in ``nodes``."""
     out = []
+    searched = _searched(nodes, state)
     for n in nodes:
         if isinstance(n, ast.Subscript) and short_name(n.value) in state:
             out.append((n, ast.unparse(n.value), n.slice, "container"))
@@ -227,6 +254,10 @@ def _key_sites(nodes: list[ast.AST], state: set[str]) -> list[tuple[ast.AST, str
             if isinstance(op, (ast.In, ast.NotIn)) and short_name(right) in state:
                 out.append((n, ast.unparse(right), left, "container"))
             elif isinstance(op, (ast.Is, ast.IsNot, ast.Eq, ast.NotEq)):
+                site = _search_site(n, searched)
+                if site is not None:
+                    out.append((n, site[0], site[1], "search"))
+                    continue
                 for mine, other in ((left, right), (right, left)):
                     if _refers_state(other, state) and not _refers_state(mine, state):
                         out.append((n, ast.unparse(other), mine, "compare"))
@@ -297,14 +328,31 @@ def _keyed_uses(
         if _fixed_slot(key):
             continue  # `_LAST[0]`, `_STATS["hits"]`, `CONFIGS[:3]`: a fixed slot, not a key
         parts = reader.read(key)
-        tensor_key = any(p.kind in ("identity", "address", "args") for p in parts)
-        if kind == "compare" and not tensor_key:
+        tensor_key = any(p.kind in ("identity", "address", "args", "content") for p in parts)
+        if kind in ("compare", "search") and not tensor_key:
             continue  # `x is None`, `n == 0`: not a key
         if not tensor_key and _short_of(container) not in scan.written:
             continue  # a lookup in a constant table, not a cache
         out.append((node, container, key, kind, parts))
     for node, target in _tensor_attr_sites(nodes, reader):
         out.append((node, f"{target.id}.<attr>", None, "tensor-attr", reader.read(target)))
+    return out
+
+
+def _memo_calls(
+    scan: FileScan, nodes: list[ast.AST], reader: KeyReader
+) -> list[tuple[ast.AST, str, ast.expr | None, str, list[KeyComponent]]]:
+    """Calls of this file's memoized functions whose arguments carry a fresh tensor (its
+    identity or its content, e.g. ``_product(a.numpy().tobytes(), ...)``): the memo is keyed
+    on that tensor, whatever the memoized function's parameters are annotated as."""
+    out = []
+    for n in nodes:
+        if isinstance(n, ast.Call) and short_name(n.func) in scan.memoized:
+            parts = [c for a in [*n.args, *(k.value for k in n.keywords)] for c in reader.read(a)]
+            fresh = [p for p in parts if p.kind in ("identity", "address", "content") and p.fresh]
+            if fresh:
+                container = f"@{scan.memoized[short_name(n.func) or '']} {ast.unparse(n.func)}"
+                out.append((n, container, None, "memo-call", parts))
     return out
 
 
@@ -317,7 +365,7 @@ def _scan_function(scan: FileScan, qual: str, fn: FunctionNode, role: Role) -> N
     checked = {
         ast.unparse(n.value) for n in nodes if isinstance(n, ast.Attribute) and n.attr == "_version"
     }
-    uses = _keyed_uses(scan, nodes, reader)
+    uses = _keyed_uses(scan, nodes, reader) + _memo_calls(scan, nodes, reader)
     memo = _memo_decorated(fn)
     if memo:
         uses.append((fn, f"@{memo} {qual}", None, "memo", _memo_parts(fn, reader)))
@@ -347,6 +395,10 @@ def scan_source(path: str, source: str) -> FileScan:
     role = lambda name: role_of(name, linear_b=linear_b, overrides=overrides)  # noqa: E731
     _containers(tree, scan)
     scan.written = _written(tree, set(scan.containers))
+    for _, fn in functions(tree):
+        memo = _memo_decorated(fn)
+        if memo:
+            scan.memoized[fn.name] = memo
     for qual, fn in functions(tree):
         _scan_function(scan, qual, fn, role)
     facts = kernel_facts(tree, role)

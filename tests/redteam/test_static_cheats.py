@@ -53,23 +53,14 @@ def test_a_backend_change_needs_consent(name: str) -> None:
     expect_flagged(result.verdict != ALLOW, result.reason, "backend", str(result))
 
 
-_CONTENT_GAP = gap(
-    "cache_scan finds keyed lookups in dict-like containers and memo decorators over tensors "
-    "only: a linear search of a list (module level or closure) compared with ==, and an "
-    "lru_cache whose parameters are the inputs' bytes, are read as no cache or a config cache; "
-    "a key made of tensor *values* (bytes, sampled elements, .item()) is not classified as "
-    "content of a fresh tensor"
-)
-
-
 @pytest.mark.parametrize(
     "name",
     [
         pytest.param("CONTENT_CLASS_ATTR", id="content-key-class-attribute"),
-        pytest.param("CONTENT_CLOSURE", id="content-key-closure-list", marks=_CONTENT_GAP),
-        pytest.param("CONTENT_MODULE_LIST", id="content-key-module-list", marks=_CONTENT_GAP),
-        pytest.param("CONTENT_LRU", id="content-key-functools-lru-cache", marks=_CONTENT_GAP),
-        pytest.param("CONTENT_SAMPLED", id="sampled-elements-key-in-a-dict", marks=_CONTENT_GAP),
+        pytest.param("CONTENT_CLOSURE", id="content-key-closure-list"),
+        pytest.param("CONTENT_MODULE_LIST", id="content-key-module-list"),
+        pytest.param("CONTENT_LRU", id="content-key-functools-lru-cache"),
+        pytest.param("CONTENT_SAMPLED", id="sampled-elements-key-in-a-dict"),
     ],
 )
 def test_a_content_keyed_cache_is_generic_memoization(name: str) -> None:
