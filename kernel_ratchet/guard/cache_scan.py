@@ -28,6 +28,7 @@ import ast
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from kernel_ratchet.guard.cache_sites import fixed_slot, key_sites, tensor_attr_sites
 from kernel_ratchet.guard.kernel_facts import kernel_facts
 from kernel_ratchet.guard.keys import KeyComponent, KeyReader
 from kernel_ratchet.guard.roles import annotations, names_linear_b, role_of
@@ -59,9 +60,6 @@ _MUTATORS = {
     "popitem",
     "move_to_end",
 }
-_LOOKUPS = {"get", "setdefault", "pop", "__getitem__", "__setitem__", "__contains__"}
-_NOT_CACHE_ATTRS = {"data", "grad", "requires_grad", "retains_grad"}
-_NO_ATTR_CACHE = {"self", "cls", "ctx"}
 
 
 @dataclass(frozen=True)
@@ -176,12 +174,6 @@ def _reader(fn: FunctionNode, role: Role) -> KeyReader:
     return KeyReader(assigned, params | varargs, varargs, tensor, role, frozenset(plain))
 
 
-def _fixed_slot(key: ast.expr) -> bool:
-    if isinstance(key, ast.UnaryOp):
-        key = key.operand
-    return isinstance(key, (ast.Constant, ast.Slice))
-
-
 def _short_of(text: str) -> str:
     return text.rsplit(".", 1)[-1].split("[", 1)[0]
 
@@ -205,82 +197,6 @@ def _written(tree: ast.Module, state: set[str]) -> set[str]:
             elif isinstance(n, ast.Assign):
                 out |= {short_name(t) or "" for t in n.targets if isinstance(t, ast.Attribute)}
     return out & state
-
-
-def _refers_state(node: ast.expr, state: set[str]) -> bool:
-    return any(
-        short_name(n) in state for n in ast.walk(node) if isinstance(n, (ast.Name, ast.Attribute))
-    )
-
-
-def _searched(nodes: list[ast.AST], state: set[str]) -> dict[str, str]:
-    """Loop variables bound by iterating over state (``for k, out in seen:``), mapped to the
-    container's text: comparing one with ``==``/``is`` is a lookup by search."""
-    out: dict[str, str] = {}
-    for n in nodes:
-        if isinstance(n, (ast.For, ast.comprehension)) and _refers_state(n.iter, state):
-            for t in ast.walk(n.target):
-                if isinstance(t, ast.Name):
-                    out[t.id] = ast.unparse(n.iter)
-    return out
-
-
-def _search_site(n: ast.Compare, searched: dict[str, str]) -> tuple[str, ast.expr] | None:
-    left, right = n.left, n.comparators[0]
-    for mine, other in ((left, right), (right, left)):
-        own = isinstance(mine, ast.Name) and mine.id in searched
-        if isinstance(other, ast.Name) and other.id in searched and not own:
-            return searched[other.id], mine
-    return None
-
-
-def _key_sites(nodes: list[ast.AST], state: set[str]) -> list[tuple[ast.AST, str, ast.expr, str]]:
-    """(node, container, key expression, kind) of every keyed access to state in ``nodes``."""
-    out = []
-    searched = _searched(nodes, state)
-    for n in nodes:
-        if isinstance(n, ast.Subscript) and short_name(n.value) in state:
-            out.append((n, ast.unparse(n.value), n.slice, "container"))
-        elif (
-            isinstance(n, ast.Call)
-            and isinstance(n.func, ast.Attribute)
-            and n.func.attr in _LOOKUPS
-            and short_name(n.func.value) in state
-            and n.args
-        ):
-            out.append((n, ast.unparse(n.func.value), n.args[0], "container"))
-        elif isinstance(n, ast.Compare) and len(n.ops) == 1:
-            left, right, op = n.left, n.comparators[0], n.ops[0]
-            if isinstance(op, (ast.In, ast.NotIn)) and short_name(right) in state:
-                out.append((n, ast.unparse(right), left, "container"))
-            elif isinstance(op, (ast.Is, ast.IsNot, ast.Eq, ast.NotEq)):
-                site = _search_site(n, searched)
-                if site is not None:
-                    out.append((n, site[0], site[1], "search"))
-                    continue
-                for mine, other in ((left, right), (right, left)):
-                    if _refers_state(other, state) and not _refers_state(mine, state):
-                        out.append((n, ast.unparse(other), mine, "compare"))
-    return out
-
-
-def _tensor_attr_sites(nodes: list[ast.AST], reader: KeyReader) -> list[tuple[ast.AST, ast.expr]]:
-    out = []
-    for n in nodes:
-        target = None
-        if isinstance(n, (ast.Assign, ast.AugAssign)):
-            for t in n.targets if isinstance(n, ast.Assign) else [n.target]:
-                if isinstance(t, ast.Attribute) and t.attr not in _NOT_CACHE_ATTRS:
-                    target = t.value
-        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "setattr":
-            target = n.args[0] if n.args else None
-        if (
-            isinstance(target, ast.Name)
-            and target.id not in _NO_ATTR_CACHE
-            and reader.role(target)[0] is not None
-        ):
-            out.append((n, target))
-    return out
 
 
 def _memo_decorated(fn: FunctionNode) -> str | None:
@@ -324,8 +240,8 @@ def _keyed_uses(
     """(node, container, key, kind, key parts) of the keyed accesses to state that are
     cache lookups, and of the attributes stored on tensors."""
     out = []
-    for node, container, key, kind in _key_sites(nodes, set(scan.containers)):
-        if _fixed_slot(key):
+    for node, container, key, kind in key_sites(nodes, set(scan.containers)):
+        if fixed_slot(key):
             continue  # `_LAST[0]`, `_STATS["hits"]`, `CONFIGS[:3]`: a fixed slot, not a key
         parts = reader.read(key)
         tensor_key = any(p.kind in ("identity", "address", "args", "content") for p in parts)
@@ -334,7 +250,7 @@ def _keyed_uses(
         if not tensor_key and _short_of(container) not in scan.written:
             continue  # a lookup in a constant table, not a cache
         out.append((node, container, key, kind, parts))
-    for node, target in _tensor_attr_sites(nodes, reader):
+    for node, target in tensor_attr_sites(nodes, reader):
         out.append((node, f"{target.id}.<attr>", None, "tensor-attr", reader.read(target)))
     return out
 
