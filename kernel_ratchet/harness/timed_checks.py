@@ -83,6 +83,10 @@ class TimedCallChecks:
 
         if self.last is not None:
             ac.poison(ac.output_tensors(self.last, self.what))
+        if self.s.device.startswith("cuda"):
+            from kernel_ratchet.harness.l2_persist import reset_persisting_l2
+
+            reset_persisting_l2()  # lines a candidate pinned must not outlive the L2 flush
         self.spot = index in self.spots
         if self.spot:
             ad = self.s.adapter

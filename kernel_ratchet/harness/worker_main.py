@@ -63,6 +63,22 @@ class Session:
         params.setdefault("device", self.device)
         self.engine = make_engine(spec["engine"], params)
 
+    def after_candidate(self) -> None:
+        """The Sentinel's checks after the candidate ran (patched functions, hooks, modes,
+        flags, threads, child processes) and, on CUDA, no persisting L2 state left behind."""
+        self.sentinel.verify()
+        self.sentinel.verify_threads()
+        if self.device.startswith("cuda"):
+            from kernel_ratchet.harness.anticheat import CheatDetected
+            from kernel_ratchet.harness.l2_persist import persisting_l2
+
+            pinned = persisting_l2()
+            if pinned:
+                raise CheatDetected(
+                    f"the candidate left persisting L2 state ({'; '.join(pinned)}): inputs "
+                    "pinned in L2 survive the engine's L2 flush and fake a memory-bound gain"
+                )
+
     def sync(self) -> None:
         import torch
 
@@ -110,8 +126,7 @@ class Session:
         self.sync()
         outs = ac.output_tensors(dict(got), "outputs()")
         ac.verify_inputs(snap)
-        self.sentinel.verify()
-        self.sentinel.verify_threads()
+        self.after_candidate()
         ref = ad.reference(case)
         self.sentinel.verify()  # right before the comparison: hooks, modes, patched functions
         thresholds = {name: ad.threshold(name) for name in ref}
@@ -151,8 +166,7 @@ class Session:
             payload["checks"].append("rebind")
         else:
             payload["checks"].append("rebind skipped: cases of two seeds differ in structure")
-        self.sentinel.verify()
-        self.sentinel.verify_threads()
+        self.after_candidate()
         return {"ok": True, "category": "ok", "detail": "all outputs pass", "payload": payload}
 
     # -- time --
@@ -175,8 +189,7 @@ class Session:
         timing = self.engine.measure(hooks.fn, hooks)
         self.sync()
         ac.verify_inputs(hooks.snap)
-        self.sentinel.verify()
-        self.sentinel.verify_threads()
+        self.after_candidate()
         idx = 1 if phase == "bwd" else 0
         ac.check_roofline(
             ad.flops(shape)[idx], timing.median_ms, msg.get("max_tflops"), "TFLOPS", 1e12
@@ -225,6 +238,7 @@ def _capture() -> tuple[Any, Any, Any]:
         correctness,
         digest,
         input_entropy,
+        l2_persist,
         process_guard,
         timed_checks,
     )
@@ -247,6 +261,7 @@ def _capture() -> tuple[Any, Any, Any]:
             digest,
             timed_checks,
             input_entropy,
+            l2_persist,
             process_guard,
             adapter_mod,
             sys.modules[__name__],
