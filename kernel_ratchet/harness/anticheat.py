@@ -7,11 +7,13 @@ sentence; the worker converts it into a ``WorkerResult``.
 What is checked, and against which cheat:
 
 * :class:`Sentinel` -- the timers (``time.perf_counter``, ``torch.cuda.synchronize``,
-  ``torch.cuda.Event`` and its methods, ``CUDAGraph.replay``) and the harness's own functions
-  (timing engines, correctness) are captured by identity when the worker starts, before the
-  project is imported, and verified before and after every request: a patched timer.
-  It also remembers the Python threads alive at start: a background thread left running by the
-  candidate (work done off the timed path) is reported.
+  ``torch.cuda.Event`` and its methods, ``CUDAGraph.replay``), torch's comparison functions
+  (``torch.allclose``, ``torch.testing.assert_close``, ``Tensor.__sub__``...) and the harness's
+  own functions are captured by identity when the worker starts, before the project is
+  imported, and verified before and after every request and right before every comparison with
+  the reference; so are the process-wide state of :mod:`.process_guard` (profile/trace hooks,
+  entered torch modes, numeric flags) and the threads alive at start (Python and OS level):
+  a background thread or a child process left running by the candidate is reported.
 * :func:`snapshot_inputs` / :func:`verify_inputs` -- a hash of every input tensor before and after
   the candidate ran: an op that modifies its inputs (or caches results in them). The hashes
   are :func:`kernel_ratchet.harness.digest.tensor_digest`, called through its module so the
@@ -27,9 +29,10 @@ What is checked, and against which cheat:
   when the call returns: work on a side stream that is not joined.
 * :func:`check_roofline` -- a time below what the caller's measured peak allows.
 
-Known limit: a cache keyed on the *content* of the inputs that returns a fresh copy of a correct
-result is not detected here (its cost is a hash plus a copy); the paired A/B re-measure of any
-gain above 1.5x in a fresh process is the backstop.
+Known limits: a cache keyed on the *content* of the inputs that returns a fresh copy of a
+correct result is not detected here (its cost is a hash plus a copy); the transfer guard's
+training idiom and the static audit are the backstop. Everything here runs in the candidate's
+process: code that reads the harness's frames or patches native functions can hide from it.
 """
 
 from __future__ import annotations
