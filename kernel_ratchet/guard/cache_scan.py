@@ -16,8 +16,10 @@ What counts as a cache (state that outlives one call):
   tensor object itself.
 
 A *key* is the subscript of such a container, the first argument of ``.get``/``.setdefault``/
-``.pop``, the left side of ``in``, the other side of an ``is``/``==`` test against state, or the
-parameters of a memoized function. Key components are read by :class:`.keys.KeyReader`.
+``.pop``, the left side of ``in``, the other side of an ``is``/``==`` test against state or
+against a loop variable iterating over state (a list searched by content), the parameters of a
+memoized function, or the arguments of a call to one that carry a fresh tensor. Key
+components are read by :class:`.keys.KeyReader`.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import ast
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from kernel_ratchet.guard.cache_sites import fixed_slot, key_sites, tensor_attr_sites
 from kernel_ratchet.guard.kernel_facts import kernel_facts
 from kernel_ratchet.guard.keys import KeyComponent, KeyReader
 from kernel_ratchet.guard.roles import annotations, names_linear_b, role_of
@@ -57,9 +60,6 @@ _MUTATORS = {
     "popitem",
     "move_to_end",
 }
-_LOOKUPS = {"get", "setdefault", "pop", "__getitem__", "__setitem__", "__contains__"}
-_NOT_CACHE_ATTRS = {"data", "grad", "requires_grad", "retains_grad"}
-_NO_ATTR_CACHE = {"self", "cls", "ctx"}
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ class CacheUse:
     file: str
     line: int
     container: str
-    kind: str  # container | memo | tensor-attr | compare
+    kind: str  # container | memo | memo-call | tensor-attr | compare | search
     function: str
     key_text: str
     components: tuple[KeyComponent, ...]
@@ -78,7 +78,9 @@ class CacheUse:
         """The use as code: ``C[key]``, ``C is key``, ``@lru_cache f(args)``, ``t.<attr>``."""
         if self.kind == "compare":
             return f"{self.container} is/== {self.key_text}"
-        if self.kind == "memo":
+        if self.kind == "search":
+            return f"{self.container} searched for == {self.key_text}"
+        if self.kind in ("memo", "memo-call"):
             return f"{self.container}({self.key_text})"
         if self.kind == "tensor-attr":
             return f"{self.container} (key: {self.key_text})"
@@ -105,6 +107,7 @@ class FileScan:
     uniform_hints: list[tuple[int, str]] = field(default_factory=list)
     masked: str = ""
     written: set[str] = field(default_factory=set)
+    memoized: dict[str, str] = field(default_factory=dict)  # function name -> decorator
 
 
 def _is_ctor(node: ast.expr | None) -> bool:
@@ -171,12 +174,6 @@ def _reader(fn: FunctionNode, role: Role) -> KeyReader:
     return KeyReader(assigned, params | varargs, varargs, tensor, role, frozenset(plain))
 
 
-def _fixed_slot(key: ast.expr) -> bool:
-    if isinstance(key, ast.UnaryOp):
-        key = key.operand
-    return isinstance(key, (ast.Constant, ast.Slice))
-
-
 def _short_of(text: str) -> str:
     return text.rsplit(".", 1)[-1].split("[", 1)[0]
 
@@ -200,56 +197,6 @@ def _written(tree: ast.Module, state: set[str]) -> set[str]:
             elif isinstance(n, ast.Assign):
                 out |= {short_name(t) or "" for t in n.targets if isinstance(t, ast.Attribute)}
     return out & state
-
-
-def _refers_state(node: ast.expr, state: set[str]) -> bool:
-    return any(
-        short_name(n) in state for n in ast.walk(node) if isinstance(n, (ast.Name, ast.Attribute))
-    )
-
-
-def _key_sites(nodes: list[ast.AST], state: set[str]) -> list[tuple[ast.AST, str, ast.expr, str]]:
-    """(node, container, key expression, kind) of every keyed access to state in ``nodes``."""
-    out = []
-    for n in nodes:
-        if isinstance(n, ast.Subscript) and short_name(n.value) in state:
-            out.append((n, ast.unparse(n.value), n.slice, "container"))
-        elif (
-            isinstance(n, ast.Call)
-            and isinstance(n.func, ast.Attribute)
-            and n.func.attr in _LOOKUPS
-            and short_name(n.func.value) in state
-            and n.args
-        ):
-            out.append((n, ast.unparse(n.func.value), n.args[0], "container"))
-        elif isinstance(n, ast.Compare) and len(n.ops) == 1:
-            left, right, op = n.left, n.comparators[0], n.ops[0]
-            if isinstance(op, (ast.In, ast.NotIn)) and short_name(right) in state:
-                out.append((n, ast.unparse(right), left, "container"))
-            elif isinstance(op, (ast.Is, ast.IsNot, ast.Eq, ast.NotEq)):
-                for mine, other in ((left, right), (right, left)):
-                    if _refers_state(other, state) and not _refers_state(mine, state):
-                        out.append((n, ast.unparse(other), mine, "compare"))
-    return out
-
-
-def _tensor_attr_sites(nodes: list[ast.AST], reader: KeyReader) -> list[tuple[ast.AST, ast.expr]]:
-    out = []
-    for n in nodes:
-        target = None
-        if isinstance(n, (ast.Assign, ast.AugAssign)):
-            for t in n.targets if isinstance(n, ast.Assign) else [n.target]:
-                if isinstance(t, ast.Attribute) and t.attr not in _NOT_CACHE_ATTRS:
-                    target = t.value
-        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "setattr":
-            target = n.args[0] if n.args else None
-        if (
-            isinstance(target, ast.Name)
-            and target.id not in _NO_ATTR_CACHE
-            and reader.role(target)[0] is not None
-        ):
-            out.append((n, target))
-    return out
 
 
 def _memo_decorated(fn: FunctionNode) -> str | None:
@@ -293,18 +240,35 @@ def _keyed_uses(
     """(node, container, key, kind, key parts) of the keyed accesses to state that are
     cache lookups, and of the attributes stored on tensors."""
     out = []
-    for node, container, key, kind in _key_sites(nodes, set(scan.containers)):
-        if _fixed_slot(key):
+    for node, container, key, kind in key_sites(nodes, set(scan.containers)):
+        if fixed_slot(key):
             continue  # `_LAST[0]`, `_STATS["hits"]`, `CONFIGS[:3]`: a fixed slot, not a key
         parts = reader.read(key)
-        tensor_key = any(p.kind in ("identity", "address", "args") for p in parts)
-        if kind == "compare" and not tensor_key:
+        tensor_key = any(p.kind in ("identity", "address", "args", "content") for p in parts)
+        if kind in ("compare", "search") and not tensor_key:
             continue  # `x is None`, `n == 0`: not a key
         if not tensor_key and _short_of(container) not in scan.written:
             continue  # a lookup in a constant table, not a cache
         out.append((node, container, key, kind, parts))
-    for node, target in _tensor_attr_sites(nodes, reader):
+    for node, target in tensor_attr_sites(nodes, reader):
         out.append((node, f"{target.id}.<attr>", None, "tensor-attr", reader.read(target)))
+    return out
+
+
+def _memo_calls(
+    scan: FileScan, nodes: list[ast.AST], reader: KeyReader
+) -> list[tuple[ast.AST, str, ast.expr | None, str, list[KeyComponent]]]:
+    """Calls of this file's memoized functions whose arguments carry a fresh tensor (its
+    identity or its content, e.g. ``_product(a.numpy().tobytes(), ...)``): the memo is keyed
+    on that tensor, whatever the memoized function's parameters are annotated as."""
+    out = []
+    for n in nodes:
+        if isinstance(n, ast.Call) and short_name(n.func) in scan.memoized:
+            parts = [c for a in [*n.args, *(k.value for k in n.keywords)] for c in reader.read(a)]
+            fresh = [p for p in parts if p.kind in ("identity", "address", "content") and p.fresh]
+            if fresh:
+                container = f"@{scan.memoized[short_name(n.func) or '']} {ast.unparse(n.func)}"
+                out.append((n, container, None, "memo-call", parts))
     return out
 
 
@@ -317,7 +281,7 @@ def _scan_function(scan: FileScan, qual: str, fn: FunctionNode, role: Role) -> N
     checked = {
         ast.unparse(n.value) for n in nodes if isinstance(n, ast.Attribute) and n.attr == "_version"
     }
-    uses = _keyed_uses(scan, nodes, reader)
+    uses = _keyed_uses(scan, nodes, reader) + _memo_calls(scan, nodes, reader)
     memo = _memo_decorated(fn)
     if memo:
         uses.append((fn, f"@{memo} {qual}", None, "memo", _memo_parts(fn, reader)))
@@ -347,6 +311,10 @@ def scan_source(path: str, source: str) -> FileScan:
     role = lambda name: role_of(name, linear_b=linear_b, overrides=overrides)  # noqa: E731
     _containers(tree, scan)
     scan.written = _written(tree, set(scan.containers))
+    for _, fn in functions(tree):
+        memo = _memo_decorated(fn)
+        if memo:
+            scan.memoized[fn.name] = memo
     for qual, fn in functions(tree):
         _scan_function(scan, qual, fn, role)
     facts = kernel_facts(tree, role)

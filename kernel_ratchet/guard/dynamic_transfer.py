@@ -6,7 +6,8 @@ section 8). The harness times both idioms on one shape
 ``transfer`` request); this module judges the traces. The gap is the median paired difference
 per step and the noise estimate is
 ``max(3 · 1.4826 · MAD(differences) / sqrt(repeats), min_rel_gap · benchmark time)``. The
-verdict is OVERFIT when the training idiom is slower by more than the noise, or when a cache
+verdict is OVERFIT when the training idiom is slower by more than the noise, when the outputs
+of one more untimed step of either idiom disagree with the reference, or when a cache
 in the kernel modules hits on a fresh tensor's key, or hits on the weight right after its update
 (a key without ``_version``), during the untimed training trace.
 
@@ -105,6 +106,11 @@ def judge_idioms(traces: IdiomTraces, min_rel_gap: float = MIN_REL_GAP) -> Dynam
     bench_ms, train_ms, gap = map(statistics.median, (traces.bench_ms, traces.train_ms, diffs))
     noise = max(3 * _robust_sigma(diffs) / math.sqrt(traces.repeats), min_rel_gap * bench_ms)
     problems = _cache_problems(traces.train_caches)
+    problems += [
+        f"outputs of the {w.split(':', 1)[0]} idiom disagree with the reference "
+        f"({w.split(':', 1)[1].strip()}): a result returned again for new inputs"
+        for w in traces.wrong_outputs
+    ]
     if gap > noise:
         problems.insert(
             0,

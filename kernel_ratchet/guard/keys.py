@@ -16,6 +16,8 @@ address    ``t.data_ptr()``, ``t.untyped_storage()...``  weight: stable; others:
 version    ``t._version``                                moves at every in-place update
 meta       ``t.shape``, ``.dtype``, ``.size()`` ...      stable, but does not tell data apart
 args       ``*args`` / ``**kwargs`` of a wrapper         every argument, tensors included
+content    ``t.tobytes()``, ``.numpy()``, ``.item()``,    the values of a non-weight tensor: new
+           ``.tolist()``, ``t[i, j]``                    every step (a content-keyed cache)
 value      constants, ints, strings, config names        stable
 =========  ============================================  ==========================================
 """
@@ -52,6 +54,8 @@ _META_METHODS = {
     "get_device",
 }
 _PASS_CALLS = {"tuple", "str", "repr", "int", "float", "bool", "list", "frozenset", "sorted"}
+#: Methods whose result is the tensor's values (or a copy of them on the host).
+_CONTENT_METHODS = {"tobytes", "numpy", "item", "tolist", "cpu", "detach", "__bytes__"}
 
 
 @dataclass(frozen=True)
@@ -59,7 +63,7 @@ class KeyComponent:
     """One part of a cache key. ``tensor``/``role`` name the tensor it depends on, if any."""
 
     text: str
-    kind: str  # identity | address | version | meta | args | value
+    kind: str  # identity | address | version | meta | args | content | value
     tensor: str | None = None
     role: str | None = None
 
@@ -85,6 +89,8 @@ class KeyComponent:
             return f"{self.text} [all call arguments: fresh tensors every step]"
         if self.kind == "version":
             return f"{self.text} [_version of {self.role}: moves at every in-place update]"
+        if self.kind == "content":
+            return f"{self.text} [content of {self.role} {self.tensor}: new values every step]"
         life = "fresh every step" if self.fresh else "same object every step"
         return f"{self.text} [{self.kind} of {self.role} {self.tensor}: {life}]"
 
@@ -189,6 +195,8 @@ class KeyReader:
             inner = self._read(node.value)
             if inner and all(c.kind in ("meta", "value", "args") for c in inner):
                 return [KeyComponent(text, c.kind, c.tensor, c.role) for c in inner]
+            if inner and all(c.kind in ("identity", "content") for c in inner):
+                return [KeyComponent(text, "content", c.tensor, c.role) for c in inner]
         return self._name(node)
 
     def _name(self, node: ast.expr) -> list[KeyComponent]:
@@ -225,6 +233,11 @@ class KeyReader:
                 return [KeyComponent(ast.unparse(node), "meta", *self.role(base))]
             if func.attr in ("items", "values", "keys"):
                 return self.read(base)
+            inner = self._read(base)
+            if func.attr in _CONTENT_METHODS and any(c.kind == "content" for c in inner):
+                return inner  # t.detach().cpu().numpy().tobytes(): still the content
+            if func.attr in ("tobytes", "numpy", "item", "tolist", "__bytes__"):
+                return self._tensor(base, "content", ast.unparse(node))
         # Any other call: conservatively, its key depends on everything passed in.
         parts = [c for a in args for c in self.read(a)]
         parts += [c for kw in node.keywords for c in self.read(kw.value)]

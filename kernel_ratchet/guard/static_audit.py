@@ -75,11 +75,13 @@ def _is_op(function: str) -> bool:
 def judge_use(use: CacheUse) -> _Judged:
     """Bucket and verdict of one keyed cache use from its key components."""
     parts = use.components
-    fresh = [p for p in parts if p.kind in ("identity", "address", "args") and p.fresh]
+    fresh = [p for p in parts if p.kind in ("identity", "address", "args", "content") and p.fresh]
     weights = {p.tensor for p in parts if p.kind in ("identity", "address") and not p.fresh}
     if fresh:
         what = ", ".join(p.describe() for p in fresh)
-        generic = use.kind == "memo" or any(p.kind == "args" for p in fresh)
+        generic = use.kind in ("memo", "memo-call", "search") or any(
+            p.kind in ("args", "content") for p in fresh
+        )
         bucket = "W3" if generic or _is_op(use.function) else "W2"
         kind = "generic memoization" if bucket == "W3" else "activation/grad_out cache"
         return _Judged(use, bucket, REJECT, f"{kind} keyed on {what}: never hits in training")

@@ -6,7 +6,9 @@ Contract of :func:`run_paired`:
 
 1. Two workers (separate processes, built by ``worker_factory``) are opened, one per side.
 2. Correctness first: every shape is checked on both sides with the check seed. A failing
-   check ends the run with that side's failure; nothing is timed.
+   check ends the run with that side's failure; nothing is timed. Then the rule compares the
+   two sides' SNRs on those same inputs (``rule.precision_drop``): a candidate whose precision
+   fell below the incumbent's ends the run with a failure of category ``"precision"``.
 3. Rounds. Round ``r`` visits every still-active shape in a shuffled order; per shape and phase
    the two sides are timed back to back in a shuffled order (recorded in ``order``), both with
    the same per-round secret seed :func:`round_seed`. One round = one value per side, shape and
@@ -113,6 +115,7 @@ class _Rounds:
     times: dict[str, dict[str, dict[str, list[float]]]] = field(init=False)
 
     def __post_init__(self) -> None:
+        self.snr: dict[str, dict[str, dict[str, float]]] = {side: {} for side in SIDES}
         self.by_label = {s.label: s for s in self.shapes}
         self.times = {
             side: {s.label: {p: [] for p in self.phases} for s in self.shapes} for side in SIDES
@@ -133,6 +136,8 @@ class _Rounds:
                     return Failure(
                         side, "check", shape.label, res.category, res.detail, self.logs[side]
                     )
+                snr = (res.payload or {}).get("snr") or {}
+                self.snr[side][shape.label] = {k: float(v) for k, v in snr.items()}
             say(
                 f"A/B: {shape.label} checked (incumbent {took[0]:.1f} s, candidate {took[1]:.1f} s)"
             )
@@ -245,6 +250,16 @@ def _sequential(
     return None, decision, None
 
 
+def _precision(run: _Rounds, rule: SequentialRule[Any]) -> Failure | None:
+    """Contract step 2, last: the candidate's SNRs against the incumbent's on the same inputs
+    (the rule judges); a drop is a failure of category "precision"."""
+    why = rule.precision_drop(run.snr["incumbent"], run.snr["candidate"])
+    if why is None:
+        return None
+    label = next(iter(run.snr["candidate"]), "")
+    return Failure("candidate", "check", label, "precision", why, run.logs["candidate"])
+
+
 def _open_workers(
     stack: ExitStack,
     factory: Callable[..., Any] | None,
@@ -313,7 +328,7 @@ def run_paired(
         workers = _open_workers(stack, worker_factory, (incumbent, candidate), logs)
         rng = np.random.default_rng(rng_seed)
         run = _Rounds(workers, tuple(shapes), phases, seed, rng, logs, tkw)
-        failure = run.check(say)
+        failure = run.check(say) or _precision(run, rule)
         check_wall_s = time.monotonic() - t0
         decision, early_stop = None, None
         if failure is None:

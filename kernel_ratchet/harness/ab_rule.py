@@ -56,6 +56,16 @@ class SequentialRule(Protocol[D_co]):
         """Why the candidate cannot become a gain (a sentence), or None."""
         ...
 
+    def precision_drop(
+        self,
+        incumbent: Mapping[str, Mapping[str, float]],
+        candidate: Mapping[str, Mapping[str, float]],
+    ) -> str | None:
+        """Why the candidate's precision fell below the incumbent's (a sentence), or None.
+        Both map a shape label to ``{output: SNR dB}`` of the correctness check, which ran on
+        the same inputs for both sides."""
+        ...
+
     def decide(
         self,
         samples: Mapping[str, PairedSamples],

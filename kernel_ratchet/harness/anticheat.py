@@ -7,11 +7,13 @@ sentence; the worker converts it into a ``WorkerResult``.
 What is checked, and against which cheat:
 
 * :class:`Sentinel` -- the timers (``time.perf_counter``, ``torch.cuda.synchronize``,
-  ``torch.cuda.Event`` and its methods, ``CUDAGraph.replay``) and the harness's own functions
-  (timing engines, correctness) are captured by identity when the worker starts, before the
-  project is imported, and verified before and after every request: a patched timer.
-  It also remembers the Python threads alive at start: a background thread left running by the
-  candidate (work done off the timed path) is reported.
+  ``torch.cuda.Event`` and its methods, ``CUDAGraph.replay``), torch's comparison functions
+  (``torch.allclose``, ``torch.testing.assert_close``, ``Tensor.__sub__``...) and the harness's
+  own functions are captured by identity when the worker starts, before the project is
+  imported, and verified before and after every request and right before every comparison with
+  the reference; so are the process-wide state of :mod:`.process_guard` (profile/trace hooks,
+  entered torch modes, numeric flags) and the threads alive at start (Python and OS level):
+  a background thread or a child process left running by the candidate is reported.
 * :func:`snapshot_inputs` / :func:`verify_inputs` -- a hash of every input tensor before and after
   the candidate ran: an op that modifies its inputs (or caches results in them). The hashes
   are :func:`kernel_ratchet.harness.digest.tensor_digest`, called through its module so the
@@ -27,9 +29,10 @@ What is checked, and against which cheat:
   when the call returns: work on a side stream that is not joined.
 * :func:`check_roofline` -- a time below what the caller's measured peak allows.
 
-Known limit: a cache keyed on the *content* of the inputs that returns a fresh copy of a correct
-result is not detected here (its cost is a hash plus a copy); the paired A/B re-measure of any
-gain above 1.5x in a fresh process is the backstop.
+Known limits: a cache keyed on the *content* of the inputs that returns a fresh copy of a
+correct result is not detected here (its cost is a hash plus a copy); the transfer guard's
+training idiom and the static audit are the backstop. Everything here runs in the candidate's
+process: code that reads the harness's frames or patches native functions can hide from it.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from typing import Any
 
 import torch
 
-from kernel_ratchet.harness import digest
+from kernel_ratchet.harness import digest, process_guard
 
 #: Thread-name prefixes of threads that infrastructure (not the candidate) may start lazily.
 ALLOWED_THREAD_PREFIXES: tuple[str, ...] = ("pydevd", "pytest_timeout", "ThreadPoolExecutor-0")
@@ -61,23 +64,29 @@ def _callables(obj: Any) -> dict[str, Any]:
     return {k: v for k, v in vars(obj).items() if callable(v) or isinstance(v, staticmethod)}
 
 
+_ABSENT = object()  # a watched name that did not exist at capture (adding one is a patch)
+
+
 @dataclass
 class Sentinel:
-    """Identity snapshot of the objects a cheat would patch, taken before the project loads."""
+    """Identity snapshot of the objects a cheat would patch, taken before the project loads,
+    plus the process-wide state of :mod:`~kernel_ratchet.harness.process_guard`."""
 
     originals: dict[tuple[int, str], tuple[Any, str, Any]]
     threads: frozenset[int]
+    process: process_guard.ProcessState | None = None
 
     @classmethod
     def capture(cls, modules: tuple[Any, ...] = ()) -> Sentinel:
-        """Snapshot the timers plus every function/class (and class method) of ``modules``."""
+        """Snapshot the timers, torch's comparison functions and every function/class (and
+        class method) of ``modules``; then the process state after warming torch's pools."""
         originals: dict[tuple[int, str], tuple[Any, str, Any]] = {}
 
-        def keep(owner: Any, name: str, label: str) -> None:
-            if name in vars(owner):
-                originals[(id(owner), name)] = (owner, label, vars(owner)[name])
+        def keep(owner: Any, name: str, label: str, absent: bool = False) -> None:
+            if name in vars(owner) or absent:
+                originals[(id(owner), name)] = (owner, label, vars(owner).get(name, _ABSENT))
 
-        for name in ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time"):
+        for name in process_guard.TIMERS:
             keep(time, name, f"time.{name}")
         for name in ("synchronize", "Event", "Stream", "current_stream", "CUDAGraph", "graph"):
             keep(torch.cuda, name, f"torch.cuda.{name}")
@@ -88,6 +97,8 @@ class Sentinel:
         ):
             for name in _callables(klass):
                 keep(klass, name, f"{prefix}.{name}")
+        for owner, name, label in process_guard.comparison_surface():
+            keep(owner, name, label, absent=isinstance(owner, type))
         for mod in modules:
             for name, value in _callables(mod).items():
                 if getattr(value, "__module__", None) != mod.__name__:
@@ -96,19 +107,44 @@ class Sentinel:
                 if isinstance(value, type):
                     for attr in _callables(value):
                         keep(value, attr, f"{mod.__name__}.{name}.{attr}")
-        return cls(originals, frozenset(t.ident or 0 for t in threading.enumerate()))
+        process_guard.warm_torch()
+        threads = frozenset(t.ident or 0 for t in threading.enumerate())
+        return cls(originals, threads, process_guard.ProcessState.capture())
 
     def verify(self) -> None:
-        """Raise CheatDetected naming every patched object."""
+        """Raise CheatDetected naming every patched object, installed hook, entered torch
+        mode or changed numeric flag. Called before and after every request and right before
+        every comparison with the reference."""
         patched = [
             label
             for (_, name), (owner, label, original) in self.originals.items()
-            if vars(owner).get(name) is not original
+            if vars(owner).get(name, _ABSENT) is not original
         ]
         if patched:
             raise CheatDetected(
-                "timing or harness functions were replaced after the worker started: "
-                f"{', '.join(sorted(patched))} (a patched timer fakes the measurement)"
+                "timing, comparison or harness functions were replaced after the worker "
+                f"started: {', '.join(sorted(patched))} (a patched timer fakes the measurement, "
+                "a patched comparison fakes the check)"
+            )
+        modes = process_guard.active_modes()
+        if modes:
+            raise CheatDetected(
+                f"a torch mode is active: {', '.join(modes)}; it intercepts every torch "
+                "operation of the checker (a TorchFunctionMode can fake the comparison)"
+            )
+        if self.process is None:
+            return
+        hooks = self.process.changed_hooks()
+        if hooks:
+            raise CheatDetected(
+                f"a profile/trace hook was installed: {', '.join(hooks)}; a hook can rewrite "
+                "the checker's variables when a comparison starts"
+            )
+        flags = self.process.changed_flags()
+        if flags:
+            raise CheatDetected(
+                f"process-wide numeric flags changed: {'; '.join(flags)}; they change the "
+                "precision of the candidate and of the reference computed in this process"
             )
 
     def new_threads(self, allowed: tuple[str, ...] = ALLOWED_THREAD_PREFIXES) -> list[str]:
@@ -122,12 +158,22 @@ class Sentinel:
         ]
 
     def verify_threads(self, allowed: tuple[str, ...] = ALLOWED_THREAD_PREFIXES) -> None:
-        """Raise CheatDetected when the candidate left a Python thread running."""
+        """Raise CheatDetected when the candidate left a thread (Python or OS level) or a
+        child process running."""
         extra = self.new_threads(allowed)
+        if self.process is not None:
+            extra += self.process.new_os_threads()
         if extra:
             raise CheatDetected(
                 f"the candidate left {len(extra)} background thread(s) running "
                 f"({', '.join(extra)}); work off the timed path is not allowed"
+            )
+        children = process_guard.child_processes() if self.process is not None else []
+        if children:
+            raise CheatDetected(
+                f"the candidate left {len(children)} child process(es) running "
+                f"({', '.join(children)}); work (or load) outside the timed process is not "
+                "allowed"
             )
 
 

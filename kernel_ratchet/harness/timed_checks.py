@@ -46,6 +46,7 @@ class TimedCallChecks:
         self.s, self.case, self.snap, self.shape = session, case, snap, shape
         self.seed, self.phase, self.call = seed, phase, call
         self.last: Any = None
+        self.held: tuple[Any, Any] = (None, None)  # the two outputs before ``last``
         n = int(getattr(session.engine, "samples", 3))
         rng = random.Random(derive_seed(seed, 2))
         self.spots = set(rng.sample(range(n), min(spot_checks, n)))
@@ -54,13 +55,38 @@ class TimedCallChecks:
         self.what = "backward()" if phase == "bwd" else "forward()"
 
     def fn(self) -> None:
-        self.last = self.call(self.case)
+        # The two previous outputs stay held while the call runs, so an op that allocates its
+        # output cannot get their storage back: the same storage again is a returned result.
+        self.held, self.last = (self.last, self.held[0]), self.call(self.case)
+
+    def check_fresh_output(self, index: int) -> None:
+        """Raise CheatDetected when the last timed call returned the storage of one of the two
+        calls before it (batch-and-skip: only the first call of a batch computes)."""
+        from kernel_ratchet.harness import anticheat as ac
+
+        def storages(out: Any) -> set[int]:
+            if out is None:
+                return set()
+            ts = ac.output_tensors(out, self.what)
+            return {t.untyped_storage().data_ptr() for _, t in ts if t.numel() > 0}
+
+        again = storages(self.last) & (storages(self.held[0]) | storages(self.held[1]))
+        if again:
+            raise ac.CheatDetected(
+                f"{self.what} of timed sample {index} returned the same output storage as a "
+                "call before it while that output was still held: a result returned again "
+                "instead of computed (each call must return freshly computed outputs)"
+            )
 
     def before_sample(self, index: int) -> None:
         from kernel_ratchet.harness import anticheat as ac
 
         if self.last is not None:
             ac.poison(ac.output_tensors(self.last, self.what))
+        if self.s.device.startswith("cuda"):
+            from kernel_ratchet.harness.l2_persist import reset_persisting_l2
+
+            reset_persisting_l2()  # lines a candidate pinned must not outlive the L2 flush
         self.spot = index in self.spots
         if self.spot:
             ad = self.s.adapter
@@ -83,10 +109,12 @@ class TimedCallChecks:
                 f"{self.what} output(s) {', '.join(bad)} of timed sample {index} still hold the "
                 "NaN poison (or NaN): a cached tensor was returned or only part was written"
             )
+        self.check_fresh_output(index)
         if not self.spot:
             return
         # inputs the timed call changed are caught by the time request's final input check
         full_ref = self.s.adapter.spot_reference(self.case)
+        self.s.sentinel.verify()  # right before the comparison: hooks, modes, patched functions
         pairs = match_outputs(outs, full_ref, self.phase)
         if pairs:
             got = {n: t for n, t in pairs.items()}

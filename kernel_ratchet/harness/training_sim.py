@@ -157,6 +157,24 @@ class _Simulation:
         if self.adapter.has_backward:
             self.adapter.backward(case)
 
+    def check_outputs(self, idiom: str) -> str:
+        """One more step of ``idiom``, untimed, its outputs compared with the reference: the
+        reason they disagree, or "" (a result returned again for new inputs, e.g. one kept
+        until the worker's NaN poison, which the traces never apply)."""
+        from kernel_ratchet.harness.correctness import check_outputs
+
+        case = self.train if idiom == "train" else self.bench
+        src = self.sources[self.calls % len(self.sources)]
+        fresh = {n: self._fresh(src[n], r) for n, r in self.fresh}
+        if idiom == "train":
+            for n, t in fresh.items():
+                _set(case, n, t)
+        got = self.adapter.outputs(case)
+        ref = self.adapter.reference(case)
+        res = check_outputs(got, ref, {n: self.adapter.threshold(n) for n in ref})
+        self._retire(list(fresh.values()))
+        return "" if res.passed else res.reason
+
     def trace(self, idiom: str, probe: CacheProbe | None = None, steps: int | None = None) -> None:
         """One trace of ``idiom`` ("bench" or "train"), ``steps`` long (default: all)."""
         for i in range(steps or self.steps):
@@ -208,6 +226,7 @@ class IdiomTraces:
     train_ms: tuple[float, ...]
     train_caches: tuple[CacheStats, ...] = ()
     bench_caches: tuple[CacheStats, ...] = ()
+    wrong_outputs: tuple[str, ...] = ()  # "idiom: reason" for each idiom whose outputs disagree
 
     def to_payload(self) -> dict[str, Any]:
         """JSON-ready dict (the worker's answer to a ``transfer`` request)."""
@@ -219,6 +238,7 @@ class IdiomTraces:
             "train_ms": list(self.train_ms),
             "train_caches": [_stats_dict(c) for c in self.train_caches],
             "bench_caches": [_stats_dict(c) for c in self.bench_caches],
+            "wrong_outputs": list(self.wrong_outputs),
         }
 
     @classmethod
@@ -232,6 +252,7 @@ class IdiomTraces:
             tuple(float(x) for x in payload["train_ms"]),
             tuple(CacheStats(**c) for c in payload.get("train_caches", ())),
             tuple(CacheStats(**c) for c in payload.get("bench_caches", ())),
+            tuple(str(w) for w in payload.get("wrong_outputs", ())),
         )
 
 
@@ -266,4 +287,7 @@ def trace_idioms(
             ms = timer(lambda idiom=idiom: sim.trace(idiom)) / steps
             (bench if idiom == "bench" else train).append(ms)
     train_c, bench_c = _cache_traces(sim, cache_modules, trace_steps) if cache_modules else ((), ())
-    return IdiomTraces(shape.label, steps, repeats, tuple(bench), tuple(train), train_c, bench_c)
+    wrong = tuple(f"{i}: {w}" for i in ("train", "bench") if (w := sim.check_outputs(i)))
+    return IdiomTraces(
+        shape.label, steps, repeats, tuple(bench), tuple(train), train_c, bench_c, wrong
+    )

@@ -33,6 +33,7 @@ import contextlib
 import json
 import os
 import queue
+import secrets
 import signal
 import subprocess
 import sys
@@ -44,6 +45,7 @@ from typing import Any
 
 from kernel_ratchet.errors import RatchetError
 from kernel_ratchet.harness.adapter import Shape
+from kernel_ratchet.harness.outcome import classify_exit
 
 CATEGORIES: tuple[str, ...] = (
     "ok",
@@ -112,63 +114,6 @@ class WorkerResult:
             raise ValueError(f"ok={self.ok} contradicts category {self.category!r}")
 
 
-# -- classification (pure functions, shared with worker_main) ------------------------------------
-
-_ILLEGAL = ("illegal memory access", "misaligned address", "illegal address")
-_COMPILE_TYPES = {
-    "CompilationError",
-    "CompileTimeAssertionFailure",
-    "UnsupportedLanguageConstruct",
-    "OutOfResources",
-    "PTXASError",
-    "InductorError",
-    "BackendCompilerFailed",
-    "SyntaxError",
-    "IndentationError",
-    "ImportError",
-    "ModuleNotFoundError",
-}
-
-
-def classify_exception(exc: BaseException) -> tuple[str, str]:
-    """(category, detail) for an exception raised by the candidate inside the worker."""
-    names = {k.__name__ for k in type(exc).__mro__}
-    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    what = f"{type(exc).__name__}: {msg}"[:400]
-    low = str(exc).lower()
-    if "CheatDetected" in names:
-        return "cheat", str(exc)
-    if "OutOfMemoryError" in names or "out of memory" in low:
-        return "oom", f"the candidate ran out of device memory ({what})"
-    if any(s in low for s in _ILLEGAL):
-        return "illegal_memory", f"the candidate made an illegal memory access ({what})"
-    if names & _COMPILE_TYPES:
-        return "compile", f"the candidate failed to compile or import ({what})"
-    return "crash", f"the candidate raised an exception ({what})"
-
-
-def classify_exit(returncode: int | None, log_tail: str) -> tuple[str, str]:
-    """(category, detail) for a worker process that died without answering."""
-    low = log_tail.lower()
-    if any(s in low for s in _ILLEGAL):
-        return "illegal_memory", (
-            f"the worker died (status {returncode}) after an illegal memory access (see log)"
-        )
-    if "out of memory" in low or "outofmemoryerror" in low:
-        return "oom", f"the worker died (status {returncode}) out of memory (see log)"
-    if returncode is not None and returncode < 0:
-        try:
-            sig = signal.Signals(-returncode).name
-        except ValueError:
-            sig = f"signal {-returncode}"
-        extra = " (the host OOM killer or an external kill)" if sig == "SIGKILL" else ""
-        return "crash", f"the worker was killed by {sig}{extra} in the middle of a request"
-    return "crash", (
-        f"the worker exited with status {returncode} in the middle of a request "
-        "(the candidate called exit or the interpreter failed; see log)"
-    )
-
-
 # -- the parent side ------------------------------------------------------------------------------
 
 
@@ -203,6 +148,8 @@ class Worker:
             env=env,
             start_new_session=True,  # one process group: a kill also ends the candidate's children
         )
+        self._nonce = secrets.token_hex(16)  # the ready line must echo it
+        self._send_line({"op": "hello", "nonce": self._nonce})
         self._lines: queue.Queue[str | None] = queue.Queue()
         self._reader = threading.Thread(target=self._read, name="kr-worker-reader", daemon=True)
         self._reader.start()
@@ -342,7 +289,38 @@ class Worker:
         self._failed = result
         return result
 
+    def _send_line(self, msg: dict[str, Any]) -> None:
+        try:
+            assert self._proc.stdin is not None
+            self._proc.stdin.write((json.dumps(msg) + "\n").encode())
+            self._proc.stdin.flush()
+        except OSError:
+            pass  # the process died; _receive reports how
+
+    def _unrequested_line(self) -> bool:
+        """True when a protocol line arrived that no request asked for (a second answer)."""
+        try:
+            line = self._lines.get_nowait()
+        except queue.Empty:
+            return False
+        if line is None:
+            self._lines.put(None)  # end of output: the next _receive reports how it ended
+            return False
+        return True
+
     def _receive(self, deadline: float, what: str) -> dict[str, Any] | WorkerResult:
+        """The next protocol message carrying the expected nonce, or the failure result (hang,
+        death, or a line on the channel that the worker did not write: "cheat")."""
+        msg = self._receive_any(deadline, what)
+        if isinstance(msg, WorkerResult) or msg.get("nonce") == self._nonce:
+            return msg
+        return self._fail(
+            "cheat",
+            f"forged protocol answer to {what}: a line on the worker's protocol channel did not "
+            "carry the request's nonce (the candidate wrote on the channel)",
+        )
+
+    def _receive_any(self, deadline: float, what: str) -> dict[str, Any] | WorkerResult:
         """The next protocol message, or the failure result (hang / death)."""
         while True:
             left = deadline - time.monotonic()
@@ -379,12 +357,14 @@ class Worker:
             if not ready.get("ok"):
                 return self._fail(ready["category"], ready["detail"])
             self._info = dict(ready.get("info") or {})
-        try:
-            assert self._proc.stdin is not None
-            self._proc.stdin.write((json.dumps(msg) + "\n").encode())
-            self._proc.stdin.flush()
-        except OSError:
-            pass  # the process died; _receive reports how
+        if self._unrequested_line():
+            return self._fail(
+                "cheat",
+                "forged protocol answer: a second answer line arrived for one request (the "
+                "candidate wrote on the worker's protocol channel)",
+            )
+        self._nonce = secrets.token_hex(16)
+        self._send_line({**msg, "nonce": self._nonce})
         answer = self._receive(time.monotonic() + self.spec.timeout_s, f"the {msg['op']} request")
         if isinstance(answer, WorkerResult):
             return answer

@@ -1,10 +1,13 @@
 """The worker process: ``python -m kernel_ratchet.harness.worker_main`` (started by
 :class:`kernel_ratchet.harness.worker.Worker`; not meant to be run by hand).
 
-Protocol: the spec arrives in ``KR_WORKER_SPEC`` (JSON of ``WorkerSpec``). The worker answers
-one ``ready`` line, then one JSON line per request line on stdin
-(``{"op": "check" | "time" | "exit", ...}``). File descriptor 1 is redirected to stderr at
-start, so nothing the candidate prints (from Python or C) can reach the protocol channel.
+Protocol: the spec arrives in ``KR_WORKER_SPEC`` (JSON of ``WorkerSpec``); the first stdin line
+carries a start-up nonce, read before the project is imported. The worker answers one ``ready``
+line echoing it, then one JSON line per request line on stdin
+(``{"op": "check" | "time" | "exit", "nonce": ..., ...}``), each echoing the request's nonce, so
+the parent can refuse a line the candidate wrote on the channel. File descriptor 1 is redirected
+to stderr at start, so nothing the candidate prints (from Python or C) can reach the protocol
+channel by accident.
 
 Order matters for anti-cheat: the timers and the harness's own functions are captured
 (:class:`~kernel_ratchet.harness.anticheat.Sentinel`) *before* ``source_root`` is put on
@@ -60,6 +63,22 @@ class Session:
         params.setdefault("device", self.device)
         self.engine = make_engine(spec["engine"], params)
 
+    def after_candidate(self) -> None:
+        """The Sentinel's checks after the candidate ran (patched functions, hooks, modes,
+        flags, threads, child processes) and, on CUDA, no persisting L2 state left behind."""
+        self.sentinel.verify()
+        self.sentinel.verify_threads()
+        if self.device.startswith("cuda"):
+            from kernel_ratchet.harness.anticheat import CheatDetected
+            from kernel_ratchet.harness.l2_persist import persisting_l2
+
+            pinned = persisting_l2()
+            if pinned:
+                raise CheatDetected(
+                    f"the candidate left persisting L2 state ({'; '.join(pinned)}): inputs "
+                    "pinned in L2 survive the engine's L2 flush and fake a memory-bound gain"
+                )
+
     def sync(self) -> None:
         import torch
 
@@ -90,6 +109,7 @@ class Session:
 
     def check(self, shape: Any, seed: int) -> dict[str, Any]:
         from kernel_ratchet.harness import anticheat as ac
+        from kernel_ratchet.harness import input_entropy
         from kernel_ratchet.harness import timed_checks as tc
         from kernel_ratchet.harness.correctness import check_outputs
 
@@ -97,15 +117,18 @@ class Session:
         self.sentinel.verify()
         case = ad.make_case(shape, seed, self.device)
         snap = ac.snapshot_inputs(case)
+        low = input_entropy.low_entropy_inputs(ac.tensors(case))
+        if low:
+            raise ac.CheatDetected(input_entropy.describe(low))
         ac.output_tensors(ad.forward(case), "forward()")
         got = ad.outputs(case)
         ac.check_output_types(got)
         self.sync()
         outs = ac.output_tensors(dict(got), "outputs()")
         ac.verify_inputs(snap)
-        self.sentinel.verify()
-        self.sentinel.verify_threads()
+        self.after_candidate()
         ref = ad.reference(case)
+        self.sentinel.verify()  # right before the comparison: hooks, modes, patched functions
         thresholds = {name: ad.threshold(name) for name in ref}
         bad = ac.nonfinite(outs)
         if bad:
@@ -132,6 +155,7 @@ class Session:
             self.sync()
             ac.verify_inputs(snap)
             ref = ad.reference(case)
+            self.sentinel.verify()
             again = check_outputs(got, ref, thresholds)
             if not again.passed:
                 raise ac.CheatDetected(
@@ -142,8 +166,7 @@ class Session:
             payload["checks"].append("rebind")
         else:
             payload["checks"].append("rebind skipped: cases of two seeds differ in structure")
-        self.sentinel.verify()
-        self.sentinel.verify_threads()
+        self.after_candidate()
         return {"ok": True, "category": "ok", "detail": "all outputs pass", "payload": payload}
 
     # -- time --
@@ -166,8 +189,7 @@ class Session:
         timing = self.engine.measure(hooks.fn, hooks)
         self.sync()
         ac.verify_inputs(hooks.snap)
-        self.sentinel.verify()
-        self.sentinel.verify_threads()
+        self.after_candidate()
         idx = 1 if phase == "bwd" else 0
         ac.check_roofline(
             ad.flops(shape)[idx], timing.median_ms, msg.get("max_tflops"), "TFLOPS", 1e12
@@ -211,8 +233,17 @@ def _capture() -> tuple[Any, Any, Any]:
     import torch  # noqa: F401 -- before the sentinel: it snapshots torch.cuda
 
     from kernel_ratchet.harness import adapter as adapter_mod
-    from kernel_ratchet.harness import anticheat, correctness, digest, timed_checks
+    from kernel_ratchet.harness import (
+        anticheat,
+        correctness,
+        digest,
+        input_entropy,
+        l2_persist,
+        process_guard,
+        timed_checks,
+    )
     from kernel_ratchet.harness.adapter import Shape
+    from kernel_ratchet.harness.outcome import classify_exception
     from kernel_ratchet.harness.timing import (
         cuda_events,
         cuda_support,
@@ -220,16 +251,28 @@ def _capture() -> tuple[Any, Any, Any]:
         perf_counter,
         registry,
     )
-    from kernel_ratchet.harness.worker import classify_exception
 
     timing = (engine, perf_counter, cuda_support, cuda_events, registry)
     sentinel = anticheat.Sentinel.capture(
-        (*timing, correctness, anticheat, digest, timed_checks, adapter_mod, sys.modules[__name__])
+        (
+            *timing,
+            correctness,
+            anticheat,
+            digest,
+            timed_checks,
+            input_entropy,
+            l2_persist,
+            process_guard,
+            adapter_mod,
+            sys.modules[__name__],
+        )
     )
     return sentinel, Shape, classify_exception
 
 
-def _start(proto: IO[str], spec: dict[str, Any], sentinel: Any, classify: Any) -> Session:
+def _start(
+    proto: IO[str], spec: dict[str, Any], sentinel: Any, classify: Any, hello: str
+) -> Session:
     """The session of ``spec`` with the project imported; on failure the start-up answer is
     sent and the process exits (status 3)."""
     _prefer_source_root(spec["source_root"], spec["adapter"])
@@ -240,7 +283,7 @@ def _start(proto: IO[str], spec: dict[str, Any], sentinel: Any, classify: Any) -
         category, detail = classify(exc)
         if category == "crash" and "ProfileError" in type(exc).__name__:
             category = "compile" if exc.__cause__ else "crash"
-        _send(proto, _fail(category, f"start-up: {detail}"))
+        _send(proto, {**_fail(category, f"start-up: {detail}"), "nonce": hello})
         os._exit(3)
 
 
@@ -261,20 +304,43 @@ def _answer(session: Session, msg: dict[str, Any], shape_cls: Any, classify: Any
         return _fail(category, detail)
 
 
+def _refuse_replaced_timers(proto: IO[str], hello: str) -> None:
+    """Answer "cheat" and exit when a clock of ``time`` is not the C builtin: a start-up hook
+    (``sitecustomize``, a ``.pth`` file, outside the scope check) ran before the snapshot."""
+    from kernel_ratchet.harness.process_guard import replaced_timers
+
+    replaced = replaced_timers()
+    if replaced:
+        detail = (
+            f"start-up: {', '.join(replaced)} is not the C builtin of the time module: a "
+            "start-up hook (sitecustomize, a .pth file) replaced the clock before the worker ran"
+        )
+        _send(proto, {**_fail("cheat", detail), "nonce": hello})
+        os._exit(3)
+
+
+def _hello() -> str:
+    """The start-up nonce: the first stdin line, read before the project is imported."""
+    line = sys.stdin.readline()
+    return str(json.loads(line).get("nonce", "")) if line.strip() else ""
+
+
 def main() -> None:
     """Serve requests until ``exit``, end of input, or the first failed request."""
     t_start = time.monotonic()
     proto = _protocol_channel()
     spec = json.loads(os.environ["KR_WORKER_SPEC"])
+    hello = _hello()
     sentinel, shape_cls, classify = _capture()
-    session = _start(proto, spec, sentinel, classify)
+    _refuse_replaced_timers(proto, hello)
+    session = _start(proto, spec, sentinel, classify, hello)
     info = {
         "has_backward": bool(session.adapter.has_backward),
         "schema": session.adapter.schema,
         "pid": os.getpid(),
     }
     _log(f"ready after {time.monotonic() - t_start:.2f} s (torch, harness, adapter imported)")
-    _send(proto, {"ok": True, "event": "ready", "info": info})
+    _send(proto, {"ok": True, "event": "ready", "info": info, "nonce": hello})
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -287,7 +353,7 @@ def main() -> None:
             str(x) for x in (msg["op"], msg.get("shape", {}).get("label"), msg.get("phase")) if x
         )
         _log(f"{what}: {answer['category']} in {time.monotonic() - t0:.3f} s")
-        _send(proto, answer)
+        _send(proto, {**answer, "nonce": msg.get("nonce")})
         if not answer["ok"]:
             sys.stderr.flush()
             os._exit(1)  # never reuse a process a candidate has failed in

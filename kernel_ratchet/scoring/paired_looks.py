@@ -27,6 +27,7 @@ import numpy as np
 from kernel_ratchet.harness.paired_samples import PairedSamples
 from kernel_ratchet.scoring.paired import MIN_ROUNDS, PairedDecision, decide_paired
 from kernel_ratchet.scoring.paired_stats import log_ratios
+from kernel_ratchet.scoring.precision import MARGIN_DB, precision_drop
 
 #: Futility look: rounds measured before it and how many regression thresholds slower every
 #: one of them must read. 3 rounds x 10% against a round-to-round spread of 1.5-5% measured on
@@ -67,17 +68,27 @@ class PairedLooks:
     """The paired decision's sequential rule (module docstring).
 
     ``regression_threshold`` and ``min_detectable`` are relative (0.05 = 5%) and go to every
-    :func:`~kernel_ratchet.scoring.paired.decide_paired`.
+    :func:`~kernel_ratchet.scoring.paired.decide_paired`; ``precision_margin_db`` is the SNR
+    drop below the incumbent that the correctness phase refuses (:mod:`.precision`).
     """
 
     regression_threshold: float = 0.05
     min_detectable: float = 0.0
+    precision_margin_db: float = MARGIN_DB
 
     def looks(self, k_start: int, k_max: int) -> tuple[int, ...]:
         """:func:`look_schedule`; ValueError unless ``MIN_ROUNDS ≤ k_start ≤ k_max``."""
         if not MIN_ROUNDS <= k_start <= k_max:
             raise ValueError(f"need {MIN_ROUNDS} ≤ k_start ≤ k_max, got {k_start}, {k_max}")
         return look_schedule(k_start, k_max)
+
+    def precision_drop(
+        self,
+        incumbent: Mapping[str, Mapping[str, float]],
+        candidate: Mapping[str, Mapping[str, float]],
+    ) -> str | None:
+        """:func:`~kernel_ratchet.scoring.precision.precision_drop` with this rule's margin."""
+        return precision_drop(incumbent, candidate, self.precision_margin_db)
 
     def futility_look(self, k_start: int) -> int | None:
         """:data:`FUTILITY_ROUNDS` when the first look comes later, else None."""

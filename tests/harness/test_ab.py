@@ -382,6 +382,9 @@ class FakeRule:
         self.calls.append(("futile", {k: s.n_rounds for k, s in samples.items()}))
         return self.hopeless
 
+    def precision_drop(self, incumbent, candidate) -> str | None:
+        return None
+
     def decide(self, samples, campaign_type: str, *, exhausted: bool, looks: int) -> FakeLook:
         rounds = {k: s.n_rounds for k, s in samples.items()}
         self.calls.append(("decide", rounds, exhausted, looks, campaign_type))

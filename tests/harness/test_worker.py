@@ -8,14 +8,9 @@ import pytest
 import torch
 
 from kernel_ratchet.harness.anticheat import CheatDetected
+from kernel_ratchet.harness.outcome import classify_exception, classify_exit
 from kernel_ratchet.harness.timed_checks import derive_seed, match_outputs
-from kernel_ratchet.harness.worker import (
-    CATEGORIES,
-    WorkerResult,
-    WorkerSpec,
-    classify_exception,
-    classify_exit,
-)
+from kernel_ratchet.harness.worker import CATEGORIES, WorkerResult, WorkerSpec
 
 
 class CompilationError(Exception):

@@ -11,7 +11,7 @@ import pytest
 
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.harness.worker import Worker, WorkerSpec
-from tests.redteam.expect import CANDIDATES, ROOT, expect_rejected, explain, gap
+from tests.redteam.expect import CANDIDATES, ROOT, expect_rejected, explain
 
 pytestmark = pytest.mark.gpu
 
@@ -39,10 +39,6 @@ def test_uninitialised_output_memory_is_caught_by_the_rebind_check(tmp_path: Pat
         expect_rejected(w.check(LARGE, SEED), ("cheat", "nan"), ("did not follow", "NaN"))
 
 
-@gap(
-    "eager timing runs many calls per sample and checks only the last one's output: returning "
-    "the same output tensor until the harness poisons it makes all but one call per sample free"
-)
 def test_batch_and_skip_is_caught_while_timing_on_the_gpu(tmp_path: Path) -> None:
     with Worker(gpu_spec("PoisonAwareSkip"), tmp_path / "w.log") as w:
         r = w.check(LARGE, SEED)
@@ -50,11 +46,6 @@ def test_batch_and_skip_is_caught_while_timing_on_the_gpu(tmp_path: Path) -> Non
         expect_rejected(w.time(LARGE, SEED + 1, "fwd"), "cheat", "same output")
 
 
-@gap(
-    "the worker neither resets persisting L2 lines (cudaCtxResetPersistingL2Cache) before a "
-    "sample nor checks that the candidate left the persisting-L2 limit at 0 and no access-policy "
-    "window on the calling stream; the L2 flush then misses the pinned inputs"
-)
 def test_inputs_pinned_in_l2_are_rejected(tmp_path: Path) -> None:
     with Worker(gpu_spec("L2Persist"), tmp_path / "w.log") as w:
         expect_rejected(w.check(LARGE, SEED), "cheat", "persisting L2")

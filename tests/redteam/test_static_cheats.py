@@ -10,22 +10,18 @@ Two families the audit must flag before any benchmark:
 * a **content-keyed cache** (W3 generic memoization), wherever it is held: a class attribute, a
   closure, a module-level list, a ``functools`` cache, a dict keyed on sampled elements.
 
-When the backend check exists it needs the campaign's backend: pass it in :func:`audit`.
+The backend rule needs the campaign's backend: :func:`~kernel_ratchet.guard.backend.backend_audit`
+takes it (the campaign round must call it next to the static audit).
 """
 
 from __future__ import annotations
 
 import pytest
 
+from kernel_ratchet.guard.backend import backend_audit
 from kernel_ratchet.guard.static_audit import ALLOW, StaticAudit, audit_change
 from tests.redteam import sources as S
-from tests.redteam.expect import expect_flagged, gap
-
-_NO_BACKEND_CHECK = gap(
-    "audit_change has no backend rule: it does not know the campaign's backend and does not "
-    "look for vendor-library calls (torch.matmul/mm/bmm/addmm/linear, F.linear, torch._scaled_mm, "
-    "cuBLAS/cuDNN bindings) or calls into the project's reference added in a TRITON kernel file"
-)
+from tests.redteam.expect import expect_flagged
 
 
 def audit(after: str) -> StaticAudit:
@@ -40,36 +36,29 @@ def test_the_incumbent_against_itself_is_clean() -> None:
 @pytest.mark.parametrize(
     "name",
     [
-        pytest.param("VENDOR_LINEAR", id="vendor-library-swap-f-linear", marks=_NO_BACKEND_CHECK),
-        pytest.param(
-            "TRY_EXCEPT_FALLBACK", id="try-except-fallback-to-torch", marks=_NO_BACKEND_CHECK
-        ),
-        pytest.param("GHOST_BRANCH", id="ghost-branch-to-torch-mm", marks=_NO_BACKEND_CHECK),
-        pytest.param("CALLS_REFERENCE", id="kernel-calls-the-reference", marks=_NO_BACKEND_CHECK),
+        pytest.param("VENDOR_LINEAR", id="vendor-library-swap-f-linear"),
+        pytest.param("TRY_EXCEPT_FALLBACK", id="try-except-fallback-to-torch"),
+        pytest.param("GHOST_BRANCH", id="ghost-branch-to-torch-mm"),
+        pytest.param("CALLS_REFERENCE", id="kernel-calls-the-reference"),
     ],
 )
 def test_a_backend_change_needs_consent(name: str) -> None:
-    result = audit(getattr(S, name))
-    expect_flagged(result.verdict != ALLOW, result.reason, "backend", str(result))
+    result = backend_audit({S.PATH: S.INCUMBENT}, {S.PATH: getattr(S, name)}, "TRITON")
+    expect_flagged(result.flagged, result.reason, "backend", str(result))
 
 
-_CONTENT_GAP = gap(
-    "cache_scan finds keyed lookups in dict-like containers and memo decorators over tensors "
-    "only: a linear search of a list (module level or closure) compared with ==, and an "
-    "lru_cache whose parameters are the inputs' bytes, are read as no cache or a config cache; "
-    "a key made of tensor *values* (bytes, sampled elements, .item()) is not classified as "
-    "content of a fresh tensor"
-)
+def test_the_incumbent_makes_no_backend_change() -> None:
+    assert not backend_audit({S.PATH: S.INCUMBENT}, {S.PATH: S.INCUMBENT}, "TRITON").flagged
 
 
 @pytest.mark.parametrize(
     "name",
     [
         pytest.param("CONTENT_CLASS_ATTR", id="content-key-class-attribute"),
-        pytest.param("CONTENT_CLOSURE", id="content-key-closure-list", marks=_CONTENT_GAP),
-        pytest.param("CONTENT_MODULE_LIST", id="content-key-module-list", marks=_CONTENT_GAP),
-        pytest.param("CONTENT_LRU", id="content-key-functools-lru-cache", marks=_CONTENT_GAP),
-        pytest.param("CONTENT_SAMPLED", id="sampled-elements-key-in-a-dict", marks=_CONTENT_GAP),
+        pytest.param("CONTENT_CLOSURE", id="content-key-closure-list"),
+        pytest.param("CONTENT_MODULE_LIST", id="content-key-module-list"),
+        pytest.param("CONTENT_LRU", id="content-key-functools-lru-cache"),
+        pytest.param("CONTENT_SAMPLED", id="sampled-elements-key-in-a-dict"),
     ],
 )
 def test_a_content_keyed_cache_is_generic_memoization(name: str) -> None:

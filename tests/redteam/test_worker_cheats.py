@@ -45,11 +45,6 @@ IMPORT_TIME = "tests.redteam.import_time"
             "cheat",
             "torch.allclose",
             id="patched-torch-allclose",
-            marks=gap(
-                "the Sentinel snapshots timers and kernel_ratchet's own modules only, not the "
-                "torch comparison functions a project's focused test uses (torch.allclose, "
-                "torch.testing.assert_close, torch.equal, Tensor.__eq__)"
-            ),
         ),
         pytest.param(
             f"{IMPORT_TIME}.patch_reference:Candidate",
@@ -67,69 +62,42 @@ IMPORT_TIME = "tests.redteam.import_time"
             "cheat",
             "profile",
             id="profile-hook-rewrites-the-reference",
-            marks=gap(
-                "sys.setprofile / sys.settrace hooks (and threading's) are not part of the "
-                "Sentinel; an in-process checker can be rewritten through them"
-            ),
         ),
         pytest.param(
             "TorchModeHijack",
             "cheat",
             "TorchFunctionMode",
             id="torch-function-mode-fakes-the-comparison",
-            marks=gap(
-                "an entered TorchFunctionMode / TorchDispatchMode is not checked; it intercepts "
-                "every torch op the checker runs"
-            ),
         ),
         pytest.param(
             "ProtocolForgery",
             "cheat",
             "protocol",
             id="forged-answer-on-the-protocol-channel",
-            marks=gap(
-                "answers carry no per-request nonce and the parent does not refuse a second "
-                "answer line for one request, so a line written by the candidate is taken as "
-                "the worker's verdict"
-            ),
         ),
         pytest.param(
             "RawThread",
             "cheat",
             "thread",
             id="background-work-on-a-raw-thread",
-            marks=gap(
-                "Sentinel.new_threads reads threading.enumerate(), which does not list threads "
-                "started with _thread.start_new_thread (or from C); OS threads "
-                "(/proc/self/task) are not compared"
-            ),
         ),
         pytest.param(
             "ChildProcess",
             "cheat",
             "child process",
             id="helper-process-left-running",
-            marks=gap("the worker does not look for child processes the candidate started"),
         ),
         pytest.param(
             "GlobalNumericFlags",
             "cheat",
             "allow_tf32",
             id="process-wide-numeric-flags",
-            marks=gap(
-                "process-wide numeric state (TF32 switches, float32 matmul precision, "
-                "deterministic/benchmark flags, thread count) is not snapshotted by the Sentinel"
-            ),
         ),
         pytest.param(
             "ConstantInputs",
             ("cheat", "crash"),
             "random",
             id="non-random-inputs",
-            marks=gap(
-                "nothing checks that make_case returns random, high-entropy inputs; constant "
-                "data raises GPU clocks (less switching power) and hides data-dependent bugs"
-            ),
         ),
     ],
 )
@@ -149,11 +117,6 @@ def test_rejected_by_the_correctness_check(
             "PoisonAwareSkip",
             "same output",
             id="batch-and-skip-until-poisoned",
-            marks=gap(
-                "timed calls inside one sample are not checked one by one: a candidate that "
-                "returns its last output tensor again until the harness NaN-poisons it computes "
-                "once per sample (no per-call fresh-storage check, no poison between calls)"
-            ),
         ),
     ],
 )
@@ -184,11 +147,6 @@ _START_UP_HOOK = """
 """
 
 
-@gap(
-    "the worker runs with the user's site set-up (sitecustomize, .pth files, PYTHONPATH "
-    "entries outside the project and the tool); code there runs before the Sentinel's "
-    "snapshot, which then records the patched clock as the original"
-)
 def test_a_start_up_hook_outside_the_project_cannot_slow_the_clock(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,0 +1,219 @@
+"""Backend audit of one round's change: a TRITON campaign's candidate must not hand the work to
+the vendor library or to the project's reference.
+
+A Triton kernel replaced by ``torch.nn.functional.linear`` (cuBLAS), by a ``torch.matmul``
+in an ``except`` handler, by ``torch.mm`` behind a branch the campaign's shapes always take, or
+by a call of the reference implementation can be correct and faster, but it is a change of
+backend, not a kernel gain. :func:`backend_audit` lists the vendor-library calls and reference
+imports the candidate's kernel files *add* (calls the incumbent already makes, e.g. in a
+backward written with torch ops, are not counted) and flags the change; accepting it needs the
+user's explicit consent (a new campaign on that backend, or an allowance in the profile).
+
+What is a vendor call: ``torch.matmul/mm/bmm/addmm/addmv/baddbmm/einsum/tensordot/
+inner/outer``, ``torch.nn.functional`` compute ops, ``torch._scaled_mm``/``_grouped_mm``,
+``torch.ops.aten.*``, ``torch.compile``, the tensor methods ``.matmul/.mm/.bmm``, the ``@``
+operator, and imports of ``cupy``, ``cublas`` or ``cudnn`` bindings. A reference call: an
+import from a module whose last name contains ``reference`` (or one of ``reference_modules``),
+or a name ending in ``_ref``.
+
+Limits: the audit reads the syntax tree. A vendor call reached through another module,
+``getattr`` with a computed name or ``exec`` is not seen; the dynamic complement (counting
+Triton launches per timed call) is not part of this module.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+#: Campaign backends whose kernels must not call the vendor library.
+KERNEL_BACKENDS = frozenset({"TRITON"})
+_TORCH_OPS = frozenset(
+    [
+        "matmul",
+        "mm",
+        "bmm",
+        "addmm",
+        "addmv",
+        "addbmm",
+        "baddbmm",
+        "einsum",
+        "tensordot",
+        "inner",
+        "outer",
+        "chain_matmul",
+        "_scaled_mm",
+        "_grouped_mm",
+        "_scaled_grouped_mm",
+        "compile",
+    ]
+)
+_F_OPS = frozenset(
+    [
+        "linear",
+        "bilinear",
+        "conv1d",
+        "conv2d",
+        "conv3d",
+        "conv_transpose1d",
+        "conv_transpose2d",
+        "scaled_dot_product_attention",
+        "layer_norm",
+        "rms_norm",
+        "group_norm",
+        "batch_norm",
+        "softmax",
+        "log_softmax",
+        "gelu",
+        "silu",
+        "relu",
+        "embedding",
+    ]
+)
+_METHODS = frozenset({"matmul", "mm", "bmm", "addmm", "baddbmm", "__matmul__"})
+_VENDOR_MODULES = ("cupy", "cublas", "cudnn", "cutlass", "nvmath")
+_JIT = "jit"  # context of a node inside a @triton.jit kernel: device code, never a vendor call
+
+
+@dataclass(frozen=True)
+class BackendAudit:
+    """The finding: ``flagged`` when the change adds vendor or reference calls; ``calls`` read
+    ``file:line — what (where)``; ``reason`` is one sentence for the round record."""
+
+    backend: str
+    flagged: bool
+    calls: tuple[str, ...]
+    reason: str
+
+
+def _dotted(node: ast.expr) -> str:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _vendor_call(node: ast.AST, f_aliases: set[str]) -> str | None:
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+        return "the @ operator (torch.matmul)"
+    if not isinstance(node, ast.Call):
+        return None
+    name = _dotted(node.func)
+    head, _, leaf = name.rpartition(".")
+    if head == "torch" and leaf in _TORCH_OPS:
+        return name
+    if (head in f_aliases or head == "torch.nn.functional") and leaf in _F_OPS:
+        return name
+    if name.startswith(("torch.ops.aten.", "torch._C._nn.")):
+        return name
+    if isinstance(node.func, ast.Attribute) and leaf in _METHODS and head not in ("torch", ""):
+        return f".{leaf}() on a tensor"
+    return None
+
+
+def _aliases(tree: ast.Module) -> set[str]:
+    """Names bound to ``torch.nn.functional`` (``import torch.nn.functional as F``)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.asname for a in node.names if a.name == "torch.nn.functional" and a.asname}
+        elif isinstance(node, ast.ImportFrom) and node.module == "torch.nn":
+            out |= {a.asname or a.name for a in node.names if a.name == "functional"}
+    return out
+
+
+def _reference_import(node: ast.AST, reference_modules: Sequence[str]) -> str | None:
+    if isinstance(node, ast.ImportFrom):
+        mod = node.module or ""
+        names = [a.name for a in node.names]
+    elif isinstance(node, ast.Import):
+        mod, names = "", [a.name for a in node.names]
+    else:
+        return None
+    modules = [mod, *names] if isinstance(node, ast.Import) else [mod]
+    for m in modules:
+        last = m.rsplit(".", 1)[-1]
+        if m and ("reference" in last or m in reference_modules):
+            return f"import of the reference module {m}"
+        if last.startswith(_VENDOR_MODULES):
+            return f"import of the vendor library {m}"
+    refs = [n for n in names if n.endswith("_ref")]
+    return f"import of the reference {refs[0]} from {mod}" if refs else None
+
+
+def _context(tree: ast.Module) -> dict[int, str]:
+    """Where each node sits: inside an ``except`` handler or behind an ``if``."""
+    where: dict[int, str] = {}
+
+    def visit(node: ast.AST, ctx: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            here = ctx
+            if isinstance(child, ast.FunctionDef) and any(
+                _dotted(d.func if isinstance(d, ast.Call) else d).endswith("jit")
+                for d in child.decorator_list
+            ):
+                here = _JIT
+            elif ctx == _JIT:
+                pass
+            elif isinstance(child, ast.ExceptHandler):
+                here = "in an except handler: a fallback"
+            elif isinstance(child, ast.If) and not ctx:
+                here = "behind a branch: the path the shapes take decides the backend"
+            where[id(child)] = here
+            visit(child, here)
+
+    visit(tree, "")
+    return where
+
+
+def _findings(path: str, source: str, reference_modules: Sequence[str]) -> dict[str, str]:
+    """``what (where)`` -> ``file:line`` for every vendor call or reference import."""
+    tree = ast.parse(source, filename=path)
+    aliases, where = _aliases(tree), _context(tree)
+    out: dict[str, str] = {}
+    for node in ast.walk(tree):
+        what = _vendor_call(node, aliases) or _reference_import(node, reference_modules)
+        ctx = where.get(id(node), "")
+        if what and ctx != _JIT:
+            key = f"{what}{f' ({ctx})' if ctx else ''}"
+            out.setdefault(key, f"{path}:{getattr(node, 'lineno', 0)}")
+    return out
+
+
+def backend_audit(
+    before: Mapping[str, str],
+    after: Mapping[str, str],
+    backend: str,
+    *,
+    reference_modules: Sequence[str] = (),
+) -> BackendAudit:
+    """Vendor-library calls and reference imports that the candidate's kernel files ``after``
+    add to the incumbent's ``before`` (both: path -> source text), for a campaign on
+    ``backend``. Only backends in :data:`KERNEL_BACKENDS` are audited (another backend is never
+    flagged). A file that does not parse is skipped here (the static audit refuses it)."""
+    name = backend.upper()
+    if name not in KERNEL_BACKENDS:
+        return BackendAudit(name, False, (), f"backend {name}: no backend rule")
+    added: list[str] = []
+    for path, text in sorted(after.items()):
+        if not path.endswith(".py"):
+            continue
+        try:
+            now = _findings(path, text, reference_modules)
+            old = _findings(path, before[path], reference_modules) if path in before else {}
+        except SyntaxError:
+            continue
+        added += [f"{loc} — {what}" for what, loc in now.items() if what not in old]
+    if not added:
+        return BackendAudit(name, False, (), f"no vendor-library or reference call added ({name})")
+    reason = (
+        f"backend change: the candidate of a {name} campaign hands work to the vendor library "
+        f"or the reference ({'; '.join(added)}); that is not a {name} kernel gain and needs "
+        f"the user's explicit consent (a new campaign on that backend, or an allowance in "
+        "the profile)"
+    )
+    return BackendAudit(name, True, tuple(added), reason)

@@ -1,0 +1,61 @@
+"""How a failing candidate's outcome is named: the category and one readable sentence for an
+exception raised inside the worker (:func:`classify_exception`) or for a worker process that
+died without answering (:func:`classify_exit`)."""
+
+from __future__ import annotations
+
+import signal
+
+_ILLEGAL = ("illegal memory access", "misaligned address", "illegal address")
+_COMPILE_TYPES = {
+    "CompilationError",
+    "CompileTimeAssertionFailure",
+    "UnsupportedLanguageConstruct",
+    "OutOfResources",
+    "PTXASError",
+    "InductorError",
+    "BackendCompilerFailed",
+    "SyntaxError",
+    "IndentationError",
+    "ImportError",
+    "ModuleNotFoundError",
+}
+
+
+def classify_exception(exc: BaseException) -> tuple[str, str]:
+    """(category, detail) for an exception raised by the candidate inside the worker."""
+    names = {k.__name__ for k in type(exc).__mro__}
+    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    what = f"{type(exc).__name__}: {msg}"[:400]
+    low = str(exc).lower()
+    if "CheatDetected" in names:
+        return "cheat", str(exc)
+    if "OutOfMemoryError" in names or "out of memory" in low:
+        return "oom", f"the candidate ran out of device memory ({what})"
+    if any(s in low for s in _ILLEGAL):
+        return "illegal_memory", f"the candidate made an illegal memory access ({what})"
+    if names & _COMPILE_TYPES:
+        return "compile", f"the candidate failed to compile or import ({what})"
+    return "crash", f"the candidate raised an exception ({what})"
+
+
+def classify_exit(returncode: int | None, log_tail: str) -> tuple[str, str]:
+    """(category, detail) for a worker process that died without answering."""
+    low = log_tail.lower()
+    if any(s in low for s in _ILLEGAL):
+        return "illegal_memory", (
+            f"the worker died (status {returncode}) after an illegal memory access (see log)"
+        )
+    if "out of memory" in low or "outofmemoryerror" in low:
+        return "oom", f"the worker died (status {returncode}) out of memory (see log)"
+    if returncode is not None and returncode < 0:
+        try:
+            sig = signal.Signals(-returncode).name
+        except ValueError:
+            sig = f"signal {-returncode}"
+        extra = " (the host OOM killer or an external kill)" if sig == "SIGKILL" else ""
+        return "crash", f"the worker was killed by {sig}{extra} in the middle of a request"
+    return "crash", (
+        f"the worker exited with status {returncode} in the middle of a request "
+        "(the candidate called exit or the interpreter failed; see log)"
+    )

@@ -1,0 +1,290 @@
+"""Process-wide state of a worker that a candidate could change to fake a check or a time.
+
+The correctness checker runs in the candidate's own process, so anything process-wide the
+candidate can reach is part of what the worker must verify. This module captures that state
+when the worker starts (before the project is imported) and reports what changed since:
+
+* **hooks**: ``sys.setprofile`` / ``sys.settrace`` functions (and ``threading``'s copies of
+  them): a hook can rewrite the checker's local variables when a comparison starts;
+* **torch modes**: an entered ``TorchFunctionMode`` or ``TorchDispatchMode`` intercepts every
+  torch operation the checker runs (``out - ref`` can be made to read zero);
+* **numeric flags**: TF32 switches, float32 matmul precision, deterministic and benchmark
+  flags, the thread count, the default dtype: a change makes fp32 work faster *and* degrades a
+  reference computed in the same process;
+* **OS threads**: threads started below ``threading`` (``_thread.start_new_thread``, C code)
+  that do work off the timed path; threads that a library names (CUDA's, torch's pools) and
+  threads alive after the warm-up at capture are not the candidate's;
+* **child processes** left running (work, or a load on the other side of a paired A/B);
+* **timers**: ``time``'s clocks must be the C builtins when the worker starts, so a start-up
+  hook (``sitecustomize``, a ``.pth`` file) cannot install a slow clock before the snapshot.
+
+Every check returns readable findings; :class:`~kernel_ratchet.harness.anticheat.Sentinel`
+turns them into ``CheatDetected``. Limit: all of this runs in the candidate's process; native
+code (or Python reading the harness's frames) can still hide from it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+import types
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+#: The clocks of ``time`` that timing engines read; each must be the C builtin.
+TIMERS: tuple[str, ...] = ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time")
+
+#: Child processes a library may keep (torch.compile's compile workers), by command line.
+ALLOWED_CHILDREN: tuple[str, ...] = ("torch._inductor.compile_worker",)
+
+
+def _flag_readers() -> dict[str, Callable[[], object]]:
+    cuda_matmul = torch.backends.cuda.matmul
+    cudnn = torch.backends.cudnn
+    return {
+        "torch.backends.cuda.matmul.allow_tf32": lambda: cuda_matmul.allow_tf32,
+        "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction": (
+            lambda: cuda_matmul.allow_fp16_reduced_precision_reduction
+        ),
+        "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction": (
+            lambda: cuda_matmul.allow_bf16_reduced_precision_reduction
+        ),
+        "torch.backends.cudnn.allow_tf32": lambda: cudnn.allow_tf32,
+        "torch.backends.cudnn.benchmark": lambda: cudnn.benchmark,
+        "torch.backends.cudnn.deterministic": lambda: cudnn.deterministic,
+        "torch.get_float32_matmul_precision()": torch.get_float32_matmul_precision,
+        "torch.are_deterministic_algorithms_enabled()": (
+            torch.are_deterministic_algorithms_enabled
+        ),
+        "torch.get_num_threads()": torch.get_num_threads,
+        "torch.get_default_dtype()": torch.get_default_dtype,
+    }
+
+
+def numeric_flags() -> dict[str, object]:
+    """The current value of every process-wide numeric switch (``"unavailable"`` where this
+    build of torch cannot read one)."""
+    values: dict[str, object] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, read in _flag_readers().items():
+            try:
+                values[name] = read()
+            except Exception:  # noqa: BLE001 -- a build without the switch
+                values[name] = "unavailable"
+    return values
+
+
+def _hooks() -> dict[str, Any]:
+    found: dict[str, Any] = {
+        "sys.setprofile": sys.getprofile(),
+        "sys.settrace": sys.gettrace(),
+        "threading.setprofile": getattr(threading, "_profile_hook", None),
+        "threading.settrace": getattr(threading, "_trace_hook", None),
+    }
+    monitoring = getattr(sys, "monitoring", None)
+    if monitoring is not None:
+        for tool in range(6):
+            found[f"sys.monitoring tool {tool}"] = monitoring.get_tool(tool)
+    return found
+
+
+def _task_ids() -> set[int]:
+    try:
+        return {int(t) for t in os.listdir("/proc/self/task")}
+    except OSError:  # no /proc: the Python-level thread check still runs
+        return set()
+
+
+def _comm(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def warm_torch() -> None:
+    """Start the thread pools torch creates lazily (intra-op, BLAS), so that they exist before
+    the OS-thread baseline is taken."""
+    x = torch.ones(256, 256)
+    (x @ x).sum()
+    torch.ones(1 << 17).add_(1.0).sum()
+
+
+@dataclass(frozen=True)
+class ProcessState:
+    """Process-wide state captured when the worker starts."""
+
+    hooks: tuple[tuple[str, Any], ...]
+    flags: tuple[tuple[str, object], ...]
+    os_threads: frozenset[int]
+    main_comm: str
+
+    @classmethod
+    def capture(cls) -> ProcessState:
+        """Snapshot hooks, numeric flags and OS threads (call after :func:`warm_torch`)."""
+        return cls(
+            tuple(_hooks().items()),
+            tuple(numeric_flags().items()),
+            frozenset(_task_ids()),
+            _comm("/proc/self/comm"),
+        )
+
+    def changed_hooks(self) -> list[str]:
+        """Profile/trace/monitoring hooks that are not the ones of the snapshot."""
+        before = dict(self.hooks)
+        return [name for name, fn in _hooks().items() if fn is not before.get(name)]
+
+    def changed_flags(self) -> list[str]:
+        """``name: before -> now`` for every numeric switch that changed."""
+        before = dict(self.flags)
+        return [
+            f"{name}: {before.get(name)!r} -> {now!r}"
+            for name, now in numeric_flags().items()
+            if now != before.get(name)
+        ]
+
+    def new_os_threads(self) -> list[str]:
+        """OS threads that are neither in the snapshot, nor Python threads (checked by name
+        elsewhere), nor named by a library (their name differs from the process's)."""
+        python = {t.native_id for t in threading.enumerate()}
+        found = []
+        for tid in sorted(_task_ids() - self.os_threads - python):
+            comm = _comm(f"/proc/self/task/{tid}/comm")
+            if comm and comm == self.main_comm:
+                found.append(f"tid {tid}")
+        return found
+
+
+def active_modes() -> list[str]:
+    """Entered torch function/dispatch modes (a device context, ``with torch.device(...)``,
+    is not one: it only picks the device of new tensors)."""
+    from torch.utils._device import DeviceContext
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    modes = [
+        f"TorchFunctionMode {type(m).__module__}.{type(m).__qualname__}"
+        for m in torch.overrides._get_current_function_mode_stack()
+        if type(m) is not DeviceContext
+    ]
+    modes += [
+        f"TorchDispatchMode {type(m).__module__}.{type(m).__qualname__}"
+        for m in _get_current_dispatch_mode_stack()
+    ]
+    return modes
+
+
+def _children_of(pid: int) -> set[int]:
+    kids: set[int] = set()
+    for tid in _task_ids():
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", encoding="ascii") as f:
+                kids.update(int(c) for c in f.read().split())
+        except OSError:
+            continue
+    return kids
+
+
+def _state_and_cmdline(pid: int) -> tuple[str, str]:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+    except (OSError, IndexError):
+        return "gone", ""
+    return state, cmd
+
+
+def child_processes() -> list[str]:
+    """Running (not exited) child processes of this worker, except allowed library workers."""
+    found = []
+    for pid in sorted(_children_of(os.getpid())):
+        state, cmd = _state_and_cmdline(pid)
+        if state in ("Z", "X", "gone") or any(a in cmd for a in ALLOWED_CHILDREN):
+            continue
+        found.append(f"pid {pid} ({cmd[:80]})")
+    return found
+
+
+def replaced_timers() -> list[str]:
+    """Clocks of ``time`` that are not the C builtins of the module (a start-up hook ran)."""
+    bad = []
+    for name in TIMERS:
+        fn = getattr(time, name, None)
+        if not (isinstance(fn, types.BuiltinFunctionType) and fn.__self__ is time):
+            bad.append(f"time.{name}")
+    return bad
+
+
+def comparison_surface() -> list[tuple[Any, str, str]]:
+    """``(owner, name, label)`` of torch's comparison and reduction functions a checker or a
+    project's focused test relies on (``torch.allclose``, ``torch.testing.assert_close``,
+    ``Tensor.__sub__``...): replacing one makes any output compare equal."""
+    import math
+
+    import torch.testing
+
+    funcs = [
+        "allclose",
+        "isclose",
+        "equal",
+        "isfinite",
+        "isnan",
+        "isinf",
+        "sum",
+        "sub",
+        "subtract",
+        "abs",
+        "sqrt",
+        "log10",
+        "mean",
+        "max",
+        "min",
+        "all",
+        "any",
+        "where",
+        "zeros",
+        "zeros_like",
+        "norm",
+    ]
+    methods = [
+        "__eq__",
+        "__ne__",
+        "__sub__",
+        "__rsub__",
+        "__pow__",
+        "__abs__",
+        "__bool__",
+        "__float__",
+        "allclose",
+        "isclose",
+        "equal",
+        "sub",
+        "sum",
+        "abs",
+        "all",
+        "any",
+        "isfinite",
+        "isnan",
+        "item",
+        "to",
+        "double",
+        "float",
+        "tolist",
+        "numel",
+    ]
+    out = [(torch, n, f"torch.{n}") for n in funcs]
+    out += [(torch.testing, n, f"torch.testing.{n}") for n in ("assert_close", "assert_allclose")]
+    out += [(torch.linalg, n, f"torch.linalg.{n}") for n in ("norm", "vector_norm")]
+    out += [(math, n, f"math.{n}") for n in ("isclose", "isfinite", "log10", "sqrt")]
+    for klass, prefix in ((torch.Tensor, "torch.Tensor"), (torch._C.TensorBase, "TensorBase")):
+        out += [(klass, n, f"{prefix}.{n}") for n in methods]
+    return out

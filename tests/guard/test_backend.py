@@ -1,0 +1,52 @@
+"""The backend audit: vendor-library calls and reference imports a TRITON candidate adds."""
+
+from __future__ import annotations
+
+from kernel_ratchet.guard.backend import backend_audit
+
+_BEFORE = """
+import torch
+import triton
+
+
+@triton.jit
+def _k(a_ptr):
+    pass
+
+
+def op(a, b):
+    return torch.empty_like(a)
+"""
+
+
+def test_another_backend_is_not_audited() -> None:
+    after = _BEFORE.replace("torch.empty_like(a)", "torch.mm(a, b)")
+    assert not backend_audit({"k.py": _BEFORE}, {"k.py": after}, "CUDA").flagged
+
+
+def test_an_alias_of_torch_nn_functional_is_followed() -> None:
+    after = "import torch.nn.functional as F\n" + _BEFORE.replace(
+        "torch.empty_like(a)", "F.linear(a, b)"
+    )
+    r = backend_audit({"k.py": _BEFORE}, {"k.py": after}, "triton")
+    assert r.flagged and "F.linear" in r.calls[0], r
+
+
+def test_the_matmul_operator_and_tensor_methods_are_vendor_calls() -> None:
+    for expr in ("a @ b.T", "a.matmul(b.T)"):
+        after = _BEFORE.replace("torch.empty_like(a)", expr)
+        assert backend_audit({"k.py": _BEFORE}, {"k.py": after}, "TRITON").flagged, expr
+
+
+def test_a_call_the_incumbent_already_makes_is_not_added() -> None:
+    both = _BEFORE.replace("torch.empty_like(a)", "torch.mm(a, b)")
+    assert not backend_audit({"k.py": both}, {"k.py": both}, "TRITON").flagged
+
+
+def test_device_code_of_a_triton_kernel_is_not_a_vendor_call() -> None:
+    after = _BEFORE.replace("    pass\n", "    x = a_ptr @ a_ptr\n", 1)
+    assert not backend_audit({"k.py": _BEFORE}, {"k.py": after}, "TRITON").flagged
+
+
+def test_a_file_that_does_not_parse_is_left_to_the_static_audit() -> None:
+    assert not backend_audit({"k.py": _BEFORE}, {"k.py": "def ("}, "TRITON").flagged

@@ -1,0 +1,102 @@
+"""Process-wide state the Sentinel verifies: hooks, torch modes, numeric flags, threads,
+children, timers; and the input-entropy rule of the check (in this process, no worker)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import torch
+
+from kernel_ratchet.harness import input_entropy, process_guard
+from kernel_ratchet.harness.anticheat import CheatDetected, Sentinel
+
+
+def test_a_profile_hook_is_a_changed_hook() -> None:
+    state = process_guard.ProcessState.capture()
+    old = sys.getprofile()
+    sys.setprofile(lambda *a: None)
+    try:
+        assert "sys.setprofile" in state.changed_hooks()
+    finally:
+        sys.setprofile(old)
+    assert "sys.setprofile" not in state.changed_hooks()
+
+
+def test_a_changed_numeric_flag_is_named() -> None:
+    state = process_guard.ProcessState.capture()
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("medium" if before != "medium" else "highest")
+    try:
+        assert any("float32_matmul_precision" in c for c in state.changed_flags())
+    finally:
+        torch.set_float32_matmul_precision(before)
+    assert state.changed_flags() == []
+
+
+def test_an_entered_torch_function_mode_is_active() -> None:
+    class Mode(torch.overrides.TorchFunctionMode):
+        pass
+
+    assert process_guard.active_modes() == []
+    with Mode():
+        assert any("TorchFunctionMode" in m for m in process_guard.active_modes())
+    with torch.device("cpu"):
+        assert process_guard.active_modes() == []
+
+
+def test_a_child_process_is_found_until_it_exits() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert any(str(child.pid) in c for c in process_guard.child_processes())
+    finally:
+        child.kill()
+        child.wait()
+    assert not any(str(child.pid) in c for c in process_guard.child_processes())
+
+
+def test_the_clocks_are_the_c_builtins_until_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert process_guard.replaced_timers() == []
+    monkeypatch.setattr(time, "perf_counter", lambda: 0.0)
+    assert process_guard.replaced_timers() == ["time.perf_counter"]
+
+
+def test_the_sentinel_names_a_patched_comparison(monkeypatch: pytest.MonkeyPatch) -> None:
+    sentinel = Sentinel.capture()
+    sentinel.verify()
+    monkeypatch.setattr(torch, "allclose", lambda *a, **k: True)
+    with pytest.raises(CheatDetected, match="torch.allclose"):
+        sentinel.verify()
+
+
+def test_a_method_added_to_tensor_is_a_patch(monkeypatch: pytest.MonkeyPatch) -> None:
+    sentinel = Sentinel.capture()
+    monkeypatch.setattr(torch.Tensor, "__sub__", lambda a, b: a, raising=False)
+    with pytest.raises(CheatDetected, match="__sub__"):
+        sentinel.verify()
+
+
+def test_a_python_thread_is_not_reported_twice_as_an_os_thread() -> None:
+    state = process_guard.ProcessState.capture()
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait, name="kr-test")
+    t.start()
+    try:
+        assert state.new_os_threads() == []
+    finally:
+        stop.set()
+        t.join()
+
+
+def test_constant_inputs_are_low_entropy_and_a_small_constant_is_allowed() -> None:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(64, 32, generator=g)
+    assert input_entropy.low_entropy_inputs([("x", x)]) is None
+    assert input_entropy.low_entropy_inputs([("x", x), ("w", torch.ones(32))]) is None
+    assert input_entropy.low_entropy_inputs([("x", torch.ones(64, 32))]) == ["x"]
+    rows = torch.randn(1, 32, generator=g).expand(64, 32).contiguous()
+    assert input_entropy.low_entropy_inputs([("x", rows)]) == ["x"]
+    assert "random" in input_entropy.describe(["x"])
