@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
@@ -25,17 +24,17 @@ from kernel_ratchet.errors import RatchetError
 def parse_csv(
     path: Path,
     as_json: bool = typer.Option(
-        False, "--json", help="print strict JSON: a NaN or infinite value is null"
+        False,
+        "--json",
+        help='print strict JSON: an empty cell is null, an infinity the string "inf"/"-inf"',
     ),
 ):
     """Parse a benchmark CSV with the one reader (schema detected and checked)."""
     from kernel_ratchet.harness.csv_schema import read_csv
-    from kernel_ratchet.mcp.tools import jsonable
 
     t = read_csv(path)
     if as_json:
-        data = jsonable({"schema": t.schema.name, "rows": t.to_records()})
-        print(json.dumps(data, indent=2, allow_nan=False))
+        print(t.to_json())
         return
     table = Table(
         "label",
