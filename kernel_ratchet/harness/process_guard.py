@@ -224,6 +224,59 @@ def replaced_timers() -> list[str]:
     return bad
 
 
+#: torch functions a checker or a focused test relies on to compare outputs.
+COMPARISON_FUNCS = (
+    "allclose",
+    "isclose",
+    "equal",
+    "isfinite",
+    "isnan",
+    "isinf",
+    "sum",
+    "sub",
+    "subtract",
+    "abs",
+    "sqrt",
+    "log10",
+    "mean",
+    "max",
+    "min",
+    "all",
+    "any",
+    "where",
+    "zeros",
+    "zeros_like",
+    "norm",
+)
+#: Tensor methods the same comparisons go through.
+COMPARISON_METHODS = (
+    "__eq__",
+    "__ne__",
+    "__sub__",
+    "__rsub__",
+    "__pow__",
+    "__abs__",
+    "__bool__",
+    "__float__",
+    "allclose",
+    "isclose",
+    "equal",
+    "sub",
+    "sum",
+    "abs",
+    "all",
+    "any",
+    "isfinite",
+    "isnan",
+    "item",
+    "to",
+    "double",
+    "float",
+    "tolist",
+    "numel",
+)
+
+
 def comparison_surface() -> list[tuple[Any, str, str]]:
     """``(owner, name, label)`` of torch's comparison and reduction functions a checker or a
     project's focused test relies on (``torch.allclose``, ``torch.testing.assert_close``,
@@ -232,59 +285,10 @@ def comparison_surface() -> list[tuple[Any, str, str]]:
 
     import torch.testing
 
-    funcs = [
-        "allclose",
-        "isclose",
-        "equal",
-        "isfinite",
-        "isnan",
-        "isinf",
-        "sum",
-        "sub",
-        "subtract",
-        "abs",
-        "sqrt",
-        "log10",
-        "mean",
-        "max",
-        "min",
-        "all",
-        "any",
-        "where",
-        "zeros",
-        "zeros_like",
-        "norm",
-    ]
-    methods = [
-        "__eq__",
-        "__ne__",
-        "__sub__",
-        "__rsub__",
-        "__pow__",
-        "__abs__",
-        "__bool__",
-        "__float__",
-        "allclose",
-        "isclose",
-        "equal",
-        "sub",
-        "sum",
-        "abs",
-        "all",
-        "any",
-        "isfinite",
-        "isnan",
-        "item",
-        "to",
-        "double",
-        "float",
-        "tolist",
-        "numel",
-    ]
-    out = [(torch, n, f"torch.{n}") for n in funcs]
+    out = [(torch, n, f"torch.{n}") for n in COMPARISON_FUNCS]
     out += [(torch.testing, n, f"torch.testing.{n}") for n in ("assert_close", "assert_allclose")]
     out += [(torch.linalg, n, f"torch.linalg.{n}") for n in ("norm", "vector_norm")]
     out += [(math, n, f"math.{n}") for n in ("isclose", "isfinite", "log10", "sqrt")]
     for klass, prefix in ((torch.Tensor, "torch.Tensor"), (torch._C.TensorBase, "TensorBase")):
-        out += [(klass, n, f"{prefix}.{n}") for n in methods]
+        out += [(klass, n, f"{prefix}.{n}") for n in COMPARISON_METHODS]
     return out

@@ -110,7 +110,6 @@ class Session:
     def check(self, shape: Any, seed: int) -> dict[str, Any]:
         from kernel_ratchet.harness import anticheat as ac
         from kernel_ratchet.harness import input_entropy
-        from kernel_ratchet.harness import timed_checks as tc
         from kernel_ratchet.harness.correctness import check_outputs
 
         ad = self.adapter
@@ -145,29 +144,40 @@ class Session:
         if self.device.startswith("cuda"):
             ac.check_stream_order(ad.forward(case), "forward()")
             payload["checks"].append("stream order")
-        fresh = ad.make_case(shape, tc.derive_seed(seed, 1), self.device)
-        if ac.rebind(case, snap, fresh):
-            del fresh
-            snap = ac.snapshot_inputs(case)
-            ac.scrub_allocator(sizes, self.device)
-            got = ad.outputs(case)
-            ac.check_output_types(got)
-            self.sync()
-            ac.verify_inputs(snap)
-            ref = ad.reference(case)
-            self.sentinel.verify()
-            again = check_outputs(got, ref, thresholds)
-            if not again.passed:
-                raise ac.CheatDetected(
-                    "after new values were written into the same input tensors (same id() and "
-                    f"data_ptr) the outputs did not follow ({again.reason}): an output cache "
-                    "keyed on identity, or work skipped on repeated inputs"
-                )
-            payload["checks"].append("rebind")
-        else:
-            payload["checks"].append("rebind skipped: cases of two seeds differ in structure")
+        payload["checks"].append(self._rebind_check(case, snap, shape, seed, sizes, thresholds))
         self.after_candidate()
         return {"ok": True, "category": "ok", "detail": "all outputs pass", "payload": payload}
+
+    def _rebind_check(
+        self, case: Any, snap: Any, shape: Any, seed: int, sizes: list[int], thresholds: Any
+    ) -> str:
+        """New values written into the same input tensors (same id() and data_ptr): the outputs
+        must follow them. Raises CheatDetected when they do not; returns the check's name."""
+        from kernel_ratchet.harness import anticheat as ac
+        from kernel_ratchet.harness import timed_checks as tc
+        from kernel_ratchet.harness.correctness import check_outputs
+
+        ad = self.adapter
+        fresh = ad.make_case(shape, tc.derive_seed(seed, 1), self.device)
+        if not ac.rebind(case, snap, fresh):
+            return "rebind skipped: cases of two seeds differ in structure"
+        del fresh
+        snap = ac.snapshot_inputs(case)
+        ac.scrub_allocator(sizes, self.device)
+        got = ad.outputs(case)
+        ac.check_output_types(got)
+        self.sync()
+        ac.verify_inputs(snap)
+        ref = ad.reference(case)
+        self.sentinel.verify()
+        again = check_outputs(got, ref, thresholds)
+        if not again.passed:
+            raise ac.CheatDetected(
+                "after new values were written into the same input tensors (same id() and "
+                f"data_ptr) the outputs did not follow ({again.reason}): an output cache "
+                "keyed on identity, or work skipped on repeated inputs"
+            )
+        return "rebind"
 
     # -- time --
 
