@@ -42,7 +42,7 @@ def validate(project: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: F811
 
     def _validate(hypothesis: str) -> dict[str, Any]:
         with Campaign(load_profile(project), campaign_dir(project)) as c:
-            return c.validate(hypothesis)
+            return c.validate(hypothesis).to_dict()
 
     return _validate
 
