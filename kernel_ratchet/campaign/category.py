@@ -26,6 +26,7 @@ class Category(str, Enum):
     INTERRUPTED = "interrupted"
     UNCONFIRMED = "unconfirmed"
     OVERFIT = "overfit"
+    BACKEND = "backend"
     INCUMBENT = "incumbent"
     # a candidate's failure inside a paired A/B worker (kernel_ratchet.harness.worker)
     HANG = "hang"
@@ -64,6 +65,7 @@ ROOT_CAUSES: dict[Category, str] = {
     Category.NO_GAIN: "the aggregate did not improve",
     Category.INTERRUPTED: "the round was interrupted before its decision",
     Category.UNCONFIRMED: "a gain above 1.5x did not hold when re-measured in fresh processes",
+    Category.BACKEND: "the candidate hands the work to the vendor library or the reference",
     Category.INCUMBENT: "the incumbent could not be measured (infrastructure, not the candidate)",
     Category.HANG: "the candidate hung (worker time limit)",
     Category.CRASH: "the candidate crashed its worker process",

@@ -114,11 +114,6 @@ def test_an_edit_hidden_from_git_status_is_still_out_of_scope(
     )
 
 
-@gap(
-    "needs the campaign call: guard.backend.backend_audit flags the change, but the campaign "
-    "round does not call it yet (rounds must run it next to the static audit and roll back with "
-    "category 'backend')"
-)
 def test_a_vendor_library_swap_is_not_accepted_as_a_kernel_gain(
     project: Path,  # noqa: F811
     validate,

@@ -19,14 +19,15 @@ from kernel_ratchet.campaign.scope import split_editor_files
 from kernel_ratchet.campaign.state import PendingRound
 from kernel_ratchet.campaign.steps import TEST_TIMEOUT_S, run_step
 from kernel_ratchet.guard import StaticAudit, audit_change
+from kernel_ratchet.guard.backend import backend_audit
 from kernel_ratchet.guard.static_audit import REJECT
 
 if TYPE_CHECKING:
     from kernel_ratchet.campaign.context import CampaignContext
 
 
-def transfer_audit(c: CampaignContext, declared: str) -> StaticAudit:
-    """The static transfer audit (SPEC section 8) of the working tree against the incumbent."""
+def kernel_texts(c: CampaignContext) -> tuple[dict[str, str], dict[str, str]]:
+    """The Python kernel files' text, ``(incumbent, working tree)``, path -> source."""
     before, after = {}, {}
     for rel in c.m.kernel_source:
         if not rel.endswith(".py"):
@@ -36,7 +37,26 @@ def transfer_audit(c: CampaignContext, declared: str) -> StaticAudit:
             before[rel] = old.decode("utf-8", errors="replace")
         if path.exists():
             after[rel] = path.read_text(encoding="utf-8", errors="replace")
+    return before, after
+
+
+def transfer_audit(c: CampaignContext, declared: str) -> StaticAudit:
+    """The static transfer audit (SPEC section 8) of the working tree against the incumbent."""
+    before, after = kernel_texts(c)
     return audit_change(before, after, declared_bucket=declared)
+
+
+def backend_change(c: CampaignContext) -> str | None:
+    """Why the candidate hands the work to the vendor library or the reference (a change of
+    backend, which the user consents to by declaring that backend in ratchet.yaml), or None."""
+    before, after = kernel_texts(c)
+    found = backend_audit(before, after, c.m.target_backend)
+    if not found.flagged:
+        return None
+    return (
+        f"{found.reason}. A change of backend is not a kernel gain: to measure that path, "
+        "declare its backend for the op in ratchet.yaml and start a campaign on it"
+    )
 
 
 def measure(c: CampaignContext, n: int, p: PendingRound) -> RoundRecord:
@@ -84,6 +104,9 @@ def _measure(c: CampaignContext, n: int, p: PendingRound) -> RoundRecord:
     if audit.verdict == REJECT:
         why = f"REJECT-as-overfit before any benchmark ({audit.bucket}): {audit.reason}"
         return draft.failed(Category.OVERFIT, why, now())
+    swapped = backend_change(c)
+    if swapped:
+        return draft.failed(Category.BACKEND, swapped, now())
     failed = _build_and_test(c, n, draft, art)
     return failed or measure_levels(c, n, draft, art)
 
