@@ -35,19 +35,30 @@ def _cudart() -> Any:
     return None
 
 
-def persisting_l2() -> list[str]:
-    """What persisting-L2 state the process holds: a non-zero persisting limit, or an
+def persisting_limit() -> int | None:
+    """The device's persisting-L2 limit in bytes, or None when it cannot be read. Read it once
+    before any candidate code runs: a device may have a non-zero limit of its own."""
+    rt = _cudart()
+    if rt is None:
+        return None
+    limit = ctypes.c_size_t(0)
+    err = rt.cudaDeviceGetLimit(ctypes.byref(limit), ctypes.c_int(LIMIT_PERSISTING_L2))
+    return int(limit.value) if err == 0 else None
+
+
+def persisting_l2(baseline_limit: int | None) -> list[str]:
+    """What persisting-L2 state the process holds beyond the device's own: a persisting limit
+    above ``baseline_limit`` (the limit read before any candidate code ran), or an
     access-policy window on the current stream. Empty when none, or when unknowable."""
     import torch
 
     rt = _cudart()
-    if rt is None:
+    if rt is None or baseline_limit is None:
         return []
     found = []
-    limit = ctypes.c_size_t(0)
-    err = rt.cudaDeviceGetLimit(ctypes.byref(limit), ctypes.c_int(LIMIT_PERSISTING_L2))
-    if err == 0 and limit.value:
-        found.append(f"persisting L2 limit of {limit.value} bytes")
+    limit = persisting_limit()
+    if limit is not None and limit > baseline_limit:
+        found.append(f"persisting L2 limit raised from {baseline_limit} to {limit} bytes")
     window = ctypes.create_string_buffer(64)  # cudaStreamAttrValue: a 64-byte union
     stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
     err = rt.cudaStreamGetAttribute(stream, ctypes.c_int(ATTR_ACCESS_POLICY_WINDOW), window)

@@ -169,6 +169,7 @@ class _Simulation:
         if idiom == "train":
             for n, t in fresh.items():
                 _set(case, n, t)
+        self.run(case)
         got = self.adapter.outputs(case)
         ref = self.adapter.reference(case)
         res = check_outputs(got, ref, {n: self.adapter.threshold(n) for n in ref})

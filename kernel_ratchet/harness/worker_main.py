@@ -48,6 +48,15 @@ def _prefer_source_root(source_root: str, adapter: str) -> None:
             pkg.__path__.insert(0, str(candidate))  # type: ignore[attr-defined]
 
 
+def _device_l2_limit(device: str) -> int | None:
+    """The persisting-L2 limit of a CUDA ``device`` (None elsewhere, or when unreadable)."""
+    if not device.startswith("cuda"):
+        return None
+    from kernel_ratchet.harness.l2_persist import persisting_limit
+
+    return persisting_limit()
+
+
 class Session:
     """Serves the requests of one worker. Every method returns a protocol answer dict."""
 
@@ -58,6 +67,8 @@ class Session:
         self.spec = spec
         self.device = spec["device"]
         self.sentinel = sentinel
+        # the device's own persisting-L2 limit, read before the candidate's code is imported
+        self.l2_limit = _device_l2_limit(self.device)
         self.adapter = load_adapter(spec["adapter"])
         params = dict(spec.get("engine_params") or {})
         params.setdefault("device", self.device)
@@ -72,7 +83,7 @@ class Session:
             from kernel_ratchet.harness.anticheat import CheatDetected
             from kernel_ratchet.harness.l2_persist import persisting_l2
 
-            pinned = persisting_l2()
+            pinned = persisting_l2(self.l2_limit)
             if pinned:
                 raise CheatDetected(
                     f"the candidate left persisting L2 state ({'; '.join(pinned)}): inputs "
