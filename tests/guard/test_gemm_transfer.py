@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from kernel_ratchet.guard.dynamic_transfer import OVERFIT, TRANSFERS, simulate_training
-from kernel_ratchet.harness.adapter import Adapter, Shape
+from kernel_ratchet.harness.adapter import SNR_BF16, SNR_E4M3, Adapter, Shape
 
 gemm_kernel = pytest.importorskip("kernel_ratchet.kernels.gemm.launch")
 gemm_fp8 = pytest.importorskip("kernel_ratchet.kernels.gemm.fp8")
@@ -27,8 +27,9 @@ class LinearTraining(Adapter):
     schema: ClassVar[str] = "gemm"
     has_backward: ClassVar[bool] = True
 
-    def __init__(self, fn: Any, dtype: torch.dtype) -> None:
+    def __init__(self, fn: Any, dtype: torch.dtype, min_snr_db: float = SNR_BF16) -> None:
         self.fn, self.dtype = fn, dtype
+        self.min_snr_db = {"default": min_snr_db}  # the simulation checks a step's outputs
 
     def make_case(self, shape: Shape, seed: int, device: str) -> Any:
         case = gemm_adapter.make_linear_inputs(shape, seed, device, self.dtype)
@@ -94,7 +95,7 @@ GPU_SHAPES = [
 @pytest.mark.parametrize("name", ["bf16", "fp8-blockwise"], ids=["bf16", "fp8-blockwise"])
 def test_gemm_transfers_on_gpu(name: str, shape: Shape) -> None:
     fn = gemm_kernel.GemmFunction.apply if name == "bf16" else fp8_blockwise
-    adapter = LinearTraining(fn, torch.bfloat16)
+    adapter = LinearTraining(fn, torch.bfloat16, SNR_BF16 if name == "bf16" else SNR_E4M3)
     result = simulate_training(adapter, shape, device="cuda", steps=8, repeats=7)
     print(
         f"{name} {shape.label}: bench {result.bench_ms:.4f} ms, train {result.train_ms:.4f} ms,"
