@@ -23,8 +23,10 @@ MANUAL = "manual"
 
 
 def record_driver(campaign_dir: Path, settings: Mapping[str, Any]) -> None:
-    """Record ``settings`` (with a ``name``) as the campaign's current driver."""
-    atomic_write_json(Path(campaign_dir) / DRIVER_FILE, dict(settings))
+    """Record ``settings`` (with a ``name``) as the campaign's current driver (no write when
+    they are already the recorded ones: every manual round records its driver)."""
+    if recorded_driver(campaign_dir) != dict(settings):
+        atomic_write_json(Path(campaign_dir) / DRIVER_FILE, dict(settings))
 
 
 def recorded_driver(campaign_dir: Path) -> dict[str, Any] | None:

@@ -1,8 +1,10 @@
 """Sealed records: a closed round's files and the append-only logs cannot be edited unnoticed.
 
 When a round is closed, the sha256 of every file in ``rounds/round-N/`` (its ``round.json``,
-summary, benchmark CSVs, provenance, logs and kernel snapshot; not ``__pycache__``) is written
-into the state's ``records``. Every command that reads the records (``validate``, ``status``,
+summary, benchmark CSVs, provenance and kernel snapshot) is written into the state's
+``records``. Not sealed: ``__pycache__`` and the steps' raw output (``*.log``), which no decision
+reads and which a step killed with the round (Ctrl+C, SIGTERM) may still be flushing after it
+closed. Every command that reads the records (``validate``, ``status``,
 ``report``, the MCP tools) calls :func:`verify_records` first, so a value edited in a CSV or a
 ``round.json`` stops the command (LogTamperedError, exit 7) instead of changing a decision or
 the REPORT's gain.
@@ -25,7 +27,8 @@ APPEND_ONLY_LOGS = ("logs/optimize.md", "logs/performance_trend.md")
 
 def _record_files(rdir: Path) -> Iterator[Path]:
     for path in sorted(rdir.rglob("*")):
-        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+        unsealed = "__pycache__" in path.parts or path.suffix in (".pyc", ".log")
+        if path.is_file() and not unsealed:
             yield path
 
 
