@@ -222,7 +222,10 @@ class RatchetTools:
     ) -> dict:
         """One round on the working-tree change, exactly as `ratchet validate`: decided,
         committed or rolled back, recorded. Returns the frozen round record."""
+        from kernel_ratchet.campaign.driver import MANUAL, record_driver
+
         with self._campaign(campaign) as c:
+            record_driver(c.dir, {"name": MANUAL})  # as `ratchet validate`: resume will not drive
             rec = c.validate(
                 hypothesis,
                 bucket=bucket,
