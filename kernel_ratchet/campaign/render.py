@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kernel_ratchet.guard.transfer import TRANSFER_KEYS
 from kernel_ratchet.scoring.metrics import Aggregates
 
 TREND_TITLE = "# Performance trend\n\n"
@@ -148,17 +149,7 @@ def _shape_table(v: RoundView) -> str:
 
 def transfer_section(t: dict[str, str]) -> str:
     """The summary's ``## Real-training transfer check`` section (SPEC section 8)."""
-    keys = [
-        "Bucket",
-        "Cache key (if any)",
-        "id(...) audit",
-        "4-step trace hit rate",
-        "Workload distribution robustness (grouped ops)",
-        "Benchmark gain",
-        "Estimated real-training gain",
-        "Decision",
-    ]
-    lines = [f"- {k}: {t.get(k, 'not yet audited')}" for k in keys]
+    lines = [f"- {k}: {t.get(k, 'not yet audited')}" for k in TRANSFER_KEYS]
     return "## Real-training transfer check\n" + "\n".join(lines) + "\n"
 
 
