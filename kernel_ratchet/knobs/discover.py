@@ -46,7 +46,7 @@ MAX_WARPS = 32
 #: At equal distance the earlier value is tried first: a larger block still covers a row that
 #: one program handles whole, a smaller one may not.
 FACTORS = {"num_warps": [1.0, 2.0, 0.5, 4.0, 0.25], "num_stages": [1.0, 2.0, 0.5]}
-BLOCK_FACTORS = [1.0, 2.0, 0.5]
+BLOCK_FACTORS = [1.0, 2.0, 0.5, 4.0]
 
 
 @dataclass(frozen=True)
@@ -174,12 +174,8 @@ def _launch_entries(
             (c for c in calls if isinstance(c.func, ast.Subscript)),
             key=lambda c: (c.lineno, c.col_offset),
         )
-        uses = Counter(
-            kw.value.id
-            for c in launches
-            for kw in c.keywords
-            if kw.arg and is_launch_knob(kw.arg) and isinstance(kw.value, ast.Name)
-        )
+        bases = [factor_of(kw.value)[0] for c in launches for kw in c.keywords if kw.arg]
+        uses = Counter(b.id for b in bases if isinstance(b, ast.Name))
         seen: Counter[str] = Counter()
         for call in launches:
             kernel = ast.unparse(call.func.value)

@@ -216,8 +216,7 @@ class SearchOptimizer(Optimizer):
         old = {k: entry.knobs[k].value for k in changes}
         what = ", ".join(f"{k} {old[k]!r} -> {v!r}" for k, v in sorted(changes.items()))
         scaled = [k for k in changes if entry.knobs[k].base is not None]
-        if scaled:
-            what += f" (times the {', '.join(scaled)} computed at run time)"
+        note = f" (times the {', '.join(scaled)} computed at run time)" if scaled else ""
         where = "module constants" if entry.key == MODULE else entry.key
         why = (
             RATIONALE.get(family)
@@ -229,7 +228,7 @@ class SearchOptimizer(Optimizer):
         scope = f"the {len(shapes)} shapes of bucket {entry.bucket}" if shapes else "the shapes"
         metric = ctx.manifest.get("primary_metric", "the primary metric")
         return Proposal(
-            hypothesis=f"{where}: {what} — {why}",
+            hypothesis=f"{where}: {what}{note} — {why}",
             bucket="K1",
             expected=f"higher {metric} on {scope}, no other bucket affected",
             summary=f"{where}: {what}",
