@@ -12,8 +12,8 @@
   A ``BLOCK*`` variable that the function also uses elsewhere (a grid, a loop bound) is not
   scaled at the launch alone. A value read from a config object (``cfg.num_warps``) is left to
   the place that defines it (a tunables file or a declared knob). A launch of a plain
-  ``@triton.jit`` kernel of the same file that omits ``num_warps`` / ``num_stages`` gets them
-  as knobs at Triton's defaults.
+  ``@triton.jit`` kernel of the op's kernel files that omits ``num_warps`` / ``num_stages``
+  gets them as knobs at Triton's defaults.
 
 Declared knobs (:mod:`.declared`) override what is found at the same place.
 """
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import ast
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -190,7 +190,7 @@ def _launch_entries(
                 if block and not _block_scalable(fn, factor_of(kw.value)[0], uses):
                     continue
                 knobs[kw.arg], space[kw.arg] = knob, values
-            if kernel in plain:
+            if kernel.split(".")[-1] in plain:
                 for name, default in DEFAULTS.items():
                     if name not in {k.arg for k in call.keywords}:
                         knobs[name] = Knob(name, default, None)
@@ -221,10 +221,14 @@ def _declare(
     return hit
 
 
-def discover(text: str, rel: str, decls: Sequence[KnobDecl] = ()) -> Discovered:
+def discover(
+    text: str, rel: str, decls: Sequence[KnobDecl] = (), plain: frozenset[str] = frozenset()
+) -> Discovered:
     """The knobs of the kernel file ``rel`` (its text ``text``): autotune configs, launch
-    arguments and the declarations of ``decls`` that live in it. Raises KnobError when the
-    text is not valid Python."""
+    arguments and the declarations of ``decls`` that live in it. ``plain``: names of plain
+    ``@triton.jit`` kernels defined in other files (:func:`plain_kernels`), whose launches here
+    get ``num_warps`` / ``num_stages`` knobs too. Raises KnobError when the text is not valid
+    Python."""
     tree = parse_python(text, rel)
     data = text.encode()
     off = Offsets(data)
@@ -235,7 +239,7 @@ def discover(text: str, rel: str, decls: Sequence[KnobDecl] = ()) -> Discovered:
         e = _config_entry(rel, kernel, i, call, off)
         entries[e.key] = e
         space[e.key] = {k: v for k, kn in e.knobs.items() if (v := _values(k, kn.value))}
-    for e, sp in _launch_entries(tree, rel, data, off, jit - tuned):
+    for e, sp in _launch_entries(tree, rel, data, off, (jit | plain) - tuned):
         entries[e.key], space[e.key] = e, sp
     unmatched = []
     for decl in declarations_for(decls, rel):
@@ -250,6 +254,21 @@ def discover(text: str, rel: str, decls: Sequence[KnobDecl] = ()) -> Discovered:
     return Discovered(Tunables(text, entries, space), tuple(unmatched))
 
 
-def parse_discovered(rel: str, decls: Sequence[KnobDecl] = ()):
+def parse_discovered(
+    rel: str, decls: Sequence[KnobDecl] = (), plain: frozenset[str] = frozenset()
+) -> Callable[[str], Tunables]:
     """A ``parse`` function for :func:`kernel_ratchet.knobs.tunables.set_knobs` on ``rel``."""
-    return lambda text: discover(text, rel, decls).tunables
+    return lambda text: discover(text, rel, decls, plain).tunables
+
+
+def plain_kernels(texts: Iterable[str]) -> frozenset[str]:
+    """Names of the plain (not autotuned) ``@triton.jit`` kernels defined in ``texts``; a text
+    that does not parse defines none."""
+    out: set[str] = set()
+    for text in texts:
+        try:
+            jit, tuned = _kernels(ast.parse(text))
+        except SyntaxError:
+            continue
+        out |= jit - tuned
+    return frozenset(out)

@@ -1,9 +1,10 @@
 """The search space of one op: every knob of every source, counted and described.
 
-Sources: the op's tunables file (its own convention, :mod:`.tunables`), what every other kernel
-file already has (:mod:`.discover`), and the knobs declared in ``ratchet.yaml``
-(:mod:`.declared`). A knob counts when it has at least one value besides its current one; the
-points are the product, over the knobs, of the values each can take.
+Sources: the op's tunables file (its own convention, :mod:`.tunables`), what every kernel file
+already has (:mod:`.discover`; a tunables file that is also a kernel file is read both ways),
+and the knobs declared in ``ratchet.yaml`` (:mod:`.declared`). A knob counts when it has at
+least one value besides its current one; the points are the product, over the knobs, of the
+values each can take.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernel_ratchet.knobs.declared import KnobDecl
-from kernel_ratchet.knobs.discover import discover, parse_discovered
+from kernel_ratchet.knobs.discover import discover, parse_discovered, plain_kernels
 from kernel_ratchet.knobs.model import Entry, KnobError
 from kernel_ratchet.knobs.tunables import Tunables, entries_for_op, parse_tunables
 
@@ -91,6 +92,7 @@ def collect(
     ``kernel_source``, the tunables file ``tunables`` and the declarations ``decls``. A file
     that does not parse is named in ``problems`` (its knobs are not counted)."""
     files, unmatched, problems = [], [], []
+    plain = plain_kernels(sources[r] for r in kernel_source if r in sources)
     for rel in dict.fromkeys([*([tunables] if tunables else []), *kernel_source]):
         text = sources.get(rel)
         if text is None:
@@ -99,14 +101,14 @@ def collect(
         try:
             if rel == tunables:
                 files.append(FileSpace(rel, TUNABLES, parse_tunables(text), parse_tunables))
-                continue
-            found = discover(text, rel, decls)
+            if rel in kernel_source:
+                found = discover(text, rel, decls, plain)
+                parse = parse_discovered(rel, decls, plain)
+                files.append(FileSpace(rel, KERNEL, found.tunables, parse))
+                unmatched += found.unmatched
         except KnobError as exc:
             problems.append(str(exc))
-            continue
-        files.append(FileSpace(rel, KERNEL, found.tunables, parse_discovered(rel, decls)))
-        unmatched += found.unmatched
-    unmatched += [d for d in decls if d.file not in kernel_source or d.file == tunables]
+    unmatched += [d for d in decls if d.file not in kernel_source]
     return SearchSpace(tuple(files), tuple(unmatched), tuple(problems))
 
 

@@ -24,8 +24,7 @@ def _tunables(profile: Profile, op: OpProfile, space: SearchSpace) -> CheckItem:
             f"{op.tunables} does not exist",
             f"fix ops.{op.name}.tunables or remove it",
         )
-    mine = [fs for fs in space.files if fs.rel == op.tunables]
-    if mine and mine[0].entries(op.name):
+    if any(fs.rel == op.tunables and fs.entries(op.name) for fs in space.files):
         return _item(op, "tunables file", True, op.tunables)
     why = next((p for p in space.problems if op.tunables in p), "nothing in it can move")
     return _item(
@@ -48,8 +47,7 @@ def _search_space(op: OpProfile, space: SearchSpace) -> CheckItem:
             False,
             f"declared knobs match nothing: {bad}",
             f"fix ops.{op.name}.knobs: each names a module-level constant, an assignment in "
-            "`within`, a launch keyword or an autotune config key of a kernel_source file "
-            "other than the tunables file",
+            "`within`, a launch keyword or an autotune config key of a kernel_source file",
         )
     if space.empty(op.name):
         return CheckItem(

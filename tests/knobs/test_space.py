@@ -31,12 +31,14 @@ def test_points_are_the_product_of_the_values_of_each_knob():
 
 def test_every_source_counts_and_the_tunables_file_keeps_its_convention():
     space = collect(SOURCES, list(SOURCES), tunables="pkg/kernel.py")
-    kinds = {fs.rel: fs.source for fs in space.files}
-    assert kinds == {
-        "pkg/kernel.py": "tunables",
-        "pkg/autotuned.py": "kernel",
-        "pkg/settings.py": "kernel",
-    }
+    kinds = [(fs.rel, fs.source) for fs in space.files]
+    # the tunables file is a kernel file too: read by its convention and for launches
+    assert kinds == [
+        ("pkg/kernel.py", "tunables"),
+        ("pkg/kernel.py", "kernel"),
+        ("pkg/autotuned.py", "kernel"),
+        ("pkg/settings.py", "kernel"),
+    ]
     knobs = space.knobs("op")
     points = math.prod(len(v) for *_, v in knobs)
     assert space.describe("op") == (
@@ -63,3 +65,15 @@ def test_unreadable_files_and_declarations_outside_the_kernel_files_are_named():
     assert any("pkg/bad.py does not parse" in p for p in space.problems)
     assert any("pkg/missing.py cannot be read" in p for p in space.problems)
     assert [d.file for d in space.unmatched] == ["pkg/other.py"]
+
+
+def test_a_launch_of_a_plain_kernel_from_another_file_gets_warps_and_stages():
+    kernel = "import triton\n\n\n@triton.jit\ndef _k(x_ptr, BLOCK: tl.constexpr):\n    pass\n"
+    launch = "from pkg.kernel import _k\n\n\ndef run(x):\n    _k[(1,)](x, BLOCK=64)\n"
+    space = collect(
+        {"pkg/kernel.py": kernel, "pkg/launch.py": launch}, ["pkg/kernel.py", "pkg/launch.py"]
+    )
+    names = {name: values[0] for _, name, values in space.knobs("op")}
+    assert names == {"BLOCK": 64, "num_warps": 4, "num_stages": 3}
+    alone = collect({"pkg/launch.py": launch}, ["pkg/launch.py"])
+    assert {name for _, name, _ in alone.knobs("op")} == {"BLOCK"}  # unknown kernel: no defaults
