@@ -208,6 +208,8 @@ def run(
             "resume` to continue one)"
         )
     opt = _optimizer(optimizer, agent_cmd, agent_timeout, knobs)
+    if op and not campaign:
+        opt.check_ready(prof.root, prof.op(op))  # before asking: a search with nothing to move
     what = f"op {op}" if op and not campaign else f"campaign {campaign}"
     ask = f"Run {what} unattended with the {optimizer} optimizer (up to {max_iterations} rounds)?"
     if not yes and not typer.confirm(ask, default=True):

@@ -32,7 +32,8 @@ def check(op: str | None = typer.Option(None, "--op"), profile: Path | None = Pr
     table = Table("check", "ok", "detail / fix")
     for i in items:
         detail = i.detail + (f"\n[yellow]fix:[/yellow] {i.fix}" if not i.ok and i.fix else "")
-        table.add_row(i.name, "[green]yes[/green]" if i.ok else "[red]NO[/red]", detail)
+        mark = "[yellow]note[/yellow]" if i.warning else "[green]yes[/green]"
+        table.add_row(i.name, mark if i.ok else "[red]NO[/red]", detail)
     out.print(table)
     bad = [i for i in items if not i.ok]
     out.print(f"{len(items) - len(bad)}/{len(items)} checks pass ({prof.path})")

@@ -26,6 +26,8 @@ from typing import Any
 from kernel_ratchet.campaign.record import RoundRecord
 from kernel_ratchet.errors import RatchetError
 from kernel_ratchet.guard.static_audit import BUCKETS
+from kernel_ratchet.knobs.declared import KnobDecl
+from kernel_ratchet.profile.schema import OpProfile
 
 
 class OptimizerError(RatchetError):
@@ -110,6 +112,7 @@ class OptimizerContext:
     campaign_dir: Path | None = None
     round_no: int = 2
     protected: Sequence[str] = ()
+    knobs: Sequence[KnobDecl] = ()  # ops.<op>.knobs of ratchet.yaml
 
     @property
     def kernel_source(self) -> tuple[str, ...]:
@@ -152,6 +155,10 @@ class Optimizer(ABC):
 
     def observe(self, record: RoundRecord) -> None:  # noqa: B027 - optional hook
         """See a closed round's frozen record (default: ignore it)."""
+
+    def check_ready(self, root: Path, op: OpProfile) -> None:  # noqa: B027 - optional hook
+        """Raise OptimizerError when this optimizer cannot drive ``op`` of the project at
+        ``root`` (checked before a campaign starts or resumes; default: it can)."""
 
     def settings(self) -> dict[str, Any]:
         """What ``ratchet resume`` needs to drive the campaign the same way (recorded in the

@@ -107,6 +107,7 @@ def build_context(c: Campaign, analysis: Mapping[str, Any] | None) -> OptimizerC
         tips=read_tips(tp),
         analysis=analysis,
         tunables=c.op.tunables,
+        knobs=c.op.knobs,
         campaign_dir=c.dir,
         round_no=c.state.next_round,
         protected=tuple(os.path.relpath(p, c.root) for p in protected_paths(c)),
@@ -115,6 +116,7 @@ def build_context(c: Campaign, analysis: Mapping[str, Any] | None) -> OptimizerC
 
 def _open(
     profile: Profile,
+    optimizer: Optimizer,
     op: str | None,
     campaign: str | None,
     max_iterations: int,
@@ -123,6 +125,7 @@ def _open(
 ) -> Path:
     if campaign or not op:
         return find_campaign(profile, campaign)
+    optimizer.check_ready(profile.root, profile.op(op))
     params = define_target(profile, op, max_iterations=max_iterations, **init)
     preflight(profile, op)
     cdir = create_campaign(profile, params)
@@ -150,17 +153,19 @@ def run_campaign(
     ``op`` given and ``campaign`` None: a new campaign (``init`` = extra ``define_target``
     options); otherwise the named (or most recent) campaign is resumed. ``max_iterations``
     bounds the rounds of this call (and is the campaign's T3 for a new one). Raises
-    OptimizerError when the optimizer fails or a proposal changed a protected file (nothing
-    is validated then), CampaignError/RatchetError as the engine does, KeyboardInterrupt on
-    the second Ctrl+C (the round in flight is closed first).
+    OptimizerError before any round when the optimizer cannot drive the op (``check_ready``),
+    when it fails or a proposal changed a protected file (nothing is validated then),
+    CampaignError/RatchetError as the engine does, KeyboardInterrupt on the second Ctrl+C.
     """
     say = say or (lambda _m: None)
     stop_flag = stop_flag or threading.Event()
-    cdir = _open(profile, op, campaign, max_iterations, init or {}, say)
+    cdir = _open(profile, optimizer, op, campaign, max_iterations, init or {}, say)
     res = LoopResult(cdir)
     deadline = time.monotonic() + max_duration_s if max_duration_s else math.inf
     with Campaign(profile, cdir, say=say) as c:
         c.recover()
+        if c.state.phase not in (Phase.TERMINATED, Phase.ACCEPTED):
+            optimizer.check_ready(c.root, c.op)
         record_driver(cdir, optimizer.settings())
         if c.state.phase is Phase.INITIALIZED:
             c.baseline()

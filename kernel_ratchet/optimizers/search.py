@@ -1,14 +1,19 @@
-"""The built-in ``search`` optimizer: offline coordinate search over the op's declared tunables.
+"""The built-in ``search`` optimizer: offline coordinate search over the op's knobs.
 
-Each round is one move on one entry (shape bucket) of the tunables file (see
-:mod:`kernel_ratchet.optimizers.tunables` for the file convention): one knob set to one value,
-one structural switch flipped, or one declared preset (a config sweep of one bucket, which the
-rules count as one round). The change is the rewritten file text; the engine measures and
-decides.
+The knobs (:mod:`kernel_ratchet.knobs.space`) come from the op's tunables file (see
+:mod:`kernel_ratchet.knobs.tunables` for its convention), from what its kernel files already
+have (``@triton.autotune`` configs, ``num_warps`` / ``num_stages`` / ``BLOCK_*`` launch
+arguments: :mod:`kernel_ratchet.knobs.discover`) and from ``ops.<op>.knobs`` in
+``ratchet.yaml``. Each round is one move on one entry (a shape bucket, an autotune config, a
+launch): one knob set to one value, one structural switch flipped, or one declared preset (a
+config sweep of one bucket, which the rules count as one round). The change is the rewritten
+file text; the engine measures and decides. An op with nothing to move is refused before its
+campaign starts (:meth:`SearchOptimizer.check_ready`).
 
-Order (deterministic): entries whose bucket holds the least efficient shape of the latest
-analysis first (then the bucket with more shapes, then file order); within an entry, knobs in
-space order, values nearest to the current one first. A verified-ineffective direction is
+Order (deterministic): the tunables file's entries first, those whose bucket holds the least
+efficient shape of the latest analysis first (then the bucket with more shapes, then file
+order); then the kernel files' entries in file order; within an entry, knobs in space order,
+values nearest to the current one first. A verified-ineffective direction is
 never proposed again, nor is undoing the last accepted move (its old value lost that round's
 paired A/B; after a later acceptance it may be tried again); after two rollbacks in one knob
 family since the last acceptance, that family moves behind every other one (stagnation).
@@ -24,11 +29,22 @@ import sys
 import types
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from kernel_ratchet.campaign.record import RoundRecord
+from kernel_ratchet.knobs.model import Computed
+from kernel_ratchet.knobs.space import (
+    TUNABLES,
+    FileSpace,
+    SearchSpace,
+    collect,
+    nothing_to_move,
+    read_sources,
+)
+from kernel_ratchet.knobs.tunables import MODULE, Entry, Tunables, entries_for_op, set_knobs
 from kernel_ratchet.optimizers.base import Optimizer, OptimizerContext, OptimizerError, Proposal
-from kernel_ratchet.optimizers.tunables import MODULE, Entry, Tunables, parse_tunables, set_knobs
+from kernel_ratchet.profile.schema import OpProfile
 
 #: Why a knob family might help (the hypothesis is stated before the change).
 RATIONALE = {
@@ -74,29 +90,41 @@ class SearchOptimizer(Optimizer):
 
     # -- protocol --------------------------------------------------------------------------
     def propose(self, context: OptimizerContext) -> Proposal | None:
+        space = self.space(context)
+        self._check_knobs(space, context)
+        for fs, (entry, changes, family, direction) in self.all_moves(space, context):
+            new = set_knobs(fs.text, entry.key, changes, parse=fs.parse)
+            if new == fs.text:
+                continue
+            return self._proposal(context, fs, new, entry, changes, family, direction)
+        return None
+
+    def space(self, context: OptimizerContext) -> SearchSpace:
+        """The op's knobs in the incumbent's files. Raises OptimizerError when the tunables
+        file is not a kernel file, or when there is nothing to move."""
         rel = self.tunables or context.tunables
-        if not rel:
-            raise OptimizerError(
-                f"op {context.op!r} declares no tunables file; set ops.{context.op}.tunables in "
-                "ratchet.yaml (see kernel_ratchet/optimizers/tunables.py for the convention)"
-            )
-        if rel not in context.kernel_source:
+        if rel and rel not in context.kernel_source:
             raise OptimizerError(
                 f"the tunables file {rel} is not in kernel_source; a round may "
                 "change only kernel files: add it there"
             )
-        text = context.sources.get(rel)
-        if text is None:
-            text = (context.root / rel).read_text()
-        t = parse_tunables(text)
-        self._check_knobs(t, context)
-        for move in self.moves(t, context):
-            entry, changes, family, direction = move
-            new = set_knobs(text, entry.key, changes)
-            if new == text:
-                continue
-            return self._proposal(context, rel, new, entry, changes, family, direction)
-        return None
+        rels = [*context.kernel_source, *([rel] if rel else [])]
+        sources = {**read_sources(context.root, rels), **context.sources}
+        space = collect(sources, context.kernel_source, rel, context.knobs)
+        if space.problems:
+            raise OptimizerError("; ".join(space.problems))
+        if space.empty(context.op):
+            raise OptimizerError(nothing_to_move(context.op, context.kernel_source))
+        return space
+
+    def check_ready(self, root: Path, op: OpProfile) -> None:
+        """Refuse, before a campaign starts, an op with nothing to move (the message says how
+        to declare knobs) or a ``knobs`` restriction that names none of its knobs."""
+        manifest = {"target_op": op.name, "kernel_source": list(op.kernel_source)}
+        ctx = OptimizerContext(
+            root=Path(root), manifest=manifest, sources={}, tunables=op.tunables, knobs=op.knobs
+        )
+        self._check_knobs(self.space(ctx), ctx)
 
     def observe(self, record: RoundRecord) -> None:
         self.seen.append(record)
@@ -104,10 +132,10 @@ class SearchOptimizer(Optimizer):
     def settings(self) -> dict[str, Any]:
         return {"name": self.name, "knobs": sorted(self.knobs) if self.knobs else None}
 
-    def _check_knobs(self, t: Tunables, ctx: OptimizerContext) -> None:
+    def _check_knobs(self, space: SearchSpace, ctx: OptimizerContext) -> None:
         if self.knobs is None:
             return
-        known = {k for e in _for_op(list(t.entries.values()), t, ctx.op) for k in t.knob_space(e)}
+        known = {name for _, name, _ in space.knobs(ctx.op)}
         unknown = sorted(self.knobs - known)
         if unknown:
             raise OptimizerError(
@@ -117,12 +145,29 @@ class SearchOptimizer(Optimizer):
 
     # -- the order of moves ----------------------------------------------------------------
     def moves(self, t: Tunables, ctx: OptimizerContext):
-        """Candidate moves ``(entry, {knob: value}, family, direction)`` in proposal order,
-        without verified-ineffective or already decided directions."""
+        """Candidate moves ``(entry, {knob: value}, family, direction)`` of one tunables file
+        in proposal order, without verified-ineffective or already decided directions."""
+        for _, *move in sorted(self._ranked(t, ctx), key=lambda x: x[0]):
+            yield tuple(move)
+
+    def all_moves(self, space: SearchSpace, ctx: OptimizerContext):
+        """``(file space, move)`` over every file of ``space``, in proposal order: the
+        tunables file's entries first, then each kernel file's in file order."""
+        ranked, base = [], 0
+        files = sorted(space.files, key=lambda fs: fs.source != TUNABLES)
+        for fs in files:
+            buckets = fs.source == TUNABLES
+            found = self._ranked(fs.tunables, ctx, base, buckets)
+            ranked += [(key, fs, move) for key, *move in found]
+            base += len(self.entries(fs.tunables, ctx, buckets))
+        for _, fs, move in sorted(ranked, key=lambda x: x[0]):
+            yield fs, tuple(move)
+
+    def _ranked(self, t: Tunables, ctx: OptimizerContext, base: int = 0, buckets: bool = True):
         done = ctx.tried() | {r.direction_key for r in ctx.ineffective} | undoing(ctx.rounds)
         stagnant = stagnant_families(ctx.rounds, t)
         ranked = []
-        for e_rank, entry in enumerate(self.entries(t, ctx)):
+        for e_rank, entry in enumerate(self.entries(t, ctx, buckets), start=base):
             count = 0
             fam_rank: dict[str, int] = {}
             knob_rank: dict[str, int] = {}
@@ -141,15 +186,14 @@ class SearchOptimizer(Optimizer):
                 # depth-first: one family of one entry until it stagnates, then the next
                 key = (family in stagnant, e_rank, fam_rank[family], value_rank, knob_rank[knob])
                 ranked.append((key, entry, changes, family, direction))
-        ranked.sort(key=lambda x: x[0])
-        for _, entry, changes, family, direction in ranked:
-            yield entry, changes, family, direction
+        return ranked
 
-    def entries(self, t: Tunables, ctx: OptimizerContext) -> list[Entry]:
-        """Relevant entries, most promising first (see the module docstring)."""
+    def entries(self, t: Tunables, ctx: OptimizerContext, buckets: bool = True) -> list[Entry]:
+        """Relevant entries, most promising first (see the module docstring); ``buckets``:
+        rank by the shape buckets of the file's ``bucket_for`` (tunables files only)."""
         entries = [e for e in t.entries.values() if t.knob_space(e) or t.entry_presets(e)]
-        entries = _for_op(entries, t, ctx.op)
-        shapes = _shape_buckets(t, ctx)
+        entries = entries_for_op(entries, t, ctx.op)
+        shapes = _shape_buckets(t, ctx) if buckets else {}
         if shapes:
             used = {b for b, _ in shapes.values()}
             kept = [e for e in entries if e.key == MODULE or e.bucket in used]
@@ -167,24 +211,24 @@ class SearchOptimizer(Optimizer):
         return sorted(entries, key=rank)
 
     # -- the proposal ----------------------------------------------------------------------
-    def _proposal(self, ctx, rel, new, entry, changes, family, direction) -> Proposal:
+    def _proposal(self, ctx, fs: FileSpace, new, entry, changes, family, direction) -> Proposal:
+        rel = fs.rel
         old = {k: entry.knobs[k].value for k in changes}
         what = ", ".join(f"{k} {old[k]!r} -> {v!r}" for k, v in sorted(changes.items()))
+        scaled = [k for k in changes if entry.knobs[k].base is not None]
+        note = f" (times the {', '.join(scaled)} computed at run time)" if scaled else ""
         where = "module constants" if entry.key == MODULE else entry.key
         why = (
             RATIONALE.get(family)
             or RATIONALE.get(next(iter(changes)))
             or (f"the {family} knob has an unexplored value in this bucket")
         )
-        shapes = [
-            lbl
-            for lbl, (b, _) in _shape_buckets(parse_tunables(new), ctx).items()
-            if b == entry.bucket
-        ]
+        buckets = _shape_buckets(fs.parse(new), ctx) if fs.source == TUNABLES else {}
+        shapes = [lbl for lbl, (b, _) in buckets.items() if b == entry.bucket]
         scope = f"the {len(shapes)} shapes of bucket {entry.bucket}" if shapes else "the shapes"
         metric = ctx.manifest.get("primary_metric", "the primary metric")
         return Proposal(
-            hypothesis=f"{where}: {what} — {why}",
+            hypothesis=f"{where}: {what}{note} — {why}",
             bucket="K1",
             expected=f"higher {metric} on {scope}, no other bucket affected",
             summary=f"{where}: {what}",
@@ -192,7 +236,7 @@ class SearchOptimizer(Optimizer):
             family=family,
             files={rel: new},
             next_direction="the next knob of the same bucket, or the next bucket by efficiency",
-            notes={"entry": entry.key, "changes": dict(changes), "old": old},
+            notes={"entry": entry.key, "file": rel, "changes": dict(changes), "old": old},
         )
 
 
@@ -200,8 +244,9 @@ def _entry_moves(t: Tunables, entry: Entry):
     """(knob, value rank, changes) for every single-knob move, then every preset."""
     for knob, values in t.knob_space(entry).items():
         cur = entry.knobs[knob].value
+        computed = isinstance(cur, Computed)  # a declared literal replaces the expression
         ordered = sorted(
-            (v for v in values if v != cur and type(v) is type(cur)),
+            (v for v in values if v != cur and (computed or type(v) is type(cur))),
             key=lambda v: (_distance(cur, v), values.index(v)),
         )
         for i, v in enumerate(ordered):
@@ -259,20 +304,6 @@ def stagnant_families(rounds: Sequence[RoundRecord], t: Tunables) -> set[str]:
             if fam:
                 counts[fam] += 1
     return {f for f, n in counts.items() if n >= STAGNATION_ROLLBACKS}
-
-
-def _for_op(entries: list[Entry], t: Tunables, op: str) -> list[Entry]:
-    """Entries of the kinds the op uses: ``SEARCH_KINDS[op]``, else kinds sharing a name token
-    with the op (``bf16_bwd`` for ``gemm_bf16``), else all."""
-    kinds = {e.kind for e in entries if e.kind}
-    if not kinds:
-        return entries
-    if op in t.kinds:
-        wanted = set(t.kinds[op])
-    else:
-        tokens = set(op.lower().split("_"))
-        wanted = {k for k in kinds if tokens & set(k.lower().split("_"))} or kinds
-    return [e for e in entries if e.kind is None or e.kind in wanted]
 
 
 def _shape_buckets(t: Tunables, ctx: OptimizerContext) -> dict[str, tuple[str, float]]:

@@ -48,6 +48,7 @@ from types import ModuleType
 from typing import Any
 
 from kernel_ratchet.harness.adapter import Shape, load_adapter, load_shapes
+from kernel_ratchet.knobs.tunables import Tunables, parse_tunables, set_knobs
 from kernel_ratchet.optimizers.base import OptimizerError
 from kernel_ratchet.optimizers.sweep_measure import (
     SWEEP_SAMPLES,
@@ -61,7 +62,6 @@ from kernel_ratchet.optimizers.sweep_measure import (
     previous,
     score,
 )
-from kernel_ratchet.optimizers.tunables import Tunables, parse_tunables, set_knobs
 
 
 @dataclass(frozen=True)

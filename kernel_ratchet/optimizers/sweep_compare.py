@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from kernel_ratchet.harness.adapter import Shape
+from kernel_ratchet.knobs.tunables import parse_tunables
 from kernel_ratchet.optimizers.base import OptimizerError
-from kernel_ratchet.optimizers.tunables import parse_tunables
 from kernel_ratchet.scoring.paired_looks import PairedLooks
 
 #: Paths of the project tree not copied for the sweep-best side.

@@ -16,11 +16,12 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 from kernel_ratchet.harness.adapter import load_adapter, load_shapes
 from kernel_ratchet.harness.csv_schema import SCHEMAS
+from kernel_ratchet.profile.items import CheckItem
+from kernel_ratchet.profile.items import item as _item
 from kernel_ratchet.profile.schema import (
     CAMPAIGN_TYPES,
     COMPILED_BACKENDS,
@@ -29,18 +30,9 @@ from kernel_ratchet.profile.schema import (
     OpProfile,
     Profile,
 )
+from kernel_ratchet.profile.search_check import search_items
 
 _SUBPROCESS_TIMEOUT_S = 120
-
-
-@dataclass(frozen=True)
-class CheckItem:
-    """One checklist line: ``ok`` or not, what was found, and the fix when not ok."""
-
-    name: str
-    ok: bool
-    detail: str
-    fix: str = ""
 
 
 @contextmanager
@@ -53,10 +45,6 @@ def _project_on_path(root: Path) -> Iterator[None]:
         yield
     finally:
         sys.path[:] = saved
-
-
-def _item(op: OpProfile, what: str, ok: bool, detail: str, fix: str = "") -> CheckItem:
-    return CheckItem(f"{op.name}: {what}", ok, detail, "" if ok else fix)
 
 
 def _kernel_source(profile: Profile, op: OpProfile) -> CheckItem:
@@ -185,20 +173,6 @@ def _execution(profile: Profile, op: OpProfile) -> CheckItem:
     return _item(op, what, True, f"{op.execution_mode} mode, {rebuild}")
 
 
-def _tunables(profile: Profile, op: OpProfile) -> CheckItem:
-    if op.tunables is None:
-        return _item(op, "tunables file", True, "none given (optional)")
-    if (profile.root / op.tunables).is_file():
-        return _item(op, "tunables file", True, op.tunables)
-    return _item(
-        op,
-        "tunables file",
-        False,
-        f"{op.tunables} does not exist",
-        f"fix ops.{op.name}.tunables or remove it",
-    )
-
-
 def run_checklist(profile: Profile, op: str | None = None) -> list[CheckItem]:
     """The DEFINE_TARGET checklist for one op (``op``) or every op (None), in profile order.
 
@@ -214,7 +188,7 @@ def run_checklist(profile: Profile, op: str | None = None) -> list[CheckItem]:
         items.append(_shapes(profile, o))
         items.append(_scoring(profile, o))
         items.append(_execution(profile, o))
-        items.append(_tunables(profile, o))
+        items.extend(search_items(profile, o))
     return items
 
 

@@ -3,8 +3,9 @@
 Contract: :func:`load_profile` returns a :class:`~kernel_ratchet.profile.schema.Profile` or
 raises one :class:`~kernel_ratchet.errors.ProfileError` that lists *every* problem found, one
 per line, each naming the file, the key as a dotted path (``ops.gemm_bf16.campaign_type``) and
-the fix. Nothing is guessed: the only defaults are ``execution_mode: repo``, ``rebuild: null``
-and ``tunables: null``. Backend names are matched case-insensitively and stored upper-case.
+the fix. Nothing is guessed: the only defaults are ``execution_mode: repo``, ``rebuild: null``,
+``tunables: null`` and no declared ``knobs``. Backend names are matched case-insensitively and
+stored upper-case.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import yaml
 
 from kernel_ratchet.errors import ProfileError
+from kernel_ratchet.profile.knobs import parse_knobs
 from kernel_ratchet.profile.paths import inside_project, kernel_file
 from kernel_ratchet.profile.problems import Problems, short, show
 from kernel_ratchet.profile.schema import (
@@ -268,6 +270,7 @@ def _op(name: Any, data: Any, root: Path, problems: Problems) -> OpProfile | Non
     if tunables is not None:
         tunables = inside_project(tunables, f"{prefix}.tunables", problems, subdir=True)
     fields["tunables"] = tunables
+    fields["knobs"] = parse_knobs(data.get("knobs"), prefix, fields["kernel_source"], problems)
     if (
         fields["backend"] in COMPILED_BACKENDS
         and fields["execution_mode"] == "repo"

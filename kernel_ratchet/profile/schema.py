@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernel_ratchet.errors import ProfileError
+from kernel_ratchet.knobs.declared import KnobDecl
 
 #: Top-level keys of ratchet.yaml, in the order the SPEC documents them. All are required.
 TOP_LEVEL_KEYS: tuple[str, ...] = (
@@ -25,7 +26,7 @@ TOP_LEVEL_KEYS: tuple[str, ...] = (
 )
 REQUIRED_TOP_LEVEL_KEYS: tuple[str, ...] = TOP_LEVEL_KEYS
 
-#: Keys of one ``ops.<name>`` entry; the last three are optional with explicit defaults.
+#: Keys of one ``ops.<name>`` entry; those after ``shapes`` are optional with explicit defaults.
 OP_KEYS: tuple[str, ...] = (
     "kernel_source",
     "backend",
@@ -38,12 +39,14 @@ OP_KEYS: tuple[str, ...] = (
     "execution_mode",
     "rebuild",
     "tunables",
+    "knobs",
 )
 REQUIRED_OP_KEYS: tuple[str, ...] = OP_KEYS[:8]
 OPTIONAL_OP_DEFAULTS: Mapping[str, object] = {
     "execution_mode": "repo",
     "rebuild": None,
     "tunables": None,
+    "knobs": (),
 }
 
 CAMPAIGN_TYPES: tuple[str, ...] = ("compute_fwd", "compute_fwd_bwd", "memory")
@@ -87,6 +90,7 @@ class OpProfile:
     execution_mode: str = "repo"
     rebuild: str | None = None
     tunables: str | None = None
+    knobs: tuple[KnobDecl, ...] = ()  # declared knobs (kernel_ratchet.profile.knobs)
 
     @property
     def primary_metric(self) -> str:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from kernel_ratchet.knobs.tunables import parse_tunables
 from kernel_ratchet.optimizers.base import OptimizerError
 from kernel_ratchet.optimizers.search import SearchOptimizer, stagnant_families, undoing
 from kernel_ratchet.optimizers.testing import (
@@ -15,7 +16,6 @@ from kernel_ratchet.optimizers.testing import (
     make_toy_project,
     recorded_round,
 )
-from kernel_ratchet.optimizers.tunables import parse_tunables
 
 
 class TestSearchConformance(OptimizerConformance):

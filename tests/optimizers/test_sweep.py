@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from kernel_ratchet.campaign.example import scaffold
+from kernel_ratchet.knobs.tunables import parse_tunables, set_knobs
 from kernel_ratchet.optimizers import sweep_compare, sweep_measure
 from kernel_ratchet.optimizers.base import OptimizerError
-from kernel_ratchet.optimizers.tunables import parse_tunables, set_knobs
 
 SWEEP = [sys.executable, "-m", "kernel_ratchet.cli", "sweep"]
 COMPARE = [sys.executable, "-m", "kernel_ratchet.cli", "sweep-compare"]

@@ -40,6 +40,7 @@ def test_checklist_all_ok_for_a_good_project(tiny_project):
         "scoring rule known",
         "execution mode and rebuild decided",
         "tunables file",
+        "search space",
     } <= names
     assert str(p.root) not in sys.path  # sys.path restored
 
@@ -101,6 +102,9 @@ def test_tunables_must_exist_when_given(tiny_project):
     item = _by_name(run_checklist(load_profile(p.write())))["tunables file"]
     assert not item.ok and "configs.py" in item.detail
     (p.root / p.pkg / "configs.py").write_text("CONFIGS = []\n")
+    item = _by_name(run_checklist(load_profile(p.write())))["tunables file"]
+    assert not item.ok and "nothing in it can move" in item.detail and "SEARCH_SPACE" in item.fix
+    (p.root / p.pkg / "configs.py").write_text("B = 16\nSEARCH_SPACE = {'*': {'B': [16, 32]}}\n")
     assert _by_name(run_checklist(load_profile(p.write())))["tunables file"].ok
 
 

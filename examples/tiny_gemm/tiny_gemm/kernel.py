@@ -16,7 +16,7 @@ BLOCK_N = 16
 BLOCK_K = 16
 
 #: What the built-in search may try (``ratchet.yaml: tunables`` names this file; convention in
-#: kernel_ratchet/optimizers/tunables.py): one block size per round.
+#: kernel_ratchet/knobs/tunables.py): one block size per round.
 SEARCH_SPACE = {"*": {"BLOCK_M": [16, 32, 64], "BLOCK_N": [16, 32, 64], "BLOCK_K": [16, 32]}}
 
 

@@ -134,7 +134,7 @@ CONFIGS: dict[str, dict[str, GemmConfig]] = {
 }
 
 
-# What `ratchet run --optimizer search` may change (kernel_ratchet/optimizers/tunables.py).
+# What `ratchet run --optimizer search` may change (kernel_ratchet/knobs/tunables.py).
 #: The CONFIGS kinds each op's forward and backward use.
 SEARCH_KINDS = {
     "gemm_bf16": ["bf16", "bf16_bwd"],

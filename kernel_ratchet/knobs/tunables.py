@@ -29,42 +29,22 @@ keeps every other byte of the file.
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernel_ratchet.optimizers.base import OptimizerError
+from kernel_ratchet.knobs.model import (
+    LITERALS,
+    Entry,
+    Knob,
+    KnobError,
+    Offsets,
+    literal,
+    neighbours,
+    parse_python,
+)
 
 MODULE = "module"
-_LITERAL = (bool, int, float, str)
-
-
-@dataclass(frozen=True)
-class Knob:
-    """One knob of one entry: its current value and where its literal sits (None: default)."""
-
-    name: str
-    value: Any
-    span: tuple[int, int] | None  # byte offsets of the literal in the file
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One config entry (a call in a dict literal) or the module constants (``MODULE``)."""
-
-    key: str  # "CONFIGS/bf16/large" or "module"
-    path: tuple[str, ...]  # dict keys after the variable name: ("bf16", "large")
-    cls: str
-    knobs: dict[str, Knob]
-    insert_at: int | None = None  # byte offset where a new keyword argument goes
-    fields_known: bool = False
-
-    @property
-    def kind(self) -> str | None:
-        return self.path[0] if len(self.path) > 1 else None
-
-    @property
-    def bucket(self) -> str | None:
-        return self.path[-1] if self.path else None
 
 
 @dataclass(frozen=True)
@@ -84,7 +64,7 @@ class Tunables:
             if entry.key == MODULE:
                 return {}
             return {
-                k: _neighbours(kn.value) for k, kn in entry.knobs.items() if _neighbours(kn.value)
+                k: neighbours(kn.value) for k, kn in entry.knobs.items() if neighbours(kn.value)
             }
         out: dict[str, list[Any]] = {}
         for key in _match_keys(entry):
@@ -114,43 +94,6 @@ def _match_keys(entry: Entry) -> list[str]:
     return ["*", *entry.path, "/".join(entry.path)]
 
 
-def _neighbours(value: Any) -> list[Any]:
-    if isinstance(value, bool):
-        return [not value]
-    if isinstance(value, int) and value >= 1:
-        below = 1 << ((value - 1).bit_length() - 1) if value > 1 else 0  # largest 2^k < value
-        above = 1 << value.bit_length()  # smallest 2^k > value
-        return [v for v in (below, above) if v >= 1]
-    return []
-
-
-def _literal(node: ast.AST) -> tuple[bool, Any]:
-    try:
-        value = ast.literal_eval(node)
-    except (ValueError, SyntaxError, TypeError):
-        return False, None
-    return isinstance(value, _LITERAL), value
-
-
-class _Offsets:
-    """Maps ast (line, utf-8 byte column) positions to byte offsets of the whole file."""
-
-    def __init__(self, data: bytes) -> None:
-        self.starts = [0]
-        for i, b in enumerate(data):
-            if b == 0x0A:
-                self.starts.append(i + 1)
-
-    def at(self, line: int, col: int) -> int:
-        return self.starts[line - 1] + col
-
-    def span(self, node: ast.AST) -> tuple[int, int]:
-        return (
-            self.at(node.lineno, node.col_offset),
-            self.at(node.end_lineno, node.end_col_offset),
-        )
-
-
 def _dataclass_fields(tree: ast.Module) -> dict[str, list[tuple[str, Any]]]:
     out: dict[str, list[tuple[str, Any]]] = {}
     for node in tree.body:
@@ -160,7 +103,7 @@ def _dataclass_fields(tree: ast.Module) -> dict[str, list[tuple[str, Any]]]:
                 if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name):
                     if "ClassVar" in ast.unparse(st.annotation):
                         continue
-                    ok, value = _literal(st.value) if st.value is not None else (False, None)
+                    ok, value = literal(st.value) if st.value is not None else (False, None)
                     fields.append((st.target.id, value if ok else None))
             out[node.name] = fields
     return out
@@ -181,11 +124,11 @@ def _call_entry(call: ast.Call, key: str, path: tuple[str, ...], classes, off) -
     knobs: dict[str, Knob] = {}
     if fields:
         for name, default in fields:
-            if isinstance(default, _LITERAL):
+            if isinstance(default, LITERALS):
                 knobs[name] = Knob(name, default, None)
     for i, arg in enumerate(call.args):
         if fields and i < len(fields) and not isinstance(arg, ast.Starred):
-            ok, value = _literal(arg)
+            ok, value = literal(arg)
             name = fields[i][0]
             if ok:
                 knobs[name] = Knob(name, value, off.span(arg))
@@ -194,7 +137,7 @@ def _call_entry(call: ast.Call, key: str, path: tuple[str, ...], classes, off) -
     for kw in call.keywords:
         if kw.arg is None:
             continue
-        ok, value = _literal(kw.value)
+        ok, value = literal(kw.value)
         if ok:
             knobs[kw.arg] = Knob(kw.arg, value, off.span(kw.value))
         else:
@@ -218,13 +161,10 @@ def _walk_dict(d: ast.Dict, var: str, path: tuple[str, ...], classes, off, out) 
 
 
 def parse_tunables(text: str) -> Tunables:
-    """Parse a tunables file. Raises OptimizerError when it is not valid Python or its
+    """Parse a tunables file. Raises KnobError when it is not valid Python or its
     ``SEARCH_*`` declarations are not literals."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError as exc:
-        raise OptimizerError(f"the tunables file does not parse: {exc}") from exc
-    off = _Offsets(text.encode())
+    tree = parse_python(text, "the tunables file")
+    off = Offsets(text.encode())
     classes = _dataclass_fields(tree)
     entries: dict[str, Entry] = {}
     decl: dict[str, Any] = {}
@@ -237,11 +177,11 @@ def parse_tunables(text: str) -> Tunables:
             try:
                 decl[name] = ast.literal_eval(value)
             except ValueError as exc:
-                raise OptimizerError(f"{name} must be a literal (dicts, lists, numbers)") from exc
+                raise KnobError(f"{name} must be a literal (dicts, lists, numbers)") from exc
         elif isinstance(value, ast.Dict):
             _walk_dict(value, name, (), classes, off, entries)
         else:
-            ok, lit = _literal(value)
+            ok, lit = literal(value)
             if ok:
                 constants[name] = Knob(name, lit, off.span(value))
     space = decl.get("SEARCH_SPACE")
@@ -260,30 +200,51 @@ def parse_tunables(text: str) -> Tunables:
     )
 
 
-def set_knobs(text: str, entry_key: str, changes: dict[str, Any]) -> str:
-    """``text`` with the knobs of one entry set to new literal values; all other bytes kept.
+def set_knobs(
+    text: str,
+    entry_key: str,
+    changes: dict[str, Any],
+    parse: Callable[[str], Tunables] = parse_tunables,
+) -> str:
+    """``text`` with the knobs of one entry set to new values; all other bytes kept.
 
-    A knob that the call does not pass is appended as ``knob=value``. Raises OptimizerError for
-    an unknown entry or knob, or a knob whose current value is not a literal.
+    ``parse`` reads the entries of the text (a tunables file by default; a kernel file's
+    discovered knobs with :func:`kernel_ratchet.knobs.discover.discover`). A knob that the call
+    does not pass is appended as ``knob=value``. Raises KnobError for an unknown entry or knob,
+    or when the rewritten text does not read back the value.
     """
     for knob, value in sorted(changes.items()):
-        t = parse_tunables(text)
+        t = parse(text)
         entry = t.entries.get(entry_key)
         if entry is None:
-            raise OptimizerError(f"no tunables entry {entry_key!r}; known: {sorted(t.entries)}")
+            raise KnobError(f"no knob entry {entry_key!r}; known: {sorted(t.entries)}")
         if knob not in entry.knobs:
-            raise OptimizerError(f"{entry_key} has no literal knob {knob!r}")
+            raise KnobError(f"{entry_key} has no movable knob {knob!r}")
         data = text.encode()
-        lit = repr(value).encode()
-        span = entry.knobs[knob].span
-        if span is not None:
-            data = data[: span[0]] + lit + data[span[1] :]
+        current = entry.knobs[knob]
+        lit = current.render(value).encode()
+        if current.span is not None:
+            data = data[: current.span[0]] + lit + data[current.span[1] :]
         else:
             at = entry.insert_at
             sep = b", " if data[at - 1 : at] != b"(" else b""
             data = data[:at] + sep + knob.encode() + b"=" + lit + data[at:]
         text = data.decode()
-        check = parse_tunables(text).entries[entry_key].knobs[knob].value
+        check = parse(text).entries[entry_key].knobs[knob].value
         if check != value or type(check) is not type(value):
-            raise OptimizerError(f"rewriting {entry_key}:{knob} did not give {value!r}")
+            raise KnobError(f"rewriting {entry_key}:{knob} did not give {value!r}")
     return text
+
+
+def entries_for_op(entries: list[Entry], t: Tunables, op: str) -> list[Entry]:
+    """Entries of the kinds the op uses: ``SEARCH_KINDS[op]``, else kinds sharing a name token
+    with the op (``bf16_bwd`` for ``gemm_bf16``), else all."""
+    kinds = {e.kind for e in entries if e.kind}
+    if not kinds:
+        return entries
+    if op in t.kinds:
+        wanted = set(t.kinds[op])
+    else:
+        tokens = set(op.lower().split("_"))
+        wanted = {k for k in kinds if tokens & set(k.lower().split("_"))} or kinds
+    return [e for e in entries if e.kind is None or e.kind in wanted]

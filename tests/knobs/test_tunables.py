@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from kernel_ratchet.optimizers.base import OptimizerError
+from kernel_ratchet.knobs.model import KnobError
+from kernel_ratchet.knobs.tunables import MODULE, parse_tunables, set_knobs
 from kernel_ratchet.optimizers.testing import TOY_CONFIGS
-from kernel_ratchet.optimizers.tunables import MODULE, parse_tunables, set_knobs
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -60,9 +60,9 @@ def test_module_constants_and_unknown_knobs():
     t = parse_tunables(text)
     assert list(t.entries) == [MODULE] and list(t.entries[MODULE].knobs) == ["BLOCK"]
     assert set_knobs(text, MODULE, {"BLOCK": 8}) == text.replace("BLOCK = 16", "BLOCK = 8")
-    with pytest.raises(OptimizerError):
+    with pytest.raises(KnobError):
         set_knobs(text, MODULE, {"A": 2})
-    with pytest.raises(OptimizerError):
+    with pytest.raises(KnobError):
         set_knobs(text, "nope", {"BLOCK": 8})
 
 

@@ -1,0 +1,274 @@
+"""The knobs a Triton kernel file already has, found by reading its code (no edit needed).
+
+* ``@triton.autotune(configs=[triton.Config({...}, num_warps=.., num_stages=..), ...])``: each
+  config is an entry ``<file>@<kernel>.configs[<i>]``; its knobs are the literal values of the
+  config dict and ``num_warps`` / ``num_stages`` (Triton's defaults when not passed; a move then
+  appends the keyword). ``configs`` may be a list literal or a module-level name bound to one.
+* Kernel launches ``kernel[grid](..., BLOCK_SIZE=.., num_warps=.., num_stages=..)``: each launch
+  is an entry ``<file>@<function>/<kernel>[]``; its knobs are those keywords (``BLOCK*`` in any
+  case). A literal moves to its power-of-two neighbours. A value computed at run time (the
+  ``calculate_settings`` style: ``BLOCK_SIZE, num_warps = calculate_settings(n)``) moves by a
+  factor written at the launch (``num_warps=num_warps * 2``), so it still follows the shape.
+  A ``BLOCK*`` variable that the function also uses elsewhere (a grid, a loop bound) is not
+  scaled at the launch alone. A value read from a config object (``cfg.num_warps``) is left to
+  the place that defines it (a tunables file or a declared knob). A launch of a plain
+  ``@triton.jit`` kernel of the op's kernel files that omits ``num_warps`` / ``num_stages``
+  gets them as knobs at Triton's defaults.
+
+Declared knobs (:mod:`.declared`) override what is found at the same place.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kernel_ratchet.knobs.declared import KnobDecl, assignment_entries, declarations_for
+from kernel_ratchet.knobs.model import (
+    Computed,
+    Entry,
+    Knob,
+    Offsets,
+    factor_of,
+    literal,
+    neighbours,
+    parse_python,
+)
+from kernel_ratchet.knobs.tunables import Tunables
+
+#: Triton's launch defaults (``triton.Config`` and a plain launch, NVIDIA).
+DEFAULTS = {"num_warps": 4, "num_stages": 3}
+MAX_WARPS = 32
+#: Scale factors tried on a launch argument computed at run time.
+#: At equal distance the earlier value is tried first: a larger block still covers a row that
+#: one program handles whole, a smaller one may not.
+FACTORS = {"num_warps": [1.0, 2.0, 0.5, 4.0, 0.25], "num_stages": [1.0, 2.0, 0.5]}
+BLOCK_FACTORS = [1.0, 2.0, 0.5, 4.0]
+
+
+@dataclass(frozen=True)
+class Discovered:
+    """The knobs of one kernel file, and the declarations that matched nothing in it."""
+
+    tunables: Tunables
+    unmatched: tuple[KnobDecl, ...] = ()
+
+
+def is_launch_knob(name: str) -> bool:
+    return name in DEFAULTS or name.upper().startswith("BLOCK")
+
+
+def _values(name: str, value: Any) -> list[Any]:
+    vals = neighbours(value) if type(value) is int or type(value) is bool else []
+    if name == "num_warps":
+        vals = [v for v in vals if v <= MAX_WARPS]
+    return vals
+
+
+def _own_nodes(fn: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of a function body, not descending into nested functions or classes."""
+    todo = list(ast.iter_child_nodes(fn))
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            todo.extend(ast.iter_child_nodes(node))
+
+
+def _kernels(tree: ast.Module) -> tuple[set[str], set[str]]:
+    """(module-level ``@triton.jit`` kernels, ``@triton.autotune`` kernels) by name."""
+    jit, tuned = set(), set()
+    for fn in tree.body:
+        if isinstance(fn, ast.FunctionDef):
+            names = {
+                ast.unparse(d.func if isinstance(d, ast.Call) else d) for d in fn.decorator_list
+            }
+            last = {n.split(".")[-1] for n in names}
+            if "jit" in last:
+                jit.add(fn.name)
+            if "autotune" in last:
+                tuned.add(fn.name)
+    return jit, tuned
+
+
+def _autotune_configs(tree: ast.Module) -> Iterator[tuple[str, int, ast.Call]]:
+    """(kernel, index, ``Config(...)`` call) of every literal autotune config list."""
+    module = {
+        n.targets[0].id: n.value
+        for n in tree.body
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
+    }
+    for fn in tree.body:
+        if not isinstance(fn, ast.FunctionDef):
+            continue
+        for dec in fn.decorator_list:
+            if not (isinstance(dec, ast.Call) and ast.unparse(dec.func).endswith("autotune")):
+                continue
+            kw = {k.arg: k.value for k in dec.keywords}
+            cfgs = kw.get("configs", dec.args[0] if dec.args else None)
+            if isinstance(cfgs, ast.Name):
+                cfgs = module.get(cfgs.id)
+            if isinstance(cfgs, ast.List | ast.Tuple):
+                for i, el in enumerate(cfgs.elts):
+                    if isinstance(el, ast.Call) and ast.unparse(el.func).endswith("Config"):
+                        yield fn.name, i, el
+
+
+def _config_entry(rel: str, kernel: str, i: int, call: ast.Call, off: Offsets) -> Entry:
+    knobs: dict[str, Knob] = {}
+    kw = {k.arg: k.value for k in call.keywords if k.arg}
+    params = call.args[0] if call.args else kw.get("kwargs")
+    if isinstance(params, ast.Dict):
+        for k, v in zip(params.keys, params.values, strict=True):
+            ok, value = literal(v)
+            if isinstance(k, ast.Constant) and isinstance(k.value, str) and ok:
+                knobs[k.value] = Knob(k.value, value, off.span(v))
+    for name, default in DEFAULTS.items():
+        ok, value = literal(kw[name]) if name in kw else (True, default)
+        if ok:
+            knobs[name] = Knob(name, value, off.span(kw[name]) if name in kw else None)
+    last = [*call.args, *(k.value for k in call.keywords)]
+    insert_at = max(off.span(n)[1] for n in last) if last else off.span(call)[1] - 1
+    key = f"{rel}@{kernel}.configs[{i}]"
+    return Entry(key, (key,), "autotune", knobs, insert_at, scope=(kernel,))
+
+
+def _block_scalable(fn: ast.AST, expr: ast.AST, launch_uses: Counter[str]) -> bool:
+    """A ``BLOCK*`` value may be scaled at the launch alone unless it is a variable the
+    function also reads elsewhere (then the launch and the other use would disagree)."""
+    if not isinstance(expr, ast.Name):
+        return True
+    reads = sum(
+        1
+        for n in _own_nodes(fn)
+        if isinstance(n, ast.Name) and n.id == expr.id and isinstance(n.ctx, ast.Load)
+    )
+    return reads <= launch_uses[expr.id]
+
+
+def _launch_knob(kw: ast.keyword, data: bytes, off: Offsets) -> tuple[Knob, list[Any]] | None:
+    """The knob of one launch keyword and its values, or None when it is not moved here."""
+    ok, value = literal(kw.value)
+    if ok:
+        return Knob(kw.arg, value, off.span(kw.value)), _values(kw.arg, value)
+    expr, factor = factor_of(kw.value)
+    if isinstance(expr, ast.Attribute | ast.Subscript):
+        return None  # read from a config object: moved where it is defined
+    start, end = off.span(expr)
+    knob = Knob(kw.arg, factor, off.span(kw.value), base=data[start:end].decode())
+    return knob, list(FACTORS.get(kw.arg, BLOCK_FACTORS))
+
+
+def _launch_entries(
+    tree: ast.Module, rel: str, data: bytes, off: Offsets, plain: set[str]
+) -> Iterator[tuple[Entry, dict[str, list[Any]]]]:
+    """(entry, space) of every kernel launch ``kernel[grid](...)`` inside a function."""
+    for fn in ast.walk(tree):
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        calls = [n for n in _own_nodes(fn) if isinstance(n, ast.Call)]
+        launches = sorted(
+            (c for c in calls if isinstance(c.func, ast.Subscript)),
+            key=lambda c: (c.lineno, c.col_offset),
+        )
+        bases = [factor_of(kw.value)[0] for c in launches for kw in c.keywords if kw.arg]
+        uses = Counter(b.id for b in bases if isinstance(b, ast.Name))
+        seen: Counter[str] = Counter()
+        for call in launches:
+            kernel = ast.unparse(call.func.value)
+            knobs: dict[str, Knob] = {}
+            space: dict[str, list[Any]] = {}
+            for kw in call.keywords:
+                found = _launch_knob(kw, data, off) if kw.arg and is_launch_knob(kw.arg) else None
+                if found is None:
+                    continue
+                knob, values = found
+                block = kw.arg.upper().startswith("BLOCK") and knob.base is not None
+                if block and not _block_scalable(fn, factor_of(kw.value)[0], uses):
+                    continue
+                knobs[kw.arg], space[kw.arg] = knob, values
+            if kernel.split(".")[-1] in plain:
+                for name, default in DEFAULTS.items():
+                    if name not in {k.arg for k in call.keywords}:
+                        knobs[name] = Knob(name, default, None)
+                        space[name] = _values(name, default)
+            seen[kernel] += 1
+            key = f"{rel}@{fn.name}/{kernel}[]" + (f"#{seen[kernel]}" if seen[kernel] > 1 else "")
+            last = [*call.args, *(k.value for k in call.keywords)]
+            insert_at = max(off.span(n)[1] for n in last) if last else off.span(call)[1] - 1
+            entry = Entry(key, (key,), "launch", knobs, insert_at, scope=(fn.name, kernel))
+            if knobs:
+                yield entry, space
+
+
+def _declare(
+    decl: KnobDecl, entries: dict[str, Entry], space: dict[str, dict[str, list[Any]]], data: bytes
+) -> bool:
+    """Apply one declaration to the found sites of its name; True when it matched one."""
+    hit = False
+    for e in entries.values():
+        if decl.name not in e.knobs or (decl.within and decl.within not in e.scope):
+            continue
+        hit = True
+        kn = e.knobs[decl.name]
+        if kn.base is not None:  # a declared value replaces the computed expression
+            source = data[kn.span[0] : kn.span[1]].decode()
+            e.knobs[decl.name] = Knob(decl.name, Computed(source), kn.span)
+        space.setdefault(e.key, {})[decl.name] = list(decl.values)
+    return hit
+
+
+def discover(
+    text: str, rel: str, decls: Sequence[KnobDecl] = (), plain: frozenset[str] = frozenset()
+) -> Discovered:
+    """The knobs of the kernel file ``rel`` (its text ``text``): autotune configs, launch
+    arguments and the declarations of ``decls`` that live in it. ``plain``: names of plain
+    ``@triton.jit`` kernels defined in other files (:func:`plain_kernels`), whose launches here
+    get ``num_warps`` / ``num_stages`` knobs too. Raises KnobError when the text is not valid
+    Python."""
+    tree = parse_python(text, rel)
+    data = text.encode()
+    off = Offsets(data)
+    jit, tuned = _kernels(tree)
+    entries: dict[str, Entry] = {}
+    space: dict[str, dict[str, list[Any]]] = {}
+    for kernel, i, call in _autotune_configs(tree):
+        e = _config_entry(rel, kernel, i, call, off)
+        entries[e.key] = e
+        space[e.key] = {k: v for k, kn in e.knobs.items() if (v := _values(k, kn.value))}
+    for e, sp in _launch_entries(tree, rel, data, off, (jit | plain) - tuned):
+        entries[e.key], space[e.key] = e, sp
+    unmatched = []
+    for decl in declarations_for(decls, rel):
+        hit = _declare(decl, entries, space, data)
+        for e in assignment_entries(tree, rel, decl, data, off):
+            entries[e.key], space[e.key], hit = e, {decl.name: list(decl.values)}, True
+        if not hit:
+            unmatched.append(decl)
+    for sp in space.values():
+        for name in [k for k, v in sp.items() if not v]:
+            del sp[name]  # declared with no values: not moved
+    return Discovered(Tunables(text, entries, space), tuple(unmatched))
+
+
+def parse_discovered(
+    rel: str, decls: Sequence[KnobDecl] = (), plain: frozenset[str] = frozenset()
+) -> Callable[[str], Tunables]:
+    """A ``parse`` function for :func:`kernel_ratchet.knobs.tunables.set_knobs` on ``rel``."""
+    return lambda text: discover(text, rel, decls, plain).tunables
+
+
+def plain_kernels(texts: Iterable[str]) -> frozenset[str]:
+    """Names of the plain (not autotuned) ``@triton.jit`` kernels defined in ``texts``; a text
+    that does not parse defines none."""
+    out: set[str] = set()
+    for text in texts:
+        try:
+            jit, tuned = _kernels(ast.parse(text))
+        except SyntaxError:
+            continue
+        out |= jit - tuned
+    return frozenset(out)

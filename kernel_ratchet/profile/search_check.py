@@ -1,0 +1,73 @@
+"""The search-space lines of ``ratchet check``: the tunables file and what the search can move.
+
+A tunables file that holds nothing to move fails (the profile names a file the search cannot
+use); an op with nothing to move at all passes with a warning (a campaign driven by a person or
+an agent needs no knobs), saying that ``ratchet run --optimizer search`` will refuse to start.
+"""
+
+from __future__ import annotations
+
+from kernel_ratchet.knobs.space import SearchSpace, collect, read_sources
+from kernel_ratchet.profile.items import CheckItem
+from kernel_ratchet.profile.items import item as _item
+from kernel_ratchet.profile.schema import OpProfile, Profile
+
+
+def _tunables(profile: Profile, op: OpProfile, space: SearchSpace) -> CheckItem:
+    if op.tunables is None:
+        return _item(op, "tunables file", True, "none given (optional)")
+    if not (profile.root / op.tunables).is_file():
+        return _item(
+            op,
+            "tunables file",
+            False,
+            f"{op.tunables} does not exist",
+            f"fix ops.{op.name}.tunables or remove it",
+        )
+    if any(fs.rel == op.tunables and fs.entries(op.name) for fs in space.files):
+        return _item(op, "tunables file", True, op.tunables)
+    why = next((p for p in space.problems if op.tunables in p), "nothing in it can move")
+    return _item(
+        op,
+        "tunables file",
+        False,
+        f"{op.tunables}: {why}",
+        "give it a SEARCH_SPACE naming its knobs and values (see docs/search.md), or remove "
+        f"ops.{op.name}.tunables",
+    )
+
+
+def _search_space(op: OpProfile, space: SearchSpace) -> CheckItem:
+    """What ``ratchet run --optimizer search`` can move; optional, so empty is a warning."""
+    if space.unmatched:
+        bad = "; ".join(f"{d.name} in {d.where}" for d in space.unmatched)
+        return _item(
+            op,
+            "search space",
+            False,
+            f"declared knobs match nothing: {bad}",
+            f"fix ops.{op.name}.knobs: each names a module-level constant, an assignment in "
+            "`within`, a launch keyword or an autotune config key of a kernel_source file",
+        )
+    if space.empty(op.name):
+        return CheckItem(
+            f"{op.name}: search space",
+            True,
+            "nothing to move: `ratchet run --optimizer search` refuses to start; declare "
+            f"knobs under ops.{op.name}.knobs (docs/search.md)",
+            warning=True,
+        )
+    return _item(op, "search space", True, space.describe(op.name))
+
+
+def op_space(profile: Profile, op: OpProfile) -> SearchSpace:
+    """The search space of ``op`` over the files as they are in the project now."""
+    rels = [*op.kernel_source, *([op.tunables] if op.tunables else [])]
+    sources = read_sources(profile.root, rels)
+    return collect(sources, op.kernel_source, op.tunables, op.knobs)
+
+
+def search_items(profile: Profile, op: OpProfile) -> list[CheckItem]:
+    """The "tunables file" and "search space" lines of the checklist for ``op``."""
+    space = op_space(profile, op)
+    return [_tunables(profile, op, space), _search_space(op, space)]

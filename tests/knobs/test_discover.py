@@ -1,0 +1,138 @@
+"""Knobs found by reading kernel code: autotune configs and launch arguments, rewritten as one
+readable expression edit that a reverse move undoes byte for byte."""
+
+from __future__ import annotations
+
+import ast
+import difflib
+from pathlib import Path
+
+import pytest
+
+from kernel_ratchet.knobs.declared import KnobDecl
+from kernel_ratchet.knobs.discover import discover, parse_discovered
+from kernel_ratchet.knobs.model import Computed, KnobError
+from kernel_ratchet.knobs.tunables import set_knobs
+
+FIXTURES = Path(__file__).parent / "fixtures"
+AUTOTUNED = (FIXTURES / "autotuned.py").read_text()
+SETTINGS = (FIXTURES / "settings.py").read_text()
+LAUNCH = "pkg/settings.py@row_sum/_row_sum_kernel[]"
+CONFIG0 = "pkg/autotuned.py@_scale_kernel.configs[0]"
+
+
+def changed_lines(a: str, b: str) -> list[str]:
+    diff = difflib.unified_diff(a.splitlines(), b.splitlines(), lineterm="", n=0)
+    return [ln for ln in diff if ln[:1] in "+-" and ln[:3] not in ("+++", "---")]
+
+
+def move(text: str, rel: str, key: str, decls=(), **changes) -> str:
+    new = set_knobs(text, key, changes, parse=parse_discovered(rel, decls))
+    ast.parse(new)  # still Python
+    return new
+
+
+def test_every_autotune_config_is_an_entry_with_its_own_values():
+    t = discover(AUTOTUNED, "pkg/autotuned.py").tunables
+    assert list(t.entries) == [CONFIG0, "pkg/autotuned.py@_scale_kernel.configs[1]"]
+    first = t.entries[CONFIG0]
+    values = {name: knob.value for name, knob in first.knobs.items()}
+    assert values == {"BLOCK_SIZE": 64, "num_warps": 2, "num_stages": 3}  # 3: Triton's default
+    assert first.knobs["num_stages"].span is None
+    space = {"BLOCK_SIZE": [32, 128], "num_warps": [1, 4], "num_stages": [2, 4]}
+    assert t.knob_space(first) == space
+
+
+def test_an_autotune_move_edits_one_config_and_appends_a_missing_keyword():
+    new = move(AUTOTUNED, "pkg/autotuned.py", CONFIG0, BLOCK_SIZE=128, num_stages=4)
+    assert changed_lines(AUTOTUNED, new) == [
+        '-        triton.Config({"BLOCK_SIZE": 64}, num_warps=2),',
+        '+        triton.Config({"BLOCK_SIZE": 128}, num_warps=2, num_stages=4),',
+    ]
+    assert move(new, "pkg/autotuned.py", CONFIG0, BLOCK_SIZE=64) != AUTOTUNED  # keyword stays
+    back = move(AUTOTUNED, "pkg/autotuned.py", CONFIG0, num_warps=4)
+    assert move(back, "pkg/autotuned.py", CONFIG0, num_warps=2) == AUTOTUNED
+
+
+def test_configs_bound_to_a_module_name_are_found():
+    text = AUTOTUNED.replace("@triton.autotune(\n    configs=[", "CONFIGS = [").replace(
+        "    ],\n    key=", "]\n\n\n@triton.autotune(configs=CONFIGS, key="
+    )
+    assert "configs=CONFIGS" in text
+    assert CONFIG0 in discover(text, "pkg/autotuned.py").tunables.entries
+
+
+def test_launch_arguments_computed_at_run_time_move_by_a_factor():
+    t = discover(SETTINGS, "pkg/settings.py").tunables
+    (entry,) = t.entries.values()
+    assert entry.key == LAUNCH
+    assert entry.knobs["num_warps"].value == 1.0 and entry.knobs["num_warps"].base == "num_warps"
+    assert entry.knobs["num_stages"].value == 3  # omitted at a plain launch: Triton's default
+    assert 2.0 in t.knob_space(entry)["BLOCK_SIZE"]
+    new = move(SETTINGS, "pkg/settings.py", LAUNCH, num_warps=2.0)
+    (old_line, new_line) = changed_lines(SETTINGS, new)
+    assert new_line == "+" + old_line[1:].replace("num_warps=num_warps", "num_warps=num_warps * 2")
+    halved = move(new, "pkg/settings.py", LAUNCH, num_warps=0.5)
+    assert "num_warps=num_warps // 2" in halved
+    assert move(halved, "pkg/settings.py", LAUNCH, num_warps=1.0) == SETTINGS
+
+
+def test_a_compound_expression_is_parenthesised_and_reverts_exactly():
+    text = SETTINGS.replace("num_warps=num_warps\n", "num_warps=num_warps + extra\n")
+    new = move(text, "pkg/settings.py", LAUNCH, num_warps=4.0)
+    assert "num_warps=(num_warps + extra) * 4" in new
+    assert discover(new, "pkg/settings.py").tunables.entries[LAUNCH].knobs["num_warps"].value == 4
+    assert move(new, "pkg/settings.py", LAUNCH, num_warps=1.0) == text
+
+
+def test_a_block_variable_used_elsewhere_is_not_scaled_at_the_launch_alone():
+    text = SETTINGS.replace(
+        "_row_sum_kernel[(n_rows,)]", "_row_sum_kernel[(triton.cdiv(n_rows, BLOCK_SIZE),)]"
+    )
+    knobs = discover(text, "pkg/settings.py").tunables.entries[LAUNCH].knobs
+    assert "BLOCK_SIZE" not in knobs and "num_warps" in knobs
+
+
+def test_values_read_from_a_config_object_are_left_to_where_they_are_defined():
+    text = SETTINGS.replace("num_warps=num_warps", "num_warps=cfg.num_warps")
+    knobs = discover(text, "pkg/settings.py").tunables.entries[LAUNCH].knobs
+    assert "num_warps" not in knobs and "BLOCK_SIZE" in knobs
+
+
+def test_a_literal_launch_argument_moves_to_its_power_of_two_neighbours():
+    text = SETTINGS.replace("num_warps=num_warps", "num_warps=4")
+    t = discover(text, "pkg/settings.py").tunables
+    assert t.knob_space(t.entries[LAUNCH])["num_warps"] == [2, 8]
+
+
+def test_a_declaration_sets_the_values_of_a_launch_argument_and_reverts_exactly():
+    decls = [KnobDecl("num_warps", "pkg/settings.py", (4, 8), within="row_sum")]
+    found = discover(SETTINGS, "pkg/settings.py", decls)
+    entry = found.tunables.entries[LAUNCH]
+    assert entry.knobs["num_warps"].value == Computed("num_warps")
+    assert found.tunables.knob_space(entry)["num_warps"] == [4, 8]
+    new = move(SETTINGS, "pkg/settings.py", LAUNCH, decls, num_warps=8)
+    assert [ln for ln in changed_lines(SETTINGS, new) if ln[0] == "+"][0].endswith("num_warps=8")
+    back = move(new, "pkg/settings.py", LAUNCH, decls, num_warps=Computed("num_warps"))
+    assert back == SETTINGS
+
+
+def test_declarations_reach_assignments_and_name_what_they_miss():
+    decls = [
+        KnobDecl("num_warps", "pkg/settings.py", (4, 8, 16), within="calculate_settings"),
+        KnobDecl("nothing_here", "pkg/settings.py", (1, 2)),
+        KnobDecl("num_stages", "pkg/settings.py", ()),  # [] keeps the search away
+    ]
+    found = discover(SETTINGS, "pkg/settings.py", decls)
+    assert [d.name for d in found.unmatched] == ["nothing_here"]
+    t = found.tunables
+    sites = [k for k in t.entries if k.startswith("pkg/settings.py@calculate_settings.")]
+    assert len(sites) == 3  # num_warps = 4 / 8 / 16: three assignments in the helper
+    assert "num_stages" not in t.knob_space(t.entries[LAUNCH])
+    new = move(SETTINGS, "pkg/settings.py", sites[0], decls, num_warps=16)
+    assert changed_lines(SETTINGS, new) == ["-    num_warps = 4", "+    num_warps = 16"]
+
+
+def test_a_file_that_does_not_parse_is_a_clear_error():
+    with pytest.raises(KnobError, match="pkg/bad.py does not parse"):
+        discover("def broken(:\n", "pkg/bad.py")

@@ -1,0 +1,79 @@
+"""The search space of an op over all its sources, counted the way `ratchet check` shows it."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from kernel_ratchet.knobs.declared import KnobDecl
+from kernel_ratchet.knobs.space import collect, nothing_to_move
+from kernel_ratchet.optimizers.testing import TOY_KERNEL
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SOURCES = {
+    "pkg/autotuned.py": (FIXTURES / "autotuned.py").read_text(),
+    "pkg/settings.py": (FIXTURES / "settings.py").read_text(),
+    "pkg/kernel.py": TOY_KERNEL,
+}
+
+
+def test_points_are_the_product_of_the_values_of_each_knob():
+    space = collect(SOURCES, ["pkg/settings.py"])
+    knobs = {name: values for _, name, values in space.knobs("op")}
+    # BLOCK_SIZE and num_warps move by a factor, num_stages (omitted) from Triton's default
+    assert knobs == {
+        "BLOCK_SIZE": [1.0, 2.0, 0.5, 4.0],
+        "num_warps": [1.0, 2.0, 0.5, 4.0, 0.25],
+        "num_stages": [3, 2, 4],
+    }
+    assert space.describe("op") == "3 knobs, 60 points (launch 3)"
+
+
+def test_every_source_counts_and_the_tunables_file_keeps_its_convention():
+    space = collect(SOURCES, list(SOURCES), tunables="pkg/kernel.py")
+    kinds = [(fs.rel, fs.source) for fs in space.files]
+    # the tunables file is a kernel file too: read by its convention and for launches
+    assert kinds == [
+        ("pkg/kernel.py", "tunables"),
+        ("pkg/kernel.py", "kernel"),
+        ("pkg/autotuned.py", "kernel"),
+        ("pkg/settings.py", "kernel"),
+    ]
+    knobs = space.knobs("op")
+    points = math.prod(len(v) for *_, v in knobs)
+    assert space.describe("op") == (
+        f"{len(knobs)} knobs, {points:,} points (tunables 3, autotune 6, launch 3)"
+    )
+
+
+def test_an_op_with_nothing_to_move_is_empty_and_told_how_to_declare():
+    plain = {"pkg/k.py": "def f(x):\n    return x\n"}
+    space = collect(plain, ["pkg/k.py"])
+    assert space.empty("op")
+    msg = nothing_to_move("op", ["pkg/k.py"])
+    assert "ops.op.knobs" in msg and "file: pkg/k.py" in msg and "values:" in msg
+    decl = KnobDecl("f", "pkg/k.py", ())
+    assert collect(plain, ["pkg/k.py"], decls=[decl]).unmatched == (decl,)
+
+
+def test_unreadable_files_and_declarations_outside_the_kernel_files_are_named():
+    space = collect(
+        {"pkg/bad.py": "def (:\n"},
+        ["pkg/bad.py", "pkg/missing.py"],
+        decls=[KnobDecl("X", "pkg/other.py", (1,))],
+    )
+    assert any("pkg/bad.py does not parse" in p for p in space.problems)
+    assert any("pkg/missing.py cannot be read" in p for p in space.problems)
+    assert [d.file for d in space.unmatched] == ["pkg/other.py"]
+
+
+def test_a_launch_of_a_plain_kernel_from_another_file_gets_warps_and_stages():
+    kernel = "import triton\n\n\n@triton.jit\ndef _k(x_ptr, BLOCK: tl.constexpr):\n    pass\n"
+    launch = "from pkg.kernel import _k\n\n\ndef run(x):\n    _k[(1,)](x, BLOCK=64)\n"
+    space = collect(
+        {"pkg/kernel.py": kernel, "pkg/launch.py": launch}, ["pkg/kernel.py", "pkg/launch.py"]
+    )
+    names = {name: values[0] for _, name, values in space.knobs("op")}
+    assert names == {"BLOCK": 64, "num_warps": 4, "num_stages": 3}
+    alone = collect({"pkg/launch.py": launch}, ["pkg/launch.py"])
+    assert {name for _, name, _ in alone.knobs("op")} == {"BLOCK"}  # unknown kernel: no defaults

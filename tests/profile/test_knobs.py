@@ -1,0 +1,87 @@
+"""ops.<op>.knobs in ratchet.yaml, and the search-space lines of the checklist."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kernel_ratchet.errors import ProfileError
+from kernel_ratchet.knobs.declared import KnobDecl
+from kernel_ratchet.profile.checklist import run_checklist
+from kernel_ratchet.profile.loader import load_profile
+
+FIXTURES = Path(__file__).parents[1] / "knobs" / "fixtures"
+
+
+def _space_item(p):
+    items = {i.name.split(": ", 1)[1]: i for i in run_checklist(load_profile(p.write()))}
+    return items["search space"]
+
+
+def test_declared_knobs_load_as_records(tiny_project):
+    p = tiny_project()
+    kernel = f"{p.pkg}/kernel.py"
+    p.op["knobs"] = [
+        {"name": "BLOCK", "file": f"./{kernel}", "within": "launch", "values": [64, 128]},
+        {"name": "num_stages", "file": kernel, "values": []},
+    ]
+    op = load_profile(p.write()).op("gemm_bf16")
+    assert op.knobs == (
+        KnobDecl("BLOCK", kernel, (64, 128), within="launch"),
+        KnobDecl("num_stages", kernel, ()),
+    )
+    assert load_profile(p.write()).op("gemm_bf16").knobs[0].where == f"{kernel} in launch"
+
+
+def test_every_bad_declaration_is_named_with_its_fix(tiny_project):
+    p = tiny_project()
+    kernel = f"{p.pkg}/kernel.py"
+    p.op["knobs"] = [
+        {"name": "BLOCK", "file": kernel, "values": [1], "where": "x"},
+        {"name": "not a name", "file": kernel, "values": [1]},
+        {"name": "B", "file": f"{p.pkg}/adapter.py", "values": [1]},
+        {"name": "B", "file": kernel, "values": [1, 1]},
+        {"name": "B", "file": kernel, "values": [[1]]},
+        {"name": "C", "file": kernel},
+        "BLOCK",
+    ]
+    with pytest.raises(ProfileError) as exc:
+        load_profile(p.write())
+    msg = str(exc.value)
+    for key in ("[0].where", "[1].name", "[2].file", "[3].values", "[4].values", "[5].values"):
+        assert f"ops.gemm_bf16.knobs{key}" in msg, key
+    assert "kernel_source" in msg and "repeats a value" in msg and "ops.gemm_bf16.knobs[6]" in msg
+    p.op["knobs"] = {"name": "BLOCK"}
+    with pytest.raises(ProfileError, match=r"knobs: expected a list of knobs"):
+        load_profile(p.write())
+
+
+def test_a_declared_twice_knob_is_refused(tiny_project):
+    p = tiny_project()
+    decl = {"name": "B", "file": f"{p.pkg}/kernel.py", "values": [1, 2]}
+    p.op["knobs"] = [decl, dict(decl)]
+    with pytest.raises(ProfileError, match="declared twice"):
+        load_profile(p.write())
+
+
+@pytest.mark.parametrize("fixture,what", [("autotuned", "autotune 6"), ("settings", "launch 3")])
+def test_kernels_as_written_get_a_search_space(tiny_project, fixture, what):
+    p = tiny_project()
+    shutil.copy(FIXTURES / f"{fixture}.py", p.root / p.pkg / "kernel.py")
+    item = _space_item(p)
+    assert item.ok and not item.warning
+    assert item.detail.endswith(f"points ({what})") and not item.detail.startswith("0 knobs")
+
+
+def test_nothing_to_move_is_a_warning_and_a_bad_declaration_fails(tiny_project):
+    p = tiny_project()
+    item = _space_item(p)
+    assert item.ok and item.warning and "refuses to start" in item.detail
+    p.op["knobs"] = [{"name": "MISSING", "file": f"{p.pkg}/kernel.py", "values": [1, 2]}]
+    item = _space_item(p)
+    assert not item.ok and "MISSING" in item.detail and "ops.gemm_bf16.knobs" in item.fix
+    (p.root / p.pkg / "kernel.py").write_text("MISSING = 1\n")
+    item = _space_item(p)
+    assert item.ok and item.detail.startswith("1 knob, 2 points")
