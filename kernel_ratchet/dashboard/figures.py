@@ -35,8 +35,13 @@ HARNESS_LINE = {
     "name": "harness CSV vs baseline (single runs, diagnostic)",
     "hovertemplate": "round-%{x} harness %{y:.4f}<extra></extra>",
 }
+#: Axes and background of every chart. No named template: a template is copied into each
+#: figure's JSON, and a page holds one figure per round.
+_AXIS = {"showline": True, "linecolor": "#444444", "ticks": "outside", "gridcolor": "#e5e5e5"}
 _LAYOUT = {
-    "template": "simple_white",
+    "template": "none",
+    "plot_bgcolor": "#ffffff",
+    "paper_bgcolor": "#ffffff",
     "autosize": True,
     "height": 380,
     "margin": {"l": 60, "r": 20, "t": 40, "b": 50},
@@ -46,9 +51,9 @@ _LAYOUT = {
 
 
 def _fig(title: str, **layout: Any) -> go.Figure:
-    fig = go.Figure()
-    fig.update_layout(title={"text": title, "x": 0}, **{**_LAYOUT, **layout})
-    return fig
+    for axis in ("xaxis", "yaxis"):
+        layout[axis] = {**_AXIS, **layout.get(axis, {})}
+    return go.Figure(layout={"title": {"text": title, "x": 0}, **_LAYOUT, **layout})
 
 
 def _err(vals: Sequence[float | None], lo: Sequence[float | None], hi: Sequence[float | None]):
@@ -87,14 +92,16 @@ def chain_figure(points: Sequence[ChainPoint]) -> go.Figure:
         ys = [p.ratio for p in pts]
         fig.add_trace(
             _markers(
-                symbol, color, 10, x=[p.round for p in pts], y=ys, name=f"{status} (paired A/B, CI)"
+                symbol,
+                color,
+                10,
+                x=[p.round for p in pts],
+                y=ys,
+                name=f"{status} (paired A/B, CI)",
+                error_y=_err(ys, [p.lo for p in pts], [p.hi for p in pts]),
+                text=[f"round-{p.round} {status} ({p.category}): {p.hypothesis}" for p in pts],
+                hovertemplate="%{text}<br>ratio %{y:.4f}<extra></extra>",
             )
-        )
-        fig.update_traces(
-            selector=-1,
-            error_y=_err(ys, [p.lo for p in pts], [p.hi for p in pts]),
-            text=[f"round-{p.round} {status} ({p.category}): {p.hypothesis}" for p in pts],
-            hovertemplate="%{text}<br>ratio %{y:.4f}<extra></extra>",
         )
     fig.add_trace(_series(points, "harness", **HARNESS_LINE))
     return fig
@@ -124,18 +131,26 @@ def forest_figure(n: int, rows: Sequence[ForestRow]) -> go.Figure:
         "aggregate": ("diamond-wide", "#000000", "aggregate (interval)"),
         "harness": ("square-open", "#8250df", "harness only (diagnostic, no CI)"),
     }
+    traces = []
     for kind, (symbol, color, name) in kinds.items():
         sel = [r for r in rows if r.kind == kind]
         if not sel:
             continue
         xs = [r.ratio for r in sel]
-        fig.add_trace(_markers(symbol, color, 11, x=xs, y=[r.label for r in sel], name=name))
-        fig.update_traces(
-            selector=-1,
-            error_x=_err(xs, [r.lo for r in sel], [r.hi for r in sel]),
-            text=[r.verdict for r in sel],
-            hovertemplate="%{y}: %{x:.4f} (%{text})<extra></extra>",
+        traces.append(
+            _markers(
+                symbol,
+                color,
+                11,
+                x=xs,
+                y=[r.label for r in sel],
+                name=name,
+                error_x=_err(xs, [r.lo for r in sel], [r.hi for r in sel]),
+                text=[r.verdict for r in sel],
+                hovertemplate="%{y}: %{x:.4f} (%{text})<extra></extra>",
+            )
         )
+    fig.add_traces(traces)
     return fig
 
 

@@ -103,6 +103,24 @@ def plotly_js() -> Markup:
     return Markup(get_plotlyjs())
 
 
+#: Forest charts of closed rounds by (campaign directory, round, finished): a closed round's
+#: record never changes, so ``ratchet run`` draws each round's chart once, not once per round.
+_FOREST_CACHE: dict[tuple[str, int, str], Chart] = {}
+
+
+def _forest_chart(data: CampaignData, r: RoundEntry, rows: list) -> Chart:
+    key = (str(data.dir), r.n, r.record.finished if r.record else "")
+    if key not in _FOREST_CACHE:
+        shapes = len([x for x in rows if x.kind == "shape"])
+        _FOREST_CACHE[key] = _chart(
+            f"forest-{r.n}",
+            figures.forest_figure(r.n, rows),
+            f"round-{r.n}: {shapes} shape ratios with intervals and the aggregates; the table "
+            "below lists them.",
+        )
+    return _FOREST_CACHE[key]
+
+
 def _round_view(data: CampaignData, r: RoundEntry) -> dict[str, Any]:
     rec = r.record
     view: dict[str, Any] = {"n": r.n, "entry": r.entry, "record": rec, "problem": r.problem}
@@ -110,16 +128,7 @@ def _round_view(data: CampaignData, r: RoundEntry) -> dict[str, Any]:
         return view
     rows = forest_rows(rec)
     view["forest"] = rows
-    view["chart"] = (
-        _chart(
-            f"forest-{r.n}",
-            figures.forest_figure(r.n, rows),
-            f"round-{r.n}: {len([x for x in rows if x.kind == 'shape'])} shape ratios with "
-            "intervals and the aggregates; the table below lists them.",
-        )
-        if rows
-        else None
-    )
+    view["chart"] = _forest_chart(data, r, rows) if rows else None
     view["transfer"] = transfer_of(rec)
     view["seconds"] = time_line(rec.seconds) if rec.seconds else None
     view["steps"] = {k: v for k, v in (rec.seconds or {}).items() if k != TOTAL_STEP}

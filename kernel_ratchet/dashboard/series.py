@@ -187,7 +187,7 @@ def roofline(data: CampaignData) -> dict[str, Any] | None:
     kw = {
         "op": data.manifest.target_op,
         "memory": data.manifest.campaign_type == "memory",
-        "dtype": rec_a.get("dtype") or op_dtype(None, data.manifest.target_op),
+        "dtype": rec_a.get("dtype") or dtype_of_name(data.manifest.target_op),
         "nbytes": nbytes,
     }
     inc_n = data.state.incumbent_round or 1
@@ -207,6 +207,13 @@ def roofline(data: CampaignData) -> dict[str, Any] | None:
     out["peak_tflops"], out["copy_gbps"] = out_peak(out), ceil.copy_gbps
     out["bytes_recorded"] = bool(nbytes)
     return out
+
+
+def dtype_of_name(op: str) -> str:
+    """The dtype an op's name says (``gemm_bf16`` -> bf16), else what
+    :func:`~kernel_ratchet.scoring.roofline.op_dtype` infers without an adapter."""
+    tokens = op.lower().replace("-", "_").split("_")
+    return next((t for t in ("fp8", "bf16", "fp16") if t in tokens), None) or op_dtype(None, op)
 
 
 def out_peak(r: dict[str, Any]) -> float | None:
