@@ -18,6 +18,7 @@ from kernel_ratchet.cli.common import (
     open_campaign,
     out,
 )
+from kernel_ratchet.cli.dashboard import after_round
 
 
 @app.command()
@@ -26,6 +27,7 @@ def baseline(profile: Path | None = ProfileOpt, campaign: str | None = CampaignO
     with open_campaign(profile, campaign) as c:
         record_driver(c.dir, {"name": MANUAL})
         rec = c.baseline()
+        after_round(c)
         reps = ", ".join(c.m.representative_shapes)
     out.print(f"round-1 BASELINE: {rec.reason}\nrepresentative shapes: {reps}")
 
@@ -56,6 +58,7 @@ def validate(
             next_direction=next_direction,
             takeaway=takeaway,
         )
+        after_round(c)
         k = c.state.consecutive_rollbacks
         term = c.state.termination
     color = "green" if rec.accepted else "red"
@@ -125,6 +128,7 @@ def report(profile: Path | None = ProfileOpt, campaign: str | None = CampaignOpt
 
     with open_campaign(profile, campaign) as c:
         text = do_report(c)
+        after_round(c)
         where = c.dir / "report.md"
     out.print(text)
     out.print(f"written to {where}")

@@ -223,6 +223,7 @@ class RatchetTools:
         """One round on the working-tree change, exactly as `ratchet validate`: decided,
         committed or rolled back, recorded. Returns the frozen round record."""
         from kernel_ratchet.campaign.driver import MANUAL, record_driver
+        from kernel_ratchet.dashboard.site import after_round
 
         with self._campaign(campaign) as c:
             record_driver(c.dir, {"name": MANUAL})  # as `ratchet validate`: resume will not drive
@@ -236,6 +237,7 @@ class RatchetTools:
                 next_direction=next_direction,
                 takeaway=takeaway,
             )
+            after_round(c)
             term = c.state.termination
             return jsonable(
                 {

@@ -36,6 +36,7 @@ from kernel_ratchet.campaign.record import RoundRecord, read_record, verified_in
 from kernel_ratchet.campaign.render import time_line
 from kernel_ratchet.campaign.state import Phase
 from kernel_ratchet.campaign.tips import read_tips, tips_path
+from kernel_ratchet.dashboard.site import after_round
 from kernel_ratchet.errors import TERMINATION_REQUESTED, RatchetError
 from kernel_ratchet.optimizers.base import Optimizer, OptimizerContext, OptimizerError, Proposal
 from kernel_ratchet.optimizers.budget import too_short
@@ -169,6 +170,7 @@ def run_campaign(
         record_driver(cdir, optimizer.settings())
         if c.state.phase is Phase.INITIALIZED:
             c.baseline()
+            after_round(c)
             say(f"BASELINE done; representative shapes: {', '.join(c.m.representative_shapes)}")
         if c.state.phase in (Phase.TERMINATED, Phase.ACCEPTED):
             res.report = report(c)
@@ -191,6 +193,7 @@ def run_campaign(
             return res
         say(f"stopping: {res.stop[0]} — {res.stop[1]}; writing the REPORT")
         res.report = report(c, stop=res.stop)
+        after_round(c)
     return res
 
 
@@ -233,6 +236,7 @@ def _loop(c: Campaign, res: LoopResult, run: LoopSettings) -> tuple[str, str]:
         empty = 0
         res.rounds.append(outcome)
         took.append(time.monotonic() - t_round)
+        after_round(c)
         _observe(outcome, run)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,17 +91,26 @@ def _bytes_moved(adapter: Any, shape: Shape) -> float | None:
 
 
 def analyze_table(
-    table: BenchTable, ceil: Ceilings, *, adapter: Any = None, op: str = "", memory: bool = False
+    table: BenchTable,
+    ceil: Ceilings,
+    *,
+    adapter: Any = None,
+    op: str = "",
+    memory: bool = False,
+    dtype: str | None = None,
+    nbytes: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
-    """Per-shape roofline of the PASS rows of ``table``; ``memory`` for GB/s schemas."""
-    dtype = op_dtype(adapter, op)
+    """Per-shape roofline of the PASS rows of ``table``; ``memory`` for GB/s schemas.
+    ``dtype`` and ``nbytes`` (bytes moved per shape label) replace what the adapter would say,
+    for a reader of recorded analyses that does not import the project's adapter."""
+    dtype = dtype or op_dtype(adapter, op)
     peak = peak_for(ceil, dtype)
     shapes = []
     for r in table.rows:
         if not r.passed:
             continue
         shape = Shape(r.label, M=r.M, N=r.N, K=r.K, B=r.B)
-        nbytes = _bytes_moved(adapter, shape)
+        moved = _bytes_moved(adapter, shape) if nbytes is None else nbytes.get(r.label)
         if memory:
             eff = r.fwd / ceil.copy_gbps if ceil.copy_gbps else math.nan
             row = {
@@ -111,7 +121,7 @@ def analyze_table(
             }
         else:
             flops = 2.0 * r.M * r.N * r.K * r.B
-            row = shape_roofline(flops, nbytes, r.fwd_ms, peak, ceil.copy_gbps)
+            row = shape_roofline(flops, moved, r.fwd_ms, peak, ceil.copy_gbps)
         shapes.append({"label": r.label, "M": r.M, "N": r.N, "K": r.K, "B": r.B, **row})
     return {
         "written": _now(),

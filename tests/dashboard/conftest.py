@@ -1,0 +1,21 @@
+"""Recorded campaigns for the dashboard tests, built once per session from typed records."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.dashboard.builder import build_campaign
+
+pytest.importorskip("plotly", reason="the dashboard extra: pip install plotly")
+
+
+@pytest.fixture(scope="session")
+def small(tmp_path_factory):
+    """A finished 7-round campaign: (campaign dir, Expected)."""
+    return build_campaign(tmp_path_factory.mktemp("dash-small"), 7)
+
+
+@pytest.fixture(scope="session")
+def long_campaign(tmp_path_factory):
+    """A 200-round campaign still running: (campaign dir, Expected)."""
+    return build_campaign(tmp_path_factory.mktemp("dash-long"), 200, finished=False)

@@ -1,0 +1,145 @@
+"""The dashboard's numbers, pages and writers, on recorded campaigns (no browser)."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+
+from kernel_ratchet.dashboard import site
+from kernel_ratchet.dashboard.model import load_campaign
+from kernel_ratchet.dashboard.page import render_campaign_html
+from kernel_ratchet.dashboard.series import chain_points, forest_rows, roofline, search_moves
+from kernel_ratchet.errors import RatchetError
+from tests.dashboard.builder import CI, GAIN, SHAPES
+
+
+def _figures(html: str) -> dict[str, dict]:
+    found = re.findall(r'<script type="application/json" id="([\w-]+)-json">(.*?)</script>', html)
+    return {cid: json.loads(raw) for cid, raw in found}
+
+
+def _points(fig: dict) -> dict[str, int]:
+    return {t["name"]: len(t.get("x") or ()) for t in fig["data"]}
+
+
+def test_the_chain_multiplies_each_paired_ratio_onto_its_incumbents_chain(small):
+    cdir, _ = small
+    pts = {p.round: p for p in chain_points(load_campaign(cdir))}
+    assert pts[1].ratio == pts[1].incumbent == 1.0
+    assert pts[2].ratio == pytest.approx(1 + GAIN)
+    assert (pts[2].lo, pts[2].hi) == pytest.approx((1 + GAIN - 0.01, 1 + GAIN + 0.01))
+    # round 3 rolled back against round 2: its CI is scaled by round 2's chain, the incumbent stays
+    assert pts[3].ratio == pytest.approx((1 + GAIN) * (1 - GAIN))
+    assert pts[3].lo == pytest.approx((1 + GAIN) * (1 - GAIN - 0.01))
+    assert pts[3].incumbent == pytest.approx(1 + GAIN)
+    # round 4 has no decision: nothing invented, the incumbent carries on
+    assert pts[4].ratio is None and pts[4].lo is None and pts[4].harness is None
+    assert pts[4].incumbent == pytest.approx(1 + GAIN)
+    assert pts[5].ratio == pytest.approx((1 + GAIN) ** 2)
+    assert pts[5].harness == pytest.approx(1 + ((1 + GAIN) ** 2 - 1) * 0.9)
+
+
+def test_a_forest_has_each_shape_with_its_ci_then_the_aggregates(small):
+    cdir, _ = small
+    rows = forest_rows(load_campaign(cdir).record(2))
+    assert [r.kind for r in rows] == ["shape"] * 3 + ["aggregate", "harness"]
+    assert rows[1].ratio == pytest.approx(1 + GAIN + 0.001)
+    assert (rows[1].lo, rows[1].hi) == pytest.approx((1 + GAIN - 0.01, 1 + GAIN + 0.011))
+    assert rows[3].label == "aggregate (paired A/B)" and rows[3].lo == pytest.approx(1 + CI[0])
+    assert rows[4].ratio == pytest.approx(1 + GAIN / 2) and rows[4].lo is None
+    assert forest_rows(load_campaign(cdir).record(4)) == []
+
+
+def test_search_moves_and_the_roofline_come_from_the_records(small):
+    cdir, exp = small
+    data = load_campaign(cdir)
+    moves = search_moves(data)
+    assert len(moves) == exp.moves and moves[0].knob == "BLOCK_M" and moves[0].value == "32"
+    roof = roofline(data)
+    assert roof["dtype"] == "bf16" and roof["peak_tflops"] == 800.0
+    base = {s["label"]: s for s in roof["baseline"]["shapes"]}
+    inc = {s["label"]: s for s in roof["incumbent"]["shapes"]}
+    label = SHAPES[0][0]
+    assert base[label]["efficiency"] == pytest.approx(base[label]["achieved_tflops"] / 800.0)
+    assert inc[label]["achieved_tflops"] > base[label]["achieved_tflops"]  # faster incumbent
+
+
+def test_every_chart_holds_the_records_points_and_missing_fields_say_not_recorded(small):
+    cdir, exp = small
+    html = render_campaign_html(load_campaign(cdir))
+    figs = _figures(html)
+    chain = _points(figs["chain"])
+    assert chain["ACCEPTED (paired A/B, CI)"] == exp.accepted
+    assert chain["ROLLED BACK (paired A/B, CI)"] == exp.rolled_back_paired
+    assert chain["BASELINE (paired A/B, CI)"] == 1
+    assert chain["incumbent (paired chain)"] == exp.rounds
+    forests = [k for k in figs if k.startswith("forest-")]
+    assert len(forests) == exp.rounds - 1 - exp.no_decision  # no baseline, no undecided round
+    assert sum(_points(figs["roofline"]).values()) == 3 * len(SHAPES)
+    assert sum(_points(figs["search"]).values()) == exp.moves
+    assert html.count("<script>") == 2  # plotly.js once, the glue once
+    assert "<script>alert(1)" not in html and "&lt;script&gt;alert(1)" in html  # escaped report
+    assert "Record not recorded" not in html and "not recorded" in html
+    assert "Not recorded: the round ended before a decision was measured." in html
+
+
+def test_a_campaign_without_ceilings_or_analysis_says_the_roofline_is_not_recorded(small, tmp_path):
+    import shutil
+
+    cdir = shutil.copytree(small[0], tmp_path / "c")
+    (cdir / "profiles" / "ceilings.json").unlink()
+    (cdir / "rounds" / "round-2" / "round.json").unlink()
+    html = render_campaign_html(load_campaign(cdir))
+    assert "Not recorded: the ceilings of this machine" in html
+    assert "Record not recorded: round.json is missing." in html
+
+
+def test_a_200_round_page_renders_fast_and_stays_small(long_campaign):
+    cdir, exp = long_campaign
+    data = load_campaign(cdir)
+    render_campaign_html(data)  # imports and the per-round chart cache warm up
+    t0 = time.perf_counter()
+    html = render_campaign_html(data)
+    again = time.perf_counter() - t0
+    from kernel_ratchet.dashboard.page import plotly_js
+
+    own = len(html) - len(plotly_js())
+    assert own < 3_000_000, f"{own} bytes besides plotly.js for {exp.rounds} rounds"
+    assert again < 5.0, f"re-rendering {exp.rounds} rounds took {again:.1f} s"
+    assert html.count('<details class="round"') == exp.rounds
+    assert '<meta http-equiv="refresh"' not in html  # refresh only when asked
+    live = render_campaign_html(data, refresh=30)
+    assert '<meta http-equiv="refresh" content="30">' in live
+
+
+def test_the_live_page_lands_in_the_campaign_dir_and_a_failure_never_raises(small, tmp_path):
+    import shutil
+
+    cdir = shutil.copytree(small[0], tmp_path / "c")
+    path = site.refresh_live(cdir)
+    assert path == cdir / site.LIVE_PAGE and path.stat().st_size > 1_000_000
+    assert "http-equiv" not in path.read_text()[:3000]  # a finished campaign never reloads
+    (cdir / "state.json").write_text("{broken")
+    said = []
+    assert site.refresh_live(cdir, say=said.append) is None
+    assert said and "dashboard not written" in said[0] and "state.json" in said[0]
+
+
+def test_the_index_lists_each_campaign_and_the_ones_it_cannot_read(small, tmp_path):
+    bad = tmp_path / "broken_campaign"
+    bad.mkdir()
+    index, pages, problems = site.write_site([small[0], bad], tmp_path / "out")
+    assert [p.name for p in pages] == [f"{small[0].name}.html"]
+    text = index.read_text()
+    assert f'href="{small[0].name}.html"' in text and "broken_campaign" in text
+    assert len(problems) == 1 and "manifest.yaml is missing" in problems[0]
+
+
+def test_without_plotly_the_dashboard_says_what_to_install(monkeypatch, small):
+    monkeypatch.setattr(site, "has_plotly", lambda: False)
+    with pytest.raises(RatchetError, match=r"pip install 'kernel-ratchet\[dashboard\]'"):
+        site.require_plotly()
+    assert site.refresh_live(small[0]) is None  # a round goes on without a page
