@@ -17,6 +17,7 @@ family since the last acceptance, that family moves behind every other one (stag
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -74,6 +75,13 @@ class SearchOptimizer(Optimizer):
 
     # -- protocol --------------------------------------------------------------------------
     def propose(self, context: OptimizerContext) -> Proposal | None:
+        return next(self._proposals(context), None)
+
+    def propose_batch(self, context: OptimizerContext, k: int) -> list[Proposal]:
+        """The first ``k`` moves in proposal order (each a different direction)."""
+        return list(itertools.islice(self._proposals(context), k))
+
+    def _proposals(self, context: OptimizerContext):
         rel = self.tunables or context.tunables
         if not rel:
             raise OptimizerError(
@@ -95,8 +103,7 @@ class SearchOptimizer(Optimizer):
             new = set_knobs(text, entry.key, changes)
             if new == text:
                 continue
-            return self._proposal(context, rel, new, entry, changes, family, direction)
-        return None
+            yield self._proposal(context, rel, new, entry, changes, family, direction)
 
     def observe(self, record: RoundRecord) -> None:
         self.seen.append(record)
