@@ -38,6 +38,22 @@ class Parallel:
     def wanted(self) -> bool:
         return bool(self.gpus or self.workers or self.scheduler)
 
+    def check(self) -> None:
+        """Raise RatchetError (exit 2) for options that do not fit together, or for asking
+        for workers without Dask installed; before anything else is done."""
+        if not self.wanted:
+            return
+        if sum(map(bool, (self.gpus, self.workers, self.scheduler))) > 1:
+            raise RatchetError("give one of --gpus, --workers or --scheduler")
+        if self.workers < 0 or self.timeout_s <= 0:
+            raise RatchetError("--workers and --candidate-timeout must be positive")
+        from kernel_ratchet.fleet import require_dask
+        from kernel_ratchet.fleet.pool import parse_gpus
+
+        if self.gpus:
+            parse_gpus(self.gpus)
+        require_dask()
+
 
 @contextlib.contextmanager
 def round_runner(p: Parallel) -> Iterator[object | None]:
@@ -45,10 +61,7 @@ def round_runner(p: Parallel) -> Iterator[object | None]:
     if not p.wanted:
         yield None
         return
-    if sum(map(bool, (p.gpus, p.workers, p.scheduler))) > 1:
-        raise RatchetError("give one of --gpus, --workers or --scheduler")
-    if p.workers < 0 or p.timeout_s <= 0:
-        raise RatchetError("--workers and --candidate-timeout must be positive")
+    p.check()
     from kernel_ratchet.fleet.pool import DaskPool, one_model, open_cluster, parse_gpus
     from kernel_ratchet.optimizers.parallel import ParallelRounds
 

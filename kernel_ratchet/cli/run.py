@@ -214,6 +214,8 @@ def run(
     First Ctrl+C: finish the current round and write the report; second: stop at once
     (`ratchet resume` continues). `--pause`: a spent budget of this run pauses instead of
     ending the campaign (a campaign split over machine sessions)."""
+    parallel = Parallel(gpus, workers, scheduler, candidate_timeout)
+    parallel.check()
     if example or rehearse:
         _rehearsal(rehearse)
     if example:
@@ -240,7 +242,7 @@ def run(
         efficiency_target=efficiency_target,
         init={},
         pause=pause,
-        parallel=Parallel(gpus, workers, scheduler, candidate_timeout),
+        parallel=parallel,
     )
 
 
@@ -271,6 +273,9 @@ def resume(
     from kernel_ratchet.campaign.driver import driven_by_hand, recorded_driver
     from kernel_ratchet.campaign.locate import find_campaign
 
+    parallel = Parallel(gpus, workers, scheduler, candidate_timeout)
+    parallel.check()
+
     prof = profile_at(profile)
     cdir = find_campaign(prof, campaign)
     name = cdir.name
@@ -296,7 +301,7 @@ def resume(
         efficiency_target=efficiency_target,
         init={},
         pause=pause,
-        parallel=Parallel(gpus, workers, scheduler, candidate_timeout),
+        parallel=parallel,
     )
 
 
