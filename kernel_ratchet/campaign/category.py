@@ -28,6 +28,8 @@ class Category(str, Enum):
     OVERFIT = "overfit"
     BACKEND = "backend"
     INCUMBENT = "incumbent"
+    # a parallel round's candidate whose gain was confirmed, but another's was larger
+    SUPERSEDED = "superseded"
     # a candidate's failure inside a paired A/B worker (kernel_ratchet.harness.worker)
     HANG = "hang"
     CRASH = "crash"
@@ -67,6 +69,8 @@ ROOT_CAUSES: dict[Category, str] = {
     Category.UNCONFIRMED: "a gain above 1.5x did not hold when re-measured in fresh processes",
     Category.BACKEND: "the candidate hands the work to the vendor library or the reference",
     Category.INCUMBENT: "the incumbent could not be measured (infrastructure, not the candidate)",
+    Category.SUPERSEDED: "its gain was confirmed, but a larger one of the same parallel round "
+    "was accepted; it may be tried again on the new incumbent",
     Category.HANG: "the candidate hung (worker time limit)",
     Category.CRASH: "the candidate crashed its worker process",
     Category.ILLEGAL_MEMORY: "the candidate made an illegal memory access",

@@ -30,7 +30,9 @@ Say = Callable[[str], None]
 class CampaignContext:
     """One open campaign. ``dir``: the campaign directory; ``root``: where rounds run (the
     project root, or the workspace's ``src/``); ``groot``: the git top level of ``root``;
-    ``m`` and ``state`` are re-read when the campaign is opened under its lock."""
+    ``m`` and ``state`` are re-read when the campaign is opened under its lock;
+    ``incumbent_dir``: the incumbent's worktree (None: ``<dir>/.incumbent``; a parallel
+    candidate measures against its own copy)."""
 
     profile: Profile
     dir: Path
@@ -39,6 +41,7 @@ class CampaignContext:
     m: Manifest
     state: State
     say: Say
+    incumbent_dir: Path | None = None
 
     @property
     def op(self) -> OpProfile:

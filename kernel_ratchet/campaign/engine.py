@@ -12,18 +12,18 @@ campaign's :class:`~kernel_ratchet.campaign.context.CampaignContext`.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 from pathlib import Path
 from typing import NoReturn
 
+from kernel_ratchet.campaign.candidate import set_aside
 from kernel_ratchet.campaign.category import Category
 from kernel_ratchet.campaign.clock import now
 from kernel_ratchet.campaign.context import CampaignContext, Say
 from kernel_ratchet.campaign.journal import AppendOnlyLog
 from kernel_ratchet.campaign.lineage import git
 from kernel_ratchet.campaign.lineage.displaced import keep_displaced
-from kernel_ratchet.campaign.lineage.kernel import ambient, snapshot
+from kernel_ratchet.campaign.lineage.kernel import ambient, put_snapshot, snapshot
 from kernel_ratchet.campaign.lineage.workspace import rounds_root
 from kernel_ratchet.campaign.lock import CampaignLock
 from kernel_ratchet.campaign.manifest import Manifest, load_manifest
@@ -154,11 +154,7 @@ class Campaign:
         )
 
     def _set_aside(self, n: int, tag: str) -> None:
-        rdir = self.round_dir(n)
-        if rdir.exists():
-            stamp = now().replace(" ", "_").replace(":", "")
-            dest = self.dir / "rounds" / f".{tag}-round-{n}-{stamp}"
-            shutil.move(str(rdir), str(dest))
+        set_aside(self.ctx, n, tag)
 
     # -- VALIDATE ------------------------------------------------------------------------------
     def validate(
@@ -198,6 +194,29 @@ class Campaign:
         if record.category is Category.SCHEMA:
             raise SchemaError(record.reason)
         return record
+
+    def close_measured(self, pending: PendingRound, record: RoundRecord) -> RoundRecord:
+        """Close round ``pending.round``, measured away from this process (a parallel
+        candidate, :mod:`~kernel_ratchet.campaign.candidate`, whose ``kernel_snapshot`` is in
+        its round directory): its record written, then, under the write-ahead record, the
+        snapshot committed (ACCEPTED) or the incumbent kept, and the round's records, as
+        ``validate`` closes a round. Raises CampaignError for a round out of order, or an
+        ACCEPTED record measured against another incumbent than the current one."""
+        self._require_branch()
+        self.recover()
+        n, st = pending.round, self.state
+        if n != st.next_round:
+            raise CampaignError(f"round-{n} cannot close now: the next round is {st.next_round}")
+        if record.accepted and record.incumbent_round != st.incumbent_round:
+            raise CampaignError(
+                f"round-{n} was measured against round-{record.incumbent_round}, not the "
+                f"incumbent round-{st.incumbent_round}: it cannot be accepted"
+            )
+        write_record(self.round_dir(n) / "round.json", record)
+        st.pending, st.next_round = pending.at(Stage.DECIDED), n + 1
+        self.save()
+        put_snapshot(self.ctx, self.round_dir(n))  # the tree holds what the round measured
+        return self.recover()
 
     # -- recovery and closing ------------------------------------------------------------------
     def recover(self, interrupted: str = "a crash or kill") -> RoundRecord | None:

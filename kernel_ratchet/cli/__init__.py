@@ -22,6 +22,7 @@ import typer
 
 from kernel_ratchet.cli import (  # noqa: F401 - they register the commands
     dashboard,
+    fleet,
     rounds,
     run,
     setup,

@@ -21,6 +21,14 @@ from kernel_ratchet.cli.common import (
     out,
     profile_at,
 )
+from kernel_ratchet.cli.parallel import (
+    CandidateTimeoutOpt,
+    GpusOpt,
+    Parallel,
+    SchedulerOpt,
+    WorkersOpt,
+    round_runner,
+)
 from kernel_ratchet.errors import RatchetError
 
 
@@ -100,6 +108,7 @@ def _drive(
     efficiency_target: float | None,
     init: dict,
     pause: bool = False,
+    parallel: Parallel | None = None,
 ) -> None:
     import threading
 
@@ -108,7 +117,11 @@ def _drive(
 
     stop = threading.Event()
     title = f"ratchet run ({optimizer.name})"
-    with _live_view(title) as (say, on_round), graceful_interrupt(stop, say):
+    with (
+        round_runner(parallel or Parallel()) as runner,
+        _live_view(title) as (say, on_round),
+        graceful_interrupt(stop, say),
+    ):
         res = run_campaign(
             prof,
             op,
@@ -122,6 +135,7 @@ def _drive(
             on_round=on_round,
             init=init,
             pause_at_budget=pause,
+            runner=runner,
         )
     if getattr(optimizer, "instructions", ""):
         out.print(optimizer.instructions)
@@ -187,6 +201,10 @@ def run(
     efficiency_target: float | None = typer.Option(None, help="T2: fraction of the roofline"),
     knobs: str | None = KnobsOpt,
     pause: bool = PauseOpt,
+    gpus: str | None = GpusOpt,
+    workers: int = WorkersOpt,
+    scheduler: str | None = SchedulerOpt,
+    candidate_timeout: float = CandidateTimeoutOpt,
     yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation"),
     profile: Path | None = ProfileOpt,
     campaign: str | None = CampaignOpt,
@@ -196,6 +214,8 @@ def run(
     First Ctrl+C: finish the current round and write the report; second: stop at once
     (`ratchet resume` continues). `--pause`: a spent budget of this run pauses instead of
     ending the campaign (a campaign split over machine sessions)."""
+    parallel = Parallel(gpus, workers, scheduler, candidate_timeout)
+    parallel.check()
     if example or rehearse:
         _rehearsal(rehearse)
     if example:
@@ -224,6 +244,7 @@ def run(
         efficiency_target=efficiency_target,
         init={},
         pause=pause,
+        parallel=parallel,
     )
 
 
@@ -239,6 +260,10 @@ def resume(
     efficiency_target: float | None = typer.Option(None, help="T2: fraction of the roofline"),
     knobs: str | None = KnobsOpt,
     pause: bool = PauseOpt,
+    gpus: str | None = GpusOpt,
+    workers: int = WorkersOpt,
+    scheduler: str | None = SchedulerOpt,
+    candidate_timeout: float = CandidateTimeoutOpt,
     profile: Path | None = ProfileOpt,
     campaign: str | None = CampaignOpt,
 ):
@@ -249,6 +274,9 @@ def resume(
     closed and stops there: run `ratchet validate` again."""
     from kernel_ratchet.campaign.driver import driven_by_hand, recorded_driver
     from kernel_ratchet.campaign.locate import find_campaign
+
+    parallel = Parallel(gpus, workers, scheduler, candidate_timeout)
+    parallel.check()
 
     prof = profile_at(profile)
     cdir = find_campaign(prof, campaign)
@@ -275,6 +303,7 @@ def resume(
         efficiency_target=efficiency_target,
         init={},
         pause=pause,
+        parallel=parallel,
     )
 
 

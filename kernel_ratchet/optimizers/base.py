@@ -153,6 +153,14 @@ class Optimizer(ABC):
     def propose(self, context: OptimizerContext) -> Proposal | None:
         """The next round's change, or None when nothing is left to try."""
 
+    def propose_batch(self, context: OptimizerContext, k: int) -> list[Proposal]:
+        """Up to ``k`` proposals of different directions for one parallel round, each one
+        change to the same incumbent; empty when nothing is left. Default: the one of
+        :meth:`propose` (an optimizer that can state several hypotheses at once overrides
+        it)."""
+        proposal = self.propose(context)
+        return [] if proposal is None else [proposal]
+
     def observe(self, record: RoundRecord) -> None:  # noqa: B027 - optional hook
         """See a closed round's frozen record (default: ignore it)."""
 

@@ -148,6 +148,7 @@ def run_campaign(
     on_round: Callable[[RoundRecord], None] | None = None,
     init: Mapping[str, Any] | None = None,
     pause_at_budget: bool = False,
+    runner: RoundRunner | None = None,
 ) -> LoopResult:
     """Run a campaign unattended until a termination condition; returns what happened.
 
@@ -156,7 +157,9 @@ def run_campaign(
     bounds the rounds of this call (and is the campaign's T3 for a new one). Raises
     OptimizerError before any round when the optimizer cannot drive the op (``check_ready``),
     when it fails or a proposal changed a protected file (nothing is validated then),
-    CampaignError/RatchetError as the engine does, KeyboardInterrupt on the second Ctrl+C.
+    CampaignError/RatchetError as the engine does, KeyboardInterrupt on the second Ctrl+C
+    (the round in flight is closed first). ``runner``: rounds run by it (parallel
+    candidates, :mod:`kernel_ratchet.optimizers.parallel`) instead of one by one.
     """
     say = say or (lambda _m: None)
     stop_flag = stop_flag or threading.Event()
@@ -164,15 +167,7 @@ def run_campaign(
     res = LoopResult(cdir)
     deadline = time.monotonic() + max_duration_s if max_duration_s else math.inf
     with Campaign(profile, cdir, say=say) as c:
-        c.recover()
-        if c.state.phase not in (Phase.TERMINATED, Phase.ACCEPTED):
-            optimizer.check_ready(c.root, c.op)
-        record_driver(cdir, optimizer.settings())
-        if c.state.phase is Phase.INITIALIZED:
-            c.baseline()
-            after_round(c)
-            say(f"BASELINE done; representative shapes: {', '.join(c.m.representative_shapes)}")
-        if c.state.phase in (Phase.TERMINATED, Phase.ACCEPTED):
+        if _begin(c, optimizer, say):
             res.report = report(c)
             code = c.state.termination.code if c.state.termination else "T4"
             res.stop = (code, "already ended")
@@ -186,6 +181,7 @@ def run_campaign(
             say,
             on_round,
             PAUSED if pause_at_budget else "T4",
+            runner,
         )
         res.stop = _loop(c, res, settings)
         if res.stop[0] == PAUSED:
@@ -195,6 +191,21 @@ def run_campaign(
         res.report = report(c, stop=res.stop)
         after_round(c)
     return res
+
+
+def _begin(c: Campaign, optimizer: Optimizer, say: Say) -> bool:
+    """Recover an interrupted round, check the optimizer can drive the op, record the driver
+    and measure the BASELINE of a new campaign. True when the campaign had already ended."""
+    ended = (Phase.TERMINATED, Phase.ACCEPTED)
+    c.recover()
+    if c.state.phase not in ended:
+        optimizer.check_ready(c.root, c.op)
+    record_driver(c.dir, optimizer.settings())
+    if c.state.phase is Phase.INITIALIZED:
+        c.baseline()
+        after_round(c)
+        say(f"BASELINE done; representative shapes: {', '.join(c.m.representative_shapes)}")
+    return c.state.phase in ended
 
 
 @dataclass(frozen=True)
@@ -211,6 +222,16 @@ class LoopSettings:
     say: Say
     on_round: Callable[[RoundRecord], None] | None
     budget_code: str
+    runner: RoundRunner | None = None
+
+
+#: Runs the next round(s) instead of one proposal at a time: given the open campaign, the
+#: loop's settings, what the optimizer may read and the rounds this run may still spend, it
+#: returns the closed rounds (oldest first), a stop (code, reason), or None when no proposal
+#: changed the kernel files.
+RoundRunner = Callable[
+    [Campaign, LoopSettings, OptimizerContext, int], "list[RoundRecord] | tuple[str, str] | None"
+]
 
 
 def _loop(c: Campaign, res: LoopResult, run: LoopSettings) -> tuple[str, str]:
@@ -222,7 +243,13 @@ def _loop(c: Campaign, res: LoopResult, run: LoopSettings) -> tuple[str, str]:
         if stop:
             return stop
         t_round = time.monotonic()
-        outcome = _one_round(c, run)
+        ctx = _prepare(c, run)
+        if isinstance(ctx, tuple):
+            return ctx
+        if run.runner:
+            outcome = run.runner(c, run, ctx, run.max_iterations - len(res.rounds))
+        else:
+            outcome = _one_round(c, run, ctx)
         if isinstance(outcome, tuple):
             return outcome
         if outcome is None:  # the proposal left the kernel files unchanged
@@ -234,10 +261,12 @@ def _loop(c: Campaign, res: LoopResult, run: LoopSettings) -> tuple[str, str]:
                 return "T4", f"the {name} optimizer made {empty} empty proposals in a row"
             continue
         empty = 0
-        res.rounds.append(outcome)
+        closed = outcome if isinstance(outcome, list) else [outcome]
+        res.rounds.extend(closed)
         took.append(time.monotonic() - t_round)
         after_round(c)
-        _observe(outcome, run)
+        for rec in closed:
+            _observe(rec, run)
 
 
 def _stop_before_round(
@@ -280,29 +309,45 @@ def _analyze(c: Campaign, run: LoopSettings, n: int) -> tuple[Mapping[str, Any] 
     return analysis, ""
 
 
-def _one_round(c: Campaign, run: LoopSettings) -> RoundRecord | tuple[str, str] | None:
-    """ANALYZE, propose, apply, VALIDATE: the round's record, a stop (code, reason), or None
-    for a proposal that left the kernel files unchanged. Raises OptimizerError for a proposal
-    outside kernel_source or one that changed a protected file."""
-    n, opt = c.state.next_round, run.optimizer
-    analysis, reached = _analyze(c, run, n)
+def _prepare(c: Campaign, run: LoopSettings) -> OptimizerContext | tuple[str, str]:
+    """ANALYZE before the next round: what the optimizer may read, or the T2 stop."""
+    analysis, reached = _analyze(c, run, c.state.next_round)
     if reached:
         return "T2", reached
-    ctx = build_context(c, analysis)
-    guard = [c.root / p for p in ctx.protected]
-    before = fingerprint(guard)
-    run.say(f"round-{n}: asking the {opt.name} optimizer")
-    proposal = opt.propose(ctx)
-    if proposal is None and opt.interactive:
-        return PAUSED, f"the {opt.name} optimizer hands the campaign to a person"
-    if proposal is None:
-        return "T4", f"the {opt.name} optimizer has nothing left to try"
+    return build_context(c, analysis)
+
+
+def outside_kernel(c: Campaign, opt: Optimizer, proposal: Proposal) -> None:
+    """Raise OptimizerError for a proposal whose files are not all kernel files."""
     outside = [p for p in (proposal.files or {}) if p not in c.m.kernel_source]
     if outside:
         raise OptimizerError(
             f"the {opt.name} optimizer proposed changes outside "
             f"kernel_source: {outside}; nothing was applied"
         )
+
+
+def no_proposal(opt: Optimizer) -> tuple[str, str]:
+    """The stop when the optimizer proposes nothing: a person takes over, or nothing is left."""
+    if opt.interactive:
+        return PAUSED, f"the {opt.name} optimizer hands the campaign to a person"
+    return "T4", f"the {opt.name} optimizer has nothing left to try"
+
+
+def _one_round(
+    c: Campaign, run: LoopSettings, ctx: OptimizerContext
+) -> RoundRecord | tuple[str, str] | None:
+    """Propose, apply, VALIDATE: the round's record, a stop (code, reason), or None for a
+    proposal that left the kernel files unchanged. Raises OptimizerError for a proposal
+    outside kernel_source or one that changed a protected file."""
+    n, opt = c.state.next_round, run.optimizer
+    guard = [c.root / p for p in ctx.protected]
+    before = fingerprint(guard)
+    run.say(f"round-{n}: asking the {opt.name} optimizer")
+    proposal = opt.propose(ctx)
+    if proposal is None:
+        return no_proposal(opt)
+    outside_kernel(c, opt, proposal)
     proposal.apply_to(c.root)
     touched = [os.path.relpath(p, c.root) for p, h in fingerprint(guard).items() if before[p] != h]
     if touched:
@@ -317,18 +362,22 @@ def _one_round(c: Campaign, run: LoopSettings) -> RoundRecord | tuple[str, str] 
     return _validate(c, run, n, proposal)
 
 
+def round_notes(proposal: Proposal) -> dict[str, str]:
+    """The notes a round records from its proposal."""
+    return {
+        "change": proposal.summary,
+        "expected": proposal.expected,
+        "next_direction": proposal.next_direction,
+        "summary": proposal.summary,
+        "direction": proposal.direction,
+        "lesson": f"direction {proposal.direction} did not pay on this incumbent",
+    }
+
+
 def _validate(c: Campaign, run: LoopSettings, n: int, proposal: Proposal) -> RoundRecord:
     run.say(f"round-{n}: {proposal.summary}")
     return c.validate(
-        proposal.hypothesis,
-        bucket=proposal.bucket,
-        level=proposal.level,
-        change=proposal.summary,
-        expected=proposal.expected,
-        next_direction=proposal.next_direction,
-        summary=proposal.summary,
-        direction=proposal.direction,
-        lesson=f"direction {proposal.direction} did not pay on this incumbent",
+        proposal.hypothesis, bucket=proposal.bucket, level=proposal.level, **round_notes(proposal)
     )
 
 

@@ -22,13 +22,14 @@ family since the last acceptance, that family moves behind every other one (stag
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
 import sys
 import types
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,14 +91,20 @@ class SearchOptimizer(Optimizer):
 
     # -- protocol --------------------------------------------------------------------------
     def propose(self, context: OptimizerContext) -> Proposal | None:
+        return next(self._proposals(context), None)
+
+    def propose_batch(self, context: OptimizerContext, k: int) -> list[Proposal]:
+        """The first ``k`` moves in proposal order (each a different direction)."""
+        return list(itertools.islice(self._proposals(context), k))
+
+    def _proposals(self, context: OptimizerContext) -> Iterator[Proposal]:
         space = self.space(context)
         self._check_knobs(space, context)
         for fs, (entry, changes, family, direction) in self.all_moves(space, context):
             new = set_knobs(fs.text, entry.key, changes, parse=fs.parse)
             if new == fs.text:
                 continue
-            return self._proposal(context, fs, new, entry, changes, family, direction)
-        return None
+            yield self._proposal(context, fs, new, entry, changes, family, direction)
 
     def space(self, context: OptimizerContext) -> SearchSpace:
         """The op's knobs in the incumbent's files. Raises OptimizerError when the tunables

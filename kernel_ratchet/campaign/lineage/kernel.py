@@ -40,6 +40,20 @@ def snapshot(c: CampaignContext, rdir: Path) -> None:
     atomic_write_json(snap / "SNAPSHOT.json", {"taken": now(), "files": files})
 
 
+def put_snapshot(c: CampaignContext, rdir: Path) -> None:
+    """Write ``rdir/kernel_snapshot``'s kernel files over the working tree (a missing one
+    removed); nothing else is touched."""
+    snap = rdir / "kernel_snapshot"
+    meta = json.loads((snap / "SNAPSHOT.json").read_text())
+    for rel, sha in meta["files"].items():
+        path = c.root / rel
+        if sha is None:
+            path.unlink(missing_ok=True)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes((snap / rel).read_bytes())
+
+
 def incumbent_bytes(c: CampaignContext, rel: str) -> bytes | None:
     """A kernel file's content in the incumbent (commit, or the incumbent round's snapshot)."""
     if c.m.git_commit and c.state.incumbent_commit:

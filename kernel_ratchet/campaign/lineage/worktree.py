@@ -25,7 +25,12 @@ WORKTREE = ".incumbent"
 
 def incumbent_tree(c: CampaignContext) -> Path:
     """Prepare the worktree and return the project root inside it (the profile's directory)."""
-    wt = c.dir / WORKTREE
+    return prepare_tree(c, c.incumbent_dir or c.dir / WORKTREE)
+
+
+def prepare_tree(c: CampaignContext, wt: Path) -> Path:
+    """Make ``wt`` a detached worktree holding the incumbent exactly (its commit, its kernel
+    files, the user's mirrored uncommitted files); returns the project root inside it."""
     commit = c.state.incumbent_commit if c.m.git_commit else c.m.starting_commit
     commit = commit or git.head(c.groot)
     if not (wt / ".git").exists():

@@ -1,0 +1,37 @@
+"""A parallel round on CPU workers of a local Dask cluster, on the CPU example op: the same
+code path as `ratchet run --gpus`, with one candidate's worker killed while it measures."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kernel_ratchet.campaign.candidate import FAULT_ENV
+from tests.campaign.conftest import KERNEL, campaign_dir, git, make_project, ratchet
+
+
+@pytest.mark.slow
+def test_a_killed_worker_loses_its_candidate_not_the_round(tmp_path):
+    root = make_project(tmp_path / "proj")
+    args = ("run", "--op", "tiny_gemm", "--workers", "2", "--max-iterations", "2", "--yes")
+    r = ratchet(root, *args, **{FAULT_ENV: "2"})  # round-2's worker is killed (kill -9)
+    assert r.returncode == 0, r.stdout + r.stderr
+    cdir = campaign_dir(root)
+    rec = {n: json.loads((cdir / f"rounds/round-{n}/round.json").read_text()) for n in (2, 3)}
+    assert rec[2]["status"] == "ROLLED BACK" and rec[2]["category"] == "interrupted"
+    assert "died" in rec[2]["reason"]
+    assert rec[3]["category"] not in ("interrupted", "superseded")  # measured on its own
+    assert rec[2]["direction"] != rec[3]["direction"]  # two hypotheses, one per round
+    state = json.loads((cdir / "state.json").read_text())
+    assert [e["round"] for e in state["closed"]] == [1, 2, 3] and state["pending"] is None
+    assert (cdir / "report.md").exists()
+    # the lineage: at most the surviving candidate committed, the tree at the incumbent
+    commits = git(root, "log", "--format=%s").splitlines()
+    optimize = [s for s in commits if s.startswith("[optimize]")]
+    assert optimize == (
+        ["[optimize] tiny_gemm TRITON round-3: " + rec[3]["summary"]]
+        if rec[3]["status"] == "ACCEPTED"
+        else []
+    )
+    assert not git(root, "status", "--porcelain", "--", KERNEL).strip()
