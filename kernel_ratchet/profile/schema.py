@@ -8,7 +8,7 @@ keys and values, so error messages and validation cannot drift apart.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernel_ratchet.errors import ProfileError
@@ -25,7 +25,7 @@ TOP_LEVEL_KEYS: tuple[str, ...] = (
 )
 REQUIRED_TOP_LEVEL_KEYS: tuple[str, ...] = TOP_LEVEL_KEYS
 
-#: Keys of one ``ops.<name>`` entry; the last three are optional with explicit defaults.
+#: Keys of one ``ops.<name>`` entry; the last four are optional with explicit defaults.
 OP_KEYS: tuple[str, ...] = (
     "kernel_source",
     "backend",
@@ -38,12 +38,14 @@ OP_KEYS: tuple[str, ...] = (
     "execution_mode",
     "rebuild",
     "tunables",
+    "weights",
 )
 REQUIRED_OP_KEYS: tuple[str, ...] = OP_KEYS[:8]
 OPTIONAL_OP_DEFAULTS: Mapping[str, object] = {
     "execution_mode": "repo",
     "rebuild": None,
     "tunables": None,
+    "weights": None,
 }
 
 CAMPAIGN_TYPES: tuple[str, ...] = ("compute_fwd", "compute_fwd_bwd", "memory")
@@ -87,6 +89,9 @@ class OpProfile:
     execution_mode: str = "repo"
     rebuild: str | None = None
     tunables: str | None = None
+    #: shape label -> how often a training step runs that shape (the time-weighted effect of
+    #: every paired decision); shapes not named weigh 1
+    weights: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def primary_metric(self) -> str:
