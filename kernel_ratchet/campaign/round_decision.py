@@ -158,10 +158,11 @@ class RoundDecision:
                 min_detectable=self.min_detectable,
                 unconfirmed=self.unconfirmed,
                 early_stop=self.early_stop,
-                ci_level=self.ci_level,
-                time_weighted=None if self.time_weighted is None else dict(self.time_weighted),
-                unresolved=list(self.unresolved),
             )
+            extra = {"ci_level": self.ci_level, "time_weighted": self.time_weighted}
+            d.update({k: v for k, v in extra.items() if v is not None})
+            if self.time_weighted is not None:  # recorded together with time_weighted
+                d["unresolved"] = list(self.unresolved)
         if self.harness_only is not None:
             d["harness_only"] = dict(self.harness_only)
         if self.skew is not None:
