@@ -25,7 +25,7 @@ from kernel_ratchet.campaign.quick_bench import write_harness
 from kernel_ratchet.campaign.render import TREND_TITLE, optimize_header, trend_header
 from kernel_ratchet.campaign.state import Phase, State
 from kernel_ratchet.campaign.tips import read_tips, tips_path
-from kernel_ratchet.errors import CampaignError
+from kernel_ratchet.errors import CampaignError, ProfileError
 from kernel_ratchet.harness.adapter import Shape, load_shapes
 from kernel_ratchet.harness.timing.registry import default_engine_name
 from kernel_ratchet.profile.checklist import device_check, env_check, run_checklist
@@ -211,6 +211,17 @@ def _manifest(p: TargetParams, o: OpProfile, profile: Profile, cdir: Path, **fac
     )
 
 
+def _check_weights(o: OpProfile, labels: list[str]) -> None:
+    """Every shape the profile weighs must be a target shape (a typo would weigh nothing)."""
+    unknown = sorted(set(o.weights) - set(labels))
+    if unknown:
+        raise ProfileError(
+            f"ops.{o.name}.weights names shape(s) that are not target shapes: "
+            f"{', '.join(unknown)}. Fix: use labels from {o.shapes} ({', '.join(labels[:8])}"
+            f"{', ...' if len(labels) > 8 else ''})"
+        )
+
+
 def create_campaign(profile: Profile, p: TargetParams) -> Path:
     """PREPARE_ENVIRONMENT + READ_HISTORICAL_TIPS. Returns the campaign directory."""
     o = profile.op(p.op)
@@ -218,6 +229,7 @@ def create_campaign(profile: Profile, p: TargetParams) -> Path:
     start = _start_commit(profile, o.kernel_source)
     groot = git.toplevel(root)
     shapes = load_shapes_from(profile, o.shapes)
+    _check_weights(o, [s.label for s in shapes])
     base = profile.campaign_root_path
     cdir = base / _campaign_name(base, p.op, p.backend, p.gpu)
     git.exclude(groot, os.path.relpath(base, groot))

@@ -83,6 +83,9 @@ class RoundDecision:
     min_detectable: float | None = None
     unconfirmed: bool = False
     early_stop: str | None = None
+    ci_level: float | None = None  # of gain_ci (the aggregate's, alpha split over the looks)
+    time_weighted: Mapping[str, Any] | None = None  # scoring.paired_weighted.TimeWeighted's
+    unresolved: tuple[str, ...] = ()  # shapes whose CI is wider than their effect
     harness_only: Mapping[str, Any] | None = None
     # checks after the A/B
     skew: tuple[str, str] | None = None
@@ -93,6 +96,7 @@ class RoundDecision:
         object.__setattr__(self, "status", Status(self.status))
         object.__setattr__(self, "regressions", tuple(self.regressions))
         object.__setattr__(self, "per_shape", tuple(self.per_shape))
+        object.__setattr__(self, "unresolved", tuple(self.unresolved))
         if self.status is Status.BASELINE:
             raise ValueError("a decision accepts or rolls back; BASELINE is no decision")
 
@@ -155,6 +159,10 @@ class RoundDecision:
                 unconfirmed=self.unconfirmed,
                 early_stop=self.early_stop,
             )
+            extra = {"ci_level": self.ci_level, "time_weighted": self.time_weighted}
+            d.update({k: v for k, v in extra.items() if v is not None})
+            if self.time_weighted is not None:  # recorded together with time_weighted
+                d["unresolved"] = list(self.unresolved)
         if self.harness_only is not None:
             d["harness_only"] = dict(self.harness_only)
         if self.skew is not None:
@@ -185,6 +193,9 @@ class RoundDecision:
             min_detectable=d.get("min_detectable"),
             unconfirmed=bool(d.get("unconfirmed")),
             early_stop=d.get("early_stop"),
+            ci_level=d.get("ci_level"),
+            time_weighted=d.get("time_weighted"),
+            unresolved=tuple(d.get("unresolved") or ()),
             harness_only=d.get("harness_only"),
             skew=None if skew is None else (skew[0], skew[1]),
             overfit=bool(d.get("overfit")),

@@ -7,13 +7,15 @@ from typing import Any
 
 from kernel_ratchet.campaign.context import CampaignContext
 from kernel_ratchet.campaign.fsutil import file_sha256
+from kernel_ratchet.campaign.record import read_record
 from kernel_ratchet.campaign.rounds.close import chain_of
 from kernel_ratchet.campaign.seal import verify_records
 
 
 def campaign_status(c: CampaignContext) -> dict[str, Any]:
     """Phase, incumbent, round in flight, termination and every closed round with its paired
-    chain (rebuilt from the record for an entry closed before the chain was kept). Raises
+    chain (rebuilt from the record for an entry closed before the chain was kept) and where its
+    wall time went (``seconds``: step -> s, from its record; None when not recorded). Raises
     LogTamperedError when a log or a closed round's record was edited."""
     verify_records(c)
     st = c.state
@@ -32,6 +34,14 @@ def campaign_status(c: CampaignContext) -> dict[str, Any]:
         "pending": None if st.pending is None else st.pending.to_dict(),
         "termination": None if st.termination is None else st.termination.to_dict(),
         "representative_shapes": c.m.representative_shapes,
-        "rounds": [{**r.to_dict(), "paired_chain": chain_of(c, r.round)} for r in st.closed],
+        "rounds": [
+            {**r.to_dict(), "paired_chain": chain_of(c, r.round), "seconds": _seconds(c, r.round)}
+            for r in st.closed
+        ],
         "harness_intact": file_sha256(c.dir / "quick_test_bench.py") == st.harness_sha256,
     }
+
+
+def _seconds(c: CampaignContext, n: int) -> dict[str, float] | None:
+    path = c.round_dir(n) / "round.json"
+    return read_record(path).seconds if path.exists() else None

@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from kernel_ratchet.campaign.driver import MANUAL, record_driver
+from kernel_ratchet.campaign.render import time_line
 from kernel_ratchet.cli.common import (
     CampaignOpt,
     ProfileOpt,
@@ -104,6 +105,7 @@ def status(
         "vs baseline\n(paired chain)",
         "vs baseline\n(harness CSVs)",
         "hypothesis",
+        "wall time (s) per step",
     )
     for r in s["rounds"]:
         whose = " (candidate, rolled back)" if r["status"] == "ROLLED BACK" else ""
@@ -115,6 +117,7 @@ def status(
             "-" if vp is None else f"{vp * 100:+.2f}%{whose}",
             "-" if vb is None else f"{vb * 100:+.2f}%{whose}",
             r["hypothesis"],
+            time_line(r["seconds"]) if r.get("seconds") else "-",
         )
     out.print(table)
     if s["termination"]:

@@ -10,6 +10,7 @@ stored upper-case.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -230,6 +231,27 @@ def _backend(data: Mapping[str, Any], dotted: str, problems: Problems) -> str | 
     return value.upper()
 
 
+def _weights(raw: Any, dotted: str, problems: Problems) -> dict[str, float]:
+    """``weights``: shape label -> positive number (how often a step runs that shape)."""
+    if raw is None:
+        return {}
+    fix = f"write {dotted} as a mapping of shape label to a positive number, e.g. {{m4096: 2}}"
+    if not isinstance(raw, Mapping):
+        problems.add(dotted, f"expected a mapping, got {show(raw)}", fix)
+        return {}
+    out = {}
+    for label, w in raw.items():
+        key = f"{dotted}.{short(str(label))}"
+        ok = isinstance(w, (int, float)) and not isinstance(w, bool) and 0 < w < math.inf
+        if not isinstance(label, str) or not label.strip():
+            problems.add(key, f"shape label {show(label)} is not a non-empty string", fix)
+        elif not ok:
+            problems.add(key, f"weight {show(w)} is not a positive finite number", fix)
+        else:
+            out[label.strip()] = float(w)
+    return out
+
+
 def _op(name: Any, data: Any, root: Path, problems: Problems) -> OpProfile | None:
     prefix = f"ops.{short(str(name))}"
     if not isinstance(name, str) or not _OP_NAME.match(name):
@@ -271,6 +293,7 @@ def _op(name: Any, data: Any, root: Path, problems: Problems) -> OpProfile | Non
         tunables = inside_project(tunables, f"{prefix}.tunables", problems, subdir=True)
     fields["tunables"] = tunables
     fields["knobs"] = parse_knobs(data.get("knobs"), prefix, fields["kernel_source"], problems)
+    fields["weights"] = _weights(data.get("weights"), f"{prefix}.weights", problems)
     if (
         fields["backend"] in COMPILED_BACKENDS
         and fields["execution_mode"] == "repo"

@@ -8,7 +8,7 @@ keys and values, so error messages and validation cannot drift apart.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernel_ratchet.errors import ProfileError
@@ -40,6 +40,7 @@ OP_KEYS: tuple[str, ...] = (
     "rebuild",
     "tunables",
     "knobs",
+    "weights",
 )
 REQUIRED_OP_KEYS: tuple[str, ...] = OP_KEYS[:8]
 OPTIONAL_OP_DEFAULTS: Mapping[str, object] = {
@@ -47,6 +48,7 @@ OPTIONAL_OP_DEFAULTS: Mapping[str, object] = {
     "rebuild": None,
     "tunables": None,
     "knobs": (),
+    "weights": None,
 }
 
 CAMPAIGN_TYPES: tuple[str, ...] = ("compute_fwd", "compute_fwd_bwd", "memory")
@@ -91,6 +93,9 @@ class OpProfile:
     rebuild: str | None = None
     tunables: str | None = None
     knobs: tuple[KnobDecl, ...] = ()  # declared knobs (kernel_ratchet.profile.knobs)
+    #: shape label -> how often a training step runs that shape (the time-weighted effect of
+    #: every paired decision); shapes not named weigh 1
+    weights: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def primary_metric(self) -> str:

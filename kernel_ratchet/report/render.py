@@ -16,7 +16,7 @@ from kernel_ratchet.campaign.rounds.view import transfer_of
 from kernel_ratchet.campaign.state import ClosedEntry
 from kernel_ratchet.guard import RoundGain, attribute_gain
 from kernel_ratchet.harness.csv_schema import BenchTable
-from kernel_ratchet.scoring.chain import check_chain
+from kernel_ratchet.scoring.chain import chain_interval, check_chain
 from kernel_ratchet.scoring.decision import Status
 from kernel_ratchet.scoring.metrics import aggregates, score_vector
 
@@ -85,16 +85,42 @@ def _final_report(c: CampaignContext, final: BenchTable) -> str:
         f"Termination: {term.code if term else None} — {term.reason if term else None}\n\n"
         f"Full validation ({len(c.m.target_shapes)} shapes, {c.m.primary_metric}):\n\n"
         "| Shape | Baseline | Final | Gain |\n|---|---|---|---|\n" + _shape_rows(c, final) + "\n\n"
-        f"- Total gain: {num(b_agg)} -> {num(f_agg)} ({pct(gain, 2)}; the full validation "
-        "against the BASELINE's, two single harness measurements taken at different times)\n"
+        f"- Headline (paired chain, the measurement that decided): {headline(c, acc)}\n"
+        f"- Harness total (diagnostic, not the decisions' measurement): {num(b_agg)} -> "
+        f"{num(f_agg)} ({pct(gain, 2)}; the full validation against the BASELINE's, two single "
+        "harness measurements taken at different times)\n"
         f"- Paired chain: {_paired_chain(c, acc)}\n"
         f"- Effective directions: {'; '.join(r.hypothesis for r in acc) or 'none'}\n"
         f"- Ineffective directions: {'; '.join(r.hypothesis for r in rej) or 'none'}\n"
-        f"- Chain integrity: {'intact' if not chain else '; '.join(chain)}\n"
+        f"- Chain integrity (harness CSVs, diagnostic): {'; '.join(chain) or 'intact'}\n"
         "- Top three next steps: re-profile the largest shape; revisit the most promising "
         "rolled-back direction with a different approach; compare with the vendor library\n"
         f"- Real-training audit: {_real_training(c, gain)}\n\nRound summaries:\n" + links + "\n\n"
     )
+
+
+def headline(c: CampaignContext, acc: list[ClosedEntry]) -> str:
+    """The campaign's headline: the incumbent's paired chain against the BASELINE with its 95%
+    CI (:func:`~kernel_ratchet.scoring.chain.chain_interval` over the accepted rounds' paired
+    ratios), and the time-weighted chain where every accepted round recorded one."""
+    chain = chain_of(c, c.state.incumbent_round or 1) or 0.0
+    steps, weighted = [], []
+    for r in acc:
+        d = read_record(c.round_dir(r.round) / "round.json").decision
+        if d is None or not d.paired or d.gain_ci is None:
+            return f"{pct(chain, 2)} (no CI: an accepted round has no paired A/B)"
+        level = d.ci_level or 0.95
+        steps.append((1 + d.gain, 1 + d.gain_ci[0], 1 + d.gain_ci[1], level))
+        tw = d.time_weighted
+        if tw:
+            weighted.append((tw["ratio"], tw["ci_low"], tw["ci_high"], tw["level"]))
+    _, lo, hi = chain_interval(steps)
+    text = f"{pct(chain, 2)} [{pct(lo - 1, 2)}, {pct(hi - 1, 2)}] (95% CI, {len(steps)} accepted"
+    text += " round(s), geomean over each round's shapes"
+    if steps and len(weighted) == len(steps):
+        w, wlo, whi = chain_interval(weighted)
+        text += f"; time-weighted step {pct(w - 1, 2)} [{pct(wlo - 1, 2)}, {pct(whi - 1, 2)}]"
+    return text + ")"
 
 
 def _paired_chain(c: CampaignContext, acc: list[ClosedEntry]) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from statistics import NormalDist
 
 
 def check_chain(
@@ -45,3 +46,23 @@ def check_chain(
         if best is None or value > best[1]:
             best = (rnd, value)
     return problems
+
+
+def chain_interval(
+    steps: Sequence[tuple[float, float, float, float]], level: float = 0.95
+) -> tuple[float, float, float]:
+    """The speed ratio of a chain of accepted rounds and its CI at ``level``.
+
+    ``steps`` holds each round's ``(ratio, ci_low, ci_high, ci_level)`` against its incumbent.
+    The chain's ratio is their product; its CI is the delta method in log space: each round's
+    log standard error is its CI's log half-width over the normal quantile of its level, and
+    the rounds (independent paired runs) add in variance. ``(1, 1, 1)`` for no step.
+    """
+    dist = NormalDist()
+    log_r, var = 0.0, 0.0
+    for ratio, lo, hi, lvl in steps:
+        z = dist.inv_cdf(0.5 + lvl / 2.0)
+        log_r += math.log(ratio)
+        var += ((math.log(hi) - math.log(lo)) / (2.0 * z)) ** 2
+    half = dist.inv_cdf(0.5 + level / 2.0) * math.sqrt(var)
+    return math.exp(log_r), math.exp(log_r - half), math.exp(log_r + half)

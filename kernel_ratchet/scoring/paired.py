@@ -14,18 +14,21 @@ futility stop) is :mod:`kernel_ratchet.scoring.paired_looks`. SPEC section 6.
   instead of 2.5%). ``looks=L`` splits alpha evenly over the L planned looks (Bonferroni over
   looks, conservative because looks share data), for the aggregate CI too: level
   ``1 - alpha/L``.
-* **Verdicts** (per shape and aggregate) from a CI ``[lo, hi]`` and an equivalence margin
-  ``eq = max(min_detectable, equivalence_floor)``: FASTER ``lo > 1``; SLOWER ``hi < 1``; SAME
-  ``1/(1+eq) ≤ lo`` and ``hi ≤ 1+eq``; AMBIGUOUS otherwise (the CI holds 1 and reaches beyond
-  the margin).
+* **Verdicts** (per shape and aggregate): :mod:`.paired_rows`, with the equivalence margin
+  ``eq = max(min_detectable, equivalence_floor)``.
 
 The decision (:func:`decide_paired`), gates in order:
 
 1. a shape with ``ratio ≤ 1 - regression_threshold`` and verdict SLOWER (CI excludes "no
    slowdown") is a confirmed ≥5% regression → ROLLED BACK;
+1b. the *time-weighted* step (:mod:`.paired_weighted`) is confirmed slower (its CI lies below
+   1.0x) → ROLLED BACK, whatever the geomean says: unresolved small shapes cannot outvote the
+   shapes that hold the time;
 2. the aggregate is *improved* when ``lo > 1`` and ``ratio - 1 ≥ min_detectable``; then
    ACCEPTED, a trade-off when some shapes are SLOWER by less than the threshold (named) --
-   unless a shape's point estimate is ≥5% slower without a confirming CI: then AMBIGUOUS;
+   unless a shape's point estimate is ≥5% slower without a confirming CI, or the time-weighted
+   step reads slower (point estimate below 1.0x): then AMBIGUOUS, measuring the unresolved
+   shapes on;
 3. ``lo > 1`` but the gain is below ``min_detectable`` → ROLLED BACK (real but not claimable);
 4. ``lo ≤ 1 < 1 + eq < hi`` (a claimable gain is neither shown nor excluded) → AMBIGUOUS;
 5. otherwise ROLLED BACK: no gain (``hi ≤ 1 + eq``) or slower. When the aggregate reads slower
@@ -34,6 +37,9 @@ The decision (:func:`decide_paired`), gates in order:
    named undecided until the round budget is spent, so the loop measures on until the verdict
    is SLOWER or the budget ends (measured on an H200 with ``scripts/ab_validation.py``: a planted
    3% slowdown stopped at 10 rounds read SLOWER in only 9 of 13 trials).
+
+Every decision reports the time-weighted effect with its CI (``time_weighted``) and names the
+*unresolved* shapes, whose CI half-width is wider than the effect they claim (``unresolved``).
 
 AMBIGUOUS is a ROLLED BACK decision with ``ambiguous=True`` and ``undecided`` naming the
 shapes worth measuring more (:func:`needs_more`); with ``exhausted=True`` (the round budget is
@@ -44,20 +50,27 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from enum import Enum
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from kernel_ratchet.harness.paired_samples import PairedSamples
 from kernel_ratchet.scoring.decision import Status
+from kernel_ratchet.scoring.paired_rows import (
+    PairedVerdict,
+    ShapeRow,
+    classify,
+    confirmed_regressions,
+    unresolved,
+)
 from kernel_ratchet.scoring.paired_stats import (
     bootstrap_log_medians,
     log_ratios,
     percentile_ci,
     phase_ratios,
 )
+from kernel_ratchet.scoring.paired_weighted import TimeWeighted, time_weighted
 
 #: Family-wise error rate of the CIs: 95% aggregate, Bonferroni-split across shapes.
 ALPHA = 0.05
@@ -70,68 +83,14 @@ EQUIVALENCE_FLOOR = 0.01
 MIN_ROUNDS = 3
 
 
-class PairedVerdict(str, Enum):
-    """How one shape (or the aggregate) moved, judged on its confidence interval."""
-
-    FASTER = "FASTER"
-    SLOWER = "SLOWER"
-    SAME = "SAME"
-    AMBIGUOUS = "AMBIGUOUS"
-
-    def __str__(self) -> str:
-        return self.value
-
-
-def classify(lo: float, hi: float, equivalence: float) -> PairedVerdict:
-    """Verdict of a speed-ratio CI ``[lo, hi]`` with equivalence margin ``equivalence``."""
-    if lo > 1.0:
-        return PairedVerdict.FASTER
-    if hi < 1.0:
-        return PairedVerdict.SLOWER
-    if lo >= 1.0 / (1.0 + equivalence) and hi <= 1.0 + equivalence:
-        return PairedVerdict.SAME
-    return PairedVerdict.AMBIGUOUS
-
-
-@dataclass(frozen=True)
-class ShapeRow:
-    """One shape: speed ratio (>1 faster), its CI, verdict, rounds, per-phase median ratios."""
-
-    label: str
-    ratio: float
-    ci_low: float
-    ci_high: float
-    verdict: PairedVerdict
-    n_rounds: int
-    phase_ratios: Mapping[str, float] = field(default_factory=dict)
-
-    @property
-    def delta(self) -> float:
-        return self.ratio - 1.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "label": self.label,
-            "ratio": self.ratio,
-            "ci_low": self.ci_low,
-            "ci_high": self.ci_high,
-            "verdict": self.verdict.value,
-            "n_rounds": self.n_rounds,
-            "phase_ratios": dict(self.phase_ratios),
-        }
-
-
-def confirmed_regressions(rows: Sequence[ShapeRow], threshold: float) -> list[ShapeRow]:
-    """Shapes that read ``threshold`` or more slower with a CI that confirms it (gate 1)."""
-    return [r for r in rows if r.verdict is PairedVerdict.SLOWER and r.ratio <= 1.0 - threshold]
-
-
 @dataclass(frozen=True)
 class PairedDecision:
     """The paired decision and the numbers behind it (ratios are speed ratios, >1 faster).
 
     ``regressions`` names the confirmed SLOWER shapes (≥ threshold when rolled back for them,
-    below it for a trade-off); ``undecided`` the shapes worth measuring more when ``ambiguous``.
+    below it for a trade-off); ``undecided`` the shapes worth measuring more when ``ambiguous``;
+    ``time_weighted`` the step's time-weighted effect and ``unresolved`` the shapes whose CI is
+    wider than their effect.
     """
 
     status: Status
@@ -150,6 +109,8 @@ class PairedDecision:
     shape_ci_level: float
     aggregate_ci_level: float
     looks: int = 1
+    time_weighted: TimeWeighted | None = None
+    unresolved: tuple[str, ...] = ()
 
     @property
     def accepted(self) -> bool:
@@ -185,6 +146,8 @@ class PairedDecision:
             "shape_ci_level": self.shape_ci_level,
             "aggregate_ci_level": self.aggregate_ci_level,
             "looks": self.looks,
+            "time_weighted": None if self.time_weighted is None else self.time_weighted.to_dict(),
+            "unresolved": list(self.unresolved),
         }
 
 
@@ -210,6 +173,7 @@ class _Reading:
     exhausted: bool
     levels: tuple[float, float]  # (per-shape CI level, aggregate CI level)
     looks: int
+    tw: TimeWeighted
 
     @property
     def rounds(self) -> str:
@@ -221,8 +185,14 @@ class _Reading:
         return (
             f"aggregate speed ratio {_fmt(self.agg, self.lo, self.hi)} "
             f"({(self.agg - 1) * 100:+.2f}%, {self.levels[1]:.1%} hierarchical bootstrap CI, "
-            f"{self.rounds} paired rounds per shape, per-shape CIs at {self.levels[0]:.1%})"
+            f"{self.rounds} paired rounds per shape, per-shape CIs at {self.levels[0]:.1%}); "
+            f"{self.tw.text()}{self.open_text}"
         )
+
+    @property
+    def open_text(self) -> str:
+        names = [r.label for r in unresolved(self.rows)]
+        return f"; unresolved (CI wider than the effect): {', '.join(names)}" if names else ""
 
     def result(
         self,
@@ -247,6 +217,8 @@ class _Reading:
             self.thr,
             *self.levels,
             self.looks,
+            self.tw,
+            tuple(r.label for r in unresolved(self.rows)),
         )
 
     def ambiguous(self, why: str, undecided: Sequence[ShapeRow]) -> PairedDecision:
@@ -297,12 +269,24 @@ def _judge(r: _Reading, confirm_slowdown: bool) -> PairedDecision:
     if big:
         why = f"{len(big)} shape(s) regressed ≥ {thr_s} with CIs excluding no slowdown"
         return r.result(Status.ROLLED_BACK, f"{why}: {_shapes(big)}; {r.head}", big + small)
+    if r.tw.confirmed_slower:
+        why = (
+            f"the time-weighted effect is confirmed negative: a step running every shape "
+            f"{'with its weight' if set(r.tw.weights.values()) != {1.0} else 'once'} is slower"
+        )
+        return r.result(Status.ROLLED_BACK, f"{why}; {r.head}", small)
     if improved and unconfirmed:
         why = (
             f"the gain is real but shape(s) {_shapes(unconfirmed)} read ≥ {thr_s} slower "
             "without a CI that confirms or excludes it"
         )
         return r.ambiguous(why, unconfirmed)
+    if improved and r.tw.ratio < 1.0:
+        why = (
+            "the geomean gain is real but the time-weighted step reads slower, without a CI "
+            "that confirms it: no gain is claimed while the step may be slower"
+        )
+        return r.ambiguous(why, unresolved(r.rows) or list(r.rows))
     if improved:
         return _accept(r, small, thr_s)
     if r.lo > 1.0:
@@ -318,6 +302,31 @@ def _judge(r: _Reading, confirm_slowdown: bool) -> PairedDecision:
     return _no_gain(r, small, confirm_slowdown)
 
 
+def _shape_rows(
+    per_shape_samples: Mapping[str, PairedSamples],
+    campaign_type: str,
+    level: float,
+    eq: float,
+    n_boot: int,
+    rng: np.random.Generator,
+) -> tuple[list[ShapeRow], list[np.ndarray], list[float]]:
+    """Per shape: its row (ratio, CI at ``level``, verdict), bootstrap log medians and log
+    point estimate."""
+    rows, boots, points = [], [], []
+    for label, s in per_shape_samples.items():
+        if s.n_rounds < MIN_ROUNDS:
+            raise ValueError(f"shape {label!r} has {s.n_rounds} rounds; need ≥ {MIN_ROUNDS}")
+        x = log_ratios(s, campaign_type)
+        boot = bootstrap_log_medians(x, n_boot, rng)
+        point = float(np.median(x))
+        lo, hi = percentile_ci(boot, level)
+        verdict = classify(lo, hi, eq)
+        rows.append(ShapeRow(label, math.exp(point), lo, hi, verdict, s.n_rounds, phase_ratios(s)))
+        boots.append(boot)
+        points.append(point)
+    return rows, boots, points
+
+
 def decide_paired(
     per_shape_samples: Mapping[str, PairedSamples],
     campaign_type: str,
@@ -331,6 +340,7 @@ def decide_paired(
     exhausted: bool = False,
     looks: int = 1,
     confirm_slowdown: bool = True,
+    weights: Mapping[str, float] | None = None,
 ) -> PairedDecision:
     """Accept or roll back from paired per-round times (gates in the module docstring).
 
@@ -338,8 +348,10 @@ def decide_paired(
     (0.05 = 5%). ``looks`` is the number of planned sequential looks alpha is split over.
     ``exhausted`` says the round budget is spent (changes only the reason of an
     AMBIGUOUS outcome). ``confirm_slowdown``: gate 5's measuring on of an unconfirmed
-    slowdown. Raises ValueError for no shapes, fewer than :data:`MIN_ROUNDS` rounds
-    in a shape, or an unknown campaign type. Deterministic for a given ``rng_seed``.
+    slowdown. ``weights``: label -> how often a step runs the shape, for the time-weighted
+    effect (1 where absent). Raises ValueError for a weight that is not positive, no shapes,
+    fewer than :data:`MIN_ROUNDS` rounds in a shape, or an unknown campaign type. Deterministic
+    for a given ``rng_seed``.
     """
     if not per_shape_samples:
         raise ValueError("decide_paired needs at least one shape")
@@ -349,19 +361,17 @@ def decide_paired(
     alpha = alpha / looks
     shape_level = 1.0 - alpha / len(per_shape_samples)
     eq = max(min_detectable, equivalence_floor)
-    rows, boots, points = [], [], []
-    for label, s in per_shape_samples.items():
-        if s.n_rounds < MIN_ROUNDS:
-            raise ValueError(f"shape {label!r} has {s.n_rounds} rounds; need ≥ {MIN_ROUNDS}")
-        x = log_ratios(s, campaign_type)
-        boot = bootstrap_log_medians(x, n_boot, rng)
-        point = float(np.median(x))
-        lo, hi = percentile_ci(boot, shape_level)
-        verdict = classify(lo, hi, eq)
-        rows.append(ShapeRow(label, math.exp(point), lo, hi, verdict, s.n_rounds, phase_ratios(s)))
-        boots.append(boot)
-        points.append(point)
+    per = per_shape_samples
+    rows, boots, points = _shape_rows(per, campaign_type, shape_level, eq, n_boot, rng)
     agg_lo, agg_hi = percentile_ci(np.mean(boots, axis=0), 1.0 - alpha)
+    tw = time_weighted(
+        per_shape_samples,
+        campaign_type,
+        weights,
+        level=1.0 - alpha,
+        n_boot=n_boot,
+        rng=np.random.default_rng([rng_seed, 1]),
+    )
     reading = _Reading(
         tuple(rows),
         math.exp(float(np.mean(points))),
@@ -373,6 +383,7 @@ def decide_paired(
         exhausted,
         (shape_level, 1.0 - alpha),
         looks,
+        tw,
     )
     return _judge(reading, confirm_slowdown)
 

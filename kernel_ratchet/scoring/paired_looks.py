@@ -69,12 +69,15 @@ class PairedLooks:
 
     ``regression_threshold`` and ``min_detectable`` are relative (0.05 = 5%) and go to every
     :func:`~kernel_ratchet.scoring.paired.decide_paired`; ``precision_margin_db`` is the SNR
-    drop below the incumbent that the correctness phase refuses (:mod:`.precision`).
+    drop below the incumbent that the correctness phase refuses (:mod:`.precision`);
+    ``weights`` weigh the shapes of the time-weighted effect (:mod:`.paired_weighted`).
     """
 
     regression_threshold: float = 0.05
     min_detectable: float = 0.0
     precision_margin_db: float = MARGIN_DB
+    #: (label, weight) pairs of the time-weighted effect; shapes not named weigh 1
+    weights: tuple[tuple[str, float], ...] = ()
 
     def looks(self, k_start: int, k_max: int) -> tuple[int, ...]:
         """:func:`look_schedule`; ValueError unless ``MIN_ROUNDS ≤ k_start ≤ k_max``."""
@@ -114,4 +117,5 @@ class PairedLooks:
             min_detectable=self.min_detectable,
             exhausted=exhausted,
             looks=looks,
+            weights=dict(self.weights),
         )

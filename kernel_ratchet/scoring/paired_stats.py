@@ -43,11 +43,18 @@ def primary_phases(samples: PairedSamples, campaign_type: str) -> tuple[str, ...
     return tuple(p for p in PHASES if p in samples.incumbent)
 
 
-def log_ratios(samples: PairedSamples, campaign_type: str) -> np.ndarray:
-    """``log(T_inc / T_cand)`` per round, T summed over :func:`primary_phases`."""
+def primary_times(samples: PairedSamples, campaign_type: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per-round primary-metric times (ms) of the incumbent and the candidate: the sum over
+    :func:`primary_phases`."""
     phases = primary_phases(samples, campaign_type)
     inc = np.sum([samples.incumbent[p] for p in phases], axis=0)
     cand = np.sum([samples.candidate[p] for p in phases], axis=0)
+    return inc, cand
+
+
+def log_ratios(samples: PairedSamples, campaign_type: str) -> np.ndarray:
+    """``log(T_inc / T_cand)`` per round, T summed over :func:`primary_phases`."""
+    inc, cand = primary_times(samples, campaign_type)
     return np.log(inc) - np.log(cand)
 
 

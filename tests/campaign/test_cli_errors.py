@@ -192,13 +192,17 @@ def test_status_says_whose_number_a_rolled_back_round_shows(monkeypatch, capsys)
         "next_round": 3,
         "incumbent_round": 1,
         "termination": None,
-        "rounds": [{**row, "paired_chain": 0.4654, "vs_baseline": 0.4654}],
+        "rounds": [
+            {**row, "paired_chain": 0.4654, "vs_baseline": 0.4654},
+            {**row, "round": 3, "seconds": {"test": 4.0, "ab_quick": 12.0, "measure": 17.0}},
+        ],
     }
     monkeypatch.setattr(rounds, "open_campaign", fake_campaign)
     monkeypatch.setattr(status_mod, "campaign_status", lambda _ctx: shown)
     monkeypatch.setattr(rounds.out, "width", 200)
     code, printed = run_main(monkeypatch, capsys, "status")
     assert code == 0 and "+46.54% (candidate, rolled back)" in printed
+    assert "17 s: test 4, ab_quick 12" in " ".join(printed.split())  # where round 3's time went
 
 
 def test_a_commit_message_names_the_decisions_numbers_and_metric():

@@ -142,7 +142,7 @@ def test_whole_campaign(tmp_path):
     assert "### Stagnation review after round-4" in opt
 
     r = _ok(ratchet(root, "report"))
-    assert "Total gain" in r.stdout
+    assert "Headline (paired chain" in r.stdout and "Harness total (diagnostic" in r.stdout
     report = (cdir / "report.md").read_text()
     assert "## Final report" in report and "## Verified-ineffective directions" in report
     # SPEC 8: the gain re-attributed to S_real / W_real / R_real with the inflation gap; the one

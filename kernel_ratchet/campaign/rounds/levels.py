@@ -3,9 +3,10 @@
 At the round's level the harness measures the candidate (the round's CSV); the CSV's gates
 (correctness, the shape set) come first, then the paired A/B against the incumbent
 (:mod:`.paired`), the skew check of grouped ops, and, for a quick gain under 5%, the same at
-the full level. An accepted paired decision then faces the dynamic transfer check
-(:mod:`.transfer`). Every outcome is a :class:`LevelResult`: a decision with its category, or
-the record of the failure that ended the round.
+the full level, unless the quick shapes already are the full set (never measured twice). An
+accepted paired decision then faces the dynamic transfer check (:mod:`.transfer`). Every
+outcome is a :class:`LevelResult`: a decision with its category, or the record of the failure
+that ended the round.
 """
 
 from __future__ import annotations
@@ -32,6 +33,15 @@ if TYPE_CHECKING:
     from kernel_ratchet.campaign.context import CampaignContext
 
 ESCALATE_BELOW = 0.05  # a quick gain under 5% is confirmed on the full set (SPEC section 5)
+QUICK_IS_FULL = (
+    "The quick shapes are all the target shapes: the quick result is the full validation "
+    "(not re-measured)"
+)
+
+
+def _quick_is_full(c: CampaignContext) -> bool:
+    """Whether the representative shapes are the whole target set (full = quick)."""
+    return set(c.m.representative_shapes) == {s["label"] for s in c.m.target_shapes}
 
 
 def _skew_gate(d: RoundDecision) -> tuple[RoundDecision, bool]:
@@ -119,7 +129,9 @@ def measure_levels(c: CampaignContext, n: int, draft: RoundDraft, art: Path) -> 
         return res.failed
     csv, d, category = res.csv, res.decision, res.category
     escalated = False
-    if level == "quick" and d.accepted and d.gain < ESCALATE_BELOW:
+    if level == "quick" and d.accepted and d.gain < ESCALATE_BELOW and _quick_is_full(c):
+        d = replace(d, reason=f"{d.reason}. {QUICK_IS_FULL}")
+    elif level == "quick" and d.accepted and d.gain < ESCALATE_BELOW:
         c.say(f"round-{n}: quick gain {d.gain * 100:+.2f}% < 5%: full validation")
         quick = art / "benchmark_quick.csv"
         os.replace(csv, quick)

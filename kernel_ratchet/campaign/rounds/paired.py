@@ -92,6 +92,11 @@ def min_detectable(c: CampaignContext) -> float:
     return float(json.loads(path.read_text())["min_detectable_effect"])
 
 
+def _weights(c: CampaignContext) -> tuple[tuple[str, float], ...]:
+    """The profile's per-shape weights of the time-weighted effect (1 where absent)."""
+    return tuple(sorted(c.op.weights.items()))
+
+
 def _time_kwargs(c: CampaignContext) -> dict[str, float]:
     """Roofline anti-cheat: a shape faster than the machine's peak is rejected."""
     if not c.m.hardware_peak:
@@ -126,7 +131,7 @@ def run_ab(
         shapes,
         phases=_phases(c),
         seed=secret or secrets.randbits(63),
-        rule=PairedLooks(c.m.regression_threshold, min_detectable(c)),
+        rule=PairedLooks(c.m.regression_threshold, min_detectable(c), weights=_weights(c)),
         k_start=k_start,
         k_max=k_max,
         log_dir=log_dir,
@@ -253,6 +258,9 @@ def _to_decision(
         min_detectable=d.min_detectable,
         unconfirmed=unconfirmed,
         early_stop=run.early_stop,
+        ci_level=d.aggregate_ci_level,
+        time_weighted=None if d.time_weighted is None else d.time_weighted.to_dict(),
+        unresolved=d.unresolved,
         per_shape=tuple(
             ShapeResult(
                 label=s.label,

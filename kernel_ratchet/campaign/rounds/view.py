@@ -50,6 +50,13 @@ def _notes(record: RoundRecord) -> list[str]:
             "median per-round speed ratios; the absolute numbers and 'vs baseline' "
             "come from harness runs in other sessions: diagnostics only"
         )
+        tw = record.decision.time_weighted
+        if tw:
+            notes.append(
+                f"Time-weighted step (paired): {tw['ratio']:.4f}x [{tw['ci_low']:.4f}, "
+                f"{tw['ci_high']:.4f}]; unresolved shapes (CI wider than the effect): "
+                f"{', '.join(record.decision.unresolved) or 'none'}"
+            )
     return notes
 
 
