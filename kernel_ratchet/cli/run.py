@@ -188,6 +188,9 @@ def run(
     knobs: str | None = KnobsOpt,
     pause: bool = PauseOpt,
     yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation"),
+    another: bool = typer.Option(
+        False, "--another", help="start it although a campaign on this op is still open"
+    ),
     profile: Path | None = ProfileOpt,
     campaign: str | None = CampaignOpt,
 ):
@@ -207,6 +210,10 @@ def run(
             "give --op OP for a new campaign (or --campaign NAME / `ratchet "
             "resume` to continue one)"
         )
+    if op and not campaign and not another:
+        from kernel_ratchet.campaign.locate import refuse_parallel
+
+        refuse_parallel(prof, op)
     opt = _optimizer(optimizer, agent_cmd, agent_timeout, knobs)
     what = f"op {op}" if op and not campaign else f"campaign {campaign}"
     ask = f"Run {what} unattended with the {optimizer} optimizer (up to {max_iterations} rounds)?"
