@@ -246,7 +246,7 @@ def verify_inputs(snap: InputSnapshot) -> None:
     changed = [p for p, t, before in snap.items if digest.tensor_digest(t) != before]
     if changed:
         raise CheatDetected(
-            f"the candidate modified its input tensor(s) {', '.join(changed)} "
+            f"input modified: the candidate modified its input tensor(s) {', '.join(changed)} "
             "(inputs must be read-only)"
         )
 

@@ -207,7 +207,7 @@ class Session:
         snap = ac.snapshot_inputs(case)
         spots = max(1, int(msg.get("spot_checks", tc.TimedCallChecks.SPOT_CHECKS)))
         hooks = tc.TimedCallChecks(self, case, snap, shape, seed, phase, call, spots)
-        timing = self.engine.measure(hooks.fn, hooks)
+        timing, hooks = tc.measure(hooks)
         self.sync()
         ac.verify_inputs(hooks.snap)
         self.after_candidate()
