@@ -167,6 +167,7 @@ def _start_commit(profile: Profile, kernel_source: list[str]) -> str:
     uncommitted changes."""
     groot = git.toplevel(profile.root)
     kernel_git = [os.path.relpath(profile.root / k, groot) for k in kernel_source]
+    git.require_visible(groot, kernel_git)
     dirty = [k for k in kernel_git if k in git.changed_paths(groot)]
     if dirty:
         raise CampaignError(

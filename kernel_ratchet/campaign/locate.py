@@ -6,7 +6,9 @@ from pathlib import Path
 
 import yaml
 
-from kernel_ratchet.errors import CampaignError
+from kernel_ratchet.campaign.manifest import load_manifest
+from kernel_ratchet.campaign.state import Phase, State
+from kernel_ratchet.errors import CampaignError, RatchetError
 from kernel_ratchet.profile.schema import Profile
 
 
@@ -50,3 +52,21 @@ def find_campaign(profile: Profile, name: str | None = None) -> Path:
             f"no campaign under {profile.campaign_root_path}; start one with `ratchet init --op OP`"
         )
     return campaigns[-1]
+
+
+def refuse_parallel(profile: Profile, op: str) -> None:
+    """Raise RatchetError (exit 2) when a campaign on ``op`` is still open: a second one would
+    switch the branch under the first (``init`` and ``run`` start one on purpose with
+    ``--another``)."""
+    still_open = [
+        d.name
+        for d in list_campaigns(profile)
+        if load_manifest(d).target_op == op
+        and State.load(d).phase in (Phase.INITIALIZED, Phase.OPTIMIZING)
+    ]
+    if still_open:
+        raise RatchetError(
+            f"campaign {still_open[-1]} on op {op} is still open: continue it (`ratchet "
+            f"validate --campaign {still_open[-1]}` or `ratchet resume`), end it with `ratchet "
+            "report`, or give --another to start a second campaign on the same op"
+        )

@@ -206,6 +206,9 @@ def run(
     scheduler: str | None = SchedulerOpt,
     candidate_timeout: float = CandidateTimeoutOpt,
     yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation"),
+    another: bool = typer.Option(
+        False, "--another", help="start it although a campaign on this op is still open"
+    ),
     profile: Path | None = ProfileOpt,
     campaign: str | None = CampaignOpt,
 ):
@@ -227,6 +230,10 @@ def run(
             "give --op OP for a new campaign (or --campaign NAME / `ratchet "
             "resume` to continue one)"
         )
+    if op and not campaign and not another:
+        from kernel_ratchet.campaign.locate import refuse_parallel
+
+        refuse_parallel(prof, op)
     opt = _optimizer(optimizer, agent_cmd, agent_timeout, knobs)
     if op and not campaign:
         opt.check_ready(prof.root, prof.op(op))  # before asking: a search with nothing to move

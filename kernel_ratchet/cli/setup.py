@@ -4,13 +4,9 @@ init`` (DEFINE_TARGET, PREPARE_ENVIRONMENT, READ_HISTORICAL_TIPS)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
-
-if TYPE_CHECKING:
-    from kernel_ratchet.profile.schema import Profile
 
 from kernel_ratchet.cli.common import (
     ProfileOpt,
@@ -18,7 +14,6 @@ from kernel_ratchet.cli.common import (
     out,
     profile_at,
 )
-from kernel_ratchet.errors import RatchetError
 
 
 @app.command()
@@ -72,10 +67,11 @@ def init(
 ):
     """DEFINE_TARGET + PREPARE_ENVIRONMENT + READ_HISTORICAL_TIPS: create a campaign."""
     from kernel_ratchet.campaign.create import create_campaign, define_target, preflight
+    from kernel_ratchet.campaign.locate import refuse_parallel
 
     prof = profile_at(profile)
     if not another:
-        _refuse_parallel(prof, op)
+        refuse_parallel(prof, op)
     params = define_target(
         prof,
         op,
@@ -99,24 +95,3 @@ def init(
     cdir = create_campaign(prof, params)
     out.print(f"campaign [bold]{cdir.name}[/bold] created in {cdir}")
     out.print("next: `ratchet baseline`")
-
-
-def _refuse_parallel(prof: Profile, op: str) -> None:
-    """Raise RatchetError (exit 2) when a campaign on ``op`` is still open: a second one
-    would switch the branch under the first; ``--another`` starts it on purpose."""
-    from kernel_ratchet.campaign.locate import list_campaigns
-    from kernel_ratchet.campaign.manifest import load_manifest
-    from kernel_ratchet.campaign.state import Phase, State
-
-    still_open = [
-        d.name
-        for d in list_campaigns(prof)
-        if load_manifest(d).target_op == op
-        and State.load(d).phase in (Phase.INITIALIZED, Phase.OPTIMIZING)
-    ]
-    if still_open:
-        raise RatchetError(
-            f"campaign {still_open[-1]} on op {op} is still open: continue it (`ratchet "
-            f"validate --campaign {still_open[-1]}` or `ratchet resume`), end it with `ratchet "
-            "report`, or give --another to start a second campaign on the same op"
-        )

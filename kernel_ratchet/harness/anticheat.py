@@ -47,7 +47,7 @@ from typing import Any
 
 import torch
 
-from kernel_ratchet.harness import digest, process_guard
+from kernel_ratchet.harness import digest, import_watch, process_guard
 
 #: Thread-name prefixes of threads that infrastructure (not the candidate) may start lazily.
 ALLOWED_THREAD_PREFIXES: tuple[str, ...] = ("pydevd", "pytest_timeout", "ThreadPoolExecutor-0")
@@ -75,6 +75,7 @@ class Sentinel:
     originals: dict[tuple[int, str], tuple[Any, str, Any]]
     threads: frozenset[int]
     process: process_guard.ProcessState | None = None
+    imports: import_watch.ImportWatch | None = None  # the project's modules, once imported
 
     @classmethod
     def capture(cls, modules: tuple[Any, ...] = ()) -> Sentinel:
@@ -126,6 +127,9 @@ class Sentinel:
                 f"started: {', '.join(sorted(patched))} (a patched timer fakes the measurement, "
                 "a patched comparison fakes the check)"
             )
+        replaced = self.imports.replaced() if self.imports else []
+        if replaced:
+            raise CheatDetected(import_watch.describe(replaced))
         modes = process_guard.active_modes()
         if modes:
             raise CheatDetected(
@@ -242,7 +246,7 @@ def verify_inputs(snap: InputSnapshot) -> None:
     changed = [p for p, t, before in snap.items if digest.tensor_digest(t) != before]
     if changed:
         raise CheatDetected(
-            f"the candidate modified its input tensor(s) {', '.join(changed)} "
+            f"input modified: the candidate modified its input tensor(s) {', '.join(changed)} "
             "(inputs must be read-only)"
         )
 

@@ -10,9 +10,26 @@ of those rebinds.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import random
 from typing import Any
+
+#: Engine parameters that make every timed sample exactly one call, so the NaN poison written
+#: before each sample precedes every timed call (engines not listed have no such mode).
+ONE_CALL_PER_SAMPLE: dict[str, dict[str, Any]] = {
+    "perf_counter": {"max_batch": 1},
+    "cuda_events": {"min_iters": 1, "max_iters": 1, "graph": "off"},
+}
+KEPT_BUFFER_FLAG = (
+    "one call per sample: the op returns a kept output buffer, so every timed call was "
+    "preceded by the poison of that buffer (no batching; launch overhead is not amortized)"
+)
+
+
+class KeptOutput(Exception):
+    """A timed call of a batch returned the op's kept output buffer (``str()``: the verdict
+    where the op cannot be timed one call per sample)."""
 
 
 def derive_seed(seed: int, k: int) -> int:
@@ -42,9 +59,12 @@ class TimedCallChecks:
         phase: str,
         call: Any,
         spot_checks: int = SPOT_CHECKS,
+        one_call: bool = False,
     ) -> None:
         self.s, self.case, self.snap, self.shape = session, case, snap, shape
         self.seed, self.phase, self.call = seed, phase, call
+        self.spot_checks, self.one_call = spot_checks, one_call
+        self.poisoned: set[int] = set()  # output storages NaN-filled before the coming sample
         self.last: Any = None
         self.held: tuple[Any, Any] = (None, None)  # the two outputs before ``last``
         n = int(getattr(session.engine, "samples", 3))
@@ -59,18 +79,48 @@ class TimedCallChecks:
         # output cannot get their storage back: the same storage again is a returned result.
         self.held, self.last = (self.last, self.held[0]), self.call(self.case)
 
-    def check_fresh_output(self, index: int) -> None:
-        """Raise CheatDetected when the last timed call returned the storage of one of the two
-        calls before it (batch-and-skip: only the first call of a batch computes)."""
+    def one_call_again(self) -> TimedCallChecks:
+        """The same checks for a measurement of one call per sample (an op that keeps its
+        output buffer: the poison before each sample then precedes every timed call)."""
+        return TimedCallChecks(
+            self.s,
+            self.case,
+            self.snap,
+            self.shape,
+            self.seed,
+            self.phase,
+            self.call,
+            self.spot_checks,
+            one_call=True,
+        )
+
+    def _storages(self, out: Any) -> set[int]:
         from kernel_ratchet.harness import anticheat as ac
 
-        def storages(out: Any) -> set[int]:
-            if out is None:
-                return set()
-            ts = ac.output_tensors(out, self.what)
-            return {t.untyped_storage().data_ptr() for _, t in ts if t.numel() > 0}
+        if out is None:
+            return set()
+        ts = ac.output_tensors(out, self.what)
+        return {t.untyped_storage().data_ptr() for _, t in ts if t.numel() > 0}
 
-        again = storages(self.last) & (storages(self.held[0]) | storages(self.held[1]))
+    def check_fresh_output(self, index: int) -> None:
+        """The last timed call must not return the storage of one of the two calls before it
+        (batch-and-skip: only the first call of a batch computes), except the kept buffer that
+        was poisoned before this sample and rewritten since. Raises CheatDetected for another
+        storage returned again; KeptOutput for the kept buffer in a batched measurement (the
+        op is then timed one call per sample, where every call follows the poison)."""
+        from kernel_ratchet.harness import anticheat as ac
+
+        again = self._storages(self.last) & (
+            self._storages(self.held[0]) | self._storages(self.held[1])
+        )
+        if again and again <= self.poisoned:
+            if self.one_call:
+                return
+            raise KeptOutput(
+                f"{self.what} returns a kept output buffer, and the {self.s.spec['engine']} "
+                "engine cannot time one call per sample: the calls of a batch after the "
+                "first could return the buffer without computing"
+            )
         if again:
             raise ac.CheatDetected(
                 f"{self.what} of timed sample {index} returned the same output storage as a "
@@ -78,9 +128,27 @@ class TimedCallChecks:
                 "instead of computed (each call must return freshly computed outputs)"
             )
 
+    def check_not_an_input(self, outs: list[tuple[str, Any]], index: int) -> None:
+        """Raise CheatDetected ("input modified") when an output is stored in an input tensor:
+        the op wrote its result into its input."""
+        from kernel_ratchet.harness import anticheat as ac
+
+        inputs = {t.untyped_storage().data_ptr(): p for p, t, _ in self.snap.items}
+        shared = [
+            (n, inputs[p]) for n, t in outs if (p := t.untyped_storage().data_ptr()) in inputs
+        ]
+        if shared:
+            name, path = shared[0]
+            raise ac.CheatDetected(
+                f"input modified: {self.what} output {name} of timed sample {index} is stored "
+                f"in input tensor {path} (an output written in place into an input); inputs "
+                "must be read-only unless the op declares the output in place"
+            )
+
     def before_sample(self, index: int) -> None:
         from kernel_ratchet.harness import anticheat as ac
 
+        self.poisoned = self._storages(self.last)
         if self.last is not None:
             ac.poison(ac.output_tensors(self.last, self.what))
         if self.s.device.startswith("cuda"):
@@ -103,6 +171,7 @@ class TimedCallChecks:
         from kernel_ratchet.harness.correctness import check_outputs
 
         outs = ac.output_tensors(self.last, self.what)
+        self.check_not_an_input(outs, index)
         bad = ac.nonfinite(outs)
         if bad:
             raise ac.CheatDetected(
@@ -142,3 +211,23 @@ def match_outputs(outs: list[tuple[str, Any]], ref: dict[str, Any], phase: str) 
     if len(order) == len(outs):
         return {n: t for n, (_, t) in zip(order, outs, strict=True)}
     return {}
+
+
+def measure(hooks: TimedCallChecks) -> tuple[Any, TimedCallChecks]:
+    """Time ``hooks.call`` with the session's engine; an op that returns a kept output buffer
+    is timed again one call per sample (flagged), or refused where the engine has no such
+    mode. Returns (timing, the hooks of the measurement kept)."""
+    from kernel_ratchet.harness import anticheat as ac
+    from kernel_ratchet.harness.timing.registry import make_engine
+
+    s = hooks.s
+    try:
+        return s.engine.measure(hooks.fn, hooks), hooks
+    except KeptOutput as kept:
+        one = ONE_CALL_PER_SAMPLE.get(s.spec["engine"])
+        if one is None:
+            raise ac.CheatDetected(str(kept)) from None
+    params = {**(s.spec.get("engine_params") or {}), "device": s.device, **one}
+    hooks = hooks.one_call_again()
+    timing = make_engine(s.spec["engine"], params).measure(hooks.fn, hooks)
+    return dataclasses.replace(timing, flags=(*timing.flags, KEPT_BUFFER_FLAG)), hooks

@@ -207,7 +207,7 @@ class Session:
         snap = ac.snapshot_inputs(case)
         spots = max(1, int(msg.get("spot_checks", tc.TimedCallChecks.SPOT_CHECKS)))
         hooks = tc.TimedCallChecks(self, case, snap, shape, seed, phase, call, spots)
-        timing = self.engine.measure(hooks.fn, hooks)
+        timing, hooks = tc.measure(hooks)
         self.sync()
         ac.verify_inputs(hooks.snap)
         self.after_candidate()
@@ -258,6 +258,7 @@ def _capture() -> tuple[Any, Any, Any]:
         anticheat,
         correctness,
         digest,
+        import_watch,
         input_entropy,
         l2_persist,
         process_guard,
@@ -280,6 +281,7 @@ def _capture() -> tuple[Any, Any, Any]:
             correctness,
             anticheat,
             digest,
+            import_watch,
             timed_checks,
             input_entropy,
             l2_persist,
@@ -296,7 +298,10 @@ def _start(
 ) -> Session:
     """The session of ``spec`` with the project imported; on failure the start-up answer is
     sent and the process exits (status 3)."""
+    from kernel_ratchet.harness.import_watch import ImportWatch
+
     _prefer_source_root(spec["source_root"], spec["adapter"])
+    sentinel.imports = ImportWatch(spec["source_root"]).install()
     try:
         return Session(spec, sentinel)
     except BaseException as exc:  # noqa: BLE001 -- a failing candidate is an outcome

@@ -24,6 +24,7 @@ from types import MappingProxyType
 from typing import Any
 
 from kernel_ratchet.campaign.record import RoundRecord
+from kernel_ratchet.campaign.rounds.preconditions import one_line
 from kernel_ratchet.errors import RatchetError
 from kernel_ratchet.guard.static_audit import BUCKETS
 from kernel_ratchet.knobs.declared import KnobDecl
@@ -61,6 +62,10 @@ class Proposal:
     def __post_init__(self) -> None:
         if not self.hypothesis.strip():
             raise ValueError("a proposal states its hypothesis before the change")
+        try:  # the rule `ratchet validate --hypothesis` applies: one line, no control characters
+            one_line("hypothesis", self.hypothesis)
+        except RatchetError as exc:
+            raise ValueError(str(exc)) from None
         if self.bucket not in BUCKETS:
             raise ValueError(f"bucket must be one of {', '.join(BUCKETS)}, not {self.bucket!r}")
         if (self.files is None) == (self.apply is None):

@@ -49,3 +49,13 @@ def test_a_round_commits_only_on_its_campaign_branch(project):
     r = ratchet(project, "validate", "--hypothesis", "32x32", "--campaign", first.name)
     assert r.returncode in (0, 1), r.stdout + r.stderr
     assert git(project, "rev-parse", "main").strip() == tips["main"]
+
+
+def test_run_on_an_op_with_an_open_campaign_needs_another(project):
+    first = campaign_dir(project)
+    branch = git(project, "branch", "--show-current").strip()
+    r = ratchet(project, "run", "--op", "tiny_gemm", "--yes", "--rehearse", "--max-iterations", "1")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert first.name in r.stderr and "--another" in r.stderr
+    assert git(project, "branch", "--show-current").strip() == branch
+    assert [d.name for d in (project / ".ratchet/campaigns").iterdir()] == [first.name]

@@ -69,7 +69,7 @@ def test_honest_candidate_passes_check_and_time(tmp_path: Path) -> None:
         ("PartialWrite", "cheat", "did not follow"),
         ("LowPrecision", "wrong", "SNR"),
         ("BackgroundThread", "cheat", "background thread"),
-        ("ModifiesInputs", "cheat", "modified its input"),
+        ("ModifiesInputs", "cheat", "input modified"),
         ("NanOutput", "nan", "NaN"),
         ("RaisesOom", "oom", "out of device memory"),
     ],

@@ -27,7 +27,7 @@ from tests.campaign.conftest import (  # noqa: F401  (fixtures used by name)
     set_blocks,
 )
 from tests.redteam import sources as S
-from tests.redteam.expect import expect_flagged, gap
+from tests.redteam.expect import expect_flagged
 
 pytestmark = pytest.mark.slow
 
@@ -88,11 +88,6 @@ def test_an_edit_outside_the_kernel_is_rolled_back_before_measuring(
     assert rec["out_of_scope"] == [rel]
 
 
-@gap(
-    "the scope check reads `git status`, which does not show changes to files marked "
-    "--skip-worktree or --assume-unchanged; neither those flags (git ls-files -v) nor the "
-    "content of tracked files against the index are checked"
-)
 def test_an_edit_hidden_from_git_status_is_still_out_of_scope(
     project: Path,  # noqa: F811
     validate,
@@ -112,6 +107,7 @@ def test_an_edit_hidden_from_git_status_is_still_out_of_scope(
         "tiny_gemm/reference.py",
         _explain(rec),
     )
+    assert "--no-skip-worktree" in rec["reason"]  # how to make git show the edit again
 
 
 def test_a_vendor_library_swap_is_not_accepted_as_a_kernel_gain(

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from kernel_ratchet.harness.worker import Worker
-from tests.redteam.expect import SEED, SHAPE, cpu_spec, expect_rejected, explain, gap
+from tests.redteam.expect import SEED, SHAPE, cpu_spec, expect_rejected, explain
 
 IMPORT_TIME = "tests.redteam.import_time"
 
@@ -51,11 +51,6 @@ IMPORT_TIME = "tests.redteam.import_time"
             "cheat",
             "reference",
             id="reference-replaced-at-import",
-            marks=gap(
-                "the reference is computed in the candidate's own process from modules the "
-                "candidate can patch; nothing compares it with a reference computed where the "
-                "candidate never ran (the incumbent's worker)"
-            ),
         ),
         pytest.param(
             "ProfileHookRewrite",

@@ -96,8 +96,63 @@ def show(root: Path, commit: str, rel: str) -> bytes | None:
     return proc.stdout if proc.returncode == 0 else None
 
 
+def hidden_paths(root: Path) -> dict[str, str]:
+    """Tracked files whose edits ``git status`` does not show: path -> the flag that hides
+    them (``skip-worktree`` or ``assume-unchanged``; ``git ls-files -v`` tags them ``S`` or in
+    lower case)."""
+    out = git(root, "ls-files", "-v", "-z")
+    found = {}
+    for item in out.split("\0"):
+        tag, path = item[:1], item[2:]
+        if tag == "S" or (tag.islower() and tag != "s"):
+            found[path] = "skip-worktree" if tag == "S" else "assume-unchanged"
+        elif tag == "s":
+            found[path] = "skip-worktree, assume-unchanged"
+    return found
+
+
+def hidden_edits(root: Path) -> dict[str, str]:
+    """Hidden tracked files (:func:`hidden_paths`) whose working-tree bytes differ from HEAD's
+    blob: edits ``git status`` does not show. An absent skip-worktree file (a sparse checkout)
+    is no edit."""
+    hidden = hidden_paths(root)
+    present = [p for p in hidden if (root / p).is_file() or (root / p).is_symlink()]
+    if not present:
+        return {}
+    listed = git(root, "ls-tree", "-z", "HEAD", "--", *present)
+    blobs = {}
+    for item in filter(None, listed.split("\0")):
+        meta, path = item.split("\t", 1)
+        blobs[path] = meta.split()[2]
+    now = [git(root, "hash-object", "--", p).strip() for p in present if "\n" in p]
+    present = [p for p in present if "\n" in p] + [p for p in present if "\n" not in p]
+    listed_paths = "".join(f"{p}\n" for p in present if "\n" not in p)
+    now += git(root, "hash-object", "--stdin-paths", input=listed_paths).split()
+    return {p: hidden[p] for p, sha in zip(present, now, strict=True) if blobs.get(p) != sha}
+
+
+def unhide_command(paths: Sequence[str]) -> str:
+    """The command that makes ``git status`` show edits to ``paths`` again."""
+    return "git update-index --no-skip-worktree --no-assume-unchanged -- " + " ".join(paths)
+
+
+def require_visible(root: Path, paths: Sequence[str]) -> None:
+    """Raise GitError when one of ``paths`` (kernel files) is flagged skip-worktree or
+    assume-unchanged: git would neither show nor commit its edits."""
+    hidden = hidden_paths(root)
+    masked = [p for p in paths if p in hidden]
+    if masked:
+        flags = sorted({hidden[p] for p in masked})
+        raise GitError(
+            f"kernel file(s) {', '.join(masked)} are flagged {' / '.join(flags)} in git's "
+            "index, so git neither shows nor commits their edits; nothing was measured. Run "
+            f"`{unhide_command(masked)}` and run the command again"
+        )
+
+
 def changed_paths(root: Path) -> list[str]:
-    """Paths that differ from HEAD in the working tree, untracked (not ignored) ones included."""
+    """Paths that differ from HEAD in the working tree, untracked (not ignored) ones included;
+    also edits to tracked files hidden from ``git status`` (:func:`hidden_edits`)."""
     out = git(root, "status", "--porcelain=v1", "-z", "--untracked-files=all")
     paths, items, i = [], out.split("\0"), 0
     while i < len(items):
@@ -111,7 +166,7 @@ def changed_paths(root: Path) -> list[str]:
             i += 1
             paths.append(items[i])
         i += 1
-    return sorted(set(paths))
+    return sorted(set(paths) | set(hidden_edits(root)))
 
 
 def commit_only(root: Path, paths: Sequence[str], message: str) -> str | None:

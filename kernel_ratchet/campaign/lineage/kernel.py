@@ -108,6 +108,29 @@ def out_of_scope(c: CampaignContext) -> list[str]:
     return sorted(p for p in set(now_) | set(before) if now_.get(p, "-") != before.get(p, "-"))
 
 
+def scope_reason(c: CampaignContext, scope: list[str]) -> str:
+    """Why a round that changed ``scope`` (files outside kernel_source) is rolled back; says how
+    to make git show the edits it hides (skip-worktree / assume-unchanged) when it hides any."""
+    why = (
+        f"files outside kernel_source changed: {scope}; a round may change only the "
+        "kernel files. Revert them before the next round"
+    )
+    hidden = {} if is_workspace(c.m) else git.hidden_paths(c.groot)
+    masked = [p for p in scope if p in hidden]
+    if masked:
+        why += (
+            f" ({', '.join(masked)} hidden from `git status` by its index flag; run "
+            f"`{git.unhide_command(masked)}` to see the edit)"
+        )
+    return why
+
+
+def refuse_hidden_kernel(c: CampaignContext) -> None:
+    """Raise GitError when a kernel file is flagged skip-worktree or assume-unchanged."""
+    if not is_workspace(c.m):
+        git.require_visible(c.groot, c.kernel_git)
+
+
 def candidate_diff(c: CampaignContext) -> str:
     """The working tree's kernel files against the incumbent's, as a unified diff."""
     if is_workspace(c.m):

@@ -12,7 +12,12 @@ from typing import TYPE_CHECKING
 
 from kernel_ratchet.campaign.category import Category
 from kernel_ratchet.campaign.clock import now
-from kernel_ratchet.campaign.lineage.kernel import candidate_diff, incumbent_bytes, out_of_scope
+from kernel_ratchet.campaign.lineage.kernel import (
+    candidate_diff,
+    incumbent_bytes,
+    out_of_scope,
+    scope_reason,
+)
 from kernel_ratchet.campaign.record import RoundDraft, RoundRecord
 from kernel_ratchet.campaign.rounds.levels import measure_levels
 from kernel_ratchet.campaign.scope import split_editor_files
@@ -91,11 +96,7 @@ def _measure(c: CampaignContext, n: int, p: PendingRound) -> RoundRecord:
     draft = _draft(c, n, p, diff)
     scope, draft.ignored = split_editor_files(out_of_scope(c))
     if scope:
-        why = (
-            f"files outside kernel_source changed: {scope}; a round may change only the "
-            "kernel files. Revert them before the next round"
-        )
-        return draft.failed(Category.SCOPE, why, now(), out_of_scope=scope)
+        return draft.failed(Category.SCOPE, scope_reason(c, scope), now(), out_of_scope=scope)
     broken = _syntax_error(c)
     if broken:
         return draft.failed(Category.COMPILE, f"the candidate does not parse: {broken}", now())

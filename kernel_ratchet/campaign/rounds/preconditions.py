@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from kernel_ratchet.campaign.clock import now
 from kernel_ratchet.campaign.fsutil import file_sha256
-from kernel_ratchet.campaign.lineage.kernel import kernel_changed
+from kernel_ratchet.campaign.lineage.kernel import kernel_changed, refuse_hidden_kernel
 from kernel_ratchet.campaign.quick_bench import write_harness
 from kernel_ratchet.campaign.record import LEVELS
 from kernel_ratchet.campaign.seal import verify_records
@@ -46,6 +46,7 @@ def preconditions(
     verify_records(c)  # an edited log or record stops the campaign before any work is spent
     if file_sha256(c.dir / "quick_test_bench.py") != st.harness_sha256:
         _restore_harness(c)
+    refuse_hidden_kernel(c)
     if not kernel_changed(c):
         raise CampaignError(
             f"the kernel files ({', '.join(c.m.kernel_source)}) equal the incumbent's: edit "

@@ -1,0 +1,98 @@
+"""The import watch: project code replaced in memory after its import is reported; a module
+changing its own state is not."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import textwrap
+import types
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kernel_ratchet.harness.import_watch import ImportWatch, describe
+
+_REFERENCE = """
+    import math
+
+    _kernel = None
+
+
+    def ref(x):
+        return x * 2
+
+
+    def build():
+        global _kernel
+        _kernel = lambda x: x  # noqa: E731  (a lazily built kernel: its own state)
+        return _kernel
+
+
+    class Adapter:
+        def reference(self, x):
+            return ref(x)
+"""
+
+_USER = """
+    from wpkg.reference import Adapter, ref
+"""
+
+
+@pytest.fixture
+def watched(tmp_path: Path) -> Iterator[tuple[ImportWatch, types.ModuleType, types.ModuleType]]:
+    pkg = tmp_path / "wpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "reference.py").write_text(textwrap.dedent(_REFERENCE))
+    (pkg / "user.py").write_text(textwrap.dedent(_USER))
+    sys.path.insert(0, str(tmp_path))
+    watch = ImportWatch(str(tmp_path)).install()
+    try:
+        user = importlib.import_module("wpkg.user")
+        yield watch, sys.modules["wpkg.reference"], user
+    finally:
+        sys.meta_path.remove(watch)
+        sys.path.remove(str(tmp_path))
+        for name in [n for n in sys.modules if n == "wpkg" or n.startswith("wpkg.")]:
+            del sys.modules[name]
+
+
+def test_an_untouched_project_and_its_own_state_changes_pass(watched) -> None:
+    watch, reference, _ = watched
+    assert {"wpkg", "wpkg.reference", "wpkg.user"} <= set(watch.modules)
+    reference.build()  # rebinds a name that held None: the module's own state
+    assert watch.replaced() == []
+
+
+@pytest.mark.parametrize(
+    ("patch", "label"),
+    [
+        (lambda ref, user: setattr(ref, "ref", lambda x: x), "wpkg.reference.ref"),
+        (lambda ref, user: setattr(user, "ref", lambda x: x), "wpkg.user.ref"),
+        (lambda ref, user: setattr(ref.Adapter, "reference", len), "reference.Adapter.reference"),
+        (lambda ref, user: setattr(ref.ref, "__code__", (lambda x: x).__code__), "reference.ref"),
+        (lambda ref, user: setattr(ref, "math", types.ModuleType("math")), "reference.math"),
+        (lambda ref, user: delattr(ref, "ref"), "wpkg.reference.ref"),
+        (
+            lambda ref, user: sys.modules.__setitem__("wpkg.fake", types.ModuleType("wpkg.fake")),
+            "sys.modules['wpkg.fake']",
+        ),
+    ],
+    ids=["function", "imported-name", "method", "code", "module", "deleted", "fake-module"],
+)
+def test_a_replacement_after_the_import_is_named(watched, patch, label: str) -> None:
+    watch, reference, user = watched
+    patch(reference, user)
+    found = watch.replaced()
+    assert any(label in f for f in found), found
+    assert "reference" in describe(found)
+
+
+def test_third_party_files_under_the_root_are_not_watched(tmp_path: Path) -> None:
+    watch = ImportWatch(str(tmp_path))
+    assert watch.is_project(str(tmp_path / "pkg" / "mod.py"))
+    assert not watch.is_project(str(tmp_path / ".venv/lib/site-packages/torch/__init__.py"))
+    assert not watch.is_project("/elsewhere/mod.py")
+    assert not watch.is_project(None)

@@ -1,0 +1,35 @@
+"""A kernel that returns a kept output buffer it rewrites on every call is timed (one call per
+sample, flagged) instead of refused as batch-and-skip; a stale kept buffer is still refused,
+and an output written into an input is refused as "input modified"."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kernel_ratchet.harness.adapter import Shape
+from kernel_ratchet.harness.timed_checks import KEPT_BUFFER_FLAG
+from kernel_ratchet.harness.worker import Worker
+from tests.redteam.expect import SEED, SHAPE, cpu_spec, expect_rejected, explain
+
+ADAPTERS = "tests.harness.kept_buffer_adapters"
+SQUARE = Shape("m16_n16_k16", M=16, N=16, K=16)
+
+
+def test_an_honest_kept_buffer_is_checked_and_timed_one_call_per_sample(tmp_path: Path) -> None:
+    with Worker(cpu_spec(f"{ADAPTERS}:KeptBuffer"), tmp_path / "w.log") as w:
+        r = w.check(SHAPE, SEED)
+        assert r.ok, explain(r)
+        t = w.time(SHAPE, SEED + 1, "fwd")
+        assert t.ok, explain(t)
+        assert KEPT_BUFFER_FLAG in t.payload["flags"]
+        assert t.payload["spot_checks"] >= 1 and t.payload["median_ms"] > 0
+
+
+def test_a_stale_kept_buffer_is_refused(tmp_path: Path) -> None:
+    with Worker(cpu_spec(f"{ADAPTERS}:StaleKeptBuffer"), tmp_path / "w.log") as w:
+        expect_rejected(w.check(SHAPE, SEED), ("cheat", "nan"), ("did not follow", "NaN"))
+
+
+def test_an_output_written_into_an_input_is_refused_as_input_modified(tmp_path: Path) -> None:
+    with Worker(cpu_spec(f"{ADAPTERS}:IntoInput"), tmp_path / "w.log") as w:
+        expect_rejected(w.time(SQUARE, SEED, "fwd"), "cheat", "input modified")
