@@ -187,6 +187,23 @@ def _scaffold(example: str, dest: Path | None, rehearse: bool) -> tuple[Path, st
     return root, op
 
 
+def _check_start(prof, op: str | None, campaign: str | None, another: bool, opt) -> None:
+    """Refuse, before asking anything, a run that names neither an op nor a campaign, a second
+    open campaign on the op (unless ``--another``) and an op the optimizer cannot drive (a
+    search with nothing to move)."""
+    if not op and not campaign:
+        raise RatchetError(
+            "give --op OP for a new campaign (or --campaign NAME / `ratchet "
+            "resume` to continue one)"
+        )
+    if op and not campaign:
+        if not another:
+            from kernel_ratchet.campaign.locate import refuse_parallel
+
+            refuse_parallel(prof, op)
+        opt.check_ready(prof.root, prof.op(op))
+
+
 @app.command()
 def run(
     op: str | None = typer.Option(None, "--op", help="op name from ratchet.yaml (new campaign)"),
@@ -225,18 +242,8 @@ def run(
         root, op = _scaffold(example, dest, rehearse)
         profile = root / "ratchet.yaml"
     prof = profile_at(profile)
-    if not op and not campaign:
-        raise RatchetError(
-            "give --op OP for a new campaign (or --campaign NAME / `ratchet "
-            "resume` to continue one)"
-        )
-    if op and not campaign and not another:
-        from kernel_ratchet.campaign.locate import refuse_parallel
-
-        refuse_parallel(prof, op)
     opt = _optimizer(optimizer, agent_cmd, agent_timeout, knobs)
-    if op and not campaign:
-        opt.check_ready(prof.root, prof.op(op))  # before asking: a search with nothing to move
+    _check_start(prof, op, campaign, another, opt)
     what = f"op {op}" if op and not campaign else f"campaign {campaign}"
     ask = f"Run {what} unattended with the {optimizer} optimizer (up to {max_iterations} rounds)?"
     if not yes and not typer.confirm(ask, default=True):
