@@ -227,7 +227,7 @@ def create_campaign(profile: Profile, p: TargetParams) -> Path:
         git.create_branch(groot, branch)
     for sub in ("logs", "profiles", "rounds"):
         (cdir / sub).mkdir(parents=True, exist_ok=True)
-    test_cmd, bench_cmd, rounds_root = o.test, o.benchmark, root
+    test_cmd, bench_cmd, rounds_root = o.test, o.benchmark or "", root
     if p.execution_mode == WORKSPACE:
         ws = extract(profile, o, cdir, start)
         test_cmd, bench_cmd, rounds_root = ws.test_command, ws.benchmark_command, cdir / "src"

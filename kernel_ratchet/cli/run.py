@@ -207,6 +207,10 @@ def run(
             "give --op OP for a new campaign (or --campaign NAME / `ratchet "
             "resume` to continue one)"
         )
+    if rehearse and op and not example:
+        from kernel_ratchet.profile.rehearsal import rehearsal_profile
+
+        prof = rehearsal_profile(prof, op)
     opt = _optimizer(optimizer, agent_cmd, agent_timeout, knobs)
     what = f"op {op}" if op and not campaign else f"campaign {campaign}"
     ask = f"Run {what} unattended with the {optimizer} optimizer (up to {max_iterations} rounds)?"

@@ -19,7 +19,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernel_ratchet.harness.adapter import load_adapter, load_shapes
+from kernel_ratchet.harness.adapter import (
+    DESCRIBED_PREFIX,
+    INLINE_PREFIX,
+    load_adapter,
+    load_shapes,
+)
 from kernel_ratchet.harness.csv_schema import SCHEMAS
 from kernel_ratchet.profile.schema import (
     CAMPAIGN_TYPES,
@@ -84,6 +89,13 @@ def _command(profile: Profile, op: OpProfile, key: str, what: str) -> CheckItem:
     )
 
 
+def _shown(spec: str) -> str:
+    """An adapter or shape-set spec as the user wrote it (not the JSON of a described op)."""
+    if spec.startswith(DESCRIBED_PREFIX):
+        return "the op described in ratchet.yaml"
+    return "the shapes listed in ratchet.yaml" if spec.startswith(INLINE_PREFIX) else spec
+
+
 def _adapter(profile: Profile, op: OpProfile) -> list[CheckItem]:
     """Two items: the adapter imports, and its schema is known and fits the campaign type."""
     name_imp, name_schema = "adapter importable", "adapter schema"
@@ -92,11 +104,12 @@ def _adapter(profile: Profile, op: OpProfile) -> list[CheckItem]:
             adapter = load_adapter(op.adapter)
     except Exception as exc:  # any import-time failure of user code is a failed check
         fix = (
-            f"make {op.adapter} importable from {profile.root} (check ops.{op.name}.adapter; "
+            f"make {_shown(op.adapter)} importable from {profile.root} "
+            f"(check ops.{op.name}.adapter or function; "
             f"install the project editable: {profile.install})"
         )
         return [
-            _item(op, name_imp, False, f"{op.adapter}: {type(exc).__name__}: {exc}", fix),
+            _item(op, name_imp, False, f"{_shown(op.adapter)}: {type(exc).__name__}: {exc}", fix),
             _item(
                 op,
                 name_schema,
@@ -105,7 +118,7 @@ def _adapter(profile: Profile, op: OpProfile) -> list[CheckItem]:
                 "fix the adapter import first",
             ),
         ]
-    imp = _item(op, name_imp, True, f"{op.adapter} -> {type(adapter).__name__}")
+    imp = _item(op, name_imp, True, f"{_shown(op.adapter)} -> {type(adapter).__name__}")
     schema = getattr(adapter, "schema", None)
     if schema not in SCHEMAS:
         return [
@@ -143,10 +156,10 @@ def _shapes(profile: Profile, op: OpProfile) -> CheckItem:
             op,
             "shapes loadable",
             False,
-            f"{op.shapes}: {type(exc).__name__}: {exc}",
-            f"make {op.shapes} a non-empty list of Shape (check ops.{op.name}.shapes)",
+            f"{_shown(op.shapes)}: {type(exc).__name__}: {exc}",
+            f"make {_shown(op.shapes)} a non-empty list of Shape (check ops.{op.name}.shapes)",
         )
-    return _item(op, "shapes loadable", True, f"{op.shapes}: {len(shapes)} shape(s)")
+    return _item(op, "shapes loadable", True, f"{_shown(op.shapes)}: {len(shapes)} shape(s)")
 
 
 def _scoring(profile: Profile, op: OpProfile) -> CheckItem:

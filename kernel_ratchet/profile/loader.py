@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from kernel_ratchet.errors import ProfileError
+from kernel_ratchet.profile.opdesc import EXTRA_OP_KEYS, described_fields, is_described, shape_list
 from kernel_ratchet.profile.paths import inside_project, kernel_file
 from kernel_ratchet.profile.problems import Problems, short, show
 from kernel_ratchet.profile.schema import (
@@ -228,6 +229,18 @@ def _backend(data: Mapping[str, Any], dotted: str, problems: Problems) -> str | 
     return value.upper()
 
 
+def _shapes(data: Mapping[str, Any], key: str, prefix: str, problems: Problems) -> str | None:
+    """A shape-set spec: ``module:attr``, or a list written in place (``inline:``)."""
+    if isinstance(data.get(key), list):
+        return shape_list(data[key], f"{prefix}.{key}", problems)
+    return _import_spec(data, key, f"{prefix}.{key}", problems)
+
+
+def _described(data: Mapping[str, Any], prefix: str, problems: Problems) -> str | None:
+    ctype = data.get("campaign_type")
+    return described_fields(data, "memory" if ctype == "memory" else "gemm", prefix, problems)
+
+
 def _op(name: Any, data: Any, root: Path, problems: Problems) -> OpProfile | None:
     prefix = f"ops.{short(str(name))}"
     if not isinstance(name, str) or not _OP_NAME.match(name):
@@ -245,7 +258,9 @@ def _op(name: Any, data: Any, root: Path, problems: Problems) -> OpProfile | Non
         )
         return None
     n_before = problems.count
-    _check_keys(data, OP_KEYS, REQUIRED_OP_KEYS, prefix + ".", problems)
+    described = is_described(data)
+    required = tuple(k for k in REQUIRED_OP_KEYS if not (described and k == "adapter"))
+    _check_keys(data, (*OP_KEYS, *EXTRA_OP_KEYS), required, prefix + ".", problems)
     ks = data.get("kernel_source")
     fields: dict[str, Any] = {
         "kernel_source": None
@@ -258,11 +273,15 @@ def _op(name: Any, data: Any, root: Path, problems: Problems) -> OpProfile | Non
         "execution_mode": _choice(
             data, "execution_mode", f"{prefix}.execution_mode", EXECUTION_MODES, problems
         ),
-        "adapter": _import_spec(data, "adapter", f"{prefix}.adapter", problems),
-        "shapes": _import_spec(data, "shapes", f"{prefix}.shapes", problems),
+        "adapter": _described(data, prefix, problems)
+        if described
+        else _import_spec(data, "adapter", f"{prefix}.adapter", problems),
+        "shapes": _shapes(data, "shapes", prefix, problems),
+        "rehearse_shapes": _shapes(data, "rehearse_shapes", prefix, problems),
         "rebuild": _string(data, "rebuild", f"{prefix}.rebuild", problems, optional=True),
+        "benchmark": _string(data, "benchmark", f"{prefix}.benchmark", problems, optional=True),
     }
-    for key in ("lang", "test", "benchmark"):
+    for key in ("lang", "test"):
         fields[key] = _string(data, key, f"{prefix}.{key}", problems)
     tunables = _string(data, "tunables", f"{prefix}.tunables", problems, optional=True)
     if tunables is not None:

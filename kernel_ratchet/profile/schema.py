@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernel_ratchet.errors import ProfileError
+from kernel_ratchet.errors import ProfileError, UnknownOpError
 
 #: Top-level keys of ratchet.yaml, in the order the SPEC documents them. All are required.
 TOP_LEVEL_KEYS: tuple[str, ...] = (
@@ -39,7 +39,9 @@ OP_KEYS: tuple[str, ...] = (
     "rebuild",
     "tunables",
 )
-REQUIRED_OP_KEYS: tuple[str, ...] = OP_KEYS[:8]
+#: ``benchmark`` is optional (``ratchet bench`` runs it when given); ``adapter`` is not needed
+#: when the op is described in the YAML (``function``, see :mod:`kernel_ratchet.profile.opdesc`).
+REQUIRED_OP_KEYS: tuple[str, ...] = tuple(k for k in OP_KEYS[:8] if k != "benchmark")
 OPTIONAL_OP_DEFAULTS: Mapping[str, object] = {
     "execution_mode": "repo",
     "rebuild": None,
@@ -81,12 +83,13 @@ class OpProfile:
     lang: str
     campaign_type: str
     test: str
-    benchmark: str
+    benchmark: str | None
     adapter: str
     shapes: str
     execution_mode: str = "repo"
     rebuild: str | None = None
     tunables: str | None = None
+    rehearse_shapes: str | None = None
 
     @property
     def primary_metric(self) -> str:
@@ -130,7 +133,7 @@ class Profile:
             return self.ops[name]
         except KeyError:
             known = ", ".join(sorted(self.ops)) or "(none)"
-            raise ProfileError(
+            raise UnknownOpError(
                 f"{self.path}: ops.{name}: no such op; known ops: {known}. "
                 f"Fix: pass one of them, or add an ops.{name} entry to {self.path.name}"
             ) from None
