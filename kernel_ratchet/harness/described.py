@@ -186,7 +186,10 @@ class DescribedAdapter(Adapter):
             d if d.dtype == o.dtype else d.to(o.dtype)
             for d, o in zip(self._grad_outs(case, outs), outs, strict=True)
         ]
-        grads = torch.autograd.grad(outs, leaves, douts, retain_graph=True)
+        grads = torch.autograd.grad(outs, leaves, douts, retain_graph=True, allow_unused=True)
+        grads = tuple(
+            torch.zeros_like(x) if g is None else g for g, x in zip(grads, leaves, strict=True)
+        )
         self._dtypes.update(
             {f"d{n}": _dtype(t) for n, t in zip(self.desc.gradients, grads, strict=True)}
         )
@@ -234,6 +237,8 @@ class DescribedAdapter(Adapter):
 
     def _work(self, pair: tuple[str | None, str | None], shape: Shape) -> tuple[float, float]:
         fwd_expr, bwd_expr = pair
+        if fwd_expr == IO and bwd_expr is None and self.has_backward:
+            bwd_expr = IO  # "io" alone counts both passes' inputs and outputs
         if fwd_expr == IO or bwd_expr == IO:
             io = self._io_bytes(shape)
         sym = symbols_of(shape)
