@@ -79,6 +79,7 @@ class TargetParams:
     seed: int
     efficiency_target: float | None = None
     hardware_peak: float | None = None
+    rehearsal: bool = False  # see State.rehearsal
 
     def describe(self) -> list[tuple[str, str]]:
         return [(k, str(v)) for k, v in self.__dict__.items()]
@@ -98,6 +99,7 @@ def define_target(
     efficiency_target: float | None = None,
     hardware_peak: float | None = None,
     execution_mode: str | None = None,
+    rehearsal: bool = False,
 ) -> TargetParams:
     """The campaign parameters; ``execution_mode`` (repo | workspace) overrides the profile's.
     A workspace campaign keeps its lineage in kernel snapshots: no branch, no commits."""
@@ -135,6 +137,7 @@ def define_target(
         seed=seed,
         efficiency_target=efficiency_target,
         hardware_peak=hardware_peak,
+        rehearsal=rehearsal,
     )
 
 
@@ -243,11 +246,13 @@ def create_campaign(profile: Profile, p: TargetParams) -> Path:
         branch_name=branch,
     )
     m.save(cdir)
-    state = State(phase=Phase.INITIALIZED, next_round=1, incumbent_commit=start)
+    state = State(
+        phase=Phase.INITIALIZED, next_round=1, incumbent_commit=start, rehearsal=p.rehearsal
+    )
     state.harness_sha256 = write_harness(cdir, m, rounds_root, shapes=[], target_shapes=[])
     tpath = tips_path(profile.tips_root_path, p.gpu, p.op, p.backend)
     AppendOnlyLog(cdir, "logs/optimize.md", state.logs).append(
-        optimize_header(m, os.path.relpath(tpath, root), read_tips(tpath))
+        optimize_header(m, os.path.relpath(tpath, root), read_tips(tpath), rehearsal=p.rehearsal)
     )
     AppendOnlyLog(cdir, "logs/performance_trend.md", state.logs).append(
         TREND_TITLE + trend_header(p.campaign_type)

@@ -71,6 +71,8 @@ class Campaign:
         self.lock.acquire()
         self.ctx.state = State.load(self.dir)  # re-read under the lock
         self.ctx.m = load_manifest(self.dir)
+        if self.ctx.state.rehearsal:  # its steps run in the interpreter, as it was rehearsed
+            os.environ["TRITON_INTERPRET"] = "1"
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -162,14 +164,22 @@ class Campaign:
 
     # -- VALIDATE ------------------------------------------------------------------------------
     def validate(
-        self, hypothesis: str, *, bucket: str = "K1", level: str = "quick", **notes: str
+        self,
+        hypothesis: str,
+        *,
+        bucket: str = "K1",
+        level: str = "quick",
+        rehearse: bool = False,
+        **notes: str,
     ) -> RoundRecord:
         """One round: measure the working-tree candidate against the incumbent and close it.
 
         ``notes``: the driver's optional notes (change, expected, lesson, next_direction,
         takeaway, summary, direction). Returns the frozen round record. A failing candidate is
         a ROLLED BACK record, not an exception; a drifted CSV schema is recorded the same way
-        and then re-raised loudly.
+        and then re-raised loudly. A round of a rehearsal campaign, or one run with
+        ``rehearse``, is a rehearsal: labelled and rolled back whatever its timings say
+        (:meth:`~kernel_ratchet.campaign.record.RoundRecord.as_rehearsal`).
         """
         self._require_branch()
         self.recover()
@@ -186,6 +196,8 @@ class Campaign:
             snapshot(self.ctx, self.round_dir(n))
             _fault("measuring")
             record = measure(self.ctx, n, self.state.pending)
+            if rehearse or self.state.rehearsal:
+                record = record.as_rehearsal()
             write_record(self.round_dir(n) / "round.json", record)
             self.state.pending = self.state.pending.at(Stage.DECIDED)
             self.save()

@@ -67,12 +67,22 @@ def init(
     another: bool = typer.Option(
         False, "--another", help="start it although a campaign on this op is still open"
     ),
+    rehearse: bool = typer.Option(
+        False, help="a CPU rehearsal: Triton interpreter, tiny shapes, nothing committed"
+    ),
     profile: Path | None = ProfileOpt,
 ):
     """DEFINE_TARGET + PREPARE_ENVIRONMENT + READ_HISTORICAL_TIPS: create a campaign."""
     from kernel_ratchet.campaign.create import create_campaign, define_target, preflight
 
     prof = profile_at(profile)
+    if rehearse:
+        import os
+
+        from kernel_ratchet.profile.rehearsal import rehearsal_profile
+
+        os.environ["TRITON_INTERPRET"] = "1"
+        prof = rehearsal_profile(prof, op)
     if not another:
         _refuse_parallel(prof, op)
     params = define_target(
@@ -87,6 +97,7 @@ def init(
         efficiency_target=efficiency_target,
         hardware_peak=hardware_peak,
         execution_mode=mode,
+        rehearsal=rehearse,
     )
     table = Table("parameter", "value", title="DEFINE_TARGET")
     for k, v in params.describe():
