@@ -172,6 +172,8 @@ def _scoring(profile: Profile, op: OpProfile) -> CheckItem:
             f"set ops.{op.name}.campaign_type to one of {', '.join(CAMPAIGN_TYPES)}",
         )
     metric = PRIMARY_METRICS[op.campaign_type]
+    if op.campaign_type == "memory":
+        metric += " (Step GB/s, forward and backward bytes over their time, with a backward)"
     return _item(op, "scoring rule known", True, f"{op.campaign_type}: primary {metric}")
 
 
