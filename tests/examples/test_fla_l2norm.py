@@ -32,3 +32,5 @@ def test_the_fla_l2norm_example_checks_and_rehearses_its_baseline(tmp_path):
     assert focused.returncode == 0 and "2 passed, 0 failed" in focused.stdout
     rehearsal = run(*ratchet, "run", "--rehearse", "--op", "l2norm", "--max-iterations", "1", "-y")
     assert "BASELINE done" in rehearsal.stdout + rehearsal.stderr, rehearsal.stderr[-2000:]
+    commits = run("git", "rev-list", "--all", "--count").stdout.strip()
+    assert commits == "1", "a rehearsal committed something"
