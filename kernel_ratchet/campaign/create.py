@@ -29,6 +29,7 @@ from kernel_ratchet.errors import CampaignError
 from kernel_ratchet.harness.adapter import Shape, load_shapes
 from kernel_ratchet.harness.timing.registry import default_engine_name
 from kernel_ratchet.profile.checklist import device_check, env_check, run_checklist
+from kernel_ratchet.profile.requires import ensure_runnable
 from kernel_ratchet.profile.schema import EXECUTION_MODES, OpProfile, Profile
 
 MAX_ITERATIONS_LIMIT = 120  # SPEC rule 9: max_iterations must be < 120
@@ -104,6 +105,7 @@ def define_target(
     """The campaign parameters; ``execution_mode`` (repo | workspace) overrides the profile's.
     A workspace campaign keeps its lineage in kernel snapshots: no branch, no commits."""
     o = profile.op(op)
+    ensure_runnable(profile.requires, str(profile.path))
     mode = execution_mode or o.execution_mode
     if not 0 < max_iterations < MAX_ITERATIONS_LIMIT:
         raise CampaignError(f"max_iterations must be between 1 and {MAX_ITERATIONS_LIMIT - 1}")

@@ -37,6 +37,7 @@ from kernel_ratchet.campaign.state import PendingRound, Phase, Stage, State
 from kernel_ratchet.campaign.steps import kill_leftovers
 from kernel_ratchet.campaign.termination import after_round
 from kernel_ratchet.errors import CampaignError, SchemaError
+from kernel_ratchet.profile.requires import ensure_runnable
 from kernel_ratchet.profile.schema import OpProfile, Profile
 
 
@@ -118,7 +119,9 @@ class Campaign:
     # -- BASELINE ------------------------------------------------------------------------------
     def baseline(self) -> RoundRecord:
         """Round 1: focused test, harness on all target shapes, schema frozen, representative
-        shapes chosen. Raises CampaignError when the unmodified kernel fails its own test."""
+        shapes chosen. Raises CampaignError when the unmodified kernel fails its own test,
+        RatchetError when this machine lacks what the profile requires."""
+        ensure_runnable(self.profile.requires, str(self.profile.path))
         self._require_branch()
         if self.state.phase is not Phase.INITIALIZED:
             raise CampaignError(

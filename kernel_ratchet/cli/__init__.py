@@ -20,7 +20,7 @@ from typing import TextIO
 
 import typer
 
-from kernel_ratchet.cli import newop, rounds, run, setup, sweep, tools  # noqa: F401 - they register the commands
+from kernel_ratchet.cli import bench, newop, rounds, run, setup, sweep, tools  # noqa: F401 - they register the commands
 from kernel_ratchet.cli.common import app, err, safe_print, silence
 from kernel_ratchet.errors import TERMINATION_REQUESTED, RatchetError, Terminated
 

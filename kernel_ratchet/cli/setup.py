@@ -24,11 +24,10 @@ from kernel_ratchet.errors import RatchetError
 @app.command()
 def check(op: str | None = typer.Option(None, "--op"), profile: Path | None = ProfileOpt):
     """Validate ratchet.yaml and run the DEFINE_TARGET checklist and the environment check."""
-    from kernel_ratchet.profile.checklist import device_check, env_check, git_check, run_checklist
+    from kernel_ratchet.profile.checklist import all_checks
 
     prof = profile_at(profile)
-    items = [*run_checklist(prof, op), env_check(prof), git_check(prof.root)]
-    items += [device_check(prof, o) for o in ([op] if op else list(prof.ops))]
+    items = all_checks(prof, op)
     table = Table("check", "ok", "detail / fix")
     for i in items:
         detail = i.detail + (f"\n[yellow]fix:[/yellow] {i.fix}" if not i.ok and i.fix else "")

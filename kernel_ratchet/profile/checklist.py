@@ -26,6 +26,7 @@ from kernel_ratchet.harness.adapter import (
     load_shapes,
 )
 from kernel_ratchet.harness.csv_schema import SCHEMAS
+from kernel_ratchet.profile.requires import unmet
 from kernel_ratchet.profile.schema import (
     CAMPAIGN_TYPES,
     COMPILED_BACKENDS,
@@ -214,19 +215,39 @@ def _tunables(profile: Profile, op: OpProfile) -> CheckItem:
     )
 
 
+def _runs_here(profile: Profile, cannot: str | None) -> CheckItem:
+    """The profile's ``requires:`` against this machine; when unmet, the op imports and the
+    GPU check are not attempted (they would fail for the same reason)."""
+    name = "this machine meets requires:"
+    if cannot is None:
+        return CheckItem(name, True, str(profile.requires))
+    fix = "run the campaign on a machine that has it; the adapter imports were not checked here"
+    return CheckItem(name, False, cannot, fix)
+
+
+def all_checks(profile: Profile, op: str | None = None) -> list[CheckItem]:
+    """Everything ``ratchet check`` reports: the checklist, the install, git, the device."""
+    items = [*run_checklist(profile, op), env_check(profile), git_check(profile.root)]
+    if unmet(profile.requires) is None:
+        items += [device_check(profile, o) for o in ([op] if op else list(profile.ops))]
+    return items
+
+
 def run_checklist(profile: Profile, op: str | None = None) -> list[CheckItem]:
     """The DEFINE_TARGET checklist for one op (``op``) or every op (None), in profile order.
 
     Raises ProfileError only for an unknown op name; every failed check is an item.
     """
     ops = [profile.op(op)] if op is not None else list(profile.ops.values())
-    items: list[CheckItem] = []
+    cannot = unmet(profile.requires)
+    items: list[CheckItem] = [] if profile.requires is None else [_runs_here(profile, cannot)]
     for o in ops:
         items.append(_kernel_source(profile, o))
         items.append(_command(profile, o, "test", "focused test command given"))
         if o.benchmark is not None:  # optional: the harness measures the op without it
             items.append(_command(profile, o, "benchmark", "benchmark command given"))
-        items.extend(_adapter(profile, o))
+        if cannot is None:  # importing the op needs what the machine lacks
+            items.extend(_adapter(profile, o))
         items.append(_shapes(profile, o))
         items.append(_scoring(profile, o))
         items.append(_execution(profile, o))

@@ -20,6 +20,7 @@ from kernel_ratchet.errors import ProfileError
 from kernel_ratchet.profile.opdesc import EXTRA_OP_KEYS, described_fields, is_described, shape_list
 from kernel_ratchet.profile.paths import inside_project, kernel_file
 from kernel_ratchet.profile.problems import Problems, short, show
+from kernel_ratchet.profile.requires import parse_requires
 from kernel_ratchet.profile.schema import (
     BACKENDS,
     CAMPAIGN_TYPES,
@@ -309,11 +310,16 @@ def _validate(data: Any, path: Path) -> Profile:
         problems.add(
             "(top level)",
             f"expected a mapping, got {type(data).__name__}",
-            f"write the keys {', '.join(TOP_LEVEL_KEYS)} at the top level (SPEC section 3)",
+            f"write the keys {', '.join(REQUIRED_TOP_LEVEL_KEYS)} at the top level "
+            "(SPEC section 3)",
         )
         problems.raise_if_any()
     _check_keys(data, TOP_LEVEL_KEYS, REQUIRED_TOP_LEVEL_KEYS, "", problems)
-    top = {k: _string(data, k, k, problems) for k in TOP_LEVEL_KEYS if k != "ops"}
+    top: dict[str, Any] = {
+        k: _string(data, k, k, problems) for k in REQUIRED_TOP_LEVEL_KEYS if k != "ops"
+    }
+    if "requires" in data:
+        top["requires"] = parse_requires(data["requires"], problems)
     pkg = top.get("package")
     if pkg is not None and not all(p.isidentifier() for p in pkg.split(".")):
         problems.add("package", f"{show(pkg)} is not an importable name", "give the import name")

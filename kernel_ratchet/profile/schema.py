@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernel_ratchet.errors import ProfileError, UnknownOpError
+from kernel_ratchet.profile.requires import Requirements
 
 #: Top-level keys of ratchet.yaml, in the order the SPEC documents them. All are required.
-TOP_LEVEL_KEYS: tuple[str, ...] = (
+REQUIRED_TOP_LEVEL_KEYS: tuple[str, ...] = (
     "project",
     "package",
     "install",
@@ -23,7 +24,9 @@ TOP_LEVEL_KEYS: tuple[str, ...] = (
     "tips_root",
     "ops",
 )
-REQUIRED_TOP_LEVEL_KEYS: tuple[str, ...] = TOP_LEVEL_KEYS
+#: ``requires`` is optional: what the ops need of the machine
+#: (:mod:`kernel_ratchet.profile.requires`).
+TOP_LEVEL_KEYS: tuple[str, ...] = (*REQUIRED_TOP_LEVEL_KEYS, "requires")
 
 #: Keys of one ``ops.<name>`` entry; the last three are optional with explicit defaults.
 OP_KEYS: tuple[str, ...] = (
@@ -126,6 +129,7 @@ class Profile:
     campaign_root: str
     tips_root: str
     ops: Mapping[str, OpProfile]
+    requires: Requirements | None = None
 
     def op(self, name: str) -> OpProfile:
         """The op called ``name``; ProfileError listing the known ops when there is none."""
