@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 if TYPE_CHECKING:
@@ -29,9 +30,10 @@ def check(op: str | None = typer.Option(None, "--op"), profile: Path | None = Pr
     prof = profile_at(profile)
     items = all_checks(prof, op)
     table = Table("check", "ok", "detail / fix")
-    for i in items:
-        detail = i.detail + (f"\n[yellow]fix:[/yellow] {i.fix}" if not i.ok and i.fix else "")
-        table.add_row(i.name, "[green]yes[/green]" if i.ok else "[red]NO[/red]", detail)
+    for i in items:  # escaped: a command such as pip install '.[dev]' is not markup
+        fix = f"\n[yellow]fix:[/yellow] {escape(i.fix)}" if not i.ok and i.fix else ""
+        ok = "[green]yes[/green]" if i.ok else "[red]NO[/red]"
+        table.add_row(escape(i.name), ok, escape(i.detail) + fix)
     out.print(table)
     bad = [i for i in items if not i.ok]
     out.print(f"{len(items) - len(bad)}/{len(items)} checks pass ({prof.path})")
