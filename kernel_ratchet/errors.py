@@ -22,6 +22,20 @@ class ProfileError(RatchetError):
     exit_code = 3
 
 
+class UsageError(RatchetError):
+    """The command was asked for something that does not exist (an unknown example or op, a
+    destination already taken): the caller's mistake, exit 2 like typer's usage errors."""
+
+    exit_code = 2
+
+
+class UnknownOpError(ProfileError):
+    """``--op`` names no op of ``ratchet.yaml``: a usage error (exit 2), still a ProfileError
+    for callers that handle profile problems."""
+
+    exit_code = 2
+
+
 class SchemaError(RatchetError):
     """A benchmark CSV does not match its frozen schema (drifted, missing or renamed column)."""
 

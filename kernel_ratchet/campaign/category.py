@@ -40,6 +40,8 @@ class Category(str, Enum):
     CHEAT = "cheat"
     WRONG = "wrong"
     BAD_TIMING = "bad_timing"
+    # a rehearsal (Triton interpreter): its timings rank nothing, so no timing verdict stands
+    REHEARSAL = "rehearsal"
 
     def __str__(self) -> str:
         return self.value
@@ -79,6 +81,10 @@ ROOT_CAUSES: dict[Category, str] = {
     Category.NAN: "the candidate produced NaN",
     Category.CHEAT: "the anti-cheat checks rejected the candidate",
     Category.WRONG: "the candidate's output is wrong",
+    Category.REHEARSAL: (
+        "a rehearsal: interpreter timings rank nothing, so the round is rolled back whatever "
+        "they said (never committed); measure it on the GPU"
+    ),
 }
 
 #: Rolled-back categories that prove a direction ineffective. An interrupted, scope, harness or

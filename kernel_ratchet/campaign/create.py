@@ -29,6 +29,7 @@ from kernel_ratchet.errors import CampaignError, ProfileError
 from kernel_ratchet.harness.adapter import Shape, load_shapes
 from kernel_ratchet.harness.timing.registry import default_engine_name
 from kernel_ratchet.profile.checklist import device_check, env_check, run_checklist
+from kernel_ratchet.profile.requires import ensure_runnable
 from kernel_ratchet.profile.schema import EXECUTION_MODES, OpProfile, Profile
 
 MAX_ITERATIONS_LIMIT = 120  # SPEC rule 9: max_iterations must be < 120
@@ -79,6 +80,7 @@ class TargetParams:
     seed: int
     efficiency_target: float | None = None
     hardware_peak: float | None = None
+    rehearsal: bool = False  # see State.rehearsal
 
     def describe(self) -> list[tuple[str, str]]:
         return [(k, str(v)) for k, v in self.__dict__.items()]
@@ -98,10 +100,12 @@ def define_target(
     efficiency_target: float | None = None,
     hardware_peak: float | None = None,
     execution_mode: str | None = None,
+    rehearsal: bool = False,
 ) -> TargetParams:
     """The campaign parameters; ``execution_mode`` (repo | workspace) overrides the profile's.
     A workspace campaign keeps its lineage in kernel snapshots: no branch, no commits."""
     o = profile.op(op)
+    ensure_runnable(profile.requires, str(profile.path))
     mode = execution_mode or o.execution_mode
     if not 0 < max_iterations < MAX_ITERATIONS_LIMIT:
         raise CampaignError(f"max_iterations must be between 1 and {MAX_ITERATIONS_LIMIT - 1}")
@@ -135,6 +139,7 @@ def define_target(
         seed=seed,
         efficiency_target=efficiency_target,
         hardware_peak=hardware_peak,
+        rehearsal=rehearsal,
     )
 
 
@@ -240,7 +245,7 @@ def create_campaign(profile: Profile, p: TargetParams) -> Path:
         git.create_branch(groot, branch)
     for sub in ("logs", "profiles", "rounds"):
         (cdir / sub).mkdir(parents=True, exist_ok=True)
-    test_cmd, bench_cmd, rounds_root = o.test, o.benchmark, root
+    test_cmd, bench_cmd, rounds_root = o.test, o.benchmark or "", root
     if p.execution_mode == WORKSPACE:
         ws = extract(profile, o, cdir, start)
         test_cmd, bench_cmd, rounds_root = ws.test_command, ws.benchmark_command, cdir / "src"
@@ -256,11 +261,13 @@ def create_campaign(profile: Profile, p: TargetParams) -> Path:
         branch_name=branch,
     )
     m.save(cdir)
-    state = State(phase=Phase.INITIALIZED, next_round=1, incumbent_commit=start)
+    state = State(
+        phase=Phase.INITIALIZED, next_round=1, incumbent_commit=start, rehearsal=p.rehearsal
+    )
     state.harness_sha256 = write_harness(cdir, m, rounds_root, shapes=[], target_shapes=[])
     tpath = tips_path(profile.tips_root_path, p.gpu, p.op, p.backend)
     AppendOnlyLog(cdir, "logs/optimize.md", state.logs).append(
-        optimize_header(m, os.path.relpath(tpath, root), read_tips(tpath))
+        optimize_header(m, os.path.relpath(tpath, root), read_tips(tpath), rehearsal=p.rehearsal)
     )
     AppendOnlyLog(cdir, "logs/performance_trend.md", state.logs).append(
         TREND_TITLE + trend_header(p.campaign_type)

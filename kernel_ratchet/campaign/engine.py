@@ -37,6 +37,7 @@ from kernel_ratchet.campaign.state import PendingRound, Phase, Stage, State
 from kernel_ratchet.campaign.steps import kill_leftovers
 from kernel_ratchet.campaign.termination import after_round
 from kernel_ratchet.errors import CampaignError, SchemaError
+from kernel_ratchet.profile.requires import ensure_runnable
 from kernel_ratchet.profile.schema import OpProfile, Profile
 
 
@@ -71,6 +72,8 @@ class Campaign:
         self.lock.acquire()
         self.ctx.state = State.load(self.dir)  # re-read under the lock
         self.ctx.m = load_manifest(self.dir)
+        if self.ctx.state.rehearsal:  # its steps run in the interpreter, as it was rehearsed
+            os.environ["TRITON_INTERPRET"] = "1"
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -116,7 +119,9 @@ class Campaign:
     # -- BASELINE ------------------------------------------------------------------------------
     def baseline(self) -> RoundRecord:
         """Round 1: focused test, harness on all target shapes, schema frozen, representative
-        shapes chosen. Raises CampaignError when the unmodified kernel fails its own test."""
+        shapes chosen. Raises CampaignError when the unmodified kernel fails its own test,
+        RatchetError when this machine lacks what the profile requires."""
+        ensure_runnable(self.profile.requires, str(self.profile.path))
         self._require_branch()
         if self.state.phase is not Phase.INITIALIZED:
             raise CampaignError(
@@ -158,14 +163,22 @@ class Campaign:
 
     # -- VALIDATE ------------------------------------------------------------------------------
     def validate(
-        self, hypothesis: str, *, bucket: str = "K1", level: str = "quick", **notes: str
+        self,
+        hypothesis: str,
+        *,
+        bucket: str = "K1",
+        level: str = "quick",
+        rehearse: bool = False,
+        **notes: str,
     ) -> RoundRecord:
         """One round: measure the working-tree candidate against the incumbent and close it.
 
         ``notes``: the driver's optional notes (change, expected, lesson, next_direction,
         takeaway, summary, direction). Returns the frozen round record. A failing candidate is
         a ROLLED BACK record, not an exception; a drifted CSV schema is recorded the same way
-        and then re-raised loudly.
+        and then re-raised loudly. A round of a rehearsal campaign, or one run with
+        ``rehearse``, is a rehearsal: labelled and rolled back whatever its timings say
+        (:meth:`~kernel_ratchet.campaign.record.RoundRecord.as_rehearsal`).
         """
         self._require_branch()
         self.recover()
@@ -182,6 +195,8 @@ class Campaign:
             snapshot(self.ctx, self.round_dir(n))
             _fault("measuring")
             record = measure(self.ctx, n, self.state.pending)
+            if rehearse or self.state.rehearsal:
+                record = record.as_rehearsal()
             write_record(self.round_dir(n) / "round.json", record)
             self.state.pending = self.state.pending.at(Stage.DECIDED)
             self.save()

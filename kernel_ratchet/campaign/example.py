@@ -19,7 +19,7 @@ import yaml
 
 import kernel_ratchet
 from kernel_ratchet.campaign.lineage import git
-from kernel_ratchet.errors import CampaignError
+from kernel_ratchet.errors import CampaignError, UsageError
 
 PACK = Path(kernel_ratchet.__file__).resolve().parent
 REPO = PACK.parent
@@ -79,7 +79,7 @@ def scaffold(name: str, dest: Path, *, rehearse: bool) -> tuple[Path, str]:
     """Create the example project at ``dest`` (must not exist); returns (root, op name)."""
     dest = Path(dest).resolve()
     if dest.exists():
-        raise CampaignError(f"{dest} exists already; pass another --dest or remove it")
+        raise UsageError(f"{dest} exists already; pass another --dest or remove it")
     if name == "tiny":
         src = REPO / "examples" / "tiny_gemm"
         if not src.exists():
@@ -95,7 +95,10 @@ def scaffold(name: str, dest: Path, *, rehearse: bool) -> tuple[Path, str]:
 def _scaffold_op(op: str, dest: Path, rehearse: bool) -> str:
     ops = _bundled_ops()
     if op not in ops:
-        raise CampaignError(f"unknown example {op!r}; choose one of {', '.join(example_names())}")
+        raise UsageError(
+            f"unknown example {op!r}; choose one of {', '.join(example_names())}, or run "
+            "`ratchet run --rehearse --op OP` in a project whose ratchet.yaml describes OP"
+        )
     spec = dict(ops[op])
     family = spec["adapter"].split(":")[0].split(".")[2]  # kernel_ratchet.kernels.<family>...
     pkg = f"ratchet_example_{family}"

@@ -25,6 +25,8 @@ from kernel_ratchet.guard.static_audit import BUCKETS, StaticAudit
 from kernel_ratchet.scoring.decision import Status
 
 LEVELS = ("quick", "full")
+#: The label of a rehearsal round whose timings said accept (rolled back all the same).
+WOULD_ACCEPT = "REHEARSAL: would accept"
 #: The driver's notes on a round besides its hypothesis, bucket and level.
 NOTE_KEYS = ("change", "expected", "lesson", "next_direction", "takeaway", "summary", "direction")
 
@@ -71,6 +73,7 @@ class RoundRecord:
     transfer_static: StaticAudit | None = None
     escalated: bool = False
     failure: Mapping[str, Any] | None = None
+    rehearsal: bool = False  # a rehearsal's round: see :meth:`as_rehearsal`
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))
@@ -94,6 +97,35 @@ class RoundRecord:
     @property
     def verified_ineffective(self) -> bool:
         return is_verified_ineffective(self.status, self.category)
+
+    @property
+    def label(self) -> str:
+        """The status as shown: a rehearsal's says REHEARSAL and what its timings said."""
+        if not self.rehearsal:
+            return self.status.value
+        if self.category is Category.REHEARSAL and self.decision is not None:
+            would = self.decision.rehearsed is Status.ACCEPTED
+            return WOULD_ACCEPT if would else "REHEARSAL: would roll back"
+        return f"REHEARSAL: {self.status.value}"
+
+    def as_rehearsal(self) -> RoundRecord:
+        """This round taken in a rehearsal (the Triton interpreter): a verdict of its timings
+        (accept, noise, no gain, regression, ...) is rolled back as category REHEARSAL, so
+        nothing a rehearsal measured is ever committed or counted as a gain; a verdict that
+        does not stand on timings (a failed test, a wrong output, a scope breach) is kept.
+        Either way the reason starts with REHEARSAL."""
+        d = self.decision
+        if d is None or self.category not in _TIMED:
+            return replace(self, rehearsal=True, reason=f"REHEARSAL: {self.reason}")
+        d = d.as_rehearsal()
+        return replace(
+            self,
+            rehearsal=True,
+            status=d.status,
+            category=Category.REHEARSAL,
+            reason=d.reason,
+            decision=d,
+        )
 
     @property
     def direction_key(self) -> str:
@@ -130,12 +162,16 @@ class RoundRecord:
             d["escalated"] = True
         if self.failure is not None:
             d["failure"] = dict(self.failure)
+        if self.rehearsal:
+            d["rehearsal"] = True
         return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RoundRecord:
         """Read a ``round.json`` dict; keys a record does not have take their defaults."""
-        known = {k: d[k] for k in (*_COMMON, *_DRIVER, "seconds", "escalated") if k in d}
+        known = {
+            k: d[k] for k in (*_COMMON, *_DRIVER, "seconds", "escalated", "rehearsal") if k in d
+        }
         static = d.get("transfer_static")
         return cls(
             round=d["round"],
@@ -149,6 +185,18 @@ class RoundRecord:
             **known,
         )
 
+
+#: The categories of a verdict that stands on timings (what a rehearsal cannot give).
+_TIMED = frozenset(
+    {
+        Category.OK,
+        Category.NOISE,
+        Category.NO_GAIN,
+        Category.REGRESSION,
+        Category.UNCONFIRMED,
+        Category.OVERFIT,
+    }
+)
 
 _COMMON = (
     "hypothesis",

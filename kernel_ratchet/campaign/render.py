@@ -18,6 +18,10 @@ CPU_NOTE = (
     "- CPU rehearsal: kernels run in the Triton interpreter; its timings rank nothing on "
     "a GPU and are meaningless for tuning\n"
 )
+REHEARSAL_NOTE = (
+    "- REHEARSAL: every round is rolled back whatever its timings say (a would-be accept "
+    "is labelled `REHEARSAL: would accept`), never committed, never counted as a gain\n"
+)
 
 
 def unit(campaign_type: str) -> str:
@@ -172,7 +176,7 @@ def summary_md(v: RoundView) -> str:
         f"## Attribution\n{v.attribution}\n",
         f"## Next direction\n{v.next_direction}\n",
     ]
-    if v.status == "ROLLED BACK":
+    if decision == "ROLLED BACK":
         parts.append(
             "## Rollback Analysis\n"
             f"- Change: {v.change.splitlines()[0] if v.change else '-'}\n"
@@ -185,7 +189,7 @@ def summary_md(v: RoundView) -> str:
     return "\n".join(parts)
 
 
-def optimize_header(m: Any, tips_path: str, tips_text: str) -> str:
+def optimize_header(m: Any, tips_path: str, tips_text: str, *, rehearsal: bool = False) -> str:
     """The first sections of ``logs/optimize.md``: basic information and the tips read."""
     shapes = ", ".join(s["label"] for s in m.target_shapes)
     tips = tips_text.strip() or "(no tips recorded yet for this GPU, op and backend)"
@@ -202,6 +206,7 @@ def optimize_header(m: Any, tips_path: str, tips_text: str) -> str:
         f"commit per accepted round: {m.git_commit}\n"
         f"- Target shapes ({len(m.target_shapes)}): {shapes}\n- Created: {m.created}\n"
         + (CPU_NOTE if m.target_gpu == "cpu" else "")
+        + (REHEARSAL_NOTE if rehearsal else "")
         + "\n"
         f"## Historical tips\nRead from `{tips_path}` before BASELINE:\n\n{tips}\n\n"
     )

@@ -91,12 +91,16 @@ class RoundDecision:
     skew: tuple[str, str] | None = None
     overfit: bool = False
     dynamic: Mapping[str, Any] | None = None
+    # a rehearsal's: the status its timings would have given (never applied)
+    rehearsed: Status | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))
         object.__setattr__(self, "regressions", tuple(self.regressions))
         object.__setattr__(self, "per_shape", tuple(self.per_shape))
         object.__setattr__(self, "unresolved", tuple(self.unresolved))
+        if self.rehearsed is not None:
+            object.__setattr__(self, "rehearsed", Status(self.rehearsed))
         if self.status is Status.BASELINE:
             raise ValueError("a decision accepts or rolls back; BASELINE is no decision")
 
@@ -115,6 +119,19 @@ class RoundDecision:
             status=Status.ROLLED_BACK,
             overfit=True,
             reason=f"REJECT-as-overfit: {why}; measured: {self.reason}",
+        )
+
+    def as_rehearsal(self) -> RoundDecision:
+        """This decision taken in a rehearsal: rolled back whatever the timings said, the
+        verdict they would have given kept in ``rehearsed`` and said first in the reason."""
+        would = "would accept" if self.accepted else "would roll back"
+        gain = "" if self.gain is None or self.gain != self.gain else f" ({self.gain:+.2%})"
+        return replace(
+            self,
+            status=Status.ROLLED_BACK,
+            rehearsed=self.status,
+            reason=f"REHEARSAL: {would}{gain}, rolled back and not committed (interpreter "
+            f"timings rank nothing); measured: {self.reason}",
         )
 
     @classmethod
@@ -171,6 +188,8 @@ class RoundDecision:
             d["overfit"] = True
         if self.dynamic is not None:
             d["dynamic"] = dict(self.dynamic)
+        if self.rehearsed is not None:
+            d["rehearsed"] = self.rehearsed.value
         return d
 
     @classmethod
@@ -200,4 +219,5 @@ class RoundDecision:
             skew=None if skew is None else (skew[0], skew[1]),
             overfit=bool(d.get("overfit")),
             dynamic=d.get("dynamic"),
+            rehearsed=d.get("rehearsed"),
         )

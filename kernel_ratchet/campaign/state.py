@@ -113,6 +113,12 @@ class ClosedEntry:
     commit: str | None = None
     finished: str | None = None
     chain_kept: bool = True
+    rehearsal: str | None = None  # a rehearsal round's label ("REHEARSAL: would accept")
+
+    @property
+    def label(self) -> str:
+        """The status as shown (a rehearsal round's label)."""
+        return self.rehearsal or self.status.value
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))
@@ -128,6 +134,8 @@ class ClosedEntry:
         d.update(status=self.status.value, category=self.category.value)
         if self.chain_kept:
             d["paired_chain"] = self.paired_chain
+        if self.rehearsal:
+            d["rehearsal"] = self.rehearsal
         return d
 
     @classmethod
@@ -144,10 +152,11 @@ class ClosedEntry:
             commit=d.get("commit"),
             finished=d.get("finished"),
             chain_kept="paired_chain" in d,
+            rehearsal=d.get("rehearsal"),
         )
 
 
-_ENTRY_SPECIAL = ("status", "category", "paired_chain", "chain_kept")
+_ENTRY_SPECIAL = ("status", "category", "paired_chain", "chain_kept", "rehearsal")
 
 
 @dataclass(frozen=True)
@@ -180,6 +189,8 @@ class State:
     ambient: dict[str, str | None] = field(default_factory=dict)
     harness_sha256: str | None = None
     termination: Termination | None = None
+    # a rehearsal campaign (Triton interpreter): every round is labelled and rolled back
+    rehearsal: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self)}

@@ -26,6 +26,7 @@ def campaign_status(c: CampaignContext) -> dict[str, Any]:
         "backend": c.m.target_backend,
         "gpu": c.m.target_gpu,
         "phase": st.phase.value,
+        "rehearsal": st.rehearsal,
         "primary_metric": c.m.primary_metric,
         "next_round": st.next_round,
         "incumbent_round": st.incumbent_round,

@@ -21,8 +21,10 @@ from typing import TextIO
 import typer
 
 from kernel_ratchet.cli import (  # noqa: F401 - they register the commands
+    bench,
     dashboard,
     fleet,
+    newop,
     rounds,
     run,
     setup,

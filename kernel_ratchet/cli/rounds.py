@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import typer
@@ -43,16 +44,24 @@ def validate(
     lesson: str = typer.Option("", help="lesson, if the round is rolled back"),
     next_direction: str = typer.Option("", "--next", help="what to try next"),
     takeaway: str = typer.Option("", help="a reusable tip to append to the tips file"),
+    rehearse: bool = typer.Option(
+        False, help="a CPU rehearsal round: Triton interpreter, labelled, never committed"
+    ),
     profile: Path | None = ProfileOpt,
     campaign: str | None = CampaignOpt,
 ):
-    """VALIDATE the working-tree change against the incumbent; ACCEPT (commit) or ROLL BACK."""
+    """VALIDATE the working-tree change against the incumbent; ACCEPT (commit) or ROLL BACK.
+    A round of a rehearsal campaign (or with --rehearse) is labelled REHEARSAL and rolled
+    back whatever its timings say."""
     with open_campaign(profile, campaign) as c:
         record_driver(c.dir, {"name": MANUAL})
+        if rehearse:
+            os.environ["TRITON_INTERPRET"] = "1"  # the round's steps inherit it
         rec = c.validate(
             hypothesis,
             bucket=bucket,
             level=level,
+            rehearse=rehearse,
             change=change,
             expected=expected,
             lesson=lesson,
@@ -62,8 +71,8 @@ def validate(
         after_round(c)
         k = c.state.consecutive_rollbacks
         term = c.state.termination
-    color = "green" if rec.accepted else "red"
-    status = rec.status.value
+    color = "green" if rec.accepted else "yellow" if rec.rehearsal else "red"
+    status = rec.label
     out.print(f"round-{rec.round} [{color}]{status}[/{color}] ({rec.level}): {rec.reason}")
     if not rec.accepted:
         out.print(f"root cause: {rec.category.root_cause}")
@@ -97,6 +106,7 @@ def status(
     out.print(
         f"[bold]{s['campaign']}[/bold] — {s['phase']}, next round {s['next_round']}, "
         f"incumbent round-{s['incumbent_round']}"
+        + (" — REHEARSAL (interpreter timings; nothing committed)" if s.get("rehearsal") else "")
     )
     table = Table(
         "round",
@@ -112,7 +122,7 @@ def status(
         vp, vb = r.get("paired_chain"), r.get("vs_baseline")
         table.add_row(
             str(r["round"]),
-            r["status"],
+            r.get("rehearsal") or r["status"],
             r["level"],
             "-" if vp is None else f"{vp * 100:+.2f}%{whose}",
             "-" if vb is None else f"{vb * 100:+.2f}%{whose}",

@@ -54,7 +54,7 @@ def _live_view(title: str) -> Iterator:
             color = "green" if r.accepted else "red"
             t.add_row(
                 str(r.round),
-                f"[{color}]{r.status.value}[/{color}]",
+                f"[{color}]{r.label}[/{color}]",
                 r.category.value,
                 "-" if r.gain is None else f"{r.gain * 100:+.2f}%",
                 r.summary or r.hypothesis,
@@ -141,9 +141,13 @@ def _drive(
         out.print(optimizer.instructions)
     code, why = res.stop or ("-", "-")
     acc = sum(1 for r in res.rounds if r.accepted)
+    from kernel_ratchet.campaign.record import WOULD_ACCEPT
+
+    would = sum(1 for r in res.rounds if r.label == WOULD_ACCEPT)
+    rehearsed = f" (REHEARSAL: {would} would accept, none committed)" if would else ""
     out.print(
         f"campaign [bold]{res.campaign_dir.name}[/bold]: {len(res.rounds)} rounds this "
-        f"run, {acc} accepted; stopped: {code} — {why}"
+        f"run, {acc} accepted{rehearsed}; stopped: {code} — {why}"
     )
     if res.report is not None:
         out.print(f"report: {res.campaign_dir / 'report.md'} (next: `ratchet accept`)")
@@ -242,6 +246,10 @@ def run(
         root, op = _scaffold(example, dest, rehearse)
         profile = root / "ratchet.yaml"
     prof = profile_at(profile)
+    if rehearse and op and not example:
+        from kernel_ratchet.profile.rehearsal import rehearsal_profile
+
+        prof = rehearsal_profile(prof, op)
     opt = _optimizer(optimizer, agent_cmd, agent_timeout, knobs)
     _check_start(prof, op, campaign, another, opt)
     what = f"op {op}" if op and not campaign else f"campaign {campaign}"
@@ -256,7 +264,7 @@ def run(
         max_iterations=max_iterations,
         max_duration=max_duration,
         efficiency_target=efficiency_target,
-        init={},
+        init={"rehearsal": True} if rehearse else {},
         pause=pause,
         parallel=parallel,
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from kernel_ratchet.cli.common import (
@@ -19,16 +20,15 @@ from kernel_ratchet.cli.common import (
 @app.command()
 def check(op: str | None = typer.Option(None, "--op"), profile: Path | None = ProfileOpt):
     """Validate ratchet.yaml and run the DEFINE_TARGET checklist and the environment check."""
-    from kernel_ratchet.profile.checklist import device_check, env_check, git_check, run_checklist
+    from kernel_ratchet.profile.checklist import all_checks
 
     prof = profile_at(profile)
-    items = [*run_checklist(prof, op), env_check(prof), git_check(prof.root)]
-    items += [device_check(prof, o) for o in ([op] if op else list(prof.ops))]
+    items = all_checks(prof, op)
     table = Table("check", "ok", "detail / fix")
-    for i in items:
-        detail = i.detail + (f"\n[yellow]fix:[/yellow] {i.fix}" if not i.ok and i.fix else "")
+    for i in items:  # escaped: a command such as pip install '.[dev]' is not markup
+        fix = f"\n[yellow]fix:[/yellow] {escape(i.fix)}" if not i.ok and i.fix else ""
         mark = "[yellow]note[/yellow]" if i.warning else "[green]yes[/green]"
-        table.add_row(i.name, mark if i.ok else "[red]NO[/red]", detail)
+        table.add_row(escape(i.name), mark if i.ok else "[red]NO[/red]", escape(i.detail) + fix)
     out.print(table)
     bad = [i for i in items if not i.ok]
     out.print(f"{len(items) - len(bad)}/{len(items)} checks pass ({prof.path})")
@@ -63,6 +63,9 @@ def init(
     another: bool = typer.Option(
         False, "--another", help="start it although a campaign on this op is still open"
     ),
+    rehearse: bool = typer.Option(
+        False, help="a CPU rehearsal: Triton interpreter, tiny shapes, nothing committed"
+    ),
     profile: Path | None = ProfileOpt,
 ):
     """DEFINE_TARGET + PREPARE_ENVIRONMENT + READ_HISTORICAL_TIPS: create a campaign."""
@@ -70,6 +73,13 @@ def init(
     from kernel_ratchet.campaign.locate import refuse_parallel
 
     prof = profile_at(profile)
+    if rehearse:
+        import os
+
+        from kernel_ratchet.profile.rehearsal import rehearsal_profile
+
+        os.environ["TRITON_INTERPRET"] = "1"
+        prof = rehearsal_profile(prof, op)
     if not another:
         refuse_parallel(prof, op)
     params = define_target(
@@ -84,6 +94,7 @@ def init(
         efficiency_target=efficiency_target,
         hardware_peak=hardware_peak,
         execution_mode=mode,
+        rehearsal=rehearse,
     )
     table = Table("parameter", "value", title="DEFINE_TARGET")
     for k, v in params.describe():

@@ -54,7 +54,8 @@ class Shape:
 
     ``params`` carries op-specific settings that are part of the shape's identity, e.g. the
     token distribution of a grouped GEMM (``{"dist": "skewed"}``). Memory-bound ops use ``M``
-    and ``N`` for the tensor's rows and columns and leave ``K`` at 0.
+    and ``N`` for the tensor's rows and columns and leave ``K`` at 0. ``dtype`` (optional) is
+    the element type the shape runs in (``"bfloat16"``); thresholds follow it.
     """
 
     label: str
@@ -63,6 +64,7 @@ class Shape:
     K: int = 0
     B: int = 1
     params: Mapping[str, Any] = field(default_factory=dict)
+    dtype: str | None = None
 
     def __post_init__(self) -> None:
         if not self.label or "," in self.label or "\n" in self.label:
@@ -81,6 +83,8 @@ class Shape:
         d["K"] = self.K
         if self.params:
             d["params"] = dict(self.params)
+        if self.dtype:
+            d["dtype"] = self.dtype
         return d
 
     @classmethod
@@ -92,6 +96,7 @@ class Shape:
             K=int(d.get("K", 0)),
             B=int(d.get("B", 1)),
             params=dict(d.get("params") or {}),
+            dtype=str(d["dtype"]) if d.get("dtype") else None,
         )
 
 
@@ -102,11 +107,19 @@ class Adapter(ABC):
         schema: ``"gemm"`` or ``"memory"`` (see :mod:`kernel_ratchet.harness.csv_schema`).
         has_backward: whether ``backward`` is timed and gradients are checked.
         min_snr_db: threshold per output name in ``outputs``; a missing name uses ``default``.
+        inplace_outputs: case fields the op writes its results into (an in-place backward
+            that writes dX into dY): declared, so that a change of them is not taken for an
+            input the candidate modified.
+        forward_state: the backward starts from state of the last forward that is not a
+            tensor of the case (an autograd graph): after new values are written into the
+            case's inputs, the harness runs forward again (untimed) before timing backward.
     """
 
     schema: ClassVar[str] = "gemm"
     has_backward: ClassVar[bool] = False
     min_snr_db: ClassVar[Mapping[str, float]] = {"default": SNR_BF16}
+    inplace_outputs: ClassVar[tuple[str, ...]] = ()
+    forward_state: ClassVar[bool] = False
 
     @abstractmethod
     def make_case(self, shape: Shape, seed: int, device: str) -> Any:
@@ -146,8 +159,19 @@ class Adapter(ABC):
         return float(self.min_snr_db.get(name, self.min_snr_db.get("default", SNR_BF16)))
 
 
+#: Prefix of an adapter spec that carries an op described in ``ratchet.yaml`` (JSON after it),
+#: and the module that builds its adapter (imported by name: it derives from this module).
+DESCRIBED_PREFIX = "described:"
+#: Prefix of a shape-set spec that carries the shapes themselves (a JSON list after it).
+INLINE_PREFIX = "inline:"
+_DESCRIBED_MODULE = "kernel_ratchet.harness.described"
+
+
 def load_adapter(spec: str) -> Adapter:
-    """Import ``module:Class`` and instantiate it. Raises ProfileError with the fix."""
+    """Import ``module:Class`` and instantiate it, or build the adapter of a described op
+    (``described:{...}``). Raises ProfileError with the fix."""
+    if spec.startswith(DESCRIBED_PREFIX):
+        return importlib.import_module(_DESCRIBED_MODULE).adapter_from_spec(spec)
     if ":" not in spec:
         raise ProfileError(
             f"adapter {spec!r} is not of the form 'package.module:ClassName'; "
@@ -187,7 +211,10 @@ def load_adapter(spec: str) -> Adapter:
 
 
 def load_shapes(spec: str) -> list[Shape]:
-    """Import ``module:attr`` naming a list of Shape (or a callable returning one)."""
+    """Import ``module:attr`` naming a list of Shape (or a callable returning one), or read
+    the shapes written in an ``inline:[...]`` spec."""
+    if spec.startswith(INLINE_PREFIX):
+        return _checked(spec, importlib.import_module(_DESCRIBED_MODULE).inline_shapes(spec))
     if ":" not in spec:
         raise ProfileError(f"shapes {spec!r} is not of the form 'package.module:attr'")
     module_name, attr = spec.split(":", 1)
@@ -203,6 +230,11 @@ def load_shapes(spec: str) -> list[Shape]:
             f"shape set {spec!r} holds a malformed shape ({type(exc).__name__}: {exc}); each "
             "entry must be a Shape or a dict with label, M, N (K, B, params optional)"
         ) from exc
+    return _checked(spec, out)
+
+
+def _checked(spec: str, out: list[Shape]) -> list[Shape]:
+    """``out`` when its labels are unique and it is not empty; ProfileError otherwise."""
     labels = [s.label for s in out]
     dup = sorted({label for label in labels if labels.count(label) > 1})
     if dup:

@@ -162,6 +162,8 @@ class TimedCallChecks:
             if self.phase == "bwd":
                 ad.forward(fresh)  # copied with its state, so a captured graph stays valid
             if ac.rebind(self.case, self.snap, fresh):
+                if self.phase == "bwd" and ad.forward_state:
+                    ad.forward(self.case)  # state a rebind cannot copy: rebuilt, untimed
                 self.snap = ac.snapshot_inputs(self.case)
             del fresh
             self.s.sync()

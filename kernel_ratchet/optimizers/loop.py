@@ -385,7 +385,7 @@ def _observe(rec: RoundRecord, run: LoopSettings) -> None:
     """Show the closed round to the optimizer and the driver."""
     run.optimizer.observe(rec)
     n = rec.round
-    run.say(f"round-{n} {rec.status.value} ({rec.category.value}): {rec.reason}")
+    run.say(f"round-{n} {rec.label} ({rec.category.value}): {rec.reason}")
     if rec.seconds:
         run.say(f"round-{n} took {time_line(rec.seconds)}")
     if run.on_round:

@@ -18,10 +18,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from kernel_ratchet.harness.adapter import load_adapter, load_shapes
+from kernel_ratchet.harness.adapter import (
+    DESCRIBED_PREFIX,
+    INLINE_PREFIX,
+    load_adapter,
+    load_shapes,
+)
 from kernel_ratchet.harness.csv_schema import SCHEMAS
 from kernel_ratchet.profile.items import CheckItem
 from kernel_ratchet.profile.items import item as _item
+from kernel_ratchet.profile.requires import unmet
 from kernel_ratchet.profile.schema import (
     CAMPAIGN_TYPES,
     COMPILED_BACKENDS,
@@ -72,6 +78,13 @@ def _command(profile: Profile, op: OpProfile, key: str, what: str) -> CheckItem:
     )
 
 
+def _shown(spec: str) -> str:
+    """An adapter or shape-set spec as the user wrote it (not the JSON of a described op)."""
+    if spec.startswith(DESCRIBED_PREFIX):
+        return "the op described in ratchet.yaml"
+    return "the shapes listed in ratchet.yaml" if spec.startswith(INLINE_PREFIX) else spec
+
+
 def _adapter(profile: Profile, op: OpProfile) -> list[CheckItem]:
     """Two items: the adapter imports, and its schema is known and fits the campaign type."""
     name_imp, name_schema = "adapter importable", "adapter schema"
@@ -80,11 +93,12 @@ def _adapter(profile: Profile, op: OpProfile) -> list[CheckItem]:
             adapter = load_adapter(op.adapter)
     except Exception as exc:  # any import-time failure of user code is a failed check
         fix = (
-            f"make {op.adapter} importable from {profile.root} (check ops.{op.name}.adapter; "
+            f"make {_shown(op.adapter)} importable from {profile.root} "
+            f"(check ops.{op.name}.adapter or function; "
             f"install the project editable: {profile.install})"
         )
         return [
-            _item(op, name_imp, False, f"{op.adapter}: {type(exc).__name__}: {exc}", fix),
+            _item(op, name_imp, False, f"{_shown(op.adapter)}: {type(exc).__name__}: {exc}", fix),
             _item(
                 op,
                 name_schema,
@@ -93,7 +107,7 @@ def _adapter(profile: Profile, op: OpProfile) -> list[CheckItem]:
                 "fix the adapter import first",
             ),
         ]
-    imp = _item(op, name_imp, True, f"{op.adapter} -> {type(adapter).__name__}")
+    imp = _item(op, name_imp, True, f"{_shown(op.adapter)} -> {type(adapter).__name__}")
     schema = getattr(adapter, "schema", None)
     if schema not in SCHEMAS:
         return [
@@ -131,10 +145,10 @@ def _shapes(profile: Profile, op: OpProfile) -> CheckItem:
             op,
             "shapes loadable",
             False,
-            f"{op.shapes}: {type(exc).__name__}: {exc}",
-            f"make {op.shapes} a non-empty list of Shape (check ops.{op.name}.shapes)",
+            f"{_shown(op.shapes)}: {type(exc).__name__}: {exc}",
+            f"make {_shown(op.shapes)} a non-empty list of Shape (check ops.{op.name}.shapes)",
         )
-    return _item(op, "shapes loadable", True, f"{op.shapes}: {len(shapes)} shape(s)")
+    return _item(op, "shapes loadable", True, f"{_shown(op.shapes)}: {len(shapes)} shape(s)")
 
 
 def _scoring(profile: Profile, op: OpProfile) -> CheckItem:
@@ -147,6 +161,8 @@ def _scoring(profile: Profile, op: OpProfile) -> CheckItem:
             f"set ops.{op.name}.campaign_type to one of {', '.join(CAMPAIGN_TYPES)}",
         )
     metric = PRIMARY_METRICS[op.campaign_type]
+    if op.campaign_type == "memory":
+        metric += " (Step GB/s, forward and backward bytes over their time, with a backward)"
     return _item(op, "scoring rule known", True, f"{op.campaign_type}: primary {metric}")
 
 
@@ -173,18 +189,39 @@ def _execution(profile: Profile, op: OpProfile) -> CheckItem:
     return _item(op, what, True, f"{op.execution_mode} mode, {rebuild}")
 
 
+def _runs_here(profile: Profile, cannot: str | None) -> CheckItem:
+    """The profile's ``requires:`` against this machine; when unmet, the op imports and the
+    GPU check are not attempted (they would fail for the same reason)."""
+    name = "this machine meets requires:"
+    if cannot is None:
+        return CheckItem(name, True, str(profile.requires))
+    fix = "run the campaign on a machine that has it; the adapter imports were not checked here"
+    return CheckItem(name, False, cannot, fix)
+
+
+def all_checks(profile: Profile, op: str | None = None) -> list[CheckItem]:
+    """Everything ``ratchet check`` reports: the checklist, the install, git, the device."""
+    items = [*run_checklist(profile, op), env_check(profile), git_check(profile.root)]
+    if unmet(profile.requires) is None:
+        items += [device_check(profile, o) for o in ([op] if op else list(profile.ops))]
+    return items
+
+
 def run_checklist(profile: Profile, op: str | None = None) -> list[CheckItem]:
     """The DEFINE_TARGET checklist for one op (``op``) or every op (None), in profile order.
 
     Raises ProfileError only for an unknown op name; every failed check is an item.
     """
     ops = [profile.op(op)] if op is not None else list(profile.ops.values())
-    items: list[CheckItem] = []
+    cannot = unmet(profile.requires)
+    items: list[CheckItem] = [] if profile.requires is None else [_runs_here(profile, cannot)]
     for o in ops:
         items.append(_kernel_source(profile, o))
         items.append(_command(profile, o, "test", "focused test command given"))
-        items.append(_command(profile, o, "benchmark", "benchmark command given"))
-        items.extend(_adapter(profile, o))
+        if o.benchmark is not None:  # optional: the harness measures the op without it
+            items.append(_command(profile, o, "benchmark", "benchmark command given"))
+        if cannot is None:  # importing the op needs what the machine lacks
+            items.extend(_adapter(profile, o))
         items.append(_shapes(profile, o))
         items.append(_scoring(profile, o))
         items.append(_execution(profile, o))

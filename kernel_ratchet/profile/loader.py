@@ -20,8 +20,10 @@ import yaml
 
 from kernel_ratchet.errors import ProfileError
 from kernel_ratchet.profile.knobs import parse_knobs
+from kernel_ratchet.profile.opdesc import EXTRA_OP_KEYS, described_fields, is_described, shape_list
 from kernel_ratchet.profile.paths import inside_project, kernel_file
 from kernel_ratchet.profile.problems import Problems, short, show
+from kernel_ratchet.profile.requires import parse_requires
 from kernel_ratchet.profile.schema import (
     BACKENDS,
     CAMPAIGN_TYPES,
@@ -252,6 +254,35 @@ def _weights(raw: Any, dotted: str, problems: Problems) -> dict[str, float]:
     return out
 
 
+def _shapes(data: Mapping[str, Any], key: str, prefix: str, problems: Problems) -> str | None:
+    """A shape-set spec: ``module:attr``, or a list written in place (``inline:``)."""
+    if isinstance(data.get(key), list):
+        return shape_list(data[key], f"{prefix}.{key}", problems)
+    return _import_spec(data, key, f"{prefix}.{key}", problems)
+
+
+def _described(data: Mapping[str, Any], prefix: str, problems: Problems) -> str | None:
+    ctype = data.get("campaign_type")
+    return described_fields(data, "memory" if ctype == "memory" else "gemm", prefix, problems)
+
+
+def _needs_rebuild(
+    fields: Mapping[str, Any], data: Mapping[str, Any], prefix: str, problems: Problems
+) -> None:
+    """A compiled backend edited in place (repo mode) must say how to rebuild it."""
+    if (
+        fields["backend"] in COMPILED_BACKENDS
+        and fields["execution_mode"] == "repo"
+        and data.get("rebuild") is None
+    ):
+        problems.add(
+            f"{prefix}.rebuild",
+            f"backend {fields['backend']} is compiled, execution_mode is repo and rebuild is null",
+            "give the command that rebuilds the kernel after each change (rebuild: '...'), "
+            "or set execution_mode: workspace",
+        )
+
+
 def _op(name: Any, data: Any, root: Path, problems: Problems) -> OpProfile | None:
     prefix = f"ops.{short(str(name))}"
     if not isinstance(name, str) or not _OP_NAME.match(name):
@@ -269,7 +300,9 @@ def _op(name: Any, data: Any, root: Path, problems: Problems) -> OpProfile | Non
         )
         return None
     n_before = problems.count
-    _check_keys(data, OP_KEYS, REQUIRED_OP_KEYS, prefix + ".", problems)
+    described = is_described(data)
+    required = tuple(k for k in REQUIRED_OP_KEYS if not (described and k == "adapter"))
+    _check_keys(data, (*OP_KEYS, *EXTRA_OP_KEYS), required, prefix + ".", problems)
     ks = data.get("kernel_source")
     fields: dict[str, Any] = {
         "kernel_source": None
@@ -282,11 +315,15 @@ def _op(name: Any, data: Any, root: Path, problems: Problems) -> OpProfile | Non
         "execution_mode": _choice(
             data, "execution_mode", f"{prefix}.execution_mode", EXECUTION_MODES, problems
         ),
-        "adapter": _import_spec(data, "adapter", f"{prefix}.adapter", problems),
-        "shapes": _import_spec(data, "shapes", f"{prefix}.shapes", problems),
+        "adapter": _described(data, prefix, problems)
+        if described
+        else _import_spec(data, "adapter", f"{prefix}.adapter", problems),
+        "shapes": _shapes(data, "shapes", prefix, problems),
+        "rehearse_shapes": _shapes(data, "rehearse_shapes", prefix, problems),
         "rebuild": _string(data, "rebuild", f"{prefix}.rebuild", problems, optional=True),
+        "benchmark": _string(data, "benchmark", f"{prefix}.benchmark", problems, optional=True),
     }
-    for key in ("lang", "test", "benchmark"):
+    for key in ("lang", "test"):
         fields[key] = _string(data, key, f"{prefix}.{key}", problems)
     tunables = _string(data, "tunables", f"{prefix}.tunables", problems, optional=True)
     if tunables is not None:
@@ -294,17 +331,7 @@ def _op(name: Any, data: Any, root: Path, problems: Problems) -> OpProfile | Non
     fields["tunables"] = tunables
     fields["knobs"] = parse_knobs(data.get("knobs"), prefix, fields["kernel_source"], problems)
     fields["weights"] = _weights(data.get("weights"), f"{prefix}.weights", problems)
-    if (
-        fields["backend"] in COMPILED_BACKENDS
-        and fields["execution_mode"] == "repo"
-        and data.get("rebuild") is None
-    ):
-        problems.add(
-            f"{prefix}.rebuild",
-            f"backend {fields['backend']} is compiled, execution_mode is repo and rebuild is null",
-            "give the command that rebuilds the kernel after each change (rebuild: '...'), "
-            "or set execution_mode: workspace",
-        )
+    _needs_rebuild(fields, data, prefix, problems)
     if problems.count > n_before:
         return None
     return OpProfile(name=name, **fields)
@@ -316,11 +343,16 @@ def _validate(data: Any, path: Path) -> Profile:
         problems.add(
             "(top level)",
             f"expected a mapping, got {type(data).__name__}",
-            f"write the keys {', '.join(TOP_LEVEL_KEYS)} at the top level (SPEC section 3)",
+            f"write the keys {', '.join(REQUIRED_TOP_LEVEL_KEYS)} at the top level "
+            "(SPEC section 3)",
         )
         problems.raise_if_any()
     _check_keys(data, TOP_LEVEL_KEYS, REQUIRED_TOP_LEVEL_KEYS, "", problems)
-    top = {k: _string(data, k, k, problems) for k in TOP_LEVEL_KEYS if k != "ops"}
+    top: dict[str, Any] = {
+        k: _string(data, k, k, problems) for k in REQUIRED_TOP_LEVEL_KEYS if k != "ops"
+    }
+    if "requires" in data:
+        top["requires"] = parse_requires(data["requires"], problems)
     pkg = top.get("package")
     if pkg is not None and not all(p.isidentifier() for p in pkg.split(".")):
         problems.add("package", f"{show(pkg)} is not an importable name", "give the import name")

@@ -11,11 +11,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernel_ratchet.errors import ProfileError
+from kernel_ratchet.errors import ProfileError, UnknownOpError
 from kernel_ratchet.knobs.declared import KnobDecl
+from kernel_ratchet.profile.requires import Requirements
 
 #: Top-level keys of ratchet.yaml, in the order the SPEC documents them. All are required.
-TOP_LEVEL_KEYS: tuple[str, ...] = (
+REQUIRED_TOP_LEVEL_KEYS: tuple[str, ...] = (
     "project",
     "package",
     "install",
@@ -24,7 +25,9 @@ TOP_LEVEL_KEYS: tuple[str, ...] = (
     "tips_root",
     "ops",
 )
-REQUIRED_TOP_LEVEL_KEYS: tuple[str, ...] = TOP_LEVEL_KEYS
+#: ``requires`` is optional: what the ops need of the machine
+#: (:mod:`kernel_ratchet.profile.requires`).
+TOP_LEVEL_KEYS: tuple[str, ...] = (*REQUIRED_TOP_LEVEL_KEYS, "requires")
 
 #: Keys of one ``ops.<name>`` entry; those after ``shapes`` are optional with explicit defaults.
 OP_KEYS: tuple[str, ...] = (
@@ -42,7 +45,9 @@ OP_KEYS: tuple[str, ...] = (
     "knobs",
     "weights",
 )
-REQUIRED_OP_KEYS: tuple[str, ...] = OP_KEYS[:8]
+#: ``benchmark`` is optional (``ratchet bench`` runs it when given); ``adapter`` is not needed
+#: when the op is described in the YAML (``function``, see :mod:`kernel_ratchet.profile.opdesc`).
+REQUIRED_OP_KEYS: tuple[str, ...] = tuple(k for k in OP_KEYS[:8] if k != "benchmark")
 OPTIONAL_OP_DEFAULTS: Mapping[str, object] = {
     "execution_mode": "repo",
     "rebuild": None,
@@ -86,7 +91,7 @@ class OpProfile:
     lang: str
     campaign_type: str
     test: str
-    benchmark: str
+    benchmark: str | None
     adapter: str
     shapes: str
     execution_mode: str = "repo"
@@ -96,6 +101,7 @@ class OpProfile:
     #: shape label -> how often a training step runs that shape (the time-weighted effect of
     #: every paired decision); shapes not named weigh 1
     weights: Mapping[str, float] = field(default_factory=dict)
+    rehearse_shapes: str | None = None
 
     @property
     def primary_metric(self) -> str:
@@ -132,6 +138,7 @@ class Profile:
     campaign_root: str
     tips_root: str
     ops: Mapping[str, OpProfile]
+    requires: Requirements | None = None
 
     def op(self, name: str) -> OpProfile:
         """The op called ``name``; ProfileError listing the known ops when there is none."""
@@ -139,7 +146,7 @@ class Profile:
             return self.ops[name]
         except KeyError:
             known = ", ".join(sorted(self.ops)) or "(none)"
-            raise ProfileError(
+            raise UnknownOpError(
                 f"{self.path}: ops.{name}: no such op; known ops: {known}. "
                 f"Fix: pass one of them, or add an ops.{name} entry to {self.path.name}"
             ) from None

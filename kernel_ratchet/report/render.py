@@ -9,7 +9,7 @@ import math
 
 from kernel_ratchet.campaign.clock import now
 from kernel_ratchet.campaign.context import CampaignContext
-from kernel_ratchet.campaign.record import read_record
+from kernel_ratchet.campaign.record import WOULD_ACCEPT, read_record
 from kernel_ratchet.campaign.render import num, pct
 from kernel_ratchet.campaign.rounds.close import chain_of
 from kernel_ratchet.campaign.rounds.view import transfer_of
@@ -76,13 +76,13 @@ def _final_report(c: CampaignContext, final: BenchTable) -> str:
     kept = [r for r in c.state.closed if r.status is not Status.ROLLED_BACK]
     chain = check_chain([(r.round, 1.0 + (r.vs_baseline or 0.0)) for r in kept])
     links = "\n".join(
-        f"- round-{r.round} ({r.status.value}): rounds/round-{r.round}/summary.md"
-        for r in c.state.closed
+        f"- round-{r.round} ({r.label}): rounds/round-{r.round}/summary.md" for r in c.state.closed
     )
     term = c.state.termination
     return (
         f"\n## Final report ({now()})\n"
-        f"Termination: {term.code if term else None} — {term.reason if term else None}\n\n"
+        + _rehearsal_note(c)
+        + f"Termination: {term.code if term else None} — {term.reason if term else None}\n\n"
         f"Full validation ({len(c.m.target_shapes)} shapes, {c.m.primary_metric}):\n\n"
         "| Shape | Baseline | Final | Gain |\n|---|---|---|---|\n" + _shape_rows(c, final) + "\n\n"
         f"- Headline (paired chain, the measurement that decided): {headline(c, acc)}\n"
@@ -121,6 +121,19 @@ def headline(c: CampaignContext, acc: list[ClosedEntry]) -> str:
         w, wlo, whi = chain_interval(weighted)
         text += f"; time-weighted step {pct(w - 1, 2)} [{pct(wlo - 1, 2)}, {pct(whi - 1, 2)}]"
     return text + ")"
+
+
+def _rehearsal_note(c: CampaignContext) -> str:
+    """What the report says of rehearsal rounds: none of them counts as a gain."""
+    n = sum(1 for r in c.state.closed if r.rehearsal)
+    if not n and not c.state.rehearsal:
+        return ""
+    would = sum(1 for r in c.state.closed if r.rehearsal == WOULD_ACCEPT)
+    return (
+        f"REHEARSAL: {n} round(s) ran in the Triton interpreter, whose timings rank nothing; "
+        f"{would} would have been accepted and were rolled back. No gain below comes from "
+        "them; measure the op on the GPU.\n\n"
+    )
 
 
 def _paired_chain(c: CampaignContext, acc: list[ClosedEntry]) -> str:

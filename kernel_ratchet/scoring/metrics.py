@@ -132,6 +132,13 @@ def primary_metric_name(campaign_type: str, *, has_backward: bool = False) -> st
     return "Step GB/s" if has_backward else "Forward GB/s"
 
 
+def measured_metric_name(table: BenchTable, campaign_type: str) -> str:
+    """The primary metric's name as ``table`` measured it: a memory op whose scored rows
+    have a backward is scored by its step bandwidth ("Step GB/s"), not its forward's."""
+    bwd = any(is_scored(r) and not math.isnan(r.bwd) for r in table.rows)
+    return primary_metric_name(campaign_type, has_backward=bwd)
+
+
 def geomean(values: Iterable[float]) -> float:
     """Geometric mean of positive finite values; NaN for no values; ValueError otherwise."""
     vals = list(values)

@@ -12,6 +12,7 @@ from kernel_ratchet.scoring.metrics import (
     combined_step_tflops,
     combined_step_tflops_from_times,
     geomean,
+    measured_metric_name,
     primary_value,
     score_vector,
 )
@@ -50,6 +51,19 @@ def test_primary_value_per_campaign_type():
     eps = 1e-4
     d_f = (combined_step_tflops(400.0 + eps, 300.0) - s) / eps
     assert d_f == pytest.approx(s * s / (3 * 400.0**2), rel=1e-4)
+
+
+def test_a_memory_op_with_a_backward_is_named_for_its_step_bandwidth():
+    fwd_only = memory_table("a,1,1024,1024,PASS,2000,20,,,0.5,,40")
+    step = memory_table(
+        "a,1,1024,1024,PASS,2000,20,,,0.5,,40", "b,1,1024,1024,PASS,2000,20,1000,10,1.0,3.0,40"
+    )
+    failed_bwd = memory_table(
+        "b,1,1024,1024,FAIL,2000,20,1000,10,1.0,3.0,40", "a,1,8,8,PASS,2,1,,,1,,40"
+    )
+    assert measured_metric_name(fwd_only, "memory") == "Forward GB/s"
+    assert measured_metric_name(step, "memory") == "Step GB/s"
+    assert measured_metric_name(failed_bwd, "memory") == "Forward GB/s"
 
 
 def test_primary_value_memory_forward_only_and_with_backward():

@@ -215,7 +215,9 @@ def extract(profile: Profile, op: OpProfile, cdir: Path, upstream_commit: str) -
         _copy(root, cdir, rel, f"src/{rel}", files)
         kernel[rel] = file_sha256(root / rel)
     test = _rewrite_test(root, cdir, op.test, files)
-    bench, bench_modules = _rewrite_bench(root, cdir, op.benchmark, files)
+    bench, bench_modules = (
+        _rewrite_bench(root, cdir, op.benchmark, files) if op.benchmark else ("", [])
+    )
     _write_overlays(root, cdir, [*op.kernel_source, *bench_modules], files)
     atomic_write_json(
         cdir / WORKSPACE_FILE,

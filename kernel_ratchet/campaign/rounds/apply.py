@@ -21,6 +21,8 @@ def apply(c: CampaignContext, record: RoundRecord) -> str | None:
     commit's sha (None: nothing committed)."""
     if not record.accepted:
         restore_incumbent(c)
+        if record.rehearsal:
+            c.say(f"round-{record.round}: {record.label}: rolled back, not committed")
         return None
     if not c.m.git_commit:
         return None

@@ -16,6 +16,7 @@ from kernel_ratchet.campaign.steps import TEST_TIMEOUT_S, run_step
 from kernel_ratchet.errors import CampaignError
 from kernel_ratchet.harness.csv_schema import read_csv
 from kernel_ratchet.scoring.decision import Status
+from kernel_ratchet.scoring.metrics import measured_metric_name
 from kernel_ratchet.scoring.representative import choose_representative
 
 if TYPE_CHECKING:
@@ -81,6 +82,7 @@ def _freeze(c: CampaignContext, table) -> None:
     reps = choose_representative(table, c.m.campaign_type, grouped=grouped)
     sch = c.schema
     c.m = c.m.with_(
+        primary_metric=measured_metric_name(table, c.m.campaign_type),
         representative_shapes=reps,
         csv_schema={"name": sch.name, "header": sch.header, "sha256": sch.header_sha256},
     )

@@ -81,6 +81,7 @@ def closed_entry(c: CampaignContext, record: RoundRecord, commit: str | None = N
         paired_chain=paired_chain(c, record),
         commit=commit,
         finished=record.finished,
+        rehearsal=record.label if record.rehearsal else None,
     )
 
 

@@ -71,7 +71,7 @@ def view(c: CampaignContext, record: RoundRecord) -> RoundView:
         vi = record.gain
     return RoundView(
         n=record.round,
-        status=record.status.value,
+        status=record.label,
         hypothesis=record.hypothesis,
         bucket=record.bucket,
         change=record.change,
@@ -148,7 +148,7 @@ def trend_line(c: CampaignContext, record: RoundRecord) -> str:
     finding = record.reason.split(";")[0]
     return trend_row(
         record.round,
-        record.status.value,
+        record.label,
         record.hypothesis,
         aggs,
         c.m.campaign_type,

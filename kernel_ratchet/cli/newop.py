@@ -1,0 +1,64 @@
+"""``ratchet new-op``: scaffold an op's ratchet.yaml entry and its focused test from flags."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from kernel_ratchet.cli.common import app, out
+
+
+@app.command("new-op")
+def new_op(
+    name: str = typer.Argument(..., help="the op's name in ratchet.yaml"),
+    function: str = typer.Option(..., help="the function under test, package.module:callable"),
+    reference: str = typer.Option(..., help="its plain-PyTorch reference, module:callable"),
+    inputs: list[str] = typer.Option(..., "--input", help="'x=[M, N] bfloat16', in order"),
+    outputs: list[str] = typer.Option(["y"], "--output", help="a returned tensor's name"),
+    gradients: list[str] = typer.Option([], "--gradient", help="an input whose grad is checked"),
+    inplace: list[str] = typer.Option([], "--inplace", help="an input the op writes into"),
+    shapes: list[str] = typer.Option(
+        ..., "--shape", help="'label:M=4096,N=4096,dtype=bfloat16' (one per target shape)"
+    ),
+    kernel_source: list[str] = typer.Option(
+        [], help="a file a round may change (default: the function's module)"
+    ),
+    campaign_type: str = typer.Option("memory", help="memory | compute_fwd | compute_fwd_bwd"),
+    work: str = typer.Option("bytes=io", help="the work formula: bytes=io, bytes=EXPR, flops=EXPR"),
+    test_file: Path | None = typer.Option(None, help="default tests/test_<name>_focused.py"),
+    no_test_file: bool = typer.Option(False, "--no-test-file", help="write no focused test"),
+    profile: Path = typer.Option(Path("ratchet.yaml"), help="the ratchet.yaml to add the op to"),
+):
+    """Add an op described in ratchet.yaml (created when missing; other ops and comments are
+    kept; an existing op is never overwritten) and write its focused test."""
+    from kernel_ratchet.profile.scaffold import (
+        add_op,
+        op_entry,
+        parse_pairs,
+        parse_shape,
+        write_focused_test,
+    )
+
+    entry = op_entry(
+        name=name,
+        function=function,
+        reference=reference,
+        inputs=parse_pairs(inputs, "--input"),
+        outputs=outputs,
+        shapes=[parse_shape(s) for s in shapes],
+        kernel_source=kernel_source,
+        gradients=gradients,
+        inplace_outputs=inplace,
+        campaign_type=campaign_type,
+        work=parse_pairs([work], "--work"),
+    )
+    test = None if no_test_file else test_file or Path("tests") / f"test_{name}_focused.py"
+    if test is not None and test.exists():
+        write_focused_test(test, name)  # refuses before ratchet.yaml is touched
+    add_op(profile, name, entry)
+    out.print(f"op [bold]{name}[/bold] added to {profile}")
+    if test is not None:
+        write_focused_test(test, name)
+        out.print(f"focused test: {test}")
+    out.print(f"next: `ratchet check --op {name}`, then `ratchet run --rehearse --op {name}`")

@@ -1,0 +1,295 @@
+"""The adapter of an op described in ``ratchet.yaml`` (generated at run time).
+
+The profile turns an op entry with a ``function`` into the adapter spec ``described:{json}``
+(:func:`described_spec`) and inline shapes into ``inline:[json]`` (:func:`inline_spec`);
+:func:`~kernel_ratchet.harness.adapter.load_adapter` and ``load_shapes`` come here for them.
+
+What the generated adapter does, for inputs ``x, w`` and outputs ``y``:
+
+* ``make_case``: each input drawn from the seed on the device (floats ``randn``, integers in
+  [0, 128)), as attributes of the case (``case.x``); inputs named in ``gradients`` require grad.
+* ``forward``: ``function(x, w, **kwargs)``; the incoming gradient of each output (``case.dy``)
+  is drawn from the seed the first time the output's size is known.
+* ``backward``: ``torch.autograd.grad`` of the outputs with respect to the ``gradients``
+  inputs from the last forward's graph (kept, so the backward is timed alone).
+* ``outputs`` / ``reference``: ``{"y": ..., "dx": ..., "dw": ...}``; the reference runs
+  ``reference(x, w, **reference_kwargs)`` on the inputs in float32 (``reference_dtype``).
+* thresholds per output from ``tolerance`` (by name, then by the output's dtype, then the
+  SPEC value of that dtype); work from ``flops`` / ``bytes`` over the shape's symbols.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from kernel_ratchet.errors import ProfileError
+from kernel_ratchet.harness.adapter import DESCRIBED_PREFIX, INLINE_PREFIX, Adapter, Shape
+from kernel_ratchet.harness.description import IO, Description
+from kernel_ratchet.harness.symbolic import SHAPE_DTYPE, TensorSpec, evaluate, torch_dtype
+
+#: Shape keys that are not symbols.
+SHAPE_FIELDS = ("label", "dtype")
+INT_HIGH = 128
+
+
+def described_spec(description: Mapping[str, Any], schema: str) -> str:
+    """The adapter spec of a described op (validated first: ValueError names the key)."""
+    Description.from_dict(description)
+    return DESCRIBED_PREFIX + json.dumps({"schema": schema, **description})
+
+
+def adapter_from_spec(spec: str) -> DescribedAdapter:
+    """The adapter of a ``described:`` spec; ProfileError when it does not validate."""
+    try:
+        raw = json.loads(spec[len(DESCRIBED_PREFIX) :])
+        schema = raw.pop("schema")
+        return DescribedAdapter(Description.from_dict(raw), schema)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ProfileError(f"op description in ratchet.yaml does not validate: {exc}") from exc
+
+
+def shape_from_symbols(entry: Mapping[str, Any]) -> Shape:
+    """A Shape from ``{label, dtype?, M: 4096, N: 4096, T: 7}``: M, N, K, B are the Shape's own
+    fields (M and N 1 when absent), other symbols go to ``params``."""
+    if not isinstance(entry, Mapping) or "label" not in entry:
+        raise ValueError(f"a shape is a mapping with a label and symbol values, got {entry!r}")
+    dims = {k: v for k, v in entry.items() if k not in SHAPE_FIELDS}
+    for k, v in dims.items():
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise ValueError(f"shape {entry['label']!r}: {k} must be a non-negative int")
+    core = {k: dims.pop(k) for k in ("M", "N", "K", "B") if k in dims}
+    return Shape(
+        label=str(entry["label"]),
+        M=core.get("M", 1),
+        N=core.get("N", 1),
+        K=core.get("K", 0),
+        B=core.get("B", 1),
+        params=dims,
+        dtype=entry.get("dtype"),
+    )
+
+
+def symbols_of(shape: Shape) -> dict[str, int]:
+    """The symbol values a shape binds: M, N, K, B and its integer params."""
+    out = {"M": shape.M, "N": shape.N, "K": shape.K, "B": shape.B}
+    out.update({k: v for k, v in shape.params.items() if isinstance(v, int)})
+    return out
+
+
+def inline_spec(entries: list[Mapping[str, Any]]) -> str:
+    """The shape-set spec of shapes written in ratchet.yaml (validated first)."""
+    shapes = [shape_from_symbols(e) for e in entries]
+    return INLINE_PREFIX + json.dumps([s.to_dict() for s in shapes])
+
+
+def inline_shapes(spec: str) -> list[Shape]:
+    """The shapes of an ``inline:`` spec."""
+    try:
+        return [Shape.from_dict(d) for d in json.loads(spec[len(INLINE_PREFIX) :])]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ProfileError(f"inline shapes do not validate ({exc})") from exc
+
+
+def _import(spec: str) -> Any:
+    module, attr = spec.split(":", 1)
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise ProfileError(
+            f"{spec} cannot be imported ({exc}); check function/reference in ratchet.yaml and "
+            "that the project is importable (pip install -e . or PYTHONPATH)"
+        ) from exc
+    return obj
+
+
+class Case:
+    """Inputs of one call as attributes (``case.x``); ``case.d<out>`` once drawn."""
+
+
+def _as_tuple(out: Any, names: tuple[str, ...] | None = None) -> tuple[torch.Tensor, ...]:
+    outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+    if names is not None and len(outs) != len(names):
+        raise TypeError(
+            f"the function returned {len(outs)} value(s) but ratchet.yaml declares the outputs "
+            f"{list(names)}: declare one name per returned tensor"
+        )
+    return outs
+
+
+class DescribedAdapter(Adapter):
+    """The adapter generated from a :class:`Description` (see the module docstring)."""
+
+    forward_state = True  # the backward runs on the last forward's autograd graph
+
+    def __init__(self, desc: Description, schema: str) -> None:
+        if os.environ.get("TRITON_INTERPRET") == "1":
+            from kernel_ratchet.harness.interpreter import install
+
+            install()
+        self.desc, self.schema = desc, schema  # type: ignore[misc]
+        self.has_backward = bool(desc.gradients)  # type: ignore[misc]
+        self.inplace_outputs = desc.inplace_outputs  # type: ignore[misc]
+        self.fn, self.ref = _import(desc.function), _import(desc.reference)
+        self._seeds: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._graphs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._dtypes: dict[str, str] = {}
+
+    # -- inputs --
+
+    def make_case(self, shape: Shape, seed: int, device: str) -> Case:
+        sym = symbols_of(shape)
+        g = torch.Generator(device=device).manual_seed(seed)
+        case = Case()
+        for name, spec in self.desc.inputs.items():
+            t = _draw(spec.size(sym), spec.resolved_dtype(shape.dtype), g, device)
+            setattr(case, name, t.requires_grad_(name in self.desc.gradients))
+        self._seeds[case] = seed
+        return case
+
+    def _grad_outs(self, case: Case, outs: tuple[torch.Tensor, ...]) -> list[torch.Tensor]:
+        """The incoming gradient of each output, drawn once per case from its seed."""
+        names = list(self.desc.grad_out_names)
+        if not hasattr(case, names[0]):
+            g = torch.Generator(device=outs[0].device).manual_seed(self._seeds[case] + 1)
+            for name, out in zip(names, outs, strict=True):
+                grad = torch.randn(out.shape, generator=g, device=out.device, dtype=torch.float32)
+                setattr(case, name, grad.to(out.dtype))
+        return [getattr(case, n) for n in names]
+
+    def _args(self, case: Case) -> list[torch.Tensor]:
+        return [getattr(case, n) for n in self.desc.inputs]
+
+    # -- the op --
+
+    def forward(self, case: Case) -> Any:
+        out = self.fn(*self._args(case), **self.desc.kwargs)
+        outs = _as_tuple(out, self.desc.outputs)
+        self._dtypes.update({n: _dtype(t) for n, t in zip(self.desc.outputs, outs, strict=True)})
+        if self.has_backward:
+            self._grad_outs(case, outs)
+            self._graphs[case] = outs
+        return out
+
+    def backward(self, case: Case) -> tuple[torch.Tensor, ...]:
+        outs = self._graphs[case]
+        leaves = [getattr(case, n) for n in self.desc.gradients]
+        douts = [
+            d if d.dtype == o.dtype else d.to(o.dtype)
+            for d, o in zip(self._grad_outs(case, outs), outs, strict=True)
+        ]
+        grads = torch.autograd.grad(outs, leaves, douts, retain_graph=True, allow_unused=True)
+        grads = tuple(
+            torch.zeros_like(x) if g is None else g for g, x in zip(grads, leaves, strict=True)
+        )
+        self._dtypes.update(
+            {f"d{n}": _dtype(t) for n, t in zip(self.desc.gradients, grads, strict=True)}
+        )
+        return grads
+
+    def outputs(self, case: Case) -> dict[str, torch.Tensor]:
+        outs = _as_tuple(self.forward(case))
+        got = dict(zip(self.desc.outputs, outs, strict=True))
+        if self.has_backward:
+            got.update(zip(self.desc.grad_names, self.backward(case), strict=True))
+        return got
+
+    def reference(self, case: Case) -> dict[str, torch.Tensor]:
+        up = self.desc.reference_dtype
+        leaves = {}
+        for name in self.desc.inputs:
+            t = getattr(case, name).detach()
+            if up != "input" and t.is_floating_point():
+                t = t.to(torch_dtype(up))
+            leaves[name] = t.clone().requires_grad_(name in self.desc.gradients)
+        outs = _as_tuple(
+            self.ref(*leaves.values(), **self.desc.reference_kwargs), self.desc.outputs
+        )
+        got = dict(zip(self.desc.outputs, (o.detach() for o in outs), strict=True))
+        if self.has_backward:
+            douts = [d.to(o.dtype) for d, o in zip(self._grad_outs(case, outs), outs, strict=True)]
+            wrt = [leaves[n] for n in self.desc.gradients]
+            grads = torch.autograd.grad(outs, wrt, douts)
+            got.update(zip(self.desc.grad_names, grads, strict=True))
+        return got
+
+    def training_roles(self, case: Case) -> dict[str, str]:
+        return dict(self.desc.roles)
+
+    # -- thresholds and work --
+
+    def threshold(self, name: str) -> float:
+        return self.desc.threshold(name, self._dtypes.get(name))
+
+    def flops(self, shape: Shape) -> tuple[float, float]:
+        return self._work(self.desc.flops, shape)
+
+    def bytes_moved(self, shape: Shape) -> tuple[float, float]:
+        return self._work(self.desc.bytes, shape)
+
+    def _work(self, pair: tuple[str | None, str | None], shape: Shape) -> tuple[float, float]:
+        fwd_expr, bwd_expr = pair
+        if fwd_expr == IO and bwd_expr is None and self.has_backward:
+            bwd_expr = IO  # "io" alone counts both passes' inputs and outputs
+        if fwd_expr == IO or bwd_expr == IO:
+            io = self._io_bytes(shape)
+        sym = symbols_of(shape)
+
+        def value(expr: str | None, i: int) -> float:
+            return io[i] if expr == IO else evaluate(expr, sym) if expr else 0.0
+
+        fwd = value(fwd_expr, 0)
+        bwd = value(bwd_expr, 1) if bwd_expr else 2.0 * fwd if self.has_backward else 0.0
+        return fwd, bwd
+
+    def _io_bytes(self, shape: Shape) -> tuple[float, float]:
+        """Forward: every input and output once. Backward: the incoming gradients, the inputs
+        and the gradients written. Output sizes from ``outputs`` when declared with sizes,
+        else from the reference run on meta tensors (no data, no device)."""
+        sym = symbols_of(shape)
+        ins = {n: _meta(s, sym, shape.dtype) for n, s in self.desc.inputs.items()}
+        if self.desc.output_specs:
+            outs = [_meta(s, sym, shape.dtype) for s in self.desc.output_specs.values()]
+        else:
+            try:
+                outs = list(_as_tuple(self.ref(*ins.values(), **self.desc.reference_kwargs)))
+            except Exception as exc:  # the reference may not support meta tensors
+                raise ProfileError(
+                    f"bytes: io needs the outputs' sizes and the reference cannot run on meta "
+                    f"tensors ({type(exc).__name__}: {exc}); declare them: outputs: "
+                    "{y: '[M, N] bfloat16'}"
+                ) from exc
+        nbytes = lambda ts: float(sum(t.numel() * t.element_size() for t in ts))  # noqa: E731
+        fwd = nbytes(ins.values()) + nbytes(outs)
+        grads = [ins[n] for n in self.desc.gradients]
+        bwd = nbytes(outs) + nbytes(ins.values()) + nbytes(grads) if grads else 0.0
+        return fwd, bwd
+
+
+def _dtype(t: Any) -> str | None:
+    return str(t.dtype).removeprefix("torch.") if isinstance(t, torch.Tensor) else None
+
+
+def _meta(spec: TensorSpec, sym: Mapping[str, int], shape_dtype: str | None) -> torch.Tensor:
+    dtype = torch_dtype(spec.resolved_dtype(shape_dtype))
+    return torch.empty(spec.size(sym), dtype=dtype, device="meta")
+
+
+def _draw(size: tuple[int, ...], dtype_name: str, g: torch.Generator, device: str) -> torch.Tensor:
+    """Random values of one input: normal floats, integers in [0, INT_HIGH), random bools."""
+    dtype = torch_dtype(dtype_name)
+    if dtype.is_floating_point:
+        return torch.randn(size, generator=g, device=device, dtype=torch.float32).to(dtype)
+    high = 2 if dtype == torch.bool else INT_HIGH
+    return torch.randint(0, high, size, generator=g, device=device).to(dtype)
+
+
+__all__ = ["SHAPE_DTYPE", "DescribedAdapter", "adapter_from_spec", "described_spec"]

@@ -1,0 +1,151 @@
+"""Symbolic shapes, dtypes and work formulas of an op described in ``ratchet.yaml``.
+
+A tensor is written ``"[M, N] bfloat16"``: dimensions are symbols (or integers) bound by each
+shape, the dtype a torch dtype name, or ``dtype`` for the shape's own dtype. A work formula is
+an arithmetic expression over the symbols (``"2*M*N*K"``), evaluated without ``eval``: only
+numbers, symbols, ``+ - * / // % **`` and parentheses are allowed.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import torch
+
+#: dtype names an op description may use, and the SPEC section 5 SNR threshold (dB) of each.
+DTYPES: Mapping[str, tuple[torch.dtype, float]] = {
+    "float32": (torch.float32, 80.0),
+    "float16": (torch.float16, 40.0),
+    "bfloat16": (torch.bfloat16, 40.0),
+    "float8_e4m3fn": (torch.float8_e4m3fn, 25.0),
+    "float8_e5m2": (torch.float8_e5m2, 20.0),
+    "int64": (torch.int64, 80.0),
+    "int32": (torch.int32, 80.0),
+    "int8": (torch.int8, 80.0),
+    "bool": (torch.bool, 80.0),
+}
+#: Short spellings accepted for the names above.
+ALIASES: Mapping[str, str] = {
+    "fp32": "float32",
+    "fp16": "float16",
+    "bf16": "bfloat16",
+    "half": "float16",
+    "float": "float32",
+    "e4m3": "float8_e4m3fn",
+    "e5m2": "float8_e5m2",
+}
+#: The dtype token that stands for the shape's own dtype.
+SHAPE_DTYPE = "dtype"
+
+_TENSOR = re.compile(r"^\s*\[([^\]]*)\]\s*([A-Za-z0-9_]+)\s*$")
+_SYMBOL = re.compile(r"^[A-Za-z_]\w*$")
+_BINARY = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+
+
+def dtype_name(name: str) -> str:
+    """The canonical dtype name of ``name`` (or an alias); ValueError listing the known ones."""
+    canon = ALIASES.get(name, name)
+    if canon not in DTYPES and canon != SHAPE_DTYPE:
+        known = ", ".join([*DTYPES, *ALIASES])
+        raise ValueError(f"unknown dtype {name!r}; use one of {known} (or 'dtype': the shape's)")
+    return canon
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    """The torch dtype of a canonical or alias name."""
+    return DTYPES[dtype_name(name)][0]
+
+
+def default_snr_db(name: str) -> float:
+    """The SPEC threshold (dB) of a dtype name."""
+    return DTYPES[dtype_name(name)][1]
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One declared tensor: its dimensions (symbols or ints) and its dtype name."""
+
+    dims: tuple[str | int, ...]
+    dtype: str
+
+    @classmethod
+    def parse(cls, text: str) -> TensorSpec:
+        """Parse ``"[M, N] bfloat16"``; ValueError saying the expected form."""
+        m = _TENSOR.match(text) if isinstance(text, str) else None
+        if m is None:
+            raise ValueError(f"{text!r} is not of the form '[M, N] bfloat16'")
+        dims: list[str | int] = []
+        for part in (p.strip() for p in m.group(1).split(",") if p.strip()):
+            if part.isdigit():
+                dims.append(int(part))
+            elif _SYMBOL.match(part):
+                dims.append(part)
+            else:
+                raise ValueError(f"dimension {part!r} of {text!r} is neither a symbol nor an int")
+        return cls(tuple(dims), dtype_name(m.group(2)))
+
+    @property
+    def symbols(self) -> set[str]:
+        return {d for d in self.dims if isinstance(d, str)}
+
+    def size(self, symbols: Mapping[str, int]) -> tuple[int, ...]:
+        """The concrete size for bound ``symbols`` (KeyError names an unbound one)."""
+        return tuple(d if isinstance(d, int) else int(symbols[d]) for d in self.dims)
+
+    def resolved_dtype(self, shape_dtype: str | None) -> str:
+        """This tensor's dtype name; ``dtype`` takes the shape's (ValueError if it has none)."""
+        if self.dtype != SHAPE_DTYPE:
+            return self.dtype
+        if shape_dtype is None:
+            raise ValueError("a tensor declared with dtype 'dtype' needs shapes that give a dtype")
+        return dtype_name(shape_dtype)
+
+
+def expression_symbols(expr: str) -> set[str]:
+    """The symbols an expression uses; ValueError when it is not plain arithmetic."""
+    try:
+        tree = ast.parse(expr, mode="eval")
+    except SyntaxError as exc:
+        raise ValueError(f"{expr!r} is not an arithmetic expression ({exc.msg})") from None
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        ok = isinstance(node, (ast.Expression, ast.BinOp, ast.UnaryOp, ast.USub, ast.UAdd))
+        ok = ok or type(node) in _BINARY
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.Constant):
+            ok = isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
+        elif not ok and not isinstance(node, ast.Load):
+            raise ValueError(f"{expr!r}: only numbers, symbols, + - * / // % ** and ( )")
+    return names
+
+
+def evaluate(expr: str, symbols: Mapping[str, float]) -> float:
+    """The value of an arithmetic expression over ``symbols`` (checked by expression_symbols)."""
+    expression_symbols(expr)
+
+    def ev(node: ast.AST) -> float:
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.Name):
+            return symbols[node.id]
+        if isinstance(node, ast.UnaryOp):
+            return -ev(node.operand) if isinstance(node.op, ast.USub) else ev(node.operand)
+        assert isinstance(node, ast.BinOp)
+        return _BINARY[type(node.op)](ev(node.left), ev(node.right))
+
+    return float(ev(ast.parse(expr, mode="eval")))

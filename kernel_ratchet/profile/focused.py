@@ -1,0 +1,61 @@
+"""A focused test for an op of ``ratchet.yaml``, with no test file to write:
+``python -m kernel_ratchet.profile.focused OP`` (an op's ``test:`` command may be just that).
+
+It builds the op's adapter, and on each shape compares ``outputs`` with ``reference``, each
+output at its own threshold; without a GPU it runs the Triton interpreter on the op's
+rehearsal shapes (``rehearse_shapes``, else the target shapes shrunk). Exit 0 when every
+output passes, 1 otherwise (one line per shape either way), 3 for a ratchet.yaml problem.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+from kernel_ratchet.errors import RatchetError
+from kernel_ratchet.harness.adapter import load_adapter, load_shapes
+from kernel_ratchet.harness.correctness import check_outputs
+from kernel_ratchet.profile.loader import load_profile
+from kernel_ratchet.profile.rehearsal import rehearsal_profile
+
+
+def run(op: str, start: Path) -> int:
+    """Check op ``op`` of the ratchet.yaml found from ``start``; returns the exit code."""
+    cuda = torch.cuda.is_available()
+    if not cuda:
+        os.environ["TRITON_INTERPRET"] = "1"
+    profile = load_profile(start)
+    if not cuda:
+        profile = rehearsal_profile(profile, op)
+    sys.path.insert(0, str(profile.root))
+    o = profile.op(op)
+    adapter, shapes = load_adapter(o.adapter), load_shapes(o.shapes)
+    failed = 0
+    for shape in shapes:
+        case = adapter.make_case(shape, 1234, "cuda" if cuda else "cpu")
+        got, ref = adapter.outputs(case), adapter.reference(case)
+        res = check_outputs(got, ref, {n: adapter.threshold(n) for n in ref})
+        snr = ", ".join(f"{n} {v:.1f} dB" for n, v in res.snr.items())
+        print(f"{'PASS' if res.passed else 'FAIL'} {shape.label}: {snr}")
+        failed += not res.passed
+    print(f"{len(shapes) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m kernel_ratchet.profile.focused OP", file=sys.stderr)
+        sys.exit(2)
+    try:
+        sys.exit(run(args[0], Path.cwd()))
+    except RatchetError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""The ``ratchet.yaml`` keys of an op described without a Python adapter (SPEC section 3).
+
+An op entry with ``function`` is described in the YAML alone: :func:`described_fields` checks
+the description keys (:data:`~kernel_ratchet.harness.description.DESCRIPTION_KEYS`) and turns
+them into the adapter spec the harness builds its adapter from. ``shapes`` and
+``rehearse_shapes`` may be lists of ``{label, dtype?, <symbol>: int}`` written in place, for
+any op; they become ``inline:`` shape-set specs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kernel_ratchet.harness.described import described_spec, inline_spec
+from kernel_ratchet.harness.description import DESCRIPTION_KEYS
+from kernel_ratchet.profile.problems import Problems, show
+
+#: Keys an op entry may carry besides the SPEC's: the description and the rehearsal shapes.
+EXTRA_OP_KEYS: tuple[str, ...] = (*DESCRIPTION_KEYS, "rehearse_shapes")
+
+
+def is_described(data: Mapping[str, Any]) -> bool:
+    """Whether the op entry describes its op in the YAML (it names a ``function``)."""
+    return "function" in data
+
+
+def described_fields(
+    data: Mapping[str, Any], schema: str, prefix: str, problems: Problems
+) -> str | None:
+    """The ``described:`` adapter spec of an op entry, or None with a problem recorded."""
+    if "adapter" in data:
+        problems.add(
+            f"{prefix}.adapter",
+            "both adapter and function are given",
+            "keep one: function (+ inputs, outputs, ...) describes the op, adapter names a class",
+        )
+        return None
+    desc = {k: data[k] for k in DESCRIPTION_KEYS if k in data}
+    try:
+        spec = described_spec(desc, schema)
+    except ValueError as exc:
+        key, _, why = str(exc).partition(": ")
+        problems.add(f"{prefix}.{key}", why or str(exc), "see docs/your-kernel.md for the form")
+        return None
+    return spec
+
+
+def shape_list(raw: Any, dotted: str, problems: Problems) -> str | None:
+    """An ``inline:`` spec of shapes written as a list in the YAML, or None with a problem."""
+    if not isinstance(raw, list) or not raw:
+        problems.add(
+            dotted,
+            f"expected 'package.module:attr' or a non-empty list of shapes, got {show(raw)}",
+            "write shapes as [{label: s1, M: 4096, N: 4096, dtype: bfloat16}, ...]",
+        )
+        return None
+    labels = [e.get("label") if isinstance(e, Mapping) else None for e in raw]
+    if len(set(map(str, labels))) != len(labels):
+        problems.add(dotted, "shape labels repeat", "give every shape its own label")
+        return None
+    try:
+        return inline_spec(raw)
+    except ValueError as exc:
+        problems.add(dotted, str(exc), "each shape is {label: ..., <symbol>: int, dtype: ...}")
+        return None

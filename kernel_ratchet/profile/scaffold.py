@@ -1,0 +1,187 @@
+"""``ratchet new-op``: an op's ``ratchet.yaml`` entry, and its focused test, from a few flags.
+
+The entry is inserted as text at the end of the ``ops:`` block, so the file's comments and
+other ops stay as written; a new ``ratchet.yaml`` gets the top-level keys too. The result is
+validated by the profile loader before it replaces the file, and an op that exists already is
+refused (a usage error): nothing is ever overwritten.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kernel_ratchet.errors import UsageError
+from kernel_ratchet.profile.loader import load_profile
+
+#: A new ratchet.yaml's top level before ``ops:`` (``{package}`` and ``{test}`` filled in).
+HEADER = """\
+project: "{project}"
+package: {package}
+install: "pip install -e ."
+full_test: "{test}"
+campaign_root: .ratchet/campaigns
+tips_root: ratchet-tips
+ops:
+"""
+
+FOCUSED_TEST = '''\
+"""Focused test of op {name}: every output and gradient against its reference, as described
+in ratchet.yaml (the Triton interpreter on the rehearsal shapes without a GPU)."""
+
+from pathlib import Path
+
+from kernel_ratchet.profile.focused import run
+
+
+def test_{ident}_matches_its_reference():
+    assert run("{name}", Path(__file__).resolve().parent) == 0
+'''
+
+
+def parse_pairs(items: Sequence[str], flag: str) -> dict[str, str]:
+    """``["x=[M, N] bfloat16", ...]`` as ``{"x": "[M, N] bfloat16"}``; UsageError otherwise."""
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip().isidentifier() or not value.strip():
+            raise UsageError(f"{flag} {item!r}: write it as NAME=VALUE, e.g. 'x=[M, N] bfloat16'")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def parse_shape(text: str) -> dict[str, Any]:
+    """``"llama8b:M=16384,N=4096,dtype=bfloat16"`` as a shape entry (sizes as integers)."""
+    label, sep, rest = text.partition(":")
+    pairs = [p for p in rest.split(",") if p.strip()]
+    if not sep or not label.strip() or not pairs:
+        raise UsageError(
+            f"--shape {text!r}: write it as LABEL:SYMBOL=INT,...[,dtype=NAME], "
+            "e.g. 'llama8b:M=16384,N=4096,dtype=bfloat16'"
+        )
+    shape: dict[str, Any] = {"label": label.strip()}
+    for k, v in parse_pairs(pairs, "--shape").items():
+        shape[k] = int(v) if re.fullmatch(r"\d+", v) else v
+    return shape
+
+
+def op_entry(
+    *,
+    function: str,
+    reference: str,
+    inputs: Mapping[str, str],
+    outputs: Sequence[str],
+    shapes: Sequence[Mapping[str, Any]],
+    name: str,
+    kernel_source: Sequence[str] = (),
+    gradients: Sequence[str] = (),
+    inplace_outputs: Sequence[str] = (),
+    campaign_type: str = "memory",
+    work: Mapping[str, str] | None = None,
+    backend: str = "TRITON",
+    lang: str = "triton",
+) -> dict[str, Any]:
+    """The ``ops.<name>`` mapping; ``kernel_source`` defaults to the function's module file,
+    ``work`` (``{bytes: io}`` by default) is the work formula."""
+    module = function.partition(":")[0]
+    entry: dict[str, Any] = {
+        "kernel_source": list(kernel_source) or [module.replace(".", "/") + ".py"],
+        "backend": backend,
+        "lang": lang,
+        "campaign_type": campaign_type,
+        "test": f"python -m kernel_ratchet.profile.focused {name}",
+        "function": function,
+        "reference": reference,
+        "inputs": dict(inputs),
+        "outputs": list(outputs),
+    }
+    if gradients:
+        entry["gradients"] = list(gradients)
+    if inplace_outputs:
+        entry["inplace_outputs"] = list(inplace_outputs)
+    entry.update(work or {"bytes": "io"})
+    entry["shapes"] = [dict(s) for s in shapes]
+    return entry
+
+
+def entry_text(name: str, entry: Mapping[str, Any], indent: str = "  ") -> str:
+    """The entry as YAML under ``ops:``, indented by ``indent`` (lists of shapes one per line)."""
+    step = max(2, len(indent.expandtabs(4)))
+    body = yaml.safe_dump(
+        {name: dict(entry)}, sort_keys=False, width=100, default_flow_style=None, indent=step
+    )
+    return "".join(f"{indent}{line}\n" for line in body.splitlines())
+
+
+def _ops_block_end(lines: list[str]) -> tuple[int, str] | None:
+    """Where the top-level ``ops:`` block ends (the index of the next top-level line) and the
+    indentation of its entries; None when the file has no ``ops:`` key."""
+    start = next((i for i, ln in enumerate(lines) if re.match(r"ops:\s*(#.*)?$", ln)), None)
+    if start is None:
+        return None
+    end, indent = len(lines), "  "
+    for i in range(start + 1, len(lines)):
+        ln = lines[i]
+        if ln.strip() and not ln.startswith((" ", "\t", "#")):
+            end = i
+            break
+        m = re.match(r"(\s+)\S", ln)
+        if m and indent == "  " and not ln.strip().startswith("#"):
+            indent = m.group(1)
+    while end > start + 1 and not lines[end - 1].strip():
+        end -= 1  # keep the blank lines before the next key after the new entry
+    return end, indent
+
+
+def with_op(text: str | None, name: str, entry: Mapping[str, Any], root: Path) -> str:
+    """``text`` (a ratchet.yaml, None: none yet) with op ``name`` added at the end of ``ops:``.
+    Raises UsageError when the op exists already."""
+    if text is None:
+        header = HEADER.format(project=root.name, package=_package(entry), test=entry["test"])
+        return header + entry_text(name, entry)
+    data = yaml.safe_load(text) or {}
+    if name in (data.get("ops") or {}):
+        raise UsageError(
+            f"op {name!r} exists already in ratchet.yaml; edit it there, or give another name"
+        )
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    found = _ops_block_end(lines)
+    if found is None:
+        return "".join(lines) + "ops:\n" + entry_text(name, entry)
+    end, indent = found
+    return "".join(lines[:end]) + entry_text(name, entry, indent) + "".join(lines[end:])
+
+
+def _package(entry: Mapping[str, Any]) -> str:
+    return str(entry["function"]).partition(":")[0].split(".")[0]
+
+
+def add_op(path: Path, name: str, entry: Mapping[str, Any]) -> None:
+    """Add op ``name`` to the ratchet.yaml at ``path`` (created when missing), validated by the
+    profile loader first (ProfileError, the file untouched, when the entry is not valid)."""
+    path = Path(path).resolve()
+    new = with_op(path.read_text() if path.exists() else None, name, entry, path.parent)
+    trial = path.with_name(f".{path.name}.new")
+    trial.write_text(new)
+    try:
+        load_profile(trial)
+    except BaseException:
+        trial.unlink()
+        raise
+    os.replace(trial, path)
+
+
+def write_focused_test(path: Path, name: str) -> None:
+    """The op's focused test file at ``path``; UsageError when the file exists."""
+    if path.exists():
+        raise UsageError(f"{path} exists already; give another --test-file or --no-test-file")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ident = re.sub(r"\W", "_", name)
+    path.write_text(FOCUSED_TEST.format(name=name, ident=ident))

@@ -1,0 +1,118 @@
+"""A rehearsal round (Triton interpreter) is labelled REHEARSAL everywhere and never committed:
+whatever its timings say, the candidate is rolled back and no gain is counted."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from kernel_ratchet.campaign import engine
+from kernel_ratchet.campaign.category import Category
+from kernel_ratchet.campaign.engine import Campaign
+from kernel_ratchet.campaign.record import WOULD_ACCEPT, RoundDraft, RoundRecord
+from kernel_ratchet.campaign.round_decision import RoundDecision, ShapeResult
+from kernel_ratchet.campaign.state import State
+from kernel_ratchet.campaign.status import campaign_status
+from kernel_ratchet.profile.loader import load_profile
+from kernel_ratchet.scoring.decision import Status
+
+from .conftest import KERNEL, campaign_dir, git, set_blocks
+
+BASE_CSV = "rounds/round-1/artifacts/benchmark.csv"
+
+
+def _decision(status: Status, gain: float) -> RoundDecision:
+    verdict = "FASTER" if status is Status.ACCEPTED else "SAME"
+    return RoundDecision(
+        status=status,
+        reason=f"paired A/B: {gain:+.2%}",
+        paired=True,
+        trade_off=False,
+        regressions=(),
+        aggregate_before=1.0,
+        aggregate_after=1.0 + gain,
+        gain=gain,
+        gain_noise=0.01,
+        ambiguous=status is not Status.ACCEPTED,
+        per_shape=(ShapeResult("s", None, None, gain, 0.01, verdict, (gain / 2, gain), 3),),
+        gain_ci=(gain / 2, gain),
+        rounds=3,
+    )
+
+
+def _measured(n: int, status: Status, gain: float, category: Category) -> RoundRecord:
+    draft = RoundDraft(n, "warps 8", "K1", "num_warps 4 -> 8", "quick", "t0", "pytest", 1)
+    d = _decision(status, gain)
+    return draft.decided(d, category, "t1", level="quick", csv=BASE_CSV, incumbent_csv=BASE_CSV)
+
+
+@pytest.fixture
+def rehearsing(project, monkeypatch):
+    """The baselined project, its rounds' measurement replaced by a decision that accepts."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(project), os.environ["PYTHONPATH"]]))
+    monkeypatch.chdir(project)
+    accepted = _measured(2, Status.ACCEPTED, 0.2795, Category.OK)
+    monkeypatch.setattr(engine, "measure", lambda c, n, p: accepted)
+    return project
+
+
+def _open(project) -> Campaign:
+    return Campaign(load_profile(project), campaign_dir(project))
+
+
+@pytest.mark.parametrize("how", ["validate --rehearse", "rehearsal campaign"])
+def test_a_rehearsal_round_that_would_accept_is_rolled_back_and_labelled(rehearsing, how):
+    project = rehearsing
+    if how == "rehearsal campaign":  # what `ratchet run/init --rehearse` persist
+        st = State.load(campaign_dir(project))
+        st.rehearsal = True
+        st.save(campaign_dir(project))
+    head = git(project, "rev-parse", "HEAD")
+    set_blocks(project, M=32, N=32)
+    with _open(project) as c:
+        rec = c.validate("warps 8", rehearse=how == "validate --rehearse")
+        status = campaign_status(c.ctx)
+        incumbent = c.state.incumbent_round
+    assert (rec.status, rec.category, rec.label) == (
+        Status.ROLLED_BACK,
+        Category.REHEARSAL,
+        WOULD_ACCEPT,
+    )
+    assert rec.reason.startswith("REHEARSAL: would accept (+27.95%)")
+    assert rec.decision.rehearsed is Status.ACCEPTED and not rec.verified_ineffective
+    assert git(project, "rev-parse", "HEAD") == head, "a rehearsal round was committed"
+    assert "BLOCK_M = 16" in (project / KERNEL).read_text()
+    assert incumbent == 1
+    assert status["rounds"][-1]["rehearsal"] == WOULD_ACCEPT
+    cdir = campaign_dir(project)
+    assert f"## Round 2 — {WOULD_ACCEPT}" in (cdir / "logs/optimize.md").read_text()
+    summary = (cdir / "rounds/round-2/summary.md").read_text()
+    assert "ROLLED BACK: REHEARSAL: would accept" in summary and "Rollback Analysis" in summary
+    assert RoundRecord.from_dict(rec.to_dict()) == rec
+
+
+def test_a_plain_campaign_still_commits_what_it_accepts(rehearsing):
+    """The control: the same measured accept outside a rehearsal is committed."""
+    head = git(rehearsing, "rev-parse", "HEAD")
+    set_blocks(rehearsing, M=32, N=32)
+    with _open(rehearsing) as c:
+        rec = c.validate("warps 8")
+    assert rec.accepted and rec.label == "ACCEPTED" and not rec.rehearsal
+    assert git(rehearsing, "rev-parse", "HEAD") != head
+
+
+def test_a_rehearsal_keeps_verdicts_that_do_not_stand_on_timings():
+    noise = _measured(3, Status.ROLLED_BACK, 0.01, Category.NOISE).as_rehearsal()
+    assert noise.category is Category.REHEARSAL and noise.label == "REHEARSAL: would roll back"
+    draft = RoundDraft(4, "h", "K1", "c", "quick", "t0", "pytest", 1)
+    failed = draft.failed(Category.TEST, "focused test failed", "t1").as_rehearsal()
+    assert failed.category is Category.TEST and failed.label == "REHEARSAL: ROLLED BACK"
+    assert failed.reason == "REHEARSAL: focused test failed" and failed.verified_ineffective
+
+
+def test_the_rehearsal_flag_survives_the_state_file(tmp_path):
+    State(rehearsal=True).save(tmp_path)
+    assert State.load(tmp_path).rehearsal
+    State().save(tmp_path)
+    assert not State.load(tmp_path).rehearsal

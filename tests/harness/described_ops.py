@@ -1,0 +1,22 @@
+"""Small ops for the described-adapter tests: an RMS norm in plain torch (the "kernel") and
+its reference, and a kernel that returns a wrong result."""
+
+from __future__ import annotations
+
+import torch
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """The op under test: y = x / rms(x) * weight, in the input's dtype."""
+    rstd = torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)
+    return (x.float() * rstd * weight.float()).to(x.dtype)
+
+
+def rms_norm_ref(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """Reference: the same formula written independently."""
+    return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * weight
+
+
+def rms_norm_wrong(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """A wrong kernel: forgets the weight."""
+    return rms_norm(x, torch.ones_like(weight), eps)

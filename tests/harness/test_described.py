@@ -1,0 +1,109 @@
+"""The adapter generated from an op described in ratchet.yaml: inputs from symbolic shapes and
+dtypes, outputs and gradients against the reference, thresholds per dtype, work formulas."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernel_ratchet.errors import ProfileError
+from kernel_ratchet.harness.adapter import load_adapter, load_shapes
+from kernel_ratchet.harness.correctness import check_outputs
+from kernel_ratchet.harness.described import described_spec, inline_spec
+from kernel_ratchet.harness.description import Description
+from kernel_ratchet.harness.symbolic import TensorSpec, evaluate
+
+OPS = "tests.harness.described_ops"
+DESC = {
+    "function": f"{OPS}:rms_norm",
+    "reference": f"{OPS}:rms_norm_ref",
+    "inputs": {"x": "[M, N] dtype", "weight": "[N] float32"},
+    "outputs": ["y"],
+    "gradients": ["x", "weight"],
+    "bytes": "io",
+    "flops": "4*M*N",
+}
+SHAPES = [
+    {"label": "bf", "M": 5, "N": 33, "dtype": "bfloat16"},
+    {"label": "f32", "M": 3, "N": 8, "dtype": "float32"},
+]
+
+
+def _adapter(**changes):
+    return load_adapter(described_spec({**DESC, **changes}, "memory"))
+
+
+def _check(adapter, shape):
+    case = adapter.make_case(shape, 7, "cpu")
+    got, ref = adapter.outputs(case), adapter.reference(case)
+    return got, check_outputs(got, ref, {n: adapter.threshold(n) for n in ref})
+
+
+def test_outputs_and_gradients_match_the_reference_in_the_shapes_dtype():
+    adapter = _adapter()
+    bf, f32 = load_shapes(inline_spec(SHAPES))
+    got, res = _check(adapter, bf)
+    assert res.passed, res.reason
+    assert set(got) == {"y", "dx", "dweight"}
+    assert got["dx"].dtype == torch.bfloat16 and got["dweight"].dtype == torch.float32
+    assert adapter.threshold("dx") == 40.0 and adapter.threshold("dweight") == 80.0
+    assert _check(adapter, f32)[1].passed
+
+
+def test_a_wrong_kernel_fails_and_tolerance_overrides_by_dtype():
+    res = _check(_adapter(function=f"{OPS}:rms_norm_wrong"), load_shapes(inline_spec(SHAPES))[0])
+    assert not res[1].passed
+    loose = _adapter(tolerance={"bf16": 10, "dx": 5})
+    _check(loose, load_shapes(inline_spec(SHAPES))[0])
+    assert loose.threshold("dx") == 5.0 and loose.threshold("y") == 10.0
+    assert loose.threshold("dweight") == 80.0  # float32: the SPEC value
+
+
+def test_backward_is_timed_alone_and_repeatable_from_one_forward():
+    adapter = _adapter()
+    case = adapter.make_case(load_shapes(inline_spec(SHAPES))[1], 3, "cpu")
+    adapter.forward(case)
+    first, second = adapter.backward(case), adapter.backward(case)
+    assert all(torch.equal(a, b) and a is not b for a, b in zip(first, second, strict=True))
+    again = adapter.make_case(load_shapes(inline_spec(SHAPES))[1], 3, "cpu")
+    assert torch.equal(again.x, case.x)  # same seed, same inputs
+
+
+def test_work_from_expressions_and_from_the_bytes_of_inputs_and_outputs():
+    adapter = _adapter()
+    bf = load_shapes(inline_spec(SHAPES))[0]
+    x, w, y = 5 * 33 * 2, 33 * 4, 5 * 33 * 4  # reference on meta tensors: y in float32
+    assert adapter.bytes_moved(bf) == (x + w + y, y + x + w + x + w)
+    assert adapter.flops(bf) == (4 * 5 * 33, 2 * 4 * 5 * 33)
+    declared = _adapter(outputs={"y": "[M, N] dtype"}, bytes={"fwd": "io", "bwd": "3*M*N"})
+    assert declared.bytes_moved(bf) == (x + w + 5 * 33 * 2, 3 * 5 * 33)
+
+
+@pytest.mark.parametrize(
+    ("change", "key"),
+    [
+        ({"inputs": {"x": "M, N bfloat16"}}, "inputs.x"),
+        ({"inputs": {"x": "[M, N] bfloat17"}}, "inputs.x"),
+        ({"gradients": ["z"]}, "gradients"),
+        ({"flops": "__import__('os')"}, "flops"),
+        ({"function": "no_colon"}, "function"),
+        ({"tolerance": {"fp9": 3}}, "tolerance.fp9"),
+        ({"inplace_outputs": ["q"]}, "inplace_outputs"),
+    ],
+)
+def test_a_bad_description_names_its_key(change, key):
+    with pytest.raises(ValueError, match=rf"^{key}:"):
+        Description.from_dict({**DESC, **change})
+
+
+def test_a_function_that_cannot_be_imported_is_a_profile_error():
+    with pytest.raises(ProfileError, match="cannot be imported"):
+        _adapter(function=f"{OPS}:missing")
+
+
+def test_symbols_and_expressions():
+    spec = TensorSpec.parse("[T, 3, D] bf16")
+    assert spec.size({"T": 2, "D": 5}) == (2, 3, 5) and spec.dtype == "bfloat16"
+    assert evaluate("2*M*(N+1)//2", {"M": 3, "N": 5}) == 18.0
+    extra = load_shapes(inline_spec([{"label": "t", "T": 9, "D": 4}]))[0]
+    assert extra.params == {"T": 9, "D": 4} and extra.M == 1

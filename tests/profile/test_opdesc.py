@@ -1,0 +1,83 @@
+"""ratchet.yaml ops described without an adapter, shapes listed in place, rehearsal shapes,
+and the exit code of an unknown op."""
+
+from __future__ import annotations
+
+import yaml
+
+from kernel_ratchet.errors import ProfileError, UnknownOpError
+from kernel_ratchet.harness.adapter import load_adapter, load_shapes
+from kernel_ratchet.profile.loader import load_profile
+from kernel_ratchet.profile.rehearsal import rehearsal_profile, shrink
+
+OP = {
+    "kernel_source": ["k.py"],
+    "backend": "TRITON",
+    "lang": "triton",
+    "campaign_type": "memory",
+    "test": "python -m kernel_ratchet.profile.focused norm",
+    "function": "tests.harness.described_ops:rms_norm",
+    "reference": "tests.harness.described_ops:rms_norm_ref",
+    "inputs": {"x": "[M, N] dtype", "weight": "[N] float32"},
+    "outputs": ["y"],
+    "gradients": ["x", "weight"],
+    "bytes": "io",
+    "shapes": [{"label": "big", "M": 4096, "N": 4095, "dtype": "bfloat16"}],
+}
+TOP = {
+    "project": "p",
+    "package": "p",
+    "install": "pip install -e .",
+    "full_test": "pytest",
+    "campaign_root": ".ratchet/campaigns",
+    "tips_root": "tips",
+}
+
+
+def _write(tmp_path, **op_changes):
+    op = {k: v for k, v in {**OP, **op_changes}.items() if v is not None}
+    (tmp_path / "k.py").write_text("")
+    path = tmp_path / "ratchet.yaml"
+    path.write_text(yaml.safe_dump({**TOP, "ops": {"norm": op}}))
+    return path
+
+
+def test_a_described_op_loads_without_adapter_and_benchmark(tmp_path):
+    prof = load_profile(_write(tmp_path))
+    o = prof.op("norm")
+    assert o.benchmark is None
+    adapter, (shape,) = load_adapter(o.adapter), load_shapes(o.shapes)
+    assert adapter.schema == "memory" and adapter.has_backward
+    assert (shape.M, shape.N, shape.dtype) == (4096, 4095, "bfloat16")
+
+
+def test_a_bad_description_is_one_problem_line_naming_the_key(tmp_path):
+    try:
+        load_profile(_write(tmp_path, inputs={"x": "[M, N]"}, adapter="a.b:C"))
+    except ProfileError as exc:
+        msg = str(exc)
+    assert "ops.norm.adapter: both adapter and function" in msg
+    try:
+        load_profile(_write(tmp_path, inputs={"x": "[M, N]"}))
+    except ProfileError as exc:
+        msg = str(exc)
+    assert "ops.norm.inputs.x:" in msg and "bfloat16" in msg
+
+
+def test_rehearsal_shapes_are_given_or_shrunk(tmp_path):
+    prof = load_profile(_write(tmp_path))
+    (small,) = load_shapes(rehearsal_profile(prof, "norm").op("norm").shapes)
+    assert (small.label, small.M, small.N) == ("big", shrink(4096), shrink(4095))
+    assert max(small.M, small.N) < 64 and small.dtype == "bfloat16"
+    given = [{"label": "tiny", "M": 3, "N": 7}]
+    prof = load_profile(_write(tmp_path, rehearse_shapes=given))
+    (tiny,) = load_shapes(rehearsal_profile(prof, "norm").op("norm").shapes)
+    assert (tiny.label, tiny.M, tiny.N) == ("tiny", 3, 7)
+
+
+def test_an_unknown_op_is_a_usage_error(tmp_path):
+    prof = load_profile(_write(tmp_path))
+    try:
+        prof.op("nope")
+    except UnknownOpError as exc:
+        assert exc.exit_code == 2 and "known ops: norm" in str(exc)

@@ -1,0 +1,132 @@
+"""`ratchet new-op`: the op's ratchet.yaml entry (appended, nothing else changed, nothing
+overwritten) and a focused test that passes on the scaffolded op."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from kernel_ratchet import cli
+from kernel_ratchet.profile.focused import run as focused
+from kernel_ratchet.profile.loader import load_profile
+
+KERNEL = """\
+import torch
+
+
+def scale(x, w):
+    return x * w
+
+
+def scale_ref(x, w):
+    return x * w
+"""
+
+EXISTING = """\
+# my project's profile; this comment must survive
+project: p
+package: mynorm
+install: "pip install -e ."
+full_test: "pytest"
+campaign_root: .ratchet/campaigns
+ops:
+    first:   # the first op, four-space indented
+        kernel_source: [mynorm.py]
+        backend: TRITON
+        lang: triton
+        campaign_type: memory
+        test: "pytest"
+        function: mynorm:scale
+        reference: mynorm:scale_ref
+        inputs: {x: "[M, N] float32", w: "[N] float32"}
+        outputs: [y]
+        shapes: [{label: s, M: 8, N: 8}]
+
+tips_root: tips   # a key after ops
+"""
+
+FLAGS = (
+    "new-op",
+    "scaled",
+    "--function",
+    "mynorm:scale",
+    "--reference",
+    "mynorm:scale_ref",
+    "--input",
+    "x=[M, N] dtype",
+    "--input",
+    "w=[N] float32",
+    "--gradient",
+    "x",
+    "--shape",
+    "wide:M=4096,N=1000,dtype=float32",
+)
+
+
+@pytest.fixture
+def proj(tmp_path, monkeypatch):
+    (tmp_path / "mynorm.py").write_text(KERNEL)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+def ratchet(monkeypatch, capsys, *args):
+    monkeypatch.setattr(sys, "argv", ["ratchet", *args])
+    with pytest.raises(SystemExit) as exc:
+        cli.main()
+    out = capsys.readouterr()
+    return exc.value.code, out.out + out.err
+
+
+def test_new_op_appends_to_ops_and_keeps_the_rest(proj, monkeypatch, capsys):
+    (proj / "ratchet.yaml").write_text(EXISTING)
+    code, out = ratchet(monkeypatch, capsys, *FLAGS)
+    assert code == 0, out
+    text = (proj / "ratchet.yaml").read_text()
+    assert text.startswith(EXISTING.split("\ntips_root")[0])  # nothing before changed
+    assert text.rstrip().endswith("tips_root: tips   # a key after ops")
+    assert "\n    scaled:\n        kernel_source:" in text  # the file's own indentation
+    prof = load_profile(proj / "ratchet.yaml")
+    assert list(prof.ops) == ["first", "scaled"] and prof.tips_root == "tips"
+    assert prof.op("scaled").kernel_source == ("mynorm.py",)
+    test_file = proj / "tests" / "test_scaled_focused.py"
+    assert 'run("scaled"' in test_file.read_text()
+    assert focused("scaled", proj) == 0  # what the scaffolded test asserts
+
+
+def test_new_op_refuses_an_existing_op_and_leaves_the_file(proj, monkeypatch, capsys):
+    (proj / "ratchet.yaml").write_text(EXISTING)
+    flags = list(FLAGS)
+    flags[1] = "first"
+    code, out = ratchet(monkeypatch, capsys, *flags)
+    assert code == 2 and "exists already" in out
+    assert (proj / "ratchet.yaml").read_text() == EXISTING
+    assert not (proj / "tests").exists()
+
+
+def test_an_invalid_entry_is_refused_by_the_loader_before_the_file_changes(
+    proj, monkeypatch, capsys
+):
+    (proj / "ratchet.yaml").write_text(EXISTING)
+    code, out = ratchet(monkeypatch, capsys, *FLAGS, "--campaign-type", "fastest")
+    assert code == 3 and "campaign_type" in out
+    assert (proj / "ratchet.yaml").read_text() == EXISTING
+    assert [p.name for p in proj.iterdir() if p.name.startswith(".")] == []
+
+
+def test_new_op_creates_a_ratchet_yaml_that_loads(proj, monkeypatch, capsys):
+    code, out = ratchet(monkeypatch, capsys, *FLAGS, "--no-test-file")
+    assert code == 0, out
+    prof = load_profile(proj / "ratchet.yaml")
+    assert prof.package == "mynorm" and list(prof.ops) == ["scaled"]
+    assert prof.op("scaled").test == "python -m kernel_ratchet.profile.focused scaled"
+    assert not (proj / "tests").exists()
+
+
+@pytest.mark.parametrize("bad", ["--input=x", "--shape=wide", "--shape=:M=4"])
+def test_malformed_flags_are_usage_errors(proj, monkeypatch, capsys, bad):
+    code, out = ratchet(monkeypatch, capsys, *FLAGS, bad)
+    assert code == 2 and "write it as" in out
+    assert not (proj / "ratchet.yaml").exists()
