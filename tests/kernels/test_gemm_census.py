@@ -1,0 +1,68 @@
+"""The census of a Linear call (:mod:`kernel_ratchet.kernels.gemm.census`) counts what runs.
+
+Real runs go through the interpreter on tiny shapes with forced small blocks; dry runs record
+the launcher's GPU decisions on full-size shapes without running a kernel.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernel_ratchet.harness.adapter import Shape
+from kernel_ratchet.kernels.gemm import census as cs
+from kernel_ratchet.kernels.gemm.configs import GemmConfig
+from kernel_ratchet.kernels.gemm.launch import forced_config, matmul
+
+SMALL = GemmConfig(32, 32, 128, num_warps=4, num_stages=2)
+
+
+@pytest.fixture(scope="module")
+def odd_case():
+    return cs._inputs(Shape("m50.n70.k200", M=50, N=70, K=200), torch.float16, "cpu")
+
+
+def test_real_run_counts_launches_quant_passes_and_no_copies(odd_case):
+    paths = cs.linear_paths(*odd_case)
+    with forced_config(SMALL):
+        fwd = cs.census_call(paths["16bit.fwd"], dry=False)
+        step = cs.census_call(paths["fp8_block.step"], dry=False)
+    assert len(fwd.launches) == 1 and fwd.copies == {}
+    assert len(step.gemms()) == 3
+    # 1x128 of a, 128x128 of b (+ transpose), 1x128 of dout, of doutᵀ and of aᵀ
+    assert step.quant_passes() == 5
+
+
+def test_split_k_shows_as_a_zeroed_buffer_and_a_cast(odd_case):
+    a, b, _ = odd_case
+    with forced_config(SMALL.with_(split_k=2)):
+        c = cs.census_call(lambda: matmul(a, b), dry=False)
+    assert c.gemms()[0].get("SPLIT_K") == 2
+    assert c.copies.get("zeros", 0) + c.copies.get("zero_", 0) + c.copies.get("fill_", 0) >= 1
+    assert c.copies.get("_to_copy") == 1
+    assert c.copy_bytes >= 50 * 70 * 4
+
+
+def test_specialization_tells_odd_strides_from_aligned_ones():
+    odd = cs._spec_of((torch.empty(4), 1, 32, 4097))
+    assert odd[1:] == (("int", True, False), ("int", False, True), ("int", False, False))
+    assert odd[0][2] is True
+
+
+def test_dry_run_decides_as_on_a_gpu_and_runs_nothing():
+    a, b, d = cs._inputs(Shape("s", M=4097, N=6144, K=4096), torch.bfloat16, "cpu")
+    c = cs.census_call(lambda: cs.launch.gemm(a, b), dry=True, sms=132)
+    g = c.gemms()
+    assert len(g) == 1 and g[0].get("USE_TMA") is True
+    assert g[0].ctas <= 132 or not g[0].get("PERSISTENT")
+    assert cs.launch.interpreter_mode() is True  # restored after the block
+
+
+def test_repeated_calls_compile_nothing_new():
+    """Per-call recompiles would show as new specialization keys on a second identical call."""
+    a, b, d = cs._inputs(Shape("s", M=1000, N=5120, K=1000), torch.bfloat16, "cpu")
+    step = cs.linear_paths(a, b, d)["fp8_block.step"]
+    once = cs.census_call(step, dry=True)
+    twice = cs.census_call(lambda: (step(), step()), dry=True)
+    assert len(twice.launches) == 2 * len(once.launches)
+    assert twice.variants() == once.variants()
