@@ -14,6 +14,10 @@ rowwise        a, b per row          dout, bᵀ per row           doutᵀ, aᵀ 
 blockwise      a 1x128, b 128x128    dout 1x128, bᵀ 128x128     doutᵀ 1x128, aᵀ 1x128
 =============  ====================  =========================  =========================
 
+On shapes where the measured table of :mod:`.dispatch` found the FP8 step slower than the
+16-bit one, :func:`gemm_fp8_forward` and :func:`gemm_fp8_backward` run the 16-bit Linear
+instead (``Fp8Recipe.dispatch=False`` forces FP8, as the benchmark does to fill that table).
+
 Forward saves for backward only what the forward's own quantization produced in the same
 launch (SPEC section 8, K4): the transposed FP8 copy of ``b`` (tensorwise, blockwise) and of
 ``a`` (tensorwise). Everything else is quantized in backward from the saved bf16 tensors.
@@ -26,8 +30,9 @@ from typing import Any
 
 import torch
 
+from kernel_ratchet.kernels.gemm.dispatch import fp8_path
 from kernel_ratchet.kernels.gemm.kernel import SCALE_BLOCK, SCALE_ROW, SCALE_TENSOR
-from kernel_ratchet.kernels.gemm.launch import matmul
+from kernel_ratchet.kernels.gemm.launch import gemm, gemm_backward, matmul
 from kernel_ratchet.kernels.quant.launch import (
     quant_fp8_block_128x128,
     quant_fp8_blockwise_1x128,
@@ -42,10 +47,12 @@ E5M2 = torch.float8_e5m2
 
 @dataclass(frozen=True)
 class Fp8Recipe:
-    """How an FP8 Linear quantizes. ``grad_dtype`` applies to ``dout`` in backward."""
+    """How an FP8 Linear quantizes. ``grad_dtype`` applies to ``dout`` in backward;
+    ``dispatch`` lets the measured table send a shape to the 16-bit path (:mod:`.dispatch`)."""
 
     granularity: str = "blockwise"
     grad_dtype: torch.dtype = E4M3
+    dispatch: bool = True
 
     def __post_init__(self) -> None:
         if self.granularity not in GRANULARITIES:
@@ -61,6 +68,8 @@ def gemm_fp8_forward(
 ) -> tuple[torch.Tensor, dict[str, Any]]:
     """``a [M, K] @ b [N, K]ᵀ`` in FP8 -> (bf16 ``[M, N]``, state for :func:`gemm_fp8_backward`)."""
     g = recipe.granularity
+    if recipe.dispatch and fp8_path(g, a.shape[0], b.shape[0], a.shape[1]) == "bf16":
+        return gemm(a, b).to(torch.bfloat16), {"a16": a, "b16": b}
     if g == "tensorwise":
         qa = quant_fp8_tensorwise(a, E4M3, with_transpose=True)
         qb = quant_fp8_tensorwise(b, E4M3, with_transpose=True)
@@ -100,6 +109,9 @@ def gemm_fp8_backward(
     """``(da, db)`` of the FP8 Linear from the forward's state; both bf16."""
     g, gd = recipe.granularity, recipe.grad_dtype
     dout = dout.contiguous()
+    if "a16" in state:  # the forward took the 16-bit path
+        da, db = gemm_backward(dout.to(state["a16"].dtype), state["a16"], state["b16"])
+        return da.to(torch.bfloat16), db.to(torch.bfloat16)
     if g == "tensorwise":
         qd = quant_fp8_tensorwise(dout, gd, with_transpose=True)
         da = matmul(

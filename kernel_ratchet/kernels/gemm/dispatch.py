@@ -1,0 +1,107 @@
+"""Which path an FP8 Linear takes on a shape: FP8, or the 16-bit path where FP8 measured slower.
+
+FP8 pays when the GEMMs dominate; on small or skinny problems the quantization passes (the
+whole weight is read and written again each step) and the per-k-group scaling can cost more
+than the halved GEMM time saves. Where that happens is measured, not guessed: the table
+``fp8_dispatch.json`` next to this module holds, per recipe granularity, step times (forward +
+backward, quantization included) of the FP8 Linear and of the 16-bit Linear on a set of shapes.
+It is written by::
+
+    python -m kernel_ratchet.kernels.gemm.bench --set odd --fill-dispatch \
+        kernel_ratchet/kernels/gemm/fp8_dispatch.json
+
+Rule (:meth:`DispatchTable.path_for`): the measured shape nearest to the call's, by distance
+of ``log2 M``, ``log2 N``, ``log2 K`` (each axis counts fully), decides when it lies within
+:data:`MAX_DISTANCE`; it sends the call to the 16-bit path when its FP8 step was slower than
+the 16-bit step. With no measured shape near, or an empty table, the call keeps FP8 (what the
+caller asked for).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+#: The shipped table.
+TABLE_PATH = Path(__file__).with_name("fp8_dispatch.json")
+#: Farthest measured shape that still decides (sum of |log2| differences: 1.0 is a factor of 2
+#: along one axis).
+MAX_DISTANCE = 1.0
+PATHS = ("fp8", "bf16")
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One measured shape: step times in milliseconds of both paths."""
+
+    granularity: str
+    M: int
+    N: int
+    K: int
+    fp8_step_ms: float
+    bf16_step_ms: float
+
+    @property
+    def faster(self) -> str:
+        return "fp8" if self.fp8_step_ms <= self.bf16_step_ms else "bf16"
+
+    def distance(self, M: int, N: int, K: int) -> float:
+        return sum(
+            abs(math.log2(max(x, 1)) - math.log2(max(y, 1)))
+            for x, y in ((self.M, M), (self.N, N), (self.K, K))
+        )
+
+
+@dataclass(frozen=True)
+class DispatchTable:
+    """The measured shapes and how they were measured (``info``: device, versions, command)."""
+
+    rows: tuple[Measured, ...] = ()
+    info: dict[str, str] = field(default_factory=dict)
+
+    def nearest(self, granularity: str, M: int, N: int, K: int) -> Measured | None:
+        same = [r for r in self.rows if r.granularity == granularity]
+        best = min(same, key=lambda r: r.distance(M, N, K), default=None)
+        return best if best is not None and best.distance(M, N, K) <= MAX_DISTANCE else None
+
+    def path_for(self, granularity: str, M: int, N: int, K: int) -> str:
+        """``"fp8"`` or ``"bf16"`` for an ``[M, K] x [N, K]ᵀ`` Linear (see the module doc)."""
+        near = self.nearest(granularity, M, N, K)
+        return "fp8" if near is None else near.faster
+
+    def to_json(self) -> str:
+        body = {"info": self.info, "rows": [asdict(r) for r in self.rows]}
+        return json.dumps(body, indent=1) + "\n"
+
+
+def parse_table(text: str, source: str = "dispatch table") -> DispatchTable:
+    """A table from its JSON text; raises ValueError naming the source and the bad row."""
+    try:
+        body = json.loads(text)
+        rows = tuple(Measured(**r) for r in body.get("rows", []))
+        info = {str(k): str(v) for k, v in body.get("info", {}).items()}
+    except (json.JSONDecodeError, TypeError, AttributeError) as exc:
+        raise ValueError(
+            f"{source}: not a dispatch table ({exc}); rewrite it with "
+            "`python -m kernel_ratchet.kernels.gemm.bench --set odd --fill-dispatch PATH`"
+        ) from exc
+    for r in rows:
+        if min(r.M, r.N, r.K) < 1 or not (r.fp8_step_ms > 0 and r.bf16_step_ms > 0):
+            raise ValueError(f"{source}: row {asdict(r)} needs positive sizes and times")
+    return DispatchTable(rows, info)
+
+
+@functools.lru_cache(maxsize=4)
+def load_table(path: Path = TABLE_PATH) -> DispatchTable:
+    """The table at ``path`` (cached); an absent file is an empty table."""
+    if not path.exists():
+        return DispatchTable()
+    return parse_table(path.read_text(), str(path))
+
+
+def fp8_path(granularity: str, M: int, N: int, K: int) -> str:
+    """The shipped table's decision for one call."""
+    return load_table().path_for(granularity, M, N, K)

@@ -1,0 +1,61 @@
+"""FP8 Linear dispatch: the measured table decides where the 16-bit path runs instead."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernel_ratchet.harness.adapter import SNR_BF16, Shape
+from kernel_ratchet.harness.correctness import assert_close
+from kernel_ratchet.kernels.gemm import dispatch as dp
+from kernel_ratchet.kernels.gemm import fp8
+from kernel_ratchet.kernels.gemm.adapter import GemmFp8Blockwise
+from kernel_ratchet.kernels.gemm.census import census_call
+from kernel_ratchet.kernels.gemm.configs import GemmConfig
+from kernel_ratchet.kernels.gemm.launch import forced_config
+
+ROWS = (
+    dp.Measured("blockwise", 256, 8192, 8192, fp8_step_ms=1.2, bf16_step_ms=0.2),
+    dp.Measured("blockwise", 8192, 8192, 8192, fp8_step_ms=2.0, bf16_step_ms=3.0),
+)
+
+
+def test_nearest_measured_shape_decides_within_a_factor_of_two():
+    t = dp.DispatchTable(ROWS)
+    assert t.path_for("blockwise", 256, 8192, 8192) == "bf16"
+    assert t.path_for("blockwise", 300, 8000, 8192) == "bf16"  # near the slow point
+    assert t.path_for("blockwise", 7000, 8192, 8192) == "fp8"
+    assert t.path_for("blockwise", 16, 512, 128) == "fp8"  # nothing measured near: keep FP8
+    assert t.path_for("tensorwise", 256, 8192, 8192) == "fp8"  # other recipe: not measured
+
+
+def test_table_round_trips_and_bad_tables_say_how_to_rewrite():
+    t = dp.DispatchTable(ROWS, {"gpu": "H200"})
+    assert dp.parse_table(t.to_json()) == t
+    with pytest.raises(ValueError, match="--fill-dispatch"):
+        dp.parse_table("[1, 2]", "x.json")
+    with pytest.raises(ValueError, match="positive"):
+        dp.parse_table(
+            '{"rows": [{"granularity": "blockwise", "M": 0, "N": 1, "K": 1, '
+            '"fp8_step_ms": 1, "bf16_step_ms": 1}]}'
+        )
+
+
+def test_shipped_table_parses():
+    assert isinstance(dp.load_table(), dp.DispatchTable)
+
+
+def test_slow_shape_runs_the_16bit_path_forward_and_backward(monkeypatch, device):
+    """A shape the table marks slow launches no quantization and matches the 16-bit result."""
+    shape = Shape("m50.n70.k200", M=50, N=70, K=200)
+    table = dp.DispatchTable((dp.Measured("blockwise", 50, 70, 200, 2.0, 1.0),))
+    monkeypatch.setattr(fp8, "fp8_path", table.path_for)
+    ad = GemmFp8Blockwise()
+    case = ad.make_case(shape, seed=0, device=device)
+    case.a, case.b, case.dout = (t.to(torch.float16) for t in (case.a, case.b, case.dout))
+    with forced_config(GemmConfig(32, 32, 128, num_warps=4, num_stages=2)):
+        c = census_call(lambda: ad.outputs(case), dry=False)
+        got = ad.outputs(case)
+    assert c.quant_passes() == 0 and len(c.gemms()) == 3
+    assert got["out"].dtype == torch.bfloat16
+    assert_close(got, ad.reference(case), SNR_BF16)
