@@ -3,6 +3,10 @@
     python -m kernel_ratchet.kernels.gemm.bench --dtype bf16|fp8
         [--granularity tensorwise|rowwise|blockwise] [--grad-dtype e4m3|e5m2]
         [--shapes model|large|odd|cpu] [-o out.csv] [--min-run-time 0.2] [--no-vendor]
+    python -m kernel_ratchet.kernels.gemm.bench --set odd [--fill-dispatch PATH] [-o out.md]
+
+``--set`` prints the side-by-side table of :mod:`.compare` instead (bf16 ours vs cuBLAS, FP8
+Linear vs the bf16 path) and can write the FP8 dispatch table from it.
 
 Per shape: fresh random inputs from the seed; the correctness check (autograd path against the
 fp32 reference, SPEC section 5 thresholds); then forward and backward timed with
@@ -36,6 +40,7 @@ from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.harness.correctness import check_outputs, snr_db
 from kernel_ratchet.harness.csv_schema import GEMM_COLUMNS, format_cell
 from kernel_ratchet.kernels.gemm import adapter as ad
+from kernel_ratchet.kernels.gemm import compare as cmp
 from kernel_ratchet.kernels.gemm import shapes as sh
 from kernel_ratchet.kernels.gemm import vendor as vd
 
@@ -225,21 +230,83 @@ def write_rows(path: str, rows: list[list[object]], vendor: bool) -> None:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m kernel_ratchet.kernels.gemm.bench")
-    p.add_argument("--dtype", choices=["bf16", "fp16", "fp8"], required=True)
+    p.add_argument("--dtype", choices=["bf16", "fp16", "fp8"], default=None)
+    p.add_argument(
+        "--set",
+        dest="set_",
+        choices=sorted(SHAPE_SETS),
+        default=None,
+        help="side-by-side table of the Linear paths on this shape set (no --dtype)",
+    )
+    p.add_argument(
+        "--fill-dispatch",
+        default=None,
+        metavar="PATH",
+        help="with --set: write the FP8 dispatch table measured on the set to PATH",
+    )
     p.add_argument(
         "--granularity", choices=["tensorwise", "rowwise", "blockwise"], default="blockwise"
     )
     p.add_argument("--grad-dtype", choices=["e4m3", "e5m2"], default="e4m3")
     p.add_argument("--shapes", choices=sorted(SHAPE_SETS), default="model")
-    p.add_argument("-o", "--output", default=None, help="CSV path (default: print only)")
+    p.add_argument(
+        "-o", "--output", default=None, help="CSV path (--set: markdown; default: print only)"
+    )
     p.add_argument("--min-run-time", type=float, default=0.2, help="seconds per Timer measurement")
     p.add_argument("--limit", type=int, default=0, help="only the first N shapes")
     p.add_argument("--no-vendor", action="store_true", help="frozen columns only, no vendor")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if (args.dtype is None) == (args.set_ is None):
+        p.error("give exactly one of --dtype (per-op benchmark) and --set (side-by-side table)")
+    if args.fill_dispatch and args.set_ is None:
+        p.error("--fill-dispatch needs --set")
+    return args
+
+
+#: 16-bit inputs of the side-by-side table: the interpreter's bf16 ``tl.dot`` is wrong.
+_LINEAR_DTYPE = {"cuda": torch.bfloat16, "cpu": torch.float16}
+
+
+def run_set(args: argparse.Namespace) -> int:
+    """The side-by-side table of :mod:`.compare`; exit 1 when a shape fails."""
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    shapes = SHAPE_SETS[args.set_]()[: args.limit or None]
+    lines = [cmp.HEADER, "|" + "---|" * cmp.HEADER.count(" | ") + "---|"]
+    print("\n".join(lines), flush=True)
+    rows = []
+    for shape in shapes:
+        try:
+            timer = _timer(args.min_run_time)
+            row = cmp.measure(shape, args.granularity, timer, device, _LINEAR_DTYPE[device])
+        except Exception as exc:  # a failing shape is a FAIL row, not a crash of the table
+            row = cmp.failed(shape, exc)
+        rows.append(row)
+        lines.append(row.markdown())
+        print(lines[-1], flush=True)
+        if device == "cuda":
+            torch.cuda.empty_cache()
+    lines.append("")
+    lines.append(cmp.summary(rows))
+    print(lines[-1])
+    if args.output:
+        Path(args.output).write_text("\n".join(lines) + "\n")
+    if args.fill_dispatch:
+        command = "python -m kernel_ratchet.kernels.gemm.bench " + " ".join(args.argv)
+        table = cmp.dispatch_table(rows, args.granularity, command)
+        Path(args.fill_dispatch).write_text(table.to_json())
+        print(f"dispatch table: {len(table.rows)} shapes -> {args.fill_dispatch}")
+    return 0 if all(r.ok for r in rows) else 1
+
+
+def _timer(min_run_time: float) -> Callable[[Callable[[], object]], float]:
+    return lambda fn: time_call(fn, min_run_time).ms
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    if args.set_ is not None:
+        return run_set(args)
     rows = run(args)
     print(summarize(rows, not args.no_vendor))
     return 0 if all(r[5] == "PASS" for r in rows) else 1

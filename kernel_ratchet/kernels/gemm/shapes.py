@@ -85,14 +85,22 @@ def model_shapes_large_m() -> list[Shape]:
     return [s for s in model_shapes() if s.M >= 8192]
 
 
-#: Shapes off the tile grid: non-multiples of 16 and 128, tiny M (decode), long K, M = 1.
+#: Shapes off the tile grid: non-multiples of 16 and 128, M from 1 to 512 (decode, small
+#: batches), long K, and odd sizes of every magnitude.
 ODD_SHAPES: list[Shape] = [
     Shape("m1.n4096.k4096", M=1, N=4096, K=4096),
     Shape("m7.n3584.k3584", M=7, N=3584, K=3584),
+    Shape("m17.n11008.k4096", M=17, N=11008, K=4096),
+    Shape("m33.n4100.k8200", M=33, N=4100, K=8200),
     Shape("m100.n1000.k1000", M=100, N=1000, K=1000),
+    Shape("m256.n8192.k8192", M=256, N=8192, K=8192),
     Shape("m257.n4608.k3584", M=257, N=4608, K=3584),
+    Shape("m383.n1000.k12289", M=383, N=1000, K=12289),
+    Shape("m500.n2000.k30000", M=500, N=2000, K=30000),
+    Shape("m1000.n5120.k1000", M=1000, N=5120, K=1000),
     Shape("m1000.n1000.k2000", M=1000, N=1000, K=2000),
     Shape("m4000.n4100.k4104", M=4000, N=4100, K=4104),
+    Shape("m4097.n3000.k2000", M=4097, N=3000, K=2000),
     Shape("m4097.n6144.k4096", M=4097, N=6144, K=4096),
     Shape("m128.n128.k16384", M=128, N=128, K=16384),
 ]

@@ -1,0 +1,44 @@
+"""The side-by-side table (``bench --set``) and the dispatch table it writes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kernel_ratchet.kernels.gemm import bench
+from kernel_ratchet.kernels.gemm import dispatch as dp
+from kernel_ratchet.kernels.gemm.shapes import ODD_SHAPES
+
+
+def test_odd_set_covers_what_the_dispatch_must_serve():
+    assert len(ODD_SHAPES) >= 12
+    ms = {s.M for s in ODD_SHAPES}
+    assert min(ms) == 1 and sum(1 < m <= 512 for m in ms) >= 6
+    assert sum(bool(s.N % 16 or s.K % 16) for s in ODD_SHAPES) >= 4
+    assert sum(any(x % 128 for x in (s.M, s.N, s.K)) for s in ODD_SHAPES) >= 12
+    assert any(8 * max(s.M, 1) <= s.K and s.K >= 12000 for s in ODD_SHAPES)
+
+
+def test_set_prints_the_table_and_fills_the_dispatch_table(tmp_path, capsys):
+    table, md = tmp_path / "d.json", tmp_path / "t.md"
+    argv = ["--set", "cpu", "--limit", "1", "--min-run-time", "0.001"]
+    rc = bench.main([*argv, "-o", str(md), "--fill-dispatch", str(table)])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    rows = [line for line in md.read_text().splitlines() if line.startswith("| m")]
+    assert len(rows) == 1 and rows[0].rstrip().endswith("PASS |")
+    got = dp.parse_table(table.read_text())
+    (m,) = got.rows
+    assert (m.M, m.N, m.K, m.granularity) == (32, 32, 128, "blockwise")
+    assert m.fp8_step_ms > 0 and m.bf16_step_ms > 0
+    assert "--set cpu" in json.loads(table.read_text())["info"]["command"]
+
+
+@pytest.mark.parametrize(
+    "argv", [[], ["--dtype", "bf16", "--set", "odd"], ["--dtype", "bf16", "--fill-dispatch", "x"]]
+)
+def test_bad_option_combinations_are_usage_errors(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        bench.parse_args(argv)
+    assert e.value.code == 2 and "--" in capsys.readouterr().err
