@@ -17,9 +17,13 @@ from kernel_ratchet.kernels.gemm.launch import forced_config, matmul
 SMALL = GemmConfig(32, 32, 128, num_warps=4, num_stages=2)
 
 
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
 @pytest.fixture(scope="module")
 def odd_case():
-    return cs._inputs(Shape("m50.n70.k200", M=50, N=70, K=200), torch.float16, "cpu")
+    """Real runs: on the GPU there, else in the interpreter (dry runs stay on the CPU)."""
+    return cs._inputs(Shape("m50.n70.k200", M=50, N=70, K=200), torch.float16, DEVICE)
 
 
 def test_real_run_counts_launches_quant_passes_and_no_copies(odd_case):

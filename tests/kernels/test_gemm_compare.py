@@ -42,3 +42,11 @@ def test_bad_option_combinations_are_usage_errors(argv, capsys):
     with pytest.raises(SystemExit) as e:
         bench.parse_args(argv)
     assert e.value.code == 2 and "--" in capsys.readouterr().err
+
+
+def test_mixed_set_adds_model_guards_to_the_odd_shapes():
+    from kernel_ratchet.kernels.gemm.shapes import GUARD_MODEL_SHAPES, mixed_shapes
+
+    got = mixed_shapes()
+    assert got[: len(ODD_SHAPES)] == ODD_SHAPES
+    assert {s.label for s in got[len(ODD_SHAPES) :]} == set(GUARD_MODEL_SHAPES)

@@ -59,6 +59,7 @@ SHAPE_SETS: dict[str, Callable[[], list[Shape]]] = {
     "model": sh.model_shapes,
     "large": sh.model_shapes_large_m,
     "odd": lambda: list(sh.ODD_SHAPES),
+    "mixed": sh.mixed_shapes,
     "cpu": lambda: list(sh.CPU_SHAPES),
 }
 

@@ -111,3 +111,19 @@ CPU_SHAPES: list[Shape] = [
     Shape("m50.n70.k200", M=50, N=70, K=200),
     Shape("m1.n48.k130", M=1, N=48, K=130),
 ]
+
+
+#: Model shapes that guard a dispatch change against regressions where it must not apply.
+GUARD_MODEL_SHAPES = (
+    "llama2-7b.qkv.mb1",
+    "llama3.1-8b.gate_up.mb1",
+    "qwen2.5-7b.down.mb1",
+    "llama2-70b.attn_out.mb1",
+)
+
+
+def mixed_shapes() -> list[Shape]:
+    """The odd shapes and four model shapes: what a campaign deciding a change to the launch
+    decisions (buckets, split-K, alignment, dispatch) measures."""
+    guard = [s for s in model_shapes() if s.label in GUARD_MODEL_SHAPES]
+    return list(ODD_SHAPES) + guard
