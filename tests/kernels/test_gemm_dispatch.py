@@ -61,26 +61,6 @@ def test_slow_shape_runs_the_16bit_path_forward_and_backward(monkeypatch, device
     assert_close(got, ad.reference(case), SNR_BF16)
 
 
-@pytest.mark.parametrize("name", ["fp16", "fp8-blockwise", "fp8-tensorwise"])
-def test_bucket_configs_with_automatic_split_k_are_correct(name, monkeypatch, device):
-    """Default (bucket) configs as on a 132-SM GPU: an odd decode-like shape gets split-K
-    by fill (tiny bucket), and forward and backward still meet the thresholds."""
-    from kernel_ratchet.kernels.gemm import adapter as ad
-    from kernel_ratchet.kernels.gemm import launch
-
-    monkeypatch.setattr(launch, "_num_sms", lambda dev: 132)
-    adapter = {
-        "fp16": ad.GemmFp16,
-        "fp8-blockwise": ad.GemmFp8Blockwise,
-        "fp8-tensorwise": ad.GemmFp8Tensorwise,
-    }[name]()
-    case = adapter.make_case(Shape("m3.n40.k1100", M=3, N=40, K=1100), seed=5, device=device)
-    c = census_call(lambda: adapter.outputs(case), dry=False, sms=132)
-    assert max(int(g.get("SPLIT_K")) for g in c.gemms()) > 1
-    got = adapter.outputs(case)
-    assert_close(got, adapter.reference(case), adapter.threshold("out"))
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("granularity", ["tensorwise", "rowwise", "blockwise"])
 def test_fp8_path_itself_on_odd_shapes_on_gpu(granularity):
