@@ -19,7 +19,10 @@ from typing import Any
 import yaml
 
 from kernel_ratchet.errors import ProfileError
+from kernel_ratchet.harness.timing.quantity import DEFAULT as DEFAULT_MEASURE
+from kernel_ratchet.harness.timing.quantity import Measure
 from kernel_ratchet.profile.knobs import parse_knobs
+from kernel_ratchet.profile.measure import parse_measure
 from kernel_ratchet.profile.paths import inside_project, kernel_file
 from kernel_ratchet.profile.problems import Problems, short, show
 from kernel_ratchet.profile.schema import (
@@ -252,7 +255,9 @@ def _weights(raw: Any, dotted: str, problems: Problems) -> dict[str, float]:
     return out
 
 
-def _op(name: Any, data: Any, root: Path, problems: Problems) -> OpProfile | None:
+def _op(
+    name: Any, data: Any, root: Path, problems: Problems, measure: Measure = DEFAULT_MEASURE
+) -> OpProfile | None:
     prefix = f"ops.{short(str(name))}"
     if not isinstance(name, str) or not _OP_NAME.match(name):
         problems.add(
@@ -294,6 +299,7 @@ def _op(name: Any, data: Any, root: Path, problems: Problems) -> OpProfile | Non
     fields["tunables"] = tunables
     fields["knobs"] = parse_knobs(data.get("knobs"), prefix, fields["kernel_source"], problems)
     fields["weights"] = _weights(data.get("weights"), f"{prefix}.weights", problems)
+    fields["measure"] = parse_measure(data.get("measure"), f"{prefix}.measure", measure, problems)
     if (
         fields["backend"] in COMPILED_BACKENDS
         and fields["execution_mode"] == "repo"
@@ -320,7 +326,8 @@ def _validate(data: Any, path: Path) -> Profile:
         )
         problems.raise_if_any()
     _check_keys(data, TOP_LEVEL_KEYS, REQUIRED_TOP_LEVEL_KEYS, "", problems)
-    top = {k: _string(data, k, k, problems) for k in TOP_LEVEL_KEYS if k != "ops"}
+    top = {k: _string(data, k, k, problems) for k in REQUIRED_TOP_LEVEL_KEYS if k != "ops"}
+    measure = parse_measure(data.get("measure"), "measure", DEFAULT_MEASURE, problems)
     pkg = top.get("package")
     if pkg is not None and not all(p.isidentifier() for p in pkg.split(".")):
         problems.add("package", f"{show(pkg)} is not an importable name", "give the import name")
@@ -337,11 +344,11 @@ def _validate(data: Any, path: Path) -> Profile:
         )
     elif isinstance(raw_ops, Mapping):
         for name, op_data in raw_ops.items():
-            op = _op(name, op_data, path.parent, problems)
+            op = _op(name, op_data, path.parent, problems, measure)
             if op is not None:
                 ops[name] = op
     problems.raise_if_any()
-    return Profile(path=path, root=path.parent, ops=ops, **top)  # type: ignore[arg-type]
+    return Profile(path=path, root=path.parent, ops=ops, measure=measure, **top)  # type: ignore[arg-type]
 
 
 def load_profile(path_or_dir: str | Path) -> Profile:

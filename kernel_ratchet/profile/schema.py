@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernel_ratchet.errors import ProfileError
+from kernel_ratchet.harness.timing.quantity import DEFAULT as DEFAULT_MEASURE
+from kernel_ratchet.harness.timing.quantity import Measure
 from kernel_ratchet.knobs.declared import KnobDecl
 
 #: Top-level keys of ratchet.yaml, in the order the SPEC documents them. All are required.
@@ -23,8 +25,10 @@ TOP_LEVEL_KEYS: tuple[str, ...] = (
     "campaign_root",
     "tips_root",
     "ops",
+    "measure",
 )
-REQUIRED_TOP_LEVEL_KEYS: tuple[str, ...] = TOP_LEVEL_KEYS
+#: ``measure`` (the project's default quantity, see OpProfile.measure) is optional.
+REQUIRED_TOP_LEVEL_KEYS: tuple[str, ...] = TOP_LEVEL_KEYS[:7]
 
 #: Keys of one ``ops.<name>`` entry; those after ``shapes`` are optional with explicit defaults.
 OP_KEYS: tuple[str, ...] = (
@@ -41,6 +45,7 @@ OP_KEYS: tuple[str, ...] = (
     "tunables",
     "knobs",
     "weights",
+    "measure",
 )
 REQUIRED_OP_KEYS: tuple[str, ...] = OP_KEYS[:8]
 OPTIONAL_OP_DEFAULTS: Mapping[str, object] = {
@@ -49,6 +54,7 @@ OPTIONAL_OP_DEFAULTS: Mapping[str, object] = {
     "tunables": None,
     "knobs": (),
     "weights": None,
+    "measure": None,
 }
 
 CAMPAIGN_TYPES: tuple[str, ...] = ("compute_fwd", "compute_fwd_bwd", "memory")
@@ -96,6 +102,8 @@ class OpProfile:
     #: shape label -> how often a training step runs that shape (the time-weighted effect of
     #: every paired decision); shapes not named weigh 1
     weights: Mapping[str, float] = field(default_factory=dict)
+    #: what the campaign measures and decides on (the project's ``measure`` under the op's)
+    measure: Measure = DEFAULT_MEASURE
 
     @property
     def primary_metric(self) -> str:
@@ -132,6 +140,7 @@ class Profile:
     campaign_root: str
     tips_root: str
     ops: Mapping[str, OpProfile]
+    measure: Measure = DEFAULT_MEASURE  # the project default of every op's ``measure``
 
     def op(self, name: str) -> OpProfile:
         """The op called ``name``; ProfileError listing the known ops when there is none."""
