@@ -39,12 +39,20 @@ MAX_ITERATIONS_LIMIT = 120  # SPEC rule 9: max_iterations must be < 120
 CPU_TIMING = {"warmup": 1, "samples": 5, "min_sample_ms": 1.0}
 
 
-#: cuda_events parameters of the campaign's harness: CUDA-graph mode off (it subtracts the flush
-#: cost: on an H200 it read 0 ms for ~10 us ops); 10 samples of ~50 ms. The
-#: harness CSV is the round's record and correctness gate, the paired A/B decides, so the
-#: engine's 30 samples of 75 ms (about 2.4 s per shape and phase, 4-5 min for a 51-shape
-#: full level) buy nothing a decision uses.
-GPU_TIMING = {"graph": "off", "samples": 10, "sample_ms": 50.0, "settle_max_ms": 1000.0}
+#: cuda_events parameters of the campaign's harness, beside the op's ``measure`` (quantity and
+#: L2 state, which decide the graph mode): 10 samples of ~50 ms. The harness CSV is the
+#: round's record and correctness gate, the paired A/B decides, so the engine's 30 samples of
+#: 75 ms (about 2.4 s per shape and phase, 4-5 min for a 51-shape full level) buy nothing a
+#: decision uses.
+GPU_TIMING = {"samples": 10, "sample_ms": 50.0, "settle_max_ms": 1000.0}
+
+
+def timing_params(engine: str, op: OpProfile) -> dict[str, Any]:
+    """The campaign's timing parameters: the op's measured quantity on the GPU (frozen in the
+    manifest, so every round measures it); the host clock on the CPU."""
+    if engine == "perf_counter":
+        return dict(CPU_TIMING)
+    return {**GPU_TIMING, **op.measure.to_dict()} if engine == "cuda_events" else {}
 
 
 def detect_gpu() -> str:
@@ -134,7 +142,7 @@ def define_target(
         execution_mode=mode,
         shape_set=o.shapes,
         timing_engine=engine,
-        timing_params=dict(CPU_TIMING) if engine == "perf_counter" else dict(GPU_TIMING),
+        timing_params=timing_params(engine, o),
         regression_threshold=regression_threshold,
         seed=seed,
         efficiency_target=efficiency_target,

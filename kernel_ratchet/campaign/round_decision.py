@@ -86,6 +86,7 @@ class RoundDecision:
     ci_level: float | None = None  # of gain_ci (the aggregate's, alpha split over the looks)
     time_weighted: Mapping[str, Any] | None = None  # scoring.paired_weighted.TimeWeighted's
     unresolved: tuple[str, ...] = ()  # shapes whose CI is wider than their effect
+    quantity: str | None = None  # what the A/B measured (harness.timing.quantity's label)
     harness_only: Mapping[str, Any] | None = None
     # checks after the A/B
     skew: tuple[str, str] | None = None
@@ -176,7 +177,11 @@ class RoundDecision:
                 unconfirmed=self.unconfirmed,
                 early_stop=self.early_stop,
             )
-            extra = {"ci_level": self.ci_level, "time_weighted": self.time_weighted}
+            extra = {
+                "ci_level": self.ci_level,
+                "time_weighted": self.time_weighted,
+                "quantity": self.quantity,
+            }
             d.update({k: v for k, v in extra.items() if v is not None})
             if self.time_weighted is not None:  # recorded together with time_weighted
                 d["unresolved"] = list(self.unresolved)
@@ -215,6 +220,7 @@ class RoundDecision:
             ci_level=d.get("ci_level"),
             time_weighted=d.get("time_weighted"),
             unresolved=tuple(d.get("unresolved") or ()),
+            quantity=d.get("quantity"),
             harness_only=d.get("harness_only"),
             skew=None if skew is None else (skew[0], skew[1]),
             overfit=bool(d.get("overfit")),

@@ -116,6 +116,7 @@ class _Rounds:
 
     def __post_init__(self) -> None:
         self.snr: dict[str, dict[str, dict[str, float]]] = {side: {} for side in SIDES}
+        self.modes: dict[tuple[str, str], dict[str, tuple[Any, Any]]] = {}
         self.by_label = {s.label: s for s in self.shapes}
         self.times = {
             side: {s.label: {p: [] for p in self.phases} for s in self.shapes} for side in SIDES
@@ -153,7 +154,24 @@ class _Rounds:
             detail = res.detail if not res.ok else f"median_ms={ms!r}"
             return Failure(side, "time", label, cat, detail, self.logs[side], r, phase)
         self.times[side][label][phase].append(ms)
-        return None
+        return self._same_mode(r, label, phase, side, res.payload.get("engine"))
+
+    def _same_mode(self, r: int, label: str, phase: str, side: str, eng: Any) -> Failure | None:
+        """Both sides of a shape and phase must be timed the same way (a graph on one side
+        and eager calls after a failed capture on the other measure different quantities):
+        the side that fell back fails, with why."""
+        eng = eng if isinstance(eng, dict) else {}
+        seen = self.modes.setdefault((label, phase), {})
+        seen[side] = (eng.get("mode"), eng.get("fallback"))
+        if len(seen) < 2 or len({m for m, _ in seen.values()}) == 1:
+            return None
+        odd = next((s for s, (_, fb) in seen.items() if fb), "candidate")
+        detail = (
+            f"timed as {seen[odd][0]} ({seen[odd][1] or 'no reason given'}) while the other "
+            f"side was timed as {seen[SIDES[SIDES.index(odd) - 1]][0]}: the A/B must measure "
+            "the same quantity on both sides"
+        )
+        return Failure(odd, "time", label, "bad_timing", detail, self.logs[odd], r, phase)
 
     def _one_round(self, active: Sequence[str]) -> Failure | None:
         r = self.rounds

@@ -19,7 +19,7 @@ from typing import Any
 #: before each sample precedes every timed call (engines not listed have no such mode).
 ONE_CALL_PER_SAMPLE: dict[str, dict[str, Any]] = {
     "perf_counter": {"max_batch": 1},
-    "cuda_events": {"min_iters": 1, "max_iters": 1, "graph": "off"},
+    "cuda_events": {"min_iters": 1, "max_iters": 1, "graph": "off", "quantity": None, "l2": None},
 }
 KEPT_BUFFER_FLAG = (
     "one call per sample: the op returns a kept output buffer, so every timed call was "

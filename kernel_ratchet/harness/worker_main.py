@@ -270,11 +270,12 @@ def _capture() -> tuple[Any, Any, Any]:
         cuda_events,
         cuda_support,
         engine,
+        graphs,
         perf_counter,
         registry,
     )
 
-    timing = (engine, perf_counter, cuda_support, cuda_events, registry)
+    timing = (engine, perf_counter, cuda_support, cuda_events, graphs, registry)
     sentinel = anticheat.Sentinel.capture(
         (
             *timing,

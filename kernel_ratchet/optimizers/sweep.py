@@ -106,10 +106,11 @@ def _say(msg: str) -> None:
 
 def _engine(cuda: bool) -> tuple[str, Any]:
     from kernel_ratchet.campaign.create import CPU_TIMING, GPU_TIMING
+    from kernel_ratchet.harness.timing.quantity import DEFAULT
     from kernel_ratchet.harness.timing.registry import make_engine
 
     if cuda:
-        params = {**GPU_TIMING, "samples": SWEEP_SAMPLES, "device": "cuda"}
+        params = {**GPU_TIMING, **DEFAULT.to_dict(), "samples": SWEEP_SAMPLES, "device": "cuda"}
         return "cuda_events", make_engine("cuda_events", params)
     return "perf_counter", make_engine("perf_counter", dict(CPU_TIMING))
 

@@ -19,7 +19,10 @@ from typing import Any
 import yaml
 
 from kernel_ratchet.errors import ProfileError
+from kernel_ratchet.harness.timing.quantity import DEFAULT as DEFAULT_MEASURE
+from kernel_ratchet.harness.timing.quantity import Measure
 from kernel_ratchet.profile.knobs import parse_knobs
+from kernel_ratchet.profile.measure import parse_measure
 from kernel_ratchet.profile.opdesc import EXTRA_OP_KEYS, described_fields, is_described, shape_list
 from kernel_ratchet.profile.paths import inside_project, kernel_file
 from kernel_ratchet.profile.problems import Problems, short, show
@@ -283,7 +286,9 @@ def _needs_rebuild(
         )
 
 
-def _op(name: Any, data: Any, root: Path, problems: Problems) -> OpProfile | None:
+def _op(
+    name: Any, data: Any, root: Path, problems: Problems, measure: Measure = DEFAULT_MEASURE
+) -> OpProfile | None:
     prefix = f"ops.{short(str(name))}"
     if not isinstance(name, str) or not _OP_NAME.match(name):
         problems.add(
@@ -331,6 +336,7 @@ def _op(name: Any, data: Any, root: Path, problems: Problems) -> OpProfile | Non
     fields["tunables"] = tunables
     fields["knobs"] = parse_knobs(data.get("knobs"), prefix, fields["kernel_source"], problems)
     fields["weights"] = _weights(data.get("weights"), f"{prefix}.weights", problems)
+    fields["measure"] = parse_measure(data.get("measure"), f"{prefix}.measure", measure, problems)
     _needs_rebuild(fields, data, prefix, problems)
     if problems.count > n_before:
         return None
@@ -353,6 +359,7 @@ def _validate(data: Any, path: Path) -> Profile:
     }
     if "requires" in data:
         top["requires"] = parse_requires(data["requires"], problems)
+    measure = parse_measure(data.get("measure"), "measure", DEFAULT_MEASURE, problems)
     pkg = top.get("package")
     if pkg is not None and not all(p.isidentifier() for p in pkg.split(".")):
         problems.add("package", f"{show(pkg)} is not an importable name", "give the import name")
@@ -369,11 +376,11 @@ def _validate(data: Any, path: Path) -> Profile:
         )
     elif isinstance(raw_ops, Mapping):
         for name, op_data in raw_ops.items():
-            op = _op(name, op_data, path.parent, problems)
+            op = _op(name, op_data, path.parent, problems, measure)
             if op is not None:
                 ops[name] = op
     problems.raise_if_any()
-    return Profile(path=path, root=path.parent, ops=ops, **top)  # type: ignore[arg-type]
+    return Profile(path=path, root=path.parent, ops=ops, measure=measure, **top)  # type: ignore[arg-type]
 
 
 def load_profile(path_or_dir: str | Path) -> Profile:

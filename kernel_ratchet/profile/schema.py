@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernel_ratchet.errors import ProfileError, UnknownOpError
+from kernel_ratchet.harness.timing.quantity import DEFAULT as DEFAULT_MEASURE
+from kernel_ratchet.harness.timing.quantity import Measure
 from kernel_ratchet.knobs.declared import KnobDecl
 from kernel_ratchet.profile.requires import Requirements
 
@@ -25,9 +27,10 @@ REQUIRED_TOP_LEVEL_KEYS: tuple[str, ...] = (
     "tips_root",
     "ops",
 )
-#: ``requires`` is optional: what the ops need of the machine
-#: (:mod:`kernel_ratchet.profile.requires`).
-TOP_LEVEL_KEYS: tuple[str, ...] = (*REQUIRED_TOP_LEVEL_KEYS, "requires")
+#: Optional top-level keys: ``measure`` (the project's default quantity, see
+#: OpProfile.measure) and ``requires`` (what the ops need of the machine,
+#: :mod:`kernel_ratchet.profile.requires`).
+TOP_LEVEL_KEYS: tuple[str, ...] = (*REQUIRED_TOP_LEVEL_KEYS, "measure", "requires")
 
 #: Keys of one ``ops.<name>`` entry; those after ``shapes`` are optional with explicit defaults.
 OP_KEYS: tuple[str, ...] = (
@@ -44,6 +47,7 @@ OP_KEYS: tuple[str, ...] = (
     "tunables",
     "knobs",
     "weights",
+    "measure",
 )
 #: ``benchmark`` is optional (``ratchet bench`` runs it when given); ``adapter`` is not needed
 #: when the op is described in the YAML (``function``, see :mod:`kernel_ratchet.profile.opdesc`).
@@ -54,6 +58,7 @@ OPTIONAL_OP_DEFAULTS: Mapping[str, object] = {
     "tunables": None,
     "knobs": (),
     "weights": None,
+    "measure": None,
 }
 
 CAMPAIGN_TYPES: tuple[str, ...] = ("compute_fwd", "compute_fwd_bwd", "memory")
@@ -102,6 +107,8 @@ class OpProfile:
     #: every paired decision); shapes not named weigh 1
     weights: Mapping[str, float] = field(default_factory=dict)
     rehearse_shapes: str | None = None
+    #: what the campaign measures and decides on (the project's ``measure`` under the op's)
+    measure: Measure = DEFAULT_MEASURE
 
     @property
     def primary_metric(self) -> str:
@@ -139,6 +146,7 @@ class Profile:
     tips_root: str
     ops: Mapping[str, OpProfile]
     requires: Requirements | None = None
+    measure: Measure = DEFAULT_MEASURE  # the project default of every op's ``measure``
 
     def op(self, name: str) -> OpProfile:
         """The op called ``name``; ProfileError listing the known ops when there is none."""

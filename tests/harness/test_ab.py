@@ -302,8 +302,17 @@ def test_the_round_record_says_the_a_b_stopped_for_futility(tmp_path, monkeypatc
     run = ab(tmp_path, FakeSpec("cand", speed=0.7))
     monkeypatch.setattr(paired_round, "aggregates", lambda *_a: SimpleNamespace(primary_avg=100))
     table = SimpleNamespace(restrict=lambda _labels: None)
-    c = SimpleNamespace(table=lambda _rel: table, m=SimpleNamespace(campaign_type="compute_fwd"))
+    m = SimpleNamespace(
+        campaign_type="compute_fwd",
+        timing_engine="cuda_events",
+        timing_params={"quantity": "kernel_time", "l2": "cold"},
+    )
+    c = SimpleNamespace(table=lambda _rel: table, m=m)
     rec = paired_round._to_decision(c, run, None, [], "inc.csv", list(run.labels)).to_dict()
+    assert rec["quantity"] in (
+        "kernel GPU time, CUDA-graph replay, cold L2 (flushed per call)",
+        "host wall time of back-to-back calls (CPU rehearsal)",
+    )
     assert rec["status"] == "ROLLED BACK" and rec["early_stop"] == run.early_stop
     assert rec["reason"].startswith("futility stop after 3 rounds") and rec["rounds"] == 3
     assert rec["aggregate_after"] == pytest.approx(100 * run.decision.aggregate_ratio)
@@ -471,3 +480,41 @@ def test_real_worker_aa_on_tiny_gemm(tmp_path):
     assert 0.5 < d.aggregate_ratio < 2.0, d.reason
     if d.accepted:  # only ever on a CI that excludes no gain
         assert d.aggregate_ci_low > 1.0 and d.aggregate_ratio - 1 >= d.min_detectable, d.reason
+
+
+class ModeMachine(FakeMachine):
+    """Fake workers that report how they timed: a graph, or eager calls after a failed capture
+    on the side named ``fell_back``."""
+
+    def __init__(self, fell_back: str | None) -> None:
+        super().__init__()
+        self.fell_back = fell_back
+
+    def factory(self, spec: FakeSpec, log_path: Path) -> FakeWorker:
+        worker = FakeWorker(self, spec, log_path)
+        timed = worker.time
+
+        def time(shape: Shape, seed: int, phase: str, **kw: Any) -> FakeResult:
+            res = timed(shape, seed, phase, **kw)
+            eager = spec.name == self.fell_back
+            res.payload["engine"] = {
+                "mode": "eager" if eager else "graph",
+                "fallback": "CUDA graph capture failed (RuntimeError)" if eager else None,
+            }
+            return res
+
+        worker.time = time
+        return worker
+
+
+@pytest.mark.parametrize(("fell_back", "side"), [("cand", "candidate"), ("inc", "incumbent")])
+def test_sides_timed_in_different_modes_fail_the_side_that_fell_back(tmp_path, fell_back, side):
+    run = ab(tmp_path, FakeSpec("cand", speed=1.2), machine=ModeMachine(fell_back))
+    assert not run.ok and run.failure.side == side and run.failure.category == "bad_timing"
+    assert "same quantity on both sides" in run.failure.detail
+    assert "capture failed" in run.failure.detail
+
+
+def test_sides_timed_the_same_way_are_compared(tmp_path):
+    run = ab(tmp_path, FakeSpec("cand", speed=1.05), machine=ModeMachine(None))
+    assert run.ok and run.decision.accepted

@@ -8,7 +8,7 @@ import importlib.util
 import pytest
 import torch
 
-from kernel_ratchet.harness.timing.cuda_events import GRAPH_MIN_FRACTION, CudaEventEngine
+from kernel_ratchet.harness.timing.cuda_events import CudaEventEngine
 from kernel_ratchet.harness.timing.engine import SampleHooks
 
 pytestmark = pytest.mark.gpu
@@ -50,15 +50,13 @@ def test_small_op_uses_a_graph_and_subtracts_the_flush():
 
 
 def test_op_lost_in_the_flush_is_never_reported_as_zero():
-    """A 16 KB multiply (~2 us) beside a ~30 us L2 flush: the subtraction cannot resolve it
-    (an H200 reads 0 ms), so it is timed eagerly and said so."""
+    """A 16 KB multiply (~2 us) beside a ~30 us L2 flush: where the subtraction cannot resolve
+    it, it is timed eagerly and said so; either way the reading is above the launch floor."""
     x = torch.randn(4096, device="cuda")
     t = fast_engine().measure(lambda: x.mul(2.0))
-    assert t.median_ms > 0, t
+    assert t.median_ms >= 0.5 * t.details["launch_floor_ms"] > 0, t
     if t.details["mode"] == "eager":
         assert any("ill-conditioned" in f for f in t.flags), t.flags
-    else:
-        assert t.median_ms > GRAPH_MIN_FRACTION * t.details["flush_ms_per_iter"], t
 
 
 def test_graph_mode_can_be_forced_off():

@@ -25,6 +25,8 @@ from kernel_ratchet.campaign.round_decision import RoundDecision, ShapeResult
 from kernel_ratchet.harness.ab import run_paired
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.harness.paired_run import PairedRun
+from kernel_ratchet.harness.timing.quantity import DEFAULT as DEFAULT_MEASURE
+from kernel_ratchet.harness.timing.quantity import Measure, of_params
 from kernel_ratchet.harness.worker import WorkerSpec
 from kernel_ratchet.scoring.decision import Status
 from kernel_ratchet.scoring.metrics import aggregates
@@ -42,28 +44,31 @@ K_START_CPU, K_MAX_CPU = 3, 6
 #: sample lasts at least 5 ms (a batch of calls): single interpreter calls of ~1 ms were noisy
 #: enough for a clean-clone CI run to read a clearly faster candidate as too noisy to confirm.
 CPU_PAIRED_TIMING = {"warmup": 1, "samples": 3, "min_sample_ms": 5.0}
-#: GPU timing per paired round: two short timed calls (~50 ms each) after the clock settles;
-#: the CUDA-graph mode is pinned off so both sides of a shape are always timed the same way.
-GPU_PAIRED_TIMING = {"samples": 2, "sample_ms": 50.0, "graph": "off", "settle_max_ms": 1000.0}
+#: GPU timing per paired round: two short timed calls (~50 ms each) after the clock settles,
+#: over the campaign's frozen parameters (its measured quantity decides the graph mode, the
+#: same on both sides; a campaign without one keeps its pinned ``graph: off``).
+GPU_PAIRED_TIMING = {"samples": 2, "sample_ms": 50.0, "settle_max_ms": 1000.0}
 SUSPICIOUS_RATIO = 1.5  # a single-shape gain above this is re-measured in fresh processes
 CALIBRATION = "calibration.json"
 
 
-def paired_settings(cuda: bool) -> tuple[dict[str, Any], int, int]:
+def paired_settings(
+    cuda: bool, measure: Measure = DEFAULT_MEASURE
+) -> tuple[dict[str, Any], int, int]:
     """(timing parameters, first look, round budget) of a paired A/B on this kind of device,
-    as rounds use them (for scripts that measure two trees the same way)."""
+    as rounds use them, measuring ``measure`` (for scripts that measure two trees the same
+    way)."""
     if cuda:
-        return dict(GPU_PAIRED_TIMING), K_START, K_MAX
+        return {**GPU_PAIRED_TIMING, **measure.to_dict()}, K_START, K_MAX
     return dict(CPU_PAIRED_TIMING), K_START_CPU, K_MAX_CPU
 
 
 def _specs(c: CampaignContext) -> tuple[WorkerSpec, WorkerSpec]:
     cuda = torch.cuda.is_available()
-    paired, _, _ = paired_settings(cuda)
     if not cuda:
-        params = paired
-    elif c.m.timing_engine == "cuda_events":
-        params = {**c.m.timing_params, **paired}
+        params = paired_settings(cuda)[0]
+    elif c.m.timing_engine == "cuda_events":  # the campaign's frozen quantity, both sides
+        params = {**c.m.timing_params, **GPU_PAIRED_TIMING}
     else:
         params = dict(c.m.timing_params)
     common = {
@@ -76,6 +81,12 @@ def _specs(c: CampaignContext) -> tuple[WorkerSpec, WorkerSpec]:
     inc = WorkerSpec(source_root=str(incumbent_tree(c)), **common)
     cand = WorkerSpec(source_root=str(c.root), **common)
     return inc, cand
+
+
+def measured_quantity(c: CampaignContext) -> str:
+    """What this campaign's paired A/B measures, named."""
+    engine = c.m.timing_engine if torch.cuda.is_available() else "perf_counter"
+    return of_params(engine, c.m.timing_params)
 
 
 def _phases(c: CampaignContext) -> list[str]:
@@ -158,7 +169,10 @@ def paired_decision(
     """Measure and decide; returns the round's decision (or the failure that ended the A/B)."""
     labels = [r.label for r in c.table(cand_rel).rows]
     secret = secrets.randbits(63)
-    c.say(f"round-{n}: paired A/B, incumbent vs candidate, {len(labels)} shapes")
+    c.say(
+        f"round-{n}: paired A/B, incumbent vs candidate, {len(labels)} shapes, "
+        f"measuring {measured_quantity(c)}"
+    )
     run = run_ab(c, labels, art / "paired", secret=secret)
     suspicious = []
     if run.ok:
@@ -261,6 +275,7 @@ def _to_decision(
         ci_level=d.aggregate_ci_level,
         time_weighted=None if d.time_weighted is None else d.time_weighted.to_dict(),
         unresolved=d.unresolved,
+        quantity=measured_quantity(c),
         per_shape=tuple(
             ShapeResult(
                 label=s.label,

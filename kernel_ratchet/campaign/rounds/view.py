@@ -50,6 +50,8 @@ def _notes(record: RoundRecord) -> list[str]:
             "median per-round speed ratios; the absolute numbers and 'vs baseline' "
             "come from harness runs in other sessions: diagnostics only"
         )
+        if record.decision.quantity:
+            notes.append(f"Quantity measured on both sides: {record.decision.quantity}")
         tw = record.decision.time_weighted
         if tw:
             notes.append(

@@ -16,40 +16,42 @@ from typing import Any
 import torch
 
 from kernel_ratchet.errors import RatchetError
-from kernel_ratchet.harness.timing import cuda_support, engine
-
-#: Graph mode subtracts the L2-flush cost; a result under this fraction of it is noise.
-GRAPH_MIN_FRACTION = 0.05
+from kernel_ratchet.harness.timing import cuda_support, engine, graphs
+from kernel_ratchet.harness.timing import quantity as quantity_mod
 
 
 class CudaEventEngine(engine.TimingEngine):
-    """CUDA events around the op only, cold L2 at every sample, clocks watched.
+    """CUDA events around the op only, clocks watched, in the mode the measured quantity asks.
 
-    Per ``measure``:
+    ``quantity``/``l2`` (see :mod:`.quantity`) pick the mode: ``kernel_time`` replays a CUDA
+    graph of many calls (``l2="cold"``: an L2 flush before every call inside the graph, and a
+    graph of as many flushes timed in the same sample and subtracted), ``step_time`` times
+    eager calls back to back. Without them, ``graph`` decides (``"auto"``: graphs for ops
+    under ``graph_below_us``). Per ``measure``:
 
     1. Persisting L2 reset (:func:`reset_persisting_l2`).
     2. Warm-up: eager calls for at least ``warmup_ms`` and until the SM clock settled (the last
        ``settle_window`` readings within ``settle_tol_mhz``, read through pynvml), at most
        ``settle_max_ms``. Without pynvml the warm-up is time-based: ``fallback_warmup_ms``.
        The warm-up also estimates the per-call time.
-    3. Mode: ``graph="auto"`` captures a CUDA graph of ``iters`` x (L2 flush, op) for ops under
-       ``graph_below_us`` and subtracts the flush cost (measured the same way, a graph of 50
-       flushes; ``iters`` then counts flush + op and is at most ``max_graph_iters``); larger
-       ops run eagerly, ``iters`` calls back to back. A failed capture falls back to eager
-       (flagged). The op's device time for this choice is measured with the GPU kept busy by
-       a ``torch.cuda._sleep`` ahead of it, so host launch overhead does not hide a small op
-       (``graph="off"`` skips that probe and sizes the timed calls from the warm-up's time).
+    3. Mode: a graph of ``iters`` calls (at most ``max_graph_iters``), or ``iters`` eager calls
+       back to back. The op's device time, which sizes ``iters``, is measured with the GPU
+       kept busy by a ``torch.cuda._sleep`` ahead of it, so host launch overhead does not hide
+       a small op (``graph="off"`` skips that probe and uses the warm-up's time). An op that
+       cannot be captured (host synchronisation, data-dependent shapes, CPU work) is timed in
+       eager back-to-back batches instead: the fallback is flagged and kept in the details.
     4. One sample = one timed call of ``iters`` calls lasting about ``sample_ms``: the L2 is
-       flushed (``2 x L2``) before it, the start event is recorded right before the first call,
-       the whole device is synchronized (so work on any side stream is counted) before the end
-       event. The sample is the timed call's time divided by ``iters``; per-call times inside it
-       are never independent samples. Eager calls after the first of a timed call see a warm
-       L2 (steady-state throughput); graph mode flushes before every call.
+       flushed (``2 x L2``) before it when ``flush_l2``, the start event is recorded right
+       before the first call, the whole device is synchronized (so work on any side stream is
+       counted) before the end event. The sample is the timed call's time divided by
+       ``iters``; per-call times inside it are never independent samples.
     5. The SM clock is read while each sample runs; a sample more than ``throttle_tol`` below
        the settled clock is dropped and re-taken (at most ``samples`` extra; if that is not
        enough, the throttled ones are kept and flagged).
     6. Host time around each timed call is compared with the event time: event time under
        ``host_ratio`` x host time is flagged (see :func:`host_crosscheck`).
+    7. A sample at or below 0 ms, or a median under half the launch floor (one trivial kernel
+       in the same mode, :func:`.graphs.launch_floor_ms`), is a RatchetError, never a time.
     """
 
     name = "cuda_events"
@@ -73,7 +75,14 @@ class CudaEventEngine(engine.TimingEngine):
         graph_below_us: float = 20.0,
         max_graph_iters: int = 2000,
         host_ratio: float = 0.5,
+        quantity: str | None = None,
+        l2: str | None = None,
     ) -> None:
+        self.measured = quantity_mod.engine_measure(quantity, l2)
+        if self.measured is not None:  # the quantity decides the mode and the L2 state
+            kernel = self.measured.quantity == "kernel_time"
+            graph = "on" if kernel else "off"
+            flush_l2 = self.measured.l2 == "cold" if kernel else flush_l2
         if samples < 2:
             raise RatchetError("cuda_events engine needs samples >= 2 to report a stddev")
         if not 0 < sample_ms <= 10_000:
@@ -94,23 +103,19 @@ class CudaEventEngine(engine.TimingEngine):
             raise RatchetError(
                 "cuda_events timing needs a CUDA GPU; use the perf_counter engine on the CPU"
             )
-        self.device, self.warmup_ms, self.samples, self.flush_l2 = (
-            device,
-            warmup_ms,
-            samples,
-            flush_l2,
-        )
-        self.sample_ms, self.min_iters, self.max_iters = sample_ms, min_iters, max_iters
+        self.device, self.warmup_ms, self.samples = device, warmup_ms, samples
+        self.flush_l2, self.sample_ms = flush_l2, sample_ms
+        self.min_iters, self.max_iters = min_iters, max_iters
         self.settle_window, self.settle_tol_mhz = settle_window, settle_tol_mhz
         self.settle_max_ms, self.fallback_warmup_ms = settle_max_ms, fallback_warmup_ms
         self.throttle_tol, self.graph, self.graph_below_us = throttle_tol, graph, graph_below_us
         self.host_ratio, self.max_graph_iters = host_ratio, max_graph_iters
-        l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 64 << 20)
-        self._flush = torch.empty(max(2 * l2, 1 << 20), dtype=torch.int8, device=device)
+        l2_bytes = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 64 << 20)
+        self._flush = torch.empty(max(2 * l2_bytes, 1 << 20), dtype=torch.int8, device=device)
         self._clock = cuda_support.nvml_sm_clock(device)
+        self._floors: dict[bool, float] = {}
 
     # -- pieces --
-
     def _warmup(self, fn: Callable[[], Any]) -> tuple[float, float | None, dict[str, Any]]:
         """(per-call ms estimate, settled SM clock or None, facts) after warming up."""
         torch.cuda.synchronize()
@@ -178,20 +183,6 @@ class CudaEventEngine(engine.TimingEngine):
         host_ms = (time.perf_counter() - h0) * 1e3
         return start.elapsed_time(end), host_ms, clock
 
-    def _graph(self, body: Callable[[], None], iters: int) -> Callable[[], None]:
-        g = torch.cuda.CUDAGraph()
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            body()  # warm-up on the capture stream (lazy inits must not happen in capture)
-        torch.cuda.current_stream().wait_stream(stream)
-        torch.cuda.synchronize()
-        with torch.cuda.graph(g):
-            for _ in range(iters):
-                body()
-        torch.cuda.synchronize()
-        return g.replay
-
     def _eager(self, fn: Callable[[], Any], est_ms: float) -> tuple[Callable[[], None], int]:
         """(timed call, calls in it): ``fn`` back to back, about ``sample_ms`` long."""
         iters = cuda_support.iterations_for(self.sample_ms, est_ms, self.min_iters, self.max_iters)
@@ -202,15 +193,14 @@ class CudaEventEngine(engine.TimingEngine):
 
         return run, iters
 
-    def _graphed(
-        self, fn: Callable[[], Any], device_ms: float
-    ) -> tuple[Callable[[], None], int, float]:
-        """(graph replay, calls in it, flush ms per call): a CUDA graph of (L2 flush, ``fn``)
-        pairs, about ``sample_ms`` long. Raises whatever a failed capture raises."""
+    def _graphed(self, fn: Callable[[], Any], device_ms: float) -> graphs.Plan:
+        """A CUDA graph of ``fn`` calls (each after an L2 flush when ``flush_l2``), about
+        ``sample_ms`` long, and the graph of as many flushes that is subtracted. Raises
+        whatever a failed capture raises."""
         flush = self._flush.zero_
-        flush_each = self._flush_cost(flush, 50) if self.flush_l2 else 0.0
+        flush_est = graphs.events_ms(flush) if self.flush_l2 else 0.0
         iters = cuda_support.iterations_for(
-            self.sample_ms, device_ms + flush_each, self.min_iters, self.max_graph_iters
+            self.sample_ms, device_ms + flush_est, self.min_iters, self.max_graph_iters
         )
 
         def body() -> None:
@@ -218,18 +208,24 @@ class CudaEventEngine(engine.TimingEngine):
                 flush()
             fn()
 
-        return self._graph(body, iters), iters, flush_each
+        baseline = graphs.capture(flush, iters) if self.flush_l2 else None
+        return graphs.Plan(graphs.capture(body, iters), iters, baseline, True)
 
-    def _plan(
-        self, fn: Callable[[], Any], device_ms: float, est_ms: float, flags: list[str]
-    ) -> tuple[Callable[[], None], int, float, bool]:
-        """(timed call, calls in it, flush ms per call, graph mode) for ``fn`` (step 3)."""
+    def _plan(self, fn: Callable[[], Any], device_ms: float, est_ms: float) -> graphs.Plan:
+        """How ``fn`` is timed (step 3): a graph, or eager calls (also when capture fails)."""
         if cuda_support.choose_graph(self.graph, device_ms * 1e3, self.graph_below_us):
             try:
-                return (*self._graphed(fn, device_ms), True)
+                return self._graphed(fn, device_ms)
             except Exception as exc:  # capture is not possible for every op: time it eagerly
-                flags.append(f"CUDA graph capture failed, timed eagerly ({type(exc).__name__})")
-        return (*self._eager(fn, est_ms), 0.0, False)
+                engine.sync(self.device)
+                why = f"CUDA graph capture failed ({type(exc).__name__}: {str(exc)[:160]})"
+                return graphs.Plan(*self._eager(fn, est_ms), None, False, why)
+        return graphs.Plan(*self._eager(fn, est_ms), None, False)
+
+    def _floor(self, graph: bool) -> float:
+        if graph not in self._floors:
+            self._floors[graph] = graphs.launch_floor_ms(graph, self.device)
+        return self._floors[graph]
 
     # -- the measurement --
 
@@ -249,82 +245,106 @@ class CudaEventEngine(engine.TimingEngine):
         details["device_ms_estimate"] = device_ms
         details["device_ms_source"] = "event probe behind a sleep" if probe else "warm-up"
         est_ms = max(host_est_ms, device_ms)  # an eager timed call lasts as long as the slower
-        run, iters, flush_each, use_graph = self._plan(fn, device_ms, est_ms, flags)
-        out, clocks, host, dropped = self._collect(
-            run, iters, flush_each, settled_mhz, hooks, flags
-        )
-        if use_graph and statistics.median(out) <= GRAPH_MIN_FRACTION * flush_each:
-            # the op is lost in the flush-cost subtraction (an op of ~10 us, a small GEMM on an
-            # H200, reads 0 ms): time it eagerly instead of reporting a number that means nothing
-            flags.append("graph timing ill-conditioned (op << L2 flush): timed eagerly")
-            use_graph, flush_each = False, 0.0
-            run, iters = self._eager(fn, est_ms)
-            out, clocks, host, dropped = self._collect(run, iters, 0.0, settled_mhz, hooks, flags)
+        plan = self._plan(fn, device_ms, est_ms)
+        if plan.fallback:
+            flags.append(f"{plan.fallback}: timed as back-to-back eager calls, launches included")
+        got = self._collect(plan, settled_mhz, hooks, flags)
+        plan, got, floor = self._guarded(fn, plan, got, est_ms, settled_mhz, hooks, flags)
         details.update(
-            mode="graph" if use_graph else "eager",
-            iters_per_sample=iters,
-            flush_ms_per_iter=flush_each,
+            mode="graph" if plan.graph else "eager",
+            quantity=self._what(plan),
+            fallback=plan.fallback,
+            launch_floor_ms=floor,
+            iters_per_sample=plan.iters,
+            flush_ms_per_iter=statistics.median(got.flush) if got.flush else 0.0,
             persisting_l2_reset=l2_reset,
             settled_clock_mhz=settled_mhz,
-            host_ms_per_call=host,
+            host_ms_per_call=got.host,
         )
-        t = engine.summarize(out, self.name)
+        t = engine.summarize(got.out, self.name)
         return engine.Timing(
             t.median_ms,
             t.stddev_ms,
             t.samples_ms,
             self.name,
-            tuple(clocks),
-            dropped,
+            tuple(got.clocks),
+            got.dropped,
             tuple(flags),
             details,
         )
 
-    def _collect(
+    def _guarded(
         self,
-        run: Callable[[], None],
-        iters: int,
-        flush_each: float,
+        fn: Callable[[], Any],
+        plan: graphs.Plan,
+        got: graphs.Collected,
+        est_ms: float,
         settled_mhz: float | None,
         hooks: engine.SampleHooks,
         flags: list[str],
-    ) -> tuple[list[float], list[float], list[float], int]:
-        """``self.samples`` per-call times of ``run`` (throttled samples re-taken)."""
-        out: list[float] = []
-        clocks: list[float] = []
-        host: list[float] = []
-        dropped = 0
+    ) -> tuple[graphs.Plan, graphs.Collected, float]:
+        """(plan, samples, launch floor) once the samples are a time (step 7): raises
+        RatchetError when they are not one."""
+        floor = self._floor(plan.graph)
+        why = graphs.below_floor(got.out, floor)
+        if why and plan.graph and self.measured is None:
+            # graph mode chosen by size, not by the profile: an op lost in the flush
+            # subtraction is timed eagerly instead (flagged); the eager reading is guarded too
+            flags.append(f"graph timing ill-conditioned ({why}): timed eagerly")
+            plan = graphs.Plan(
+                *self._eager(fn, est_ms), None, False, "graph timing ill-conditioned"
+            )
+            got = self._collect(plan, settled_mhz, hooks, flags)
+            floor = self._floor(False)
+            why = graphs.below_floor(got.out, floor)
+        if why:
+            raise RatchetError(
+                f"{self._what(plan)} is not a time: {why}. The timed region holds no GPU work "
+                "of the op (a graph that captured nothing, a returned cached result, work on "
+                "an unsynchronized stream) or the op is too small for this quantity"
+                + (": measure it with l2: warm" if self.flush_l2 and plan.graph else "")
+            )
+        return plan, got, floor
+
+    def _what(self, plan: graphs.Plan) -> str:
+        """The quantity this plan measured, named."""
+        if plan.graph:
+            l2 = "cold L2 (flushed per call)" if self.flush_l2 else "warm L2"
+            return f"kernel GPU time, CUDA-graph replay, {l2}"
+        return quantity_mod.Measure("step_time", "warm").label()
+
+    def _collect(
+        self,
+        plan: graphs.Plan,
+        settled_mhz: float | None,
+        hooks: engine.SampleHooks,
+        flags: list[str],
+    ) -> graphs.Collected:
+        """``self.samples`` per-call times of ``plan`` (throttled samples re-taken); with a
+        flush baseline, each sample subtracts the flushes timed right after it."""
+        got = graphs.Collected()
         attempts = 0
-        while len(out) < self.samples:
+        while len(got.out) < self.samples:
             hooks.before_sample(attempts)
-            ev_ms, host_ms, clock = self._timed(run)
+            ev_ms, host_ms, clock = self._timed(plan.run)
             hooks.after_sample(attempts)
             attempts += 1
             throttled = cuda_support.is_throttled(clock, settled_mhz, self.throttle_tol)
-            if throttled and dropped < self.samples:
-                dropped += 1
+            if throttled and got.dropped < self.samples:
+                got.dropped += 1
                 continue
             if throttled:
                 flags.append(f"sample {attempts - 1} kept although throttled ({clock:.0f} MHz)")
             note = cuda_support.host_crosscheck(ev_ms, host_ms, self.host_ratio, min_host_ms=1.0)
             if note and note not in flags:
                 flags.append(note)
-            out.append(cuda_support.per_call_ms(ev_ms, iters, flush_each))
-            if out[-1] <= 0.0 and "flush subtraction" not in " ".join(flags):
-                flags.append("flush subtraction left <= 0 ms: the op is too small to time cold")
-            host.append(host_ms / iters)
+            base_ms = self._timed(plan.baseline)[0] if plan.baseline else 0.0
+            got.flush.append(base_ms / plan.iters)
+            got.out.append(cuda_support.per_call_ms(ev_ms, plan.iters, base_ms))
+            got.host.append(host_ms / plan.iters)
             if clock is not None:
-                clocks.append(clock)
-        return out, clocks, host, dropped
-
-    def _flush_cost(self, flush: Callable[[], Any], iters: int) -> float:
-        """Median ms of one L2 flush inside a graph of ``iters`` flushes (3 timed replays)."""
-        replay = self._graph(flush, iters)
-        costs = []
-        for _ in range(3):
-            ev_ms, _, _ = self._timed(replay)
-            costs.append(ev_ms / iters)
-        return statistics.median(costs)
+                got.clocks.append(clock)
+        return got
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -342,6 +362,7 @@ class CudaEventEngine(engine.TimingEngine):
             "fallback_warmup_ms": self.fallback_warmup_ms,
             "throttle_tol": self.throttle_tol,
             "graph": self.graph,
+            "quantity": self.measured.to_dict() if self.measured else None,
             "graph_below_us": self.graph_below_us,
             "max_graph_iters": self.max_graph_iters,
             "host_ratio": self.host_ratio,

@@ -1,0 +1,114 @@
+"""CUDA graphs of many calls for the ``cuda_events`` engine, and the launch floor.
+
+:func:`capture` records ``iters`` calls of a body into a ``torch.cuda.CUDAGraph`` (the approach
+of ``triton.testing.do_bench_cudagraph``: warm the body on a side stream first, so lazy
+initialisation never happens inside the capture) and replays it once before returning, so the
+graph's upload to the device is never inside a timed replay.
+
+:func:`launch_floor_ms` measures what one trivial kernel costs per call in the same mode (graph
+replay or eager back-to-back calls): no op that does GPU work can be timed below it, so a
+reading under it means the timed region held no work (a graph that captured nothing, a
+returned cached result, work left on another stream) and is an error, never a number.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+#: A per-call time under this fraction of the launch floor is an error.
+FLOOR_FRACTION = 0.5
+#: Trivial kernels per floor measurement.
+FLOOR_CALLS = 200
+
+
+def capture(body: Callable[[], Any], iters: int) -> Callable[[], None]:
+    """The replay of a CUDA graph of ``iters`` calls of ``body`` (raises what capture raises:
+    host synchronisation, CPU tensors read on the host, an illegal call during capture)."""
+    g = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        body()  # warm-up on the capture stream (lazy inits must not happen in capture)
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    with torch.cuda.graph(g):
+        for _ in range(iters):
+            body()
+    torch.cuda.synchronize()
+    g.replay()  # the first replay uploads the graph: never a timed one
+    torch.cuda.synchronize()
+    return g.replay
+
+
+def events_ms(run: Callable[[], Any]) -> float:
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    start.record()
+    run()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+
+def launch_floor_ms(graph: bool, device: str = "cuda") -> float:
+    """Per-call ms of a one-element add, ``FLOOR_CALLS`` of them in a graph replay or back to
+    back eagerly (median of 3)."""
+    tiny = torch.zeros(1, device=device)
+
+    def one() -> None:
+        tiny.add_(1.0)
+
+    if graph:
+        run = capture(one, FLOOR_CALLS)
+    else:
+
+        def run() -> None:
+            for _ in range(FLOOR_CALLS):
+                one()
+
+        run()
+    return statistics.median(events_ms(run) for _ in range(3)) / FLOOR_CALLS
+
+
+def below_floor(samples_ms: list[float], floor_ms: float) -> str | None:
+    """Why these per-call samples are not a time (a sample at or below 0, or a median under
+    ``FLOOR_FRACTION`` x the launch floor), or None when they are one."""
+    low = [x for x in samples_ms if not x > 0]
+    if low:
+        return f"{len(low)} of {len(samples_ms)} samples read <= 0 ms per call"
+    med = statistics.median(samples_ms)
+    if med < FLOOR_FRACTION * floor_ms:
+        return (
+            f"the median {med * 1e3:.3f} us per call is under {FLOOR_FRACTION:g}x the launch "
+            f"floor ({floor_ms * 1e3:.3f} us: one trivial kernel in the same mode)"
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How an op is timed: the timed call, the calls in it, the graph of flushes subtracted
+    from it (cold-L2 graph mode), whether it is a graph, and why not when capture failed."""
+
+    run: Callable[[], None]
+    iters: int
+    baseline: Callable[[], None] | None
+    graph: bool
+    fallback: str | None = None
+
+
+@dataclass
+class Collected:
+    """The kept samples of one measurement (per-call ms) and what was read beside them."""
+
+    out: list[float] = field(default_factory=list)
+    clocks: list[float] = field(default_factory=list)
+    host: list[float] = field(default_factory=list)
+    flush: list[float] = field(default_factory=list)
+    dropped: int = 0
