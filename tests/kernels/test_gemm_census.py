@@ -55,11 +55,12 @@ def test_specialization_tells_odd_strides_from_aligned_ones():
 
 def test_dry_run_decides_as_on_a_gpu_and_runs_nothing():
     a, b, d = cs._inputs(Shape("s", M=4097, N=6144, K=4096), torch.bfloat16, "cpu")
+    before = cs.launch.interpreter_mode()
     c = cs.census_call(lambda: cs.launch.gemm(a, b), dry=True, sms=132)
     g = c.gemms()
     assert len(g) == 1 and g[0].get("USE_TMA") is True
     assert g[0].ctas <= 132 or not g[0].get("PERSISTENT")
-    assert cs.launch.interpreter_mode() is True  # restored after the block
+    assert cs.launch.interpreter_mode() is before  # restored after the block
 
 
 def test_repeated_calls_compile_nothing_new():

@@ -33,7 +33,8 @@ def capture(body: Callable[[], Any], iters: int) -> Callable[[], None]:
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
-        body()  # warm-up on the capture stream (lazy inits must not happen in capture)
+        body()  # warm-up on the capture stream: lazy inits and autotuning happen here
+        _without_host_sync(body)
     torch.cuda.current_stream().wait_stream(stream)
     torch.cuda.synchronize()
     with torch.cuda.graph(g):
@@ -43,6 +44,19 @@ def capture(body: Callable[[], Any], iters: int) -> Callable[[], None]:
     g.replay()  # the first replay uploads the graph: never a timed one
     torch.cuda.synchronize()
     return g.replay
+
+
+def _without_host_sync(body: Callable[[], Any]) -> None:
+    """Run ``body`` once with synchronising CUDA calls (``.item()``, ``.cpu()``...) made errors:
+    such a body cannot be captured, and a capture that fails half-way leaves PyTorch's CUDA
+    generator in capture mode, so later random draws of the process fail. Finding the sync in
+    an eager call keeps the process clean and the fallback says why."""
+    previous = torch.cuda.get_sync_debug_mode()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        body()
+    finally:
+        torch.cuda.set_sync_debug_mode(previous)
 
 
 def events_ms(run: Callable[[], Any]) -> float:
