@@ -219,6 +219,15 @@ class Worker:
         }
         return self._request(msg)
 
+    def wait_ready(self, deadline: float) -> bool:
+        """Block until the worker has started (True) or failed to start by the monotonic
+        ``deadline`` (False: the worker is then dead, its failure recorded)."""
+        if self._info is not None:
+            return True
+        if self._closed or self._failed is not None:
+            return False
+        return self._await_ready(deadline) is None
+
     @property
     def alive(self) -> bool:
         """True while the process runs and no request has failed."""
@@ -229,8 +238,8 @@ class Worker:
         """What the worker said when ready (``has_backward``, ``schema``, ``pid``), else None."""
         return self._info
 
-    def close(self) -> None:
-        """Ask the worker to exit; kill its process group if it does not within 5 s."""
+    def close(self, grace_s: float = 5.0) -> None:
+        """Ask the worker to exit; kill its process group if it does not within ``grace_s``."""
         if self._closed:
             return
         self._closed = True
@@ -240,7 +249,7 @@ class Worker:
                 self._proc.stdin.write(b'{"op": "exit"}\n')
                 self._proc.stdin.flush()
                 self._proc.stdin.close()
-                self._proc.wait(timeout=5)
+                self._proc.wait(timeout=grace_s)
             except (OSError, subprocess.TimeoutExpired):
                 self._kill()
         self._log.close()
@@ -343,6 +352,16 @@ class Worker:
             except json.JSONDecodeError:
                 continue  # not a protocol line (cannot happen with fd 1 redirected; be safe)
 
+    def _await_ready(self, deadline: float) -> WorkerResult | None:
+        """Wait for the start-up answer: None once ready, else the start-up failure."""
+        ready = self._receive(deadline, "start-up")
+        if isinstance(ready, WorkerResult):
+            return ready
+        if not ready.get("ok"):
+            return self._fail(ready["category"], ready["detail"])
+        self._info = dict(ready.get("info") or {})
+        return None
+
     def _request(self, msg: dict[str, Any]) -> WorkerResult:
         if self._closed or self._failed is not None:
             why = self._failed.detail if self._failed else "it was closed"
@@ -350,13 +369,9 @@ class Worker:
                 f"this worker is dead ({why}); start a new Worker for the next request"
             )
         if self._info is None:
-            limit = self.spec.timeout_s + STARTUP_GRACE_S
-            ready = self._receive(time.monotonic() + limit, "start-up")
-            if isinstance(ready, WorkerResult):
-                return ready
-            if not ready.get("ok"):
-                return self._fail(ready["category"], ready["detail"])
-            self._info = dict(ready.get("info") or {})
+            failed = self._await_ready(time.monotonic() + self.spec.timeout_s + STARTUP_GRACE_S)
+            if failed is not None:
+                return failed
         if self._unrequested_line():
             return self._fail(
                 "cheat",

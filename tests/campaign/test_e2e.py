@@ -93,6 +93,11 @@ def test_whole_campaign(tmp_path):
     took = json.loads((cdir / "rounds/round-2/round.json").read_text())["seconds"]
     assert set(took) == {"test", "harness_quick", "ab_quick", "transfer", "measure"}, took
     assert took["measure"] >= sum(v for k, v in took.items() if k != "measure") - 0.5 > 0
+    art = cdir / "rounds/round-2/artifacts"
+    for side in ("incumbent", "candidate"):  # one worker per side served the A/B and transfer
+        log = (art / f"paired/{side}_worker.log").read_text()
+        assert log.count("ready after") == 1 and " transfer " in log, log
+    assert not list(art.glob("transfer_*.log"))
     incumbent = (root / KERNEL).read_text()
 
     # round 3: smaller K tiles double the k-loop -> slower -> ROLLED BACK

@@ -31,6 +31,8 @@ from kernel_ratchet.scoring.decision import decide
 
 if TYPE_CHECKING:
     from kernel_ratchet.campaign.context import CampaignContext
+    from kernel_ratchet.campaign.rounds.workers import RoundWorkers
+    from kernel_ratchet.harness.worker import Worker
 
 ESCALATE_BELOW = 0.05  # a quick gain under 5% is confirmed on the full set (SPEC section 5)
 QUICK_IS_FULL = (
@@ -83,10 +85,19 @@ class LevelResult:
 
 
 def _level(
-    c: CampaignContext, n: int, draft: RoundDraft, art: Path, level: str, name: str
+    c: CampaignContext,
+    n: int,
+    draft: RoundDraft,
+    art: Path,
+    level: str,
+    name: str,
+    workers: RoundWorkers | None = None,
 ) -> LevelResult:
     """Harness at ``level`` (the round's CSV), then the decision against the incumbent:
-    correctness and shape-set gates on the CSV, then the paired A/B."""
+    correctness and shape-set gates on the CSV, then the paired A/B (in the round's
+    ``workers`` when given; they are idle before the harness times anything)."""
+    if workers is not None:
+        workers.settle()
     shapes = len(c.m.representative_shapes) if level == "quick" else len(c.m.target_shapes)
     c.say(f"round-{n}: harness, {level} level ({shapes} shapes)")
     h, csv = _run_harness(c, art, level, name)
@@ -105,7 +116,8 @@ def _level(
     if any(not r.passed for r in c.table(c.rel(csv)).rows):
         return LevelResult(csv, gates, Category.CORRECTNESS)
     t0 = time.monotonic()
-    outcome = paired_decision(c, n, art, c.rel(csv), inc_rel)
+    lend = workers.lend() if workers is not None else None
+    outcome = paired_decision(c, n, art, c.rel(csv), inc_rel, worker_factory=lend)
     draft.timed(f"ab_{level}", time.monotonic() - t0)
     if isinstance(outcome, PairedFailure):
         record = draft.failed(
@@ -119,12 +131,15 @@ def _level(
     return LevelResult(csv, d, category)
 
 
-def measure_levels(c: CampaignContext, n: int, draft: RoundDraft, art: Path) -> RoundRecord:
+def measure_levels(
+    c: CampaignContext, n: int, draft: RoundDraft, art: Path, workers: RoundWorkers | None = None
+) -> RoundRecord:
     """The round's level (and the full level after a quick gain under 5%), then the transfer
-    check of an accepted paired decision; returns the round's record."""
+    check of an accepted paired decision; returns the round's record. ``workers``: the
+    round's started workers (:mod:`.workers`), reused by its A/B and transfer check."""
     level = draft.level
     inc_rel = c.state.incumbent_quick_csv if level == "quick" else c.state.incumbent_full_csv
-    res = _level(c, n, draft, art, level, "benchmark.csv")
+    res = _level(c, n, draft, art, level, "benchmark.csv", workers)
     if res.failed is not None:
         return res.failed
     csv, d, category = res.csv, res.decision, res.category
@@ -136,7 +151,7 @@ def measure_levels(c: CampaignContext, n: int, draft: RoundDraft, art: Path) -> 
         quick = art / "benchmark_quick.csv"
         os.replace(csv, quick)
         draft.quick_csv = c.rel(quick)
-        res = _level(c, n, draft, art / "full", "full", "benchmark.csv")
+        res = _level(c, n, draft, art / "full", "full", "benchmark.csv", workers)
         if res.failed is not None:
             return res.failed
         final = art / "benchmark.csv"
@@ -144,7 +159,8 @@ def measure_levels(c: CampaignContext, n: int, draft: RoundDraft, art: Path) -> 
         csv, d, category = final, res.decision, res.category
         level, inc_rel, escalated = "full", c.state.incumbent_full_csv, True
     if d.accepted and d.paired:
-        d, category = _transfer_gate(c, n, draft, art, c.rel(csv), d, category)
+        live = workers.live() if workers is not None else None
+        d, category = _transfer_gate(c, n, draft, art, c.rel(csv), d, category, live)
     return draft.decided(
         d, category, now(), level=level, csv=c.rel(csv), incumbent_csv=inc_rel, escalated=escalated
     )
@@ -158,12 +174,13 @@ def _transfer_gate(
     csv_rel: str,
     d: RoundDecision,
     category: Category,
+    live: dict[str, Worker] | None = None,
 ) -> tuple[RoundDecision, Category]:
     """The dynamic transfer check of an accepted paired decision: an OVERFIT verdict rolls
     the round back as REJECT-as-overfit."""
     c.say(f"round-{n}: transfer check (fresh tensors vs the benchmark idiom)")
     t0 = time.monotonic()
-    dyn = dynamic_check(c, art, [r.label for r in c.table(csv_rel).rows])
+    dyn = dynamic_check(c, art, [r.label for r in c.table(csv_rel).rows], live)
     draft.timed("transfer", time.monotonic() - t0)
     d = replace(d, dynamic=dyn)
     if dyn["verdict"] == "OVERFIT":

@@ -20,6 +20,7 @@ from kernel_ratchet.campaign.lineage.kernel import (
 )
 from kernel_ratchet.campaign.record import RoundDraft, RoundRecord
 from kernel_ratchet.campaign.rounds.levels import measure_levels
+from kernel_ratchet.campaign.rounds.workers import RoundWorkers
 from kernel_ratchet.campaign.scope import split_editor_files
 from kernel_ratchet.campaign.state import PendingRound
 from kernel_ratchet.campaign.steps import TEST_TIMEOUT_S, run_step
@@ -108,8 +109,9 @@ def _measure(c: CampaignContext, n: int, p: PendingRound) -> RoundRecord:
     swapped = backend_change(c)
     if swapped:
         return draft.failed(Category.BACKEND, swapped, now())
-    failed = _build_and_test(c, n, draft, art)
-    return failed or measure_levels(c, n, draft, art)
+    with RoundWorkers(c, art) as workers:
+        failed = _build_and_test(c, n, draft, art, workers)
+        return failed or measure_levels(c, n, draft, art, workers)
 
 
 def _syntax_error(c: CampaignContext) -> str | None:
@@ -126,8 +128,12 @@ def _syntax_error(c: CampaignContext) -> str | None:
     return None
 
 
-def _build_and_test(c: CampaignContext, n: int, draft: RoundDraft, art: Path) -> RoundRecord | None:
-    """The rebuild (when the campaign has one) and the focused test; their failure's record."""
+def _build_and_test(
+    c: CampaignContext, n: int, draft: RoundDraft, art: Path, workers: RoundWorkers
+) -> RoundRecord | None:
+    """The rebuild (when the campaign has one) and the focused test; their failure's record.
+    The round's workers start (on the rebuilt tree) as the focused test starts: their
+    start-up runs beside the test, which times nothing."""
     if c.m.rebuild_command:
         c.say(f"round-{n}: rebuild")
         b = run_step(
@@ -140,7 +146,8 @@ def _build_and_test(c: CampaignContext, n: int, draft: RoundDraft, art: Path) ->
         draft.timed("rebuild", b.seconds)
         if not b.ok:
             return draft.failed(Category.BUILD, f"build failed: {b.reason}", now())
-    c.say(f"round-{n}: focused test")
+    workers.start()
+    c.say(f"round-{n}: focused test (the A/B's workers start beside it)")
     t = run_step(
         "focused test",
         c.m.test_command,

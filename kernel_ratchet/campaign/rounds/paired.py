@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -125,10 +126,12 @@ def run_ab(
     rng_seed: int | None = None,
     single_look: bool = False,
     a_a: bool = False,
+    worker_factory: Callable[..., Any] | None = None,
 ) -> PairedRun:
     """Paired A/B of incumbent vs candidate on ``labels`` (``single_look``: k_start rounds
     only, for the fresh-process confirmation of a suspiciously large gain; ``a_a``: the
-    incumbent against itself, for calibration)."""
+    incumbent against itself, for calibration; ``worker_factory``: where the workers come
+    from, fresh processes by default)."""
     by = {s["label"]: s for s in c.m.target_shapes}
     shapes = [Shape.from_dict(by[x]) for x in labels]
     inc, cand = _specs(c)
@@ -150,6 +153,7 @@ def run_ab(
         progress=c.say,
         campaign_type=c.m.campaign_type,
         time_kwargs=_time_kwargs(c),
+        worker_factory=worker_factory,
     )
 
 
@@ -164,16 +168,23 @@ class PairedFailure:
 
 
 def paired_decision(
-    c: CampaignContext, n: int, art: Path, cand_rel: str, inc_rel: str
+    c: CampaignContext,
+    n: int,
+    art: Path,
+    cand_rel: str,
+    inc_rel: str,
+    worker_factory: Callable[..., Any] | None = None,
 ) -> RoundDecision | PairedFailure:
-    """Measure and decide; returns the round's decision (or the failure that ended the A/B)."""
+    """Measure and decide; returns the round's decision (or the failure that ended the A/B).
+    ``worker_factory``: the round's workers for the A/B (never for the fresh-process
+    confirmation of a suspiciously large gain)."""
     labels = [r.label for r in c.table(cand_rel).rows]
     secret = secrets.randbits(63)
     c.say(
         f"round-{n}: paired A/B, incumbent vs candidate, {len(labels)} shapes, "
         f"measuring {measured_quantity(c)}"
     )
-    run = run_ab(c, labels, art / "paired", secret=secret)
+    run = run_ab(c, labels, art / "paired", secret=secret, worker_factory=worker_factory)
     suspicious = []
     if run.ok:
         suspicious = [s.label for s in run.decision.per_shape if s.ratio > SUSPICIOUS_RATIO]

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Mapping
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,8 +48,15 @@ def _modules(c: CampaignContext) -> tuple[str, ...]:
     )
 
 
-def dynamic_check(c: CampaignContext, art: Path, labels: list[str]) -> dict[str, Any]:
-    """Run both sides' simulation; returns {"verdict": OVERFIT | TRANSFERS | NOT-RUN, ...}."""
+def dynamic_check(
+    c: CampaignContext,
+    art: Path,
+    labels: list[str],
+    workers: Mapping[str, Worker] | None = None,
+) -> dict[str, Any]:
+    """Run both sides' simulation; returns {"verdict": OVERFIT | TRANSFERS | NOT-RUN, ...}.
+    ``workers``: the round's live workers by side (:mod:`.workers`), reused; a side without
+    one gets a fresh worker logging to ``transfer_<side>.log``."""
     shape = _largest(c, labels)
     cuda = torch.cuda.is_available()
     steps, repeats = (8, 5) if cuda else (4, 3)
@@ -61,14 +70,9 @@ def dynamic_check(c: CampaignContext, art: Path, labels: list[str]) -> dict[str,
         "min_rel_gap": floor,
     }
     for side, spec in sides.items():
-        with Worker(spec, art / f"transfer_{side}.log") as w:
-            r = w.transfer(
-                shape,
-                seed,
-                steps=steps,
-                repeats=repeats,
-                cache_modules=_modules(c),
-            )
+        kept = (workers or {}).get(side)
+        with nullcontext(kept) if kept else Worker(spec, art / f"transfer_{side}.log") as w:
+            r = w.transfer(shape, seed, steps=steps, repeats=repeats, cache_modules=_modules(c))
         if not r.ok:
             first = r.detail.splitlines()[0] if r.detail else ""
             why = f"the {side}'s simulation did not run ({r.category}: {first})"

@@ -1,0 +1,97 @@
+"""The incumbent's and the candidate's worker of one round, started once and reused.
+
+A worker's start (a Python process importing torch, the harness and the op's adapter, on a
+GPU also its CUDA context) costs seconds; a round used to pay it twice per side (the paired
+A/B, then the transfer check). :class:`RoundWorkers` starts both workers when the focused test
+starts, so their start-up runs beside the test, which needs no exclusive device; before any
+timing (the harness, the A/B) :meth:`RoundWorkers.settle` waits until both are idle, so no
+import competes with a timed call. The A/B borrows them (:meth:`RoundWorkers.lend`) and the
+transfer check runs in them after it. What each request checks and measures is unchanged: every
+request carries its own inputs, seeds and anti-cheat checks, and a worker that failed is never
+lent again (a fresh one is started in its place, as before). The fresh-process confirmation of a
+suspiciously large gain never borrows them: it exists to measure in fresh processes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import nullcontext
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kernel_ratchet.campaign.rounds.paired import _specs
+from kernel_ratchet.harness.ab import SIDES
+from kernel_ratchet.harness.worker import STARTUP_GRACE_S, Worker
+
+if TYPE_CHECKING:
+    from kernel_ratchet.campaign.context import CampaignContext
+    from kernel_ratchet.harness.worker import WorkerSpec
+
+#: Where the round's workers write their logs: the paired A/B's log folder, so the A/B's
+#: record names the log its workers wrote.
+LOG_DIR = "paired"
+
+
+class RoundWorkers:
+    """One worker per side for one round (context manager: closes them, also on Ctrl+C).
+
+    ``start`` launches both (non-blocking); ``settle`` waits for both to finish starting;
+    ``lend`` gives a ``worker_factory`` for :func:`~kernel_ratchet.harness.ab.run_paired`;
+    ``live`` the still-healthy workers by side for the transfer check."""
+
+    def __init__(self, c: CampaignContext, art: Path) -> None:
+        self._c = c
+        self.log_dir = Path(art) / LOG_DIR
+        self._workers: dict[str, Worker] = {}
+
+    def start(self) -> None:
+        """Launch both workers (their start-up runs in the background)."""
+        if self._workers:
+            return
+        for side, spec in zip(SIDES, _specs(self._c), strict=True):
+            self._workers[side] = Worker(spec, self.log_path(side))
+
+    def log_path(self, side: str) -> Path:
+        return self.log_dir / f"{side}_worker.log"
+
+    def settle(self) -> None:
+        """Wait until every started worker is idle (ready, or failed to start): timing must
+        not share the machine with an import. A worker that failed to start is dropped; the
+        step that needs it starts a fresh one, which records the failure as before."""
+        for side, w in list(self._workers.items()):
+            deadline = time.monotonic() + w.spec.timeout_s + STARTUP_GRACE_S
+            if not w.wait_ready(deadline):
+                w.close()
+                del self._workers[side]
+
+    def lend(self) -> Callable[[WorkerSpec, Path], Any]:
+        """A ``worker_factory``: the round's worker of the next side (incumbent first, the
+        order in which ``run_paired`` opens them) when it is healthy and matches the requested
+        spec and log, else a fresh :class:`Worker`."""
+        sides: Iterator[str] = iter(SIDES)
+
+        def factory(spec: WorkerSpec, log_path: Path) -> Any:
+            w = self._workers.get(next(sides, ""))
+            if w is not None and w.alive and w.spec == spec and Path(log_path) == w.log_path:
+                return nullcontext(w)  # lent: the round closes it
+            return Worker(spec, log_path)
+
+        return factory
+
+    def live(self) -> dict[str, Worker]:
+        """The round's healthy workers by side (a failed one is left out)."""
+        return {side: w for side, w in self._workers.items() if w.alive}
+
+    def close(self, grace_s: float = 5.0) -> None:
+        """Close both workers (killed when they do not exit within ``grace_s``)."""
+        for w in self._workers.values():
+            w.close(grace_s)
+        self._workers.clear()
+
+    def __enter__(self) -> RoundWorkers:
+        return self
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        # an interrupted or failed round does not wait for a busy worker to finish
+        self.close(5.0 if exc_type is None else 0.0)

@@ -1,0 +1,169 @@
+"""A round's workers start beside the focused test and serve the A/B and the transfer check:
+what the concurrency must not change (a failing test still rolls the round back, Ctrl+C still
+closes it, the harness never times beside a starting worker) and when a worker is not reused."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from kernel_ratchet.campaign.engine import Campaign
+from kernel_ratchet.campaign.rounds import levels, measure, workers
+from kernel_ratchet.campaign.steps import StepResult
+from kernel_ratchet.harness.worker import WorkerSpec
+from kernel_ratchet.profile.loader import load_profile
+from tests.campaign.conftest import KERNEL, campaign_dir, set_blocks
+
+
+class FakeWorker:
+    """Stands in for a worker process: records how it was started, waited for and closed."""
+
+    made: list[FakeWorker] = []
+    starts_ok = True
+
+    def __init__(self, spec: WorkerSpec, log_path: Path) -> None:
+        self.spec, self.log_path = spec, Path(log_path)
+        self.ready = self.dead = False
+        self.closed_with: float | None = None
+        FakeWorker.made.append(self)
+
+    @property
+    def alive(self) -> bool:
+        return self.closed_with is None and not self.dead
+
+    def wait_ready(self, deadline: float) -> bool:
+        self.ready, self.dead = FakeWorker.starts_ok, not FakeWorker.starts_ok
+        return self.ready
+
+    def close(self, grace_s: float = 5.0) -> None:
+        self.closed_with = grace_s
+
+
+@pytest.fixture
+def fake_workers(monkeypatch):
+    FakeWorker.made, FakeWorker.starts_ok = [], True
+    monkeypatch.setattr(workers, "Worker", FakeWorker)
+    return FakeWorker.made
+
+
+def _spec(root: str) -> WorkerSpec:
+    return WorkerSpec(root, "m:A", "perf_counter", {}, "cpu", True)
+
+
+# -- lending ------------------------------------------------------------------------------------
+
+
+def test_the_round_lends_its_own_healthy_workers_and_nothing_else(
+    tmp_path, monkeypatch, fake_workers
+):
+    specs = (_spec("inc"), _spec("cand"))
+    monkeypatch.setattr(workers, "_specs", lambda _c: specs)
+    rw = workers.RoundWorkers(None, tmp_path)
+    rw.start()
+    inc, cand = fake_workers
+    lend = rw.lend()  # the A/B opens the incumbent's first, then the candidate's
+    assert lend(specs[0], rw.log_path("incumbent")).__enter__() is inc
+    assert lend(specs[1], rw.log_path("candidate")).__enter__() is cand
+    cand.dead = True  # the candidate's worker failed during the A/B
+    assert rw.live() == {"incumbent": inc}
+    again = rw.lend()
+    assert again(specs[0], rw.log_path("incumbent")).__enter__() is inc
+    fresh = again(specs[1], rw.log_path("candidate"))
+    assert isinstance(fresh, FakeWorker) and fresh is not cand
+    # another log (the escalated full level's A/B) or another spec: fresh processes
+    other = rw.lend()
+    assert other(specs[0], tmp_path / "full/paired/incumbent_worker.log") not in (inc, cand)
+    assert other(_spec("elsewhere"), rw.log_path("candidate")) not in (inc, cand)
+    rw.close()
+    assert inc.closed_with == 5.0
+
+
+def test_a_worker_that_fails_to_start_is_replaced_by_a_fresh_one(
+    tmp_path, monkeypatch, fake_workers
+):
+    specs = (_spec("inc"), _spec("cand"))
+    monkeypatch.setattr(workers, "_specs", lambda _c: specs)
+    FakeWorker.starts_ok = False
+    with workers.RoundWorkers(None, tmp_path) as rw:
+        rw.start()
+        rw.settle()
+        assert rw.live() == {}
+        lent = rw.lend()(specs[0], rw.log_path("incumbent"))
+        assert lent is fake_workers[-1] and len(fake_workers) == 3  # a fresh start, recorded
+    assert all(w.closed_with is not None for w in fake_workers[:2])
+
+
+# -- the round around them ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def campaign(project, monkeypatch, fake_workers):
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(project), os.environ["PYTHONPATH"]]))
+    monkeypatch.chdir(project)
+    set_blocks(project, M=32, N=32)
+    return lambda: Campaign(load_profile(project), campaign_dir(project))
+
+
+def _last_round(project: Path) -> dict:
+    return json.loads((campaign_dir(project) / "rounds/round-2/round.json").read_text())
+
+
+def _step(name: str, ok: bool) -> StepResult:
+    return StepResult(name, "cmd", ok, 0 if ok else 1, 0.1, "log", "ok" if ok else "it failed")
+
+
+def test_a_failing_focused_test_rolls_back_and_nothing_is_measured(
+    project, campaign, monkeypatch, fake_workers
+):
+    seen = []
+
+    def focused_test(name, command, **kw):
+        seen.append([w.alive for w in fake_workers])  # started before the test, beside it
+        return _step(name, ok=False)
+
+    def harness(*_a, **_kw):
+        raise AssertionError("the harness ran after a failed focused test")
+
+    monkeypatch.setattr(measure, "run_step", focused_test)
+    monkeypatch.setattr(levels, "_run_harness", harness)
+    with campaign() as c:
+        rec = c.validate("32x32 tiles")
+    assert seen == [[True, True]]
+    assert rec.status == "ROLLED BACK" and rec.category.value == "test", rec.reason
+    assert [w.closed_with for w in fake_workers] == [5.0, 5.0]
+    assert not (campaign_dir(project) / "rounds/round-2/artifacts/benchmark.csv").exists()
+    assert "BLOCK_M = 16" in (project / KERNEL).read_text()
+
+
+def test_ctrl_c_beside_the_starting_workers_closes_the_round_and_kills_them(
+    project, campaign, monkeypatch, fake_workers
+):
+    def interrupted(name, command, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(measure, "run_step", interrupted)
+    with campaign() as c, pytest.raises(KeyboardInterrupt):
+        c.validate("32x32 tiles")
+    assert [w.closed_with for w in fake_workers] == [0.0, 0.0]  # not waited for
+    with campaign() as c:
+        assert c.state.pending is None and c.state.closed[-1].category == "interrupted"
+    assert "Ctrl+C" in _last_round(project)["reason"]
+    assert "BLOCK_M = 16" in (project / KERNEL).read_text()
+
+
+def test_the_harness_waits_until_the_workers_are_idle(project, campaign, monkeypatch, fake_workers):
+    when_timed = []
+
+    def harness(c, art, level, name):
+        when_timed.append([w.ready for w in fake_workers])
+        return _step("harness", ok=False), art / name
+
+    monkeypatch.setattr(measure, "run_step", lambda name, cmd, **kw: _step(name, ok=True))
+    monkeypatch.setattr(levels, "_run_harness", harness)
+    with campaign() as c:
+        rec = c.validate("32x32 tiles")
+    assert when_timed == [[True, True]]
+    assert rec.category.value == "harness" and all(w.closed_with for w in fake_workers)
