@@ -21,6 +21,7 @@ import dataclasses
 import os
 import shutil
 import signal
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,7 +49,8 @@ HARNESS = "quick_test_bench.py"
 #: Written into a round's directory when a worker starts measuring it: a second start of the
 #: same candidate (the scheduler re-ran it after its worker died) records the loss instead.
 STARTED = ".candidate-started"
-#: Test hook: ``<round>`` kills the worker process that starts measuring that round (kill -9).
+#: Test hook: ``<round>`` kills the worker process that starts measuring that round (kill -9);
+#: ``<round>:hang`` makes that round's task hang before it reads anything.
 FAULT_ENV = "KERNEL_RATCHET_CANDIDATE_FAULT"
 _NOT_LINKED = {SLOTS, ".incumbent", HARNESS}
 
@@ -199,6 +201,8 @@ def measure_candidate(job: CandidateJob) -> dict[str, Any]:
     as lost (INTERRUPTED)."""
     from kernel_ratchet.profile.loader import load_profile
 
+    if os.environ.get(FAULT_ENV) == f"{job.round}:hang":
+        threading.Event().wait()
     c = view_context(load_profile(job.profile), job)
     rdir = c.round_dir(job.round)
     marker = rdir / STARTED
