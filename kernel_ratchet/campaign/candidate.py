@@ -155,6 +155,18 @@ def stage_candidate(
     )
 
 
+def remove_slots(c: CampaignContext) -> bool:
+    """Remove the candidate slots of parallel rounds, their worktrees unregistered from git;
+    True when there were any. Every candidate's kernel snapshot, artifacts and record are in
+    its round directory (the slot's campaign view only links to them), so nothing is lost."""
+    slots = c.dir / SLOTS
+    if not slots.exists():
+        return False
+    shutil.rmtree(slots)  # removes the view's links, never what they point to
+    git.git(c.groot, "worktree", "prune")
+    return True
+
+
 def set_aside(c: CampaignContext, n: int, tag: str) -> None:
     """Move round ``n``'s directory (left by an attempt that never closed) out of the way,
     kept as ``rounds/.<tag>-round-<n>-<time>``."""
@@ -242,5 +254,5 @@ def lost_record(job: CandidateJob, why: str) -> RoundRecord:
         notes=notes,
         seconds=None,
     )
-    reason = f"interrupted: {why}; the candidate's tree is kept until its slot is used again"
+    reason = f"interrupted: {why}; its kernel snapshot is in its round directory"
     return draft.failed(Category.INTERRUPTED, reason, now())
