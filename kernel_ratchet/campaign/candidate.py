@@ -21,6 +21,7 @@ import dataclasses
 import os
 import shutil
 import signal
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,7 +49,8 @@ HARNESS = "quick_test_bench.py"
 #: Written into a round's directory when a worker starts measuring it: a second start of the
 #: same candidate (the scheduler re-ran it after its worker died) records the loss instead.
 STARTED = ".candidate-started"
-#: Test hook: ``<round>`` kills the worker process that starts measuring that round (kill -9).
+#: Test hook: ``<round>`` kills the worker process that starts measuring that round (kill -9);
+#: ``<round>:hang`` makes that round's task hang before it reads anything.
 FAULT_ENV = "KERNEL_RATCHET_CANDIDATE_FAULT"
 _NOT_LINKED = {SLOTS, ".incumbent", HARNESS}
 
@@ -153,6 +155,18 @@ def stage_candidate(
     )
 
 
+def remove_slots(c: CampaignContext) -> bool:
+    """Remove the candidate slots of parallel rounds, their worktrees unregistered from git;
+    True when there were any. Every candidate's kernel snapshot, artifacts and record are in
+    its round directory (the slot's campaign view only links to them), so nothing is lost."""
+    slots = c.dir / SLOTS
+    if not slots.exists():
+        return False
+    shutil.rmtree(slots)  # removes the view's links, never what they point to
+    git.git(c.groot, "worktree", "prune")
+    return True
+
+
 def set_aside(c: CampaignContext, n: int, tag: str) -> None:
     """Move round ``n``'s directory (left by an attempt that never closed) out of the way,
     kept as ``rounds/.<tag>-round-<n>-<time>``."""
@@ -199,6 +213,8 @@ def measure_candidate(job: CandidateJob) -> dict[str, Any]:
     as lost (INTERRUPTED)."""
     from kernel_ratchet.profile.loader import load_profile
 
+    if os.environ.get(FAULT_ENV) == f"{job.round}:hang":
+        threading.Event().wait()
     c = view_context(load_profile(job.profile), job)
     rdir = c.round_dir(job.round)
     marker = rdir / STARTED
@@ -238,5 +254,5 @@ def lost_record(job: CandidateJob, why: str) -> RoundRecord:
         notes=notes,
         seconds=None,
     )
-    reason = f"interrupted: {why}; the candidate's tree is kept until its slot is used again"
+    reason = f"interrupted: {why}; its kernel snapshot is in its round directory"
     return draft.failed(Category.INTERRUPTED, reason, now())

@@ -40,10 +40,13 @@ def fleet(
     if max_duration:
         args += ["--max-duration", max_duration]
     todo = tasks(prof, campaigns, args)
-    gpu_list = parse_gpus(gpus) if gpus else []
-    with open_cluster(gpu_list, workers, scheduler) as client:
-        codes = run_fleet(client, prof, todo, lambda m: err.print(m, highlight=False))
+    codes: dict[str, int] = {}
+    if todo:
+        gpu_list = parse_gpus(gpus) if gpus else []
+        with open_cluster(gpu_list, workers, scheduler) as client:
+            say = lambda m: err.print(m, highlight=False, soft_wrap=True)
+            codes = run_fleet(client, prof, todo, say)
     for op, name in campaigns.items():
-        code = codes.get(op, "ended before")
+        code = codes.get(op, "it had ended before")
         report = prof.campaign_root_path / name / "report.md"
         out.print(f"{op}: campaign {name}: exit {code}; {report}")

@@ -11,13 +11,17 @@ view reads the campaigns' own records.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shlex
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kernel_ratchet.campaign.fsutil import atomic_write_json
@@ -31,6 +35,11 @@ from kernel_ratchet.profile.schema import Profile
 FLEET_FILE = "fleet.json"
 #: A campaign whose worker died is started again (``ratchet resume``) this many times.
 RESTARTS = 1
+#: Seconds between two looks at the campaigns' states.
+POLL_S = 1.0
+#: Test hook: ``<op>`` kills the worker running that op's campaign (kill -9, the campaign's
+#: process with it) once the campaign measures a round; only its first run, not the resume.
+FAULT_ENV = "KERNEL_RATCHET_FLEET_FAULT"
 
 
 @dataclass(frozen=True)
@@ -44,11 +53,29 @@ class CampaignTask:
     log: str
 
     def command(self) -> str:
-        return shlex.join([sys.executable, "-m", "kernel_ratchet.cli", *self.argv])
+        # exec: the campaign's process is the one that dies with its worker (PR_SET_PDEATHSIG)
+        return "exec " + shlex.join([sys.executable, "-m", "kernel_ratchet.cli", *self.argv])
+
+    def resumed(self) -> CampaignTask:
+        """The same campaign continued (``ratchet resume``), its output in a log of its own."""
+        argv = ("resume", *(a for a in self.argv[1:] if a != "--yes"))
+        return replace(self, argv=argv, log=str(drive_log(Path(self.log).parent)))
+
+
+def drive_log(cdir: Path) -> Path:
+    """The next free ``fleet-<n>.log`` of a campaign: every run of it keeps its own output."""
+    n = 1
+    while (cdir / f"fleet-{n}.log").exists():
+        n += 1
+    return cdir / f"fleet-{n}.log"
 
 
 def drive(task: CampaignTask) -> int:
     """A worker's task: run the campaign's command; returns its exit code."""
+    if os.environ.get(FAULT_ENV) == task.op and task.argv[0] == "run":
+        watch = threading.Thread(target=_kill_mid_round, args=(Path(task.log).parent,))
+        watch.daemon = True
+        watch.start()
     step = run_step(
         f"campaign {task.campaign}",
         task.command(),
@@ -57,6 +84,16 @@ def drive(task: CampaignTask) -> int:
         timeout_s=7 * 24 * 3600.0,
     )
     return -1 if step.returncode is None else step.returncode
+
+
+def _kill_mid_round(cdir: Path) -> None:
+    """The test hook: kill this worker (kill -9) once the campaign measures a round."""
+    while True:
+        with contextlib.suppress(CampaignError):
+            pending = State.load(cdir).pending
+            if pending is not None and pending.round >= 2:
+                os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(0.2)
 
 
 def init_campaign(profile: Profile, op: str, max_iterations: int) -> None:
@@ -107,7 +144,7 @@ def tasks(profile: Profile, names: dict[str, str], run_args: Sequence[str]) -> l
         argv = (verb, "--campaign", name, "--profile", str(profile.path), *run_args)
         if verb == "run":
             argv = (*argv, "--yes")
-        out.append(CampaignTask(op, name, str(profile.root), argv, str(cdir / "fleet.log")))
+        out.append(CampaignTask(op, name, str(profile.root), argv, str(drive_log(cdir))))
     return out
 
 
@@ -117,49 +154,68 @@ def status_line(profile: Profile, task: CampaignTask) -> str:
     last = st.closed[-1] if st.closed else None
     done = f"round-{last.round} {last.status.value}" if last else "no round yet"
     term = f", {st.termination.code}" if st.termination else ""
-    return (
-        f"{task.op:<16} {task.campaign:<40} {st.phase.value:<11} incumbent round-"
-        f"{st.incumbent_round or '-'}; last {done}{term}"
-    )
+    inc = f"round-{st.incumbent_round}" if st.incumbent_round else "-"
+    return f"{task.op}  {task.campaign}  {st.phase.value}  incumbent {inc}; last {done}{term}"
 
 
 def run_fleet(
     client, profile: Profile, todo: list[CampaignTask], say: Callable[[str], None]
 ) -> dict[str, int]:
-    """Run every task on the cluster of ``client``, a status line per change, each campaign
-    started again (``ratchet resume``) when its worker died; returns op -> exit code."""
+    """Run every task on the cluster of ``client``, a status line per change; a campaign whose
+    worker died (or whose process was killed) is resumed on another worker, ``RESTARTS``
+    times. Returns op -> exit code (-1: its worker died)."""
     from distributed import as_completed
 
-    resumed = {t.op: 0 for t in todo}
-    by_key = {}
-    futures = []
-    for t in todo:
+    restarts = {t.op: 0 for t in todo}
+    by_key: dict[str, CampaignTask] = {}
+    running = as_completed()
+
+    def submit(t: CampaignTask) -> None:
         f = client.submit(drive, t, key=f"campaign-{t.campaign}-{time.time_ns()}", pure=False)
-        by_key[f.key], futures = t, [*futures, f]
+        by_key[f.key] = t
+        running.add(f)
+
+    for t in todo:
+        submit(t)
     codes: dict[str, int] = {}
     seen: dict[str, str] = {}
-    ac = as_completed(futures)
-    while not ac.is_empty():
-        for t in todo:
-            line = status_line(profile, t)
-            if seen.get(t.op) != line:
-                seen[t.op] = line
-                say(line)
-        for f in ac.next_batch(block=False) or []:
+    while True:
+        _show(profile, todo, seen, say)
+        if running.is_empty():
+            return codes
+        for f in running.next_batch(block=False) or []:
             t = by_key[f.key]
-            if f.status == "finished":
-                codes[t.op] = f.result()
-                continue
-            if resumed[t.op] >= RESTARTS:
-                say(f"{t.op}: its worker died again; run `ratchet fleet` again to resume it")
-                codes[t.op] = -1
-                continue
-            resumed[t.op] += 1
-            argv = ("resume", *(a for a in t.argv[1:] if a != "--yes"))
-            again = CampaignTask(t.op, t.campaign, t.root, argv, t.log)
-            say(f"{t.op}: its worker died; resuming campaign {t.campaign} on another worker")
-            nf = client.submit(drive, again, key=f"campaign-{t.campaign}-{time.time_ns()}")
-            by_key[nf.key] = again
-            ac.add(nf)
-        time.sleep(2.0)
-    return codes
+            code, why = _outcome(f)
+            if why is None:
+                codes[t.op] = code
+            elif restarts[t.op] >= RESTARTS:
+                say(f"{t.op}: {why} again; run `ratchet fleet` again to resume it")
+                codes[t.op] = code
+            else:
+                restarts[t.op] += 1
+                say(f"{t.op}: {why}; resuming campaign {t.campaign} on another worker")
+                submit(t.resumed())
+        time.sleep(POLL_S)
+
+
+def _outcome(future) -> tuple[int, str | None]:
+    """A finished task's exit code, and why its campaign should be resumed (None: it should
+    not): its worker died or raised, or its process was killed by a signal."""
+    if future.status != "finished":
+        exc = future.exception()
+        return -1, f"its worker died ({type(exc).__name__}: {str(exc)[:200]})"
+    code = future.result()
+    if code < 0 or code > 128:  # a signal, directly or through the shell (128 + N)
+        return code, f"its campaign's process was killed (exit {code})"
+    return code, None
+
+
+def _show(
+    profile: Profile, todo: list[CampaignTask], seen: dict[str, str], say: Callable[[str], None]
+) -> None:
+    """Say each campaign's status line when it changed."""
+    for t in todo:
+        line = status_line(profile, t)
+        if seen.get(t.op) != line:
+            seen[t.op] = line
+            say(line)

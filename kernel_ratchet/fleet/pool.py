@@ -68,14 +68,14 @@ def open_cluster(
                 }
                 for g in gpus
             }
-            sched = {"cls": Scheduler, "options": {"dashboard_address": None}}
+            sched = {"cls": Scheduler, "options": {"dashboard_address": ":0"}}
             cluster = SpecCluster(workers=specs, scheduler=sched, silence_logs=40)
         else:
             cluster = LocalCluster(
                 n_workers=workers,
                 threads_per_worker=1,
                 processes=True,
-                dashboard_address=None,
+                dashboard_address=":0",  # any free port: several clusters may run at once
                 silence_logs=40,
             )
         with cluster, Client(cluster) as client:
@@ -114,6 +114,7 @@ class DaskPool:
     def measure(
         self, jobs: Sequence[CandidateJob], say: Callable[[str], None]
     ) -> list[dict[str, Any] | str]:
+        from distributed import TimeoutError as DaskTimeout
         from distributed import wait
 
         futures = [
@@ -122,7 +123,8 @@ class DaskPool:
             )
             for job in jobs
         ]
-        wait(futures, timeout=self.timeout_s, return_when="ALL_COMPLETED") if futures else None
+        with contextlib.suppress(DaskTimeout):  # the ones not done by then are lost
+            wait(futures, timeout=self.timeout_s, return_when="ALL_COMPLETED")
         return [self._outcome(f, job, say) for f, job in zip(futures, jobs, strict=True)]
 
     def _outcome(self, future: Any, job: CandidateJob, say: Callable[[str], None]) -> Any:

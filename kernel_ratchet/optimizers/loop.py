@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from kernel_ratchet.campaign.analyze import analyze_campaign
+from kernel_ratchet.campaign.candidate import remove_slots
 from kernel_ratchet.campaign.create import create_campaign, define_target, preflight
 from kernel_ratchet.campaign.driver import record_driver
 from kernel_ratchet.campaign.engine import Campaign
@@ -198,6 +199,7 @@ def _begin(c: Campaign, optimizer: Optimizer, say: Say) -> bool:
     and measure the BASELINE of a new campaign. True when the campaign had already ended."""
     ended = (Phase.TERMINATED, Phase.ACCEPTED)
     c.recover()
+    remove_slots(c.ctx)  # parallel candidates' slots left by a run that did not end
     if c.state.phase not in ended:
         optimizer.check_ready(c.root, c.op)
     record_driver(c.dir, optimizer.settings())

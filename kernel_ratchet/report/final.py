@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kernel_ratchet.campaign.candidate import remove_slots
 from kernel_ratchet.campaign.clock import now
 from kernel_ratchet.campaign.context import CampaignContext
 from kernel_ratchet.campaign.fsutil import atomic_write_text
@@ -43,6 +44,7 @@ def report(c: Campaign, stop: tuple[str, str] | None = None) -> str:
     condition ended yet (default: T4, the user asked to stop).
     """
     c.recover()
+    remove_slots(c.ctx)  # the campaign ends: its parallel candidates' worktrees go
     verify_records(c.ctx)  # the REPORT must not stand on an edited log or round record
     path = c.dir / "report.md"
     if c.state.phase in (Phase.TERMINATED, Phase.ACCEPTED) and path.exists():

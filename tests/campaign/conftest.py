@@ -91,9 +91,20 @@ def baselined_project(dest: Path, *init_flags: str) -> Path:
     return root
 
 
+_SESSION: dict[str, Path] = {}
+
+
+def session_baseline(tmp_path_factory) -> Path:
+    """The session's baselined example project, built once for every test directory that
+    asks (their conftests each declare a ``baselined`` fixture returning it)."""
+    if "baselined" not in _SESSION:
+        _SESSION["baselined"] = baselined_project(tmp_path_factory.mktemp("base") / "proj")
+    return _SESSION["baselined"]
+
+
 @pytest.fixture(scope="session")
 def baselined(tmp_path_factory) -> Path:
-    return baselined_project(tmp_path_factory.mktemp("base") / "proj")
+    return session_baseline(tmp_path_factory)
 
 
 @pytest.fixture

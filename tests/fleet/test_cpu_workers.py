@@ -1,5 +1,6 @@
-"""A parallel round on CPU workers of a local Dask cluster, on the CPU example op: the same
-code path as `ratchet run --gpus`, with one candidate's worker killed while it measures."""
+"""A parallel round on CPU workers of a local Dask cluster, on the baselined CPU example: the
+same code path as `ratchet run --gpus`, with one candidate's worker killed while it measures;
+the candidates' slots (git worktrees) are gone when the campaign ends, their records kept."""
 
 from __future__ import annotations
 
@@ -8,16 +9,15 @@ import json
 import pytest
 
 from kernel_ratchet.campaign.candidate import FAULT_ENV
-from tests.campaign.conftest import KERNEL, campaign_dir, git, make_project, ratchet
+from tests.campaign.conftest import KERNEL, campaign_dir, git, ratchet
 
 
 @pytest.mark.slow
-def test_a_killed_worker_loses_its_candidate_not_the_round(tmp_path):
-    root = make_project(tmp_path / "proj")
-    args = ("run", "--op", "tiny_gemm", "--workers", "2", "--max-iterations", "2", "--yes")
+def test_a_killed_worker_loses_its_candidate_not_the_round(project):
+    root, cdir = project, campaign_dir(project)
+    args = ("run", "--campaign", cdir.name, "--workers", "2", "--max-iterations", "2", "--yes")
     r = ratchet(root, *args, **{FAULT_ENV: "2"})  # round-2's worker is killed (kill -9)
     assert r.returncode == 0, r.stdout + r.stderr
-    cdir = campaign_dir(root)
     rec = {n: json.loads((cdir / f"rounds/round-{n}/round.json").read_text()) for n in (2, 3)}
     assert rec[2]["status"] == "ROLLED BACK" and rec[2]["category"] == "interrupted"
     assert "died" in rec[2]["reason"]
@@ -35,3 +35,8 @@ def test_a_killed_worker_loses_its_candidate_not_the_round(tmp_path):
         else []
     )
     assert not git(root, "status", "--porcelain", "--", KERNEL).strip()
+    # the slots are gone, unregistered from git; each candidate's snapshot stays in its round
+    assert not (cdir / ".fleet").exists()
+    assert ".fleet" not in git(root, "worktree", "list", "--porcelain")
+    for n in (2, 3):
+        assert (cdir / f"rounds/round-{n}/kernel_snapshot" / KERNEL).is_file()
