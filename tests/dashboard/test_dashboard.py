@@ -130,13 +130,18 @@ def test_every_chart_holds_the_records_points_and_missing_fields_say_not_recorde
     assert "Not recorded: the round ended before a decision was measured." in html
 
 
-def test_a_campaign_without_ceilings_or_analysis_says_the_roofline_is_not_recorded(small, tmp_path):
+def test_missing_ceilings_and_records_say_not_recorded_and_a_sync_back_is_shown(small, tmp_path):
     import shutil
 
     cdir = shutil.copytree(small[0], tmp_path / "c")
     (cdir / "profiles" / "ceilings.json").unlink()
     (cdir / "rounds" / "round-2" / "round.json").unlink()
+    assert "Sync-back into the project" not in render_campaign_html(load_campaign(cdir))
+    sync = {"ok": False, "round": 5, "commit": None, "details": ["- Focused test: FAIL"]}
+    (cdir / "sync-back").mkdir()
+    (cdir / "sync-back" / "result.json").write_text(json.dumps(sync))
     html = render_campaign_html(load_campaign(cdir))
+    assert "FAILED</span>: round-5's kernel files" in html and "<li>- Focused test: FAIL" in html
     assert "Not recorded: the ceilings of this machine" in html
     assert "Record not recorded: round.json is missing." in html
 
