@@ -42,6 +42,7 @@ def _resume_by_hand(monkeypatch, capsys, c):
 def campaign(small, tmp_path, monkeypatch):
     """A copy of the small campaign, opened by every command as a stand-in campaign."""
     cdir = shutil.copytree(small[0], tmp_path / small[0].name)
+    (cdir / LIVE_PAGE).unlink(missing_ok=True)  # another test may have drawn it
     said: list[str] = []
     from kernel_ratchet.campaign.state import State
 
