@@ -154,6 +154,7 @@ def accept(profile: Path | None = ProfileOpt, campaign: str | None = CampaignOpt
 
     with open_campaign(profile, campaign) as c:
         res = do_accept(c.ctx)
+        after_round(c)
     for line in res.details:
         out.print(line)
     out.print("[green]ACCEPTED[/green]" if res.ok else "[red]ACCEPTANCE FAILED[/red]")

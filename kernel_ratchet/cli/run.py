@@ -332,9 +332,12 @@ def resume(
 def _close_by_hand(profile: Path | None, name: str) -> None:
     """Resume of a campaign driven by hand: close the round in flight and stop."""
     from kernel_ratchet.cli.common import open_campaign
+    from kernel_ratchet.cli.dashboard import after_round
 
     with open_campaign(profile, name) as c:
         closed = c.recover()
+        if closed:
+            after_round(c)
     what = (
         f"round-{closed.round} was closed as {closed.status.value} ({closed.category.value})"
         if closed

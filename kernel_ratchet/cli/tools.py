@@ -94,9 +94,11 @@ def sync_back(
 ):
     """Workspace-mode: apply the accepted kernel change to the project and re-validate it there."""
     from kernel_ratchet.campaign.sync_back import sync_back as do_sync
+    from kernel_ratchet.cli.dashboard import after_round
 
     with open_campaign(profile, campaign) as c:
         res = do_sync(c, commit=commit)
+        after_round(c)
     for line in res.details:
         out.print(line)
     out.print("[green]SYNCED[/green]" if res.ok else "[red]SYNC-BACK FAILED[/red]")

@@ -66,39 +66,63 @@ def _requirements(browser: str | None) -> str:
 
 
 @contextmanager
-def open_page(
-    html: Path, *, browser: str | None = None, width: int = 1280, height: int = 900
-) -> Iterator[PageRun]:
-    """Open ``html`` in headless Chromium with the network blocked (only ``file:`` loads) and
-    wait until its charts are drawn. Raises RatchetError without playwright or Chromium."""
+def chromium(browser: str | None = None) -> Iterator[Any]:
+    """A headless Chromium (a Playwright ``Browser``) for as many pages as the block opens;
+    raises RatchetError without playwright or Chromium."""
     exe = _requirements(browser)
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=exe, args=list(CHROMIUM_ARGS))
         try:
-            ctx = b.new_context(viewport={"width": width, "height": height})
-            page = ctx.new_page()
-            run = PageRun(page)
-            page.on("console", lambda m: m.type == "error" and run.errors.append(m.text))
-            page.on("pageerror", lambda e: run.errors.append(str(e)))
-
-            def route(r: Any) -> None:
-                if r.request.url.startswith("file:"):
-                    r.continue_()
-                else:
-                    run.blocked.append(r.request.url)
-                    r.abort()
-
-            ctx.route("**/*", route)
-            page.goto(Path(html).resolve().as_uri())
-            page.wait_for_selector("body[data-ready]", timeout=30_000)
-            run.load_ms = page.evaluate(
-                "performance.getEntriesByType('navigation')[0].loadEventEnd"
-            )
-            yield run
+            yield b
         finally:
             b.close()
+
+
+@contextmanager
+def open_page(
+    html: Path,
+    *,
+    browser: str | None = None,
+    session: Any = None,
+    width: int = 1280,
+    height: int = 900,
+) -> Iterator[PageRun]:
+    """Open ``html`` in headless Chromium with the network blocked (only ``file:`` loads) and
+    wait until its charts are drawn. ``session``: an open :func:`chromium` to use (else one is
+    launched for this page). Raises RatchetError without playwright or Chromium."""
+    if session is None:
+        with chromium(browser) as b, _loaded(b, html, width, height) as run:
+            yield run
+    else:
+        with _loaded(session, html, width, height) as run:
+            yield run
+
+
+@contextmanager
+def _loaded(b: Any, html: Path, width: int, height: int) -> Iterator[PageRun]:
+    ctx = b.new_context(viewport={"width": width, "height": height})
+    try:
+        page = ctx.new_page()
+        run = PageRun(page)
+        page.on("console", lambda m: m.type == "error" and run.errors.append(m.text))
+        page.on("pageerror", lambda e: run.errors.append(str(e)))
+
+        def route(r: Any) -> None:
+            if r.request.url.startswith("file:"):
+                r.continue_()
+            else:
+                run.blocked.append(r.request.url)
+                r.abort()
+
+        ctx.route("**/*", route)
+        page.goto(Path(html).resolve().as_uri())
+        page.wait_for_selector("body[data-ready]", timeout=30_000)
+        run.load_ms = page.evaluate("performance.getEntriesByType('navigation')[0].loadEventEnd")
+        yield run
+    finally:
+        ctx.close()
 
 
 def screenshot(html: Path, png: Path, *, browser: str | None = None, width: int = 1280) -> Path:

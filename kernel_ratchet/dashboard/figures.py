@@ -20,7 +20,10 @@ STYLE = {
     "BASELINE": ("diamond", "#555555"),
     "ACCEPTED": ("circle", "#1a7f37"),
     "ROLLED BACK": ("x", "#cf222e"),
+    "REHEARSAL": ("square-open", "#9a6700"),
 }
+#: A trace's name per round status (a rehearsal's timings never count).
+NAMES = {"REHEARSAL": "REHEARSAL (interpreter timings, never counts)"}
 #: The incumbent's chain (a step line) and the harness CSVs' diagnostic series.
 INCUMBENT_LINE = {
     "mode": "lines",
@@ -97,9 +100,9 @@ def chain_figure(points: Sequence[ChainPoint]) -> go.Figure:
                 10,
                 x=[p.round for p in pts],
                 y=ys,
-                name=f"{status} (paired A/B, CI)",
+                name=NAMES.get(status, f"{status} (paired A/B, CI)"),
                 error_y=_err(ys, [p.lo for p in pts], [p.hi for p in pts]),
-                text=[f"round-{p.round} {status} ({p.category}): {p.hypothesis}" for p in pts],
+                text=[f"round-{p.round} {p.label} ({p.category}): {p.hypothesis}" for p in pts],
                 hovertemplate="%{text}<br>ratio %{y:.4f}<extra></extra>",
             )
         )
@@ -128,7 +131,9 @@ def forest_figure(n: int, rows: Sequence[ForestRow]) -> go.Figure:
     )
     kinds = {
         "shape": ("circle", "#0969da", "shape (interval)"),
-        "aggregate": ("diamond-wide", "#000000", "aggregate (interval)"),
+        "unresolved": ("circle-open", "#0969da", "shape, unresolved (interval wider than effect)"),
+        "aggregate": ("diamond-wide", "#000000", "geomean of shapes (interval)"),
+        "weighted": ("hourglass", "#000000", "time-weighted step (interval)"),
         "harness": ("square-open", "#8250df", "harness only (diagnostic, no CI)"),
     }
     traces = []
@@ -230,7 +235,7 @@ def search_figure(moves: Sequence[SearchMove]) -> go.Figure:
                 12,
                 x=[m.value for m in sel],
                 y=[f"{m.entry}: {m.knob}" for m in sel],
-                name=status,
+                name=NAMES.get(status, status),
                 text=[f"round-{m.round} ({m.category})" for m in sel],
                 hovertemplate="%{y} = %{x}: %{text}<extra></extra>",
             )

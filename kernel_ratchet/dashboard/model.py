@@ -2,9 +2,10 @@
 
 :func:`load_campaign` reads ``manifest.yaml``, ``state.json``, every closed round's
 ``round.json`` (:class:`~kernel_ratchet.campaign.record.RoundRecord`), the ceilings and the
-latest analysis under ``profiles/``, provenance, the driver, the calibration and the final
-report. Nothing is parsed out of Markdown: ``report.md`` and the tips file are shown as they
-are. A file the campaign has not written (yet) is None, and the page says "not recorded".
+latest analysis under ``profiles/``, provenance, the driver, the calibration, the final
+report and a workspace campaign's sync-back result. Nothing is parsed out of Markdown:
+``report.md`` and the tips file are shown as they are. A file the campaign has not written
+(yet) is None, and the page says "not recorded".
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ class CampaignData:
     calibration: dict[str, Any] | None
     report: str | None
     tips: str | None
+    sync_back: dict[str, Any] | None = None  # workspace-mode's sync-back/result.json
 
     @property
     def name(self) -> str:
@@ -167,7 +169,12 @@ def load_campaign(cdir: Path, tips_file: Path | None = None) -> CampaignData:
         calibration=cal if isinstance(cal, dict) else None,
         report=_text(cdir / "report.md"),
         tips=_text(tips_file) if tips_file else None,
+        sync_back=_dict(_json(cdir / "sync-back" / "result.json")),
     )
+
+
+def _dict(x: Any) -> dict[str, Any] | None:
+    return x if isinstance(x, dict) else None
 
 
 def _safe_driver(cdir: Path) -> dict[str, Any] | None:

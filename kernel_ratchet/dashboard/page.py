@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,14 +24,18 @@ from kernel_ratchet.campaign.rounds.view import transfer_of
 from kernel_ratchet.dashboard import figures
 from kernel_ratchet.dashboard.model import CampaignData, RoundEntry
 from kernel_ratchet.dashboard.series import (
+    REHEARSAL,
     TOTAL_STEP,
     chain_points,
     forest_rows,
+    headline,
+    quantities,
     roof_rows,
     roofline,
     search_moves,
     time_steps,
 )
+from kernel_ratchet.scoring.paired_weighted import TimeWeighted
 
 NOT_RECORDED = "not recorded"
 
@@ -111,12 +116,12 @@ _FOREST_CACHE: dict[tuple[str, int, str], Chart] = {}
 def _forest_chart(data: CampaignData, r: RoundEntry, rows: list) -> Chart:
     key = (str(data.dir), r.n, r.record.finished if r.record else "")
     if key not in _FOREST_CACHE:
-        shapes = len([x for x in rows if x.kind == "shape"])
+        shapes = len([x for x in rows if x.kind in ("shape", "unresolved")])
         _FOREST_CACHE[key] = _chart(
             f"forest-{r.n}",
             figures.forest_figure(r.n, rows),
-            f"round-{r.n}: {shapes} shape ratios with intervals and the aggregates; the table "
-            "below lists them.",
+            f"round-{r.n}: {shapes} shape ratios with intervals, the geomean and the "
+            "time-weighted step where recorded; the table below lists them.",
         )
     return _FOREST_CACHE[key]
 
@@ -129,12 +134,24 @@ def _round_view(data: CampaignData, r: RoundEntry) -> dict[str, Any]:
     rows = forest_rows(rec)
     view["forest"] = rows
     view["chart"] = _forest_chart(data, r, rows) if rows else None
+    view["weighted"] = _weighted(rec.decision.time_weighted if rec.decision else None)
     view["transfer"] = transfer_of(rec)
     view["seconds"] = time_line(rec.seconds) if rec.seconds else None
     view["steps"] = {k: v for k, v in (rec.seconds or {}).items() if k != TOTAL_STEP}
     view["diff"] = data.diff(r.n)
     view["root_cause"] = rec.category.root_cause if rec.status.value == "ROLLED BACK" else ""
     return view
+
+
+def _weighted(tw: Mapping[str, Any] | None) -> str | None:
+    """A recorded time-weighted effect in words (None: not recorded or malformed)."""
+    try:
+        t = TimeWeighted(**tw) if tw else None
+    except TypeError:
+        return None
+    if t is None:
+        return None
+    return f"{t.text()}, {t.level:.0%} CI; step {t.incumbent_ms:.4g} ms -> {t.candidate_ms:.4g} ms"
 
 
 def _roofline_view(data: CampaignData) -> dict[str, Any] | None:
@@ -184,7 +201,6 @@ def campaign_context(data: CampaignData, *, refresh: int, generated: str) -> dic
         else None,
     }
     rounds = [_round_view(data, r) for r in reversed(data.rounds)]
-    last_inc = next((p for p in reversed(points) if p.status != "ROLLED BACK"), None)
     return {
         "d": data,
         "m": data.manifest,
@@ -197,9 +213,11 @@ def campaign_context(data: CampaignData, *, refresh: int, generated: str) -> dic
         "moves": moves,
         "rounds": rounds,
         "roof": _roofline_view(data),
-        "headline": last_inc,
+        "headline": headline(data, points),
+        "quantities": quantities(data),
         "accepted": sum(1 for p in points if p.status == "ACCEPTED"),
         "rolled_back": sum(1 for p in points if p.status == "ROLLED BACK"),
+        "rehearsals": sum(1 for p in points if p.status == REHEARSAL),
         "refresh": refresh,
         "generated": generated,
         "plotly_js": plotly_js(),

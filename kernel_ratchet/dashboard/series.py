@@ -11,13 +11,17 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from kernel_ratchet.campaign.headline import ChainHeadline, chain_headline
 from kernel_ratchet.campaign.record import RoundRecord
+from kernel_ratchet.campaign.round_decision import ShapeResult
 from kernel_ratchet.dashboard.model import CampaignData
 from kernel_ratchet.scoring.decision import Status
 from kernel_ratchet.scoring.roofline import analyze_table, op_dtype
 
 #: The total of a round's ``seconds`` (every other key is one step of it).
 TOTAL_STEP = "measure"
+#: The status shown for a rehearsal round (its record says ROLLED BACK).
+REHEARSAL = "REHEARSAL"
 
 
 def _finite(x: float | None) -> float | None:
@@ -29,10 +33,13 @@ class ChainPoint:
     """One closed round on the paired chain against the BASELINE. ``ratio``/``lo``/``hi``: the
     round's candidate through the paired A/Bs, with its CI (None: no paired decision);
     ``incumbent``: the incumbent's chain once the round closed; ``harness``: the round's
-    harness CSV against the BASELINE's (single runs, a diagnostic)."""
+    harness CSV against the BASELINE's (single runs, a diagnostic). ``status`` is REHEARSAL
+    for a rehearsal round (rolled back whatever its timings said; it never counts) and
+    ``label`` the status as the records show it."""
 
     round: int
     status: str
+    label: str
     category: str
     hypothesis: str
     ratio: float | None
@@ -69,7 +76,8 @@ def chain_points(data: CampaignData) -> list[ChainPoint]:
         out.append(
             ChainPoint(
                 e.round,
-                e.status.value,
+                REHEARSAL if e.rehearsal else e.status.value,
+                e.label,
                 e.category.value,
                 e.hypothesis,
                 ratio,
@@ -82,6 +90,30 @@ def chain_points(data: CampaignData) -> list[ChainPoint]:
     return out
 
 
+def headline(data: CampaignData, points: list[ChainPoint] | None = None) -> ChainHeadline:
+    """The incumbent's paired chain with its CI, as the final report's headline reads it
+    (:func:`~kernel_ratchet.campaign.headline.chain_headline` over the accepted rounds)."""
+    inc = data.state.incumbent_round or 1
+    point = next((p for p in points or chain_points(data) if p.round == inc), None)
+    chain = 0.0 if point is None or point.ratio is None else point.ratio - 1.0
+    accepted = [
+        r.record.decision if r.record else None
+        for r in data.rounds
+        if r.entry.status is Status.ACCEPTED
+    ]
+    return chain_headline(chain, accepted)
+
+
+def quantities(data: CampaignData) -> list[str]:
+    """What the campaign's paired A/Bs measured, each quantity once, in round order."""
+    out: list[str] = []
+    for r in data.rounds:
+        q = r.record.decision.quantity if r.record and r.record.decision else None
+        if q and q not in out:
+            out.append(q)
+    return out
+
+
 @dataclass(frozen=True)
 class ForestRow:
     """One row of a round's forest plot: a shape, or an aggregate (``kind``)."""
@@ -91,34 +123,36 @@ class ForestRow:
     lo: float | None
     hi: float | None
     verdict: str
-    kind: str  # "shape", "aggregate" (the decision's), "harness" (harness-only, diagnostic)
+    #: "shape", "unresolved" (a shape whose CI is wider than its effect), "aggregate" (the
+    #: decision's geomean), "weighted" (the time-weighted step), "harness" (a diagnostic)
+    kind: str
 
 
 def forest_rows(rec: RoundRecord) -> list[ForestRow]:
     """Per-shape ratios with their CIs (paired) or noise bands (harness gates), then the
-    aggregates; empty when the round recorded no decision."""
+    aggregates: the geomean of the shapes, the time-weighted step where recorded, and the
+    harness-only diagnostic; empty when the round recorded no decision. A shape whose CI is
+    wider than its effect (``unresolved``) is its own kind."""
     d = rec.decision
     if d is None:
         return []
-    rows = []
-    for s in d.per_shape:
-        if _finite(s.delta) is None:
-            continue
-        if s.ci is not None:
-            lo, hi = 1.0 + s.ci[0], 1.0 + s.ci[1]
-        elif _finite(s.noise) is not None:
-            lo, hi = 1.0 + s.delta - s.noise, 1.0 + s.delta + s.noise
-        else:
-            lo = hi = None
-        rows.append(ForestRow(s.label, 1.0 + s.delta, lo, hi, s.verdict, "shape"))
+    rows = [_shape_row(s, s.label in d.unresolved) for s in d.per_shape if _finite(s.delta)]
     if _finite(d.gain) is not None:
         if d.gain_ci is not None:
             lo, hi = 1.0 + d.gain_ci[0], 1.0 + d.gain_ci[1]
         else:
             noise = _finite(d.gain_noise) or 0.0
             lo, hi = 1.0 + d.gain - noise, 1.0 + d.gain + noise
-        what = "aggregate (paired A/B)" if d.paired else "aggregate (harness)"
-        rows.append(ForestRow(what, 1.0 + d.gain, lo, hi, d.status.value, "aggregate"))
+        what = "geomean of shapes (paired A/B)" if d.paired else "aggregate (harness)"
+        verdict = d.status.value + _level(d.ci_level if d.paired else None)
+        rows.append(ForestRow(what, 1.0 + d.gain, lo, hi, verdict, "aggregate"))
+    tw = d.time_weighted or {}
+    if _finite(tw.get("ratio")) is not None:
+        lo, hi = _finite(tw.get("ci_low")), _finite(tw.get("ci_high"))
+        verdict = "time-weighted step" + _level(tw.get("level"))
+        rows.append(
+            ForestRow("time-weighted step (paired A/B)", tw["ratio"], lo, hi, verdict, "weighted")
+        )
     ho = d.harness_only or {}
     if _finite(ho.get("gain")) is not None:
         verdict = str(ho.get("status", "-"))
@@ -126,6 +160,22 @@ def forest_rows(rec: RoundRecord) -> list[ForestRow]:
             ForestRow("harness only (diagnostic)", 1.0 + ho["gain"], None, None, verdict, "harness")
         )
     return rows
+
+
+def _level(level: float | None) -> str:
+    return "" if _finite(level) is None else f" ({level:.0%} CI)"
+
+
+def _shape_row(s: ShapeResult, unresolved: bool) -> ForestRow:
+    if s.ci is not None:
+        lo, hi = 1.0 + s.ci[0], 1.0 + s.ci[1]
+    elif _finite(s.noise) is not None:
+        lo, hi = 1.0 + s.delta - s.noise, 1.0 + s.delta + s.noise
+    else:
+        lo = hi = None
+    if unresolved:
+        return ForestRow(s.label, 1.0 + s.delta, lo, hi, f"{s.verdict}, unresolved", "unresolved")
+    return ForestRow(s.label, 1.0 + s.delta, lo, hi, s.verdict, "shape")
 
 
 def time_steps(data: CampaignData) -> tuple[list[str], dict[int, dict[str, float]]]:
@@ -165,7 +215,8 @@ def search_moves(data: CampaignData) -> list[SearchMove]:
         knob, eq, value = rest.partition("=")
         if not (sep and eq and entry and knob.isidentifier()):
             continue
-        out.append(SearchMove(r.n, entry, knob, value, rec.status.value, rec.category.value))
+        status = REHEARSAL if rec.rehearsal else rec.status.value
+        out.append(SearchMove(r.n, entry, knob, value, status, rec.category.value))
     return out
 
 

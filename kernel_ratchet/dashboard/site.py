@@ -10,7 +10,6 @@ the round nothing: the failure is said and the campaign goes on).
 from __future__ import annotations
 
 import importlib.util
-import math
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -81,13 +80,10 @@ def refresh_live(cdir: Path, tips: Path | None = None, say: Say | None = None) -
         return None
 
 
-def _chain(data: CampaignData) -> float | None:
-    from kernel_ratchet.dashboard.series import chain_points
+def _chain(data: CampaignData) -> str:
+    from kernel_ratchet.dashboard.series import headline
 
-    last = next((p for p in reversed(chain_points(data)) if p.status != "ROLLED BACK"), None)
-    if last is None or last.ratio is None or not math.isfinite(last.ratio):
-        return None
-    return last.ratio - 1.0
+    return headline(data).text()
 
 
 def _index_row(cdir: Path, page: Path | None, out: Path, problem: str, data) -> dict[str, Any]:

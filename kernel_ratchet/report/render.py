@@ -9,6 +9,7 @@ import math
 
 from kernel_ratchet.campaign.clock import now
 from kernel_ratchet.campaign.context import CampaignContext
+from kernel_ratchet.campaign.headline import chain_headline
 from kernel_ratchet.campaign.record import WOULD_ACCEPT, read_record
 from kernel_ratchet.campaign.render import num, pct
 from kernel_ratchet.campaign.rounds.close import chain_of
@@ -16,7 +17,7 @@ from kernel_ratchet.campaign.rounds.view import transfer_of
 from kernel_ratchet.campaign.state import ClosedEntry
 from kernel_ratchet.guard import RoundGain, attribute_gain
 from kernel_ratchet.harness.csv_schema import BenchTable
-from kernel_ratchet.scoring.chain import chain_interval, check_chain
+from kernel_ratchet.scoring.chain import check_chain
 from kernel_ratchet.scoring.decision import Status
 from kernel_ratchet.scoring.metrics import aggregates, score_vector
 
@@ -101,26 +102,11 @@ def _final_report(c: CampaignContext, final: BenchTable) -> str:
 
 def headline(c: CampaignContext, acc: list[ClosedEntry]) -> str:
     """The campaign's headline: the incumbent's paired chain against the BASELINE with its 95%
-    CI (:func:`~kernel_ratchet.scoring.chain.chain_interval` over the accepted rounds' paired
-    ratios), and the time-weighted chain where every accepted round recorded one."""
+    CI and the time-weighted chain where every accepted round recorded one
+    (:func:`~kernel_ratchet.campaign.headline.chain_headline`, which the dashboard shows too)."""
     chain = chain_of(c, c.state.incumbent_round or 1) or 0.0
-    steps, weighted = [], []
-    for r in acc:
-        d = read_record(c.round_dir(r.round) / "round.json").decision
-        if d is None or not d.paired or d.gain_ci is None:
-            return f"{pct(chain, 2)} (no CI: an accepted round has no paired A/B)"
-        level = d.ci_level or 0.95
-        steps.append((1 + d.gain, 1 + d.gain_ci[0], 1 + d.gain_ci[1], level))
-        tw = d.time_weighted
-        if tw:
-            weighted.append((tw["ratio"], tw["ci_low"], tw["ci_high"], tw["level"]))
-    _, lo, hi = chain_interval(steps)
-    text = f"{pct(chain, 2)} [{pct(lo - 1, 2)}, {pct(hi - 1, 2)}] (95% CI, {len(steps)} accepted"
-    text += " round(s), geomean over each round's shapes"
-    if steps and len(weighted) == len(steps):
-        w, wlo, whi = chain_interval(weighted)
-        text += f"; time-weighted step {pct(w - 1, 2)} [{pct(wlo - 1, 2)}, {pct(whi - 1, 2)}]"
-    return text + ")"
+    decisions = [read_record(c.round_dir(r.round) / "round.json").decision for r in acc]
+    return chain_headline(chain, decisions).text()
 
 
 def _rehearsal_note(c: CampaignContext) -> str:

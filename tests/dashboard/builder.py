@@ -2,8 +2,10 @@
 
 Round 1 is the BASELINE; then, round by round: every third round (3, 6, ...) is rolled back
 by its paired A/B, round 4 fails its focused test (no decision: its forest plot, diff and
-times are not recorded) and the others are accepted with a paired gain of +2%. Rounds are
-search moves (``module:BLOCK_M=<v>``). :class:`Expected` says what the page must show.
+times are not recorded), round 7 is a REHEARSAL whose timings would accept (rolled back) and
+the others are accepted with a paired gain of +2% (CI at LEVEL) and a time-weighted step
+gain of +3%, one shape unresolved. Rounds are search moves (``module:BLOCK_M=<v>``).
+:class:`Expected` says what the page must show.
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ SHAPES = [
 ]
 GAIN = 0.02
 CI = (0.01, 0.03)
+LEVEL = 0.9  # the paired CIs' level (the headline rescales it to 95%)
+WEIGHTED = 0.03  # the time-weighted step's gain, CI +-0.012
+QUANTITY = "kernel GPU time, CUDA-graph replay, cold L2 (flushed per call)"
+UNRESOLVED = SHAPES[2][0]
 SCHEMA = get_schema("gemm")
 #: Round 1's ``round.json`` as the campaign writes it.
 BASELINE = {
@@ -52,6 +58,7 @@ class Expected:
     rounds: int
     accepted: int
     rolled_back_paired: int
+    rehearsals: int
     no_decision: int
     moves: int
 
@@ -132,8 +139,25 @@ def _decision(n: int, gain: float) -> RoundDecision:
         gain_ci=(gain - 0.01, gain + 0.01),
         rounds=5,
         min_detectable=0.005,
+        ci_level=LEVEL,
+        time_weighted=_weighted(WEIGHTED if gain > 0 else -WEIGHTED),
+        unresolved=(UNRESOLVED,),
+        quantity=QUANTITY,
         harness_only={"gain": gain / 2, "status": status.value, "reason": "single runs"},
     )
+
+
+def _weighted(gain: float) -> dict:
+    ratio = 1 + gain
+    return {
+        "ratio": ratio,
+        "ci_low": ratio - 0.012,
+        "ci_high": ratio + 0.012,
+        "level": 0.95,
+        "incumbent_ms": 2.0,
+        "candidate_ms": 2.0 / ratio,
+        "weights": {s[0]: 1.0 for s in SHAPES[:3]},
+    }
 
 
 def _round(n: int, incumbent: int) -> tuple[RoundRecord, str]:
@@ -180,6 +204,8 @@ def _round(n: int, incumbent: int) -> tuple[RoundRecord, str]:
         reason=f"round-{n} faster",
         **common,
     )
+    if n == 7:
+        return rec.as_rehearsal(), "rehearsal"
     return rec, "accepted"
 
 
@@ -233,6 +259,7 @@ def build_campaign(
                 paired_chain=pc,
                 commit=commit,
                 finished=rec.finished,
+                rehearsal=rec.label if rec.rehearsal else None,
             )
         )
         if fate == "accepted":
@@ -269,6 +296,7 @@ def build_campaign(
         rounds=n_rounds,
         accepted=fates.count("accepted"),
         rolled_back_paired=fates.count("rolled"),
+        rehearsals=fates.count("rehearsal"),
         no_decision=fates.count("test"),
         moves=n_rounds - 1,
     )

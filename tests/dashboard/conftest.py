@@ -19,3 +19,17 @@ def small(tmp_path_factory):
 def long_campaign(tmp_path_factory):
     """A 200-round campaign still running: (campaign dir, Expected)."""
     return build_campaign(tmp_path_factory.mktemp("dash-long"), 200, finished=False)
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    """One headless Chromium for every browser test of the session (a launch costs seconds)."""
+    from pathlib import Path
+
+    from kernel_ratchet.dashboard.browser import DEFAULT_CHROMIUM, chromium
+
+    pytest.importorskip("playwright", reason="the browser tests need: pip install playwright")
+    if not Path(DEFAULT_CHROMIUM).is_file():
+        pytest.skip(f"no {DEFAULT_CHROMIUM}: apt-get install -y chromium (.ci/run installs it)")
+    with chromium() as browser:
+        yield browser

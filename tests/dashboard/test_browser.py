@@ -1,60 +1,50 @@
 """The dashboard in a real browser: headless Chromium (Debian's ``chromium``) through Python
-Playwright, every network request refused, so what it shows it shows offline."""
+Playwright, every network request refused, so what it shows it shows offline. One browser
+serves every test (the ``chromium`` fixture)."""
 
 from __future__ import annotations
 
+import shutil
+from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
-
-from kernel_ratchet.dashboard import site
-from kernel_ratchet.dashboard.browser import DEFAULT_CHROMIUM, open_page
-
-pytest.importorskip(
-    "playwright", reason="the browser test needs playwright: pip install playwright"
-)
-pytestmark = pytest.mark.skipif(
-    not Path(DEFAULT_CHROMIUM).is_file(),
-    reason=f"no {DEFAULT_CHROMIUM}: apt-get install -y chromium (.ci/run installs it)",
-)
+from kernel_ratchet.dashboard import browser, site
+from kernel_ratchet.dashboard.browser import open_page
+from tests.cli_inprocess import run_cli
 
 #: Budget of a 200-round page's load; on a machine where plotly.js alone loads slower than
 #: REFERENCE_SLOW_MS, the page may take at most EXTRA_MS more than plotly.js alone.
 LOAD_MS, REFERENCE_SLOW_MS, EXTRA_MS = 2000.0, 1000.0, 1000.0
 POINTS = """() => Object.fromEntries(Array.from(document.querySelectorAll('.chart'))
     .filter(e => e.data).map(e => [e.id, e.data.map(t => (t.x || []).length)]))"""
+#: A round's forest: shapes, the unresolved shape, geomean, time-weighted step, harness only.
+FOREST = [2, 1, 1, 1, 1]
 
 
-def test_the_page_draws_every_chart_offline_without_errors(small, long_campaign, tmp_path):
+def test_the_page_draws_every_chart_offline_without_errors(small, chromium, tmp_path):
     cdir, exp = small
-    page = site.write_live(cdir)
-    with open_page(page) as run:
+    with open_page(site.write_live(cdir), session=chromium) as run:
         assert run.errors == [] and run.blocked == []
         drawn = run.page.evaluate(POINTS)
         assert set(drawn) == {"chain", "roofline", "time", "search", f"forest-{exp.rounds}"}
-        assert sum(drawn["chain"]) == 1 + exp.accepted + exp.rolled_back_paired + exp.rounds + (
-            exp.rounds - exp.no_decision
-        )  # incumbent line, the three outcomes, the harness series
-        assert drawn["search"] == [exp.accepted, exp.rolled_back_paired + exp.no_decision]
-        assert drawn[f"forest-{exp.rounds}"] == [3, 1, 1]  # shapes, aggregate, harness-only
+        outcomes = 1 + exp.accepted + exp.rolled_back_paired + exp.rehearsals
+        harness = exp.rounds - exp.no_decision
+        assert sum(drawn["chain"]) == exp.rounds + outcomes + harness  # + the incumbent line
+        moves = [exp.accepted, exp.rolled_back_paired + exp.no_decision, exp.rehearsals]
+        assert drawn["search"] == moves
+        assert drawn[f"forest-{exp.rounds}"] == FOREST
         run.page.click("#round-2 > summary")  # a closed round's chart is drawn when opened
         run.page.wait_for_function("document.getElementById('forest-2').data")
-        assert run.page.evaluate(POINTS)["forest-2"] == [3, 1, 1]
+        assert run.page.evaluate(POINTS)["forest-2"] == FOREST
         assert run.page.locator("table").count() >= 5  # every chart has its table
         run.page.set_viewport_size({"width": 380, "height": 800})  # the charts reflow to fit
         run.page.wait_for_function(
             "document.documentElement.scrollWidth <= innerWidth", timeout=10_000
         )
-        run.page.set_viewport_size({"width": 1280, "height": 900})
-        shot = tmp_path / "dashboard.png"
-        run.page.screenshot(path=str(shot), full_page=True)
         assert run.errors == []
-    print(f"screenshot: {shot}")
-    assert shot.stat().st_size > 10_000
-    _loads_fast(long_campaign[0], tmp_path)
 
 
-def _loads_fast(cdir: Path, tmp_path: Path) -> None:
+def test_a_200_round_page_loads_fast(long_campaign, chromium, tmp_path):
     from kernel_ratchet.dashboard.page import plotly_js
 
     ref = tmp_path / "plotly-only.html"
@@ -62,13 +52,45 @@ def _loads_fast(cdir: Path, tmp_path: Path) -> None:
         f"<html><body><script>{plotly_js()}</script>"
         "<script>document.body.setAttribute('data-ready', '1')</script></body></html>"
     )
-    with open_page(ref) as run:
-        reference = run.load_ms
-    with open_page(site.write_live(cdir)) as run:
-        assert run.errors == []
-        load = run.load_ms
+    page = site.write_live(long_campaign[0])
+    reference, load = _load_ms(ref, chromium), _load_ms(page, chromium)
+    if not _fast(reference, load):  # a busy machine's spike: the better of two tries
+        reference, load = (
+            min(reference, _load_ms(ref, chromium)),
+            min(load, _load_ms(page, chromium)),
+        )
     print(f"200-round page: {load:.0f} ms; plotly.js alone: {reference:.0f} ms")
+    assert _fast(reference, load)
+
+
+def _load_ms(html: Path, session) -> float:
+    with open_page(html, session=session) as run:
+        assert run.errors == []
+        return run.load_ms
+
+
+def _fast(reference: float, load: float) -> bool:
     if reference <= REFERENCE_SLOW_MS:
-        assert load < LOAD_MS
-    else:  # a loaded machine: hold the page to its own cost
-        assert load - reference < EXTRA_MS
+        return load < LOAD_MS
+    return load - reference < EXTRA_MS  # a loaded machine: hold the page to its own cost
+
+
+def test_a_copied_campaign_directory_is_photographed_by_the_command(
+    small, chromium, tmp_path, monkeypatch, capsys
+):
+    @contextmanager
+    def shared(exe=None):
+        yield chromium
+
+    monkeypatch.setattr(browser, "chromium", shared)  # the command's launch: the shared one
+    copied = Path(shutil.copytree(small[0], tmp_path / "elsewhere" / "campaign"))
+    monkeypatch.chdir(tmp_path)  # no ratchet.yaml here, nor above
+    shot = tmp_path / "shots" / "dashboard.png"
+    args = ("dashboard", "--campaign-dir", str(copied), "--out", str(tmp_path / "out"))
+    rc, text = run_cli(capsys, monkeypatch, *args, "--screenshot", str(shot))
+    assert rc == 0, text
+    assert (tmp_path / "out" / "campaign.html").is_file() and (tmp_path / "out/index.html").exists()
+    print(f"screenshot: {shot}")
+    assert shot.stat().st_size > 10_000 and shot.read_bytes()[:4] == b"\x89PNG"
+    rc, text = run_cli(capsys, monkeypatch, "dashboard", "--campaign-dir", str(tmp_path))
+    assert rc == 2 and "not a campaign directory" in text

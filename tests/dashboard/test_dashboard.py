@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
+from statistics import NormalDist
 
 import pytest
+from markupsafe import escape
 
 from kernel_ratchet.dashboard import site
 from kernel_ratchet.dashboard.model import load_campaign
 from kernel_ratchet.dashboard.page import render_campaign_html
-from kernel_ratchet.dashboard.series import chain_points, forest_rows, roofline, search_moves
+from kernel_ratchet.dashboard.series import (
+    chain_points,
+    forest_rows,
+    headline,
+    roofline,
+    search_moves,
+)
 from kernel_ratchet.errors import RatchetError
-from tests.dashboard.builder import CI, GAIN, SHAPES
+from tests.dashboard.builder import CI, GAIN, LEVEL, QUANTITY, SHAPES, UNRESOLVED, WEIGHTED
 
 
 def _figures(html: str) -> dict[str, dict]:
@@ -45,12 +54,46 @@ def test_the_chain_multiplies_each_paired_ratio_onto_its_incumbents_chain(small)
 def test_a_forest_has_each_shape_with_its_ci_then_the_aggregates(small):
     cdir, _ = small
     rows = forest_rows(load_campaign(cdir).record(2))
-    assert [r.kind for r in rows] == ["shape"] * 3 + ["aggregate", "harness"]
+    kinds = ["shape", "shape", "unresolved", "aggregate", "weighted", "harness"]
+    assert [r.kind for r in rows] == kinds
     assert rows[1].ratio == pytest.approx(1 + GAIN + 0.001)
     assert (rows[1].lo, rows[1].hi) == pytest.approx((1 + GAIN - 0.01, 1 + GAIN + 0.011))
-    assert rows[3].label == "aggregate (paired A/B)" and rows[3].lo == pytest.approx(1 + CI[0])
-    assert rows[4].ratio == pytest.approx(1 + GAIN / 2) and rows[4].lo is None
+    assert rows[2].label == UNRESOLVED and rows[2].verdict.endswith("unresolved")
+    assert rows[3].label == "geomean of shapes (paired A/B)" and rows[3].lo == pytest.approx(
+        1 + CI[0]
+    )
+    assert rows[3].verdict == f"ACCEPTED ({LEVEL:.0%} CI)"
+    assert (rows[4].ratio, rows[4].lo, rows[4].hi) == pytest.approx(
+        (1 + WEIGHTED, 1 + WEIGHTED - 0.012, 1 + WEIGHTED + 0.012)
+    )
+    assert rows[5].ratio == pytest.approx(1 + GAIN / 2) and rows[5].lo is None
     assert forest_rows(load_campaign(cdir).record(4)) == []
+
+
+def test_the_headline_is_the_reports_paired_chain_with_its_ci(small):
+    from kernel_ratchet.campaign.context import CampaignContext
+    from kernel_ratchet.report.render import headline as report_headline
+
+    cdir, exp = small
+    data = load_campaign(cdir)
+    ctx = CampaignContext(None, cdir, cdir, cdir, data.manifest, data.state, print)
+    acc = [e for e in data.state.closed if e.status.value == "ACCEPTED"]
+    ours = headline(data)
+    assert ours.text() == report_headline(ctx, acc)
+    # the delta method by hand: each step's log SE from its CI at LEVEL, rescaled to 95%
+    z = NormalDist().inv_cdf
+    se = (math.log(1 + CI[1]) - math.log(1 + CI[0])) / (2 * z(0.5 + LEVEL / 2))
+    half = z(0.975) * se * math.sqrt(exp.accepted)
+    chain = exp.accepted * math.log(1 + GAIN)
+    assert ours.accepted == exp.accepted
+    assert ours.geomean == pytest.approx(
+        (math.exp(chain), math.exp(chain - half), math.exp(chain + half))
+    )
+    assert ours.chain == pytest.approx((1 + GAIN) ** exp.accepted - 1)
+    assert ours.weighted[0] == pytest.approx((1 + WEIGHTED) ** exp.accepted)
+    html = render_campaign_html(data)
+    assert escape(ours.text()) in html and QUANTITY in html
+    assert f"{exp.rehearsals} REHEARSAL, never counted" in html
 
 
 def test_search_moves_and_the_roofline_come_from_the_records(small):
@@ -75,6 +118,7 @@ def test_every_chart_holds_the_records_points_and_missing_fields_say_not_recorde
     assert chain["ACCEPTED (paired A/B, CI)"] == exp.accepted
     assert chain["ROLLED BACK (paired A/B, CI)"] == exp.rolled_back_paired
     assert chain["BASELINE (paired A/B, CI)"] == 1
+    assert chain["REHEARSAL (interpreter timings, never counts)"] == exp.rehearsals
     assert chain["incumbent (paired chain)"] == exp.rounds
     forests = [k for k in figs if k.startswith("forest-")]
     assert len(forests) == exp.rounds - 1 - exp.no_decision  # no baseline, no undecided round
@@ -86,13 +130,18 @@ def test_every_chart_holds_the_records_points_and_missing_fields_say_not_recorde
     assert "Not recorded: the round ended before a decision was measured." in html
 
 
-def test_a_campaign_without_ceilings_or_analysis_says_the_roofline_is_not_recorded(small, tmp_path):
+def test_missing_ceilings_and_records_say_not_recorded_and_a_sync_back_is_shown(small, tmp_path):
     import shutil
 
     cdir = shutil.copytree(small[0], tmp_path / "c")
     (cdir / "profiles" / "ceilings.json").unlink()
     (cdir / "rounds" / "round-2" / "round.json").unlink()
+    assert "Sync-back into the project" not in render_campaign_html(load_campaign(cdir))
+    sync = {"ok": False, "round": 5, "commit": None, "details": ["- Focused test: FAIL"]}
+    (cdir / "sync-back").mkdir()
+    (cdir / "sync-back" / "result.json").write_text(json.dumps(sync))
     html = render_campaign_html(load_campaign(cdir))
+    assert "FAILED</span>: round-5's kernel files" in html and "<li>- Focused test: FAIL" in html
     assert "Not recorded: the ceilings of this machine" in html
     assert "Record not recorded: round.json is missing." in html
 
@@ -135,6 +184,7 @@ def test_the_index_lists_each_campaign_and_the_ones_it_cannot_read(small, tmp_pa
     assert [p.name for p in pages] == [f"{small[0].name}.html"]
     text = index.read_text()
     assert f'href="{small[0].name}.html"' in text and "broken_campaign" in text
+    assert escape(headline(load_campaign(small[0])).text()) in text  # the report's headline
     assert len(problems) == 1 and "manifest.yaml is missing" in problems[0]
 
 
