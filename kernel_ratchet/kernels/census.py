@@ -48,6 +48,8 @@ class Launch:
     spec: tuple[object, ...]
     #: the integer arguments, in order (sizes and strides)
     ints: tuple[int, ...] = ()
+    #: bytes of the tensor arguments (what a memory-bound pass reads and writes once)
+    tensor_bytes: int = 0
 
     def get(self, name: str) -> object:
         return dict(self.constexprs).get(name)
@@ -129,7 +131,10 @@ class _Recorder:
             if self.count:
                 const = tuple(sorted((k, v) for k, v in kw.items() if k != "num_warps"))
                 ints = tuple(a for a in args if isinstance(a, int) and not isinstance(a, bool))
-                launch = Launch(self.name, tuple(grid), const, spec_of(args), ints)
+                nbytes = sum(
+                    a.numel() * a.element_size() for a in args if isinstance(a, torch.Tensor)
+                )
+                launch = Launch(self.name, tuple(grid), const, spec_of(args), ints, nbytes)
                 self.census.launches.append(launch)
             if self.dry:
                 return

@@ -14,6 +14,13 @@ Distributions (:func:`group_lens`):
 * ``top1_cf1.25``: rows tokens route top-1 the same way, capacity ``ceil(1.25 * rows / G)``;
 * ``skewed``: one expert gets 55% of the rows, the rest are spread by a Dirichlet(0.3) draw
   (near-degenerate; with many experts some get none).
+
+Stress distributions (:data:`STRESS_DISTRIBUTIONS`, not in the campaign targets):
+
+* ``zipf1.2``: rows/k tokens route to k distinct experts, Gumbel-top-k over log-weights
+  ``-1.2 * log(rank)`` (expert ranks shuffled by the seed): popularity ~ 1 / rank^1.2;
+* ``onehot_heavy``: one expert gets every token (rows/k rows, the most top-k routing allows),
+  the other rows are spread evenly over the other experts.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import numpy as np
 from kernel_ratchet.harness.adapter import Shape
 
 DISTRIBUTIONS = ("uniform", "top2_cf1.0", "top1_cf1.25", "skewed")
+STRESS_DISTRIBUTIONS = ("uniform", "zipf1.2", "onehot_heavy")
 
 
 @dataclass(frozen=True)
@@ -47,9 +55,25 @@ MODELS: dict[str, MoEConfig] = {
     "mixtral_8x7b": MoEConfig("Mixtral-8x7B", 8, 4096, 14336, 2),
 }
 
+#: Configurations outside MODELS (no tuning was done on them): checks of the general case.
+#: DBRX (16 experts, hidden 6144, ffn 10752, top-4) as one rank of 4-way expert tensor
+#: parallelism: each expert's intermediate dimension split 4 ways.
+OFFLIST_MODELS: dict[str, MoEConfig] = {
+    "olmoe_1b_7b": MoEConfig("OLMoE-1B-7B", 64, 2048, 1024, 8),
+    "qwen15_moe_a27b": MoEConfig("Qwen1.5-MoE-A2.7B", 60, 2048, 1408, 4),
+    "dbrx_tp4": MoEConfig("DBRX TP4 slice", 16, 6144, 10752 // 4, 4),
+}
 
-def _route(rng: np.random.Generator, tokens: int, G: int, k: int, capacity: int) -> list[int]:
-    bias = rng.normal(0.0, 0.5, size=G)
+
+def _route(
+    rng: np.random.Generator,
+    tokens: int,
+    G: int,
+    k: int,
+    capacity: int,
+    bias: np.ndarray | None = None,
+) -> list[int]:
+    bias = rng.normal(0.0, 0.5, size=G) if bias is None else bias
     counts = np.zeros(G, dtype=np.int64)
     for lo in range(0, tokens, 8192):  # chunks keep the Gumbel matrix small
         n = min(8192, tokens - lo)
@@ -63,17 +87,18 @@ def _route(rng: np.random.Generator, tokens: int, G: int, k: int, capacity: int)
     return [int(min(c, capacity)) for c in counts]
 
 
-def group_lens(dist: str, G: int, rows: int, seed: int) -> list[int]:
-    """Rows per group for ``dist`` (see module doc); deterministic in ``seed``."""
-    return list(_group_lens(dist, G, rows, seed))
+def group_lens(dist: str, G: int, rows: int, seed: int, top_k: int = 1) -> list[int]:
+    """Rows per group for ``dist`` (see module doc); deterministic in ``seed``. ``top_k``
+    (experts per token) is read by the stress distributions only."""
+    return list(_group_lens(dist, G, rows, seed, top_k))
 
 
 @functools.lru_cache(maxsize=256)
-def _group_lens(dist: str, G: int, rows: int, seed: int) -> tuple[int, ...]:
-    return tuple(_draw(dist, G, rows, seed))
+def _group_lens(dist: str, G: int, rows: int, seed: int, top_k: int) -> tuple[int, ...]:
+    return tuple(_draw(dist, G, rows, seed, top_k))
 
 
-def _draw(dist: str, G: int, rows: int, seed: int) -> list[int]:
+def _draw(dist: str, G: int, rows: int, seed: int, top_k: int = 1) -> list[int]:
     rng = np.random.default_rng(seed)
     if dist == "uniform":
         base, rem = divmod(rows, G)
@@ -91,7 +116,24 @@ def _draw(dist: str, G: int, rows: int, seed: int) -> list[int]:
         lens = [int(v) for v in rest]
         lens.insert(hot, n_hot)
         return lens
-    raise ValueError(f"unknown distribution {dist!r}; known: {DISTRIBUTIONS}")
+    if dist in STRESS_DISTRIBUTIONS:
+        return _draw_stress(rng, dist, G, rows, top_k)
+    raise ValueError(
+        f"unknown distribution {dist!r}; known: {DISTRIBUTIONS + STRESS_DISTRIBUTIONS[1:]}"
+    )
+
+
+def _draw_stress(rng: np.random.Generator, dist: str, G: int, rows: int, k: int) -> list[int]:
+    """``zipf1.2`` and ``onehot_heavy`` for rows = tokens * k (k distinct experts a token)."""
+    tokens = rows // k
+    if dist == "zipf1.2":
+        bias = -1.2 * np.log(rng.permutation(G) + 1.0)
+        return _route(rng, tokens, G, k, tokens, bias)
+    hot = int(rng.integers(G))
+    base, rem = divmod(rows - tokens, max(G - 1, 1))
+    lens = [base + (1 if i < rem else 0) for i in range(G - 1)] if G > 1 else []
+    lens.insert(hot, tokens if G > 1 else rows)
+    return lens
 
 
 def lens_of(shape: Shape) -> list[int]:
@@ -99,14 +141,18 @@ def lens_of(shape: Shape) -> list[int]:
     p = shape.params
     if "lens" in p:
         return [int(v) for v in p["lens"]]
-    return group_lens(str(p["dist"]), shape.B, int(p["rows"]), int(p["seed"]))
+    k = int(p.get("top_k", 1))
+    return group_lens(str(p["dist"]), shape.B, int(p["rows"]), int(p["seed"]), k)
 
 
-def make_shape(label: str, G: int, N: int, K: int, dist: str, rows: int, seed: int) -> Shape:
-    lens = group_lens(dist, G, rows, seed)
-    return Shape(
-        label, M=sum(lens), N=N, K=K, B=G, params={"dist": dist, "seed": seed, "rows": rows}
-    )
+def make_shape(
+    label: str, G: int, N: int, K: int, dist: str, rows: int, seed: int, top_k: int = 1
+) -> Shape:
+    lens = group_lens(dist, G, rows, seed, top_k)
+    params: dict[str, object] = {"dist": dist, "seed": seed, "rows": rows}
+    if dist not in DISTRIBUTIONS:  # the campaign targets' identities stay as they were
+        params["top_k"] = top_k
+    return Shape(label, M=sum(lens), N=N, K=K, B=G, params=params)
 
 
 def explicit_shape(label: str, lens: list[int], N: int, K: int, seed: int = 0) -> Shape:
@@ -131,7 +177,7 @@ def moe_shapes(
     distribution."""
     out = []
     for key in models:
-        m = MODELS[key]
+        m = MODELS[key] if key in MODELS else OFFLIST_MODELS[key]
         rows = tokens * m.top_k
         projs = {
             "gate_up": (2 * m.moe_intermediate, m.hidden),
@@ -139,7 +185,8 @@ def moe_shapes(
         }
         for proj, (N, K) in projs.items():
             for dist in dists:
-                out.append(make_shape(f"{key}_{proj}_{dist}", m.experts, N, K, dist, rows, seed))
+                label = f"{key}_{proj}_{dist}"
+                out.append(make_shape(label, m.experts, N, K, dist, rows, seed, m.top_k))
     return out
 
 
@@ -159,6 +206,18 @@ def moe_bench() -> list[Shape]:
         if "_down_" in s.label
     ]
     return shapes
+
+
+def moe_offlist() -> list[Shape]:
+    """The configurations outside MODELS, both projections, under the stress distributions
+    (18 shapes at 8192 tokens)."""
+    return moe_shapes(models=tuple(OFFLIST_MODELS), dists=STRESS_DISTRIBUTIONS)
+
+
+def moe_stress() -> list[Shape]:
+    """Every model (MODELS and OFFLIST_MODELS), both projections, under the stress
+    distributions (42 shapes at 8192 tokens)."""
+    return moe_shapes(models=(*MODELS, *OFFLIST_MODELS), dists=STRESS_DISTRIBUTIONS)
 
 
 def moe_test_gpu() -> list[Shape]:

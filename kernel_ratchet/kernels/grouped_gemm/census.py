@@ -1,0 +1,179 @@
+"""Structural census of one MoE expert projection's training step (forward + backward).
+
+    python -m kernel_ratchet.kernels.grouped_gemm.census [--shapes stress|offlist|target]
+        [--kind bf16,fp8] [--sms 132] [--host]
+
+Per shape and path (bf16, FP8 blockwise) it prints what one ``forward + backward`` of the
+grouped GEMM launches: kernels per step; for each GEMM launch the schedule's fill of the SMs
+and the MMA rows it wastes (:mod:`.schedule`, from the routed group sizes); the bytes of the
+quantization passes and what they cost at the HBM rate next to the GEMMs' time at the tensor
+core peak; aten copies and fills; host reads of device data; with ``--host`` the host time of
+a step. The calls run dry on meta tensors (no kernel runs, nothing is allocated; a host read
+of device data would raise), so every model's full-size layer takes milliseconds on a CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from kernel_ratchet.harness.adapter import Shape
+from kernel_ratchet.kernels.census import H200_SMS, Census, Launch, host_us
+from kernel_ratchet.kernels.grouped_gemm import fp8 as fp8_launch
+from kernel_ratchet.kernels.grouped_gemm import launch as bf16_launch
+from kernel_ratchet.kernels.grouped_gemm import shapes as S
+from kernel_ratchet.kernels.grouped_gemm.schedule import Fill, mm_fill, wgrad_fill
+from kernel_ratchet.kernels.quant import dual as qdual
+from kernel_ratchet.kernels.quant import launch as qlaunch
+
+#: H200 SXM: HBM3e bytes/s and dense tensor-core peaks (FLOP/s) from the data sheet.
+HBM_BPS = 4.8e12
+PEAK_FLOPS = {"bf16": 989e12, "fp8": 1979e12}
+
+MM_KERNELS = ("_grouped_mm_kernel", "_grouped_mm_fp8_kernel")
+WGRAD_KERNELS = ("_grouped_wgrad_kernel", "_grouped_wgrad_fp8_kernel")
+QUANT_KERNELS = ("_weight_quant_kernel", "_dual_quant_kernel", "_group_quant_kernel")
+PATCHES = (
+    [(bf16_launch, k) for k in ("_grouped_mm_kernel", "_grouped_wgrad_kernel")]
+    + [(fp8_launch, k) for k in ("_grouped_mm_fp8_kernel", "_grouped_wgrad_fp8_kernel")]
+    + [(fp8_launch, "_weight_quant_kernel"), (qdual, "_dual_quant_kernel")]
+    + [(qlaunch, "_group_quant_kernel")]
+)
+PATHS = {
+    "bf16": bf16_launch.grouped_gemm,
+    "fp8": fp8_launch.grouped_gemm_fp8_blockwise,
+}
+
+
+def gpu_overrides(sms: int) -> list[tuple[object, str, object]]:
+    """Make the launchers decide as on a GPU with ``sms`` SMs (buckets, persistent grid)."""
+    out: list[tuple[object, str, object]] = []
+    for mod in (bf16_launch, fp8_launch):
+        out += [(mod, "interpreting", lambda: False), (mod, "num_programs", lambda d: sms)]
+    return out
+
+
+def step_fn(
+    kind: str, shape: Shape, device: str = "meta", dtype: torch.dtype = torch.bfloat16
+) -> Callable[[], object]:
+    """One forward + backward of ``shape`` on ``kind``'s path. On ``meta`` the tensors hold
+    no data (dry census); elsewhere they are seeded random values (real runs)."""
+    lens = S.lens_of(shape)
+    T, N, K, G = shape.M, shape.N, shape.K, shape.B
+    group_lens = torch.tensor(lens, dtype=torch.int32).to(device)
+    if device == "meta":
+        x, w, dout = (
+            torch.empty(s, dtype=dtype, device=device) for s in ((T, K), (G, N, K), (T, N))
+        )
+    else:
+        gen = torch.Generator().manual_seed(0)
+        x = torch.randn(T, K, generator=gen).to(dtype).to(device)
+        w = (torch.randn(G, N, K, generator=gen) * K**-0.5).to(dtype).to(device)
+        dout = torch.randn(T, N, generator=gen).to(dtype).to(device)
+    op = PATHS[kind]
+
+    def step() -> tuple[torch.Tensor, ...]:
+        xs, ws = x.detach().requires_grad_(), w.detach().requires_grad_()
+        out = op(xs, ws, group_lens)
+        out.backward(dout)
+        return out, xs.grad, ws.grad
+
+    return step
+
+
+def census_step(kind: str, shape: Shape, *, sms: int = H200_SMS) -> Census:
+    """Dry census of one step (meta tensors, launchers deciding as on ``sms`` SMs)."""
+    c = Census()
+    with c.instrument(PATCHES, gpu_overrides(sms), dry=True):
+        step_fn(kind, shape)()
+    return c
+
+
+def fill_of(x: Launch, lens: list[int], sms: int) -> Fill:
+    """Schedule quality of a recorded GEMM launch (its integer arguments start N, K, G)."""
+    N, K = x.ints[0], x.ints[1]
+    block = {k: int(x.get(k) or 128) for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K")}
+    bm, bn, bk = block["BLOCK_M"], block["BLOCK_N"], block["BLOCK_K"]
+    if x.kernel in MM_KERNELS:
+        return mm_fill(lens, N, bm, bn, int(x.get("NUM_PROGS") or sms))
+    # the FP8 weight gradient walks 128-token chunks aligned to the global scale blocks
+    fp8 = x.kernel == "_grouped_wgrad_fp8_kernel"
+    return wgrad_fill(lens, N, K, bn, bk, 128 if fp8 else bm, aligned=fp8, sms=sms)
+
+
+@dataclass(frozen=True)
+class StepSummary:
+    """What one step launches and moves, in numbers (see the module doc)."""
+
+    launches: int
+    fills: tuple[tuple[str, Fill], ...]
+    quant_bytes: int
+    copies: int
+    copy_bytes: int
+    syncs: int
+
+    def quant_us(self) -> float:
+        return self.quant_bytes / HBM_BPS * 1e6
+
+
+def summarize(c: Census, lens: list[int], sms: int) -> StepSummary:
+    gemms = [x for x in c.launches if x.kernel in MM_KERNELS + WGRAD_KERNELS]
+    names = ["fwd", "dgrad", "wgrad"] if len(gemms) == 3 else [x.kernel for x in gemms]
+    return StepSummary(
+        launches=len(c.launches),
+        fills=tuple((n, fill_of(x, lens, sms)) for n, x in zip(names, gemms, strict=True)),
+        quant_bytes=sum(x.tensor_bytes for x in c.of(*QUANT_KERNELS)),
+        copies=sum(c.copies.values()),
+        copy_bytes=c.copy_bytes,
+        syncs=sum(c.syncs.values()),
+    )
+
+
+def gemm_us(shape: Shape, kind: str) -> float:
+    """The step's three GEMMs (6 T N K FLOPs) at the tensor-core peak, microseconds."""
+    return 6 * shape.M * shape.N * shape.K / PEAK_FLOPS[kind] * 1e6
+
+
+def line(shape: Shape, kind: str, s: StepSummary, host: float | None) -> str:
+    fills = " ".join(f"{n} {f.fill:.2f}/{f.waste:.2f}" for n, f in s.fills)
+    out = (
+        f"{shape.label:36s} {kind:4s} launches {s.launches} | fill/waste {fills} | "
+        f"quant {s.quant_bytes / 2**20:7.1f} MiB {s.quant_us():6.0f} us "
+        f"vs gemm@peak {gemm_us(shape, kind):6.0f} us | copies {s.copies} "
+        f"({s.copy_bytes / 2**20:.1f} MiB) | syncs {s.syncs}"
+    )
+    return out + (f" | host {host:.0f} us" if host is not None else "")
+
+
+SHAPE_SETS = {"stress": S.moe_stress, "offlist": S.moe_offlist, "target": S.moe_target}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m kernel_ratchet.kernels.grouped_gemm.census")
+    p.add_argument("--shapes", choices=sorted(SHAPE_SETS), default="offlist")
+    p.add_argument("--kind", default="bf16,fp8", help="comma-separated paths: bf16, fp8")
+    p.add_argument("--sms", type=int, default=H200_SMS, help="SM count the launchers assume")
+    p.add_argument("--host", action="store_true", help="also time the host work per step")
+    p.add_argument("--only", default="", help="comma-separated label substrings to keep")
+    args = p.parse_args(argv)
+    kinds = [k for k in args.kind.split(",") if k]
+    bad = [k for k in kinds if k not in PATHS]
+    if bad:
+        p.error(f"unknown --kind {bad}; choose from {sorted(PATHS)}")
+    keys = [k for k in args.only.split(",") if k]
+    for shape in SHAPE_SETS[args.shapes]():
+        if keys and not any(k in shape.label for k in keys):
+            continue
+        for kind in kinds:
+            s = summarize(census_step(kind, shape, sms=args.sms), S.lens_of(shape), args.sms)
+            fn = step_fn(kind, shape)
+            host = host_us(fn, PATCHES, gpu_overrides(args.sms)) if args.host else None
+            print(line(shape, kind, s, host), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
