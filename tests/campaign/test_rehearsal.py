@@ -50,7 +50,8 @@ def _measured(n: int, status: Status, gain: float, category: Category) -> RoundR
 @pytest.fixture
 def rehearsing(project, monkeypatch):
     """The baselined project, its rounds' measurement replaced by a decision that accepts."""
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(project), os.environ["PYTHONPATH"]]))
+    paths = [str(project), os.environ.get("PYTHONPATH", "")]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in paths if p))
     monkeypatch.chdir(project)
     accepted = _measured(2, Status.ACCEPTED, 0.2795, Category.OK)
     monkeypatch.setattr(engine, "measure", lambda c, n, p: accepted)

@@ -101,7 +101,8 @@ def test_a_worker_that_fails_to_start_is_replaced_by_a_fresh_one(
 
 @pytest.fixture
 def campaign(project, monkeypatch, fake_workers):
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(project), os.environ["PYTHONPATH"]]))
+    paths = [str(project), os.environ.get("PYTHONPATH", "")]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in paths if p))
     monkeypatch.chdir(project)
     set_blocks(project, M=32, N=32)
     return lambda: Campaign(load_profile(project), campaign_dir(project))

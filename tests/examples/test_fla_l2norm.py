@@ -19,7 +19,8 @@ def test_the_fla_l2norm_example_checks_and_rehearses_its_baseline(tmp_path):
     pytest.importorskip("fla.modules.norm.l2norm", reason="pip install fla-core==0.6.0 einops")
     root = tmp_path / "l2"
     shutil.copytree(EXAMPLE, root)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ["PYTHONPATH"]])}
+    paths = [str(root), os.environ.get("PYTHONPATH", "")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
 
     def run(*cmd: str) -> subprocess.CompletedProcess:
         return subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=900)
