@@ -136,3 +136,33 @@ def test_declarations_reach_assignments_and_name_what_they_miss():
 def test_a_file_that_does_not_parse_is_a_clear_error():
     with pytest.raises(KnobError, match="pkg/bad.py does not parse"):
         discover("def broken(:\n", "pkg/bad.py")
+
+
+LIBRARY_AUTOTUNED = """
+import triton
+import triton.language as tl
+from mylib.cache import cached_autotune
+
+WIDTHS = [8, 16, 32]
+
+
+@cached_autotune(configs=[triton.Config({"BT": bt}, num_warps=w) for w in [2, 4] for bt in WIDTHS], key=["D"])
+@triton.jit
+def norm_kernel(x, y, D: tl.constexpr, BT: tl.constexpr):
+    pass
+
+
+def norm(x, y):
+    norm_kernel[(1,)](x=x, y=y, D=x.shape[-1])
+"""
+
+
+def test_a_library_autotuner_gets_no_launch_keywords_its_configs_already_set():
+    """A kernel under a library's own autotune decorator (not ``triton.autotune``) already has
+    ``num_warps`` in its configs: adding it at the launch would be a TypeError, never a move."""
+    found = discover(LIBRARY_AUTOTUNED, "pkg/norm.py")
+    assert all("num_warps" not in e.knobs for e in found.tunables.entries.values())
+    decl = KnobDecl("WIDTHS", "pkg/norm.py", ([16, 32], [8, 16]))
+    tunables = discover(LIBRARY_AUTOTUNED, "pkg/norm.py", [decl]).tunables
+    (key,) = tunables.entries
+    assert tunables.space[key] == {"WIDTHS": [[16, 32], [8, 16]]}
