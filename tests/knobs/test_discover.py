@@ -146,7 +146,9 @@ from mylib.cache import cached_autotune
 WIDTHS = [8, 16, 32]
 
 
-@cached_autotune(configs=[triton.Config({"BT": bt}, num_warps=w) for w in [2, 4] for bt in WIDTHS], key=["D"])
+@cached_autotune(
+    configs=[triton.Config({"BT": bt}, num_warps=w) for w in [2, 4] for bt in WIDTHS], key=["D"]
+)
 @triton.jit
 def norm_kernel(x, y, D: tl.constexpr, BT: tl.constexpr):
     pass
