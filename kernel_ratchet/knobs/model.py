@@ -108,6 +108,8 @@ def literal(node: ast.AST) -> tuple[bool, Any]:
         value = ast.literal_eval(node)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return False, None
+    if isinstance(value, list):  # e.g. the candidates an autotuner picks from
+        return bool(value) and all(isinstance(v, LITERALS) for v in value), value
     return isinstance(value, LITERALS), value
 
 

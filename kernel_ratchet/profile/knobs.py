@@ -33,15 +33,24 @@ def _identifier(value: Any, dotted: str, problems: Problems) -> str | None:
     return None
 
 
+def _one_value(v: Any) -> bool:
+    """A scalar, or a non-empty list of scalars (e.g. the candidates an autotuner picks from)."""
+    if isinstance(v, list):
+        return bool(v) and all(isinstance(x, _VALUE_TYPES) for x in v)
+    return isinstance(v, _VALUE_TYPES)
+
+
 def _values(value: Any, dotted: str, problems: Problems) -> tuple[Any, ...] | None:
-    if not isinstance(value, list) or not all(isinstance(v, _VALUE_TYPES) for v in value):
+    if not isinstance(value, list) or not all(_one_value(v) for v in value):
         problems.add(
             dotted,
-            f"expected a list of numbers, booleans or strings, got {show(value)}",
+            "expected a list of numbers, booleans or strings (or of lists of them), got "
+            f"{show(value)}",
             "list the values to try, e.g. [2, 4, 8] ([] keeps the search away from it)",
         )
         return None
-    if len({(type(v), v) for v in value}) != len(value):
+    keys = {(type(v), tuple(v) if isinstance(v, list) else v) for v in value}
+    if len(keys) != len(value):
         problems.add(dotted, f"{show(value)} repeats a value", "list each value once")
         return None
     return tuple(value)

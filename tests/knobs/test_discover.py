@@ -168,3 +168,13 @@ def test_a_library_autotuner_gets_no_launch_keywords_its_configs_already_set():
     tunables = discover(LIBRARY_AUTOTUNED, "pkg/norm.py", [decl]).tunables
     (key,) = tunables.entries
     assert tunables.space[key] == {"WIDTHS": [[16, 32], [8, 16]]}
+
+
+def test_a_declared_list_value_is_written_and_reverts_exactly():
+    """An autotuner's candidate list declared as a knob moves as a plain list literal."""
+    decl = KnobDecl("WIDTHS", "pkg/norm.py", ([16, 32], [8, 16]))
+    parse = parse_discovered("pkg/norm.py", [decl])
+    (key,) = parse(LIBRARY_AUTOTUNED).entries
+    moved = set_knobs(LIBRARY_AUTOTUNED, key, {"WIDTHS": [16, 32]}, parse=parse)
+    assert "WIDTHS = [16, 32]\n" in moved and moved.count("\n") == LIBRARY_AUTOTUNED.count("\n")
+    assert set_knobs(moved, key, {"WIDTHS": [8, 16, 32]}, parse=parse) == LIBRARY_AUTOTUNED

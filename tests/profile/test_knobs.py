@@ -43,7 +43,7 @@ def test_every_bad_declaration_is_named_with_its_fix(tiny_project):
         {"name": "not a name", "file": kernel, "values": [1]},
         {"name": "B", "file": f"{p.pkg}/adapter.py", "values": [1]},
         {"name": "B", "file": kernel, "values": [1, 1]},
-        {"name": "B", "file": kernel, "values": [[1]]},
+        {"name": "B", "file": kernel, "values": [{"a": 1}]},
         {"name": "C", "file": kernel},
         "BLOCK",
     ]
