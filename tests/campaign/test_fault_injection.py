@@ -86,6 +86,7 @@ def _check(root: Path, user: dict[str, str]) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.soak
 def test_kill_9_at_random_moments_loses_nothing(project):
     rng = random.Random(SEED)
     user = _user_files(project)

@@ -120,6 +120,7 @@ def test_manual_then_resume_with_a_scripted_agent(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.soak
 def test_example_gemm_bf16_rehearsal_runs_end_to_end(tmp_path):
     dest = tmp_path / "ex"
     r = ratchet(

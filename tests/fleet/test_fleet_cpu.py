@@ -30,6 +30,7 @@ def _two_ops(dest: Path) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.soak
 def test_two_campaigns_at_once_one_resumed_after_its_worker_died(tmp_path):
     root = _two_ops(tmp_path / "proj")
     args = ("fleet", "--ops", ",".join(OPS), "--workers", "2", "--max-iterations", "1")

@@ -101,6 +101,7 @@ def test_compare_verdicts_say_which_bound_holds():
 
 
 @pytest.mark.slow
+@pytest.mark.soak
 def test_sweep_of_the_rehearsal_example(tmp_path):
     root, op = scaffold("gemm_bf16", tmp_path / "ex", rehearse=True)
     out = tmp_path / "sweep.json"
