@@ -24,6 +24,7 @@ from kernel_ratchet.campaign.manifest import Manifest
 from kernel_ratchet.campaign.quick_bench import write_harness
 from kernel_ratchet.campaign.render import TREND_TITLE, optimize_header, trend_header
 from kernel_ratchet.campaign.state import Phase, State
+from kernel_ratchet.campaign.steps import portable_path, recorded_python_command
 from kernel_ratchet.campaign.tips import read_tips, tips_path
 from kernel_ratchet.errors import CampaignError, ProfileError
 from kernel_ratchet.harness.adapter import Shape, load_shapes
@@ -199,11 +200,11 @@ def _manifest(p: TargetParams, o: OpProfile, profile: Profile, cdir: Path, **fac
         target_lang=p.lang,
         target_gpu=p.gpu,
         execution_mode=p.execution_mode,
-        project_skill=str(profile.path),
+        project_skill=portable_path(profile.path, profile.root),
         performance_target=p.performance_target,
         primary_metric=p.primary_metric,
         kernel_source=list(o.kernel_source),
-        quick_command=f"python {cdir / 'quick_test_bench.py'}",
+        quick_command=recorded_python_command(profile.root, cdir / "quick_test_bench.py"),
         representative_shapes=[],
         git_commit=p.git_commit,
         git_branch=p.git_branch,

@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING
 from kernel_ratchet.campaign.fsutil import atomic_write_text, sha256_bytes
 from kernel_ratchet.campaign.lineage import git
 from kernel_ratchet.campaign.manifest import Manifest
-from kernel_ratchet.campaign.steps import HARNESS_TIMEOUT_S, StepResult, python_command, run_step
+from kernel_ratchet.campaign.steps import (
+    HARNESS_TIMEOUT_S,
+    StepResult,
+    python_command,
+    recorded_python_command,
+    run_step,
+)
 from kernel_ratchet.harness.generate import render_quick_bench
 from kernel_ratchet.harness.paired_run import SEED_POLICY
 from kernel_ratchet.harness.provenance import collect_provenance
@@ -50,6 +56,13 @@ def write_harness(
 def harness_command(cdir: Path, level: str, csv: Path) -> str:
     """The shell command running the harness at ``level`` with its summary CSV at ``csv``."""
     return python_command(cdir / "quick_test_bench.py", "--level", level, "--summary-csv", str(csv))
+
+
+def harness_record(c: CampaignContext, level: str, csv: Path) -> str:
+    """:func:`harness_command` as the round's records name it (``python``, paths relative to
+    the project root)."""
+    args = ("--level", level, "--summary-csv", csv)
+    return recorded_python_command(c.profile.root, c.dir / "quick_test_bench.py", *args)
 
 
 def run_harness(c: CampaignContext, level: str, csv: Path, log_path: Path) -> StepResult:

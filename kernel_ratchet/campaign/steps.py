@@ -151,5 +151,25 @@ def python_command(script: Path, *args: str) -> str:
     return " ".join(_quote(p) for p in parts)
 
 
+def recorded_python_command(root: Path, script: Path, *args: str | Path) -> str:
+    """The command :func:`python_command` runs, as the records name it: the interpreter as
+    ``python`` and paths under the project ``root`` relative to it, so that a campaign directory
+    reads the same on any machine (the executed command keeps its absolute paths)."""
+    parts = ["python", *(portable_path(a, root) for a in (script, *args))]
+    return " ".join(_quote(p) for p in parts)
+
+
+def portable_path(path: str | Path, root: Path) -> str:
+    """``path`` relative to ``root`` when it lies inside it (symbolic links resolved if need
+    be); anything else (an option, a path outside the project) as given."""
+    p = Path(path)
+    if not p.is_absolute():
+        return str(path)
+    for inner, outer in ((p, Path(root)), (p.resolve(), Path(root).resolve())):
+        if inner.is_relative_to(outer):
+            return inner.relative_to(outer).as_posix()
+    return str(path)
+
+
 def _quote(s: str) -> str:
     return shlex.quote(s)

@@ -63,7 +63,8 @@ def test_whole_campaign(tmp_path):
     manifest = yaml.safe_load((cdir / "manifest.yaml").read_text())
     assert list(manifest)[: len(SPEC_FIELDS)] == list(SPEC_FIELDS)
     assert 3 <= len(manifest["representative_shapes"]) <= 5
-    assert manifest["quick_command"] == f"python {cdir / 'quick_test_bench.py'}"
+    rel = f".ratchet/campaigns/{cdir.name}"
+    assert manifest["quick_command"] == f"python {rel}/quick_test_bench.py"
     assert manifest["csv_schema"]["header"] == GEMM_HEADER
     for label in manifest["representative_shapes"]:
         assert f"'label': '{label}'" in (cdir / "quick_test_bench.py").read_text()
@@ -90,7 +91,10 @@ def test_whole_campaign(tmp_path):
     accepted = (cdir / "rounds/round-2/summary.md").read_text()
     assert "measured in the training idiom" in accepted  # the dynamic transfer check ran
     assert "- Decision: ACCEPT-as-real" in accepted
-    took = json.loads((cdir / "rounds/round-2/round.json").read_text())["seconds"]
+    record = json.loads((cdir / "rounds/round-2/round.json").read_text())
+    assert record["harness_command"].startswith(f"python {rel}/quick_test_bench.py --level quick")
+    assert str(root) not in record["harness_command"] and str(root) not in accepted
+    took = record["seconds"]
     assert set(took) == {"test", "harness_quick", "ab_quick", "transfer", "measure"}, took
     assert took["measure"] >= sum(v for k, v in took.items() if k != "measure") - 0.5 > 0
     art = cdir / "rounds/round-2/artifacts"

@@ -10,7 +10,12 @@ from typing import TYPE_CHECKING
 from kernel_ratchet.campaign.category import Category
 from kernel_ratchet.campaign.clock import now
 from kernel_ratchet.campaign.lineage.kernel import snapshot
-from kernel_ratchet.campaign.quick_bench import run_harness, write_harness, write_provenance
+from kernel_ratchet.campaign.quick_bench import (
+    harness_record,
+    run_harness,
+    write_harness,
+    write_provenance,
+)
 from kernel_ratchet.campaign.record import RoundRecord
 from kernel_ratchet.campaign.steps import TEST_TIMEOUT_S, run_step
 from kernel_ratchet.errors import CampaignError
@@ -71,7 +76,7 @@ def measure_baseline(c: CampaignContext, started: str) -> RoundRecord:
         "representative shapes chosen",
         csv=c.rel(csv),
         test_command=m.test_command,
-        harness_command=h.command,
+        harness_command=harness_record(c, "full", csv),
     )
 
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from kernel_ratchet.campaign.category import Category
 from kernel_ratchet.campaign.clock import now
-from kernel_ratchet.campaign.quick_bench import run_harness, write_provenance
+from kernel_ratchet.campaign.quick_bench import harness_record, run_harness, write_provenance
 from kernel_ratchet.campaign.record import RoundDraft, RoundRecord, category_of
 from kernel_ratchet.campaign.round_decision import RoundDecision
 from kernel_ratchet.campaign.rounds.paired import PairedFailure, paired_decision
@@ -102,7 +102,7 @@ def _level(
     c.say(f"round-{n}: harness, {level} level ({shapes} shapes)")
     h, csv = _run_harness(c, art, level, name)
     draft.timed(f"harness_{level}", h.seconds)
-    draft.harness_command = draft.harness_command or h.command
+    draft.harness_command = draft.harness_command or harness_record(c, level, csv)
     if not h.ok or not csv.exists():
         why = f"the {level}-level harness failed: {h.reason}"
         return LevelResult(failed=draft.failed(Category.HARNESS, why, now()))

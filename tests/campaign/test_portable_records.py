@@ -1,0 +1,124 @@
+"""Records name files relative to the project root and the interpreter as ``python``, so a
+campaign directory copied into a repository reads the same on any machine; campaigns recorded
+with absolute paths still load, continue and verify."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+
+import yaml
+
+from kernel_ratchet.campaign.fsutil import atomic_write_text, file_sha256, sha256_bytes
+from kernel_ratchet.campaign.steps import portable_path, python_command, recorded_python_command
+from tests.campaign.conftest import break_kernel, campaign_dir
+from tests.cli_inprocess import run_cli
+
+RECORDS = (
+    "manifest.yaml",
+    "logs/*.md",
+    "rounds/*/round.json",
+    "rounds/*/summary.md",
+    "report.md",
+)
+
+
+def _record_texts(cdir: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(cdir)): p.read_text() for pattern in RECORDS for p in cdir.glob(pattern)
+    }
+
+
+def test_records_name_files_from_the_project_root(baselined, project, capsys, monkeypatch):
+    monkeypatch.chdir(project)
+    rc, out = run_cli(capsys, monkeypatch, "report")
+    assert rc == 0, out
+    cdir = campaign_dir(project)
+    texts = _record_texts(cdir)
+    assert {"manifest.yaml", "logs/optimize.md", "rounds/round-1/round.json", "report.md"} <= set(
+        texts
+    )
+    machine = {str(baselined), str(baselined.resolve()), str(project), sys.executable}
+    for name, text in texts.items():
+        found = [m for m in machine if m in text]
+        assert not found, f"{name} names {found}"
+    rel = f".ratchet/campaigns/{cdir.name}"
+    manifest = yaml.safe_load(texts["manifest.yaml"])
+    assert manifest["project_skill"] == "ratchet.yaml"
+    assert manifest["quick_command"] == f"python {rel}/quick_test_bench.py"
+    assert f"- Quick command: `python {rel}/quick_test_bench.py`" in texts["logs/optimize.md"]
+    command = json.loads(texts["rounds/round-1/round.json"])["harness_command"]
+    assert command == (
+        f"python {rel}/quick_test_bench.py --level full "
+        f"--summary-csv {rel}/rounds/round-1/artifacts/benchmark.csv"
+    )
+    assert f"- Benchmark command: `{command}`" in texts["rounds/round-1/summary.md"]
+    words = shlex.split(command)
+    for tok in (words[1], words[-1]):  # the files it names, from the project root
+        assert (project / tok).is_file(), tok
+
+
+def _absolute(cdir: Path, rel: str, root: Path, python: str) -> None:
+    """Rewrite one record as a campaign written with absolute paths held it."""
+    path = cdir / rel
+    text = path.read_text()
+    old = text.replace("python .ratchet/", f"{python} {root}/.ratchet/")
+    old = old.replace("--summary-csv .ratchet/", f"--summary-csv {root}/.ratchet/")
+    old = old.replace("project_skill: ratchet.yaml", f"project_skill: {root}/ratchet.yaml")
+    assert old != text, rel
+    atomic_write_text(path, old)
+
+
+def _as_absolute_campaign(root: Path) -> Path:
+    """The baselined campaign in ``root`` as its records read when they held absolute paths,
+    sealed as they were written (round files hashed, the log's length, hash and shadow)."""
+    cdir = campaign_dir(root)
+    log = "logs/optimize.md"
+    for rel in ("manifest.yaml", log):
+        _absolute(cdir, rel, root, "python")
+    for rel in ("rounds/round-1/round.json", "rounds/round-1/summary.md"):
+        _absolute(cdir, rel, root, sys.executable)
+    state = json.loads((cdir / "state.json").read_text())
+    for rel in ("rounds/round-1/round.json", "rounds/round-1/summary.md"):
+        state["records"][rel] = file_sha256(cdir / rel)
+    data = (cdir / log).read_bytes()
+    state["logs"][log] = {"len": len(data), "sha256": sha256_bytes(data)}
+    atomic_write_text(cdir / ".shadow" / log.replace("/", "__"), data.decode())
+    atomic_write_text(cdir / "state.json", json.dumps(state, indent=2))
+    return cdir
+
+
+def test_a_campaign_recorded_with_absolute_paths_continues(project, capsys, monkeypatch):
+    cdir = _as_absolute_campaign(project)
+    old_round = (cdir / "rounds/round-1/round.json").read_text()
+    assert f"{sys.executable} {project}/.ratchet/" in old_round
+    monkeypatch.chdir(project)
+    rc, out = run_cli(capsys, monkeypatch, "status")
+    assert rc == 0, out
+    break_kernel(project)
+    rc, out = run_cli(capsys, monkeypatch, "validate", "--hypothesis", "shifted loads")
+    assert rc == 1 and "focused test" in out, out
+    rc, out = run_cli(capsys, monkeypatch, "status", "--json")
+    assert rc == 0, out
+    assert [row["status"] for row in json.loads(out)["rounds"]] == ["BASELINE", "ROLLED BACK"]
+    assert (cdir / "rounds/round-1/round.json").read_text() == old_round
+    # the old records are still sealed: an edit to them is still caught
+    (cdir / "rounds/round-1/round.json").write_text(old_round.replace("--level full", "-l full"))
+    rc, out = run_cli(capsys, monkeypatch, "status")
+    assert rc == 7 and "round-1/round.json" in out, out
+
+
+def test_recorded_command_names_the_interpreter_and_project_paths(tmp_path):
+    root = tmp_path / "my proj"
+    (root / "camp").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(root)
+    outside = tmp_path / "elsewhere.csv"
+    assert portable_path(tmp_path / "link" / "camp" / "h.py", root) == "camp/h.py"
+    assert portable_path(outside, root) == str(outside)
+    assert portable_path("--level", root) == "--level"
+    command = recorded_python_command(root, root / "camp" / "h.py", "--csv", root / "camp/b.csv")
+    assert command == "python camp/h.py --csv camp/b.csv"
+    executed = python_command(root / "camp" / "h.py")
+    assert shlex.split(executed) == [sys.executable, str(root / "camp" / "h.py")]
