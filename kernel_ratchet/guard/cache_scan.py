@@ -29,6 +29,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kernel_ratchet.guard.cache_sites import fixed_slot, key_sites, tensor_attr_sites
+from kernel_ratchet.guard.cache_values import (
+    geometry_functions,
+    make_reader,
+    value_class,
+    worst,
+)
 from kernel_ratchet.guard.kernel_facts import kernel_facts
 from kernel_ratchet.guard.keys import KeyComponent, KeyReader
 from kernel_ratchet.guard.roles import annotations, names_linear_b, role_of
@@ -73,6 +79,7 @@ class CacheUse:
     function: str
     key_text: str
     components: tuple[KeyComponent, ...]
+    value: str = ""  # what the cache holds when its key has geometry: plan | tensor | unknown
 
     def shown(self) -> str:
         """The use as code: ``C[key]``, ``C is key``, ``@lru_cache f(args)``, ``t.<attr>``."""
@@ -108,6 +115,8 @@ class FileScan:
     masked: str = ""
     written: set[str] = field(default_factory=set)
     memoized: dict[str, str] = field(default_factory=dict)  # function name -> decorator
+    geometry_fns: frozenset[str] = frozenset()
+    values: dict[str, str] = field(default_factory=dict)  # container or memo name -> held
 
 
 def _is_ctor(node: ast.expr | None) -> bool:
@@ -144,34 +153,6 @@ def _is_state_name(tree: ast.Module, assign: ast.AST, target: ast.expr) -> bool:
             inner = [n for n in own_nodes(fn) if isinstance(n, (ast.FunctionDef, ast.Lambda))]
             return any(isinstance(x, ast.Name) and x.id == name for i in inner for x in ast.walk(i))
     return False
-
-
-def _reader(fn: FunctionNode, role: Role) -> KeyReader:
-    a = fn.args
-    params = {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs}
-    varargs = {p.arg for p in (a.vararg, a.kwarg) if p is not None}
-    typed = {
-        p.arg: ast.unparse(p.annotation)
-        for p in a.posonlyargs + a.args + a.kwonlyargs
-        if p.annotation is not None
-    }
-    tensor = {name for name, t in typed.items() if "Tensor" in t}
-    plain = {name for name, t in typed.items() if "Tensor" not in t}
-    for loop in (n for n in own_nodes(fn) if isinstance(n, (ast.For, ast.comprehension))):
-        it = loop.iter
-        if isinstance(it, ast.Call) and short_name(it.func) in ("range", "enumerate"):
-            target = loop.target.elts[0] if isinstance(loop.target, ast.Tuple) else loop.target
-            if isinstance(target, ast.Name):
-                plain.add(target.id)  # a loop counter is an int
-    assigned: dict[str, ast.expr] = {}
-    for node in sorted(
-        (n for n in own_nodes(fn) if isinstance(n, ast.Assign)), key=lambda n: n.lineno
-    ):
-        for t in node.targets:
-            for name in [t] if isinstance(t, ast.Name) else getattr(t, "elts", []):
-                if isinstance(name, ast.Name) and name.id not in params:
-                    assigned[name.id] = node.value
-    return KeyReader(assigned, params | varargs, varargs, tensor, role, frozenset(plain))
 
 
 def _short_of(text: str) -> str:
@@ -244,7 +225,9 @@ def _keyed_uses(
         if fixed_slot(key):
             continue  # `_LAST[0]`, `_STATS["hits"]`, `CONFIGS[:3]`: a fixed slot, not a key
         parts = reader.read(key)
-        tensor_key = any(p.kind in ("identity", "address", "args", "content") for p in parts)
+        tensor_key = any(
+            p.kind in ("identity", "address", "args", "content", "geometry") for p in parts
+        )
         if kind in ("compare", "search") and not tensor_key:
             continue  # `x is None`, `n == 0`: not a key
         if not tensor_key and _short_of(container) not in scan.written:
@@ -265,15 +248,23 @@ def _memo_calls(
     for n in nodes:
         if isinstance(n, ast.Call) and short_name(n.func) in scan.memoized:
             parts = [c for a in [*n.args, *(k.value for k in n.keywords)] for c in reader.read(a)]
-            fresh = [p for p in parts if p.kind in ("identity", "address", "content") and p.fresh]
+            kinds = ("identity", "address", "content", "geometry")
+            fresh = [p for p in parts if p.kind in kinds and p.fresh]
             if fresh:
                 container = f"@{scan.memoized[short_name(n.func) or '']} {ast.unparse(n.func)}"
                 out.append((n, container, None, "memo-call", parts))
     return out
 
 
+def _held(scan: FileScan, container: str, kind: str) -> str:
+    """What the cache of one use holds (see :mod:`.cache_values`)."""
+    if kind == "memo-call":
+        return scan.values.get(container.rsplit(" ", 1)[-1].rsplit(".", 1)[-1], "unknown")
+    return scan.values.get(_short_of(container), "unknown")
+
+
 def _scan_function(scan: FileScan, qual: str, fn: FunctionNode, role: Role) -> None:
-    reader = _reader(fn, role)
+    reader = make_reader(fn, role, scan.geometry_fns)
     nodes = own_nodes(fn)
     for n in nodes:
         if isinstance(n, (ast.Global, ast.Nonlocal)):
@@ -293,7 +284,42 @@ def _scan_function(scan: FileScan, qual: str, fn: FunctionNode, role: Role) -> N
             shown = reader.assigned.get(key.id) if isinstance(key, ast.Name) else None
             text = ast.unparse(key) + (f" = {ast.unparse(shown)}" if shown is not None else "")
         line = getattr(node, "lineno", fn.lineno)
-        scan.uses.append(CacheUse(scan.path, line, container, kind, qual, text, tuple(parts)))
+        held = _held(scan, container, kind) if any(p.kind == "geometry" for p in parts) else ""
+        use = CacheUse(scan.path, line, container, kind, qual, text, tuple(parts), held)
+        scan.uses.append(use)
+
+
+def _stores(nodes: list[ast.AST], state: set[str]) -> list[tuple[str, ast.expr]]:
+    """(container, value) of every store into state: ``C[k] = v``, ``C.setdefault(k, v)``,
+    ``C.append(v)`` ..., and ``C = v`` of a name declared ``global``/``nonlocal``."""
+    declared = {x for n in nodes if isinstance(n, (ast.Global, ast.Nonlocal)) for x in n.names}
+    out = []
+    for n in nodes:
+        if isinstance(n, ast.Assign):
+            for t in n.targets:
+                if isinstance(t, ast.Subscript) and short_name(t.value) in state:
+                    out.append((short_name(t.value) or "", n.value))
+                elif isinstance(t, ast.Name) and t.id in declared:
+                    out.append((t.id, n.value))
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.args:
+            name = short_name(n.func.value)
+            if name in state and n.func.attr in _MUTATORS and n.func.attr != "update":
+                out.append((name or "", n.args[-1]))
+    return out
+
+
+def _values(tree: ast.Module, scan: FileScan, role: Role) -> None:
+    """What each container and memoized function of the file holds (:func:`value_class`)."""
+    classes = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+    held: dict[str, list[str]] = {}
+    for _, fn in functions(tree):
+        reader = make_reader(fn, role, scan.geometry_fns)
+        for name, value in _stores(own_nodes(fn), set(scan.containers)):
+            held.setdefault(name, []).append(value_class([value], reader, classes))
+        if fn.name in scan.memoized:
+            rets = [n.value for n in own_nodes(fn) if isinstance(n, ast.Return) and n.value]
+            held.setdefault(fn.name, []).append(value_class(rets, reader, classes, fn.returns))
+    scan.values = {name: worst(found) for name, found in held.items()}
 
 
 class _Mask(ast.NodeTransformer):
@@ -315,6 +341,8 @@ def scan_source(path: str, source: str) -> FileScan:
         memo = _memo_decorated(fn)
         if memo:
             scan.memoized[fn.name] = memo
+    scan.geometry_fns = geometry_functions(tree, role, set(scan.containers))
+    _values(tree, scan, role)
     for qual, fn in functions(tree):
         _scan_function(scan, qual, fn, role)
     facts = kernel_facts(tree, role)

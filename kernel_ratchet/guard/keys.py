@@ -15,6 +15,8 @@ address    ``t.data_ptr()``, ``t.untyped_storage()...``  weight: stable; others:
                                                          address is reused (stale hits)
 version    ``t._version``                                moves at every in-place update
 meta       ``t.shape``, ``.dtype``, ``.size()`` ...      stable, but does not tell data apart
+geometry   ``t.data_ptr() % 16``, ``is_aligned(t)``      stable: alignment, or a helper of this
+           (a helper returning only geometry of t)       file that reads nothing but geometry
 args       ``*args`` / ``**kwargs`` of a wrapper         every argument, tensors included
 content    ``t.tobytes()``, ``.numpy()``, ``.item()``,    the values of a non-weight tensor: new
            ``.tolist()``, ``t[i, j]``                    every step (a content-keyed cache)
@@ -54,6 +56,8 @@ _META_METHODS = {
     "get_device",
 }
 _PASS_CALLS = {"tuple", "str", "repr", "int", "float", "bool", "list", "frozenset", "sorted"}
+#: ``t.data_ptr() % k`` / ``& (k - 1)`` with ``k`` at most this is an alignment, not an address.
+MAX_ALIGNMENT = 1024
 #: Methods whose result is the tensor's values (or a copy of them on the host).
 _CONTENT_METHODS = {"tobytes", "numpy", "item", "tolist", "cpu", "detach", "__bytes__"}
 
@@ -63,7 +67,7 @@ class KeyComponent:
     """One part of a cache key. ``tensor``/``role`` name the tensor it depends on, if any."""
 
     text: str
-    kind: str  # identity | address | version | meta | args | content | value
+    kind: str  # identity | address | version | meta | geometry | args | content | value
     tensor: str | None = None
     role: str | None = None
 
@@ -75,7 +79,7 @@ class KeyComponent:
     @property
     def stable(self) -> bool:
         """Whether this part keeps its value across training steps (SPEC section 8)."""
-        if self.kind in ("meta", "value"):
+        if self.kind in ("meta", "geometry", "value"):
             return True
         if self.kind in ("identity", "address"):
             return not self.fresh
@@ -85,6 +89,8 @@ class KeyComponent:
         """``id(a) [identity of activation: fresh every step]``-style text."""
         if self.kind in ("meta", "value"):
             return f"{self.text} [{self.kind}: stable]"
+        if self.kind == "geometry":
+            return f"{self.text} [geometry of {self.role} {self.tensor}: stable]"
         if self.kind == "args":
             return f"{self.text} [all call arguments: fresh tensors every step]"
         if self.kind == "version":
@@ -93,6 +99,22 @@ class KeyComponent:
             return f"{self.text} [content of {self.role} {self.tensor}: new values every step]"
         life = "fresh every step" if self.fresh else "same object every step"
         return f"{self.text} [{self.kind} of {self.role} {self.tensor}: {life}]"
+
+
+def _alignment(node: ast.BinOp) -> bool:
+    """``t.data_ptr() % k`` or ``t.data_ptr() & (k - 1)`` with a constant ``k`` of at most
+    :data:`MAX_ALIGNMENT`: where the tensor sits relative to an alignment, not which it is."""
+    left, right = node.left, node.right
+    ptr = (
+        isinstance(left, ast.Call)
+        and isinstance(left.func, ast.Attribute)
+        and left.func.attr == "data_ptr"
+    )
+    if not ptr or not isinstance(right, ast.Constant) or type(right.value) is not int:
+        return False
+    if isinstance(node.op, ast.Mod):
+        return 0 < right.value <= MAX_ALIGNMENT
+    return isinstance(node.op, ast.BitAnd) and 0 <= right.value < MAX_ALIGNMENT
 
 
 def _leaf_name(node: ast.expr) -> str | None:
@@ -115,7 +137,8 @@ class KeyReader:
     ``assigned`` maps a local name to the expression last assigned to it; ``params`` are the
     function's parameters (``varargs`` the ``*args``/``**kwargs`` ones); ``tensor_params`` those
     annotated as tensors, ``plain_params`` those annotated with another type (never a tensor);
-    ``role`` gives the role of a plain name (see :func:`.roles.role_of`).
+    ``role`` gives the role of a plain name (see :func:`.roles.role_of`); ``geometry_fns`` the
+    functions of the file whose result is geometry of their arguments (:mod:`.cache_values`).
     """
 
     def __init__(
@@ -126,9 +149,11 @@ class KeyReader:
         tensor_params: set[str],
         role: Callable[[str], str],
         plain_params: frozenset[str] = frozenset(),
+        geometry_fns: frozenset[str] = frozenset(),
     ) -> None:
         self.assigned, self.params, self.varargs = assigned, params, varargs
         self.tensor_params, self._role, self.plain_params = tensor_params, role, plain_params
+        self.geometry_fns = geometry_fns
         self._busy: set[str] = set()
 
     def role(self, node: ast.expr) -> tuple[str | None, str | None]:
@@ -183,7 +208,11 @@ class KeyReader:
                 for c in self.read(v.value)
             ]
         if isinstance(node, ast.BinOp):
+            if _alignment(node):
+                return self._as_geometry(self.read(node.left), text)
             return self.read(node.left) + self.read(node.right)
+        if isinstance(node, (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.IfExp)):
+            return self._operands(node)
         if isinstance(node, ast.Call):
             return self._call(node)
         if isinstance(node, ast.Attribute):
@@ -214,8 +243,40 @@ class KeyReader:
             return [KeyComponent(ast.unparse(node), "identity", tensor, role)]
         return [KeyComponent(ast.unparse(node), "value")]
 
+    def _operands(self, node: ast.expr) -> list[KeyComponent]:
+        """Parts of a comparison, ``and``/``or``/``not`` or ``x if c else y``: those of every
+        operand (``t is None`` tests presence: a value)."""
+        if isinstance(node, ast.Compare):
+            if all(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops) and all(
+                isinstance(c, ast.Constant) and c.value is None for c in node.comparators
+            ):
+                return [KeyComponent(ast.unparse(node), "value")]
+            operands = [node.left, *node.comparators]
+        elif isinstance(node, ast.BoolOp):
+            operands = node.values
+        elif isinstance(node, ast.UnaryOp):
+            operands = [node.operand]
+        elif isinstance(node, ast.IfExp):
+            operands = [node.test, node.body, node.orelse]
+        else:
+            return []
+        return [c for o in operands for c in self.read(o)]
+
+    @staticmethod
+    def _as_geometry(parts: list[KeyComponent], text: str) -> list[KeyComponent]:
+        """Identity/address parts turned into geometry of the same tensor (``text`` names it)."""
+        return [
+            KeyComponent(text, "geometry", c.tensor, c.role)
+            if c.kind in ("identity", "address")
+            else c
+            for c in parts
+        ]
+
     def _call(self, node: ast.Call) -> list[KeyComponent]:
         func, args = node.func, node.args
+        if isinstance(func, ast.Name) and func.id in self.geometry_fns and not node.keywords:
+            text = ast.unparse(node)  # `*args` stays `args`: every argument, tensors included
+            return [c for a in args for c in self._as_geometry(self.read(a), text)]
         if isinstance(func, ast.Name):
             if func.id in ("id", "hash") and args:
                 return self._tensor(args[0], "identity", ast.unparse(node))

@@ -36,6 +36,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kernel_ratchet.guard.cache_scan import CacheUse, FileScan, scan_source
+from kernel_ratchet.guard.cache_values import PLAN, TENSOR
+from kernel_ratchet.guard.keys import KeyComponent
 
 BUCKETS = ("K1", "K2", "K3", "K4", "W1", "W2", "W3")
 ALLOW, REJECT = "ALLOW", "REJECT-as-overfit"
@@ -72,9 +74,24 @@ def _is_op(function: str) -> bool:
     return any(w in leaf.split("_") or leaf.startswith(w) for w in _OP_WORDS)
 
 
+def _strict(use: CacheUse) -> tuple[KeyComponent, ...]:
+    """The key parts with geometry read as the identity of its tensor: how a cache that holds
+    a tensor (or may) is judged, whatever its key is computed from."""
+    return tuple(
+        KeyComponent(p.text, "identity", p.tensor, p.role) if p.kind == "geometry" else p
+        for p in use.components
+    )
+
+
 def judge_use(use: CacheUse) -> _Judged:
-    """Bucket and verdict of one keyed cache use from its key components."""
-    parts = use.components
+    """Bucket and verdict of one keyed cache use from its key components.
+
+    A key with geometry parts (``_tma_ok(a)``, ``a.data_ptr() % 16``) is a launch-plan key
+    only when the cache holds no tensor (:mod:`.cache_values`); a cache that holds a tensor is
+    judged as if the geometry were the tensor's identity.
+    """
+    geometry = any(p.kind == "geometry" for p in use.components)
+    parts = _strict(use) if use.value == TENSOR else use.components
     fresh = [p for p in parts if p.kind in ("identity", "address", "args", "content") and p.fresh]
     weights = {p.tensor for p in parts if p.kind in ("identity", "address") and not p.fresh}
     if fresh:
@@ -97,6 +114,14 @@ def judge_use(use: CacheUse) -> _Judged:
                 "serves a stale copy after the optimizer step",
             )
         return _Judged(use, "W1", ALLOW, "weight cache keyed on identity + _version")
+    if geometry and use.value == PLAN:
+        return _Judged(use, None, ALLOW, "launch-plan cache keyed on geometry: transfers")
+    if geometry:
+        why = (
+            "cache keyed on geometry; what it holds is not readable statically: "
+            "the dynamic transfer check judges it"
+        )
+        return _Judged(use, None, ALLOW, why)
     return _Judged(use, None, ALLOW, "config cache: no tensor identity in the key")
 
 
