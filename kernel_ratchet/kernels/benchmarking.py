@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 
 import torch
 from torch.utils.benchmark import Timer
@@ -37,3 +38,39 @@ def snr_gpu(out: torch.Tensor, ref: torch.Tensor) -> float:
 
 def tflops(flop: float, ms: float) -> float:
     return flop / (ms * 1e-3) / 1e12 if ms > 0 else math.nan
+
+
+def do_bench_ms(
+    warmup_ms: float = 5.0, rep_ms: float = 25.0
+) -> Callable[[Callable[[], object]], float]:
+    """A timer ``fn -> median ms`` by ``triton.testing.do_bench`` (CUDA only): it zeroes a
+    buffer larger than L2 before every call, so each call starts with a cold cache."""
+    import triton.testing
+
+    def timer(fn: Callable[[], object]) -> float:
+        return float(
+            triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median")
+        )
+
+    return timer
+
+
+def wall_ms(fn: Callable[[], object]) -> float:
+    """Host wall time of one call in ms (the CPU interpreter's timer: no device, no L2)."""
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1e3
+
+
+def interleaved_medians(
+    fns: Mapping[str, Callable[[], object]],
+    timer: Callable[[Callable[[], object]], float],
+    rounds: int,
+) -> dict[str, float]:
+    """Median ms of each of ``fns`` over ``rounds`` rounds; a round times every function once,
+    in order, so clock and thermal drift reach all of them alike."""
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(max(rounds, 1)):
+        for name, fn in fns.items():
+            times[name].append(timer(fn))
+    return {k: statistics.median(v) for k, v in times.items()}

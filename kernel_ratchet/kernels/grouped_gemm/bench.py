@@ -11,6 +11,12 @@ Correctness: SNR (dB) against the fp32 reference, computed on the GPU.
 
 CSV: the frozen GEMM columns (csv_schema.GEMM_COLUMNS) first, then vendor columns
 (``--no-vendor``: the frozen columns only, which is what a campaign's CSV reader accepts).
+
+``--step`` prints the side-by-side table of :mod:`.step_bench` instead: bf16 forward and
+fwd+bwd step and the FP8 blockwise step against ``torch._grouped_mm``, interleaved medians::
+
+    python -m kernel_ratchet.kernels.grouped_gemm.bench --step --shapes moe_target,moe_offlist \\
+        [-o table.md] [--rounds 5] [--dry-run]
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import torch
 from kernel_ratchet.harness.adapter import Shape, load_shapes
 from kernel_ratchet.harness.csv_schema import GEMM_COLUMNS, format_cell
 from kernel_ratchet.kernels.benchmarking import snr_gpu, tflops, time_ms
+from kernel_ratchet.kernels.grouped_gemm import step_bench
 from kernel_ratchet.kernels.grouped_gemm.adapter import (
     GroupedGemmBf16Adapter,
     GroupedGemmFp8BlockwiseAdapter,
@@ -115,7 +122,11 @@ def bench_shape(
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--dtype", choices=("bf16", "fp8"), default="bf16")
-    p.add_argument("--shapes", default="kernel_ratchet.kernels.grouped_gemm.shapes:moe_target")
+    p.add_argument(
+        "--shapes",
+        default=None,
+        help="module:attr (default: moe_target); with --step also set names, comma-separated",
+    )
     p.add_argument("--csv", default=None, help="write the table here (frozen + vendor columns)")
     p.add_argument("--min-run-time", type=float, default=0.2, help="seconds per measurement")
     p.add_argument("--no-backward", action="store_true")
@@ -124,12 +135,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--no-vendor", action="store_true", help="frozen columns only (what a campaign parses)"
     )
+    p.add_argument("--step", action="store_true", help="the table against torch._grouped_mm")
+    p.add_argument("-o", "--output", default=None, help="--step: write the markdown table here")
+    p.add_argument("--rounds", type=int, default=5, help="--step: interleaved timing rounds")
+    p.add_argument("--dry-run", action="store_true", help="--step on the CPU interpreter")
     args = p.parse_args(argv)
+    if args.step:
+        return step_bench.run(args)
+    if args.output or args.dry_run:
+        p.error("-o and --dry-run belong to --step (the CSV path is --csv)")
     if not torch.cuda.is_available():
         print("the benchmark needs a CUDA GPU", file=sys.stderr)
         return 2
     adapter = GroupedGemmBf16Adapter() if args.dtype == "bf16" else GroupedGemmFp8BlockwiseAdapter()
-    shapes = load_shapes(args.shapes)
+    shapes = load_shapes(args.shapes or "kernel_ratchet.kernels.grouped_gemm.shapes:moe_target")
     if args.only:
         keys = args.only.split(",")
         shapes = [s for s in shapes if any(k in s.label for k in keys)]

@@ -240,3 +240,12 @@ def tiny_cpu() -> list[Shape]:
     """Interpreter-sized shapes: every distribution on 6 groups, plus the odd ones."""
     shapes = [make_shape(f"tiny_{d}", 6, 48, 128, d, 120, 1) for d in DISTRIBUTIONS]
     return shapes + odd_shapes()
+
+
+def tiny_step() -> list[Shape]:
+    """The step table's ``--dry-run`` set: uniform routing and an empty group, interpreter-sized
+    (N a multiple of 8, as ``torch._grouped_mm`` needs 16-byte strides)."""
+    return [
+        make_shape("tiny_step_uniform", 4, 32, 128, "uniform", 64, 1),
+        explicit_shape("tiny_step_empty_group", [8, 0, 16], N=16, K=128),
+    ]

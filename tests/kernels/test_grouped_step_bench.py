@@ -1,0 +1,111 @@
+"""The grouped GEMM step table (``bench --step``): rows, columns, torch paths, usage errors."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from kernel_ratchet.kernels.benchmarking import interleaved_medians
+from kernel_ratchet.kernels.grouped_gemm import bench
+from kernel_ratchet.kernels.grouped_gemm import step_bench as sb
+from kernel_ratchet.kernels.grouped_gemm.shapes import tiny_step
+
+ONE = ["--step", "--dry-run", "--rounds", "1"]
+
+
+def _table(path) -> tuple[list[str], list[list[str]], list[str]]:
+    """(header cells, body rows' cells, lines after the table) of a written table."""
+    lines = path.read_text().splitlines()
+    cells = [[c.strip() for c in ln.strip("|").split("|")] for ln in lines if ln.startswith("|")]
+    return cells[0], cells[2:], [ln for ln in lines if ln and not ln.startswith("|")]
+
+
+def test_dry_run_table_has_every_path_and_both_snrs(tmp_path):
+    md = tmp_path / "t.md"
+    assert bench.main([*ONE, "-o", str(md)]) == 0
+    header, rows, tail = _table(md)
+    assert len(header) == 14 and header[0] == "shape" and header[-1] == "check"
+    assert [r[0] for r in rows] == [s.label for s in tiny_step()]
+    for r in rows:
+        assert len(r) == len(header) and r[-1] == "PASS"
+        assert all(math.isfinite(float(r[i])) for i in (6, 8, 10))  # three ratios
+        bf16, fp8 = ([float(v) for v in r[i].split("/")] for i in (11, 12))
+        assert min(bf16) >= 40 and min(fp8) >= 25
+    assert tail[0].startswith("PASS 2/2; torch._grouped_mm") and "backward by" in tail[0]
+    assert any(t.startswith("FP8 step / torch bf16 step: geomean") for t in tail)
+
+
+def test_missing_torch_grouped_mm_is_a_row_note_not_a_crash(tmp_path, monkeypatch):
+    monkeypatch.delattr(torch, "_grouped_mm")
+    md = tmp_path / "t.md"
+    assert bench.main([*ONE, "--only", "empty_group", "-o", str(md)]) == 0
+    _, (row,), tail = _table(md)
+    assert row[6] == row[8] == row[10] == "n/a"
+    assert math.isfinite(float(row[5].split(" / ")[0]))  # ours still measured
+    assert "not available in this torch" in row[-1] and "not available" in tail[0]
+    assert "bf16 step ours / torch: n/a" in tail
+
+
+def test_composed_torch_step_matches_autograd(monkeypatch):
+    real = torch._grouped_mm
+
+    def no_autograd(*a, **k):
+        with torch.no_grad():
+            return real(*a, **k)
+
+    monkeypatch.setattr(torch, "_grouped_mm", no_autograd)
+    assert sb.probe_torch("cpu").mode == "composed"
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(24, 32, generator=gen, dtype=torch.bfloat16, requires_grad=True)
+    w = torch.randn(3, 16, 32, generator=gen, dtype=torch.bfloat16, requires_grad=True)
+    d = torch.randn(24, 16, generator=gen, dtype=torch.bfloat16)
+    offs = torch.tensor([8, 8, 24], dtype=torch.int32)
+    out, dx, dw = sb._torch_step(x, w, d, offs, "composed")()
+    monkeypatch.setattr(torch, "_grouped_mm", real)
+    ref = real(x, w.transpose(-2, -1), offs=offs)
+    rdx, rdw = torch.autograd.grad(ref, (x, w), d)
+    assert torch.equal(out, ref.detach()) and torch.allclose(dx, rdx) and torch.allclose(dw, rdw)
+
+
+def test_interleaved_medians_alternate_the_paths():
+    calls: list[str] = []
+
+    def timer(fn):
+        calls.append(fn())
+        return {"a": [3.0, 1.0, 2.0], "b": [5.0, 5.0, 9.0]}[calls[-1]][calls.count(calls[-1]) - 1]
+
+    got = interleaved_medians({"a": lambda: "a", "b": lambda: "b"}, timer, rounds=3)
+    assert calls == ["a", "b"] * 3 and got == {"a": 2.0, "b": 5.0}
+
+
+@pytest.mark.parametrize(
+    "argv, env, says",
+    [
+        (ONE, "0", "TRITON_INTERPRET=1"),
+        ([*ONE, "--shapes", "no_such_set"], "1", "no_such_set"),
+        ([*ONE, "--shapes", "tiny_step,tiny_step"], "1", "repeat a label"),
+    ],
+)
+def test_usage_errors_exit_2_with_the_fix(argv, env, says, monkeypatch, capsys):
+    monkeypatch.setenv("TRITON_INTERPRET", env)
+    assert bench.main(argv) == 2
+    assert says in capsys.readouterr().err
+
+
+def test_output_without_step_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as e:
+        bench.main(["-o", "x.md"])
+    assert e.value.code == 2 and "--step" in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+def test_step_table_on_moe_targets_and_offlist(tmp_path):
+    """The committed benchmark on the H200 (docs/grouped-gemm.md): every shape PASS, torch's
+    grouped GEMM measured on every shape."""
+    md = tmp_path / "grouped_step.md"
+    rc = bench.main(["--step", "--shapes", "moe_target,moe_offlist", "-o", str(md)])
+    _, rows, tail = _table(md)
+    assert len(rows) == 50 and rc == 0, "\n".join(tail)
+    assert all(math.isfinite(float(r[i])) for r in rows for i in (6, 8, 10))
