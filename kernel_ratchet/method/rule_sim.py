@@ -42,10 +42,16 @@ from kernel_ratchet.scoring.paired_looks import PairedLooks
 #: Presets: (incumbent ms per shape, per-value noise per shape, shared drift). ``gemm``: the
 #: bundled bf16 GEMM's five shapes with the 1.5% round spread measured on an H200;
 #: ``norm-eager``: a norm's forward+backward timed eagerly, per-value spreads of 24-42% (p10-p90,
-#: so sigma ≈ spread / 2.56) on the small shapes and 0.1-0.2% on the large ones.
+#: so sigma ≈ spread / 2.56) on the small shapes and 0.1-0.2% on the large ones;
+#: ``norm-graph`` and ``gemm-graph``: ``quantity_probe`` on an H200 (torch 2.11, triton 3.6),
+#: warm-L2 graph replay: a bf16 norm fwd+bwd at 4096x2048 (44.9 us, one round's p10-p90
+#: spread 0.16%) and a bf16 GEMM at 8192x4096x4096 (412 us, spread 1.57%), five shapes each
+#: at the measured time and sigma = spread / 2.56, no drift beyond the spread.
 PRESETS: Mapping[str, tuple[tuple[float, ...], tuple[float, ...], float]] = {
     "gemm": ((0.70, 1.40, 2.40, 2.40, 0.52), (0.015,) * 5, 0.02),
     "norm-eager": ((0.28, 0.30, 0.45, 1.2, 4.0), (0.16, 0.12, 0.04, 0.0015, 0.001), 0.01),
+    "norm-graph": ((0.0449,) * 5, (0.0016 / 2.56,) * 5, 0.0),
+    "gemm-graph": ((0.412,) * 5, (0.0157 / 2.56,) * 5, 0.0),
 }
 SCENARIOS = ("A/A", "slower 3%", "faster 5%", "mixed")
 
