@@ -21,6 +21,9 @@ def test_the_fla_l2norm_example_checks_and_rehearses_its_baseline(tmp_path):
     shutil.copytree(EXAMPLE, root)
     paths = [str(root), os.environ.get("PYTHONPATH", "")]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+    # `python` in setup.sh and in the profile's commands is this interpreter, as in an
+    # activated environment
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
 
     def run(*cmd: str) -> subprocess.CompletedProcess:
         return subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=900)
