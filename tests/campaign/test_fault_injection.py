@@ -31,7 +31,8 @@ from tests.campaign.conftest import campaign_dir, cli_env, git, ratchet
 
 KILLS = int(os.environ.get("RATCHET_FAULT_KILLS", "1"))
 SEED = int(os.environ.get("RATCHET_FAULT_SEED", "0"))
-#: Seconds after a driver starts at which it may be killed (it spends ~2 s importing).
+#: Seconds after a driver starts (or, every other kill, after a round closed) at which it is
+#: killed: it spends ~2 s importing, and a round of the CPU example takes 20-40 s.
 WINDOW = (1.0, 20.0)
 RUN = ("--optimizer", "search", "--max-iterations", "2", "--pause")
 
@@ -44,6 +45,14 @@ def _driver(root: Path, *args: str) -> subprocess.Popen:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+
+
+def _closed(root: Path) -> int:
+    """Rounds closed so far (-1 while state.json is being replaced)."""
+    try:
+        return len(json.loads((campaign_dir(root) / "state.json").read_text())["closed"])
+    except (OSError, ValueError, KeyError):
+        return -1
 
 
 def _user_files(root: Path) -> dict[str, str]:
@@ -93,7 +102,11 @@ def test_kill_9_at_random_moments_loses_nothing(project):
     name = campaign_dir(project).name
     proc = _driver(project, "run", "--campaign", name, *RUN, "--yes")
     landed = 0
-    for _ in range(KILLS):
+    for i in range(KILLS):
+        if i % 2:  # let a round close (accepted and committed, often) before the next kill
+            closed = _closed(project)
+            while proc.poll() is None and _closed(project) <= closed:
+                time.sleep(0.2)
         deadline = time.monotonic() + rng.uniform(*WINDOW)
         while proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.1)
