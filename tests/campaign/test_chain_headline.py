@@ -9,10 +9,10 @@ from types import SimpleNamespace
 import pytest
 
 from kernel_ratchet.campaign.record import RoundRecord
-from kernel_ratchet.campaign.round_decision import RoundDecision
 from kernel_ratchet.campaign.state import ClosedEntry
 from kernel_ratchet.report.render import headline
 from kernel_ratchet.scoring.chain import chain_interval
+from tests.decisions import paired_decision
 
 
 def test_the_chain_interval_adds_the_rounds_in_log_variance():
@@ -27,22 +27,7 @@ def test_the_report_headline_equals_the_paired_chain(tmp_path):
     """Round 2 accepted +5% (paired), round 3 the planted scenario, rolled back; the harness
     CSVs say something else entirely (vs_baseline): the headline is the paired chain."""
     tw = {"ratio": 1.04, "ci_low": 1.03, "ci_high": 1.05, "level": 0.95}
-    d = RoundDecision(
-        "ACCEPTED",
-        "r",
-        True,
-        False,
-        (),
-        1.0,
-        1.05,
-        0.05,
-        0.01,
-        False,
-        (),
-        gain_ci=(0.04, 0.06),
-        ci_level=0.95,
-        time_weighted=tw,
-    )
+    d = paired_decision("ACCEPTED", 0.05, reason="r", ci_level=0.95, time_weighted=tw)
     rec = RoundRecord(round=2, status="ACCEPTED", category="ok", incumbent_round=1, decision=d)
     (tmp_path / "round-2").mkdir()
     (tmp_path / "round-2/round.json").write_text(json.dumps(rec.to_dict()))

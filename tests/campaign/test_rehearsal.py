@@ -16,6 +16,7 @@ from kernel_ratchet.campaign.state import State
 from kernel_ratchet.campaign.status import campaign_status
 from kernel_ratchet.profile.loader import load_profile
 from kernel_ratchet.scoring.decision import Status
+from tests.decisions import paired_decision
 
 from .conftest import KERNEL, campaign_dir, git, set_blocks
 
@@ -24,16 +25,9 @@ BASE_CSV = "rounds/round-1/artifacts/benchmark.csv"
 
 def _decision(status: Status, gain: float) -> RoundDecision:
     verdict = "FASTER" if status is Status.ACCEPTED else "SAME"
-    return RoundDecision(
-        status=status,
-        reason=f"paired A/B: {gain:+.2%}",
-        paired=True,
-        trade_off=False,
-        regressions=(),
-        aggregate_before=1.0,
-        aggregate_after=1.0 + gain,
-        gain=gain,
-        gain_noise=0.01,
+    return paired_decision(
+        status,
+        gain,
         ambiguous=status is not Status.ACCEPTED,
         per_shape=(ShapeResult("s", None, None, gain, 0.01, verdict, (gain / 2, gain), 3),),
         gain_ci=(gain / 2, gain),

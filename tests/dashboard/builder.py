@@ -23,6 +23,7 @@ from kernel_ratchet.campaign.state import ClosedEntry, Phase, State, Termination
 from kernel_ratchet.guard.static_audit import StaticAudit
 from kernel_ratchet.harness.csv_schema import get_schema, write_csv
 from kernel_ratchet.scoring.decision import Status
+from tests.decisions import paired_decision
 
 SHAPES = [
     (f"m{m}_n{n}_k{k}", m, n, k)
@@ -124,19 +125,11 @@ def _decision(n: int, gain: float) -> RoundDecision:
         )
         for i, s in enumerate(SHAPES[:3])
     )
-    return RoundDecision(
-        status=status,
+    return paired_decision(
+        status,
+        gain,
         reason=f"round-{n} paired ratio {1 + gain:.4f}x",
-        paired=True,
-        trade_off=False,
-        regressions=(),
-        aggregate_before=1.0,
-        aggregate_after=1.0 + gain,
-        gain=gain,
-        gain_noise=0.01,
-        ambiguous=False,
         per_shape=shapes,
-        gain_ci=(gain - 0.01, gain + 0.01),
         rounds=5,
         min_detectable=0.005,
         ci_level=LEVEL,

@@ -14,30 +14,17 @@ from kernel_ratchet.campaign.batch import best_of, outcome_record, superseded
 from kernel_ratchet.campaign.candidate import CandidateJob
 from kernel_ratchet.campaign.category import Category
 from kernel_ratchet.campaign.record import RoundRecord
-from kernel_ratchet.campaign.round_decision import RoundDecision
 from kernel_ratchet.cli.common import app
 from kernel_ratchet.errors import RatchetError
 from kernel_ratchet.fleet.pool import parse_gpus
 from kernel_ratchet.optimizers.search import SearchOptimizer
 from kernel_ratchet.optimizers.testing import RecordedRounds, make_toy_project
 from kernel_ratchet.scoring.decision import Status
+from tests.decisions import paired_decision
 
 
 def _decided(n: int, gain: float, status: Status = Status.ACCEPTED) -> RoundRecord:
-    d = RoundDecision(
-        status=status,
-        reason=f"measured {gain:+.2%}",
-        paired=True,
-        trade_off=False,
-        regressions=(),
-        aggregate_before=100.0,
-        aggregate_after=100.0 * (1 + gain),
-        gain=gain,
-        gain_noise=0.01,
-        ambiguous=False,
-        per_shape=(),
-        gain_ci=(gain - 0.01, gain + 0.01),
-    )
+    d = paired_decision(status, gain, reason=f"measured {gain:+.2%}", before=100.0)
     category = Category.OK if status is Status.ACCEPTED else Category.NO_GAIN
     return RoundRecord(
         round=n,
