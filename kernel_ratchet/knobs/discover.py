@@ -78,6 +78,14 @@ def _own_nodes(fn: ast.AST) -> Iterator[ast.AST]:
             todo.extend(ast.iter_child_nodes(node))
 
 
+def _is_autotune(decorator: ast.expr) -> bool:
+    """``@triton.autotune(...)`` or a library's own autotuner (``@fla_cache_autotune(...)``):
+    any decorator whose name ends in ``autotune``."""
+    return ast.unparse(decorator.func if isinstance(decorator, ast.Call) else decorator).endswith(
+        "autotune"
+    )
+
+
 def _kernels(tree: ast.Module) -> tuple[set[str], set[str]]:
     """(module-level ``@triton.jit`` kernels, ``@triton.autotune`` kernels) by name."""
     jit, tuned = set(), set()
@@ -89,7 +97,7 @@ def _kernels(tree: ast.Module) -> tuple[set[str], set[str]]:
             last = {n.split(".")[-1] for n in names}
             if "jit" in last:
                 jit.add(fn.name)
-            if any(n.endswith("autotune") for n in last):  # also a library's own autotuner
+            if any(_is_autotune(d) for d in fn.decorator_list):
                 tuned.add(fn.name)
     return jit, tuned
 
@@ -105,7 +113,7 @@ def _autotune_configs(tree: ast.Module) -> Iterator[tuple[str, int, ast.Call]]:
         if not isinstance(fn, ast.FunctionDef):
             continue
         for dec in fn.decorator_list:
-            if not (isinstance(dec, ast.Call) and ast.unparse(dec.func).endswith("autotune")):
+            if not (isinstance(dec, ast.Call) and _is_autotune(dec)):
                 continue
             kw = {k.arg: k.value for k in dec.keywords}
             cfgs = kw.get("configs", dec.args[0] if dec.args else None)

@@ -17,12 +17,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kernel_ratchet.knobs.declared import KnobDecl
+from kernel_ratchet.knobs.model import LITERALS
 from kernel_ratchet.profile.paths import inside_project
 from kernel_ratchet.profile.problems import Problems, show
 
 KNOB_KEYS: tuple[str, ...] = ("name", "file", "within", "values")
 REQUIRED_KNOB_KEYS: tuple[str, ...] = ("name", "file", "values")
-_VALUE_TYPES = (bool, int, float, str)
 EXAMPLE = "{name: BLOCK_SIZE, file: pkg/kernel.py, values: [64, 128, 256]}"
 
 
@@ -36,8 +36,8 @@ def _identifier(value: Any, dotted: str, problems: Problems) -> str | None:
 def _one_value(v: Any) -> bool:
     """A scalar, or a non-empty list of scalars (e.g. the candidates an autotuner picks from)."""
     if isinstance(v, list):
-        return bool(v) and all(isinstance(x, _VALUE_TYPES) for x in v)
-    return isinstance(v, _VALUE_TYPES)
+        return bool(v) and all(isinstance(x, LITERALS) for x in v)
+    return isinstance(v, LITERALS)
 
 
 def _values(value: Any, dotted: str, problems: Problems) -> tuple[Any, ...] | None:
