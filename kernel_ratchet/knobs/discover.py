@@ -4,6 +4,11 @@
   config is an entry ``<file>@<kernel>.configs[<i>]``; its knobs are the literal values of the
   config dict and ``num_warps`` / ``num_stages`` (Triton's defaults when not passed; a move then
   appends the keyword). ``configs`` may be a list literal or a module-level name bound to one.
+* Configs built by a comprehension (``[triton.Config({"BT": bt}, num_warps=w) for w in [2, 4]
+  for bt in BT_LIST]``): each candidate list it iterates over is a knob, whether written inline
+  (``<file>@<kernel>.configs.<w>``) or a module-level name bound to a literal list
+  (``<file>@module.BT_LIST``, shared by every kernel that reads it). A move narrows the
+  autotuner's choice: one candidate, or the list without its first or last candidate.
 * Kernel launches ``kernel[grid](..., BLOCK_SIZE=.., num_warps=.., num_stages=..)``: each launch
   is an entry ``<file>@<function>/<kernel>[]``; its knobs are those keywords (``BLOCK*`` in any
   case). A literal moves to its power-of-two neighbours. A value computed at run time (the
@@ -102,13 +107,19 @@ def _kernels(tree: ast.Module) -> tuple[set[str], set[str]]:
     return jit, tuned
 
 
-def _autotune_configs(tree: ast.Module) -> Iterator[tuple[str, int, ast.Call]]:
-    """(kernel, index, ``Config(...)`` call) of every literal autotune config list."""
-    module = {
+def _module_values(tree: ast.Module) -> dict[str, ast.expr]:
+    """The values of single-name assignments at module level, by name."""
+    return {
         n.targets[0].id: n.value
         for n in tree.body
         if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
     }
+
+
+def _config_lists(tree: ast.Module) -> Iterator[tuple[str, ast.expr]]:
+    """(kernel, configs expression) of every autotune decorator; a module-level name is
+    replaced by the expression bound to it."""
+    module = _module_values(tree)
     for fn in tree.body:
         if not isinstance(fn, ast.FunctionDef):
             continue
@@ -119,10 +130,58 @@ def _autotune_configs(tree: ast.Module) -> Iterator[tuple[str, int, ast.Call]]:
             cfgs = kw.get("configs", dec.args[0] if dec.args else None)
             if isinstance(cfgs, ast.Name):
                 cfgs = module.get(cfgs.id)
-            if isinstance(cfgs, ast.List | ast.Tuple):
-                for i, el in enumerate(cfgs.elts):
-                    if isinstance(el, ast.Call) and ast.unparse(el.func).endswith("Config"):
-                        yield fn.name, i, el
+            if cfgs is not None:
+                yield fn.name, cfgs
+
+
+def _autotune_configs(tree: ast.Module) -> Iterator[tuple[str, int, ast.Call]]:
+    """(kernel, index, ``Config(...)`` call) of every literal autotune config list."""
+    for kernel, cfgs in _config_lists(tree):
+        if isinstance(cfgs, ast.List | ast.Tuple):
+            for i, el in enumerate(cfgs.elts):
+                if isinstance(el, ast.Call) and ast.unparse(el.func).endswith("Config"):
+                    yield kernel, i, el
+
+
+def _config_comprehensions(tree: ast.Module) -> Iterator[tuple[str, ast.comprehension]]:
+    """(kernel, generator) of every ``for <name> in <candidates>`` of an autotune config
+    list built by a comprehension."""
+    for kernel, cfgs in _config_lists(tree):
+        if isinstance(cfgs, ast.ListComp):
+            for gen in cfgs.generators:
+                if isinstance(gen.target, ast.Name):
+                    yield kernel, gen
+
+
+def narrowed(values: list[Any]) -> list[list[Any]]:
+    """The moves of an autotuner's candidate list: each candidate alone, then the list without
+    its first or without its last candidate (none of them the list itself)."""
+    out: list[list[Any]] = [[v] for v in values] if len(values) > 1 else []
+    if len(values) > 2:
+        out += [values[1:], values[:-1]]
+    return out
+
+
+def _candidate_entries(
+    tree: ast.Module, rel: str, off: Offsets
+) -> Iterator[tuple[Entry, dict[str, list[Any]]]]:
+    """(entry, space) of every literal candidate list an autotune comprehension iterates."""
+    module = _module_values(tree)
+    seen: set[str] = set()
+    for kernel, gen in _config_comprehensions(tree):
+        node, name = gen.iter, gen.target.id
+        key = f"{rel}@{kernel}.configs.{name}"
+        if isinstance(node, ast.Name) and node.id in module:
+            node, name, key = module[node.id], node.id, f"{rel}@module.{node.id}"
+        ok, value = literal(node)
+        if not ok or not isinstance(value, list) or key in seen:
+            continue
+        seen.add(key)
+        knob = Knob(name, value, off.span(node))
+        yield (
+            Entry(key, (key,), "candidates", {name: knob}, scope=(kernel,)),
+            {name: narrowed(value)},
+        )
 
 
 def _config_entry(rel: str, kernel: str, i: int, call: ast.Call, off: Offsets) -> Entry:
@@ -247,6 +306,8 @@ def discover(
         e = _config_entry(rel, kernel, i, call, off)
         entries[e.key] = e
         space[e.key] = {k: v for k, kn in e.knobs.items() if (v := _values(k, kn.value))}
+    for e, sp in _candidate_entries(tree, rel, off):
+        entries[e.key], space[e.key] = e, sp
     for e, sp in _launch_entries(tree, rel, data, off, (jit | plain) - tuned):
         entries[e.key], space[e.key] = e, sp
     unmatched = []

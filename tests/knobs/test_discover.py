@@ -166,15 +166,41 @@ def test_a_library_autotuner_gets_no_launch_keywords_its_configs_already_set():
     assert all("num_warps" not in e.knobs for e in found.tunables.entries.values())
     decl = KnobDecl("WIDTHS", "pkg/norm.py", ([16, 32], [8, 16]))
     tunables = discover(LIBRARY_AUTOTUNED, "pkg/norm.py", [decl]).tunables
-    (key,) = tunables.entries
-    assert tunables.space[key] == {"WIDTHS": [[16, 32], [8, 16]]}
+    assert tunables.space["pkg/norm.py@module.WIDTHS"] == {"WIDTHS": [[16, 32], [8, 16]]}
+
+
+def test_the_candidate_lists_of_a_config_comprehension_are_knobs_with_no_declaration():
+    """``[Config({"BT": bt}, num_warps=w) for w in [2, 4] for bt in WIDTHS]``: the inline list
+    and the module-level one are both found; a move narrows the autotuner's choice."""
+    tunables = discover(LIBRARY_AUTOTUNED, "pkg/norm.py").tunables
+    assert tunables.space == {
+        "pkg/norm.py@norm_kernel.configs.w": {"w": [[2], [4]]},
+        "pkg/norm.py@module.WIDTHS": {"WIDTHS": [[8], [16], [32], [16, 32], [8, 16]]},
+    }
+    parse = parse_discovered("pkg/norm.py")
+    moved = set_knobs(LIBRARY_AUTOTUNED, "pkg/norm.py@norm_kernel.configs.w", {"w": [4]}, parse)
+    assert changed_lines(LIBRARY_AUTOTUNED, moved) == [
+        '-    configs=[triton.Config({"BT": bt}, num_warps=w) for w in [2, 4] for bt in WIDTHS], '
+        'key=["D"]',
+        '+    configs=[triton.Config({"BT": bt}, num_warps=w) for w in [4] for bt in WIDTHS], '
+        'key=["D"]',
+    ]
+    back = set_knobs(moved, "pkg/norm.py@norm_kernel.configs.w", {"w": [2, 4]}, parse)
+    assert back == LIBRARY_AUTOTUNED
+
+
+def test_a_candidate_list_computed_at_run_time_is_left_to_a_declaration():
+    text = LIBRARY_AUTOTUNED.replace("WIDTHS = [8, 16, 32]", "WIDTHS = [8] if AMD else [8, 16]")
+    assert list(discover(text, "pkg/norm.py").tunables.space) == [
+        "pkg/norm.py@norm_kernel.configs.w"
+    ]
 
 
 def test_a_declared_list_value_is_written_and_reverts_exactly():
     """An autotuner's candidate list declared as a knob moves as a plain list literal."""
     decl = KnobDecl("WIDTHS", "pkg/norm.py", ([16, 32], [8, 16]))
     parse = parse_discovered("pkg/norm.py", [decl])
-    (key,) = parse(LIBRARY_AUTOTUNED).entries
+    key = "pkg/norm.py@module.WIDTHS"
     moved = set_knobs(LIBRARY_AUTOTUNED, key, {"WIDTHS": [16, 32]}, parse=parse)
     assert "WIDTHS = [16, 32]\n" in moved and moved.count("\n") == LIBRARY_AUTOTUNED.count("\n")
     assert set_knobs(moved, key, {"WIDTHS": [8, 16, 32]}, parse=parse) == LIBRARY_AUTOTUNED
