@@ -185,7 +185,7 @@ class Campaign:
         preconditions(self.ctx, hypothesis, bucket, level, lesson=notes.get("lesson", ""))
         n = self.state.next_round
         self.state.pending = PendingRound(
-            n, Stage.MEASURING, now(), hypothesis, bucket, level, notes=notes
+            n, Stage.MEASURING, now(), hypothesis, bucket, level, notes=notes, rehearsal=rehearse
         )
         self.state.next_round = n + 1
         self.save()

@@ -56,6 +56,7 @@ class PendingRound:
     level: str | None = None
     notes: Mapping[str, str] = field(default_factory=dict)
     commit: str | None = None
+    rehearsal: bool = False  # run with ``--rehearse``: its record is a rehearsal's, however it ends
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stage", Stage(self.stage))
@@ -79,6 +80,8 @@ class PendingRound:
             d.update(self.notes)
         if self.stage in (Stage.APPLIED, Stage.RECORDED):
             d["commit"] = self.commit
+        if self.rehearsal:
+            d["rehearsal"] = True
         return d
 
     @classmethod
@@ -92,6 +95,7 @@ class PendingRound:
             level=d.get("level"),
             notes={k: d[k] for k in NOTE_KEYS if k in d},
             commit=d.get("commit"),
+            rehearsal=bool(d.get("rehearsal", False)),
         )
 
 

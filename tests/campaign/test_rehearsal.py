@@ -3,6 +3,7 @@ whatever its timings say, the candidate is rolled back and no gain is counted.""
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -111,3 +112,25 @@ def test_the_rehearsal_flag_survives_the_state_file(tmp_path):
     assert State.load(tmp_path).rehearsal
     State().save(tmp_path)
     assert not State.load(tmp_path).rehearsal
+
+
+def test_an_interrupted_rehearsal_round_is_closed_as_a_rehearsal(rehearsing, monkeypatch):
+    """Ctrl+C inside ``validate --rehearse`` of a normal campaign: the round closes ROLLED BACK
+    as interrupted, and its record still says REHEARSAL (the flag lives in the pending round,
+    so a recovery in a later command labels it too)."""
+
+    def interrupted(c, n, p):
+        assert State.load(campaign_dir(rehearsing)).pending.rehearsal  # written before measuring
+        raise KeyboardInterrupt("Ctrl+C")
+
+    monkeypatch.setattr(engine, "measure", interrupted)
+    set_blocks(rehearsing, M=32, N=32)
+    with _open(rehearsing) as c, pytest.raises(KeyboardInterrupt):
+        c.validate("warps 8", rehearse=True)
+    with _open(rehearsing) as c:
+        status = campaign_status(c.ctx)
+    last = status["rounds"][-1]
+    assert last["rehearsal"] == "REHEARSAL: ROLLED BACK", last
+    path = campaign_dir(rehearsing) / "rounds/round-2/round.json"
+    rec = RoundRecord.from_dict(json.loads(path.read_text()))
+    assert rec.category is Category.INTERRUPTED and rec.reason.startswith("REHEARSAL: interrupted")

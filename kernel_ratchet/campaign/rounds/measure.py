@@ -188,4 +188,5 @@ def interrupted_record(c: CampaignContext, n: int, p: PendingRound, how: str) ->
         f"interrupted by {how} before a decision; the candidate is kept in "
         f"rounds/round-{n}/kernel_snapshot and the kernel files were restored to the incumbent"
     )
-    return draft.failed(Category.INTERRUPTED, why, now())
+    record = draft.failed(Category.INTERRUPTED, why, now())
+    return record.as_rehearsal() if p.rehearsal or c.state.rehearsal else record
