@@ -275,7 +275,8 @@ def rebind(case: Any, snap: InputSnapshot, fresh: Any) -> bool:
 
 
 def output_tensors(out: Any, what: str) -> list[tuple[str, torch.Tensor]]:
-    """Flatten a forward/backward return value into named tensors; reject anything else.
+    """Flatten a forward/backward return value into named tensors (detached aliases of the
+    returned ones); reject anything else.
 
     Accepts a plain tensor, a tuple/list of them or a mapping of them (``None`` entries are
     skipped, e.g. an absent gradient). Raises CheatDetected for a tensor subclass, a lazy
@@ -298,7 +299,9 @@ def output_tensors(out: Any, what: str) -> list[tuple[str, torch.Tensor]]:
                 f"{name!r}; outputs must be plain torch.Tensor (a lazy or wrapped result could "
                 "defer the work past the timer)"
             )
-        result.append((name, v))
+        # a detached alias (same storage): poisoning or reading it never touches the autograd
+        # view of a custom Function's output, which an in-place fill would invalidate
+        result.append((name, v.detach()))
     if not result:
         raise CheatDetected(f"{what} returned no tensor at all ({type(out).__name__})")
     return result

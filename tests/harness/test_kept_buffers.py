@@ -33,3 +33,19 @@ def test_a_stale_kept_buffer_is_refused(tmp_path: Path) -> None:
 def test_an_output_written_into_an_input_is_refused_as_input_modified(tmp_path: Path) -> None:
     with Worker(cpu_spec(f"{ADAPTERS}:IntoInput"), tmp_path / "w.log") as w:
         expect_rejected(w.time(SQUARE, SEED, "fwd"), "cheat", "input modified")
+
+
+def test_the_poison_of_a_custom_functions_view_output_shows_and_does_not_crash() -> None:
+    """A graph replay returns the same output every sample, and it is poisoned in between. An
+    output that is the autograd view of a custom Function (as fla's norms return) used to
+    crash the check ("a view ... modified inplace"); the poison goes through a detached alias."""
+    import torch
+
+    from kernel_ratchet.harness import anticheat as ac
+    from tests.harness.kept_buffer_adapters import ViewOut
+
+    a = torch.randn(8, 4, requires_grad=True)
+    out = ViewOut.apply(a, torch.randn(6, 4))
+    ac.poison(ac.output_tensors(out, "forward()"))
+    assert ac.nonfinite(ac.output_tensors(out, "forward()")) == ["0"]
+    assert out.requires_grad and out.detach().data_ptr() == out.data_ptr()
