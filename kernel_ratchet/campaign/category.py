@@ -101,6 +101,23 @@ VERIFIED_CATEGORIES = frozenset(
 )
 
 
+#: Failures of the candidate itself inside its paired A/B worker: the same change fails the same
+#: way again, so a search does not propose it twice (they prove nothing about its speed, so they
+#: are not verified-ineffective for an agent that fixes the change).
+CANDIDATE_FAILURES = frozenset(
+    {
+        Category.HANG,
+        Category.CRASH,
+        Category.ILLEGAL_MEMORY,
+        Category.OOM,
+        Category.COMPILE,
+        Category.NAN,
+        Category.CHEAT,
+        Category.WRONG,
+    }
+)
+
+
 def check_outcome(status: Status, category: Category) -> None:
     """Raise ValueError when ``category`` cannot be the cause of a round ending ``status``."""
     expected = {Status.BASELINE: Category.BASELINE, Status.ACCEPTED: Category.OK}

@@ -23,6 +23,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from kernel_ratchet.campaign.category import CANDIDATE_FAILURES
 from kernel_ratchet.campaign.record import RoundRecord
 from kernel_ratchet.campaign.rounds.preconditions import one_line
 from kernel_ratchet.errors import RatchetError
@@ -137,6 +138,12 @@ class OptimizerContext:
             for r in self.rounds
             if r.direction and (r.accepted or r.verified_ineffective)
         }
+
+    def failed(self) -> set[str]:
+        """Directions whose candidate failed in its own worker (crash, hang, compile, wrong
+        output, ...): the same change would fail again."""
+        failed = CANDIDATE_FAILURES
+        return {r.direction for r in self.rounds if r.direction and r.category in failed}
 
 
 class Optimizer(ABC):

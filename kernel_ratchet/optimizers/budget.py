@@ -11,6 +11,8 @@ import statistics
 import threading
 from collections.abc import Callable, Iterator
 
+from kernel_ratchet.campaign.category import Category
+from kernel_ratchet.campaign.record import RoundRecord
 from kernel_ratchet.errors import CampaignError
 
 Say = Callable[[str], None]
@@ -63,3 +65,22 @@ def parse_duration(text: str | None) -> float | None:
     if not parts or "".join(a + b for a, b in parts) != t:
         raise CampaignError(f"--max-duration {text!r}: use e.g. 2h, 90m, 1h30m or 45s")
     return sum(float(a) * {"h": 3600, "m": 60, "s": 1}[b] for a, b in parts)
+
+
+#: Rounds in a row whose incumbent could not be measured before a run pauses.
+INCUMBENT_FAILURES_TO_PAUSE = 2
+
+
+def incumbent_unmeasurable(rounds: list[RoundRecord]) -> str | None:
+    """Why a run pauses when the incumbent itself failed the last rounds' paired measurement
+    (no candidate can be decided until that is fixed), else None."""
+    last = rounds[-INCUMBENT_FAILURES_TO_PAUSE:]
+    if len(last) < INCUMBENT_FAILURES_TO_PAUSE or any(
+        r.category is not Category.INCUMBENT for r in last
+    ):
+        return None
+    return (
+        f"the incumbent failed its paired measurement in {len(last)} rounds in a row "
+        f"(round-{last[-1].round}: {last[-1].reason}); no candidate can be decided until it "
+        "measures: fix the cause, then `ratchet resume`"
+    )

@@ -40,7 +40,7 @@ from kernel_ratchet.campaign.tips import read_tips, tips_path
 from kernel_ratchet.dashboard.site import after_round
 from kernel_ratchet.errors import TERMINATION_REQUESTED, RatchetError
 from kernel_ratchet.optimizers.base import Optimizer, OptimizerContext, OptimizerError, Proposal
-from kernel_ratchet.optimizers.budget import too_short
+from kernel_ratchet.optimizers.budget import incumbent_unmeasurable, too_short
 from kernel_ratchet.profile.schema import Profile
 from kernel_ratchet.report.final import report
 from kernel_ratchet.scoring.roofline import efficiency
@@ -282,6 +282,9 @@ def _stop_before_round(
         return "T4", "the user asked to stop (Ctrl+C during `ratchet run`)"
     if TERMINATION_REQUESTED.is_set():  # SIGTERM whose Terminated was lost in flight
         return PAUSED, "SIGTERM: stopped between rounds; `ratchet resume` continues"
+    broken = incumbent_unmeasurable(res.rounds)
+    if broken:
+        return PAUSED, broken
     if len(res.rounds) >= run.max_iterations:
         return (
             run.budget_code,

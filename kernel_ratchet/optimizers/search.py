@@ -13,7 +13,8 @@ campaign starts (:meth:`SearchOptimizer.check_ready`).
 Order (deterministic): the tunables file's entries first, those whose bucket holds the least
 efficient shape of the latest analysis first (then the bucket with more shapes, then file
 order); then the kernel files' entries in file order; within an entry, knobs in space order,
-values nearest to the current one first. A verified-ineffective direction is
+values nearest to the current one first. A verified-ineffective direction, or one whose
+candidate failed in its worker (a crash, a compile error, a wrong output), is
 never proposed again, nor is undoing the last accepted move (its old value lost that round's
 paired A/B; after a later acceptance it may be tried again); after two rollbacks in one knob
 family since the last acceptance, that family moves behind every other one (stagnation).
@@ -171,7 +172,8 @@ class SearchOptimizer(Optimizer):
             yield fs, tuple(move)
 
     def _ranked(self, t: Tunables, ctx: OptimizerContext, base: int = 0, buckets: bool = True):
-        done = ctx.tried() | {r.direction_key for r in ctx.ineffective} | undoing(ctx.rounds)
+        done = ctx.tried() | ctx.failed() | undoing(ctx.rounds)
+        done |= {r.direction_key for r in ctx.ineffective}
         stagnant = stagnant_families(ctx.rounds, t)
         ranked = []
         for e_rank, entry in enumerate(self.entries(t, ctx, buckets), start=base):

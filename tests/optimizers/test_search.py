@@ -150,3 +150,25 @@ def test_knobs_restrict_every_move_and_a_wrong_knob_is_named(toy):
     } > {"num_stages"}
     with pytest.raises(OptimizerError, match=r"\['block_q'\].*choose from"):
         SearchOptimizer(knobs=["num_stages", "block_q"]).propose(RecordedRounds(toy).context())
+
+
+def test_a_move_whose_candidate_crashed_is_not_proposed_again(toy):
+    """A crash in the candidate's worker would repeat: the next proposal is another move. A
+    failure of the incumbent (infrastructure) says nothing about the move: it may come back."""
+    rec = RecordedRounds(toy)
+    first = SearchOptimizer().propose(rec.context())
+    rec.records.append(recorded_round(2, "ROLLED BACK", "crash", direction=first.direction))
+    assert SearchOptimizer().propose(rec.context()).direction != first.direction
+    rec.records[-1] = recorded_round(2, "ROLLED BACK", "incumbent", direction=first.direction)
+    assert SearchOptimizer().propose(rec.context()).direction == first.direction
+
+
+def test_a_run_pauses_when_the_incumbent_fails_twice_in_a_row():
+    from kernel_ratchet.optimizers.budget import incumbent_unmeasurable
+
+    crash = recorded_round(2, "ROLLED BACK", "crash")
+    inc = [recorded_round(n, "ROLLED BACK", "incumbent", reason="worker died") for n in (3, 4)]
+    assert incumbent_unmeasurable([crash, inc[0]]) is None
+    assert incumbent_unmeasurable([inc[0], crash]) is None
+    why = incumbent_unmeasurable([crash, *inc])
+    assert "2 rounds in a row" in why and "round-4: worker died" in why and "resume" in why
