@@ -17,10 +17,12 @@ from kernel_ratchet.campaign.lineage import git
 from kernel_ratchet.campaign.manifest import Manifest
 from kernel_ratchet.campaign.steps import (
     HARNESS_TIMEOUT_S,
+    RunningStep,
     StepResult,
     python_command,
     recorded_python_command,
     run_step,
+    start_step,
 )
 from kernel_ratchet.harness.generate import render_quick_bench
 from kernel_ratchet.harness.paired_run import SEED_POLICY
@@ -75,6 +77,39 @@ def run_harness(c: CampaignContext, level: str, csv: Path, log_path: Path) -> St
         log_path=log_path,
         timeout_s=HARNESS_TIMEOUT_S,
     )
+
+
+class EarlyHarness:
+    """A round's harness started beside its focused test: it imports while the test runs and
+    measures only once released (:mod:`kernel_ratchet.harness.start_gate`), so the round pays
+    for the harness's start-up once, not after the test. Stopped on exit unless it was run."""
+
+    def __init__(self, c: CampaignContext, level: str, csv: Path, log_path: Path) -> None:
+        self.c, self.level, self.csv, self.log_path = c, level, csv, log_path
+        self.step: RunningStep | None = None
+
+    def start(self) -> None:
+        cmd = harness_command(self.c.dir, self.level, self.csv)
+        gate = self.log_path.with_name(self.log_path.name + ".gate")
+        self.step = start_step("harness", cmd, cwd=self.c.root, log_path=self.log_path, gate=gate)
+
+    def run(self, level: str, csv: Path) -> StepResult | None:
+        """The started harness's outcome when it is the one asked for (``level``, ``csv``),
+        released now; None when there is none (the caller runs the harness itself)."""
+        step, self.step = self.step, None
+        if step is None or (level, Path(csv)) != (self.level, Path(self.csv)):
+            if step is not None:
+                step.stop()
+            return None
+        return step.wait(HARNESS_TIMEOUT_S)
+
+    def __enter__(self) -> EarlyHarness:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.step is not None:
+            self.step.stop()
+            self.step = None
 
 
 def write_provenance(c: CampaignContext, art: Path, level: str) -> None:

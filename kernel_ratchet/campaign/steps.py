@@ -16,6 +16,9 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from kernel_ratchet.harness.start_gate import GATE_ENV
 
 #: Time limits of the project's commands: a rebuild or focused test, a harness run.
 TEST_TIMEOUT_S = 1800.0
@@ -51,14 +54,33 @@ def run_step(
     later recovery here can stop what a killed driver left behind (``kill_leftovers``), and on
     Linux the child is also sent SIGKILL if the driver dies.
     """
+    return start_step(name, command, cwd=cwd, log_path=log_path, env=env).wait(timeout_s)
+
+
+def start_step(
+    name: str,
+    command: str,
+    *,
+    cwd: Path,
+    log_path: Path,
+    env: dict[str, str] | None = None,
+    gate: Path | None = None,
+) -> RunningStep:
+    """Start ``command`` as :func:`run_step` does, without waiting for it. ``gate``: a path
+    the command is told of (``RATCHET_START_GATE``); a command that honours it prepares (its
+    imports) and then waits for :meth:`RunningStep.release` before its real work."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     full_env = dict(os.environ)
     full_env.update(env or {})
     full_env.setdefault("PYTHONUNBUFFERED", "1")
+    if gate is not None:
+        gate.unlink(missing_ok=True)
+        full_env[GATE_ENV] = str(gate)
     t0 = time.monotonic()
-    with open(log_path, "w", encoding="utf-8") as log:
-        log.write(f"$ {command}\n# cwd: {cwd}\n")
-        log.flush()
+    log = open(log_path, "w", encoding="utf-8")  # noqa: SIM115 - closed by RunningStep.wait
+    log.write(f"$ {command}\n# cwd: {cwd}\n")
+    log.flush()
+    try:
         proc = subprocess.Popen(
             command,
             shell=True,
@@ -69,30 +91,69 @@ def run_step(
             start_new_session=True,
             preexec_fn=_die_with_parent,
         )
-        pgid_file = log_path.with_name(log_path.name + ".pgid")
-        pgid_file.write_text(f"{proc.pid} {machine_identity()}")
+    except BaseException:
+        log.close()
+        raise
+    pgid_file = log_path.with_name(log_path.name + ".pgid")
+    pgid_file.write_text(f"{proc.pid} {machine_identity()}")
+    return RunningStep(name, command, proc, log, log_path, pgid_file, t0, gate)
+
+
+@dataclass
+class RunningStep:
+    """A command started by :func:`start_step`: release its gate, wait for it, or stop it."""
+
+    name: str
+    command: str
+    proc: subprocess.Popen
+    log: Any
+    log_path: Path
+    pgid_file: Path
+    t0: float
+    gate: Path | None = None
+    released: float | None = None  # monotonic time of the release
+
+    def release(self) -> None:
+        """Let a gated command start its real work (written atomically: it reads "go")."""
+        if self.gate is not None and self.released is None:
+            tmp = self.gate.with_name(self.gate.name + ".tmp")
+            tmp.write_text("go")
+            os.replace(tmp, self.gate)
+        self.released = time.monotonic()
+
+    def stop(self) -> None:
+        """Kill the command's process group (a gated command not needed after all)."""
+        if self.proc.poll() is None:
+            _kill_group(self.proc)
+        self._close()
+
+    def _close(self) -> None:
+        self.log.close()
+        self.pgid_file.unlink(missing_ok=True)
+        if self.gate is not None:
+            self.gate.unlink(missing_ok=True)
+
+    def wait(self, timeout_s: float) -> StepResult:
+        """Release the gate if it is not yet, wait up to ``timeout_s`` from now, and return the
+        outcome; its seconds run from the release (a gated command's preparation overlapped
+        other work) or from the start."""
+        self.release()
+        since = self.released if self.gate is not None else self.t0
         try:
-            rc = proc.wait(timeout=timeout_s)
+            rc = self.proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            secs = time.monotonic() - t0
-            return StepResult(
-                name,
-                command,
-                False,
-                None,
-                secs,
-                str(log_path),
-                f"{name} timed out after {timeout_s:.0f} s",
-            )
+            _kill_group(self.proc)
+            secs = time.monotonic() - since
+            why = f"{self.name} timed out after {timeout_s:.0f} s"
+            return StepResult(self.name, self.command, False, None, secs, str(self.log_path), why)
         except BaseException:
-            _kill_group(proc)
+            _kill_group(self.proc)
             raise
         finally:
-            pgid_file.unlink(missing_ok=True)
-    secs = time.monotonic() - t0
-    reason = "ok" if rc == 0 else f"{name} exited with code {rc} (see {log_path})"
-    return StepResult(name, command, rc == 0, rc, secs, str(log_path), reason)
+            self._close()
+        secs = time.monotonic() - since
+        reason = "ok" if rc == 0 else f"{self.name} exited with code {rc} (see {self.log_path})"
+        return StepResult(self.name, self.command, rc == 0, rc, secs, str(self.log_path), reason)
 
 
 def _die_with_parent() -> None:

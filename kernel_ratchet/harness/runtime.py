@@ -23,6 +23,7 @@ from kernel_ratchet.errors import RatchetError
 from kernel_ratchet.harness.adapter import Adapter, Shape, load_adapter
 from kernel_ratchet.harness.correctness import check_outputs
 from kernel_ratchet.harness.csv_schema import Schema, get_schema, write_csv
+from kernel_ratchet.harness.start_gate import wait_for_start
 from kernel_ratchet.harness.timing.engine import Timing, TimingEngine
 from kernel_ratchet.harness.timing.registry import make_engine
 
@@ -154,6 +155,8 @@ def main(
         eng = make_engine(engine, params)
     except RatchetError as exc:  # nothing can be measured: say why, exit 2 as documented
         print(f"[harness] {exc}", file=sys.stderr)
+        return 2
+    if not wait_for_start():  # prepared beside the focused test; measure after it
         return 2
     results = run_harness(ad, chosen, eng, seed=args.seed, device=args.device)
     write_csv(args.summary_csv, sch, [result_cells(sch, ad, r) for r in results])

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kernel_ratchet import cli
-from kernel_ratchet.campaign import quick_bench, steps
+from kernel_ratchet.campaign import steps
 from kernel_ratchet.campaign.engine import Campaign
 from kernel_ratchet.campaign.rounds import levels
 from kernel_ratchet.errors import (
@@ -50,8 +50,8 @@ def open_campaign(project, monkeypatch):
 def test_renamed_csv_column_fails_validate_loudly(project, open_campaign, monkeypatch):
     real = levels._run_harness
 
-    def drifting(c, art, level, name):
-        h, csv = real(c, art, level, name)
+    def drifting(c, art, level, name, early=None):
+        h, csv = real(c, art, level, name, early)
         text = csv.read_text().replace("Forward TFLOPS_stddev", "Forward TFLOPS_std", 1)
         csv.write_text(text)
         return h, csv
@@ -71,16 +71,16 @@ def test_sigterm_during_the_harness_closes_the_round_and_exits_143(
 ):
     """A scheduler's kill or `timeout` (SIGTERM) must leave a closed round, as Ctrl+C does,
     not a process that died with the candidate in the tree; the CLI's handler does it."""
-    real = steps.run_step
+    real = steps.RunningStep.wait
     previous = signal.signal(signal.SIGTERM, cli._terminate)
 
-    def killed(name, command, **kw):
-        if name == "harness":
+    def killed(step, timeout_s):
+        if step.name == "harness":
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(10)  # the handler raises before this ends
-        return real(name, command, **kw)
+        return real(step, timeout_s)
 
-    monkeypatch.setattr(quick_bench, "run_step", killed)
+    monkeypatch.setattr(steps.RunningStep, "wait", killed)
     set_blocks(project, M=32, N=32)
     try:
         with open_campaign() as c, pytest.raises(Terminated):
@@ -157,14 +157,14 @@ def test_edited_harness_and_empty_round_are_refused_without_a_round(project, ope
 
 
 def test_ctrl_c_during_the_harness_closes_the_round(project, open_campaign, monkeypatch):
-    real = steps.run_step
+    real = steps.RunningStep.wait
 
-    def interrupted(name, command, **kw):
-        if name == "harness":
+    def interrupted(step, timeout_s):
+        if step.name == "harness":
             raise KeyboardInterrupt
-        return real(name, command, **kw)
+        return real(step, timeout_s)
 
-    monkeypatch.setattr(quick_bench, "run_step", interrupted)
+    monkeypatch.setattr(steps.RunningStep, "wait", interrupted)
     set_blocks(project, M=32, N=32)
     with open_campaign() as c, pytest.raises(KeyboardInterrupt):
         c.validate("32x32 tiles")

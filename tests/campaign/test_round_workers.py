@@ -123,6 +123,8 @@ def test_a_failing_focused_test_rolls_back_and_nothing_is_measured(
 
     def focused_test(name, command, **kw):
         seen.append([w.alive for w in fake_workers])  # started before the test, beside it
+        harness = campaign_dir(project) / "rounds/round-2/artifacts/benchmark.log.pgid"
+        seen.append(harness.exists())  # so is the round's harness, held at its start gate
         return _step(name, ok=False)
 
     def harness(*_a, **_kw):
@@ -132,7 +134,7 @@ def test_a_failing_focused_test_rolls_back_and_nothing_is_measured(
     monkeypatch.setattr(levels, "_run_harness", harness)
     with campaign() as c:
         rec = c.validate("32x32 tiles")
-    assert seen == [[True, True]]
+    assert seen == [[True, True], True]
     assert rec.status == "ROLLED BACK" and rec.category.value == "test", rec.reason
     assert [w.closed_with for w in fake_workers] == [5.0, 5.0]
     assert not (campaign_dir(project) / "rounds/round-2/artifacts/benchmark.csv").exists()
@@ -158,7 +160,7 @@ def test_ctrl_c_beside_the_starting_workers_closes_the_round_and_kills_them(
 def test_the_harness_waits_until_the_workers_are_idle(project, campaign, monkeypatch, fake_workers):
     when_timed = []
 
-    def harness(c, art, level, name):
+    def harness(c, art, level, name, early=None):
         when_timed.append([w.ready for w in fake_workers])
         return _step("harness", ok=False), art / name
 

@@ -19,7 +19,12 @@ from typing import TYPE_CHECKING
 
 from kernel_ratchet.campaign.category import Category
 from kernel_ratchet.campaign.clock import now
-from kernel_ratchet.campaign.quick_bench import harness_record, run_harness, write_provenance
+from kernel_ratchet.campaign.quick_bench import (
+    EarlyHarness,
+    harness_record,
+    run_harness,
+    write_provenance,
+)
 from kernel_ratchet.campaign.record import RoundDraft, RoundRecord, category_of
 from kernel_ratchet.campaign.round_decision import RoundDecision
 from kernel_ratchet.campaign.rounds.paired import PairedFailure, paired_decision
@@ -60,10 +65,14 @@ def _skew_gate(d: RoundDecision) -> tuple[RoundDecision, bool]:
     return d, False
 
 
-def _run_harness(c: CampaignContext, art: Path, level: str, name: str):
-    """The harness at ``level`` writing ``art/name`` (its log beside it): (step, CSV path)."""
+def _run_harness(
+    c: CampaignContext, art: Path, level: str, name: str, early: EarlyHarness | None = None
+):
+    """The harness at ``level`` writing ``art/name`` (its log beside it): (step, CSV path).
+    ``early``: the round's harness started beside its focused test, used when it is this one."""
     csv = art / name
-    return run_harness(c, level, csv, art / name.replace(".csv", ".log")), csv
+    h = early.run(level, csv) if early is not None else None
+    return h or run_harness(c, level, csv, art / name.replace(".csv", ".log")), csv
 
 
 def _gates(c: CampaignContext, cand_rel: str, inc_rel: str) -> RoundDecision:
@@ -92,6 +101,7 @@ def _level(
     level: str,
     name: str,
     workers: RoundWorkers | None = None,
+    early: EarlyHarness | None = None,
 ) -> LevelResult:
     """Harness at ``level`` (the round's CSV), then the decision against the incumbent:
     correctness and shape-set gates on the CSV, then the paired A/B (in the round's
@@ -100,7 +110,7 @@ def _level(
         workers.settle()
     shapes = len(c.m.representative_shapes) if level == "quick" else len(c.m.target_shapes)
     c.say(f"round-{n}: harness, {level} level ({shapes} shapes)")
-    h, csv = _run_harness(c, art, level, name)
+    h, csv = _run_harness(c, art, level, name, early)
     draft.timed(f"harness_{level}", h.seconds)
     draft.harness_command = draft.harness_command or harness_record(c, level, csv)
     if not h.ok or not csv.exists():
@@ -132,14 +142,20 @@ def _level(
 
 
 def measure_levels(
-    c: CampaignContext, n: int, draft: RoundDraft, art: Path, workers: RoundWorkers | None = None
+    c: CampaignContext,
+    n: int,
+    draft: RoundDraft,
+    art: Path,
+    workers: RoundWorkers | None = None,
+    early: EarlyHarness | None = None,
 ) -> RoundRecord:
     """The round's level (and the full level after a quick gain under 5%), then the transfer
     check of an accepted paired decision; returns the round's record. ``workers``: the
-    round's started workers (:mod:`.workers`), reused by its A/B and transfer check."""
+    round's started workers (:mod:`.workers`), reused by its A/B and transfer check;
+    ``early``: its harness, started beside the focused test."""
     level = draft.level
     inc_rel = c.state.incumbent_quick_csv if level == "quick" else c.state.incumbent_full_csv
-    res = _level(c, n, draft, art, level, "benchmark.csv", workers)
+    res = _level(c, n, draft, art, level, "benchmark.csv", workers, early)
     if res.failed is not None:
         return res.failed
     csv, d, category = res.csv, res.decision, res.category

@@ -18,6 +18,7 @@ from kernel_ratchet.campaign.lineage.kernel import (
     out_of_scope,
     scope_reason,
 )
+from kernel_ratchet.campaign.quick_bench import EarlyHarness
 from kernel_ratchet.campaign.record import RoundDraft, RoundRecord
 from kernel_ratchet.campaign.rounds.levels import measure_levels
 from kernel_ratchet.campaign.rounds.workers import RoundWorkers
@@ -109,9 +110,10 @@ def _measure(c: CampaignContext, n: int, p: PendingRound) -> RoundRecord:
     swapped = backend_change(c)
     if swapped:
         return draft.failed(Category.BACKEND, swapped, now())
-    with RoundWorkers(c, art) as workers:
-        failed = _build_and_test(c, n, draft, art, workers)
-        return failed or measure_levels(c, n, draft, art, workers)
+    early = EarlyHarness(c, draft.level, art / "benchmark.csv", art / "benchmark.log")
+    with RoundWorkers(c, art) as workers, early:
+        failed = _build_and_test(c, n, draft, art, workers, early)
+        return failed or measure_levels(c, n, draft, art, workers, early)
 
 
 def _syntax_error(c: CampaignContext) -> str | None:
@@ -129,11 +131,16 @@ def _syntax_error(c: CampaignContext) -> str | None:
 
 
 def _build_and_test(
-    c: CampaignContext, n: int, draft: RoundDraft, art: Path, workers: RoundWorkers
+    c: CampaignContext,
+    n: int,
+    draft: RoundDraft,
+    art: Path,
+    workers: RoundWorkers,
+    early: EarlyHarness,
 ) -> RoundRecord | None:
     """The rebuild (when the campaign has one) and the focused test; their failure's record.
-    The round's workers start (on the rebuilt tree) as the focused test starts: their
-    start-up runs beside the test, which times nothing."""
+    The round's workers and its gated harness start (on the rebuilt tree) as the focused test
+    starts: their start-up runs beside the test, which times nothing."""
     if c.m.rebuild_command:
         c.say(f"round-{n}: rebuild")
         b = run_step(
@@ -147,7 +154,8 @@ def _build_and_test(
         if not b.ok:
             return draft.failed(Category.BUILD, f"build failed: {b.reason}", now())
     workers.start()
-    c.say(f"round-{n}: focused test (the A/B's workers start beside it)")
+    early.start()
+    c.say(f"round-{n}: focused test (the harness and the A/B's workers start beside it)")
     t = run_step(
         "focused test",
         c.m.test_command,

@@ -1,0 +1,37 @@
+"""The harness's start gate: prepare beside the focused test, measure after it.
+
+A round starts its harness as it starts the focused test, gated (``RATCHET_START_GATE`` names
+a file, see :func:`kernel_ratchet.campaign.steps.start_step`): the harness imports torch, the
+project and the adapter while the test runs, then waits for the file before it touches a shape,
+so nothing it measures overlaps the test. Without the variable it starts at once.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+GATE_ENV = "RATCHET_START_GATE"
+#: How often the gate is looked at, and how long it is waited for at most.
+POLL_S = 0.02
+WAIT_LIMIT_S = 4 * 3600.0
+
+
+def wait_for_start(limit_s: float = WAIT_LIMIT_S) -> bool:
+    """Block until the gate named by ``RATCHET_START_GATE`` says "go" (True at once when no
+    gate is set); False when it never did within ``limit_s``."""
+    gate = os.environ.get(GATE_ENV)
+    if not gate:
+        return True
+    path, deadline = Path(gate), time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        try:
+            if path.read_text().strip() == "go":
+                return True
+        except OSError:
+            pass
+        time.sleep(POLL_S)
+    print(f"[harness] start gate {gate} never opened in {limit_s:.0f} s", file=sys.stderr)
+    return False

@@ -1,0 +1,46 @@
+"""A gated step prepares beside other work and does its real work only once released; a gated
+step that is never needed is stopped, and nothing it would have written appears."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from kernel_ratchet.campaign.steps import start_step
+
+CHILD = (
+    "import sys, time; from kernel_ratchet.harness.start_gate import wait_for_start; "
+    "open(sys.argv[1] + '.ready', 'w').close(); ok = wait_for_start(); "
+    "open(sys.argv[1], 'w').write(repr(time.monotonic()) if ok else 'refused')"
+)
+
+
+def _start(tmp_path: Path, out: Path):
+    cmd = f'{sys.executable} -c "{CHILD}" {out}'
+    return start_step(
+        "child", cmd, cwd=tmp_path, log_path=tmp_path / "child.log", gate=tmp_path / "g"
+    )
+
+
+def test_a_gated_step_works_only_after_its_release(tmp_path: Path) -> None:
+    out = tmp_path / "done"
+    step = _start(tmp_path, out)
+    deadline = time.monotonic() + 60
+    while not Path(f"{out}.ready").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)  # the child is prepared: now it waits for the gate
+    assert Path(f"{out}.ready").exists() and not out.exists()
+    released = time.monotonic()
+    result = step.wait(60)
+    assert result.ok, Path(result.log).read_text()
+    assert float(out.read_text()) >= released  # CLOCK_MONOTONIC is shared by processes
+    assert result.seconds <= time.monotonic() - released
+    assert not (tmp_path / "g").exists() and not (tmp_path / "child.log.pgid").exists()
+
+
+def test_a_gated_step_never_released_is_stopped_without_working(tmp_path: Path) -> None:
+    out = tmp_path / "done"
+    step = _start(tmp_path, out)
+    step.stop()
+    assert step.proc.poll() is not None and not out.exists()
+    assert not (tmp_path / "child.log.pgid").exists()
