@@ -70,9 +70,17 @@ def ci_half_width(ratios: np.ndarray, rng: np.random.Generator, n_boot: int = 20
     return float((hi - lo) / 2)
 
 
-def probe(op: Callable[[], Any], m: Measure, rounds: int, rng: np.random.Generator) -> dict:
-    """A/A rounds of one op under one quantity: times, mode, spread and CI half-width."""
-    sides = [CudaEventEngine(**TIMING, **m.to_dict()) for _ in range(2)]
+def probe(
+    op: Callable[[], Any],
+    m: Measure,
+    rounds: int,
+    rng: np.random.Generator,
+    timing: dict[str, float] | None = None,
+) -> dict:
+    """A/A rounds of one op under one quantity: times, mode, spread and CI half-width.
+    ``timing``: the engine's samples per call and their length (default :data:`TIMING`)."""
+    timing = {**TIMING, **(timing or {})}
+    sides = [CudaEventEngine(**timing, **m.to_dict()) for _ in range(2)]
     times: list[list[float]] = [[], []]
     details, flags = {}, set()
     for _ in range(rounds):
@@ -89,6 +97,7 @@ def probe(op: Callable[[], Any], m: Measure, rounds: int, rng: np.random.Generat
         "round_spread_pct": float(np.std(np.log(ratios), ddof=1) * 100),
         "ci_half_width_pct": ci_half_width(ratios, rng) * 100,
         "rounds": rounds,
+        "timing": timing,
     }
 
 
@@ -96,7 +105,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=10, help="A/A rounds per op and quantity")
     ap.add_argument("-o", "--output", type=Path, default=Path("quantity_probe.json"))
+    ap.add_argument("--ops", default=",".join(OPS), help="comma-separated op names (default all)")
+    ap.add_argument("--quantities", default=",".join(MEASURES), help="comma-separated quantities")
+    ap.add_argument("--samples", type=int, default=int(TIMING["samples"]), help="samples per call")
+    ap.add_argument("--sample-ms", type=float, default=TIMING["sample_ms"], help="ms per sample")
     args = ap.parse_args(argv)
+    ops = {k: OPS[k] for k in args.ops.split(",") if k in OPS}
+    measures = {k: MEASURES[k] for k in args.quantities.split(",") if k in MEASURES}
+    timing = {"samples": args.samples, "sample_ms": args.sample_ms}
     if not torch.cuda.is_available():
         print("quantity_probe needs a CUDA GPU", file=sys.stderr)
         return 2
@@ -105,11 +121,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     rng = np.random.default_rng(0)
     out: dict[str, Any] = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__}
-    for name, make in OPS.items():
+    if not ops or not measures:
+        print(f"unknown --ops or --quantities; ops: {list(OPS)}, quantities: {list(MEASURES)}")
+        return 2
+    for name, make in ops.items():
         op = make()
-        for label, m in MEASURES.items():
+        for label, m in measures.items():
             try:
-                res = probe(op, m, args.rounds, rng)
+                res = probe(op, m, args.rounds, rng, timing)
             except RatchetError as exc:  # a quantity this op cannot be measured by: said
                 out[f"{name} | {label}"] = {"error": str(exc)}
                 print(f"{name:26s} {label:17s} error: {exc}", flush=True)
