@@ -110,6 +110,8 @@ class CudaEventEngine(engine.TimingEngine):
         self.settle_max_ms, self.fallback_warmup_ms = settle_max_ms, fallback_warmup_ms
         self.throttle_tol, self.graph, self.graph_below_us = throttle_tol, graph, graph_below_us
         self.host_ratio, self.max_graph_iters = host_ratio, max_graph_iters
+        if graph != "off":
+            graphs.use_capture_stream()  # the op's forwards run where its backward is captured
         l2_bytes = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 64 << 20)
         self._flush = torch.empty(max(2 * l2_bytes, 1 << 20), dtype=torch.int8, device=device)
         self._clock = cuda_support.nvml_sm_clock(device)

@@ -26,18 +26,34 @@ FLOOR_FRACTION = 0.5
 FLOOR_CALLS = 200
 
 
+def use_capture_stream() -> torch.cuda.Stream:
+    """Make one side stream this process's current stream (once; returns it). An autograd
+    backward runs on the stream of its forward: a forward run on the default stream leaves
+    its backward's kernels outside a graph captured on a side stream (replays that compute
+    nothing). With every call on the capture stream, the forward of a timed backward is
+    where its capture happens."""
+    global _CAPTURE_STREAM
+    if _CAPTURE_STREAM is None:
+        _CAPTURE_STREAM = torch.cuda.Stream()
+        _CAPTURE_STREAM.wait_stream(torch.cuda.current_stream())
+        torch.cuda.set_stream(_CAPTURE_STREAM)
+    return _CAPTURE_STREAM
+
+
+_CAPTURE_STREAM: torch.cuda.Stream | None = None
+
+
 def capture(body: Callable[[], Any], iters: int) -> Callable[[], None]:
     """The replay of a CUDA graph of ``iters`` calls of ``body`` (raises what capture raises:
-    host synchronisation, CPU tensors read on the host, an illegal call during capture)."""
+    host synchronisation, CPU tensors read on the host, an illegal call during capture),
+    captured on the process's capture stream (:func:`use_capture_stream`)."""
     g = torch.cuda.CUDAGraph()
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
+    stream = use_capture_stream()
     with torch.cuda.stream(stream):
         body()  # warm-up on the capture stream: lazy inits and autotuning happen here
         _without_host_sync(body)
-    torch.cuda.current_stream().wait_stream(stream)
     torch.cuda.synchronize()
-    with torch.cuda.graph(g):
+    with torch.cuda.graph(g, stream=stream):
         for _ in range(iters):
             body()
     torch.cuda.synchronize()
