@@ -141,6 +141,12 @@ class Adapter(ABC):
     def reference(self, case: Any) -> dict[str, Any]:
         """The same names as ``outputs``, computed independently in higher precision."""
 
+    def returned_names(self, phase: str) -> tuple[str, ...] | None:
+        """The ``outputs``/``reference`` names of what ``forward`` (``phase`` "fwd") or
+        ``backward`` ("bwd") returns, in order; None (the default) lets the checks of timed
+        calls match them by name, ``out`` or position."""
+        return None
+
     def spot_reference(self, case: Any) -> dict[str, Any]:
         """What the spot checks of timed calls compare with (see the contract); by default
         :meth:`reference`."""

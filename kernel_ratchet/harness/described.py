@@ -143,6 +143,9 @@ class DescribedAdapter(Adapter):
         self._graphs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._dtypes: dict[str, str] = {}
 
+    def returned_names(self, phase: str) -> tuple[str, ...]:
+        return tuple(self.desc.grad_names) if phase == "bwd" else tuple(self.desc.outputs)
+
     # -- inputs --
 
     def make_case(self, shape: Shape, seed: int, device: str) -> Case:

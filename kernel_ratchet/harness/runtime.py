@@ -50,6 +50,40 @@ def _rate(work: float, t: Timing | None, scale: float) -> tuple[float, float]:
     return work / (t.median_ms * 1e-3) / scale, std
 
 
+def _timed(
+    adapter: Adapter, case: Any, engine: TimingEngine, phase: str, ref: dict[str, Any]
+) -> tuple[Timing, str | None]:
+    """Time one phase, then compare what its last timed call returned with the reference of the
+    check (same inputs): (timing, why the timed calls did not compute it, or None). An op with
+    in-place outputs changes its inputs on every call and is not compared; neither are outputs
+    the adapter does not name."""
+    from kernel_ratchet.harness import anticheat as ac
+    from kernel_ratchet.harness.timed_checks import match_outputs
+
+    call = adapter.backward if phase == "bwd" else adapter.forward
+    last: list[Any] = [None]
+
+    def fn() -> Any:
+        last[0] = call(case)
+        return last[0]
+
+    timing = engine.measure(fn)
+    if adapter.inplace_outputs or last[0] is None:
+        return timing, None
+    outs = ac.output_tensors(last[0], f"{phase} timed call")
+    pairs = match_outputs(outs, ref, phase, adapter.returned_names(phase))
+    if not pairs:
+        return timing, None
+    thresholds = {n: adapter.threshold(n) for n in pairs}
+    res = check_outputs(pairs, {n: ref[n] for n in pairs}, thresholds)
+    if res.passed:
+        return timing, None
+    return timing, (
+        f"the {phase} timed calls did not compute the checked result ({res.reason}): an output "
+        "right at the check but not in the timed calls"
+    )
+
+
 def run_shape(
     adapter: Adapter, shape: Shape, engine: TimingEngine, *, seed: int, device: str
 ) -> ShapeResult:
@@ -62,9 +96,13 @@ def run_shape(
         check = check_outputs(got, ref, thresholds)
         if not check.passed:
             return ShapeResult(shape, False, check.reason, check.snr)
-        del got, ref
-        fwd = engine.measure(lambda: adapter.forward(case))
-        bwd = engine.measure(lambda: adapter.backward(case)) if adapter.has_backward else None
+        del got
+        fwd, wrong = _timed(adapter, case, engine, "fwd", ref)
+        bwd = None
+        if adapter.has_backward and not wrong:
+            bwd, wrong = _timed(adapter, case, engine, "bwd", ref)
+        if wrong:
+            return ShapeResult(shape, False, wrong, check.snr)
         return ShapeResult(shape, True, check.reason, check.snr, fwd, bwd)
     except Exception as exc:  # a failing candidate is a recorded outcome, not a crash
         tb = traceback.format_exc(limit=6)

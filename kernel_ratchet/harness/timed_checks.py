@@ -193,9 +193,10 @@ class TimedCallChecks:
         if not self.spot:
             return
         # inputs the timed call changed are caught by the time request's final input check
-        full_ref = self.s.adapter.spot_reference(self.case)
+        ad = self.s.adapter
+        full_ref = ad.spot_reference(self.case)
         self.s.sentinel.verify()  # right before the comparison: hooks, modes, patched functions
-        pairs = match_outputs(outs, full_ref, self.phase)
+        pairs = match_outputs(outs, full_ref, self.phase, ad.returned_names(self.phase))
         if pairs:
             got = {n: t for n, t in pairs.items()}
             ref = {n: full_ref[n] for n in pairs}
@@ -209,9 +210,18 @@ class TimedCallChecks:
         self.spot_done += 1
 
 
-def match_outputs(outs: list[tuple[str, Any]], ref: dict[str, Any], phase: str) -> dict[str, Any]:
-    """Map the timed call's outputs to reference names (by name, ``out`` for a single forward
-    tensor, else in order of the non-``out`` names for a backward tuple)."""
+def match_outputs(
+    outs: list[tuple[str, Any]],
+    ref: dict[str, Any],
+    phase: str,
+    returned: tuple[str, ...] | None = None,
+) -> dict[str, Any]:
+    """Map the timed call's outputs to reference names: by the adapter's ``returned`` names
+    (:meth:`~kernel_ratchet.harness.adapter.Adapter.returned_names`) when it gives them, else
+    by name, ``out`` for a single forward tensor, or in order of the non-``out`` names for a
+    backward tuple; {} when they cannot be matched."""
+    if returned is not None and len(returned) == len(outs) and all(n in ref for n in returned):
+        return {n: t for n, (_, t) in zip(returned, outs, strict=True)}
     names = [n for n, _ in outs]
     if all(n in ref for n in names):
         return dict(outs)

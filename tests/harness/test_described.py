@@ -107,3 +107,20 @@ def test_symbols_and_expressions():
     assert evaluate("2*M*(N+1)//2", {"M": 3, "N": 5}) == 18.0
     extra = load_shapes(inline_spec([{"label": "t", "T": 9, "D": 4}]))[0]
     assert extra.params == {"T": 9, "D": 4} and extra.M == 1
+
+
+def test_timed_outputs_are_matched_to_their_reference_names():
+    """What forward and backward return is named for the checks of timed calls (the spot
+    checks and the harness's last-call check), so they compare instead of skipping."""
+    from kernel_ratchet.harness import anticheat as ac
+    from kernel_ratchet.harness.timed_checks import match_outputs
+
+    adapter = _adapter()
+    case = adapter.make_case(load_shapes(inline_spec(SHAPES))[1], 3, "cpu")
+    ref = adapter.reference(case)
+    fwd = ac.output_tensors(adapter.forward(case), "forward()")
+    bwd = ac.output_tensors(adapter.backward(case), "backward()")
+    assert set(match_outputs(fwd, ref, "fwd", adapter.returned_names("fwd"))) == {"y"}
+    pairs = match_outputs(bwd, ref, "bwd", adapter.returned_names("bwd"))
+    assert set(pairs) == {"dx", "dweight"} and pairs["dweight"].shape == case.weight.shape
+    assert match_outputs(bwd, ref, "bwd") == {}  # without the names: nothing to compare

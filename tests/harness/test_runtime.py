@@ -302,3 +302,38 @@ def test_main_memory_adapter_writes_memory_csv(tmp_path):
     assert rc == 0
     t = read_csv(csv, expected=MEMORY)
     assert t.rows[0].check == "PASS" and t.rows[0].fwd > 0
+
+
+class RightAtTheCheck(GradGemm):
+    """Right for the correctness check, then zeros from the timed calls of ``wrong_phase``."""
+
+    def __init__(self, wrong_phase: str) -> None:
+        super().__init__()
+        self.wrong_phase, self.checked = wrong_phase, False
+
+    def outputs(self, case: Any) -> dict[str, torch.Tensor]:
+        got = super().outputs(case)
+        self.checked = True
+        return got
+
+    def forward(self, case: Any) -> torch.Tensor:
+        out = super().forward(case)
+        return torch.zeros_like(out) if self.checked and self.wrong_phase == "fwd" else out
+
+    def backward(self, case: Any) -> Any:
+        da, db = super().backward(case)
+        if self.checked and self.wrong_phase == "bwd":
+            return torch.zeros_like(da), db
+        return da, db
+
+
+@pytest.mark.parametrize("phase", ["fwd", "bwd"])
+def test_timed_calls_that_stop_computing_after_the_check_fail_the_shape(phase):
+    """The harness compares what the last timed call returned with the check's reference: an
+    op right at the check and wrong (or idle) in the timed calls gets no numbers."""
+    r = run_shape(RightAtTheCheck(phase), S1, FixedEngine(), seed=0, device="cpu")
+    assert not r.passed and r.fwd is None and r.bwd is None
+    assert f"the {phase} timed calls did not compute the checked result" in r.reason
+    assert ("da" if phase == "bwd" else "out") in r.reason
+    honest = run_shape(GradGemm(), S1, FixedEngine(), seed=0, device="cpu")
+    assert honest.passed and honest.bwd is not None
