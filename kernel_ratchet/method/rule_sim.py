@@ -46,12 +46,16 @@ from kernel_ratchet.scoring.paired_looks import PairedLooks
 #: ``norm-graph`` and ``gemm-graph``: ``quantity_probe`` on an H200 (torch 2.11, triton 3.6),
 #: warm-L2 graph replay: a bf16 norm fwd+bwd at 4096x2048 (44.9 us, one round's p10-p90
 #: spread 0.16%) and a bf16 GEMM at 8192x4096x4096 (412 us, spread 1.57%), five shapes each
-#: at the measured time and sigma = spread / 2.56, no drift beyond the spread.
+#: at the measured time and sigma = spread / 2.56, no drift beyond the spread; ``fla-graph``:
+#: the paired A/Bs of ``campaigns/fla_l2norm`` on an H200 (fla-core's L2 norm forward+backward,
+#: graph replay, cold L2, four shapes of 8.7-84 us per step), sigma = the standard deviation
+#: of one shape's per-round log ratio / sqrt(2), averaged over its four A/Bs.
 PRESETS: Mapping[str, tuple[tuple[float, ...], tuple[float, ...], float]] = {
     "gemm": ((0.70, 1.40, 2.40, 2.40, 0.52), (0.015,) * 5, 0.02),
     "norm-eager": ((0.28, 0.30, 0.45, 1.2, 4.0), (0.16, 0.12, 0.04, 0.0015, 0.001), 0.01),
     "norm-graph": ((0.0449,) * 5, (0.0016 / 2.56,) * 5, 0.0),
     "gemm-graph": ((0.412,) * 5, (0.0157 / 2.56,) * 5, 0.0),
+    "fla-graph": ((0.0087, 0.0252, 0.0296, 0.0839), (0.0101, 0.0061, 0.0048, 0.0014), 0.0),
 }
 SCENARIOS = ("A/A", "slower 3%", "faster 5%", "mixed")
 
@@ -217,6 +221,7 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--scenario", action="append", choices=SCENARIOS, help="default: all")
     p.add_argument("--faster", type=_floats, default=(0.0, 1.0), help="mixed: faster shapes")
     p.add_argument("--seed", type=int, default=0, help="first trial's seed")
+    p.add_argument("--k-start", type=int, default=10, help="rounds before the first look")
     return p.parse_args(argv)
 
 
@@ -236,8 +241,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = {}
     for name in a.scenario or SCENARIOS:
         speeds = scenario_speeds(model, name, faster)
-        rows[name] = tally([trial(model, speeds, a.seed + t) for t in range(a.trials)])
+        runs = [trial(model, speeds, a.seed + t, k_start=a.k_start) for t in range(a.trials)]
+        rows[name] = tally(runs)
     print(f"noise model: shape ms {model.shape_ms}, noise {model.noise}, drift {model.drift}")
+    print(f"first look after {a.k_start} rounds, at most 40")
     print(table(rows))
     return 0
 

@@ -40,3 +40,18 @@ def test_the_command_prints_the_table_and_refuses_bad_arguments(capsys):
     assert "| A/A | 2 | 0 |" in out and "shape ms (0.5, 1.0)" in out
     assert rule_sim.main(["--shape-ms", "1,2", "--noise", "0.1"]) == 2
     assert "one time and one noise" in capsys.readouterr().out
+
+
+def test_the_first_look_of_graph_replay_campaigns_holds_in_the_fla_model():
+    """The 5-round first look that kernel-time campaigns use (``paired_settings``) still
+    accepts a 5% gain and rolls back a 3% slowdown under the noise measured in the fla A/Bs."""
+    from kernel_ratchet.campaign.rounds.paired import K_START, K_START_GRAPH, paired_settings
+    from kernel_ratchet.harness.timing.quantity import Measure
+
+    assert paired_settings(True, Measure("kernel_time", "cold"))[1] == K_START_GRAPH == 5
+    assert paired_settings(True, Measure("step_time", "warm"))[1] == K_START == 10
+    fla = NoiseModel(*rule_sim.PRESETS["fla-graph"])
+    gain = trial(fla, scenario_speeds(fla, "faster 5%"), seed=3, k_start=K_START_GRAPH)
+    slow = trial(fla, scenario_speeds(fla, "slower 3%"), seed=3, k_start=K_START_GRAPH)
+    assert gain.accepted and slow.time_weighted.confirmed_slower and not slow.accepted
+    assert max(s.n_rounds for s in gain.per_shape) == K_START_GRAPH  # decided at the first look
