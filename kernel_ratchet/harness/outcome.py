@@ -23,7 +23,8 @@ _COMPILE_TYPES = {
 
 
 def classify_exception(exc: BaseException) -> tuple[str, str]:
-    """(category, detail) for an exception raised by the candidate inside the worker."""
+    """(category, detail) for an exception raised by the op inside a worker (either side of a
+    paired A/B: the detail names neither, the failure's sentence says which side it was)."""
     names = {k.__name__ for k in type(exc).__mro__}
     msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     what = f"{type(exc).__name__}: {msg}"[:400]
@@ -31,12 +32,12 @@ def classify_exception(exc: BaseException) -> tuple[str, str]:
     if "CheatDetected" in names:
         return "cheat", str(exc)
     if "OutOfMemoryError" in names or "out of memory" in low:
-        return "oom", f"the candidate ran out of device memory ({what})"
+        return "oom", f"the op ran out of device memory ({what})"
     if any(s in low for s in _ILLEGAL):
-        return "illegal_memory", f"the candidate made an illegal memory access ({what})"
+        return "illegal_memory", f"the op made an illegal memory access ({what})"
     if names & _COMPILE_TYPES:
-        return "compile", f"the candidate failed to compile or import ({what})"
-    return "crash", f"the candidate raised an exception ({what})"
+        return "compile", f"the op failed to compile or import ({what})"
+    return "crash", f"the op raised an exception ({what})"
 
 
 def classify_exit(returncode: int | None, log_tail: str) -> tuple[str, str]:

@@ -62,6 +62,17 @@ RATIONALE = {
     "preset": "a whole configuration known to suit this bucket on other GPUs",
 }
 STAGNATION_ROLLBACKS = 2
+
+
+def _narrowing(changes: Mapping[str, Any]) -> str:
+    """Why narrowing an autotuner's candidate list might help."""
+    (value,) = changes.values()
+    return (
+        f"the autotuner then picks among {value!r} only: its own benchmark may pick a "
+        "candidate that is slower in the real measurement, or pick differently per process"
+    )
+
+
 _DIRECTION = re.compile(r"^(?P<entry>[^:]+):(?P<knob>[A-Za-z_][\w]*)=")
 
 
@@ -228,7 +239,9 @@ class SearchOptimizer(Optimizer):
         note = f" (times the {', '.join(scaled)} computed at run time)" if scaled else ""
         where = "module constants" if entry.key == MODULE else entry.key
         why = (
-            RATIONALE.get(family)
+            _narrowing(changes)
+            if entry.cls == "candidates"
+            else RATIONALE.get(family)
             or RATIONALE.get(next(iter(changes)))
             or (f"the {family} knob has an unexplored value in this bucket")
         )

@@ -151,3 +151,16 @@ def test_a_moved_autotune_config_still_compiles_and_runs(project):
     mod = _load(project / "pkg/autotuned.py", f"kr_moved_autotuned_{id(project)}")
     y = torch.randn(5000, device="cuda")
     torch.testing.assert_close(mod.scale(y, 2.0), y * 2.0)
+
+
+def test_a_candidate_list_move_says_it_narrows_the_autotuner(tmp_path: Path):
+    """A comprehension-built autotune config list (fla's style) is searched as found, and the
+    hypothesis says what the move does: the autotuner chooses among fewer candidates."""
+    from tests.knobs.test_discover import LIBRARY_AUTOTUNED
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg/norm.py").write_text(LIBRARY_AUTOTUNED)
+    p = SearchOptimizer().propose(context(tmp_path, kernel_source=("pkg/norm.py",)))
+    assert p.direction == "pkg/norm.py@norm_kernel.configs.w:w=[2]"
+    assert "for w in [2] for bt in WIDTHS" in p.files["pkg/norm.py"]
+    assert "the autotuner then picks among [2] only" in p.hypothesis
