@@ -24,7 +24,7 @@ from kernel_ratchet.harness.adapter import Adapter, Shape, load_adapter
 from kernel_ratchet.harness.correctness import check_outputs
 from kernel_ratchet.harness.csv_schema import Schema, get_schema, write_csv
 from kernel_ratchet.harness.start_gate import wait_for_start
-from kernel_ratchet.harness.timing.engine import Timing, TimingEngine
+from kernel_ratchet.harness.timing.engine import SampleHooks, Timing, TimingEngine
 from kernel_ratchet.harness.timing.registry import make_engine
 
 
@@ -50,13 +50,40 @@ def _rate(work: float, t: Timing | None, scale: float) -> tuple[float, float]:
     return work / (t.median_ms * 1e-3) / scale, std
 
 
+class _Poison(SampleHooks):
+    """The harness's NaN poison: the last call's outputs are NaN-filled before every sample and
+    must not hold NaN after it (an op that returned a result without computing it, or a graph
+    that replays without the op's work). Not for ops with in-place outputs (their outputs are
+    inputs)."""
+
+    def __init__(self, last: list[Any], what: str) -> None:
+        self.last, self.what = last, what
+
+    def before_sample(self, index: int) -> None:
+        from kernel_ratchet.harness import anticheat as ac
+
+        if self.last[0] is not None:
+            ac.poison(ac.output_tensors(self.last[0], self.what))
+
+    def after_sample(self, index: int) -> None:
+        from kernel_ratchet.harness import anticheat as ac
+
+        bad = ac.nonfinite(ac.output_tensors(self.last[0], self.what))
+        if bad:
+            raise ac.CheatDetected(
+                f"{self.what} output(s) {', '.join(bad)} of timed sample {index} still hold the "
+                "NaN poison (or NaN): the timed calls did not compute them"
+            )
+
+
 def _timed(
     adapter: Adapter, case: Any, engine: TimingEngine, phase: str, ref: dict[str, Any]
 ) -> tuple[Timing, str | None]:
-    """Time one phase, then compare what its last timed call returned with the reference of the
-    check (same inputs): (timing, why the timed calls did not compute it, or None). An op with
-    in-place outputs changes its inputs on every call and is not compared; neither are outputs
-    the adapter does not name."""
+    """Time one phase (its outputs NaN-poisoned between samples), then compare what its last
+    timed call returned with the reference of the check (same inputs): (timing, why the timed
+    calls did not compute it, or None). An op with in-place outputs changes its inputs on every
+    call and is neither poisoned nor compared; outputs the adapter does not name are not
+    compared. Raises CheatDetected when a sample left the poison in place."""
     from kernel_ratchet.harness import anticheat as ac
     from kernel_ratchet.harness.timed_checks import match_outputs
 
@@ -67,10 +94,11 @@ def _timed(
         last[0] = call(case)
         return last[0]
 
-    timing = engine.measure(fn)
+    what = f"{phase} timed call"
+    timing = engine.measure(fn, None if adapter.inplace_outputs else _Poison(last, what))
     if adapter.inplace_outputs or last[0] is None:
         return timing, None
-    outs = ac.output_tensors(last[0], f"{phase} timed call")
+    outs = ac.output_tensors(last[0], what)
     pairs = match_outputs(outs, ref, phase, adapter.returned_names(phase))
     if not pairs:
         return timing, None

@@ -137,8 +137,12 @@ class FixedEngine(TimingEngine):
     def __init__(self) -> None:
         self.measured = 0
 
-    def measure(self, fn):
+    def measure(self, fn, hooks=None):
+        if hooks is not None:
+            hooks.before_sample(0)
         fn()
+        if hooks is not None:
+            hooks.after_sample(0)
         self.measured += 1
         return Timing(2.0, statistics.stdev([1.0, 2.0, 4.0]), (1.0, 2.0, 4.0), self.name)
 
@@ -337,3 +341,26 @@ def test_timed_calls_that_stop_computing_after_the_check_fail_the_shape(phase):
     assert ("da" if phase == "bwd" else "out") in r.reason
     honest = run_shape(GradGemm(), S1, FixedEngine(), seed=0, device="cpu")
     assert honest.passed and honest.bwd is not None
+
+
+class KeptStale(GoodGemm):
+    """Computes into a kept buffer once, then returns the buffer without writing it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.buf: torch.Tensor | None = None
+
+    def forward(self, case: Any) -> torch.Tensor:
+        out = super().forward(case)
+        if self.buf is None:
+            self.buf = out.clone()
+        return self.buf
+
+
+def test_a_timed_call_that_returns_a_stale_buffer_keeps_the_poison_and_fails():
+    """The harness poisons the outputs between samples, as the workers do: a buffer returned
+    without being written still holds NaN after the sample."""
+    eng = PerfCounterEngine(warmup=1, samples=2, min_sample_ms=0.1, max_batch=2)
+    r = run_shape(KeptStale(), S1, eng, seed=0, device="cpu")
+    assert not r.passed and "still hold the NaN poison" in r.reason, r.reason
+    assert run_shape(GoodGemm(), S1, eng, seed=0, device="cpu").passed
