@@ -83,3 +83,16 @@ class Terminated(KeyboardInterrupt):
 #: (a signal handler that raises while a finalizer runs is only reported as ignored), so loops
 #: also check this between rounds and stop there.
 TERMINATION_REQUESTED = threading.Event()
+
+#: Set by the CLI's Ctrl+C (SIGINT) handler before it raises KeyboardInterrupt. That raise can
+#: be lost too: Python only reports an exception raised while the at-fork hooks of a
+#: ``subprocess.Popen`` run, and the step goes on. Waits on child processes and the end of a
+#: round's measurement check it (:func:`raise_if_interrupted`), so a Ctrl+C never lets a round
+#: run on to its decision.
+INTERRUPT_REQUESTED = threading.Event()
+
+
+def raise_if_interrupted() -> None:
+    """Raise the KeyboardInterrupt of a Ctrl+C whose own raise was lost in flight."""
+    if INTERRUPT_REQUESTED.is_set():
+        raise KeyboardInterrupt("Ctrl+C")

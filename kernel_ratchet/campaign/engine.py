@@ -36,7 +36,7 @@ from kernel_ratchet.campaign.rounds.preconditions import preconditions
 from kernel_ratchet.campaign.state import PendingRound, Phase, Stage, State
 from kernel_ratchet.campaign.steps import kill_leftovers
 from kernel_ratchet.campaign.termination import after_round
-from kernel_ratchet.errors import CampaignError, SchemaError
+from kernel_ratchet.errors import CampaignError, SchemaError, raise_if_interrupted
 from kernel_ratchet.profile.requires import ensure_runnable
 from kernel_ratchet.profile.schema import OpProfile, Profile
 
@@ -195,6 +195,7 @@ class Campaign:
             snapshot(self.ctx, self.round_dir(n))
             _fault("measuring")
             record = measure(self.ctx, n, self.state.pending)
+            raise_if_interrupted()  # a Ctrl+C whose raise was lost: no decision stands
             if rehearse or self.state.rehearsal:
                 record = record.as_rehearsal()
             write_record(self.round_dir(n) / "round.json", record)

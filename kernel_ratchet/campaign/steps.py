@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernel_ratchet.errors import raise_if_interrupted
 from kernel_ratchet.harness.start_gate import GATE_ENV
 
 #: Time limits of the project's commands: a rebuild or focused test, a harness run.
@@ -140,6 +141,7 @@ class RunningStep:
         self.release()
         since = self.released if self.gate is not None else self.t0
         try:
+            raise_if_interrupted()  # a Ctrl+C lost while a process was started
             rc = self.proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             _kill_group(self.proc)

@@ -32,7 +32,12 @@ from kernel_ratchet.cli import (  # noqa: F401 - they register the commands
     tools,
 )
 from kernel_ratchet.cli.common import app, err, safe_print, silence
-from kernel_ratchet.errors import TERMINATION_REQUESTED, RatchetError, Terminated
+from kernel_ratchet.errors import (
+    INTERRUPT_REQUESTED,
+    TERMINATION_REQUESTED,
+    RatchetError,
+    Terminated,
+)
 
 __all__ = ["app", "main"]
 
@@ -40,6 +45,11 @@ __all__ = ["app", "main"]
 def _terminate(signum, frame) -> None:  # noqa: ARG001 - signal handler signature
     TERMINATION_REQUESTED.set()
     raise Terminated("SIGTERM")
+
+
+def _interrupt(signum, frame) -> None:  # noqa: ARG001 - signal handler signature
+    INTERRUPT_REQUESTED.set()
+    raise KeyboardInterrupt
 
 
 def _stopped(terminated: bool) -> None:
@@ -71,6 +81,18 @@ def silence_if_closed(stream: TextIO) -> None:
 def main() -> None:
     """The ``ratchet`` console script: the command, its errors and interruptions as exit codes."""
     signal.signal(signal.SIGTERM, _terminate)
+    INTERRUPT_REQUESTED.clear()
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not an ignoring shell's
+        signal.signal(signal.SIGINT, _interrupt)
+    try:
+        _main()
+    finally:
+        if signal.getsignal(signal.SIGINT) is _interrupt:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        INTERRUPT_REQUESTED.clear()  # handled: the command's round is closed
+
+
+def _main() -> None:
     try:
         # returns typer.Exit's code in this mode; typer turns a KeyboardInterrupt (Ctrl+C, or
         # Terminated) raised in a command into a return of 130 (typer 0.29)

@@ -44,3 +44,21 @@ def test_a_gated_step_never_released_is_stopped_without_working(tmp_path: Path) 
     step.stop()
     assert step.proc.poll() is not None and not out.exists()
     assert not (tmp_path / "child.log.pgid").exists()
+
+
+def test_a_ctrl_c_whose_raise_was_lost_stops_the_next_wait(tmp_path: Path) -> None:
+    """Python drops a KeyboardInterrupt raised in a fork's at-fork hooks (inside Popen): the
+    CLI's handler also sets INTERRUPT_REQUESTED, and a wait on a child raises it and stops it."""
+    import pytest
+
+    from kernel_ratchet.errors import INTERRUPT_REQUESTED
+
+    out = tmp_path / "done"
+    step = _start(tmp_path, out)
+    INTERRUPT_REQUESTED.set()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            step.wait(60)
+    finally:
+        INTERRUPT_REQUESTED.clear()
+    assert step.proc.poll() is not None and not out.exists()
