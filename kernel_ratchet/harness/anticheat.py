@@ -27,7 +27,8 @@ What is checked, and against which cheat:
   ``id()`` / ``data_ptr`` / shape, or work skipped on "repeated" inputs.
 * :func:`check_stream_order` -- (CUDA) the outputs must be complete on the calling stream
   when the call returns: work on a side stream that is not joined.
-* :func:`check_roofline` -- a time below what the caller's measured peak allows.
+* :func:`kernel_ratchet.harness.roofline_check.check_roofline` -- a time below what the
+  caller's measured peak allows.
 
 Known limits: a cache keyed on the *content* of the inputs that returns a fresh copy of a
 correct result is not detected here (its cost is a hash plus a copy); the transfer guard's
@@ -336,6 +337,17 @@ def nonfinite(ts: list[tuple[str, torch.Tensor]]) -> list[str]:
     return [n for n, t in ts if t.is_floating_point() and not bool(torch.isfinite(t).all())]
 
 
+def require_rewritten(ts: list[tuple[str, torch.Tensor]], what: str, index: int) -> None:
+    """Raise CheatDetected when outputs of timed sample ``index``, poisoned before it, still
+    hold NaN: the timed calls returned them without computing them."""
+    bad = nonfinite(ts)
+    if bad:
+        raise CheatDetected(
+            f"{what} output(s) {', '.join(bad)} of timed sample {index} still hold the NaN "
+            "poison (or NaN): a cached tensor was returned or only part was written"
+        )
+
+
 def scrub_allocator(nbytes: list[int], device: str) -> None:
     """Allocate, NaN-fill and free blocks of the given sizes, so a fresh ``torch.empty`` of the
     same size likely starts as NaN instead of the previous call's correct values (partial
@@ -371,25 +383,4 @@ def check_stream_order(out: Any, what: str) -> None:
         raise CheatDetected(
             f"{what} output(s) {', '.join(late)} were not ready on the calling stream when the "
             "call returned: work on a side stream that the calling stream does not wait for"
-        )
-
-
-# -- roofline -------------------------------------------------------------------------------------
-
-
-def check_roofline(
-    work: float, median_ms: float, limit: float | None, unit: str, scale: float
-) -> None:
-    """Raise CheatDetected when ``work / time`` exceeds ``limit`` (in ``unit``, e.g. TFLOPS).
-
-    ``scale`` converts work/second to the unit (1e12 for TFLOPS, 1e9 for GB/s). No limit, no
-    work or a non-positive time skip the check.
-    """
-    if limit is None or work <= 0 or not median_ms > 0:
-        return
-    rate = work / (median_ms * 1e-3) / scale
-    if rate > limit:
-        raise CheatDetected(
-            f"measured {rate:.3g} {unit} exceeds the machine's bound of {limit:.3g} {unit}; "
-            "a time faster than the roofline means work was skipped or not timed"
         )

@@ -195,6 +195,7 @@ class Session:
     def time(self, msg: dict[str, Any], shape: Any) -> dict[str, Any]:
         from kernel_ratchet.harness import anticheat as ac
         from kernel_ratchet.harness import timed_checks as tc
+        from kernel_ratchet.harness.roofline_check import check_roofline
 
         ad, phase, seed = self.adapter, msg["phase"], int(msg["seed"])
         if phase == "bwd" and not ad.has_backward:
@@ -212,10 +213,10 @@ class Session:
         ac.verify_inputs(hooks.snap)
         self.after_candidate()
         idx = 1 if phase == "bwd" else 0
-        ac.check_roofline(
+        check_roofline(
             ad.flops(shape)[idx], timing.median_ms, msg.get("max_tflops"), "TFLOPS", 1e12
         )
-        ac.check_roofline(
+        check_roofline(
             ad.bytes_moved(shape)[idx], timing.median_ms, msg.get("max_gbps"), "GB/s", 1e9
         )
         payload = {
