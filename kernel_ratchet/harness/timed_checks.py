@@ -72,17 +72,13 @@ class TimedCallChecks:
         self.spots = set(rng.sample(range(n), min(spot_checks, n)))
         self.spot = False  # the coming sample is spot-checked
         self.spot_done = 0
-        self.captured = False  # a call ran inside a CUDA graph capture (graph replay timing)
+        self.captures = _capture_count()  # graphs captured before this measurement
         self.what = "backward()" if phase == "bwd" else "forward()"
 
     def fn(self) -> None:
         # The two previous outputs stay held while the call runs, so an op that allocates its
         # output cannot get their storage back: the same storage again is a returned result.
         self.held, self.last = (self.last, self.held[0]), self.call(self.case)
-        if not self.captured and self.s.device.startswith("cuda"):
-            import torch
-
-            self.captured = torch.cuda.is_current_stream_capturing()
 
     def one_call_again(self) -> TimedCallChecks:
         """The same checks for a measurement of one call per sample (an op that keeps its
@@ -165,7 +161,8 @@ class TimedCallChecks:
         # A graph replays the backward of the forward it was captured after: a forward rebuilt
         # on new inputs would free the state the replays read, so such a spot check compares
         # the replayed outputs with the reference on the current inputs instead.
-        held_by_graph = self.captured and self.phase == "bwd" and ad.forward_state
+        captured = _capture_count() > self.captures  # this measurement replays a graph
+        held_by_graph = captured and self.phase == "bwd" and ad.forward_state
         if self.spot and not held_by_graph:
             fresh = ad.make_case(self.shape, derive_seed(self.seed, 10 + index), self.s.device)
             if self.phase == "bwd":
@@ -203,6 +200,17 @@ class TimedCallChecks:
                     "did not compute the result for the current inputs"
                 )
         self.spot_done += 1
+
+
+def _capture_count() -> int:
+    """Graphs captured so far in this process (none without CUDA)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return 0
+    from kernel_ratchet.harness.timing.graphs import capture_count
+
+    return capture_count()
 
 
 def match_outputs(
