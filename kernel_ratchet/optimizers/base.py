@@ -142,8 +142,9 @@ class OptimizerContext:
     def failed(self) -> set[str]:
         """Directions whose candidate failed in its own worker (crash, hang, compile, wrong
         output, ...): the same change would fail again."""
-        failed = CANDIDATE_FAILURES
-        return {r.direction for r in self.rounds if r.direction and r.category in failed}
+        return {
+            r.direction for r in self.rounds if r.direction and r.category in CANDIDATE_FAILURES
+        }
 
 
 class Optimizer(ABC):
