@@ -93,6 +93,8 @@ INTERRUPT_REQUESTED = threading.Event()
 
 
 def raise_if_interrupted() -> None:
-    """Raise the KeyboardInterrupt of a Ctrl+C whose own raise was lost in flight."""
+    """Raise the interruption of a SIGTERM or Ctrl+C whose own raise was lost in flight."""
+    if TERMINATION_REQUESTED.is_set():
+        raise Terminated("SIGTERM")
     if INTERRUPT_REQUESTED.is_set():
         raise KeyboardInterrupt("Ctrl+C")

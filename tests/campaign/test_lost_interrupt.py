@@ -3,15 +3,18 @@ raised in a fork's at-fork hooks), the round still closes as interrupted, with n
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
 
+from kernel_ratchet import errors
 from kernel_ratchet.campaign import engine
 from kernel_ratchet.campaign.category import Category
+from kernel_ratchet.errors import Terminated
 from kernel_ratchet.scoring.decision import Status
 
-from .conftest import KERNEL, git, set_blocks
+from .conftest import KERNEL, campaign_dir, git, set_blocks
 from .test_rehearsal import _measured, _open
 
 
@@ -24,27 +27,37 @@ def baselined(project, monkeypatch):
     return project
 
 
-def test_a_lost_ctrl_c_during_the_measurement_leaves_no_decision(baselined, monkeypatch):
-    """A Ctrl+C whose KeyboardInterrupt was lost while the round measured (the CLI's handler
-    set INTERRUPT_REQUESTED): the measured accept is not committed, the round closes as
-    interrupted."""
-    from kernel_ratchet.errors import INTERRUPT_REQUESTED
-
+@pytest.mark.parametrize(
+    ("flag", "raised", "named"),
+    [
+        ("INTERRUPT_REQUESTED", KeyboardInterrupt, "Ctrl+C"),
+        ("TERMINATION_REQUESTED", Terminated, "SIGTERM"),
+    ],
+)
+def test_a_lost_interruption_during_the_measurement_leaves_no_decision(
+    baselined, monkeypatch, flag, raised, named
+):
+    """A Ctrl+C or SIGTERM whose raise was lost while the round measured (the CLI's handler set
+    the flag): the measured accept is not committed, the round closes as interrupted and says
+    which signal closed it."""
+    event = getattr(errors, flag)
     accepted = _measured(2, Status.ACCEPTED, 0.2795, Category.OK)
 
     def measured_then_interrupted(c, n, p):
-        INTERRUPT_REQUESTED.set()
+        event.set()
         return accepted
 
     monkeypatch.setattr(engine, "measure", measured_then_interrupted)
     head = git(baselined, "rev-parse", "HEAD")
     set_blocks(baselined, M=32, N=32)
     try:
-        with _open(baselined) as c, pytest.raises(KeyboardInterrupt):
+        with _open(baselined) as c, pytest.raises(raised):
             c.validate("warps 8")
     finally:
-        INTERRUPT_REQUESTED.clear()
+        event.clear()
     with _open(baselined) as c:
         last = c.state.closed[-1]
     assert last.category == "interrupted" and git(baselined, "rev-parse", "HEAD") == head
+    record = json.loads((campaign_dir(baselined) / "rounds/round-2/round.json").read_text())
+    assert named in record["reason"]
     assert "BLOCK_M = 16" in (baselined / KERNEL).read_text()
