@@ -12,37 +12,32 @@
 
 from __future__ import annotations
 
-from kernel_ratchet.guard.dynamic_transfer import (
-    DynamicResult,
-    judge_idioms,
-    simulate_training,
-    weight_quant_ratio,
-)
-from kernel_ratchet.guard.skew import skew_robustness
-from kernel_ratchet.guard.static_audit import StaticAudit, audit_change
-from kernel_ratchet.guard.transfer import (
-    TRANSFER_KEYS,
-    Attribution,
-    RoundGain,
-    TransferEstimate,
-    attribute_gain,
-    estimate_real_gain,
-    transfer_check,
-)
+import importlib
+from typing import Any
 
-__all__ = [
-    "TRANSFER_KEYS",
-    "Attribution",
-    "DynamicResult",
-    "RoundGain",
-    "StaticAudit",
-    "TransferEstimate",
-    "attribute_gain",
-    "audit_change",
-    "estimate_real_gain",
-    "judge_idioms",
-    "simulate_training",
-    "skew_robustness",
-    "transfer_check",
-    "weight_quant_ratio",
-]
+#: Where each name lives. Imported on first use: the simulation needs torch, and a reader of
+#: the records (``ratchet status``, ``report``, the dashboard) should not pay for it.
+_WHERE = {
+    "DynamicResult": "transfer_result",
+    "judge_idioms": "dynamic_transfer",
+    "simulate_training": "dynamic_transfer",
+    "weight_quant_ratio": "dynamic_transfer",
+    "skew_robustness": "skew",
+    "StaticAudit": "static_audit",
+    "audit_change": "static_audit",
+    "TRANSFER_KEYS": "transfer",
+    "Attribution": "transfer",
+    "RoundGain": "transfer",
+    "TransferEstimate": "transfer",
+    "attribute_gain": "transfer",
+    "estimate_real_gain": "transfer",
+    "transfer_check": "transfer",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)

@@ -20,62 +20,17 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
 import torch
 
 from kernel_ratchet.errors import RatchetError
+from kernel_ratchet.guard.transfer_result import MIN_REL_GAP, OVERFIT, TRANSFERS, DynamicResult
 from kernel_ratchet.harness.adapter import Adapter, Shape
 from kernel_ratchet.harness.cache_probe import CacheStats
 from kernel_ratchet.harness.timing.engine import TimingEngine
 from kernel_ratchet.harness.training_sim import IdiomTraces, Timer, make_timer, trace_idioms
-
-OVERFIT, TRANSFERS = "OVERFIT", "TRANSFERS"
-#: Default noise floor of :func:`simulate_training`, as a fraction of the benchmark time.
-MIN_REL_GAP = 0.03
-
-
-@dataclass(frozen=True)
-class DynamicResult:
-    """Both idioms' per-step times in ms (matched preparation included) and the verdict."""
-
-    label: str
-    steps: int
-    repeats: int
-    bench_ms: float
-    train_ms: float
-    gap_ms: float
-    noise_ms: float
-    verdict: str  # OVERFIT | TRANSFERS
-    reason: str
-    train_caches: tuple[CacheStats, ...] = ()
-    bench_caches: tuple[CacheStats, ...] = ()
-
-    @property
-    def gap_rel(self) -> float:
-        """Training-idiom slowdown relative to the benchmark idiom (0.1 = 10% slower)."""
-        return self.gap_ms / self.bench_ms if self.bench_ms > 0 else 0.0
-
-    def hit_rate_text(self) -> str:
-        """One line per cache: training-idiom hits, with the benchmark idiom's for contrast."""
-        if not self.train_caches:
-            return "no cache found in the kernel module"
-        bench = {c.name: c for c in self.bench_caches}
-        parts = []
-        for c in self.train_caches:
-            b = bench.get(c.name)
-            extra = f"; benchmark idiom {b.hits}/{b.lookups}" if b else ""
-            parts.append(f"training {c.describe()}{extra}")
-        return "; ".join(parts)
-
-    def to_payload(self) -> dict[str, Any]:
-        """The summary a round records for one side's simulation (no per-repeat times)."""
-        keys = ("label", "steps", "repeats", "bench_ms", "train_ms", "gap_ms", "noise_ms")
-        out: dict[str, Any] = {k: getattr(self, k) for k in keys}
-        out.update(verdict=self.verdict, reason=self.reason, hit_rates=self.hit_rate_text())
-        return out
 
 
 def _robust_sigma(xs: Sequence[float]) -> float:

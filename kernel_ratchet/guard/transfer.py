@@ -35,9 +35,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kernel_ratchet.guard.dynamic_transfer import OVERFIT, DynamicResult
 from kernel_ratchet.guard.skew import REJECT as SKEW_REJECT
 from kernel_ratchet.guard.static_audit import REJECT, StaticAudit
+from kernel_ratchet.guard.transfer_result import OVERFIT, DynamicResult
 
 TRANSFER_KEYS = (
     "Bucket",

@@ -171,6 +171,7 @@ DESCRIBED_PREFIX = "described:"
 #: Prefix of a shape-set spec that carries the shapes themselves (a JSON list after it).
 INLINE_PREFIX = "inline:"
 _DESCRIBED_MODULE = "kernel_ratchet.harness.described"
+_INLINE_MODULE = "kernel_ratchet.harness.described_spec"
 
 
 def load_adapter(spec: str) -> Adapter:
@@ -220,7 +221,7 @@ def load_shapes(spec: str) -> list[Shape]:
     """Import ``module:attr`` naming a list of Shape (or a callable returning one), or read
     the shapes written in an ``inline:[...]`` spec."""
     if spec.startswith(INLINE_PREFIX):
-        return _checked(spec, importlib.import_module(_DESCRIBED_MODULE).inline_shapes(spec))
+        return _checked(spec, importlib.import_module(_INLINE_MODULE).inline_shapes(spec))
     if ":" not in spec:
         raise ProfileError(f"shapes {spec!r} is not of the form 'package.module:attr'")
     module_name, attr = spec.split(":", 1)

@@ -13,20 +13,23 @@ import operator
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:  # torch is imported where a dtype is needed: reading a profile needs none
+    import torch
 
-#: dtype names an op description may use, and the SPEC section 5 SNR threshold (dB) of each.
-DTYPES: Mapping[str, tuple[torch.dtype, float]] = {
-    "float32": (torch.float32, 80.0),
-    "float16": (torch.float16, 40.0),
-    "bfloat16": (torch.bfloat16, 40.0),
-    "float8_e4m3fn": (torch.float8_e4m3fn, 25.0),
-    "float8_e5m2": (torch.float8_e5m2, 20.0),
-    "int64": (torch.int64, 80.0),
-    "int32": (torch.int32, 80.0),
-    "int8": (torch.int8, 80.0),
-    "bool": (torch.bool, 80.0),
+#: dtype names an op description may use (torch's names), and the SPEC section 5 SNR threshold
+#: (dB) of each.
+DTYPES: Mapping[str, float] = {
+    "float32": 80.0,
+    "float16": 40.0,
+    "bfloat16": 40.0,
+    "float8_e4m3fn": 25.0,
+    "float8_e5m2": 20.0,
+    "int64": 80.0,
+    "int32": 80.0,
+    "int8": 80.0,
+    "bool": 80.0,
 }
 #: Short spellings accepted for the names above.
 ALIASES: Mapping[str, str] = {
@@ -65,12 +68,17 @@ def dtype_name(name: str) -> str:
 
 def torch_dtype(name: str) -> torch.dtype:
     """The torch dtype of a canonical or alias name."""
-    return DTYPES[dtype_name(name)][0]
+    import torch
+
+    canon = dtype_name(name)
+    if canon not in DTYPES:
+        raise KeyError(f"{name!r} is not a concrete dtype")
+    return getattr(torch, canon)
 
 
 def default_snr_db(name: str) -> float:
     """The SPEC threshold (dB) of a dtype name."""
-    return DTYPES[dtype_name(name)][1]
+    return DTYPES[dtype_name(name)]
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kernel_ratchet.harness.described import described_spec, inline_spec
+from kernel_ratchet.harness.described_spec import described_spec, inline_spec
 from kernel_ratchet.harness.description import DESCRIPTION_KEYS
 from kernel_ratchet.profile.problems import Problems, show
 

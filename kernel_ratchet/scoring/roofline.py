@@ -16,8 +16,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
-
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.harness.csv_schema import BenchTable
 from kernel_ratchet.scoring.metrics import geomean
@@ -77,8 +75,8 @@ def op_dtype(adapter: Any, op: str) -> str:
     adapter's ``dtype`` (bf16, fp16), else fp32."""
     if "fp8" in op.lower() or hasattr(adapter, "granularity"):
         return "fp8"
-    dt = getattr(adapter, "dtype", torch.float32)
-    return {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(dt, "fp32")
+    dt = str(getattr(adapter, "dtype", "float32"))  # a torch.dtype prints as torch.bfloat16
+    return {"torch.bfloat16": "bf16", "torch.float16": "fp16"}.get(dt, "fp32")
 
 
 def _bytes_moved(adapter: Any, shape: Shape) -> float | None:

@@ -124,3 +124,30 @@ def test_tips_add_then_show(tmp_path, monkeypatch, capsys):
         "x",
     )
     assert code == 2 and "--status" in err
+
+
+@pytest.mark.parametrize("args", [("status",), ("status", "--json")])
+def test_reading_the_records_does_not_import_torch(baselined, args):
+    """A status poll (an agent's, a dashboard's) answers in a fraction of a second: torch (a
+    second to import) is loaded only by commands that measure or run kernels."""
+    import subprocess
+
+    from tests.campaign.conftest import cli_env
+
+    probe = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('torch loaded:', 'torch' in sys.modules, file=sys.stderr))\n"
+        f"sys.argv = ['ratchet', *{list(args)!r}]\n"
+        "from kernel_ratchet.cli import main\n"
+        "main()\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=baselined,
+        env=cli_env(baselined),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "torch loaded: False" in r.stderr, r.stderr

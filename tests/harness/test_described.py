@@ -9,7 +9,7 @@ import torch
 from kernel_ratchet.errors import ProfileError
 from kernel_ratchet.harness.adapter import load_adapter, load_shapes
 from kernel_ratchet.harness.correctness import check_outputs
-from kernel_ratchet.harness.described import described_spec, inline_spec
+from kernel_ratchet.harness.described_spec import described_spec, inline_spec
 from kernel_ratchet.harness.description import Description
 from kernel_ratchet.harness.symbolic import TensorSpec, evaluate
 

@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import torch
-
 from kernel_ratchet.campaign.category import Category
 from kernel_ratchet.campaign.fsutil import atomic_write_json
 from kernel_ratchet.campaign.lineage.worktree import incumbent_tree
@@ -35,6 +33,14 @@ from kernel_ratchet.scoring.paired_looks import PairedLooks
 
 if TYPE_CHECKING:
     from kernel_ratchet.campaign.context import CampaignContext
+
+
+def _cuda() -> bool:
+    """Whether rounds time on a CUDA GPU (torch imported here: readers of records need none)."""
+    import torch
+
+    return torch.cuda.is_available()
+
 
 #: Rounds of the adaptive paired loop: a first look after 10, up to 40 while ambiguous.
 K_START, K_MAX = 10, 40
@@ -77,7 +83,7 @@ def campaign_measure(c: CampaignContext) -> Measure:
 
 
 def _specs(c: CampaignContext) -> tuple[WorkerSpec, WorkerSpec]:
-    cuda = torch.cuda.is_available()
+    cuda = _cuda()
     if not cuda:
         params = paired_settings(cuda)[0]
     elif c.m.timing_engine == "cuda_events":  # the campaign's frozen quantity, both sides
@@ -98,7 +104,7 @@ def _specs(c: CampaignContext) -> tuple[WorkerSpec, WorkerSpec]:
 
 def measured_quantity(c: CampaignContext) -> str:
     """What this campaign's paired A/B measures, named."""
-    engine = c.m.timing_engine if torch.cuda.is_available() else "perf_counter"
+    engine = c.m.timing_engine if _cuda() else "perf_counter"
     return of_params(engine, c.m.timing_params)
 
 
@@ -149,7 +155,7 @@ def run_ab(
     inc, cand = _specs(c)
     if a_a:
         cand = inc
-    _, k_start, k_max = paired_settings(torch.cuda.is_available(), campaign_measure(c))
+    _, k_start, k_max = paired_settings(_cuda(), campaign_measure(c))
     k_max = k_start if single_look else k_max
     return run_paired(
         inc,
@@ -201,7 +207,7 @@ def paired_decision(
     if run.ok:
         suspicious = [s.label for s in run.decision.per_shape if s.ratio > SUSPICIOUS_RATIO]
     confirm = None
-    if suspicious and not torch.cuda.is_available():
+    if suspicious and not _cuda():
         # CPU rehearsal: interpreter timings drift by tens of percent between processes, so a
         # fresh-process re-measurement would judge the machine, not the candidate
         c.say(

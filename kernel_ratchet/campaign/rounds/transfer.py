@@ -19,10 +19,8 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import torch
-
 from kernel_ratchet.campaign.rounds.paired import _specs
-from kernel_ratchet.guard.dynamic_transfer import MIN_REL_GAP, judge_worker_traces
+from kernel_ratchet.guard.transfer_result import MIN_REL_GAP
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.harness.worker import Worker
 
@@ -57,6 +55,10 @@ def dynamic_check(
     """Run both sides' simulation; returns {"verdict": OVERFIT | TRANSFERS | NOT-RUN, ...}.
     ``workers``: the round's live workers by side (:mod:`.workers`), reused; a side without
     one gets a fresh worker logging to ``transfer_<side>.log``."""
+    import torch  # here, not at import: readers of the records need no torch
+
+    from kernel_ratchet.guard.dynamic_transfer import judge_worker_traces
+
     shape = _largest(c, labels)
     cuda = torch.cuda.is_available()
     steps, repeats = (8, 5) if cuda else (4, 3)

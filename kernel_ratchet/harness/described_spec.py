@@ -1,0 +1,68 @@
+"""The specs of an op described in ``ratchet.yaml`` and of shapes written there, read and
+written without torch (reading a profile needs none; the adapter that runs is
+:mod:`kernel_ratchet.harness.described`).
+
+A described op becomes the adapter spec ``described:{json}`` (:func:`described_spec`), inline
+shapes the shape-set spec ``inline:[json]`` (:func:`inline_spec`, read by :func:`inline_shapes`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from kernel_ratchet.errors import ProfileError
+from kernel_ratchet.harness.adapter import DESCRIBED_PREFIX, INLINE_PREFIX, Shape
+from kernel_ratchet.harness.description import Description
+
+#: Shape keys that are not symbols.
+SHAPE_FIELDS = ("label", "dtype")
+
+
+def described_spec(description: Mapping[str, Any], schema: str) -> str:
+    """The adapter spec of a described op (validated first: ValueError names the key)."""
+    Description.from_dict(description)
+    return DESCRIBED_PREFIX + json.dumps({"schema": schema, **description})
+
+
+def shape_from_symbols(entry: Mapping[str, Any]) -> Shape:
+    """A Shape from ``{label, dtype?, M: 4096, N: 4096, T: 7}``: M, N, K, B are the Shape's own
+    fields (M and N 1 when absent), other symbols go to ``params``."""
+    if not isinstance(entry, Mapping) or "label" not in entry:
+        raise ValueError(f"a shape is a mapping with a label and symbol values, got {entry!r}")
+    dims = {k: v for k, v in entry.items() if k not in SHAPE_FIELDS}
+    for k, v in dims.items():
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise ValueError(f"shape {entry['label']!r}: {k} must be a non-negative int")
+    core = {k: dims.pop(k) for k in ("M", "N", "K", "B") if k in dims}
+    return Shape(
+        label=str(entry["label"]),
+        M=core.get("M", 1),
+        N=core.get("N", 1),
+        K=core.get("K", 0),
+        B=core.get("B", 1),
+        params=dims,
+        dtype=entry.get("dtype"),
+    )
+
+
+def symbols_of(shape: Shape) -> dict[str, int]:
+    """The symbol values a shape binds: M, N, K, B and its integer params."""
+    out = {"M": shape.M, "N": shape.N, "K": shape.K, "B": shape.B}
+    out.update({k: v for k, v in shape.params.items() if isinstance(v, int)})
+    return out
+
+
+def inline_spec(entries: list[Mapping[str, Any]]) -> str:
+    """The shape-set spec of shapes written in ratchet.yaml (validated first)."""
+    shapes = [shape_from_symbols(e) for e in entries]
+    return INLINE_PREFIX + json.dumps([s.to_dict() for s in shapes])
+
+
+def inline_shapes(spec: str) -> list[Shape]:
+    """The shapes of an ``inline:`` spec."""
+    try:
+        return [Shape.from_dict(d) for d in json.loads(spec[len(INLINE_PREFIX) :])]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ProfileError(f"inline shapes do not validate ({exc})") from exc
