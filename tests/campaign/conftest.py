@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.shared_build import built_once
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "tiny_gemm"
 KERNEL = "tiny_gemm/kernel.py"
@@ -98,7 +100,9 @@ def session_baseline(tmp_path_factory) -> Path:
     """The session's baselined example project, built once for every test directory that
     asks (their conftests each declare a ``baselined`` fixture returning it)."""
     if "baselined" not in _SESSION:
-        _SESSION["baselined"] = baselined_project(tmp_path_factory.mktemp("base") / "proj")
+        _SESSION["baselined"] = built_once(
+            tmp_path_factory, "baselined", lambda d: baselined_project(d / "proj")
+        )
     return _SESSION["baselined"]
 
 

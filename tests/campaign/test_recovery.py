@@ -70,6 +70,8 @@ def test_kill_9_inside_validate_then_next_command_closes_the_round(project, poin
         assert len(commits) == 1 and commits[0].startswith("[optimize] tiny_gemm TRITON round-2:")
     # a second command finds nothing left to do and the next round gets the next number
     _check_closed_once(project, 2)
+    if point != "measuring":  # one real next round shows it; each costs a validate
+        return
     set_blocks(project, K=32)
     r = ratchet(project, "validate", "--hypothesis", "BLOCK_K 32")
     assert r.returncode in (0, 1), r.stdout + r.stderr

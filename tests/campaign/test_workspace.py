@@ -25,6 +25,7 @@ from tests.campaign.conftest import (
     ratchet,
     set_blocks,
 )
+from tests.shared_build import built_once
 
 pytestmark = pytest.mark.slow
 
@@ -37,13 +38,17 @@ def _ok(r):
 @pytest.fixture(scope="module")
 def ws_accepted(tmp_path_factory) -> Path:
     """A workspace campaign: extracted, baselined, round-2 (32x32 tiles) ACCEPTED."""
-    root = make_project(tmp_path_factory.mktemp("ws") / "proj")
-    _ok(ratchet(root, "init", "--op", "tiny_gemm", "--mode", "workspace", "--yes"))
-    _ok(ratchet(root, "baseline"))
-    set_blocks(campaign_dir(root) / "src", M=32, N=32)
-    r = _ok(ratchet(root, "validate", "--hypothesis", "32x32 output tiles"))
-    assert "ACCEPTED" in r.stdout
-    return root
+
+    def build(dest: Path) -> Path:
+        root = make_project(dest / "proj")
+        _ok(ratchet(root, "init", "--op", "tiny_gemm", "--mode", "workspace", "--yes"))
+        _ok(ratchet(root, "baseline"))
+        set_blocks(campaign_dir(root) / "src", M=32, N=32)
+        r = _ok(ratchet(root, "validate", "--hypothesis", "32x32 output tiles"))
+        assert "ACCEPTED" in r.stdout
+        return root
+
+    return built_once(tmp_path_factory, "workspace-accepted", build)
 
 
 @pytest.fixture

@@ -31,6 +31,7 @@ from tests.campaign.conftest import (  # noqa: E402
     ratchet,
     set_blocks,
 )
+from tests.shared_build import built_once  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -43,14 +44,18 @@ def _ok(r):
 @pytest.fixture(scope="module")
 def two_rounds(tmp_path_factory) -> Path:
     """Baselined CPU example with round-2 ACCEPTED (32x32 tiles) and round-3 ROLLED BACK."""
-    root = baselined_project(tmp_path_factory.mktemp("mcp") / "proj")
-    set_blocks(root, M=32, N=32)
-    r = ratchet(root, "validate", "--hypothesis", "32x32 output tiles")
-    assert r.returncode == 0, r.stdout + r.stderr
-    break_kernel(root)
-    r = ratchet(root, "validate", "--hypothesis", "shifted loads", "--lesson", "off by one")
-    assert r.returncode == 1, r.stdout + r.stderr
-    return root
+
+    def build(dest: Path) -> Path:
+        root = baselined_project(dest / "proj")
+        set_blocks(root, M=32, N=32)
+        r = ratchet(root, "validate", "--hypothesis", "32x32 output tiles")
+        assert r.returncode == 0, r.stdout + r.stderr
+        break_kernel(root)
+        r = ratchet(root, "validate", "--hypothesis", "shifted loads", "--lesson", "off by one")
+        assert r.returncode == 1, r.stdout + r.stderr
+        return root
+
+    return built_once(tmp_path_factory, "mcp-two-rounds", build)
 
 
 class Client:
