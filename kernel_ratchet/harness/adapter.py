@@ -33,6 +33,8 @@ Contract
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -176,7 +178,10 @@ _INLINE_MODULE = "kernel_ratchet.harness.described_spec"
 
 def load_adapter(spec: str) -> Adapter:
     """Import ``module:Class`` and instantiate it, or build the adapter of a described op
-    (``described:{...}``). Raises ProfileError with the fix."""
+    (``described:{...}``). Raises ProfileError with the fix. In the Triton interpreter
+    (``TRITON_INTERPRET=1``) its gaps are filled first (:mod:`.interpreter`)."""
+    if os.environ.get("TRITON_INTERPRET") == "1" and importlib.util.find_spec("triton"):
+        importlib.import_module("kernel_ratchet.harness.interpreter").install()
     if spec.startswith(DESCRIBED_PREFIX):
         return importlib.import_module(_DESCRIBED_MODULE).adapter_from_spec(spec)
     if ":" not in spec:

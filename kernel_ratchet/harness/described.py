@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import weakref
 from collections.abc import Mapping
 from typing import Any
@@ -85,10 +84,6 @@ class DescribedAdapter(Adapter):
     forward_state = True  # the backward runs on the last forward's autograd graph
 
     def __init__(self, desc: Description, schema: str) -> None:
-        if os.environ.get("TRITON_INTERPRET") == "1":
-            from kernel_ratchet.harness.interpreter import install
-
-            install()
         self.desc, self.schema = desc, schema  # type: ignore[misc]
         self.has_backward = bool(desc.gradients)  # type: ignore[misc]
         self.inplace_outputs = desc.inplace_outputs  # type: ignore[misc]

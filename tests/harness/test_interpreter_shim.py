@@ -1,0 +1,105 @@
+"""The interpreter shim: a float scalar argument reaches a rehearsed kernel as the fp32 scalar
+the compiler would make of it, and bfloat16 kernels compute on values, not bit patterns."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+pytestmark = pytest.mark.skipif(
+    os.environ.get("TRITON_INTERPRET") != "1", reason="the shim is for the Triton interpreter"
+)
+
+
+@triton.jit
+def _scaled_silu(x_ptr, y_ptr, n, scale, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask).to(tl.float32) * scale.to(tl.float32)
+    tl.store(y_ptr + offs, x * tl.sigmoid(x), mask=mask)
+
+
+def _run(scale: float) -> torch.Tensor:
+    x = torch.linspace(-3, 3, 37)
+    y = torch.empty_like(x)
+    _scaled_silu[(triton.cdiv(37, 16),)](x, y, 37, scale, BLOCK=16)
+    return y
+
+
+@pytest.fixture
+def interp(monkeypatch):
+    """The interpreter module, its argument conversion restored after the test."""
+    from triton.runtime import interpreter
+
+    monkeypatch.setattr(interpreter, "_implicit_cvt", interpreter._implicit_cvt)
+    return interpreter
+
+
+def test_a_float_argument_is_an_fp32_scalar_in_the_kernel(interp):
+    from kernel_ratchet.harness.interpreter import install
+
+    install()
+    install()  # idempotent: the conversion is wrapped once
+    assert interp._implicit_cvt.fp32_floats
+    x = torch.linspace(-3, 3, 37) * 0.5
+    torch.testing.assert_close(_run(0.5), x * torch.sigmoid(x))
+
+
+def test_without_the_shim_the_interpreter_rejects_the_float(interp):
+    """What the shim is for: the same kernel fails in the bare interpreter."""
+    if getattr(interp._implicit_cvt, "fp32_floats", False):
+        pytest.skip("another test of this process installed the shim")
+    with pytest.raises(Exception, match="float"):
+        _run(0.5)
+
+
+@triton.jit
+def _bf16_ops(a_ptr, b_ptr, w_ptr, out_ptr, red_ptr, dot_ptr, idx_ptr, BLOCK: tl.constexpr):
+    r = tl.arange(0, BLOCK)
+    offs = r[:, None] * BLOCK + r[None, :]
+    a, b = tl.load(a_ptr + offs), tl.load(b_ptr + offs)
+    y = tl.exp(a.to(tl.float32)).to(tl.bfloat16) * b + a - b / (tl.abs(a) + 1.0).to(tl.bfloat16)
+    y = tl.where(a > b, y, tl.maximum(a, b))
+    tl.store(out_ptr + offs, y)
+    tl.store(red_ptr + r, tl.max(a, axis=1))
+    tl.store(red_ptr + BLOCK + r, tl.sum(b, axis=0))
+    tl.store(idx_ptr + offs, (a * 4.0).to(tl.int32))
+    tl.store(dot_ptr + offs, tl.dot(a, tl.load(w_ptr + offs)))
+
+
+def test_bf16_kernels_compute_on_values_with_the_shim(interp, monkeypatch):
+    from kernel_ratchet.harness.interpreter import install
+
+    builder = interp.InterpreterBuilder
+    for name in (
+        "binary_op",
+        "unary_op",
+        "ternary_op",
+        "cast_impl",
+        "create_fp_to_fp",
+        "create_dot",
+    ):
+        monkeypatch.setattr(builder, name, getattr(builder, name))
+    for cls, names in ((interp.ReduceOps, ("sum", "min_max")), (interp.ScanOps, ("cumsum",))):
+        for name in names:
+            monkeypatch.setattr(cls, name, getattr(cls, name))
+    monkeypatch.setattr(builder, "get_bf16", getattr(builder, "get_bf16", None), raising=False)
+    monkeypatch.setattr(builder, "_ratchet_bf16", False, raising=False)
+    install()
+    n, bf = 16, torch.bfloat16
+    g = torch.Generator().manual_seed(0)
+    a, b, w = (torch.randn(n, n, generator=g).to(bf) for _ in range(3))
+    out, dot = torch.empty(n, n, dtype=bf), torch.empty(n, n)
+    red, idx = torch.empty(2 * n, dtype=bf), torch.empty(n, n, dtype=torch.int32)
+    _bf16_ops[(1,)](a, b, w, out, red, dot, idx, BLOCK=n)
+    ref = torch.exp(a.float()).to(bf) * b + a - b / (a.abs() + 1.0)
+    ref = torch.where(a > b, ref, torch.maximum(a, b))
+    torch.testing.assert_close(out.float(), ref.float(), rtol=0.02, atol=0.05)
+    torch.testing.assert_close(red[:n], a.max(dim=1).values)
+    torch.testing.assert_close(red[n:].float(), b.float().sum(dim=0), rtol=0.02, atol=0.05)
+    torch.testing.assert_close(idx, (a * 4.0).to(torch.int32))
+    torch.testing.assert_close(dot, a.float() @ w.float(), rtol=1e-4, atol=1e-4)
