@@ -242,14 +242,23 @@ def snapshot_inputs(case: Any) -> InputSnapshot:
     return InputSnapshot(items, _signature(case))
 
 
-def verify_inputs(snap: InputSnapshot) -> None:
-    """Raise CheatDetected when any input tensor's content changed since the snapshot."""
-    changed = [p for p, t, before in snap.items if digest.tensor_digest(t) != before]
+def verify_inputs(snap: InputSnapshot, inplace: frozenset[str] = frozenset()) -> None:
+    """Raise CheatDetected when any input tensor's content changed since the snapshot, but
+    for the declared in-place fields (``inplace``: their paths, see :mod:`.inplace`)."""
+    changed = [
+        p
+        for p, t, before in snap.items
+        if not _under(p, inplace) and digest.tensor_digest(t) != before
+    ]
     if changed:
         raise CheatDetected(
             f"input modified: the candidate modified its input tensor(s) {', '.join(changed)} "
             "(inputs must be read-only)"
         )
+
+
+def _under(path: str, roots: frozenset[str]) -> bool:
+    return any(path == r or path.startswith((r + ".", r + "[")) for r in roots)
 
 
 def rebind(case: Any, snap: InputSnapshot, fresh: Any) -> bool:

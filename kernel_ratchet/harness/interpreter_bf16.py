@@ -46,6 +46,17 @@ def install() -> None:
     def f32(h: Any) -> np.ndarray:
         return to_f32(h.data) if is_bf(h) else h.data
 
+    _install_arithmetic(builder, ti, handle, is_bf, f32)
+    # a Python float meeting a bf16 tensor becomes a bf16 constant: the builder lacks it
+    builder.get_bf16 = lambda self, value: handle(to_bf16(np.array([value], np.float32)), bf16)
+    _install_casts(builder, ti, tl, is_bf, f32)
+    _install_reductions(ti, tl, is_bf)
+    builder._ratchet_bf16 = True
+
+
+def _install_arithmetic(builder, ti, handle, is_bf, f32) -> None:
+    """Element-wise operations and ``tl.dot`` of bf16 operands, in float32, rounded back."""
+
     def back(out: np.ndarray, like: Any) -> np.ndarray:
         """``out`` as ``like``'s type stores it: bf16 patterns when ``like`` is bf16."""
         return to_bf16(out) if is_bf(like) and np.asarray(out).dtype.kind == "f" else out
@@ -87,11 +98,6 @@ def install() -> None:
         return handle(back(out, d) if is_bf(d) else out.astype(d.data.dtype), d.dtype.scalar)
 
     builder.create_dot = wrap(builder.create_dot, dot)
-    # a Python float meeting a bf16 tensor becomes a bf16 constant: the builder lacks it
-    builder.get_bf16 = lambda self, value: handle(to_bf16(np.array([value], np.float32)), bf16)
-    _install_casts(builder, ti, tl, is_bf, f32)
-    _install_reductions(ti, tl, is_bf)
-    builder._ratchet_bf16 = True
 
 
 def _install_casts(builder, ti, tl, is_bf, f32) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from kernel_ratchet.errors import RatchetError
+from kernel_ratchet.harness import inplace
 from kernel_ratchet.harness.adapter import Adapter, Shape, load_adapter
 from kernel_ratchet.harness.correctness import check_outputs
 from kernel_ratchet.harness.csv_schema import Schema, get_schema, write_csv
@@ -71,13 +72,30 @@ class _Poison(SampleHooks):
         ac.require_rewritten(ac.output_tensors(self.last[0], self.what), self.what, index)
 
 
+class _Restore(SampleHooks):
+    """For an op with in-place outputs: its fields written back before every sample, so every
+    sample starts from the inputs the check saw (not from results of results)."""
+
+    def __init__(self, kept: inplace.InPlace, case: Any) -> None:
+        self.kept, self.case = kept, case
+
+    def before_sample(self, index: int) -> None:
+        self.kept.restore(self.case)
+
+
 def _timed(
-    adapter: Adapter, case: Any, engine: TimingEngine, phase: str, ref: dict[str, Any]
+    adapter: Adapter,
+    case: Any,
+    engine: TimingEngine,
+    phase: str,
+    ref: dict[str, Any],
+    kept: inplace.InPlace | None = None,
 ) -> tuple[Timing, str | None]:
     """Time one phase (its outputs NaN-poisoned between samples), then compare what its last
     timed call returned with the reference of the check (same inputs): (timing, why the timed
-    calls did not compute it, or None). An op with in-place outputs changes its inputs on every
-    call and is neither poisoned nor compared; outputs the adapter does not name are not
+    calls did not compute it, or None). An op with in-place outputs (``kept``) changes its
+    inputs on every call: each sample starts from the kept values, and it is neither poisoned
+    nor compared; outputs the adapter does not name are not
     compared. Raises CheatDetected when a sample left the poison in place."""
     from kernel_ratchet.harness import anticheat as ac
     from kernel_ratchet.harness.timed_checks import match_outputs
@@ -90,8 +108,8 @@ def _timed(
         return last[0]
 
     what = f"{phase} timed call"
-    timing = engine.measure(fn, None if adapter.inplace_outputs else _Poison(last, what))
-    if adapter.inplace_outputs or last[0] is None:
+    timing = engine.measure(fn, _Restore(kept, case) if kept else _Poison(last, what))
+    if kept or last[0] is None:
         return timing, None
     outs = ac.output_tensors(last[0], what)
     pairs = match_outputs(outs, ref, phase, adapter.returned_names(phase))
@@ -113,17 +131,18 @@ def run_shape(
     """Check then time one shape. Never raises for a failing candidate: the row says FAIL."""
     try:
         case = adapter.make_case(shape, seed, device)
+        kept = inplace.prepared(adapter, case)
         got = adapter.outputs(case)
-        ref = adapter.reference(case)
+        ref = inplace.reference(adapter, case, kept)
         thresholds = {name: adapter.threshold(name) for name in ref}
         check = check_outputs(got, ref, thresholds)
         if not check.passed:
             return ShapeResult(shape, False, check.reason, check.snr)
         del got
-        fwd, wrong = _timed(adapter, case, engine, "fwd", ref)
+        fwd, wrong = _timed(adapter, case, engine, "fwd", ref, kept)
         bwd = None
         if adapter.has_backward and not wrong:
-            bwd, wrong = _timed(adapter, case, engine, "bwd", ref)
+            bwd, wrong = _timed(adapter, case, engine, "bwd", ref, kept)
         if wrong:
             return ShapeResult(shape, False, wrong, check.snr)
         return ShapeResult(shape, True, check.reason, check.snr, fwd, bwd)

@@ -60,16 +60,22 @@ class TimedCallChecks:
         call: Any,
         spot_checks: int = SPOT_CHECKS,
         one_call: bool = False,
+        inplace: Any = None,
     ) -> None:
         self.s, self.case, self.snap, self.shape = session, case, snap, shape
         self.seed, self.phase, self.call = seed, phase, call
         self.spot_checks, self.one_call = spot_checks, one_call
+        # declared in-place fields (kernel_ratchet.harness.inplace.InPlace, values kept): each
+        # sample starts from the kept values; the checks that rest on fresh outputs skip them
+        self.inplace = inplace
+        self.held_fields = inplace.storages(case) if inplace else set()
         self.poisoned: set[int] = set()  # output storages NaN-filled before the coming sample
         self.last: Any = None
         self.held: tuple[Any, Any] = (None, None)  # the two outputs before ``last``
         n = int(getattr(session.engine, "samples", 3))
         rng = random.Random(derive_seed(seed, 2))
-        self.spots = set(rng.sample(range(n), min(spot_checks, n)))
+        # an in-place op's timed calls read the previous call's results: no reference for them
+        self.spots = set() if inplace else set(rng.sample(range(n), min(spot_checks, n)))
         self.spot = False  # the coming sample is spot-checked
         self.spot_done = 0
         self.captures = _capture_count()  # graphs captured before this measurement
@@ -93,6 +99,7 @@ class TimedCallChecks:
             self.call,
             self.spot_checks,
             one_call=True,
+            inplace=self.inplace,
         )
 
     def _storages(self, out: Any) -> set[int]:
@@ -101,7 +108,11 @@ class TimedCallChecks:
         if out is None:
             return set()
         ts = ac.output_tensors(out, self.what)
-        return {t.untyped_storage().data_ptr() for _, t in ts if t.numel() > 0}
+        return {t.untyped_storage().data_ptr() for _, t in ts if t.numel() > 0} - self.held_fields
+
+    def _fresh(self, outs: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+        """The outputs that are not stored in a declared in-place field."""
+        return [(n, t) for n, t in outs if t.untyped_storage().data_ptr() not in self.held_fields]
 
     def check_fresh_output(self, index: int) -> None:
         """The last timed call must not return the storage of one of the two calls before it
@@ -129,12 +140,36 @@ class TimedCallChecks:
                 "instead of computed (each call must return freshly computed outputs)"
             )
 
+    def check_inplace_written(self, outs: list[tuple[str, Any]], index: int) -> None:
+        """An output stored in a declared in-place field must have changed it: every sample
+        starts from the kept values, so a field still equal to them after the sample was not
+        written by the timed calls (the poison, which cannot apply there, catches this for
+        fresh outputs). Raises CheatDetected."""
+        import torch
+
+        from kernel_ratchet.harness import anticheat as ac
+
+        if not self.inplace:
+            return
+        written = {t.untyped_storage().data_ptr() for _, t in outs}
+        for name, t in self.inplace.fields(self.case):
+            kept = self.inplace.kept.get(name)
+            ptr = t.untyped_storage().data_ptr()
+            if kept is not None and ptr in written and torch.equal(t.detach(), kept):
+                raise ac.CheatDetected(
+                    f"{self.what} of timed sample {index} did not write its in-place output "
+                    f"{name}: it holds the values it had before the sample (the timed calls "
+                    "did not compute the result)"
+                )
+
     def check_not_an_input(self, outs: list[tuple[str, Any]], index: int) -> None:
         """Raise CheatDetected ("input modified") when an output is stored in an input tensor:
         the op wrote its result into its input."""
         from kernel_ratchet.harness import anticheat as ac
 
         inputs = {t.untyped_storage().data_ptr(): p for p, t, _ in self.snap.items}
+        for ptr in self.held_fields:
+            inputs.pop(ptr, None)
         shared = [
             (n, inputs[p]) for n, t in outs if (p := t.untyped_storage().data_ptr()) in inputs
         ]
@@ -151,7 +186,9 @@ class TimedCallChecks:
 
         self.poisoned = self._storages(self.last)
         if self.last is not None:
-            ac.poison(ac.output_tensors(self.last, self.what))
+            ac.poison(self._fresh(ac.output_tensors(self.last, self.what)))
+        if self.inplace:
+            self.inplace.restore(self.case)  # every sample starts from the same values
         if self.s.device.startswith("cuda"):
             from kernel_ratchet.harness.l2_persist import reset_persisting_l2
 
@@ -180,7 +217,8 @@ class TimedCallChecks:
 
         outs = ac.output_tensors(self.last, self.what)
         self.check_not_an_input(outs, index)
-        ac.require_rewritten(outs, self.what, index)
+        ac.require_rewritten(self._fresh(outs), self.what, index)
+        self.check_inplace_written(outs, index)
         self.check_fresh_output(index)
         if not self.spot:
             return

@@ -34,6 +34,7 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 
 from kernel_ratchet.errors import RatchetError
+from kernel_ratchet.harness import inplace
 from kernel_ratchet.harness.adapter import Adapter, Shape
 from kernel_ratchet.harness.cache_probe import CacheProbe, CacheStats, count_cache_hits
 from kernel_ratchet.harness.timing.engine import TimingEngine
@@ -170,8 +171,9 @@ class _Simulation:
             for n, t in fresh.items():
                 _set(case, n, t)
         self.run(case)
+        kept = inplace.prepared(self.adapter, case)
         got = self.adapter.outputs(case)
-        ref = self.adapter.reference(case)
+        ref = inplace.reference(self.adapter, case, kept)
         res = check_outputs(got, ref, {n: self.adapter.threshold(n) for n in ref})
         self._retire(list(fresh.values()))
         return "" if res.passed else res.reason

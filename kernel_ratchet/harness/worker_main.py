@@ -120,7 +120,8 @@ class Session:
 
     def check(self, shape: Any, seed: int) -> dict[str, Any]:
         from kernel_ratchet.harness import anticheat as ac
-        from kernel_ratchet.harness import input_entropy
+        from kernel_ratchet.harness import inplace as ip
+        from kernel_ratchet.harness import input_entropy, rebind_check
         from kernel_ratchet.harness.correctness import check_outputs
 
         ad = self.adapter
@@ -130,14 +131,19 @@ class Session:
         low = input_entropy.low_entropy_inputs(ac.tensors(case))
         if low:
             raise ac.CheatDetected(input_entropy.describe(low))
+        inplace = ip.InPlace.of(ad)
+        kept = inplace.keep(case) if inplace else None
         ac.output_tensors(ad.forward(case), "forward()")
+        if kept:  # fields the forward added; then the inputs as built again
+            kept.keep(case).restore(case)
         got = ad.outputs(case)
         ac.check_output_types(got)
         self.sync()
         outs = ac.output_tensors(dict(got), "outputs()")
-        ac.verify_inputs(snap)
+        skip = kept.paths() if kept else frozenset()
+        ac.verify_inputs(snap, skip)
         self.after_candidate()
-        ref = ad.reference(case)
+        ref = ip.reference(ad, case, kept)
         self.sentinel.verify()  # right before the comparison: hooks, modes, patched functions
         thresholds = {name: ad.threshold(name) for name in ref}
         bad = ac.nonfinite(outs)
@@ -150,50 +156,23 @@ class Session:
             return _fail("wrong", f"outputs disagree with the reference: {result.reason}", payload)
         # Same tensor objects, new values: the op must follow them (id()/data_ptr caches).
         sizes = [t.numel() * t.element_size() for _, t in outs]
-        ac.poison(outs)  # freed poisoned blocks: a reused block cannot hold a right answer
-        del got, outs, ref
+        held = kept.storages(case) if kept else set()  # results in in-place fields: not freed
+        ac.poison([(n, t) for n, t in outs if t.untyped_storage().data_ptr() not in held])
+        del got, outs, ref  # freed poisoned blocks: a reused block cannot hold a right answer
         if self.device.startswith("cuda"):
             ac.check_stream_order(ad.forward(case), "forward()")
             payload["checks"].append("stream order")
-        payload["checks"].append(self._rebind_check(case, snap, shape, seed, sizes, thresholds))
+        payload["checks"].append(
+            rebind_check.run(self, case, snap, shape, seed, sizes, thresholds, kept)
+        )
         self.after_candidate()
         return {"ok": True, "category": "ok", "detail": "all outputs pass", "payload": payload}
-
-    def _rebind_check(
-        self, case: Any, snap: Any, shape: Any, seed: int, sizes: list[int], thresholds: Any
-    ) -> str:
-        """New values written into the same input tensors (same id() and data_ptr): the outputs
-        must follow them. Raises CheatDetected when they do not; returns the check's name."""
-        from kernel_ratchet.harness import anticheat as ac
-        from kernel_ratchet.harness import timed_checks as tc
-        from kernel_ratchet.harness.correctness import check_outputs
-
-        ad = self.adapter
-        fresh = ad.make_case(shape, tc.derive_seed(seed, 1), self.device)
-        if not ac.rebind(case, snap, fresh):
-            return "rebind skipped: cases of two seeds differ in structure"
-        del fresh
-        snap = ac.snapshot_inputs(case)
-        ac.scrub_allocator(sizes, self.device)
-        got = ad.outputs(case)
-        ac.check_output_types(got)
-        self.sync()
-        ac.verify_inputs(snap)
-        ref = ad.reference(case)
-        self.sentinel.verify()
-        again = check_outputs(got, ref, thresholds)
-        if not again.passed:
-            raise ac.CheatDetected(
-                "after new values were written into the same input tensors (same id() and "
-                f"data_ptr) the outputs did not follow ({again.reason}): an output cache "
-                "keyed on identity, or work skipped on repeated inputs"
-            )
-        return "rebind"
 
     # -- time --
 
     def time(self, msg: dict[str, Any], shape: Any) -> dict[str, Any]:
         from kernel_ratchet.harness import anticheat as ac
+        from kernel_ratchet.harness import inplace as ip
         from kernel_ratchet.harness import timed_checks as tc
         from kernel_ratchet.harness.roofline_check import check_roofline
 
@@ -206,11 +185,14 @@ class Session:
         if phase == "bwd":
             ad.forward(case)  # the state the backward starts from is part of its inputs
         snap = ac.snapshot_inputs(case)
+        kept = ip.InPlace.of(ad)
         spots = max(1, int(msg.get("spot_checks", tc.TimedCallChecks.SPOT_CHECKS)))
-        hooks = tc.TimedCallChecks(self, case, snap, shape, seed, phase, call, spots)
+        hooks = tc.TimedCallChecks(
+            self, case, snap, shape, seed, phase, call, spots, inplace=kept and kept.keep(case)
+        )
         timing, hooks = tc.measure(hooks)
         self.sync()
-        ac.verify_inputs(hooks.snap)
+        ac.verify_inputs(hooks.snap, kept.paths() if kept else frozenset())
         self.after_candidate()
         idx = 1 if phase == "bwd" else 0
         check_roofline(
@@ -260,9 +242,11 @@ def _capture() -> tuple[Any, Any, Any]:
         correctness,
         digest,
         import_watch,
+        inplace,
         input_entropy,
         l2_persist,
         process_guard,
+        rebind_check,
         timed_checks,
     )
     from kernel_ratchet.harness.adapter import Shape
@@ -285,6 +269,8 @@ def _capture() -> tuple[Any, Any, Any]:
             digest,
             import_watch,
             timed_checks,
+            inplace,
+            rebind_check,
             input_entropy,
             l2_persist,
             process_guard,

@@ -16,6 +16,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from kernel_ratchet.harness import inplace
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.harness.correctness import check_outputs
 from kernel_ratchet.harness.csv_schema import csv_text, parse_csv_text
@@ -132,14 +133,17 @@ def measure_config(
     on every shape, only ``phase`` timed), or {"error": why, "trace": ...}: a configuration
     that fails is a result, not an exception. ``cases`` caches each shape's inputs and
     reference across configurations (seed 0; the reference does not depend on the
-    configuration, and ``outputs`` leaves the case unmodified)."""
+    configuration; an op's in-place fields are written back before each configuration)."""
     out = {}
     for shape in shapes:
         try:
             if shape.label not in cases:
                 case = adapter.make_case(shape, 0, device)
-                cases[shape.label] = (case, adapter.reference(case))
-            case, ref = cases[shape.label]
+                kept = inplace.prepared(adapter, case)
+                cases[shape.label] = (case, inplace.reference(adapter, case, kept), kept)
+            case, ref, kept = cases[shape.label]
+            if kept:  # an op with in-place outputs changed the case: its inputs as built
+                kept.restore(case)
             got = adapter.outputs(case)
             check = check_outputs(got, ref, {n: adapter.threshold(n) for n in ref})
             del got

@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from kernel_ratchet.errors import RatchetError
+from kernel_ratchet.harness import inplace
 from kernel_ratchet.harness.adapter import load_adapter, load_shapes
 from kernel_ratchet.harness.correctness import check_outputs
 from kernel_ratchet.profile.loader import load_profile
@@ -36,7 +37,9 @@ def run(op: str, start: Path) -> int:
     failed = 0
     for shape in shapes:
         case = adapter.make_case(shape, 1234, "cuda" if cuda else "cpu")
-        got, ref = adapter.outputs(case), adapter.reference(case)
+        kept = inplace.prepared(adapter, case)
+        got = adapter.outputs(case)
+        ref = inplace.reference(adapter, case, kept)
         res = check_outputs(got, ref, {n: adapter.threshold(n) for n in ref})
         snr = ", ".join(f"{n} {v:.1f} dB" for n, v in res.snr.items())
         print(f"{'PASS' if res.passed else 'FAIL'} {shape.label}: {snr}")

@@ -1,0 +1,69 @@
+"""Ops with declared in-place outputs (``inplace_outputs``): checked against a reference on the
+inputs they saw, timed from the same values every sample, and still caught when the timed
+calls stop writing their result."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernel_ratchet.harness import inplace
+from kernel_ratchet.harness.adapter import load_adapter, load_shapes
+from kernel_ratchet.harness.correctness import check_outputs
+from kernel_ratchet.harness.described_spec import described_spec, inline_spec
+from kernel_ratchet.harness.worker import Worker
+from tests.redteam.expect import cpu_spec, expect_rejected, explain
+
+OPS = "tests.harness.inplace_ops"
+DESC = {
+    "function": f"{OPS}:swiglu_inplace",
+    "reference": f"{OPS}:swiglu_ref",
+    "inputs": {"a": "[M, N] dtype", "b": "[M, N] dtype"},
+    "outputs": ["c"],
+    "gradients": ["a", "b"],
+    "inplace_outputs": ["a", "b"],
+    "bytes": "io",
+}
+(SHAPE,) = load_shapes(inline_spec([{"label": "t", "M": 6, "N": 40, "dtype": "float32"}]))
+
+
+def _spec(**changes) -> str:
+    return described_spec({**DESC, **changes}, "memory")
+
+
+def test_the_reference_sees_the_inputs_the_op_overwrote():
+    adapter = load_adapter(_spec())
+    case = adapter.make_case(SHAPE, 3, "cpu")
+    kept = inplace.prepared(adapter, case)
+    got = adapter.outputs(case)
+    assert got["da"].data_ptr() == case.a.data_ptr()  # the result lives in the input
+    ref = inplace.reference(adapter, case, kept)
+    res = check_outputs(got, ref, {n: adapter.threshold(n) for n in ref})
+    assert res.passed, res.reason
+    # the plain order (reference on the case after the op) compares with overwritten inputs
+    stale = check_outputs(got, adapter.reference(case), {n: 80.0 for n in ref})
+    assert not stale.passed
+
+
+@pytest.mark.parametrize("phase", ["fwd", "bwd"])
+def test_a_declared_inplace_op_passes_the_worker_check_and_is_timed(tmp_path: Path, phase: str):
+    with Worker(cpu_spec(_spec()), tmp_path / "w.log") as w:
+        r = w.check(SHAPE, 11)
+        assert r.ok, explain(r)
+        t = w.time(SHAPE, 12, phase)
+        assert t.ok, explain(t)
+
+
+def test_the_same_op_undeclared_is_an_input_modified(tmp_path: Path):
+    spec = described_spec({k: v for k, v in DESC.items() if k != "inplace_outputs"}, "memory")
+    with Worker(cpu_spec(spec), tmp_path / "w.log") as w:
+        expect_rejected(w.check(SHAPE, 11), "cheat", "input modified")
+
+
+def test_timed_calls_that_stop_writing_their_inplace_result_are_caught(tmp_path: Path):
+    spec = _spec(function=f"{OPS}:swiglu_stops_writing")
+    with Worker(cpu_spec(spec), tmp_path / "w.log") as w:
+        r = w.check(SHAPE, 11)
+        assert r.ok, explain(r)  # right for the calls the check makes
+        expect_rejected(w.time(SHAPE, 12, "bwd"), "cheat", "did not write")
