@@ -15,12 +15,13 @@ import sys
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from kernel_ratchet.errors import RatchetError
-from kernel_ratchet.harness import inplace
+from kernel_ratchet.harness import inplace, launches
 from kernel_ratchet.harness.adapter import Adapter, Shape, load_adapter
 from kernel_ratchet.harness.correctness import check_outputs
 from kernel_ratchet.harness.csv_schema import Schema, get_schema, write_csv
@@ -39,6 +40,7 @@ class ShapeResult:
     snr: dict[str, float] = field(default_factory=dict)
     fwd: Timing | None = None
     bwd: Timing | None = None
+    launched: tuple[str, ...] = ()  # the Triton kernels the checked call launched
 
 
 def _rate(work: float, t: Timing | None, scale: float) -> tuple[float, float]:
@@ -132,7 +134,8 @@ def run_shape(
     try:
         case = adapter.make_case(shape, seed, device)
         kept = inplace.prepared(adapter, case)
-        got = adapter.outputs(case)
+        with launches.recording() as names:
+            got = adapter.outputs(case)
         ref = inplace.reference(adapter, case, kept)
         thresholds = {name: adapter.threshold(name) for name in ref}
         check = check_outputs(got, ref, thresholds)
@@ -145,7 +148,7 @@ def run_shape(
             bwd, wrong = _timed(adapter, case, engine, "bwd", ref, kept)
         if wrong:
             return ShapeResult(shape, False, wrong, check.snr)
-        return ShapeResult(shape, True, check.reason, check.snr, fwd, bwd)
+        return ShapeResult(shape, True, check.reason, check.snr, fwd, bwd, tuple(sorted(names)))
     except Exception as exc:  # a failing candidate is a recorded outcome, not a crash
         tb = traceback.format_exc(limit=6)
         return ShapeResult(shape, False, f"{type(exc).__name__}: {exc}\n{tb}")
@@ -240,6 +243,8 @@ def main(
         return 2
     results = run_harness(ad, chosen, eng, seed=args.seed, device=args.device)
     write_csv(args.summary_csv, sch, [result_cells(sch, ad, r) for r in results])
+    launched = {r.shape.label: r.launched for r in results if r.passed}
+    launches.write(Path(args.summary_csv).with_name(launches.FILE), launched)
     meta = {"engine": eng.describe(), "seed": args.seed, "level": args.level}
     print("[harness] " + json.dumps(meta), file=sys.stderr)
     return 0

@@ -64,6 +64,11 @@ class Entry:
     fields_known: bool = False
     scope: tuple[str, ...] = ()  # the function and kernel names a site lives in
 
+    def runs_with(self, launched: set[str]) -> bool:
+        """Whether this site runs when the op launches the kernels ``launched``: it is outside
+        any kernel's scope (module constants, tables) or in the scope of one of them."""
+        return not self.scope or bool(launched & set(self.scope))
+
     @property
     def kind(self) -> str | None:
         return self.path[0] if len(self.path) > 1 else None

@@ -61,6 +61,17 @@ class SearchSpace:
                     out.append((e.key, name, [cur, *[v for v in values if v != cur]]))
         return out
 
+    def launched_sites(self, op: str, launched: set[str] | None) -> set[str] | None:
+        """``launched`` (the kernels the op launched), or None (every site searched) when
+        nothing was recorded or when it names no kernel of these files (a launch through a
+        name the files do not use)."""
+        if not launched:
+            return None
+        scoped = [e for fs in self.files for e in fs.entries(op) if e.scope]
+        if scoped and not any(e.runs_with(launched) for e in scoped):
+            return None
+        return launched
+
     def presets(self, op: str) -> int:
         return sum(len(fs.tunables.entry_presets(e)) for fs in self.files for e in fs.entries(op))
 

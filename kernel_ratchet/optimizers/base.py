@@ -136,8 +136,24 @@ class OptimizerContext:
         return {
             r.direction
             for r in self.rounds
-            if r.direction and (r.accepted or r.verified_ineffective)
+            if r.direction
+            and (r.accepted or r.verified_ineffective)
         }
+
+    def launched(self) -> set[str] | None:
+        """The Triton kernels the op launched on the campaign's shapes: those the BASELINE's
+        and every accepted round's harness recorded (:mod:`kernel_ratchet.harness.launches`),
+        or None when none was recorded."""
+        if self.campaign_dir is None:
+            return None
+        from kernel_ratchet.harness import launches
+
+        rounds = {1} | {r.round for r in self.rounds if r.accepted}
+        found: set[str] = set()
+        for n in sorted(rounds):
+            path = self.campaign_dir / "rounds" / f"round-{n}" / "artifacts" / launches.FILE
+            found |= launches.read(path) or set()
+        return found or None
 
     def failed(self) -> set[str]:
         """Directions whose candidate failed in its own worker (crash, hang, compile, wrong

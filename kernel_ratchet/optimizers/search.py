@@ -174,20 +174,28 @@ class SearchOptimizer(Optimizer):
         tunables file's entries first, then each kernel file's in file order."""
         ranked, base = [], 0
         files = sorted(space.files, key=lambda fs: fs.source != TUNABLES)
+        launched = space.launched_sites(ctx.op, ctx.launched())
         for fs in files:
             buckets = fs.source == TUNABLES
-            found = self._ranked(fs.tunables, ctx, base, buckets)
+            found = self._ranked(fs.tunables, ctx, base, buckets, launched)
             ranked += [(key, fs, move) for key, *move in found]
-            base += len(self.entries(fs.tunables, ctx, buckets))
+            base += len(self.entries(fs.tunables, ctx, buckets, launched))
         for _, fs, move in sorted(ranked, key=lambda x: x[0]):
             yield fs, tuple(move)
 
-    def _ranked(self, t: Tunables, ctx: OptimizerContext, base: int = 0, buckets: bool = True):
+    def _ranked(
+        self,
+        t: Tunables,
+        ctx: OptimizerContext,
+        base: int = 0,
+        buckets: bool = True,
+        launched: set[str] | None = None,
+    ):
         done = ctx.tried() | ctx.failed() | undoing(ctx.rounds)
         done |= {r.direction_key for r in ctx.ineffective}
         stagnant = stagnant_families(ctx.rounds, t)
         ranked = []
-        for e_rank, entry in enumerate(self.entries(t, ctx, buckets), start=base):
+        for e_rank, entry in enumerate(self.entries(t, ctx, buckets, launched), start=base):
             count = 0
             fam_rank: dict[str, int] = {}
             knob_rank: dict[str, int] = {}
@@ -208,11 +216,20 @@ class SearchOptimizer(Optimizer):
                 ranked.append((key, entry, changes, family, direction))
         return ranked
 
-    def entries(self, t: Tunables, ctx: OptimizerContext, buckets: bool = True) -> list[Entry]:
+    def entries(
+        self,
+        t: Tunables,
+        ctx: OptimizerContext,
+        buckets: bool = True,
+        launched: set[str] | None = None,
+    ) -> list[Entry]:
         """Relevant entries, most promising first (see the module docstring); ``buckets``:
-        rank by the shape buckets of the file's ``bucket_for`` (tunables files only)."""
+        rank by the shape buckets of the file's ``bucket_for`` (tunables files only);
+        ``launched``: only the sites of these kernels (and those outside any kernel)."""
         entries = [e for e in t.entries.values() if t.knob_space(e) or t.entry_presets(e)]
         entries = entries_for_op(entries, t, ctx.op)
+        if launched:
+            entries = [e for e in entries if e.runs_with(launched)]
         shapes = _shape_buckets(t, ctx) if buckets else {}
         if shapes:
             used = {b for b, _ in shapes.values()}

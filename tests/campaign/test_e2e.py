@@ -55,6 +55,9 @@ def test_whole_campaign(tmp_path):
         "rounds/round-1/artifacts/benchmark.csv",
     ):
         assert (cdir / rel).exists(), rel
+    # the kernels each shape's checked call launched: what the search may move
+    launched = json.loads((cdir / "rounds/round-1/artifacts/launches.json").read_text())
+    assert len(launched) == TINY_COUNT and set(map(tuple, launched.values())) == {("_matmul_nt",)}
     prov = json.loads((cdir / "rounds/round-1/artifacts/provenance.json").read_text())
     assert prov["engine"]["engine"] == "perf_counter" and prov["environment_hash"]
     assert prov["candidate_commit"] == start and prov["level"] == "full"

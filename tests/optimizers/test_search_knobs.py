@@ -164,3 +164,42 @@ def test_a_candidate_list_move_says_it_narrows_the_autotuner(tmp_path: Path):
     assert p.direction == "pkg/norm.py@norm_kernel.configs.w:w=[2]"
     assert "for w in [2] for bt in WIDTHS" in p.files["pkg/norm.py"]
     assert "the autotuner then picks among [2] only" in p.hypothesis
+
+
+def test_the_search_leaves_out_the_knobs_of_kernels_the_op_never_launched(project, device):
+    """The harness records the kernels an op launches (here ``row_sum``'s, not ``scale``'s);
+    the search then moves only their knobs, and all of them when nothing was recorded."""
+    import dataclasses
+
+    from kernel_ratchet.harness import launches
+    from kernel_ratchet.harness.interpreter import install
+
+    if device == "cpu":
+        install()  # the autotuned kernel runs in the interpreter too
+    settings = _load(project / "pkg/settings.py", f"kr_launch_settings_{id(project)}")
+    autotuned = _load(project / "pkg/autotuned.py", f"kr_launch_autotuned_{id(project)}")
+    x = torch.randn(3, 37, device=device)
+    with launches.recording() as names:
+        settings.row_sum(x)
+    assert names == {"_row_sum_kernel"}
+    with launches.recording() as scaled:
+        autotuned.scale(x.flatten(), 2.0)
+    assert scaled == {"_scale_kernel"}  # through the autotuner
+    art = project / "campaign/rounds/round-1/artifacts"
+    art.mkdir(parents=True)
+    launches.write(art / launches.FILE, {"s": names})
+
+    def directions(ctx: OptimizerContext) -> set[str]:
+        records, seen = list(ctx.rounds), set()
+        while p := SearchOptimizer().propose(dataclasses.replace(ctx, rounds=tuple(records))):
+            seen.add(p.direction)
+            n = len(records) + 1
+            records.append(recorded_round(n, "ROLLED BACK", "no-gain", "h", p.direction, -0.02))
+            assert len(seen) < 100
+        return {d.split("@")[0] for d in seen}
+
+    base = [recorded_round(1, "BASELINE", "baseline", "Baseline", "")]
+    recorded = dataclasses.replace(context(project, base), campaign_dir=project / "campaign")
+    assert directions(recorded) == {"pkg/settings.py"}
+    assert directions(context(project, base)) == set(FILES)
+
