@@ -23,7 +23,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from kernel_ratchet.campaign.category import CANDIDATE_FAILURES
+from kernel_ratchet.campaign.category import CANDIDATE_FAILURES, Category
 from kernel_ratchet.campaign.record import RoundRecord
 from kernel_ratchet.campaign.rounds.preconditions import one_line
 from kernel_ratchet.errors import RatchetError
@@ -132,12 +132,14 @@ class OptimizerContext:
         return any(r.direction_key == direction for r in self.ineffective)
 
     def tried(self) -> set[str]:
-        """Directions of every decided round (accepted or verified-ineffective)."""
+        """Directions of every decided round (accepted or verified-ineffective), and of every
+        rehearsed one: a rehearsal's timings decide nothing, and the same move rehearsed
+        again would exercise nothing new."""
         return {
             r.direction
             for r in self.rounds
             if r.direction
-            and (r.accepted or r.verified_ineffective)
+            and (r.accepted or r.verified_ineffective or r.category == Category.REHEARSAL)
         }
 
     def launched(self) -> set[str] | None:

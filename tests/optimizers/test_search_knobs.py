@@ -203,3 +203,12 @@ def test_the_search_leaves_out_the_knobs_of_kernels_the_op_never_launched(projec
     assert directions(recorded) == {"pkg/settings.py"}
     assert directions(context(project, base)) == set(FILES)
 
+
+def test_a_rehearsed_move_is_not_proposed_again(project):
+    """A rehearsal rolls every round back without a timing verdict; the search then goes on
+    to the next move instead of rehearsing the same one for ever."""
+    records = [recorded_round(1, "BASELINE", "baseline", "Baseline", "")]
+    first = SearchOptimizer().propose(context(project, records, FILES[:1]))
+    records.append(recorded_round(2, "ROLLED BACK", "rehearsal", "h", first.direction, 0.03))
+    second = SearchOptimizer().propose(context(project, records, FILES[:1]))
+    assert second is not None and second.direction != first.direction
