@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.campaign.conftest import KERNEL, campaign_dir, git, ratchet, set_blocks
 
 
@@ -22,6 +24,7 @@ def test_second_init_on_an_open_campaign_needs_another(project):
     assert [d.name for d in (project / ".ratchet/campaigns").iterdir()] == [first.name]
 
 
+@pytest.mark.soak  # two campaigns of rounds; the branch guard has its own tests
 def test_a_round_commits_only_on_its_campaign_branch(project):
     first = campaign_dir(project)
     own = f"optimize/{first.name}"

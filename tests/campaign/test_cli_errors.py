@@ -161,6 +161,7 @@ def test_a_syntax_error_is_recorded_as_a_compile_failure(project):
     assert "SyntaxError" in rec["reason"] and "kernel.py" in rec["reason"]
 
 
+@pytest.mark.soak  # a whole round for a scope-check rule
 def test_editor_swap_files_pass_the_scope_check_and_are_recorded(project):
     import json
 

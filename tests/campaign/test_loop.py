@@ -67,6 +67,7 @@ def _records(cdir: Path) -> list[dict]:
 
 
 @pytest.mark.slow
+@pytest.mark.soak  # the agent protocol, ANALYZE and resume are covered one by one
 def test_manual_then_resume_with_a_scripted_agent(tmp_path):
     root = make_project(tmp_path / "proj")
     r = _ok(ratchet(root, "run", "--op", "tiny_gemm", "--optimizer", "manual", "--yes"))

@@ -24,11 +24,11 @@ from mcp.client.stdio import stdio_client  # noqa: E402
 
 from kernel_ratchet.mcp.tools import TOOL_NAMES  # noqa: E402
 from tests.campaign.conftest import (  # noqa: E402
-    baselined_project,
     break_kernel,
     campaign_dir,
     cli_env,
     ratchet,
+    session_baseline,
     set_blocks,
 )
 from tests.shared_build import built_once  # noqa: E402
@@ -46,7 +46,8 @@ def two_rounds(tmp_path_factory) -> Path:
     """Baselined CPU example with round-2 ACCEPTED (32x32 tiles) and round-3 ROLLED BACK."""
 
     def build(dest: Path) -> Path:
-        root = baselined_project(dest / "proj")
+        root = dest / "proj"
+        shutil.copytree(session_baseline(tmp_path_factory), root, symlinks=True)
         set_blocks(root, M=32, N=32)
         r = ratchet(root, "validate", "--hypothesis", "32x32 output tiles")
         assert r.returncode == 0, r.stdout + r.stderr
