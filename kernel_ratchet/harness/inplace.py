@@ -35,8 +35,17 @@ def _get(case: Any, name: str) -> Any:
 def _set(case: Any, name: str, value: Any) -> None:
     if isinstance(case, Mapping):
         case[name] = value  # type: ignore[index]
-    else:
+        return
+    try:
         setattr(case, name, value)
+    except AttributeError:  # a frozen dataclass: rebound as its own __init__ binds fields
+        try:
+            object.__setattr__(case, name, value)
+        except (AttributeError, TypeError) as exc:
+            raise TypeError(
+                f"in-place field {name!r} of a {type(case).__name__} case cannot be rebound for "
+                "the reference: make the case an object with attributes, a dataclass or a dict"
+            ) from exc
 
 
 @dataclass

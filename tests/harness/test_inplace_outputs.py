@@ -67,3 +67,21 @@ def test_timed_calls_that_stop_writing_their_inplace_result_are_caught(tmp_path:
         r = w.check(SHAPE, 11)
         assert r.ok, explain(r)  # right for the calls the check makes
         expect_rejected(w.time(SHAPE, 12, "bwd"), "cheat", "did not write")
+
+
+def test_a_frozen_dataclass_case_lends_its_kept_fields_to_the_reference():
+    import dataclasses
+
+    import torch
+
+    @dataclasses.dataclass(frozen=True)
+    class Case:
+        x: torch.Tensor
+        dy: torch.Tensor
+
+    case = Case(torch.ones(3), torch.zeros(3))
+    kept = inplace.InPlace(("dy",)).keep(case)
+    case.dy.add_(5.0)  # the op writes its result into dy
+    with kept.as_kept(case) as c:
+        assert torch.equal(c.dy, torch.zeros(3))
+    assert torch.equal(case.dy, torch.full((3,), 5.0))  # the result is where the op left it
