@@ -300,12 +300,13 @@ def device_check(profile: Profile, op: str, *, cuda: bool | None = None) -> Chec
         return CheckItem(name, True, "shapes not loadable (see 'shapes loadable')")
     work = sum(s.M * s.N * max(s.K, 1) * max(s.B, 1) for s in shapes)
     if work <= CPU_WORK_LIMIT:
-        return CheckItem(name, True, f"no GPU; {work:.2g} multiply-adds fit the CPU")
+        return CheckItem(name, True, f"no GPU; work {work:.2g} (sum of M*N*K*B) fits the CPU")
     return CheckItem(
         name,
         False,
-        f"no CUDA GPU here, and the {len(shapes)} target shapes of {op} hold {work:.2g} "
-        "multiply-adds: the Triton interpreter would take hours per round, and CPU timings "
+        f"no CUDA GPU here, and the {len(shapes)} target shapes of {op} hold work {work:.2g} "
+        "(sum of M*N*K*B: a GEMM's multiply-adds, an element-wise op's elements): the Triton "
+        "interpreter would take hours per round, and CPU timings "
         "say nothing about a GPU kernel",
         "run the campaign on a CUDA machine. To rehearse the loop here, point "
         f"ops.{op}.shapes at a tiny shape set (kernel-pack ops: ratchet run --example {op} "

@@ -188,4 +188,4 @@ def test_device_check_lets_tiny_shapes_run_on_the_cpu(tiny_project):
     )
     p.op["shapes"] = f"{p.pkg}.small:tiny"
     item = device_check(load_profile(p.write()), "gemm_bf16", cuda=False)
-    assert item.ok and "fit the CPU" in item.detail, item
+    assert item.ok and "fits the CPU" in item.detail, item
