@@ -1,8 +1,8 @@
 """The adapter of an op described in ``ratchet.yaml`` (generated at run time).
 
 The profile turns an op entry with a ``function`` into the adapter spec ``described:{json}``
-(:func:`described_spec`) and inline shapes into ``inline:[json]`` (:func:`inline_spec`);
-:func:`~kernel_ratchet.harness.adapter.load_adapter` and ``load_shapes`` come here for them.
+(:mod:`.described_spec`, which reads and writes the specs without torch);
+:func:`~kernel_ratchet.harness.adapter.load_adapter` comes here for its adapter.
 
 What the generated adapter does, for inputs ``x, w`` and outputs ``y``:
 
@@ -30,10 +30,7 @@ import torch
 
 from kernel_ratchet.errors import ProfileError
 from kernel_ratchet.harness.adapter import DESCRIBED_PREFIX, Adapter, Shape
-from kernel_ratchet.harness.described_spec import (
-    described_spec,
-    symbols_of,
-)
+from kernel_ratchet.harness.described_spec import symbols_of
 from kernel_ratchet.harness.description import IO, Description
 from kernel_ratchet.harness.symbolic import SHAPE_DTYPE, TensorSpec, evaluate, torch_dtype
 
@@ -244,4 +241,4 @@ def _draw(size: tuple[int, ...], dtype_name: str, g: torch.Generator, device: st
     return torch.randint(0, high, size, generator=g, device=device).to(dtype)
 
 
-__all__ = ["SHAPE_DTYPE", "DescribedAdapter", "adapter_from_spec", "described_spec"]
+__all__ = ["SHAPE_DTYPE", "DescribedAdapter", "adapter_from_spec"]
