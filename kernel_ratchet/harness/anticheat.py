@@ -12,8 +12,9 @@ What is checked, and against which cheat:
   own functions are captured by identity when the worker starts, before the project is
   imported, and verified before and after every request and right before every comparison with
   the reference; so are the process-wide state of :mod:`.process_guard` (profile/trace hooks,
-  entered torch modes, numeric flags) and the threads alive at start (Python and OS level):
-  a background thread or a child process left running by the candidate is reported.
+  entered torch modes, numeric flags) and the threads alive at start (Python threads before
+  the import, OS threads after it: native pools of the project's libraries are not its work):
+  a background thread or a child process left running by the candidate's calls is reported.
 * :func:`snapshot_inputs` / :func:`verify_inputs` -- a hash of every input tensor before and after
   the candidate ran: an op that modifies its inputs (or caches results in them). The hashes
   are :func:`kernel_ratchet.harness.digest.tensor_digest`, called through its module so the
@@ -43,7 +44,6 @@ import math
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -68,7 +68,7 @@ def _callables(obj: Any) -> dict[str, Any]:
 _ABSENT = object()  # a watched name that did not exist at capture (adding one is a patch)
 
 
-@dataclass
+@dataclasses.dataclass
 class Sentinel:
     """Identity snapshot of the objects a cheat would patch, taken before the project loads,
     plus the process-wide state of :mod:`~kernel_ratchet.harness.process_guard`."""
@@ -112,6 +112,11 @@ class Sentinel:
         process_guard.warm_torch()
         threads = frozenset(t.ident or 0 for t in threading.enumerate())
         return cls(originals, threads, process_guard.ProcessState.capture())
+
+    def project_imported(self) -> None:
+        """Count the OS threads alive once the project is imported as the process's own."""
+        if self.process is not None:
+            self.process = self.process.with_current_os_threads()
 
     def verify(self) -> None:
         """Raise CheatDetected naming every patched object, installed hook, entered torch
@@ -218,7 +223,7 @@ def tensors(obj: Any) -> list[tuple[str, torch.Tensor]]:
     return [(p, v) for p, v in walk(obj) if isinstance(v, torch.Tensor)]
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class InputSnapshot:
     """The input tensors of a case as built by ``make_case`` (objects kept) and their hashes."""
 

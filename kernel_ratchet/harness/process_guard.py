@@ -32,7 +32,7 @@ import time
 import types
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -136,6 +136,12 @@ class ProcessState:
             frozenset(_task_ids()),
             _comm("/proc/self/comm"),
         )
+
+    def with_current_os_threads(self) -> ProcessState:
+        """This snapshot with the OS threads alive now as its own (taken again once the
+        project is imported: the libraries it loads may start native pools, e.g. OpenMP or
+        BLAS, sized by the machine's cores)."""
+        return replace(self, os_threads=frozenset(_task_ids()))
 
     def changed_hooks(self) -> list[str]:
         """Profile/trace/monitoring hooks that are not the ones of the snapshot."""

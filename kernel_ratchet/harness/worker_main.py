@@ -291,7 +291,9 @@ def _start(
     _prefer_source_root(spec["source_root"], spec["adapter"])
     sentinel.imports = ImportWatch(spec["source_root"]).install()
     try:
-        return Session(spec, sentinel)
+        session = Session(spec, sentinel)
+        sentinel.project_imported()
+        return session
     except BaseException as exc:  # noqa: BLE001 -- a failing candidate is an outcome
         traceback.print_exc()
         category, detail = classify(exc)

@@ -18,6 +18,7 @@ from kernel_ratchet.harness.worker import Worker, WorkerResult, WorkerSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 MODULE = "tests.harness.test_redteam_candidates"
+POOL = "tests.harness.native_pool_at_import"
 SHAPE = Shape("m24_n20_k16", M=24, N=20, K=16)
 SEED = 20240917
 
@@ -69,6 +70,7 @@ def test_honest_candidate_passes_check_and_time(tmp_path: Path) -> None:
         ("PartialWrite", "cheat", "did not follow"),
         ("LowPrecision", "wrong", "SNR"),
         ("BackgroundThread", "cheat", "background thread"),
+        ("NativePool", "cheat", "background thread"),
         ("ModifiesInputs", "cheat", "input modified"),
         ("NanOutput", "nan", "NaN"),
         ("RaisesOom", "oom", "out of device memory"),
@@ -80,6 +82,17 @@ def test_cheat_rejected_by_check(tmp_path: Path, cls: str, category: str, reason
         assert not r.ok and r.category == category, explain(r)
         assert reason in r.detail, explain(r)
         assert not w.alive  # a failed worker is never reused
+
+
+def test_native_threads_started_while_the_project_imports_are_not_the_candidates(
+    tmp_path: Path,
+) -> None:
+    """A library that starts a native pool when imported (an OpenMP or BLAS pool sized by the
+    machine's cores) leaves idle threads that no call of the op started."""
+    pool = WorkerSpec(**{**spec("TinyGemm").__dict__, "adapter": f"{POOL}:PoolAtImport"})
+    with Worker(pool, tmp_path / "w.log") as w:
+        r = w.check(SHAPE, SEED)
+        assert r.ok, explain(r)
 
 
 @pytest.mark.parametrize(

@@ -167,6 +167,24 @@ class BackgroundThread(TinyGemm):
         return matmul_nt(case.a, case.b)
 
 
+class NativePool(TinyGemm):
+    """Grows torch's native thread pool on its first call: OS threads the call leaves."""
+
+    def forward(self, case: Case) -> torch.Tensor:
+        grow_native_pool()
+        return matmul_nt(case.a, case.b)
+
+
+def grow_native_pool() -> None:
+    """Start native (non-Python) threads, as a library's OpenMP pool does when it grows."""
+    if not getattr(grow_native_pool, "done", False):
+        grow_native_pool.done = True  # type: ignore[attr-defined]
+        n = torch.get_num_threads()
+        torch.set_num_threads(n + 2)
+        torch.ones(1 << 20).add_(1.0)
+        torch.set_num_threads(n)  # the threads stay, idle in the pool
+
+
 class ModifiesInputs(TinyGemm):
     """Scales its input in place (e.g. to stash state in it)."""
 
