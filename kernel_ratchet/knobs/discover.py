@@ -33,6 +33,7 @@ from typing import Any
 
 from kernel_ratchet.knobs.declared import KnobDecl, assignment_entries, declarations_for
 from kernel_ratchet.knobs.model import (
+    UPPER,
     Computed,
     Entry,
     Knob,
@@ -46,7 +47,7 @@ from kernel_ratchet.knobs.tunables import Tunables
 
 #: Triton's launch defaults (``triton.Config`` and a plain launch, NVIDIA).
 DEFAULTS = {"num_warps": 4, "num_stages": 3}
-MAX_WARPS = 32
+MAX_WARPS = UPPER["num_warps"]
 #: Scale factors tried on a launch argument computed at run time.
 #: At equal distance the earlier value is tried first: a larger block still covers a row that
 #: one program handles whole, a smaller one may not.

@@ -3,8 +3,9 @@
 A knob's ``value`` is a literal (``int``, ``float``, ``bool``, ``str``), a :class:`Computed`
 expression (a launch argument computed at run time, e.g. ``num_warps`` from a helper), or a
 scale factor of such an expression (``base`` is then the expression's source: the value ``2.0``
-is written ``base * 2``, ``0.5`` is ``base // 2``, ``1.0`` is ``base`` itself, so a move and its
-reverse restore the file byte for byte).
+is written ``base * 2``, ``0.5`` is ``max(base // 2, 1)``, ``1.0`` is ``base`` itself, so a move
+and its reverse restore the file byte for byte). A scaled value stays in the range the hardware
+takes: never below 1, and ``num_warps`` never above 32 (``min(base * 2, 32)``: 1,024 threads).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from typing import Any
 from kernel_ratchet.errors import RatchetError
 
 LITERALS = (bool, int, float, str)
+#: The largest value a scaled launch argument may take (NVIDIA: 1,024 threads per program).
+UPPER = {"num_warps": 32}
 
 
 class KnobError(RatchetError):
@@ -48,7 +51,7 @@ class Knob:
             return value.source
         if self.base is None:
             return repr(value)
-        return scaled(self.base, value)
+        return scaled(self.base, value, UPPER.get(self.name))
 
 
 @dataclass(frozen=True)
@@ -78,8 +81,9 @@ class Entry:
         return self.path[-1] if self.path else None
 
 
-def scaled(base: str, factor: float) -> str:
-    """``base`` times ``factor`` as integer source: ``base * k``, ``base // k`` or ``base``."""
+def scaled(base: str, factor: float, upper: int | None = None) -> str:
+    """``base`` times ``factor`` as integer source: ``base * k`` (``min(base * k, upper)``
+    with a bound), ``max(base // k, 1)`` or ``base``."""
     if factor == 1:
         return base
     try:
@@ -89,12 +93,30 @@ def scaled(base: str, factor: float) -> str:
     if not isinstance(node, ast.Name | ast.Attribute | ast.Call | ast.Subscript | ast.Constant):
         base = f"({base})"
     if factor > 1:
-        return f"{base} * {round(factor)}"
-    return f"{base} // {round(1 / factor)}"
+        up = f"{base} * {round(factor)}"
+        return f"min({up}, {upper})" if upper else up
+    return f"max({base} // {round(1 / factor)}, 1)"
 
 
 def factor_of(node: ast.AST) -> tuple[ast.AST, float]:
-    """(the expression, the factor) of ``e * k`` / ``e // k`` (k an int > 1), else (node, 1)."""
+    """(the expression, the factor) of ``e * k`` / ``e // k`` (k an int > 1), also inside the
+    bounds :func:`scaled` writes (``min(e * k, c)``, ``max(e // k, 1)``), else (node, 1)."""
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in ("min", "max")
+        and len(node.args) == 2
+        and not node.keywords
+        and isinstance(node.args[1], ast.Constant)
+        and type(node.args[1].value) is int
+    ):
+        expr, factor = _plain_factor(node.args[0])
+        if factor != 1 and (factor > 1) == (node.func.id == "min"):
+            return expr, factor
+    return _plain_factor(node)
+
+
+def _plain_factor(node: ast.AST) -> tuple[ast.AST, float]:
     if (
         isinstance(node, ast.BinOp)
         and isinstance(node.op, ast.Mult | ast.FloorDiv)

@@ -71,16 +71,18 @@ def test_launch_arguments_computed_at_run_time_move_by_a_factor():
     assert 2.0 in t.knob_space(entry)["BLOCK_SIZE"]
     new = move(SETTINGS, "pkg/settings.py", LAUNCH, num_warps=2.0)
     (old_line, new_line) = changed_lines(SETTINGS, new)
-    assert new_line == "+" + old_line[1:].replace("num_warps=num_warps", "num_warps=num_warps * 2")
+    doubled = "num_warps=min(num_warps * 2, 32)"  # 32 warps: 1,024 threads, the limit
+    assert new_line == "+" + old_line[1:].replace("num_warps=num_warps", doubled)
+    assert discover(new, "pkg/settings.py").tunables.entries[LAUNCH].knobs["num_warps"].value == 2
     halved = move(new, "pkg/settings.py", LAUNCH, num_warps=0.5)
-    assert "num_warps=num_warps // 2" in halved
+    assert "num_warps=max(num_warps // 2, 1)" in halved  # never 0 warps
     assert move(halved, "pkg/settings.py", LAUNCH, num_warps=1.0) == SETTINGS
 
 
 def test_a_compound_expression_is_parenthesised_and_reverts_exactly():
     text = SETTINGS.replace("num_warps=num_warps\n", "num_warps=num_warps + extra\n")
     new = move(text, "pkg/settings.py", LAUNCH, num_warps=4.0)
-    assert "num_warps=(num_warps + extra) * 4" in new
+    assert "num_warps=min((num_warps + extra) * 4, 32)" in new
     assert discover(new, "pkg/settings.py").tunables.entries[LAUNCH].knobs["num_warps"].value == 4
     assert move(new, "pkg/settings.py", LAUNCH, num_warps=1.0) == text
 
