@@ -314,9 +314,7 @@ def output_tensors(out: Any, what: str) -> list[tuple[str, torch.Tensor]]:
                 f"{name!r}; outputs must be plain torch.Tensor (a lazy or wrapped result could "
                 "defer the work past the timer)"
             )
-        # a detached alias (same storage): poisoning or reading it never touches the autograd
-        # view of a custom Function's output, which an in-place fill would invalidate
-        result.append((name, v.detach()))
+        result.append((name, v.detach()))  # same storage; :func:`poison` writes its .data
     if not result:
         raise CheatDetected(f"{what} returned no tensor at all ({type(out).__name__})")
     return result
@@ -334,7 +332,8 @@ def check_output_types(outputs: Mapping[str, Any]) -> None:
 def poison(ts: list[tuple[str, torch.Tensor]]) -> None:
     """NaN-fill float outputs (max value for integer ones) so stale results show."""
     with torch.no_grad():
-        for _, t in ts:
+        for _, out in ts:
+            t = out.data  # autograd does not count this as an in-place write of the output
             if t.is_floating_point() and t.element_size() >= 1:
                 try:
                     t.fill_(math.nan)

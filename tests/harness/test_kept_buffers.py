@@ -38,7 +38,7 @@ def test_an_output_written_into_an_input_is_refused_as_input_modified(tmp_path: 
 def test_the_poison_of_a_custom_functions_view_output_shows_and_does_not_crash() -> None:
     """A graph replay returns the same output every sample, and it is poisoned in between. An
     output that is the autograd view of a custom Function (as fla's norms return) used to
-    crash the check ("a view ... modified inplace"); the poison goes through a detached alias."""
+    crash the backward timed next ("a view ... modified inplace"); the poison writes its .data."""
     import torch
 
     from kernel_ratchet.harness import anticheat as ac
@@ -49,3 +49,7 @@ def test_the_poison_of_a_custom_functions_view_output_shows_and_does_not_crash()
     ac.poison(ac.output_tensors(out, "forward()"))
     assert ac.nonfinite(ac.output_tensors(out, "forward()")) == ["0"]
     assert out.requires_grad and out.detach().data_ptr() == out.data_ptr()
+    # the backward timed next starts from this output (a graph's static one): the poison must
+    # not count as an in-place write for autograd ("a view ... modified inplace" otherwise)
+    (grad,) = torch.autograd.grad(out, a, torch.ones_like(out), allow_unused=True)
+    assert grad is None
