@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from kernel_ratchet.errors import RatchetError
+from kernel_ratchet.harness.timing import graphs
 from kernel_ratchet.harness.timing.cuda_events import CudaEventEngine
 from kernel_ratchet.harness.timing.cuda_support import (
     choose_graph,
@@ -130,3 +131,21 @@ def test_perf_counter_calls_hooks_around_every_sample_outside_the_batch():
     ]
     # warm-up + calibration see no hooks; every batched call sees an odd count (inside a sample)
     assert calls[:2] == [0, 0] and all(c % 2 == 1 for c in calls[2:])
+
+
+@pytest.mark.parametrize(
+    ("iters", "per_call_ms", "expected"),
+    [
+        (611, 0.08, (62, 10)),  # ~5 ms graphs, replayed to cover the sample (620 calls)
+        (100, 0.0, (100, 1)),  # no estimate: one graph of every call
+        (10, 2.0, (2, 5)),
+        (3, 20.0, (1, 3)),  # a call longer than a chunk: one call per graph
+        (4, 0.01, (4, 1)),  # fewer calls than a chunk holds: one graph
+    ],
+)
+def test_a_sample_replays_a_graph_of_a_few_milliseconds(iters, per_call_ms, expected):
+    per, times = graphs.chunked(iters, per_call_ms)
+    assert (per, times) == expected and per * times >= iters
+    calls: list[int] = []
+    graphs.replays(lambda: calls.append(1), times)()
+    assert len(calls) == times

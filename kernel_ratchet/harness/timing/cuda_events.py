@@ -34,8 +34,8 @@ class CudaEventEngine(engine.TimingEngine):
        ``settle_window`` readings within ``settle_tol_mhz``, read through pynvml), at most
        ``settle_max_ms``. Without pynvml the warm-up is time-based: ``fallback_warmup_ms``.
        The warm-up also estimates the per-call time.
-    3. Mode: a graph of ``iters`` calls (at most ``max_graph_iters``), or ``iters`` eager calls
-       back to back. The op's device time, which sizes ``iters``, is measured with the GPU
+    3. Mode: ``iters`` calls (at most ``max_graph_iters``) as replays of a CUDA graph of
+       about 5 ms of them (:func:`graphs.chunked`), or ``iters`` eager calls back to back. The op's device time, which sizes ``iters``, is measured with the GPU
        kept busy by a ``torch.cuda._sleep`` ahead of it, so host launch overhead does not hide
        a small op (``graph="off"`` skips that probe and uses the warm-up's time). An op that
        cannot be captured (host synchronisation, data-dependent shapes, CPU work) is timed in
@@ -196,22 +196,26 @@ class CudaEventEngine(engine.TimingEngine):
         return run, iters
 
     def _graphed(self, fn: Callable[[], Any], device_ms: float) -> graphs.Plan:
-        """A CUDA graph of ``fn`` calls (each after an L2 flush when ``flush_l2``), about
-        ``sample_ms`` long, and the graph of as many flushes that is subtracted. Raises
-        whatever a failed capture raises."""
+        """Replays of a CUDA graph of ``fn`` calls (each after an L2 flush when ``flush_l2``),
+        about ``sample_ms`` long in all, and as many replays of a graph of the same number of
+        flushes, subtracted. Raises whatever a failed capture raises."""
         flush = self._flush.zero_
         flush_est = graphs.events_ms(flush) if self.flush_l2 else 0.0
         iters = cuda_support.iterations_for(
             self.sample_ms, device_ms + flush_est, self.min_iters, self.max_graph_iters
         )
+        per, times = graphs.chunked(iters, device_ms + flush_est)
 
         def body() -> None:
             if self.flush_l2:
                 flush()
             fn()
 
-        baseline = graphs.capture(flush, iters) if self.flush_l2 else None
-        return graphs.Plan(graphs.capture(body, iters), iters, baseline, True)
+        # the flushes subtracted are replayed exactly as the timed calls are
+        base = graphs.replays(graphs.capture(flush, per), times) if self.flush_l2 else None
+        return graphs.Plan(
+            graphs.replays(graphs.capture(body, per), times), per * times, base, True
+        )
 
     def _plan(self, fn: Callable[[], Any], device_ms: float, est_ms: float) -> graphs.Plan:
         """How ``fn`` is timed (step 3): a graph, or eager calls (also when capture fails)."""

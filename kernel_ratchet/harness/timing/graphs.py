@@ -5,6 +5,11 @@ of ``triton.testing.do_bench_cudagraph``: warm the body on a side stream first, 
 initialisation never happens inside the capture) and replays it once before returning, so the
 graph's upload to the device is never inside a timed replay.
 
+:func:`chunked` splits a sample's calls into replays of one graph of a few milliseconds of
+work: capture runs the op's Python once per captured call (an autotuned, decorated op pays
+100 us or more each), and a graph's memory pool keeps every captured call's outputs, so one
+graph of a whole 50 ms sample cost more to capture than to replay.
+
 :func:`launch_floor_ms` measures what one trivial kernel costs per call in the same mode (graph
 replay or eager back-to-back calls): no op that does GPU work can be timed below it, so a
 reading under it means the timed region held no work (a graph that captured nothing, a
@@ -24,6 +29,8 @@ import torch
 FLOOR_FRACTION = 0.5
 #: Trivial kernels per floor measurement.
 FLOOR_CALLS = 200
+#: Device work of one captured graph when a sample replays it several times.
+CHUNK_MS = 5.0
 
 
 def use_capture_stream() -> torch.cuda.Stream:
@@ -69,6 +76,26 @@ def capture(body: Callable[[], Any], iters: int) -> Callable[[], None]:
     g.replay()  # the first replay uploads the graph: never a timed one
     torch.cuda.synchronize()
     return g.replay
+
+
+def chunked(iters: int, per_call_ms: float) -> tuple[int, int]:
+    """(calls per graph, replays per sample) for about ``iters`` calls of ``per_call_ms``
+    each: a graph holds about :data:`CHUNK_MS` of work, and the sample replays it as many
+    times as the ``iters`` calls need (rounded up)."""
+    per = iters if not per_call_ms > 0 else max(1, min(iters, round(CHUNK_MS / per_call_ms)))
+    return per, -(-iters // per)
+
+
+def replays(replay: Callable[[], None], times: int) -> Callable[[], None]:
+    """One timed call that replays a graph ``times`` times back to back."""
+    if times == 1:
+        return replay
+
+    def run() -> None:
+        for _ in range(times):
+            replay()
+
+    return run
 
 
 def _without_host_sync(body: Callable[[], Any]) -> None:
