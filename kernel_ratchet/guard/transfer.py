@@ -204,11 +204,13 @@ def _prod(values: Sequence[float]) -> float:
     return math.prod(1.0 + v for v in values)
 
 
-def attribute_gain(rounds: Sequence[RoundGain], *, headline: float | None = None) -> Attribution:
+def attribute_gain(
+    rounds: Sequence[RoundGain], *, headline: float | None = None, measured: str = "measured"
+) -> Attribution:
     """Split the campaign's gain into S_real, W_real, R_real (formulas: module docstring).
 
     ``rounds`` are the accepted rounds of the chain; ``headline`` the measured total gain
-    (baseline -> final on full validation), else the product of the rounds' benchmark gains.
+    (``measured`` says by what), else the product of the rounds' benchmark gains.
     """
     parts: dict[str, list[RoundGain]] = {"S": [], "W": [], "R": []}
     for r in rounds:
@@ -236,7 +238,7 @@ def attribute_gain(rounds: Sequence[RoundGain], *, headline: float | None = None
         f"- R_real (rejected / overfit, must be 0): {r_real:+.2%} ({names['R']})",
         f"- Headline: {total:+.2%}"
         + (
-            f" (measured; the accepted rounds' own gains compose to {chain - 1:+.2%}, and each "
+            f" ({measured}; the accepted rounds' own gains compose to {chain - 1:+.2%}, and each "
             "part above is its log share of the chain applied to the headline)"
             if headline is not None
             else " (product of round gains)"

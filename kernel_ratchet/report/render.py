@@ -96,7 +96,7 @@ def _final_report(c: CampaignContext, final: BenchTable) -> str:
         f"- Chain integrity (harness CSVs, diagnostic): {'; '.join(chain) or 'intact'}\n"
         "- Top three next steps: re-profile the largest shape; revisit the most promising "
         "rolled-back direction with a different approach; compare with the vendor library\n"
-        f"- Real-training audit: {_real_training(c, gain)}\n\nRound summaries:\n" + links + "\n\n"
+        f"- Real-training audit: {_real_training(c)}\n\nRound summaries:\n" + links + "\n\n"
     )
 
 
@@ -141,8 +141,10 @@ def _paired_chain(c: CampaignContext, acc: list[ClosedEntry]) -> str:
     return f"{pct(chain_of(c, c.state.incumbent_round or 1), 2)} ({'; '.join(parts)})"
 
 
-def _real_training(c: CampaignContext, headline: float) -> str:
-    """S_real / W_real / R_real of the accepted chain and the inflation gap (SPEC section 8)."""
+def _real_training(c: CampaignContext) -> str:
+    """S_real / W_real / R_real of the accepted chain and the inflation gap (SPEC section 8),
+    against the report's headline: the incumbent's paired chain (the product of the rounds'
+    gains where an accepted round has none)."""
     gains = []
     for r in c.state.closed:
         if r.status is not Status.ACCEPTED:
@@ -152,7 +154,8 @@ def _real_training(c: CampaignContext, headline: float) -> str:
         bucket = rec.transfer_static.bucket if rec.transfer_static else rec.bucket
         decision = t.get("Decision", "ACCEPT-as-real").split()[0]
         gains.append(RoundGain(r.round, bucket, decision, float(r.gain or 0.0)))
-    a = attribute_gain(gains, headline=headline if math.isfinite(headline) else None)
+    chain = chain_of(c, c.state.incumbent_round or 1) if gains else None
+    a = attribute_gain(gains, headline=chain, measured="the paired chain, the report's headline")
     return a.text
 
 

@@ -171,6 +171,8 @@ def test_whole_campaign(tmp_path):
     d2 = json.loads((cdir / "rounds/round-2/round.json").read_text())["decision"]
     chain = f"- Paired chain: {g2 * 100:+.2f}% (round-2 {1 + g2:.4f}x [{1 + d2['gain_ci'][0]:.4f}"
     assert chain in report, report
+    # the audit re-attributes the report's headline (the paired chain), not a harness total
+    assert f"- Headline: {g2 * 100:+.2f}% (the paired chain, the report's headline" in report
     assert "two single harness measurements taken at different times" in report
     st = ratchet(root, "status")
     assert "(paired" in st.stdout and f"{g2 * 100:+.2f}%" in st.stdout, st.stdout

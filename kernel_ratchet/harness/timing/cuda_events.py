@@ -35,11 +35,12 @@ class CudaEventEngine(engine.TimingEngine):
        ``settle_max_ms``. Without pynvml the warm-up is time-based: ``fallback_warmup_ms``.
        The warm-up also estimates the per-call time.
     3. Mode: ``iters`` calls (at most ``max_graph_iters``) as replays of a CUDA graph of
-       about 5 ms of them (:func:`graphs.chunked`), or ``iters`` eager calls back to back. The op's device time, which sizes ``iters``, is measured with the GPU
-       kept busy by a ``torch.cuda._sleep`` ahead of it, so host launch overhead does not hide
-       a small op (``graph="off"`` skips that probe and uses the warm-up's time). An op that
-       cannot be captured (host synchronisation, data-dependent shapes, CPU work) is timed in
-       eager back-to-back batches instead: the fallback is flagged and kept in the details.
+       about 5 ms of them (:func:`graphs.chunked`), or ``iters`` eager calls back to back.
+       The op's device time, which sizes ``iters``, is measured with the GPU kept busy by a
+       ``torch.cuda._sleep`` ahead of it, so host launch overhead does not hide a small op
+       (``graph="off"`` skips that probe and uses the warm-up's time). An op that cannot be
+       captured (host synchronisation, data-dependent shapes, CPU work) is timed in eager
+       back-to-back batches instead: the fallback is flagged and kept in the details.
     4. One sample = one timed call of ``iters`` calls lasting about ``sample_ms``: the L2 is
        flushed (``2 x L2``) before it when ``flush_l2``, the start event is recorded right
        before the first call, the whole device is synchronized (so work on any side stream is
