@@ -56,3 +56,16 @@ def test_a_large_gain_must_hold_in_fresh_processes():
         row("c", 1.25, 1.2, 1.3),
     ]  # FASTER but far under half the first gain (1.4)
     assert unconfirmed_shapes(first, again, ["a", "b", "c"]) == ["b", "c"]
+
+
+def test_the_summary_says_when_the_simulations_gains_are_all_noise():
+    """Eager steps of a 0.5 ms op on an H200 read -48% and -16% for a change the paired A/B
+    measured at +0.4%, with ±53% noise: the summary must not read them as gains."""
+    from kernel_ratchet.campaign.rounds.view import _noise
+
+    lost = _verdict(_sim(0.41, 0.56, noise=0.26), _sim(0.80, 0.67, noise=0.09))
+    assert lost["verdict"] == "TRANSFERS"
+    assert _noise(lost) == " (noise ±52.24%: both within it, not a measured gain)"
+    held = _verdict(_sim(2.0, 2.2), _sim(1.5, 1.65))
+    assert _noise(held) == " (noise ±1.21%)"
+    assert _noise({"train_gain": 0.1, "bench_gain": 0.1}) == ""  # a record written before

@@ -96,6 +96,7 @@ def _verdict(inc: dict[str, Any], cand: dict[str, Any]) -> dict[str, Any]:
             "verdict": "OVERFIT",
             "bench_gain": bench_gain,
             "train_gain": train_gain,
+            "noise": noise,
             "reason": f"only the candidate's simulation reads OVERFIT ({cand['reason']}); " + nums,
         }
     short = bench_gain - max(noise, MIN_GAIN)
@@ -104,11 +105,13 @@ def _verdict(inc: dict[str, Any], cand: dict[str, Any]) -> dict[str, Any]:
             "verdict": "OVERFIT",
             "bench_gain": bench_gain,
             "train_gain": train_gain,
+            "noise": noise,
             "reason": "the gain does not transfer to fresh tensors: " + nums,
         }
     return {
         "verdict": "TRANSFERS",
         "bench_gain": bench_gain,
         "train_gain": train_gain,
+        "noise": noise,
         "reason": nums,
     }

@@ -98,6 +98,16 @@ def view(c: CampaignContext, record: RoundRecord) -> RoundView:
     )
 
 
+def _noise(dyn: dict) -> str:
+    """The simulation's noise beside its gains (eager steps of a few calls: a short op's
+    gains there can be all noise; the decision's gain is the paired A/B's)."""
+    noise = dyn.get("noise")
+    if noise is None:
+        return ""
+    lost = noise > max(abs(dyn["train_gain"]), abs(dyn["bench_gain"]))
+    return f" (noise ±{noise:.2%}{': both within it, not a measured gain' if lost else ''})"
+
+
 def transfer_of(record: RoundRecord) -> dict[str, str]:
     """The round's ``Real-training transfer check`` values (SPEC section 8)."""
     static = record.transfer_static
@@ -112,7 +122,7 @@ def transfer_of(record: RoundRecord) -> dict[str, str]:
         t["Estimated real-training gain"] = (
             f"{dyn['train_gain']:+.2%} measured in the training idiom (fresh activations and "
             f"grad_out, weight updated in place) against {dyn['bench_gain']:+.2%} in the "
-            f"benchmark idiom, on {dyn['shape']}"
+            f"benchmark idiom, on {dyn['shape']}{_noise(dyn)}"
             + ("" if static.bucket[0] == "K" else f"; {t['Estimated real-training gain']}")
         )
         if dyn["verdict"] == "OVERFIT":
