@@ -32,6 +32,7 @@ from kernel_ratchet.cli import (  # noqa: F401 - they register the commands
     tools,
 )
 from kernel_ratchet.cli.common import app, err, safe_print, silence
+from kernel_ratchet.cli.help_text import unwrap_help
 from kernel_ratchet.errors import (
     INTERRUPT_REQUESTED,
     TERMINATION_REQUESTED,
@@ -40,6 +41,8 @@ from kernel_ratchet.errors import (
 )
 
 __all__ = ["app", "main"]
+
+unwrap_help(app)
 
 
 def _terminate(signum, frame) -> None:  # noqa: ARG001 - signal handler signature

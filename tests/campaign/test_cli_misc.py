@@ -151,3 +151,16 @@ def test_reading_the_records_does_not_import_torch(baselined, args):
     )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "torch loaded: False" in r.stderr, r.stderr
+
+
+def test_command_help_wraps_to_the_terminal_not_to_the_docstring():
+    """A docstring's line breaks inside a paragraph left ragged lines in the command list;
+    list items keep theirs."""
+    from typer.testing import CliRunner
+
+    from kernel_ratchet.cli.help_text import unwrapped
+
+    out = CliRunner().invoke(cli.app, ["--help"], env={"COLUMNS": "200"}).output
+    assert "an index of them (charts drawn by plotly, inlined: the pages open" in out, out
+    doc = "One paragraph\nwrapped here.\n\nItems:\n- first\n  continued\n- second"
+    assert unwrapped(doc) == "One paragraph wrapped here.\n\nItems:\n- first\n  continued\n- second"
