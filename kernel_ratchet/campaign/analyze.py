@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from kernel_ratchet.campaign.fsutil import atomic_write_json, atomic_write_text
-from kernel_ratchet.campaign.profiling import profile_incumbent
+from kernel_ratchet.campaign.profiling import pick_shape, profile_incumbent
 from kernel_ratchet.campaign.profiling import render_md as profile_md
 from kernel_ratchet.scoring.roofline import Ceilings, analyze_table, render_md
 
@@ -98,8 +98,21 @@ def _adapter(c: CampaignContext) -> Any:
         sys.path.remove(str(c.root))
 
 
-def analyze_campaign(c: CampaignContext, n: int) -> dict[str, Any]:
-    """ANALYZE before round ``n``: the incumbent's latest CSV against the ceilings; writes
+#: Why a round's analysis holds no profile when its optimizer does not read one.
+NOT_READ = (
+    "not taken: this campaign's optimizer does not read it (a profiler run and Nsight Compute "
+    "per new incumbent); rounds proposed by an agent or by hand take it"
+)
+
+
+def _not_read(c: CampaignContext, a: dict[str, Any]) -> dict[str, Any]:
+    key = {"incumbent_round": c.state.incumbent_round, "shape": pick_shape(c, a)["label"]}
+    return {"key": key, "error": NOT_READ}
+
+
+def analyze_campaign(c: CampaignContext, n: int, profile: bool = True) -> dict[str, Any]:
+    """ANALYZE before round ``n``: the incumbent's latest CSV against the ceilings, and its
+    profile unless ``profile`` is False (an optimizer that does not read it); writes
     ``profiles/round-<n>/analysis.{json,md}`` and returns the analysis."""
     ceil = ceilings(c.dir)
     rel = c.state.incumbent_quick_csv or c.state.incumbent_full_csv
@@ -110,7 +123,7 @@ def analyze_campaign(c: CampaignContext, n: int) -> dict[str, Any]:
     a["source_csv"] = rel
     out = c.dir / "profiles" / f"round-{n}"
     try:
-        a["profile"] = profile_incumbent(c, n, a)
+        a["profile"] = profile_incumbent(c, n, a) if profile else _not_read(c, a)
     except (OSError, RuntimeError, ValueError) as exc:  # advisory: never stops a round
         a["profile"] = {"error": f"{type(exc).__name__}: {exc}"}
     atomic_write_json(out / "analysis.json", a)

@@ -179,6 +179,9 @@ class Optimizer(ABC):
     #: True for an optimizer whose None means "a person takes over" (the loop then stops
     #: without ending the campaign) rather than "nothing left to try" (T4 and the REPORT).
     interactive: bool = False
+    #: Whether ``propose`` reads the incumbent's kernel time breakdown (``analysis["profile"]``,
+    #: a profiler run and Nsight Compute after every new incumbent); False skips taking it.
+    reads_profile: bool = True
 
     @abstractmethod
     def propose(self, context: OptimizerContext) -> Proposal | None:

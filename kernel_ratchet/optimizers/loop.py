@@ -302,7 +302,7 @@ def _analyze(c: Campaign, run: LoopSettings, n: int) -> tuple[Mapping[str, Any] 
     """ANALYZE before round ``n`` (advisory: a failure is said, not raised), and a T2 reason
     when the measured efficiency reached the target."""
     try:
-        analysis = analyze_campaign(c.ctx, n)
+        analysis = analyze_campaign(c.ctx, n, profile=run.optimizer.reads_profile)
     except (RatchetError, OSError, RuntimeError) as exc:
         run.say(f"ANALYZE before round-{n} failed ({exc}); proposing without it")
         return None, ""

@@ -87,6 +87,7 @@ class SearchOptimizer(Optimizer):
     """
 
     name = "search"
+    reads_profile = False  # it moves knobs by the roofline's efficiency alone
 
     def __init__(
         self,

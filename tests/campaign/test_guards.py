@@ -221,3 +221,19 @@ def test_a_lost_sigterm_still_stops_the_loop_between_rounds():
     finally:
         TERMINATION_REQUESTED.clear()
     assert code == loop.PAUSED and "SIGTERM" in why and "ratchet resume" in why
+
+
+def test_an_optimizer_that_does_not_read_the_profile_does_not_pay_for_it(open_campaign):
+    """ANALYZE's profile (a profiler process, Nsight Compute on a GPU) is taken for the
+    optimizers that read it; the search reads only the roofline."""
+    from kernel_ratchet.campaign.analyze import NOT_READ, analyze_campaign
+    from kernel_ratchet.optimizers.search import SearchOptimizer
+
+    assert SearchOptimizer.reads_profile is False
+    with open_campaign() as c:
+        a = analyze_campaign(c.ctx, 2, profile=False)
+    assert a["shapes"] and a["profile"]["error"] == NOT_READ
+    assert a["profile"]["key"]["incumbent_round"] == 1
+    md = (c.ctx.dir / "profiles/round-2/analysis.md").read_text()
+    assert "## Kernel time breakdown" in md and "Not measured: not taken" in md
+    assert not (c.ctx.dir / "profiles/round-2/breakdown.log").exists()

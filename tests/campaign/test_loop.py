@@ -181,7 +181,7 @@ def test_example_gemm_bf16_rehearsal_runs_end_to_end(tmp_path):
     recs = _records(cdir)
     assert recs[0]["status"] == "BASELINE" and len(recs) == 3, r.stdout
     prof = json.loads((cdir / "profiles/round-2/analysis.json").read_text())["profile"]
-    assert set(prof["phases"]) == {"fwd", "bwd"}, prof  # the GEMM's backward is profiled too
+    assert prof["error"].startswith("not taken"), prof  # the search does not read it
     # the search moved one knob per round, the one --knobs allows
     assert all(x["direction"].startswith("CONFIGS/bf16") for x in recs[1:])
     assert all(":num_stages=" in x["direction"] for x in recs[1:]), recs
