@@ -108,18 +108,26 @@ class InPlace:
         return {t.untyped_storage().data_ptr() for _, t in self.fields(case) if t.numel()}
 
 
-def prepared(adapter: Any, case: Any) -> InPlace | None:
-    """For an op with in-place outputs: run the forward once (it may add fields, such as the
-    incoming gradient), keep every field's values from before any call wrote into them, and
-    write them back, so the next ``outputs`` call sees the inputs as built. None otherwise."""
+def first_forward(adapter: Any, case: Any) -> tuple[Any, InPlace | None]:
+    """(the output of a first forward call, the in-place fields or None). For an op with
+    in-place outputs, every field's values from before any call wrote into them are kept
+    (also those of fields the forward adds, such as the incoming gradient) and written back,
+    so the next call sees the inputs as built."""
     inplace = InPlace.of(adapter)
-    if inplace is None:
+    if inplace:
+        inplace.keep(case)
+    out = adapter.forward(case)
+    if inplace:  # fields the forward added; those kept above keep their first values
+        inplace.keep(case).restore(case)
+    return out, inplace
+
+
+def prepared(adapter: Any, case: Any) -> InPlace | None:
+    """:func:`first_forward`'s fields for an op with in-place outputs; None (and no call)
+    otherwise."""
+    if InPlace.of(adapter) is None:
         return None
-    inplace.keep(case)
-    adapter.forward(case)
-    inplace.keep(case)  # fields the forward added; those kept above keep their first values
-    inplace.restore(case)
-    return inplace
+    return first_forward(adapter, case)[1]
 
 
 def reference(adapter: Any, case: Any, inplace: InPlace | None) -> dict[str, torch.Tensor]:
