@@ -81,6 +81,16 @@ class TimedCallChecks:
         self.captures = _capture_count()  # graphs captured before this measurement
         self.what = "backward()" if phase == "bwd" else "forward()"
 
+    @property
+    def prelude(self) -> Any:
+        """Before every timed call of an in-place op: its declared fields written back to
+        their kept values, so each call does the work of one training step (chained calls
+        would feed every call the previous one's results, which can overflow to NaN and then
+        read as an unwritten output); the engine subtracts the restores' own time."""
+        if not self.inplace:
+            return None
+        return lambda: self.inplace.restore(self.case)
+
     def fn(self) -> None:
         # The two previous outputs stay held while the call runs, so an op that allocates its
         # output cannot get their storage back: the same storage again is a returned result.

@@ -53,3 +53,31 @@ def swiglu_stops_writing(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 def swiglu_ref(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return F.silu(a) * b
+
+
+GAIN = 1.0e6  # fp32 overflows after a handful of chained backward calls
+
+
+class _ScaleIntoDy(torch.autograd.Function):
+    """y = x * w * GAIN; the backward writes dx into the incoming gradient (Liger-Kernel's
+    RMSNorm layout, dX into dY). Calls chained on their own results grow by GAIN each."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x, w)
+        return x * w * GAIN
+
+    @staticmethod
+    def backward(ctx, dy: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x, w = ctx.saved_tensors
+        dw = (dy * x * GAIN).sum(0)
+        dy.data.mul_(w * GAIN)  # dx, stored in dy as a kernel would
+        return dy, dw
+
+
+def scale_into_dy(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return _ScaleIntoDy.apply(x, w)
+
+
+def scale_ref(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return x * w * GAIN

@@ -85,3 +85,28 @@ def test_a_frozen_dataclass_case_lends_its_kept_fields_to_the_reference():
     with kept.as_kept(case) as c:
         assert torch.equal(c.dy, torch.zeros(3))
     assert torch.equal(case.dy, torch.full((3,), 5.0))  # the result is where the op left it
+
+
+def test_an_inplace_op_whose_chained_calls_overflow_is_timed_from_its_kept_values(tmp_path):
+    """Every timed call starts from the kept values: fed its own results, this backward (dX
+    written into dY, as Liger-Kernel's RMSNorm does) overflows to NaN within a sample, which
+    the NaN-poison check would call an unwritten output of an honest op."""
+    spec = described_spec(
+        {
+            "function": f"{OPS}:scale_into_dy",
+            "reference": f"{OPS}:scale_ref",
+            "inputs": {"x": "[M, N] dtype", "w": "[N] dtype"},
+            "outputs": ["y"],
+            "gradients": ["x", "w"],
+            "inplace_outputs": ["dy"],
+            "bytes": "io",
+        },
+        "memory",
+    )
+    batches = cpu_spec(spec, max_batch=20, min_sample_ms=5.0)  # 20 calls a sample: 1e120
+    with Worker(batches, tmp_path / "w.log") as w:
+        r = w.check(SHAPE, 11)
+        assert r.ok, explain(r)
+        t = w.time(SHAPE, 12, "bwd")
+        assert t.ok, explain(t)
+        assert t.payload["median_ms"] > 0

@@ -149,3 +149,31 @@ def test_a_sample_replays_a_graph_of_a_few_milliseconds(iters, per_call_ms, expe
     calls: list[int] = []
     graphs.replays(lambda: calls.append(1), times)()
     assert len(calls) == times
+
+
+def test_the_prelude_before_every_call_is_subtracted_from_the_time():
+    import time
+
+    from kernel_ratchet.harness.timing.engine import SampleHooks
+    from kernel_ratchet.harness.timing.perf_counter import PerfCounterEngine
+
+    calls = {"prelude": 0, "op": 0}
+
+    def spin(ms: float) -> None:
+        end = time.perf_counter() + ms / 1e3
+        while time.perf_counter() < end:
+            pass
+
+    class Slow(SampleHooks):
+        @staticmethod
+        def prelude() -> None:
+            calls["prelude"] += 1
+            spin(3.0)
+
+    def op() -> None:
+        calls["op"] += 1
+        spin(1.0)
+
+    t = PerfCounterEngine(samples=3, warmup=1, min_sample_ms=2.0).measure(op, Slow())
+    assert calls["prelude"] >= calls["op"]  # before every call, and alone for the baseline
+    assert 0.5 < t.median_ms < 2.0, t  # 1 ms of op; 4 ms if the prelude were counted

@@ -186,20 +186,28 @@ class CudaEventEngine(engine.TimingEngine):
         host_ms = (time.perf_counter() - h0) * 1e3
         return start.elapsed_time(end), host_ms, clock
 
-    def _eager(self, fn: Callable[[], Any], est_ms: float) -> tuple[Callable[[], None], int]:
-        """(timed call, calls in it): ``fn`` back to back, about ``sample_ms`` long."""
+    def _eager(self, fn: Callable[[], Any], est_ms: float, prelude: engine.Prelude = None):
+        """(timed call, calls in it, baseline): ``fn`` back to back, about ``sample_ms`` long;
+        with a ``prelude`` (already inside ``fn``), as many preludes alone, subtracted."""
         iters = cuda_support.iterations_for(self.sample_ms, est_ms, self.min_iters, self.max_iters)
 
         def run() -> None:
             for _ in range(iters):
                 fn()
 
-        return run, iters
+        def base() -> None:
+            for _ in range(iters):
+                prelude()
 
-    def _graphed(self, fn: Callable[[], Any], device_ms: float) -> graphs.Plan:
+        return run, iters, base if prelude is not None else None
+
+    def _graphed(
+        self, fn: Callable[[], Any], device_ms: float, prelude: engine.Prelude = None
+    ) -> graphs.Plan:
         """Replays of a CUDA graph of ``fn`` calls (each after an L2 flush when ``flush_l2``),
         about ``sample_ms`` long in all, and as many replays of a graph of the same number of
-        flushes, subtracted. Raises whatever a failed capture raises."""
+        flushes (and ``prelude`` calls, already inside ``fn``), subtracted. Raises whatever a
+        failed capture raises."""
         flush = self._flush.zero_
         flush_est = graphs.events_ms(flush) if self.flush_l2 else 0.0
         iters = cuda_support.iterations_for(
@@ -212,22 +220,29 @@ class CudaEventEngine(engine.TimingEngine):
                 flush()
             fn()
 
-        # the flushes subtracted are replayed exactly as the timed calls are
-        base = graphs.replays(graphs.capture(flush, per), times) if self.flush_l2 else None
+        def overhead() -> None:
+            if self.flush_l2:
+                flush()
+            if prelude is not None:
+                prelude()
+
+        # what is subtracted is replayed exactly as the timed calls are
+        subtract = self.flush_l2 or prelude is not None
+        base = graphs.replays(graphs.capture(overhead, per), times) if subtract else None
         return graphs.Plan(
             graphs.replays(graphs.capture(body, per), times), per * times, base, True
         )
 
-    def _plan(self, fn: Callable[[], Any], device_ms: float, est_ms: float) -> graphs.Plan:
+    def _plan(self, fn: Callable[[], Any], device_ms: float, est_ms: float, prelude=None):
         """How ``fn`` is timed (step 3): a graph, or eager calls (also when capture fails)."""
         if cuda_support.choose_graph(self.graph, device_ms * 1e3, self.graph_below_us):
             try:
-                return self._graphed(fn, device_ms)
+                return self._graphed(fn, device_ms, prelude)
             except Exception as exc:  # capture is not possible for every op: time it eagerly
                 engine.sync(self.device)
                 why = f"CUDA graph capture failed ({type(exc).__name__}: {str(exc)[:160]})"
-                return graphs.Plan(*self._eager(fn, est_ms), None, False, why)
-        return graphs.Plan(*self._eager(fn, est_ms), None, False)
+                return graphs.Plan(*self._eager(fn, est_ms, prelude), False, why)
+        return graphs.Plan(*self._eager(fn, est_ms, prelude), False)
 
     def _floor(self, graph: bool) -> float:
         if graph not in self._floors:
@@ -241,6 +256,8 @@ class CudaEventEngine(engine.TimingEngine):
     ) -> engine.Timing:
         hooks = hooks or engine.SampleHooks()
         flags: list[str] = []
+        prelude = engine.prelude(hooks)
+        fn = engine.with_prelude(fn, prelude)
         l2_reset = cuda_support.reset_persisting_l2()
         host_est_ms, settled_mhz, details = self._warmup(fn)
         if details["clock_settled"] is False:
@@ -252,11 +269,11 @@ class CudaEventEngine(engine.TimingEngine):
         details["device_ms_estimate"] = device_ms
         details["device_ms_source"] = "event probe behind a sleep" if probe else "warm-up"
         est_ms = max(host_est_ms, device_ms)  # an eager timed call lasts as long as the slower
-        plan = self._plan(fn, device_ms, est_ms)
+        plan = self._plan(fn, device_ms, est_ms, prelude)
         if plan.fallback:
             flags.append(f"{plan.fallback}: timed as back-to-back eager calls, launches included")
         got = self._collect(plan, settled_mhz, hooks, flags)
-        plan, got, floor = self._guarded(fn, plan, got, est_ms, settled_mhz, hooks, flags)
+        plan, got, floor = self._guarded(fn, plan, got, est_ms, settled_mhz, hooks, flags, prelude)
         details.update(
             mode="graph" if plan.graph else "eager",
             quantity=self._what(plan),
@@ -289,6 +306,7 @@ class CudaEventEngine(engine.TimingEngine):
         settled_mhz: float | None,
         hooks: engine.SampleHooks,
         flags: list[str],
+        prelude: engine.Prelude = None,
     ) -> tuple[graphs.Plan, graphs.Collected, float]:
         """(plan, samples, launch floor) once the samples are a time (step 7): raises
         RatchetError when they are not one."""
@@ -299,7 +317,7 @@ class CudaEventEngine(engine.TimingEngine):
             # subtraction is timed eagerly instead (flagged); the eager reading is guarded too
             flags.append(f"graph timing ill-conditioned ({why}): timed eagerly")
             plan = graphs.Plan(
-                *self._eager(fn, est_ms), None, False, "graph timing ill-conditioned"
+                *self._eager(fn, est_ms, prelude), False, "graph timing ill-conditioned"
             )
             got = self._collect(plan, settled_mhz, hooks, flags)
             floor = self._floor(False)

@@ -42,13 +42,40 @@ class SampleHooks:
 
     The worker uses them for anti-cheat: poison the previous outputs and rebind inputs before
     a sample, check the outputs of the sample's last call after it. The default does nothing.
+    ``prelude`` (None here) is run before every timed call, its own time subtracted
+    (:func:`prelude`).
     """
+
+    prelude: Callable[[], Any] | None = None
 
     def before_sample(self, index: int) -> None:
         """Before sample ``index`` (0-based), after warm-up."""
 
     def after_sample(self, index: int) -> None:
         """After sample ``index`` has been timed and synchronized."""
+
+
+#: What runs before every timed call, outside the op (see :func:`prelude`), or None.
+Prelude = Callable[[], Any] | None
+
+
+def prelude(hooks: Any) -> Prelude:
+    """What must run before every timed call, outside the op (``hooks.prelude``: an in-place
+    op's inputs written back to their kept values), or None. Engines run it before each call
+    and subtract its own time, measured alone the same way."""
+    return getattr(hooks, "prelude", None)
+
+
+def with_prelude(fn: Callable[[], Any], before: Callable[[], Any] | None) -> Callable[[], Any]:
+    """``fn`` with ``before`` called ahead of every call (``fn`` itself without one)."""
+    if before is None:
+        return fn
+
+    def call() -> None:
+        before()
+        fn()
+
+    return call
 
 
 class TimingEngine(ABC):

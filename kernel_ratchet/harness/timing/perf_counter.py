@@ -41,6 +41,8 @@ class PerfCounterEngine(engine.TimingEngine):
         self, fn: Callable[[], Any], hooks: engine.SampleHooks | None = None
     ) -> engine.Timing:
         hooks = hooks or engine.SampleHooks()
+        before = engine.prelude(hooks)
+        fn = engine.with_prelude(fn, before)
         for _ in range(self.warmup):
             fn()
         engine.sync(self.device)
@@ -52,14 +54,20 @@ class PerfCounterEngine(engine.TimingEngine):
         out = []
         for i in range(self.samples):
             hooks.before_sample(i)
-            engine.sync(self.device)
-            t0 = time.perf_counter()
-            for _ in range(batch):
-                fn()
-            engine.sync(self.device)
-            out.append((time.perf_counter() - t0) * 1e3 / batch)
+            ms = self._batch_ms(fn, batch)
             hooks.after_sample(i)
+            # the preludes' own time, from as many of them alone, is not the op's
+            out.append(ms - (self._batch_ms(before, batch) if before is not None else 0.0))
         return engine.summarize(out, self.name)
+
+    def _batch_ms(self, fn: Callable[[], Any], batch: int) -> float:
+        """Per-call ms of ``batch`` back-to-back calls, synchronized before and after."""
+        engine.sync(self.device)
+        t0 = time.perf_counter()
+        for _ in range(batch):
+            fn()
+        engine.sync(self.device)
+        return (time.perf_counter() - t0) * 1e3 / batch
 
     def describe(self) -> dict[str, Any]:
         return {
