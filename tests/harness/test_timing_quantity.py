@@ -115,7 +115,7 @@ def fake_engine(measured, graphed, floor_ms=0.002, eager_ms_per_call=0.05):
 
 
 def test_an_op_that_cannot_be_captured_is_timed_in_eager_batches_and_says_so():
-    def graphed(fn, device_ms):
+    def graphed(fn, device_ms, prelude=None):
         raise RuntimeError("operation not permitted when stream is capturing")
 
     eng, fn = fake_engine(quantity.Measure("kernel_time", "warm"), graphed)
@@ -129,7 +129,7 @@ def test_an_op_that_cannot_be_captured_is_timed_in_eager_batches_and_says_so():
 def test_cold_l2_subtracts_the_flushes_timed_in_the_same_sample():
     eng, fn = fake_engine(
         quantity.Measure("kernel_time", "cold"),
-        lambda fn, device_ms: graphs.Plan(Replay(3.0), 100, Replay(2.0), True),
+        lambda fn, device_ms, prelude=None: graphs.Plan(Replay(3.0), 100, Replay(2.0), True),
     )
     t = eng.measure(fn)
     assert t.median_ms == pytest.approx(0.01) and t.details["flush_ms_per_iter"] == 0.02
@@ -139,13 +139,13 @@ def test_cold_l2_subtracts_the_flushes_timed_in_the_same_sample():
 def test_a_graph_that_reads_no_work_raises_instead_of_reporting_a_number():
     eng, fn = fake_engine(
         quantity.Measure("kernel_time", "warm"),
-        lambda fn, device_ms: graphs.Plan(Replay(0.0001), 100, None, True),
+        lambda fn, device_ms, prelude=None: graphs.Plan(Replay(0.0001), 100, None, True),
     )
     with pytest.raises(RatchetError, match="not a time.*launch floor"):
         eng.measure(fn)
     cold, fn = fake_engine(
         quantity.Measure("kernel_time", "cold"),
-        lambda fn, device_ms: graphs.Plan(Replay(2.0), 100, Replay(2.1), True),
+        lambda fn, device_ms, prelude=None: graphs.Plan(Replay(2.0), 100, Replay(2.1), True),
     )
     with pytest.raises(RatchetError, match="<= 0 ms.*l2: warm"):
         cold.measure(fn)
@@ -153,8 +153,20 @@ def test_a_graph_that_reads_no_work_raises_instead_of_reporting_a_number():
 
 def test_a_size_chosen_graph_lost_in_the_flush_is_retimed_eagerly_and_flagged():
     eng, fn = fake_engine(
-        None, lambda fn, device_ms: graphs.Plan(Replay(2.0), 100, Replay(2.0), True)
+        None, lambda fn, device_ms, prelude=None: graphs.Plan(Replay(2.0), 100, Replay(2.0), True)
     )
     t = eng.measure(fn, SampleHooks())
     assert t.details["mode"] == "eager" and t.median_ms == pytest.approx(0.05)
     assert any("ill-conditioned" in f for f in t.flags), t.flags
+
+
+def test_an_uncaptured_op_with_a_prelude_is_timed_without_the_preludes():
+    def graphed(fn, device_ms, prelude=None):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    eng, fn = fake_engine(quantity.Measure("kernel_time", "warm"), graphed)
+    hooks = SampleHooks()
+    hooks.prelude = fn  # as long as a call of the op: read with it, the op would take 0.1 ms
+    t = eng.measure(fn, hooks)
+    assert t.details["mode"] == "eager"
+    assert t.median_ms == pytest.approx(0.05)
