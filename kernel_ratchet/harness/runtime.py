@@ -74,14 +74,15 @@ class _Poison(SampleHooks):
         ac.require_rewritten(ac.output_tensors(self.last[0], self.what), self.what, index)
 
 
-class _Restore(SampleHooks):
-    """For an op with in-place outputs: its fields written back before every sample, so every
-    sample starts from the inputs the check saw (not from results of results)."""
+class RestoreEachCall(SampleHooks):
+    """For an op with in-place outputs: its fields written back before every timed call (the
+    engine's prelude, its own time subtracted), so every call starts from the inputs the check
+    saw, as in the workers, not from results of results."""
 
     def __init__(self, kept: inplace.InPlace, case: Any) -> None:
         self.kept, self.case = kept, case
 
-    def before_sample(self, index: int) -> None:
+    def prelude(self) -> None:
         self.kept.restore(self.case)
 
 
@@ -96,7 +97,7 @@ def _timed(
     """Time one phase (its outputs NaN-poisoned between samples), then compare what its last
     timed call returned with the reference of the check (same inputs): (timing, why the timed
     calls did not compute it, or None). An op with in-place outputs (``kept``) changes its
-    inputs on every call: each sample starts from the kept values, and it is neither poisoned
+    inputs on every call: each call starts from the kept values, and it is neither poisoned
     nor compared; outputs the adapter does not name are not
     compared. Raises CheatDetected when a sample left the poison in place."""
     from kernel_ratchet.harness import anticheat as ac
@@ -110,7 +111,7 @@ def _timed(
         return last[0]
 
     what = f"{phase} timed call"
-    timing = engine.measure(fn, _Restore(kept, case) if kept else _Poison(last, what))
+    timing = engine.measure(fn, RestoreEachCall(kept, case) if kept else _Poison(last, what))
     if kept or last[0] is None:
         return timing, None
     outs = ac.output_tensors(last[0], what)

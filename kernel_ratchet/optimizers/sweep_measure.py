@@ -20,7 +20,7 @@ from kernel_ratchet.harness import inplace
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.harness.correctness import check_outputs
 from kernel_ratchet.harness.csv_schema import csv_text, parse_csv_text
-from kernel_ratchet.harness.runtime import ShapeResult, result_cells
+from kernel_ratchet.harness.runtime import RestoreEachCall, ShapeResult, result_cells
 from kernel_ratchet.harness.timing.engine import Timing
 from kernel_ratchet.optimizers.base import OptimizerError
 from kernel_ratchet.scoring.metrics import aggregates
@@ -117,12 +117,17 @@ def _timing(d: Mapping[str, Any] | None, engine: str) -> Timing | None:
     return Timing(d["median_ms"], d["stddev_ms"], tuple(d["samples_ms"]), engine)
 
 
-def _time_phases(adapter: Any, case: Any, engine: Any, phase: str) -> dict[str, Any]:
+def _time_phases(
+    adapter: Any, case: Any, engine: Any, phase: str, kept: inplace.InPlace | None
+) -> dict[str, Any]:
+    """The timed phases of one shape; an op with in-place outputs has its kept values written
+    back before every timed call (their own time subtracted), as in the harness."""
+    hooks = RestoreEachCall(kept, case) if kept else None
     fwd = bwd = None
     if phase in ("fwd", "both"):
-        fwd = timing_dict(engine.measure(lambda: adapter.forward(case)))
+        fwd = timing_dict(engine.measure(lambda: adapter.forward(case), hooks))
     if phase in ("bwd", "both") and adapter.has_backward:
-        bwd = timing_dict(engine.measure(lambda: adapter.backward(case)))
+        bwd = timing_dict(engine.measure(lambda: adapter.backward(case), hooks))
     return {"fwd": fwd, "bwd": bwd}
 
 
@@ -149,7 +154,8 @@ def measure_config(
             del got
             if not check.passed:
                 return {"error": f"{shape.label}: check failed: {check.reason}"}
-            out[shape.label] = {"snr": check.snr, **_time_phases(adapter, case, engine, phase)}
+            timed = _time_phases(adapter, case, engine, phase, kept)
+            out[shape.label] = {"snr": check.snr, **timed}
         except Exception as exc:  # noqa: BLE001 - a configuration that fails is a result
             tb = traceback.format_exc(limit=3)
             return {"error": f"{shape.label}: {type(exc).__name__}: {exc}"[:300], "trace": tb}

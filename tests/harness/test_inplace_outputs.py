@@ -25,6 +25,15 @@ DESC = {
     "inplace_outputs": ["a", "b"],
     "bytes": "io",
 }
+SCALE_INTO_DY = {  # y = x * w * 1e6, whose backward writes dx into the incoming gradient
+    "function": f"{OPS}:scale_into_dy",
+    "reference": f"{OPS}:scale_ref",
+    "inputs": {"x": "[M, N] dtype", "w": "[N] dtype"},
+    "outputs": ["y"],
+    "gradients": ["x", "w"],
+    "inplace_outputs": ["dy"],
+    "bytes": "io",
+}
 (SHAPE,) = load_shapes(inline_spec([{"label": "t", "M": 6, "N": 40, "dtype": "float32"}]))
 
 
@@ -91,18 +100,7 @@ def test_an_inplace_op_whose_chained_calls_overflow_is_timed_from_its_kept_value
     """Every timed call starts from the kept values: fed its own results, this backward (dX
     written into dY, as Liger-Kernel's RMSNorm does) overflows to NaN within a sample, which
     the NaN-poison check would call an unwritten output of an honest op."""
-    spec = described_spec(
-        {
-            "function": f"{OPS}:scale_into_dy",
-            "reference": f"{OPS}:scale_ref",
-            "inputs": {"x": "[M, N] dtype", "w": "[N] dtype"},
-            "outputs": ["y"],
-            "gradients": ["x", "w"],
-            "inplace_outputs": ["dy"],
-            "bytes": "io",
-        },
-        "memory",
-    )
+    spec = described_spec(SCALE_INTO_DY, "memory")
     batches = cpu_spec(spec, max_batch=20, min_sample_ms=5.0)  # 20 calls a sample: 1e120
     with Worker(batches, tmp_path / "w.log") as w:
         r = w.check(SHAPE, 11)
@@ -110,3 +108,25 @@ def test_an_inplace_op_whose_chained_calls_overflow_is_timed_from_its_kept_value
         t = w.time(SHAPE, 12, "bwd")
         assert t.ok, explain(t)
         assert t.payload["median_ms"] > 0
+
+
+@pytest.mark.parametrize("timed_by", ["harness", "sweep"])
+def test_every_timed_inplace_call_starts_from_the_kept_values(timed_by):
+    """The harness and the sweep time an in-place op as the workers do: every call, not only
+    every sample, starts from the kept values (chained, the incoming gradient grows by 1e6 a
+    call and overflows within a sample)."""
+    from kernel_ratchet.harness.runtime import run_shape
+    from kernel_ratchet.harness.timing.perf_counter import PerfCounterEngine
+    from kernel_ratchet.optimizers.sweep_measure import measure_config
+    from tests.harness import inplace_ops
+
+    adapter = load_adapter(described_spec(SCALE_INTO_DY, "memory"))
+    engine = PerfCounterEngine(warmup=1, samples=2, min_sample_ms=1.0, max_batch=20)
+    inplace_ops.PEAK["dy"] = 0.0
+    if timed_by == "harness":
+        r = run_shape(adapter, SHAPE, engine, seed=5, device="cpu")
+        assert r.passed and r.bwd is not None, r.reason
+    else:
+        got = measure_config(adapter, [SHAPE], engine, "both", "cpu", {})
+        assert got[SHAPE.label]["bwd"]["median_ms"] > 0, got
+    assert inplace_ops.PEAK["dy"] < 100.0, inplace_ops.PEAK  # randn values, never a result
