@@ -12,9 +12,6 @@ from kernel_ratchet.dashboard import browser, site
 from kernel_ratchet.dashboard.browser import open_page
 from tests.cli_inprocess import run_cli
 
-#: Budget of a 200-round page's load; on a machine where plotly.js alone loads slower than
-#: REFERENCE_SLOW_MS, the page may take at most EXTRA_MS more than plotly.js alone.
-LOAD_MS, REFERENCE_SLOW_MS, EXTRA_MS = 2000.0, 1000.0, 1000.0
 POINTS = """() => Object.fromEntries(Array.from(document.querySelectorAll('.chart'))
     .filter(e => e.data).map(e => [e.id, e.data.map(t => (t.x || []).length)]))"""
 #: A round's forest: shapes, the unresolved shape, geomean, time-weighted step, harness only.
@@ -44,35 +41,24 @@ def test_the_page_draws_every_chart_offline_without_errors(small, chromium, tmp_
         assert run.errors == []
 
 
-def test_a_200_round_page_loads_fast(long_campaign, chromium, tmp_path):
-    from kernel_ratchet.dashboard.page import plotly_js
-
-    ref = tmp_path / "plotly-only.html"
-    ref.write_text(
-        f"<html><body><script>{plotly_js()}</script>"
-        "<script>document.body.setAttribute('data-ready', '1')</script></body></html>"
-    )
-    page = site.write_live(long_campaign[0])
-    reference, load = _load_ms(ref, chromium), _load_ms(page, chromium)
-    if not _fast(reference, load):  # a busy machine's spike: the better of two tries
-        reference, load = (
-            min(reference, _load_ms(ref, chromium)),
-            min(load, _load_ms(page, chromium)),
-        )
-    print(f"200-round page: {load:.0f} ms; plotly.js alone: {reference:.0f} ms")
-    assert _fast(reference, load)
-
-
-def _load_ms(html: Path, session) -> float:
-    with open_page(html, session=session) as run:
+def test_a_200_round_page_draws_only_the_campaign_charts_and_the_open_round(
+    long_campaign, chromium
+):
+    """What keeps a long campaign's page quick to load: the campaign charts and the open
+    round's chart are drawn at load, every other round's chart only when its section opens.
+    (Its load time is printed, not asserted: a wall-clock bound fails on a busy machine.)"""
+    cdir, exp = long_campaign
+    with open_page(site.write_live(cdir), session=chromium) as run:
         assert run.errors == []
-        return run.load_ms
-
-
-def _fast(reference: float, load: float) -> bool:
-    if reference <= REFERENCE_SLOW_MS:
-        return load < LOAD_MS
-    return load - reference < EXTRA_MS  # a loaded machine: hold the page to its own cost
+        count = run.page.evaluate
+        rounds = count("document.querySelectorAll('details.round').length")
+        lazy = count("document.querySelectorAll('.chart.lazy').length")
+        waiting = count("document.querySelectorAll('.chart.lazy:not([data-drawn])').length")
+        drawn = count("Array.from(document.querySelectorAll('.chart[data-drawn]')).map(e => e.id)")
+        print(f"{rounds}-round page: {run.load_ms:.0f} ms, {len(drawn)} charts drawn at load")
+    charted = exp.rounds - exp.rehearsals - exp.no_decision  # the rounds with a forest
+    assert rounds == exp.rounds and lazy == charted and waiting == charted - 1
+    assert sorted(drawn) == sorted(["chain", "roofline", "time", "search", f"forest-{exp.rounds}"])
 
 
 def test_a_copied_campaign_directory_is_photographed_by_the_command(
