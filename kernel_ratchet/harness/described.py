@@ -66,11 +66,14 @@ class Case:
 
 
 def _as_tuple(out: Any, names: tuple[str, ...] | None = None) -> tuple[torch.Tensor, ...]:
-    outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+    """The returned tensors in order; ``None`` entries are skipped, as for every op (a loss
+    that returns ``(loss, None, None)`` when its extras are not asked for has one output)."""
+    outs = tuple(o for o in out if o is not None) if isinstance(out, (tuple, list)) else (out,)
     if names is not None and len(outs) != len(names):
         raise TypeError(
-            f"the function returned {len(outs)} value(s) but ratchet.yaml declares the outputs "
-            f"{list(names)}: declare one name per returned tensor"
+            f"the function returned {len(outs)} tensor(s) but ratchet.yaml declares the outputs "
+            f"{list(names)}: declare one name per returned tensor, in order (None entries of a "
+            "returned tuple are skipped)"
         )
     return outs
 

@@ -166,10 +166,20 @@ def result_cells(schema: Schema, adapter: Adapter, r: ShapeResult) -> list[Any]:
     bwd, bwd_std = _rate(work[1], r.bwd, scale)
     fwd_ms = r.fwd.median_ms if r.fwd else math.nan
     bwd_ms = r.bwd.median_ms if r.bwd else math.nan
-    snr = [r.snr.get(c.removesuffix("_snr"), math.nan) for c in schema.snr_columns]
+    snr = [_snr(adapter, r.snr, c.removesuffix("_snr")) for c in schema.snr_columns]
     check = "PASS" if r.passed else "FAIL"
     dims = [s.B, s.M, s.N, s.K] if schema.name == "gemm" else [s.B, s.M, s.N]
     return [s.label, *dims, check, fwd, fwd_std, bwd, bwd_std, fwd_ms, bwd_ms, *snr]
+
+
+def _snr(adapter: Adapter, snr: dict[str, float], name: str) -> float:
+    """The SNR of CSV column ``<name>_snr``: ``out`` is the op's output, which an adapter that
+    names its outputs (an op described in ratchet.yaml: ``y``, ``loss``) calls by its first
+    name."""
+    if name == "out" and "out" not in snr:
+        names = adapter.returned_names("fwd") or ()
+        name = names[0] if names else name
+    return snr.get(name, math.nan)
 
 
 def run_harness(

@@ -20,3 +20,15 @@ def rms_norm_ref(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> to
 def rms_norm_wrong(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     """A wrong kernel: forgets the weight."""
     return rms_norm(x, torch.ones_like(weight), eps)
+
+
+def rms_norm_with_extras(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6):
+    """The op with the extras it returns only when asked (a loss's ``(loss, None, None)``)."""
+    return rms_norm(x, weight, eps), None, None
+
+
+def rms_norm_odd_rows_only(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6):
+    """A kernel that raises on an even number of rows, as a launch with a bad grid would."""
+    if x.shape[0] % 2 == 0:
+        raise RuntimeError("invalid grid: even rows")
+    return rms_norm(x, weight, eps)

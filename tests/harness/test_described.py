@@ -124,3 +124,25 @@ def test_timed_outputs_are_matched_to_their_reference_names():
     pairs = match_outputs(bwd, ref, "bwd", adapter.returned_names("bwd"))
     assert set(pairs) == {"dx", "dweight"} and pairs["dweight"].shape == case.weight.shape
     assert match_outputs(bwd, ref, "bwd") == {}  # without the names: nothing to compare
+
+
+def test_none_entries_of_a_returned_tuple_are_not_outputs():
+    adapter = _adapter(function=f"{OPS}:rms_norm_with_extras")
+    got, res = _check(adapter, load_shapes(inline_spec(SHAPES))[0])
+    assert res.passed and set(got) == {"y", "dx", "dweight"}, res.reason
+    two = _adapter(function=f"{OPS}:rms_norm_with_extras", outputs=["y", "z"])
+    with pytest.raises(TypeError, match="returned 1 tensor.*None entries"):
+        _check(two, load_shapes(inline_spec(SHAPES))[0])
+
+
+def test_the_csv_out_snr_is_the_first_named_output(tmp_path):
+    from kernel_ratchet.harness.csv_schema import SCHEMAS, read_csv, write_csv
+    from kernel_ratchet.harness.runtime import result_cells, run_shape
+    from kernel_ratchet.harness.timing.perf_counter import PerfCounterEngine
+
+    adapter, shape = _adapter(), load_shapes(inline_spec(SHAPES))[1]
+    r = run_shape(adapter, shape, PerfCounterEngine(samples=2), seed=3, device="cpu")
+    memory = SCHEMAS["memory"]
+    write_csv(tmp_path / "b.csv", memory, [result_cells(memory, adapter, r)])
+    (row,) = read_csv(tmp_path / "b.csv").rows
+    assert row.snr["out_snr"] == pytest.approx(r.snr["y"], abs=0.01) and r.snr["y"] > 80
