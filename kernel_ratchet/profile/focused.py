@@ -4,14 +4,17 @@
 It builds the op's adapter, and on each shape compares ``outputs`` with ``reference``, each
 output at its own threshold; without a GPU it runs the Triton interpreter on the op's
 rehearsal shapes (``rehearse_shapes``, else the target shapes shrunk). Exit 0 when every
-output passes, 1 otherwise (one line per shape either way), 3 for a ratchet.yaml problem.
+output passes, 1 otherwise (one line per shape either way: a shape whose call raises is a FAIL
+line with the error, its traceback on stderr), 3 for a ratchet.yaml problem.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import traceback
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -36,16 +39,27 @@ def run(op: str, start: Path) -> int:
     adapter, shapes = load_adapter(o.adapter), load_shapes(o.shapes)
     failed = 0
     for shape in shapes:
-        case = adapter.make_case(shape, 1234, "cuda" if cuda else "cpu")
-        kept = inplace.prepared(adapter, case)
-        got = adapter.outputs(case)
-        ref = inplace.reference(adapter, case, kept)
-        res = check_outputs(got, ref, {n: adapter.threshold(n) for n in ref})
-        snr = ", ".join(f"{n} {v:.1f} dB" for n, v in res.snr.items())
-        print(f"{'PASS' if res.passed else 'FAIL'} {shape.label}: {snr}")
-        failed += not res.passed
+        try:
+            passed, line = _check(adapter, shape, "cuda" if cuda else "cpu")
+        except RatchetError:
+            raise
+        except Exception as exc:  # a kernel that raises fails its shape; the others still run
+            passed, line = False, f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+            traceback.print_exc(limit=4, file=sys.stderr)
+        print(f"{'PASS' if passed else 'FAIL'} {shape.label}: {line}")
+        failed += not passed
     print(f"{len(shapes) - failed} passed, {failed} failed")
     return 1 if failed else 0
+
+
+def _check(adapter: Any, shape: Any, device: str) -> tuple[bool, str]:
+    """(passed, the SNR of every output) of one shape against the reference."""
+    case = adapter.make_case(shape, 1234, device)
+    kept = inplace.prepared(adapter, case)
+    got = adapter.outputs(case)
+    ref = inplace.reference(adapter, case, kept)
+    res = check_outputs(got, ref, {n: adapter.threshold(n) for n in ref})
+    return res.passed, ", ".join(f"{n} {v:.1f} dB" for n, v in res.snr.items())
 
 
 def main(argv: list[str] | None = None) -> None:

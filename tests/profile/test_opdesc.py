@@ -38,7 +38,7 @@ def _write(tmp_path, **op_changes):
     op = {k: v for k, v in {**OP, **op_changes}.items() if v is not None}
     (tmp_path / "k.py").write_text("")
     path = tmp_path / "ratchet.yaml"
-    path.write_text(yaml.safe_dump({**TOP, "ops": {"norm": op}}))
+    path.write_text(yaml.safe_dump({**TOP, "ops": {"norm": op}}, sort_keys=False))  # in order
     return path
 
 
@@ -81,3 +81,20 @@ def test_an_unknown_op_is_a_usage_error(tmp_path):
         prof.op("nope")
     except UnknownOpError as exc:
         assert exc.exit_code == 2 and "known ops: norm" in str(exc)
+
+
+def test_the_focused_test_fails_a_shape_that_raises_and_runs_the_others(tmp_path, capsys):
+    from kernel_ratchet.profile.focused import run
+
+    shapes = [{"label": "even", "M": 4, "N": 8}, {"label": "odd", "M": 5, "N": 8}]
+    path = _write(
+        tmp_path,
+        function="tests.harness.described_ops:rms_norm_odd_rows_only",
+        shapes=[{**s, "dtype": "float32"} for s in shapes],
+        rehearse_shapes=[{**s, "dtype": "float32"} for s in shapes],
+    )
+    assert run("norm", path.parent) == 1
+    out = capsys.readouterr()
+    assert "FAIL even: RuntimeError: invalid grid: even rows" in out.out
+    assert "PASS odd:" in out.out and "1 passed, 1 failed" in out.out
+    assert "Traceback" in out.err
