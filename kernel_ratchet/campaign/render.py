@@ -107,6 +107,8 @@ class ShapeLine:
     delta: float | None
     verdict: str
     snr: str
+    harness: float | None = None  # a paired round's own harness run (candidate and incumbent
+    # are then the paired A/B's)
 
 
 @dataclass
@@ -136,19 +138,39 @@ class RoundView:
     root_cause: str = ""
     transfer: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    paired: bool = False  # the shapes' candidate and incumbent come from the paired A/B
+    harness_aggregate: float | None = None  # a paired round's harness geomean (a diagnostic)
 
 
 def _shape_table(v: RoundView) -> str:
-    out = [
-        f"| Shape | Check | {v.metric} | Incumbent | Delta | Verdict | SNR (dB) |",
-        "|---|---|---|---|---|---|---|",
-    ]
+    if v.paired:
+        out = [
+            f"| Shape | Check | {v.metric} (paired) | Incumbent (paired) | Delta | Verdict | "
+            f"Harness {v.metric} | SNR (dB) |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+    else:
+        out = [
+            f"| Shape | Check | {v.metric} | Incumbent | Delta | Verdict | SNR (dB) |",
+            "|---|---|---|---|---|---|---|",
+        ]
     for s in v.shapes:
+        harness = f" {num(s.harness)} |" if v.paired else ""
         out.append(
             f"| {s.label} | {s.check} | {num(s.candidate)} | {num(s.incumbent)} | "
-            f"{pct(s.delta, 2)} | {s.verdict} | {s.snr} |"
+            f"{pct(s.delta, 2)} | {s.verdict} |{harness} {s.snr} |"
         )
     return "\n".join(out) + "\n"
+
+
+def _aggregate_line(v: RoundView) -> str:
+    if not v.paired:
+        return f"- Aggregate ({v.metric}, geomean over PASS shapes): {num(v.aggregate)}\n"
+    return (
+        f"- Aggregate ({v.metric}, geomean over PASS shapes): {num(v.aggregate)} from the "
+        f"paired A/B, candidate side; the round's harness run: {num(v.harness_aggregate)} "
+        "(a diagnostic)\n"
+    )
 
 
 def transfer_section(t: dict[str, str]) -> str:
@@ -168,9 +190,11 @@ def summary_md(v: RoundView) -> str:
         f"- Time: {v.started} → {v.finished}\n"
         f"- Validation level: {v.level}\n"
         f"- Test command: `{v.test_command}`\n"
-        f"- Benchmark command: `{v.harness_command}`\n\n" + _shape_table(v) + "\n"
-        f"- Aggregate ({v.metric}, geomean over PASS shapes): {num(v.aggregate)}\n"
-        f"- vs baseline (same shapes): {pct(v.vs_baseline)}\n"
+        f"- Benchmark command: `{v.harness_command}`\n\n"
+        + _shape_table(v)
+        + "\n"
+        + _aggregate_line(v)
+        + f"- vs baseline (same shapes): {pct(v.vs_baseline)}\n"
         f"- vs incumbent: {pct(v.vs_incumbent)}\n" + "".join(f"- {n}\n" for n in v.notes),
         f"## Decision\n{decision}: {v.reason}\n",
         f"## Attribution\n{v.attribution}\n",

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kernel_ratchet.errors import SchemaError
 from kernel_ratchet.harness.csv_schema import BenchTable, Row
@@ -120,6 +120,30 @@ def primary_value(row: Row, campaign_type: str) -> tuple[float, float]:
     _require(row, row.bwd_ms, "backward time", campaign_type)
     bytes_f, bytes_b = row.fwd * row.fwd_ms, row.bwd * row.bwd_ms
     return weighted_harmonic((row.fwd, row.bwd), (row.fwd_std, row.bwd_std), (bytes_f, bytes_b))
+
+
+def primary_at_times(
+    row: Row, campaign_type: str, fwd_ms: float | None, bwd_ms: float | None = None
+) -> float | None:
+    """The primary metric of ``row``'s shape had its forward taken ``fwd_ms`` and its backward
+    ``bwd_ms``: each phase's rate scaled by the row's own time over the given one, so the work
+    per phase is the row's (the adapter's formula, as the harness wrote it). None when a phase
+    the metric needs has no positive time in the row or in the arguments."""
+
+    def scaled(rate: float, own_ms: float, ms: float | None) -> float:
+        if ms is None or not ms > 0 or not own_ms > 0 or not rate > 0:
+            return math.nan
+        return rate * own_ms / ms
+
+    fwd = scaled(row.fwd, row.fwd_ms, fwd_ms)
+    bwd = math.nan if math.isnan(row.bwd) else scaled(row.bwd, row.bwd_ms, bwd_ms)
+    needs_bwd = campaign_type == "compute_fwd_bwd" or (
+        campaign_type == "memory" and not math.isnan(row.bwd)
+    )
+    if math.isnan(fwd) or (needs_bwd and math.isnan(bwd)):
+        return None
+    at = replace(row, fwd=fwd, bwd=bwd, fwd_ms=fwd_ms, bwd_ms=bwd_ms or math.nan)
+    return primary_value(at, campaign_type)[0]
 
 
 def primary_metric_name(campaign_type: str, *, has_backward: bool = False) -> str:

@@ -94,6 +94,11 @@ def test_whole_campaign(tmp_path):
     accepted = (cdir / "rounds/round-2/summary.md").read_text()
     assert "measured in the training idiom" in accepted  # the dynamic transfer check ran
     assert "- Decision: ACCEPT-as-real" in accepted
+    table = [ln for ln in accepted.splitlines() if ln.startswith("| ")]
+    assert "(paired) | Incumbent (paired) |" in table[0] and "| Harness " in table[0]
+    for line in table[2:]:  # both sides' numbers come from the A/B that decided
+        assert all(float(x) > 0 for x in line.split("|")[3:5]), line
+    assert "from the paired A/B, candidate side; the round's harness run:" in accepted
     record = json.loads((cdir / "rounds/round-2/round.json").read_text())
     assert record["harness_command"].startswith(f"python {rel}/quick_test_bench.py --level quick")
     assert str(root) not in record["harness_command"] and str(root) not in accepted

@@ -301,14 +301,15 @@ def test_the_round_record_says_the_a_b_stopped_for_futility(tmp_path, monkeypatc
 
     run = ab(tmp_path, FakeSpec("cand", speed=0.7))
     monkeypatch.setattr(paired_round, "aggregates", lambda *_a: SimpleNamespace(primary_avg=100))
-    table = SimpleNamespace(restrict=lambda _labels: None)
+    table = SimpleNamespace(restrict=lambda _labels: None, rows=[])
     m = SimpleNamespace(
         campaign_type="compute_fwd",
         timing_engine="cuda_events",
         timing_params={"quantity": "kernel_time", "l2": "cold"},
     )
     c = SimpleNamespace(table=lambda _rel: table, m=m)
-    rec = paired_round._to_decision(c, run, None, [], "inc.csv", list(run.labels)).to_dict()
+    labels = list(run.labels)
+    rec = paired_round._to_decision(c, run, None, [], "inc.csv", "cand.csv", labels).to_dict()
     assert rec["quantity"] in (
         "kernel GPU time, CUDA-graph replay, cold L2 (flushed per call)",
         "host wall time of back-to-back calls (CPU rehearsal)",

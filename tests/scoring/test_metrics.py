@@ -13,6 +13,7 @@ from kernel_ratchet.scoring.metrics import (
     combined_step_tflops_from_times,
     geomean,
     measured_metric_name,
+    primary_at_times,
     primary_value,
     score_vector,
 )
@@ -129,3 +130,19 @@ def test_zero_work_pass_row_is_not_scored_but_a_broken_pass_row_is_loud():
     broken = gemm_table(gemm_row("b", 64, 64, 64, 0.0, 0.0, fwd_ms=0.01))
     with pytest.raises(SchemaError, match="'b' is PASS"):
         aggregates(broken, "compute_fwd")
+
+
+def test_the_primary_metric_at_other_times_keeps_each_phases_work():
+    (gemm,) = gemm_table(gemm_row("g", 4096, 4096, 4096, 500.0, 5.0, 400.0, 4.0)).rows
+    # twice as fast in both phases: twice the combined step TFLOPS
+    step = primary_value(gemm, "compute_fwd_bwd")[0]
+    at = primary_at_times(gemm, "compute_fwd_bwd", gemm.fwd_ms / 2, gemm.bwd_ms / 2)
+    assert at == pytest.approx(2 * step)
+    assert primary_at_times(gemm, "compute_fwd", gemm.fwd_ms / 4) == pytest.approx(2000.0)
+    assert primary_at_times(gemm, "compute_fwd_bwd", gemm.fwd_ms, None) is None
+    (mem,) = memory_table("b,1,1024,1024,PASS,2000,20,1000,10,1.0,3.0,40").rows
+    # 2000·1 + 1000·3 = 5000 MB over 1 + 1.5 ms
+    assert primary_at_times(mem, "memory", 1.0, 1.5) == pytest.approx(2000.0)
+    (fwd_only,) = memory_table("a,1,1024,1024,PASS,2000,20,,,0.5,,40").rows
+    assert primary_at_times(fwd_only, "memory", 0.25) == pytest.approx(4000.0)
+    assert primary_at_times(fwd_only, "memory", 0.0) is None

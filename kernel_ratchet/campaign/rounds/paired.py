@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import secrets
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,12 +24,13 @@ from kernel_ratchet.campaign.lineage.worktree import incumbent_tree
 from kernel_ratchet.campaign.round_decision import RoundDecision, ShapeResult
 from kernel_ratchet.harness.ab import run_paired
 from kernel_ratchet.harness.adapter import Shape
+from kernel_ratchet.harness.csv_schema import BenchTable
 from kernel_ratchet.harness.paired_run import PairedRun
 from kernel_ratchet.harness.timing.quantity import DEFAULT as DEFAULT_MEASURE
 from kernel_ratchet.harness.timing.quantity import Measure, engine_measure, of_params
 from kernel_ratchet.harness.worker import WorkerSpec
 from kernel_ratchet.scoring.decision import Status
-from kernel_ratchet.scoring.metrics import aggregates
+from kernel_ratchet.scoring.metrics import aggregates, primary_at_times
 from kernel_ratchet.scoring.paired_looks import PairedLooks
 
 if TYPE_CHECKING:
@@ -229,7 +231,7 @@ def paired_decision(
             "confirmation": confirm.to_dict() if confirm else None,
         },
     )
-    return _to_decision(c, run, confirm, suspicious, inc_rel, labels)
+    return _to_decision(c, run, confirm, suspicious, inc_rel, cand_rel, labels)
 
 
 def unconfirmed_shapes(first_rows, again_rows, suspicious: list[str]) -> list[str]:
@@ -269,12 +271,33 @@ def _confirmed(run: PairedRun, confirm: PairedRun | None, suspicious: list[str])
     return status, reason + f" Gains above {SUSPICIOUS_RATIO}x confirmed in fresh processes.", False
 
 
+def paired_values(
+    table: BenchTable, run: PairedRun, campaign_type: str
+) -> dict[str, tuple[float | None, float | None]]:
+    """Per shape, (incumbent, candidate) in the primary metric from the paired A/B itself:
+    each side's median time per phase over the paired rounds, the work per phase from the
+    candidate's harness row. A shape without a passing row or a timed phase is left out."""
+    rows = {r.label: r for r in table.rows if r.passed}
+    out: dict[str, tuple[float | None, float | None]] = {}
+    for label, sample in run.samples().items():
+        row = rows.get(label)
+        if row is None:
+            continue
+        sides = []
+        for times in (sample.incumbent, sample.candidate):
+            med = {ph: statistics.median(v) for ph, v in times.items() if v}
+            sides.append(primary_at_times(row, campaign_type, med.get("fwd"), med.get("bwd")))
+        out[label] = (sides[0], sides[1])
+    return out
+
+
 def _to_decision(
     c: CampaignContext,
     run: PairedRun,
     confirm: PairedRun | None,
     suspicious: list[str],
     inc_rel: str,
+    cand_rel: str,
     labels: list[str],
 ) -> RoundDecision | PairedFailure:
     if not run.ok:
@@ -285,6 +308,7 @@ def _to_decision(
     d = run.decision
     status, reason, unconfirmed = _confirmed(run, confirm, suspicious)
     before = aggregates(c.table(inc_rel).restrict(labels), c.m.campaign_type).primary_avg
+    values = paired_values(c.table(cand_rel), run, c.m.campaign_type)
     return RoundDecision(
         status=status,
         reason=reason,
@@ -308,8 +332,8 @@ def _to_decision(
         per_shape=tuple(
             ShapeResult(
                 label=s.label,
-                incumbent=None,
-                candidate=None,
+                incumbent=values.get(s.label, (None, None))[0],
+                candidate=values.get(s.label, (None, None))[1],
                 delta=s.ratio - 1,
                 noise=(s.ci_high - s.ci_low) / 2,
                 ci=(s.ci_low - 1, s.ci_high - 1),

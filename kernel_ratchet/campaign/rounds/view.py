@@ -22,6 +22,10 @@ if TYPE_CHECKING:
 
 
 def _shape_lines(c: CampaignContext, record: RoundRecord, table: BenchTable) -> list[ShapeLine]:
+    """One line per CSV row; in a paired round the candidate and incumbent values are the
+    paired A/B's (each side's median time per phase) and the row's own value is the harness
+    column."""
+    paired = _paired(record)
     per = {s.label: s for s in (record.decision.per_shape if record.decision else ())}
     lines = []
     for r in table.rows:
@@ -32,8 +36,26 @@ def _shape_lines(c: CampaignContext, record: RoundRecord, table: BenchTable) -> 
         if s and s.ci:  # paired A/B: the delta is the median per-round speed ratio, with its CI
             verdict += f" (CI {s.ci[0] * 100:+.2f}%..{s.ci[1] * 100:+.2f}%, {s.rounds} rounds)"
         incumbent, delta = (s.incumbent, s.delta) if s else (None, None)
-        lines.append(ShapeLine(r.label, r.check, value, incumbent, delta, verdict, snr or "-"))
+        if paired:
+            cand = s.candidate if s and s.candidate is not None else math.nan
+            lines.append(
+                ShapeLine(r.label, r.check, cand, incumbent, delta, verdict, snr or "-", value)
+            )
+        else:
+            lines.append(ShapeLine(r.label, r.check, value, incumbent, delta, verdict, snr or "-"))
     return lines
+
+
+def _paired(record: RoundRecord) -> bool:
+    return bool(record.decision and record.decision.paired)
+
+
+def _paired_aggregate(lines: list[ShapeLine]) -> float | None:
+    """Geomean of the paired candidate values (None when a shape has none)."""
+    values = [s.candidate for s in lines if s.check == "PASS"]
+    if not values or any(not v > 0 for v in values):
+        return None
+    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 def _notes(record: RoundRecord) -> list[str]:
@@ -42,13 +64,17 @@ def _notes(record: RoundRecord) -> list[str]:
         notes.append(
             f"Quick gain was under 5%: escalated to full validation (quick CSV: {record.quick_csv})"
         )
-    if record.incumbent_csv:
+    if record.incumbent_csv and _paired(record):
+        notes.append(f"The incumbent's harness CSV, for the gates: {record.incumbent_csv}")
+    elif record.incumbent_csv:
         notes.append(f"Incumbent numbers from {record.incumbent_csv}")
     if record.decision and record.decision.paired:
         notes.append(
-            "Decided by the paired A/B (artifacts/paired.json): Delta and the CIs are "
-            "median per-round speed ratios; the absolute numbers and 'vs baseline' "
-            "come from harness runs in other sessions: diagnostics only"
+            "Decided by the paired A/B (artifacts/paired.json): the paired columns are each "
+            "side's median time per phase over the paired rounds, in the primary metric (the "
+            "work per phase from the harness row); Delta and the CIs are median per-round "
+            "speed ratios; the Harness column, the harness aggregate and 'vs baseline' come "
+            "from harness runs in other sessions: diagnostics only"
         )
         if record.decision.quantity:
             notes.append(f"Quantity measured on both sides: {record.decision.quantity}")
@@ -65,12 +91,14 @@ def _notes(record: RoundRecord) -> list[str]:
 def view(c: CampaignContext, record: RoundRecord) -> RoundView:
     """What the round's summary shows, from its record and its CSV."""
     table = c.table(record.csv) if record.csv else None
-    lines, agg, vb, vi = [], None, None, None
+    lines, agg, vb, vi, harness_agg = [], None, None, None, None
     if table is not None:
         lines = _shape_lines(c, record, table)
         agg = aggregates(table, c.m.campaign_type).primary_avg
         vb = primary_vs_base(c, table)
         vi = record.gain
+        if _paired(record):
+            agg, harness_agg = _paired_aggregate(lines), agg
     return RoundView(
         n=record.round,
         status=record.label,
@@ -95,6 +123,8 @@ def view(c: CampaignContext, record: RoundRecord) -> RoundView:
         root_cause=record.category.root_cause,
         transfer=transfer_of(record),
         notes=_notes(record),
+        paired=_paired(record),
+        harness_aggregate=harness_agg,
     )
 
 

@@ -1,0 +1,43 @@
+"""A paired round's per-shape numbers come from the paired A/B that decided: each side's median
+time per phase, in the primary metric, with the work per phase from the harness row."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernel_ratchet.campaign.rounds.paired import paired_values
+from kernel_ratchet.harness.paired_run import PairedRun
+from tests.scoring.conftest import gemm_row, gemm_table
+
+
+def _run(times: dict) -> PairedRun:
+    labels = tuple(times["incumbent"])
+    return PairedRun(
+        labels, ("fwd", "bwd"), "compute_fwd_bwd", times, (), 3, None, None, 1, 1, 0, {}
+    )
+
+
+def test_each_side_reads_its_median_paired_times_in_the_primary_metric():
+    # the harness saw 500 / 400 TFLOPS (2·4096³ flops forward, 4·4096³ backward); the paired
+    # rounds time the incumbent at those times and the candidate 25% faster in both phases
+    table = gemm_table(
+        gemm_row("g", 4096, 4096, 4096, 500.0, 5.0, 400.0, 4.0),
+        gemm_row("failed", 64, 64, 64, 1.0, 0.0, 1.0, 0.0, check="FAIL"),
+    )
+    (row, _) = table.rows
+    f, b = row.fwd_ms, row.bwd_ms
+    run = _run(
+        {
+            "incumbent": {"g": {"fwd": (f, f * 1.5, f * 0.9), "bwd": (b, b * 2, b * 0.95)}},
+            "candidate": {"g": {"fwd": (f * 0.8,) * 3, "bwd": (b * 0.8,) * 3}},
+        }
+    )
+    inc, cand = paired_values(table, run, "compute_fwd_bwd")["g"]
+    step = 6 * 4096**3 / ((f + b) * 1e-3) / 1e12  # the medians are the harness's own times
+    assert inc == pytest.approx(step) and cand == pytest.approx(step / 0.8)
+
+
+def test_a_shape_without_a_passing_row_has_no_paired_numbers():
+    table = gemm_table(gemm_row("g", 64, 64, 64, 1.0, 0.0, 1.0, 0.0, check="FAIL"))
+    run = _run({s: {"g": {"fwd": (1.0,), "bwd": (2.0,)}} for s in ("incumbent", "candidate")})
+    assert paired_values(table, run, "compute_fwd_bwd") == {}
