@@ -13,7 +13,12 @@ from typing import Any
 from kernel_ratchet.guard.transfer import TRANSFER_KEYS
 from kernel_ratchet.scoring.metrics import Aggregates
 
-TREND_TITLE = "# Performance trend\n\n"
+TREND_TITLE = (
+    "# Performance trend\n\n"
+    "Avg, Peak, Combined and vs Baseline are each round's own harness run, a diagnostic; "
+    "Key Finding gives the decision of the paired A/B, whose chain is the campaign's "
+    "headline (`ratchet report`).\n\n"
+)
 CPU_NOTE = (
     "- CPU rehearsal: kernels run in the Triton interpreter; its timings rank nothing on "
     "a GPU and are meaningless for tuning\n"
