@@ -104,7 +104,7 @@ def simulate_training(
     device: str,
     steps: int = 8,
     seed: int = 0,
-    timing: Timer | TimingEngine | None = None,
+    timing: Timer | None = None,
     repeats: int = 5,
     trace_steps: int = 4,
     cache_modules: Sequence[ModuleType] = (),
@@ -113,8 +113,8 @@ def simulate_training(
     """Time the benchmark idiom against the training idiom on one shape and judge the traces.
 
     The measurement's arguments are :func:`~kernel_ratchet.harness.training_sim.trace_idioms`'s
-    (``timing``: a callable returning milliseconds, a :class:`TimingEngine`, or None for a
-    synchronized ``perf_counter``); ``min_rel_gap`` is :func:`judge_idioms`'s. Raises
+    (``timing``: a callable timing one step's forward and backward in milliseconds, or None for
+    a synchronized ``perf_counter``); ``min_rel_gap`` is :func:`judge_idioms`'s. Raises
     RatchetError when the adapter cannot take part; a candidate that crashes raises its own
     error (it has already failed its tests).
     """

@@ -16,7 +16,8 @@ MIN_REL_GAP = 0.03
 
 @dataclass(frozen=True)
 class DynamicResult:
-    """Both idioms' per-step times in ms (matched preparation included) and the verdict."""
+    """Both idioms' per-step times in ms (the op's forward and backward calls alone) and the
+    verdict."""
 
     label: str
     steps: int

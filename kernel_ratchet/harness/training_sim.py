@@ -9,8 +9,9 @@ section 8). :func:`trace_idioms` measures both; the guard judges the difference
   is a new tensor with new data, and the weight is the *same* tensor object, updated in place
   (``w.mul_(1 ± 1e-2)`` under ``no_grad``, so its ``_version`` moves) before each step.
 
-Both traces do the same preparation work, so it cancels in the difference: the benchmark trace
-builds the same fresh tensors (and throws them away) and updates a scratch copy of the weight.
+Both traces do the same preparation work: the benchmark trace builds the same fresh tensors (and
+throws them away) and updates a scratch copy of the weight. Only each step's forward and
+backward calls are timed, so the preparation's time and its noise stay out of the comparison.
 Fresh tensors are kept alive as objects for the whole measurement (their storage is released
 after their step), so an ``id()`` is never reused by a later step; a ``data_ptr()`` may be,
 exactly as the caching allocator does in training. ``repeats`` trace pairs are timed,
@@ -178,8 +179,19 @@ class _Simulation:
         self._retire(list(fresh.values()))
         return "" if res.passed else res.reason
 
-    def trace(self, idiom: str, probe: CacheProbe | None = None, steps: int | None = None) -> None:
-        """One trace of ``idiom`` ("bench" or "train"), ``steps`` long (default: all)."""
+    def trace(
+        self,
+        idiom: str,
+        probe: CacheProbe | None = None,
+        steps: int | None = None,
+        timer: Timer | None = None,
+    ) -> float:
+        """One trace of ``idiom`` ("bench" or "train"), ``steps`` long (default: all). Returns
+        the ms ``timer`` read over the steps' forward and backward calls alone (0 without a
+        timer): the preparation of a step (fresh tensors, the weight update) is the harness's
+        work, the same in both idioms, and timed with the op it would hide a sub-millisecond
+        op's difference in its own noise."""
+        ms = 0.0
         for i in range(steps or self.steps):
             src = self.sources[i % len(self.sources)]
             fresh = {n: self._fresh(src[n], r) for n, r in self.fresh}
@@ -192,8 +204,13 @@ class _Simulation:
             if probe is not None:
                 probe.track_fresh(*fresh.values())
                 probe.begin_step()
-            self.run(self.train if idiom == "train" else self.bench)
+            case = self.train if idiom == "train" else self.bench
+            if timer is None:
+                self.run(case)
+            else:
+                ms += timer(lambda case=case: self.run(case))
             self._retire(list(fresh.values()))
+        return ms
 
 
 def _cache_traces(
@@ -217,7 +234,7 @@ def _stats_dict(c: CacheStats) -> dict[str, Any]:
 class IdiomTraces:
     """What :func:`trace_idioms` measured on one shape.
 
-    ``bench_ms`` and ``train_ms`` hold one per-step time (ms, matched preparation included) per
+    ``bench_ms`` and ``train_ms`` hold one per-step time (ms, the op's calls alone) per
     repeat; the i-th values of both come from the same trace pair. ``train_caches`` and
     ``bench_caches`` are the cache counts of the untimed traces (empty without cache modules).
     """
@@ -273,13 +290,20 @@ def trace_idioms(
 ) -> IdiomTraces:
     """Time the benchmark idiom against the training idiom on one shape (module docstring).
 
-    ``adapter`` must implement :class:`TrainingCase`. ``timing`` times one call of a no-argument
-    function: a callable returning milliseconds, a :class:`TimingEngine` (its median), or None
-    for a synchronized ``perf_counter``. Raises RatchetError when the adapter cannot take part
-    or ``steps`` or ``repeats`` is below 2; a candidate that crashes raises its own error.
+    ``adapter`` must implement :class:`TrainingCase`. ``timing`` times one step's forward and
+    backward (a no-argument function) once: a callable returning milliseconds, or None for a
+    synchronized ``perf_counter``. Raises RatchetError when the adapter cannot take part, when
+    ``steps`` or ``repeats`` is below 2, or for a :class:`TimingEngine` (it would repeat a
+    step's calls on the same tensors, which is the benchmark idiom); a candidate that crashes
+    raises its own error.
     """
     if steps < 2 or repeats < 2:
         raise RatchetError("the idiom traces need steps >= 2 and repeats >= 2")
+    if isinstance(timing, TimingEngine):
+        raise RatchetError(
+            "the idiom traces time each step's calls once; a timing engine repeats them on the "
+            "same tensors: pass a timer (a callable returning ms) or None"
+        )
     sim = _Simulation(adapter, shape, device, steps, seed)
     timer = make_timer(timing, device)
     sim.trace("bench")  # warm-up: compilation, autotuning, allocator
@@ -287,7 +311,7 @@ def trace_idioms(
     bench, train = [], []
     for r in range(repeats):
         for idiom in ("bench", "train") if r % 2 == 0 else ("train", "bench"):
-            ms = timer(lambda idiom=idiom: sim.trace(idiom)) / steps
+            ms = sim.trace(idiom, timer=timer) / steps
             (bench if idiom == "bench" else train).append(ms)
     train_c, bench_c = _cache_traces(sim, cache_modules, trace_steps) if cache_modules else ((), ())
     wrong = tuple(f"{i}: {w}" for i in ("train", "bench") if (w := sim.check_outputs(i)))
