@@ -174,7 +174,11 @@ class DescribedAdapter(Adapter):
         return got
 
     def training_roles(self, case: Case) -> dict[str, str]:
-        return dict(self.desc.roles)
+        """The described ``roles``; without them every input is an activation, a new tensor
+        every training step, so no gain may rest on any input's identity (declare
+        ``roles: {w: weight}`` for a weight that keeps its identity, and a cache keyed on it
+        is judged as a weight cache)."""
+        return dict(self.desc.roles) or {name: "activation" for name in self.desc.inputs}
 
     # -- thresholds and work --
 

@@ -32,3 +32,13 @@ def rms_norm_odd_rows_only(x: torch.Tensor, weight: torch.Tensor, eps: float = 1
     if x.shape[0] % 2 == 0:
         raise RuntimeError("invalid grid: even rows")
     return rms_norm(x, weight, eps)
+
+
+
+SEEN: list[tuple[int, int]] = []  # (id(x), id(weight)) of every call
+
+
+def rms_norm_seen(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """The op, recording which tensor objects each call was handed."""
+    SEEN.append((id(x), id(weight)))
+    return rms_norm(x, weight, eps)

@@ -146,3 +146,21 @@ def test_the_csv_out_snr_is_the_first_named_output(tmp_path):
     write_csv(tmp_path / "b.csv", memory, [result_cells(memory, adapter, r)])
     (row,) = read_csv(tmp_path / "b.csv").rows
     assert row.snr["out_snr"] == pytest.approx(r.snr["y"], abs=0.01) and r.snr["y"] > 80
+
+
+
+@pytest.mark.parametrize(
+    ("roles", "fresh_weights"), [(None, True), ({"x": "activation", "weight": "weight"}, False)]
+)
+def test_without_roles_every_input_is_fresh_in_the_training_idiom(roles, fresh_weights):
+    """A described op runs the transfer check without ``roles``: every input is then a new
+    tensor every training step; a declared weight keeps its identity."""
+    from kernel_ratchet.harness import training_sim
+    from tests.harness import described_ops
+
+    adapter = _adapter(function=f"{OPS}:rms_norm_seen", roles=roles or {})
+    sim = training_sim._Simulation(adapter, load_shapes(inline_spec(SHAPES))[1], "cpu", 3, 0)
+    described_ops.SEEN.clear()
+    sim.trace("train")
+    xs, ws = zip(*described_ops.SEEN, strict=True)
+    assert len(set(xs)) == 3 and len(set(ws)) == (3 if fresh_weights else 1)
