@@ -21,17 +21,25 @@ WAIT_LIMIT_S = 4 * 3600.0
 
 def wait_for_start(limit_s: float = WAIT_LIMIT_S) -> bool:
     """Block until the gate named by ``RATCHET_START_GATE`` says "go" (True at once when no
-    gate is set); False when it never did within ``limit_s``."""
+    gate is set); False when it never did within ``limit_s``, or as soon as the process that
+    started this one is gone (this process was reparented: the round that would open the gate
+    died, and a harness left waiting would hold its memory, and a GPU's, for hours)."""
     gate = os.environ.get(GATE_ENV)
     if not gate:
         return True
-    path, deadline = Path(gate), time.monotonic() + limit_s
+    path, deadline, parent = Path(gate), time.monotonic() + limit_s, os.getppid()
     while time.monotonic() < deadline:
         try:
             if path.read_text().strip() == "go":
                 return True
         except OSError:
             pass
+        if os.getppid() != parent:
+            print(
+                f"[harness] the round that started it is gone: {gate} will never open",
+                file=sys.stderr,
+            )
+            return False
         time.sleep(POLL_S)
     print(f"[harness] start gate {gate} never opened in {limit_s:.0f} s", file=sys.stderr)
     return False

@@ -62,3 +62,33 @@ def test_a_ctrl_c_whose_raise_was_lost_stops_the_next_wait(tmp_path: Path) -> No
     finally:
         INTERRUPT_REQUESTED.clear()
     assert step.proc.poll() is not None and not out.exists()
+
+
+def test_a_gated_step_whose_driver_died_stops_waiting(tmp_path: Path) -> None:
+    """A driver killed before it could stop its gated harness (the shell between them dies
+    with it): the harness, reparented, gives up at once instead of waiting for hours."""
+    import os
+    import signal
+    import subprocess
+
+    out = tmp_path / "done"
+    driver = (
+        "import sys, time; from pathlib import Path; "
+        "from kernel_ratchet.campaign.steps import start_step; "
+        f"s = start_step('child', sys.argv[1], cwd=Path({str(tmp_path)!r}), "
+        f"log_path=Path({str(tmp_path / 'child.log')!r}), gate=Path({str(tmp_path / 'g')!r})); "
+        "print(s.proc.pid, flush=True); time.sleep(600)"
+    )
+    cmd = f'{sys.executable} -c "{CHILD}" {out}'
+    proc = subprocess.Popen([sys.executable, "-c", driver, cmd], stdout=subprocess.PIPE, text=True)
+    shell = int(proc.stdout.readline())
+    deadline = time.monotonic() + 60
+    while not Path(f"{out}.ready").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)  # the harness is prepared and waits at its gate
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    while time.monotonic() < deadline and os.path.exists(f"/proc/{shell}"):
+        time.sleep(0.01)
+    while time.monotonic() < deadline and not out.exists():
+        time.sleep(0.01)
+    assert out.read_text() == "refused"  # it gave up instead of measuring
