@@ -5,8 +5,9 @@ The harness measures; when to look, when to stop and what to decide is the calle
 Contract of :func:`run_paired`:
 
 1. Two workers (separate processes, built by ``worker_factory``) are opened, one per side.
-2. Correctness first: every shape is checked on both sides with the check seed. A failing
-   check ends the run with that side's failure; nothing is timed. Then the rule compares the
+2. Correctness first: every shape is checked on both sides with the check seed, the two sides
+   of a shape at once (a check times nothing). A failing check ends the run with that side's
+   failure (the incumbent's when both fail); nothing is timed. Then the rule compares the
    two sides' SNRs on those same inputs (``rule.precision_drop``): a candidate whose precision
    fell below the incumbent's ends the run with a failure of category ``"precision"``.
 3. Rounds. Round ``r`` visits every still-active shape in a shuffled order; per shape and phase
@@ -35,6 +36,7 @@ import math
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -123,25 +125,31 @@ class _Rounds:
         }
 
     def check(self, say: Callable[[str], None]) -> Failure | None:
-        """Contract step 2: every shape on both sides, in order; the first failure, or None."""
+        """Contract step 2: every shape on both sides, in order, the two sides' checks of a
+        shape at once (they time nothing, each in its own process); the first failure (the
+        incumbent's first when both fail), or None."""
         say(f"A/B: checking {len(self.shapes)} shape(s) on both sides")
-        for shape in self.shapes:
-            took = []
-            for side in SIDES:
-                c0 = time.monotonic()
-                res = self.workers[side].check(
-                    shape, round_seed(self.seed, CHECK_ROUND, shape.label)
+        with ThreadPoolExecutor(max_workers=len(SIDES), thread_name_prefix="kr-ab-check") as pool:
+            for shape in self.shapes:
+                seed = round_seed(self.seed, CHECK_ROUND, shape.label)
+                futures = {
+                    side: pool.submit(_timed_check, self.workers[side], shape, seed)
+                    for side in SIDES
+                }
+                done = {side: f.result() for side, f in futures.items()}
+                for side in SIDES:
+                    res = done[side][0]
+                    if not res.ok:
+                        return Failure(
+                            side, "check", shape.label, res.category, res.detail, self.logs[side]
+                        )
+                    snr = (res.payload or {}).get("snr") or {}
+                    self.snr[side][shape.label] = {k: float(v) for k, v in snr.items()}
+                took = [done[side][1] for side in SIDES]
+                say(
+                    f"A/B: {shape.label} checked (incumbent {took[0]:.1f} s, candidate "
+                    f"{took[1]:.1f} s, at once)"
                 )
-                took.append(time.monotonic() - c0)
-                if not res.ok:
-                    return Failure(
-                        side, "check", shape.label, res.category, res.detail, self.logs[side]
-                    )
-                snr = (res.payload or {}).get("snr") or {}
-                self.snr[side][shape.label] = {k: float(v) for k, v in snr.items()}
-            say(
-                f"A/B: {shape.label} checked (incumbent {took[0]:.1f} s, candidate {took[1]:.1f} s)"
-            )
         return None
 
     def _time(self, r: int, label: str, phase: str, side: str, seed: int) -> Failure | None:
@@ -276,6 +284,12 @@ def _precision(run: _Rounds, rule: SequentialRule[Any]) -> Failure | None:
         return None
     label = next(iter(run.snr["candidate"]), "")
     return Failure("candidate", "check", label, "precision", why, run.logs["candidate"])
+
+
+def _timed_check(worker: Any, shape: Shape, seed: int) -> tuple[Any, float]:
+    """(one worker's check of ``shape``, its seconds)."""
+    c0 = time.monotonic()
+    return worker.check(shape, seed), time.monotonic() - c0
 
 
 def _open_workers(
