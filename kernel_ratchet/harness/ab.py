@@ -30,7 +30,6 @@ Contract of :func:`run_paired`:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import secrets
@@ -46,31 +45,25 @@ import numpy as np
 
 from kernel_ratchet.harness.ab_rule import SequentialRule
 from kernel_ratchet.harness.adapter import Shape
+from kernel_ratchet.harness.paired_checks import (
+    CHECK_ROUND,
+    SIDES,
+    Prechecked,
+    check_shape,
+    round_seed,
+)
 from kernel_ratchet.harness.paired_run import D, Failure, PairedRun
 from kernel_ratchet.harness.paired_samples import PHASES, PairedSamples, samples_by_shape
 
 if TYPE_CHECKING:
     from kernel_ratchet.harness.worker import WorkerSpec
 
-SIDES = ("incumbent", "candidate")
 #: Spot checks per timing request: one secretly chosen sample of every request has its outputs
 #: compared with the reference (>= 10 per shape and side in an A/B). Each costs a reference
 #: computation: on a 16384x59136x8192 GEMM's backward ~1 s, more than the timed calls.
 PAIRED_SPOT_CHECKS = 1
 #: File in ``log_dir``: one JSON line per timing request (see :func:`_trace`).
 TRACE = "timings.jsonl"
-#: Round index used for the correctness-check seed.
-CHECK_ROUND = -1
-
-
-def round_seed(secret: int, round_index: int, label: str) -> int:
-    """Input seed of one shape in one round, derived from the campaign secret (63 bits), as
-    :data:`~kernel_ratchet.harness.paired_run.SEED_POLICY` states it.
-
-    Unpredictable without the secret, so a candidate cannot precompute outputs per seed.
-    """
-    digest = hashlib.sha256(f"{secret}:{round_index}:{label}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") >> 1
 
 
 def _trace(out: Any, r: int, label: str, phase: str, side: str, res: Any, wall_s: float) -> None:
@@ -124,19 +117,18 @@ class _Rounds:
             side: {s.label: {p: [] for p in self.phases} for s in self.shapes} for side in SIDES
         }
 
-    def check(self, say: Callable[[str], None]) -> Failure | None:
+    def check(
+        self, say: Callable[[str], None], prechecked: Prechecked | None = None
+    ) -> Failure | None:
         """Contract step 2: every shape on both sides, in order, the two sides' checks of a
         shape at once (they time nothing, each in its own process); the first failure (the
-        incumbent's first when both fail), or None."""
+        incumbent's first when both fail), or None. A check that ``prechecked`` holds for the
+        same worker and seed (run beside other work before the A/B) is not run again."""
         say(f"A/B: checking {len(self.shapes)} shape(s) on both sides")
         with ThreadPoolExecutor(max_workers=len(SIDES), thread_name_prefix="kr-ab-check") as pool:
             for shape in self.shapes:
                 seed = round_seed(self.seed, CHECK_ROUND, shape.label)
-                futures = {
-                    side: pool.submit(_timed_check, self.workers[side], shape, seed)
-                    for side in SIDES
-                }
-                done = {side: f.result() for side, f in futures.items()}
+                done, reused = check_shape(pool, self.workers, shape, seed, prechecked)
                 for side in SIDES:
                     res = done[side][0]
                     if not res.ok:
@@ -146,8 +138,9 @@ class _Rounds:
                     snr = (res.payload or {}).get("snr") or {}
                     self.snr[side][shape.label] = {k: float(v) for k, v in snr.items()}
                 took = [done[side][1] for side in SIDES]
+                beside = " beside the focused test" if reused else ""
                 say(
-                    f"A/B: {shape.label} checked (incumbent {took[0]:.1f} s, candidate "
+                    f"A/B: {shape.label} checked{beside} (incumbent {took[0]:.1f} s, candidate "
                     f"{took[1]:.1f} s, at once)"
                 )
         return None
@@ -286,12 +279,6 @@ def _precision(run: _Rounds, rule: SequentialRule[Any]) -> Failure | None:
     return Failure("candidate", "check", label, "precision", why, run.logs["candidate"])
 
 
-def _timed_check(worker: Any, shape: Shape, seed: int) -> tuple[Any, float]:
-    """(one worker's check of ``shape``, its seconds)."""
-    c0 = time.monotonic()
-    return worker.check(shape, seed), time.monotonic() - c0
-
-
 def _open_workers(
     stack: ExitStack,
     factory: Callable[..., Any] | None,
@@ -333,6 +320,7 @@ def run_paired(
     progress: Callable[[str], None] | None = None,
     campaign_type: str | None = None,
     time_kwargs: Mapping[str, Any] | None = None,
+    prechecked: Prechecked | None = None,
 ) -> PairedRun[D]:
     """Measure ``candidate`` against ``incumbent`` on ``shapes`` (contract: module docstring).
 
@@ -342,7 +330,8 @@ def run_paired(
     "bwd" is timed, else compute_fwd. ``worker_factory(spec, log_path)``: a context manager
     with ``check`` and ``time`` (default :class:`~kernel_ratchet.harness.worker.Worker`).
     ``time_kwargs`` go to every ``time`` call (e.g. ``max_tflops``, the roofline anti-cheat;
-    ``spot_checks`` defaults to :data:`PAIRED_SPOT_CHECKS`). Raises ValueError for bad
+    ``spot_checks`` defaults to :data:`PAIRED_SPOT_CHECKS`). ``prechecked``: checks already
+    made by the workers the factory hands out (:func:`precheck`). Raises ValueError for bad
     arguments; a failing worker is a recorded :class:`Failure`, never an exception.
     """
     _validate(shapes, phases)
@@ -360,7 +349,7 @@ def run_paired(
         workers = _open_workers(stack, worker_factory, (incumbent, candidate), logs)
         rng = np.random.default_rng(rng_seed)
         run = _Rounds(workers, tuple(shapes), phases, seed, rng, logs, tkw)
-        failure = run.check(say) or _precision(run, rule)
+        failure = run.check(say, prechecked) or _precision(run, rule)
         check_wall_s = time.monotonic() - t0
         decision, early_stop = None, None
         if failure is None:

@@ -109,6 +109,9 @@ def test_whole_campaign(tmp_path):
     for side in ("incumbent", "candidate"):  # one worker per side served the A/B and transfer
         log = (art / f"paired/{side}_worker.log").read_text()
         assert log.count("ready after") == 1 and " transfer " in log, log
+        # each shape checked once, beside the focused test, and the A/B reused the checks
+        assert log.count("] check ") == len(manifest["representative_shapes"]), log
+    assert json.loads((art / "paired.json").read_text())["run"]["check_wall_s"] < 1.0
     assert not list(art.glob("transfer_*.log"))
     incumbent = (root / KERNEL).read_text()
 

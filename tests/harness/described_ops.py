@@ -34,7 +34,6 @@ def rms_norm_odd_rows_only(x: torch.Tensor, weight: torch.Tensor, eps: float = 1
     return rms_norm(x, weight, eps)
 
 
-
 SEEN: list[tuple[int, int]] = []  # (id(x), id(weight)) of every call
 
 

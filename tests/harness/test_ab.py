@@ -519,3 +519,58 @@ def test_sides_timed_in_different_modes_fail_the_side_that_fell_back(tmp_path, f
 def test_sides_timed_the_same_way_are_compared(tmp_path):
     run = ab(tmp_path, FakeSpec("cand", speed=1.05), machine=ModeMachine(None))
     assert run.ok and run.decision.accepted
+
+
+def test_checks_made_early_by_the_same_workers_are_reused_and_others_are_not(tmp_path, monkeypatch):
+    """The round's workers check the A/B's shapes beside the focused test (``precheck``); the
+    A/B then reuses a check only when the worker it times on made it with the A/B's seed."""
+    from contextlib import nullcontext
+
+    from kernel_ratchet.harness.paired_checks import precheck
+
+    checked: list[tuple[str, str]] = []
+    plain = FakeWorker.check
+
+    def counted(self, shape, seed):
+        checked.append((self.spec.name, shape.label))
+        return plain(self, shape, seed)
+
+    monkeypatch.setattr(FakeWorker, "check", counted)
+    machine = FakeMachine()
+
+    def pair(cand: FakeSpec, name: str) -> dict[str, FakeWorker]:
+        return {
+            "incumbent": FakeWorker(machine, FakeSpec("inc"), tmp_path / f"{name}-inc.log"),
+            "candidate": FakeWorker(machine, cand, tmp_path / f"{name}-cand.log"),
+        }
+
+    def paired(workers, cand: FakeSpec, seed: int, early):
+        lent = iter(workers.values())
+        return run_paired(
+            FakeSpec("inc"),
+            cand,
+            SHAPES,
+            phases=("fwd",),
+            seed=seed,
+            rule=PairedLooks(),
+            log_dir=tmp_path / str(seed),
+            worker_factory=lambda _spec, _log: nullcontext(next(lent)),
+            rng_seed=1,
+            prechecked=early,
+        )
+
+    made = pair(FakeSpec("cand"), "a")
+    early = precheck(made, SHAPES, 1234)
+    assert len(checked) == 2 * len(SHAPES)
+    run = paired(made, FakeSpec("cand"), 1234, early)
+    assert run.ok and len(checked) == 2 * len(SHAPES)  # the same workers and seed: all reused
+    run = paired(pair(FakeSpec("cand"), "b"), FakeSpec("cand"), 1234, early)
+    assert run.ok and len(checked) == 4 * len(SHAPES)  # other workers: checked again
+    run = paired(made, FakeSpec("cand"), 4321, early)
+    assert run.ok and len(checked) == 6 * len(SHAPES)  # another seed: checked again
+    wrong = FakeSpec("cand", failing_check=SHAPES[1].label)
+    bad = pair(wrong, "c")
+    early = precheck(bad, SHAPES, 99)  # stops at the first failing shape, as the A/B would
+    assert [k for k in early if k[0] == "candidate"] == [("candidate", s.label) for s in SHAPES[:2]]
+    run = paired(bad, wrong, 99, early)
+    assert not run.ok and run.failure.side == "candidate" and run.failure.label == SHAPES[1].label

@@ -148,7 +148,6 @@ def test_the_csv_out_snr_is_the_first_named_output(tmp_path):
     assert row.snr["out_snr"] == pytest.approx(r.snr["y"], abs=0.01) and r.snr["y"] > 80
 
 
-
 @pytest.mark.parametrize(
     ("roles", "fresh_weights"), [(None, True), ({"x": "activation", "weight": "weight"}, False)]
 )

@@ -127,7 +127,17 @@ def _level(
         return LevelResult(csv, gates, Category.CORRECTNESS)
     t0 = time.monotonic()
     lend = workers.lend() if workers is not None else None
-    outcome = paired_decision(c, n, art, c.rel(csv), inc_rel, worker_factory=lend)
+    own = workers is not None and level == draft.level  # the level its workers checked early
+    outcome = paired_decision(
+        c,
+        n,
+        art,
+        c.rel(csv),
+        inc_rel,
+        worker_factory=lend,
+        secret=workers.secret if own else None,
+        prechecked=workers.prechecked() if own else None,
+    )
     draft.timed(f"ab_{level}", time.monotonic() - t0)
     if isinstance(outcome, PairedFailure):
         record = draft.failed(

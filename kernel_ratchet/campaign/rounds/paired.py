@@ -25,6 +25,7 @@ from kernel_ratchet.campaign.round_decision import RoundDecision, ShapeResult
 from kernel_ratchet.harness.ab import run_paired
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.harness.csv_schema import BenchTable
+from kernel_ratchet.harness.paired_checks import Prechecked
 from kernel_ratchet.harness.paired_run import PairedRun
 from kernel_ratchet.harness.timing.quantity import DEFAULT as DEFAULT_MEASURE
 from kernel_ratchet.harness.timing.quantity import Measure, engine_measure, of_params
@@ -147,6 +148,7 @@ def run_ab(
     single_look: bool = False,
     a_a: bool = False,
     worker_factory: Callable[..., Any] | None = None,
+    prechecked: Prechecked | None = None,
 ) -> PairedRun:
     """Paired A/B of incumbent vs candidate on ``labels`` (``single_look``: k_start rounds
     only, for the fresh-process confirmation of a suspiciously large gain; ``a_a``: the
@@ -174,6 +176,7 @@ def run_ab(
         campaign_type=c.m.campaign_type,
         time_kwargs=_time_kwargs(c),
         worker_factory=worker_factory,
+        prechecked=prechecked,
     )
 
 
@@ -194,17 +197,27 @@ def paired_decision(
     cand_rel: str,
     inc_rel: str,
     worker_factory: Callable[..., Any] | None = None,
+    secret: int | None = None,
+    prechecked: Prechecked | None = None,
 ) -> RoundDecision | PairedFailure:
     """Measure and decide; returns the round's decision (or the failure that ended the A/B).
     ``worker_factory``: the round's workers for the A/B (never for the fresh-process
-    confirmation of a suspiciously large gain)."""
+    confirmation of a suspiciously large gain); ``secret`` (None: drawn now) and
+    ``prechecked``: the correctness checks those workers made early with it."""
     labels = [r.label for r in c.table(cand_rel).rows]
-    secret = secrets.randbits(63)
+    secret = secrets.randbits(63) if secret is None else secret
     c.say(
         f"round-{n}: paired A/B, incumbent vs candidate, {len(labels)} shapes, "
         f"measuring {measured_quantity(c)}"
     )
-    run = run_ab(c, labels, art / "paired", secret=secret, worker_factory=worker_factory)
+    run = run_ab(
+        c,
+        labels,
+        art / "paired",
+        secret=secret,
+        worker_factory=worker_factory,
+        prechecked=prechecked,
+    )
     suspicious = []
     if run.ok:
         suspicious = [s.label for s in run.decision.per_shape if s.ratio > SUSPICIOUS_RATIO]

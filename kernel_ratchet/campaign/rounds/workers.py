@@ -14,6 +14,8 @@ suspiciously large gain never borrows them: it exists to measure in fresh proces
 
 from __future__ import annotations
 
+import secrets
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import nullcontext
@@ -21,7 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernel_ratchet.campaign.rounds.paired import _specs
-from kernel_ratchet.harness.ab import SIDES
+from kernel_ratchet.harness.adapter import Shape
+from kernel_ratchet.harness.paired_checks import SIDES, Prechecked, precheck
 from kernel_ratchet.harness.worker import STARTUP_GRACE_S, Worker
 
 if TYPE_CHECKING:
@@ -36,7 +39,8 @@ LOG_DIR = "paired"
 class RoundWorkers:
     """One worker per side for one round (context manager: closes them, also on Ctrl+C).
 
-    ``start`` launches both (non-blocking); ``settle`` waits for both to finish starting;
+    ``start`` launches both (non-blocking); ``check_early`` starts the A/B's correctness checks
+    in the background; ``settle`` waits for both to finish starting and checking;
     ``lend`` gives a ``worker_factory`` for :func:`~kernel_ratchet.harness.ab.run_paired`;
     ``live`` the still-healthy workers by side for the transfer check."""
 
@@ -44,6 +48,10 @@ class RoundWorkers:
         self._c = c
         self.log_dir = Path(art) / LOG_DIR
         self._workers: dict[str, Worker] = {}
+        #: The secret of the round's own A/B: its check seeds derive from it
+        self.secret = secrets.randbits(63)
+        self._checks: dict[tuple[str, str], tuple[Any, int, Any, float]] = {}
+        self._checking: threading.Thread | None = None
 
     def start(self) -> None:
         """Launch both workers (their start-up runs in the background)."""
@@ -55,10 +63,37 @@ class RoundWorkers:
     def log_path(self, side: str) -> Path:
         return self.log_dir / f"{side}_worker.log"
 
+    def check_early(self, labels: list[str]) -> None:
+        """Start, in the background, the correctness checks the round's A/B begins with, on
+        the shapes ``labels``: they time nothing, so they run beside the focused test.
+        :meth:`settle` waits for them; :meth:`prechecked` hands their results to the A/B."""
+        if not self._workers or self._checking is not None:
+            return
+        by = {s["label"]: s for s in self._c.m.target_shapes}
+        shapes = [Shape.from_dict(by[x]) for x in labels if x in by]
+        workers = dict(self._workers)
+
+        def run() -> None:
+            try:
+                self._checks = precheck(workers, shapes, self.secret)
+            except Exception:  # noqa: BLE001 - the A/B then makes its checks itself
+                self._checks = {}
+
+        self._checking = threading.Thread(target=run, name="kr-early-checks", daemon=True)
+        self._checking.start()
+
+    def prechecked(self) -> Prechecked:
+        """The early checks' results (empty until :meth:`settle` has waited for them)."""
+        return self._checks if self._checking is None else {}
+
     def settle(self) -> None:
-        """Wait until every started worker is idle (ready, or failed to start): timing must
-        not share the machine with an import. A worker that failed to start is dropped; the
-        step that needs it starts a fresh one, which records the failure as before."""
+        """Wait until every started worker is idle (ready, or failed to start, and done with
+        the early checks): timing must not share the machine with an import or a check. A
+        worker that failed to start is dropped; the step that needs it starts a fresh one,
+        which records the failure as before."""
+        if self._checking is not None:
+            self._checking.join()  # each check has its worker's request timeout
+            self._checking = None
         for side, w in list(self._workers.items()):
             deadline = time.monotonic() + w.spec.timeout_s + STARTUP_GRACE_S
             if not w.wait_ready(deadline):
@@ -84,10 +119,14 @@ class RoundWorkers:
         return {side: w for side, w in self._workers.items() if w.alive}
 
     def close(self, grace_s: float = 5.0) -> None:
-        """Close both workers (killed when they do not exit within ``grace_s``)."""
+        """Close both workers (killed when they do not exit within ``grace_s``); early checks
+        still running end with them."""
         for w in self._workers.values():
             w.close(grace_s)
         self._workers.clear()
+        if self._checking is not None:
+            self._checking.join(timeout=grace_s + 5.0)
+            self._checking = None
 
     def __enter__(self) -> RoundWorkers:
         return self
