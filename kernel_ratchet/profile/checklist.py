@@ -21,6 +21,7 @@ from pathlib import Path
 from kernel_ratchet.harness.adapter import (
     DESCRIBED_PREFIX,
     INLINE_PREFIX,
+    Shape,
     load_adapter,
     load_shapes,
 )
@@ -298,20 +299,34 @@ def device_check(profile: Profile, op: str, *, cuda: bool | None = None) -> Chec
             shapes = load_shapes(o.shapes)
     except Exception:  # the shapes check reports it
         return CheckItem(name, True, "shapes not loadable (see 'shapes loadable')")
-    work = sum(s.M * s.N * max(s.K, 1) * max(s.B, 1) for s in shapes)
+    described = o.adapter.startswith(DESCRIBED_PREFIX)
+    work = sum(_work(s, described) for s in shapes)
+    what = "the product of every size symbol" if described else "M*N*K*B"
     if work <= CPU_WORK_LIMIT:
-        return CheckItem(name, True, f"no GPU; work {work:.2g} (sum of M*N*K*B) fits the CPU")
+        return CheckItem(name, True, f"no GPU; work {work:.2g} (sum of {what}) fits the CPU")
     return CheckItem(
         name,
         False,
         f"no CUDA GPU here, and the {len(shapes)} target shapes of {op} hold work {work:.2g} "
-        "(sum of M*N*K*B: a GEMM's multiply-adds, an element-wise op's elements): the Triton "
+        f"(sum of {what}: a GEMM's multiply-adds, an element-wise op's elements): the Triton "
         "interpreter would take hours per round, and CPU timings "
         "say nothing about a GPU kernel",
         "run the campaign on a CUDA machine. To rehearse the loop here, point "
         f"ops.{op}.shapes at a tiny shape set (kernel-pack ops: ratchet run --example {op} "
         "--rehearse)",
     )
+
+
+def _work(shape: Shape, described: bool) -> int:
+    """Multiply-adds or elements of one shape: M·N·max(K, 1)·max(B, 1), times the other size
+    symbols of an op described in ratchet.yaml (its shapes bind any names, e.g. a vocabulary
+    ``V``, which its ``params`` hold); a bundled op's params are settings, not sizes."""
+    work = shape.M * shape.N * max(shape.K, 1) * max(shape.B, 1)
+    if described:
+        for value in shape.params.values():
+            if isinstance(value, int) and not isinstance(value, bool):
+                work *= max(value, 1)
+    return work
 
 
 def git_check(root: str | Path) -> CheckItem:

@@ -98,3 +98,18 @@ def test_the_focused_test_fails_a_shape_that_raises_and_runs_the_others(tmp_path
     assert "FAIL even: RuntimeError: invalid grid: even rows" in out.out
     assert "PASS odd:" in out.out and "1 passed, 1 failed" in out.out
     assert "Traceback" in out.err
+
+
+def test_the_cpu_device_check_counts_every_size_symbol_of_a_described_op(tmp_path):
+    """A loss over a vocabulary: M rows of V logits. Counted as M alone (N and K absent), its
+    real shapes would pass for CPU-sized and start a campaign that takes hours a round."""
+    from kernel_ratchet.profile.checklist import device_check
+
+    inputs = {"logits": "[M, V] dtype", "weight": "[V] float32"}
+    shapes = [{"label": "llama3", "M": 8192, "V": 128256, "dtype": "bfloat16"}]
+    prof = load_profile(_write(tmp_path, inputs=inputs, shapes=shapes, gradients=["logits"]))
+    item = device_check(prof, "norm", cuda=False)
+    assert not item.ok and "1.1e+09" in item.detail and "every size symbol" in item.detail
+    tiny = [{"label": "t", "M": 37, "V": 200, "dtype": "float32"}]
+    prof = load_profile(_write(tmp_path, inputs=inputs, shapes=tiny, gradients=["logits"]))
+    assert device_check(prof, "norm", cuda=False).ok
