@@ -107,12 +107,16 @@ class DescribedAdapter(Adapter):
         self._seeds[case] = seed
         return case
 
-    def _grad_outs(self, case: Case, outs: tuple[torch.Tensor, ...]) -> list[torch.Tensor]:
-        """The incoming gradient of each output, drawn once per case from its seed."""
+    def _grad_outs(self, case: Case, outs: tuple[torch.Tensor, ...]) -> list[torch.Tensor | None]:
+        """The incoming gradient of each output, drawn once per case from its seed; None for an
+        output that has none (integers: indices, predicted tokens, counts)."""
         names = list(self.desc.grad_out_names)
         if not hasattr(case, names[0]):
             g = torch.Generator(device=outs[0].device).manual_seed(self._seeds[case] + 1)
             for name, out in zip(names, outs, strict=True):
+                if not out.is_floating_point():
+                    setattr(case, name, None)
+                    continue
                 grad = torch.randn(out.shape, generator=g, device=out.device, dtype=torch.float32)
                 setattr(case, name, grad.to(out.dtype))
         return [getattr(case, n) for n in names]
@@ -132,12 +136,8 @@ class DescribedAdapter(Adapter):
         return out
 
     def backward(self, case: Case) -> tuple[torch.Tensor, ...]:
-        outs = self._graphs[case]
+        outs, douts = _differentiable(self._graphs[case], self._grad_outs(case, self._graphs[case]))
         leaves = [getattr(case, n) for n in self.desc.gradients]
-        douts = [
-            d if d.dtype == o.dtype else d.to(o.dtype)
-            for d, o in zip(self._grad_outs(case, outs), outs, strict=True)
-        ]
         grads = torch.autograd.grad(outs, leaves, douts, retain_graph=True, allow_unused=True)
         grads = tuple(
             torch.zeros_like(x) if g is None else g for g, x in zip(grads, leaves, strict=True)
@@ -167,9 +167,9 @@ class DescribedAdapter(Adapter):
         )
         got = dict(zip(self.desc.outputs, (o.detach() for o in outs), strict=True))
         if self.has_backward:
-            douts = [d.to(o.dtype) for d, o in zip(self._grad_outs(case, outs), outs, strict=True)]
+            diff, douts = _differentiable(outs, self._grad_outs(case, outs))
             wrt = [leaves[n] for n in self.desc.gradients]
-            grads = torch.autograd.grad(outs, wrt, douts)
+            grads = torch.autograd.grad(diff, wrt, douts)
             got.update(zip(self.desc.grad_names, grads, strict=True))
         return got
 
@@ -228,6 +228,16 @@ class DescribedAdapter(Adapter):
         grads = [ins[n] for n in self.desc.gradients]
         bwd = nbytes(outs) + nbytes(ins.values()) + nbytes(grads) if grads else 0.0
         return fwd, bwd
+
+
+def _differentiable(
+    outs: tuple[torch.Tensor, ...], douts: list[torch.Tensor | None]
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """The outputs a backward flows through, with their incoming gradients in their dtype:
+    those with a gradient drawn and a graph (an integer output, or one the op detached for
+    logging, has neither)."""
+    pairs = [(o, d) for o, d in zip(outs, douts, strict=True) if d is not None and o.requires_grad]
+    return [o for o, _ in pairs], [d if d.dtype == o.dtype else d.to(o.dtype) for o, d in pairs]
 
 
 def _dtype(t: Any) -> str | None:

@@ -41,3 +41,14 @@ def rms_norm_seen(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> t
     """The op, recording which tensor objects each call was handed."""
     SEEN.append((id(x), id(weight)))
     return rms_norm(x, weight, eps)
+
+
+def rms_norm_and_argmax(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6):
+    """The op and the index of each row's largest output: an integer output, no gradient."""
+    y = rms_norm(x, weight, eps)
+    return y, y.argmax(-1)
+
+
+def rms_norm_and_argmax_ref(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6):
+    y = rms_norm_ref(x, weight, eps)
+    return y, y.argmax(-1)

@@ -135,6 +135,20 @@ def test_none_entries_of_a_returned_tuple_are_not_outputs():
         _check(two, load_shapes(inline_spec(SHAPES))[0])
 
 
+def test_an_integer_output_is_checked_and_has_no_incoming_gradient():
+    adapter = _adapter(
+        function=f"{OPS}:rms_norm_and_argmax",
+        reference=f"{OPS}:rms_norm_and_argmax_ref",
+        outputs=["y", "top"],
+    )
+    shape = load_shapes(inline_spec(SHAPES))[1]
+    case = adapter.make_case(shape, 7, "cpu")
+    got, ref = adapter.outputs(case), adapter.reference(case)
+    res = check_outputs(got, ref, {n: adapter.threshold(n) for n in ref})
+    assert res.passed and set(got) == {"y", "top", "dx", "dweight"}, res.reason
+    assert got["top"].dtype == torch.int64 and case.dtop is None and case.dy is not None
+
+
 def test_the_csv_out_snr_is_the_first_named_output(tmp_path):
     from kernel_ratchet.harness.csv_schema import SCHEMAS, read_csv, write_csv
     from kernel_ratchet.harness.runtime import result_cells, run_shape
