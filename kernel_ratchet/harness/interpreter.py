@@ -10,6 +10,8 @@
   as the compiler does (ints and tensors are already converted by the interpreter itself).
 * bfloat16 arithmetic, reductions, ``tl.dot`` and casts compute on bit patterns
   (:mod:`.interpreter_bf16` makes them compute on the values).
+* ``triton.language.extra.libdevice`` functions (``tanh``, ``erf``, ``pow``...) are stubs
+  that return None (:mod:`.interpreter_libdevice` gives them numpy bodies).
 """
 
 from __future__ import annotations
@@ -41,13 +43,14 @@ def _with_fp32_floats(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
 
 def install() -> None:
-    """Make ``@triton.autotune``, float scalar arguments and bfloat16 work in the interpreter
-    (idempotent)."""
+    """Make ``@triton.autotune``, float scalar arguments, bfloat16 and libdevice math work in
+    the interpreter (idempotent)."""
     from triton.runtime import autotuner, interpreter
 
-    from kernel_ratchet.harness import interpreter_bf16
+    from kernel_ratchet.harness import interpreter_bf16, interpreter_libdevice
 
     interpreter_bf16.install()
+    interpreter_libdevice.install()
 
     autotuner.Autotuner.do_bench = property(lambda self: _no_bench)  # type: ignore[assignment]
     convert = getattr(interpreter, "_implicit_cvt", None)

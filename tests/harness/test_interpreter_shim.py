@@ -103,3 +103,21 @@ def test_bf16_kernels_compute_on_values_with_the_shim(interp, monkeypatch):
     torch.testing.assert_close(red[n:].float(), b.float().sum(dim=0), rtol=0.02, atol=0.05)
     torch.testing.assert_close(idx, (a * 4.0).to(torch.int32))
     torch.testing.assert_close(dot, a.float() @ w.float(), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_libdevice_functions_bound_before_the_shim_compute_with_it(dtype):
+    """libdevice's tanh, erf, pow and isnan are stubs the interpreter runs as None; the kernel
+    module bound them by name at its import, before the shim."""
+    from kernel_ratchet.harness.interpreter import install
+    from tests.harness import libdevice_kernel as k
+
+    install()
+    x = torch.linspace(-3, 3, 37).to(dtype)
+    x[5] = float("nan")
+    y = torch.empty_like(x)
+    k.gelu_like[(triton.cdiv(37, 16),)](x, y, 37, BLOCK=16)
+    xf = x.float()
+    want = 0.5 * xf * (1 + torch.tanh(0.79788456 * (xf + 0.044715 * xf**3))) + torch.erf(xf)
+    want[5] = 0.0
+    torch.testing.assert_close(y.float(), want.to(dtype).float(), atol=1e-5, rtol=1e-2)
