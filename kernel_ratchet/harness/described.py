@@ -127,7 +127,7 @@ class DescribedAdapter(Adapter):
     # -- the op --
 
     def forward(self, case: Case) -> Any:
-        out = self.fn(*self._args(case), **self.desc.kwargs)
+        out = self.fn(*self._args(case), *self.desc.args, **self.desc.kwargs)
         outs = _as_tuple(out, self.desc.outputs)
         self._dtypes.update({n: _dtype(t) for n, t in zip(self.desc.outputs, outs, strict=True)})
         if self.has_backward:

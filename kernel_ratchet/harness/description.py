@@ -27,6 +27,7 @@ DESCRIPTION_KEYS: tuple[str, ...] = (
     "function",
     "reference",
     "inputs",
+    "args",
     "kwargs",
     "reference_kwargs",
     "outputs",
@@ -110,6 +111,7 @@ class Description:
     inputs: Mapping[str, TensorSpec]
     outputs: tuple[str, ...]
     output_specs: Mapping[str, TensorSpec]
+    args: tuple[Any, ...]
     kwargs: Mapping[str, Any]
     reference_kwargs: Mapping[str, Any]
     gradients: tuple[str, ...]
@@ -172,6 +174,7 @@ class Description:
             inputs=inputs,
             outputs=outputs,
             output_specs=specs,
+            args=_constants(d, "args"),
             kwargs=_mapping(d, "kwargs"),
             reference_kwargs=_mapping(d, "reference_kwargs"),
             gradients=gradients,
@@ -185,6 +188,19 @@ class Description:
         if desc.reference_dtype not in REFERENCE_DTYPES:
             raise ValueError(f"reference_dtype: use one of {', '.join(REFERENCE_DTYPES)}")
         return desc
+
+
+def _constants(d: Mapping[str, Any], key: str) -> tuple[Any, ...]:
+    """Positional constants (numbers, strings, booleans, null) given after the inputs."""
+    value = d.get(key) or []
+    if not isinstance(value, list) or not all(
+        v is None or isinstance(v, (bool, int, float, str)) for v in value
+    ):
+        raise ValueError(
+            f"{key}: expected a list of constants passed after the inputs, e.g. [1.0e-6], "
+            f"got {value!r}"
+        )
+    return tuple(value)
 
 
 def _mapping(d: Mapping[str, Any], key: str) -> dict[str, Any]:

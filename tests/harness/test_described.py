@@ -149,6 +149,13 @@ def test_an_integer_output_is_checked_and_has_no_incoming_gradient():
     assert got["top"].dtype == torch.int64 and case.dtop is None and case.dy is not None
 
 
+def test_constants_after_the_inputs_are_passed_positionally():
+    adapter = _adapter(function=f"{OPS}:rms_norm_positional", args=[1.0e-6])
+    assert _check(adapter, load_shapes(inline_spec(SHAPES))[1])[1].passed
+    with pytest.raises(ValueError, match="args: expected a list of constants"):
+        _adapter(args={"eps": 1.0e-6})
+
+
 def test_the_csv_out_snr_is_the_first_named_output(tmp_path):
     from kernel_ratchet.harness.csv_schema import SCHEMAS, read_csv, write_csv
     from kernel_ratchet.harness.runtime import result_cells, run_shape
