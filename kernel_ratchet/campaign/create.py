@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -166,12 +167,17 @@ def preflight(profile: Profile, op: str) -> None:
         )
 
 
-def _campaign_name(base: Path, op: str, backend: str, gpu: str) -> str:
+def _campaign_name(
+    base: Path, op: str, backend: str, gpu: str, taken: Callable[[str], bool] = lambda _n: False
+) -> str:
+    """``<op>_<backend>_<gpu>_<YYYYMMDD>``, with ``-N`` when a campaign directory of that name
+    exists or ``taken(name)`` (its ``optimize/`` branch is left from a campaign whose
+    directory was deleted: its commits are kept, not reused)."""
     name = f"{op}_{backend}_{gpu}_{today()}"
-    if not (base / name).exists():
+    if not (base / name).exists() and not taken(name):
         return name
     n = 2
-    while (base / f"{name}-{n}").exists():
+    while (base / f"{name}-{n}").exists() or taken(f"{name}-{n}"):
         n += 1
     return f"{name}-{n}"
 
@@ -246,7 +252,9 @@ def create_campaign(profile: Profile, p: TargetParams) -> Path:
     shapes = load_shapes_from(profile, o.shapes)
     _check_weights(o, [s.label for s in shapes])
     base = profile.campaign_root_path
-    cdir = base / _campaign_name(base, p.op, p.backend, p.gpu)
+    auto = p.git_branch == "auto"
+    taken = (lambda name: git.branch_exists(groot, f"optimize/{name}")) if auto else None
+    cdir = base / _campaign_name(base, p.op, p.backend, p.gpu, taken or (lambda _n: False))
     git.exclude(groot, os.path.relpath(base, groot))
     branch = None
     if p.git_branch == "auto":

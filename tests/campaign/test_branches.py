@@ -62,3 +62,21 @@ def test_run_on_an_op_with_an_open_campaign_needs_another(project):
     assert first.name in r.stderr and "--another" in r.stderr
     assert git(project, "branch", "--show-current").strip() == branch
     assert [d.name for d in (project / ".ratchet/campaigns").iterdir()] == [first.name]
+
+
+def test_a_campaign_whose_directory_was_deleted_keeps_its_branch(project):
+    """The new campaign takes the next name instead of refusing for the branch left behind,
+    and the old branch, with its accepted commits, is not reused or touched."""
+    import shutil
+
+    first = campaign_dir(project)
+    own = f"optimize/{first.name}"
+    kept = git(project, "rev-parse", own).strip()
+    shutil.rmtree(first)
+    git(project, "switch", "-q", "-")  # back where the campaign started
+    r = ratchet(project, "init", "--op", "tiny_gemm", "--yes")
+    assert r.returncode == 0, r.stdout + r.stderr
+    (second,) = (project / ".ratchet/campaigns").iterdir()
+    assert second.name == f"{first.name}-2"
+    assert git(project, "branch", "--show-current").strip() == f"optimize/{second.name}"
+    assert git(project, "rev-parse", own).strip() == kept

@@ -67,10 +67,18 @@ def require_branch(root: Path, branch: str, campaign: str) -> None:
         )
 
 
+def branch_exists(root: Path, name: str) -> bool:
+    """Whether the local branch ``name`` exists."""
+    return bool(git(root, "rev-parse", "--verify", "-q", f"refs/heads/{name}", check=False).strip())
+
+
 def create_branch(root: Path, name: str) -> None:
     """Create and switch to ``name`` keeping the working tree (and its changes) as it is."""
-    if git(root, "rev-parse", "--verify", "-q", f"refs/heads/{name}", check=False).strip():
-        raise GitError(f"branch {name} already exists; pick another campaign name or delete it")
+    if branch_exists(root, name):
+        raise GitError(
+            f"branch {name} already exists; delete it (`git branch -D {name}`) or start the "
+            "campaign with --git-branch none"
+        )
     git(root, "switch", "-c", name)
 
 
