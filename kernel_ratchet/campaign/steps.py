@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kernel_ratchet.errors import raise_if_interrupted
-from kernel_ratchet.harness.start_gate import GATE_ENV
+from kernel_ratchet.harness.start_gate import DRIVER_ENV, GATE_ENV
 
 #: Time limits of the project's commands: a rebuild or focused test, a harness run.
 TEST_TIMEOUT_S = 1800.0
@@ -77,6 +77,7 @@ def start_step(
     if gate is not None:
         gate.unlink(missing_ok=True)
         full_env[GATE_ENV] = str(gate)
+        full_env[DRIVER_ENV] = str(os.getpid())
     t0 = time.monotonic()
     log = open(log_path, "w", encoding="utf-8")  # noqa: SIM115 - closed by RunningStep.wait
     log.write(f"$ {command}\n# cwd: {cwd}\n")

@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 
 GATE_ENV = "RATCHET_START_GATE"
+#: The process that will open the gate (the round's driver): when it is gone, nobody will.
+DRIVER_ENV = "RATCHET_START_GATE_DRIVER"
 #: How often the gate is looked at, and how long it is waited for at most.
 POLL_S = 0.02
 WAIT_LIMIT_S = 4 * 3600.0
@@ -21,20 +23,22 @@ WAIT_LIMIT_S = 4 * 3600.0
 
 def wait_for_start(limit_s: float = WAIT_LIMIT_S) -> bool:
     """Block until the gate named by ``RATCHET_START_GATE`` says "go" (True at once when no
-    gate is set); False when it never did within ``limit_s``, or as soon as the process that
-    started this one is gone (this process was reparented: the round that would open the gate
-    died, and a harness left waiting would hold its memory, and a GPU's, for hours)."""
+    gate is set); False when it never did within ``limit_s``, or as soon as the round that
+    would open it is gone (the driver named by ``RATCHET_START_GATE_DRIVER`` died, also
+    before this process reached its gate, or this process was reparented): a harness left
+    waiting would hold its memory, and a GPU's, for hours."""
     gate = os.environ.get(GATE_ENV)
     if not gate:
         return True
     path, deadline, parent = Path(gate), time.monotonic() + limit_s, os.getppid()
+    driver = int(os.environ.get(DRIVER_ENV) or 0)
     while time.monotonic() < deadline:
         try:
             if path.read_text().strip() == "go":
                 return True
         except OSError:
             pass
-        if os.getppid() != parent:
+        if os.getppid() != parent or (driver and not _alive(driver)):
             print(
                 f"[harness] the round that started it is gone: {gate} will never open",
                 file=sys.stderr,
@@ -43,3 +47,17 @@ def wait_for_start(limit_s: float = WAIT_LIMIT_S) -> bool:
         time.sleep(POLL_S)
     print(f"[harness] start gate {gate} never opened in {limit_s:.0f} s", file=sys.stderr)
     return False
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True

@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from kernel_ratchet.campaign.steps import start_step
 
 CHILD = (
@@ -64,9 +66,20 @@ def test_a_ctrl_c_whose_raise_was_lost_stops_the_next_wait(tmp_path: Path) -> No
     assert step.proc.poll() is not None and not out.exists()
 
 
-def test_a_gated_step_whose_driver_died_stops_waiting(tmp_path: Path) -> None:
+LATE_CHILD = (
+    "import os, sys, time; from kernel_ratchet.harness.start_gate import wait_for_start, _alive; "
+    "driver = int(os.environ['RATCHET_START_GATE_DRIVER']); "
+    "open(sys.argv[1] + '.ready', 'w').close(); "
+    "exec('while _alive(driver): time.sleep(0.01)'); ok = wait_for_start(); "
+    "open(sys.argv[1], 'w').write(repr(time.monotonic()) if ok else 'refused')"
+)
+
+
+@pytest.mark.parametrize("reaches_gate", ["before", "after"])
+def test_a_gated_step_whose_driver_died_stops_waiting(tmp_path: Path, reaches_gate: str) -> None:
     """A driver killed before it could stop its gated harness (the shell between them dies
-    with it): the harness, reparented, gives up at once instead of waiting for hours."""
+    with it), while the harness waits at its gate or before it got there (still importing):
+    the harness gives up at once instead of waiting for hours."""
     import os
     import signal
     import subprocess
@@ -79,12 +92,13 @@ def test_a_gated_step_whose_driver_died_stops_waiting(tmp_path: Path) -> None:
         f"log_path=Path({str(tmp_path / 'child.log')!r}), gate=Path({str(tmp_path / 'g')!r})); "
         "print(s.proc.pid, flush=True); time.sleep(600)"
     )
-    cmd = f'{sys.executable} -c "{CHILD}" {out}'
+    child = CHILD if reaches_gate == "before" else LATE_CHILD
+    cmd = f'{sys.executable} -c "{child}" {out}'
     proc = subprocess.Popen([sys.executable, "-c", driver, cmd], stdout=subprocess.PIPE, text=True)
     shell = int(proc.stdout.readline())
     deadline = time.monotonic() + 60
     while not Path(f"{out}.ready").exists() and time.monotonic() < deadline:
-        time.sleep(0.01)  # the harness is prepared and waits at its gate
+        time.sleep(0.01)  # the harness is prepared (and, "before", waits at its gate)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     while time.monotonic() < deadline and os.path.exists(f"/proc/{shell}"):
