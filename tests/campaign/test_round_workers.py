@@ -170,3 +170,32 @@ def test_the_harness_waits_until_the_workers_are_idle(project, campaign, monkeyp
         rec = c.validate("32x32 tiles")
     assert when_timed == [[True, True]]
     assert rec.category.value == "harness" and all(w.closed_with for w in fake_workers)
+
+
+@pytest.mark.parametrize("early", [None, "0"])
+def test_early_checks_can_be_left_to_the_a_b(tmp_path, monkeypatch, fake_workers, early):
+    """By default the workers check the round's shapes beside the focused test; with
+    RATCHET_EARLY_CHECKS=0 (a GPU too small for the test and both checks at once) nothing is
+    checked early and the A/B gets no early results."""
+    from types import SimpleNamespace
+
+    specs = (_spec("inc"), _spec("cand"))
+    monkeypatch.setattr(workers, "_specs", lambda _c: specs)
+    if early is None:
+        monkeypatch.delenv(workers.EARLY_ENV, raising=False)
+    else:
+        monkeypatch.setenv(workers.EARLY_ENV, early)
+    checked = []
+    monkeypatch.setattr(
+        workers, "precheck", lambda w, shapes, secret: checked.append(shapes) or {("x", "a"): 1}
+    )
+    c = SimpleNamespace(m=SimpleNamespace(target_shapes=[{"label": "a", "M": 2, "N": 3}]))
+    with workers.RoundWorkers(c, tmp_path) as rw:
+        rw.start()
+        rw.check_early(["a"])
+        rw.settle()
+        if early is None:
+            assert [[s.label for s in shapes] for shapes in checked] == [["a"]]
+            assert rw.prechecked() == {("x", "a"): 1}
+        else:
+            assert checked == [] and rw.prechecked() == {}

@@ -14,6 +14,7 @@ suspiciously large gain never borrows them: it exists to measure in fresh proces
 
 from __future__ import annotations
 
+import os
 import secrets
 import threading
 import time
@@ -34,6 +35,9 @@ if TYPE_CHECKING:
 #: Where the round's workers write their logs: the paired A/B's log folder, so the A/B's
 #: record names the log its workers wrote.
 LOG_DIR = "paired"
+#: ``0`` makes the A/B's checks after the harness instead of beside the focused test: for a GPU
+#: too small to hold the test and both workers' checks of the largest shape at once.
+EARLY_ENV = "RATCHET_EARLY_CHECKS"
 
 
 class RoundWorkers:
@@ -67,7 +71,7 @@ class RoundWorkers:
         """Start, in the background, the correctness checks the round's A/B begins with, on
         the shapes ``labels``: they time nothing, so they run beside the focused test.
         :meth:`settle` waits for them; :meth:`prechecked` hands their results to the A/B."""
-        if not self._workers or self._checking is not None:
+        if not self._workers or self._checking is not None or os.environ.get(EARLY_ENV) == "0":
             return
         by = {s["label"]: s for s in self._c.m.target_shapes}
         shapes = [Shape.from_dict(by[x]) for x in labels if x in by]
