@@ -80,6 +80,11 @@ class Manifest:
         """The target-shape dicts of the representative labels (the quick level's SHAPES)."""
         return [s for s in self.target_shapes if s["label"] in self.representative_shapes]
 
+    def level_shape_dicts(self, level: str) -> list[dict]:
+        """The shape dicts a round at ``level`` measures: the representative ones (quick) or
+        every target shape (full)."""
+        return self.representative_shape_dicts if level == "quick" else list(self.target_shapes)
+
     def to_yaml(self) -> str:
         d = asdict(self)
         ordered = {k: d[k] for k in SPEC_FIELDS}

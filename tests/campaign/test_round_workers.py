@@ -177,8 +177,6 @@ def test_early_checks_can_be_left_to_the_a_b(tmp_path, monkeypatch, fake_workers
     """By default the workers check the round's shapes beside the focused test; with
     RATCHET_EARLY_CHECKS=0 (a GPU too small for the test and both checks at once) nothing is
     checked early and the A/B gets no early results."""
-    from types import SimpleNamespace
-
     specs = (_spec("inc"), _spec("cand"))
     monkeypatch.setattr(workers, "_specs", lambda _c: specs)
     if early is None:
@@ -189,10 +187,9 @@ def test_early_checks_can_be_left_to_the_a_b(tmp_path, monkeypatch, fake_workers
     monkeypatch.setattr(
         workers, "precheck", lambda w, shapes, secret: checked.append(shapes) or {("x", "a"): 1}
     )
-    c = SimpleNamespace(m=SimpleNamespace(target_shapes=[{"label": "a", "M": 2, "N": 3}]))
-    with workers.RoundWorkers(c, tmp_path) as rw:
+    with workers.RoundWorkers(None, tmp_path) as rw:
         rw.start()
-        rw.check_early(["a"])
+        rw.check_early([{"label": "a", "M": 2, "N": 3}])
         rw.settle()
         if early is None:
             assert [[s.label for s in shapes] for shapes in checked] == [["a"]]

@@ -108,7 +108,7 @@ def _level(
     ``workers`` when given; they are idle before the harness times anything)."""
     if workers is not None:
         workers.settle()
-    shapes = len(c.m.representative_shapes) if level == "quick" else len(c.m.target_shapes)
+    shapes = len(c.m.level_shape_dicts(level))
     c.say(f"round-{n}: harness, {level} level ({shapes} shapes)")
     h, csv = _run_harness(c, art, level, name, early)
     draft.timed(f"harness_{level}", h.seconds)

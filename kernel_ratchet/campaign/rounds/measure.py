@@ -155,7 +155,7 @@ def _build_and_test(
             return draft.failed(Category.BUILD, f"build failed: {b.reason}", now())
     workers.start()
     early.start()
-    workers.check_early(_level_labels(c, draft.level))
+    workers.check_early(c.m.level_shape_dicts(draft.level))
     c.say(
         f"round-{n}: focused test (the harness and the A/B's workers start beside it, the "
         "workers check the shapes' correctness)"
@@ -171,13 +171,6 @@ def _build_and_test(
     if not t.ok:
         return draft.failed(Category.TEST, f"focused test failed: {t.reason}", now())
     return None
-
-
-def _level_labels(c: CampaignContext, level: str) -> list[str]:
-    """The shapes a round at ``level`` measures: the representative ones, or all."""
-    if level == "quick":
-        return list(c.m.representative_shapes)
-    return [s["label"] for s in c.m.target_shapes]
 
 
 def _diffstat(diff: str) -> str:

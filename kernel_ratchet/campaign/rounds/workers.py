@@ -67,14 +67,14 @@ class RoundWorkers:
     def log_path(self, side: str) -> Path:
         return self.log_dir / f"{side}_worker.log"
 
-    def check_early(self, labels: list[str]) -> None:
+    def check_early(self, shape_dicts: list[dict]) -> None:
         """Start, in the background, the correctness checks the round's A/B begins with, on
-        the shapes ``labels``: they time nothing, so they run beside the focused test.
-        :meth:`settle` waits for them; :meth:`prechecked` hands their results to the A/B."""
+        ``shape_dicts`` (the manifest's shapes of the round's level): they time nothing, so
+        they run beside the focused test. :meth:`settle` waits for them; :meth:`prechecked`
+        hands their results to the A/B."""
         if not self._workers or self._checking is not None or os.environ.get(EARLY_ENV) == "0":
             return
-        by = {s["label"]: s for s in self._c.m.target_shapes}
-        shapes = [Shape.from_dict(by[x]) for x in labels if x in by]
+        shapes = [Shape.from_dict(d) for d in shape_dicts]
         workers = dict(self._workers)
 
         def run() -> None:
