@@ -23,14 +23,14 @@ WAIT_LIMIT_S = 4 * 3600.0
 
 def wait_for_start(limit_s: float = WAIT_LIMIT_S) -> bool:
     """Block until the gate named by ``RATCHET_START_GATE`` says "go" (True at once when no
-    gate is set); False when it never did within ``limit_s``, or as soon as the round that
-    would open it is gone (the driver named by ``RATCHET_START_GATE_DRIVER`` died, also
-    before this process reached its gate, or this process was reparented): a harness left
-    waiting would hold its memory, and a GPU's, for hours."""
+    gate is set); False when it never did within ``limit_s``, or as soon as the driver that
+    would open it (``RATCHET_START_GATE_DRIVER``) is gone, also when it died before this
+    process reached its gate: a harness left waiting would hold its memory, and a GPU's,
+    for hours."""
     gate = os.environ.get(GATE_ENV)
     if not gate:
         return True
-    path, deadline, parent = Path(gate), time.monotonic() + limit_s, os.getppid()
+    path, deadline = Path(gate), time.monotonic() + limit_s
     driver = int(os.environ.get(DRIVER_ENV) or 0)
     while time.monotonic() < deadline:
         try:
@@ -38,7 +38,7 @@ def wait_for_start(limit_s: float = WAIT_LIMIT_S) -> bool:
                 return True
         except OSError:
             pass
-        if os.getppid() != parent or (driver and not _alive(driver)):
+        if driver and not _alive(driver):
             print(
                 f"[harness] the round that started it is gone: {gate} will never open",
                 file=sys.stderr,
