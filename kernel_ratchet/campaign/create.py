@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -168,18 +167,24 @@ def preflight(profile: Profile, op: str) -> None:
 
 
 def _campaign_name(
-    base: Path, op: str, backend: str, gpu: str, taken: Callable[[str], bool] = lambda _n: False
+    base: Path, op: str, backend: str, gpu: str, branches_in: Path | None = None
 ) -> str:
     """``<op>_<backend>_<gpu>_<YYYYMMDD>``, with ``-N`` when a campaign directory of that name
-    exists or ``taken(name)`` (its ``optimize/`` branch is left from a campaign whose
-    directory was deleted: its commits are kept, not reused)."""
+    exists or, with ``branches_in`` (the repository its branch goes in), its ``optimize/``
+    branch does: left from a campaign whose directory was deleted, its commits are kept, not
+    reused."""
+
+    def taken(name: str) -> bool:
+        if (base / name).exists():
+            return True
+        return branches_in is not None and git.branch_exists(branches_in, f"optimize/{name}")
+
     name = f"{op}_{backend}_{gpu}_{today()}"
-    if not (base / name).exists() and not taken(name):
-        return name
     n = 2
-    while (base / f"{name}-{n}").exists() or taken(f"{name}-{n}"):
-        n += 1
-    return f"{name}-{n}"
+    candidate = name
+    while taken(candidate):
+        candidate, n = f"{name}-{n}", n + 1
+    return candidate
 
 
 def _start_commit(profile: Profile, kernel_source: list[str]) -> str:
@@ -252,9 +257,8 @@ def create_campaign(profile: Profile, p: TargetParams) -> Path:
     shapes = load_shapes_from(profile, o.shapes)
     _check_weights(o, [s.label for s in shapes])
     base = profile.campaign_root_path
-    auto = p.git_branch == "auto"
-    taken = (lambda name: git.branch_exists(groot, f"optimize/{name}")) if auto else None
-    cdir = base / _campaign_name(base, p.op, p.backend, p.gpu, taken or (lambda _n: False))
+    branches_in = groot if p.git_branch == "auto" else None
+    cdir = base / _campaign_name(base, p.op, p.backend, p.gpu, branches_in)
     git.exclude(groot, os.path.relpath(base, groot))
     branch = None
     if p.git_branch == "auto":

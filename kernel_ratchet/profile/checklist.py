@@ -10,6 +10,7 @@ current interpreter's ``sys.path`` cannot hide a missing editable install.
 from __future__ import annotations
 
 import importlib
+import math
 import os
 import shutil
 import subprocess
@@ -26,6 +27,7 @@ from kernel_ratchet.harness.adapter import (
     load_shapes,
 )
 from kernel_ratchet.harness.csv_schema import SCHEMAS
+from kernel_ratchet.harness.described_spec import symbols_of
 from kernel_ratchet.profile.items import CheckItem
 from kernel_ratchet.profile.items import item as _item
 from kernel_ratchet.profile.requires import unmet
@@ -318,15 +320,12 @@ def device_check(profile: Profile, op: str, *, cuda: bool | None = None) -> Chec
 
 
 def _work(shape: Shape, described: bool) -> int:
-    """Multiply-adds or elements of one shape: M·N·max(K, 1)·max(B, 1), times the other size
-    symbols of an op described in ratchet.yaml (its shapes bind any names, e.g. a vocabulary
-    ``V``, which its ``params`` hold); a bundled op's params are settings, not sizes."""
-    work = shape.M * shape.N * max(shape.K, 1) * max(shape.B, 1)
+    """Multiply-adds or elements of one shape: M·N·max(K, 1)·max(B, 1), or for an op described
+    in ratchet.yaml the product of every size symbol its shape binds (any names, e.g. a
+    vocabulary ``V``); a bundled op's params are settings, not sizes."""
     if described:
-        for value in shape.params.values():
-            if isinstance(value, int) and not isinstance(value, bool):
-                work *= max(value, 1)
-    return work
+        return math.prod(max(v, 1) for v in symbols_of(shape).values())
+    return shape.M * shape.N * max(shape.K, 1) * max(shape.B, 1)
 
 
 def git_check(root: str | Path) -> CheckItem:

@@ -15,7 +15,7 @@ from kernel_ratchet.campaign.render import RoundView, ShapeLine, trend_row, vs_b
 from kernel_ratchet.guard import transfer_check
 from kernel_ratchet.harness.csv_schema import BenchTable
 from kernel_ratchet.scoring.decision import Status
-from kernel_ratchet.scoring.metrics import aggregates, primary_value
+from kernel_ratchet.scoring.metrics import aggregates, geomean, primary_value
 
 if TYPE_CHECKING:
     from kernel_ratchet.campaign.context import CampaignContext
@@ -55,7 +55,7 @@ def _paired_aggregate(lines: list[ShapeLine]) -> float | None:
     values = [s.candidate for s in lines if s.check == "PASS"]
     if not values or any(not v > 0 for v in values):
         return None
-    return math.exp(sum(math.log(v) for v in values) / len(values))
+    return geomean(values)
 
 
 def _notes(record: RoundRecord) -> list[str]:
