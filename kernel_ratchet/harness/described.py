@@ -136,7 +136,8 @@ class DescribedAdapter(Adapter):
         return out
 
     def backward(self, case: Case) -> tuple[torch.Tensor, ...]:
-        outs, douts = _differentiable(self._graphs[case], self._grad_outs(case, self._graphs[case]))
+        graph = self._graphs[case]
+        outs, douts = _differentiable(graph, self._grad_outs(case, graph))
         leaves = [getattr(case, n) for n in self.desc.gradients]
         grads = torch.autograd.grad(outs, leaves, douts, retain_graph=True, allow_unused=True)
         grads = tuple(

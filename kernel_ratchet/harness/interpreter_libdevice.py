@@ -90,7 +90,7 @@ def _body(name: str, fn: Callable[..., Any], predicate: bool) -> Callable[..., A
         like = next((a for a in args if isinstance(a, tl.tensor)), None)
         if like is None:  # constants only: a plain number, as Python would compute it
             return fn(*(a.value if isinstance(a, tl.constexpr) else a for a in args))
-        scalar = like.dtype.scalar if hasattr(like.dtype, "scalar") else like.dtype
+        scalar = _scalar(like)
         values = [_values(a) for a in args]
         out = np.asarray(fn(*values))
         if predicate:
@@ -104,6 +104,11 @@ def _body(name: str, fn: Callable[..., Any], predicate: bool) -> Callable[..., A
     return call
 
 
+def _scalar(t: Any) -> Any:
+    """The element type of an interpreter tensor (a block's or a scalar's)."""
+    return getattr(t.dtype, "scalar", t.dtype)
+
+
 def _values(arg: Any) -> Any:
     """An argument's values as numpy: a tensor's (bfloat16 and float16 in float32), a
     constant's, a number as it is."""
@@ -113,8 +118,7 @@ def _values(arg: Any) -> Any:
         arg = arg.value
     if not isinstance(arg, tl.tensor):
         return arg
-    data = arg.handle.data
-    scalar = arg.dtype.scalar if hasattr(arg.dtype, "scalar") else arg.dtype
+    data, scalar = arg.handle.data, _scalar(arg)
     if scalar == tl.bfloat16:
         return to_f32(data)
     if scalar == tl.float16:
