@@ -14,9 +14,12 @@ Contract of :func:`run_paired`:
    the two sides are timed back to back in a shuffled order (recorded in ``order``), both with
    the same per-round secret seed :func:`round_seed`. One round = one value per side, shape and
    phase: the ``median_ms`` of one worker ``time`` call (its inner samples are never treated
-   as independent rounds). Every ``time`` request is also written to ``log_dir/timings.jsonl``
-   (samples, SM clocks, dropped samples, flags, request seconds), so the noise of a run can
-   be read afterwards; each shape's correctness check time is reported through ``progress``.
+   as independent rounds). With ``alternations`` k > 1 the two sides take turns k times per
+   shape and phase (A B B A ...), and a side's value is the geometric mean of its k requests:
+   drift slower than a turn then cancels in the pair. Every ``time`` request is also written
+   to ``log_dir/timings.jsonl`` (samples, SM clocks, dropped samples, flags, request
+   seconds), so the noise of a run can be read afterwards; each shape's correctness check
+   time is reported through ``progress``.
 4. Adaptive budget: the rule decides at its looks (``rule.looks(k_start, k_max)``); while a
    decision names ``undecided`` shapes, those shapes alone are measured up to the next look.
    The decision at the last look is made with ``exhausted=True``. Futility stop: when the rule
@@ -66,6 +69,10 @@ PAIRED_SPOT_CHECKS = 1
 TRACE = "timings.jsonl"
 
 
+def _geomean(values: Sequence[float]) -> float:
+    return math.exp(float(np.mean(np.log(values))))
+
+
 def _trace(out: Any, r: int, label: str, phase: str, side: str, res: Any, wall_s: float) -> None:
     """One line of :data:`TRACE`: what one ``time`` request measured and how (the samples,
     the SM clock read during each, dropped samples, the engine's flags), for reading the noise
@@ -105,6 +112,7 @@ class _Rounds:
     logs: Mapping[str, str]
     time_kwargs: Mapping[str, Any]
     trace: IO[str] | None = None
+    alternations: int = 1
     rounds: int = 0
     order: list[tuple[int, str, str]] = field(default_factory=list)
     times: dict[str, dict[str, dict[str, list[float]]]] = field(init=False)
@@ -145,7 +153,9 @@ class _Rounds:
                 )
         return None
 
-    def _time(self, r: int, label: str, phase: str, side: str, seed: int) -> Failure | None:
+    def _time(
+        self, r: int, label: str, phase: str, side: str, seed: int, got: list[float]
+    ) -> Failure | None:
         c0 = time.monotonic()
         res = self.workers[side].time(self.by_label[label], seed, phase, **self.time_kwargs)
         _trace(self.trace, r, label, phase, side, res, time.monotonic() - c0)
@@ -154,8 +164,23 @@ class _Rounds:
             cat = res.category if not res.ok else "bad_timing"
             detail = res.detail if not res.ok else f"median_ms={ms!r}"
             return Failure(side, "time", label, cat, detail, self.logs[side], r, phase)
-        self.times[side][label][phase].append(ms)
+        got.append(ms)
         return self._same_mode(r, label, phase, side, res.payload.get("engine"))
+
+    def _visit(self, r: int, label: str, phase: str, sides: Sequence[str]) -> Failure | None:
+        """One value per side of ``label``'s ``phase`` in round ``r``: the sides take turns
+        ``alternations`` times (A B B A ...); a side's value is its requests' geometric mean."""
+        seed = round_seed(self.seed, r, label)
+        got: dict[str, list[float]] = {side: [] for side in sides}
+        for turn in range(self.alternations):
+            for side in sides if turn % 2 == 0 else sides[::-1]:
+                failure = self._time(r, label, phase, side, seed, got[side])
+                if failure is not None:
+                    return failure
+        for side in sides:
+            v = got[side]  # one turn: the request's own value, bit for bit
+            self.times[side][label][phase].append(v[0] if len(v) == 1 else _geomean(v))
+        return None
 
     def _same_mode(self, r: int, label: str, phase: str, side: str, eng: Any) -> Failure | None:
         """Both sides of a shape and phase must be timed the same way (a graph on one side
@@ -180,12 +205,10 @@ class _Rounds:
             label = str(item)
             sides = SIDES if self.rng.random() < 0.5 else SIDES[::-1]
             self.order.append((r, label, sides[0]))
-            seed = round_seed(self.seed, r, label)
             for phase in self.phases:
-                for side in sides:
-                    failure = self._time(r, label, phase, side, seed)
-                    if failure is not None:
-                        return failure
+                failure = self._visit(r, label, phase, sides)
+                if failure is not None:
+                    return failure
         return None
 
     def measure_to(self, target: int, active: Sequence[str]) -> Failure | None:
@@ -321,6 +344,7 @@ def run_paired(
     campaign_type: str | None = None,
     time_kwargs: Mapping[str, Any] | None = None,
     prechecked: Prechecked | None = None,
+    alternations: int = 1,
 ) -> PairedRun[D]:
     """Measure ``candidate`` against ``incumbent`` on ``shapes`` (contract: module docstring).
 
@@ -331,10 +355,13 @@ def run_paired(
     with ``check`` and ``time`` (default :class:`~kernel_ratchet.harness.worker.Worker`).
     ``time_kwargs`` go to every ``time`` call (e.g. ``max_tflops``, the roofline anti-cheat;
     ``spot_checks`` defaults to :data:`PAIRED_SPOT_CHECKS`). ``prechecked``: checks already
-    made by the workers the factory hands out (:func:`precheck`). Raises ValueError for bad
+    made by the workers the factory hands out (:func:`precheck`). ``alternations``: turns
+    per side, shape and phase in a round (contract step 3). Raises ValueError for bad
     arguments; a failing worker is a recorded :class:`Failure`, never an exception.
     """
     _validate(shapes, phases)
+    if alternations < 1:
+        raise ValueError(f"alternations must be at least 1, got {alternations}")
     looks = rule.looks(k_start, k_max)
     t0 = time.monotonic()
     phases = tuple(p for p in PHASES if p in phases)
@@ -348,7 +375,9 @@ def run_paired(
     with ExitStack() as stack:
         workers = _open_workers(stack, worker_factory, (incumbent, candidate), logs)
         rng = np.random.default_rng(rng_seed)
-        run = _Rounds(workers, tuple(shapes), phases, seed, rng, logs, tkw)
+        run = _Rounds(
+            workers, tuple(shapes), phases, seed, rng, logs, tkw, alternations=int(alternations)
+        )
         failure = run.check(say, prechecked) or _precision(run, rule)
         check_wall_s = time.monotonic() - t0
         decision, early_stop = None, None

@@ -37,6 +37,12 @@ VARIANTS = {
     "warmup 250 ms": {"warmup_ms": 250.0},
     "4 samples": {"samples": 4},
     "100 ms samples": {"sample_ms": 100.0},
+    "A B B A, 25 ms samples": {"sample_ms": 25.0, "alternations": 2},
+    "4 turns, 12.5 ms samples, warm-up 10 ms": {
+        "sample_ms": 12.5,
+        "warmup_ms": 10.0,
+        "alternations": 4,
+    },
 }
 
 
@@ -44,17 +50,19 @@ def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def _measure(name: str, i: int, overrides: dict, rounds: int, cuda: bool, logs: Path):
-    """One variant's A/A run and its noise (None with the reason printed when it failed)."""
+def _measure(name: str, i: int, overrides: dict, rounds: int, cuda: bool, logs: Path, shapes: list):
+    """One variant's A/A run and its noise (None with the reason printed when it failed).
+    ``alternations`` in a variant is the A/B's turns per side (not a timing parameter)."""
     from kernel_ratchet.campaign.rounds.paired import paired_settings
     from kernel_ratchet.harness.ab import run_paired
 
     params = {**paired_settings(cuda)[0], **overrides}
+    turns = int(params.pop("alternations", 1))
     spec = planted.worker_spec(planted.base_adapter(cuda), cuda, params)
     run = run_paired(
         spec,
         spec,
-        planted.shapes(SHAPES if cuda else planted.CPU_SHAPES),
+        planted.shapes(shapes),
         phases=["fwd"],
         seed=1000 + i,
         rule=PairedLooks(),
@@ -63,6 +71,7 @@ def _measure(name: str, i: int, overrides: dict, rounds: int, cuda: bool, logs: 
         rng_seed=i,
         log_dir=logs / f"variant-{i}",
         campaign_type="compute_fwd",
+        alternations=turns,
     )
     try:
         return round_noise(name, spec.engine_params, run)
@@ -88,19 +97,22 @@ def probe(
     cuda: bool,
     budget_s: float = 300.0,
     logs: Path | None = None,
+    shapes: list[tuple[int, int, int]] | None = None,
 ) -> list[RoundNoise]:
     """Measure ``variants`` in order (none started past ``budget_s``), writing the JSON to
     ``OUTPUT.partial`` after each and moving it to ``output`` at the end; returns the reports
-    (empty when no variant was measured, and then nothing is written to ``output``)."""
+    (empty when no variant was measured, and then nothing is written to ``output``).
+    ``shapes``: GEMM (M, N, K) to measure (default :data:`SHAPES`, the interpreter's own on
+    the CPU)."""
     t_start, reports, skipped = time.monotonic(), [], []
     partial = Path(f"{output}.partial")
-    n_shapes = SHAPES if cuda else planted.CPU_SHAPES
+    n_shapes = shapes or (SHAPES if cuda else planted.CPU_SHAPES)
     with tempfile.TemporaryDirectory() as tmp_dir:
         for i, (name, params) in enumerate(variants.items()):
             if reports and time.monotonic() - t_start > budget_s:
                 skipped.append(name)
                 continue
-            rep = _measure(name, i, params, rounds, cuda, Path(logs or tmp_dir))
+            rep = _measure(name, i, params, rounds, cuda, Path(logs or tmp_dir), n_shapes)
             if rep is None:
                 skipped.append(name)
                 continue
@@ -142,8 +154,9 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m kernel_ratchet.method.noise_probe", description=__doc__.splitlines()[0]
     )
     p.add_argument("--rounds", type=int, default=24)
-    p.add_argument("--variants", help='JSON {"name": {params}, ...} (default: the built-in four)')
+    p.add_argument("--variants", help='JSON {"name": {params}, ...} (default: the built-in ones)')
     p.add_argument("--budget-s", type=float, default=300.0)
+    p.add_argument("--shapes", help="GEMM shapes MxNxK,... (default: the built-in three)")
     p.add_argument("--cpu", action="store_true")
     p.add_argument("-o", "--output", default="noise_probe.json")
     p.add_argument("--logs", help="keep worker logs and timings.jsonl here")
@@ -151,8 +164,22 @@ def main(argv: list[str] | None = None) -> int:
     variants = json.loads(args.variants) if args.variants else VARIANTS
     cuda = torch.cuda.is_available() and not args.cpu
     logs = Path(args.logs) if args.logs else None
+    shapes = None
+    if args.shapes:
+        try:
+            shapes = [tuple(int(v) for v in s.lower().split("x")) for s in args.shapes.split(",")]
+        except ValueError:
+            p.error(f"--shapes wants MxNxK,... (e.g. 8192x4096x4096), got {args.shapes!r}")
+        if any(len(s) != 3 for s in shapes):
+            p.error(f"--shapes wants three sizes per shape, got {args.shapes!r}")
     reports = probe(
-        variants, args.rounds, Path(args.output), cuda=cuda, budget_s=args.budget_s, logs=logs
+        variants,
+        args.rounds,
+        Path(args.output),
+        cuda=cuda,
+        budget_s=args.budget_s,
+        logs=logs,
+        shapes=shapes,
     )
     if not reports:
         _say("no variant measured")

@@ -362,6 +362,33 @@ def test_bad_arguments_are_value_errors(tmp_path):
         ab(tmp_path, FakeSpec("c"), phases=("bwd",))
     with pytest.raises(ValueError, match="distinct"):
         ab(tmp_path, FakeSpec("c"), shapes=[SHAPES[0], SHAPES[0]])
+    with pytest.raises(ValueError, match="alternations"):
+        ab(tmp_path, FakeSpec("c"), alternations=0)
+
+
+class RampMachine(FakeMachine):
+    """A clock that slows by 1% at every request and has no other noise: a drift faster than
+    one pair of requests, which one turn per side cannot cancel."""
+
+    def draw(self, spec: FakeSpec, shape: Shape, phase: str) -> float:
+        self.t += 1
+        return shape.M * 1e-6 * math.exp(0.01 * self.t)
+
+
+@pytest.mark.parametrize("turns", [1, 2, 4])
+def test_alternating_turns_cancel_a_drift_one_turn_leaves_in_the_pair(tmp_path, turns):
+    machine = RampMachine()
+    run = ab(tmp_path, FakeSpec("cand"), machine=machine, alternations=turns, k_start=3, k_max=3)
+    assert run.ok and run.rounds == 3
+    inc = [c for c in machine.calls if c[0] == "inc"]
+    assert len(inc) == 3 * len(SHAPES) * turns  # k requests per side, shape and round
+    for label in (s.label for s in SHAPES):
+        a = np.log(run.times["incumbent"][label]["fwd"])
+        b = np.log(run.times["candidate"][label]["fwd"])
+        if turns == 1:  # the side timed second reads 1% slower
+            assert np.allclose(np.abs(a - b), 0.01)
+        else:  # A B B A: a linear drift cancels in each side's geometric mean
+            assert np.allclose(a - b, 0.0, atol=1e-12)
 
 
 @dataclass(frozen=True)

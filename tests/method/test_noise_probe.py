@@ -30,11 +30,15 @@ def test_the_table_lists_every_variant_then_the_choice():
 @pytest.mark.slow
 def test_a_cpu_probe_writes_its_choice_once_every_variant_ran(tmp_path):
     out = tmp_path / "probe.json"
-    variants = {"current": {}, "4 samples": {"samples": 4}}
+    variants = {"current": {}, "A B B A": {"alternations": 2}}
     reports = noise_probe.probe(variants, 3, out, cuda=False, logs=tmp_path / "logs")
-    assert [r.name for r in reports] == ["current", "4 samples"]
+    assert [r.name for r in reports] == ["current", "A B B A"]
     data = json.loads(out.read_text())
     assert not (tmp_path / "probe.json.partial").exists()
-    assert [v["name"] for v in data["variants"]] == ["current", "4 samples"]
+    assert [v["name"] for v in data["variants"]] == ["current", "A B B A"]
+    # 3 rounds x 2 shapes x 2 sides, one request per side and visit, two with two turns
+    for i, turns in enumerate((1, 2)):
+        trace = (tmp_path / "logs" / f"variant-{i}" / "timings.jsonl").read_text().splitlines()
+        assert len(trace) == 3 * 2 * 2 * turns
     assert data["chosen"]["name"] in variants and data["rounds"] == 3
     assert data["shapes"] == ["m32_n32_k32", "m48_n32_k32"]
