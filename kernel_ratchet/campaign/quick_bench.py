@@ -25,6 +25,7 @@ from kernel_ratchet.campaign.steps import (
     start_step,
 )
 from kernel_ratchet.harness.generate import render_quick_bench
+from kernel_ratchet.harness.level_timing import level_params
 from kernel_ratchet.harness.paired_run import SEED_POLICY
 from kernel_ratchet.harness.provenance import collect_provenance
 from kernel_ratchet.harness.provenance import write_provenance as save_provenance
@@ -118,7 +119,7 @@ def write_provenance(c: CampaignContext, art: Path, level: str) -> None:
     import torch
 
     prov = collect_provenance(
-        {"engine": c.m.timing_engine, **c.m.timing_params},
+        {"engine": c.m.timing_engine, **level_params(c.m.timing_params, level)},
         candidate_commit=git.head(c.groot),
         seed_policy=f"harness inputs from the campaign seed {c.m.seed}, fresh per shape; "
         f"paired A/B: {SEED_POLICY}",

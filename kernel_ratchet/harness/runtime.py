@@ -25,6 +25,7 @@ from kernel_ratchet.harness import inplace, launches
 from kernel_ratchet.harness.adapter import Adapter, Shape, load_adapter
 from kernel_ratchet.harness.correctness import check_outputs
 from kernel_ratchet.harness.csv_schema import Schema, get_schema, write_csv
+from kernel_ratchet.harness.level_timing import level_params
 from kernel_ratchet.harness.start_gate import wait_for_start
 from kernel_ratchet.harness.timing.engine import SampleHooks, Timing, TimingEngine
 from kernel_ratchet.harness.timing.registry import make_engine
@@ -244,7 +245,7 @@ def main(
                 file=sys.stderr,
             )
             return 2
-        params = dict(engine_params)
+        params = level_params(engine_params, args.level)
         params.setdefault("device", args.device)
         eng = make_engine(engine, params)
     except RatchetError as exc:  # nothing can be measured: say why, exit 2 as documented

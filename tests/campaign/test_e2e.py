@@ -13,6 +13,7 @@ import yaml
 
 from kernel_ratchet.campaign.manifest import SPEC_FIELDS
 from kernel_ratchet.harness.csv_schema import GEMM_HEADER, read_csv
+from kernel_ratchet.harness.level_timing import QUICK_SAMPLES
 from tests.campaign.conftest import (
     KERNEL,
     break_kernel,
@@ -112,6 +113,10 @@ def test_whole_campaign(tmp_path):
         # each shape checked once, beside the focused test, and the A/B reused the checks
         assert log.count("] check ") == len(manifest["representative_shapes"]), log
     assert json.loads((art / "paired.json").read_text())["run"]["check_wall_s"] < 1.0
+    # the quick harness (diagnostic times) took fewer samples than the BASELINE's, and says so
+    provs = [cdir / f"rounds/{r}/artifacts/provenance.json" for r in ("round-1", "round-2")]
+    samples = [json.loads(p.read_text())["engine"]["samples"] for p in provs]
+    assert samples == [manifest["timing_params"]["samples"], QUICK_SAMPLES], samples
     assert not list(art.glob("transfer_*.log"))
     incumbent = (root / KERNEL).read_text()
 

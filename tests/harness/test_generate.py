@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import math
 import os
 import subprocess
@@ -15,6 +16,7 @@ import torch
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.harness.csv_schema import SCHEMAS, read_csv
 from kernel_ratchet.harness.generate import render_quick_bench
+from kernel_ratchet.harness.level_timing import QUICK_SAMPLES, level_params
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "examples" / "tiny_gemm"
@@ -112,7 +114,7 @@ def _run(script: Path, *args: str) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 def test_generated_file_runs_tiny_gemm_and_writes_a_passing_csv(tmp_path):
     script = tmp_path / "quick_test_bench.py"
-    script.write_text(_render(script))
+    script.write_text(_render(script, engine_params={**PARAMS, "samples": 5}))
     csv = tmp_path / "artifacts" / "benchmark.csv"
     proc = _run(script, "--summary-csv", str(csv), "--level", "quick", "--device", DEVICE)
     assert proc.returncode == 0, proc.stderr
@@ -123,6 +125,18 @@ def test_generated_file_runs_tiny_gemm_and_writes_a_passing_csv(tmp_path):
     assert math.isnan(row.bwd)
     assert f'"device": "{DEVICE}"' in proc.stderr
     assert '"engine": "perf_counter"' in proc.stderr and '"seed": 7' in proc.stderr
+    # the quick level's times are diagnostics: fewer samples than the campaign's own
+    meta = json.loads(proc.stderr.strip().splitlines()[-1].removeprefix("[harness] "))
+    assert meta["engine"]["samples"] == QUICK_SAMPLES < 5
+
+
+def test_the_quick_level_takes_at_most_its_samples_and_the_full_level_all():
+    params = {"samples": 10, "sample_ms": 50.0}
+    assert level_params(params, "quick") == {"samples": QUICK_SAMPLES, "sample_ms": 50.0}
+    assert level_params(params, "full") == params
+    assert level_params({"samples": 2}, "quick") == {"samples": 2}  # never more samples
+    assert level_params({}, "quick") == {}  # the engine's own default
+    assert params == {"samples": 10, "sample_ms": 50.0}  # the campaign's are not changed
 
 
 @pytest.mark.slow
