@@ -74,7 +74,8 @@ def _measure(name: str, i: int, overrides: dict, rounds: int, cuda: bool, logs: 
         alternations=turns,
     )
     try:
-        return round_noise(name, spec.engine_params, run)
+        recorded = {**spec.engine_params, **({"alternations": turns} if turns > 1 else {})}
+        return round_noise(name, recorded, run)
     except ValueError as exc:
         _say(f"{name}: {exc}")
         return None

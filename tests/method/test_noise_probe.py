@@ -40,5 +40,7 @@ def test_a_cpu_probe_writes_its_choice_once_every_variant_ran(tmp_path):
     for i, turns in enumerate((1, 2)):
         trace = (tmp_path / "logs" / f"variant-{i}" / "timings.jsonl").read_text().splitlines()
         assert len(trace) == 3 * 2 * 2 * turns
+    assert "alternations" not in data["variants"][0]["params"]  # each says how it was timed
+    assert data["variants"][1]["params"]["alternations"] == 2
     assert data["chosen"]["name"] in variants and data["rounds"] == 3
     assert data["shapes"] == ["m32_n32_k32", "m48_n32_k32"]
