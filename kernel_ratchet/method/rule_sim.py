@@ -11,6 +11,13 @@ the GPU. The noise model (:class:`NoiseModel`, every parameter a command-line ar
   independent between the two sides;
 * both sides of one visit share a clock factor ``exp(N(0, drift))`` (what pairing cancels).
 
+Or, with ``--traces``, the noise of real A/A rounds (:mod:`.trace_noise`): every visit draws
+one of the traces' per-round log ratios of that shape (centred on their median and mirrored,
+as the two sides of an A/A are interchangeable), with replacement, plus a kernel jitter of
+Silverman's bandwidth so that a few dozen recorded rounds do not repeat exactly, and splits
+it between the two sides: heavy tails and what pairing leaves are those the GPU produced; the
+candidate's speed multiplies its side as above.
+
 Scenarios: ``A/A`` (speed 1), ``slower 3%`` (speed 1/1.03 on every shape), ``faster 5%``
 (1.05), and ``mixed`` (the shapes listed by ``--faster`` 10% faster, the others 2% slower:
 small noisy gains against confirmed slowdowns where the time goes). Targets (docs/measurement.md):
@@ -20,6 +27,7 @@ in 20, ``mixed`` never accepted when the others hold the time::
     python -m kernel_ratchet.method.rule_sim --trials 20
     python -m kernel_ratchet.method.rule_sim --preset norm-eager --trials 20
     python -m kernel_ratchet.method.rule_sim --shape-ms 0.03,2.0 --noise 0.3,0.002 --drift 0.01
+    python -m kernel_ratchet.method.rule_sim --traces rounds/round-2/artifacts/paired/timings.jsonl
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ import numpy as np
 
 from kernel_ratchet.harness.ab import run_paired
 from kernel_ratchet.harness.adapter import Shape
+from kernel_ratchet.method.trace_noise import read_traces
 from kernel_ratchet.scoring.paired import PairedDecision
 from kernel_ratchet.scoring.paired_looks import PairedLooks
 
@@ -114,6 +123,28 @@ class _Machine:
         return _Worker(self, side, str(log_path))
 
 
+class _TraceMachine(_Machine):
+    """Both workers drawing each visit's pair from real A/A log ratios (module docstring)."""
+
+    def __init__(self, model: NoiseModel, residuals: Sequence[np.ndarray], seed: int) -> None:
+        super().__init__(model, seed)
+        self.residuals = dict(zip(self.base, residuals, strict=True))
+        # a smoothed bootstrap: a few dozen recorded rounds drawn as they are repeat values,
+        # and ties make the rule's bootstrap CIs of medians too narrow (Silverman's bandwidth)
+        self.bandwidth = {
+            k: 1.06 * float(np.std(r, ddof=1)) * len(r) ** -0.2 for k, r in self.residuals.items()
+        }
+        self.pair = 0.0
+
+    def time_ms(self, side: _Side, label: str) -> float:
+        if self.calls % 2 == 0:
+            drawn = float(self.rng.choice(self.residuals[label]))
+            self.pair = drawn + float(self.rng.normal(0.0, self.bandwidth[label]))
+        self.calls += 1
+        half = self.pair / 2 if side.name == "incumbent" else -self.pair / 2
+        return self.base[label] / side.speed.get(label, 1.0) * math.exp(half)
+
+
 class _Worker:
     """The worker contract of :func:`run_paired` (context manager, check, time)."""
 
@@ -152,9 +183,12 @@ def trial(
     rule: PairedLooks | None = None,
     k_start: int = 10,
     k_max: int = 40,
+    residuals: Sequence[np.ndarray] | None = None,
 ) -> PairedDecision:
-    """One simulated paired run with the candidate at ``speeds``; its decision."""
-    machine = _Machine(model, seed)
+    """One simulated paired run with the candidate at ``speeds``; its decision. With
+    ``residuals`` (one array of A/A log ratios per shape) the visits draw those instead of the
+    model's lognormal noise."""
+    machine = _Machine(model, seed) if residuals is None else _TraceMachine(model, residuals, seed)
     with tempfile.TemporaryDirectory() as logs:
         run = run_paired(
             _Side("incumbent", {}),
@@ -217,6 +251,9 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--shape-ms", type=_floats, help="incumbent ms per shape (overrides preset)")
     p.add_argument("--noise", type=_floats, help="per-value lognormal sigma per shape")
     p.add_argument("--drift", type=float, help="sigma of the clock factor both sides share")
+    p.add_argument(
+        "--traces", nargs="+", metavar="TIMINGS_JSONL", help="draw the noise from A/A traces"
+    )
     p.add_argument("--trials", type=int, default=20)
     p.add_argument("--scenario", action="append", choices=SCENARIOS, help="default: all")
     p.add_argument("--faster", type=_floats, default=(0.0, 1.0), help="mixed: faster shapes")
@@ -228,10 +265,18 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     a = _args(argv)
     ms, noise, drift = PRESETS[a.preset]
+    residuals = None
     try:
+        if a.traces and (a.shape_ms or a.noise or a.drift is not None):
+            raise ValueError("--traces gives times and noise: drop --shape-ms, --noise, --drift")
+        if a.traces:
+            found = read_traces(a.traces)
+            ms, noise, drift, residuals = found.shape_ms, found.sigma, 0.0, found.residuals
+            for label, t, n, sd in zip(found.labels, ms, found.rounds, noise, strict=True):
+                print(f"traces: {label}: {t:.4g} ms, {n} A/A rounds, sigma {sd:.3%}")
         drift = drift if a.drift is None else a.drift
         model = NoiseModel(a.shape_ms or ms, a.noise or noise, drift)
-    except ValueError as exc:
+    except (ValueError, OSError) as exc:
         print(f"error: {exc}")
         return 2
     if a.trials < 1:
@@ -241,9 +286,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = {}
     for name in a.scenario or SCENARIOS:
         speeds = scenario_speeds(model, name, faster)
-        runs = [trial(model, speeds, a.seed + t, k_start=a.k_start) for t in range(a.trials)]
+        runs = [
+            trial(model, speeds, a.seed + t, k_start=a.k_start, residuals=residuals)
+            for t in range(a.trials)
+        ]
         rows[name] = tally(runs)
-    print(f"noise model: shape ms {model.shape_ms}, noise {model.noise}, drift {model.drift}")
+    source = "drawn from the traces" if residuals is not None else "lognormal"
+    print(
+        f"noise model ({source}): shape ms {model.shape_ms}, noise {model.noise}, "
+        f"drift {model.drift}"
+    )
     print(f"first look after {a.k_start} rounds, at most 40")
     print(table(rows))
     return 0

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import math
+
+import numpy as np
 import pytest
 
 from kernel_ratchet.method import rule_sim
 from kernel_ratchet.method.rule_sim import NoiseModel, scenario_speeds, tally, trial
+from kernel_ratchet.method.trace_noise import read_traces
 
 MODEL = NoiseModel((0.5, 1.0, 2.0), (0.01, 0.01, 0.01), 0.02)
 
@@ -55,3 +60,76 @@ def test_the_first_look_of_graph_replay_campaigns_holds_in_the_fla_model():
     slow = trial(fla, scenario_speeds(fla, "slower 3%"), seed=3, k_start=K_START_GRAPH)
     assert gain.accepted and slow.time_weighted.confirmed_slower and not slow.accepted
     assert max(s.n_rounds for s in gain.per_shape) == K_START_GRAPH  # decided at the first look
+
+
+def _write_trace(path, rounds, labels, sigma, seed, turns=1):
+    """A paired A/A trace: both sides of a visit share a clock, each value its own noise."""
+    rng = np.random.default_rng(seed)
+    lines = []
+    for r in range(rounds):
+        for i, label in enumerate(labels):
+            clock = math.exp(rng.normal(0.0, 0.05))
+            for phase, base in (("fwd", 1.0 + i), ("bwd", 2.0 + 2 * i)):
+                for side in ("incumbent", "candidate"):
+                    for _ in range(turns):
+                        ms = base * clock * math.exp(rng.normal(0.0, sigma))
+                        row = {"round": r, "label": label, "phase": phase, "side": side}
+                        lines.append(json.dumps({**row, "ok": True, "median_ms": ms}))
+    lines.append(
+        json.dumps(
+            {
+                "round": 0,
+                "label": labels[0],
+                "phase": "fwd",
+                "side": "candidate",
+                "ok": False,
+                "median_ms": None,
+            }
+        )
+    )
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_traces_give_each_shape_its_step_time_and_centred_pairs(tmp_path):
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    _write_trace(a, 12, ["x", "y"], 0.01, seed=1)
+    _write_trace(b, 8, ["x", "y"], 0.01, seed=2, turns=2)
+    found = read_traces([a, b])
+    assert found.labels == ("x", "y")
+    assert found.rounds == (20, 20)
+    # the sides of an A/A are interchangeable: every ratio comes with its mirror image
+    assert all(np.allclose(np.sort(r), np.sort(-r)) for r in found.residuals)
+    # fwd + bwd summed: 3 ms and 6 ms, the shared clock cancelled in the pairs
+    assert found.shape_ms == pytest.approx((3.0, 6.0), rel=0.05)
+    assert all(abs(float(np.median(r))) < 1e-12 for r in found.residuals)
+    # per value sigma of a fwd+bwd sum of two 1% values is below 1%, far below the 5% clock
+    assert all(0.003 < s < 0.012 for s in found.sigma), found.sigma
+
+
+def test_traces_that_are_not_paired_rounds_are_refused(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"hello": 1}\n')
+    with pytest.raises(ValueError, match="bad.jsonl:1"):
+        read_traces([bad])
+    few = tmp_path / "few.jsonl"
+    _write_trace(few, 2, ["x"], 0.01, seed=0)
+    with pytest.raises(ValueError, match="at least 3"):
+        read_traces([few])
+
+
+def test_the_rule_on_trace_noise_keeps_its_targets_and_wide_noise_is_not_accepted(tmp_path):
+    quiet, loud = tmp_path / "quiet.jsonl", tmp_path / "loud.jsonl"
+    _write_trace(quiet, 20, ["x", "y", "z"], 0.005, seed=3)
+    _write_trace(loud, 20, ["x", "y", "z"], 0.08, seed=4)
+    for path in (quiet, loud):
+        found = read_traces([path])
+        model = NoiseModel(found.shape_ms, found.sigma)
+        res = found.residuals
+        gain = [trial(model, scenario_speeds(model, "faster 5%"), s, residuals=res) for s in (0, 1)]
+        aa = [trial(model, scenario_speeds(model, "A/A"), s, residuals=res) for s in (0, 1)]
+        assert not any(d.accepted for d in aa)
+        if path is quiet:  # 0.5% noise resolves a 5% gain; 8% noise must not fake one
+            assert all(d.accepted for d in gain)
+    assert rule_sim.main(["--traces", str(quiet), "--trials", "2", "--scenario", "A/A"]) == 0
+    assert rule_sim.main(["--traces", str(quiet), "--noise", "0.1"]) == 2
+    assert rule_sim.main(["--traces", str(tmp_path / "missing.jsonl")]) == 2
