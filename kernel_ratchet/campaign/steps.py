@@ -80,7 +80,7 @@ def start_step(
         full_env[DRIVER_ENV] = str(os.getpid())
     t0 = time.monotonic()
     log = open(log_path, "w", encoding="utf-8")  # noqa: SIM115 - closed by RunningStep.wait
-    log.write(f"$ {command}\n# cwd: {cwd}\n")
+    log.write(f"$ {portable_command(command, Path(cwd))}\n# cwd: {_cwd_from(log_path, cwd)}\n")
     log.flush()
     try:
         proc = subprocess.Popen(
@@ -221,6 +221,28 @@ def recorded_python_command(root: Path, script: Path, *args: str | Path) -> str:
     reads the same on any machine (the executed command keeps its absolute paths)."""
     parts = ["python", *(portable_path(a, root) for a in (script, *args))]
     return " ".join(_quote(p) for p in parts)
+
+
+def portable_command(command: str, root: Path) -> str:
+    """``command`` as the records show it: this interpreter as ``python`` and absolute paths
+    under ``root`` relative to it (the command itself runs as given)."""
+    try:
+        words = set(shlex.split(command))
+    except ValueError:  # unbalanced quotes: shown as given
+        return command
+    shown = command
+    for word in sorted(words, key=len, reverse=True):
+        if word == sys.executable:
+            shown = shown.replace(word, "python")
+        elif os.path.isabs(word) and (rel := portable_path(word, root)) != word:
+            shown = shown.replace(word, rel)
+    return shown
+
+
+def _cwd_from(log_path: Path, cwd: str | Path) -> str:
+    """Where a step ran, from the folder of its log (a step log reads the same anywhere)."""
+    rel = os.path.relpath(Path(cwd).resolve(), Path(log_path).parent.resolve())
+    return f"{Path(rel).as_posix()} (from this log's folder)"
 
 
 def portable_path(path: str | Path, root: Path) -> str:

@@ -197,7 +197,7 @@ def collect_provenance(
             "platform": platform.platform(),
             "machine": platform.machine(),
             "cpu_count": os.cpu_count(),
-            "executable": sys.executable,
+            "executable": Path(sys.executable).name,  # by name: records read the same anywhere
         },
         "candidate_commit": candidate_commit,
         "seed_policy": seed_policy,

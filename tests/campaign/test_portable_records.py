@@ -5,14 +5,24 @@ with absolute paths still load, continue and verify."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import yaml
 
 from kernel_ratchet.campaign.fsutil import atomic_write_text, file_sha256, sha256_bytes
-from kernel_ratchet.campaign.steps import portable_path, python_command, recorded_python_command
+from kernel_ratchet.campaign.rounds.paired import portable_run
+from kernel_ratchet.campaign.steps import (
+    portable_command,
+    portable_path,
+    python_command,
+    recorded_python_command,
+    run_step,
+)
+from kernel_ratchet.harness.paired_run import Failure, PairedRun
 from tests.campaign.conftest import break_kernel, campaign_dir
 from tests.cli_inprocess import run_cli
 
@@ -21,6 +31,8 @@ RECORDS = (
     "logs/*.md",
     "rounds/*/round.json",
     "rounds/*/summary.md",
+    "rounds/*/artifacts/*.log",
+    "rounds/*/artifacts/*.json",
     "report.md",
 )
 
@@ -122,3 +134,36 @@ def test_recorded_command_names_the_interpreter_and_project_paths(tmp_path):
     assert command == "python camp/h.py --csv camp/b.csv"
     executed = python_command(root / "camp" / "h.py")
     assert shlex.split(executed) == [sys.executable, str(root / "camp" / "h.py")]
+
+
+def test_a_step_log_shows_its_command_and_cwd_as_records_name_them(tmp_path):
+    root = tmp_path / "proj"
+    (root / "camp").mkdir(parents=True)
+    log = root / "camp" / "step.log"
+    script = root / "camp" / "h.py"
+    script.write_text("print('ran')\n")
+    step = run_step(
+        "s",
+        python_command(script, "--out", str(root / "x.csv")),
+        cwd=root,
+        log_path=log,
+        timeout_s=60,
+    )
+    assert step.ok, step.reason
+    head = log.read_text().splitlines()[:2]
+    assert head[0] == "$ python camp/h.py --out x.csv", head
+    assert head[1] == "# cwd: .. (from this log's folder)" and "ran" in log.read_text()
+    # a path outside the project and shell syntax stay as given
+    assert portable_command(f"cd {tmp_path} && echo hi", root) == f"cd {tmp_path} && echo hi"
+
+
+def test_a_paired_run_names_its_worker_logs_from_the_campaign(tmp_path):
+    cdir = tmp_path / "proj" / ".ratchet" / "campaigns" / "c"
+    art = cdir / "rounds" / "round-2" / "artifacts" / "paired"
+    logs = {side: str(art / f"{side}_worker.log") for side in ("incumbent", "candidate")}
+    failure = Failure("candidate", "check", "s1", "crash", "boom", logs["candidate"])
+    run = PairedRun(("s1",), ("fwd",), "compute_fwd", {}, (), 0, failure, None, 1.0, 0.5, 7, logs)
+    got = portable_run(run, SimpleNamespace(rel=lambda p: os.path.relpath(p, cdir)))
+    assert got.logs == {side: f"rounds/round-2/artifacts/paired/{side}_worker.log" for side in logs}
+    assert str(tmp_path) not in json.dumps(got.to_dict())
+    assert "(log: rounds/round-2/artifacts/paired/candidate_worker.log)" in got.failure.sentence()

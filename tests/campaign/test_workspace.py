@@ -145,7 +145,10 @@ def test_sync_back_applies_only_the_kernel_and_revalidates(ws_copy):
     ]
     # the integration gate ran in the project
     test_log = (cdir / "sync-back/test.log").read_text()
-    assert f"# cwd: {root}\n" in test_log and "tests/test_kernel.py" in test_log
+    cwd = next(ln for ln in test_log.splitlines() if ln.startswith("# cwd: "))
+    rel = cwd.removeprefix("# cwd: ").removesuffix(" (from this log's folder)")
+    assert (cdir / "sync-back" / rel).resolve() == root.resolve() and str(root) not in cwd
+    assert "tests/test_kernel.py" in test_log
     assert (cdir / "sync-back/benchmark.csv").exists()
     assert json.loads((cdir / "sync-back/result.json").read_text())["ok"] is True
     assert "## Sync-back of round-2" in (cdir / "logs/optimize.md").read_text()

@@ -14,7 +14,7 @@ import math
 import secrets
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -161,7 +161,7 @@ def run_ab(
         cand = inc
     _, k_start, k_max = paired_settings(_cuda(), campaign_measure(c))
     k_max = k_start if single_look else k_max
-    return run_paired(
+    run = run_paired(
         inc,
         cand,
         shapes,
@@ -178,6 +178,15 @@ def run_ab(
         worker_factory=worker_factory,
         prechecked=prechecked,
     )
+    return portable_run(run, c)
+
+
+def portable_run(run: PairedRun, c: CampaignContext) -> PairedRun:
+    """``run`` with its worker logs named from the project root, as records name files."""
+    logs = {side: c.rel(Path(log)) for side, log in run.logs.items()}
+    f = run.failure
+    failure = replace(f, log_path=c.rel(Path(f.log_path))) if f is not None else None
+    return replace(run, logs=logs, failure=failure)
 
 
 @dataclass(frozen=True)
