@@ -18,6 +18,17 @@ def new_op(
     outputs: list[str] = typer.Option(["y"], "--output", help="a returned tensor's name"),
     gradients: list[str] = typer.Option([], "--gradient", help="an input whose grad is checked"),
     inplace: list[str] = typer.Option([], "--inplace", help="an input the op writes into"),
+    args: list[str] = typer.Option([], "--arg", help="a constant passed after the tensors"),
+    kwargs: list[str] = typer.Option([], "--kwarg", help="a keyword constant, 'eps=1e-6'"),
+    reference_kwargs: list[str] = typer.Option(
+        [], "--reference-kwarg", help="a keyword constant of the reference, 'dim=-1'"
+    ),
+    roles: list[str] = typer.Option(
+        [], "--role", help="an input's role in training, 'w=weight' (default: activation)"
+    ),
+    measure: str | None = typer.Option(
+        None, help="what its campaigns decide on, 'quantity=kernel_time,l2=cold'"
+    ),
     shapes: list[str] = typer.Option(
         ..., "--shape", help="'label:M=4096,N=4096,dtype=bfloat16' (one per target shape)"
     ),
@@ -35,8 +46,10 @@ def new_op(
     from kernel_ratchet.profile.scaffold import (
         add_op,
         op_entry,
+        parse_constants,
         parse_pairs,
         parse_shape,
+        parse_value,
         write_focused_test,
     )
 
@@ -52,6 +65,11 @@ def new_op(
         inplace_outputs=inplace,
         campaign_type=campaign_type,
         work=parse_pairs([work], "--work"),
+        args=[parse_value(a) for a in args],
+        kwargs=parse_constants(kwargs, "--kwarg"),
+        reference_kwargs=parse_constants(reference_kwargs, "--reference-kwarg"),
+        roles=parse_pairs(roles, "--role"),
+        measure=parse_pairs(measure.split(","), "--measure") if measure else None,
     )
     test = None if no_test_file else test_file or Path("tests") / f"test_{name}_focused.py"
     if test is not None and test.exists():

@@ -55,6 +55,32 @@ def parse_pairs(items: Sequence[str], flag: str) -> dict[str, str]:
     return out
 
 
+def parse_value(text: str) -> Any:
+    """A constant written on the command line: an int, a float (``1e-6`` too), true/false,
+    null, a YAML list or mapping (``[1, 2]``, ``{a: 1}``), else the text itself."""
+    t = text.strip()
+    for kind in (int, float):
+        try:
+            return kind(t)
+        except ValueError:
+            pass
+    if t.lower() in ("true", "false"):
+        return t.lower() == "true"
+    if t.lower() in ("null", "none", "~"):
+        return None
+    if t[:1] in "[{":
+        try:
+            return yaml.safe_load(t)
+        except yaml.YAMLError as exc:
+            raise UsageError(f"{text!r} is not a YAML list or mapping ({exc})") from None
+    return t
+
+
+def parse_constants(items: Sequence[str], flag: str) -> dict[str, Any]:
+    """``["eps=1e-6", ...]`` as ``{"eps": 1e-06}`` (values by :func:`parse_value`)."""
+    return {k: parse_value(v) for k, v in parse_pairs(items, flag).items()}
+
+
 def parse_shape(text: str) -> dict[str, Any]:
     """``"llama8b:M=16384,N=4096,dtype=bfloat16"`` as a shape entry (sizes as integers)."""
     label, sep, rest = text.partition(":")
@@ -85,9 +111,17 @@ def op_entry(
     work: Mapping[str, str] | None = None,
     backend: str = "TRITON",
     lang: str = "triton",
+    args: Sequence[Any] = (),
+    kwargs: Mapping[str, Any] | None = None,
+    reference_kwargs: Mapping[str, Any] | None = None,
+    roles: Mapping[str, str] | None = None,
+    measure: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The ``ops.<name>`` mapping; ``kernel_source`` defaults to the function's module file,
-    ``work`` (``{bytes: io}`` by default) is the work formula."""
+    ``work`` (``{bytes: io}`` by default) is the work formula. ``args``, ``kwargs``: constants
+    the function takes after its tensors; ``reference_kwargs``: the reference's; ``roles``: a
+    training role per input; ``measure``: the quantity the op's campaigns decide on. Each is
+    left out when empty."""
     module = function.partition(":")[0]
     entry: dict[str, Any] = {
         "kernel_source": list(kernel_source) or [module.replace(".", "/") + ".py"],
@@ -98,8 +132,18 @@ def op_entry(
         "function": function,
         "reference": reference,
         "inputs": dict(inputs),
-        "outputs": list(outputs),
     }
+    optional = {
+        "args": list(args),
+        "kwargs": dict(kwargs or {}),
+        "reference_kwargs": dict(reference_kwargs or {}),
+    }
+    entry.update({k: v for k, v in optional.items() if v})
+    entry["outputs"] = list(outputs)
+    if roles:
+        entry["roles"] = dict(roles)
+    if measure:
+        entry["measure"] = dict(measure)
     if gradients:
         entry["gradients"] = list(gradients)
     if inplace_outputs:

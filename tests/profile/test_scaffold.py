@@ -6,10 +6,12 @@ from __future__ import annotations
 import sys
 
 import pytest
+import yaml
 
 from kernel_ratchet import cli
 from kernel_ratchet.profile.focused import run as focused
 from kernel_ratchet.profile.loader import load_profile
+from kernel_ratchet.profile.scaffold import parse_value
 
 KERNEL = """\
 import torch
@@ -21,6 +23,14 @@ def scale(x, w):
 
 def scale_ref(x, w):
     return x * w
+
+
+def scale_eps(x, w, k, eps=0.0):
+    return x * w * k + eps
+
+
+def scale_eps_ref(x, w, k=1.0, eps=0.0):
+    return x * w * k + eps
 """
 
 EXISTING = """\
@@ -130,3 +140,69 @@ def test_malformed_flags_are_usage_errors(proj, monkeypatch, capsys, bad):
     code, out = ratchet(monkeypatch, capsys, *FLAGS, bad)
     assert code == 2 and "write it as" in out
     assert not (proj / "ratchet.yaml").exists()
+
+
+CONSTANT_FLAGS = (
+    "new-op",
+    "scaled_eps",
+    "--function",
+    "mynorm:scale_eps",
+    "--reference",
+    "mynorm:scale_eps_ref",
+    "--input",
+    "x=[M, N] float32",
+    "--input",
+    "w=[N] float32",
+    "--gradient",
+    "x",
+    "--arg",
+    "3",
+    "--kwarg",
+    "eps=1e-6",
+    "--reference-kwarg",
+    "k=3",
+    "--reference-kwarg",
+    "eps=1e-6",
+    "--role",
+    "w=weight",
+    "--measure",
+    "quantity=kernel_time,l2=cold",
+    "--shape",
+    "s:M=8,N=16",
+    "--no-test-file",
+)
+
+
+def test_constants_roles_and_the_measure_are_written_typed_and_used(proj, monkeypatch, capsys):
+    code, out = ratchet(monkeypatch, capsys, *CONSTANT_FLAGS)
+    assert code == 0, out
+    op = yaml.safe_load((proj / "ratchet.yaml").read_text())["ops"]["scaled_eps"]
+    assert op["args"] == [3] and op["kwargs"] == {"eps": 1e-6}
+    assert op["reference_kwargs"] == {"k": 3, "eps": 1e-6} and op["roles"] == {"w": "weight"}
+    prof = load_profile(proj / "ratchet.yaml").op("scaled_eps")
+    assert (prof.measure.quantity, prof.measure.l2) == ("kernel_time", "cold")
+    assert focused("scaled_eps", proj) == 0  # k and eps reach both sides: a missing one fails
+
+
+def test_a_wrong_role_is_refused_by_the_loader(proj, monkeypatch, capsys):
+    flags = [f if f != "w=weight" else "w=bias" for f in CONSTANT_FLAGS]
+    code, out = ratchet(monkeypatch, capsys, *flags)
+    assert code == 3 and "roles.w" in out
+    assert not (proj / "ratchet.yaml").exists()
+
+
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("3", 3),
+        ("1e-6", 1e-6),
+        ("-1", -1),
+        ("true", True),
+        ("null", None),
+        ("[1, 2]", [1, 2]),
+        ("{a: 1}", {"a": 1}),
+        ("mean", "mean"),
+    ],
+)
+def test_a_constant_on_the_command_line_gets_its_type(text, value):
+    assert parse_value(text) == value
