@@ -26,6 +26,16 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _child_pytests_skip_plugin_autoload():
+    """The example projects' focused tests (``python -m pytest tests/test_kernel.py``, run by
+    every round of a campaign a test drives) need no third-party pytest plugin, and importing
+    the environment's (hypothesis, anyio, benchmark, xdist) costs a second or more per run.
+    Set in the process that runs the tests, after its own plugins loaded, so child processes
+    inherit it and pytest-xdist's controller and workers are untouched."""
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+
+
 @pytest.fixture
 def device() -> str:
     """'cuda' on a GPU machine, else 'cpu' (kernels then run in the Triton interpreter)."""
