@@ -1,6 +1,9 @@
 """A whole campaign on the CPU example with real git, driven through the `ratchet` CLI:
 init -> baseline -> an improving change accepted -> a slower change rolled back -> a change
 that breaks correctness rolled back -> report -> accept.
+
+The campaign after ``init`` is checked on a fresh project; the rounds run on a copy of the
+session's baselined project, made by the same ``init`` and ``baseline`` commands.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ def _ok(r):
     return r
 
 
-def test_whole_campaign(tmp_path):
+def test_check_then_init_opens_a_branch_with_an_empty_harness(tmp_path):
     root = make_project(tmp_path / "proj")
     start = git(root, "rev-parse", "HEAD").strip()
     _ok(ratchet(root, "check", "--op", "tiny_gemm"))
@@ -40,10 +43,16 @@ def test_whole_campaign(tmp_path):
     cdir = campaign_dir(root)
     assert re.fullmatch(r"tiny_gemm_TRITON_cpu_\d{8}", cdir.name)
     assert git(root, "rev-parse", "--abbrev-ref", "HEAD").strip() == f"optimize/{cdir.name}"
+    assert git(root, "rev-parse", "HEAD").strip() == start
     harness = (cdir / "quick_test_bench.py").read_text()
     assert "SHAPES = [\n]" in harness  # generated with empty SHAPES
 
-    _ok(ratchet(root, "baseline"))
+
+def test_whole_campaign(project):
+    root = project  # init and baseline run: the session's baselined project, copied
+    start = git(root, "rev-parse", "main").strip()  # the user's branch, where init started
+    cdir = campaign_dir(root)
+    assert git(root, "rev-parse", "--abbrev-ref", "HEAD").strip() == f"optimize/{cdir.name}"
     # exact SPEC layout
     for rel in (
         "manifest.yaml",
