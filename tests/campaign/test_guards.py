@@ -112,24 +112,6 @@ def test_sigterm_during_the_harness_closes_the_round_and_exits_143(
     assert exit_.value.code == 143
 
 
-def test_edited_log_is_refused_and_an_appended_correction_is_not(project, open_campaign):
-    cdir = campaign_dir(project)
-    log = cdir / "logs/optimize.md"
-    original = log.read_text()
-    log.write_text(original.replace("## Basic information", "## Basic info (edited)"))
-    set_blocks(project, M=32, N=32)
-    with open_campaign() as c, pytest.raises(LogTamperedError) as exc:
-        c.validate("32x32 tiles")
-    assert "line" in str(exc.value) and "append a correction" in str(exc.value)
-    with open_campaign() as c:  # refused before any work: no round was spent
-        assert c.state.next_round == 2 and c.state.pending is None
-    log.write_text(original + "> Correction (2026-01-01 00:00): a note appended by hand\n")
-    with open_campaign() as c:
-        rec = c.validate("32x32 tiles")
-    assert rec.status == "ACCEPTED", rec.reason
-    assert "a note appended by hand" in log.read_text()
-
-
 def test_change_outside_kernel_source_is_rolled_back_and_left_alone(project, open_campaign):
     set_blocks(project, M=32, N=32)
     test_file = project / "tests/test_kernel.py"
@@ -142,12 +124,24 @@ def test_change_outside_kernel_source_is_rolled_back_and_left_alone(project, ope
     assert "BLOCK_M = 16" in (project / KERNEL).read_text()
 
 
-def test_edited_harness_and_empty_round_are_refused_without_a_round(project, open_campaign):
+def test_edited_log_harness_and_empty_round_are_refused_without_a_round(project, open_campaign):
+    """Each refusal comes before any work; the round after them (one measured round proves
+    both) runs with the regenerated harness and the log that only had a correction appended."""
     with open_campaign() as c, pytest.raises(CampaignError, match="equal the incumbent"):
         c.validate("nothing changed")
-    harness = campaign_dir(project) / "quick_test_bench.py"
-    harness.write_text(harness.read_text().replace("SEED = 0", "SEED = 1"))
+    cdir = campaign_dir(project)
+    log = cdir / "logs/optimize.md"
+    original = log.read_text()
+    log.write_text(original.replace("## Basic information", "## Basic info (edited)"))
     set_blocks(project, M=32, N=32)
+    with open_campaign() as c, pytest.raises(LogTamperedError) as exc:
+        c.validate("32x32 tiles")
+    assert "line" in str(exc.value) and "append a correction" in str(exc.value)
+    with open_campaign() as c:  # refused before any work: no round was spent
+        assert c.state.next_round == 2 and c.state.pending is None
+    log.write_text(original + "> Correction (2026-01-01 00:00): a note appended by hand\n")
+    harness = cdir / "quick_test_bench.py"
+    harness.write_text(harness.read_text().replace("SEED = 0", "SEED = 1"))
     with open_campaign() as c, pytest.raises(CampaignError, match="was edited"):
         c.validate("32x32 tiles")
     assert "SEED = 0" in harness.read_text()  # regenerated from the manifest
@@ -155,6 +149,7 @@ def test_edited_harness_and_empty_round_are_refused_without_a_round(project, ope
         assert c.state.next_round == 2 and len(c.state.closed) == 1
         rec = c.validate("32x32 tiles")
         assert rec.status == "ACCEPTED", rec.reason
+    assert "a note appended by hand" in log.read_text()
 
 
 def test_ctrl_c_during_the_harness_closes_the_round(project, open_campaign, monkeypatch):
