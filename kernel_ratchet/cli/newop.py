@@ -8,6 +8,16 @@ import typer
 
 from kernel_ratchet.cli.common import app, out
 
+ARGS = typer.Option([], "--arg", help="a constant passed after the tensors")
+KWARGS = typer.Option([], "--kwarg", help="a keyword constant, 'eps=1e-6'")
+REFERENCE_KWARGS = typer.Option(
+    [], "--reference-kwarg", help="a keyword constant of the reference, 'dim=-1'"
+)
+ROLES = typer.Option(
+    [], "--role", help="an input's role in training, 'w=weight' (default: activation)"
+)
+MEASURE = typer.Option(None, help="what its campaigns decide on, 'quantity=kernel_time,l2=cold'")
+
 
 @app.command("new-op")
 def new_op(
@@ -18,17 +28,11 @@ def new_op(
     outputs: list[str] = typer.Option(["y"], "--output", help="a returned tensor's name"),
     gradients: list[str] = typer.Option([], "--gradient", help="an input whose grad is checked"),
     inplace: list[str] = typer.Option([], "--inplace", help="an input the op writes into"),
-    args: list[str] = typer.Option([], "--arg", help="a constant passed after the tensors"),
-    kwargs: list[str] = typer.Option([], "--kwarg", help="a keyword constant, 'eps=1e-6'"),
-    reference_kwargs: list[str] = typer.Option(
-        [], "--reference-kwarg", help="a keyword constant of the reference, 'dim=-1'"
-    ),
-    roles: list[str] = typer.Option(
-        [], "--role", help="an input's role in training, 'w=weight' (default: activation)"
-    ),
-    measure: str | None = typer.Option(
-        None, help="what its campaigns decide on, 'quantity=kernel_time,l2=cold'"
-    ),
+    args: list[str] = ARGS,
+    kwargs: list[str] = KWARGS,
+    reference_kwargs: list[str] = REFERENCE_KWARGS,
+    roles: list[str] = ROLES,
+    measure: str | None = MEASURE,
     shapes: list[str] = typer.Option(
         ..., "--shape", help="'label:M=4096,N=4096,dtype=bfloat16' (one per target shape)"
     ),
@@ -45,11 +49,10 @@ def new_op(
     kept; an existing op is never overwritten) and write its focused test."""
     from kernel_ratchet.profile.scaffold import (
         add_op,
+        constants,
         op_entry,
-        parse_constants,
         parse_pairs,
         parse_shape,
-        parse_value,
         write_focused_test,
     )
 
@@ -65,11 +68,7 @@ def new_op(
         inplace_outputs=inplace,
         campaign_type=campaign_type,
         work=parse_pairs([work], "--work"),
-        args=[parse_value(a) for a in args],
-        kwargs=parse_constants(kwargs, "--kwarg"),
-        reference_kwargs=parse_constants(reference_kwargs, "--reference-kwarg"),
-        roles=parse_pairs(roles, "--role"),
-        measure=parse_pairs(measure.split(","), "--measure") if measure else None,
+        **constants(args, kwargs, reference_kwargs, roles, measure),
     )
     test = None if no_test_file else test_file or Path("tests") / f"test_{name}_focused.py"
     if test is not None and test.exists():

@@ -81,6 +81,24 @@ def parse_constants(items: Sequence[str], flag: str) -> dict[str, Any]:
     return {k: parse_value(v) for k, v in parse_pairs(items, flag).items()}
 
 
+def constants(
+    args: Sequence[str],
+    kwargs: Sequence[str],
+    reference_kwargs: Sequence[str],
+    roles: Sequence[str],
+    measure: str | None,
+) -> dict[str, Any]:
+    """:func:`op_entry`'s ``args``, ``kwargs``, ``reference_kwargs``, ``roles`` and ``measure``
+    from ``ratchet new-op``'s flags (UsageError for a malformed one)."""
+    return {
+        "args": [parse_value(a) for a in args],
+        "kwargs": parse_constants(kwargs, "--kwarg"),
+        "reference_kwargs": parse_constants(reference_kwargs, "--reference-kwarg"),
+        "roles": parse_pairs(roles, "--role"),
+        "measure": parse_pairs(measure.split(","), "--measure") if measure else None,
+    }
+
+
 def parse_shape(text: str) -> dict[str, Any]:
     """``"llama8b:M=16384,N=4096,dtype=bfloat16"`` as a shape entry (sizes as integers)."""
     label, sep, rest = text.partition(":")
