@@ -158,7 +158,9 @@ def test_whole_campaign(project):
         "ROLLED BACK",
     ]
     assert "| — |" in rows[0]
-    assert re.search(r"step -, fwd \+\d+\.\d{3}%, bwd -", rows[1])
+    # the harness's own numbers per phase (diagnostic: 3 samples at the quick level, so their
+    # sign on a loaded CPU is not the decision's; the paired chain below is)
+    assert re.search(r"step -, fwd [+-]\d+\.\d{3}%, bwd -", rows[1])
     summary = (cdir / "rounds/round-3/summary.md").read_text()
     for section in (
         "## Hypothesis",
