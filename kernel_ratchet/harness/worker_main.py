@@ -62,6 +62,7 @@ class Session:
 
     def __init__(self, spec: dict[str, Any], sentinel: Any) -> None:
         from kernel_ratchet.harness.adapter import load_adapter
+        from kernel_ratchet.harness.autotune_alone import TunedAlone
         from kernel_ratchet.harness.timing.registry import make_engine
 
         self.spec = spec
@@ -73,6 +74,7 @@ class Session:
         params = dict(spec.get("engine_params") or {})
         params.setdefault("device", self.device)
         self.engine = make_engine(spec["engine"], params)
+        self.tuning = TunedAlone()  # autotuning done beside other work is redone alone
 
     def after_candidate(self) -> None:
         """The Sentinel's checks after the candidate ran (patched functions, hooks, modes,
@@ -119,6 +121,12 @@ class Session:
     # -- check --
 
     def check(self, shape: Any, seed: int) -> dict[str, Any]:
+        try:
+            return self._check(shape, seed)
+        finally:  # it ran beside other GPU work: what it autotuned is picked again alone
+            self.tuning.after_check()
+
+    def _check(self, shape: Any, seed: int) -> dict[str, Any]:
         from kernel_ratchet.harness import anticheat as ac
         from kernel_ratchet.harness import inplace as ip
         from kernel_ratchet.harness import input_entropy, rebind_check
@@ -169,6 +177,15 @@ class Session:
     # -- time --
 
     def time(self, msg: dict[str, Any], shape: Any) -> dict[str, Any]:
+        forgotten = self.tuning.before_timing()
+        if forgotten:
+            _log(f"{forgotten} autotuned config(s) picked during checks: picked again alone")
+        try:
+            return self._time(msg, shape)
+        finally:
+            self.tuning.after_timing()
+
+    def _time(self, msg: dict[str, Any], shape: Any) -> dict[str, Any]:
         from kernel_ratchet.harness import anticheat as ac
         from kernel_ratchet.harness import inplace as ip
         from kernel_ratchet.harness import timed_checks as tc

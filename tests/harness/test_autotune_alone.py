@@ -1,0 +1,49 @@
+"""A worker forgets the autotuned configs its checks picked beside other GPU work, so that its
+first timing request picks them again alone; configs picked in timing requests are kept.
+
+The autotuners are real Triton ones; their choices are written into their caches by hand, as
+a launch would (launching needs a GPU)."""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from kernel_ratchet.harness.autotune_alone import TunedAlone, autotuners
+
+
+@triton.autotune(configs=[triton.Config({"B": 16}), triton.Config({"B": 32})], key=["n"])
+@triton.jit
+def _double(x, y, n, B: tl.constexpr):
+    i = tl.program_id(0) * B + tl.arange(0, B)
+    tl.store(y + i, tl.load(x + i, mask=i < n) * 2, mask=i < n)
+
+
+def _pick(key: tuple, config: int = 0) -> None:
+    _double.cache[key] = _double.configs[config]
+
+
+def test_configs_picked_during_checks_are_picked_again_before_timing():
+    _double.cache.clear()
+    assert _double in autotuners()
+    tuning = TunedAlone()
+    _pick((100, "torch.float32"))  # the first check's launch, beside the focused test
+    tuning.after_check()
+    assert tuning.before_timing() == 1 and _double.cache == {}
+    _pick((100, "torch.float32"), 1)  # the timing request picked it again, alone
+    tuning.after_timing()
+    assert tuning.before_timing() == 0  # no check since: nothing forgotten
+    _pick((4096, "torch.float32"))  # a later check (the full level) picks a new key
+    tuning.after_check()
+    assert tuning.before_timing() == 1  # only the key picked beside other work
+    assert _double.cache == {(100, "torch.float32"): _double.configs[1]}
+
+
+def test_a_worker_that_never_checked_forgets_nothing():
+    _double.cache.clear()
+    tuning = TunedAlone()
+    _pick((7, "torch.float32"))
+    assert tuning.before_timing() == 0 and len(_double.cache) == 1
+    tuning.after_timing()
+    tuning.after_check()
+    assert tuning.before_timing() == 0  # picked in a timing request: kept after a check
