@@ -7,7 +7,8 @@ work, the choice rests on contended timings, and a side could keep a slower conf
 its timed requests. So before a worker times anything after a check, the configs its
 autotuners picked since it last timed are forgotten, and the timing request picks them again
 on its own GPU (in its warm-up), as a training process does. Keys picked during timing
-requests, which run alone, are kept.
+requests, which run alone, are kept. An autotuner that keeps its choices on disk
+(``cache_results``) reads them back instead of timing again.
 """
 
 from __future__ import annotations
