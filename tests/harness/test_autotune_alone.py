@@ -6,6 +6,8 @@ a launch would (launching needs a GPU)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import triton
 import triton.language as tl
 
@@ -24,7 +26,8 @@ def _pick(key: tuple, config: int = 0) -> None:
 
 
 def test_configs_picked_during_checks_are_picked_again_before_timing():
-    _double.cache.clear()
+    for tuner in autotuners():  # other tests' kernels in this process start clean too
+        tuner.cache.clear()
     assert _double in autotuners()
     tuning = TunedAlone()
     _pick((100, "torch.float32"))  # the first check's launch, beside the focused test
@@ -40,10 +43,33 @@ def test_configs_picked_during_checks_are_picked_again_before_timing():
 
 
 def test_a_worker_that_never_checked_forgets_nothing():
-    _double.cache.clear()
+    for tuner in autotuners():
+        tuner.cache.clear()
     tuning = TunedAlone()
     _pick((7, "torch.float32"))
     assert tuning.before_timing() == 0 and len(_double.cache) == 1
     tuning.after_timing()
     tuning.after_check()
     assert tuning.before_timing() == 0  # picked in a timing request: kept after a check
+
+
+def test_a_worker_picks_again_alone_what_its_check_autotuned(tmp_path):
+    from kernel_ratchet.harness.adapter import Shape
+    from kernel_ratchet.harness.worker import Worker, WorkerSpec
+
+    spec = WorkerSpec(
+        source_root=str(Path(__file__).resolve().parents[2]),
+        adapter="tests.harness.autotuned_candidate:Doubled",
+        engine="perf_counter",
+        engine_params={"samples": 2, "warmup": 1, "min_sample_ms": 0.2, "max_batch": 2},
+        device="cpu",
+        interpret=True,
+        timeout_s=120.0,
+    )
+    shape = Shape("m8_n40", M=8, N=40)
+    with Worker(spec, tmp_path / "w.log") as w:
+        assert w.check(shape, 1).ok
+        assert w.time(shape, 2, "fwd").ok  # forgets the check's pick, picks it alone
+        assert w.time(shape, 3, "fwd").ok  # picked in a timing request: kept
+    log = (tmp_path / "w.log").read_text()
+    assert log.count("1 autotuned config(s) picked during checks: picked again alone") == 1, log
