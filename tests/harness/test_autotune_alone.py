@@ -59,14 +59,14 @@ def test_a_worker_picks_again_alone_what_its_check_autotuned(tmp_path):
 
     spec = WorkerSpec(
         source_root=str(Path(__file__).resolve().parents[2]),
-        adapter="tests.harness.autotuned_candidate:Doubled",
+        adapter="tests.harness.autotuned_candidate:AutotunedCopy",
         engine="perf_counter",
         engine_params={"samples": 2, "warmup": 1, "min_sample_ms": 0.2, "max_batch": 2},
         device="cpu",
         interpret=True,
         timeout_s=120.0,
     )
-    shape = Shape("m8_n40", M=8, N=40)
+    shape = Shape("m8_n40_k16", M=8, N=40, K=16)
     with Worker(spec, tmp_path / "w.log") as w:
         assert w.check(shape, 1).ok
         assert w.time(shape, 2, "fwd").ok  # forgets the check's pick, picks it alone
