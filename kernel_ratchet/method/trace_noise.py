@@ -19,9 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from kernel_ratchet.harness.paired_checks import SIDES
 from kernel_ratchet.scoring.metrics import geomean
-
-SIDES = ("incumbent", "candidate")
 
 
 @dataclass(frozen=True)

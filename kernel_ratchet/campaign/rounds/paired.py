@@ -182,7 +182,8 @@ def run_ab(
 
 
 def portable_run(run: PairedRun, c: CampaignContext) -> PairedRun:
-    """``run`` with its worker logs named from the project root, as records name files."""
+    """``run`` with its worker logs named from the campaign directory, as the round's other
+    records name their files."""
     logs = {side: c.rel(Path(log)) for side, log in run.logs.items()}
     f = run.failure
     failure = replace(f, log_path=c.rel(Path(f.log_path))) if f is not None else None

@@ -68,7 +68,7 @@ def _notes(record: RoundRecord) -> list[str]:
         notes.append(f"The incumbent's harness CSV, for the gates: {record.incumbent_csv}")
     elif record.incumbent_csv:
         notes.append(f"Incumbent numbers from {record.incumbent_csv}")
-    if record.decision and record.decision.paired:
+    if _paired(record):
         notes.append(
             "Decided by the paired A/B (artifacts/paired.json): the paired columns are each "
             "side's median time per phase over the paired rounds, in the primary metric (the "
