@@ -68,7 +68,7 @@ def parse_value(text: str) -> Any:
         return t.lower() == "true"
     if t.lower() in ("null", "none", "~"):
         return None
-    if t[:1] in "[{":
+    if t.startswith(("[", "{")):
         try:
             return yaml.safe_load(t)
         except yaml.YAMLError as exc:

@@ -202,6 +202,7 @@ def test_a_wrong_role_is_refused_by_the_loader(proj, monkeypatch, capsys):
         ("[1, 2]", [1, 2]),
         ("{a: 1}", {"a": 1}),
         ("mean", "mean"),
+        ("", ""),  # empty text stays text
     ],
 )
 def test_a_constant_on_the_command_line_gets_its_type(text, value):
