@@ -71,3 +71,17 @@ def test_repeated_calls_compile_nothing_new():
     twice = cs.census_call(lambda: (step(), step()), dry=True)
     assert len(twice.launches) == 2 * len(once.launches)
     assert twice.variants() == once.variants()
+
+
+@pytest.mark.parametrize(
+    "mnk", [(4097, 3000, 2000), (1000, 5120, 1000), (100, 1000, 1000)], ids=str
+)
+def test_fp8_step_never_takes_the_scalar_load_path(mnk):
+    """The FP8 copies are written with 16-byte rows, so no GEMM of the step falls back to
+    byte-wise loads whatever M, N, K are; outside the tiny bucket all three use TMA."""
+    M, N, K = mnk
+    a, b, d = cs._inputs(Shape("s", M=M, N=N, K=K), torch.bfloat16, "cpu")
+    c = cs.census_call(cs.linear_paths(a, b, d)["fp8_block.step"], dry=True)
+    assert len(c.gemms()) == 3 and c.unaligned_gemms() == 0
+    if M * N >= 128 * 128 * 16:
+        assert all(g.get("USE_TMA") for g in c.gemms())

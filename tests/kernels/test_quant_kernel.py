@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from kernel_ratchet.kernels.quant import launch as ql
 from kernel_ratchet.kernels.quant.launch import (
     FP8_MAX,
     dequant_fp8,
@@ -88,3 +89,26 @@ def test_block_128x128(x):
     assert torch.equal(q.data_t.float(), q.data.t().float())
     back = dequant_fp8(q.data_t, q.scale_t, (128, 128))
     torch.testing.assert_close(back, dequant_fp8(q, group=(128, 128)).t())
+
+
+@pytest.mark.parametrize(
+    "fn,kw",
+    [
+        (ql.quant_fp8_tensorwise, {"with_transpose": True}),
+        (ql.quant_fp8_rowwise, {"transpose": True}),
+        (ql.quant_fp8_blockwise_1x128, {}),
+        (ql.quant_fp8_blockwise_1x128, {"transpose": True}),
+        (ql.quant_fp8_block_128x128, {"with_transpose": True}),
+    ],
+    ids=["tensorwise", "rowwise-t", "1x128", "1x128-t", "128x128"],
+)
+def test_aligned_rows_hold_the_same_values(fn, kw, device):
+    """``align=16``: same values and scales, row strides rounded up to 16 elements."""
+    x = torch.randn(37, 130, device=device).to(torch.bfloat16)
+    plain, aligned = fn(x, **kw), fn(x, **kw, align=16)
+    for p, a in zip(plain, aligned, strict=True):
+        if p is None or p.dtype == torch.float32:
+            assert p is None or torch.equal(p, a)
+            continue
+        assert a.shape == p.shape and a.stride(0) % 16 == 0 and a.stride(1) == 1
+        assert torch.equal(p.float(), a.float())

@@ -41,6 +41,11 @@ from kernel_ratchet.kernels.quant.launch import (
 )
 
 GRANULARITIES = ("tensorwise", "rowwise", "blockwise")
+#: Row stride (elements) of every FP8 operand the quantizations write: 16 bytes, so that each
+#: GEMM operand is TMA-eligible and its pointer loads are vectorized whatever M, N, K are.
+#: Contiguous FP8 copies of a tensor with a dimension off 16 (``dout [4097, 3000]``) fall back
+#: to byte-wise loads, and two of the three GEMMs of such a step run on that path.
+ALIGN = 16
 E4M3 = torch.float8_e4m3fn
 E5M2 = torch.float8_e5m2
 
@@ -71,8 +76,8 @@ def gemm_fp8_forward(
     if recipe.dispatch and fp8_path(g, a.shape[0], b.shape[0], a.shape[1]) == "bf16":
         return gemm(a, b).to(torch.bfloat16), {"a16": a, "b16": b}
     if g == "tensorwise":
-        qa = quant_fp8_tensorwise(a, E4M3, with_transpose=True)
-        qb = quant_fp8_tensorwise(b, E4M3, with_transpose=True)
+        qa = quant_fp8_tensorwise(a, E4M3, with_transpose=True, align=ALIGN)
+        qb = quant_fp8_tensorwise(b, E4M3, with_transpose=True, align=ALIGN)
         out = matmul(
             qa.data,
             qb.data,
@@ -83,14 +88,14 @@ def gemm_fp8_forward(
         )
         return out, {"at": qa.data_t, "sa": qa.scale, "bt": qb.data_t, "sb": qb.scale}
     if g == "rowwise":
-        qa = quant_fp8_rowwise(a, E4M3)
-        qb = quant_fp8_rowwise(b, E4M3)
+        qa = quant_fp8_rowwise(a, E4M3, align=ALIGN)
+        qb = quant_fp8_rowwise(b, E4M3, align=ALIGN)
         out = matmul(
             qa.data, qb.data, scale_mode=SCALE_ROW, a_scale=qa.scale, b_scale=qb.scale, kind="fp8"
         )
         return out, {"a": a, "b": b}
-    qa = quant_fp8_blockwise_1x128(a, E4M3)
-    qb = quant_fp8_block_128x128(b, E4M3, with_transpose=True)
+    qa = quant_fp8_blockwise_1x128(a, E4M3, align=ALIGN)
+    qb = quant_fp8_block_128x128(b, E4M3, with_transpose=True, align=ALIGN)
     out = matmul(
         qa.data,
         qb.data,
@@ -113,7 +118,7 @@ def gemm_fp8_backward(
         da, db = gemm_backward(dout.to(state["a16"].dtype), state["a16"], state["b16"])
         return da.to(torch.bfloat16), db.to(torch.bfloat16)
     if g == "tensorwise":
-        qd = quant_fp8_tensorwise(dout, gd, with_transpose=True)
+        qd = quant_fp8_tensorwise(dout, gd, with_transpose=True, align=ALIGN)
         da = matmul(
             qd.data,
             state["bt"],
@@ -133,13 +138,13 @@ def gemm_fp8_backward(
         return da, db
     if g == "rowwise":
         a, b = state["a"], state["b"]
-        qd = quant_fp8_rowwise(dout, gd)
-        qbt = quant_fp8_rowwise(b, E4M3, transpose=True)
+        qd = quant_fp8_rowwise(dout, gd, align=ALIGN)
+        qbt = quant_fp8_rowwise(b, E4M3, transpose=True, align=ALIGN)
         da = matmul(
             qd.data, qbt.data, scale_mode=SCALE_ROW, a_scale=qd.scale, b_scale=qbt.scale, kind="fp8"
         )
-        qdt = quant_fp8_rowwise(dout, gd, transpose=True)
-        qat = quant_fp8_rowwise(a, E4M3, transpose=True)
+        qdt = quant_fp8_rowwise(dout, gd, transpose=True, align=ALIGN)
+        qat = quant_fp8_rowwise(a, E4M3, transpose=True, align=ALIGN)
         db = matmul(
             qdt.data,
             qat.data,
@@ -149,7 +154,7 @@ def gemm_fp8_backward(
             kind="fp8",
         )
         return da, db
-    qd = quant_fp8_blockwise_1x128(dout, gd)
+    qd = quant_fp8_blockwise_1x128(dout, gd, align=ALIGN)
     da = matmul(
         qd.data,
         state["bt"],
@@ -159,8 +164,8 @@ def gemm_fp8_backward(
         b_scale_group_n=128,
         kind="fp8_block",
     )
-    qdt = quant_fp8_blockwise_1x128(dout, gd, transpose=True)
-    qat = quant_fp8_blockwise_1x128(state["a"], E4M3, transpose=True)
+    qdt = quant_fp8_blockwise_1x128(dout, gd, transpose=True, align=ALIGN)
+    qat = quant_fp8_blockwise_1x128(state["a"], E4M3, transpose=True, align=ALIGN)
     db = matmul(
         qdt.data,
         qat.data,

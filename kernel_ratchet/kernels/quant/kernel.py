@@ -77,6 +77,8 @@ def _apply_scale_kernel(
     C,
     stride_r,
     stride_c,
+    stride_q,
+    stride_qt,
     fp8_max,
     eps,
     AXIS: tl.constexpr,  # as in _amax_kernel
@@ -87,7 +89,8 @@ def _apply_scale_kernel(
     BLOCK_R: tl.constexpr,
     BLOCK_C: tl.constexpr,
 ):
-    """q = x / scale with a precomputed amax; writes q [R, C] and/or qᵀ [C, R] (contiguous)."""
+    """q = x / scale with a precomputed amax; writes q [R, C] and/or qᵀ [C, R] (row strides
+    ``stride_q`` and ``stride_qt``, unit column stride)."""
     pid_r = tl.program_id(0)
     pid_c = tl.program_id(1)
     # 64-bit offsets: a DeepSeek-V3 expert-weight stack has ~7.5e9 elements; int32 offsets
@@ -121,13 +124,13 @@ def _apply_scale_kernel(
     y = tl.clamp(y, -fp8_max, fp8_max)
     if WRITE_Q:
         tl.store(
-            q_ptr + offs_r[:, None] * C + offs_c[None, :],
+            q_ptr + offs_r[:, None] * stride_q + offs_c[None, :],
             _to_fp8(y, q_ptr.dtype.element_ty, MANT, PRE_ROUND),
             mask=mask,
         )
     if WRITE_QT:
         tl.store(
-            qt_ptr + offs_c[None, :] * R + offs_r[:, None],
+            qt_ptr + offs_c[None, :] * stride_qt + offs_r[:, None],
             _to_fp8(y, qt_ptr.dtype.element_ty, MANT, PRE_ROUND),
             mask=mask,
         )
@@ -143,6 +146,8 @@ def _group_quant_kernel(
     C,
     stride_r,
     stride_c,
+    stride_q,
+    stride_qt,
     stride_sr,
     stride_sc,
     fp8_max,
@@ -191,13 +196,13 @@ def _group_quant_kernel(
     y = tl.clamp(y, -fp8_max, fp8_max)
     if WRITE_Q:
         tl.store(
-            q_ptr + offs_r[:, None] * C + offs_c[None, :],
+            q_ptr + offs_r[:, None] * stride_q + offs_c[None, :],
             _to_fp8(y, q_ptr.dtype.element_ty, MANT, PRE_ROUND),
             mask=mask,
         )
     if WRITE_QT:
         tl.store(
-            qt_ptr + offs_c[None, :] * R + offs_r[:, None],
+            qt_ptr + offs_c[None, :] * stride_qt + offs_r[:, None],
             _to_fp8(y, qt_ptr.dtype.element_ty, MANT, PRE_ROUND),
             mask=mask,
         )

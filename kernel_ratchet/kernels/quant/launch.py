@@ -6,7 +6,11 @@ Conventions shared by every function here:
   ``scale`` is a **dequantization** scale in fp32: ``x ≈ q.float() * scale`` with
   ``scale = max(amax, AMAX_EPS) / fp8_max`` over the scaling group. Values are clamped to
   ``[-fp8_max, fp8_max]`` before the cast (round to nearest even), so nothing saturates to NaN.
-* Inputs are 2-D ``[R, C]`` tensors of bf16/fp16/fp32 (any strides); outputs are contiguous.
+* Inputs are 2-D ``[R, C]`` tensors of bf16/fp16/fp32 (any strides); outputs are contiguous,
+  or with ``align`` > 1 row-major with the row stride rounded up to a multiple of ``align``
+  elements (a view of a padded buffer; the padding is never written nor read). A GEMM that
+  reads the FP8 data wants 16-byte aligned rows: TMA needs them, and pointer loads are only
+  vectorized when Triton can prove the stride divisible by 16.
 * ``transpose=True`` quantizes ``xᵀ`` instead of ``x``: groups are taken along the rows of ``xᵀ``
   (the columns of ``x``) and the data is written as a contiguous ``[C, R]`` tensor. This is what
   a GEMM backward needs, since the FP8 tensor cores want both operands K-major.
@@ -61,6 +65,16 @@ _TILE_R = 64
 _TILE_C = 128
 
 
+def empty_rows(
+    rows: int, cols: int, dtype: torch.dtype, device: torch.device, align: int = 1
+) -> torch.Tensor:
+    """Uninitialised ``[rows, cols]`` with unit column stride and the row stride ``cols``
+    rounded up to a multiple of ``align`` (a view of a ``[rows, stride]`` buffer)."""
+    stride = -(-cols // align) * align if align > 1 else cols
+    buf = torch.empty((rows, stride), dtype=dtype, device=device)
+    return buf if stride == cols else buf[:, :cols]
+
+
 class Fp8Quantized(NamedTuple):
     """Result of a quantization. ``data_t``/``scale_t`` are only set by ``with_transpose``."""
 
@@ -102,10 +116,11 @@ def _apply(
     dtype: torch.dtype,
     write_q: bool,
     write_qt: bool,
+    align: int = 1,
 ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor]:
     R, C = x.shape
-    q = torch.empty((R, C), dtype=dtype, device=x.device) if write_q else None
-    qt = torch.empty((C, R), dtype=dtype, device=x.device) if write_qt else None
+    q = empty_rows(R, C, dtype, x.device, align) if write_q else None
+    qt = empty_rows(C, R, dtype, x.device, align) if write_qt else None
     scale = torch.empty(amax.shape if axis != 2 else (), dtype=torch.float32, device=x.device)
     grid = (triton.cdiv(R, _TILE_R), triton.cdiv(C, _TILE_C))
     _apply_scale_kernel[grid](
@@ -118,6 +133,8 @@ def _apply(
         C,
         x.stride(0),
         x.stride(1),
+        q.stride(0) if q is not None else 0,
+        qt.stride(0) if qt is not None else 0,
         FP8_MAX[dtype],
         AMAX_EPS,
         AXIS=axis,
@@ -131,7 +148,11 @@ def _apply(
 
 
 def quant_fp8_tensorwise(
-    x: torch.Tensor, dtype: torch.dtype = torch.float8_e4m3fn, *, with_transpose: bool = False
+    x: torch.Tensor,
+    dtype: torch.dtype = torch.float8_e4m3fn,
+    *,
+    with_transpose: bool = False,
+    align: int = 1,
 ) -> Fp8Quantized:
     """One fp32 scale for the whole tensor.
 
@@ -142,13 +163,17 @@ def quant_fp8_tensorwise(
     """
     _check(x, dtype)
     amax = _amax(x, axis=2)
-    q, qt, scale = _apply(x, amax, 2, dtype, True, with_transpose)
+    q, qt, scale = _apply(x, amax, 2, dtype, True, with_transpose, align)
     assert q is not None
     return Fp8Quantized(q, scale, qt, scale if with_transpose else None)
 
 
 def quant_fp8_rowwise(
-    x: torch.Tensor, dtype: torch.dtype = torch.float8_e4m3fn, *, transpose: bool = False
+    x: torch.Tensor,
+    dtype: torch.dtype = torch.float8_e4m3fn,
+    *,
+    transpose: bool = False,
+    align: int = 1,
 ) -> Fp8Quantized:
     """One fp32 scale per row of ``x`` (``transpose=False``) or per row of ``xᵀ``.
 
@@ -159,14 +184,18 @@ def quant_fp8_rowwise(
     _check(x, dtype)
     axis = 1 if transpose else 0
     amax = _amax(x, axis=axis)
-    q, qt, scale = _apply(x, amax, axis, dtype, not transpose, transpose)
+    q, qt, scale = _apply(x, amax, axis, dtype, not transpose, transpose, align)
     data = qt if transpose else q
     assert data is not None
     return Fp8Quantized(data, scale)
 
 
 def quant_fp8_blockwise_1x128(
-    x: torch.Tensor, dtype: torch.dtype = torch.float8_e4m3fn, *, transpose: bool = False
+    x: torch.Tensor,
+    dtype: torch.dtype = torch.float8_e4m3fn,
+    *,
+    transpose: bool = False,
+    align: int = 1,
 ) -> Fp8Quantized:
     """Per-token groups of 1 x 128 (DeepSeek-V3 activations and gradients), one pass.
 
@@ -179,7 +208,7 @@ def quant_fp8_blockwise_1x128(
     _check(x, dtype)
     R, C = x.shape
     if not transpose:
-        q = torch.empty((R, C), dtype=dtype, device=x.device)
+        q = empty_rows(R, C, dtype, x.device, align)
         ng = triton.cdiv(C, GROUP)
         scale = torch.empty((ng, R), dtype=torch.float32, device=x.device).t()
         grid = (triton.cdiv(R, _TILE_R), ng)
@@ -192,6 +221,8 @@ def quant_fp8_blockwise_1x128(
             C,
             x.stride(0),
             x.stride(1),
+            q.stride(0),
+            0,
             scale.stride(0),
             scale.stride(1),
             FP8_MAX[dtype],
@@ -205,7 +236,7 @@ def quant_fp8_blockwise_1x128(
             BLOCK_C=GROUP,
         )
         return Fp8Quantized(q, scale)
-    qt = torch.empty((C, R), dtype=dtype, device=x.device)
+    qt = empty_rows(C, R, dtype, x.device, align)
     ng = triton.cdiv(R, GROUP)
     scale_t = torch.empty((ng, C), dtype=torch.float32, device=x.device)  # [group of rows, col]
     grid = (ng, triton.cdiv(C, _TILE_R))
@@ -218,6 +249,8 @@ def quant_fp8_blockwise_1x128(
         C,
         x.stride(0),
         x.stride(1),
+        0,
+        qt.stride(0),
         scale_t.stride(0),
         scale_t.stride(1),
         FP8_MAX[dtype],
@@ -235,7 +268,11 @@ def quant_fp8_blockwise_1x128(
 
 
 def quant_fp8_block_128x128(
-    x: torch.Tensor, dtype: torch.dtype = torch.float8_e4m3fn, *, with_transpose: bool = False
+    x: torch.Tensor,
+    dtype: torch.dtype = torch.float8_e4m3fn,
+    *,
+    with_transpose: bool = False,
+    align: int = 1,
 ) -> Fp8Quantized:
     """128 x 128 blocks (DeepSeek-V3 weights), one pass.
 
@@ -245,8 +282,8 @@ def quant_fp8_block_128x128(
     """
     _check(x, dtype)
     R, C = x.shape
-    q = torch.empty((R, C), dtype=dtype, device=x.device)
-    qt = torch.empty((C, R), dtype=dtype, device=x.device) if with_transpose else q
+    q = empty_rows(R, C, dtype, x.device, align)
+    qt = empty_rows(C, R, dtype, x.device, align) if with_transpose else q
     scale = torch.empty(
         (triton.cdiv(R, GROUP), triton.cdiv(C, GROUP)), dtype=torch.float32, device=x.device
     )
@@ -260,6 +297,8 @@ def quant_fp8_block_128x128(
         C,
         x.stride(0),
         x.stride(1),
+        q.stride(0),
+        qt.stride(0),
         scale.stride(0),
         scale.stride(1),
         FP8_MAX[dtype],
