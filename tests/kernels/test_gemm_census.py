@@ -85,3 +85,41 @@ def test_fp8_step_never_takes_the_scalar_load_path(mnk):
     assert len(c.gemms()) == 3 and c.unaligned_gemms() == 0
     if M * N >= 128 * 128 * 16:
         assert all(g.get("USE_TMA") for g in c.gemms())
+
+
+def test_sixteen_bit_pointer_path_gets_full_vectors_on_strides_off_16():
+    """K = 1000 (rows of 2000 bytes): the tiny bucket's pointer loads get A/B_ALIGN = 8."""
+    a, b, d = cs._inputs(Shape("s", M=100, N=1000, K=1000), torch.bfloat16, "cpu")
+    c = cs.census_call(cs.linear_paths(a, b, d)["16bit.fwd"], dry=True)
+    (g,) = c.gemms()
+    assert not g.get("USE_TMA") and g.get("A_ALIGN") == g.get("B_ALIGN") == 8
+    assert c.unaligned_gemms() == 0
+
+
+@pytest.mark.parametrize(
+    "mnk,bucket_tiles",
+    [((1000, 1000, 2000), (128, 128)), ((128, 128, 16384), (64, 128)), ((7, 3584, 3584), (64, 64))],
+    ids=["m1000", "longk", "m7"],
+)
+def test_small_outputs_fill_at_least_half_the_sms(mnk, bucket_tiles):
+    """Under-filled grids get smaller tiles and split-K: about half of 132 SMs busy or more."""
+    M, N, K = mnk
+    a, b, d = cs._inputs(Shape("s", M=M, N=N, K=K), torch.bfloat16, "cpu")
+    (g,) = cs.census_call(cs.linear_paths(a, b, d)["16bit.fwd"], dry=True).gemms()
+    assert (g.get("BLOCK_M"), g.get("BLOCK_N")) == bucket_tiles
+    assert g.ctas >= 64
+
+
+def test_unaligned_16bit_gradient_is_copied_once_into_tma_rows():
+    """dout [4000, 4100] bf16 (rows of 8200 bytes): one aligned copy, both GEMMs on TMA."""
+    a, b, d = cs._inputs(Shape("s", M=4000, N=4100, K=4104), torch.bfloat16, "cpu")
+    c = cs.census_call(cs.linear_paths(a, b, d)["16bit.bwd"], dry=True)
+    assert all(g.get("USE_TMA") for g in c.gemms()) and c.unaligned_gemms() == 0
+    assert c.copies == {"copy_": 1} and c.copy_bytes == 4000 * 4100 * 2
+
+
+def test_decode_rows_do_not_copy_the_weight():
+    """M = 33, K = 8200 bf16: the weight's elements feed only 33 outputs, no copy of it."""
+    a, b, d = cs._inputs(Shape("s", M=33, N=4100, K=8200), torch.bfloat16, "cpu")
+    c = cs.census_call(cs.linear_paths(a, b, d)["16bit.fwd"], dry=True)
+    assert c.copy_bytes < 4100 * 8200 * 2

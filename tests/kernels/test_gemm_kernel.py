@@ -16,7 +16,13 @@ from kernel_ratchet.harness.correctness import assert_close
 from kernel_ratchet.kernels.gemm import configs, shapes
 from kernel_ratchet.kernels.gemm.adapter import GemmFp16
 from kernel_ratchet.kernels.gemm.configs import GemmConfig
-from kernel_ratchet.kernels.gemm.launch import forced_config, gemm, gemm_backward, matmul
+from kernel_ratchet.kernels.gemm.launch import (
+    forced_config,
+    gemm,
+    gemm_backward,
+    matmul,
+    stride_align,
+)
 from kernel_ratchet.kernels.gemm.reference import linear_all_ref
 
 SMALL = {
@@ -87,18 +93,21 @@ def test_contraction_mismatch_is_an_error():
         ((16384, 59136, 8192), "large"),
         ((1, 4096, 4096), "tiny"),
         ((128, 128, 16384), "long_k"),
-        ((257, 4608, 3584), "large"),
+        ((257, 4608, 3584), "medium"),
         ((100, 8192, 1000), "skinny"),
         ((7, 3584, 3584), "tiny"),
+        ((1000, 1000, 2000), "medium"),
+        ((4097, 3000, 2000), "large"),
+        ((4096, 6144, 4096), "large"),
     ],
-    ids=["model", "m1", "longk", "m257", "m100", "m7"],
+    ids=["model", "m1", "longk", "m257", "m100", "m7", "m1000", "m4097", "grid"],
 )
 def test_bucket_for(mnk, bucket):
     assert configs.bucket_for(*mnk) == bucket
 
 
 def test_config_table_is_complete():
-    buckets = {"tiny", "skinny", "long_k", "large"}
+    buckets = {"tiny", "skinny", "long_k", "medium", "large"}
     for kind, table in configs.CONFIGS.items():
         assert set(table) == buckets, kind
     assert all(c.block_k == 128 for c in configs.CONFIGS["fp8_block"].values())
@@ -123,3 +132,50 @@ def test_odd_shapes_are_odd():
     assert any(s.M == 1 for s in shapes.ODD_SHAPES)
     assert any(s.K % 16 for s in shapes.ODD_SHAPES)
     assert any(s.N % 128 and s.M % 16 for s in shapes.ODD_SHAPES)
+
+
+@pytest.mark.parametrize(
+    "tma,stride,want",
+    [
+        (True, 1000, 1),
+        (False, 4096, 1),
+        (False, 1000, 8),
+        (False, 4100, 4),
+        (False, 4097, 1),
+        (False, 70, 2),
+        (False, 0, 1),
+    ],
+)
+def test_stride_align_is_the_largest_power_of_two_below_16(tma, stride, want):
+    assert stride_align(tma, stride) == want
+
+
+@pytest.mark.parametrize(
+    "tiles,k_tiles,want",
+    [(128, 80, 1), (2, 256, 32), (64, 64, 2), (8, 8, 2), (40, 1000, 3), (70, 100, 1)],
+    ids=["fills", "longk", "half", "short-k", "third", "over-half"],
+)
+def test_split_k_fills_one_wave_at_most(tiles, k_tiles, want):
+    """Split only a grid under half the SMs, into slices that fit one wave of 132."""
+    cfg = GemmConfig(split_k=32)
+    assert configs.split_for(cfg, tiles, k_tiles, 132) == want
+    assert configs.split_for(cfg.with_(split_k=1), tiles, k_tiles, 132) == 1
+
+
+def test_launch_plan_is_computed_once_per_geometry(device):
+    """The second call of one geometry reuses the plan; a forced config is its own geometry."""
+    from kernel_ratchet.kernels.gemm import launch
+
+    g = torch.Generator(device="cpu").manual_seed(7)
+    a = torch.randn(24, 130, generator=g).to(device, torch.float16)
+    b = torch.randn(40, 130, generator=g).to(device, torch.float16)
+    launch._plan.cache_clear()
+    with forced_config(SMALL["plain"]):
+        first = matmul(a, b)
+        again = matmul(a.clone(), b.clone())
+    info = launch._plan.cache_info()
+    assert (info.misses, info.hits) == (1, 1) and torch.equal(first, again)
+    with forced_config(SMALL["splitk2"]):
+        split = matmul(a, b)
+    assert launch._plan.cache_info().misses == 2
+    assert_close({"out": split}, {"out": first.float()}, SNR_BF16)

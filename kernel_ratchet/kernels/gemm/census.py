@@ -35,9 +35,19 @@ _QUANT_KERNELS = ("_amax_kernel", "_apply_scale_kernel", "_group_quant_kernel")
 _spec_of = spec_of
 
 
-def _strides_ok(spec: tuple[object, ...]) -> bool:
-    """Every stride is 1 or known 16-divisible (elements)."""
-    return all(s[1] or s[2] for s in spec)  # type: ignore[index]
+def _narrow_loads(x: Launch) -> bool:
+    """A pointer-path operand whose row stride Triton cannot prove 16-divisible and whose
+    ``A_ALIGN`` / ``B_ALIGN`` hint leaves its loads under 16 bytes (the strides are the
+    integer arguments 9-12; the row stride is the first of a K-major operand's pair)."""
+    itemsize = getattr(torch, str(x.spec[0][1]).split(".")[-1]).itemsize  # type: ignore[index]
+    rows = {
+        "A_ALIGN": x.spec[8] if x.get("A_KMAJOR") else x.spec[9],
+        "B_ALIGN": x.spec[10] if x.get("B_KMAJOR") else x.spec[11],
+    }
+    return any(
+        not (s[1] or s[2]) and int(x.get(hint) or 1) * itemsize < 16  # type: ignore[index]
+        for hint, s in rows.items()
+    )
 
 
 class Census(common.Census):
@@ -50,9 +60,10 @@ class Census(common.Census):
         return len(self.of(*_QUANT_KERNELS))
 
     def unaligned_gemms(self) -> int:
-        """GEMM launches on the pointer path with a stride Triton cannot prove 16-divisible
-        (their loads are not vectorized): the strides are the integer arguments 9-12."""
-        return sum(not x.get("USE_TMA") and not _strides_ok(x.spec[8:12]) for x in self.gemms())
+        """GEMM launches on the pointer path whose loads are narrower than 16 bytes: a row
+        stride Triton cannot prove 16-divisible, not made up for by the ``A_ALIGN`` /
+        ``B_ALIGN`` hint."""
+        return sum(not x.get("USE_TMA") and _narrow_loads(x) for x in self.gemms())
 
     def record(self, *, dry: bool = False, sms: int = H200_SMS):
         patches = [(launch, "_gemm_kernel")] + [(qlaunch, k) for k in _QUANT_KERNELS]

@@ -30,7 +30,9 @@ class GemmConfig:
         use_tma: load tiles with TMA tensor descriptors (``tl.make_tensor_descriptor``); the
             launcher falls back to pointer loads when a stride is not 16-byte aligned.
         group_m: grouped-M swizzle of the tile order (L2 reuse of the B panel); 1 = row-major.
-        split_k: number of K slices reduced with fp32 atomics (for small M*N with long K).
+        split_k: the most K slices reduced with fp32 atomics. A bucket's config is an upper
+            bound: the launcher splits only a grid that fills less than half the SMs, into as
+            many slices as fill one wave (:func:`split_for`). An explicit config is exact.
         k_unroll: blockwise only: 128-wide k-groups per loop iteration (1 or 2); 2 issues two
             wgmmas before the scaled accumulation waits on them.
         warp_specialize: Triton's warp specialization of the k-loop (``tl.range(...,
@@ -63,14 +65,23 @@ TINY_OUTPUTS = 128 * 128 * 16
 SKINNY_DIM = 256
 #: ``long_k``: at most this many 128x128 output tiles with K at least 4x M and N -> split-K.
 LONG_K_TILES = 132
+#: ``medium``: the large bucket's 128x256 tiles would use less than this fraction of the
+#: SM-time of their waves (a 1000 x 1000 output is 32 such tiles: 0.24 of 132 SMs).
+MEDIUM_WAVE_EFFICIENCY = 0.75
+#: Split-K keeps at least this many k-blocks per slice (the pipeline's stages need them).
+MIN_K_TILES_PER_SPLIT = 4
+#: SMs the buckets assume when the caller does not say (H200).
+DEFAULT_SMS = 132
 
 
-def bucket_for(M: int, N: int, K: int) -> str:
+def bucket_for(M: int, N: int, K: int, sms: int = DEFAULT_SMS) -> str:
     """The named bucket of an ``[M, K] x [K, N]`` problem (output ``M x N``, contraction ``K``).
 
     ``tiny``    fewer than :data:`TINY_OUTPUTS` outputs (tests, odd shapes, decode);
     ``long_k``  few output tiles and a contraction at least 4x longer than M and N;
     ``skinny``  M or N at most :data:`SKINNY_DIM`;
+    ``medium``  128x256 tiles would fill their waves of ``sms`` programs below
+                :data:`MEDIUM_WAVE_EFFICIENCY` (outputs of about 1000 x 1000 to 1000 x 5000);
     ``large``   everything else (all model shapes: M >= 4096).
     """
     if M * N < TINY_OUTPUTS:
@@ -80,7 +91,19 @@ def bucket_for(M: int, N: int, K: int) -> str:
         return "long_k"
     if min(M, N) <= SKINNY_DIM:
         return "skinny"
+    big = -(-M // 128) * -(-N // 256)
+    if big / (-(-big // sms) * sms) < MEDIUM_WAVE_EFFICIENCY:
+        return "medium"
     return "large"
+
+
+def split_for(cfg: GemmConfig, tiles: int, k_tiles: int, sms: int) -> int:
+    """K slices of a bucket's config: 1 unless ``tiles`` programs fill less than half of the
+    ``sms``; then as many as fit one wave, at most ``cfg.split_k``, each with at least
+    :data:`MIN_K_TILES_PER_SPLIT` k-blocks."""
+    if cfg.split_k <= 1 or 2 * tiles > sms:
+        return 1
+    return max(1, min(cfg.split_k, sms // max(tiles, 1), k_tiles // MIN_K_TILES_PER_SPLIT))
 
 
 # Sweep on an H200 (tune.py, do_bench median, torch 2.11, triton 3.6; shapes 4096x6144x4096,
@@ -91,18 +114,22 @@ CONFIGS: dict[str, dict[str, GemmConfig]] = {
         # TMA + persistent + 4 stages: 763 / 809 / 764 [cuBLAS 807 / 727 / 782]. Pointer loads
         # with the same tile: 590-593; TMA non-persistent: 617-660; 256x128 pointer: 646-662.
         "large": GemmConfig(128, 256, 64, num_warps=8, num_stages=4, persistent=True, use_tma=True),
-        "skinny": GemmConfig(64, 128, 64, num_warps=4, num_stages=4, use_tma=True),
-        "long_k": GemmConfig(64, 128, 64, num_warps=4, num_stages=4, use_tma=True, split_k=4),
-        "tiny": GemmConfig(64, 64, 64, num_warps=4, num_stages=3),
+        # Not swept yet: tune.py's 128x128 w8 s4 TMA candidate, for outputs too small to fill
+        # the 128x256 waves; split-K up to 4 when even those tiles leave half the SMs idle.
+        "medium": GemmConfig(128, 128, 64, num_warps=8, num_stages=4, use_tma=True, split_k=4),
+        "skinny": GemmConfig(64, 128, 64, num_warps=4, num_stages=4, use_tma=True, split_k=4),
+        "long_k": GemmConfig(64, 128, 64, num_warps=4, num_stages=4, use_tma=True, split_k=32),
+        "tiny": GemmConfig(64, 64, 64, num_warps=4, num_stages=3, split_k=8),
     },
     # Backward dout @ b and doutᵀ @ a (one or both operands not K-major). Pointer loads of a
     # transposed operand collapse to 38-88 TFLOPS; TMA tiles (transposed in shared memory) give
     # da 775 / 720 / 763 [817 / 715 / 718] and db 747 / 743 / 787 [778 / 714 / 720].
     "bf16_bwd": {
         "large": GemmConfig(128, 256, 64, num_warps=8, num_stages=3, use_tma=True),
-        "skinny": GemmConfig(64, 128, 64, num_warps=4, num_stages=4, use_tma=True),
-        "long_k": GemmConfig(64, 128, 64, num_warps=4, num_stages=4, use_tma=True, split_k=4),
-        "tiny": GemmConfig(64, 64, 64, num_warps=4, num_stages=3, use_tma=True),
+        "medium": GemmConfig(128, 128, 64, num_warps=8, num_stages=4, use_tma=True, split_k=4),
+        "skinny": GemmConfig(64, 128, 64, num_warps=4, num_stages=4, use_tma=True, split_k=4),
+        "long_k": GemmConfig(64, 128, 64, num_warps=4, num_stages=4, use_tma=True, split_k=32),
+        "tiny": GemmConfig(64, 64, 64, num_warps=4, num_stages=3, use_tma=True, split_k=8),
     },
     # FP8 tensorwise / rowwise (scales in the epilogue). K tile 128 = the bf16 bytes per stage.
     "fp8": {
@@ -111,9 +138,10 @@ CONFIGS: dict[str, dict[str, GemmConfig]] = {
         "large": GemmConfig(
             128, 256, 128, num_warps=8, num_stages=4, persistent=True, use_tma=True
         ),
-        "skinny": GemmConfig(64, 128, 128, num_warps=4, num_stages=4, use_tma=True),
-        "long_k": GemmConfig(64, 128, 128, num_warps=4, num_stages=4, use_tma=True, split_k=4),
-        "tiny": GemmConfig(64, 64, 128, num_warps=4, num_stages=3),
+        "medium": GemmConfig(128, 128, 128, num_warps=8, num_stages=4, use_tma=True, split_k=4),
+        "skinny": GemmConfig(64, 128, 128, num_warps=4, num_stages=4, use_tma=True, split_k=4),
+        "long_k": GemmConfig(64, 128, 128, num_warps=4, num_stages=4, use_tma=True, split_k=32),
+        "tiny": GemmConfig(64, 64, 128, num_warps=4, num_stages=3, split_k=8),
     },
     # FP8 blockwise: BLOCK_K is pinned to the 128-wide scaling group. The per-k-group scale
     # multiply makes each wgmma wait before its accumulation, so smaller tiles with more CTAs
@@ -127,14 +155,15 @@ CONFIGS: dict[str, dict[str, GemmConfig]] = {
     # (kernel_ratchet.optimizers.sweep, 54 points: 607 vs 555 TFLOPS step geomean).
     "fp8_block": {
         "large": GemmConfig(64, 128, 128, num_warps=4, num_stages=3, use_tma=True),
-        "skinny": GemmConfig(64, 128, 128, num_warps=4, num_stages=4, use_tma=True),
-        "long_k": GemmConfig(64, 128, 128, num_warps=4, num_stages=4, use_tma=True, split_k=4),
-        "tiny": GemmConfig(64, 64, 128, num_warps=4, num_stages=3),
+        "medium": GemmConfig(64, 128, 128, num_warps=4, num_stages=3, use_tma=True, split_k=4),
+        "skinny": GemmConfig(64, 128, 128, num_warps=4, num_stages=4, use_tma=True, split_k=4),
+        "long_k": GemmConfig(64, 128, 128, num_warps=4, num_stages=4, use_tma=True, split_k=32),
+        "tiny": GemmConfig(64, 64, 128, num_warps=4, num_stages=3, split_k=8),
     },
 }
 
 
-# What `ratchet run --optimizer search` may change (kernel_ratchet/knobs/tunables.py).
+# What `ratchet run --optimizer search` may change (kernel_ratchet/optimizers/tunables.py).
 #: The CONFIGS kinds each op's forward and backward use.
 SEARCH_KINDS = {
     "gemm_bf16": ["bf16", "bf16_bwd"],
@@ -160,12 +189,15 @@ SEARCH_SPACE = {
     },
     "fp8": {"block_k": [128, 256]},
     "fp8_block": {"block_k": [], "k_unroll": [1, 2]},
-    "long_k": {"split_k": [2, 4, 8]},
+    "long_k": {"split_k": [8, 16, 32]},
+    "tiny": {"split_k": [1, 4, 8]},
+    "skinny": {"split_k": [1, 2, 4]},
+    "medium": {"split_k": [1, 2, 4]},
 }
 
 
-def config_for(kind: str, M: int, N: int, K: int) -> GemmConfig:
-    """``CONFIGS[kind][bucket_for(M, N, K)]``; raises KeyError naming the known kinds."""
+def config_for(kind: str, M: int, N: int, K: int, sms: int = DEFAULT_SMS) -> GemmConfig:
+    """``CONFIGS[kind][bucket_for(M, N, K, sms)]``; raises KeyError naming the known kinds."""
     if kind not in CONFIGS:
         raise KeyError(f"unknown GEMM kind {kind!r}; known: {sorted(CONFIGS)}")
-    return CONFIGS[kind][bucket_for(M, N, K)]
+    return CONFIGS[kind][bucket_for(M, N, K, sms)]

@@ -120,8 +120,23 @@ def _gemm_tile(
     USE_TMA: tl.constexpr,
     K_UNROLL: tl.constexpr,
     WARP_SPECIALIZE: tl.constexpr,
+    A_ALIGN: tl.constexpr,
+    B_ALIGN: tl.constexpr,
 ):
     """One output tile (and one K slice when SPLIT_K > 1)."""
+    if not USE_TMA:
+        # Row strides the launcher found divisible by A_ALIGN / B_ALIGN (elements) but Triton
+        # only knows as "not divisible by 16": rebuilt as a product so the loads vectorize.
+        if A_ALIGN > 1:
+            if A_KMAJOR:
+                stride_am = stride_am // A_ALIGN * A_ALIGN
+            else:
+                stride_ak = stride_ak // A_ALIGN * A_ALIGN
+        if B_ALIGN > 1:
+            if B_KMAJOR:
+                stride_bn = stride_bn // B_ALIGN * B_ALIGN
+            else:
+                stride_bk = stride_bk // B_ALIGN * B_ALIGN
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     num_mn = num_pid_m * num_pid_n
@@ -276,6 +291,8 @@ def _gemm_kernel(
     NUM_SMS: tl.constexpr,
     K_UNROLL: tl.constexpr,
     WARP_SPECIALIZE: tl.constexpr,
+    A_ALIGN: tl.constexpr,
+    B_ALIGN: tl.constexpr,
 ):
     """Grid: one program per (tile, K slice), or NUM_SMS programs looping when PERSISTENT."""
     if USE_TMA:
@@ -335,6 +352,8 @@ def _gemm_kernel(
                 USE_TMA,
                 K_UNROLL,
                 WARP_SPECIALIZE,
+                A_ALIGN,
+                B_ALIGN,
             )
     else:
         _gemm_tile(
@@ -369,4 +388,6 @@ def _gemm_kernel(
             USE_TMA,
             K_UNROLL,
             WARP_SPECIALIZE,
+            A_ALIGN,
+            B_ALIGN,
         )

@@ -11,15 +11,21 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import torch
 import triton
 
-from kernel_ratchet.kernels.gemm.configs import GemmConfig, config_for
+from kernel_ratchet.kernels.gemm.configs import GemmConfig, config_for, split_for
 from kernel_ratchet.kernels.gemm.kernel import SCALE_BLOCK, SCALE_NONE, SCALE_ROW, _gemm_kernel
-from kernel_ratchet.kernels.quant.launch import interpreter_mode
+from kernel_ratchet.kernels.quant.launch import cdiv, empty_rows, interpreter_mode
 
 _FORCED: list[GemmConfig] = []
+#: An operand TMA cannot read (rows not 16-byte aligned: a bf16 ``dout [4000, 4100]``) is
+#: copied into 16-byte rows when each of its elements feeds at least this many outputs (the
+#: GEMM's other dimension): the copy moves 4 bytes per bf16 element, the GEMM then does 512 or
+#: more flops on it. Below, or on the pointer path, the operand is read where it is.
+PAD_MIN_REUSE = 256
 
 
 @contextlib.contextmanager
@@ -58,6 +64,31 @@ def _tma_ok(t: torch.Tensor) -> bool:
     return t.data_ptr() % 16 == 0 and (t.stride(0) * es) % 16 == 0 and t.stride(1) == 1
 
 
+def stride_align(use_tma: bool, row_stride: int) -> int:
+    """The ``A_ALIGN`` / ``B_ALIGN`` constexpr of one operand: the largest power of two below
+    16 dividing its row stride, when the pointer path reads it and the stride is not a
+    multiple of 16 (Triton proves 16-divisibility by itself and nothing less); else 1, which
+    leaves the kernel as it was and compiles no needless variant."""
+    if use_tma or row_stride % 16 == 0:
+        return 1
+    align = 8
+    while row_stride % align:
+        align //= 2
+    return align
+
+
+def _aligned_copy(t: torch.Tensor) -> torch.Tensor:
+    """A copy of ``t`` with 16-byte aligned rows (TMA-readable)."""
+    out = empty_rows(t.shape[0], t.shape[1], t.dtype, t.device, max(1, 16 // t.element_size()))
+    return out.copy_(t)
+
+
+def _tma_ready(t: torch.Tensor, reuse: int) -> torch.Tensor:
+    """``t`` itself, or :func:`_aligned_copy` of it when TMA cannot read ``t`` and ``reuse``
+    (outputs per element) is at least :data:`PAD_MIN_REUSE`."""
+    return t if _tma_ok(t) or reuse < PAD_MIN_REUSE else _aligned_copy(t)
+
+
 def _row_major(t: torch.Tensor) -> torch.Tensor:
     return t if t.stride(-1) == 1 and t.stride(0) >= t.shape[1] else t.contiguous()
 
@@ -92,31 +123,29 @@ def matmul(
         raise ValueError(f"contraction mismatch: A has K={K}, B has K={Kb}")
     if out_dtype is None:
         out_dtype = a.dtype if a.element_size() == 2 else torch.bfloat16
-    cfg = _FORCED[-1] if _FORCED else (config or config_for(kind, M, N, K))
-    if scale_mode == SCALE_BLOCK and cfg.block_k != 128:
-        raise ValueError(f"blockwise scaling needs BLOCK_K = 128, config has {cfg.block_k}")
+    num_sms = _num_sms(a.device)
+    explicit = _FORCED[-1] if _FORCED else config
+    geom = (a.stride(0), _tma_ok(a), a_kmajor, b.stride(0), _tma_ok(b), b_kmajor)
+    plan = _plan(kind, explicit, M, N, K, geom, scale_mode, num_sms, interpreter_mode())
     if M == 0 or N == 0:
         return torch.empty((M, N), dtype=out_dtype, device=a.device)
     if K == 0:
         return torch.zeros((M, N), dtype=out_dtype, device=a.device)
-    use_tma = cfg.use_tma and not interpreter_mode() and _tma_ok(a) and _tma_ok(b)
-    if use_tma:
+    if plan.copy_a:
+        a = _aligned_copy(a)
+    if plan.copy_b:
+        b = _aligned_copy(b)
+    if plan.use_tma:
         _ensure_tma_allocator()
-    split_k = max(1, min(cfg.split_k, triton.cdiv(K, cfg.block_k)))
-    if split_k == 1:
+    if plan.split_k == 1:
         c = torch.empty((M, N), dtype=out_dtype, device=a.device)
     else:
         c = torch.zeros((M, N), dtype=torch.float32, device=a.device)
     sa = a_scale if a_scale is not None else c
     sb = b_scale if b_scale is not None else c
-    sa_strides = _scale_strides(sa, scale_mode)
-    sb_strides = _scale_strides(sb, scale_mode)
     am, ak = (a.stride(0), a.stride(1)) if a_kmajor else (a.stride(1), a.stride(0))
     bn, bk = (b.stride(0), b.stride(1)) if b_kmajor else (b.stride(1), b.stride(0))
-    tiles = triton.cdiv(M, cfg.block_m) * triton.cdiv(N, cfg.block_n) * split_k
-    num_sms = _num_sms(a.device)
-    grid = (min(num_sms, tiles),) if cfg.persistent else (tiles,)
-    _gemm_kernel[grid](
+    _gemm_kernel[plan.grid](
         a,
         b,
         c,
@@ -131,10 +160,61 @@ def matmul(
         bk,
         c.stride(0),
         c.stride(1),
-        *sa_strides,
-        *sb_strides,
-        SCALE_MODE=scale_mode,
+        *_scale_strides(sa, scale_mode),
+        *_scale_strides(sb, scale_mode),
         SB_GROUP_N=b_scale_group_n,
+        **plan.kwargs,
+    )
+    return c if plan.split_k == 1 else c.to(out_dtype)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What a launch decides from the problem's geometry alone (cached per geometry)."""
+
+    copy_a: bool
+    copy_b: bool
+    use_tma: bool
+    split_k: int
+    grid: tuple[int]
+    kwargs: dict[str, object]
+
+
+@functools.lru_cache(maxsize=1024)
+def _plan(
+    kind: str,
+    explicit: GemmConfig | None,
+    M: int,
+    N: int,
+    K: int,
+    geom: tuple[int, bool, bool, int, bool, bool],
+    scale_mode: int,
+    num_sms: int,
+    interp: bool,
+) -> _Plan:
+    """Config, aligned copies, TMA, split-K, grid and constexprs of one problem geometry.
+
+    ``geom``: (row stride, TMA-readable, K-major) of A, then of B. Host work per call matters
+    on small GEMMs (cuBLAS runs a 1000 x 5120 x 1000 forward in about 21 us on an H200), so the
+    launcher computes this once per geometry and the call only allocates and launches.
+    """
+    a_row, a_ok, a_kmajor, b_row, b_ok, b_kmajor = geom
+    cfg = explicit or config_for(kind, M, N, K, num_sms)
+    if scale_mode == SCALE_BLOCK and cfg.block_k != 128:
+        raise ValueError(f"blockwise scaling needs BLOCK_K = 128, config has {cfg.block_k}")
+    tma_path = cfg.use_tma and not interp
+    copy_a = tma_path and not a_ok and N >= PAD_MIN_REUSE
+    copy_b = tma_path and not b_ok and M >= PAD_MIN_REUSE
+    use_tma = tma_path and (a_ok or copy_a) and (b_ok or copy_b)
+    k_tiles = cdiv(K, cfg.block_k)
+    tiles = cdiv(M, cfg.block_m) * cdiv(N, cfg.block_n)
+    if explicit is not None:
+        split_k = max(1, min(cfg.split_k, k_tiles))
+    else:
+        split_k = split_for(cfg, tiles, k_tiles, num_sms)
+    tiles *= split_k
+    kwargs = dict(
+        SCALE_MODE=scale_mode,
         A_KMAJOR=a_kmajor,
         B_KMAJOR=b_kmajor,
         BLOCK_M=cfg.block_m,
@@ -147,10 +227,13 @@ def matmul(
         NUM_SMS=num_sms,
         K_UNROLL=cfg.k_unroll if scale_mode == SCALE_BLOCK else 1,
         WARP_SPECIALIZE=cfg.warp_specialize,
+        A_ALIGN=stride_align(use_tma or copy_a, a_row),
+        B_ALIGN=stride_align(use_tma or copy_b, b_row),
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
     )
-    return c if split_k == 1 else c.to(out_dtype)
+    grid = (min(num_sms, tiles),) if cfg.persistent else (tiles,)
+    return _Plan(copy_a, copy_b, use_tma, split_k, grid, kwargs)
 
 
 def _scale_strides(s: torch.Tensor, scale_mode: int) -> tuple[int, int]:
@@ -175,6 +258,8 @@ def gemm_backward(
     dout: torch.Tensor, a: torch.Tensor, b: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Gradients of ``a @ bᵀ``: ``da = dout @ b [M, K]`` and ``db = doutᵀ @ a [N, K]``."""
+    if not interpreter_mode():  # one aligned copy of dout (if any) serves both GEMMs
+        dout = _tma_ready(_row_major(dout), a.shape[1])
     da = matmul(dout, b, b_kmajor=False, kind="bf16_bwd")
     db = matmul(dout, a, a_kmajor=False, b_kmajor=False, kind="bf16_bwd")
     return da, db

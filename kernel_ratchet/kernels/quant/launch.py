@@ -37,7 +37,6 @@ import os
 from typing import NamedTuple
 
 import torch
-import triton
 
 from kernel_ratchet.kernels.quant.kernel import (
     _amax_kernel,
@@ -52,6 +51,12 @@ GROUP = 128
 
 FP8_MAX = {torch.float8_e4m3fn: 448.0, torch.float8_e5m2: 57344.0}
 _MANTISSA_BITS = {torch.float8_e4m3fn: 3, torch.float8_e5m2: 2}
+
+
+def cdiv(x: int, y: int) -> int:
+    """Ceiling division on the host (``triton.cdiv`` is a jitted helper, ~4 us a call, and a
+    quantization computes several per launch)."""
+    return -(-x // y)
 
 
 def interpreter_mode() -> bool:
@@ -102,7 +107,7 @@ def _amax(x: torch.Tensor, axis: int) -> torch.Tensor:
     R, C = x.shape
     n = R if axis == 0 else (C if axis == 1 else 1)
     amax = torch.zeros(n, dtype=torch.float32, device=x.device)
-    grid = (triton.cdiv(R, _TILE_R), triton.cdiv(C, _TILE_C))
+    grid = (cdiv(R, _TILE_R), cdiv(C, _TILE_C))
     _amax_kernel[grid](
         x, amax, R, C, x.stride(0), x.stride(1), AXIS=axis, BLOCK_R=_TILE_R, BLOCK_C=_TILE_C
     )
@@ -122,7 +127,7 @@ def _apply(
     q = empty_rows(R, C, dtype, x.device, align) if write_q else None
     qt = empty_rows(C, R, dtype, x.device, align) if write_qt else None
     scale = torch.empty(amax.shape if axis != 2 else (), dtype=torch.float32, device=x.device)
-    grid = (triton.cdiv(R, _TILE_R), triton.cdiv(C, _TILE_C))
+    grid = (cdiv(R, _TILE_R), cdiv(C, _TILE_C))
     _apply_scale_kernel[grid](
         x,
         amax,
@@ -209,9 +214,9 @@ def quant_fp8_blockwise_1x128(
     R, C = x.shape
     if not transpose:
         q = empty_rows(R, C, dtype, x.device, align)
-        ng = triton.cdiv(C, GROUP)
+        ng = cdiv(C, GROUP)
         scale = torch.empty((ng, R), dtype=torch.float32, device=x.device).t()
-        grid = (triton.cdiv(R, _TILE_R), ng)
+        grid = (cdiv(R, _TILE_R), ng)
         _group_quant_kernel[grid](
             x,
             q,
@@ -237,9 +242,9 @@ def quant_fp8_blockwise_1x128(
         )
         return Fp8Quantized(q, scale)
     qt = empty_rows(C, R, dtype, x.device, align)
-    ng = triton.cdiv(R, GROUP)
+    ng = cdiv(R, GROUP)
     scale_t = torch.empty((ng, C), dtype=torch.float32, device=x.device)  # [group of rows, col]
-    grid = (ng, triton.cdiv(C, _TILE_R))
+    grid = (ng, cdiv(C, _TILE_R))
     _group_quant_kernel[grid](
         x,
         qt,
@@ -284,10 +289,8 @@ def quant_fp8_block_128x128(
     R, C = x.shape
     q = empty_rows(R, C, dtype, x.device, align)
     qt = empty_rows(C, R, dtype, x.device, align) if with_transpose else q
-    scale = torch.empty(
-        (triton.cdiv(R, GROUP), triton.cdiv(C, GROUP)), dtype=torch.float32, device=x.device
-    )
-    grid = (triton.cdiv(R, GROUP), triton.cdiv(C, GROUP))
+    scale = torch.empty((cdiv(R, GROUP), cdiv(C, GROUP)), dtype=torch.float32, device=x.device)
+    grid = (cdiv(R, GROUP), cdiv(C, GROUP))
     _group_quant_kernel[grid](
         x,
         q,
