@@ -169,6 +169,7 @@ class Campaign:
         bucket: str = "K1",
         level: str = "quick",
         rehearse: bool = False,
+        test_shared: bool = False,
         **notes: str,
     ) -> RoundRecord:
         """One round: measure the working-tree candidate against the incumbent and close it.
@@ -178,14 +179,24 @@ class Campaign:
         a ROLLED BACK record, not an exception; a drifted CSV schema is recorded the same way
         and then re-raised loudly. A round of a rehearsal campaign, or one run with
         ``rehearse``, is a rehearsal: labelled and rolled back whatever its timings say
-        (:meth:`~kernel_ratchet.campaign.record.RoundRecord.as_rehearsal`).
+        (:meth:`~kernel_ratchet.campaign.record.RoundRecord.as_rehearsal`). ``test_shared``:
+        the focused tests of the profile's other ops that list a changed kernel file gate the
+        round too (:mod:`~kernel_ratchet.campaign.rounds.shared`).
         """
         self._require_branch()
         self.recover()
         preconditions(self.ctx, hypothesis, bucket, level, lesson=notes.get("lesson", ""))
         n = self.state.next_round
         self.state.pending = PendingRound(
-            n, Stage.MEASURING, now(), hypothesis, bucket, level, notes=notes, rehearsal=rehearse
+            n,
+            Stage.MEASURING,
+            now(),
+            hypothesis,
+            bucket,
+            level,
+            notes=notes,
+            rehearsal=rehearse,
+            test_shared=test_shared,
         )
         self.state.next_round = n + 1
         self.save()

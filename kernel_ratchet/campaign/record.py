@@ -68,6 +68,9 @@ class RoundRecord:
     incumbent_round: int | None = None
     out_of_scope: tuple[str, ...] = ()
     ignored_editor_files: tuple[str, ...] = ()  # changed, not counted by the scope check
+    # other ops listing a changed kernel file -> those files; whether their tests gated it
+    shared_with: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    shared_tested: bool = False
     # present only where the round got that far
     seconds: Mapping[str, float] | None = None
     transfer_static: StaticAudit | None = None
@@ -154,6 +157,9 @@ class RoundRecord:
             d["out_of_scope"] = list(self.out_of_scope)
         if self.ignored_editor_files:
             d["ignored_editor_files"] = list(self.ignored_editor_files)
+        if self.shared_with:
+            d["shared_with"] = {op: list(files) for op, files in self.shared_with.items()}
+            d["shared_tested"] = self.shared_tested
         if self.seconds is not None:
             d["seconds"] = dict(self.seconds)
         if self.transfer_static is not None:
@@ -170,7 +176,9 @@ class RoundRecord:
     def from_dict(cls, d: Mapping[str, Any]) -> RoundRecord:
         """Read a ``round.json`` dict; keys a record does not have take their defaults."""
         known = {
-            k: d[k] for k in (*_COMMON, *_DRIVER, "seconds", "escalated", "rehearsal") if k in d
+            k: d[k]
+            for k in (*_COMMON, *_DRIVER, "seconds", "escalated", "rehearsal", "shared_tested")
+            if k in d
         }
         static = d.get("transfer_static")
         return cls(
@@ -180,6 +188,7 @@ class RoundRecord:
             decision=RoundDecision.from_dict(d["decision"]) if d.get("decision") else None,
             out_of_scope=tuple(d.get("out_of_scope") or ()),
             ignored_editor_files=tuple(d.get("ignored_editor_files") or ()),
+            shared_with={op: tuple(f) for op, f in (d.get("shared_with") or {}).items()},
             transfer_static=None if static is None else _static_audit(static),
             failure=d.get("failure"),
             **known,
@@ -255,6 +264,8 @@ class RoundDraft:
     seconds: dict[str, float] | None = field(default_factory=dict)
     transfer_static: StaticAudit | None = None
     ignored: list[str] = field(default_factory=list)  # editor files the scope check ignored
+    shared_with: dict[str, list[str]] = field(default_factory=dict)
+    shared_tested: bool = False
 
     def timed(self, step: str, seconds: float) -> None:
         """Record that ``step`` took ``seconds`` (monotonic clock)."""
@@ -276,6 +287,8 @@ class RoundDraft:
             seconds=None if self.seconds is None else dict(self.seconds),
             transfer_static=self.transfer_static,
             ignored_editor_files=tuple(self.ignored),
+            shared_with={op: tuple(f) for op, f in self.shared_with.items()},
+            shared_tested=self.shared_tested,
             **{k: n.get(k, "") for k in ("expected", "lesson", "next_direction", "takeaway")},
             **{k: n.get(k, "") for k in ("summary", "direction")},
             **outcome,

@@ -57,6 +57,7 @@ class PendingRound:
     notes: Mapping[str, str] = field(default_factory=dict)
     commit: str | None = None
     rehearsal: bool = False  # run with ``--rehearse``: its record is a rehearsal's, however it ends
+    test_shared: bool = False  # ``--test-shared``: the tests of ops sharing a changed file gate it
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stage", Stage(self.stage))
@@ -82,6 +83,8 @@ class PendingRound:
             d["commit"] = self.commit
         if self.rehearsal:
             d["rehearsal"] = True
+        if self.test_shared:
+            d["test_shared"] = True
         return d
 
     @classmethod
@@ -96,6 +99,7 @@ class PendingRound:
             notes={k: d[k] for k in NOTE_KEYS if k in d},
             commit=d.get("commit"),
             rehearsal=bool(d.get("rehearsal", False)),
+            test_shared=bool(d.get("test_shared", False)),
         )
 
 

@@ -47,6 +47,12 @@ def validate(
     rehearse: bool = typer.Option(
         False, help="a CPU rehearsal round: Triton interpreter, labelled, never committed"
     ),
+    test_shared: bool = typer.Option(
+        False,
+        "--test-shared",
+        help="also run the focused tests of the other ops whose kernel_source lists a file "
+        "this round changed; the round fails on the first that fails",
+    ),
     profile: Path | None = ProfileOpt,
     campaign: str | None = CampaignOpt,
 ):
@@ -62,6 +68,7 @@ def validate(
             bucket=bucket,
             level=level,
             rehearse=rehearse,
+            test_shared=test_shared,
             change=change,
             expected=expected,
             lesson=lesson,

@@ -218,10 +218,13 @@ class RatchetTools:
         lesson: str = "",
         next_direction: str = "",
         takeaway: str = "",
+        test_shared: bool = False,
         campaign: str | None = None,
     ) -> dict:
         """One round on the working-tree change, exactly as `ratchet validate`: decided,
-        committed or rolled back, recorded. Returns the frozen round record."""
+        committed or rolled back, recorded. ``test_shared``: as ``--test-shared``, the focused
+        tests of the other ops listing a changed kernel file gate it too. Returns the frozen
+        round record."""
         from kernel_ratchet.campaign.driver import MANUAL, record_driver
         from kernel_ratchet.dashboard.site import after_round
 
@@ -236,6 +239,7 @@ class RatchetTools:
                 lesson=lesson,
                 next_direction=next_direction,
                 takeaway=takeaway,
+                test_shared=test_shared,
             )
             after_round(c)
             term = c.state.termination

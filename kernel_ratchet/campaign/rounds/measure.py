@@ -21,6 +21,7 @@ from kernel_ratchet.campaign.lineage.kernel import (
 from kernel_ratchet.campaign.quick_bench import EarlyHarness
 from kernel_ratchet.campaign.record import RoundDraft, RoundRecord
 from kernel_ratchet.campaign.rounds.levels import measure_levels
+from kernel_ratchet.campaign.rounds.shared import note_sharing, run_shared_tests
 from kernel_ratchet.campaign.rounds.workers import RoundWorkers
 from kernel_ratchet.campaign.scope import split_editor_files
 from kernel_ratchet.campaign.state import PendingRound
@@ -99,6 +100,7 @@ def _measure(c: CampaignContext, n: int, p: PendingRound) -> RoundRecord:
     scope, draft.ignored = split_editor_files(out_of_scope(c))
     if scope:
         return draft.failed(Category.SCOPE, scope_reason(c, scope), now(), out_of_scope=scope)
+    note_sharing(c, draft, p.test_shared)
     broken = _syntax_error(c)
     if broken:
         return draft.failed(Category.COMPILE, f"the candidate does not parse: {broken}", now())
@@ -170,7 +172,8 @@ def _build_and_test(
     draft.timed("test", t.seconds)
     if not t.ok:
         return draft.failed(Category.TEST, f"focused test failed: {t.reason}", now())
-    return None
+    shared = run_shared_tests(c, draft, art) if draft.shared_tested else None
+    return draft.failed(Category.TEST, shared, now()) if shared else None
 
 
 def _diffstat(diff: str) -> str:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from kernel_ratchet.campaign.context import primary_vs_base, vs_base
 from kernel_ratchet.campaign.record import RoundRecord
 from kernel_ratchet.campaign.render import RoundView, ShapeLine, trend_row, vs_baseline
+from kernel_ratchet.campaign.rounds.shared import describe
 from kernel_ratchet.guard import transfer_check
 from kernel_ratchet.harness.csv_schema import BenchTable
 from kernel_ratchet.scoring.decision import Status
@@ -88,6 +89,12 @@ def _notes(record: RoundRecord) -> list[str]:
     return notes
 
 
+def _change(record: RoundRecord) -> str:
+    """The change line, and who else lists the files it changed."""
+    shared = describe(record.shared_with, record.shared_tested)
+    return f"{record.change}\n\n{shared}" if shared else record.change
+
+
 def view(c: CampaignContext, record: RoundRecord) -> RoundView:
     """What the round's summary shows, from its record and its CSV."""
     table = c.table(record.csv) if record.csv else None
@@ -104,7 +111,7 @@ def view(c: CampaignContext, record: RoundRecord) -> RoundView:
         status=record.label,
         hypothesis=record.hypothesis,
         bucket=record.bucket,
-        change=record.change,
+        change=_change(record),
         started=record.started,
         finished=record.finished,
         level=record.level,

@@ -1,0 +1,107 @@
+"""Kernel files a round changed that other ops of the profile also list.
+
+A launcher or a quantization module is often shared: the bf16 GEMM, three FP8 recipes and a
+shape-set variant may all name ``launch.py`` in their ``kernel_source``. A round gates on its
+own op's focused test and measures its own op's shapes, so a change to a shared file can break
+or slow an op the campaign never looks at. Each round therefore records which other ops list
+the files it changed (:func:`sharing_ops`), and ``ratchet validate --test-shared`` runs those
+ops' focused tests after the campaign's own (:func:`shared_tests`), failing the round on the
+first that fails.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+from kernel_ratchet.campaign.lineage.kernel import incumbent_bytes
+from kernel_ratchet.campaign.steps import TEST_TIMEOUT_S, run_step
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from kernel_ratchet.campaign.context import CampaignContext
+    from kernel_ratchet.campaign.record import RoundDraft
+    from kernel_ratchet.profile.schema import Profile
+
+
+def changed_kernel_files(c: CampaignContext) -> list[str]:
+    """The campaign's kernel files whose working-tree bytes differ from the incumbent's."""
+    out = []
+    for rel in c.m.kernel_source:
+        path = c.root / rel
+        now_ = path.read_bytes() if path.exists() else None
+        if now_ != incumbent_bytes(c, rel):
+            out.append(rel)
+    return out
+
+
+def sharing_ops(profile: Profile, target: str, changed: Iterable[str]) -> dict[str, list[str]]:
+    """Other ops of ``profile`` -> the files of ``changed`` their ``kernel_source`` lists
+    (paths compared normalized, relative to the profile's root); ops listing none are left out."""
+    want = {os.path.normpath(p) for p in changed}
+    out: dict[str, list[str]] = {}
+    for name, op in profile.ops.items():
+        if name == target:
+            continue
+        hit = sorted(want & {os.path.normpath(p) for p in op.kernel_source})
+        if hit:
+            out[name] = hit
+    return out
+
+
+def shared_tests(
+    profile: Profile, own_test: str, sharing: Mapping[str, list[str]]
+) -> list[tuple[str, str]]:
+    """``(op, test command)`` to run for the sharing ops: each distinct command once, under the
+    first op that has it, and not the campaign's own test again."""
+    seen = {own_test.strip()}
+    out = []
+    for name in sharing:
+        cmd = profile.op(name).test.strip()
+        if cmd and cmd not in seen:
+            seen.add(cmd)
+            out.append((name, cmd))
+    return out
+
+
+def describe(sharing: Mapping[str, list[str]], tested: bool) -> str:
+    """One line for the round summary: who else lists the changed files, and whether their
+    tests gated the round."""
+    if not sharing:
+        return ""
+    who = "; ".join(f"{op} ({', '.join(files)})" for op, files in sharing.items())
+    gate = (
+        "their focused tests ran after this op's and passed"
+        if tested
+        else "their focused tests did not gate this round (`ratchet validate --test-shared` "
+        "runs them) and their shapes were not measured"
+    )
+    return f"Also in the kernel_source of: {who}; {gate}."
+
+
+def note_sharing(c: CampaignContext, draft: RoundDraft, test_shared: bool) -> None:
+    """Fill ``draft.shared_with``; ``draft.shared_tested`` says the sharing ops' tests are to
+    gate the round (``--test-shared`` and at least one such op)."""
+    draft.shared_with = sharing_ops(c.profile, c.m.target_op, changed_kernel_files(c))
+    draft.shared_tested = test_shared and bool(draft.shared_with)
+
+
+def run_shared_tests(c: CampaignContext, draft: RoundDraft, art: Path) -> str | None:
+    """Run the sharing ops' focused tests (``test.<op>.log`` beside the round's own); the
+    reason of the first failure, or None when all pass."""
+    for op, cmd in shared_tests(c.profile, c.m.test_command, draft.shared_with):
+        c.say(f"round-{draft.round}: focused test of {op}, which shares the changed files")
+        t = run_step(
+            f"focused test of {op}",
+            cmd,
+            cwd=c.root,
+            log_path=art / f"test.{op}.log",
+            timeout_s=TEST_TIMEOUT_S,
+        )
+        draft.timed(f"test.{op}", t.seconds)
+        if not t.ok:
+            files = ", ".join(draft.shared_with[op])
+            return f"focused test of {op} (it shares {files}) failed: {t.reason}"
+    return None

@@ -1,0 +1,83 @@
+"""A round that changes a kernel file other ops also list: it says so in its record and summary,
+and with ``test_shared`` their focused tests gate it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+import pytest
+
+from kernel_ratchet.campaign.engine import Campaign
+from kernel_ratchet.campaign.rounds.shared import describe, shared_tests, sharing_ops
+from kernel_ratchet.profile.loader import load_profile
+from tests.campaign.conftest import KERNEL, break_kernel, campaign_dir, set_blocks
+
+FAILING = "python -c \"raise SystemExit('the twin op is broken')\""
+
+
+def _with_ops(profile, **ops):
+    """``profile`` with extra ops: name -> (kernel_source, test command)."""
+    base = profile.op("tiny_gemm")
+    extra = {
+        name: dataclasses.replace(base, name=name, kernel_source=tuple(src), test=test)
+        for name, (src, test) in ops.items()
+    }
+    return dataclasses.replace(profile, ops={**profile.ops, **extra})
+
+
+@pytest.fixture
+def open_with(project, monkeypatch):
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join([str(project), os.environ.get("PYTHONPATH", "")])
+    )
+    monkeypatch.chdir(project)
+
+    def _open(**ops) -> Campaign:
+        return Campaign(_with_ops(load_profile(project), **ops), campaign_dir(project))
+
+    return _open
+
+
+def test_sharing_ops_are_the_other_ops_listing_a_changed_file(project):
+    profile = _with_ops(
+        load_profile(project),
+        twin=([KERNEL, "tiny_gemm/other.py"], "pytest a"),
+        dotted=(["./" + KERNEL], "pytest a"),  # same file, spelled differently: same test
+        stranger=(["tiny_gemm/other.py"], "pytest b"),
+    )
+    sharing = sharing_ops(profile, "tiny_gemm", [KERNEL])
+    assert sharing == {"twin": [KERNEL], "dotted": [KERNEL]}
+    own = profile.op("tiny_gemm").test
+    assert shared_tests(profile, own, sharing) == [("twin", "pytest a")]
+    assert shared_tests(profile, "pytest a", sharing) == []
+    assert describe({}, False) == ""
+    assert "--test-shared" in describe(sharing, False)
+    assert "ran after this op's and passed" in describe(sharing, True)
+
+
+def test_failing_twin_test_rolls_the_round_back_with_test_shared(project, open_with):
+    set_blocks(project, M=32, N=32)
+    with open_with(twin=([KERNEL], FAILING)) as c:
+        rec = c.validate("32x32 tiles", test_shared=True)
+        rdir = c.round_dir(rec.round)
+    assert rec.status == "ROLLED BACK" and rec.category == "test"
+    assert "focused test of twin (it shares tiny_gemm/kernel.py) failed" in rec.reason
+    assert (rdir / "artifacts" / "test.twin.log").exists()
+    assert "BLOCK_M = 16" in (project / KERNEL).read_text()  # rolled back
+
+
+def test_without_test_shared_the_round_records_who_shares_the_file(project, open_with):
+    break_kernel(project)  # the round ends at its own focused test, after noting the sharing
+    with open_with(twin=([KERNEL], FAILING), stranger=(["tiny_gemm/other.py"], FAILING)) as c:
+        rec = c.validate("an indexing change")
+        rdir = c.round_dir(rec.round)
+    assert rec.category == "test" and "focused test failed" in rec.reason
+    assert dict(rec.shared_with) == {"twin": (KERNEL,)} and not rec.shared_tested
+    saved = json.loads((rdir / "round.json").read_text())
+    assert saved["shared_with"] == {"twin": [KERNEL]} and saved["shared_tested"] is False
+    summary = (rdir / "summary.md").read_text()
+    assert "Also in the kernel_source of: twin (tiny_gemm/kernel.py)" in summary
+    assert "`ratchet validate --test-shared` runs them" in summary
+    assert not (rdir / "artifacts" / "test.twin.log").exists()
