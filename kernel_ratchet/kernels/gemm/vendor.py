@@ -3,9 +3,10 @@
 * bf16: cuBLAS through ``torch.matmul`` (forward ``a @ bᵀ``, backward ``dout @ b``, ``doutᵀ @ a``).
 * FP8 tensorwise / rowwise: ``torch._scaled_mm`` (cuBLASLt) fed by **our** quantization kernels
   with the same recipe as :mod:`.fp8`, so the ratio ours/vendor isolates the GEMM kernels.
-* FP8 blockwise: ``torch.nn.functional.scaled_mm`` with ``BlockWise1x128`` / ``BlockWise128x128``
-  where this torch build supports it on the device (probed once per call site; a failing or
-  inaccurate probe means "no vendor").
+* FP8 blockwise: ``torch.nn.functional.scaled_mm`` (cuBLASLt) with ``BlockWise1x128`` /
+  ``BlockWise128x128``, the scales laid out as cuBLAS reads them (:func:`outer_major`,
+  :func:`cublas_blocks`), where this torch build supports it on the device (one probe call per
+  case; a raising probe means "no vendor").
 
 Each factory returns ``(forward, backward)`` closures over one case, or None when there is no
 vendor kernel for the recipe on this build.
@@ -84,40 +85,32 @@ def rowwise_vendor(case: GemmCase, grad_dtype: torch.dtype) -> tuple[Fn, Fn]:
     return fwd, bwd
 
 
-# Scale layouts F.scaled_mm may want for the B operand (it checks shapes against mat_b =
-# yt.t() [K, N]); the first that runs is remembered per B recipe.
-_B_SCALE_FORMS: tuple[Callable[[torch.Tensor], torch.Tensor], ...] = (
-    lambda s: s.t(),
-    lambda s: s.t().contiguous(),
-    lambda s: s,
-    lambda s: s.contiguous(),
-)
-_WORKING_FORM: dict[bool, int] = {}
+def outer_major(s: torch.Tensor) -> torch.Tensor:
+    """1x128 scales ``[outer, L]`` (L = contraction groups) stored outer-dim-major, strides
+    ``(1, outer)``: the layout cuBLAS reads for ``BlockWise1x128`` (ours already is)."""
+    return s if s.stride(0) == 1 else s.t().contiguous().t()
+
+
+def cublas_blocks(s: torch.Tensor) -> torch.Tensor:
+    """128x128 block scales ``[outer blocks, L]`` as cuBLAS reads them for ``BlockWise128x128``:
+    L padded with zeros to a multiple of 4, stored L-major, viewed as ``[L4, outer blocks]``
+    (strides ``(1, L4)``)."""
+    L = s.shape[1]
+    return F.pad(s.contiguous(), (0, -L % 4)).t()
 
 
 def _block_smm(x, sx, yt, syt, y_blocks: bool) -> torch.Tensor:
-    """``x [M, K] (1x128) @ yt [N, K]ᵀ`` (128x128 blocks or 1x128 rows) via F.scaled_mm."""
-    rb = F.ScalingType.BlockWise128x128 if y_blocks else F.ScalingType.BlockWise1x128
-    forms = [_WORKING_FORM[y_blocks]] if y_blocks in _WORKING_FORM else range(len(_B_SCALE_FORMS))
-    err: Exception | None = None
-    for i in forms:
-        try:
-            out = F.scaled_mm(
-                x,
-                yt.t(),
-                sx,
-                F.ScalingType.BlockWise1x128,
-                _B_SCALE_FORMS[i](syt),
-                rb,
-                output_dtype=torch.bfloat16,
-            )
-        except (RuntimeError, ValueError) as exc:
-            err = exc
-            continue
-        _WORKING_FORM[y_blocks] = i
-        return out
-    assert err is not None
-    raise err
+    """``x [M, K] (1x128) @ yt [N, K]ᵀ`` via F.scaled_mm; ``syt``: the scales of ``yt``
+    oriented ``[N or N/128, K/128]`` (128x128 blocks when ``y_blocks``, else 1x128 rows)."""
+    return F.scaled_mm(
+        x,
+        yt.t(),
+        scale_a=outer_major(sx),
+        scale_recipe_a=F.ScalingType.BlockWise1x128,
+        scale_b=cublas_blocks(syt) if y_blocks else outer_major(syt),
+        scale_recipe_b=F.ScalingType.BlockWise128x128 if y_blocks else F.ScalingType.BlockWise1x128,
+        output_dtype=torch.bfloat16,
+    )
 
 
 def blockwise_vendor(case: GemmCase, grad_dtype: torch.dtype) -> tuple[Fn, Fn] | None:
