@@ -50,6 +50,8 @@ class Launch:
     ints: tuple[int, ...] = ()
     #: bytes of the tensor arguments (what a memory-bound pass reads and writes once)
     tensor_bytes: int = 0
+    #: compile options passed with the launch (``num_warps``), not part of ``constexprs``
+    options: tuple[tuple[str, object], ...] = ()
 
     def get(self, name: str) -> object:
         return dict(self.constexprs).get(name)
@@ -130,11 +132,12 @@ class _Recorder:
         def run(*args: object, **kw: object) -> None:
             if self.count:
                 const = tuple(sorted((k, v) for k, v in kw.items() if k != "num_warps"))
+                opts = tuple((k, v) for k, v in kw.items() if k == "num_warps")
                 ints = tuple(a for a in args if isinstance(a, int) and not isinstance(a, bool))
                 nbytes = sum(
                     a.numel() * a.element_size() for a in args if isinstance(a, torch.Tensor)
                 )
-                launch = Launch(self.name, tuple(grid), const, spec_of(args), ints, nbytes)
+                launch = Launch(self.name, tuple(grid), const, spec_of(args), ints, nbytes, opts)
                 self.census.launches.append(launch)
             if self.dry:
                 return

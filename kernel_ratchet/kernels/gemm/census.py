@@ -1,6 +1,6 @@
 """Structural census of one Linear call: what it launches, copies and compiles, per shape.
 
-    python -m kernel_ratchet.kernels.gemm.census [--set odd|model|cpu] [--sms 132]
+    python -m kernel_ratchet.kernels.gemm.census [--set odd|model|cpu] [--sms 132] [--compile]
 
 A GEMM that reaches a quarter of the vendor's speed on one shape and parity on another usually
 does something structurally different there: a per-shape recompile, a whole-tensor copy, a
@@ -13,7 +13,9 @@ fill) while a call runs.
 ``dry=True`` records without running any kernel (outputs are garbage), so full-size shapes take
 milliseconds on a CPU; it also makes the launcher decide as on a GPU with ``sms`` SMs (TMA
 eligibility by alignment instead of the interpreter's pointer path). Without ``dry`` the kernels
-run (in the interpreter on CPU tensors) and the numbers are the real path's.
+run (in the interpreter on CPU tensors) and the numbers are the real path's. ``--compile`` also
+compiles each distinct GEMM variant for sm_90 on this machine and prints its shared memory,
+registers and spill bytes (:mod:`kernel_ratchet.kernels.offline`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from kernel_ratchet.kernels.census import H200_SMS, Launch, spec_of
 from kernel_ratchet.kernels.gemm import launch
 from kernel_ratchet.kernels.gemm.bench import SHAPE_SETS
 from kernel_ratchet.kernels.gemm.fp8 import Fp8Recipe, gemm_fp8_backward, gemm_fp8_forward
+from kernel_ratchet.kernels.gemm.kernel import _gemm_kernel
+from kernel_ratchet.kernels.offline import resources_of
 from kernel_ratchet.kernels.quant import launch as qlaunch
 
 _QUANT_KERNELS = ("_amax_kernel", "_apply_scale_kernel", "_group_quant_kernel")
@@ -130,13 +134,32 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m kernel_ratchet.kernels.gemm.census")
     p.add_argument("--set", dest="shapes", choices=sorted(SHAPE_SETS), default="odd")
     p.add_argument("--sms", type=int, default=H200_SMS, help="SM count the launcher assumes")
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        help="compile each GEMM variant for sm_90 here: shared memory, registers, spills",
+    )
     args = p.parse_args(argv)
     for shape in SHAPE_SETS[args.shapes]():
         a, b, d = _inputs(shape, torch.bfloat16, "cpu")
         for path, fn in linear_paths(a, b, d).items():
             c = census_call(fn, dry=True, sms=args.sms)
             print(f"{shape.label:24s} {path:15s} {summary(c, args.sms)}", flush=True)
+            if args.compile:
+                variants = list(dict.fromkeys(c.gemms()))
+                for x, r in zip(variants, resources_of(_gemm_kernel, variants), strict=True):
+                    print(f"{'':40s} {tile(x)}: {r.line()}", flush=True)
     return 0
+
+
+def tile(x: Launch) -> str:
+    """A GEMM launch's tile, stages, warps and split, in one word."""
+    g = x.get
+    warps = dict(x.options).get("num_warps")
+    return (
+        f"{g('BLOCK_M')}x{g('BLOCK_N')}x{g('BLOCK_K')} s{g('num_stages')} w{warps} "
+        f"split{g('SPLIT_K')}{' tma' if g('USE_TMA') else ''}"
+    )
 
 
 if __name__ == "__main__":

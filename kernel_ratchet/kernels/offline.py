@@ -1,0 +1,177 @@
+"""Compile a recorded launch for a GPU that is not here, and read what it costs the SM.
+
+Triton compiles for any target it knows without a device: its front end, the NVIDIA backend and
+the ``ptxas`` it ships run on a CPU. Given a :class:`~kernel_ratchet.kernels.census.Launch` (the
+argument types and divisibility Triton specializes on, the constexprs and ``num_warps``, as a
+census records them), :func:`compile_launch` builds the same kernel variant the launch would
+build on an H100/H200 (sm_90), and :func:`resources` reads its static shared memory (Triton's
+metadata) and its registers and spill bytes (``ptxas -v`` on the PTX). That is what decides
+whether a configuration can launch at all (shared memory over :data:`SM90_SHARED_BYTES`) and
+whether its accumulator fits the register file (spills are local-memory traffic in the
+epilogue or the main loop), before any GPU time is spent.
+
+:func:`resources_of` is the entry point: in a process where ``TRITON_INTERPRET=1`` made the
+kernels interpreted functions (the CPU test suite), it compiles in a fresh process that imports
+the kernel's module natively.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from kernel_ratchet.kernels.census import Launch
+
+#: The most shared memory one block may use on sm_90 (227 KiB, opt-in).
+SM90_SHARED_BYTES = 232448
+#: Launch keyword arguments that are compile options, not constexprs.
+OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+_DTYPES = {
+    "torch.bfloat16": "bf16",
+    "torch.float16": "fp16",
+    "torch.float32": "fp32",
+    "torch.float64": "fp64",
+    "torch.int32": "i32",
+    "torch.int64": "i64",
+    "torch.int8": "i8",
+    "torch.uint8": "u8",
+    "torch.float8_e4m3fn": "fp8e4nv",
+    "torch.float8_e5m2": "fp8e5",
+}
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What one compiled variant takes from an SM."""
+
+    shared_bytes: int
+    registers: int | None
+    spill_bytes: int | None  # local-memory spill stores per thread
+
+    def fits(self, shared_limit: int = SM90_SHARED_BYTES) -> bool:
+        return self.shared_bytes <= shared_limit
+
+    def line(self) -> str:
+        return f"shared {self.shared_bytes} B, {self.registers} regs, {self.spill_bytes} B spilled"
+
+
+def _signature(fn: Any, launch: Launch) -> tuple[dict, dict, dict, dict]:
+    """Triton's (signature, constexprs, attrs, options) for ``launch`` of ``fn``."""
+    kw = {**dict(launch.constexprs), **dict(launch.options)}
+    options = {k: kw.pop(k) for k in OPTIONS if k in kw}
+    names = list(fn.arg_names)
+    positional = [n for n in names if n not in kw]
+    sig: dict[str, str] = {}
+    const: dict[str, object] = dict(kw)
+    attrs: dict[tuple[int], list] = {}
+    for name, spec in zip(positional, launch.spec, strict=True):
+        idx = (names.index(name),)
+        if isinstance(spec, tuple) and spec[0] == "ptr":
+            sig[name] = "*" + _DTYPES[str(spec[1])]
+            if spec[2]:
+                attrs[idx] = [["tt.divisibility", 16]]
+        elif isinstance(spec, tuple) and spec[0] == "int" and spec[1]:
+            sig[name], const[name] = "constexpr", 1  # Triton specializes an argument equal to 1
+        elif isinstance(spec, tuple) and spec[0] == "int":
+            sig[name] = "i32"
+            if spec[2]:
+                attrs[idx] = [["tt.divisibility", 16]]
+        else:
+            sig[name] = "fp32"  # a Python float
+    for p in fn.params:
+        if p.name not in sig and p.name not in const and p.is_constexpr:
+            const[p.name] = p.default
+    sig.update({n: "constexpr" for n in const})
+    return {n: sig[n] for n in names}, const, attrs, options
+
+
+def compile_launch(fn: Any, launch: Launch, arch: int = 90) -> Any:
+    """``fn`` (a ``@triton.jit`` function) compiled as ``launch`` would compile it on a
+    ``sm_<arch>`` GPU; raises what Triton raises (e.g. a config out of resources)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    sig, const, attrs, options = _signature(fn, launch)
+    src = ASTSource(fn=fn, signature=sig, constexprs=const, attrs=attrs)
+    return triton.compile(src, target=GPUTarget("cuda", arch, 32), options=options)
+
+
+def resources(compiled: Any, arch: int = 90) -> Resources:
+    """Shared memory from Triton's metadata; registers and spill stores from ``ptxas -v``
+    (None each when ptxas does not report them)."""
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    ptxas = get_ptxas(arch).path
+    with tempfile.TemporaryDirectory() as d:
+        ptx = os.path.join(d, "kernel.ptx")
+        with open(ptx, "w") as f:
+            f.write(compiled.asm["ptx"])
+        gpu = f"sm_{arch}a" if arch >= 90 else f"sm_{arch}"
+        out = subprocess.run(
+            [ptxas, "-v", "--gpu-name", gpu, ptx, "-o", os.path.join(d, "kernel.o")],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stderr
+    regs = re.search(r"Used (\d+) registers", out)
+    spill = re.search(r"(\d+) bytes spill stores", out)
+    return Resources(
+        shared_bytes=int(compiled.metadata.shared),
+        registers=int(regs.group(1)) if regs else None,
+        spill_bytes=int(spill.group(1)) if spill else None,
+    )
+
+
+def resources_of(fn: Any, launches: Sequence[Launch], arch: int = 90) -> list[Resources]:
+    """:func:`resources` of each of ``launches`` compiled from ``fn`` for ``sm_<arch>``."""
+    if not hasattr(fn, "params"):  # an interpreted function: its callees are interpreted too
+        return _in_fresh_process(fn.fn.__module__, fn.fn.__name__, launches, arch)
+    return [resources(compile_launch(fn, x, arch), arch) for x in launches]
+
+
+def _in_fresh_process(module: str, name: str, launches: Sequence[Launch], arch: int) -> list:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    job = {"module": module, "name": name, "arch": arch, "launches": [asdict(x) for x in launches]}
+    out = subprocess.run(
+        [sys.executable, "-m", "kernel_ratchet.kernels.offline"],
+        input=json.dumps(job),
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    if out.returncode:
+        raise RuntimeError(f"compiling {module}.{name} for sm_{arch} failed:\n{out.stderr[-3000:]}")
+    return [Resources(**r) for r in json.loads(out.stdout)]
+
+
+def _launch_from(d: dict) -> Launch:
+    """A :class:`Launch` back from its JSON dict (lists to tuples)."""
+
+    def tup(v: Any) -> Any:
+        return tuple(tup(i) for i in v) if isinstance(v, list) else v
+
+    return Launch(**{k: tup(v) for k, v in d.items()})
+
+
+def main() -> int:
+    """Compile the launches of a JSON job on stdin; print their resources as JSON."""
+    job = json.load(sys.stdin)
+    fn = getattr(importlib.import_module(job["module"]), job["name"])
+    found = resources_of(fn, [_launch_from(x) for x in job["launches"]], job["arch"])
+    print(json.dumps([asdict(r) for r in found]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
