@@ -10,7 +10,6 @@ stored upper-case.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,6 +23,7 @@ from kernel_ratchet.harness.timing.quantity import Measure
 from kernel_ratchet.profile.knobs import parse_knobs
 from kernel_ratchet.profile.measure import parse_measure
 from kernel_ratchet.profile.opdesc import EXTRA_OP_KEYS, described_fields, is_described, shape_list
+from kernel_ratchet.profile.opfields import flag, weights
 from kernel_ratchet.profile.paths import inside_project, kernel_file
 from kernel_ratchet.profile.problems import Problems, short, show
 from kernel_ratchet.profile.requires import parse_requires
@@ -236,27 +236,6 @@ def _backend(data: Mapping[str, Any], dotted: str, problems: Problems) -> str | 
     return value.upper()
 
 
-def _weights(raw: Any, dotted: str, problems: Problems) -> dict[str, float]:
-    """``weights``: shape label -> positive number (how often a step runs that shape)."""
-    if raw is None:
-        return {}
-    fix = f"write {dotted} as a mapping of shape label to a positive number, e.g. {{m4096: 2}}"
-    if not isinstance(raw, Mapping):
-        problems.add(dotted, f"expected a mapping, got {show(raw)}", fix)
-        return {}
-    out = {}
-    for label, w in raw.items():
-        key = f"{dotted}.{short(str(label))}"
-        ok = isinstance(w, (int, float)) and not isinstance(w, bool) and 0 < w < math.inf
-        if not isinstance(label, str) or not label.strip():
-            problems.add(key, f"shape label {show(label)} is not a non-empty string", fix)
-        elif not ok:
-            problems.add(key, f"weight {show(w)} is not a positive finite number", fix)
-        else:
-            out[label.strip()] = float(w)
-    return out
-
-
 def _shapes(data: Mapping[str, Any], key: str, prefix: str, problems: Problems) -> str | None:
     """A shape-set spec: ``module:attr``, or a list written in place (``inline:``)."""
     if isinstance(data.get(key), list):
@@ -335,7 +314,8 @@ def _op(
         tunables = inside_project(tunables, f"{prefix}.tunables", problems, subdir=True)
     fields["tunables"] = tunables
     fields["knobs"] = parse_knobs(data.get("knobs"), prefix, fields["kernel_source"], problems)
-    fields["weights"] = _weights(data.get("weights"), f"{prefix}.weights", problems)
+    fields["weights"] = weights(data.get("weights"), f"{prefix}.weights", problems)
+    fields["test_shared"] = flag(data.get("test_shared"), f"{prefix}.test_shared", problems)
     fields["measure"] = parse_measure(data.get("measure"), f"{prefix}.measure", measure, problems)
     _needs_rebuild(fields, data, prefix, problems)
     if problems.count > n_before:

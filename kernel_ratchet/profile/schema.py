@@ -48,6 +48,7 @@ OP_KEYS: tuple[str, ...] = (
     "knobs",
     "weights",
     "measure",
+    "test_shared",
 )
 #: ``benchmark`` is optional (``ratchet bench`` runs it when given); ``adapter`` is not needed
 #: when the op is described in the YAML (``function``, see :mod:`kernel_ratchet.profile.opdesc`).
@@ -59,6 +60,7 @@ OPTIONAL_OP_DEFAULTS: Mapping[str, object] = {
     "knobs": (),
     "weights": None,
     "measure": None,
+    "test_shared": False,
 }
 
 CAMPAIGN_TYPES: tuple[str, ...] = ("compute_fwd", "compute_fwd_bwd", "memory")
@@ -109,6 +111,8 @@ class OpProfile:
     rehearse_shapes: str | None = None
     #: what the campaign measures and decides on (the project's ``measure`` under the op's)
     measure: Measure = DEFAULT_MEASURE
+    #: every round also runs the focused tests of the other ops listing a file it changed
+    test_shared: bool = False
 
     @property
     def primary_metric(self) -> str:

@@ -11,6 +11,7 @@ import pytest
 
 from kernel_ratchet.campaign.engine import Campaign
 from kernel_ratchet.campaign.rounds.shared import describe, shared_tests, sharing_ops
+from kernel_ratchet.errors import ProfileError
 from kernel_ratchet.profile.loader import load_profile
 from tests.campaign.conftest import KERNEL, break_kernel, campaign_dir, set_blocks
 
@@ -54,7 +55,7 @@ def test_sharing_ops_are_the_other_ops_listing_a_changed_file(project):
     assert shared_tests(profile, "pytest a", sharing) == []
     assert describe({}, False) == ""
     assert "--test-shared" in describe(sharing, False)
-    assert "ran after this op's and passed" in describe(sharing, True)
+    assert "ran after this op's and gated the round" in describe(sharing, True)
 
 
 def test_failing_twin_test_rolls_the_round_back_with_test_shared(project, open_with):
@@ -62,7 +63,7 @@ def test_failing_twin_test_rolls_the_round_back_with_test_shared(project, open_w
     with open_with(twin=([KERNEL], FAILING)) as c:
         rec = c.validate("32x32 tiles", test_shared=True)
         rdir = c.round_dir(rec.round)
-    assert rec.status == "ROLLED BACK" and rec.category == "test"
+    assert rec.status == "ROLLED BACK" and rec.category == "test" and rec.shared_tested
     assert "focused test of twin (it shares tiny_gemm/kernel.py) failed" in rec.reason
     assert (rdir / "artifacts" / "test.twin.log").exists()
     assert "BLOCK_M = 16" in (project / KERNEL).read_text()  # rolled back
@@ -79,5 +80,30 @@ def test_without_test_shared_the_round_records_who_shares_the_file(project, open
     assert saved["shared_with"] == {"twin": [KERNEL]} and saved["shared_tested"] is False
     summary = (rdir / "summary.md").read_text()
     assert "Also in the kernel_source of: twin (tiny_gemm/kernel.py)" in summary
-    assert "`ratchet validate --test-shared` runs them" in summary
+    assert "(`ratchet validate --test-shared`, or `test_shared: true`" in summary
     assert not (rdir / "artifacts" / "test.twin.log").exists()
+
+
+def test_test_shared_in_the_profile_gates_a_round_without_the_flag(project, open_with):
+    """``test_shared: true`` on the op: every driver's rounds run the twin's test."""
+    set_blocks(project, M=32, N=32)
+    with open_with(twin=([KERNEL], FAILING)) as c:
+        own = c.ctx.profile.op("tiny_gemm")
+        c.ctx.profile = dataclasses.replace(
+            c.ctx.profile,
+            ops={**c.ctx.profile.ops, "tiny_gemm": dataclasses.replace(own, test_shared=True)},
+        )
+        rec = c.validate("32x32 tiles")
+    assert rec.category == "test" and rec.shared_tested is True
+    assert "focused test of twin" in rec.reason
+
+
+def test_test_shared_must_be_true_or_false(project):
+    path = project / "ratchet.yaml"
+    text = path.read_text()
+    line = "    rebuild: null\n"
+    path.write_text(text.replace(line, line + "    test_shared: maybe\n"))
+    with pytest.raises(ProfileError, match=r"ops.tiny_gemm.test_shared: expected true or false"):
+        load_profile(project)
+    path.write_text(path.read_text().replace("test_shared: maybe", "test_shared: true"))
+    assert load_profile(project).op("tiny_gemm").test_shared is True

@@ -4,9 +4,10 @@ A launcher or a quantization module is often shared: the bf16 GEMM, three FP8 re
 shape-set variant may all name ``launch.py`` in their ``kernel_source``. A round gates on its
 own op's focused test and measures its own op's shapes, so a change to a shared file can break
 or slow an op the campaign never looks at. Each round therefore records which other ops list
-the files it changed (:func:`sharing_ops`), and ``ratchet validate --test-shared`` runs those
-ops' focused tests after the campaign's own (:func:`shared_tests`), failing the round on the
-first that fails.
+the files it changed (:func:`sharing_ops`). ``ratchet validate --test-shared``, or
+``test_shared: true`` on the op in ``ratchet.yaml`` (every round of every driver: ``validate``,
+``run``, ``resume``), runs those ops' focused tests after the campaign's own
+(:func:`shared_tests`), failing the round on the first that fails.
 """
 
 from __future__ import annotations
@@ -73,19 +74,22 @@ def describe(sharing: Mapping[str, list[str]], tested: bool) -> str:
         return ""
     who = "; ".join(f"{op} ({', '.join(files)})" for op, files in sharing.items())
     gate = (
-        "their focused tests ran after this op's and passed"
+        "their focused tests ran after this op's and gated the round"
         if tested
-        else "their focused tests did not gate this round (`ratchet validate --test-shared` "
-        "runs them) and their shapes were not measured"
+        else "their focused tests did not gate this round (`ratchet validate --test-shared`, "
+        "or `test_shared: true` on the op in ratchet.yaml, runs them) and their shapes were "
+        "not measured"
     )
     return f"Also in the kernel_source of: {who}; {gate}."
 
 
 def note_sharing(c: CampaignContext, draft: RoundDraft, test_shared: bool) -> None:
     """Fill ``draft.shared_with``; ``draft.shared_tested`` says the sharing ops' tests are to
-    gate the round (``--test-shared`` and at least one such op)."""
+    gate the round (``--test-shared``, or ``test_shared: true`` on the op in ratchet.yaml, and
+    at least one such op)."""
     draft.shared_with = sharing_ops(c.profile, c.m.target_op, changed_kernel_files(c))
-    draft.shared_tested = test_shared and bool(draft.shared_with)
+    wanted = test_shared or c.op.test_shared
+    draft.shared_tested = wanted and bool(draft.shared_with)
 
 
 def run_shared_tests(c: CampaignContext, draft: RoundDraft, art: Path) -> str | None:
