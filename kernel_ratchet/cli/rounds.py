@@ -22,6 +22,15 @@ from kernel_ratchet.cli.common import (
 )
 from kernel_ratchet.cli.dashboard import after_round
 
+#: ``ratchet status``: the characters it shows of a hypothesis, on its own line below the table
+#: (the whole text is in the round's summary and ``status --json``).
+HYPOTHESIS_CHARS = 160
+
+
+def shorten(text: str, limit: int) -> str:
+    """``text``, cut at ``limit`` characters with an ellipsis."""
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
 
 @app.command()
 def baseline(profile: Path | None = ProfileOpt, campaign: str | None = CampaignOpt):
@@ -121,7 +130,6 @@ def status(
         "level",
         "vs baseline\n(paired chain)",
         "vs baseline\n(harness CSVs)",
-        "hypothesis",
         "wall time (s) per step",
     )
     for r in s["rounds"]:
@@ -133,10 +141,11 @@ def status(
             r["level"],
             "-" if vp is None else f"{vp * 100:+.2f}%{whose}",
             "-" if vb is None else f"{vb * 100:+.2f}%{whose}",
-            r["hypothesis"],
             time_line(r["seconds"]) if r.get("seconds") else "-",
         )
     out.print(table)
+    for r in s["rounds"]:  # below the numbers, at the terminal's full width
+        out.print(f"round-{r['round']}: {shorten(r['hypothesis'], HYPOTHESIS_CHARS)}")
     if s["termination"]:
         out.print(f"termination {s['termination']['code']}: {s['termination']['reason']}")
 

@@ -208,6 +208,38 @@ def test_status_says_whose_number_a_rolled_back_round_shows(monkeypatch, capsys)
     assert "17 s: test 4, ab_quick 12" in " ".join(printed.split())  # where round 3's time went
 
 
+def test_status_keeps_a_long_hypothesis_readable_at_80_columns(monkeypatch, capsys):
+    from contextlib import contextmanager
+    from types import SimpleNamespace
+
+    import kernel_ratchet.campaign.status as status_mod
+    from kernel_ratchet.cli import rounds
+
+    @contextmanager
+    def fake_campaign(*_args):
+        yield SimpleNamespace(recover=lambda: None, ctx=None)
+
+    hyp = "A launch plan for odd shapes: " + "stride-alignment hints, wave-sized split-K, " * 6
+    row = {"status": "ACCEPTED", "level": "full", "hypothesis": hyp, "round": 3}
+    row["seconds"] = {"test": 43.2, "harness_full": 15.3, "ab_full": 54.6, "measure": 119.4}
+    shown = {
+        "campaign": "c",
+        "phase": "OPTIMIZING",
+        "next_round": 4,
+        "incumbent_round": 3,
+        "termination": None,
+        "rounds": [{**row, "paired_chain": 0.0671, "vs_baseline": 2.0195}],
+    }
+    monkeypatch.setattr(rounds, "open_campaign", fake_campaign)
+    monkeypatch.setattr(status_mod, "campaign_status", lambda _ctx: shown)
+    monkeypatch.setattr(rounds.out, "width", 80)
+    code, printed = run_main(monkeypatch, capsys, "status")
+    assert code == 0
+    assert "round-3: A launch plan for odd shapes: stride-alignment hints," in printed
+    assert "…" in printed  # cut at 160 characters
+    assert "119 s: test 43" in " ".join(printed.split())  # the time column is not pushed out
+
+
 def test_a_commit_message_names_the_decisions_numbers_and_metric():
     from kernel_ratchet.campaign.render import commit_message
 
