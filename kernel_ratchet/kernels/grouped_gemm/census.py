@@ -1,7 +1,7 @@
 """Structural census of one MoE expert projection's training step (forward + backward).
 
     python -m kernel_ratchet.kernels.grouped_gemm.census [--shapes stress|offlist|target]
-        [--kind bf16,fp8] [--sms 132] [--host]
+        [--kind bf16,fp8] [--sms 132] [--host] [--compile]
 
 Per shape and path (bf16, FP8 blockwise) it prints what one ``forward + backward`` of the
 grouped GEMM launches: kernels per step; for each GEMM launch the schedule's fill of the SMs
@@ -10,6 +10,8 @@ quantization passes and what they cost at the HBM rate next to the GEMMs' time a
 core peak; aten copies and fills; host reads of device data; with ``--host`` the host time of
 a step. The calls run dry on meta tensors (no kernel runs, nothing is allocated; a host read
 of device data would raise), so every model's full-size layer takes milliseconds on a CPU.
+``--compile`` also compiles each distinct GEMM variant of the step for sm_90 on this machine and
+prints its shared memory, registers and spill bytes (:mod:`kernel_ratchet.kernels.offline`).
 """
 
 from __future__ import annotations
@@ -158,6 +160,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sms", type=int, default=H200_SMS, help="SM count the launchers assume")
     p.add_argument("--host", action="store_true", help="also time the host work per step")
     p.add_argument("--only", default="", help="comma-separated label substrings to keep")
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        help="compile each GEMM variant for sm_90 here: shared memory, registers, spills",
+    )
     args = p.parse_args(argv)
     kinds = [k for k in args.kind.split(",") if k]
     bad = [k for k in kinds if k not in PATHS]
@@ -168,11 +175,28 @@ def main(argv: list[str] | None = None) -> int:
         if keys and not any(k in shape.label for k in keys):
             continue
         for kind in kinds:
-            s = summarize(census_step(kind, shape, sms=args.sms), S.lens_of(shape), args.sms)
+            c = census_step(kind, shape, sms=args.sms)
+            s = summarize(c, S.lens_of(shape), args.sms)
             fn = step_fn(kind, shape)
             host = host_us(fn, PATCHES, gpu_overrides(args.sms)) if args.host else None
             print(line(shape, kind, s, host), flush=True)
+            if args.compile:
+                print_resources(c)
     return 0
+
+
+def print_resources(c: Census) -> None:
+    """Shared memory, registers and spills of each distinct GEMM variant ``c`` launched."""
+    from kernel_ratchet.kernels.offline import resources_of
+
+    gemms = list(dict.fromkeys(x for x in c.launches if x.kernel in MM_KERNELS + WGRAD_KERNELS))
+    mods = {k: bf16_launch for k in ("_grouped_mm_kernel", "_grouped_wgrad_kernel")}
+    mods.update({k: fp8_launch for k in ("_grouped_mm_fp8_kernel", "_grouped_wgrad_fp8_kernel")})
+    for x in gemms:
+        (r,) = resources_of(getattr(mods[x.kernel], x.kernel), [x])
+        blocks = "x".join(str(x.get(k)) for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K") if x.get(k))
+        warps = dict(x.options).get("num_warps")
+        print(f"{'':36s} {x.kernel} {blocks} s{x.get('num_stages')} w{warps}: {r.line()}")
 
 
 if __name__ == "__main__":
