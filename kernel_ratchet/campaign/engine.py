@@ -33,6 +33,7 @@ from kernel_ratchet.campaign.rounds.baseline import BaselineFailure, measure_bas
 from kernel_ratchet.campaign.rounds.close import closed_entry, write_baseline_records, write_records
 from kernel_ratchet.campaign.rounds.measure import interrupted_record, measure
 from kernel_ratchet.campaign.rounds.preconditions import preconditions
+from kernel_ratchet.campaign.rounds.shared import refuse_in_workspace
 from kernel_ratchet.campaign.state import PendingRound, Phase, Stage, State
 from kernel_ratchet.campaign.steps import kill_leftovers
 from kernel_ratchet.campaign.termination import after_round
@@ -186,6 +187,7 @@ class Campaign:
         self._require_branch()
         self.recover()
         preconditions(self.ctx, hypothesis, bucket, level, lesson=notes.get("lesson", ""))
+        refuse_in_workspace(self.ctx, test_shared)
         n = self.state.next_round
         self.state.pending = PendingRound(
             n,

@@ -163,3 +163,13 @@ def test_sync_back_refuses_when_the_kernel_changed_upstream(ws_copy):
     assert r.returncode == 5 and "changed upstream" in r.stderr, r.stdout + r.stderr
     assert (root / KERNEL).read_text() == upstream
     assert not (campaign_dir(root) / "sync-back").exists()
+
+
+def test_the_tests_of_sharing_ops_are_refused_in_a_workspace(ws_copy):
+    """A workspace carries its own op's tests only: --test-shared says so before any round."""
+    root, cdir = ws_copy, campaign_dir(ws_copy)
+    before = json.loads((cdir / "state.json").read_text())["next_round"]
+    set_blocks(cdir / "src", K=32)
+    r = ratchet(root, "validate", "--test-shared", "--hypothesis", "BLOCK_K 32")
+    assert r.returncode != 0 and "need a repo-mode campaign" in r.stdout + r.stderr
+    assert json.loads((cdir / "state.json").read_text())["next_round"] == before

@@ -17,7 +17,9 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from kernel_ratchet.campaign.lineage.kernel import incumbent_bytes
+from kernel_ratchet.campaign.lineage.workspace import is_workspace
 from kernel_ratchet.campaign.steps import TEST_TIMEOUT_S, run_step
+from kernel_ratchet.errors import CampaignError
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -83,19 +85,31 @@ def describe(sharing: Mapping[str, list[str]], tested: bool) -> str:
     return f"Also in the kernel_source of: {who}; {gate}."
 
 
+def refuse_in_workspace(c: CampaignContext, test_shared: bool) -> None:
+    """CampaignError when the sharing ops' tests are asked for in a workspace campaign: the
+    workspace carries its own op's tests only, rewritten to run in it."""
+    if (test_shared or c.op.test_shared) and is_workspace(c.m):
+        raise CampaignError(
+            "the focused tests of ops sharing a kernel file (--test-shared, or test_shared: "
+            f"true on ops.{c.m.target_op}) need a repo-mode campaign: a workspace campaign "
+            "carries only its own op's tests. Drop the flag (set test_shared: false) for this "
+            "campaign, or run it with execution_mode: repo"
+        )
+
+
 def note_sharing(c: CampaignContext, draft: RoundDraft, test_shared: bool) -> None:
     """Fill ``draft.shared_with``; ``draft.shared_tested`` says the sharing ops' tests are to
     gate the round (``--test-shared``, or ``test_shared: true`` on the op in ratchet.yaml, and
     at least one such op)."""
     draft.shared_with = sharing_ops(c.profile, c.m.target_op, changed_kernel_files(c))
-    wanted = test_shared or c.op.test_shared
+    wanted = (test_shared or c.op.test_shared) and not is_workspace(c.m)  # see refuse_in_workspace
     draft.shared_tested = wanted and bool(draft.shared_with)
 
 
 def run_shared_tests(c: CampaignContext, draft: RoundDraft, art: Path) -> str | None:
     """Run the sharing ops' focused tests (``test.<op>.log`` beside the round's own); the
     reason of the first failure, or None when all pass."""
-    for op, cmd in shared_tests(c.profile, c.m.test_command, draft.shared_with):
+    for op, cmd in shared_tests(c.profile, c.op.test, draft.shared_with):
         c.say(f"round-{draft.round}: focused test of {op}, which shares the changed files")
         t = run_step(
             f"focused test of {op}",
