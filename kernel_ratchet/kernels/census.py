@@ -93,8 +93,9 @@ class Census:
         return [x for x in self.launches if x.kernel in kernels]
 
     def variants(self) -> int:
-        """Distinct (kernel, constexprs, specialization) keys: compiles on a cold cache."""
-        return len({(x.kernel, x.constexprs, x.spec) for x in self.launches})
+        """Distinct (kernel, constexprs, specialization, options) keys: compiles on a cold
+        cache."""
+        return len({(x.kernel, x.constexprs, x.spec, x.options) for x in self.launches})
 
     @contextlib.contextmanager
     def instrument(

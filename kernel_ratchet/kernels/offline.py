@@ -18,6 +18,7 @@ the kernel's module natively.
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import os
 import re
@@ -33,7 +34,15 @@ from kernel_ratchet.kernels.census import Launch
 #: The most shared memory one block may use on sm_90 (227 KiB, opt-in).
 SM90_SHARED_BYTES = 232448
 #: Launch keyword arguments that are compile options, not constexprs.
-OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+OPTIONS = (
+    "num_warps",
+    "num_stages",
+    "num_ctas",
+    "maxnreg",
+    "enable_fp_fusion",
+    "launch_cooperative_grid",
+    "launch_pdl",
+)
 _DTYPES = {
     "torch.bfloat16": "bf16",
     "torch.float16": "fp16",
@@ -63,32 +72,53 @@ class Resources:
         return f"shared {self.shared_bytes} B, {self.registers} regs, {self.spill_bytes} B spilled"
 
 
+def _arg_type(name: str, spec: object, value: int | None, attrs: dict, idx: int) -> object:
+    """Triton's type string of one runtime argument (or ``("constexpr", v)``)."""
+    if isinstance(spec, tuple) and spec[0] == "ptr":
+        if str(spec[1]) not in _DTYPES:
+            raise ValueError(f"argument {name}: no Triton type known for tensor dtype {spec[1]}")
+        if spec[2]:
+            attrs[(idx,)] = [["tt.divisibility", 16]]
+        return "*" + _DTYPES[str(spec[1])]
+    if isinstance(spec, tuple) and spec[0] == "int":
+        if spec[1]:
+            return ("constexpr", 1)  # Triton specializes an integer equal to 1
+        if spec[2]:
+            attrs[(idx,)] = [["tt.divisibility", 16]]
+        return "i64" if value is not None and not -(2**31) <= value < 2**31 else "i32"
+    kinds = {"bool": "u1", "float": "fp32", "NoneType": ("constexpr", None)}
+    if spec not in kinds:
+        raise ValueError(f"argument {name}: cannot compile a {spec} argument offline")
+    return kinds[spec]  # type: ignore[index]
+
+
 def _signature(fn: Any, launch: Launch) -> tuple[dict, dict, dict, dict]:
     """Triton's (signature, constexprs, attrs, options) for ``launch`` of ``fn``."""
+    if not hasattr(fn, "params"):  # interpreted: read its parameters from the plain function
+        from triton.runtime.jit import JITFunction
+
+        fn = JITFunction(fn.fn)
     kw = {**dict(launch.constexprs), **dict(launch.options)}
     options = {k: kw.pop(k) for k in OPTIONS if k in kw}
     names = list(fn.arg_names)
-    positional = [n for n in names if n not in kw]
+    passed = [n for n in names if n not in kw][: len(launch.spec)]
     sig: dict[str, str] = {}
     const: dict[str, object] = dict(kw)
     attrs: dict[tuple[int], list] = {}
-    for name, spec in zip(positional, launch.spec, strict=True):
-        idx = (names.index(name),)
-        if isinstance(spec, tuple) and spec[0] == "ptr":
-            sig[name] = "*" + _DTYPES[str(spec[1])]
-            if spec[2]:
-                attrs[idx] = [["tt.divisibility", 16]]
-        elif isinstance(spec, tuple) and spec[0] == "int" and spec[1]:
-            sig[name], const[name] = "constexpr", 1  # Triton specializes an argument equal to 1
-        elif isinstance(spec, tuple) and spec[0] == "int":
-            sig[name] = "i32"
-            if spec[2]:
-                attrs[idx] = [["tt.divisibility", 16]]
+    ints = iter(launch.ints)
+    for name, spec in zip(passed, launch.spec, strict=True):
+        is_int = isinstance(spec, tuple) and spec[0] == "int"
+        t = _arg_type(name, spec, next(ints, None) if is_int else None, attrs, names.index(name))
+        if isinstance(t, tuple):
+            const[name] = t[1]
         else:
-            sig[name] = "fp32"  # a Python float
+            sig[name] = t
     for p in fn.params:
-        if p.name not in sig and p.name not in const and p.is_constexpr:
-            const[p.name] = p.default
+        if p.name in sig or p.name in const:
+            continue
+        if not p.is_constexpr or p.default is inspect.Parameter.empty:
+            raise ValueError(f"{fn.__name__}: the launch gives no value for {p.name}")
+        const[p.name] = p.default
     sig.update({n: "constexpr" for n in const})
     return {n: sig[n] for n in names}, const, attrs, options
 
@@ -131,8 +161,22 @@ def resources(compiled: Any, arch: int = 90) -> Resources:
     )
 
 
+def compile_key(x: Launch) -> tuple:
+    """What decides the compiled variant of a launch (not its grid or sizes)."""
+    return (x.kernel, x.constexprs, x.spec, x.options)
+
+
+def distinct(launches: Sequence[Launch]) -> list[Launch]:
+    """One launch per compiled variant, in first-seen order."""
+    seen: dict[tuple, Launch] = {}
+    for x in launches:
+        seen.setdefault(compile_key(x), x)
+    return list(seen.values())
+
+
 def resources_of(fn: Any, launches: Sequence[Launch], arch: int = 90) -> list[Resources]:
-    """:func:`resources` of each of ``launches`` compiled from ``fn`` for ``sm_<arch>``."""
+    """:func:`resources` of each of ``launches`` compiled from ``fn`` for ``sm_<arch>``;
+    raises ValueError for an argument that cannot be typed offline, and what Triton raises."""
     if not hasattr(fn, "params"):  # an interpreted function: its callees are interpreted too
         return _in_fresh_process(fn.fn.__module__, fn.fn.__name__, launches, arch)
     return [resources(compile_launch(fn, x, arch), arch) for x in launches]

@@ -9,6 +9,7 @@ import triton
 import triton.language as tl
 
 from kernel_ratchet.harness.adapter import Shape
+from kernel_ratchet.kernels import offline
 from kernel_ratchet.kernels.census import Launch
 from kernel_ratchet.kernels.gemm import census as cs
 from kernel_ratchet.kernels.gemm.kernel import _gemm_kernel
@@ -48,7 +49,40 @@ def test_model_shape_gemms_fit_the_sm_without_spills():
     variants = []
     for fn in cs.linear_paths(a, b, d).values():
         variants += cs.census_call(fn, dry=True).gemms()
-    distinct = list(dict.fromkeys(variants))
+    distinct = offline.distinct(variants)
     assert len(distinct) >= 3
     for x, r in zip(distinct, resources_of(_gemm_kernel, distinct), strict=True):
         assert r.shared_bytes <= SM90_SHARED_BYTES and r.spill_bytes == 0, (cs.tile(x), r)
+
+
+@triton.jit
+def _typed(x_ptr, n, big, scale, flag, BLOCK: tl.constexpr, EXTRA: tl.constexpr = 3):
+    i = tl.arange(0, BLOCK)
+    v = tl.load(x_ptr + i) * scale + n + big.to(tl.float32) + EXTRA
+    if flag:
+        v = -v
+    tl.store(x_ptr + i, v)
+
+
+def test_offline_signature_types_each_argument_as_triton_does():
+    spec = (F32, ("int", False, False), ("int", False, True), "float", "bool")
+    x = Launch("_typed", (1,), (("BLOCK", 64),), spec, ints=(7, 2**40))
+    sig, const, attrs, _ = offline._signature(_typed, x)
+    assert sig == {
+        "x_ptr": "*fp32",
+        "n": "i32",
+        "big": "i64",  # past int32: Triton passes it as a 64-bit integer
+        "scale": "fp32",
+        "flag": "u1",
+        "BLOCK": "constexpr",
+        "EXTRA": "constexpr",
+    }
+    assert const == {"BLOCK": 64, "EXTRA": 3} and list(attrs) == [(0,), (2,)]
+    with pytest.raises(ValueError, match="cannot compile a dict argument"):
+        offline._signature(_typed, Launch("_typed", (1,), (("BLOCK", 64),), (*spec[:4], "dict")))
+
+
+def test_distinct_keeps_one_launch_per_compiled_variant():
+    a = _launch(1024, 4)
+    regrid = Launch(a.kernel, (9,), a.constexprs, a.spec, (5,), 10, a.options)
+    assert offline.distinct([a, regrid, _launch(1024, 8), a]) == [a, _launch(1024, 8)]

@@ -32,7 +32,7 @@ from kernel_ratchet.kernels.gemm import launch
 from kernel_ratchet.kernels.gemm.bench import SHAPE_SETS
 from kernel_ratchet.kernels.gemm.fp8 import Fp8Recipe, gemm_fp8_backward, gemm_fp8_forward
 from kernel_ratchet.kernels.gemm.kernel import _gemm_kernel
-from kernel_ratchet.kernels.offline import resources_of
+from kernel_ratchet.kernels.offline import distinct, resources_of
 from kernel_ratchet.kernels.quant import launch as qlaunch
 
 _QUANT_KERNELS = ("_amax_kernel", "_apply_scale_kernel", "_group_quant_kernel")
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
             c = census_call(fn, dry=True, sms=args.sms)
             print(f"{shape.label:24s} {path:15s} {summary(c, args.sms)}", flush=True)
             if args.compile:
-                variants = list(dict.fromkeys(c.gemms()))
+                variants = distinct(c.gemms())
                 for x, r in zip(variants, resources_of(_gemm_kernel, variants), strict=True):
                     print(f"{'':40s} {tile(x)}: {r.line()}", flush=True)
     return 0

@@ -187,9 +187,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def print_resources(c: Census) -> None:
     """Shared memory, registers and spills of each distinct GEMM variant ``c`` launched."""
-    from kernel_ratchet.kernels.offline import resources_of
+    from kernel_ratchet.kernels.offline import distinct, resources_of
 
-    gemms = list(dict.fromkeys(x for x in c.launches if x.kernel in MM_KERNELS + WGRAD_KERNELS))
+    gemms = distinct([x for x in c.launches if x.kernel in MM_KERNELS + WGRAD_KERNELS])
     mods = {k: bf16_launch for k in ("_grouped_mm_kernel", "_grouped_wgrad_kernel")}
     mods.update({k: fp8_launch for k in ("_grouped_mm_fp8_kernel", "_grouped_wgrad_fp8_kernel")})
     for x in gemms:
