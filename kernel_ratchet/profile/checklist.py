@@ -40,6 +40,7 @@ from kernel_ratchet.profile.schema import (
     Profile,
 )
 from kernel_ratchet.profile.search_check import search_items
+from kernel_ratchet.profile.sharing import sharing_ops
 
 _SUBPROCESS_TIMEOUT_S = 120
 
@@ -192,6 +193,23 @@ def _execution(profile: Profile, op: OpProfile) -> CheckItem:
     return _item(op, what, True, f"{op.execution_mode} mode, {rebuild}")
 
 
+def _shared(profile: Profile, op: OpProfile) -> list[CheckItem]:
+    """A note when other ops list this op's kernel files and their tests will not gate it."""
+    sharing = sharing_ops(profile, op.name, op.kernel_source)
+    if not sharing:
+        return []
+    who = ", ".join(sorted(sharing))
+    gate = "their focused tests gate every round (test_shared: true)"
+    if not op.test_shared:
+        gate = (
+            "a round changing them gates on this op's test only; set "
+            f"ops.{op.name}.test_shared: true (or pass ratchet validate --test-shared) to run "
+            "theirs too"
+        )
+    name = f"{op.name}: kernel files shared with other ops"
+    return [CheckItem(name, True, f"{who}; {gate}", warning=not op.test_shared)]
+
+
 def _runs_here(profile: Profile, cannot: str | None) -> CheckItem:
     """The profile's ``requires:`` against this machine; when unmet, the op imports and the
     GPU check are not attempted (they would fail for the same reason)."""
@@ -228,6 +246,7 @@ def run_checklist(profile: Profile, op: str | None = None) -> list[CheckItem]:
         items.append(_shapes(profile, o))
         items.append(_scoring(profile, o))
         items.append(_execution(profile, o))
+        items.extend(_shared(profile, o))
         items.extend(search_items(profile, o))
     return items
 

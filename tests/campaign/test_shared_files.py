@@ -107,3 +107,15 @@ def test_test_shared_must_be_true_or_false(project):
         load_profile(project)
     path.write_text(path.read_text().replace("test_shared: maybe", "test_shared: true"))
     assert load_profile(project).op("tiny_gemm").test_shared is True
+
+
+def test_check_notes_the_ops_that_share_a_kernel_file(project, monkeypatch):
+    from kernel_ratchet.profile.checklist import run_checklist
+
+    monkeypatch.chdir(project)
+    profile = _with_ops(load_profile(project), twin=([KERNEL], "pytest a"))
+    (shared,) = [i for i in run_checklist(profile, "tiny_gemm") if "shared with" in i.name]
+    assert shared.ok and shared.warning and "twin" in shared.detail
+    assert "test_shared: true" in shared.detail
+    alone = run_checklist(load_profile(project), "tiny_gemm")
+    assert not [i for i in alone if "shared with" in i.name]

@@ -12,21 +12,20 @@ the files it changed (:func:`sharing_ops`). ``ratchet validate --test-shared``, 
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from kernel_ratchet.campaign.lineage.kernel import incumbent_bytes
 from kernel_ratchet.campaign.lineage.workspace import is_workspace
 from kernel_ratchet.campaign.steps import TEST_TIMEOUT_S, run_step
 from kernel_ratchet.errors import CampaignError
+from kernel_ratchet.profile.sharing import shared_tests, sharing_ops
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from kernel_ratchet.campaign.context import CampaignContext
     from kernel_ratchet.campaign.record import RoundDraft
-    from kernel_ratchet.profile.schema import Profile
 
 
 def changed_kernel_files(c: CampaignContext) -> list[str]:
@@ -37,35 +36,6 @@ def changed_kernel_files(c: CampaignContext) -> list[str]:
         now_ = path.read_bytes() if path.exists() else None
         if now_ != incumbent_bytes(c, rel):
             out.append(rel)
-    return out
-
-
-def sharing_ops(profile: Profile, target: str, changed: Iterable[str]) -> dict[str, list[str]]:
-    """Other ops of ``profile`` -> the files of ``changed`` their ``kernel_source`` lists
-    (paths compared normalized, relative to the profile's root); ops listing none are left out."""
-    want = {os.path.normpath(p) for p in changed}
-    out: dict[str, list[str]] = {}
-    for name, op in profile.ops.items():
-        if name == target:
-            continue
-        hit = sorted(want & {os.path.normpath(p) for p in op.kernel_source})
-        if hit:
-            out[name] = hit
-    return out
-
-
-def shared_tests(
-    profile: Profile, own_test: str, sharing: Mapping[str, list[str]]
-) -> list[tuple[str, str]]:
-    """``(op, test command)`` to run for the sharing ops: each distinct command once, under the
-    first op that has it, and not the campaign's own test again."""
-    seen = {own_test.strip()}
-    out = []
-    for name in sharing:
-        cmd = profile.op(name).test.strip()
-        if cmd and cmd not in seen:
-            seen.add(cmd)
-            out.append((name, cmd))
     return out
 
 
