@@ -78,14 +78,20 @@ def restore_incumbent(c: CampaignContext) -> list[str]:
     return restored
 
 
-def kernel_changed(c: CampaignContext) -> bool:
-    """Whether any kernel file of the working tree differs from the incumbent's."""
+def changed_kernel_files(c: CampaignContext) -> list[str]:
+    """The kernel files whose working-tree bytes differ from the incumbent's."""
+    out = []
     for rel in c.m.kernel_source:
         path = c.root / rel
         current = path.read_bytes() if path.exists() else None
         if current != incumbent_bytes(c, rel):
-            return True
-    return False
+            out.append(rel)
+    return out
+
+
+def kernel_changed(c: CampaignContext) -> bool:
+    """Whether any kernel file of the working tree differs from the incumbent's."""
+    return bool(changed_kernel_files(c))
 
 
 def ambient(c: CampaignContext) -> dict[str, str | None]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from kernel_ratchet.campaign.lineage.kernel import incumbent_bytes
+from kernel_ratchet.campaign.lineage.kernel import changed_kernel_files
 from kernel_ratchet.campaign.lineage.workspace import is_workspace
 from kernel_ratchet.campaign.steps import TEST_TIMEOUT_S, run_step
 from kernel_ratchet.errors import CampaignError
@@ -26,17 +26,6 @@ if TYPE_CHECKING:
 
     from kernel_ratchet.campaign.context import CampaignContext
     from kernel_ratchet.campaign.record import RoundDraft
-
-
-def changed_kernel_files(c: CampaignContext) -> list[str]:
-    """The campaign's kernel files whose working-tree bytes differ from the incumbent's."""
-    out = []
-    for rel in c.m.kernel_source:
-        path = c.root / rel
-        now_ = path.read_bytes() if path.exists() else None
-        if now_ != incumbent_bytes(c, rel):
-            out.append(rel)
-    return out
 
 
 def describe(sharing: Mapping[str, list[str]], tested: bool) -> str:
