@@ -25,7 +25,7 @@ import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -43,18 +43,6 @@ OPTIONS = (
     "launch_cooperative_grid",
     "launch_pdl",
 )
-_DTYPES = {
-    "torch.bfloat16": "bf16",
-    "torch.float16": "fp16",
-    "torch.float32": "fp32",
-    "torch.float64": "fp64",
-    "torch.int32": "i32",
-    "torch.int64": "i64",
-    "torch.int8": "i8",
-    "torch.uint8": "u8",
-    "torch.float8_e4m3fn": "fp8e4nv",
-    "torch.float8_e5m2": "fp8e5",
-}
 
 
 @dataclass(frozen=True)
@@ -75,11 +63,17 @@ class Resources:
 def _arg_type(name: str, spec: object, value: int | None, attrs: dict, idx: int) -> object:
     """Triton's type string of one runtime argument (or ``("constexpr", v)``)."""
     if isinstance(spec, tuple) and spec[0] == "ptr":
-        if str(spec[1]) not in _DTYPES:
-            raise ValueError(f"argument {name}: no Triton type known for tensor dtype {spec[1]}")
+        from triton._utils import canonicalize_dtype  # Triton's own dtype names
+
+        try:
+            elem = canonicalize_dtype(spec[1])
+        except KeyError:
+            raise ValueError(
+                f"argument {name}: no Triton type for tensor dtype {spec[1]}"
+            ) from None
         if spec[2]:
             attrs[(idx,)] = [["tt.divisibility", 16]]
-        return "*" + _DTYPES[str(spec[1])]
+        return "*" + elem
     if isinstance(spec, tuple) and spec[0] == "int":
         if spec[1]:
             return ("constexpr", 1)  # Triton specializes an integer equal to 1
@@ -180,6 +174,18 @@ def resources_of(fn: Any, launches: Sequence[Launch], arch: int = 90) -> list[Re
     if not hasattr(fn, "params"):  # an interpreted function: its callees are interpreted too
         return _in_fresh_process(fn.fn.__module__, fn.fn.__name__, launches, arch)
     return [resources(compile_launch(fn, x, arch), arch) for x in launches]
+
+
+def resources_by_kernel(
+    launches: Sequence[Launch], fns: Mapping[str, Any], arch: int = 90
+) -> list[Resources]:
+    """:func:`resources_of` for launches of several kernels (``fns``: kernel name -> the
+    ``@triton.jit`` function), one batch per kernel; results in the order of ``launches``."""
+    found: dict[int, Resources] = {}
+    for name, fn in fns.items():
+        idx = [i for i, x in enumerate(launches) if x.kernel == name]
+        found.update(zip(idx, resources_of(fn, [launches[i] for i in idx], arch), strict=True))
+    return [found[i] for i in range(len(launches))]
 
 
 def _in_fresh_process(module: str, name: str, launches: Sequence[Launch], arch: int) -> list:

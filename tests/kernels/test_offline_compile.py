@@ -35,7 +35,13 @@ def _launch(block: int, warps: int) -> Launch:
 def test_a_small_block_fits_and_a_block_too_big_for_the_register_file_spills():
     """1,024 fp32 values over 4 warps: 8 per thread. 8,192 in one warp: 256 per thread, more than
     the 255 registers a thread can have."""
-    small, big = resources_of(_scale_rows, [_launch(1024, 4), _launch(8192, 1)])
+    typed = Launch(
+        "_typed", (1,), (("BLOCK", 64),), (F32, *[("int", False, False)] * 2, "float", "bool")
+    )
+    small, other, big = offline.resources_by_kernel(
+        [_launch(1024, 4), typed, _launch(8192, 1)], {"_scale_rows": _scale_rows, "_typed": _typed}
+    )
+    assert other.spill_bytes == 0  # each result in its launch's place, one batch per kernel
     assert small.fits() and small.registers is not None and small.registers < 64
     assert small.spill_bytes == 0
     assert big.spill_bytes is not None and big.spill_bytes > 0

@@ -187,13 +187,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def print_resources(c: Census) -> None:
     """Shared memory, registers and spills of each distinct GEMM variant ``c`` launched."""
-    from kernel_ratchet.kernels.offline import distinct, resources_of
+    from kernel_ratchet.kernels.offline import distinct, resources_by_kernel
 
     gemms = distinct([x for x in c.launches if x.kernel in MM_KERNELS + WGRAD_KERNELS])
-    mods = {k: bf16_launch for k in ("_grouped_mm_kernel", "_grouped_wgrad_kernel")}
-    mods.update({k: fp8_launch for k in ("_grouped_mm_fp8_kernel", "_grouped_wgrad_fp8_kernel")})
-    for x in gemms:
-        (r,) = resources_of(getattr(mods[x.kernel], x.kernel), [x])
+    fns = {k: getattr(bf16_launch, k) for k in ("_grouped_mm_kernel", "_grouped_wgrad_kernel")}
+    fns.update({k: getattr(fp8_launch, k) for k in MM_KERNELS[1:] + WGRAD_KERNELS[1:]})
+    for x, r in zip(gemms, resources_by_kernel(gemms, fns), strict=True):
         blocks = "x".join(str(x.get(k)) for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K") if x.get(k))
         warps = dict(x.options).get("num_warps")
         print(f"{'':36s} {x.kernel} {blocks} s{x.get('num_stages')} w{warps}: {r.line()}")
