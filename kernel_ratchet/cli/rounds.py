@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import textwrap
 from pathlib import Path
 
 import typer
@@ -25,11 +26,6 @@ from kernel_ratchet.cli.dashboard import after_round
 #: ``ratchet status``: the characters it shows of a hypothesis, on its own line below the table
 #: (the whole text is in the round's summary and ``status --json``).
 HYPOTHESIS_CHARS = 160
-
-
-def shorten(text: str, limit: int) -> str:
-    """``text``, cut at ``limit`` characters with an ellipsis."""
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 @app.command()
@@ -145,7 +141,8 @@ def status(
         )
     out.print(table)
     for r in s["rounds"]:  # below the numbers, at the terminal's full width
-        out.print(f"round-{r['round']}: {shorten(r['hypothesis'], HYPOTHESIS_CHARS)}")
+        shown = textwrap.shorten(r["hypothesis"], HYPOTHESIS_CHARS, placeholder=" …")
+        out.print(f"round-{r['round']}: {shown}")
     if s["termination"]:
         out.print(f"termination {s['termination']['code']}: {s['termination']['reason']}")
 
