@@ -52,6 +52,7 @@ class Resources:
     shared_bytes: int
     registers: int | None
     spill_bytes: int | None  # local-memory spill stores per thread
+    serialized: bool = False  # ptxas serializes the wgmma pipeline (C7512 / C7514)
 
     def fits(self, shared_limit: int = SM90_SHARED_BYTES) -> bool:
         return self.shared_bytes <= shared_limit
@@ -152,6 +153,7 @@ def resources(compiled: Any, arch: int = 90) -> Resources:
         shared_bytes=int(compiled.metadata.shared),
         registers=int(regs.group(1)) if regs else None,
         spill_bytes=int(spill.group(1)) if spill else None,
+        serialized="wgmma.mma_async instructions are serialized" in out,
     )
 
 
