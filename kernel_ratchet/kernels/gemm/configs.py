@@ -162,6 +162,25 @@ CONFIGS: dict[str, dict[str, GemmConfig]] = {
     },
 }
 
+#: Buckets of a kind that the warp-specialized Gluon kernel (:mod:`.fp8_block_ws`) runs instead
+#: of the Triton kernel, where it applies (sm_90, FP8 K-major operands with 16-byte rows,
+#: ``N % 8 == 0``, one B scale per output tile); other problems keep ``CONFIGS``. Fields read:
+#: ``block_n``, ``num_stages``, ``group_m`` and ``k_unroll`` (2: issue the next k-group's wgmma
+#: before scaling this one's). Swept on an H200 with the GEMM alone on 6 model shapes
+#: (do_bench medians, TFLOPS): k_unroll 2 with 6 stages 1007-1059; k_unroll 1 with 4-6
+#: stages 807-965 in the same process (958-1074 in another); k_unroll 2 with 4 stages
+#: 800-956; the Triton kernel's large bucket 645-731; torch's blockwise scaled_mm 1027-1224.
+#: Rows with 1x128 B scales (the weight-gradient GEMM) spill registers in this kernel
+#: (228-300 TFLOPS) and stay on the Triton kernel.
+WS_CONFIGS: dict[str, dict[str, GemmConfig]] = {
+    "fp8_block": {
+        "large": GemmConfig(
+            128, 128, 128, group_m=8, num_warps=4, num_stages=6, persistent=True, use_tma=True,
+            k_unroll=2,
+        ),
+    },
+}
+
 
 # What `ratchet run --optimizer search` may change (kernel_ratchet/optimizers/tunables.py).
 #: The CONFIGS kinds each op's forward and backward use.

@@ -16,7 +16,14 @@ from dataclasses import dataclass
 import torch
 import triton
 
-from kernel_ratchet.kernels.gemm.configs import GemmConfig, config_for, split_for
+from kernel_ratchet.kernels.gemm import fp8_block_ws
+from kernel_ratchet.kernels.gemm.configs import (
+    WS_CONFIGS,
+    GemmConfig,
+    bucket_for,
+    config_for,
+    split_for,
+)
 from kernel_ratchet.kernels.gemm.kernel import SCALE_BLOCK, SCALE_NONE, SCALE_ROW, _gemm_kernel
 from kernel_ratchet.kernels.quant.launch import cdiv, empty_rows, interpreter_mode
 
@@ -56,6 +63,15 @@ def _ensure_tma_allocator() -> None:
     own device thread, so the allocator is set before every TMA launch (a ContextVar set).
     """
     triton.set_allocator(_tma_scratch)
+
+
+#: Output dtypes of the warp-specialized blockwise kernel (:mod:`.fp8_block_ws`).
+_WS_OUT = (torch.bfloat16, torch.float16)
+
+
+def _on_sm90(t: torch.Tensor) -> bool:
+    """Whether ``t`` is on an sm_90 GPU (H100/H200), the warp-specialized kernel's target."""
+    return t.device.type == "cuda" and torch.cuda.get_device_capability(t.device) == (9, 0)
 
 
 def _tma_ok(t: torch.Tensor) -> bool:
@@ -126,11 +142,30 @@ def matmul(
     num_sms = _num_sms(a.device)
     explicit = _FORCED[-1] if _FORCED else config
     geom = (a.stride(0), _tma_ok(a), a_kmajor, b.stride(0), _tma_ok(b), b_kmajor)
-    plan = _plan(kind, explicit, M, N, K, geom, scale_mode, num_sms, interpreter_mode())
+    fp8 = a.element_size() == 1 and b.element_size() == 1
+    ws_group = b_scale_group_n if scale_mode == SCALE_BLOCK and fp8 and _on_sm90(a) else 0
+    plan = _plan(
+        kind, explicit, M, N, K, geom, scale_mode, num_sms, interpreter_mode(), ws_group, out_dtype
+    )
     if M == 0 or N == 0:
         return torch.empty((M, N), dtype=out_dtype, device=a.device)
     if K == 0:
         return torch.zeros((M, N), dtype=out_dtype, device=a.device)
+    if plan.ws is not None:
+        ws = plan.ws
+        return fp8_block_ws.matmul_fp8_block_ws(
+            a,
+            b,
+            a_scale,  # type: ignore[arg-type]
+            b_scale,  # type: ignore[arg-type]
+            b_scale_group_n=b_scale_group_n,
+            out_dtype=out_dtype,
+            block_n=ws.block_n,
+            stages=ws.num_stages,
+            group_m=ws.group_m,
+            mode=ws.k_unroll - 1,
+            num_sms=num_sms,
+        )
     if plan.copy_a:
         a = _aligned_copy(a)
     if plan.copy_b:
@@ -178,6 +213,7 @@ class _Plan:
     split_k: int
     grid: tuple[int]
     kwargs: dict[str, object]
+    ws: GemmConfig | None = None  # run the warp-specialized blockwise kernel with this config
 
 
 @functools.lru_cache(maxsize=1024)
@@ -191,14 +227,25 @@ def _plan(
     scale_mode: int,
     num_sms: int,
     interp: bool,
+    ws_group: int = 0,
+    out_dtype: torch.dtype | None = None,
 ) -> _Plan:
     """Config, aligned copies, TMA, split-K, grid and constexprs of one problem geometry.
 
-    ``geom``: (row stride, TMA-readable, K-major) of A, then of B. Host work per call matters
+    ``geom``: (row stride, TMA-readable, K-major) of A, then of B. ``ws_group``: the group size of
+    the B scales of a blockwise GEMM on an sm_90 GPU (else 0): the plan runs the warp-specialized
+    kernel where :data:`.configs.WS_CONFIGS` has the bucket, both operands are K-major and
+    TMA-readable, the 16-bit output's rows are 16 bytes and one B scale covers an output tile's
+    columns. Host work per call matters
     on small GEMMs (cuBLAS runs a 1000 x 5120 x 1000 forward in about 21 us on an H200), so the
     launcher computes this once per geometry and the call only allocates and launches.
     """
     a_row, a_ok, a_kmajor, b_row, b_ok, b_kmajor = geom
+    ws_ok = a_ok and b_ok and a_kmajor and b_kmajor and N % 8 == 0
+    if explicit is None and ws_group and ws_ok and not interp and out_dtype in _WS_OUT:
+        ws = WS_CONFIGS.get(kind, {}).get(bucket_for(M, N, K, num_sms))
+        if ws is not None and ws_group % ws.block_n == 0:
+            return _Plan(False, False, True, 1, (0,), {}, ws)
     cfg = explicit or config_for(kind, M, N, K, num_sms)
     if scale_mode == SCALE_BLOCK and cfg.block_k != 128:
         raise ValueError(f"blockwise scaling needs BLOCK_K = 128, config has {cfg.block_k}")
