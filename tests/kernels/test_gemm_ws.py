@@ -7,6 +7,9 @@ import pytest
 import torch
 
 from kernel_ratchet.kernels.gemm import fp8_block_ws as ws
+from kernel_ratchet.kernels.gemm import launch
+from kernel_ratchet.kernels.gemm.configs import CONFIGS, WS_CONFIGS
+from kernel_ratchet.kernels.gemm.kernel import SCALE_BLOCK
 from kernel_ratchet.kernels.offline import SM90_SHARED_BYTES, resources
 from kernel_ratchet.kernels.quant.launch import quant_fp8_block_128x128, quant_fp8_blockwise_1x128
 
@@ -65,3 +68,70 @@ def test_matches_the_dequantized_product_on_gpu(mnk, group_n, mode, a_dtype):
     )
     assert not out.isnan().any()
     assert _snr(out, ref) > 45.0  # bf16 rounding of the output: about 55 dB
+
+
+# -- the launcher's choice (CPU): which problems the plan sends to the WS kernel --------------
+
+_GEOM = (4096, True, True, 4096, True, True)  # row stride, TMA-readable, K-major; A then B
+
+
+def _plan(M=4096, N=6144, K=4096, geom=_GEOM, ws_group=128, out=torch.bfloat16, **kw):
+    launch._plan.cache_clear()
+    args = dict(kind="fp8_block", explicit=None, scale_mode=SCALE_BLOCK, num_sms=132, interp=False)
+    args.update(kw)
+    return launch._plan(
+        args["kind"],
+        args["explicit"],
+        M,
+        N,
+        K,
+        geom,
+        args["scale_mode"],
+        args["num_sms"],
+        args["interp"],
+        ws_group,
+        out,
+    )
+
+
+def test_plan_sends_a_large_blockwise_gemm_to_the_ws_kernel():
+    assert _plan().ws == WS_CONFIGS["fp8_block"]["large"]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        dict(interp=True),
+        dict(explicit=CONFIGS["fp8_block"]["large"]),
+        dict(ws_group=0),  # not blockwise, or not an sm_90 GPU
+        dict(geom=(4096, False, True, 4096, True, True)),  # A not TMA-readable
+        dict(geom=(4096, True, True, 4096, True, False)),  # B not K-major
+        dict(N=6148),  # output rows of 12296 bytes
+        dict(out=torch.float32),
+        dict(M=1000, N=5120, K=1000),  # the medium bucket: no WS config
+    ],
+    ids=[
+        "interpreter",
+        "explicit",
+        "no-group",
+        "a-pointer",
+        "b-not-kmajor",
+        "n-off-8",
+        "fp32-out",
+        "medium",
+    ],
+)
+def test_plan_keeps_the_triton_kernel_where_the_ws_kernel_does_not_apply(change):
+    plan = _plan(**change)
+    assert plan.ws is None
+    assert plan.kwargs  # a Triton launch
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", ["fwd", "wgrad"])
+def test_the_vendor_comparison_checks_and_times_both_sides_on_gpu(layout):
+    from kernel_ratchet.kernels.gemm.blockwise_vs_vendor import row
+
+    ours, vendor, snr = row(1024, 1024, 1024, layout)
+    assert ours > 0 and vendor > 0
+    assert snr > 40.0  # the same quantized operands: only accumulation order differs
