@@ -239,6 +239,10 @@ def render(results: Sequence[Results], preamble: str = "") -> str:
     return (preamble.rstrip() + "\n\n" if preamble else "") + body
 
 
+#: What a results file says about the machine of its measurements.
+ENV_KEYS = ("GPU", "driver", "torch", "triton", "Python")
+
+
 def environment() -> dict[str, str]:
     """The GPU, driver, torch, triton and Python versions of this machine."""
     import torch
@@ -256,11 +260,36 @@ def environment() -> dict[str, str]:
     return env
 
 
-def record(op: str, csv_path: Path, command: str, title: str, notes: Sequence[str] = ()) -> Results:
-    """A results file's content from a bench CSV, with this machine's environment."""
+def record(
+    op: str,
+    csv_path: Path,
+    command: str,
+    title: str,
+    notes: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+) -> Results:
+    """A results file's content from a bench CSV, with the environment the CSV was measured in:
+    ``env`` where given (the CSV came from another machine), else this machine's."""
     with open(csv_path, newline="") as fh:
         rows = list(csv.DictReader(fh))
-    return Results(op, title, command, environment(), rows, tuple(notes))
+    return Results(op, title, command, dict(env) if env else environment(), rows, tuple(notes))
+
+
+def _env_pairs(pairs: Sequence[str]) -> dict[str, str]:
+    """``["GPU=NVIDIA H200", ...]`` -> a dict naming every key of :func:`environment`."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key or not value:
+            raise SystemExit(f"error: --env takes KEY=VALUE, got {pair!r}")
+        out[key] = value
+    missing = [k for k in ENV_KEYS if k not in out]
+    if out and missing:
+        raise SystemExit(
+            f"error: --env must name the whole environment the CSV was measured in; "
+            f"missing {', '.join(missing)} (keys: {', '.join(ENV_KEYS)})"
+        )
+    return out
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -274,6 +303,14 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     rec.add_argument("--command", required=True, help="the command that wrote the CSV")
     rec.add_argument("--title", help="section title (default: the op)")
     rec.add_argument("--note", action="append", default=[], help="a line under the command")
+    rec.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="the environment of the machine that wrote the CSV, when recording elsewhere "
+        f"(every key: {', '.join(ENV_KEYS)}); default: this machine's",
+    )
     rec.add_argument("-o", "--output", required=True, type=Path)
     ren = sub.add_parser("render", help="the markdown page from results JSON files")
     ren.add_argument("results", nargs="+", type=Path)
@@ -285,7 +322,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     if args.cmd == "record":
-        res = record(args.op, args.csv, args.command, args.title or args.op, args.note)
+        env = _env_pairs(args.env)
+        res = record(args.op, args.csv, args.command, args.title or args.op, args.note, env)
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(json.dumps(res.to_dict(), indent=1) + "\n")
         return 0

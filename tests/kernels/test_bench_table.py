@@ -90,3 +90,21 @@ def test_record_reads_the_csv_and_render_states_command_and_environment(tmp_path
     assert text.startswith("# Benchmarks\n\n### Dense GEMM, bf16 (`gemm_bf16`)\n")
     assert "Environment: GPU NVIDIA H200, driver 580, torch 2.11.0, triton 3.6.0." in text
     assert "```\npython -m bench -o b.csv\n```" in text and "- one cell per Timer run" in text
+
+
+def test_record_takes_the_measuring_machines_environment_and_refuses_half_of_one(tmp_path):
+    path = tmp_path / "bench.csv"
+    rows = _gemm_rows()
+    path.write_text(",".join(rows[0]) + "\n" + "\n".join(",".join(r.values()) for r in rows))
+    out = tmp_path / "gemm_bf16.json"
+    base = ["record", "--op", "gemm_bf16", "--csv", str(path), "--command", "c", "-o", str(out)]
+    full = {**ENV, "Python": "3.12.3"}
+    env = [f"--env={k}={v}" for k, v in full.items()]
+    assert bt.main(base + env) == 0
+    assert bt.Results.from_dict(json.loads(out.read_text())).environment == full
+    out.unlink()
+    with pytest.raises(SystemExit, match="missing .*Python"):
+        bt.main(base + [e for e in env if "Python" not in e])
+    with pytest.raises(SystemExit, match="KEY=VALUE"):
+        bt.main([*base, "--env", "GPU"])
+    assert not out.exists()
