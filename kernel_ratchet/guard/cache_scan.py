@@ -25,12 +25,13 @@ components are read by :class:`.keys.KeyReader`.
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from kernel_ratchet.guard.cache_sites import fixed_slot, key_sites, tensor_attr_sites
 from kernel_ratchet.guard.cache_values import (
     geometry_functions,
+    imported_geometry,
     make_reader,
     value_class,
     worst,
@@ -115,7 +116,8 @@ class FileScan:
     masked: str = ""
     written: set[str] = field(default_factory=set)
     memoized: dict[str, str] = field(default_factory=dict)  # function name -> decorator
-    geometry_fns: frozenset[str] = frozenset()
+    geometry_fns: frozenset[str] = frozenset()  # as called here, imported ones included
+    geometry_defs: frozenset[str] = frozenset()  # the file's own geometry functions
     values: dict[str, str] = field(default_factory=dict)  # container or memo name -> held
 
 
@@ -327,8 +329,12 @@ class _Mask(ast.NodeTransformer):
         return ast.copy_location(ast.Constant(value="#"), node)
 
 
-def scan_source(path: str, source: str) -> FileScan:
-    """Scan one file's text. Raises SyntaxError when the text does not parse."""
+def scan_source(
+    path: str, source: str, exports: Mapping[str, frozenset[str]] | None = None
+) -> FileScan:
+    """Scan one file's text. ``exports``: the geometry helpers of the change's other files, by
+    module (:attr:`FileScan.geometry_defs`), so a key built with an imported one reads as
+    geometry too. Raises SyntaxError when the text does not parse."""
     tree = ast.parse(source, filename=path)
     scan = FileScan(path)
     overrides = annotations(source)
@@ -341,7 +347,9 @@ def scan_source(path: str, source: str) -> FileScan:
         memo = _memo_decorated(fn)
         if memo:
             scan.memoized[fn.name] = memo
-    scan.geometry_fns = geometry_functions(tree, role, set(scan.containers))
+    imported = imported_geometry(tree, path, exports) if exports else frozenset()
+    scan.geometry_fns = geometry_functions(tree, role, set(scan.containers), imported)
+    scan.geometry_defs = scan.geometry_fns - imported
     _values(tree, scan, role)
     for qual, fn in functions(tree):
         _scan_function(scan, qual, fn, role)

@@ -13,7 +13,7 @@ audit cannot see into: the dynamic check judges).
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from kernel_ratchet.guard.keys import KeyReader
 from kernel_ratchet.guard.syntax import FunctionNode, functions, own_nodes, short_name
@@ -88,14 +88,18 @@ def _returns_geometry(fn: FunctionNode, role: Role, known: frozenset[str], state
     return all(c.kind in _GEOMETRY_KINDS for v in values if v is not None for c in reader.read(v))
 
 
-def geometry_functions(tree: ast.Module, role: Role, state: set[str]) -> frozenset[str]:
+def geometry_functions(
+    tree: ast.Module, role: Role, state: set[str], imported: frozenset[str] = frozenset()
+) -> frozenset[str]:
     """Names of the file's functions whose every return is built only from the geometry of
     their arguments (shape, strides, dtype, ``data_ptr() % k`` ...), constants and other such
-    functions, and that read no cache. A name defined twice counts only if both qualify."""
+    functions, and that read no cache. A name defined twice counts only if both qualify.
+    ``imported``: such helpers of other files, as this file calls them (:func:`imported_geometry`),
+    returned too."""
     by_name: dict[str, list[FunctionNode]] = {}
     for _, fn in functions(tree):
         by_name.setdefault(fn.name, []).append(fn)
-    found: set[str] = set()
+    found: set[str] = set(imported) - set(by_name)
     changed = True
     while changed:
         changed = False
@@ -179,3 +183,37 @@ def worst(classes: Iterable[str]) -> str:
         if c in found:
             return c
     return UNKNOWN
+
+
+def module_of(path: str) -> str:
+    """The dotted module a project-relative file path defines (``pkg/__init__.py`` -> ``pkg``)."""
+    parts = path[: -len(".py")].split("/") if path.endswith(".py") else path.split("/")
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_geometry(
+    tree: ast.Module, path: str, exports: Mapping[str, frozenset[str]]
+) -> frozenset[str]:
+    """How this file calls the geometry helpers of other files: ``exports`` maps a module to its
+    geometry functions; ``from m import f [as g]`` gives ``g``, ``from pkg import m [as n]`` and
+    ``import m as n`` give ``n.f``, ``import m`` gives ``m.f``. Relative imports are resolved
+    against ``path``'s package."""
+    package = module_of(path).split(".")
+    if not path.endswith("__init__.py"):
+        package = package[:-1]
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            mod = ".".join([*base, *(node.module.split(".") if node.module else [])])
+            for alias in node.names:
+                local = alias.asname or alias.name
+                if alias.name in exports.get(mod, ()):
+                    out.add(local)
+                for f in exports.get(f"{mod}.{alias.name}" if mod else alias.name, ()):
+                    out.add(f"{local}.{f}")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                local = alias.asname or alias.name
+                out.update(f"{local}.{f}" for f in exports.get(alias.name, ()))
+    return frozenset(out)

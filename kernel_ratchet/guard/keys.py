@@ -274,7 +274,8 @@ class KeyReader:
 
     def _call(self, node: ast.Call) -> list[KeyComponent]:
         func, args = node.func, node.args
-        if isinstance(func, ast.Name) and func.id in self.geometry_fns and not node.keywords:
+        called = ast.unparse(func) if isinstance(func, (ast.Name, ast.Attribute)) else ""
+        if called in self.geometry_fns and not node.keywords:
             text = ast.unparse(node)  # `*args` stays `args`: every argument, tensors included
             return [c for a in args for c in self._as_geometry(self.read(a), text)]
         if isinstance(func, ast.Name):

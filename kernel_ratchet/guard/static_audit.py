@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kernel_ratchet.guard.cache_scan import CacheUse, FileScan, scan_source
-from kernel_ratchet.guard.cache_values import PLAN, TENSOR
+from kernel_ratchet.guard.cache_values import PLAN, TENSOR, module_of
 from kernel_ratchet.guard.keys import KeyComponent
 
 BUCKETS = ("K1", "K2", "K3", "K4", "W1", "W2", "W3")
@@ -136,12 +136,17 @@ def _added_uses(before: FileScan | None, after: FileScan) -> list[CacheUse]:
 
 
 def _scan_all(files: Mapping[str, str]) -> tuple[dict[str, FileScan], list[str]]:
+    """Every file scanned twice: the second time with the geometry helpers the first found
+    in the others, so a launcher that imports its helpers reads them as it reads its own."""
     scans, errors = {}, []
     for path, text in sorted(files.items()):
         try:
             scans[path] = scan_source(path, text)
         except SyntaxError as exc:
             errors.append(f"{path}:{exc.lineno} — does not parse: {exc.msg}")
+    exports = {module_of(p): s.geometry_defs for p, s in scans.items() if s.geometry_defs}
+    if exports:
+        scans = {p: scan_source(p, files[p], exports) for p in scans}
     return scans, errors
 
 

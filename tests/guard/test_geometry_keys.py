@@ -145,3 +145,60 @@ def test_a_value_the_audit_cannot_read_is_left_to_the_dynamic_check() -> None:
     assert any("the dynamic transfer check judges" in e for e in static.evidence), static
     dynamic = DynamicResult("4096x4096x4096", 8, 5, 1.0, 1.5, 0.5, 0.03, OVERFIT, "hit on a")
     assert estimate_real_gain(static, dynamic, 0.1).decision == REJECT
+
+
+# The geometry helper lives in another kernel file of the change, imported three common ways.
+_UTIL = """
+def tma_ok(t):
+    es = t.element_size()
+    return t.data_ptr() % 16 == 0 and (t.stride(0) * es) % 16 == 0 and t.stride(1) == 1
+
+
+def handle(t):
+    return id(t)
+"""
+_IMPORTED = """
+import functools
+
+{imp}
+
+
+@functools.lru_cache(maxsize=1024)
+def _plan(M: int, N: int, K: int, geom: tuple) -> int:
+    return 4 if M * N < 4096 and all(geom) else 1
+
+
+def matmul(a, b):
+    M, K = a.shape
+    N = b.shape[0]
+    split = _plan(M, N, K, ({call}(a), {call}(b)))
+    return a @ b.T
+"""
+
+
+@pytest.mark.parametrize(
+    ("imp", "call"),
+    [
+        ("from pkg.util import tma_ok", "tma_ok"),
+        ("from pkg import util", "util.tma_ok"),
+        ("import pkg.util as u", "u.tma_ok"),
+        ("from .util import tma_ok as ok", "ok"),
+    ],
+    ids=["from-module", "module-attribute", "import-as", "relative-alias"],
+)
+def test_a_geometry_helper_imported_from_another_kernel_file_is_geometry(imp, call) -> None:
+    after = _IMPORTED.format(imp=imp, call=call)
+    r = audit_change(
+        {"pkg/k.py": _BEFORE, "pkg/util.py": _UTIL}, {"pkg/k.py": after, "pkg/util.py": _UTIL}
+    )
+    assert r.verdict == ALLOW, r
+    line = next(e for e in r.evidence if "_plan in matmul" in e)
+    assert f"{call}(a) [geometry of activation a: stable]" in line, line
+
+
+def test_an_imported_helper_that_returns_identity_is_still_identity() -> None:
+    after = _IMPORTED.format(imp="from pkg.util import handle", call="handle")
+    r = audit_change(
+        {"pkg/k.py": _BEFORE, "pkg/util.py": _UTIL}, {"pkg/k.py": after, "pkg/util.py": _UTIL}
+    )
+    assert r.verdict == REJECT, r
