@@ -132,6 +132,16 @@ def test_plan_keeps_the_triton_kernel_where_the_ws_kernel_does_not_apply(change)
 def test_the_vendor_comparison_checks_and_times_both_sides_on_gpu(layout):
     from kernel_ratchet.kernels.gemm.blockwise_vs_vendor import row
 
-    ours, vendor, snr = row(1024, 1024, 1024, layout)
-    assert ours > 0 and vendor > 0
+    ours, vendor, snr, ws_cols = row(1024, 1024, 1024, layout, ({"stages": 4, "mode": 0},))
+    assert ours > 0 and vendor > 0 and len(ws_cols) == 1 and ws_cols[0] > 0
     assert snr > 40.0  # the same quantized operands: only accumulation order differs
+
+
+def test_the_vendor_comparison_takes_ws_configs_as_key_value_pairs():
+    from kernel_ratchet.kernels.gemm.blockwise_vs_vendor import ws_config
+
+    assert ws_config("block_n=128,stages=6,mode=1") == {"block_n": 128, "stages": 6, "mode": 1}
+    with pytest.raises(SystemExit, match="block_n/stages/mode/group_m/consumer_regs"):
+        ws_config("stage=4")
+    with pytest.raises(SystemExit, match="INT"):
+        ws_config("stages=four")

@@ -1,7 +1,7 @@
 """The blockwise FP8 GEMM alone against torch's blockwise ``scaled_mm``, on pre-quantized operands.
 
     python -m kernel_ratchet.kernels.gemm.blockwise_vs_vendor [--shapes model] [--limit 17]
-        [--layout fwd|wgrad]
+        [--layout fwd|wgrad] [--ws block_n=128,stages=6,mode=1,group_m=8 ...]
 
 Per shape, on the same FP8 operands (1x128 activation scales; 128x128 weight blocks for the
 forward and dgrad layout ``fwd``, 1x128 rows of B for the weight-gradient layout ``wgrad``):
@@ -9,7 +9,9 @@ our dispatched kernel (:func:`.launch.matmul`, the shipped plan) and cuBLAS thro
 ``torch.nn.functional.scaled_mm``, each the median of ``triton.testing.do_bench`` (200 ms),
 ours then the vendor's then ours again (the two medians of ours averaged), after a check of
 ours against the vendor's output (SNR, dB). Quantization is not timed; the Linear step with
-quantization is :mod:`.bench`'s. Prints a markdown table, geomeans last.
+quantization is :mod:`.bench`'s. Prints a markdown table, geomeans last. Each ``--ws`` adds a
+column: the warp-specialized kernel (:mod:`.fp8_block_ws`) launched directly with that
+configuration (how its ``WS_CONFIGS`` entries are chosen).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import torch
 import triton.testing
 
 from kernel_ratchet.harness.correctness import snr_db
+from kernel_ratchet.kernels.gemm import fp8_block_ws
 from kernel_ratchet.kernels.gemm.bench import SHAPE_SETS
 from kernel_ratchet.kernels.gemm.kernel import SCALE_BLOCK
 from kernel_ratchet.kernels.gemm.launch import matmul
@@ -34,8 +37,24 @@ def _ms(fn) -> float:
     return float(triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median"))
 
 
-def row(M: int, N: int, K: int, layout: str) -> tuple[float, float, float]:
-    """(ours TFLOPS, vendor TFLOPS, SNR of ours against the vendor's output) of one shape."""
+def ws_config(spec: str) -> dict[str, int]:
+    """``"block_n=128,stages=6"`` -> keyword arguments of
+    :func:`.fp8_block_ws.matmul_fp8_block_ws`; anything else exits with the allowed keys."""
+    allowed = ("block_n", "stages", "mode", "group_m", "consumer_regs")
+    out: dict[str, int] = {}
+    for part in filter(None, spec.split(",")):
+        key, _, value = part.partition("=")
+        if key not in allowed or not value.isdigit():
+            raise SystemExit(f"error: --ws takes {'/'.join(allowed)}=INT pairs, got {part!r}")
+        out[key] = int(value)
+    return out
+
+
+def row(
+    M: int, N: int, K: int, layout: str, ws: tuple[dict[str, int], ...] = ()
+) -> tuple[float, float, float, list[float]]:
+    """(ours TFLOPS, vendor TFLOPS, SNR of ours against the vendor's output, TFLOPS of the WS
+    kernel under each config of ``ws``) of one shape."""
     gen = torch.Generator(device="cuda").manual_seed(0)
     a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16, generator=gen)
     b = torch.randn(N, K, device="cuda", dtype=torch.bfloat16, generator=gen)
@@ -63,7 +82,18 @@ def row(M: int, N: int, K: int, layout: str) -> tuple[float, float, float]:
     t_vendor = _ms(vendor)
     t_ours = (t_ours + _ms(ours)) / 2
     flops = 2 * M * N * K
-    return flops / t_ours / 1e9, flops / t_vendor / 1e9, snr
+    extra = []
+    for cfg in ws:
+
+        def run(cfg: dict[str, int] = cfg) -> torch.Tensor:
+            return fp8_block_ws.matmul_fp8_block_ws(
+                qa.data, qb.data, qa.scale, qb.scale, b_scale_group_n=group, **cfg
+            )
+
+        if snr_db(run().float(), vendor().float()) < 40.0:
+            raise SystemExit(f"error: --ws {cfg} computes a different product on {M}x{N}x{K}")
+        extra.append(flops / _ms(run) / 1e9)
+    return flops / t_ours / 1e9, flops / t_vendor / 1e9, snr, extra
 
 
 def main() -> None:
@@ -71,23 +101,27 @@ def main() -> None:
     p.add_argument("--shapes", choices=sorted(SHAPE_SETS), default="model")
     p.add_argument("--limit", type=int, default=0, help="only the first N shapes")
     p.add_argument("--layout", choices=["fwd", "wgrad"], default="fwd")
+    p.add_argument("--ws", action="append", default=[], help="a WS kernel config to time too")
     args = p.parse_args()
+    ws = tuple(ws_config(spec) for spec in args.ws)
     shapes = SHAPE_SETS[args.shapes]()
     shapes = shapes[: args.limit] if args.limit else shapes
-    print("| shape | M | N | K | ours TFLOPS | scaled_mm TFLOPS | ratio | SNR dB |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    logs: list[tuple[float, float]] = []
+    extra = "".join(f" ws {spec} |" for spec in args.ws)
+    print(f"| shape | M | N | K | ours TFLOPS | scaled_mm TFLOPS | ratio | SNR dB |{extra}")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(ws))
+    logs: list[list[float]] = []
     for s in shapes:
-        ours, vendor, snr = row(s.M, s.N, s.K, args.layout)
-        logs.append((math.log(ours), math.log(vendor)))
+        ours, vendor, snr, more = row(s.M, s.N, s.K, args.layout, ws)
+        logs.append([math.log(x) for x in (ours, vendor, *more)])
+        cells = "".join(f" {x:.0f} |" for x in more)
         print(
             f"| {s.label} | {s.M} | {s.N} | {s.K} | {ours:.0f} | {vendor:.0f} "
-            f"| {ours / vendor:.3f} | {snr:.1f} |",
+            f"| {ours / vendor:.3f} | {snr:.1f} |{cells}",
             flush=True,
         )
-    go = math.exp(sum(x for x, _ in logs) / len(logs))
-    gv = math.exp(sum(y for _, y in logs) / len(logs))
-    print(f"| geomean | | | | {go:.0f} | {gv:.0f} | {go / gv:.3f} | |")
+    g = [math.exp(sum(col) / len(col)) for col in zip(*logs, strict=True)]
+    cells = "".join(f" {x:.0f} |" for x in g[2:])
+    print(f"| geomean | | | | {g[0]:.0f} | {g[1]:.0f} | {g[0] / g[1]:.3f} | |{cells}")
 
 
 if __name__ == "__main__":
