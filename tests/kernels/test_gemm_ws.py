@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernel_ratchet.kernels.gemm import fp8_block_ws as ws
+from kernel_ratchet.kernels.gemm import fp8_block_ws_launch as ws
 from kernel_ratchet.kernels.gemm import launch
 from kernel_ratchet.kernels.gemm.configs import CONFIGS, WS_CONFIGS
 from kernel_ratchet.kernels.gemm.kernel import SCALE_BLOCK

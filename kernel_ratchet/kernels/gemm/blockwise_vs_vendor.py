@@ -23,7 +23,7 @@ import torch
 import triton.testing
 
 from kernel_ratchet.harness.correctness import snr_db
-from kernel_ratchet.kernels.gemm import fp8_block_ws
+from kernel_ratchet.kernels.gemm import fp8_block_ws_launch as fp8_block_ws
 from kernel_ratchet.kernels.gemm.bench import SHAPE_SETS
 from kernel_ratchet.kernels.gemm.kernel import SCALE_BLOCK
 from kernel_ratchet.kernels.gemm.launch import matmul
@@ -39,7 +39,7 @@ def _ms(fn) -> float:
 
 def ws_config(spec: str) -> dict[str, int]:
     """``"block_n=128,stages=6"`` -> keyword arguments of
-    :func:`.fp8_block_ws.matmul_fp8_block_ws`; anything else exits with the allowed keys."""
+    :func:`.fp8_block_ws_launch.matmul_fp8_block_ws`; anything else exits with the allowed keys."""
     allowed = ("block_n", "stages", "mode", "group_m", "consumer_regs")
     out: dict[str, int] = {}
     for part in filter(None, spec.split(",")):

@@ -1,36 +1,23 @@
 """Warp-specialized blockwise FP8 GEMM for Hopper (Gluon): ``C = (A * sa) @ (B * sb)ᵀ``.
 
-Why a second kernel: blockwise scaling (1x128 activation groups, 128x128 or 1x128 weight
-groups) multiplies each 128-wide k-group's partial product by its scales in fp32 before it is
-added to the accumulator. In the Triton kernel of :mod:`.kernel` every k-group's wgmma must
-therefore complete before its scaled accumulation, so the tensor cores idle while the CUDA
-cores scale, and the loads and the math share the same warps. This kernel splits a CTA into
+Blockwise scaling (1x128 activation groups, 128x128 or 1x128 weight groups) multiplies each
+128-wide k-group's partial product by its scales in fp32 before it joins the accumulator. In the
+Triton kernel of :mod:`.kernel` every k-group's wgmma must complete before its scaled
+accumulation, so the tensor cores idle while the CUDA cores scale. This kernel splits a CTA into
+one producer warp that only issues TMA loads into a ring of ``STAGES`` shared-memory stages
+(``ready`` / ``empty`` mbarriers per stage), and two consumer warpgroups, each owning 64 rows of
+the 128-row output tile, in separate partitions: neither waits for the other, so one's scaling
+overlaps the other's wgmma. The grid is persistent (one CTA per SM) over grouped-M ordered
+tiles; the producer fetches the next tile while the consumers store this one (TMA store).
 
-* one producer warp that only issues TMA loads into a ring of ``STAGES`` shared-memory stages
-  (``ready`` / ``empty`` mbarriers per stage);
-* two consumer warpgroups, each owning 64 rows of the 128-row output tile, that issue the
-  wgmma of k-group ``k + 1`` before they wait for the one of k-group ``k`` and scale it
-  (two partial accumulators in flight), then release the stage.
-
-The two consumer warpgroups are separate partitions: neither waits for the other, so one's
-scaling overlaps the other's wgmma as well. The grid is persistent (one CTA per SM) over
-grouped-M ordered tiles, so the producer fetches the next tile while the consumers store
-this one (TMA store from shared memory).
-
-Operands must be K-major FP8 (``A [M, K]``, ``B [N, K]``) with 16-byte aligned rows, and the
-bf16 output's rows 16-byte aligned (``N % 8 == 0``); :func:`supported` says whether a problem
-qualifies, and the launcher (:mod:`.launch`) falls back to the Triton kernel otherwise.
-Scales are fp32, ``sa [M, ceil(K/128)]``, ``sb [ceil(N/G), ceil(K/128)]`` with ``G`` =
-``SB_GROUP_N`` (128: one scale per 128x128 weight block; 1: one per row of ``B``), any
-strides.
+Operands: K-major FP8 ``A [M, K]``, ``B [N, K]`` with 16-byte aligned rows; fp32 scales
+``sa [M, ceil(K/128)]``, ``sb [ceil(N/G), ceil(K/128)]`` with ``G`` = ``SB_GROUP_N`` (128: one
+per 128x128 weight block; 1: one per row of ``B``), any strides. The host side (checks,
+descriptors, launch, offline compile) is :mod:`.fp8_block_ws_launch`.
 """
 
 from __future__ import annotations
 
-import functools
-
-import torch
-import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
@@ -40,7 +27,6 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma,
     warpgroup_mma_wait,
 )
-from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 #: Rows of the output tile each consumer warpgroup owns (the wgmma M of one warpgroup).
 ROWS = 64
@@ -48,10 +34,6 @@ ROWS = 64
 KGROUP = 128
 HALF_M = gl.constexpr(ROWS)
 BLOCK_K = gl.constexpr(KGROUP)
-#: Registers per thread at launch: 12 warps (two consumer warpgroups and the producer's,
-#: padded to a warpgroup) x 168 fit the 64 K register file; the partitions then move
-#: registers from the producer to the consumers (``CONSUMER_REGS``).
-MAXNREG = 168
 
 
 @gluon.jit
@@ -399,149 +381,4 @@ def _fp8_block_ws_kernel(
         ],
         [4, 1],
         [CONSUMER_REGS, 40],
-    )
-
-
-@functools.cache
-def _layouts(block_n: int, a_dtype: torch.dtype, b_dtype: torch.dtype, out_dtype: torch.dtype):
-    gl_of = {
-        torch.float8_e4m3fn: gl.float8e4nv,
-        torch.float8_e5m2: gl.float8e5,
-        torch.bfloat16: gl.bfloat16,
-        torch.float16: gl.float16,
-    }
-    return (
-        gl.NVMMASharedLayout.get_default_for([ROWS, KGROUP], gl_of[a_dtype]),
-        gl.NVMMASharedLayout.get_default_for([block_n, KGROUP], gl_of[b_dtype]),
-        gl.NVMMASharedLayout.get_default_for([ROWS, block_n], gl_of[out_dtype]),
-    )
-
-
-def _rows_ok(t: torch.Tensor) -> bool:
-    return (
-        t.dim() == 2
-        and t.stride(1) == 1
-        and t.data_ptr() % 16 == 0
-        and (t.stride(0) * t.element_size()) % 16 == 0
-    )
-
-
-@functools.lru_cache(maxsize=8)
-def _sm90(device: torch.device) -> bool:
-    return torch.cuda.get_device_capability(device) == (9, 0)
-
-
-def supported(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype) -> bool:
-    """Whether this kernel can run ``a [M, K] @ b [N, K]ᵀ`` here: an sm_90 GPU, FP8 K-major
-    operands with 16-byte aligned rows, and output rows of 16 bytes (``N`` a multiple of 8)."""
-    if a.device.type != "cuda" or not _sm90(a.device):
-        return False
-    if out_dtype not in (torch.bfloat16, torch.float16):
-        return False
-    fp8 = (torch.float8_e4m3fn, torch.float8_e5m2)
-    return a.dtype in fp8 and b.dtype in fp8 and _rows_ok(a) and _rows_ok(b) and b.shape[0] % 8 == 0
-
-
-def matmul_fp8_block_ws(
-    a: torch.Tensor,
-    b: torch.Tensor,
-    a_scale: torch.Tensor,
-    b_scale: torch.Tensor,
-    *,
-    b_scale_group_n: int,
-    out_dtype: torch.dtype = torch.bfloat16,
-    block_n: int = 128,
-    stages: int = 4,
-    group_m: int = 8,
-    consumer_regs: int = 232,
-    mode: int = 1,
-    num_sms: int | None = None,
-) -> torch.Tensor:
-    """``a [M, K] @ b [N, K]ᵀ`` with blockwise scales (see the module docstring) -> ``[M, N]``.
-
-    The caller checks :func:`supported` first. ``block_n`` (a multiple of 8, at most 256),
-    ``stages`` and ``group_m`` are the launch configuration; shared memory is
-    ``stages * (128 + block_n) * 128 + 2 * 64 * block_n * 2`` bytes.
-    """
-    M, K = a.shape
-    N = b.shape[0]
-    c = torch.empty((M, N), dtype=out_dtype, device=a.device)
-    la, lb, lc = _layouts(block_n, a.dtype, b.dtype, out_dtype)
-    a_desc = TensorDescriptor.from_tensor(a, [ROWS, KGROUP], la)
-    b_desc = TensorDescriptor.from_tensor(b, [block_n, KGROUP], lb)
-    c_desc = TensorDescriptor.from_tensor(c, [ROWS, block_n], lc)
-    sms = num_sms or torch.cuda.get_device_properties(a.device).multi_processor_count
-    tiles = triton.cdiv(M, 2 * ROWS) * triton.cdiv(N, block_n)
-    _fp8_block_ws_kernel[(min(sms, tiles),)](
-        a_desc,
-        b_desc,
-        c_desc,
-        a_scale,
-        b_scale,
-        M,
-        N,
-        K,
-        a_scale.stride(0),
-        a_scale.stride(1),
-        b_scale.stride(0),
-        b_scale.stride(1),
-        SB_GROUP_N=b_scale_group_n,
-        BLOCK_N=block_n,
-        GROUP_M=group_m,
-        STAGES=stages,
-        NUM_SMS=sms,
-        CONSUMER_REGS=consumer_regs,
-        MODE=mode,
-        num_warps=4,
-        maxnreg=MAXNREG,
-    )
-    return c
-
-
-def compile_offline(
-    *,
-    block_n: int = 128,
-    stages: int = 4,
-    group_m: int = 8,
-    b_scale_group_n: int = 128,
-    mode: int = 1,
-    consumer_regs: int = 232,
-    arch: int = 90,
-):
-    """The kernel compiled for ``sm_<arch>`` without a GPU (Triton's front end and the ptxas it
-    ships), as :func:`matmul_fp8_block_ws` would launch it on E4M3 operands; read its cost with
-    :func:`kernel_ratchet.kernels.offline.resources`."""
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-
-    la, lb, lc = _layouts(block_n, torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16)
-    fn = _fp8_block_ws_kernel
-    consts = dict(
-        SB_GROUP_N=b_scale_group_n,
-        BLOCK_N=block_n,
-        GROUP_M=group_m,
-        STAGES=stages,
-        NUM_SMS=132,
-        CONSUMER_REGS=consumer_regs,
-        MODE=mode,
-    )
-    sig = {
-        "a_desc": f"tensordesc<fp8e4nv[{ROWS}, {KGROUP}],{la!r}>",
-        "b_desc": f"tensordesc<fp8e4nv[{block_n}, {KGROUP}],{lb!r}>",
-        "c_desc": f"tensordesc<bf16[{ROWS}, {block_n}],{lc!r}>",
-        "sa_ptr": "*fp32",
-        "sb_ptr": "*fp32",
-    }
-    sig.update(dict.fromkeys(("M", "N", "K"), "i32"))
-    sig.update(dict.fromkeys(("stride_sam", "stride_sak", "stride_sbn", "stride_sbk"), "i32"))
-    sig.update(dict.fromkeys(consts, "constexpr"))
-    names = fn.arg_names
-    src = GluonASTSource(
-        fn,
-        sig,
-        {(names.index(k),): v for k, v in consts.items()},
-        {(names.index(p),): [["tt.divisibility", 16]] for p in ("sa_ptr", "sb_ptr")},
-    )
-    return triton.compile(
-        src, target=GPUTarget("cuda", arch, 32), options={"num_warps": 4, "maxnreg": MAXNREG}
     )

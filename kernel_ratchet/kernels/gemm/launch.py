@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 import triton
 
-from kernel_ratchet.kernels.gemm import fp8_block_ws
+from kernel_ratchet.kernels.gemm import fp8_block_ws_launch as fp8_block_ws
 from kernel_ratchet.kernels.gemm.configs import (
     WS_CONFIGS,
     GemmConfig,

@@ -1,0 +1,168 @@
+"""Host side of the warp-specialized blockwise FP8 GEMM (:mod:`.fp8_block_ws`).
+
+:func:`supported` says whether a problem qualifies (an sm_90 GPU, FP8 K-major operands with
+16-byte aligned rows, output rows of 16 bytes); :func:`matmul_fp8_block_ws` builds the TMA
+descriptors and launches the kernel; :func:`compile_offline` compiles it for sm_90 without a GPU.
+The dense launcher (:mod:`.launch`) routes blockwise GEMMs here by ``configs.WS_CONFIGS``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import triton
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+from kernel_ratchet.kernels.gemm.fp8_block_ws import KGROUP, ROWS, _fp8_block_ws_kernel
+
+#: Registers per thread at launch: 12 warps (two consumer warpgroups and the producer's,
+#: padded to a warpgroup) x 168 fit the 64 K register file; the partitions then move
+#: registers from the producer to the consumers (``CONSUMER_REGS``).
+MAXNREG = 168
+
+
+@functools.cache
+def _layouts(block_n: int, a_dtype: torch.dtype, b_dtype: torch.dtype, out_dtype: torch.dtype):
+    gl_of = {
+        torch.float8_e4m3fn: gl.float8e4nv,
+        torch.float8_e5m2: gl.float8e5,
+        torch.bfloat16: gl.bfloat16,
+        torch.float16: gl.float16,
+    }
+    return (
+        gl.NVMMASharedLayout.get_default_for([ROWS, KGROUP], gl_of[a_dtype]),
+        gl.NVMMASharedLayout.get_default_for([block_n, KGROUP], gl_of[b_dtype]),
+        gl.NVMMASharedLayout.get_default_for([ROWS, block_n], gl_of[out_dtype]),
+    )
+
+
+def _rows_ok(t: torch.Tensor) -> bool:
+    return (
+        t.dim() == 2
+        and t.stride(1) == 1
+        and t.data_ptr() % 16 == 0
+        and (t.stride(0) * t.element_size()) % 16 == 0
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _sm90(device: torch.device) -> bool:
+    return torch.cuda.get_device_capability(device) == (9, 0)
+
+
+def supported(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype) -> bool:
+    """Whether this kernel can run ``a [M, K] @ b [N, K]ᵀ`` here: an sm_90 GPU, FP8 K-major
+    operands with 16-byte aligned rows, and output rows of 16 bytes (``N`` a multiple of 8)."""
+    if a.device.type != "cuda" or not _sm90(a.device):
+        return False
+    if out_dtype not in (torch.bfloat16, torch.float16):
+        return False
+    fp8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+    return a.dtype in fp8 and b.dtype in fp8 and _rows_ok(a) and _rows_ok(b) and b.shape[0] % 8 == 0
+
+
+def matmul_fp8_block_ws(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    a_scale: torch.Tensor,
+    b_scale: torch.Tensor,
+    *,
+    b_scale_group_n: int,
+    out_dtype: torch.dtype = torch.bfloat16,
+    block_n: int = 128,
+    stages: int = 4,
+    group_m: int = 8,
+    consumer_regs: int = 232,
+    mode: int = 1,
+    num_sms: int | None = None,
+) -> torch.Tensor:
+    """``a [M, K] @ b [N, K]ᵀ`` with blockwise scales (see the module docstring) -> ``[M, N]``.
+
+    The caller checks :func:`supported` first. ``block_n`` (a multiple of 8, at most 256),
+    ``stages`` and ``group_m`` are the launch configuration; shared memory is
+    ``stages * (128 + block_n) * 128 + 2 * 64 * block_n * 2`` bytes.
+    """
+    M, K = a.shape
+    N = b.shape[0]
+    c = torch.empty((M, N), dtype=out_dtype, device=a.device)
+    la, lb, lc = _layouts(block_n, a.dtype, b.dtype, out_dtype)
+    a_desc = TensorDescriptor.from_tensor(a, [ROWS, KGROUP], la)
+    b_desc = TensorDescriptor.from_tensor(b, [block_n, KGROUP], lb)
+    c_desc = TensorDescriptor.from_tensor(c, [ROWS, block_n], lc)
+    sms = num_sms or torch.cuda.get_device_properties(a.device).multi_processor_count
+    tiles = triton.cdiv(M, 2 * ROWS) * triton.cdiv(N, block_n)
+    _fp8_block_ws_kernel[(min(sms, tiles),)](
+        a_desc,
+        b_desc,
+        c_desc,
+        a_scale,
+        b_scale,
+        M,
+        N,
+        K,
+        a_scale.stride(0),
+        a_scale.stride(1),
+        b_scale.stride(0),
+        b_scale.stride(1),
+        SB_GROUP_N=b_scale_group_n,
+        BLOCK_N=block_n,
+        GROUP_M=group_m,
+        STAGES=stages,
+        NUM_SMS=sms,
+        CONSUMER_REGS=consumer_regs,
+        MODE=mode,
+        num_warps=4,
+        maxnreg=MAXNREG,
+    )
+    return c
+
+
+def compile_offline(
+    *,
+    block_n: int = 128,
+    stages: int = 4,
+    group_m: int = 8,
+    b_scale_group_n: int = 128,
+    mode: int = 1,
+    consumer_regs: int = 232,
+    arch: int = 90,
+):
+    """The kernel compiled for ``sm_<arch>`` without a GPU (Triton's front end and the ptxas it
+    ships), as :func:`matmul_fp8_block_ws` would launch it on E4M3 operands; read its cost with
+    :func:`kernel_ratchet.kernels.offline.resources`."""
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    la, lb, lc = _layouts(block_n, torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16)
+    fn = _fp8_block_ws_kernel
+    consts = dict(
+        SB_GROUP_N=b_scale_group_n,
+        BLOCK_N=block_n,
+        GROUP_M=group_m,
+        STAGES=stages,
+        NUM_SMS=132,
+        CONSUMER_REGS=consumer_regs,
+        MODE=mode,
+    )
+    sig = {
+        "a_desc": f"tensordesc<fp8e4nv[{ROWS}, {KGROUP}],{la!r}>",
+        "b_desc": f"tensordesc<fp8e4nv[{block_n}, {KGROUP}],{lb!r}>",
+        "c_desc": f"tensordesc<bf16[{ROWS}, {block_n}],{lc!r}>",
+        "sa_ptr": "*fp32",
+        "sb_ptr": "*fp32",
+    }
+    sig.update(dict.fromkeys(("M", "N", "K"), "i32"))
+    sig.update(dict.fromkeys(("stride_sam", "stride_sak", "stride_sbn", "stride_sbk"), "i32"))
+    sig.update(dict.fromkeys(consts, "constexpr"))
+    names = fn.arg_names
+    src = GluonASTSource(
+        fn,
+        sig,
+        {(names.index(k),): v for k, v in consts.items()},
+        {(names.index(p),): [["tt.divisibility", 16]] for p in ("sa_ptr", "sb_ptr")},
+    )
+    return triton.compile(
+        src, target=GPUTarget("cuda", arch, 32), options={"num_warps": 4, "maxnreg": MAXNREG}
+    )
