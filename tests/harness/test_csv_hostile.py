@@ -3,10 +3,8 @@ valid output, in time linear in the rows."""
 
 from __future__ import annotations
 
-import gc
 import json
 import math
-import time
 
 import pytest
 
@@ -18,6 +16,7 @@ from kernel_ratchet.harness.csv_schema import (
     read_csv,
     write_csv,
 )
+from tests.cpu_time import best_cpu_seconds
 
 GEMM = SCHEMAS["gemm"]
 
@@ -30,20 +29,7 @@ def _gemm_text(n: int) -> str:
 
 
 def _parse_seconds(text: str) -> float:
-    """Best-of-three CPU time of one parse (CPU time, so other processes do not count), with
-    the garbage collector off: its pauses depend on everything else alive in the test process
-    and swung the 4x-rows ratio from 2.6x to 7.3x; without them it reads 4.0-4.3x."""
-    best = math.inf
-    for _ in range(3):
-        gc.collect()
-        gc.disable()
-        try:
-            t0 = time.process_time()
-            parse_csv_text(text)
-            best = min(best, time.process_time() - t0)
-        finally:
-            gc.enable()
-    return best
+    return best_cpu_seconds(lambda: parse_csv_text(text))
 
 
 def test_parse_time_grows_linearly_with_rows():
