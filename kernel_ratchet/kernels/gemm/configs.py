@@ -175,7 +175,14 @@ CONFIGS: dict[str, dict[str, GemmConfig]] = {
 WS_CONFIGS: dict[str, dict[str, GemmConfig]] = {
     "fp8_block": {
         "large": GemmConfig(
-            128, 128, 128, group_m=8, num_warps=4, num_stages=6, persistent=True, use_tma=True,
+            128,
+            128,
+            128,
+            group_m=8,
+            num_warps=4,
+            num_stages=6,
+            persistent=True,
+            use_tma=True,
             k_unroll=2,
         ),
     },
