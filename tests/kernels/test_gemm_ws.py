@@ -9,6 +9,7 @@ import torch
 from kernel_ratchet.kernels.gemm import fp8_block_ws_launch as ws
 from kernel_ratchet.kernels.gemm import launch
 from kernel_ratchet.kernels.gemm.configs import CONFIGS, WS_CONFIGS
+from kernel_ratchet.kernels.gemm.fp8_block_ws import _fp8_block_ws_kernel
 from kernel_ratchet.kernels.gemm.kernel import SCALE_BLOCK
 from kernel_ratchet.kernels.offline import SM90_SHARED_BYTES, resources
 from kernel_ratchet.kernels.quant.launch import quant_fp8_block_128x128, quant_fp8_blockwise_1x128
@@ -24,6 +25,35 @@ def test_shipped_tile_compiles_for_sm90_unspilled_and_pipelined(mode):
     assert SM90_SHARED_BYTES - res.shared_bytes < 8192  # six 32 KiB stages + the C staging
     assert res.spill_bytes == 0, res.line()
     assert not res.serialized, "ptxas serialized the wgmma pipeline"
+
+
+class _LaunchRecorder:
+    """Stands in for the Gluon kernel: ``kernel[grid](*args, **kw)`` records instead of running."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __getitem__(self, grid):
+        return lambda *args, **kw: self.calls.append((grid, args, kw))
+
+
+def test_a_launch_passes_the_constexprs_and_options_the_offline_compile_checks(monkeypatch):
+    rec = _LaunchRecorder()
+    monkeypatch.setattr(ws, "_fp8_block_ws_kernel", rec)
+    M, N, K = 384, 256, 640
+    a, b = torch.zeros(M, K, dtype=E4M3), torch.zeros(N, K, dtype=E4M3)
+    sa, sb = torch.ones(5, M).t(), torch.ones(2, 5)
+    out = ws.matmul_fp8_block_ws(
+        a, b, sa, sb, b_scale_group_n=128, stages=5, group_m=4, mode=0, num_sms=2
+    )
+    assert out.shape == (M, N) and out.dtype == torch.bfloat16
+    ((grid, args, kw),) = rec.calls
+    assert grid == (2,)  # min(SMs, 3 x 2 tiles of 128 x 128)
+    assert args[5:] == (M, N, K, 1, M, 5, 1)
+    assert kw == {**ws._constexprs(128, 128, 4, 5, 2, 232, 0), **ws.OPTIONS}
+    # every keyword but the options is one of the kernel's constexpr parameters, all of them
+    names = _fp8_block_ws_kernel.arg_names
+    assert sorted(set(kw) - set(ws.OPTIONS)) == sorted(names[names.index("SB_GROUP_N") :])
 
 
 def test_supported_needs_an_sm90_gpu_and_aligned_fp8_rows():

@@ -21,6 +21,23 @@ from kernel_ratchet.kernels.gemm.fp8_block_ws import KGROUP, ROWS, _fp8_block_ws
 #: padded to a warpgroup) x 168 fit the 64 K register file; the partitions then move
 #: registers from the producer to the consumers (``CONSUMER_REGS``).
 MAXNREG = 168
+#: Compile options of every launch: the default partition is one consumer warpgroup.
+OPTIONS = {"num_warps": 4, "maxnreg": MAXNREG}
+
+
+def _constexprs(
+    group_n: int, block_n: int, group_m: int, stages: int, sms: int, regs: int, mode: int
+) -> dict[str, int]:
+    """The kernel's constexpr arguments, the same for a launch and an offline compile."""
+    return dict(
+        SB_GROUP_N=group_n,
+        BLOCK_N=block_n,
+        GROUP_M=group_m,
+        STAGES=stages,
+        NUM_SMS=sms,
+        CONSUMER_REGS=regs,
+        MODE=mode,
+    )
 
 
 @functools.cache
@@ -106,15 +123,8 @@ def matmul_fp8_block_ws(
         a_scale.stride(1),
         b_scale.stride(0),
         b_scale.stride(1),
-        SB_GROUP_N=b_scale_group_n,
-        BLOCK_N=block_n,
-        GROUP_M=group_m,
-        STAGES=stages,
-        NUM_SMS=sms,
-        CONSUMER_REGS=consumer_regs,
-        MODE=mode,
-        num_warps=4,
-        maxnreg=MAXNREG,
+        **_constexprs(b_scale_group_n, block_n, group_m, stages, sms, consumer_regs, mode),
+        **OPTIONS,
     )
     return c
 
@@ -137,15 +147,7 @@ def compile_offline(
 
     la, lb, lc = _layouts(block_n, torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16)
     fn = _fp8_block_ws_kernel
-    consts = dict(
-        SB_GROUP_N=b_scale_group_n,
-        BLOCK_N=block_n,
-        GROUP_M=group_m,
-        STAGES=stages,
-        NUM_SMS=132,
-        CONSUMER_REGS=consumer_regs,
-        MODE=mode,
-    )
+    consts = _constexprs(b_scale_group_n, block_n, group_m, stages, 132, consumer_regs, mode)
     sig = {
         "a_desc": f"tensordesc<fp8e4nv[{ROWS}, {KGROUP}],{la!r}>",
         "b_desc": f"tensordesc<fp8e4nv[{block_n}, {KGROUP}],{lb!r}>",
@@ -163,6 +165,4 @@ def compile_offline(
         {(names.index(k),): v for k, v in consts.items()},
         {(names.index(p),): [["tt.divisibility", 16]] for p in ("sa_ptr", "sb_ptr")},
     )
-    return triton.compile(
-        src, target=GPUTarget("cuda", arch, 32), options={"num_warps": 4, "maxnreg": MAXNREG}
-    )
+    return triton.compile(src, target=GPUTarget("cuda", arch, 32), options=OPTIONS)
