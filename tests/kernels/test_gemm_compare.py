@@ -32,6 +32,8 @@ def test_set_prints_the_table_and_fills_the_dispatch_table(tmp_path, capsys):
     (m,) = got.rows
     assert (m.M, m.N, m.K, m.granularity) == (32, 32, 128, "blockwise")
     assert m.fp8_step_ms > 0 and m.bf16_step_ms > 0
+    # the written table, not the shipped one, decides the rendered dispatched column
+    assert f"| {m.faster} |" in rows[0]
     assert "--set cpu" in json.loads(table.read_text())["info"]["command"]
 
 
@@ -42,6 +44,21 @@ def test_bad_option_combinations_are_usage_errors(argv, capsys):
     with pytest.raises(SystemExit) as e:
         bench.parse_args(argv)
     assert e.value.code == 2 and "--" in capsys.readouterr().err
+
+
+def test_dispatch_set_reaches_every_scale_within_a_factor_of_two():
+    """Decode rows to M = 4096 on model widths: a Linear of those widths lies within
+    ``MAX_DISTANCE`` of a measured shape."""
+    from kernel_ratchet.kernels.gemm.shapes import dispatch_shapes
+
+    got = dispatch_shapes()
+    assert got[: len(ODD_SHAPES)] == ODD_SHAPES
+    measured = dp.DispatchTable(
+        tuple(dp.Measured("blockwise", s.M, s.N, s.K, 1.0, 2.0) for s in got)
+    )
+    for M in (1, 3, 7, 24, 100, 500, 1500, 3000, 6000):
+        for N, K in ((4096, 4096), (14336, 4096), (4096, 14336)):
+            assert measured.nearest("blockwise", M, N, K) is not None, (M, N, K)
 
 
 def test_mixed_set_adds_model_guards_to_the_odd_shapes():

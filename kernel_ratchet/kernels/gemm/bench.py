@@ -3,7 +3,8 @@
     python -m kernel_ratchet.kernels.gemm.bench --dtype bf16|fp8
         [--granularity tensorwise|rowwise|blockwise] [--grad-dtype e4m3|e5m2]
         [--shapes model|large|odd|cpu] [-o out.csv] [--min-run-time 0.2] [--no-vendor]
-    python -m kernel_ratchet.kernels.gemm.bench --set odd [--fill-dispatch PATH] [-o out.md]
+    python -m kernel_ratchet.kernels.gemm.bench --set odd|dispatch [--fill-dispatch PATH]
+        [-o out.md]
 
 ``--set`` prints the side-by-side table of :mod:`.compare` instead (bf16 ours vs cuBLAS, FP8
 Linear vs the bf16 path) and can write the FP8 dispatch table from it.
@@ -60,6 +61,7 @@ SHAPE_SETS: dict[str, Callable[[], list[Shape]]] = {
     "large": sh.model_shapes_large_m,
     "odd": lambda: list(sh.ODD_SHAPES),
     "mixed": sh.mixed_shapes,
+    "dispatch": sh.dispatch_shapes,
     "cpu": lambda: list(sh.CPU_SHAPES),
 }
 
@@ -269,11 +271,10 @@ _LINEAR_DTYPE = {"cuda": torch.bfloat16, "cpu": torch.float16}
 
 
 def run_set(args: argparse.Namespace) -> int:
-    """The side-by-side table of :mod:`.compare`; exit 1 when a shape fails."""
+    """The side-by-side table of :mod:`.compare`; exit 1 when a shape fails. With
+    ``--fill-dispatch`` the table written from these rows decides their dispatched column."""
     device = "cuda" if torch.cuda.is_available() else "cpu"
     shapes = SHAPE_SETS[args.set_]()[: args.limit or None]
-    lines = [cmp.HEADER, "|" + "---|" * cmp.HEADER.count(" | ") + "---|"]
-    print("\n".join(lines), flush=True)
     rows = []
     for shape in shapes:
         try:
@@ -282,20 +283,20 @@ def run_set(args: argparse.Namespace) -> int:
         except Exception as exc:  # a failing shape is a FAIL row, not a crash of the table
             row = cmp.failed(shape, exc)
         rows.append(row)
-        lines.append(row.markdown())
-        print(lines[-1], flush=True)
+        print(row.markdown(), flush=True)
         if device == "cuda":
             torch.cuda.empty_cache()
-    lines.append("")
-    lines.append(cmp.summary(rows))
-    print(lines[-1])
-    if args.output:
-        Path(args.output).write_text("\n".join(lines) + "\n")
     if args.fill_dispatch:
         command = "python -m kernel_ratchet.kernels.gemm.bench " + " ".join(args.argv)
         table = cmp.dispatch_table(rows, args.granularity, command)
         Path(args.fill_dispatch).write_text(table.to_json())
         print(f"dispatch table: {len(table.rows)} shapes -> {args.fill_dispatch}")
+        rows = [cmp.redispatch(r, table, args.granularity) for r in rows]
+    lines = [cmp.HEADER, "|" + "---|" * cmp.HEADER.count(" | ") + "---|"]
+    lines += [r.markdown() for r in rows] + ["", cmp.summary(rows)]
+    print("\n".join(lines))
+    if args.output:
+        Path(args.output).write_text("\n".join(lines) + "\n")
     return 0 if all(r.ok for r in rows) else 1
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import triton
@@ -101,6 +101,12 @@ def measure(
     )
 
 
+def redispatch(row: Row, table: DispatchTable, granularity: str) -> Row:
+    """``row`` with its dispatched path as ``table`` decides it (times unchanged)."""
+    s = row.shape
+    return replace(row, dispatched=table.path_for(granularity, s.M, s.N, s.K))
+
+
 def failed(shape: Shape, exc: Exception) -> Row:
     nan = math.nan
     note = f"({type(exc).__name__}: {' '.join(str(exc).split())[:80]})"
@@ -144,9 +150,11 @@ def summary(rows: list[Row]) -> str:
     fwd = [r.vendor_fwd / r.fwd for r in ok]
     step = [r.vendor_step / r.step for r in ok]
     fp8 = [r.step / r.fp8_step for r in ok]
+    disp = [r.step / (r.step if r.dispatched == "bf16" else r.fp8_step) for r in ok]
     return (
         f"PASS {len(ok)}/{len(rows)}; bf16 vs cuBLAS: fwd min {min(fwd, default=math.nan):.2f} "
         f"geomean {geomean(fwd):.2f}, step min {min(step, default=math.nan):.2f} geomean "
         f"{geomean(step):.2f}; FP8 path vs bf16 step: min {min(fp8, default=math.nan):.2f} "
-        f"geomean {geomean(fp8):.2f}"
+        f"geomean {geomean(fp8):.2f}; FP8 dispatched vs bf16 step: min "
+        f"{min(disp, default=math.nan):.2f} geomean {geomean(disp):.2f}"
     )

@@ -7,7 +7,7 @@ than the halved GEMM time saves. Where that happens is measured, not guessed: th
 backward, quantization included) of the FP8 Linear and of the 16-bit Linear on a set of shapes.
 It is written by::
 
-    python -m kernel_ratchet.kernels.gemm.bench --set odd --fill-dispatch \
+    python -m kernel_ratchet.kernels.gemm.bench --set dispatch --fill-dispatch \
         kernel_ratchet/kernels/gemm/fp8_dispatch.json
 
 Rule (:meth:`DispatchTable.path_for`): the measured shape nearest to the call's, by distance
@@ -86,7 +86,7 @@ def parse_table(text: str, source: str = "dispatch table") -> DispatchTable:
     except (json.JSONDecodeError, TypeError, AttributeError) as exc:
         raise ValueError(
             f"{source}: not a dispatch table ({exc}); rewrite it with "
-            "`python -m kernel_ratchet.kernels.gemm.bench --set odd --fill-dispatch PATH`"
+            "`python -m kernel_ratchet.kernels.gemm.bench --set dispatch --fill-dispatch PATH`"
         ) from exc
     for r in rows:
         if min(r.M, r.N, r.K) < 1 or not (r.fp8_step_ms > 0 and r.bf16_step_ms > 0):

@@ -105,6 +105,21 @@ ODD_SHAPES: list[Shape] = [
     Shape("m128.n128.k16384", M=128, N=128, K=16384),
 ]
 
+#: Where the FP8 dispatch table is measured beyond the odd shapes: decode rows, small and
+#: mid-size batches and M = 4096 on common model widths, so that the nearest measured shape of
+#: most Linear calls lies within a factor of two along one axis (``dispatch.MAX_DISTANCE``).
+DISPATCH_GRID: list[Shape] = [
+    Shape(f"m{M}.n{N}.k{K}", M=M, N=N, K=K)
+    for M in (1, 4, 16, 64, 256, 1024, 4096)
+    for N, K in ((4096, 4096), (14336, 4096), (4096, 14336))
+]
+
+
+def dispatch_shapes() -> list[Shape]:
+    """The shapes the FP8 dispatch table is measured on: the odd shapes and the grid."""
+    return list(ODD_SHAPES) + DISPATCH_GRID
+
+
 #: Interpreter-sized shapes for CPU tests (odd sizes and a ragged 128-group included).
 CPU_SHAPES: list[Shape] = [
     Shape("m32.n32.k128", M=32, N=32, K=128),
