@@ -34,7 +34,8 @@ def test_set_prints_the_table_and_fills_the_dispatch_table(tmp_path, capsys):
     assert m.fp8_step_ms > 0 and m.bf16_step_ms > 0
     # the written table, not the shipped one, decides the rendered dispatched column
     assert f"| {m.faster} |" in rows[0]
-    assert "--set cpu" in json.loads(table.read_text())["info"]["command"]
+    command = json.loads(table.read_text())["info"]["command"]
+    assert "--set cpu" in command and str(md) not in command  # the output path is not kept
 
 
 @pytest.mark.parametrize(
@@ -53,6 +54,7 @@ def test_dispatch_set_reaches_every_scale_within_a_factor_of_two():
 
     got = dispatch_shapes()
     assert got[: len(ODD_SHAPES)] == ODD_SHAPES
+    assert len({(s.M, s.N, s.K) for s in got}) == len(got)  # each problem measured once
     measured = dp.DispatchTable(
         tuple(dp.Measured("blockwise", s.M, s.N, s.K, 1.0, 2.0) for s in got)
     )

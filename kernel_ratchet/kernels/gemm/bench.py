@@ -287,8 +287,7 @@ def run_set(args: argparse.Namespace) -> int:
         if device == "cuda":
             torch.cuda.empty_cache()
     if args.fill_dispatch:
-        command = "python -m kernel_ratchet.kernels.gemm.bench " + " ".join(args.argv)
-        table = cmp.dispatch_table(rows, args.granularity, command)
+        table = cmp.dispatch_table(rows, args.granularity, _command(args.argv))
         Path(args.fill_dispatch).write_text(table.to_json())
         print(f"dispatch table: {len(table.rows)} shapes -> {args.fill_dispatch}")
         rows = [cmp.redispatch(r, table, args.granularity) for r in rows]
@@ -298,6 +297,19 @@ def run_set(args: argparse.Namespace) -> int:
     if args.output:
         Path(args.output).write_text("\n".join(lines) + "\n")
     return 0 if all(r.ok for r in rows) else 1
+
+
+def _command(argv: list[str]) -> str:
+    """The command that measured a table, without where it wrote its markdown (``-o``)."""
+    kept, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in ("-o", "--output"):
+            skip = True
+        elif not arg.startswith(("-o", "--output=")):
+            kept.append(arg)
+    return " ".join(["python -m kernel_ratchet.kernels.gemm.bench", *kept])
 
 
 def _timer(min_run_time: float) -> Callable[[Callable[[], object]], float]:
