@@ -88,18 +88,31 @@ def test_fp8_step_never_takes_the_scalar_load_path(mnk):
 
 
 def test_sixteen_bit_pointer_path_gets_full_vectors_on_strides_off_16():
-    """K = 1000 (rows of 2000 bytes): the tiny bucket's pointer loads get A/B_ALIGN = 8."""
+    """K = 1000 (rows of 2000 bytes) on a pointer-path tile: A/B_ALIGN = 8."""
     a, b, d = cs._inputs(Shape("s", M=100, N=1000, K=1000), torch.bfloat16, "cpu")
-    c = cs.census_call(cs.linear_paths(a, b, d)["16bit.fwd"], dry=True)
+    with forced_config(GemmConfig(64, 64, 64, num_warps=4, num_stages=3)):
+        c = cs.census_call(cs.linear_paths(a, b, d)["16bit.fwd"], dry=True)
     (g,) = c.gemms()
     assert not g.get("USE_TMA") and g.get("A_ALIGN") == g.get("B_ALIGN") == 8
     assert c.unaligned_gemms() == 0
 
 
+@pytest.mark.parametrize("mnk", [(1, 4096, 4096), (7, 3584, 3584), (100, 1000, 1000)], ids=str)
+def test_tiny_outputs_take_one_launch_per_gemm(mnk):
+    """Decode rows and small outputs are host-bound: each GEMM of the 16-bit step is one
+    launch on TMA tiles, no split-K (whose zeroed buffer and cast are launches of their own)."""
+    M, N, K = mnk
+    a, b, d = cs._inputs(Shape("s", M=M, N=N, K=K), torch.bfloat16, "cpu")
+    for path in ("16bit.fwd", "16bit.bwd"):
+        c = cs.census_call(cs.linear_paths(a, b, d)[path], dry=True)
+        tiny = [g for g in c.gemms() if g.get("BLOCK_M") == 64 and g.get("BLOCK_N") <= 128]
+        assert tiny and all(g.get("SPLIT_K") == 1 and g.get("USE_TMA") for g in tiny), path
+
+
 @pytest.mark.parametrize(
     "mnk,bucket_tiles",
-    [((1000, 1000, 2000), (128, 128)), ((128, 128, 16384), (64, 128)), ((7, 3584, 3584), (64, 64))],
-    ids=["m1000", "longk", "m7"],
+    [((1000, 1000, 2000), (128, 128)), ((128, 128, 16384), (64, 128))],
+    ids=["m1000", "longk"],
 )
 def test_small_outputs_fill_at_least_half_the_sms(mnk, bucket_tiles):
     """Under-filled grids get smaller tiles and split-K: about half of 132 SMs busy or more."""
