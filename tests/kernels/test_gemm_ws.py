@@ -3,6 +3,12 @@ results on the H200 against the dequantized fp32 product (``pytest -m gpu``)."""
 
 from __future__ import annotations
 
+import functools
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -11,16 +17,38 @@ from kernel_ratchet.kernels.gemm import launch
 from kernel_ratchet.kernels.gemm.configs import CONFIGS, WS_CONFIGS
 from kernel_ratchet.kernels.gemm.fp8_block_ws import _fp8_block_ws_kernel
 from kernel_ratchet.kernels.gemm.kernel import SCALE_BLOCK
-from kernel_ratchet.kernels.offline import SM90_SHARED_BYTES, resources
+from kernel_ratchet.kernels.offline import SM90_SHARED_BYTES, Resources
 from kernel_ratchet.kernels.quant.launch import quant_fp8_block_128x128, quant_fp8_blockwise_1x128
 
 E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
 
 
+_COMPILE_BOTH = """
+import dataclasses, json
+from kernel_ratchet.kernels.gemm import fp8_block_ws_launch as ws
+from kernel_ratchet.kernels.offline import resources
+print(json.dumps([dataclasses.asdict(resources(ws.compile_offline(stages=6, mode=m)))
+                  for m in (0, 1)]))
+"""
+
+
+@functools.lru_cache(maxsize=1)
+def _shipped_tile_resources() -> list[Resources]:
+    """Both modes compiled in a process of their own, without the interpreter: in a pytest-xdist
+    worker that had run interpreted kernels, this compile once failed inside ``tl.cdiv`` on raw
+    IR values, as if the interpreter's patches of ``triton.language`` were still in place."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run(
+        [sys.executable, "-c", _COMPILE_BOTH], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    return [Resources(**r) for r in json.loads(out.stdout.strip().splitlines()[-1])]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", [0, 1], ids=["single", "paired"])
 def test_shipped_tile_compiles_for_sm90_unspilled_and_pipelined(mode):
-    res = resources(ws.compile_offline(stages=6, mode=mode))
+    res = _shipped_tile_resources()[mode]
     assert res.fits(), res.line()
     assert SM90_SHARED_BYTES - res.shared_bytes < 8192  # six 32 KiB stages + the C staging
     assert res.spill_bytes == 0, res.line()
