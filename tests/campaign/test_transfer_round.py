@@ -69,3 +69,20 @@ def test_the_summary_says_when_the_simulations_gains_are_all_noise():
     held = _verdict(_sim(2.0, 2.2), _sim(1.5, 1.65))
     assert _noise(held) == " (noise ±1.21%)"
     assert _noise({"train_gain": 0.1, "bench_gain": 0.1}) == ""  # a record written before
+
+
+def test_the_summary_says_when_the_simulation_disagrees_with_the_paired_ab():
+    """A dispatch change that leaves a model shape's path alone: the paired A/B read +0.37%
+    [-1.85%, +4.98%] there, two eager steps read -8.91% and -11.30% with ±5.71% noise. The
+    line must say they disagree and that the paired A/B decides; within its CI it must not."""
+    from kernel_ratchet.campaign.round_decision import ShapeResult
+    from kernel_ratchet.campaign.rounds.view import _noise
+
+    paired = ShapeResult("m", None, None, 0.0037, 0.03, "AMBIGUOUS", ci=(-0.0185, 0.0498))
+    dyn = {"train_gain": -0.0891, "bench_gain": -0.1130, "noise": 0.0571}
+    got = _noise(dyn, paired)
+    assert got.startswith(" (noise ±5.71%; the paired A/B measured +0.37% [-1.85%, +4.98%]")
+    assert "disagree" in got and "rests on the paired A/B" in got
+    near = {"train_gain": -0.05, "bench_gain": -0.06, "noise": 0.0571}
+    assert _noise(near, paired) == " (noise ±5.71%)"  # within the CI widened by the noise
+    assert _noise(dyn) == " (noise ±5.71%)"  # no paired result: nothing to compare

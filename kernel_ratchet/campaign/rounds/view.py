@@ -20,6 +20,7 @@ from kernel_ratchet.scoring.metrics import aggregates, geomean, primary_value
 
 if TYPE_CHECKING:
     from kernel_ratchet.campaign.context import CampaignContext
+    from kernel_ratchet.campaign.round_decision import ShapeResult
 
 
 def _shape_lines(c: CampaignContext, record: RoundRecord, table: BenchTable) -> list[ShapeLine]:
@@ -135,14 +136,34 @@ def view(c: CampaignContext, record: RoundRecord) -> RoundView:
     )
 
 
-def _noise(dyn: dict) -> str:
+def _noise(dyn: dict, paired: ShapeResult | None = None) -> str:
     """The simulation's noise beside its gains (eager steps of a few calls: a short op's
-    gains there can be all noise; the decision's gain is the paired A/B's)."""
+    gains there can be all noise; the decision's gain is the paired A/B's). ``paired``: the
+    paired A/B's result on the simulated shape; when both of the simulation's gains lie
+    outside its CI by more than their noise, the line says they disagree with it."""
     noise = dyn.get("noise")
     if noise is None:
         return ""
-    lost = noise > max(abs(dyn["train_gain"]), abs(dyn["bench_gain"]))
-    return f" (noise ±{noise:.2%}{': both within it, not a measured gain' if lost else ''})"
+    train, bench = dyn["train_gain"], dyn["bench_gain"]
+    if noise > max(abs(train), abs(bench)):
+        return f" (noise ±{noise:.2%}: both within it, not a measured gain)"
+    if paired is None or paired.ci is None:
+        return f" (noise ±{noise:.2%})"
+    lo, hi = paired.ci
+    if all(g < lo - noise or g > hi + noise for g in (train, bench)):
+        return (
+            f" (noise ±{noise:.2%}; the paired A/B measured {paired.delta:+.2%} "
+            f"[{lo:+.2%}, {hi:+.2%}] on this shape: these few eager steps disagree with it "
+            "beyond their noise, and the decision rests on the paired A/B)"
+        )
+    return f" (noise ±{noise:.2%})"
+
+
+def _paired_on(record: RoundRecord, label: str) -> ShapeResult | None:
+    d = record.decision
+    if not (d and d.paired):
+        return None
+    return next((s for s in d.per_shape if s.label == label), None)
 
 
 def transfer_of(record: RoundRecord) -> dict[str, str]:
@@ -159,7 +180,7 @@ def transfer_of(record: RoundRecord) -> dict[str, str]:
         t["Estimated real-training gain"] = (
             f"{dyn['train_gain']:+.2%} measured in the training idiom (fresh activations and "
             f"grad_out, weight updated in place) against {dyn['bench_gain']:+.2%} in the "
-            f"benchmark idiom, on {dyn['shape']}{_noise(dyn)}"
+            f"benchmark idiom, on {dyn['shape']}{_noise(dyn, _paired_on(record, dyn['shape']))}"
             + ("" if static.bucket[0] == "K" else f"; {t['Estimated real-training gain']}")
         )
         if dyn["verdict"] == "OVERFIT":
