@@ -83,6 +83,24 @@ def test_slow_shape_runs_the_16bit_path_forward_and_backward(monkeypatch, device
     assert_close(got, ad.reference(case), SNR_BF16)
 
 
+def test_the_path_adapter_measures_fp8_where_the_table_sends_the_linear_to_16_bit(
+    monkeypatch, device
+):
+    """Campaigns on the FP8 kernels over shapes the table dispatches away measure the FP8 path
+    itself (GemmFp8BlockwisePath); the user-facing adapter follows the table."""
+    from kernel_ratchet.kernels.gemm.adapter import GemmFp8BlockwisePath
+
+    shape = Shape("m50.n70.k200", M=50, N=70, K=200)
+    table = dp.DispatchTable((dp.Measured("blockwise", 50, 70, 200, 2.0, 1.0),))
+    monkeypatch.setattr(fp8, "fp8_path", table.path_for)
+    with forced_config(GemmConfig(32, 32, 128, num_warps=4, num_stages=2)):
+        for adapter, quantized in ((GemmFp8BlockwisePath(), True), (GemmFp8Blockwise(), False)):
+            case = adapter.make_case(shape, seed=0, device=device)
+            case.a, case.b, case.dout = (t.to(torch.float16) for t in (case.a, case.b, case.dout))
+            c = census_call(lambda a=adapter, k=case: a.outputs(k), dry=False)
+            assert (c.quant_passes() > 0) is quantized, type(adapter).__name__
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("granularity", ["tensorwise", "rowwise", "blockwise"])
 def test_fp8_path_itself_on_odd_shapes_on_gpu(granularity):
