@@ -86,7 +86,7 @@ def test_the_scenarios_plant_their_effect_on_the_right_side():
     assert ab_trials.scenario_sides(cuda=False)["slower 3%"][1].endswith(":SlowerFp16")
 
 
-@pytest.mark.slow
+@pytest.mark.soak
 def test_one_cpu_trial_of_every_scenario(tmp_path):
     out = tmp_path / "trials.json"
     results = ab_trials.run_trials(TrialPlan(trials=1, cuda=False), out, tmp_path / "logs")

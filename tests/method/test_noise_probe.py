@@ -27,7 +27,7 @@ def test_the_table_lists_every_variant_then_the_choice():
     assert text.splitlines()[-1].startswith("chosen: kept 'current'")
 
 
-@pytest.mark.slow
+@pytest.mark.soak
 def test_a_cpu_probe_writes_its_choice_once_every_variant_ran(tmp_path):
     out = tmp_path / "probe.json"
     variants = {"current": {}, "A B B A": {"alternations": 2}}
