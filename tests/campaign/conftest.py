@@ -106,6 +106,28 @@ def session_baseline(tmp_path_factory) -> Path:
     return _SESSION["baselined"]
 
 
+#: The hypothesis of the shared accepted round (:func:`session_accepted`).
+ACCEPTED_HYPOTHESIS = "32x32 output tiles: 4x fewer programs"
+
+
+def session_accepted(tmp_path_factory) -> Path:
+    """The session's baselined example with round-2 (32x32 output tiles, bucket K1) ACCEPTED
+    through ``ratchet validate``, built once for the whole run: the whole-campaign test goes on
+    from it, the MCP tests read it."""
+    if "accepted" not in _SESSION:
+
+        def build(dest: Path) -> Path:
+            root = dest / "proj"
+            shutil.copytree(session_baseline(tmp_path_factory), root, symlinks=True)
+            set_blocks(root, M=32, N=32)
+            r = ratchet(root, "validate", "--hypothesis", ACCEPTED_HYPOTHESIS, "--bucket", "K1")
+            assert r.returncode == 0 and "ACCEPTED" in r.stdout, r.stdout + r.stderr
+            return root
+
+        _SESSION["accepted"] = built_once(tmp_path_factory, "accepted", build)
+    return _SESSION["accepted"]
+
+
 @pytest.fixture(scope="session")
 def baselined(tmp_path_factory) -> Path:
     return session_baseline(tmp_path_factory)

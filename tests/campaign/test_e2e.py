@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 import yaml
@@ -24,6 +25,7 @@ from tests.campaign.conftest import (
     git,
     make_project,
     ratchet,
+    session_accepted,
     set_blocks,
 )
 
@@ -48,8 +50,14 @@ def test_check_then_init_opens_a_branch_with_an_empty_harness(tmp_path):
     assert "SHAPES = [\n]" in harness  # generated with empty SHAPES
 
 
-def test_whole_campaign(project):
-    root = project  # init and baseline run: the session's baselined project, copied
+@pytest.fixture
+def accepted(tmp_path_factory) -> Path:
+    return session_accepted(tmp_path_factory)
+
+
+def test_whole_campaign(accepted):
+    # init, baseline and round-2 (32x32 tiles, accepted) ran: the session's project, copied
+    root = accepted
     start = git(root, "rev-parse", "main").strip()  # the user's branch, where init started
     cdir = campaign_dir(root)
     assert git(root, "rev-parse", "--abbrev-ref", "HEAD").strip() == f"optimize/{cdir.name}"
@@ -83,18 +91,6 @@ def test_whole_campaign(project):
         assert f"'label': '{label}'" in (cdir / "quick_test_bench.py").read_text()
 
     # round 2: larger output tiles run far faster in the interpreter -> ACCEPTED, one commit
-    set_blocks(root, M=32, N=32)
-    r = _ok(
-        ratchet(
-            root,
-            "validate",
-            "--hypothesis",
-            "32x32 output tiles: 4x fewer programs",
-            "--bucket",
-            "K1",
-        )
-    )
-    assert "ACCEPTED" in r.stdout
     msg = git(root, "log", "-1", "--format=%B")
     assert re.match(r"\[optimize\] tiny_gemm TRITON round-2: 32x32 output tiles", msg)
     assert "Hypothesis: 32x32 output tiles: 4x fewer programs" in msg

@@ -24,12 +24,12 @@ from mcp.client.stdio import stdio_client  # noqa: E402
 
 from kernel_ratchet.mcp.tools import TOOL_NAMES  # noqa: E402
 from tests.campaign.conftest import (  # noqa: E402
+    ACCEPTED_HYPOTHESIS,
     break_kernel,
     campaign_dir,
     cli_env,
     ratchet,
-    session_baseline,
-    set_blocks,
+    session_accepted,
 )
 from tests.shared_build import built_once  # noqa: E402
 
@@ -47,10 +47,7 @@ def two_rounds(tmp_path_factory) -> Path:
 
     def build(dest: Path) -> Path:
         root = dest / "proj"
-        shutil.copytree(session_baseline(tmp_path_factory), root, symlinks=True)
-        set_blocks(root, M=32, N=32)
-        r = ratchet(root, "validate", "--hypothesis", "32x32 output tiles")
-        assert r.returncode == 0, r.stdout + r.stderr
+        shutil.copytree(session_accepted(tmp_path_factory), root, symlinks=True)
         break_kernel(root)
         r = ratchet(root, "validate", "--hypothesis", "shifted loads", "--lesson", "off by one")
         assert r.returncode == 1, r.stdout + r.stderr
@@ -151,7 +148,7 @@ def test_campaign_tools_read_the_records(two_rounds):
     assert direction["lesson"] == "off by one"
     best = out["read_best_summary"][1]
     assert best["round"] == 2 and best["summary"].startswith("# round-2 — ACCEPTED")
-    assert best["record"]["hypothesis"] == "32x32 output tiles"
+    assert best["record"]["hypothesis"] == ACCEPTED_HYPOTHESIS
     tips = out["tips"][1]
     assert "bigger output tiles first" in tips["tips"]
     assert tips["path"].endswith("ratchet-tips/cpu/tiny_gemm/triton/tips.md")
