@@ -19,6 +19,10 @@ Contract
 * ``outputs(case)`` runs forward (+ backward) and returns named tensors to check, e.g.
   ``{"out": ..., "da": ..., "db": ...}`` for a GEMM; ``reference(case)`` returns the same names
   computed independently in higher precision (plain PyTorch).
+* ``checked_part(name, value, case)`` (optional) is the part of a returned output that
+  ``outputs`` checks, when ``outputs`` checks less than the op returns (e.g. a few groups of a
+  weight gradient too large for an fp32 reference): the checks of timed calls compare that part
+  of what ``forward``/``backward`` returned with the reference. Default: the whole value.
 * ``spot_reference(case)`` (optional) is what the secret spot checks of timed calls compare
   with, once per timing request. The correct result must pass against it at every output's
   threshold (so it must be that accurate), but it may be cheaper than ``reference``: e.g. the
@@ -148,6 +152,11 @@ class Adapter(ABC):
         ``backward`` ("bwd") returns, in order; None (the default) lets the checks of timed
         calls match them by name, ``out`` or position."""
         return None
+
+    def checked_part(self, name: str, value: Any, case: Any) -> Any:
+        """The part of the returned output ``name`` that :meth:`outputs` checks (see the
+        contract); by default the whole ``value``."""
+        return value
 
     def spot_reference(self, case: Any) -> dict[str, Any]:
         """What the spot checks of timed calls compare with (see the contract); by default

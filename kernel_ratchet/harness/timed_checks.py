@@ -236,7 +236,9 @@ class TimedCallChecks:
         ad = self.s.adapter
         full_ref = ad.spot_reference(self.case)
         self.s.sentinel.verify()  # right before the comparison: hooks, modes, patched functions
-        pairs = match_outputs(outs, full_ref, self.phase, ad.returned_names(self.phase))
+        pairs = checked_parts(
+            ad, self.case, match_outputs(outs, full_ref, self.phase, ad.returned_names(self.phase))
+        )
         if pairs:
             got = {n: t for n, t in pairs.items()}
             ref = {n: full_ref[n] for n in pairs}
@@ -283,6 +285,12 @@ def match_outputs(
     if len(order) == len(outs):
         return {n: t for n, (_, t) in zip(order, outs, strict=True)}
     return {}
+
+
+def checked_parts(adapter: Any, case: Any, pairs: dict[str, Any]) -> dict[str, Any]:
+    """The matched outputs cut to what the adapter's ``outputs`` checks
+    (:meth:`~kernel_ratchet.harness.adapter.Adapter.checked_part`)."""
+    return {n: adapter.checked_part(n, t, case) for n, t in pairs.items()}
 
 
 def measure(hooks: TimedCallChecks) -> tuple[Any, TimedCallChecks]:
