@@ -39,6 +39,28 @@ class StepResult:
     reason: str
 
 
+#: What a step's log says when a process ran out of device memory (PyTorch's error, the CUDA
+#: driver's and runtime's messages).
+OUT_OF_MEMORY = (
+    "OutOfMemoryError",
+    "CUDA out of memory",
+    "CUDA_ERROR_OUT_OF_MEMORY",
+    "cudaErrorMemoryAllocation",
+)
+
+
+def ran_out_of_memory(log: Path) -> bool:
+    """Whether the step that wrote ``log`` ran out of device memory (the log's last 1 MiB)."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - (1 << 20)))
+            tail = f.read().decode("utf-8", "replace")
+    except OSError:
+        return False
+    return any(marker in tail for marker in OUT_OF_MEMORY)
+
+
 def run_step(
     name: str,
     command: str,

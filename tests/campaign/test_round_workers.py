@@ -196,3 +196,60 @@ def test_early_checks_can_be_left_to_the_a_b(tmp_path, monkeypatch, fake_workers
             assert rw.prechecked() == {("x", "a"): 1}
         else:
             assert checked == [] and rw.prechecked() == {}
+
+
+def _build_and_test_with(tmp_path, script: str, checked_early: bool):
+    """``_build_and_test`` of a round whose focused test is ``script`` (a Python program given
+    the marker path), with stand-ins for the workers and the early harness."""
+    import shlex
+    import sys
+    from types import SimpleNamespace
+
+    from kernel_ratchet.campaign.record import RoundDraft
+    from kernel_ratchet.campaign.rounds.measure import _build_and_test
+
+    marker = tmp_path / "ran-once"
+    test = f"{shlex.quote(sys.executable)} -c {shlex.quote(script)} {shlex.quote(str(marker))}"
+    said: list[str] = []
+    closed: list[bool] = []
+    m = SimpleNamespace(rebuild_command=None, test_command=test, level_shape_dicts=lambda _: [])
+    c = SimpleNamespace(m=m, root=tmp_path, say=said.append)
+    workers = SimpleNamespace(
+        start=lambda: None,
+        check_early=lambda _: None,
+        checked_early=checked_early,
+        close=lambda: closed.append(True),
+    )
+    early = SimpleNamespace(start=lambda: None)
+    art = tmp_path / "artifacts"
+    art.mkdir()
+    draft = RoundDraft(2, "h", "K1", "c", "quick", "t0", test, 1)
+    failed = _build_and_test(c, 2, draft, art, workers, early)  # type: ignore[arg-type]
+    return failed, said, closed, art
+
+
+OOM_ONCE = (
+    "import pathlib, sys; m = pathlib.Path(sys.argv[1]); first = not m.exists(); m.touch(); "
+    "print('torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 14.00 GiB' "
+    "if first else 'passed'); sys.exit(1 if first else 0)"
+)
+
+
+def test_a_test_out_of_device_memory_beside_the_checks_runs_again_alone(tmp_path):
+    """On the H200 a grouped GEMM round's focused test ran out of memory while both workers
+    held the largest MoE shapes they were checking beside it: the round blamed the candidate.
+    The workers are now closed (their memory freed) and the test runs again alone."""
+    failed, said, closed, art = _build_and_test_with(tmp_path, OOM_ONCE, checked_early=True)
+    assert failed is None and closed == [True]
+    assert any("ran out of device memory beside the workers' checks" in s for s in said)
+    assert "CUDA out of memory" in (art / "test-beside-checks.log").read_text()
+    assert "passed" in (art / "test.log").read_text()
+
+
+def test_an_out_of_memory_test_without_checks_beside_it_fails_the_round(tmp_path):
+    failed, said, closed, _ = _build_and_test_with(tmp_path, OOM_ONCE, checked_early=False)
+    assert failed is not None and failed.category.value == "test" and not closed
+    fails = "import sys; print('AssertionError: wrong'); sys.exit(1)"
+    (tmp_path / "b").mkdir()
+    failed, _, closed, _ = _build_and_test_with(tmp_path / "b", fails, checked_early=True)
+    assert failed is not None and failed.category.value == "test" and not closed

@@ -25,7 +25,7 @@ from kernel_ratchet.campaign.rounds.shared import note_sharing, run_shared_tests
 from kernel_ratchet.campaign.rounds.workers import RoundWorkers
 from kernel_ratchet.campaign.scope import split_editor_files
 from kernel_ratchet.campaign.state import PendingRound
-from kernel_ratchet.campaign.steps import TEST_TIMEOUT_S, run_step
+from kernel_ratchet.campaign.steps import TEST_TIMEOUT_S, StepResult, ran_out_of_memory, run_step
 from kernel_ratchet.guard import StaticAudit, audit_change
 from kernel_ratchet.guard.backend import backend_audit
 from kernel_ratchet.guard.static_audit import REJECT
@@ -162,18 +162,34 @@ def _build_and_test(
         f"round-{n}: focused test (the harness and the A/B's workers start beside it, the "
         "workers check the shapes' correctness)"
     )
-    t = run_step(
+    t = _focused_test(c, art)
+    draft.timed("test", t.seconds)
+    if not t.ok and workers.checked_early and ran_out_of_memory(Path(t.log)):
+        # the workers' checks of the largest shapes held the device memory the test needed:
+        # not the candidate's fault. Their memory is freed and the test runs again alone; the
+        # A/B then starts fresh workers and checks the shapes itself.
+        c.say(
+            f"round-{n}: the focused test ran out of device memory beside the workers' checks; "
+            "running it again alone"
+        )
+        workers.close()
+        Path(t.log).rename(art / "test-beside-checks.log")
+        t = _focused_test(c, art)
+        draft.timed("test", (draft.seconds or {}).get("test", 0.0) + t.seconds)
+    if not t.ok:
+        return draft.failed(Category.TEST, f"focused test failed: {t.reason}", now())
+    shared = run_shared_tests(c, draft, art) if draft.shared_tested else None
+    return draft.failed(Category.TEST, shared, now()) if shared else None
+
+
+def _focused_test(c: CampaignContext, art: Path) -> StepResult:
+    return run_step(
         "focused test",
         c.m.test_command,
         cwd=c.root,
         log_path=art / "test.log",
         timeout_s=TEST_TIMEOUT_S,
     )
-    draft.timed("test", t.seconds)
-    if not t.ok:
-        return draft.failed(Category.TEST, f"focused test failed: {t.reason}", now())
-    shared = run_shared_tests(c, draft, art) if draft.shared_tested else None
-    return draft.failed(Category.TEST, shared, now()) if shared else None
 
 
 def _diffstat(diff: str) -> str:

@@ -56,6 +56,8 @@ class RoundWorkers:
         self.secret = secrets.randbits(63)
         self._checks: dict[tuple[str, str], tuple[Any, int, Any, float]] = {}
         self._checking: threading.Thread | None = None
+        #: Whether the A/B's checks started beside the focused test (:meth:`check_early`)
+        self.checked_early = False
 
     def start(self) -> None:
         """Launch both workers (their start-up runs in the background)."""
@@ -85,6 +87,7 @@ class RoundWorkers:
 
         self._checking = threading.Thread(target=run, name="kr-early-checks", daemon=True)
         self._checking.start()
+        self.checked_early = True
 
     def prechecked(self) -> Prechecked:
         """The early checks' results (empty until :meth:`settle` has waited for them)."""
