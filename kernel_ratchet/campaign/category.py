@@ -40,6 +40,8 @@ class Category(str, Enum):
     CHEAT = "cheat"
     WRONG = "wrong"
     BAD_TIMING = "bad_timing"
+    # the candidate's SNR fell below the incumbent's on the same inputs (kernel_ratchet.harness.ab)
+    PRECISION = "precision"
     # a rehearsal (Triton interpreter): its timings rank nothing, so no timing verdict stands
     REHEARSAL = "rehearsal"
 
@@ -81,6 +83,11 @@ ROOT_CAUSES: dict[Category, str] = {
     Category.NAN: "the candidate produced NaN",
     Category.CHEAT: "the anti-cheat checks rejected the candidate",
     Category.WRONG: "the candidate's output is wrong",
+    Category.BAD_TIMING: "the candidate's timings could not be used (no finite time, or taken in "
+    "another timing mode than the incumbent's)",
+    Category.PRECISION: "the candidate's output is less precise than the incumbent's on the same "
+    "inputs: a precision change is not a speed gain, and takes the user's consent like a backend "
+    "change",
     Category.REHEARSAL: (
         "a rehearsal: interpreter timings rank nothing, so the round is rolled back whatever "
         "they said (never committed); measure it on the GPU"

@@ -253,6 +253,7 @@ class _Rounds:
             rng_seed,
             dict(self.logs),
             early_stop,
+            {side: dict(by_label) for side, by_label in self.snr.items()},
         )
 
 

@@ -7,11 +7,12 @@ that ended the run is a :class:`Failure`. The decision is the caller's rule's
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from kernel_ratchet.harness.ab_rule import LookDecision
 from kernel_ratchet.harness.paired_samples import PairedSamples, samples_by_shape
+from kernel_ratchet.harness.worker import CATEGORIES
 
 #: The decision type of the caller's rule, carried by :class:`PairedRun`.
 D = TypeVar("D", bound=LookDecision)
@@ -22,12 +23,22 @@ SEED_POLICY = (
 )
 
 
+#: The categories a run's :class:`Failure` can carry: a worker result's (but "ok"), a timing
+#: the rule cannot use, and a candidate less precise than the incumbent.
+FAILURE_CATEGORIES: tuple[str, ...] = (
+    *(c for c in CATEGORIES if c != "ok"),
+    "bad_timing",
+    "precision",
+)
+
+
 @dataclass(frozen=True)
 class Failure:
     """A worker failure that ended a paired run. ``stage`` is "check" or "time".
 
-    ``category`` is the worker's (see :mod:`kernel_ratchet.harness.worker`), or "bad_timing"
-    when an ``ok`` timing carried no positive finite ``median_ms``.
+    ``category`` is the worker's (see :mod:`kernel_ratchet.harness.worker`), "bad_timing"
+    when an ``ok`` timing carried no positive finite ``median_ms``, or "precision" when the
+    candidate's SNR fell below the incumbent's (all listed in :data:`FAILURE_CATEGORIES`).
     """
 
     side: str
@@ -72,6 +83,8 @@ class PairedRun(Generic[D]):
     rng_seed: int
     logs: dict[str, str]
     early_stop: str | None = None  # why the run stopped at the futility look, if it did
+    #: the correctness checks' SNRs (dB): side -> shape label -> output name
+    snr: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -99,5 +112,6 @@ class PairedRun(Generic[D]):
             "rng_seed": self.rng_seed,
             "logs": dict(self.logs),
             "early_stop": self.early_stop,
+            "snr": self.snr,
             "seed_policy": SEED_POLICY,
         }

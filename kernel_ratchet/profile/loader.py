@@ -316,6 +316,9 @@ def _op(
     fields["knobs"] = parse_knobs(data.get("knobs"), prefix, fields["kernel_source"], problems)
     fields["weights"] = weights(data.get("weights"), f"{prefix}.weights", problems)
     fields["test_shared"] = flag(data.get("test_shared"), f"{prefix}.test_shared", problems)
+    fields["allow_precision_drop"] = flag(
+        data.get("allow_precision_drop"), f"{prefix}.allow_precision_drop", problems
+    )
     fields["measure"] = parse_measure(data.get("measure"), f"{prefix}.measure", measure, problems)
     _needs_rebuild(fields, data, prefix, problems)
     if problems.count > n_before:

@@ -49,6 +49,7 @@ OP_KEYS: tuple[str, ...] = (
     "weights",
     "measure",
     "test_shared",
+    "allow_precision_drop",
 )
 #: ``benchmark`` is optional (``ratchet bench`` runs it when given); ``adapter`` is not needed
 #: when the op is described in the YAML (``function``, see :mod:`kernel_ratchet.profile.opdesc`).
@@ -61,6 +62,7 @@ OPTIONAL_OP_DEFAULTS: Mapping[str, object] = {
     "weights": None,
     "measure": None,
     "test_shared": False,
+    "allow_precision_drop": False,
 }
 
 CAMPAIGN_TYPES: tuple[str, ...] = ("compute_fwd", "compute_fwd_bwd", "memory")
@@ -113,6 +115,10 @@ class OpProfile:
     measure: Measure = DEFAULT_MEASURE
     #: every round also runs the focused tests of the other ops listing a file it changed
     test_shared: bool = False
+    #: the user's consent to candidates less precise than the incumbent, down to the op's
+    #: correctness gate (e.g. an FP8 op whose dispatch moves a shape off its 16-bit fallback);
+    #: every round still says where its precision fell
+    allow_precision_drop: bool = False
 
     @property
     def primary_metric(self) -> str:

@@ -19,6 +19,8 @@ from kernel_ratchet.campaign.record import (
 )
 from kernel_ratchet.campaign.round_decision import RoundDecision, ShapeResult
 from kernel_ratchet.campaign.state import ClosedEntry, PendingRound, Stage, State
+from kernel_ratchet.harness.paired_run import FAILURE_CATEGORIES, Failure, PairedRun
+from kernel_ratchet.harness.worker import CATEGORIES
 from kernel_ratchet.scoring.decision import Status
 
 TEST = "python -m pytest tests/test_kernel.py -q"
@@ -253,3 +255,32 @@ def test_the_state_keeps_an_entry_closed_before_the_chain_was_kept(tmp_path):
     again = State.load(tmp_path)
     assert again.closed == [entry, kept]
     assert json.loads((tmp_path / "state.json").read_text())["phase"] == "INITIALIZED"
+
+
+@pytest.mark.parametrize("category", FAILURE_CATEGORIES)
+def test_every_way_an_ab_run_can_fail_closes_the_round_with_its_cause(category):
+    """A candidate less precise than the incumbent ended an H200 round in a ValueError: the A/B
+    named a category the round records did not have. Every failure the A/B can report now maps
+    to a rollback category with its own root cause; the incumbent's are the incumbent's."""
+    from kernel_ratchet.campaign.rounds.paired import PairedFailure, _to_decision
+
+    assert set(CATEGORIES) - {"ok"} <= set(FAILURE_CATEGORIES)
+    for side, expected in (("candidate", Category(category)), ("incumbent", Category.INCUMBENT)):
+        failure = Failure(side, "check", "m1", category, "why", "log")
+        run = PairedRun(
+            labels=("m1",),
+            phases=("fwd",),
+            campaign_type="compute_fwd",
+            times={},
+            order=(),
+            rounds=0,
+            failure=failure,
+            decision=None,
+            wall_s=0.0,
+            check_wall_s=0.0,
+            rng_seed=0,
+            logs={},
+        )
+        out = _to_decision(None, run, None, [], "", "", ["m1"])  # type: ignore[arg-type]
+        assert isinstance(out, PairedFailure) and out.category is expected
+        assert out.category.root_cause != out.category.value

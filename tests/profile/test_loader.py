@@ -204,3 +204,12 @@ def test_all_problems_are_reported_together(tiny_project):
     ):
         _line_for(msg, key)
     assert len([ln for ln in msg.splitlines() if ln.startswith("  - ")]) == 5
+
+
+def test_the_consent_to_a_precision_drop_is_an_explicit_flag(tiny_project):
+    p = tiny_project()
+    assert load_profile(p.write()).op("gemm_bf16").allow_precision_drop is False
+    p.op["allow_precision_drop"] = True
+    assert load_profile(p.write()).op("gemm_bf16").allow_precision_drop is True
+    p.op["allow_precision_drop"] = "yes please"
+    assert "allow_precision_drop" in _line_for(_problems(p), "ops.gemm_bf16.allow_precision_drop")

@@ -12,11 +12,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from kernel_ratchet.harness.ab import run_paired
+from kernel_ratchet.harness.paired_run import PairedRun
 from kernel_ratchet.scoring.decision import Status
 from kernel_ratchet.scoring.paired import PairedSamples, decide_paired
 from kernel_ratchet.scoring.paired_looks import PairedLooks
@@ -46,22 +48,46 @@ def test_a_geomean_gain_from_one_small_shape_does_not_hide_a_slower_step() -> No
     expect_flagged(d.status is Status.ROLLED_BACK, d.reason, "time-weighted", d.reason)
 
 
-def test_a_precision_drop_under_a_loose_gate_is_not_a_speed_gain(tmp_path: Path) -> None:
-    run = run_paired(
+def _loose_gate_run(tmp_path: Path, rule: PairedLooks) -> PairedRun:
+    """The fp32-exact incumbent against the candidate computing in bf16, under ``rule``."""
+    return run_paired(
         cpu_spec("LooseGate"),
         cpu_spec("LooseGateBf16"),
         [SHAPE],
         phases=["fwd"],
         seed=SEED,
-        rule=PairedLooks(),
+        rule=rule,
         k_start=3,
         k_max=3,
         log_dir=tmp_path,
         rng_seed=1,
     )
+
+
+def test_a_precision_drop_under_a_loose_gate_is_not_a_speed_gain(tmp_path: Path) -> None:
+    run = _loose_gate_run(tmp_path, PairedLooks())
     if run.failure is not None:
         flagged, why = True, f"{run.failure.category}: {run.failure.detail}"
     else:
         assert run.decision is not None
         flagged, why = run.decision.status is Status.ROLLED_BACK, run.decision.reason
     expect_flagged(flagged, why, "precision", why)
+
+
+def test_with_the_users_consent_the_less_precise_candidate_is_measured_and_named(
+    tmp_path: Path,
+) -> None:
+    """``allow_precision_drop: true`` on the op (an FP8 op whose dispatch may leave its 16-bit
+    fallback) lets the same candidate be timed and decided; the decision's sentence still names
+    the outputs whose precision fell, with both SNRs."""
+    import math
+
+    from kernel_ratchet.campaign.rounds.paired import allowed_precision_drop
+
+    run = _loose_gate_run(tmp_path, PairedLooks(precision_margin_db=math.inf))
+    assert run.failure is None and run.decision is not None
+    note = allowed_precision_drop(run)
+    assert "allowed by allow_precision_drop" in note and f"{SHAPE.label}/" in note
+    inc, cand = (run.snr[side][SHAPE.label] for side in ("incumbent", "candidate"))
+    assert any(inc[k] - cand[k] > 20 for k in cand)
+    assert allowed_precision_drop(replace(run, snr={"incumbent": {}, "candidate": {}})) == ""

@@ -33,6 +33,7 @@ from kernel_ratchet.harness.worker import WorkerSpec
 from kernel_ratchet.scoring.decision import Status
 from kernel_ratchet.scoring.metrics import aggregates, primary_at_times
 from kernel_ratchet.scoring.paired_looks import PairedLooks
+from kernel_ratchet.scoring.precision import MARGIN_DB, precision_drops
 
 if TYPE_CHECKING:
     from kernel_ratchet.campaign.context import CampaignContext
@@ -167,7 +168,12 @@ def run_ab(
         shapes,
         phases=_phases(c),
         seed=secret or secrets.randbits(63),
-        rule=PairedLooks(c.m.regression_threshold, min_detectable(c), weights=_weights(c)),
+        rule=PairedLooks(
+            c.m.regression_threshold,
+            min_detectable(c),
+            weights=_weights(c),
+            precision_margin_db=math.inf if c.op.allow_precision_drop else MARGIN_DB,
+        ),
         k_start=k_start,
         k_max=k_max,
         log_dir=log_dir,
@@ -314,6 +320,19 @@ def paired_values(
     return out
 
 
+def allowed_precision_drop(run: PairedRun) -> str:
+    """The sentence a decision adds when the candidate's checks were less precise than the
+    incumbent's, which only the op's ``allow_precision_drop`` lets a round go on with; "" when
+    they were not."""
+    drops = precision_drops(run.snr.get("incumbent", {}), run.snr.get("candidate", {}))
+    if not drops:
+        return ""
+    return (
+        f"; precision fell more than {MARGIN_DB:g} dB ({'; '.join(d.describe() for d in drops)}), "
+        "allowed by allow_precision_drop in ratchet.yaml"
+    )
+
+
 def _to_decision(
     c: CampaignContext,
     run: PairedRun,
@@ -330,6 +349,7 @@ def _to_decision(
         return PairedFailure(category, f.sentence(), f.to_dict())
     d = run.decision
     status, reason, unconfirmed = _confirmed(run, confirm, suspicious)
+    reason += allowed_precision_drop(run)
     before = aggregates(c.table(inc_rel).restrict(labels), c.m.campaign_type).primary_avg
     values = paired_values(c.table(cand_rel), run, c.m.campaign_type)
     return RoundDecision(
