@@ -43,3 +43,17 @@ def test_odd_and_tiny_sets_have_empty_groups_and_ragged_counts():
     assert any(0 in ls for ls in lens)
     assert any(n % 16 for ls in lens for n in ls)
     assert any(sum(ls) == 0 for ls in lens)
+
+
+def test_the_campaign_set_spans_both_routing_regimes_and_the_off_list_models():
+    shapes = S.moe_campaign()
+    dists = {s.params["dist"] for s in shapes}
+    assert {"uniform", "skewed"} <= dists and {"zipf1.2", "onehot_heavy"} <= dists
+    models = {s.label.split("_gate_up_")[0].split("_down_")[0] for s in shapes}
+    assert models & set(S.MODELS) and models & set(S.OFFLIST_MODELS)
+    # the shapes are the target and off-list sets' own, routing and all
+    known = {s.label: s for s in S.moe_target() + S.moe_offlist()}
+    assert all(known[s.label] == s for s in shapes) and len(shapes) == 5
+    # the one-hot-heavy rows give one expert every token: the weight gradient's long group
+    heavy = next(s for s in shapes if s.params["dist"] == "onehot_heavy")
+    assert max(S.lens_of(heavy)) >= 0.2 * heavy.M
