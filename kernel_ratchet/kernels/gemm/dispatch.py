@@ -10,14 +10,11 @@ It is written by::
     python -m kernel_ratchet.kernels.gemm.bench --set dispatch --fill-dispatch \
         kernel_ratchet/kernels/gemm/fp8_dispatch.json
 
-Rule (:meth:`DispatchTable.path_for`): among the measured shapes of the call's alignment class
-(which of M, N, K are multiples of 16), the one nearest to the call's, by distance of ``log2 M``,
-``log2 N``, ``log2 K`` (each axis counts fully), decides when it lies within
+Rule (:meth:`DispatchTable.path_for`): the measured shape nearest to the call's, by distance
+of ``log2 M``, ``log2 N``, ``log2 K`` (each axis counts fully), decides when it lies within
 :data:`MAX_DISTANCE`; it sends the call to the 16-bit path when its FP8 step was slower than
 the 16-bit step. With no measured shape near, or an empty table, the call keeps FP8 (what the
-caller asked for). The class matters as much as the size: on an H200 the FP8 step of
-4097 x 6144 x 4096 ran at 577 TFLOP/s, slower than the 16-bit step, while 4096 x 6144 x 4096
-ran at 710, faster; one row apart by size, they are measured apart by class.
+caller asked for).
 """
 
 from __future__ import annotations
@@ -34,13 +31,6 @@ TABLE_PATH = Path(__file__).with_name("fp8_dispatch.json")
 #: along one axis).
 MAX_DISTANCE = 1.0
 PATHS = ("fp8", "bf16")
-#: Sizes are in one alignment class per axis when both are, or both are not, multiples of this.
-ALIGN = 16
-
-
-def alignment_class(M: int, N: int, K: int) -> tuple[bool, bool, bool]:
-    """Which of M, N, K are multiples of :data:`ALIGN` (16-byte rows for FP8, TMA's rule)."""
-    return (M % ALIGN == 0, N % ALIGN == 0, K % ALIGN == 0)
 
 
 @dataclass(frozen=True)
@@ -59,9 +49,6 @@ class Measured:
         return "fp8" if self.fp8_step_ms <= self.bf16_step_ms else "bf16"
 
     def distance(self, M: int, N: int, K: int) -> float:
-        """Log-size distance to a call; infinite for a call of another alignment class."""
-        if alignment_class(self.M, self.N, self.K) != alignment_class(M, N, K):
-            return math.inf
         return sum(
             abs(math.log2(max(x, 1)) - math.log2(max(y, 1)))
             for x, y in ((self.M, M), (self.N, N), (self.K, K))

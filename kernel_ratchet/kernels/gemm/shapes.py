@@ -106,10 +106,8 @@ ODD_SHAPES: list[Shape] = [
 ]
 
 #: Where the FP8 dispatch table is measured beyond the odd shapes: decode rows (M = 1, 4), and
-#: M = 16 to 4096 in multiples of 16, on common model widths, so that a Linear call of those
-#: widths finds a measured shape of its alignment class within a factor of two along one axis
-#: (``dispatch.MAX_DISTANCE``). M off 16 between the decode rows and the odd shapes is not
-#: covered yet: such calls keep FP8.
+#: M = 16 to 4096 on common model widths, so that a Linear call of those widths finds a
+#: measured shape within a factor of two along one axis (``dispatch.MAX_DISTANCE``).
 DISPATCH_GRID: list[Shape] = [
     Shape(f"m{M}.n{N}.k{K}", M=M, N=N, K=K)
     for M in (1, 4, 16, 64, 256, 1024, 4096)
