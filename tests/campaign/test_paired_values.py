@@ -41,3 +41,36 @@ def test_a_shape_without_a_passing_row_has_no_paired_numbers():
     table = gemm_table(gemm_row("g", 64, 64, 64, 1.0, 0.0, 1.0, 0.0, check="FAIL"))
     run = _run({s: {"g": {"fwd": (1.0,), "bwd": (2.0,)}} for s in ("incumbent", "candidate")})
     assert paired_values(table, run, "compute_fwd_bwd") == {}
+
+
+@pytest.mark.parametrize("consent", [False, True])
+def test_the_ops_consent_sets_the_ab_rules_precision_margin(project, monkeypatch, consent):
+    """``allow_precision_drop`` in the op's profile reaches the rule the round's A/B decides
+    with: no margin with the consent, the default 20 dB without."""
+    import dataclasses
+    import math
+
+    from kernel_ratchet.campaign.engine import Campaign
+    from kernel_ratchet.campaign.rounds import paired
+    from kernel_ratchet.profile.loader import load_profile
+    from kernel_ratchet.scoring.precision import MARGIN_DB
+    from tests.campaign.conftest import campaign_dir
+
+    monkeypatch.chdir(project)
+    profile = load_profile(project)
+    op = dataclasses.replace(profile.op("tiny_gemm"), allow_precision_drop=consent)
+    profile = dataclasses.replace(profile, ops={**profile.ops, "tiny_gemm": op})
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def capture(*args, rule, **kwargs):
+        seen["margin"] = rule.precision_margin_db
+        raise Stop
+
+    monkeypatch.setattr(paired, "run_paired", capture)
+    c = Campaign(profile, campaign_dir(project))
+    with pytest.raises(Stop):
+        paired.run_ab(c.ctx, list(c.m.representative_shapes), project / "ab")
+    assert seen["margin"] == (math.inf if consent else MARGIN_DB)
