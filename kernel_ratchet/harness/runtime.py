@@ -102,7 +102,7 @@ def _timed(
     nor compared; outputs the adapter does not name are not
     compared. Raises CheatDetected when a sample left the poison in place."""
     from kernel_ratchet.harness import anticheat as ac
-    from kernel_ratchet.harness.timed_checks import checked_parts, match_outputs
+    from kernel_ratchet.harness.timed_checks import checked_outputs
 
     call = adapter.backward if phase == "bwd" else adapter.forward
     last: list[Any] = [None]
@@ -116,9 +116,7 @@ def _timed(
     if kept or last[0] is None:
         return timing, None
     outs = ac.output_tensors(last[0], what)
-    pairs = checked_parts(
-        adapter, case, match_outputs(outs, ref, phase, adapter.returned_names(phase))
-    )
+    pairs = checked_outputs(adapter, case, outs, ref, phase)
     if not pairs:
         return timing, None
     thresholds = {n: adapter.threshold(n) for n in pairs}

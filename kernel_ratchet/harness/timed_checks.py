@@ -236,9 +236,7 @@ class TimedCallChecks:
         ad = self.s.adapter
         full_ref = ad.spot_reference(self.case)
         self.s.sentinel.verify()  # right before the comparison: hooks, modes, patched functions
-        pairs = checked_parts(
-            ad, self.case, match_outputs(outs, full_ref, self.phase, ad.returned_names(self.phase))
-        )
+        pairs = checked_outputs(ad, self.case, outs, full_ref, self.phase)
         if pairs:
             got = {n: t for n, t in pairs.items()}
             ref = {n: full_ref[n] for n in pairs}
@@ -287,9 +285,13 @@ def match_outputs(
     return {}
 
 
-def checked_parts(adapter: Any, case: Any, pairs: dict[str, Any]) -> dict[str, Any]:
-    """The matched outputs cut to what the adapter's ``outputs`` checks
+def checked_outputs(
+    adapter: Any, case: Any, outs: list[tuple[str, Any]], ref: dict[str, Any], phase: str
+) -> dict[str, Any]:
+    """A timed call's outputs by reference name (:func:`match_outputs` with the adapter's
+    ``returned_names``), each cut to the part the adapter's ``outputs`` checks
     (:meth:`~kernel_ratchet.harness.adapter.Adapter.checked_part`)."""
+    pairs = match_outputs(outs, ref, phase, adapter.returned_names(phase))
     return {n: adapter.checked_part(n, t, case) for n, t in pairs.items()}
 
 
