@@ -117,8 +117,9 @@ class Adapter(ABC):
             that writes dX into dY): declared, so that a change of them is not taken for an
             input the candidate modified.
         forward_state: the backward starts from state of the last forward that is not a
-            tensor of the case (an autograd graph): after new values are written into the
-            case's inputs, the harness runs forward again (untimed) before timing backward.
+            tensor of the case: after new values are written into the case's inputs, the
+            harness runs forward again (untimed) before timing backward. A case that holds an
+            autograd graph's output (a tensor with a ``grad_fn``) is treated so without it.
     """
 
     schema: ClassVar[str] = "gemm"

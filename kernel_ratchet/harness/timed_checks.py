@@ -209,13 +209,13 @@ class TimedCallChecks:
         # on new inputs would free the state the replays read, so such a spot check compares
         # the replayed outputs with the reference on the current inputs instead.
         captured = _capture_count() > self.captures  # this measurement replays a graph
-        held_by_graph = captured and self.phase == "bwd" and ad.forward_state
-        if self.spot and not held_by_graph:
+        state = self.phase == "bwd" and holds_forward_state(ad, self.case)
+        if self.spot and not (captured and state):
             fresh = ad.make_case(self.shape, derive_seed(self.seed, 10 + index), self.s.device)
             if self.phase == "bwd":
                 ad.forward(fresh)  # copied with its state, so a captured graph stays valid
             if ac.rebind(self.case, self.snap, fresh):
-                if self.phase == "bwd" and ad.forward_state:
+                if state:
                     ad.forward(self.case)  # state a rebind cannot copy: rebuilt, untimed
                 self.snap = ac.snapshot_inputs(self.case)
             del fresh
@@ -248,6 +248,19 @@ class TimedCallChecks:
                     "did not compute the result for the current inputs"
                 )
         self.spot_done += 1
+
+
+def holds_forward_state(adapter: Any, case: Any) -> bool:
+    """Whether the backward starts from state of the last forward that new values written into
+    the case's tensors cannot update: the adapter declares it (``forward_state``), or the case
+    holds the output of an autograd graph (a tensor with a ``grad_fn``), whose saved tensors are
+    the graph's, not the case's. Writing into a tensor such a graph saved would also fail its
+    backward ("modified by an inplace operation"), so the forward runs again after the write."""
+    from kernel_ratchet.harness import anticheat as ac
+
+    if adapter.forward_state:
+        return True
+    return any(t.grad_fn is not None for _, t in ac.tensors(case))
 
 
 def _capture_count() -> int:

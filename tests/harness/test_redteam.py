@@ -170,3 +170,15 @@ def test_unimportable_candidate_is_a_compile_failure(tmp_path: Path) -> None:
     with Worker(s, tmp_path / "w.log") as w:
         r = w.check(SHAPE, SEED)
         assert r.category == "compile" and "start-up" in r.detail, explain(r)
+
+
+def test_a_backward_on_the_forwards_autograd_graph_survives_its_spot_checks(
+    tmp_path: Path,
+) -> None:
+    """A spot check writes another seed's values into the case's tensors; a backward that runs
+    on the graph its forward left in the case (saved tensors the write would bump) is given a
+    new forward, untimed, without the adapter having to declare ``forward_state``."""
+    with Worker(spec("GraphBackward"), tmp_path / "w.log") as w:
+        assert w.check(SHAPE, SEED).ok
+        t = w.time(SHAPE, SEED, "bwd", spot_checks=2)
+        assert t.ok and t.payload["spot_checks"] == 2, explain(t)

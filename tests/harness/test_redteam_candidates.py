@@ -11,9 +11,13 @@ import os
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
+
+from kernel_ratchet.harness.adapter import SNR_FP32, Shape
 
 _EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "tiny_gemm")
 if _EXAMPLE not in sys.path:
@@ -338,3 +342,62 @@ class CheapSpotReference(TinyGemm):
 
     def spot_reference(self, case: Case) -> dict[str, torch.Tensor]:
         return {name: t * (1 + 1e-5) for name, t in self.reference(case).items()}
+
+
+@dataclass
+class GraphCase:
+    a: torch.Tensor
+    b: torch.Tensor
+    rows: torch.Tensor  # routing an autograd graph saves, as a MoE layer saves its group sizes
+    dout: torch.Tensor
+    out: torch.Tensor | None = None
+
+
+class _Routed(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, a: torch.Tensor, b: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(a, b, rows)
+        return matmul_nt(a, b)
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, None]:
+        a, b, _ = ctx.saved_tensors
+        return g @ b, g.t() @ a, None
+
+
+class GraphBackward(TinyGemm):
+    """Honest, with a backward that runs on the autograd graph its forward left in the case and
+    no ``forward_state`` declared (the grouped GEMM's pattern): the graph saved case tensors,
+    so the spot checks' new input values need a new forward, not only a copy."""
+
+    has_backward = True
+    min_snr_db = {"default": SNR_FP32}
+
+    def make_case(self, shape: Shape, seed: int, device: str) -> GraphCase:
+        g = torch.Generator(device="cpu").manual_seed(seed)
+        a = torch.randn(shape.M, shape.K, generator=g).to(device).requires_grad_()
+        b = torch.randn(shape.N, shape.K, generator=g).to(device).requires_grad_()
+        dout = torch.randn(shape.M, shape.N, generator=g).to(device)
+        return GraphCase(a, b, torch.arange(shape.M, dtype=torch.int32, device=device), dout)
+
+    def forward(self, case: GraphCase) -> torch.Tensor:  # type: ignore[override]
+        case.out = _Routed.apply(case.a, case.b, case.rows)
+        return case.out
+
+    def backward(self, case: GraphCase) -> Any:
+        if case.out is None:
+            self.forward(case)
+        return torch.autograd.grad(case.out, (case.a, case.b), case.dout, retain_graph=True)
+
+    def outputs(self, case: GraphCase) -> dict[str, torch.Tensor]:  # type: ignore[override]
+        out = _Routed.apply(case.a, case.b, case.rows)
+        da, db = torch.autograd.grad(out, (case.a, case.b), case.dout)
+        return {"out": out.detach(), "da": da, "db": db}
+
+    def reference(self, case: GraphCase) -> dict[str, torch.Tensor]:  # type: ignore[override]
+        a, b, dout = (t.detach().double() for t in (case.a, case.b, case.dout))
+        return {"out": (a @ b.t()).float(), "da": (dout @ b).float(), "db": (dout.t() @ a).float()}
+
+    def flops(self, shape: Shape) -> tuple[float, float]:
+        mnk = 2.0 * shape.M * shape.N * shape.K
+        return (mnk, 2 * mnk)
