@@ -12,8 +12,9 @@ Training step (all quantization in the timed forward/backward; nothing cached ac
 
 * forward: ``x`` -> dual quantization (rows 1x128 for this GEMM, columns 128x1 written as xᵀ
   for the weight gradient); ``w`` -> 128x128 blocks; grouped FP8 GEMM -> out (bf16);
-* backward: ``dout`` -> dual quantization; dgrad = grouped FP8 GEMM of dout rows with the same
-  quantized weight read transposed (128x128 blocks are symmetric, so no requantization);
+* backward: ``dout`` -> dual quantization; dgrad = grouped FP8 GEMM of dout rows with the
+  quantized weight's transposed copy [G, K, N], written by the forward's weight pass (128x128
+  blocks are symmetric, so the same scales serve it; no requantization);
   wgrad per group = dout_gᵀ x_g over the group's tokens, walking 128-token chunks aligned to the
   global 128-row scale blocks (a chunk never straddles two scales).
 """
@@ -48,18 +49,22 @@ from kernel_ratchet.kernels.quant.launch import (
 FP8 = torch.float8_e4m3fn
 
 
-def quant_weight_128x128(w: torch.Tensor) -> Fp8Quantized:
+def quant_weight_128x128(w: torch.Tensor, *, transpose: bool = False) -> Fp8Quantized:
     """Quantize w [G, N, K] (any strides) in 128x128 blocks per group, one launch, 64-bit
     indexing (a real MoE weight, e.g. DeepSeek-V3 gate_up with 7.5e9 elements, overflows the
     int32 indexing of kernel.quant_fp8_block_128x128, whose recipe this reproduces bit for
-    bit). Returns data [G, N, K] E4M3 (contiguous) and scale [G, ceil(N/128), ceil(K/128)]."""
+    bit). Returns data [G, N, K] E4M3 (contiguous) and scale [G, ceil(N/128), ceil(K/128)];
+    ``transpose`` also returns ``data_t`` [G, K, N] (contiguous, the same values transposed)
+    and ``scale_t`` (a transposed view of ``scale``: 128x128 blocks are symmetric)."""
     G, N, K = w.shape
     data = torch.empty((G, N, K), dtype=FP8, device=w.device)
+    data_t = torch.empty((G, K, N), dtype=FP8, device=w.device) if transpose else data
     scale = torch.empty((G, -(-N // GROUP), -(-K // GROUP)), dtype=torch.float32, device=w.device)
     if data.numel():
         _weight_quant_kernel[(G, scale.shape[1], scale.shape[2])](
             w,
             data,
+            data_t,
             scale,
             N,
             K,
@@ -72,9 +77,12 @@ def quant_weight_128x128(w: torch.Tensor) -> Fp8Quantized:
             FP8_MAX[FP8],
             AMAX_EPS,
             BLOCK=GROUP,
+            WRITE_T=transpose,
             num_warps=8,
             **_cast_args(FP8),
         )
+    if transpose:
+        return Fp8Quantized(data, scale, data_t, scale.transpose(1, 2))
     return Fp8Quantized(data, scale)
 
 
@@ -207,7 +215,9 @@ class GroupedGemmFp8Function(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, w: torch.Tensor, group_lens: torch.Tensor) -> torch.Tensor:
         _check(x, w, group_lens)
-        wq = quant_weight_128x128(w)
+        # dgrad contracts over N: it reads the K-major transposed copy (FP8 wgmma wants both
+        # operands K-major), written by the same pass; the forward's copy is not kept.
+        wq = quant_weight_128x128(w, transpose=ctx.needs_input_grad[0])
         if ctx.needs_input_grad[1]:
             xr, xc = quant_fp8_dual_1x128(x, FP8, pad_t_to=GROUP)
         else:
@@ -215,8 +225,8 @@ class GroupedGemmFp8Function(torch.autograd.Function):
         out = grouped_mm_fp8(xr, wq, group_lens, b_is_nk=True, out_dtype=x.dtype)
         ctx.x_dtype, ctx.w_dtype = x.dtype, w.dtype
         ctx.save_for_backward(
-            wq.data,
-            wq.scale,
+            wq.data_t if wq.data_t is not None else wq.data,
+            wq.scale_t if wq.scale_t is not None else wq.scale,
             group_lens,
             *((xc.data, xc.scale) if xc is not None else ()),
         )
@@ -227,9 +237,9 @@ class GroupedGemmFp8Function(torch.autograd.Function):
         wd, ws, group_lens, *xcs = ctx.saved_tensors
         dr, dc = quant_fp8_dual_1x128(dout.contiguous(), FP8, pad_t_to=GROUP)
         dx = dw = None
-        if ctx.needs_input_grad[0]:
+        if ctx.needs_input_grad[0]:  # wd: [G, K, N], the weight transposed (see forward)
             wq = Fp8Quantized(wd, ws)
-            dx = grouped_mm_fp8(dr, wq, group_lens, b_is_nk=False, out_dtype=ctx.x_dtype)
+            dx = grouped_mm_fp8(dr, wq, group_lens, b_is_nk=True, out_dtype=ctx.x_dtype)
         if ctx.needs_input_grad[1]:
             xc = Fp8Quantized(xcs[0], xcs[1])
             dw = grouped_wgrad_fp8(dc, xc, group_lens, out_dtype=ctx.w_dtype)

@@ -312,6 +312,7 @@ def _grouped_wgrad_fp8_kernel(
 def _weight_quant_kernel(
     w_ptr,
     q_ptr,
+    qt_ptr,
     s_ptr,
     N,
     K,
@@ -326,8 +327,10 @@ def _weight_quant_kernel(
     BLOCK: tl.constexpr,
     MANT: tl.constexpr,
     PRE_ROUND: tl.constexpr,
+    WRITE_T: tl.constexpr,
 ):
-    """One 128x128 block of one group: amax, scale, cast (same formula as kernel.py)."""
+    """One 128x128 block of one group: amax, scale, cast (same formula as kernel.py).
+    ``WRITE_T``: also write the block transposed into ``qt`` [G, K, N] (same scale)."""
     g = tl.program_id(0)
     nb = tl.program_id(1)
     kb = tl.program_id(2)
@@ -339,5 +342,9 @@ def _weight_quant_kernel(
     amax = tl.maximum(tl.max(tl.max(tl.abs(x), axis=1), axis=0), eps)
     y = tl.clamp(x * (fp8_max / amax), -fp8_max, fp8_max)
     q_off = g.to(tl.int64) * N * K + offs_n[:, None].to(tl.int64) * K + offs_k[None, :]
-    tl.store(q_ptr + q_off, _to_fp8(y, q_ptr.dtype.element_ty, MANT, PRE_ROUND), mask=mask)
+    q = _to_fp8(y, q_ptr.dtype.element_ty, MANT, PRE_ROUND)
+    tl.store(q_ptr + q_off, q, mask=mask)
+    if WRITE_T:
+        qt_off = g.to(tl.int64) * N * K + offs_k[:, None].to(tl.int64) * N + offs_n[None, :]
+        tl.store(qt_ptr + qt_off, tl.trans(q), mask=tl.trans(mask))
     tl.store(s_ptr + g * stride_sg + nb * stride_sn + kb * stride_sk, amax / fp8_max)

@@ -1,0 +1,44 @@
+"""Structural changes of the grouped GEMM step keep its numbers bit for bit (interpreter, FP8).
+
+Each test pins one change: the new path against the one it replaced, on odd sizes (N, K not
+multiples of 128, empty and ragged groups), and the census shows the structure it claims.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernel_ratchet.kernels.grouped_gemm import census as gc
+from kernel_ratchet.kernels.grouped_gemm import fp8 as F
+from kernel_ratchet.kernels.grouped_gemm import shapes as S
+from kernel_ratchet.kernels.quant.launch import Fp8Quantized, quant_fp8_blockwise_1x128
+
+LENS = [0, 37, 1, 0, 50]
+
+
+@pytest.fixture
+def operands(device):
+    g = torch.Generator().manual_seed(3)
+    N, K = 160, 48
+    w = (torch.randn(len(LENS), N, K, generator=g) * 3).to(torch.bfloat16).to(device)
+    dout = torch.randn(sum(LENS), N, generator=g).to(torch.bfloat16).to(device)
+    lens = torch.tensor(LENS, dtype=torch.int32, device=device)
+    return w, dout, lens
+
+
+def test_transposed_weight_copy_gives_the_same_dgrad(operands):
+    w, dout, lens = operands
+    q = F.quant_weight_128x128(w, transpose=True)
+    assert torch.equal(q.data_t.view(torch.uint8), q.data.transpose(1, 2).view(torch.uint8))
+    assert torch.equal(q.scale_t, q.scale.transpose(1, 2))
+    dr = quant_fp8_blockwise_1x128(dout)
+    old = F.grouped_mm_fp8(dr, Fp8Quantized(q.data, q.scale), lens, b_is_nk=False)
+    new = F.grouped_mm_fp8(dr, Fp8Quantized(q.data_t, q.scale_t), lens, b_is_nk=True)
+    assert torch.equal(old, new)
+
+
+def test_fp8_dgrad_reads_the_weight_k_major():
+    shape = next(s for s in S.moe_offlist() if s.label == "qwen15_moe_a27b_down_zipf1.2")
+    fwd, dgrad = gc.census_step("fp8", shape).of("_grouped_mm_fp8_kernel")
+    assert fwd.get("B_N_CONTIG") is False and dgrad.get("B_N_CONTIG") is False
