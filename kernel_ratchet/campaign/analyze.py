@@ -25,6 +25,7 @@ import torch
 from kernel_ratchet.campaign.fsutil import atomic_write_json, atomic_write_text
 from kernel_ratchet.campaign.profiling import pick_shape, profile_incumbent
 from kernel_ratchet.campaign.profiling import render_md as profile_md
+from kernel_ratchet.errors import CampaignError
 from kernel_ratchet.scoring.roofline import Ceilings, analyze_table, render_md
 
 if TYPE_CHECKING:
@@ -114,8 +115,12 @@ def analyze_campaign(c: CampaignContext, n: int, profile: bool = True) -> dict[s
     """ANALYZE before round ``n``: the incumbent's latest CSV against the ceilings, and its
     profile unless ``profile`` is False (an optimizer that does not read it); writes
     ``profiles/round-<n>/analysis.{json,md}`` and returns the analysis."""
-    ceil = ceilings(c.dir)
     rel = c.state.incumbent_quick_csv or c.state.incumbent_full_csv
+    if not rel:
+        raise CampaignError(
+            "ANALYZE reads the incumbent's measurements: run `ratchet baseline` first"
+        )
+    ceil = ceilings(c.dir)
     table = c.table(rel)
     a = analyze_table(
         table, ceil, adapter=_adapter(c), op=c.m.target_op, memory=c.m.campaign_type == "memory"

@@ -1,5 +1,5 @@
-"""The campaign's commands: ``baseline``, ``validate``, ``status``, ``report``, ``accept`` and
-``calibrate``, each over the campaign API under the campaign lock."""
+"""The campaign's commands: ``baseline``, ``validate``, ``status``, ``report``, ``analyze``,
+``accept`` and ``calibrate``, each over the campaign API under the campaign lock."""
 
 from __future__ import annotations
 
@@ -157,6 +157,30 @@ def report(profile: Path | None = ProfileOpt, campaign: str | None = CampaignOpt
         after_round(c)
         where = c.dir / "report.md"
     out.print(text)
+    out.print(f"written to {where}")
+
+
+@app.command()
+def analyze(
+    with_profile: bool = typer.Option(
+        True,
+        "--profile-run/--no-profile-run",
+        help="also profile the least efficient representative shape (a profiler process; "
+        "Nsight Compute where ncu works)",
+    ),
+    profile: Path | None = ProfileOpt,
+    campaign: str | None = CampaignOpt,
+):
+    """ANALYZE the incumbent: its latest harness run against this machine's measured ceilings
+    (bound and fraction of the roofline per shape) and where one step's time goes; written to
+    profiles/round-<next>/analysis.md. Measures, decides nothing: no round is recorded."""
+    from kernel_ratchet.campaign.analyze import analyze_campaign
+
+    with open_campaign(profile, campaign) as c:
+        n = c.state.next_round
+        analyze_campaign(c.ctx, n, profile=with_profile)
+        where = c.dir / "profiles" / f"round-{n}" / "analysis.md"
+    out.print(where.read_text())
     out.print(f"written to {where}")
 
 
