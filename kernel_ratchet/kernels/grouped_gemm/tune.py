@@ -1,10 +1,16 @@
 """Sweep of the grouped GEMM tile buckets on the GPU.
 
     python -m kernel_ratchet.kernels.grouped_gemm.tune --out $OUT
+    python -m kernel_ratchet.kernels.grouped_gemm.tune --fp8 \
+        --shapes qwen3_235b_gate_up_uniform,olmoe_1b_7b_gate_up_onehot_heavy --out $OUT
 
 Times the forward (and the wgrad) kernels of a few representative MoE shapes under each
-candidate TileConfig, prints a short table and writes ``sweep.csv``. The chosen buckets and the
-measured reason go into configs.py by hand: nothing is autotuned at run time.
+candidate TileConfig, prints a short table and writes ``sweep.csv``. ``--fp8``: for each
+shape, every launch of the FP8 blockwise training step on its own (the weight's quantization
+with its transposed copy, both dual quantizations, forward, dgrad, wgrad, in TFLOP/s of the
+GEMMs or GB/s of the passes), then the FP8 GEMM and wgrad buckets against their
+alternatives. The chosen buckets and the measured reason go into configs.py by hand: nothing
+is autotuned at run time.
 """
 
 from __future__ import annotations
@@ -21,13 +27,16 @@ from kernel_ratchet.kernels.benchmarking import tflops, time_ms
 from kernel_ratchet.kernels.grouped_gemm.adapter import make_grouped_case
 from kernel_ratchet.kernels.grouped_gemm.configs import BUCKETS, TileConfig
 from kernel_ratchet.kernels.grouped_gemm.fp8 import (
+    FP8,
+    GROUP,
     grouped_mm_fp8,
+    grouped_wgrad_fp8,
     quant_weight_128x128,
 )
 from kernel_ratchet.kernels.grouped_gemm.launch import grouped_mm, grouped_wgrad
-from kernel_ratchet.kernels.grouped_gemm.shapes import moe_shapes
+from kernel_ratchet.kernels.grouped_gemm.shapes import moe_offlist, moe_shapes
 from kernel_ratchet.kernels.quant.dual import quant_fp8_dual_1x128
-from kernel_ratchet.kernels.quant.launch import quant_fp8_blockwise_1x128
+from kernel_ratchet.kernels.quant.launch import Fp8Quantized, quant_fp8_blockwise_1x128
 
 _DEFAULT = BUCKETS["bf16_mm_large"]
 BF16_MM = {
@@ -43,6 +52,22 @@ BF16_WGRAD = {
 FP8_MM = {
     "f8_128x128x128_w8_s4": BUCKETS["fp8_mm_large"],
     "f8_128x256x128_w8_s3": TileConfig(128, 256, 128, 8, 8, 3),
+}
+FP8_MM_MORE = {
+    **FP8_MM,
+    "f8_128x128x128_w8_s3": TileConfig(128, 128, 128, 8, 8, 3),
+    "f8_128x128x128_w8_s4_g16": TileConfig(128, 128, 128, 16, 8, 4),
+    "f8_64x128x128_w4_s4": BUCKETS["fp8_mm_small"],
+    "f8_128x64x128_w4_s4": TileConfig(128, 64, 128, 8, 4, 4),
+}
+# wgrad: BLOCK_N x BLOCK_K output tiles (BLOCK_M unused); the token loop steps 128 (the scale)
+FP8_WGRAD = {
+    "f8wg_128x128_w8_s3": BUCKETS["fp8_wgrad"],
+    "f8wg_128x128_w8_s4": TileConfig(128, 128, 128, 1, 8, 4),
+    "f8wg_128x128_w4_s3": TileConfig(128, 128, 128, 1, 4, 3),
+    "f8wg_64x128_w4_s4": TileConfig(128, 64, 128, 1, 4, 4),
+    "f8wg_128x64_w4_s4": TileConfig(128, 128, 64, 1, 4, 4),
+    "f8wg_128x256_w8_s3": TileConfig(128, 128, 256, 1, 8, 3),
 }
 SHAPES = ("dsv3_gate_up_top1_cf1.25", "mixtral_8x7b_gate_up_uniform")
 
@@ -82,6 +107,58 @@ def sweep_shape(label: str, s, mrt: float) -> list[tuple]:
     return rows
 
 
+def sweep_fp8(label: str, s, mrt: float, device: str = "cuda") -> list[tuple]:
+    """The FP8 step's launches one by one, then its GEMM and wgrad buckets' alternatives."""
+    case = make_grouped_case(s, 0, device)
+    x, w, lens, dout = case.x.detach(), case.w.detach(), case.group_lens, case.dout
+    f = 2.0 * s.M * s.N * s.K
+    G, N, K = w.shape
+    wq = quant_weight_128x128(w, transpose=True)
+    xr, xc = quant_fp8_dual_1x128(x, FP8, pad_t_to=GROUP)
+    dr, dc = quant_fp8_dual_1x128(dout, FP8, pad_t_to=GROUP)
+    wt = Fp8Quantized(wq.data_t, wq.scale_t)
+    w_bytes = 2.0 * G * N * K + 2.0 * G * N * K  # bf16 read, two FP8 copies written
+    gb = 1e3  # the TFLOPS column holds GB/s for the passes: bytes * 1e3 / (ms * 1e12)
+
+    def dual_bytes(rows: int, cols: int) -> float:
+        return 2.0 * rows * cols + 2.0 * rows * cols  # bf16 read, rows and columns written
+
+    rows = [
+        _time(
+            label,
+            "pass_weight_quant_t (GB/s)",
+            partial(quant_weight_128x128, w, transpose=True),
+            w_bytes * gb,
+            mrt,
+        ),
+        _time(
+            label,
+            "pass_dual_x (GB/s)",
+            partial(quant_fp8_dual_1x128, x, FP8, pad_t_to=GROUP),
+            dual_bytes(s.M, K) * gb,
+            mrt,
+        ),
+        _time(
+            label,
+            "pass_dual_dout (GB/s)",
+            partial(quant_fp8_dual_1x128, dout, FP8, pad_t_to=GROUP),
+            dual_bytes(s.M, N) * gb,
+            mrt,
+        ),
+        _time(label, "gemm_fwd", partial(grouped_mm_fp8, xr, wq, lens, b_is_nk=True), f, mrt),
+        _time(label, "gemm_dgrad", partial(grouped_mm_fp8, dr, wt, lens, b_is_nk=True), f, mrt),
+        _time(label, "gemm_wgrad", partial(grouped_wgrad_fp8, dc, xc, lens), f, mrt),
+    ]
+    for name, cfg in FP8_MM_MORE.items():
+        fn = partial(grouped_mm_fp8, xr, wq, lens, b_is_nk=True, config=cfg)
+        rows.append(_time(label, f"fwd {name}", fn, f, mrt))
+    for name, cfg in FP8_WGRAD.items():
+        rows.append(
+            _time(label, name, partial(grouped_wgrad_fp8, dc, xc, lens, config=cfg), f, mrt)
+        )
+    return rows
+
+
 def sweep_dual(mrt: float) -> list[tuple]:
     """Dual quantization num_warps (GB/s in the TFLOPS column: bytes read + written / time)."""
     rows = []
@@ -100,17 +177,24 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--out", default=os.environ.get("OUT", "."))
     p.add_argument("--min-run-time", type=float, default=0.05)
+    p.add_argument("--shapes", default=",".join(SHAPES), help="shape labels, comma-separated")
+    p.add_argument("--fp8", action="store_true", help="the FP8 step's launches and buckets")
     args = p.parse_args(argv)
     print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name(), flush=True)
-    shapes = {s.label: s for s in moe_shapes() if s.label in SHAPES}
+    labels = [x for x in args.shapes.split(",") if x]
+    known = {s.label: s for s in [*moe_shapes(), *moe_offlist()]}
+    missing = [x for x in labels if x not in known]
+    if missing:
+        p.error(f"unknown shape(s) {missing}: see kernel_ratchet.kernels.grouped_gemm.shapes")
+    sweep = sweep_fp8 if args.fp8 else sweep_shape
     rows = []
-    for label in SHAPES:
-        new = sweep_shape(label, shapes[label], args.min_run_time)
+    for label in labels:
+        new = sweep(label, known[label], args.min_run_time)
         torch.cuda.empty_cache()
         for r in new:
             print(f"{r[0]:30s} {r[1]:22s} {r[2]:8.3f} ms {r[3]:7.1f} TFLOPS", flush=True)
         rows += new
-    new = sweep_dual(args.min_run_time)
+    new = [] if args.fp8 else sweep_dual(args.min_run_time)
     for r in new:
         print(f"{r[0]:30s} {r[1]:22s} {r[2]:8.3f} ms {r[3]:7.1f} GB/s", flush=True)
     rows += new
