@@ -58,7 +58,7 @@ BUCKETS: dict[str, TileConfig] = {
     "fp8_mm_small": TileConfig(
         64, 128, 128, GROUP_M=4, num_warps=4, num_stages=4, split_tail=False
     ),
-    "fp8_wgrad": TileConfig(128, 128, 128, GROUP_M=1, num_warps=8, num_stages=3),
+    "fp8_wgrad": TileConfig(128, 64, 128, GROUP_M=1, num_warps=4, num_stages=4),
 }
 
 #: Average rows per group at or below which the "small" bucket is used.

@@ -62,10 +62,12 @@ FP8_MM_MORE = {
 }
 # wgrad: BLOCK_N x BLOCK_K output tiles (BLOCK_M unused); the token loop steps 128 (the scale)
 FP8_WGRAD = {
-    "f8wg_128x128_w8_s3": BUCKETS["fp8_wgrad"],
+    "f8wg_64x128_w4_s4": BUCKETS["fp8_wgrad"],
+    "f8wg_128x128_w8_s3": TileConfig(128, 128, 128, 1, 8, 3),
     "f8wg_128x128_w8_s4": TileConfig(128, 128, 128, 1, 8, 4),
     "f8wg_128x128_w4_s3": TileConfig(128, 128, 128, 1, 4, 3),
-    "f8wg_64x128_w4_s4": TileConfig(128, 64, 128, 1, 4, 4),
+    "f8wg_64x128_w8_s4": TileConfig(128, 64, 128, 1, 8, 4),
+    "f8wg_64x128_w4_s3": TileConfig(128, 64, 128, 1, 4, 3),
     "f8wg_128x64_w4_s4": TileConfig(128, 128, 64, 1, 4, 4),
     "f8wg_128x256_w8_s3": TileConfig(128, 128, 256, 1, 8, 3),
 }
