@@ -42,6 +42,10 @@ INTERP_FP8 = TileConfig(64, 64, 128, GROUP_M=2, num_warps=1, num_stages=1, split
 #     64x256x64 w4 s4 363 / 453 | dense cuBLAS same FLOPs 689 / 706
 #   wgrad (mixtral uniform): 64x128x128 w8 s3 495 (chosen) | 128x128x64 w8 s4 378
 #   fp8 GEMM only (mixtral uniform): 128x128x128 w8 s4 550 (chosen) | 128x256x128 w8 s3 328
+#   fp8 wgrad (tune.py --fp8; qwen3_235b gate_up uniform / olmoe gate_up one-hot-heavy /
+#     mixtral down skewed), TFLOPS: 64x128 w4 s4 329 / 362 / 366 (chosen; a campaign round
+#     accepted it at 1.16x on the step) | 128x128 w8 s3 249 / 262 / 247 (255 registers,
+#     spilled) | 128x64 w4 s4 237 / 239 / 273 | 128x256 w8 s3 235 / 230 / 215
 # The "small" buckets (average <= SMALL_GROUP_ROWS rows per group) were not timed at such
 # shapes; at 225 rows per group the large tile already beat the 64-row one by 20%.
 BUCKETS: dict[str, TileConfig] = {
