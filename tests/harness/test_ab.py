@@ -39,6 +39,9 @@ class FakeSpec:
     speed_by: Mapping[tuple[str, str], float] = field(default_factory=dict)
     crash_at_call: int | None = None
     failing_check: str | None = None
+    #: every timing request of this (shape label, phase) crashes (a defect of the adapter or
+    #: the harness that both sides share)
+    crashes_on: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,8 @@ class FakeWorker:
         self.machine.time_kwargs = kw
         if self.n_time == self.spec.crash_at_call:
             return self._fail("crash", "illegal memory access")
+        if (shape.label, phase) == self.spec.crashes_on:
+            return self._fail("crash", "RuntimeError: modified by an inplace operation")
         self.machine.calls.append((self.spec.name, shape.label, seed, phase))
         ms = self.machine.draw(self.spec, shape, phase)
         payload = {
@@ -134,7 +139,7 @@ def ab(
     kw.setdefault("rng_seed", 1)
     kw.setdefault("rule", PairedLooks())
     return run_paired(
-        FakeSpec("inc"),
+        kw.pop("inc", FakeSpec("inc")),
         cand,
         shapes,
         phases=phases,
@@ -261,8 +266,54 @@ def test_crash_mid_run_is_a_recorded_failure_of_that_side(tmp_path):
     assert (f.side, f.stage, f.category, f.phase) == ("candidate", "time", "crash", "fwd")
     assert f.round == 4 and f.log_path == str(tmp_path / "candidate_worker.log")
     assert "illegal memory access" in f.sentence() and "round 4" in f.sentence()
+    assert "the incumbent's same request passed" in f.detail
     assert run.rounds == 4 and len(run.times["candidate"]["s256"]["fwd"]) == 4
     json.dumps(run.to_dict())
+
+
+def test_a_timing_crash_on_both_sides_is_not_blamed_on_the_candidate(tmp_path):
+    """A request that crashes the candidate is made again on the incumbent (same shape, seed
+    and phase); crashing there too, the failure is both sides' (the round's category is then
+    the infrastructure's, not the candidate's), whichever side was timed first."""
+    where = ("s1024", "bwd")
+    machine = FakeMachine()
+    run = ab(
+        tmp_path,
+        FakeSpec("cand", crashes_on=where),
+        inc=FakeSpec("inc", crashes_on=where),
+        machine=machine,
+        phases=("fwd", "bwd"),
+    )
+    f = run.failure
+    assert (f.side, f.stage, f.category, f.label, f.phase) == ("both", "time", "crash", *where)
+    assert "both sides failed the same timing request" in f.detail and "not the candidate" in (
+        f.sentence()
+    )
+    assert str(tmp_path / "candidate_worker.log") in f.log_path
+    json.dumps(run.to_dict())
+
+
+def test_a_cheat_is_never_excused_by_asking_the_incumbent(tmp_path):
+    class Cheats(FakeWorker):
+        def time(self, shape: Shape, seed: int, phase: str, **kw: Any) -> FakeResult:
+            if self.spec.name == "cand":
+                return self._fail("cheat", "spot check of timed sample 1 failed")
+            return super().time(shape, seed, phase, **kw)
+
+    machine = FakeMachine()
+    run = run_paired(
+        FakeSpec("inc"),
+        FakeSpec("cand"),
+        SHAPES,
+        phases=("fwd",),
+        seed=1234,
+        log_dir=tmp_path,
+        worker_factory=lambda spec, log: Cheats(machine, spec, log),
+        rule=PairedLooks(),
+        rng_seed=1,
+    )
+    assert (run.failure.side, run.failure.category) == ("candidate", "cheat")
+    assert "incumbent" not in run.failure.detail
 
 
 def test_failing_check_ends_the_run_before_any_timing(tmp_path):
