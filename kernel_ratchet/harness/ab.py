@@ -182,9 +182,7 @@ class _Rounds:
         machine can cause as well (:data:`SHARED_FAILURES`): the incumbent makes the same
         request (shape, seed, phase). Failing it the same way, the failure is both sides'
         (side ``both``: not the candidate's); otherwise the candidate's, saying so."""
-        res = self.workers["incumbent"].time(
-            self.by_label[label], seed, phase, **self.time_kwargs
-        )
+        res = self.workers["incumbent"].time(self.by_label[label], seed, phase, **self.time_kwargs)
         if not res.ok and res.category == cat:
             both = (
                 f"both sides failed the same timing request: candidate: {detail}; incumbent: "
