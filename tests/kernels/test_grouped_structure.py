@@ -42,3 +42,30 @@ def test_fp8_dgrad_reads_the_weight_k_major():
     shape = next(s for s in S.moe_offlist() if s.label == "qwen15_moe_a27b_down_zipf1.2")
     fwd, dgrad = gc.census_step("fp8", shape).of("_grouped_mm_fp8_kernel")
     assert fwd.get("B_N_CONTIG") is False and dgrad.get("B_N_CONTIG") is False
+
+
+@pytest.mark.parametrize("kind", ["bf16", "fp8"])
+def test_more_programs_per_sm_compute_every_tile_the_same(operands, kind):
+    """The persistent forward/dgrad grid spreads the same tiles over more programs: results
+    bit for bit, ragged and empty groups included."""
+    import dataclasses
+
+    from kernel_ratchet.kernels.grouped_gemm import configs
+    from kernel_ratchet.kernels.grouped_gemm.launch import grouped_mm
+
+    w, dout, lens = operands
+    base = configs.INTERP_FP8 if kind == "fp8" else configs.INTERP
+    more = dataclasses.replace(base, programs_per_sm=3)
+    if kind == "fp8":
+        q = F.quant_weight_128x128(w)
+        x = quant_fp8_blockwise_1x128(torch.randn(dout.shape[0], w.shape[2]).to(dout))
+        one = F.grouped_mm_fp8(x, q, lens, config=base)
+        three = F.grouped_mm_fp8(x, q, lens, config=more)
+    else:
+        a = dout.to(torch.float16)
+        b = w.to(torch.float16)
+        one = grouped_mm(a, b, lens, b_is_nk=False, config=base)
+        three = grouped_mm(a, b, lens, b_is_nk=False, config=more)
+    assert torch.equal(one, three)
+    with pytest.raises(ValueError, match="programs_per_sm"):
+        dataclasses.replace(base, programs_per_sm=0)

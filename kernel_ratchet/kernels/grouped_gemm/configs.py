@@ -26,6 +26,15 @@ class TileConfig:
     #: it vs 435 without on dsv3_gate_up_top1_cf1.25 (where it should help most) and 496 vs
     #: 616 on mixtral_8x7b_gate_up_uniform: the second pipeline costs more than the saved rows.
     split_tail: bool = False
+    #: Forward and dgrad (persistent grids): programs launched per SM. One fills an SM with a
+    #: 128x256 or 128x128 tile of 8 warps; with a one-warpgroup tile a second program per SM
+    #: (registers and shared memory allowing) can run its MMAs while the first scales its FP8
+    #: partial product. Each tile is computed the same whatever the count.
+    programs_per_sm: int = 1
+
+    def __post_init__(self) -> None:
+        if self.programs_per_sm < 1:
+            raise ValueError(f"programs_per_sm must be at least 1, got {self.programs_per_sm}")
 
 
 # Interpreter (CPU tests): its cost is per program (Python per tile), not per element, so

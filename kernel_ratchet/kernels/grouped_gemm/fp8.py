@@ -113,7 +113,7 @@ def grouped_mm_fp8(
     out = torch.empty((T, N), dtype=out_dtype, device=bd.device)
     if T == 0 or N == 0:
         return out
-    nprog = num_programs(bd.device)
+    nprog = num_programs(bd.device) * cfg.programs_per_sm
     launch_split_tail(
         _grouped_mm_fp8_kernel,
         (nprog,),

@@ -103,7 +103,7 @@ def grouped_mm(
     out = torch.empty((T, N), dtype=a.dtype, device=a.device)
     if T == 0 or N == 0:
         return out
-    nprog = num_programs(a.device)
+    nprog = num_programs(a.device) * cfg.programs_per_sm
     launch_split_tail(
         _grouped_mm_kernel,
         (nprog,),

@@ -44,6 +44,8 @@ BF16_MM = {
     "128x256x64_w8_s3_split": TileConfig(128, 256, 64, 8, 8, 3, split_tail=True),
     "128x128x64_w8_s4_split": TileConfig(128, 128, 64, 8, 8, 4, split_tail=True),
     "64x256x64_w4_s4": BUCKETS["bf16_mm_small"],
+    "64x256x64_w4_s4_x2": TileConfig(64, 256, 64, 4, 4, 4, programs_per_sm=2),
+    "128x128x64_w4_s4_x2": TileConfig(128, 128, 64, 8, 4, 4, programs_per_sm=2),
 }
 BF16_WGRAD = {
     "wg_64x128x128_w8_s3": BUCKETS["bf16_wgrad"],
@@ -59,6 +61,11 @@ FP8_MM_MORE = {
     "f8_128x128x128_w8_s4_g16": TileConfig(128, 128, 128, 16, 8, 4),
     "f8_64x128x128_w4_s4": BUCKETS["fp8_mm_small"],
     "f8_128x64x128_w4_s4": TileConfig(128, 64, 128, 8, 4, 4),
+    # one-warpgroup tiles with 2-3 programs per SM: one's MMAs run while another scales
+    "f8_64x128x128_w4_s4_x2": TileConfig(64, 128, 128, 8, 4, 4, programs_per_sm=2),
+    "f8_64x128x128_w4_s3_x2": TileConfig(64, 128, 128, 8, 4, 3, programs_per_sm=2),
+    "f8_64x128x128_w4_s3_x3": TileConfig(64, 128, 128, 8, 4, 3, programs_per_sm=3),
+    "f8_128x128x128_w4_s3_x2": TileConfig(128, 128, 128, 8, 4, 3, programs_per_sm=2),
 }
 # wgrad: BLOCK_N x BLOCK_K output tiles (BLOCK_M unused); the token loop steps 128 (the scale)
 FP8_WGRAD = {
