@@ -31,6 +31,11 @@ class TileConfig:
     #: (registers and shared memory allowing) can run its MMAs while the first scales its FP8
     #: partial product. Each tile is computed the same whatever the count.
     programs_per_sm: int = 1
+    #: FP8 forward and dgrad: run the warp-specialized Gluon kernel (:mod:`.fp8_ws`: a TMA
+    #: producer warp, two consumer warpgroups, paired k-groups) where it applies, with
+    #: BLOCK_N, GROUP_M and num_stages from this config (BLOCK_M is its fixed 128, num_warps
+    #: its fixed layout); elsewhere the Triton kernel with this config.
+    gluon_ws: bool = False
 
     def __post_init__(self) -> None:
         if self.programs_per_sm < 1:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import torch
 import triton
 
+from kernel_ratchet.kernels.grouped_gemm import fp8_ws_launch as ws_launch
 from kernel_ratchet.kernels.grouped_gemm.configs import TileConfig, select
 from kernel_ratchet.kernels.grouped_gemm.fp8_kernel import (
     _grouped_mm_fp8_kernel,
@@ -110,6 +111,18 @@ def grouped_mm_fp8(
     cfg = config or select("mm", "fp8", T / max(G, 1), interpreting())
     if cfg.BLOCK_K != GROUP:
         raise ValueError(f"FP8 tiles need BLOCK_K == {GROUP}, got {cfg}")
+    if cfg.gluon_ws and b_is_nk and ws_launch.supported(a.data, bd, cfg.BLOCK_N):
+        return ws_launch.grouped_mm_fp8_ws(
+            a.data,
+            a.scale,
+            bd,
+            bs,
+            group_lens,
+            out_dtype=out_dtype,
+            block_n=cfg.BLOCK_N,
+            stages=cfg.num_stages,
+            group_m=cfg.GROUP_M,
+        )
     out = torch.empty((T, N), dtype=out_dtype, device=bd.device)
     if T == 0 or N == 0:
         return out

@@ -1,0 +1,179 @@
+"""Host side of the warp-specialized grouped FP8 GEMM (:mod:`.fp8_ws`).
+
+:func:`supported` says whether a problem qualifies (an sm_90 GPU, FP8 K-major operands with
+16-byte aligned rows, 128x128 weight blocks); :func:`grouped_mm_fp8_ws` builds the TMA
+descriptors and launches the kernel; :func:`compile_offline` compiles it for sm_90 without a
+GPU. The grouped launcher (:mod:`.fp8`) runs it for a bucket whose ``TileConfig.gluon_ws`` is
+set, where it applies.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import triton
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+from kernel_ratchet.kernels.grouped_gemm.fp8_ws import KGROUP, ROWS, _grouped_fp8_ws_kernel
+
+#: Registers per thread at launch and the consumers' share (as the dense kernel's launcher).
+MAXNREG = 168
+CONSUMER_REGS = 232
+OPTIONS = {"num_warps": 4, "maxnreg": MAXNREG}
+#: Groups the device-side schedule holds in one vector (per partition, per tile).
+MAX_GROUPS = 1024
+
+
+def _constexprs(
+    g_pow2: int, block_n: int, group_m: int, stages: int, sms: int, mode: int
+) -> dict[str, int]:
+    """The kernel's constexpr arguments, the same for a launch and an offline compile."""
+    return dict(
+        G_POW2=g_pow2,
+        BLOCK_N=block_n,
+        GROUP_M=group_m,
+        STAGES=stages,
+        NUM_SMS=sms,
+        CONSUMER_REGS=CONSUMER_REGS,
+        MODE=mode,
+    )
+
+
+@functools.cache
+def _layouts(block_n: int, a_dtype: torch.dtype, b_dtype: torch.dtype):
+    gl_of = {torch.float8_e4m3fn: gl.float8e4nv, torch.float8_e5m2: gl.float8e5}
+    return (
+        gl.NVMMASharedLayout.get_default_for([ROWS, KGROUP], gl_of[a_dtype]),
+        gl.NVMMASharedLayout.get_default_for([block_n, KGROUP], gl_of[b_dtype]),
+    )
+
+
+def _rows_ok(t: torch.Tensor) -> bool:
+    return (
+        t.stride(-1) == 1 and t.data_ptr() % 16 == 0 and (t.stride(-2) * t.element_size()) % 16 == 0
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _sm90(device: torch.device) -> bool:
+    return torch.cuda.get_device_capability(device) == (9, 0)
+
+
+def supported(a: torch.Tensor, b: torch.Tensor, block_n: int) -> bool:
+    """Whether ``a [T, K]`` times each group's ``b[g] [N, K]`` can run here: an sm_90 GPU, FP8
+    K-major operands with 16-byte aligned rows, ``b`` one stack whose groups follow each other
+    (viewed ``[G * N, K]``), ``block_n`` dividing the 128-wide weight blocks, and at most
+    :data:`MAX_GROUPS` groups."""
+    if a.device.type != "cuda" or not _sm90(a.device):
+        return False
+    fp8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+    if a.dtype not in fp8 or b.dtype not in fp8 or a.dim() != 2 or b.dim() != 3:
+        return False
+    G, N, K = b.shape
+    stacked = b.stride(0) == N * b.stride(1)
+    return (
+        _rows_ok(a)
+        and _rows_ok(b)
+        and stacked
+        and KGROUP % block_n == 0
+        and 0 < G <= MAX_GROUPS
+        and a.shape[1] == K
+    )
+
+
+def grouped_mm_fp8_ws(
+    a: torch.Tensor,
+    a_scale: torch.Tensor,
+    b: torch.Tensor,
+    b_scale: torch.Tensor,
+    group_lens: torch.Tensor,
+    *,
+    out_dtype: torch.dtype = torch.bfloat16,
+    block_n: int = 128,
+    stages: int = 6,
+    group_m: int = 8,
+    mode: int = 1,
+    num_sms: int | None = None,
+) -> torch.Tensor:
+    """``out[rows of g] = a[rows of g] @ b[g]ᵀ`` with blockwise scales (module docstring of
+    :mod:`.fp8_ws`): ``a [T, K]``, scales ``[T, ceil(K/128)]``; ``b [G, N, K]``, scales
+    ``[G, ceil(N/128), ceil(K/128)]``. The caller checks :func:`supported` first. Shared
+    memory is ``stages * (128 + block_n) * 128`` bytes."""
+    T, K = a.shape
+    G, N, _ = b.shape
+    out = torch.empty((T, N), dtype=out_dtype, device=a.device)
+    if T == 0 or N == 0:
+        return out
+    la, lb = _layouts(block_n, a.dtype, b.dtype)
+    a_desc = TensorDescriptor.from_tensor(a, [ROWS, KGROUP], la)
+    b_desc = TensorDescriptor.from_tensor(
+        b.view(G * N, K) if b.is_contiguous() else b.as_strided((G * N, K), (b.stride(1), 1)),
+        [block_n, KGROUP],
+        lb,
+    )
+    sms = num_sms or torch.cuda.get_device_properties(a.device).multi_processor_count
+    _grouped_fp8_ws_kernel[(sms,)](
+        a_desc,
+        b_desc,
+        out,
+        a_scale,
+        b_scale,
+        group_lens,
+        G,
+        N,
+        K,
+        out.stride(0),
+        a_scale.stride(0),
+        a_scale.stride(1),
+        b_scale.stride(0),
+        b_scale.stride(1),
+        b_scale.stride(2),
+        **_constexprs(max(triton.next_power_of_2(G), 2), block_n, group_m, stages, sms, mode),
+        **OPTIONS,
+    )
+    return out
+
+
+def compile_offline(
+    *,
+    groups: int = 128,
+    block_n: int = 128,
+    stages: int = 6,
+    group_m: int = 8,
+    mode: int = 1,
+    arch: int = 90,
+):
+    """The kernel compiled for ``sm_<arch>`` without a GPU (Triton's front end and the ptxas it
+    ships), as :func:`grouped_mm_fp8_ws` would launch it on E4M3 operands and a bf16 output;
+    read its cost with :func:`kernel_ratchet.kernels.offline.resources`."""
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    la, lb = _layouts(block_n, torch.float8_e4m3fn, torch.float8_e4m3fn)
+    fn = _grouped_fp8_ws_kernel
+    consts = _constexprs(
+        max(triton.next_power_of_2(groups), 2), block_n, group_m, stages, 132, mode
+    )
+    sig = {
+        "a_desc": f"tensordesc<fp8e4nv[{ROWS}, {KGROUP}],{la!r}>",
+        "b_desc": f"tensordesc<fp8e4nv[{block_n}, {KGROUP}],{lb!r}>",
+        "c_ptr": "*bf16",
+        "sa_ptr": "*fp32",
+        "sb_ptr": "*fp32",
+        "lens_ptr": "*i32",
+    }
+    sig.update(dict.fromkeys(("G", "N", "K", "stride_cm"), "i32"))
+    sig.update(
+        dict.fromkeys(("stride_sam", "stride_sak", "stride_sbg", "stride_sbn", "stride_sbk"), "i32")
+    )
+    sig.update(dict.fromkeys(consts, "constexpr"))
+    names = fn.arg_names
+    src = GluonASTSource(
+        fn,
+        sig,
+        {(names.index(k),): v for k, v in consts.items()},
+        {(names.index(p),): [["tt.divisibility", 16]] for p in ("c_ptr", "sa_ptr", "sb_ptr")},
+    )
+    return triton.compile(src, target=GPUTarget("cuda", arch, 32), options=OPTIONS)

@@ -1,0 +1,128 @@
+"""The warp-specialized grouped FP8 GEMM (Gluon, sm_90): offline compiles on any machine, the
+launch's arguments against the kernel's signature, the routing, and results on the H200 against
+the Triton grouped kernel (``pytest -m gpu``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from kernel_ratchet.kernels.grouped_gemm import configs
+from kernel_ratchet.kernels.grouped_gemm import fp8 as F
+from kernel_ratchet.kernels.grouped_gemm import fp8_ws_launch as ws
+from kernel_ratchet.kernels.grouped_gemm.fp8_ws import _grouped_fp8_ws_kernel
+from kernel_ratchet.kernels.offline import SM90_SHARED_BYTES, Resources
+from kernel_ratchet.kernels.quant.launch import quant_fp8_blockwise_1x128
+from tests.kernels.test_gemm_ws import _LaunchRecorder
+
+E4M3 = torch.float8_e4m3fn
+
+_COMPILE_BOTH = """
+import dataclasses, json
+from kernel_ratchet.kernels.grouped_gemm import fp8_ws_launch as ws
+from kernel_ratchet.kernels.offline import resources
+print(json.dumps([dataclasses.asdict(resources(ws.compile_offline(mode=m))) for m in (0, 1)]))
+"""
+
+
+@functools.lru_cache(maxsize=1)
+def _resources() -> list[Resources]:
+    """Both modes compiled natively in a process of their own (see test_gemm_ws)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run(
+        [sys.executable, "-c", _COMPILE_BOTH], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    return [Resources(**r) for r in json.loads(out.stdout.strip().splitlines()[-1])]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", [0, 1], ids=["single", "paired"])
+def test_the_kernel_compiles_for_sm90_unspilled_and_pipelined(mode):
+    res = _resources()[mode]
+    assert res.fits(), res.line()
+    assert res.shared_bytes >= 6 * (128 + 128) * 128  # six stages of A and B
+    assert SM90_SHARED_BYTES - res.shared_bytes > 0
+    assert res.spill_bytes == 0, res.line()
+    assert not res.serialized, "ptxas serialized the wgmma pipeline"
+
+
+def test_a_launch_passes_every_parameter_of_the_kernel(monkeypatch):
+    rec = _LaunchRecorder()
+    monkeypatch.setattr(ws, "_grouped_fp8_ws_kernel", rec)
+    T, G, N, K = 300, 5, 256, 384
+    a, b = torch.zeros(T, K, dtype=E4M3), torch.zeros(G, N, K, dtype=E4M3)
+    sa, sb = torch.ones(3, T).t(), torch.ones(G, 2, 3)
+    lens = torch.tensor([0, 100, 1, 0, 199], dtype=torch.int32)
+    out = ws.grouped_mm_fp8_ws(a, sa, b, sb, lens, stages=5, group_m=4, mode=0, num_sms=7)
+    assert out.shape == (T, N) and out.dtype == torch.bfloat16
+    ((grid, args, kw),) = rec.calls
+    assert grid == (7,)
+    assert args[5] is lens and args[6:] == (G, N, K, N, 1, T, 6, 3, 1)
+    assert kw == {**ws._constexprs(8, 128, 4, 5, 7, 0), **ws.OPTIONS}
+    names = _grouped_fp8_ws_kernel.arg_names
+    assert len(args) + len(set(kw) - set(ws.OPTIONS)) == len(names)
+    assert sorted(set(kw) - set(ws.OPTIONS)) == sorted(names[len(args) :])
+
+
+def test_supported_needs_an_sm90_gpu():
+    a, b = torch.zeros(256, 256, dtype=E4M3), torch.zeros(4, 256, 256, dtype=E4M3)
+    assert not ws.supported(a, b, 128)  # CPU tensors
+
+
+def test_a_ws_bucket_where_the_kernel_does_not_apply_runs_the_triton_kernel(device):
+    """On the CPU (and anywhere ``supported`` says no) a bucket asking for the WS kernel gets
+    the Triton kernel with its tile, bit for bit."""
+    g = torch.Generator().manual_seed(5)
+    lens = torch.tensor([0, 37, 1, 0, 50], dtype=torch.int32, device=device)
+    x = torch.randn(88, 48, generator=g).to(device)
+    w = torch.randn(5, 160, 48, generator=g).to(device)
+    xq, wq = quant_fp8_blockwise_1x128(x), F.quant_weight_128x128(w)
+    base = configs.INTERP_FP8
+    if device == "cuda":
+        pytest.skip("on a GPU the WS kernel applies: see the GPU test")
+    same = F.grouped_mm_fp8(xq, wq, lens, config=dataclasses.replace(base, gluon_ws=True))
+    assert torch.equal(same, F.grouped_mm_fp8(xq, wq, lens, config=base))
+
+
+def _snr(x: torch.Tensor, ref: torch.Tensor) -> float:
+    err = (x.float() - ref.float()).pow(2).sum().clamp_min(1e-30)
+    return (10 * torch.log10(ref.float().pow(2).sum() / err)).item()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "lens",
+    [[0, 37, 1, 0, 50], [700, 0, 129, 1024, 255, 64], [4096] * 8, [1] * 64 + [3000]],
+    ids=["tiny-ragged", "ragged", "uniform", "many-small-one-large"],
+)
+@pytest.mark.parametrize("nk", [(256, 384), (160, 256), (1408, 2048)], ids=str)
+@pytest.mark.parametrize("mode", [0, 1], ids=["single", "paired"])
+def test_matches_the_triton_kernel_forward_and_dgrad_on_gpu(lens, nk, mode):
+    N, K = nk
+    G, T = len(lens), sum(lens)
+    g = torch.Generator(device="cuda").manual_seed(T + N + K)
+    x = torch.randn(T, K, device="cuda", dtype=torch.bfloat16, generator=g)
+    dout = torch.randn(T, N, device="cuda", dtype=torch.bfloat16, generator=g)
+    w = torch.randn(G, N, K, device="cuda", dtype=torch.bfloat16, generator=g) / K**0.5
+    lens_t = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    wq = F.quant_weight_128x128(w, transpose=True)
+    xq = quant_fp8_blockwise_1x128(x, E4M3, align=16)
+    dq = quant_fp8_blockwise_1x128(dout, E4M3, align=16)
+    triton_cfg = configs.BUCKETS["fp8_mm_large"]
+    for a, b in ((xq, wq), (dq, F.Fp8Quantized(wq.data_t, wq.scale_t))):
+        if not ws.supported(a.data, b.data, 128):
+            pytest.skip("rows not 16-byte aligned: the Triton kernel runs this shape")
+        out = ws.grouped_mm_fp8_ws(a.data, a.scale, b.data, b.scale, lens_t, mode=mode)
+        ref = F.grouped_mm_fp8(a, b, lens_t, config=triton_cfg)
+        assert not out.isnan().any()
+        assert _snr(out, ref) > 45.0  # the same quantized operands: accumulation order only
+    routed = F.grouped_mm_fp8(xq, wq, lens_t, config=dataclasses.replace(triton_cfg, gluon_ws=True))
+    assert _snr(routed, F.grouped_mm_fp8(xq, wq, lens_t, config=triton_cfg)) > 45.0
