@@ -48,6 +48,7 @@ import numpy as np
 
 from kernel_ratchet.harness.ab_rule import SequentialRule
 from kernel_ratchet.harness.adapter import Shape
+from kernel_ratchet.harness.paired_blame import SHARED_FAILURES, blame
 from kernel_ratchet.harness.paired_checks import (
     CHECK_ROUND,
     SIDES,
@@ -98,12 +99,6 @@ def _trace(out: Any, r: int, label: str, phase: str, side: str, res: Any, wall_s
     }
     out.write(json.dumps(row) + "\n")
     out.flush()
-
-
-#: Failures of a candidate's timing request that the harness, the adapter or the machine can
-#: cause too; the incumbent then makes the same request before the candidate is blamed.
-#: Never a cheat, a wrong or NaN result, a hang or a bad timing: those stay the candidate's.
-SHARED_FAILURES = frozenset({"crash", "oom"})
 
 
 @dataclass
@@ -170,29 +165,13 @@ class _Rounds:
             cat = res.category if not res.ok else "bad_timing"
             detail = res.detail if not res.ok else f"median_ms={ms!r}"
             if side == "candidate" and cat in SHARED_FAILURES:
-                return self._also_incumbent(r, label, phase, seed, cat, detail)
+                incumbent = self.workers["incumbent"].time(
+                    self.by_label[label], seed, phase, **self.time_kwargs
+                )
+                return blame(incumbent, self.logs, r, label, phase, cat, detail)
             return Failure(side, "time", label, cat, detail, self.logs[side], r, phase)
         got.append(ms)
         return self._same_mode(r, label, phase, side, res.payload.get("engine"))
-
-    def _also_incumbent(
-        self, r: int, label: str, phase: str, seed: int, cat: str, detail: str
-    ) -> Failure:
-        """The candidate's timing request failed in a way the harness, the adapter or the
-        machine can cause as well (:data:`SHARED_FAILURES`): the incumbent makes the same
-        request (shape, seed, phase). Failing it the same way, the failure is both sides'
-        (side ``both``: not the candidate's); otherwise the candidate's, saying so."""
-        res = self.workers["incumbent"].time(self.by_label[label], seed, phase, **self.time_kwargs)
-        if not res.ok and res.category == cat:
-            both = (
-                f"both sides failed the same timing request: candidate: {detail}; incumbent: "
-                f"{res.detail}; the harness, the adapter or the machine, not the candidate"
-            )
-            logs = f"{self.logs['candidate']}, {self.logs['incumbent']}"
-            return Failure("both", "time", label, cat, both, logs, r, phase)
-        said = "passed" if res.ok else f"failed otherwise ({res.category})"
-        detail += f" (the incumbent's same request {said})"
-        return Failure("candidate", "time", label, cat, detail, self.logs["candidate"], r, phase)
 
     def _visit(self, r: int, label: str, phase: str, sides: Sequence[str]) -> Failure | None:
         """One value per side of ``label``'s ``phase`` in round ``r``: the sides take turns

@@ -36,7 +36,7 @@ FAILURE_CATEGORIES: tuple[str, ...] = (
 class Failure:
     """A worker failure that ended a paired run. ``stage`` is "check" or "time"; ``side`` is
     "incumbent", "candidate" or "both" (the same timing request failed the same way on the two
-    sides: :func:`kernel_ratchet.harness.ab`'s ``SHARED_FAILURES``).
+    sides: :mod:`kernel_ratchet.harness.paired_blame`).
 
     ``category`` is the worker's (see :mod:`kernel_ratchet.harness.worker`), "bad_timing"
     when an ``ok`` timing carried no positive finite ``median_ms``, or "precision" when the
