@@ -123,6 +123,46 @@ def _mm_tile(
 
 
 @triton.jit
+def _mm_tile_tma(
+    a_desc,
+    b_desc,
+    c_ptr,
+    row0,
+    valid,
+    pn,
+    g,
+    N,
+    K,
+    stride_cm,
+    stride_cn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    B_N_CONTIG: tl.constexpr,
+):
+    """:func:`_mm_tile` with TMA loads: ``a_desc`` over A [T, K]; ``b_desc`` over B viewed
+    [G * N, K] (K-major) or [G * K, N] (N contiguous; the launcher takes this path only when
+    K is a multiple of BLOCK_K, so a k step never reads the next group's rows). Rows past the
+    group and columns past N read other rows, or zeros past the tensor, and are never stored;
+    the K tail of a K-major load is zero-filled by TMA."""
+    rm = tl.arange(0, BLOCK_M)
+    row_ok = rm < valid
+    cols = pn * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_ok = cols < N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        a = a_desc.load([row0, k * BLOCK_K])
+        if B_N_CONTIG:
+            b = b_desc.load([g * K + k * BLOCK_K, pn * BLOCK_N])
+        else:
+            b = b_desc.load([g * N + pn * BLOCK_N, k * BLOCK_K]).T
+        acc = tl.dot(a, b, acc)
+    c_ptrs = c_ptr + row0.to(tl.int64) * stride_cm + rm[:, None] * stride_cm
+    c_ptrs += cols[None, :] * stride_cn
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=row_ok[:, None] & col_ok[None, :])
+
+
+@triton.jit
 def _grouped_mm_kernel(
     a_ptr,
     b_ptr,
@@ -148,14 +188,30 @@ def _grouped_mm_kernel(
     EVEN_N: tl.constexpr,
     B_N_CONTIG: tl.constexpr,
     SPLIT_TAIL: tl.constexpr,
+    T=0,
+    USE_TMA: tl.constexpr = False,
 ):
     """C[rows of g, n] = sum_k A[rows of g, k] * B[g, n, k] (B element (g, n, k) by strides).
 
     SPLIT_TAIL: a tile with at most BLOCK_M / 2 valid rows (the last tile of a group whose
     count is not a tile multiple) runs a half-height tile, so ragged groups waste at most
     BLOCK_M / 2 rows of MMA work instead of BLOCK_M - 1.
+    USE_TMA (no SPLIT_TAIL): the tiles load through TMA descriptors (:func:`_mm_tile_tma`);
+    A and B contiguous along their last axis with 16-byte aligned rows, ``T`` rows of A.
     """
     pid = tl.program_id(0)
+    if USE_TMA:
+        a_desc = tl.make_tensor_descriptor(
+            a_ptr, shape=[T, K], strides=[stride_am, 1], block_shape=[BLOCK_M, BLOCK_K]
+        )
+        if B_N_CONTIG:
+            b_desc = tl.make_tensor_descriptor(
+                b_ptr, shape=[G * K, N], strides=[stride_bk, 1], block_shape=[BLOCK_K, BLOCK_N]
+            )
+        else:
+            b_desc = tl.make_tensor_descriptor(
+                b_ptr, shape=[G * N, K], strides=[stride_bn, 1], block_shape=[BLOCK_N, BLOCK_K]
+            )
     offs_g = tl.arange(0, G_POW2)
     lens = tl.load(lens_ptr + offs_g, mask=offs_g < G, other=0).to(tl.int32)
     n_tiles = tl.cdiv(N, BLOCK_N)
@@ -167,7 +223,25 @@ def _grouped_mm_kernel(
         row0, valid, pn, g = _group_of_tile(
             tile_id, tile_end, tiles, row_end, lens, offs_g, n_tiles, BLOCK_M, GROUP_M
         )
-        if SPLIT_TAIL:
+        if USE_TMA:
+            _mm_tile_tma(
+                a_desc,
+                b_desc,
+                c_ptr,
+                row0,
+                valid,
+                pn,
+                g,
+                N,
+                K,
+                stride_cm,
+                stride_cn,
+                BLOCK_M,
+                BLOCK_N,
+                BLOCK_K,
+                B_N_CONTIG,
+            )
+        elif SPLIT_TAIL:
             if valid <= BLOCK_M // 2:
                 _mm_tile(
                     a_ptr,

@@ -7,6 +7,7 @@ synchronization): the grid of the forward/dgrad kernel is one program per SM
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
 
@@ -15,6 +16,7 @@ import triton
 from triton.compiler.errors import CompilationError
 from triton.runtime.errors import OutOfResources
 
+from kernel_ratchet.kernels.gemm.launch import _ensure_tma_allocator
 from kernel_ratchet.kernels.grouped_gemm.configs import TileConfig, select
 from kernel_ratchet.kernels.grouped_gemm.kernel import _grouped_mm_kernel, _grouped_wgrad_kernel
 
@@ -104,6 +106,11 @@ def grouped_mm(
     if T == 0 or N == 0:
         return out
     nprog = num_programs(a.device) * cfg.programs_per_sm
+    tma = cfg.use_tma and _tma_ok(a, b, b_is_nk, cfg.BLOCK_K)
+    if tma:
+        cfg = dataclasses.replace(cfg, split_tail=False)
+        if a.device.type == "cuda":
+            _ensure_tma_allocator()
     launch_split_tail(
         _grouped_mm_kernel,
         (nprog,),
@@ -131,10 +138,29 @@ def grouped_mm(
         EVEN_K=Kr % cfg.BLOCK_K == 0,
         EVEN_N=N % cfg.BLOCK_N == 0,
         B_N_CONTIG=stride_bn == 1,
+        T=T,
+        USE_TMA=tma,
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
     )
     return out
+
+
+def _tma_ok(a: torch.Tensor, b: torch.Tensor, b_is_nk: bool, block_k: int) -> bool:
+    """Whether :func:`grouped_mm`'s operands can be read through TMA descriptors: A [T, K] and
+    the weight stack viewed [G * N, K] (``b_is_nk``) or [G * K, N], each contiguous along its
+    last axis with a 16-byte aligned base and row stride; for [G * K, N], K a multiple of
+    ``block_k`` (a k step must not read the next group's rows)."""
+
+    def rows(t: torch.Tensor, stride: int) -> bool:
+        return t.data_ptr() % 16 == 0 and (stride * t.element_size()) % 16 == 0
+
+    if a.stride(1) != 1 or b.stride(2) != 1 or not rows(a, a.stride(0)):
+        return False
+    stacked = b.stride(0) == b.shape[1] * b.stride(1)
+    if not (stacked and rows(b, b.stride(1))):
+        return False
+    return b_is_nk or b.shape[1] % block_k == 0
 
 
 def grouped_wgrad(

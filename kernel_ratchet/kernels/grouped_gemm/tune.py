@@ -45,6 +45,8 @@ BF16_MM = {
     "128x128x64_w8_s4_split": TileConfig(128, 128, 64, 8, 8, 4, split_tail=True),
     "64x256x64_w4_s4": BUCKETS["bf16_mm_small"],
     "64x256x64_w4_s4_x2": TileConfig(64, 256, 64, 4, 4, 4, programs_per_sm=2),
+    "128x256x64_w8_s3_tma": TileConfig(128, 256, 64, 8, 8, 3, use_tma=True),
+    "128x256x64_w8_s4_tma": TileConfig(128, 256, 64, 8, 8, 4, use_tma=True),
     "128x128x64_w4_s4_x2": TileConfig(128, 128, 64, 8, 4, 4, programs_per_sm=2),
 }
 BF16_WGRAD = {
@@ -108,6 +110,9 @@ def sweep_shape(label: str, s, mrt: float) -> list[tuple]:
     rows.append(
         _time(label, "dgrad_default", partial(grouped_mm, dout, w, lens, b_is_nk=False), f, mrt)
     )
+    tma = TileConfig(128, 256, 64, 8, 8, 3, use_tma=True)
+    fn = partial(grouped_mm, dout, w, lens, b_is_nk=False, config=tma)
+    rows.append(_time(label, "dgrad_128x256x64_w8_s3_tma", fn, f, mrt))
     if "mixtral" in label:
         for name, cfg in BF16_WGRAD.items():
             fn = partial(grouped_wgrad, dout, x, lens, config=cfg)
