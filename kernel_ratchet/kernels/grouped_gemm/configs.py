@@ -36,9 +36,9 @@ class TileConfig:
     #: BLOCK_N, GROUP_M and num_stages from this config (BLOCK_M is its fixed 128, num_warps
     #: its fixed layout); elsewhere the Triton kernel with this config.
     gluon_ws: bool = False
-    #: bf16 forward and dgrad: load tiles through TMA descriptors (no split tail) where the
-    #: operands allow it (rows contiguous and 16-byte aligned, the weight one stack, and for
-    #: the dgrad K a multiple of BLOCK_K); elsewhere pointer loads.
+    #: Forward and dgrad: load tiles through TMA descriptors (no split tail) where the
+    #: operands allow it (rows contiguous and 16-byte aligned, the weight one stack; bf16
+    #: dgrad: K a multiple of BLOCK_K; FP8: a K-major weight); elsewhere pointer loads.
     use_tma: bool = False
 
     def __post_init__(self) -> None:

@@ -21,6 +21,8 @@ Training step (all quantization in the timed forward/backward; nothing cached ac
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 import triton
 
@@ -33,6 +35,8 @@ from kernel_ratchet.kernels.grouped_gemm.fp8_kernel import (
 )
 from kernel_ratchet.kernels.grouped_gemm.launch import (
     _check,
+    _ensure_tma_allocator,
+    _tma_ok,
     interpreting,
     launch_split_tail,
     num_programs,
@@ -127,6 +131,11 @@ def grouped_mm_fp8(
     if T == 0 or N == 0:
         return out
     nprog = num_programs(bd.device) * cfg.programs_per_sm
+    tma = cfg.use_tma and b_is_nk and _tma_ok(a.data, bd, True, cfg.BLOCK_K)
+    if tma:
+        cfg = dataclasses.replace(cfg, split_tail=False)
+        if bd.device.type == "cuda":
+            _ensure_tma_allocator()
     launch_split_tail(
         _grouped_mm_fp8_kernel,
         (nprog,),
@@ -161,6 +170,8 @@ def grouped_mm_fp8(
         EVEN_K=Kr % cfg.BLOCK_K == 0,
         EVEN_N=N % cfg.BLOCK_N == 0,
         B_N_CONTIG=sbn == 1,
+        T=T,
+        USE_TMA=tma,
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
     )

@@ -87,6 +87,53 @@ def _mm_fp8_tile(
 
 
 @triton.jit
+def _mm_fp8_tile_tma(
+    a_desc,
+    sa_ptr,
+    b_desc,
+    sb_ptr,
+    c_ptr,
+    row0,
+    valid,
+    pn,
+    g,
+    N,
+    K,
+    stride_sam,
+    stride_sak,
+    stride_sbg,
+    stride_sbn,
+    stride_sbk,
+    stride_cm,
+    stride_cn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
+    """:func:`_mm_fp8_tile` with TMA loads of a K-major B: ``a_desc`` over A [T, K],
+    ``b_desc`` over B viewed [G * N, K]. Rows past the group and columns past N read other
+    rows (their scales clamped to valid ones) and are never stored; K tails are zero-filled."""
+    rm = tl.arange(0, BLOCK_M)
+    row_ok = rm < valid
+    rows = tl.where(row_ok, rm, 0)
+    cols = pn * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_ok = cols < N
+    cols_s = tl.where(col_ok, cols, 0)
+    sa_ptrs = sa_ptr + (row0 + rows).to(tl.int64) * stride_sam
+    sb_ptrs = sb_ptr + g.to(tl.int64) * stride_sbg + (cols_s // 128) * stride_sbn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        a = a_desc.load([row0, k * BLOCK_K])
+        b = b_desc.load([g * N + pn * BLOCK_N, k * BLOCK_K]).T
+        sa = tl.load(sa_ptrs + k * stride_sak)
+        sb = tl.load(sb_ptrs + k * stride_sbk)
+        acc += tl.dot(a, b) * sa[:, None] * sb[None, :]
+    c_ptrs = c_ptr + row0.to(tl.int64) * stride_cm + rm[:, None] * stride_cm
+    c_ptrs += cols[None, :] * stride_cn
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=row_ok[:, None] & col_ok[None, :])
+
+
+@triton.jit
 def _grouped_mm_fp8_kernel(
     a_ptr,
     sa_ptr,
@@ -119,13 +166,23 @@ def _grouped_mm_fp8_kernel(
     EVEN_N: tl.constexpr,
     B_N_CONTIG: tl.constexpr,
     SPLIT_TAIL: tl.constexpr,
+    T=0,
+    USE_TMA: tl.constexpr = False,
 ):
     """C[rows of g, n] = sum_kb (A_kb . B_kb) * sa[row, kb] * sb[g, n // 128, kb].
 
     BLOCK_K == 128: one k step is one scale block of both operands. Tile schedule and
-    SPLIT_TAIL as in kernel._grouped_mm_kernel.
+    SPLIT_TAIL as in kernel._grouped_mm_kernel. USE_TMA (K-major B, no SPLIT_TAIL): the tiles
+    load through TMA descriptors (:func:`_mm_fp8_tile_tma`), ``T`` rows of A.
     """
     pid = tl.program_id(0)
+    if USE_TMA:
+        a_desc = tl.make_tensor_descriptor(
+            a_ptr, shape=[T, K], strides=[stride_am, 1], block_shape=[BLOCK_M, BLOCK_K]
+        )
+        b_desc = tl.make_tensor_descriptor(
+            b_ptr, shape=[G * N, K], strides=[stride_bn, 1], block_shape=[BLOCK_N, BLOCK_K]
+        )
     offs_g = tl.arange(0, G_POW2)
     lens = tl.load(lens_ptr + offs_g, mask=offs_g < G, other=0).to(tl.int32)
     n_tiles = tl.cdiv(N, BLOCK_N)
@@ -137,7 +194,31 @@ def _grouped_mm_fp8_kernel(
         row0, valid, pn, g = _group_of_tile(
             tile_id, tile_end, tiles, row_end, lens, offs_g, n_tiles, BLOCK_M, GROUP_M
         )
-        if SPLIT_TAIL:
+        if USE_TMA:
+            _mm_fp8_tile_tma(
+                a_desc,
+                sa_ptr,
+                b_desc,
+                sb_ptr,
+                c_ptr,
+                row0,
+                valid,
+                pn,
+                g,
+                N,
+                K,
+                stride_sam,
+                stride_sak,
+                stride_sbg,
+                stride_sbn,
+                stride_sbk,
+                stride_cm,
+                stride_cn,
+                BLOCK_M,
+                BLOCK_N,
+                BLOCK_K,
+            )
+        elif SPLIT_TAIL:
             if valid <= BLOCK_M // 2:
                 _mm_fp8_tile(
                     a_ptr,

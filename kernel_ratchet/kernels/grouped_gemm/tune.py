@@ -68,6 +68,10 @@ FP8_MM_MORE = {
     "f8_64x128x128_w4_s3_x2": TileConfig(64, 128, 128, 8, 4, 3, programs_per_sm=2),
     "f8_64x128x128_w4_s3_x3": TileConfig(64, 128, 128, 8, 4, 3, programs_per_sm=3),
     "f8_128x128x128_w4_s3_x2": TileConfig(128, 128, 128, 8, 4, 3, programs_per_sm=2),
+    "f8_128x128x128_w8_s4_tma": TileConfig(128, 128, 128, 8, 8, 4, use_tma=True),
+    "f8_64x128x128_w4_s4_x2_tma": TileConfig(
+        64, 128, 128, 8, 4, 4, programs_per_sm=2, use_tma=True
+    ),
     # the warp-specialized Gluon kernel (fp8_ws.py): a TMA producer warp, two consumer
     # warpgroups, paired k-groups; stages of 32 KiB
     "f8_ws_128x128_s6": TileConfig(128, 128, 128, 8, 4, 6, gluon_ws=True),
