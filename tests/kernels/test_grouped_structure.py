@@ -100,23 +100,29 @@ def test_tma_loads_give_the_pointer_loads_results(device, b_is_nk, K, N):
 
 
 @pytest.mark.slow
-def test_tma_tiles_compile_for_sm90_unspilled(monkeypatch):
-    """The shipped bf16 tile with TMA loads, forward and dgrad, as the dry census records the
-    launches, compiled for sm_90 without a GPU: it fits, does not spill, keeps its wgmma
-    pipeline."""
+@pytest.mark.parametrize("kind", ["bf16", "fp8"])
+def test_tma_tiles_compile_for_sm90_unspilled(monkeypatch, kind):
+    """The shipped forward/dgrad tile with TMA loads, as the dry census records the launches,
+    compiled for sm_90 without a GPU: it fits, does not spill, keeps its wgmma pipeline."""
     import dataclasses
 
     from kernel_ratchet.kernels.grouped_gemm import configs
+    from kernel_ratchet.kernels.grouped_gemm.fp8_kernel import _grouped_mm_fp8_kernel
     from kernel_ratchet.kernels.grouped_gemm.kernel import _grouped_mm_kernel
     from kernel_ratchet.kernels.offline import resources_of
 
-    tma = dataclasses.replace(configs.BUCKETS["bf16_mm_large"], use_tma=True)
-    monkeypatch.setitem(configs.BUCKETS, "bf16_mm_large", tma)
+    bucket = f"{kind}_mm_large"
+    tma = dataclasses.replace(configs.BUCKETS[bucket], use_tma=True)
+    monkeypatch.setitem(configs.BUCKETS, bucket, tma)
     shape = next(s for s in S.moe_offlist() if s.label == "qwen15_moe_a27b_down_zipf1.2")
-    launches = gc.census_step("bf16", shape).of("_grouped_mm_kernel")
-    assert [x.get("USE_TMA") for x in launches] == [True, True]
-    assert [x.get("B_N_CONTIG") for x in launches] == [False, True]  # forward, dgrad
-    for res in resources_of(_grouped_mm_kernel, launches):
+    name, fn = (
+        ("_grouped_mm_kernel", _grouped_mm_kernel)
+        if kind == "bf16"
+        else ("_grouped_mm_fp8_kernel", _grouped_mm_fp8_kernel)
+    )
+    launches = gc.census_step(kind, shape).of(name)
+    assert [x.get("USE_TMA") for x in launches] == [True, True]  # forward, dgrad
+    for res in resources_of(fn, launches):
         assert res.fits() and res.spill_bytes == 0 and not res.serialized, res.line()
 
 
