@@ -23,26 +23,37 @@ from kernel_ratchet.kernels.quant.launch import quant_fp8_block_128x128, quant_f
 E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
 
 
-_COMPILE_BOTH = """
-import dataclasses, json
-from kernel_ratchet.kernels.gemm import fp8_block_ws_launch as ws
+_COMPILE = """
+import dataclasses, json, sys
+from importlib import import_module
 from kernel_ratchet.kernels.offline import resources
-print(json.dumps([dataclasses.asdict(resources(ws.compile_offline(stages=6, mode=m)))
-                  for m in (0, 1)]))
+launcher, calls = import_module(sys.argv[1]), json.loads(sys.argv[2])
+print(json.dumps([dataclasses.asdict(resources(launcher.compile_offline(**kw))) for kw in calls]))
 """
+
+
+def compiled_in_a_fresh_process(launcher: str, calls: list[dict]) -> list[Resources]:
+    """``launcher.compile_offline(**kw)`` for each of ``calls``, compiled in a process of its
+    own without the interpreter: in a pytest-xdist worker that had run interpreted kernels, a
+    compile once failed inside ``tl.cdiv`` on raw IR values, as if the interpreter's patches of
+    ``triton.language`` were still in place."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run(
+        [sys.executable, "-c", _COMPILE, launcher, json.dumps(calls)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    return [Resources(**r) for r in json.loads(out.stdout.strip().splitlines()[-1])]
 
 
 @functools.lru_cache(maxsize=1)
 def _shipped_tile_resources() -> list[Resources]:
-    """Both modes compiled in a process of their own, without the interpreter: in a pytest-xdist
-    worker that had run interpreted kernels, this compile once failed inside ``tl.cdiv`` on raw
-    IR values, as if the interpreter's patches of ``triton.language`` were still in place."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    out = subprocess.run(
-        [sys.executable, "-c", _COMPILE_BOTH], capture_output=True, text=True, env=env, timeout=300
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    return [Resources(**r) for r in json.loads(out.stdout.strip().splitlines()[-1])]
+    """Both modes of the shipped tile."""
+    calls = [{"stages": 6, "mode": m} for m in (0, 1)]
+    return compiled_in_a_fresh_process("kernel_ratchet.kernels.gemm.fp8_block_ws_launch", calls)
 
 
 @pytest.mark.slow

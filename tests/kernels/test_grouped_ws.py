@@ -6,10 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -20,27 +16,16 @@ from kernel_ratchet.kernels.grouped_gemm import fp8_ws_launch as ws
 from kernel_ratchet.kernels.grouped_gemm.fp8_ws import _grouped_fp8_ws_kernel
 from kernel_ratchet.kernels.offline import SM90_SHARED_BYTES, Resources
 from kernel_ratchet.kernels.quant.launch import quant_fp8_blockwise_1x128
-from tests.kernels.test_gemm_ws import _LaunchRecorder
+from tests.kernels.test_gemm_ws import _LaunchRecorder, compiled_in_a_fresh_process
 
 E4M3 = torch.float8_e4m3fn
-
-_COMPILE_BOTH = """
-import dataclasses, json
-from kernel_ratchet.kernels.grouped_gemm import fp8_ws_launch as ws
-from kernel_ratchet.kernels.offline import resources
-print(json.dumps([dataclasses.asdict(resources(ws.compile_offline(mode=m))) for m in (0, 1)]))
-"""
 
 
 @functools.lru_cache(maxsize=1)
 def _resources() -> list[Resources]:
-    """Both modes compiled natively in a process of their own (see test_gemm_ws)."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    out = subprocess.run(
-        [sys.executable, "-c", _COMPILE_BOTH], capture_output=True, text=True, env=env, timeout=300
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    return [Resources(**r) for r in json.loads(out.stdout.strip().splitlines()[-1])]
+    """Both modes, compiled natively in a process of their own."""
+    calls = [{"mode": m} for m in (0, 1)]
+    return compiled_in_a_fresh_process("kernel_ratchet.kernels.grouped_gemm.fp8_ws_launch", calls)
 
 
 @pytest.mark.slow
