@@ -81,7 +81,7 @@ def test_tma_loads_give_the_pointer_loads_results(device, b_is_nk, K, N):
     import dataclasses
 
     from kernel_ratchet.kernels.grouped_gemm import configs
-    from kernel_ratchet.kernels.grouped_gemm.launch import _tma_ok, grouped_mm
+    from kernel_ratchet.kernels.grouped_gemm.launch import grouped_mm, tma_readable
 
     g = torch.Generator().manual_seed(11)
     dtype = torch.float16 if device == "cpu" else torch.bfloat16
@@ -90,7 +90,7 @@ def test_tma_loads_give_the_pointer_loads_results(device, b_is_nk, K, N):
     b = torch.randn(len(LENS), N, K, generator=g).to(dtype).to(device)
     base = configs.INTERP if device == "cpu" else configs.BUCKETS["bf16_mm_large"]
     tma = dataclasses.replace(base, use_tma=True)
-    assert _tma_ok(a, b, b_is_nk, base.BLOCK_K) == (b_is_nk or N % base.BLOCK_K == 0)
+    assert tma_readable(a, b, b_is_nk, base.BLOCK_K) == (b_is_nk or N % base.BLOCK_K == 0)
     one = grouped_mm(a, b, lens, b_is_nk=b_is_nk, config=base)
     two = grouped_mm(a, b, lens, b_is_nk=b_is_nk, config=tma)
     if device == "cpu":

@@ -36,10 +36,10 @@ from kernel_ratchet.kernels.grouped_gemm.fp8_kernel import (
 from kernel_ratchet.kernels.grouped_gemm.launch import (
     _check,
     _ensure_tma_allocator,
-    _tma_ok,
     interpreting,
     launch_split_tail,
     num_programs,
+    tma_readable,
 )
 from kernel_ratchet.kernels.quant.dual import quant_fp8_dual_1x128
 from kernel_ratchet.kernels.quant.launch import (
@@ -131,7 +131,7 @@ def grouped_mm_fp8(
     if T == 0 or N == 0:
         return out
     nprog = num_programs(bd.device) * cfg.programs_per_sm
-    tma = cfg.use_tma and b_is_nk and _tma_ok(a.data, bd, True, cfg.BLOCK_K)
+    tma = cfg.use_tma and b_is_nk and tma_readable(a.data, bd, True, cfg.BLOCK_K)
     if tma:
         cfg = dataclasses.replace(cfg, split_tail=False)
         if bd.device.type == "cuda":

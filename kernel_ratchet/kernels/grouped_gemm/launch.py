@@ -106,7 +106,7 @@ def grouped_mm(
     if T == 0 or N == 0:
         return out
     nprog = num_programs(a.device) * cfg.programs_per_sm
-    tma = cfg.use_tma and _tma_ok(a, b, b_is_nk, cfg.BLOCK_K)
+    tma = cfg.use_tma and tma_readable(a, b, b_is_nk, cfg.BLOCK_K)
     if tma:
         cfg = dataclasses.replace(cfg, split_tail=False)
         if a.device.type == "cuda":
@@ -146,7 +146,7 @@ def grouped_mm(
     return out
 
 
-def _tma_ok(a: torch.Tensor, b: torch.Tensor, b_is_nk: bool, block_k: int) -> bool:
+def tma_readable(a: torch.Tensor, b: torch.Tensor, b_is_nk: bool, block_k: int) -> bool:
     """Whether :func:`grouped_mm`'s operands can be read through TMA descriptors: A [T, K] and
     the weight stack viewed [G * N, K] (``b_is_nk``) or [G * K, N], each contiguous along its
     last axis with a 16-byte aligned base and row stride; for [G * K, N], K a multiple of
