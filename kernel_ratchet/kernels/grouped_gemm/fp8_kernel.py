@@ -12,16 +12,15 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from kernel_ratchet.kernels.grouped_gemm.fp8_tma import _mm_fp8_tile_tma
 from kernel_ratchet.kernels.grouped_gemm.kernel import _col_offsets, _group_of_tile
 from kernel_ratchet.kernels.quant.kernel import _to_fp8
 
 
 @triton.jit
 def _mm_fp8_tile(
-    a_ptr,
+    a_src,
     sa_ptr,
-    b_ptr,
+    b_src,
     sb_ptr,
     c_ptr,
     row0,
@@ -48,7 +47,11 @@ def _mm_fp8_tile(
     EVEN_K: tl.constexpr,
     EVEN_N: tl.constexpr,
     B_N_CONTIG: tl.constexpr,
+    USE_TMA: tl.constexpr = False,
 ):
+    """One output tile. ``a_src``/``b_src`` are pointers, or with USE_TMA (a K-major B)
+    descriptors over A [T, K] and B viewed [G * N, K]: rows past the group and columns past N
+    read other rows and are never stored, K tails are zeros; the scales load by pointer."""
     rm = tl.arange(0, BLOCK_M)
     rk = tl.arange(0, BLOCK_K)
     row_ok = rm < valid
@@ -56,15 +59,20 @@ def _mm_fp8_tile(
     cols, cols_ld = _col_offsets(pn, N, BLOCK_N, EVEN_N, B_N_CONTIG)
     col_ok = cols < N
     cols_s = tl.where(col_ok, cols, 0)  # scale index (never a contiguous load axis)
-    a_ptrs = a_ptr + row0.to(tl.int64) * stride_am + rows[:, None] * stride_am
-    a_ptrs += rk[None, :] * stride_ak
+    if not USE_TMA:
+        a_ptrs = a_src + row0.to(tl.int64) * stride_am + rows[:, None] * stride_am
+        a_ptrs += rk[None, :] * stride_ak
     sa_ptrs = sa_ptr + (row0 + rows).to(tl.int64) * stride_sam
-    b_ptrs = b_ptr + g.to(tl.int64) * stride_bg + cols_ld[None, :] * stride_bn
-    b_ptrs += rk[:, None] * stride_bk
+    if not USE_TMA:
+        b_ptrs = b_src + g.to(tl.int64) * stride_bg + cols_ld[None, :] * stride_bn
+        b_ptrs += rk[:, None] * stride_bk
     sb_ptrs = sb_ptr + g.to(tl.int64) * stride_sbg + (cols_s // 128) * stride_sbn
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k in range(0, tl.cdiv(K, BLOCK_K)):
-        if EVEN_K:
+        if USE_TMA:
+            a = a_src.load([row0, k * BLOCK_K])
+            b = b_src.load([g * N + pn * BLOCK_N, k * BLOCK_K]).T
+        elif EVEN_K:
             a = tl.load(a_ptrs)
             if B_N_CONTIG and not EVEN_N:
                 b = tl.load(b_ptrs, mask=col_ok[None, :], other=0.0)
@@ -80,8 +88,9 @@ def _mm_fp8_tile(
         sa = tl.load(sa_ptrs + k * stride_sak)
         sb = tl.load(sb_ptrs + k * stride_sbk)
         acc += tl.dot(a, b) * sa[:, None] * sb[None, :]
-        a_ptrs += BLOCK_K * stride_ak
-        b_ptrs += BLOCK_K * stride_bk
+        if not USE_TMA:
+            a_ptrs += BLOCK_K * stride_ak
+            b_ptrs += BLOCK_K * stride_bk
     c_ptrs = c_ptr + row0.to(tl.int64) * stride_cm + rm[:, None] * stride_cm
     c_ptrs += cols[None, :] * stride_cn
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=row_ok[:, None] & col_ok[None, :])
@@ -127,14 +136,17 @@ def _grouped_mm_fp8_kernel(
 
     BLOCK_K == 128: one k step is one scale block of both operands. Tile schedule and
     SPLIT_TAIL as in kernel._grouped_mm_kernel. USE_TMA (K-major B, no SPLIT_TAIL): the tiles
-    load through TMA descriptors (:func:`_mm_fp8_tile_tma`), ``T`` rows of A.
+    load through TMA descriptors (see :func:`_mm_fp8_tile`), ``T`` rows of A.
     """
+    tl.static_assert(not (USE_TMA and SPLIT_TAIL), "TMA loads run without the split tail")
     pid = tl.program_id(0)
+    a_src = a_ptr
+    b_src = b_ptr
     if USE_TMA:
-        a_desc = tl.make_tensor_descriptor(
+        a_src = tl.make_tensor_descriptor(
             a_ptr, shape=[T, K], strides=[stride_am, 1], block_shape=[BLOCK_M, BLOCK_K]
         )
-        b_desc = tl.make_tensor_descriptor(
+        b_src = tl.make_tensor_descriptor(
             b_ptr, shape=[G * N, K], strides=[stride_bn, 1], block_shape=[BLOCK_N, BLOCK_K]
         )
     offs_g = tl.arange(0, G_POW2)
@@ -148,31 +160,7 @@ def _grouped_mm_fp8_kernel(
         row0, valid, pn, g = _group_of_tile(
             tile_id, tile_end, tiles, row_end, lens, offs_g, n_tiles, BLOCK_M, GROUP_M
         )
-        if USE_TMA:
-            _mm_fp8_tile_tma(
-                a_desc,
-                sa_ptr,
-                b_desc,
-                sb_ptr,
-                c_ptr,
-                row0,
-                valid,
-                pn,
-                g,
-                N,
-                K,
-                stride_sam,
-                stride_sak,
-                stride_sbg,
-                stride_sbn,
-                stride_sbk,
-                stride_cm,
-                stride_cn,
-                BLOCK_M,
-                BLOCK_N,
-                BLOCK_K,
-            )
-        elif SPLIT_TAIL:
+        if SPLIT_TAIL:
             if valid <= BLOCK_M // 2:
                 _mm_fp8_tile(
                     a_ptr,
@@ -239,9 +227,9 @@ def _grouped_mm_fp8_kernel(
                 )
         else:
             _mm_fp8_tile(
-                a_ptr,
+                a_src,
                 sa_ptr,
-                b_ptr,
+                b_src,
                 sb_ptr,
                 c_ptr,
                 row0,
@@ -268,6 +256,7 @@ def _grouped_mm_fp8_kernel(
                 EVEN_K,
                 EVEN_N,
                 B_N_CONTIG,
+                USE_TMA,
             )
 
 

@@ -63,8 +63,8 @@ def _col_offsets(pn, N, BLOCK_N: tl.constexpr, EVEN_N: tl.constexpr, B_N_CONTIG:
 
 @triton.jit
 def _mm_tile(
-    a_ptr,
-    b_ptr,
+    a_src,
+    b_src,
     c_ptr,
     row0,
     valid,
@@ -85,8 +85,15 @@ def _mm_tile(
     EVEN_K: tl.constexpr,
     EVEN_N: tl.constexpr,
     B_N_CONTIG: tl.constexpr,
+    USE_TMA: tl.constexpr = False,
 ):
-    """One output tile: rows [row0, row0 + min(valid, BLOCK_M)) x columns of tile pn."""
+    """One output tile: rows [row0, row0 + min(valid, BLOCK_M)) x columns of tile pn.
+
+    ``a_src``/``b_src`` are pointers, or with USE_TMA descriptors over A [T, K] and B viewed
+    [G * N, K] (K-major) or [G * K, N] (N contiguous; the launcher takes this path only when K
+    is a multiple of BLOCK_K, so a k step never reads the next group's rows). Either way rows
+    past the group and columns past N read other rows (or zeros past the tensor) and are never
+    stored, and K tails are zeros."""
     rm = tl.arange(0, BLOCK_M)
     rk = tl.arange(0, BLOCK_K)
     row_ok = rm < valid
@@ -95,13 +102,20 @@ def _mm_tile(
     rows = tl.where(row_ok, rm, 0)
     cols, cols_ld = _col_offsets(pn, N, BLOCK_N, EVEN_N, B_N_CONTIG)
     col_ok = cols < N
-    a_ptrs = a_ptr + row0.to(tl.int64) * stride_am + rows[:, None] * stride_am
-    a_ptrs += rk[None, :] * stride_ak
-    b_ptrs = b_ptr + g.to(tl.int64) * stride_bg + cols_ld[None, :] * stride_bn
-    b_ptrs += rk[:, None] * stride_bk
+    if not USE_TMA:
+        a_ptrs = a_src + row0.to(tl.int64) * stride_am + rows[:, None] * stride_am
+        a_ptrs += rk[None, :] * stride_ak
+        b_ptrs = b_src + g.to(tl.int64) * stride_bg + cols_ld[None, :] * stride_bn
+        b_ptrs += rk[:, None] * stride_bk
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k in range(0, tl.cdiv(K, BLOCK_K)):
-        if EVEN_K:
+        if USE_TMA:
+            a = a_src.load([row0, k * BLOCK_K])
+            if B_N_CONTIG:
+                b = b_src.load([g * K + k * BLOCK_K, pn * BLOCK_N])
+            else:
+                b = b_src.load([g * N + pn * BLOCK_N, k * BLOCK_K]).T
+        elif EVEN_K:
             a = tl.load(a_ptrs)
             if B_N_CONTIG and not EVEN_N:
                 b = tl.load(b_ptrs, mask=col_ok[None, :], other=0.0)
@@ -115,48 +129,9 @@ def _mm_tile(
             else:
                 b = tl.load(b_ptrs, mask=k_ok[:, None], other=0.0)
         acc = tl.dot(a, b, acc)
-        a_ptrs += BLOCK_K * stride_ak
-        b_ptrs += BLOCK_K * stride_bk
-    c_ptrs = c_ptr + row0.to(tl.int64) * stride_cm + rm[:, None] * stride_cm
-    c_ptrs += cols[None, :] * stride_cn
-    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=row_ok[:, None] & col_ok[None, :])
-
-
-@triton.jit
-def _mm_tile_tma(
-    a_desc,
-    b_desc,
-    c_ptr,
-    row0,
-    valid,
-    pn,
-    g,
-    N,
-    K,
-    stride_cm,
-    stride_cn,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    B_N_CONTIG: tl.constexpr,
-):
-    """:func:`_mm_tile` with TMA loads: ``a_desc`` over A [T, K]; ``b_desc`` over B viewed
-    [G * N, K] (K-major) or [G * K, N] (N contiguous; the launcher takes this path only when
-    K is a multiple of BLOCK_K, so a k step never reads the next group's rows). Rows past the
-    group and columns past N read other rows, or zeros past the tensor, and are never stored;
-    the K tail of a K-major load is zero-filled by TMA."""
-    rm = tl.arange(0, BLOCK_M)
-    row_ok = rm < valid
-    cols = pn * BLOCK_N + tl.arange(0, BLOCK_N)
-    col_ok = cols < N
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
-        a = a_desc.load([row0, k * BLOCK_K])
-        if B_N_CONTIG:
-            b = b_desc.load([g * K + k * BLOCK_K, pn * BLOCK_N])
-        else:
-            b = b_desc.load([g * N + pn * BLOCK_N, k * BLOCK_K]).T
-        acc = tl.dot(a, b, acc)
+        if not USE_TMA:
+            a_ptrs += BLOCK_K * stride_ak
+            b_ptrs += BLOCK_K * stride_bk
     c_ptrs = c_ptr + row0.to(tl.int64) * stride_cm + rm[:, None] * stride_cm
     c_ptrs += cols[None, :] * stride_cn
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=row_ok[:, None] & col_ok[None, :])
@@ -196,20 +171,23 @@ def _grouped_mm_kernel(
     SPLIT_TAIL: a tile with at most BLOCK_M / 2 valid rows (the last tile of a group whose
     count is not a tile multiple) runs a half-height tile, so ragged groups waste at most
     BLOCK_M / 2 rows of MMA work instead of BLOCK_M - 1.
-    USE_TMA (no SPLIT_TAIL): the tiles load through TMA descriptors (:func:`_mm_tile_tma`);
+    USE_TMA (no SPLIT_TAIL): the tiles load through TMA descriptors (see :func:`_mm_tile`);
     A and B contiguous along their last axis with 16-byte aligned rows, ``T`` rows of A.
     """
+    tl.static_assert(not (USE_TMA and SPLIT_TAIL), "TMA loads run without the split tail")
     pid = tl.program_id(0)
+    a_src = a_ptr
+    b_src = b_ptr
     if USE_TMA:
-        a_desc = tl.make_tensor_descriptor(
+        a_src = tl.make_tensor_descriptor(
             a_ptr, shape=[T, K], strides=[stride_am, 1], block_shape=[BLOCK_M, BLOCK_K]
         )
         if B_N_CONTIG:
-            b_desc = tl.make_tensor_descriptor(
+            b_src = tl.make_tensor_descriptor(
                 b_ptr, shape=[G * K, N], strides=[stride_bk, 1], block_shape=[BLOCK_K, BLOCK_N]
             )
         else:
-            b_desc = tl.make_tensor_descriptor(
+            b_src = tl.make_tensor_descriptor(
                 b_ptr, shape=[G * N, K], strides=[stride_bn, 1], block_shape=[BLOCK_N, BLOCK_K]
             )
     offs_g = tl.arange(0, G_POW2)
@@ -223,25 +201,7 @@ def _grouped_mm_kernel(
         row0, valid, pn, g = _group_of_tile(
             tile_id, tile_end, tiles, row_end, lens, offs_g, n_tiles, BLOCK_M, GROUP_M
         )
-        if USE_TMA:
-            _mm_tile_tma(
-                a_desc,
-                b_desc,
-                c_ptr,
-                row0,
-                valid,
-                pn,
-                g,
-                N,
-                K,
-                stride_cm,
-                stride_cn,
-                BLOCK_M,
-                BLOCK_N,
-                BLOCK_K,
-                B_N_CONTIG,
-            )
-        elif SPLIT_TAIL:
+        if SPLIT_TAIL:
             if valid <= BLOCK_M // 2:
                 _mm_tile(
                     a_ptr,
@@ -294,8 +254,8 @@ def _grouped_mm_kernel(
                 )
         else:
             _mm_tile(
-                a_ptr,
-                b_ptr,
+                a_src,
+                b_src,
                 c_ptr,
                 row0,
                 valid,
@@ -316,6 +276,7 @@ def _grouped_mm_kernel(
                 EVEN_K,
                 EVEN_N,
                 B_N_CONTIG,
+                USE_TMA,
             )
 
 
