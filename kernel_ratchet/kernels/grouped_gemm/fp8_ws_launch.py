@@ -16,12 +16,11 @@ import triton
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+from kernel_ratchet.kernels.gemm.fp8_block_ws_launch import OPTIONS, _sm90
 from kernel_ratchet.kernels.grouped_gemm.fp8_ws import KGROUP, ROWS, _grouped_fp8_ws_kernel
 
-#: Registers per thread at launch and the consumers' share (as the dense kernel's launcher).
-MAXNREG = 168
+#: The consumers' registers per thread (the dense kernel's default; OPTIONS are its launch's).
 CONSUMER_REGS = 232
-OPTIONS = {"num_warps": 4, "maxnreg": MAXNREG}
 #: Groups the device-side schedule holds in one vector (per partition, per tile).
 MAX_GROUPS = 1024
 
@@ -54,11 +53,6 @@ def _rows_ok(t: torch.Tensor) -> bool:
     return (
         t.stride(-1) == 1 and t.data_ptr() % 16 == 0 and (t.stride(-2) * t.element_size()) % 16 == 0
     )
-
-
-@functools.lru_cache(maxsize=8)
-def _sm90(device: torch.device) -> bool:
-    return torch.cuda.get_device_capability(device) == (9, 0)
 
 
 def supported(a: torch.Tensor, b: torch.Tensor, block_n: int) -> bool:
