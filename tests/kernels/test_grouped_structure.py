@@ -6,12 +6,19 @@ multiples of 128, empty and ragged groups), and the census shows the structure i
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
 from kernel_ratchet.kernels.grouped_gemm import census as gc
+from kernel_ratchet.kernels.grouped_gemm import configs
 from kernel_ratchet.kernels.grouped_gemm import fp8 as F
 from kernel_ratchet.kernels.grouped_gemm import shapes as S
+from kernel_ratchet.kernels.grouped_gemm.fp8_kernel import _grouped_mm_fp8_kernel
+from kernel_ratchet.kernels.grouped_gemm.kernel import _grouped_mm_kernel
+from kernel_ratchet.kernels.grouped_gemm.launch import grouped_mm, tma_readable
+from kernel_ratchet.kernels.offline import resources_of
 from kernel_ratchet.kernels.quant.launch import Fp8Quantized, quant_fp8_blockwise_1x128
 
 LENS = [0, 37, 1, 0, 50]
@@ -48,10 +55,6 @@ def test_fp8_dgrad_reads_the_weight_k_major():
 def test_more_programs_per_sm_compute_every_tile_the_same(operands, kind):
     """The persistent forward/dgrad grid spreads the same tiles over more programs: results
     bit for bit, ragged and empty groups included."""
-    import dataclasses
-
-    from kernel_ratchet.kernels.grouped_gemm import configs
-    from kernel_ratchet.kernels.grouped_gemm.launch import grouped_mm
 
     w, dout, lens = operands
     base = configs.INTERP_FP8 if kind == "fp8" else configs.INTERP
@@ -78,10 +81,6 @@ def test_tma_loads_give_the_pointer_loads_results(device, b_is_nk, K, N):
     """The bf16 grouped GEMM with TMA descriptors (interpreter: fp16) against pointer loads, bit
     for bit: rows past a group and columns past N are read but never stored, K tails are
     zeros either way; a dgrad whose K is not a tile multiple keeps pointer loads."""
-    import dataclasses
-
-    from kernel_ratchet.kernels.grouped_gemm import configs
-    from kernel_ratchet.kernels.grouped_gemm.launch import grouped_mm, tma_readable
 
     g = torch.Generator().manual_seed(11)
     dtype = torch.float16 if device == "cpu" else torch.bfloat16
@@ -104,12 +103,6 @@ def test_tma_loads_give_the_pointer_loads_results(device, b_is_nk, K, N):
 def test_tma_tiles_compile_for_sm90_unspilled(monkeypatch, kind):
     """The shipped forward/dgrad tile with TMA loads, as the dry census records the launches,
     compiled for sm_90 without a GPU: it fits, does not spill, keeps its wgmma pipeline."""
-    import dataclasses
-
-    from kernel_ratchet.kernels.grouped_gemm import configs
-    from kernel_ratchet.kernels.grouped_gemm.fp8_kernel import _grouped_mm_fp8_kernel
-    from kernel_ratchet.kernels.grouped_gemm.kernel import _grouped_mm_kernel
-    from kernel_ratchet.kernels.offline import resources_of
 
     bucket = f"{kind}_mm_large"
     tma = dataclasses.replace(configs.BUCKETS[bucket], use_tma=True)
@@ -130,9 +123,6 @@ def test_tma_tiles_compile_for_sm90_unspilled(monkeypatch, kind):
 def test_fp8_tma_loads_give_the_pointer_loads_results(device, K):
     """The FP8 grouped GEMM (K-major weight: the forward, and the dgrad on its transposed
     copy) with TMA descriptors against pointer loads, bit for bit in the interpreter."""
-    import dataclasses
-
-    from kernel_ratchet.kernels.grouped_gemm import configs
 
     g = torch.Generator().manual_seed(13)
     lens = torch.tensor(LENS, dtype=torch.int32, device=device)
