@@ -8,9 +8,9 @@ Times the forward (and the wgrad) kernels of a few representative MoE shapes und
 candidate TileConfig, prints a short table and writes ``sweep.csv``. ``--fp8``: for each
 shape, every launch of the FP8 blockwise training step on its own (the weight's quantization
 with its transposed copy, both dual quantizations, forward, dgrad, wgrad, in TFLOP/s of the
-GEMMs or GB/s of the passes), then the FP8 GEMM and wgrad buckets against their
-alternatives. The chosen buckets and the measured reason go into configs.py by hand: nothing
-is autotuned at run time.
+GEMMs or GB/s of the passes), then the FP8 GEMM bucket's alternatives on the forward and
+the dgrad, and the wgrad bucket's. The chosen buckets and the measured reason go into
+configs.py by hand: nothing is autotuned at run time.
 """
 
 from __future__ import annotations
@@ -175,6 +175,8 @@ def sweep_fp8(label: str, s, mrt: float, device: str = "cuda") -> list[tuple]:
     for name, cfg in FP8_MM_MORE.items():
         fn = partial(grouped_mm_fp8, xr, wq, lens, b_is_nk=True, config=cfg)
         rows.append(_time(label, f"fwd {name}", fn, f, mrt))
+        fn = partial(grouped_mm_fp8, dr, wt, lens, b_is_nk=True, config=cfg)
+        rows.append(_time(label, f"dgrad {name}", fn, f, mrt))
     for name, cfg in FP8_WGRAD.items():
         rows.append(
             _time(label, name, partial(grouped_wgrad_fp8, dc, xc, lens, config=cfg), f, mrt)
