@@ -105,7 +105,8 @@ def profile_incumbent(c: CampaignContext, n: int, analysis: dict[str, Any]) -> d
 
 
 def ncu_metrics(cmd: list[str], root: Path, out: Path) -> dict[str, Any]:
-    """Nsight Compute over the phases' NVTX ranges, or why there is none."""
+    """Nsight Compute over one call of each phase (the target brackets them with
+    cudaProfilerStart/Stop), or why there is none."""
     ncu = shutil.which("ncu")
     if ncu is None:
         return {"error": "ncu is not on the PATH"}
@@ -116,11 +117,8 @@ def ncu_metrics(cmd: list[str], root: Path, out: Path) -> dict[str, Any]:
         "raw",
         "--clock-control",
         "none",
-        "--nvtx",
-        "--nvtx-include",
-        "ratchet_fwd/",
-        "--nvtx-include",
-        "ratchet_bwd/",
+        "--profile-from-start",
+        "off",
         "--launch-count",
         str(NCU_LAUNCHES),
         "--metrics",

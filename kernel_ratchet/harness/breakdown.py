@@ -10,10 +10,14 @@ campaign driver never imports the project's kernels:
 
 Method: the adapter's case for the shape (seed 0), each phase run twice to warm up (compile,
 caches), then ``--iters`` calls of the phase under ``torch.profiler`` (CPU and CUDA
-activities), one profiler session per phase. Per kernel: device self time on CUDA (CPU self
-time on the CPU, where the interpreter makes it meaningless for tuning), per call of the phase.
-With ``--ncu-target`` the phases are warmed up, then run once each inside the NVTX ranges
-``ratchet_fwd`` / ``ratchet_bwd``, for Nsight Compute to profile those launches alone.
+activities), one profiler session per phase. On CUDA: the device activities of the trace
+(kernels, memcpy, memset; not the annotations of the ops that launched them, which would count
+each kernel twice), per call of the phase. On the CPU: self time per op (the interpreter makes
+it meaningless for tuning). With ``--ncu-target`` the phases are warmed up, then run once each
+between ``cudaProfilerStart`` and ``cudaProfilerStop``, for Nsight Compute
+(``--profile-from-start off``) to profile those launches alone: that capture is process-wide,
+so it holds the backward's kernels, which autograd launches from its own thread (an NVTX
+push/pop range holds only its thread's).
 """
 
 from __future__ import annotations
@@ -21,13 +25,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 #: Kernels listed per phase (the rest are summed into "other").
 TOP = 12
-NVTX = {"fwd": "ratchet_fwd", "bwd": "ratchet_bwd"}
+#: Trace event categories of device work (torch.profiler's Chrome trace).
+DEVICE_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 
 
 def kernel_table(rows: Sequence[tuple[str, int, float]], iters: int) -> dict[str, Any]:
@@ -51,6 +57,24 @@ def kernel_table(rows: Sequence[tuple[str, int, float]], iters: int) -> dict[str
             }
         )
     return {"total_ms": total / 1e3 / iters, "kernels": kernels}
+
+
+def device_rows(trace: dict[str, Any]) -> list[tuple[str, int, float]]:
+    """(name, calls, total µs) per kernel of a torch.profiler Chrome trace: device work only.
+    Ops' annotations on the GPU timeline (``gpu_user_annotation``), runtime calls and the
+    profiler's own overhead are left out."""
+    by: dict[str, list[float]] = {}
+    for e in trace.get("traceEvents", []):
+        if e.get("ph") == "X" and e.get("cat") in DEVICE_CATEGORIES:
+            by.setdefault(str(e.get("name", "?")), []).append(float(e.get("dur", 0.0)))
+    return [(name, len(d), sum(d)) for name, d in by.items()]
+
+
+def _device_rows(prof: Any) -> list[tuple[str, int, float]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "trace.json"
+        prof.export_chrome_trace(str(path))
+        return device_rows(json.loads(path.read_text()))
 
 
 def _phases(adapter: Any, case: Any) -> dict[str, Callable[[], Any]]:
@@ -79,11 +103,13 @@ def profile(adapter: Any, shape: Any, device: str, iters: int) -> dict[str, Any]
             for _ in range(iters):
                 fn()
             sync()
-        attr = "self_device_time_total" if cuda else "self_cpu_time_total"
-        rows = [(e.key, e.count, float(getattr(e, attr, 0.0))) for e in prof.key_averages()]
+        if cuda:
+            rows = _device_rows(prof)
+        else:
+            rows = [(e.key, e.count, e.self_cpu_time_total) for e in prof.key_averages()]
         phases[name] = kernel_table(rows, iters)
     how = (
-        "device self time per kernel (torch.profiler, CUDA activity)"
+        "device time per kernel (torch.profiler trace: kernels, memcpy, memset)"
         if cuda
         else "CPU self time per op (torch.profiler; Triton interpreter: meaningless for tuning)"
     )
@@ -104,11 +130,11 @@ def ncu_target(adapter: Any, shape: Any) -> None:
     for fn in run.values():
         fn()
     torch.cuda.synchronize()
-    for name, fn in run.items():
-        torch.cuda.nvtx.range_push(NVTX[name])
+    torch.cuda.profiler.start()
+    for fn in run.values():
         fn()
-        torch.cuda.synchronize()
-        torch.cuda.nvtx.range_pop()
+    torch.cuda.synchronize()
+    torch.cuda.profiler.stop()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -2,8 +2,10 @@
 
 :class:`Ceilings` holds a device's measured peaks (matrix TFLOPS per dtype, copy bandwidth);
 measuring them is the campaign's job (:mod:`kernel_ratchet.campaign.analyze`). For each PASS
-row of a benchmark CSV :func:`analyze_table` derives the FLOPs (2·M·N·K·B forward), the bytes
-from the adapter's ``bytes_moved``, the arithmetic intensity, the attainable roofline, the
+row of a benchmark CSV :func:`analyze_table` derives the FLOPs (the row's own forward TFLOPS
+times its time: the harness counted them with the adapter's ``flops``, which knows a grouped
+GEMM's M is all groups' rows; 2·M·N·K·B where the row lacks them), the bytes from the
+adapter's ``bytes_moved``, the arithmetic intensity, the attainable roofline, the
 bound (compute / memory / latency) and the fraction of the roofline reached;
 :func:`efficiency` aggregates those fractions into the number T2 reads.
 """
@@ -88,6 +90,13 @@ def _bytes_moved(adapter: Any, shape: Shape) -> float | None:
         return None
 
 
+def _flops(r: Any) -> float:
+    """A row's forward FLOPs as the harness counted them (TFLOPS x ms), else 2·M·N·K·B."""
+    if r.fwd > 0 and r.fwd_ms > 0 and math.isfinite(r.fwd * r.fwd_ms):
+        return r.fwd * 1e12 * r.fwd_ms * 1e-3
+    return 2.0 * r.M * r.N * r.K * r.B
+
+
 def analyze_table(
     table: BenchTable,
     ceil: Ceilings,
@@ -118,7 +127,7 @@ def analyze_table(
                 "efficiency": eff,
             }
         else:
-            flops = 2.0 * r.M * r.N * r.K * r.B
+            flops = _flops(r)
             row = shape_roofline(flops, moved, r.fwd_ms, peak, ceil.copy_gbps)
         shapes.append({"label": r.label, "M": r.M, "N": r.N, "K": r.K, "B": r.B, **row})
     return {

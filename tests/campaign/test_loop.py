@@ -242,6 +242,21 @@ def test_roofline_bound_and_efficiency_from_a_csv():
     assert 0 < efficiency(a) < 1 and a["efficiency"] == efficiency(a)
 
 
+def test_roofline_counts_the_flops_the_harness_counted_for_a_grouped_gemm():
+    """A grouped GEMM row's M is all groups' rows: 2·M·N·K·B would count B times its work.
+    The achieved rate is the one the harness measured with the adapter's flop count."""
+    from kernel_ratchet.harness.csv_schema import GEMM_HEADER, parse_csv_text
+    from kernel_ratchet.scoring.roofline import Ceilings, analyze_table
+
+    # 128 experts, 65536 rows in all: 2·65536·3072·4096 flops in 5.4775 ms = 301.1 TFLOPS
+    row = "moe,128,65536,3072,4096,PASS,301.098,0.3,374.7,0.8,5.4775,8.8,28.6,28.6,28.7"
+    table = parse_csv_text(GEMM_HEADER + "\n" + row)
+    ceil = Ceilings("gpu", "GPU", {"fp8": 1436.0}, 4260.0)
+    s = analyze_table(table, ceil, op="grouped_gemm_fp8")["shapes"][0]
+    assert abs(s["achieved_tflops"] - 301.098) < 0.01
+    assert abs(s["efficiency"] - 301.098 / 1436.0) < 1e-4
+
+
 def test_a_round_starts_only_when_the_time_left_holds_a_typical_one():
     assert too_short(10.0, []) is None  # the first round always starts
     assert too_short(float("inf"), [100.0]) is None  # no --max-duration
