@@ -59,7 +59,11 @@ INTERP_FP8 = TileConfig(64, 64, 128, GROUP_M=2, num_warps=1, num_stages=1, split
 #     128x256x64 w8 s3 435 / 616 (chosen) | 128x128x64 w8 s4 (split) 317 / 492 |
 #     64x256x64 w4 s4 363 / 453 | dense cuBLAS same FLOPs 689 / 706
 #   wgrad (mixtral uniform): 64x128x128 w8 s3 495 (chosen) | 128x128x64 w8 s4 378
-#   fp8 GEMM only (mixtral uniform): 128x128x128 w8 s4 550 (chosen) | 128x256x128 w8 s3 328
+#   fp8 forward / dgrad (tune.py --fp8; qwen3_235b gate_up uniform, olmoe gate_up
+#     one-hot-heavy, mixtral down skewed), forward TFLOPS: the warp-specialized Gluon kernel
+#     128x128, 4 stages 878 / 711 / 888, dgrad 824 / 677 / 824 (chosen; a campaign round
+#     accepted it at 1.29x on the step) | Triton 128x128x128 w8 s4 513 / 452 / 528 |
+#     64x128x128 w4 s4, 2 programs per SM, TMA 721 / 653 / 768 | 128x256x128 w8 s3 331 / 299 / 355
 #   fp8 wgrad (tune.py --fp8; qwen3_235b gate_up uniform / olmoe gate_up one-hot-heavy /
 #     mixtral down skewed), TFLOPS: 64x128 w4 s4 329 / 362 / 366 (chosen; a campaign round
 #     accepted it at 1.16x on the step) | 128x128 w8 s3 249 / 262 / 247 (255 registers,
@@ -76,7 +80,7 @@ BUCKETS: dict[str, TileConfig] = {
     ),
     # wgrad: output tile over (N, K), reduction over the group's rows.
     "bf16_wgrad": TileConfig(64, 128, 128, GROUP_M=1, num_warps=8, num_stages=3),
-    "fp8_mm_large": TileConfig(128, 128, 128, GROUP_M=8, num_warps=8, num_stages=4),
+    "fp8_mm_large": TileConfig(128, 128, 128, GROUP_M=8, num_warps=4, num_stages=4, gluon_ws=True),
     "fp8_mm_small": TileConfig(
         64, 128, 128, GROUP_M=4, num_warps=4, num_stages=4, split_tail=False
     ),
