@@ -56,8 +56,12 @@ INTERP_FP8 = TileConfig(64, 64, 128, GROUP_M=2, num_warps=1, num_stages=1, split
 # Hopper buckets. Starting points from Hopper bf16 GEMM practice, then swept with tune.py on an
 # H200 (torch 2.11, triton 3.6, torch.utils.benchmark median):
 #   forward, dsv3_gate_up_top1_cf1.25 / mixtral_8x7b_gate_up_uniform, TFLOPS:
-#     128x256x64 w8 s3 435 / 616 (chosen) | 128x128x64 w8 s4 (split) 317 / 492 |
+#     128x256x64 w8 s3 435 / 616 | 128x128x64 w8 s4 (split) 317 / 492 |
 #     64x256x64 w4 s4 363 / 453 | dense cuBLAS same FLOPs 689 / 706
+#   bf16 forward / dgrad, qwen3_235b gate_up uniform and mixtral down skewed, TFLOPS:
+#     128x256x64 w8 s4 TMA loads 705 / 777 forward (chosen; a campaign round accepted it at
+#     1.11x on the step) | the same with pointer loads, 3 stages 651 / 658, its dgrad 510 / 517
+#     (255 registers) against 687 / 687 with TMA loads | dense cuBLAS 673 / 697
 #   wgrad (mixtral uniform): 64x128x128 w8 s3 495 (chosen) | 128x128x64 w8 s4 378
 #   fp8 forward / dgrad (tune.py --fp8; qwen3_235b gate_up uniform, olmoe gate_up
 #     one-hot-heavy, mixtral down skewed), forward TFLOPS: the warp-specialized Gluon kernel
@@ -72,7 +76,7 @@ INTERP_FP8 = TileConfig(64, 64, 128, GROUP_M=2, num_warps=1, num_stages=1, split
 # shapes; at 225 rows per group the large tile already beat the 64-row one by 20%.
 BUCKETS: dict[str, TileConfig] = {
     # forward / dgrad, many rows per group: large tiles, few wasted rows.
-    "bf16_mm_large": TileConfig(128, 256, 64, GROUP_M=8, num_warps=8, num_stages=3),
+    "bf16_mm_large": TileConfig(128, 256, 64, GROUP_M=8, num_warps=8, num_stages=4, use_tma=True),
     # forward / dgrad, few rows per group (<= 192 on average): a 64-row tile wastes fewer rows
     # of the partial last tile of every group.
     "bf16_mm_small": TileConfig(
