@@ -84,7 +84,8 @@ BUCKETS: dict[str, TileConfig] = {
     ),
     # wgrad: output tile over (N, K), reduction over the group's rows.
     "bf16_wgrad": TileConfig(64, 128, 128, GROUP_M=1, num_warps=8, num_stages=3),
-    "fp8_mm_large": TileConfig(128, 128, 128, GROUP_M=8, num_warps=4, num_stages=4, gluon_ws=True),
+    # the Gluon kernel ignores num_warps; 8 is the Triton tile's where it does not apply
+    "fp8_mm_large": TileConfig(128, 128, 128, GROUP_M=8, num_warps=8, num_stages=4, gluon_ws=True),
     "fp8_mm_small": TileConfig(
         64, 128, 128, GROUP_M=4, num_warps=4, num_stages=4, split_tail=False
     ),
