@@ -238,7 +238,7 @@ def _accept(r: _Reading, small: Sequence[ShapeRow], thr_s: str) -> PairedDecisio
         if r.mde > 0
         else "no minimum detectable effect is set (`ratchet calibrate` measures this machine's)"
     )
-    ok = f"{r.head} excludes no gain and {floor}; no shape regressed ≥ {thr_s}"
+    ok = f"{r.head}; the aggregate's CI excludes no gain and {floor}; no shape regressed ≥ {thr_s}"
     if small:
         ok += f"; trade-off: shape(s) confirmed slower by less than {thr_s}: {_shapes(small)}"
     return r.result(Status.ACCEPTED, ok, small)
@@ -252,8 +252,8 @@ def _no_gain(r: _Reading, small: Sequence[ShapeRow], confirm_slowdown: bool) -> 
             f"; reads {(1.0 - r.agg) * 100:.2f}% slower without a CI that confirms it: "
             "measuring on to tell a slowdown from noise"
         )
-        return r.result(Status.ROLLED_BACK, f"{r.head}: {why}{more}", small, r.rows)
-    return r.result(Status.ROLLED_BACK, f"{r.head}: {why}", small)
+        return r.result(Status.ROLLED_BACK, f"{r.head}; {why}{more}", small, r.rows)
+    return r.result(Status.ROLLED_BACK, f"{r.head}; {why}", small)
 
 
 def _judge(r: _Reading, confirm_slowdown: bool) -> PairedDecision:

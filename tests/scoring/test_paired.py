@@ -143,6 +143,8 @@ def test_clear_gain_is_accepted_with_numbers_and_cis_in_the_reason():
     assert d.gain == pytest.approx(0.06, abs=1e-5)
     assert "aggregate speed ratio 1.0600x [" in d.reason and "+6.00%" in d.reason
     assert "per-shape CIs at 98.8%" in d.reason and "no shape regressed ≥ 5%" in d.reason
+    # the clause names its subject: it follows the time-weighted effect and any unresolved list
+    assert "; the aggregate's CI excludes no gain and no minimum detectable" in d.reason
     json.dumps(d.to_dict())
 
 
