@@ -17,7 +17,12 @@ from kernel_ratchet.kernels.grouped_gemm import fp8 as F
 from kernel_ratchet.kernels.grouped_gemm import shapes as S
 from kernel_ratchet.kernels.grouped_gemm.fp8_kernel import _grouped_mm_fp8_kernel
 from kernel_ratchet.kernels.grouped_gemm.kernel import _grouped_mm_kernel
-from kernel_ratchet.kernels.grouped_gemm.launch import grouped_mm, tma_readable
+from kernel_ratchet.kernels.grouped_gemm.launch import (
+    grouped_mm,
+    grouped_wgrad,
+    tma_readable,
+    wgrad_tma_readable,
+)
 from kernel_ratchet.kernels.offline import resources_of
 from kernel_ratchet.kernels.quant.launch import Fp8Quantized, quant_fp8_blockwise_1x128
 
@@ -97,6 +102,38 @@ def test_tma_loads_give_the_pointer_loads_results(device, b_is_nk, K, N):
         assert torch.equal(one, two)
     else:
         assert torch.allclose(one.float(), two.float(), rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("N, K", [(160, 200), (192, 48), (40, 136)], ids=str)
+def test_wgrad_tma_loads_give_the_pointer_loads_results(device, N, K):
+    """The bf16 weight gradient through per-group TMA descriptors (interpreter: fp16) against
+    pointer loads, bit for bit: each descriptor ends at its group's last row, so the next
+    group's rows come back as zeros, as the mask made them; an empty group gives zeros."""
+
+    g = torch.Generator().manual_seed(17)
+    dtype = torch.float16 if device == "cpu" else torch.bfloat16
+    lens = torch.tensor(LENS + [129], dtype=torch.int32, device=device)
+    T = int(lens.sum())
+    dy = torch.randn(T, N, generator=g).to(dtype).to(device)
+    x = torch.randn(T, K, generator=g).to(dtype).to(device)
+    pointer = configs.INTERP if device == "cpu" else configs.BUCKETS["bf16_wgrad"]
+    pointer = dataclasses.replace(pointer, use_tma=False)
+    assert wgrad_tma_readable(dy, x)
+    one = grouped_wgrad(dy, x, lens, config=pointer)
+    two = grouped_wgrad(dy, x, lens, config=dataclasses.replace(pointer, use_tma=True))
+    assert not one[0].any() and not one[3].any()  # empty groups
+    if device == "cpu":
+        assert torch.equal(one, two)
+    else:
+        assert torch.allclose(one.float(), two.float(), rtol=1e-2, atol=1e-2)
+
+
+def test_wgrad_tma_needs_aligned_rows():
+    dy, x = torch.zeros(8, 16, dtype=torch.bfloat16), torch.zeros(8, 24, dtype=torch.bfloat16)
+    assert wgrad_tma_readable(dy, x)
+    assert not wgrad_tma_readable(dy, torch.zeros(8, 20, dtype=torch.bfloat16))  # 40-byte rows
+    assert not wgrad_tma_readable(dy, torch.zeros(24, 8, dtype=torch.bfloat16).t())
+    assert not wgrad_tma_readable(torch.zeros(8 * 16 + 1, dtype=torch.bfloat16)[1:].view(8, 16), x)
 
 
 @pytest.mark.slow

@@ -300,10 +300,15 @@ def _grouped_wgrad_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    USE_TMA: tl.constexpr = False,
 ):
     """dW[g, n, k] = sum over rows r of group g of dY[r, n] * X[r, k]; 0 for an empty group.
 
     One program per (g, n tile, k tile); the grid depends on G, N, K only.
+    USE_TMA: the tiles load through TMA descriptors over the group's own rows (base at its
+    first row, its length as the row count), so rows past the group and columns past N or K
+    come back as zeros without a mask; dY and X contiguous along their last axis with 16-byte
+    aligned rows.
     """
     pid = tl.program_id(0)
     n_tiles = tl.cdiv(N, BLOCK_N)
@@ -328,14 +333,33 @@ def _grouped_wgrad_kernel(
     dy_ptrs += cols_n[:, None] * stride_dyn
     x_ptrs = x_ptr + g_row0.to(tl.int64) * stride_xm + rm[:, None] * stride_xm
     x_ptrs += cols_k[None, :] * stride_xk
+    if USE_TMA:
+        rows = tl.maximum(g_len, 1)  # an empty group runs no step; a descriptor needs a row
+        dy_desc = tl.make_tensor_descriptor(
+            dy_ptr + g_row0.to(tl.int64) * stride_dym,
+            shape=[rows, N],
+            strides=[stride_dym, 1],
+            block_shape=[BLOCK_M, BLOCK_N],
+        )
+        x_desc = tl.make_tensor_descriptor(
+            x_ptr + g_row0.to(tl.int64) * stride_xm,
+            shape=[rows, K],
+            strides=[stride_xm, 1],
+            block_shape=[BLOCK_M, BLOCK_K],
+        )
     acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
     for m in range(0, tl.cdiv(g_len, BLOCK_M)):
-        ok = rm < g_len - m * BLOCK_M
-        dy = tl.load(dy_ptrs, mask=ok[None, :] & n_ok[:, None], other=0.0)
-        x = tl.load(x_ptrs, mask=ok[:, None] & k_ok[None, :], other=0.0)
+        if USE_TMA:
+            dy = dy_desc.load([m * BLOCK_M, pn * BLOCK_N]).T
+            x = x_desc.load([m * BLOCK_M, pk * BLOCK_K])
+        else:
+            ok = rm < g_len - m * BLOCK_M
+            dy = tl.load(dy_ptrs, mask=ok[None, :] & n_ok[:, None], other=0.0)
+            x = tl.load(x_ptrs, mask=ok[:, None] & k_ok[None, :], other=0.0)
         acc = tl.dot(dy, x, acc)
-        dy_ptrs += BLOCK_M * stride_dym
-        x_ptrs += BLOCK_M * stride_xm
+        if not USE_TMA:
+            dy_ptrs += BLOCK_M * stride_dym
+            x_ptrs += BLOCK_M * stride_xm
     w_ptrs = dw_ptr + g.to(tl.int64) * stride_wg + cols_n[:, None] * stride_wn
     w_ptrs += cols_k[None, :] * stride_wk
     tl.store(w_ptrs, acc.to(dw_ptr.dtype.element_ty), mask=n_ok[:, None] & k_ok[None, :])

@@ -163,6 +163,16 @@ def tma_readable(a: torch.Tensor, b: torch.Tensor, b_is_nk: bool, block_k: int) 
     return b_is_nk or b.shape[1] % block_k == 0
 
 
+def wgrad_tma_readable(dy: torch.Tensor, x: torch.Tensor) -> bool:
+    """Whether :func:`grouped_wgrad` can read dY [T, N] and X [T, K] through per-group TMA
+    descriptors: each contiguous along its last axis, 16-byte aligned base and row stride (so
+    every group's first row is aligned too)."""
+    return all(
+        t.stride(1) == 1 and t.data_ptr() % 16 == 0 and (t.stride(0) * t.element_size()) % 16 == 0
+        for t in (dy, x)
+    )
+
+
 def grouped_wgrad(
     dy: torch.Tensor,
     x: torch.Tensor,
@@ -180,6 +190,9 @@ def grouped_wgrad(
     if dw.numel() == 0:
         return dw
     grid = (G * triton.cdiv(N, cfg.BLOCK_N) * triton.cdiv(K, cfg.BLOCK_K),)
+    tma = cfg.use_tma and wgrad_tma_readable(dy, x)
+    if tma and x.device.type == "cuda":
+        _ensure_tma_allocator()
     _grouped_wgrad_kernel[grid](
         dy,
         x,
@@ -199,6 +212,7 @@ def grouped_wgrad(
         BLOCK_M=cfg.BLOCK_M,
         BLOCK_N=cfg.BLOCK_N,
         BLOCK_K=cfg.BLOCK_K,
+        USE_TMA=tma,
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
     )

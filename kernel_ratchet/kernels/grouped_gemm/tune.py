@@ -4,7 +4,7 @@
     python -m kernel_ratchet.kernels.grouped_gemm.tune --fp8 \
         --shapes qwen3_235b_gate_up_uniform,olmoe_1b_7b_gate_up_onehot_heavy --out $OUT
 
-Times the forward (and the wgrad) kernels of a few representative MoE shapes under each
+Times the forward, dgrad and wgrad kernels of a few representative MoE shapes under each
 candidate TileConfig, prints a short table and writes ``sweep.csv``. ``--fp8``: for each
 shape, every launch of the FP8 blockwise training step on its own (the weight's quantization
 with its transposed copy, both dual quantizations, forward, dgrad, wgrad, in TFLOP/s of the
@@ -52,6 +52,10 @@ BF16_MM = {
 BF16_WGRAD = {
     "wg_64x128x128_w8_s3": BUCKETS["bf16_wgrad"],
     "wg_128x128x64_w8_s4": TileConfig(128, 128, 64, 1, 8, 4),
+    # descriptors over each group's rows: the row mask comes from the TMA unit's zero fill
+    "wg_64x128x128_w8_s3_tma": TileConfig(64, 128, 128, 1, 8, 3, use_tma=True),
+    "wg_64x128x128_w8_s4_tma": TileConfig(64, 128, 128, 1, 8, 4, use_tma=True),
+    "wg_64x256x128_w8_s3_tma": TileConfig(64, 256, 128, 1, 8, 3, use_tma=True),
 }
 FP8_MM = {
     "f8_128x128x128_w8_s4": BUCKETS["fp8_mm_large"],
@@ -117,10 +121,10 @@ def sweep_shape(label: str, s, mrt: float) -> list[tuple]:
     tma = TileConfig(128, 256, 64, 8, 8, 3, use_tma=True)
     fn = partial(grouped_mm, dout, w, lens, b_is_nk=False, config=tma)
     rows.append(_time(label, "dgrad_128x256x64_w8_s3_tma", fn, f, mrt))
+    for name, cfg in BF16_WGRAD.items():
+        fn = partial(grouped_wgrad, dout, x, lens, config=cfg)
+        rows.append(_time(label, name, fn, f, mrt))
     if "mixtral" in label:
-        for name, cfg in BF16_WGRAD.items():
-            fn = partial(grouped_wgrad, dout, x, lens, config=cfg)
-            rows.append(_time(label, name, fn, f, mrt))
         xq = quant_fp8_blockwise_1x128(x)
         wq = quant_weight_128x128(w)
         for name, cfg in FP8_MM.items():
