@@ -63,7 +63,11 @@ INTERP_FP8 = TileConfig(64, 64, 128, GROUP_M=2, num_warps=1, num_stages=1, split
 #     128x256x64 w8 s4 TMA loads 705 / 777 forward (chosen; a campaign round accepted it at
 #     1.11x on the step) | the same with pointer loads, 3 stages 651 / 658, its dgrad 510 / 517
 #     (255 registers) against 687 / 687 with TMA loads | dense cuBLAS 673 / 697
-#   wgrad (mixtral uniform): 64x128x128 w8 s3 495 (chosen) | 128x128x64 w8 s4 378
+#   wgrad (mixtral uniform): 64x128x128 w8 s3 495 | 128x128x64 w8 s4 378
+#   bf16 wgrad, qwen3_235b gate_up uniform / mixtral down skewed, TFLOPS: 64x128x128 w8 s3
+#     with per-group TMA descriptors 402 / 487 (chosen; a campaign round accepted it at 1.04x
+#     on the step) | the same with pointer loads 375 / 411 | 4 stages, TMA 307 / 381 |
+#     64x256x128 w8 s3, TMA 413 / 531 (not yet through a campaign)
 #   fp8 forward / dgrad (tune.py --fp8; qwen3_235b gate_up uniform, olmoe gate_up
 #     one-hot-heavy, mixtral down skewed), forward TFLOPS: the warp-specialized Gluon kernel
 #     128x128, 4 stages 878 / 711 / 888, dgrad 824 / 677 / 824 (chosen; a campaign round
@@ -85,7 +89,7 @@ BUCKETS: dict[str, TileConfig] = {
         64, 256, 64, GROUP_M=4, num_warps=4, num_stages=4, split_tail=False
     ),
     # wgrad: output tile over (N, K), reduction over the group's rows.
-    "bf16_wgrad": TileConfig(64, 128, 128, GROUP_M=1, num_warps=8, num_stages=3),
+    "bf16_wgrad": TileConfig(64, 128, 128, GROUP_M=1, num_warps=8, num_stages=3, use_tma=True),
     # the Gluon kernel ignores num_warps; 8 is the Triton tile's where it does not apply
     "fp8_mm_large": TileConfig(128, 128, 128, GROUP_M=8, num_warps=8, num_stages=4, gluon_ws=True),
     "fp8_mm_small": TileConfig(
