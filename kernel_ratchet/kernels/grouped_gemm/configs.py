@@ -39,7 +39,8 @@ class TileConfig:
     #: Forward and dgrad: load tiles through TMA descriptors (no split tail) where the
     #: operands allow it (rows contiguous and 16-byte aligned, the weight one stack; bf16
     #: dgrad: K a multiple of BLOCK_K; FP8: a K-major weight); elsewhere pointer loads.
-    #: bf16 wgrad: through descriptors over each group's rows (rows contiguous, aligned).
+    #: bf16 wgrad: through descriptors over each group's rows (rows contiguous, aligned);
+    #: FP8 wgrad: the 128-token chunks through descriptors (aligned bases).
     use_tma: bool = False
 
     def __post_init__(self) -> None:

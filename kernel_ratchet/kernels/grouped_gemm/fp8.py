@@ -205,6 +205,9 @@ def grouped_wgrad_fp8(
     if dw.numel() == 0:
         return dw
     grid = (G * triton.cdiv(N, cfg.BLOCK_N) * triton.cdiv(K, cfg.BLOCK_K),)
+    tma = cfg.use_tma and all(t.data_ptr() % 16 == 0 for t in (dyt.data, xt.data))
+    if tma and dw.device.type == "cuda":
+        _ensure_tma_allocator()
     _grouped_wgrad_fp8_kernel[grid](
         dyt.data,
         dyt.scale,
@@ -227,6 +230,7 @@ def grouped_wgrad_fp8(
         G_POW2=max(triton.next_power_of_2(G), 2),
         BLOCK_N=cfg.BLOCK_N,
         BLOCK_K=cfg.BLOCK_K,
+        USE_TMA=tma,
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
     )

@@ -283,6 +283,7 @@ def _grouped_wgrad_fp8_kernel(
     G_POW2: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    USE_TMA: tl.constexpr = False,
 ):
     """dW[g, n, k] = sum over 128-token chunks c of group g of (dYᵀ_c . Xᵀ_cᵀ) * sdy * sx.
 
@@ -291,6 +292,8 @@ def _grouped_wgrad_fp8_kernel(
     global 128-token blocks, so chunks are aligned to multiples of 128. Chunks are loaded
     whole (no mask: 16-byte loads) and the tokens outside the group are zeroed in dYᵀ only
     (a block may hold two groups' tokens; Xᵀ is finite everywhere, so 0 * x = 0).
+    USE_TMA: the chunks load through descriptors over dYᵀ and Xᵀ as [rows, padded row
+    stride] (16-byte aligned bases), rows past N or K read as zeros; the same token mask.
     """
     CHUNK: tl.constexpr = 128
     pid = tl.program_id(0)
@@ -315,14 +318,26 @@ def _grouped_wgrad_fp8_kernel(
     rt = tl.arange(0, CHUNK)
     dy_base = dyt_ptr + n_c[:, None].to(tl.int64) * stride_dyt + rt[None, :]
     x_base = xt_ptr + k_c[None, :].to(tl.int64) * stride_xt + rt[:, None]
+    if USE_TMA:
+        dy_desc = tl.make_tensor_descriptor(
+            dyt_ptr, shape=[N, stride_dyt], strides=[stride_dyt, 1], block_shape=[BLOCK_N, CHUNK]
+        )
+        x_desc = tl.make_tensor_descriptor(
+            xt_ptr, shape=[K, stride_xt], strides=[stride_xt, 1], block_shape=[BLOCK_K, CHUNK]
+        )
     acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
     for c in range(0, n_chunks):
         blk = first + c
         t = blk * CHUNK + rt
         ok = (t >= start) & (t < end)
-        dy = tl.load(dy_base + blk * CHUNK)
-        dy = tl.where(ok[None, :], dy, tl.zeros_like(dy))
-        x = tl.load(x_base + blk * CHUNK)
+        if USE_TMA:
+            dy = dy_desc.load([pn * BLOCK_N, blk * CHUNK])
+            dy = tl.where(ok[None, :], dy, tl.zeros_like(dy))
+            x = x_desc.load([pk * BLOCK_K, blk * CHUNK]).T
+        else:
+            dy = tl.load(dy_base + blk * CHUNK)
+            dy = tl.where(ok[None, :], dy, tl.zeros_like(dy))
+            x = tl.load(x_base + blk * CHUNK)
         sdy = tl.load(sdy_ptr + n_c * stride_sdyn + blk * stride_sdyb)
         sx = tl.load(sx_ptr + k_c * stride_sxk + blk * stride_sxb)
         acc += tl.dot(dy, x) * sdy[:, None] * sx[None, :]

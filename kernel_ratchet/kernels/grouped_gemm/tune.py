@@ -84,14 +84,18 @@ FP8_MM_MORE = {
 }
 # wgrad: BLOCK_N x BLOCK_K output tiles (BLOCK_M unused); the token loop steps 128 (the scale)
 FP8_WGRAD = {
-    "f8wg_64x128_w4_s4": BUCKETS["fp8_wgrad"],
+    "f8wg_64x128_w4_s3": BUCKETS["fp8_wgrad"],
+    "f8wg_64x128_w4_s4": TileConfig(128, 64, 128, 1, 4, 4),
     "f8wg_128x128_w8_s3": TileConfig(128, 128, 128, 1, 8, 3),
     "f8wg_128x128_w8_s4": TileConfig(128, 128, 128, 1, 8, 4),
     "f8wg_128x128_w4_s3": TileConfig(128, 128, 128, 1, 4, 3),
     "f8wg_64x128_w8_s4": TileConfig(128, 64, 128, 1, 8, 4),
-    "f8wg_64x128_w4_s3": TileConfig(128, 64, 128, 1, 4, 3),
     "f8wg_128x64_w4_s4": TileConfig(128, 128, 64, 1, 4, 4),
     "f8wg_128x256_w8_s3": TileConfig(128, 128, 256, 1, 8, 3),
+    # the chunks through TMA descriptors (the token mask stays, applied in registers)
+    "f8wg_64x128_w4_s3_tma": TileConfig(128, 64, 128, 1, 4, 3, use_tma=True),
+    "f8wg_64x128_w4_s4_tma": TileConfig(128, 64, 128, 1, 4, 4, use_tma=True),
+    "f8wg_128x128_w8_s3_tma": TileConfig(128, 128, 128, 1, 8, 3, use_tma=True),
 }
 SHAPES = ("dsv3_gate_up_top1_cf1.25", "mixtral_8x7b_gate_up_uniform")
 
