@@ -27,6 +27,7 @@ from kernel_ratchet.kernels.grouped_gemm.launch import (
     wgrad_tma_readable,
 )
 from kernel_ratchet.kernels.offline import resources_of
+from kernel_ratchet.kernels.quant.dual_grouped import quant_fp8_dual_1x128_grouped
 from kernel_ratchet.kernels.quant.launch import Fp8Quantized, quant_fp8_blockwise_1x128
 
 LENS = [0, 37, 1, 0, 50]
@@ -185,7 +186,7 @@ def test_fp8_tma_loads_give_the_pointer_loads_results(device, K):
         assert torch.allclose(one.float(), two.float(), rtol=1e-2, atol=1e-2)
 
 
-@pytest.mark.parametrize("N, K", [(160, 200), (64, 136)], ids=str)
+@pytest.mark.parametrize("N, K", [(96, 200), (64, 136)], ids=str)
 def test_fp8_wgrad_tma_loads_give_the_pointer_loads_results(device, N, K):
     """The FP8 weight gradient's chunks through TMA descriptors against pointer loads, bit for
     bit in the interpreter: groups that share a 128-token chunk, empty groups, rows past N
@@ -207,3 +208,87 @@ def test_fp8_wgrad_tma_loads_give_the_pointer_loads_results(device, N, K):
         assert torch.equal(one, two)
     else:
         assert torch.allclose(one.float(), two.float(), rtol=1e-2, atol=1e-2)
+
+
+LENS_CHUNKS = [0, 37, 1, 0, 150, 200]
+
+
+def _per_group_wgrad(dy, x, lens, config):
+    """Each group's weight gradient alone (one group from token 0: chunks aligned)."""
+    out, start = [], 0
+    for n in lens:
+        one = torch.tensor([n], dtype=torch.int32, device=dy.device)
+        _, dyt = F.quant_fp8_dual_1x128(dy[start : start + n], F.FP8, pad_t_to=F.GROUP)
+        _, xt = F.quant_fp8_dual_1x128(x[start : start + n], F.FP8, pad_t_to=F.GROUP)
+        out.append(F.grouped_wgrad_fp8(dyt, xt, one, config=config)[0])
+        start += n
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("tma", [False, True], ids=["pointer", "tma"])
+def test_group_chunks_give_each_group_the_wgrad_of_that_group_alone(device, tma):
+    """With each group's own 128-token chunks the weight gradient of group g is, bit for bit
+    in the interpreter, that of group g quantized and reduced on its own: no token of a
+    neighbour enters its chunks and no mask is needed."""
+    g = torch.Generator().manual_seed(23)
+    N, K = 96, 136
+    lens = torch.tensor(LENS_CHUNKS, dtype=torch.int32, device=device)
+    T = int(lens.sum())
+    dy = torch.randn(T, N, generator=g).to(torch.bfloat16).to(device)
+    x = torch.randn(T, K, generator=g).to(torch.bfloat16).to(device)
+    base = configs.INTERP_FP8 if device == "cpu" else configs.BUCKETS["fp8_wgrad"]
+    cfg = dataclasses.replace(base, use_tma=tma)
+    _, dyt = quant_fp8_dual_1x128_grouped(dy, lens, F.FP8)
+    _, xt = quant_fp8_dual_1x128_grouped(x, lens, F.FP8)
+    got = F.grouped_wgrad_fp8(dyt, xt, lens, config=cfg, group_chunks=True)
+    want = _per_group_wgrad(dy, x, LENS_CHUNKS, cfg)
+    if device == "cpu":
+        assert torch.equal(got, want)
+    else:
+        assert torch.allclose(got.float(), want.float(), rtol=1e-2, atol=1e-2)
+
+
+def test_a_group_chunks_bucket_runs_the_step_in_that_layout(monkeypatch):
+    """The bucket's flag reaches the step: the forward is unchanged (same row copy), and the
+    weight gradient is the per-group one, not the global-chunk one."""
+    g = torch.Generator().manual_seed(29)
+    lens = torch.tensor(LENS_CHUNKS, dtype=torch.int32)
+    T, N, K = int(lens.sum()), 64, 136
+    x = torch.randn(T, K, generator=g).to(torch.bfloat16)
+    w = (torch.randn(len(LENS_CHUNKS), N, K, generator=g) / K**0.5).to(torch.bfloat16)
+    dout = torch.randn(T, N, generator=g).to(torch.bfloat16)
+
+    def step():
+        xx, ww = x.clone().requires_grad_(), w.clone().requires_grad_()
+        out = F.grouped_gemm_fp8_blockwise(xx, ww, lens)
+        out.backward(dout)
+        return out.detach(), ww.grad
+
+    out0, dw0 = step()
+    monkeypatch.setattr(
+        configs, "INTERP_FP8", dataclasses.replace(configs.INTERP_FP8, group_chunks=True)
+    )
+    out1, dw1 = step()
+    assert torch.equal(out0, out1)
+    assert torch.equal(dw1, _per_group_wgrad(dout, x, LENS_CHUNKS, configs.INTERP_FP8))
+    assert not torch.equal(dw0[4:], dw1[4:])  # groups 4 and 5 share a chunk in the old layout
+
+
+@pytest.mark.slow
+def test_group_chunks_step_census_and_sm90_compile(monkeypatch):
+    """With the bucket's group_chunks, the dry census sees the grouped dual quantization (x
+    and dout) and a masked-free weight gradient that walks fewer chunks; that weight gradient
+    compiles for sm_90 without spilling, with pointer and with TMA loads."""
+    shape = next(s for s in S.moe_offlist() if s.label == "qwen15_moe_a27b_down_zipf1.2")
+    old = gc.summarize(gc.census_step("fp8", shape), S.lens_of(shape), gc.H200_SMS)
+    for tma in (False, True):
+        cfg = dataclasses.replace(configs.BUCKETS["fp8_wgrad"], group_chunks=True, use_tma=tma)
+        monkeypatch.setitem(configs.BUCKETS, "fp8_wgrad", cfg)
+        c = gc.census_step("fp8", shape)
+        assert len(c.of("_dual_quant_grouped_kernel")) == 2 and not c.of("_dual_quant_kernel")
+        launches = c.of("_grouped_wgrad_fp8_kernel")
+        assert [x.get("GROUP_CHUNKS") for x in launches] == [True]
+        new = gc.summarize(c, S.lens_of(shape), gc.H200_SMS)
+        assert dict(new.fills)["wgrad"].waste < dict(old.fills)["wgrad"].waste
+        for res in resources_of(_grouped_wgrad_fp8_kernel, launches):
+            assert res.fits() and res.spill_bytes == 0 and not res.serialized, res.line()

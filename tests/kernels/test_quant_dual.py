@@ -15,6 +15,7 @@ from kernel_ratchet.kernels.quant.adapter import (
     QuantFp8RowwiseAdapter,
 )
 from kernel_ratchet.kernels.quant.dual import quant_fp8_dual_1x128
+from kernel_ratchet.kernels.quant.dual_grouped import chunk_capacity, quant_fp8_dual_1x128_grouped
 from kernel_ratchet.kernels.quant.launch import quant_fp8_blockwise_1x128
 
 ADAPTERS = [QuantFp8RowwiseAdapter, QuantFp8BlockwiseAdapter, QuantFp8DualAdapter]
@@ -54,6 +55,42 @@ def test_dual_zero_groups_get_finite_scales(device):
     for q in (rows, cols):
         assert torch.isfinite(q.scale).all() and (q.scale > 0).all()
         assert not torch.isnan(q.data.float()).any()
+
+
+@pytest.mark.parametrize(
+    "lens", [[0, 37, 1, 0, 150, 256, 3], [128, 128], [5]], ids=["ragged", "aligned", "one"]
+)
+def test_grouped_dual_gives_each_group_its_own_column_chunks(lens, device):
+    """Rows: the dual pass's bits. Columns: group g's block is the dual pass over that group
+    alone (its chunks start at its first token), the last chunk's padding zero; no chunk
+    holds two groups' tokens."""
+    C = 200
+    x = (torch.randn(sum(lens), C) * 5).to(device=device, dtype=torch.bfloat16)
+    group_lens = torch.tensor(lens, dtype=torch.int32, device=device)
+    rows, cols = quant_fp8_dual_1x128_grouped(x, group_lens)
+    r2, _ = quant_fp8_dual_1x128(x)
+    assert torch.equal(rows.data.view(torch.uint8), r2.data.view(torch.uint8))
+    assert torch.equal(rows.scale, r2.scale)
+    cap = chunk_capacity(sum(lens), len(lens))
+    assert cols.data.shape == (C, cap * 128) and cols.scale.shape == (C, cap)
+    start = chunk = 0
+    for n in lens:
+        k = -(-n // 128)
+        if n:
+            _, ref = quant_fp8_dual_1x128(x[start : start + n], pad_t_to=128)
+            got = cols.data[:, chunk * 128 : (chunk + k) * 128]
+            want = ref.data.as_strided((C, k * 128), (ref.data.stride(0), 1))
+            assert torch.equal(got.view(torch.uint8), want.view(torch.uint8))
+            assert torch.equal(cols.scale[:, chunk : chunk + k], ref.scale)
+        start, chunk = start + n, chunk + k
+
+
+def test_grouped_dual_rejects_what_it_cannot_read():
+    x = torch.zeros(4, 8, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="group_lens must be 1-D"):
+        quant_fp8_dual_1x128_grouped(x, torch.zeros(2, 2, dtype=torch.int32))
+    with pytest.raises(ValueError, match="2-D"):
+        quant_fp8_dual_1x128_grouped(x[0], torch.zeros(2, dtype=torch.int32))
 
 
 def test_bytes_moved_counts_reads_and_writes():

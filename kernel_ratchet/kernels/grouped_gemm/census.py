@@ -29,6 +29,7 @@ from kernel_ratchet.kernels.grouped_gemm import launch as bf16_launch
 from kernel_ratchet.kernels.grouped_gemm import shapes as S
 from kernel_ratchet.kernels.grouped_gemm.schedule import Fill, mm_fill, wgrad_fill
 from kernel_ratchet.kernels.quant import dual as qdual
+from kernel_ratchet.kernels.quant import dual_grouped as qdual_grouped
 from kernel_ratchet.kernels.quant import launch as qlaunch
 
 #: H200 SXM: HBM3e bytes/s and dense tensor-core peaks (FLOP/s) from the data sheet.
@@ -37,11 +38,17 @@ PEAK_FLOPS = {"bf16": 989e12, "fp8": 1979e12}
 
 MM_KERNELS = ("_grouped_mm_kernel", "_grouped_mm_fp8_kernel")
 WGRAD_KERNELS = ("_grouped_wgrad_kernel", "_grouped_wgrad_fp8_kernel")
-QUANT_KERNELS = ("_weight_quant_kernel", "_dual_quant_kernel", "_group_quant_kernel")
+QUANT_KERNELS = (
+    "_weight_quant_kernel",
+    "_dual_quant_kernel",
+    "_dual_quant_grouped_kernel",
+    "_group_quant_kernel",
+)
 PATCHES = (
     [(bf16_launch, k) for k in ("_grouped_mm_kernel", "_grouped_wgrad_kernel")]
     + [(fp8_launch, k) for k in ("_grouped_mm_fp8_kernel", "_grouped_wgrad_fp8_kernel")]
     + [(fp8_launch, "_weight_quant_kernel"), (qdual, "_dual_quant_kernel")]
+    + [(qdual_grouped, "_dual_quant_grouped_kernel")]
     + [(qlaunch, "_group_quant_kernel")]
 )
 PATHS = {
@@ -101,9 +108,11 @@ def fill_of(x: Launch, lens: list[int], sms: int) -> Fill:
     bm, bn, bk = block["BLOCK_M"], block["BLOCK_N"], block["BLOCK_K"]
     if x.kernel in MM_KERNELS:
         return mm_fill(lens, N, bm, bn, int(x.get("NUM_PROGS") or sms))
-    # the FP8 weight gradient walks 128-token chunks aligned to the global scale blocks
+    # the FP8 weight gradient walks 128-token chunks aligned to the global scale blocks, or
+    # with GROUP_CHUNKS each group's own chunks from its first token
     fp8 = x.kernel == "_grouped_wgrad_fp8_kernel"
-    return wgrad_fill(lens, N, K, bn, bk, 128 if fp8 else bm, aligned=fp8, sms=sms)
+    aligned = fp8 and not x.get("GROUP_CHUNKS")
+    return wgrad_fill(lens, N, K, bn, bk, 128 if fp8 else bm, aligned=aligned, sms=sms)
 
 
 @dataclass(frozen=True)

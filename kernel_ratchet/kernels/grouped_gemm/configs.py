@@ -42,6 +42,10 @@ class TileConfig:
     #: bf16 wgrad: through descriptors over each group's rows (rows contiguous, aligned);
     #: FP8 wgrad: the 128-token chunks through descriptors (aligned bases).
     use_tma: bool = False
+    #: FP8 wgrad: the step quantizes x's and dout's columns in 128-token chunks that start at
+    #: each group's first token (:mod:`kernel_ratchet.kernels.quant.dual_grouped`), so no chunk
+    #: holds two groups' tokens: no token mask, no neighbour's partial chunk to walk.
+    group_chunks: bool = False
 
     def __post_init__(self) -> None:
         if self.programs_per_sm < 1:

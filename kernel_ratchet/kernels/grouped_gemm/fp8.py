@@ -42,6 +42,7 @@ from kernel_ratchet.kernels.grouped_gemm.launch import (
     tma_readable,
 )
 from kernel_ratchet.kernels.quant.dual import quant_fp8_dual_1x128
+from kernel_ratchet.kernels.quant.dual_grouped import quant_fp8_dual_1x128_grouped
 from kernel_ratchet.kernels.quant.launch import (
     AMAX_EPS,
     FP8_MAX,
@@ -185,9 +186,12 @@ def grouped_wgrad_fp8(
     *,
     out_dtype: torch.dtype = torch.bfloat16,
     config: TileConfig | None = None,
+    group_chunks: bool = False,
 ) -> torch.Tensor:
     """``dw[g] = dy_gᵀ x_g`` from column-wise quantizations dYᵀ [N, T] and Xᵀ [K, T] (scales
-    [N, ceil(T/128)], [K, ceil(T/128)]). Returns [G, N, K] (zeros for empty groups)."""
+    [N, ceil(T/128)], [K, ceil(T/128)]). Returns [G, N, K] (zeros for empty groups).
+    ``group_chunks``: both come from ``quant_fp8_dual_1x128_grouped`` (each group its own
+    chunks) instead of ``quant_fp8_dual_1x128(..., pad_t_to=128)``."""
     N, T = dyt.data.shape
     K = xt.data.shape[0]
     for t in (dyt.data, xt.data) if T else ():  # T == 0: nothing is read, dw is all zeros
@@ -205,7 +209,8 @@ def grouped_wgrad_fp8(
     if dw.numel() == 0:
         return dw
     grid = (G * triton.cdiv(N, cfg.BLOCK_N) * triton.cdiv(K, cfg.BLOCK_K),)
-    tma = cfg.use_tma and all(t.data_ptr() % 16 == 0 for t in (dyt.data, xt.data))
+    # T == 0: a zero row stride, which no descriptor takes; nothing is read anyway
+    tma = cfg.use_tma and T > 0 and all(t.data_ptr() % 16 == 0 for t in (dyt.data, xt.data))
     if tma and dw.device.type == "cuda":
         _ensure_tma_allocator()
     _grouped_wgrad_fp8_kernel[grid](
@@ -231,10 +236,18 @@ def grouped_wgrad_fp8(
         BLOCK_N=cfg.BLOCK_N,
         BLOCK_K=cfg.BLOCK_K,
         USE_TMA=tma,
+        GROUP_CHUNKS=group_chunks,
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
     )
     return dw
+
+
+def _dual(t: torch.Tensor, group_lens: torch.Tensor, group_chunks: bool):
+    """Rows and columns of ``t`` for the step: columns in the wgrad's chunk layout."""
+    if group_chunks:
+        return quant_fp8_dual_1x128_grouped(t, group_lens, FP8)
+    return quant_fp8_dual_1x128(t, FP8, pad_t_to=GROUP)
 
 
 class GroupedGemmFp8Function(torch.autograd.Function):
@@ -246,8 +259,10 @@ class GroupedGemmFp8Function(torch.autograd.Function):
         # dgrad contracts over N: it reads the K-major transposed copy (FP8 wgmma wants both
         # operands K-major), written by the same pass; the forward's copy is not kept.
         wq = quant_weight_128x128(w, transpose=ctx.needs_input_grad[0])
+        T, G = x.shape[0], group_lens.shape[0]
+        ctx.group_chunks = select("wgrad", "fp8", T / max(G, 1), interpreting()).group_chunks
         if ctx.needs_input_grad[1]:
-            xr, xc = quant_fp8_dual_1x128(x, FP8, pad_t_to=GROUP)
+            xr, xc = _dual(x, group_lens, ctx.group_chunks)
         else:
             xr, xc = quant_fp8_blockwise_1x128(x, FP8), None
         out = grouped_mm_fp8(xr, wq, group_lens, b_is_nk=True, out_dtype=x.dtype)
@@ -263,14 +278,16 @@ class GroupedGemmFp8Function(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dout: torch.Tensor):
         wd, ws, group_lens, *xcs = ctx.saved_tensors
-        dr, dc = quant_fp8_dual_1x128(dout.contiguous(), FP8, pad_t_to=GROUP)
+        dr, dc = _dual(dout.contiguous(), group_lens, ctx.group_chunks)
         dx = dw = None
         if ctx.needs_input_grad[0]:  # wd: [G, K, N], the weight transposed (see forward)
             wq = Fp8Quantized(wd, ws)
             dx = grouped_mm_fp8(dr, wq, group_lens, b_is_nk=True, out_dtype=ctx.x_dtype)
         if ctx.needs_input_grad[1]:
             xc = Fp8Quantized(xcs[0], xcs[1])
-            dw = grouped_wgrad_fp8(dc, xc, group_lens, out_dtype=ctx.w_dtype)
+            dw = grouped_wgrad_fp8(
+                dc, xc, group_lens, out_dtype=ctx.w_dtype, group_chunks=ctx.group_chunks
+            )
         return dx, dw, None
 
 

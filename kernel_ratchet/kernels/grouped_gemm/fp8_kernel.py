@@ -284,6 +284,7 @@ def _grouped_wgrad_fp8_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     USE_TMA: tl.constexpr = False,
+    GROUP_CHUNKS: tl.constexpr = False,
 ):
     """dW[g, n, k] = sum over 128-token chunks c of group g of (dYᵀ_c . Xᵀ_cᵀ) * sdy * sx.
 
@@ -294,6 +295,8 @@ def _grouped_wgrad_fp8_kernel(
     (a block may hold two groups' tokens; Xᵀ is finite everywhere, so 0 * x = 0).
     USE_TMA: the chunks load through descriptors over dYᵀ and Xᵀ as [rows, padded row
     stride] (16-byte aligned bases), rows past N or K read as zeros; the same token mask.
+    GROUP_CHUNKS: the operands come from ``quant_fp8_dual_1x128_grouped``: group g owns chunks
+    [c_g, c_g + ceil(len_g / 128)), zero-padded, so the chunks need no token mask.
     """
     CHUNK: tl.constexpr = 128
     pid = tl.program_id(0)
@@ -309,8 +312,13 @@ def _grouped_wgrad_fp8_kernel(
     sel = offs_g == g
     start = tl.sum(tl.where(sel, row_end - lens, 0))
     end = tl.sum(tl.where(sel, row_end, 0))
-    first = start // CHUNK
-    n_chunks = tl.where(end > start, (end - 1) // CHUNK - first + 1, 0)
+    if GROUP_CHUNKS:
+        chunks = (lens + CHUNK - 1) // CHUNK
+        first = tl.sum(tl.where(sel, tl.cumsum(chunks, 0) - chunks, 0))
+        n_chunks = tl.sum(tl.where(sel, chunks, 0))
+    else:
+        first = start // CHUNK
+        n_chunks = tl.where(end > start, (end - 1) // CHUNK - first + 1, 0)
     cols_n = pn * BLOCK_N + tl.arange(0, BLOCK_N)
     cols_k = pk * BLOCK_K + tl.arange(0, BLOCK_K)
     n_c = tl.where(cols_n < N, cols_n, 0)  # strided axes: clamping keeps the loads vectorized
@@ -332,11 +340,13 @@ def _grouped_wgrad_fp8_kernel(
         ok = (t >= start) & (t < end)
         if USE_TMA:
             dy = dy_desc.load([pn * BLOCK_N, blk * CHUNK])
-            dy = tl.where(ok[None, :], dy, tl.zeros_like(dy))
+            if not GROUP_CHUNKS:
+                dy = tl.where(ok[None, :], dy, tl.zeros_like(dy))
             x = x_desc.load([pk * BLOCK_K, blk * CHUNK]).T
         else:
             dy = tl.load(dy_base + blk * CHUNK)
-            dy = tl.where(ok[None, :], dy, tl.zeros_like(dy))
+            if not GROUP_CHUNKS:
+                dy = tl.where(ok[None, :], dy, tl.zeros_like(dy))
             x = tl.load(x_base + blk * CHUNK)
         sdy = tl.load(sdy_ptr + n_c * stride_sdyn + blk * stride_sdyb)
         sx = tl.load(sx_ptr + k_c * stride_sxk + blk * stride_sxb)

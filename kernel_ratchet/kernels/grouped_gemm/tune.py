@@ -36,6 +36,7 @@ from kernel_ratchet.kernels.grouped_gemm.fp8 import (
 from kernel_ratchet.kernels.grouped_gemm.launch import grouped_mm, grouped_wgrad
 from kernel_ratchet.kernels.grouped_gemm.shapes import moe_offlist, moe_shapes
 from kernel_ratchet.kernels.quant.dual import quant_fp8_dual_1x128
+from kernel_ratchet.kernels.quant.dual_grouped import quant_fp8_dual_1x128_grouped
 from kernel_ratchet.kernels.quant.launch import Fp8Quantized, quant_fp8_blockwise_1x128
 
 _DEFAULT = BUCKETS["bf16_mm_large"]
@@ -96,6 +97,9 @@ FP8_WGRAD = {
     "f8wg_64x128_w4_s3_tma": TileConfig(128, 64, 128, 1, 4, 3, use_tma=True),
     "f8wg_64x128_w4_s4_tma": TileConfig(128, 64, 128, 1, 4, 4, use_tma=True),
     "f8wg_128x128_w8_s3_tma": TileConfig(128, 128, 128, 1, 8, 3, use_tma=True),
+    # each group's own 128-token chunks (quant.dual_grouped): no token mask, no shared chunk
+    "f8wg_64x128_w4_s3_gc": TileConfig(128, 64, 128, 1, 4, 3, group_chunks=True),
+    "f8wg_64x128_w4_s3_gc_tma": TileConfig(128, 64, 128, 1, 4, 3, use_tma=True, group_chunks=True),
 }
 SHAPES = ("dsv3_gate_up_top1_cf1.25", "mixtral_8x7b_gate_up_uniform")
 
@@ -185,10 +189,14 @@ def sweep_fp8(label: str, s, mrt: float, device: str = "cuda") -> list[tuple]:
         rows.append(_time(label, f"fwd {name}", fn, f, mrt))
         fn = partial(grouped_mm_fp8, dr, wt, lens, b_is_nk=True, config=cfg)
         rows.append(_time(label, f"dgrad {name}", fn, f, mrt))
+    _, xg = quant_fp8_dual_1x128_grouped(x, lens, FP8)
+    _, dg = quant_fp8_dual_1x128_grouped(dout, lens, FP8)
+    fn = partial(quant_fp8_dual_1x128_grouped, dout, lens, FP8)
+    rows.append(_time(label, "pass_dual_dout_grouped (GB/s)", fn, dual_bytes(s.M, N) * gb, mrt))
     for name, cfg in FP8_WGRAD.items():
-        rows.append(
-            _time(label, name, partial(grouped_wgrad_fp8, dc, xc, lens, config=cfg), f, mrt)
-        )
+        ops = (dg, xg) if cfg.group_chunks else (dc, xc)
+        fn = partial(grouped_wgrad_fp8, *ops, lens, config=cfg, group_chunks=cfg.group_chunks)
+        rows.append(_time(label, name, fn, f, mrt))
     return rows
 
 
