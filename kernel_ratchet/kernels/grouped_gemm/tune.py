@@ -39,9 +39,10 @@ from kernel_ratchet.kernels.quant.dual import quant_fp8_dual_1x128
 from kernel_ratchet.kernels.quant.dual_grouped import quant_fp8_dual_1x128_grouped
 from kernel_ratchet.kernels.quant.launch import Fp8Quantized, quant_fp8_blockwise_1x128
 
-_DEFAULT = BUCKETS["bf16_mm_large"]
+# The shipped bucket first, under "shipped:" (its name says what it holds), then alternatives.
 BF16_MM = {
-    "128x256x64_w8_s3_nosplit": _DEFAULT,
+    "shipped:bf16_mm_large": BUCKETS["bf16_mm_large"],
+    "128x256x64_w8_s3_nosplit": TileConfig(128, 256, 64, 8, 8, 3),
     "128x256x64_w8_s3_split": TileConfig(128, 256, 64, 8, 8, 3, split_tail=True),
     "128x128x64_w8_s4_split": TileConfig(128, 128, 64, 8, 8, 4, split_tail=True),
     "64x256x64_w4_s4": BUCKETS["bf16_mm_small"],
@@ -50,16 +51,23 @@ BF16_MM = {
     "128x256x64_w8_s4_tma": TileConfig(128, 256, 64, 8, 8, 4, use_tma=True),
     "128x128x64_w4_s4_x2": TileConfig(128, 128, 64, 8, 4, 4, programs_per_sm=2),
 }
+BF16_DGRAD = {
+    "dgrad shipped:bf16_mm_large": BUCKETS["bf16_mm_large"],
+    "dgrad_128x256x64_w8_s3": TileConfig(128, 256, 64, 8, 8, 3),
+    "dgrad_128x256x64_w8_s3_tma": TileConfig(128, 256, 64, 8, 8, 3, use_tma=True),
+}
 BF16_WGRAD = {
-    "wg_64x128x128_w8_s3": BUCKETS["bf16_wgrad"],
+    "shipped:bf16_wgrad": BUCKETS["bf16_wgrad"],
+    "wg_64x128x128_w8_s3": TileConfig(64, 128, 128, 1, 8, 3),
     "wg_128x128x64_w8_s4": TileConfig(128, 128, 64, 1, 8, 4),
     # descriptors over each group's rows: the row mask comes from the TMA unit's zero fill
-    "wg_64x128x128_w8_s3_tma": TileConfig(64, 128, 128, 1, 8, 3, use_tma=True),
     "wg_64x128x128_w8_s4_tma": TileConfig(64, 128, 128, 1, 8, 4, use_tma=True),
     "wg_64x256x128_w8_s3_tma": TileConfig(64, 256, 128, 1, 8, 3, use_tma=True),
+    "wg_64x128x256_w8_s3_tma": TileConfig(64, 128, 256, 1, 8, 3, use_tma=True),
 }
 FP8_MM = {
-    "f8_128x128x128_w8_s4": BUCKETS["fp8_mm_large"],
+    "shipped:fp8_mm_large": BUCKETS["fp8_mm_large"],
+    "f8_128x128x128_w8_s4": TileConfig(128, 128, 128, 8, 8, 4),
     "f8_128x256x128_w8_s3": TileConfig(128, 256, 128, 8, 8, 3),
 }
 FP8_MM_MORE = {
@@ -85,7 +93,8 @@ FP8_MM_MORE = {
 }
 # wgrad: BLOCK_N x BLOCK_K output tiles (BLOCK_M unused); the token loop steps 128 (the scale)
 FP8_WGRAD = {
-    "f8wg_64x128_w4_s3": BUCKETS["fp8_wgrad"],
+    "shipped:fp8_wgrad": BUCKETS["fp8_wgrad"],
+    "f8wg_64x128_w4_s3": TileConfig(128, 64, 128, 1, 4, 3),
     "f8wg_64x128_w4_s4": TileConfig(128, 64, 128, 1, 4, 4),
     "f8wg_128x128_w8_s3": TileConfig(128, 128, 128, 1, 8, 3),
     "f8wg_128x128_w8_s4": TileConfig(128, 128, 128, 1, 8, 4),
@@ -123,12 +132,9 @@ def sweep_shape(label: str, s, mrt: float) -> list[tuple]:
     rows = [_time(label, "dense_cublas", partial(torch.mm, a, b), f, mrt)]
     for name, cfg in BF16_MM.items():
         rows.append(_time(label, name, partial(grouped_mm, x, w, lens, config=cfg), f, mrt))
-    rows.append(
-        _time(label, "dgrad_default", partial(grouped_mm, dout, w, lens, b_is_nk=False), f, mrt)
-    )
-    tma = TileConfig(128, 256, 64, 8, 8, 3, use_tma=True)
-    fn = partial(grouped_mm, dout, w, lens, b_is_nk=False, config=tma)
-    rows.append(_time(label, "dgrad_128x256x64_w8_s3_tma", fn, f, mrt))
+    for name, cfg in BF16_DGRAD.items():
+        fn = partial(grouped_mm, dout, w, lens, b_is_nk=False, config=cfg)
+        rows.append(_time(label, name, fn, f, mrt))
     for name, cfg in BF16_WGRAD.items():
         fn = partial(grouped_wgrad, dout, x, lens, config=cfg)
         rows.append(_time(label, name, fn, f, mrt))
