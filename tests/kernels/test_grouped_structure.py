@@ -248,29 +248,38 @@ def test_group_chunks_give_each_group_the_wgrad_of_that_group_alone(device, tma)
         assert torch.allclose(got.float(), want.float(), rtol=1e-2, atol=1e-2)
 
 
-def test_a_group_chunks_bucket_runs_the_step_in_that_layout(monkeypatch):
+def test_a_group_chunks_bucket_runs_the_step_in_that_layout(monkeypatch, device):
     """The bucket's flag reaches the step: the forward is unchanged (same row copy), and the
-    weight gradient is the per-group one, not the global-chunk one."""
+    weight gradient is the per-group one, not the global-chunk one. Whatever the shipped
+    bucket holds, both layouts are set here explicitly."""
     g = torch.Generator().manual_seed(29)
-    lens = torch.tensor(LENS_CHUNKS, dtype=torch.int32)
+    lens = torch.tensor(LENS_CHUNKS, dtype=torch.int32, device=device)
     T, N, K = int(lens.sum()), 64, 136
-    x = torch.randn(T, K, generator=g).to(torch.bfloat16)
+    x = torch.randn(T, K, generator=g).to(torch.bfloat16).to(device)
     w = (torch.randn(len(LENS_CHUNKS), N, K, generator=g) / K**0.5).to(torch.bfloat16)
-    dout = torch.randn(T, N, generator=g).to(torch.bfloat16)
+    w = w.to(device)
+    dout = torch.randn(T, N, generator=g).to(torch.bfloat16).to(device)
 
-    def step():
+    def step(group_chunks: bool):
+        if device == "cpu":  # the interpreter's tile, whatever the GPU buckets hold
+            cfg = dataclasses.replace(configs.INTERP_FP8, group_chunks=group_chunks)
+            monkeypatch.setattr(configs, "INTERP_FP8", cfg)
+        else:
+            cfg = dataclasses.replace(configs.BUCKETS["fp8_wgrad"], group_chunks=group_chunks)
+            monkeypatch.setitem(configs.BUCKETS, "fp8_wgrad", cfg)
         xx, ww = x.clone().requires_grad_(), w.clone().requires_grad_()
         out = F.grouped_gemm_fp8_blockwise(xx, ww, lens)
         out.backward(dout)
-        return out.detach(), ww.grad
+        return out.detach(), ww.grad, cfg
 
-    out0, dw0 = step()
-    monkeypatch.setattr(
-        configs, "INTERP_FP8", dataclasses.replace(configs.INTERP_FP8, group_chunks=True)
-    )
-    out1, dw1 = step()
+    out0, dw0, _ = step(False)
+    out1, dw1, cfg = step(True)
     assert torch.equal(out0, out1)
-    assert torch.equal(dw1, _per_group_wgrad(dout, x, LENS_CHUNKS, configs.INTERP_FP8))
+    want = _per_group_wgrad(dout, x, LENS_CHUNKS, cfg)
+    if device == "cpu":
+        assert torch.equal(dw1, want)
+    else:
+        assert torch.allclose(dw1.float(), want.float(), rtol=1e-2, atol=1e-2)
     assert not torch.equal(dw0[4:], dw1[4:])  # groups 4 and 5 share a chunk in the old layout
 
 
@@ -280,6 +289,8 @@ def test_group_chunks_step_census_and_sm90_compile(monkeypatch):
     and dout) and a masked-free weight gradient that walks fewer chunks; that weight gradient
     compiles for sm_90 without spilling, with pointer and with TMA loads."""
     shape = next(s for s in S.moe_offlist() if s.label == "qwen15_moe_a27b_down_zipf1.2")
+    shared = dataclasses.replace(configs.BUCKETS["fp8_wgrad"], group_chunks=False)
+    monkeypatch.setitem(configs.BUCKETS, "fp8_wgrad", shared)
     old = gc.summarize(gc.census_step("fp8", shape), S.lens_of(shape), gc.H200_SMS)
     for tma in (False, True):
         cfg = dataclasses.replace(configs.BUCKETS["fp8_wgrad"], group_chunks=True, use_tma=tma)
