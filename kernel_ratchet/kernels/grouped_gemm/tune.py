@@ -63,7 +63,7 @@ BF16_WGRAD = {
     # descriptors over each group's rows: the row mask comes from the TMA unit's zero fill
     "wg_64x128x128_w8_s4_tma": TileConfig(64, 128, 128, 1, 8, 4, use_tma=True),
     "wg_64x256x128_w8_s3_tma": TileConfig(64, 256, 128, 1, 8, 3, use_tma=True),
-    "wg_64x128x256_w8_s3_tma": TileConfig(64, 128, 256, 1, 8, 3, use_tma=True),
+    "wg_64x128x128_w8_s3_tma": TileConfig(64, 128, 128, 1, 8, 3, use_tma=True),
 }
 FP8_MM = {
     "shipped:fp8_mm_large": BUCKETS["fp8_mm_large"],
