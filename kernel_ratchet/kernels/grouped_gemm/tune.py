@@ -108,7 +108,10 @@ FP8_WGRAD = {
     "f8wg_128x128_w8_s3_tma": TileConfig(128, 128, 128, 1, 8, 3, use_tma=True),
     # each group's own 128-token chunks (quant.dual_grouped): no token mask, no shared chunk
     "f8wg_64x128_w4_s3_gc": TileConfig(128, 64, 128, 1, 4, 3, group_chunks=True),
-    "f8wg_64x128_w4_s3_gc_tma": TileConfig(128, 64, 128, 1, 4, 3, use_tma=True, group_chunks=True),
+    "f8wg_64x128_w4_s4_gc_tma": TileConfig(128, 64, 128, 1, 4, 4, use_tma=True, group_chunks=True),
+    "f8wg_128x128_w8_s3_gc_tma": TileConfig(
+        128, 128, 128, 1, 8, 3, use_tma=True, group_chunks=True
+    ),
 }
 SHAPES = ("dsv3_gate_up_top1_cf1.25", "mixtral_8x7b_gate_up_uniform")
 
