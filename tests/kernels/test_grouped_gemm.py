@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from kernel_ratchet.harness.adapter import SNR_BF16, SNR_E4M3
-from kernel_ratchet.harness.correctness import assert_close
+from kernel_ratchet.harness.correctness import assert_close, snr_db
 from kernel_ratchet.kernels.grouped_gemm import shapes as S
 from kernel_ratchet.kernels.grouped_gemm.adapter import (
     GroupedGemmBf16Adapter,
@@ -21,6 +21,7 @@ from kernel_ratchet.kernels.grouped_gemm.adapter import (
     make_grouped_case,
 )
 from kernel_ratchet.kernels.grouped_gemm.launch import grouped_gemm
+from kernel_ratchet.kernels.grouped_gemm.reference import grouped_gemm_ref
 
 ADAPTERS = {
     "bf16": (GroupedGemmBf16Adapter, SNR_BF16),
@@ -101,7 +102,43 @@ def test_rejects_bad_group_lens(device):
         grouped_gemm(x, w, torch.tensor([2.0, 2.0], device=device))
 
 
+def test_a_reference_in_the_operands_precision_stays_far_above_the_bf16_threshold():
+    """The GPU spot checks' reference (the same per-group products in bf16, fp32 accumulation)
+    against the fp32 one on ragged groups with an empty one: each output at least 10 dB above
+    the bf16 threshold, so a correct result passes against either."""
+    g = torch.Generator().manual_seed(5)
+    lens = torch.tensor([0, 40, 3, 85], dtype=torch.int32)
+    T, N, K = int(lens.sum()), 96, 200
+    x = torch.randn(T, K, generator=g).to(torch.bfloat16)
+    w = (torch.randn(4, N, K, generator=g) / K**0.5).to(torch.bfloat16)
+    dout = torch.randn(T, N, generator=g).to(torch.bfloat16)
+    exact = grouped_gemm_ref(x, w, lens, dout, dw_groups=[1, 3])
+    low = grouped_gemm_ref(x, w, lens, dout, dtype=torch.bfloat16, dw_groups=[1, 3])
+    for name in ("out", "dx", "dw"):
+        assert low[name].dtype == torch.bfloat16 and low[name].shape == exact[name].shape
+        assert snr_db(low[name].float(), exact[name]) >= SNR_BF16 + 10, name
+
+
 # ---------------------------------------------------------------------------------------- GPU
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["bf16", "fp8"])
+def test_the_spot_reference_judges_a_layer_as_the_reference_does(kind):
+    """On the GPU the spot checks compare with products in bf16: within 45 dB of the fp32
+    reference on a real layer (few checked groups of the weight gradient), and the kernel's
+    outputs pass its threshold against both."""
+    shape = [s for s in S.moe_test_gpu() if s.label == "dsv3_gate_up_skewed"][0]
+    cls, thr = ADAPTERS[kind]
+    adapter = cls()
+    case = adapter.make_case(shape, 0, "cuda")
+    got = adapter.outputs(case)  # the weight gradient on the checked groups
+    ref, spot = adapter.reference(case), adapter.spot_reference(case)
+    for name in ("out", "da", "db"):
+        assert spot[name].dtype == torch.bfloat16 and spot[name].shape == ref[name].shape
+        assert snr_db(spot[name].float(), ref[name]) >= 45.0, name
+    assert_close(got, spot, thr)
+    assert_close(got, ref, thr)
 
 
 @pytest.mark.gpu
