@@ -96,6 +96,7 @@ def _trace(out: Any, r: int, label: str, phase: str, side: str, res: Any, wall_s
         "warmup_ms_spent": eng.get("warmup_ms_spent"),
         "settled_clock_mhz": eng.get("settled_clock_mhz"),
         "request_s": round(wall_s, 4),
+        "stages_s": p.get("stages_s"),
     }
     out.write(json.dumps(row) + "\n")
     out.flush()

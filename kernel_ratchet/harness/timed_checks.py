@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import random
+import time
 from typing import Any
 
 #: Engine parameters that make every timed sample exactly one call, so the NaN poison written
@@ -78,6 +79,7 @@ class TimedCallChecks:
         self.spots = set() if inplace else set(rng.sample(range(n), min(spot_checks, n)))
         self.spot = False  # the coming sample is spot-checked
         self.spot_done = 0
+        self.spot_s = 0.0  # host seconds in the spot checks, outside the timed samples
         self.captures = _capture_count()  # graphs captured before this measurement
         self.what = "backward()" if phase == "bwd" else "forward()"
 
@@ -211,6 +213,7 @@ class TimedCallChecks:
         captured = _capture_count() > self.captures  # this measurement replays a graph
         state = self.phase == "bwd" and holds_forward_state(ad, self.case)
         if self.spot and not (captured and state):
+            t0 = time.perf_counter()
             fresh = ad.make_case(self.shape, derive_seed(self.seed, 10 + index), self.s.device)
             if self.phase == "bwd":
                 ad.forward(fresh)  # copied with its state, so a captured graph stays valid
@@ -220,6 +223,7 @@ class TimedCallChecks:
                 self.snap = ac.snapshot_inputs(self.case)
             del fresh
             self.s.sync()
+            self.spot_s += time.perf_counter() - t0
 
     def after_sample(self, index: int) -> None:
         from kernel_ratchet.harness import anticheat as ac
@@ -233,6 +237,7 @@ class TimedCallChecks:
         if not self.spot:
             return
         # inputs the timed call changed are caught by the time request's final input check
+        t0 = time.perf_counter()
         ad = self.s.adapter
         full_ref = ad.spot_reference(self.case)
         self.s.sentinel.verify()  # right before the comparison: hooks, modes, patched functions
@@ -248,6 +253,7 @@ class TimedCallChecks:
                     "did not compute the result for the current inputs"
                 )
         self.spot_done += 1
+        self.spot_s += time.perf_counter() - t0
 
 
 def holds_forward_state(adapter: Any, case: Any) -> bool:

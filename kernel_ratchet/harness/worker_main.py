@@ -25,6 +25,8 @@ import traceback
 from pathlib import Path
 from typing import IO, Any
 
+_now = time.perf_counter  # held before the project is imported
+
 
 def _protocol_channel() -> IO[str]:
     fd = os.dup(1)
@@ -48,28 +50,20 @@ def _prefer_source_root(source_root: str, adapter: str) -> None:
             pkg.__path__.insert(0, str(candidate))  # type: ignore[attr-defined]
 
 
-def _device_l2_limit(device: str) -> int | None:
-    """The persisting-L2 limit of a CUDA ``device`` (None elsewhere, or when unreadable)."""
-    if not device.startswith("cuda"):
-        return None
-    from kernel_ratchet.harness.l2_persist import persisting_limit
-
-    return persisting_limit()
-
-
 class Session:
     """Serves the requests of one worker. Every method returns a protocol answer dict."""
 
     def __init__(self, spec: dict[str, Any], sentinel: Any) -> None:
         from kernel_ratchet.harness.adapter import load_adapter
         from kernel_ratchet.harness.autotune_alone import TunedAlone
+        from kernel_ratchet.harness.l2_persist import persisting_limit
         from kernel_ratchet.harness.timing.registry import make_engine
 
         self.spec = spec
         self.device = spec["device"]
         self.sentinel = sentinel
         # the device's own persisting-L2 limit, read before the candidate's code is imported
-        self.l2_limit = _device_l2_limit(self.device)
+        self.l2_limit = persisting_limit() if self.device.startswith("cuda") else None
         self.adapter = load_adapter(spec["adapter"])
         params = dict(spec.get("engine_params") or {})
         params.setdefault("device", self.device)
@@ -194,28 +188,28 @@ class Session:
         ad, phase, seed = self.adapter, msg["phase"], int(msg["seed"])
         if phase == "bwd" and not ad.has_backward:
             return _fail("crash", f"{type(ad).__name__} has no backward to time")
+        t0 = _now()
         self.sentinel.verify()
         case = ad.make_case(shape, seed, self.device)
         call = ad.backward if phase == "bwd" else ad.forward
         if phase == "bwd":
             ad.forward(case)  # the state the backward starts from is part of its inputs
-        snap = ac.snapshot_inputs(case)
+        snap = ac.snapshot_inputs(case)  # its digests wait for the inputs
         kept = ip.InPlace.of(ad)
         spots = max(1, int(msg.get("spot_checks", tc.TimedCallChecks.SPOT_CHECKS)))
         hooks = tc.TimedCallChecks(
             self, case, snap, shape, seed, phase, call, spots, inplace=kept and kept.keep(case)
         )
+        t1 = _now()
         timing, hooks = tc.measure(hooks)
+        t2 = _now()
         self.sync()
         ac.verify_inputs(hooks.snap, kept.paths() if kept else frozenset())
         self.after_candidate()
         idx = 1 if phase == "bwd" else 0
-        check_roofline(
-            ad.flops(shape)[idx], timing.median_ms, msg.get("max_tflops"), "TFLOPS", 1e12
-        )
-        check_roofline(
-            ad.bytes_moved(shape)[idx], timing.median_ms, msg.get("max_gbps"), "GB/s", 1e9
-        )
+        ms = timing.median_ms
+        check_roofline(ad.flops(shape)[idx], ms, msg.get("max_tflops"), "TFLOPS", 1e12)
+        check_roofline(ad.bytes_moved(shape)[idx], ms, msg.get("max_gbps"), "GB/s", 1e9)
         payload = {
             "median_ms": timing.median_ms,
             "stddev_ms": timing.stddev_ms,
@@ -225,8 +219,14 @@ class Session:
             "dropped": timing.dropped,
             "flags": list(timing.flags),
             "spot_checks": hooks.spot_done,
+            # host seconds: inputs and digests; the measurement, spot checks included
+            "stages_s": _stages(inputs=t1 - t0, measure=t2 - t1, spot=hooks.spot_s, t_end=t2),
         }
         return {"ok": True, "category": "ok", "detail": f"{phase} timed", "payload": payload}
+
+
+def _stages(t_end: float, **seconds: float) -> dict[str, float]:
+    return {**{k: round(v, 4) for k, v in seconds.items()}, "after": round(_now() - t_end, 4)}
 
 
 def _fail(category: str, detail: str, payload: dict | None = None) -> dict[str, Any]:

@@ -74,6 +74,16 @@ def _clock_corr(items: list[tuple[int, dict]]) -> list[float | None]:
     return corrs
 
 
+def _stages(items: list[tuple[int, dict]]) -> str:
+    """Median host seconds of a request's stages in the worker (inputs / measurement / spot
+    checks within it / checks after), '-' for traces written before they were recorded."""
+    rs = [r["stages_s"] for _, r in items if isinstance(r.get("stages_s"), dict)]
+    if not rs:
+        return "-"
+    keys = ("inputs", "measure", "spot", "after")
+    return " / ".join(f"{statistics.median(x.get(k, 0.0) for x in rs):.3f}" for k in keys)
+
+
 def _row(label: str, phase: str, items: list[tuple[int, dict]]) -> str:
     req = statistics.median(r["request_s"] for _, r in items)
     warm = [r["warmup_ms_spent"] for _, r in items if r.get("warmup_ms_spent") is not None]
@@ -82,7 +92,7 @@ def _row(label: str, phase: str, items: list[tuple[int, dict]]) -> str:
     spread, adv = _order_stats(items)
     fl = "; ".join(f"{n}x {k[:40]}" for k, n in flags.most_common(2)) or "-"
     return (
-        f"| {label} | {phase} | {len(items)} | {req:.3f} | "
+        f"| {label} | {phase} | {len(items)} | {req:.3f} | {_stages(items)} | "
         f"{statistics.median(warm) if warm else float('nan'):.0f} | {dropped} | {fl} | "
         f"{'-' if spread is None else f'{spread:.2%}'} | "
         f"{'-' if adv is None else f'{adv:+.2%}'} | "
@@ -98,9 +108,10 @@ def report(paths: list[str]) -> str:
         if r.get("ok"):
             by[(r["label"], r["phase"])].append((f, r))
     lines = [
-        "| shape | phase | requests | median request s | median warm-up ms | dropped | "
-        "flags | round spread | first-timed advantage | corr(time, clock) inc / cand |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| shape | phase | requests | median request s | inputs / measure / spot / after s | "
+        "median warm-up ms | dropped | flags | round spread | first-timed advantage | "
+        "corr(time, clock) inc / cand |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     lines += [_row(label, phase, items) for (label, phase), items in sorted(by.items())]
     return "\n".join(lines)

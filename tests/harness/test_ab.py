@@ -559,6 +559,14 @@ def test_real_worker_aa_on_tiny_gemm(tmp_path):
     assert 0.5 < d.aggregate_ratio < 2.0, d.reason
     if d.accepted:  # only ever on a CI that excludes no gain
         assert d.aggregate_ci_low > 1.0 and d.aggregate_ratio - 1 >= d.min_detectable, d.reason
+    # each request says where its time went in the worker; the spot check inside the
+    # measurement, all of it inside the request's round trip
+    rows = [json.loads(x) for x in (tmp_path / "timings.jsonl").read_text().splitlines()]
+    for r in rows:
+        st = r["stages_s"]
+        assert set(st) == {"inputs", "measure", "spot", "after"}
+        assert 0 < st["spot"] <= st["measure"] and min(st.values()) >= 0
+        assert st["inputs"] + st["measure"] + st["after"] <= r["request_s"]
 
 
 class ModeMachine(FakeMachine):

@@ -27,6 +27,7 @@ def _trace(path, rounds: int, cand_ms: float, first: str) -> None:
                     "flags": ["throttled sample kept"] if r == 0 else [],
                     "warmup_ms_spent": 30.0,
                     "request_s": 0.15,
+                    "stages_s": {"inputs": 0.01, "measure": 0.12, "spot": 0.02, "after": 0.005},
                 }
             )
     lines.append({"round": 0, "label": "m64", "phase": "fwd", "side": "incumbent", "ok": False})
@@ -40,7 +41,26 @@ def test_one_row_per_shape_and_phase_with_cost_drops_and_noise(tmp_path):
     lines = text.splitlines()
     assert len(lines) == 3
     cells = [c.strip() for c in lines[2].strip("|").split("|")]
-    assert cells[:7] == ["m64", "fwd", "36", "0.150", "30", "36", "4x throttled sample kept"]
-    spread = float(cells[7].rstrip("%")) / 100
+    assert cells[:8] == [
+        "m64",
+        "fwd",
+        "36",
+        "0.150",
+        "0.010 / 0.120 / 0.020 / 0.005",
+        "30",
+        "36",
+        "4x throttled sample kept",
+    ]
+    spread = float(cells[8].rstrip("%")) / 100
     assert 0.0 < spread < 0.02  # each file centred on its own median: the 2x gap is no noise
-    assert cells[8].endswith("%") and not math.isnan(float(cells[8].rstrip("%")))
+    assert cells[9].endswith("%") and not math.isnan(float(cells[9].rstrip("%")))
+
+
+def test_traces_written_before_stage_times_read_as_unknown(tmp_path):
+    _trace(tmp_path / "a.jsonl", 4, 1.0, "incumbent")
+    rows = [json.loads(x) for x in (tmp_path / "a.jsonl").read_text().splitlines()]
+    for r in rows:
+        r.pop("stages_s", None)
+    (tmp_path / "a.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    cells = [c.strip() for c in report([str(tmp_path / "a.jsonl")]).splitlines()[2].split("|")]
+    assert cells[5] == "-" and cells[4] == "0.150"
