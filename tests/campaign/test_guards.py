@@ -183,10 +183,18 @@ def test_no_commit_mode_rolls_back_from_the_snapshot(tmp_path):
     assert (root / KERNEL).read_text() == accepted
 
 
-def test_calibrate_stores_the_machine_noise_and_the_decision_uses_it(project, open_campaign):
+def test_calibrate_stores_the_machine_noise_and_the_decision_uses_it(
+    project, open_campaign, monkeypatch
+):
+    from functools import partial
+
+    from kernel_ratchet.campaign import calibrate as calibrate_mod
     from kernel_ratchet.campaign.calibrate import calibrate_campaign
     from kernel_ratchet.campaign.rounds.paired import min_detectable
 
+    # the mechanics, not the rate (tests/scoring checks it): each A/A trial stops at its first
+    # look instead of measuring an interpreter's AMBIGUOUS shapes on to the round budget
+    monkeypatch.setattr(calibrate_mod, "run_ab", partial(calibrate_mod.run_ab, single_look=True))
     with open_campaign() as c:
         assert min_detectable(c) == 0.0
         cal = calibrate_campaign(c, trials=2)
