@@ -11,7 +11,11 @@ and the request's wall seconds, in visit order. This reads any number of such fi
   :func:`kernel_ratchet.scoring.noise.pooled_spread`) and the advantage of the side timed first
   (:func:`~kernel_ratchet.scoring.noise.first_timed_advantage`);
 * the correlation, within each side, between a request's time and its mean SM clock: strongly
-  negative when clock swings drive the noise.
+  negative when clock swings drive the noise;
+
+and, under the table, where all the requests' seconds went: building inputs, the measurement
+(warm-up and spot checks within it), the checks after it, and outside the worker (the driver,
+the protocol, the process hop).
 
     python -m kernel_ratchet.method.traces $(find ab_logs -name timings.jsonl)
 """
@@ -114,7 +118,26 @@ def report(paths: list[str]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     lines += [_row(label, phase, items) for (label, phase), items in sorted(by.items())]
-    return "\n".join(lines)
+    return "\n".join([*lines, "", _totals([r for items in by.values() for _, r in items])])
+
+
+def _totals(rs: list[dict]) -> str:
+    """One line: the requests' seconds in all, split by where they went."""
+    total = sum(r["request_s"] for r in rs)
+    staged = [r for r in rs if isinstance(r.get("stages_s"), dict)]
+    warm = sum(r.get("warmup_ms_spent") or 0.0 for r in rs) / 1e3
+    line = f"{len(rs)} requests, {total:.1f} s in all; warm-up {warm:.1f} s"
+    if not staged:
+        return line + " (no stage times in these traces)"
+    st = {k: sum(r["stages_s"].get(k, 0.0) for r in staged) for k in ("inputs", "measure")}
+    st |= {k: sum(r["stages_s"].get(k, 0.0) for r in staged) for k in ("spot", "after")}
+    outside = sum(r["request_s"] for r in staged) - st["inputs"] - st["measure"] - st["after"]
+    return (
+        f"{line}; in the worker ({len(staged)} requests with stage times): inputs "
+        f"{st['inputs']:.1f} s, measurement {st['measure']:.1f} s (spot checks "
+        f"{st['spot']:.1f} s), checks after {st['after']:.1f} s; outside the worker "
+        f"{outside:.1f} s"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -39,7 +39,13 @@ def test_one_row_per_shape_and_phase_with_cost_drops_and_noise(tmp_path):
     _trace(tmp_path / "b.jsonl", 9, 0.5, "candidate")  # another A/B: its own centre
     text = report([str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")])
     lines = text.splitlines()
-    assert len(lines) == 3
+    assert len(lines) == 5 and lines[3] == ""
+    # 2 files x 9 rounds x 2 sides = 36 requests of 0.15 s: 0.01 + 0.12 + 0.005 in the worker
+    assert lines[4] == (
+        "36 requests, 5.4 s in all; warm-up 1.1 s; in the worker (36 requests with stage "
+        "times): inputs 0.4 s, measurement 4.3 s (spot checks 0.7 s), checks after 0.2 s; "
+        "outside the worker 0.5 s"
+    )
     cells = [c.strip() for c in lines[2].strip("|").split("|")]
     assert cells[:8] == [
         "m64",
@@ -64,3 +70,4 @@ def test_traces_written_before_stage_times_read_as_unknown(tmp_path):
     (tmp_path / "a.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     cells = [c.strip() for c in report([str(tmp_path / "a.jsonl")]).splitlines()[2].split("|")]
     assert cells[5] == "-" and cells[4] == "0.150"
+    assert report([str(tmp_path / "a.jsonl")]).endswith("(no stage times in these traces)")
