@@ -210,6 +210,8 @@ class Session:
         ms = timing.median_ms
         check_roofline(ad.flops(shape)[idx], ms, msg.get("max_tflops"), "TFLOPS", 1e12)
         check_roofline(ad.bytes_moved(shape)[idx], ms, msg.get("max_gbps"), "GB/s", 1e9)
+        t3 = _now()
+        stages = {"inputs": t1 - t0, "measure": t2 - t1, "spot": hooks.spot_s, "after": t3 - t2}
         payload = {
             "median_ms": timing.median_ms,
             "stddev_ms": timing.stddev_ms,
@@ -220,13 +222,9 @@ class Session:
             "flags": list(timing.flags),
             "spot_checks": hooks.spot_done,
             # host seconds: inputs and digests; the measurement, spot checks included
-            "stages_s": _stages(inputs=t1 - t0, measure=t2 - t1, spot=hooks.spot_s, t_end=t2),
+            "stages_s": {k: round(v, 4) for k, v in stages.items()},
         }
         return {"ok": True, "category": "ok", "detail": f"{phase} timed", "payload": payload}
-
-
-def _stages(t_end: float, **seconds: float) -> dict[str, float]:
-    return {**{k: round(v, 4) for k, v in seconds.items()}, "after": round(_now() - t_end, 4)}
 
 
 def _fail(category: str, detail: str, payload: dict | None = None) -> dict[str, Any]:
