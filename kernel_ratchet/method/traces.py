@@ -129,8 +129,8 @@ def _totals(rs: list[dict]) -> str:
     line = f"{len(rs)} requests, {total:.1f} s in all; warm-up {warm:.1f} s"
     if not staged:
         return line + " (no stage times in these traces)"
-    st = {k: sum(r["stages_s"].get(k, 0.0) for r in staged) for k in ("inputs", "measure")}
-    st |= {k: sum(r["stages_s"].get(k, 0.0) for r in staged) for k in ("spot", "after")}
+    keys = ("inputs", "measure", "spot", "after")
+    st = {k: sum(r["stages_s"].get(k, 0.0) for r in staged) for k in keys}
     outside = sum(r["request_s"] for r in staged) - st["inputs"] - st["measure"] - st["after"]
     return (
         f"{line}; in the worker ({len(staged)} requests with stage times): inputs "

@@ -29,8 +29,8 @@ def test_dry_fp8_step_launches_and_quant_bytes(olmoe_skewed):
     names = [x.kernel for x in c.launches]
     # x and dout: the shared-chunk dual pass, or the per-group one where the wgrad bucket
     # walks each group's own chunks
-    dual = "_dual_quant_grouped_kernel" if configs.BUCKETS["fp8_wgrad"].group_chunks else None
-    assert names.count(dual or "_dual_quant_kernel") == 2
+    grouped = configs.BUCKETS["fp8_wgrad"].group_chunks
+    assert names.count("_dual_quant_grouped_kernel" if grouped else "_dual_quant_kernel") == 2
     assert names.count("_weight_quant_kernel") == 1
     assert len(c.of(*gc.MM_KERNELS)) == 2 and len(c.of(*gc.WGRAD_KERNELS)) == 1
     summ = gc.summarize(c, S.lens_of(s), 132)

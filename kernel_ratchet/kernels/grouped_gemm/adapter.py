@@ -90,6 +90,15 @@ def checked_groups(case: GroupedCase) -> list[int] | None:
     return sorted(picks)
 
 
+def _reference(case: GroupedCase, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """The per-group products in ``dtype``, under the adapters' output names; ``db`` on the
+    groups :func:`checked_groups` picks."""
+    ref = grouped_gemm_ref(
+        case.x, case.w, case.group_lens, case.dout, dtype=dtype, dw_groups=checked_groups(case)
+    )
+    return {"out": ref["out"], "da": ref["dx"], "db": ref["dw"]}
+
+
 class _GroupedAdapter(Adapter):
     schema: ClassVar[str] = "gemm"
     has_backward: ClassVar[bool] = True
@@ -126,10 +135,7 @@ class _GroupedAdapter(Adapter):
         return value if groups is None else value[groups]
 
     def reference(self, case: GroupedCase) -> dict[str, torch.Tensor]:
-        ref = grouped_gemm_ref(
-            case.x, case.w, case.group_lens, case.dout, dw_groups=checked_groups(case)
-        )
-        return {"out": ref["out"], "da": ref["dx"], "db": ref["dw"]}
+        return _reference(case, torch.float32)
 
     def spot_reference(self, case: GroupedCase) -> dict[str, torch.Tensor]:
         """On a GPU, the same per-group products in the operands' own precision (cuBLAS,
@@ -137,17 +143,8 @@ class _GroupedAdapter(Adapter):
         threshold, for a fraction of its time (the fp32 reference of a 235B-class MoE layer
         is several TFLOP without tensor cores, computed once per timed request). On the CPU,
         the reference itself."""
-        if case.x.device.type != "cuda":
-            return self.reference(case)
-        ref = grouped_gemm_ref(
-            case.x,
-            case.w,
-            case.group_lens,
-            case.dout,
-            dtype=case.x.dtype,
-            dw_groups=checked_groups(case),
-        )
-        return {"out": ref["out"], "da": ref["dx"], "db": ref["dw"]}
+        on_gpu = case.x.device.type == "cuda"
+        return _reference(case, case.x.dtype if on_gpu else torch.float32)
 
     def flops(self, shape: Shape) -> tuple[float, float]:
         mnk = float(shape.M) * shape.N * shape.K
