@@ -15,7 +15,8 @@ Contract of :func:`choose_representative`: only scored rows (Check=PASS with non
    shapes while staying spread over the scale.
 
 Distribution convention for grouped ops: a label is split into tokens at any character that is
-not a letter or digit (``moe_e8_top2``, ``g8-skewed``, ``dist=zipf`` ...). A token ``uniform``
+not a letter or digit (``moe_e8_top2``, ``g8-skewed``, ``dist=zipf``, ``zipf1.2`` ...), a
+token with a number attached also counting by its letters (``zipf1``). A token ``uniform``
 marks a uniform distribution; any token in :data:`SKEWED_TOKENS` marks a skewed one. A grouped
 op without a passing shape of either kind is a CampaignError: a gain seen only on uniform
 tokens-per-expert is over-fitting (SPEC section 8), so the gap must be fixed in the shape set.
@@ -45,14 +46,19 @@ SKEWED_TOKENS: frozenset[str] = frozenset(
         "topk",
         "degenerate",
         "hot",
+        "onehot",
+        "heavy",
         "empty",
     }
 )
 
 
 def label_tokens(label: str) -> set[str]:
-    """Lower-case alphanumeric tokens of a shape label."""
-    return {t for t in re.split(r"[^a-z0-9]+", label.lower()) if t}
+    """Lower-case alphanumeric tokens of a shape label, and each token's letters alone where
+    a number is attached (``zipf1.2`` reads as ``zipf1``, ``2`` and ``zipf``; ``top2`` as
+    ``top2`` and ``top``)."""
+    tokens = {t for t in re.split(r"[^a-z0-9]+", label.lower()) if t}
+    return tokens | {w for t in tokens for w in re.findall(r"[a-z]+", t)}
 
 
 def is_uniform(label: str) -> bool:

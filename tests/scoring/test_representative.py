@@ -95,6 +95,20 @@ def test_label_tokens():
     assert is_skewed("moe-e8-top1") and is_skewed("dist=zipf,") is True
     assert not is_skewed("uniform_m4096") and is_uniform("g8.uniform")
     assert not is_uniform("nonuniform")  # whole tokens only
+    # the grouped GEMM's own distributions: a parameter attached to the name, two-word names
+    for label in ("dbrx_tp4_gate_up_zipf1.2", "olmoe_1b_7b_gate_up_onehot_heavy", "top2_cf1.0"):
+        assert is_skewed(label) and not is_uniform(label), label
+    assert is_uniform("qwen3_235b_gate_up_uniform") and not is_skewed("qwen3_235b_gate_up_uniform")
+
+
+def test_every_distribution_of_the_grouped_shapes_is_named_uniform_or_skewed():
+    """Each token distribution the bundled grouped GEMM draws is read as what it is, so the
+    representative choice and the skew gate see every skewed shape of its campaigns."""
+    from kernel_ratchet.kernels.grouped_gemm.shapes import moe_offlist, moe_shapes, moe_stress
+
+    for s in [*moe_shapes(), *moe_offlist(), *moe_stress()]:
+        assert is_uniform(s.label) != is_skewed(s.label), s.label
+        assert is_uniform(s.label) == s.label.endswith("_uniform"), s.label
 
 
 def test_bad_k_arguments():
