@@ -50,6 +50,9 @@ BF16_MM = {
     "128x256x64_w8_s3_tma": TileConfig(128, 256, 64, 8, 8, 3, use_tma=True),
     "128x256x64_w8_s4_tma": TileConfig(128, 256, 64, 8, 8, 4, use_tma=True),
     "128x128x64_w4_s4_x2": TileConfig(128, 128, 64, 8, 4, 4, programs_per_sm=2),
+    # a short K (down projections): tiles small enough for two programs per SM
+    "128x128x64_w8_s3_tma": TileConfig(128, 128, 64, 8, 8, 3, use_tma=True),
+    "128x128x64_w4_s3_tma": TileConfig(128, 128, 64, 8, 4, 3, use_tma=True),
 }
 BF16_DGRAD = {
     "dgrad shipped:bf16_mm_large": BUCKETS["bf16_mm_large"],
@@ -64,6 +67,12 @@ BF16_WGRAD = {
     "wg_64x128x128_w8_s4_tma": TileConfig(64, 128, 128, 1, 8, 4, use_tma=True),
     "wg_64x256x128_w8_s3_tma": TileConfig(64, 256, 128, 1, 8, 3, use_tma=True),
     "wg_64x128x128_w8_s3_tma": TileConfig(64, 128, 128, 1, 8, 3, use_tma=True),
+    # few rows per group (a short reduction): tiles small enough for 2-3 programs per SM, so
+    # one program's epilogue runs under another's loads
+    "wg_64x128x128_w4_s3_tma": TileConfig(64, 128, 128, 1, 4, 3, use_tma=True),
+    "wg_64x128x128_w8_s2_tma": TileConfig(64, 128, 128, 1, 8, 2, use_tma=True),
+    "wg_32x128x128_w4_s3_tma": TileConfig(32, 128, 128, 1, 4, 3, use_tma=True),
+    "wg_64x128x256_w8_s2_tma": TileConfig(64, 128, 256, 1, 8, 2, use_tma=True),
 }
 FP8_MM = {
     "shipped:fp8_mm_large": BUCKETS["fp8_mm_large"],
@@ -116,6 +125,10 @@ FP8_WGRAD = {
 SHAPES = ("dsv3_gate_up_top1_cf1.25", "mixtral_8x7b_gate_up_uniform")
 
 
+#: The bf16 launches a sweep can time (``--kinds``).
+KINDS = frozenset({"fwd", "dgrad", "wgrad"})
+
+
 def _time(label: str, name: str, fn, flop: float, mrt: float) -> tuple:
     try:
         ms, _ = time_ms(fn, mrt)
@@ -125,23 +138,23 @@ def _time(label: str, name: str, fn, flop: float, mrt: float) -> tuple:
     return (label, name, ms, tflops(flop, ms))
 
 
-def sweep_shape(label: str, s, mrt: float) -> list[tuple]:
-    """Rows (shape, config, ms, TFLOPS) for one shape."""
+def sweep_shape(label: str, s, mrt: float, kinds: frozenset[str] = KINDS) -> list[tuple]:
+    """Rows (shape, config, ms, TFLOPS) for one shape, of the launches in ``kinds``."""
     case = make_grouped_case(s, 0, "cuda")
     x, w, lens, dout = case.x.detach(), case.w.detach(), case.group_lens, case.dout
     f = 2.0 * s.M * s.N * s.K
     a = torch.randn(s.M, s.K, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(s.K, s.N, device="cuda", dtype=torch.bfloat16)
     rows = [_time(label, "dense_cublas", partial(torch.mm, a, b), f, mrt)]
-    for name, cfg in BF16_MM.items():
+    for name, cfg in BF16_MM.items() if "fwd" in kinds else ():
         rows.append(_time(label, name, partial(grouped_mm, x, w, lens, config=cfg), f, mrt))
-    for name, cfg in BF16_DGRAD.items():
+    for name, cfg in BF16_DGRAD.items() if "dgrad" in kinds else ():
         fn = partial(grouped_mm, dout, w, lens, b_is_nk=False, config=cfg)
         rows.append(_time(label, name, fn, f, mrt))
-    for name, cfg in BF16_WGRAD.items():
+    for name, cfg in BF16_WGRAD.items() if "wgrad" in kinds else ():
         fn = partial(grouped_wgrad, dout, x, lens, config=cfg)
         rows.append(_time(label, name, fn, f, mrt))
-    if "mixtral" in label:
+    if "mixtral" in label and "fwd" in kinds:
         xq = quant_fp8_blockwise_1x128(x)
         wq = quant_weight_128x128(w)
         for name, cfg in FP8_MM.items():
@@ -229,14 +242,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--min-run-time", type=float, default=0.05)
     p.add_argument("--shapes", default=",".join(SHAPES), help="shape labels, comma-separated")
     p.add_argument("--fp8", action="store_true", help="the FP8 step's launches and buckets")
+    p.add_argument(
+        "--kinds",
+        default=",".join(sorted(KINDS)),
+        help="bf16 launches to sweep, comma-separated: fwd, dgrad, wgrad (default all)",
+    )
     args = p.parse_args(argv)
+    kinds = frozenset(k for k in args.kinds.split(",") if k)
+    if not kinds or kinds - KINDS:
+        p.error(f"--kinds takes some of {sorted(KINDS)}, got {args.kinds!r}")
     print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name(), flush=True)
     labels = [x for x in args.shapes.split(",") if x]
     known = {s.label: s for s in [*moe_shapes(), *moe_offlist()]}
     missing = [x for x in labels if x not in known]
     if missing:
         p.error(f"unknown shape(s) {missing}: see kernel_ratchet.kernels.grouped_gemm.shapes")
-    sweep = sweep_fp8 if args.fp8 else sweep_shape
+    sweep = sweep_fp8 if args.fp8 else partial(sweep_shape, kinds=kinds)
     rows = []
     for label in labels:
         new = sweep(label, known[label], args.min_run_time)
@@ -244,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         for r in new:
             print(f"{r[0]:30s} {r[1]:22s} {r[2]:8.3f} ms {r[3]:7.1f} TFLOPS", flush=True)
         rows += new
-    new = [] if args.fp8 else sweep_dual(args.min_run_time)
+    new = [] if args.fp8 or "fwd" not in kinds else sweep_dual(args.min_run_time)
     for r in new:
         print(f"{r[0]:30s} {r[1]:22s} {r[2]:8.3f} ms {r[3]:7.1f} GB/s", flush=True)
     rows += new
