@@ -21,9 +21,11 @@ def long_campaign(tmp_path_factory):
     return build_campaign(tmp_path_factory.mktemp("dash-long"), 200, finished=False)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium():
-    """One headless Chromium for every browser test of the session (a launch costs seconds)."""
+    """One headless Chromium for the browser tests of a module (a launch costs seconds). Not
+    for the session: Playwright's synchronous API keeps an event loop running in the thread
+    while it is open, and a later test's ``asyncio.run`` (the MCP client's) would fail there."""
     from pathlib import Path
 
     from kernel_ratchet.dashboard.browser import DEFAULT_CHROMIUM, chromium
