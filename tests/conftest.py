@@ -24,6 +24,10 @@ if not HAS_CUDA:
 
 
 def pytest_collection_modifyitems(config, items):
+    # The tests marked slow (whole campaigns, subprocess-heavy flows; up to a minute and more on
+    # 2 cores) run first, so pytest-xdist's workers end on short tests rather than one worker
+    # finishing a long one alone. Stable: the order within each kind is kept.
+    items.sort(key=lambda item: "slow" not in item.keywords)
     if HAS_CUDA:
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (run on the H200 with `pytest -m gpu`)")

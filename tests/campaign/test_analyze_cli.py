@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.campaign.conftest import campaign_dir, make_project, ratchet
 
 
+@pytest.mark.slow
 def test_analyze_profiles_the_incumbent_and_records_no_round(project):
     d = campaign_dir(project)
     before = json.loads((d / "state.json").read_text())
@@ -24,6 +27,7 @@ def test_analyze_profiles_the_incumbent_and_records_no_round(project):
     assert after["closed"] == before["closed"] and not (d / "rounds" / "round-2").exists()
 
 
+@pytest.mark.slow
 def test_analyze_before_the_baseline_says_what_to_run(tmp_path):
     root = make_project(tmp_path / "p")
     assert ratchet(root, "init", "--op", "tiny_gemm", "--yes").returncode == 0

@@ -37,6 +37,7 @@ def _ok(r):
     return r
 
 
+@pytest.mark.slow
 def test_check_then_init_opens_a_branch_with_an_empty_harness(tmp_path):
     root = make_project(tmp_path / "proj")
     start = git(root, "rev-parse", "HEAD").strip()
@@ -55,6 +56,7 @@ def accepted(tmp_path_factory) -> Path:
     return session_accepted(tmp_path_factory)
 
 
+@pytest.mark.slow
 def test_whole_campaign(accepted):
     # init, baseline and round-2 (32x32 tiles, accepted) ran: the session's project, copied
     root = accepted

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 import yaml
 
 from kernel_ratchet.campaign.fsutil import atomic_write_text, file_sha256, sha256_bytes
@@ -43,6 +44,7 @@ def _record_texts(cdir: Path) -> dict[str, str]:
     }
 
 
+@pytest.mark.slow
 def test_records_name_files_from_the_project_root(baselined, project, capsys, monkeypatch):
     monkeypatch.chdir(project)
     rc, out = run_cli(capsys, monkeypatch, "report")
@@ -102,6 +104,7 @@ def _as_absolute_campaign(root: Path) -> Path:
     return cdir
 
 
+@pytest.mark.slow
 def test_a_campaign_recorded_with_absolute_paths_continues(project, capsys, monkeypatch):
     cdir = _as_absolute_campaign(project)
     old_round = (cdir / "rounds/round-1/round.json").read_text()

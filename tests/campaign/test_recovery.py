@@ -63,6 +63,7 @@ def _check_closed_once(root, n):
         pytest.param("applied", marks=pytest.mark.soak),
     ],
 )
+@pytest.mark.slow
 def test_kill_9_inside_validate_then_next_command_closes_the_round(project, point):
     incumbent = (project / KERNEL).read_text()
     head = git(project, "rev-parse", "HEAD").strip()
@@ -115,6 +116,7 @@ def _validate_in_its_harness(project) -> subprocess.Popen:
     return proc
 
 
+@pytest.mark.slow
 def test_external_kill_during_harness(project):
     incumbent = (project / KERNEL).read_text()
     cdir = campaign_dir(project)

@@ -58,6 +58,7 @@ def test_sharing_ops_are_the_other_ops_listing_a_changed_file(project):
     assert "ran after this op's and gated the round" in describe(sharing, True)
 
 
+@pytest.mark.slow
 def test_failing_twin_test_rolls_the_round_back_with_test_shared(project, open_with):
     set_blocks(project, M=32, N=32)
     with open_with(twin=([KERNEL], FAILING)) as c:
@@ -69,6 +70,7 @@ def test_failing_twin_test_rolls_the_round_back_with_test_shared(project, open_w
     assert "BLOCK_M = 16" in (project / KERNEL).read_text()  # rolled back
 
 
+@pytest.mark.slow
 def test_without_test_shared_the_round_records_who_shares_the_file(project, open_with):
     break_kernel(project)  # the round ends at its own focused test, after noting the sharing
     with open_with(twin=([KERNEL], FAILING), stranger=(["tiny_gemm/other.py"], FAILING)) as c:
@@ -84,6 +86,7 @@ def test_without_test_shared_the_round_records_who_shares_the_file(project, open
     assert not (rdir / "artifacts" / "test.twin.log").exists()
 
 
+@pytest.mark.slow
 def test_test_shared_in_the_profile_gates_a_round_without_the_flag(project, open_with):
     """``test_shared: true`` on the op: every driver's rounds run the twin's test."""
     set_blocks(project, M=32, N=32)

@@ -8,6 +8,8 @@ import shutil
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 from kernel_ratchet.dashboard import browser, site
 from kernel_ratchet.dashboard.browser import open_page
 from tests.cli_inprocess import run_cli
@@ -41,6 +43,7 @@ def test_the_page_draws_every_chart_offline_without_errors(small, chromium, tmp_
         assert run.errors == []
 
 
+@pytest.mark.slow
 def test_a_200_round_page_draws_only_the_campaign_charts_and_the_open_round(
     long_campaign, chromium
 ):

@@ -84,6 +84,7 @@ def test_adapter_implements_the_protocol() -> None:
     assert not isinstance(RolelessGemm(), TrainingCase)
 
 
+@pytest.mark.slow
 def test_clean_kernel_transfers() -> None:
     result = simulate_training(TrainableTinyGemm(), SHAPE, device="cpu", min_rel_gap=CPU_GAP)
     assert result.verdict == TRANSFERS, result
@@ -105,6 +106,7 @@ def test_id_keyed_output_cache_is_overfit() -> None:
     assert "training idiom slower" in result.reason
 
 
+@pytest.mark.slow
 def test_weight_cache_with_version_transfers_and_misses_after_each_update() -> None:
     adapter, module = planted_adapter(P.TINY_WEIGHT_CACHE, "planted_w1")
     result = simulate_training(

@@ -84,6 +84,7 @@ def test_cheat_rejected_by_check(tmp_path: Path, cls: str, category: str, reason
         assert not w.alive  # a failed worker is never reused
 
 
+@pytest.mark.slow
 def test_native_threads_started_while_the_project_imports_are_not_the_candidates(
     tmp_path: Path,
 ) -> None:
@@ -113,6 +114,7 @@ def test_cheat_rejected_while_timing(tmp_path: Path, cls: str, reason: str) -> N
         assert reason in r.detail, explain(r)
 
 
+@pytest.mark.slow
 def test_timed_calls_are_compared_with_the_spot_reference(tmp_path: Path) -> None:
     with Worker(spec("WrongSpotReference"), tmp_path / "w.log") as w:
         assert w.check(SHAPE, SEED).ok  # the correctness check keeps the full reference

@@ -57,6 +57,7 @@ def test_fp8_split_k_persistent(name, device):
 
 
 @pytest.mark.parametrize("split_k", [1, 2], ids=["whole-k", "splitk2"])
+@pytest.mark.slow
 def test_blockwise_two_groups_per_iteration(split_k, device):
     """k_unroll=2 with an odd number of 128-groups (K = 520 -> 5 groups; 3 + 2 when split)."""
     adapter = ad.GemmFp8Blockwise()
@@ -65,6 +66,7 @@ def test_blockwise_two_groups_per_iteration(split_k, device):
         _check(adapter, case)
 
 
+@pytest.mark.slow
 def test_timed_path_matches_autograd_path(device):
     """forward()/backward() (what the harness times) compute what outputs() checks."""
     adapter = ad.GemmFp8Blockwise()

@@ -248,6 +248,7 @@ def test_group_chunks_give_each_group_the_wgrad_of_that_group_alone(device, tma)
         assert torch.allclose(got.float(), want.float(), rtol=1e-2, atol=1e-2)
 
 
+@pytest.mark.slow
 def test_a_group_chunks_bucket_runs_the_step_in_that_layout(monkeypatch, device):
     """The bucket's flag reaches the step: the forward is unchanged (same row copy), and the
     weight gradient is the per-group one, not the global-chunk one. Whatever the shipped

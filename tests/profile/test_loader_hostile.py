@@ -145,6 +145,7 @@ def test_many_bad_ops_are_capped_in_total(tiny_project):
     assert len(msg.splitlines()) < 60 and "more problems" in msg
 
 
+@pytest.mark.slow
 def test_huge_values_are_shortened_in_messages(tiny_project):
     p = tiny_project()
     p.data["ops"] = list(range(100_000))

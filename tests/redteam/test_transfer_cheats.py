@@ -48,6 +48,7 @@ def test_the_honest_kernel_transfers(tmp_path: Path) -> None:
         pytest.param("ContentLru", "CONTENT_LRU", id="content-key-functools-lru-cache"),
     ],
 )
+@pytest.mark.slow
 def test_a_content_keyed_cache_does_not_transfer(tmp_path: Path, adapter: str, source: str) -> None:
     p = simulate(tmp_path, f"{PLANTED}:{adapter}", source)
     expect_flagged(p["verdict"] == "OVERFIT", p["reason"], "training idiom slower", str(p))
