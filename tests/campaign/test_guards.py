@@ -48,6 +48,7 @@ def open_campaign(project, monkeypatch):
     return _open
 
 
+@pytest.mark.slow
 def test_renamed_csv_column_fails_validate_loudly(project, open_campaign, monkeypatch):
     real = levels._run_harness
 
@@ -67,6 +68,7 @@ def test_renamed_csv_column_fails_validate_loudly(project, open_campaign, monkey
     assert "BLOCK_M = 16" in (project / KERNEL).read_text()
 
 
+@pytest.mark.slow
 def test_sigterm_during_the_harness_closes_the_round_and_exits_143(
     project, open_campaign, monkeypatch
 ):
@@ -124,6 +126,7 @@ def test_change_outside_kernel_source_is_rolled_back_and_left_alone(project, ope
     assert "BLOCK_M = 16" in (project / KERNEL).read_text()
 
 
+@pytest.mark.slow
 def test_edited_log_harness_and_empty_round_are_refused_without_a_round(project, open_campaign):
     """Each refusal comes before any work; the round after them (one measured round proves
     both) runs with the regenerated harness and the log that only had a correction appended."""
@@ -152,6 +155,7 @@ def test_edited_log_harness_and_empty_round_are_refused_without_a_round(project,
     assert "a note appended by hand" in log.read_text()
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_the_harness_closes_the_round(project, open_campaign, monkeypatch):
     real = steps.RunningStep.wait
 
@@ -173,6 +177,9 @@ def test_ctrl_c_during_the_harness_closes_the_round(project, open_campaign, monk
     assert "BLOCK_M = 16" in (project / KERNEL).read_text()
 
 
+@pytest.mark.slow
+@pytest.mark.soak  # its own campaign: the default run checks a rollback from the incumbent's
+# snapshot without commits in the workspace campaign (tests/campaign/test_workspace.py)
 def test_no_commit_mode_rolls_back_from_the_snapshot(tmp_path):
     root = baselined_project(tmp_path / "proj", "--no-commit", "--git-branch", "none")
     set_blocks(root, M=32, N=32)
@@ -183,6 +190,7 @@ def test_no_commit_mode_rolls_back_from_the_snapshot(tmp_path):
     assert (root / KERNEL).read_text() == accepted
 
 
+@pytest.mark.slow
 def test_calibrate_stores_the_machine_noise_and_the_decision_uses_it(
     project, open_campaign, monkeypatch
 ):
