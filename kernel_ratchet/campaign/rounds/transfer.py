@@ -1,13 +1,14 @@
 """The dynamic half of the real-training transfer check (SPEC section 8) inside a round.
 
 After an ACCEPT, incumbent and candidate each run the guard's fresh-tensor simulation in a fresh
-worker on the largest active shape: the benchmark idiom (the same tensors every iteration)
-against the training idiom (fresh activations and grad_out each step, the weight updated in
-place so its ``_version`` moves), with cache hit counts on the kernel modules. Comparing the
-two sides cancels what both share (e.g. L2 reuse of repeated tensors); what is left is the
-part of the candidate's gain that exists only in the benchmark idiom. The round is rolled back
-as REJECT-as-overfit when the training-idiom gain falls well short of the benchmark-idiom gain,
-or when only the candidate's own simulation reads OVERFIT (a cache hit on a fresh tensor).
+worker on the largest active shape (the smallest in a CPU rehearsal): the benchmark idiom (the
+same tensors every iteration) against the training idiom (fresh activations and grad_out each
+step, the weight updated in place so its ``_version`` moves), with cache hit counts on the
+kernel modules. Comparing the two sides cancels what both share (e.g. L2 reuse of repeated
+tensors); what is left is the part of the candidate's gain that exists only in the benchmark
+idiom. The round is rolled back as REJECT-as-overfit when the training-idiom gain falls well
+short of the benchmark-idiom gain, or when only the candidate's own simulation reads OVERFIT (a
+cache hit on a fresh tensor).
 """
 
 from __future__ import annotations
@@ -35,9 +36,14 @@ MIN_GAIN = 0.02  # below this benchmark gain there is nothing to transfer
 MIN_REL_GAP_CPU = 0.5
 
 
-def _largest(c: CampaignContext, labels: list[str]) -> Shape:
+def _simulated(c: CampaignContext, labels: list[str], cuda: bool) -> Shape:
+    """The active shape the simulation runs on: on a GPU the largest (the most memory traffic
+    for a cache to skip); on the CPU the smallest, as each interpreter call of a rehearsal
+    costs a tenth of a second and more, and the check there exercises its mechanics and
+    catches gross overfits only (:data:`MIN_REL_GAP_CPU`), which a small shape shows as well."""
     by = {s["label"]: Shape.from_dict(s) for s in c.m.target_shapes}
-    return max((by[x] for x in labels), key=lambda s: s.B * s.M * s.N * max(s.K, 1))
+    pick = max if cuda else min
+    return pick((by[x] for x in labels), key=lambda s: s.B * s.M * s.N * max(s.K, 1))
 
 
 def _modules(c: CampaignContext) -> tuple[str, ...]:
@@ -59,8 +65,8 @@ def dynamic_check(
 
     from kernel_ratchet.guard.dynamic_transfer import judge_worker_traces
 
-    shape = _largest(c, labels)
     cuda = torch.cuda.is_available()
+    shape = _simulated(c, labels, cuda)
     # On the CPU, five repeats of three steps: each side's idioms alternate (bench, train, then
     # train, bench), and a median of five stands two repeats slowed by other processes where
     # a median of three stood one (a loaded 2-core machine once read a clean 2.4x candidate
