@@ -200,9 +200,15 @@ def test_calibrate_stores_the_machine_noise_and_the_decision_uses_it(
     from kernel_ratchet.campaign.calibrate import calibrate_campaign
     from kernel_ratchet.campaign.rounds.paired import min_detectable
 
-    # the mechanics, not the rate (tests/scoring checks it): each A/A trial stops at its first
-    # look instead of measuring an interpreter's AMBIGUOUS shapes on to the round budget
-    monkeypatch.setattr(calibrate_mod, "run_ab", partial(calibrate_mod.run_ab, single_look=True))
+    # the mechanics, not the rate (tests/scoring checks it): each A/A trial measures one shape
+    # and stops at its first look instead of measuring an interpreter's AMBIGUOUS shapes on to
+    # the round budget
+    real = partial(calibrate_mod.run_ab, single_look=True)
+
+    def one_shape(c, labels, *args, **kwargs):
+        return real(c, labels[:1], *args, **kwargs)
+
+    monkeypatch.setattr(calibrate_mod, "run_ab", one_shape)
     with open_campaign() as c:
         assert min_detectable(c) == 0.0
         cal = calibrate_campaign(c, trials=2)
