@@ -29,6 +29,14 @@ def pytest_collection_modifyitems(config, items):
     # finishing a long one alone. Stable: the order within each kind is kept.
     items.sort(key=lambda item: "slow" not in item.keywords)
     if HAS_CUDA:
+        if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+            alone = pytest.mark.skip(
+                reason="times the GPU while other test workers use it: run the GPU tests one at "
+                "a time (pytest -m gpu -p no:xdist)"
+            )
+            for item in items:
+                if "gpu_alone" in item.keywords:
+                    item.add_marker(alone)
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (run on the H200 with `pytest -m gpu`)")
     for item in items:

@@ -11,7 +11,7 @@ import torch
 from kernel_ratchet.harness.timing.cuda_events import CudaEventEngine
 from kernel_ratchet.harness.timing.engine import SampleHooks
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.gpu_alone]
 
 
 def fast_engine(**kw) -> CudaEventEngine:

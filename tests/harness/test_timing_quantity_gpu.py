@@ -13,7 +13,7 @@ import torch
 from kernel_ratchet.errors import RatchetError
 from kernel_ratchet.harness.timing.cuda_events import CudaEventEngine
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.gpu_alone]
 
 
 def engine(quantity: str, l2: str | None = None, samples: int = 5) -> CudaEventEngine:
