@@ -1,5 +1,6 @@
 """Commands beside the rounds: ``parse-csv`` (the one CSV reader), ``tips show|add``,
-``sync-back`` (workspace-mode) and ``mcp`` (the MCP server)."""
+``sync-back`` (workspace-mode), ``export`` (a campaign's records, to commit) and ``mcp`` (the
+MCP server)."""
 
 from __future__ import annotations
 
@@ -103,6 +104,23 @@ def sync_back(
         out.print(line)
     out.print("[green]SYNCED[/green]" if res.ok else "[red]SYNC-BACK FAILED[/red]")
     raise typer.Exit(0 if res.ok else 1)
+
+
+@app.command("export")
+def export(
+    dest: Path = typer.Argument(..., help="a new or empty folder, e.g. campaigns/<op>/<name>"),
+    traces: bool = typer.Option(False, help="also each round's timing trace (timings.jsonl)"),
+    profile: Path | None = ProfileOpt,
+    campaign: str | None = CampaignOpt,
+):
+    """Copy the campaign's records (manifest, state, logs, REPORT, each round's summary,
+    record, candidate diff and paired A/B) into DEST, to commit them as the evidence of its
+    numbers; no worktree, snapshot or profile."""
+    from kernel_ratchet.campaign.export import export_records
+
+    with open_campaign(profile, campaign) as c:  # no round in flight while it copies
+        written = export_records(c.dir, dest, traces=traces)
+    out.print(f"{len(written)} files of {c.dir.name} written to {dest}")
 
 
 @app.command("mcp")

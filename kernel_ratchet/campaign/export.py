@@ -1,0 +1,62 @@
+"""``ratchet export``: a campaign's records, copied where they can be committed.
+
+The records are what a campaign's numbers rest on: its manifest and state, its logs (the
+optimization log, the performance trend), its REPORT and calibration when written, and per
+round the summary, the typed record, the candidate's diff and the paired A/B's result (its
+per-round times, from which every CI can be recomputed). Not copied: the worktrees, the
+kernel snapshots, profiles, harness CSVs and worker logs, which are large, machine-bound or
+rebuilt from the rest. With ``traces`` each round's timing trace (``timings.jsonl``: every
+timing request's samples and SM clocks) comes too. The records name files relative to the
+project, so the copy reads the same on any machine.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from kernel_ratchet.errors import CampaignError
+
+#: Files of the campaign directory, copied when present.
+CAMPAIGN_FILES = ("manifest.yaml", "state.json", "report.md", "calibration.json")
+#: Files of a round, by where they are in ``rounds/round-N`` -> name in the copy's round folder.
+ROUND_FILES = {
+    "summary.md": "summary.md",
+    "round.json": "round.json",
+    "artifacts/candidate.diff": "candidate.diff",
+    "artifacts/paired.json": "paired.json",
+}
+TRACE = {"artifacts/paired/timings.jsonl": "timings.jsonl"}
+
+
+def export_records(cdir: Path, dest: Path, *, traces: bool = False) -> list[Path]:
+    """Copy the records of the campaign in ``cdir`` into ``dest`` (module docstring); returns
+    the files written, relative to ``dest``. Raises CampaignError when ``dest`` holds anything
+    (nothing is overwritten) or lies inside the campaign, or when ``cdir`` has no manifest."""
+    cdir, dest = Path(cdir).resolve(), Path(dest).resolve()
+    if not (cdir / "manifest.yaml").is_file():
+        raise CampaignError(f"{cdir} is not a campaign directory (no manifest.yaml)")
+    if dest == cdir or cdir in dest.parents:
+        raise CampaignError(f"export into a folder outside the campaign, not {dest}")
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise CampaignError(
+            f"{dest} already holds files; export into a new or empty folder (nothing is "
+            "overwritten)"
+        )
+    pairs = [(cdir / name, Path(name)) for name in CAMPAIGN_FILES]
+    pairs += [(p, Path("logs") / p.name) for p in sorted((cdir / "logs").glob("*.md"))]
+    per_round = {**ROUND_FILES, **(TRACE if traces else {})}
+    for rdir in sorted((cdir / "rounds").glob("round-*"), key=_round_number):
+        pairs += [(rdir / src, Path("rounds") / rdir.name / to) for src, to in per_round.items()]
+    written = []
+    for src, rel in pairs:
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+            written.append(rel)
+    return written
+
+
+def _round_number(rdir: Path) -> int:
+    tail = rdir.name.removeprefix("round-")
+    return int(tail) if tail.isdigit() else -1

@@ -1,0 +1,71 @@
+"""``ratchet export``: a campaign's records copied for a commit, the bulk left behind, nothing
+overwritten."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kernel_ratchet.campaign.export import export_records
+from kernel_ratchet.errors import CampaignError
+from tests.campaign.conftest import campaign_dir, session_accepted
+from tests.cli_inprocess import run_cli
+
+
+@pytest.fixture
+def accepted(tmp_path_factory, tmp_path: Path) -> Path:
+    """A copy of the session's example campaign with round-2 ACCEPTED."""
+    dest = tmp_path / "proj"
+    shutil.copytree(session_accepted(tmp_path_factory), dest, symlinks=True)
+    return dest
+
+
+def test_export_copies_the_records_and_only_them(accepted, tmp_path, capsys, monkeypatch):
+    cdir = campaign_dir(accepted)
+    dest = tmp_path / "records" / "tiny"
+    rc, text = run_cli(
+        capsys, monkeypatch, "export", str(dest), "--profile", str(accepted / "ratchet.yaml")
+    )
+    assert rc in (0, None), text
+    got = {p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file()}
+    for name in ("manifest.yaml", "state.json", "logs/optimize.md", "logs/performance_trend.md"):
+        assert name in got
+    for name in ("summary.md", "round.json", "candidate.diff", "paired.json"):
+        assert f"rounds/round-2/{name}" in got
+    assert "rounds/round-1/round.json" in got
+    # the copies are the records as written
+    assert (dest / "state.json").read_bytes() == (cdir / "state.json").read_bytes()
+    paired = json.loads((dest / "rounds/round-2/paired.json").read_text())
+    assert paired == json.loads((cdir / "rounds/round-2/artifacts/paired.json").read_text())
+    # no worktree, snapshot, CSV, worker log or trace came along
+    assert not any("kernel_snapshot" in g or g.endswith((".csv", ".log", ".jsonl")) for g in got)
+    assert all(g.count("/") <= 2 for g in got)
+    assert f"{len(got)} files" in text
+
+
+def test_traces_come_on_request(accepted, tmp_path):
+    cdir = campaign_dir(accepted)
+    trace = cdir / "rounds/round-2/artifacts/paired/timings.jsonl"
+    assert trace.is_file()
+    written = export_records(cdir, tmp_path / "t", traces=True)
+    assert Path("rounds/round-2/timings.jsonl") in written
+    assert (tmp_path / "t/rounds/round-2/timings.jsonl").read_bytes() == trace.read_bytes()
+
+
+def test_export_never_overwrites_and_stays_outside_the_campaign(accepted, tmp_path):
+    cdir = campaign_dir(accepted)
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "mine.txt").write_text("kept")
+    with pytest.raises(CampaignError, match="already holds files"):
+        export_records(cdir, full)
+    assert [p.name for p in full.iterdir()] == ["mine.txt"]
+    with pytest.raises(CampaignError, match="outside the campaign"):
+        export_records(cdir, cdir / "copy")
+    with pytest.raises(CampaignError, match="not a campaign directory"):
+        export_records(tmp_path, tmp_path / "x")
+    (tmp_path / "empty").mkdir()
+    assert export_records(cdir, tmp_path / "empty")  # an empty folder is fine
