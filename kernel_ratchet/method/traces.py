@@ -78,14 +78,17 @@ def _clock_corr(items: list[tuple[int, dict]]) -> list[float | None]:
     return corrs
 
 
+#: The stages of a request in the worker, as its trace line's ``stages_s`` names them.
+STAGES = ("inputs", "measure", "spot", "after")
+
+
 def _stages(items: list[tuple[int, dict]]) -> str:
     """Median host seconds of a request's stages in the worker (inputs / measurement / spot
     checks within it / checks after), '-' for traces written before they were recorded."""
     rs = [r["stages_s"] for _, r in items if isinstance(r.get("stages_s"), dict)]
     if not rs:
         return "-"
-    keys = ("inputs", "measure", "spot", "after")
-    return " / ".join(f"{statistics.median(x.get(k, 0.0) for x in rs):.3f}" for k in keys)
+    return " / ".join(f"{statistics.median(x.get(k, 0.0) for x in rs):.3f}" for k in STAGES)
 
 
 def _row(label: str, phase: str, items: list[tuple[int, dict]]) -> str:
@@ -129,8 +132,7 @@ def _totals(rs: list[dict]) -> str:
     line = f"{len(rs)} requests, {total:.1f} s in all; warm-up {warm:.1f} s"
     if not staged:
         return line + " (no stage times in these traces)"
-    keys = ("inputs", "measure", "spot", "after")
-    st = {k: sum(r["stages_s"].get(k, 0.0) for r in staged) for k in keys}
+    st = {k: sum(r["stages_s"].get(k, 0.0) for r in staged) for k in STAGES}
     outside = sum(r["request_s"] for r in staged) - st["inputs"] - st["measure"] - st["after"]
     return (
         f"{line}; in the worker ({len(staged)} requests with stage times): inputs "
