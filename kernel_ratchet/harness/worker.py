@@ -46,6 +46,7 @@ from typing import Any
 from kernel_ratchet.errors import RatchetError
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.harness.outcome import classify_exit
+from kernel_ratchet.harness.pinning import pin
 
 CATEGORIES: tuple[str, ...] = (
     "ok",
@@ -80,7 +81,9 @@ class WorkerSpec:
     incumbent git worktree); ``adapter`` is ``"module:Class"``; ``engine`` / ``engine_params``
     name a timing engine of :func:`kernel_ratchet.harness.timing.registry.engines`; ``device`` is
     ``"cpu"`` or ``"cuda"``; ``interpret`` sets ``TRITON_INTERPRET=1`` in the worker (and
-    ``False`` removes it); a request running past ``timeout_s`` kills the worker (``"hang"``).
+    ``False`` removes it); a request running past ``timeout_s`` kills the worker (``"hang"``);
+    ``cpus``: the CPUs the worker is pinned to (:mod:`.pinning`; empty: wherever the scheduler
+    puts it).
     """
 
     source_root: str
@@ -90,6 +93,7 @@ class WorkerSpec:
     device: str
     interpret: bool
     timeout_s: float = 300.0
+    cpus: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -148,6 +152,9 @@ class Worker:
             env=env,
             start_new_session=True,  # one process group: a kill also ends the candidate's children
         )
+        self.pinned = pin(self._proc.pid, tuple(spec.cpus))
+        self._log.write(f"[ratchet] worker {self.pinned}\n".encode())
+        self._log.flush()
         self._nonce = secrets.token_hex(16)  # the ready line must echo it
         self._send_line({"op": "hello", "nonce": self._nonce})
         self._lines: queue.Queue[str | None] = queue.Queue()

@@ -17,6 +17,7 @@ import torch
 
 import kernel_ratchet
 from kernel_ratchet.harness.adapter import Shape
+from kernel_ratchet.harness.pinning import paired_cpus
 from kernel_ratchet.harness.worker import WorkerSpec
 from kernel_ratchet.kernels.gemm.adapter import GemmBf16, GemmCase, GemmFp16, make_linear_inputs
 
@@ -46,7 +47,7 @@ def base_adapter(cuda: bool) -> str:
 
 def worker_spec(adapter: str, cuda: bool, params: dict[str, Any]) -> WorkerSpec:
     """A worker running ``adapter`` with the timing ``params`` (``cuda_events`` on the GPU,
-    ``perf_counter`` in the interpreter)."""
+    ``perf_counter`` in the interpreter), pinned as a campaign's paired workers are."""
     return WorkerSpec(
         source_root=SOURCE_ROOT,
         adapter=adapter,
@@ -54,6 +55,7 @@ def worker_spec(adapter: str, cuda: bool, params: dict[str, Any]) -> WorkerSpec:
         engine_params=dict(params),
         device="cuda" if cuda else "cpu",
         interpret=not cuda,
+        cpus=paired_cpus() if cuda else (),
     )
 
 

@@ -27,6 +27,7 @@ from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.harness.csv_schema import BenchTable
 from kernel_ratchet.harness.paired_checks import Prechecked
 from kernel_ratchet.harness.paired_run import PairedRun
+from kernel_ratchet.harness.pinning import paired_cpus
 from kernel_ratchet.harness.timing.quantity import DEFAULT as DEFAULT_MEASURE
 from kernel_ratchet.harness.timing.quantity import Measure, engine_measure, of_params
 from kernel_ratchet.harness.worker import WorkerSpec
@@ -100,6 +101,7 @@ def _specs(c: CampaignContext) -> tuple[WorkerSpec, WorkerSpec]:
         "engine_params": params,
         "device": "cuda" if cuda else "cpu",
         "interpret": not cuda,
+        "cpus": paired_cpus() if cuda else (),
     }
     inc = WorkerSpec(source_root=str(incumbent_tree(c)), **common)
     cand = WorkerSpec(source_root=str(c.root), **common)
@@ -222,9 +224,11 @@ def paired_decision(
     ``prechecked``: the correctness checks those workers made early with it."""
     labels = [r.label for r in c.table(cand_rel).rows]
     secret = secrets.randbits(63) if secret is None else secret
+    cpus = paired_cpus() if _cuda() else ()
+    where = f", both workers on CPU {','.join(map(str, cpus))}" if cpus else ""
     c.say(
         f"round-{n}: paired A/B, incumbent vs candidate, {len(labels)} shapes, "
-        f"measuring {measured_quantity(c)}"
+        f"measuring {measured_quantity(c)}{where}"
     )
     run = run_ab(
         c,

@@ -1,0 +1,89 @@
+"""The CPU both sides of a paired A/B run on.
+
+A launch-bound op's time is the host's time: Python, the framework and the driver on one CPU
+core. Two worker processes the scheduler places on different cores, or on different sockets,
+start with different host speeds and keep them for the whole A/B, and pairing cannot cancel
+a difference that lasts as long as the processes: on an H200 host two paired A/Bs of the same
+change to a launch-bound GEMM, run minutes apart, read 1.27x and 0.96x with CIs that exclude
+each other, while the same change timed in one process, interleaved, read 0.94-0.97x on the
+forward.
+
+So the paired workers of a GPU campaign are both pinned to one CPU (they time one request at
+a time, the idle one waits on its pipe): one of the GPU's NUMA node where Linux says which,
+the highest-numbered the process may use (CPU 0 takes the most interrupts and housekeeping).
+Where the platform has no CPU affinity (macOS, Windows) nothing is pinned.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_PCI = Path("/sys/bus/pci/devices")
+_NODES = Path("/sys/devices/system/node")
+
+
+def parse_cpulist(text: str) -> set[int]:
+    """CPUs of a Linux cpulist (``"0-3,8,10-11"``)."""
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def gpu_numa_cpus(pci_bus_id: str | None, pci: Path = _PCI, nodes: Path = _NODES) -> set[int]:
+    """CPUs of the NUMA node of the PCI device ``pci_bus_id`` (``"0000:1b:00.0"``); empty
+    when unknown."""
+    if not pci_bus_id:
+        return set()
+    try:
+        node = int((pci / pci_bus_id.lower() / "numa_node").read_text())
+        if node < 0:
+            return set()
+        return parse_cpulist((nodes / f"node{node}" / "cpulist").read_text())
+    except (OSError, ValueError):
+        return set()
+
+
+def cuda_bus_id(index: int = 0) -> str | None:
+    """The PCI address of CUDA device ``index`` as sysfs names it, or None."""
+    import torch
+
+    props = torch.cuda.get_device_properties(index)
+    fields = [getattr(props, f"pci_{k}_id", None) for k in ("domain", "bus", "device")]
+    if any(f is None for f in fields):
+        return None
+    domain, bus, device = fields
+    return f"{domain:04x}:{bus:02x}:{device:02x}.0"
+
+
+def pick_cpu(allowed: set[int], near: set[int]) -> int:
+    """The CPU to pin to: the highest of ``allowed`` that is ``near`` the GPU, else the highest
+    of ``allowed``."""
+    pool = (allowed & near) or allowed
+    return max(pool)
+
+
+def paired_cpus(index: int = 0) -> tuple[int, ...]:
+    """``(cpu,)`` for the workers of a paired A/B on CUDA device ``index``; ``()`` where this
+    platform cannot pin."""
+    if not hasattr(os, "sched_getaffinity"):
+        return ()
+    allowed = set(os.sched_getaffinity(0))
+    if len(allowed) < 2:
+        return ()
+    return (pick_cpu(allowed, gpu_numa_cpus(cuda_bus_id(index))),)
+
+
+def pin(pid: int, cpus: tuple[int, ...]) -> str:
+    """Pin process ``pid`` to ``cpus``; returns what happened, for the worker's log."""
+    if not cpus:
+        return "not pinned"
+    try:
+        os.sched_setaffinity(pid, cpus)
+    except (AttributeError, OSError) as err:
+        return f"not pinned ({err})"
+    return f"pinned to CPU {','.join(map(str, cpus))}"

@@ -1,0 +1,73 @@
+"""Both workers of a paired A/B on one CPU: the CPU chosen, and the pin applied."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from kernel_ratchet.harness import pinning
+from kernel_ratchet.harness.worker import WorkerSpec
+from kernel_ratchet.method import planted
+
+
+def test_cpulists_parse_as_linux_writes_them() -> None:
+    assert pinning.parse_cpulist("0-3,8,10-11\n") == {0, 1, 2, 3, 8, 10, 11}
+    assert pinning.parse_cpulist("5") == {5}
+    assert pinning.parse_cpulist("") == set()
+
+
+def _sysfs(tmp_path: Path, node: str, cpulist: str) -> tuple[Path, Path]:
+    pci, nodes = tmp_path / "pci", tmp_path / "nodes"
+    (pci / "0000:1b:00.0").mkdir(parents=True)
+    (pci / "0000:1b:00.0" / "numa_node").write_text(node + "\n")
+    (nodes / "node1").mkdir(parents=True)
+    (nodes / "node1" / "cpulist").write_text(cpulist + "\n")
+    return pci, nodes
+
+
+def test_the_gpus_numa_node_names_its_cpus(tmp_path: Path) -> None:
+    pci, nodes = _sysfs(tmp_path, "1", "8-15")
+    assert pinning.gpu_numa_cpus("0000:1B:00.0", pci, nodes) == set(range(8, 16))
+    assert pinning.gpu_numa_cpus("0000:99:00.0", pci, nodes) == set()  # no such device
+    assert pinning.gpu_numa_cpus(None, pci, nodes) == set()
+    pci, nodes = _sysfs(tmp_path / "unknown", "-1", "8-15")  # a one-node machine says -1
+    assert pinning.gpu_numa_cpus("0000:1b:00.0", pci, nodes) == set()
+
+
+def test_the_cpu_is_near_the_gpu_and_not_cpu_0() -> None:
+    assert pinning.pick_cpu(set(range(16)), set(range(8, 16))) == 15
+    assert pinning.pick_cpu({0, 1, 2, 3, 12}, set(range(8, 12))) == 12  # none near: highest
+    assert pinning.pick_cpu({0, 1, 2, 3}, set()) == 3
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity here")
+def test_a_pinned_process_runs_only_on_that_cpu() -> None:
+    cpu = max(os.sched_getaffinity(0))
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=-1)
+    try:
+        assert pinning.pin(child.pid, (cpu,)) == f"pinned to CPU {cpu}"
+        assert os.sched_getaffinity(child.pid) == {cpu}
+        assert pinning.pin(child.pid, ()) == "not pinned"
+        assert pinning.pin(child.pid, (10**6,)).startswith("not pinned (")  # no such CPU
+        assert os.sched_getaffinity(child.pid) == {cpu}
+    finally:
+        child.communicate(b"", timeout=30)
+
+
+def test_both_sides_of_a_gpu_a_b_get_the_same_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(planted, "paired_cpus", lambda: (13,))
+    inc = planted.worker_spec(planted.base_adapter(True), True, {})
+    cand = planted.worker_spec("kernel_ratchet.method.planted:SlowerBf16", True, {})
+    assert inc.cpus == cand.cpus == (13,)
+    assert planted.worker_spec(planted.base_adapter(False), False, {}).cpus == ()
+
+
+def test_the_spec_carries_its_cpus_to_the_worker() -> None:
+    spec = WorkerSpec("/src", "m:A", "cuda_events", {}, "cuda", False, cpus=(3,))
+    assert json.loads(json.dumps(asdict(spec)))["cpus"] == [3]
