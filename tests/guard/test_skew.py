@@ -61,3 +61,51 @@ def test_invalid_inputs() -> None:
         skew_robustness({"g_uniform": -1.0})
     with pytest.raises(ValueError):
         skew_robustness({"g_uniform": 0.1}, tolerance=-0.1)
+
+
+# Twins: the same layer (groups, N, K) under uniform and skewed routing.
+LAYERS = {
+    "qwen3_235b_gate_up_uniform": (128, 3072, 4096),
+    "qwen3_235b_gate_up_zipf1.2": (128, 3072, 4096),
+    "mixtral_8x7b_down_skewed": (8, 4096, 14336),
+    "mixtral_8x7b_down_uniform": (8, 4096, 14336),
+    "olmoe_1b_7b_gate_up_onehot_heavy": (64, 2048, 2048),
+}
+
+
+def test_a_change_to_small_groups_is_judged_on_its_own_layer_under_skew() -> None:
+    # The gain applies to layers of short groups only: its skewed twin keeps most of it, the
+    # other layers' skewed shapes (long groups) barely move.
+    gains = {
+        "qwen3_235b_gate_up_uniform": 0.0366,
+        "qwen3_235b_gate_up_zipf1.2": 0.030,
+        "mixtral_8x7b_down_skewed": 0.0048,
+        "olmoe_1b_7b_gate_up_onehot_heavy": 0.0120,
+    }
+    assert skew_robustness(gains)[0] == REJECT  # without twins: unrelated layers outvote it
+    verdict, reason = skew_robustness(gains, layers=LAYERS)
+    assert verdict == ROBUST and reason.startswith("same layers: uniform +3.66% (1 shapes)")
+
+
+def test_a_twin_that_loses_the_gain_rejects_what_other_layers_would_excuse() -> None:
+    gains = {
+        "qwen3_235b_gate_up_uniform": 0.040,
+        "qwen3_235b_gate_up_zipf1.2": 0.005,
+        "mixtral_8x7b_down_skewed": 0.060,
+        "olmoe_1b_7b_gate_up_onehot_heavy": 0.050,
+    }
+    assert skew_robustness(gains)[0] == ROBUST  # the skewed geomean of other layers is high
+    verdict, reason = skew_robustness(gains, layers=LAYERS)
+    assert verdict == REJECT and "uniform loads only" in reason
+
+
+def test_a_uniform_shape_without_a_twin_is_still_judged_against_all_skewed_shapes() -> None:
+    gains = {
+        "qwen3_235b_gate_up_uniform": 0.03,
+        "qwen3_235b_gate_up_zipf1.2": 0.03,
+        "mixtral_8x7b_down_uniform": 0.10,
+        "olmoe_1b_7b_gate_up_onehot_heavy": -0.03,
+    }
+    layers = {k: v for k, v in LAYERS.items() if k != "mixtral_8x7b_down_skewed"}
+    verdict, reason = skew_robustness(gains, layers=layers)
+    assert verdict == REJECT and "other layers" in reason and "onehot_heavy regressed" in reason

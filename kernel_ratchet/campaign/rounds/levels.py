@@ -51,14 +51,15 @@ def _quick_is_full(c: CampaignContext) -> bool:
     return set(c.m.representative_shapes) == {s["label"] for s in c.m.target_shapes}
 
 
-def _skew_gate(d: RoundDecision) -> tuple[RoundDecision, bool]:
+def _skew_gate(d: RoundDecision, c: CampaignContext) -> tuple[RoundDecision, bool]:
     """Grouped ops: a gain on uniform token distributions that does not hold on skewed ones is
-    over-fitting (SPEC section 8): an ACCEPT becomes a rollback. Returns (decision, whether it
-    was rejected as overfit)."""
+    over-fitting (SPEC section 8): an ACCEPT becomes a rollback. Shapes of equal groups, N and
+    K are the same layer (twins). Returns (decision, whether it was rejected as overfit)."""
     gains = {s.label: s.delta for s in d.per_shape}
     if not gains or any(g <= -1 for g in gains.values()):
         return d, False
-    verdict, why = skew_robustness(gains)
+    layers = {s["label"]: (s.get("B"), s.get("N"), s.get("K")) for s in c.m.target_shapes}
+    verdict, why = skew_robustness(gains, layers=layers)
     d = replace(d, skew=(verdict, why))
     if verdict == REJECT and d.accepted:
         return d.rejected_as_overfit(why), True
@@ -146,7 +147,7 @@ def _level(
         return LevelResult(failed=record)
     harness_only = {"status": gates.status.value, "reason": gates.reason, "gain": gates.gain}
     d = replace(outcome, harness_only=harness_only)
-    d, overfit = _skew_gate(d)
+    d, overfit = _skew_gate(d, c)
     category = Category.OVERFIT if overfit else category_of(d, c.m.regression_threshold)
     return LevelResult(csv, d, category)
 
