@@ -45,15 +45,20 @@ def test_odd_and_tiny_sets_have_empty_groups_and_ragged_counts():
     assert any(sum(ls) == 0 for ls in lens)
 
 
-def test_the_campaign_set_spans_both_routing_regimes_and_the_off_list_models():
+def test_the_campaign_set_spans_both_routing_regimes_on_the_same_layers():
     shapes = S.moe_campaign()
     dists = {s.params["dist"] for s in shapes}
     assert {"uniform", "skewed"} <= dists and {"zipf1.2", "onehot_heavy"} <= dists
     models = {s.label.split("_gate_up_")[0].split("_down_")[0] for s in shapes}
     assert models & set(S.MODELS) and models & set(S.OFFLIST_MODELS)
-    # the shapes are the target and off-list sets' own, routing and all
-    known = {s.label: s for s in S.moe_target() + S.moe_offlist()}
+    # the shapes are the target and stress sets' own, routing and all
+    known = {s.label: s for s in S.moe_target() + S.moe_stress()}
     assert all(known[s.label] == s for s in shapes) and len(shapes) == 5
+    # two layers under both routings: the skew gate's twins (same groups, N and K)
+    layer = {}
+    for s in shapes:
+        layer.setdefault((s.B, s.N, s.K), set()).add(s.params["dist"] == "uniform")
+    assert sum(1 for kinds in layer.values() if kinds == {True, False}) == 2
     # the one-hot-heavy rows give one expert every token: the weight gradient's long group
     heavy = next(s for s in shapes if s.params["dist"] == "onehot_heavy")
-    assert max(S.lens_of(heavy)) >= 0.2 * heavy.M
+    assert max(S.lens_of(heavy)) >= heavy.M // heavy.params["top_k"]
