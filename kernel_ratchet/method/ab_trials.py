@@ -23,7 +23,15 @@ visit order and per-shape ratios; ``--logs`` keeps the worker logs and each tria
 ``timings.jsonl`` (:mod:`.traces` reads them). ``--scenario`` runs a subset and
 ``--first-trial`` numbers the trials (e.g. a second GPU taking trials 100-119).
 ``--engine-params JSON`` (or ``--engine-params-from`` a :mod:`.noise_probe` result) validates
-another timing variant than the campaigns'. ``--summarize A.json B.json ...`` merges such files
+another timing variant than the campaigns'. ``--shapes decode`` runs five launch-bound GEMMs
+(decode rows) instead, where the A/A scenario measures false accepts of the eager step time,
+and ``--unpinned`` leaves the two workers unpinned (campaigns pin both to one CPU), so the
+two runs compare::
+
+    python -m kernel_ratchet.method.ab_trials --shapes decode --scenario A/A -o pinned.json
+    python -m kernel_ratchet.method.ab_trials --shapes decode --scenario A/A --unpinned -o un.json
+
+``--summarize A.json B.json ...`` merges such files
 into the one table. ``--cpu`` runs a tiny version through the Triton interpreter (it exercises
 the trials; the numbers say nothing about a GPU).
 """
@@ -62,6 +70,8 @@ class TrialPlan:
     scenarios: tuple[str, ...] = SCENARIOS
     cuda: bool = True
     overrides: dict[str, Any] | None = None
+    shape_set: str = "large"
+    pinned: bool = True
 
 
 def scenario_sides(cuda: bool) -> dict[str, tuple[str, str]]:
@@ -192,7 +202,9 @@ def run_trials(
     base_params, k_start, k_max = paired_settings(plan.cuda)
     params = {**base_params, **(plan.overrides or {})}
     say(f"engine parameters: {params}")
-    shapes = planted.shapes(planted.GPU_SHAPES if plan.cuda else planted.CPU_SHAPES)
+    dims = {"large": planted.GPU_SHAPES, "decode": planted.DECODE_SHAPES}[plan.shape_set]
+    shapes = planted.shapes(dims if plan.cuda else planted.CPU_SHAPES)
+    say(f"shapes: {[s.label for s in shapes]}; workers {'pinned' if plan.pinned else 'unpinned'}")
     sides = {k: v for k, v in scenario_sides(plan.cuda).items() if k in plan.scenarios}
     results: dict[str, list[dict[str, Any]]] = {name: [] for name in sides}
     with tempfile.TemporaryDirectory() as tmp_dir:
@@ -201,8 +213,8 @@ def run_trials(
             for name, (inc, cand) in sides.items():
                 t0 = time.monotonic()
                 run = run_paired(
-                    planted.worker_spec(inc, plan.cuda, params),
-                    planted.worker_spec(cand, plan.cuda, params),
+                    planted.worker_spec(inc, plan.cuda, params, plan.pinned),
+                    planted.worker_spec(cand, plan.cuda, params, plan.pinned),
                     shapes,
                     phases=["fwd"],
                     seed=secrets.randbits(63),
@@ -214,6 +226,7 @@ def run_trials(
                     campaign_type="compute_fwd",
                 )
                 row = trial_row(t, time.monotonic() - t0, run, params)
+                row.update(shape_set=plan.shape_set, pinned=plan.pinned)
                 results[name].append(row)
                 output.write_text(json.dumps(results, indent=2))
                 brief = {k: v for k, v in row.items() if k not in ("times", "order", "reason")}
@@ -249,6 +262,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--cpu", action="store_true", help="tiny interpreter smoke run")
     p.add_argument(
+        "--shapes",
+        choices=("large", "decode"),
+        default="large",
+        help="large: five GEMMs bound by the GPU (default); decode: five launch-bound ones "
+        "(meaningful for the A/A scenario: a planted K changes little of a host-bound time)",
+    )
+    p.add_argument(
+        "--unpinned",
+        action="store_true",
+        help="leave both workers where the scheduler puts them (campaigns pin them to one CPU)",
+    )
+    p.add_argument(
         "--engine-params",
         default="{}",
         help="JSON merged over the campaigns' paired timing parameters (a variant to validate)",
@@ -264,6 +289,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def plan_of(args: argparse.Namespace, cuda: bool) -> TrialPlan:
+    """The trials the command line asks for (``cuda``: whether a GPU is there)."""
+    return TrialPlan(
+        trials=args.trials,
+        first_trial=args.first_trial,
+        scenarios=tuple(args.scenario or SCENARIOS),
+        cuda=cuda and not args.cpu,
+        overrides=_overrides(args),
+        shape_set=args.shapes,
+        pinned=not args.unpinned,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m kernel_ratchet.method.ab_trials``: run the trials (or merge result files)
     and print the table."""
@@ -273,13 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.summarize:
         print(summarize([Path(p) for p in args.summarize]))
         return 0
-    plan = TrialPlan(
-        trials=args.trials,
-        first_trial=args.first_trial,
-        scenarios=tuple(args.scenario or SCENARIOS),
-        cuda=torch.cuda.is_available() and not args.cpu,
-        overrides=_overrides(args),
-    )
+    plan = plan_of(args, cuda=torch.cuda.is_available())
     logs = Path(args.logs) if args.logs else None
     print(table(run_trials(plan, Path(args.output), logs)))
     return 0

@@ -28,6 +28,15 @@ GPU_SHAPES = [
     (4096, 4096, 14336),
     (2048, 6144, 4096),
 ]
+#: Launch-bound shapes: decode rows and a small output (the bf16 decode Linear's op), where a
+#: call's host time exceeds its GPU work; the A/A trials on them check the pinned workers.
+DECODE_SHAPES = [
+    (1, 4096, 4096),
+    (7, 3584, 3584),
+    (17, 11008, 4096),
+    (33, 4100, 8200),
+    (100, 1000, 1000),
+]
 #: Interpreter-sized shapes: the checks run on the CPU too, as a smoke test (not a measurement).
 CPU_SHAPES = [(32, 32, 32), (48, 32, 32)]
 #: Where the worker processes import ``kernel_ratchet`` from (this installation).
@@ -45,9 +54,12 @@ def base_adapter(cuda: bool) -> str:
     return f"kernel_ratchet.kernels.gemm.adapter:Gemm{'Bf16' if cuda else 'Fp16'}"
 
 
-def worker_spec(adapter: str, cuda: bool, params: dict[str, Any]) -> WorkerSpec:
+def worker_spec(
+    adapter: str, cuda: bool, params: dict[str, Any], pinned: bool = True
+) -> WorkerSpec:
     """A worker running ``adapter`` with the timing ``params`` (``cuda_events`` on the GPU,
-    ``perf_counter`` in the interpreter), pinned as a campaign's paired workers are."""
+    ``perf_counter`` in the interpreter), pinned as a campaign's paired workers are (unless
+    ``pinned`` is False: where the scheduler puts it)."""
     return WorkerSpec(
         source_root=SOURCE_ROOT,
         adapter=adapter,
@@ -55,7 +67,7 @@ def worker_spec(adapter: str, cuda: bool, params: dict[str, Any]) -> WorkerSpec:
         engine_params=dict(params),
         device="cuda" if cuda else "cpu",
         interpret=not cuda,
-        cpus=paired_cpus() if cuda else (),
+        cpus=paired_cpus() if cuda and pinned else (),
     )
 
 

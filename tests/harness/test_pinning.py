@@ -71,3 +71,10 @@ def test_both_sides_of_a_gpu_a_b_get_the_same_cpu(monkeypatch: pytest.MonkeyPatc
 def test_the_spec_carries_its_cpus_to_the_worker() -> None:
     spec = WorkerSpec("/src", "m:A", "cuda_events", {}, "cuda", False, cpus=(3,))
     assert json.loads(json.dumps(asdict(spec)))["cpus"] == [3]
+
+
+def test_unpinned_method_workers_stay_where_the_scheduler_puts_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(planted, "paired_cpus", lambda: (13,))
+    assert planted.worker_spec(planted.base_adapter(True), True, {}, pinned=False).cpus == ()

@@ -99,3 +99,16 @@ def test_one_cpu_trial_of_every_scenario(tmp_path):
         assert set(row["shape_ratios"]) == {"m32_n32_k32", "m48_n32_k32"}
     assert list((tmp_path / "logs").glob("*/timings.jsonl"))
     assert table(results).count("\n") == 4
+
+
+def test_the_command_line_chooses_launch_bound_shapes_and_unpinned_workers():
+    args = ab_trials.parse_args(["--shapes", "decode", "--unpinned", "--scenario", "A/A"])
+    plan = ab_trials.plan_of(args, cuda=True)
+    assert (plan.shape_set, plan.pinned, plan.scenarios, plan.cuda) == (
+        "decode",
+        False,
+        ("A/A",),
+        True,
+    )
+    plan = ab_trials.plan_of(ab_trials.parse_args(["--cpu"]), cuda=True)
+    assert (plan.shape_set, plan.pinned, plan.cuda) == ("large", True, False)
