@@ -60,3 +60,36 @@ def test_op_on_gpu(name, label):
     assert timed.passed, timed.reason
     del case, got, ref
     torch.cuda.empty_cache()
+
+
+def _operand(rows: int, cols: int, dtype: torch.dtype, offset: int, gen: torch.Generator):
+    """A ``[rows, cols]`` operand, ``offset`` elements into its buffer (1: off 16 bytes)."""
+    buf = torch.empty(rows * cols + offset, device="cuda", dtype=dtype)
+    t = buf[offset:].view(rows, cols)
+    return t.copy_(torch.randn(rows, cols, device="cuda", generator=gen))
+
+
+@pytest.mark.parametrize("M,N,K", [(7, 3584, 3584), (100, 1000, 1000), (1000, 5120, 1000)])
+def test_bf16_repeated_calls_of_one_shape_with_other_operands(M, N, K):
+    """Calls of one shape keep their results when the operands change between calls: dtype,
+    16-byte alignment (views one element into their buffer), new storage; each checked
+    against fp32 torch."""
+    from kernel_ratchet.kernels.gemm.launch import gemm, gemm_backward
+
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    calls = [(torch.bfloat16, 0), (torch.bfloat16, 0), (torch.bfloat16, 1), (torch.float16, 0)]
+    for i, (dtype, offset) in enumerate(calls + [(torch.bfloat16, 1), (torch.bfloat16, 0)]):
+        a, b = _operand(M, K, dtype, offset, gen), _operand(N, K, dtype, offset, gen)
+        assert bool(a.data_ptr() % 16) == bool(offset)
+        dout = _operand(M, N, dtype, 0, gen)
+        out = gemm(a, b)
+        da, db = gemm_backward(dout, a, b)
+        af, bf, df = a.float(), b.float(), dout.float()
+        for name, got, ref, k in (
+            ("out", out, af @ bf.T, K),
+            ("da", da, df @ bf, N),
+            ("db", db, df.T @ af, M),
+        ):
+            torch.testing.assert_close(
+                got.float(), ref, rtol=2e-2, atol=2e-2 * k**0.5, msg=f"call {i} {name}"
+            )
