@@ -8,8 +8,9 @@ change to a launch-bound GEMM, run minutes apart, read 1.27x and 0.96x with CIs 
 each other, while the same change timed in one process, interleaved, read 0.94-0.97x on the
 forward.
 
-So the paired workers of a GPU campaign are both pinned to one CPU (they time one request at
-a time, the idle one waits on its pipe): one of the GPU's NUMA node where Linux says which,
+So the paired workers of a GPU campaign are both pinned to one CPU from their first timing
+request on (they time one request at a time, the idle one waits on its pipe; their start-up,
+imports and compilation, still use every CPU): one of the GPU's NUMA node where Linux says which,
 the highest-numbered the process may use (CPU 0 takes the most interrupts and housekeeping).
 Where the platform has no CPU affinity (macOS, Windows) nothing is pinned.
 """
@@ -78,12 +79,22 @@ def paired_cpus(index: int = 0) -> tuple[int, ...]:
     return (pick_cpu(allowed, gpu_numa_cpus(cuda_bus_id(index))),)
 
 
+def _threads(pid: int) -> list[int]:
+    """The thread ids of process ``pid`` (Linux ``/proc``), or just ``pid``."""
+    try:
+        return [int(t) for t in os.listdir(f"/proc/{pid}/task")] or [pid]
+    except OSError:
+        return [pid]
+
+
 def pin(pid: int, cpus: tuple[int, ...]) -> str:
-    """Pin process ``pid`` to ``cpus``; returns what happened, for the worker's log."""
+    """Pin process ``pid``, every thread it has and the ones they start, to ``cpus``; returns
+    what happened, for the worker's log."""
     if not cpus:
         return "not pinned"
     try:
-        os.sched_setaffinity(pid, cpus)
+        for tid in _threads(pid):
+            os.sched_setaffinity(tid, cpus)
     except (AttributeError, OSError) as err:
         return f"not pinned ({err})"
     return f"pinned to CPU {','.join(map(str, cpus))}"

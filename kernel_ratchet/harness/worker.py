@@ -82,8 +82,8 @@ class WorkerSpec:
     name a timing engine of :func:`kernel_ratchet.harness.timing.registry.engines`; ``device`` is
     ``"cpu"`` or ``"cuda"``; ``interpret`` sets ``TRITON_INTERPRET=1`` in the worker (and
     ``False`` removes it); a request running past ``timeout_s`` kills the worker (``"hang"``);
-    ``cpus``: the CPUs the worker is pinned to (:mod:`.pinning`; empty: wherever the scheduler
-    puts it).
+    ``cpus``: the CPUs the worker is pinned to from its first timing request on
+    (:mod:`.pinning`; empty: wherever the scheduler puts it).
     """
 
     source_root: str
@@ -152,9 +152,7 @@ class Worker:
             env=env,
             start_new_session=True,  # one process group: a kill also ends the candidate's children
         )
-        self.pinned = pin(self._proc.pid, tuple(spec.cpus))
-        self._log.write(f"[ratchet] worker {self.pinned}\n".encode())
-        self._log.flush()
+        self.pinned = ""  # set by the first timing request (:meth:`time`)
         self._nonce = secrets.token_hex(16)  # the ready line must echo it
         self._send_line({"op": "hello", "nonce": self._nonce})
         self._lines: queue.Queue[str | None] = queue.Queue()
@@ -200,6 +198,10 @@ class Worker:
         }
         if spot_checks is not None:
             msg["spot_checks"] = int(spot_checks)
+        if not self.pinned:  # start-up and checks use every CPU, timing the spec's
+            self.pinned = pin(self._proc.pid, tuple(self.spec.cpus))
+            self._log.write(f"[ratchet] worker {self.pinned}\n".encode())
+            self._log.flush()
         return self._request(msg)
 
     def transfer(

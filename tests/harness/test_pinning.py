@@ -46,18 +46,41 @@ def test_the_cpu_is_near_the_gpu_and_not_cpu_0() -> None:
     assert pinning.pick_cpu({0, 1, 2, 3}, set()) == 3
 
 
+THREADED = "import sys, threading; threading.Thread(target=sys.stdin.read).start(); print(1)"
+
+
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity here")
-def test_a_pinned_process_runs_only_on_that_cpu() -> None:
+def test_a_pinned_process_runs_only_on_that_cpu_with_all_its_threads() -> None:
     cpu = max(os.sched_getaffinity(0))
-    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=-1)
+    child = subprocess.Popen([sys.executable, "-c", THREADED], stdin=-1, stdout=-1)
     try:
+        assert child.stdout is not None and child.stdout.readline().strip() == b"1"
+        tasks = [int(t) for t in os.listdir(f"/proc/{child.pid}/task")]
+        assert len(tasks) == 2  # the main thread and the one it started
         assert pinning.pin(child.pid, (cpu,)) == f"pinned to CPU {cpu}"
-        assert os.sched_getaffinity(child.pid) == {cpu}
+        assert all(os.sched_getaffinity(t) == {cpu} for t in tasks)
         assert pinning.pin(child.pid, ()) == "not pinned"
         assert pinning.pin(child.pid, (10**6,)).startswith("not pinned (")  # no such CPU
         assert os.sched_getaffinity(child.pid) == {cpu}
     finally:
         child.communicate(b"", timeout=30)
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity here")
+def test_a_worker_starts_on_every_cpu_and_times_on_its_own(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from kernel_ratchet.harness.worker import Worker
+    from tests.redteam.expect import SEED, SHAPE, cpu_spec
+
+    allowed = os.sched_getaffinity(0)
+    cpu = max(allowed)
+    with Worker(replace(cpu_spec("TinyGemm"), cpus=(cpu,)), tmp_path / "w.log") as w:
+        assert w.check(SHAPE, SEED).ok
+        assert os.sched_getaffinity(w._proc.pid) == allowed and not w.pinned
+        assert w.time(SHAPE, SEED + 1, "fwd").ok
+        assert os.sched_getaffinity(w._proc.pid) == {cpu} and w.pinned == f"pinned to CPU {cpu}"
+    assert f"[ratchet] worker pinned to CPU {cpu}" in (tmp_path / "w.log").read_text()
 
 
 def test_both_sides_of_a_gpu_a_b_get_the_same_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
