@@ -17,6 +17,7 @@ Where the platform has no CPU affinity (macOS, Windows) nothing is pinned.
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -68,9 +69,11 @@ def pick_cpu(allowed: set[int], near: set[int]) -> int:
     return max(pool)
 
 
+@functools.cache
 def paired_cpus(index: int = 0) -> tuple[int, ...]:
     """``(cpu,)`` for the workers of a paired A/B on CUDA device ``index``; ``()`` where this
-    platform cannot pin."""
+    platform cannot pin. Chosen once per process, so every caller (the workers' specs, the
+    round's log) names the same CPU."""
     if not hasattr(os, "sched_getaffinity"):
         return ()
     allowed = set(os.sched_getaffinity(0))
