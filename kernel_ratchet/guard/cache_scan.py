@@ -9,8 +9,9 @@ What counts as a cache (state that outlives one call):
 * containers assigned at module level, in a class body, on an object or function attribute
   (``self._c = {}``, ``fn.cache = {}``) or in an enclosing function and used by a nested one:
   dict/set/list literals and ``dict``/``OrderedDict``/``defaultdict``/``WeakKeyDictionary``/
-  ``WeakValueDictionary``/``set``/``list``/``deque``/``Counter`` calls; names declared ``global``
-  or ``nonlocal``;
+  ``WeakValueDictionary``/``set``/``list``/``deque``/``Counter`` calls, and dataclass or attrs
+  fields made by one (``field(default_factory=dict)``); names declared ``global`` or
+  ``nonlocal``;
 * memoizing decorators: ``functools.lru_cache``/``functools.cache``/``lru_cache``/``cache``;
 * attributes stored on a tensor (``w._fp8 = ...``, ``setattr(a, ...)``): a cache keyed on the
   tensor object itself.
@@ -122,13 +123,24 @@ class FileScan:
 
 
 def _is_ctor(node: ast.expr | None) -> bool:
+    """A new container: a literal, a constructor call, or a field whose factory makes one
+    (``field(default_factory=dict)``, attrs' ``field(factory=dict)``)."""
     if isinstance(node, (ast.Dict, ast.DictComp, ast.Set, ast.SetComp, ast.List)):
         return True
     if isinstance(node, ast.Call):
-        f = node.func
-        name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+        name = short_name(node.func) or ""
+        if name in ("field", "Factory", "attrib", "ib"):
+            made = [k.value for k in node.keywords if k.arg in ("default_factory", "factory")]
+            made += node.args[:1] if name == "Factory" else []
+            return any(_makes_container(m) for m in made)
         return name in _CTORS
     return False
+
+
+def _makes_container(factory: ast.expr) -> bool:
+    if isinstance(factory, ast.Lambda):
+        return _is_ctor(factory.body)
+    return (short_name(factory) or "") in _CTORS
 
 
 def _containers(tree: ast.Module, scan: FileScan) -> None:

@@ -58,17 +58,34 @@ def make_reader(
             target = loop.target.elts[0] if isinstance(loop.target, ast.Tuple) else loop.target
             if isinstance(target, ast.Name):
                 plain.add(target.id)  # a loop counter is an int
-    assigned: dict[str, ast.expr] = {}
+    return KeyReader(
+        _assigned(fn, params),
+        params | varargs,
+        varargs,
+        tensor,
+        role,
+        frozenset(plain),
+        geometry_fns,
+    )
+
+
+def _assigned(fn: FunctionNode, params: set[str]) -> dict[str, ast.expr]:
+    """Each local name -> what may be assigned to it: the value of its one assignment, or a
+    tuple of all of them (branches, ``key += (...)``: a key holds whatever any of them put
+    in, so none escapes the audit)."""
+    values: dict[str, list[ast.expr]] = {}
     for node in sorted(
-        (n for n in own_nodes(fn) if isinstance(n, ast.Assign)), key=lambda n: n.lineno
+        (n for n in own_nodes(fn) if isinstance(n, (ast.Assign, ast.AugAssign))),
+        key=lambda n: n.lineno,
     ):
-        for t in node.targets:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        for t in targets:
             for name in [t] if isinstance(t, ast.Name) else getattr(t, "elts", []):
                 if isinstance(name, ast.Name) and name.id not in params:
-                    assigned[name.id] = node.value
-    return KeyReader(
-        assigned, params | varargs, varargs, tensor, role, frozenset(plain), geometry_fns
-    )
+                    values.setdefault(name.id, []).append(node.value)
+    return {
+        k: v[0] if len(v) == 1 else ast.Tuple(elts=v, ctx=ast.Load()) for k, v in values.items()
+    }
 
 
 def _returns(fn: FunctionNode) -> list[ast.expr | None]:
@@ -112,18 +129,29 @@ def geometry_functions(
 
 
 def _expanded(exprs: Iterable[ast.expr], assigned: dict[str, ast.expr]) -> list[ast.AST]:
-    """Every node of ``exprs``, local names followed through their assignments."""
+    """Every node of ``exprs``, local names followed through their assignments. A lookup
+    (``c[k]``, ``c.get(k)``, ``c.pop(k)``) contributes what it reads, not its key: a value
+    taken from a cache holds what the cache holds, not the key's tensors."""
     out: list[ast.AST] = []
     seen: set[str] = set()
     stack: list[ast.AST] = list(exprs)
     while stack:
-        node = stack.pop()
-        for n in ast.walk(node):
-            out.append(n)
-            if isinstance(n, ast.Name) and n.id in assigned and n.id not in seen:
-                seen.add(n.id)
-                stack.append(assigned[n.id])
+        n = stack.pop()
+        out.append(n)
+        if isinstance(n, ast.Name) and n.id in assigned and n.id not in seen:
+            seen.add(n.id)
+            stack.append(assigned[n.id])
+        stack.extend(_read_parts(n))
     return out
+
+
+def _read_parts(n: ast.AST) -> list[ast.AST]:
+    if isinstance(n, ast.Subscript):
+        return [n.value]
+    lookup = isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+    if lookup and n.func.attr in ("get", "pop") and n.args:  # type: ignore[union-attr]
+        return [n.func, *n.args[1:], *(k.value for k in n.keywords)]  # type: ignore[union-attr]
+    return list(ast.iter_child_nodes(n))
 
 
 def _tensorish(n: ast.AST) -> bool:

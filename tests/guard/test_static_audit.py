@@ -202,3 +202,43 @@ def test_weak_key_weight_cache_validated_by_version_is_w1() -> None:
         + WEAK_W1.replace(" and hit[0] == w._version", "").replace("(w._version, q)", "(0, q)")
     )
     assert (stale.bucket, stale.verdict) == ("W1", REJECT)
+
+
+_PLAN_FIELD = """
+
+@dataclasses.dataclass
+class _Plan:
+    grid: tuple
+    runners: dict = dataclasses.field(default_factory=dict)
+
+
+def launch(plan: _Plan, a: torch.Tensor, b: torch.Tensor):
+    key = (a.dtype, b.dtype, a.data_ptr() % 16)
+    key += ({EXTRA},)
+    hit = plan.runners.get(key)
+    if hit is not None:
+        return hit
+    plan.runners[key] = _describe(a.dtype)
+    return plan.runners[key]
+"""
+
+
+@pytest.mark.parametrize(
+    ("extra", "verdict", "bucket"),
+    [
+        # alignment and dtype: a launch-plan key, whatever the lookup feeds back into the store
+        ("b.device.index", ALLOW, "K1"),
+        # the activation's address slipped in through `key += ...`: a cache that never hits
+        ("a.data_ptr()", REJECT, "W2"),
+        ("id(a)", REJECT, "W2"),
+    ],
+)
+def test_a_dataclass_field_cache_and_an_extended_key_are_audited(
+    extra: str, verdict: str, bucket: str
+) -> None:
+    result = audit(P.INCUMBENT + _PLAN_FIELD.replace("{EXTRA}", extra))
+    assert (result.verdict, result.bucket) == (verdict, bucket), result
+    found = [e for e in result.evidence if "plan.runners in launch" in e]
+    assert found, result.evidence  # the field is a container the audit sees
+    if verdict == ALLOW:
+        assert "a.data_ptr() % 16 [geometry of" in found[0]
