@@ -198,7 +198,9 @@ def _cache_bucket(judged: list[_Judged]) -> _Judged | None:
     return None
 
 
-def _k_bucket(signals: list[tuple[str, str]], declared: str | None) -> tuple[str, str]:
+def _k_bucket(
+    signals: list[tuple[str, str]], declared: str | None, caches: int = 0
+) -> tuple[str, str]:
     found = [b for b, _ in signals]
     if declared in found:
         return declared, f"{declared} confirmed by the syntax tree"
@@ -207,6 +209,9 @@ def _k_bucket(signals: list[tuple[str, str]], declared: str | None) -> tuple[str
         return found[0], f"{found[0]} inferred from the syntax tree{note}"
     if declared:
         return declared, f"{declared} as declared (the syntax tree shows no K1-K4 signature)"
+    if caches:
+        added = f"the caches it adds ({caches} keyed uses) hold no tensor identity in a key"
+        return "K1", f"K1 by default: {added}; no K2-K4 signature in the syntax tree"
     return "K1", "K1 by default: no cache and no K2-K4 signature in the syntax tree"
 
 
@@ -256,7 +261,7 @@ def audit_change(
     else:
         signals = _k_signals(b_scans, a_scans)
         evidence += [e for _, e in signals]
-        bucket, reason = _k_bucket(signals, declared_bucket)
+        bucket, reason = _k_bucket(signals, declared_bucket, len(judged))
         verdict = REJECT if bucket in ("W2", "W3") else ALLOW
     if hints and verdict == ALLOW:
         verdict = REJECT

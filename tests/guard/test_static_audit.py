@@ -236,9 +236,10 @@ def launch(plan: _Plan, a: torch.Tensor, b: torch.Tensor):
 def test_a_dataclass_field_cache_and_an_extended_key_are_audited(
     extra: str, verdict: str, bucket: str
 ) -> None:
-    result = audit(P.INCUMBENT + _PLAN_FIELD.replace("{EXTRA}", extra))
+    result = audit(P.INCUMBENT + _PLAN_FIELD.replace("{EXTRA}", extra), declared=None)
     assert (result.verdict, result.bucket) == (verdict, bucket), result
     found = [e for e in result.evidence if "plan.runners in launch" in e]
     assert found, result.evidence  # the field is a container the audit sees
     if verdict == ALLOW:
         assert "a.data_ptr() % 16 [geometry of" in found[0]
+        assert "no cache" not in result.reason and "caches it adds" in result.reason
