@@ -304,3 +304,16 @@ def test_group_chunks_step_census_and_sm90_compile(monkeypatch):
         assert dict(new.fills)["wgrad"].waste < dict(old.fills)["wgrad"].waste
         for res in resources_of(_grouped_wgrad_fp8_kernel, launches):
             assert res.fits() and res.spill_bytes == 0 and not res.serialized, res.line()
+
+
+def test_bf16_weight_gradient_of_small_groups_takes_its_own_bucket() -> None:
+    """The short-reduction wgrad tile serves bf16 groups of at most SMALL_WGRAD_ROWS rows on
+    average; longer groups and the FP8 wgrad keep theirs; the interpreter its own."""
+    small, usual = configs.BUCKETS["bf16_wgrad_small"], configs.BUCKETS["bf16_wgrad"]
+    assert small != usual
+    limit = configs.SMALL_WGRAD_ROWS
+    assert configs.select("wgrad", "bf16", limit, interpret=False) == small
+    assert configs.select("wgrad", "bf16", limit + 1, interpret=False) == usual
+    fp8 = configs.BUCKETS["fp8_wgrad"]
+    assert configs.select("wgrad", "fp8", 64, interpret=False) == fp8
+    assert configs.select("wgrad", "bf16", 64, interpret=True) == configs.INTERP

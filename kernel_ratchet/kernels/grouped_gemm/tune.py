@@ -61,6 +61,7 @@ BF16_DGRAD = {
 }
 BF16_WGRAD = {
     "shipped:bf16_wgrad": BUCKETS["bf16_wgrad"],
+    "shipped:bf16_wgrad_small": BUCKETS["bf16_wgrad_small"],
     "wg_64x128x128_w8_s3": TileConfig(64, 128, 128, 1, 8, 3),
     "wg_128x128x64_w8_s4": TileConfig(128, 128, 64, 1, 8, 4),
     # descriptors over each group's rows: the row mask comes from the TMA unit's zero fill
@@ -71,7 +72,6 @@ BF16_WGRAD = {
     # one program's epilogue runs under another's loads
     "wg_64x128x128_w4_s3_tma": TileConfig(64, 128, 128, 1, 4, 3, use_tma=True),
     "wg_64x128x128_w8_s2_tma": TileConfig(64, 128, 128, 1, 8, 2, use_tma=True),
-    "wg_32x128x128_w4_s3_tma": TileConfig(32, 128, 128, 1, 4, 3, use_tma=True),
     "wg_64x128x256_w8_s2_tma": TileConfig(64, 128, 256, 1, 8, 2, use_tma=True),
 }
 FP8_MM = {
