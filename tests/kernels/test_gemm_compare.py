@@ -36,10 +36,21 @@ def test_set_prints_the_table_and_fills_the_dispatch_table(tmp_path, capsys):
     assert f"| {m.faster} |" in rows[0]
     command = json.loads(table.read_text())["info"]["command"]
     assert "--set cpu" in command and str(md) not in command  # the output path is not kept
+    # a second run merged in: one row, two runs, the slower FP8 and faster 16-bit times kept
+    assert bench.main([*argv, "--fill-dispatch", str(table), "--merge"]) == 0
+    (merged,) = dp.parse_table(table.read_text()).rows
+    assert merged.runs == 2
+    assert merged.fp8_step_ms >= m.fp8_step_ms and merged.bf16_step_ms <= m.bf16_step_ms
 
 
 @pytest.mark.parametrize(
-    "argv", [[], ["--dtype", "bf16", "--set", "odd"], ["--dtype", "bf16", "--fill-dispatch", "x"]]
+    "argv",
+    [
+        [],
+        ["--dtype", "bf16", "--set", "odd"],
+        ["--dtype", "bf16", "--fill-dispatch", "x"],
+        ["--set", "odd", "--merge"],
+    ],
 )
 def test_bad_option_combinations_are_usage_errors(argv, capsys):
     with pytest.raises(SystemExit) as e:

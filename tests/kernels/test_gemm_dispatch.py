@@ -41,6 +41,28 @@ def test_table_round_trips_and_bad_tables_say_how_to_rewrite():
         )
 
 
+def test_merged_runs_send_a_shape_to_fp8_only_where_it_won_every_run():
+    info = {"gpu": "H200", "driver": "1", "torch": "2", "triton": "3"}
+    first = dp.DispatchTable(ROWS, info)
+    # the second run: FP8 loses at 8192^3, a new shape measured
+    second = dp.DispatchTable(
+        (
+            dp.Measured("blockwise", 8192, 8192, 8192, fp8_step_ms=3.3, bf16_step_ms=3.1),
+            dp.Measured("blockwise", 1024, 1024, 1024, fp8_step_ms=0.1, bf16_step_ms=0.2),
+        ),
+        info | {"command": "again"},
+    )
+    merged = first.merged(second)
+    assert merged.path_for("blockwise", 8192, 8192, 8192) == "bf16"  # FP8 won one run of two
+    row = merged.nearest("blockwise", 8192, 8192, 8192)
+    assert (row.fp8_step_ms, row.bf16_step_ms, row.runs) == (3.3, 3.0, 2)
+    assert merged.path_for("blockwise", 1024, 1024, 1024) == "fp8"
+    assert len(merged.rows) == 3 and merged.info == info
+    assert dp.parse_table(merged.to_json()) == merged
+    with pytest.raises(ValueError, match="different driver"):
+        first.merged(dp.DispatchTable(ROWS, info | {"driver": "2"}))
+
+
 def test_shipped_table_parses():
     assert isinstance(dp.load_table(), dp.DispatchTable)
 

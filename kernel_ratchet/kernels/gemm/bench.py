@@ -42,6 +42,7 @@ from kernel_ratchet.harness.correctness import check_outputs, snr_db
 from kernel_ratchet.harness.csv_schema import GEMM_COLUMNS, format_cell
 from kernel_ratchet.kernels.gemm import adapter as ad
 from kernel_ratchet.kernels.gemm import compare as cmp
+from kernel_ratchet.kernels.gemm import dispatch as dsp
 from kernel_ratchet.kernels.gemm import shapes as sh
 from kernel_ratchet.kernels.gemm import vendor as vd
 
@@ -248,6 +249,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="with --set: write the FP8 dispatch table measured on the set to PATH",
     )
     p.add_argument(
+        "--merge",
+        action="store_true",
+        help="with --fill-dispatch: merge this run into the table at PATH (FP8 only where it "
+        "was faster in every run) instead of replacing it",
+    )
+    p.add_argument(
         "--granularity", choices=["tensorwise", "rowwise", "blockwise"], default="blockwise"
     )
     p.add_argument("--grad-dtype", choices=["e4m3", "e5m2"], default="e4m3")
@@ -263,6 +270,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("give exactly one of --dtype (per-op benchmark) and --set (side-by-side table)")
     if args.fill_dispatch and args.set_ is None:
         p.error("--fill-dispatch needs --set")
+    if args.merge and not args.fill_dispatch:
+        p.error("--merge needs --fill-dispatch PATH (the table to merge this run into)")
     return args
 
 
@@ -288,7 +297,10 @@ def run_set(args: argparse.Namespace) -> int:
             torch.cuda.empty_cache()
     if args.fill_dispatch:
         table = cmp.dispatch_table(rows, args.granularity, _command(args.argv))
-        Path(args.fill_dispatch).write_text(table.to_json())
+        path = Path(args.fill_dispatch)
+        if args.merge and path.exists():
+            table = dsp.parse_table(path.read_text(), str(path)).merged(table)
+        path.write_text(table.to_json())
         print(f"dispatch table: {len(table.rows)} shapes -> {args.fill_dispatch}")
         rows = [cmp.redispatch(r, table, args.granularity) for r in rows]
     lines = [cmp.HEADER, "|" + "---|" * cmp.HEADER.count(" | ") + "---|"]

@@ -15,6 +15,11 @@ of ``log2 M``, ``log2 N``, ``log2 K`` (each axis counts fully), decides when it 
 :data:`MAX_DISTANCE`; it sends the call to the 16-bit path when its FP8 step was slower than
 the 16-bit step. With no measured shape near, or an empty table, the call keeps FP8 (what the
 caller asked for).
+
+One run's times can mislead where the two paths are close or the FP8 step varies from run to
+run, so runs can be merged (``--fill-dispatch PATH --merge``, same GPU, driver, torch and
+triton): a merged row keeps its slowest FP8 step and its fastest 16-bit step over the runs, so
+a shape goes to FP8 only where FP8 was faster in every run.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from __future__ import annotations
 import functools
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 #: The shipped table.
@@ -31,6 +36,8 @@ TABLE_PATH = Path(__file__).with_name("fp8_dispatch.json")
 #: along one axis).
 MAX_DISTANCE = 1.0
 PATHS = ("fp8", "bf16")
+#: What two runs must share to be merged into one table.
+_SAME_RUN_KEYS = ("gpu", "driver", "torch", "triton")
 
 
 @dataclass(frozen=True)
@@ -43,6 +50,8 @@ class Measured:
     K: int
     fp8_step_ms: float
     bf16_step_ms: float
+    #: how many runs were merged into this row (its FP8 time the slowest, 16-bit the fastest)
+    runs: int = 1
 
     @property
     def faster(self) -> str:
@@ -72,6 +81,28 @@ class DispatchTable:
         near = self.nearest(granularity, M, N, K)
         return "fp8" if near is None else near.faster
 
+    def merged(self, run: DispatchTable) -> DispatchTable:
+        """This table with another run's rows merged in (see the module doc); raises
+        ValueError when the two were measured on different hardware or software."""
+        for key in _SAME_RUN_KEYS:
+            if self.info.get(key) != run.info.get(key):
+                raise ValueError(
+                    f"cannot merge dispatch tables measured with different {key}: "
+                    f"{self.info.get(key)!r} in the table, {run.info.get(key)!r} in this run; "
+                    "write this run to a new table (without --merge) instead"
+                )
+        rows = {(r.granularity, r.M, r.N, r.K): r for r in self.rows}
+        for r in run.rows:
+            old = rows.get((r.granularity, r.M, r.N, r.K))
+            if old is not None:
+                fp8, bf16 = (
+                    max(old.fp8_step_ms, r.fp8_step_ms),
+                    min(old.bf16_step_ms, r.bf16_step_ms),
+                )
+                r = replace(r, fp8_step_ms=fp8, bf16_step_ms=bf16, runs=old.runs + r.runs)
+            rows[(r.granularity, r.M, r.N, r.K)] = r
+        return DispatchTable(tuple(rows.values()), self.info)
+
     def to_json(self) -> str:
         body = {"info": self.info, "rows": [asdict(r) for r in self.rows]}
         return json.dumps(body, indent=1) + "\n"
@@ -89,8 +120,8 @@ def parse_table(text: str, source: str = "dispatch table") -> DispatchTable:
             "`python -m kernel_ratchet.kernels.gemm.bench --set dispatch --fill-dispatch PATH`"
         ) from exc
     for r in rows:
-        if min(r.M, r.N, r.K) < 1 or not (r.fp8_step_ms > 0 and r.bf16_step_ms > 0):
-            raise ValueError(f"{source}: row {asdict(r)} needs positive sizes and times")
+        if min(r.M, r.N, r.K, r.runs) < 1 or not (r.fp8_step_ms > 0 and r.bf16_step_ms > 0):
+            raise ValueError(f"{source}: row {asdict(r)} needs positive sizes, runs and times")
     return DispatchTable(rows, info)
 
 
