@@ -59,6 +59,8 @@ def test_merged_runs_send_a_shape_to_fp8_only_where_it_won_every_run():
     assert merged.path_for("blockwise", 1024, 1024, 1024) == "fp8"
     assert len(merged.rows) == 3 and merged.info == info
     assert dp.parse_table(merged.to_json()) == merged
+    twice = dp.DispatchTable((*ROWS, ROWS[1]), info).merged(dp.DispatchTable((), info))
+    assert len(twice.rows) == 2 and twice.nearest("blockwise", 8192, 8192, 8192).runs == 2
     with pytest.raises(ValueError, match="different driver"):
         first.merged(dp.DispatchTable(ROWS, info | {"driver": "2"}))
 

@@ -91,8 +91,8 @@ class DispatchTable:
                     f"{self.info.get(key)!r} in the table, {run.info.get(key)!r} in this run; "
                     "write this run to a new table (without --merge) instead"
                 )
-        rows = {(r.granularity, r.M, r.N, r.K): r for r in self.rows}
-        for r in run.rows:
+        rows: dict[tuple[str, int, int, int], Measured] = {}
+        for r in (*self.rows, *run.rows):  # a shape measured twice in one run: two runs too
             old = rows.get((r.granularity, r.M, r.N, r.K))
             if old is not None:
                 fp8, bf16 = (
