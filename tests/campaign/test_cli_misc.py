@@ -164,3 +164,18 @@ def test_command_help_wraps_to_the_terminal_not_to_the_docstring():
     assert "an index of them (charts drawn by plotly, inlined: the pages open" in out, out
     doc = "One paragraph\nwrapped here.\n\nItems:\n- first\n  continued\n- second"
     assert unwrapped(doc) == "One paragraph wrapped here.\n\nItems:\n- first\n  continued\n- second"
+
+
+def test_the_baseline_records_where_its_time_went(baselined):
+    """Round 1 says how long its focused test and its harness took, like every later round."""
+    from tests.campaign.conftest import campaign_dir, ratchet
+
+    record = json.loads((campaign_dir(baselined) / "rounds/round-1/round.json").read_text())
+    sec = record["seconds"]
+    assert set(sec) == {"test", "harness_full", "measure"}, sec
+    assert sec["test"] > 0 and sec["harness_full"] > 0
+    assert sec["measure"] >= sec["test"] + sec["harness_full"] - 0.2  # each rounded to 0.1 s
+    r = ratchet(baselined, "status", "--json")
+    assert r.returncode == 0, r.stderr
+    (first,) = [x for x in json.loads(r.stdout)["rounds"] if x["round"] == 1]
+    assert first["seconds"] == sec

@@ -5,6 +5,7 @@ cannot be measured (the engine sets the round aside and says what to fix)."""
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from kernel_ratchet.campaign.category import Category
@@ -36,6 +37,7 @@ def measure_baseline(c: CampaignContext, started: str) -> RoundRecord:
     """Measure round 1; freezes the schema and the representative shapes into the manifest
     (``c.m``, saved) and regenerates the harness with them. Returns the BASELINE record."""
     rdir, m = c.round_dir(1), c.m
+    t0 = time.monotonic()
     snapshot(c, rdir)
     write_harness(c.dir, m, c.root, shapes=[], target_shapes=m.target_shapes)
     art = rdir / "artifacts"
@@ -49,6 +51,7 @@ def measure_baseline(c: CampaignContext, started: str) -> RoundRecord:
     )
     if not test.ok:
         raise BaselineFailure(f"the unmodified kernel fails its focused test: {test.reason}")
+    c.say(f"round-1 (BASELINE): focused test passed in {test.seconds:.1f} s")
     c.say(f"round-1 (BASELINE): harness on all {len(m.target_shapes)} target shapes")
     csv = art / "benchmark.csv"
     h = run_harness(c, "full", csv, art / "harness.log")
@@ -62,6 +65,8 @@ def measure_baseline(c: CampaignContext, started: str) -> RoundRecord:
     _freeze(c, table)
     write_provenance(c, art, "full")
     passed = sum(r.passed for r in table.rows)
+    c.say(f"round-1 (BASELINE): harness ran in {h.seconds:.1f} s")
+    seconds = {"test": test.seconds, "harness_full": h.seconds, "measure": time.monotonic() - t0}
     return RoundRecord(
         round=1,
         status=Status.BASELINE,
@@ -77,6 +82,7 @@ def measure_baseline(c: CampaignContext, started: str) -> RoundRecord:
         csv=c.rel(csv),
         test_command=m.test_command,
         harness_command=harness_record(c, "full", csv),
+        seconds={k: round(v, 1) for k, v in seconds.items()},
     )
 
 
