@@ -10,8 +10,9 @@ What counts as a cache (state that outlives one call):
   (``self._c = {}``, ``fn.cache = {}``) or in an enclosing function and used by a nested one:
   dict/set/list literals and ``dict``/``OrderedDict``/``defaultdict``/``WeakKeyDictionary``/
   ``WeakValueDictionary``/``set``/``list``/``deque``/``Counter`` calls, and dataclass or attrs
-  fields made by one (``field(default_factory=dict)``); names declared ``global`` or
-  ``nonlocal``;
+  fields made by one (``field(default_factory=dict)``); state made any other way
+  (``cachetools.LRUCache()``, ``x or {}``, a class of the project) that a function stores into
+  (item assignment, a mutating call); names declared ``global`` or ``nonlocal``;
 * memoizing decorators: ``functools.lru_cache``/``functools.cache``/``lru_cache``/``cache``;
 * attributes stored on a tensor (``w._fp8 = ...``, ``setattr(a, ...)``): a cache keyed on the
   tensor object itself.
@@ -144,16 +145,23 @@ def _makes_container(factory: ast.expr) -> bool:
 
 
 def _containers(tree: ast.Module, scan: FileScan) -> None:
+    other: dict[str, tuple[str, int]] = {}  # state made some other way: a container if written
     for node in ast.walk(tree):
-        if isinstance(node, (ast.Assign, ast.AnnAssign)) and _is_ctor(node.value):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
                 short = short_name(t)
-                if short and (isinstance(t, ast.Attribute) or _is_state_name(tree, node, t)):
-                    scan.containers.setdefault(short, (ast.unparse(t), node.lineno))
+                if not short or not (isinstance(t, ast.Attribute) or _is_state_name(tree, node, t)):
+                    continue
+                found = scan.containers if _is_ctor(node.value) else other
+                found.setdefault(short, (ast.unparse(t), node.lineno))
         if isinstance(node, (ast.Global, ast.Nonlocal)):
             for name in node.names:
                 scan.containers.setdefault(name, (name, node.lineno))
+    # whatever made it (``cachetools.LRUCache()``, ``dict.fromkeys()``, ``x or {}``, a class of
+    # the project), state that a function stores into by key is a cache
+    for name in _written(tree, set(other)) - set(scan.containers):
+        scan.containers[name] = other[name]
 
 
 def _is_state_name(tree: ast.Module, assign: ast.AST, target: ast.expr) -> bool:

@@ -243,3 +243,48 @@ def test_a_dataclass_field_cache_and_an_extended_key_are_audited(
     if verdict == ALLOW:
         assert "a.data_ptr() % 16 [geometry of" in found[0]
         assert "no cache" not in result.reason and "caches it adds" in result.reason
+
+
+_OUTPUT_CACHE = """
+
+{DECL}
+
+
+def fp8_gemm_cached(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    hit = _OUT.get(a.data_ptr())
+    if hit is not None:
+        return hit
+    out = fp8_gemm(a, b)
+    _OUT[a.data_ptr()] = out
+    return out
+"""
+
+
+@pytest.mark.parametrize(
+    "decl",
+    [
+        "_OUT = cachetools.LRUCache(maxsize=64)",
+        "_OUT = dict.fromkeys(())",
+        "_OUT = _shared() or {}",
+        "_OUT = OutputCache()",
+    ],
+)
+def test_module_state_stored_into_by_key_is_a_cache_whatever_made_it(decl: str) -> None:
+    """An output memoized on the activation's address, in a container the audit cannot name
+    from its constructor: stored into by key inside a function, it is a cache all the same."""
+    result = audit(P.INCUMBENT + _OUTPUT_CACHE.replace("{DECL}", decl), declared=None)
+    assert result.verdict == REJECT and result.bucket in ("W2", "W3"), result
+    assert any("_OUT" in e and "a.data_ptr()" in e for e in result.evidence), result.evidence
+
+
+def test_module_state_only_read_is_not_a_cache() -> None:
+    extra = """
+
+_TILES = load_tiles()
+
+
+def pick(a: torch.Tensor):
+    return _TILES.get(a.shape[0], (64, 64))
+"""
+    result = audit(P.INCUMBENT + extra, declared=None)
+    assert result.verdict == ALLOW and not result.cache_keys, result
