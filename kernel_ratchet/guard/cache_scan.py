@@ -12,7 +12,8 @@ What counts as a cache (state that outlives one call):
   ``WeakValueDictionary``/``set``/``list``/``deque``/``Counter`` calls, and dataclass or attrs
   fields made by one (``field(default_factory=dict)``); state made any other way
   (``cachetools.LRUCache()``, ``x or {}``, a class of the project) that a function stores into
-  (item assignment, a mutating call); names declared ``global`` or ``nonlocal``;
+  (item assignment, a mutating call); names declared ``global`` or ``nonlocal``; a parameter
+  whose default is a container (``def f(x, _memo={})``: one object shared by every call);
 * memoizing decorators: ``functools.lru_cache``/``functools.cache``/``lru_cache``/``cache``;
 * attributes stored on a tensor (``w._fp8 = ...``, ``setattr(a, ...)``): a cache keyed on the
   tensor object itself.
@@ -158,10 +159,25 @@ def _containers(tree: ast.Module, scan: FileScan) -> None:
         if isinstance(node, (ast.Global, ast.Nonlocal)):
             for name in node.names:
                 scan.containers.setdefault(name, (name, node.lineno))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            for arg, default in _defaults(node.args):
+                if _is_ctor(default):  # `def f(x, _memo={})`: one object for every call
+                    scan.containers.setdefault(arg.arg, (arg.arg, node.lineno))
     # whatever made it (``cachetools.LRUCache()``, ``dict.fromkeys()``, ``x or {}``, a class of
     # the project), state that a function stores into by key is a cache
     for name in _written(tree, set(other)) - set(scan.containers):
         scan.containers[name] = other[name]
+
+
+def _defaults(args: ast.arguments) -> list[tuple[ast.arg, ast.expr]]:
+    """(parameter, its default) of every parameter that has one."""
+    positional = [*args.posonlyargs, *args.args]
+    pairs = list(
+        zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True)
+    )
+    return pairs + [
+        (a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None
+    ]
 
 
 def _is_state_name(tree: ast.Module, assign: ast.AST, target: ast.expr) -> bool:

@@ -288,3 +288,16 @@ def pick(a: torch.Tensor):
 """
     result = audit(P.INCUMBENT + extra, declared=None)
     assert result.verdict == ALLOW and not result.cache_keys, result
+
+
+def test_a_mutable_default_argument_is_a_cache() -> None:
+    extra = """
+
+def fp8_gemm_cached(a: torch.Tensor, b: torch.Tensor, *, _memo={}) -> torch.Tensor:
+    k = a.data_ptr()
+    if k not in _memo:
+        _memo[k] = fp8_gemm(a, b)
+    return _memo[k]
+"""
+    result = audit(P.INCUMBENT + extra, declared=None)
+    assert result.verdict == REJECT and result.bucket == "W3", result
