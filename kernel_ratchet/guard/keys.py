@@ -109,12 +109,29 @@ def _alignment(node: ast.BinOp) -> bool:
         isinstance(left, ast.Call)
         and isinstance(left.func, ast.Attribute)
         and left.func.attr == "data_ptr"
-    )
+    ) or _address_root(left) is not None
     if not ptr or not isinstance(right, ast.Constant) or type(right.value) is not int:
         return False
     if isinstance(node.op, ast.Mod):
         return 0 < right.value <= MAX_ALIGNMENT
     return isinstance(node.op, ast.BitAnd) and 0 <= right.value < MAX_ALIGNMENT
+
+
+#: Attributes that hold where a tensor (or its storage) lives: an address, like data_ptr().
+_ADDRESS_ATTRS = {"_cdata", "__cuda_array_interface__", "__array_interface__"}
+
+
+def _address_root(node: ast.expr) -> ast.expr | None:
+    """The tensor whose address ``node`` reads through an attribute of
+    :data:`_ADDRESS_ATTRS` (subscripts of it included), or None."""
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    if not isinstance(node, ast.Attribute) or node.attr not in _ADDRESS_ATTRS:
+        return None
+    base = node.value
+    if isinstance(base, ast.Call) and isinstance(base.func, ast.Attribute):
+        base = base.func.value  # t.untyped_storage()._cdata
+    return base
 
 
 def _leaf_name(node: ast.expr) -> str | None:
@@ -215,6 +232,9 @@ class KeyReader:
             return self._operands(node)
         if isinstance(node, ast.Call):
             return self._call(node)
+        root = _address_root(node)
+        if root is not None:  # t._cdata, t.__cuda_array_interface__["data"][0]
+            return self._tensor(root, "address", text)
         if isinstance(node, ast.Attribute):
             if node.attr in _META_ATTRS:
                 return [KeyComponent(text, "meta", *self.role(node.value))]

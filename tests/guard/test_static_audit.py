@@ -301,3 +301,30 @@ def fp8_gemm_cached(a: torch.Tensor, b: torch.Tensor, *, _memo={}) -> torch.Tens
 """
     result = audit(P.INCUMBENT + extra, declared=None)
     assert result.verdict == REJECT and result.bucket == "W3", result
+
+
+@pytest.mark.parametrize(
+    ("key", "verdict"),
+    [
+        ("a._cdata", REJECT),
+        ("a.untyped_storage()._cdata", REJECT),
+        ("a.__cuda_array_interface__['data'][0]", REJECT),
+        ("(a.dtype, a.__cuda_array_interface__['data'][0] % 16)", ALLOW),  # alignment
+    ],
+)
+def test_an_address_read_through_an_attribute_is_an_address(key: str, verdict: str) -> None:
+    extra = f"""
+
+_OUT = {{}}
+
+
+def tiles_for(a: torch.Tensor):
+    k = {key}
+    if k not in _OUT:
+        _OUT[k] = (64, 64)
+    return _OUT[k]
+"""
+    result = audit(P.INCUMBENT + extra, declared=None)
+    assert result.verdict == verdict, result
+    (line,) = [e for e in result.evidence if "_OUT in tiles_for" in e]
+    assert ("[address of" in line) == (verdict == REJECT), line
