@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from kernel_ratchet.guard.cache_sites import fixed_slot, key_sites, tensor_attr_sites
+from kernel_ratchet.guard.cache_state import MUTATORS, containers, written
 from kernel_ratchet.guard.cache_values import (
     geometry_functions,
     imported_geometry,
@@ -44,32 +45,9 @@ from kernel_ratchet.guard.keys import KeyComponent, KeyReader
 from kernel_ratchet.guard.roles import annotations, names_linear_b, role_of
 from kernel_ratchet.guard.syntax import FunctionNode, functions, own_nodes, short_name
 
-_CTORS = {
-    "dict",
-    "OrderedDict",
-    "defaultdict",
-    "WeakKeyDictionary",
-    "WeakValueDictionary",
-    "set",
-    "list",
-    "deque",
-    "Counter",
-    "WeakSet",
-}
 _MEMO = {"lru_cache", "cache"}
 #: The role of a parameter name (``weight``, ``activation`` ...), or None.
 Role = Callable[[str | None], str | None]
-_MUTATORS = {
-    "setdefault",
-    "update",
-    "__setitem__",
-    "append",
-    "add",
-    "extend",
-    "insert",
-    "popitem",
-    "move_to_end",
-}
 
 
 @dataclass(frozen=True)
@@ -124,98 +102,8 @@ class FileScan:
     values: dict[str, str] = field(default_factory=dict)  # container or memo name -> held
 
 
-def _is_ctor(node: ast.expr | None) -> bool:
-    """A new container: a literal, a constructor call, or a field whose factory makes one
-    (``field(default_factory=dict)``, attrs' ``field(factory=dict)``)."""
-    if isinstance(node, (ast.Dict, ast.DictComp, ast.Set, ast.SetComp, ast.List)):
-        return True
-    if isinstance(node, ast.Call):
-        name = short_name(node.func) or ""
-        if name in ("field", "Factory", "attrib", "ib"):
-            made = [k.value for k in node.keywords if k.arg in ("default_factory", "factory")]
-            made += node.args[:1] if name == "Factory" else []
-            return any(_makes_container(m) for m in made)
-        return name in _CTORS
-    return False
-
-
-def _makes_container(factory: ast.expr) -> bool:
-    if isinstance(factory, ast.Lambda):
-        return _is_ctor(factory.body)
-    return (short_name(factory) or "") in _CTORS
-
-
-def _containers(tree: ast.Module, scan: FileScan) -> None:
-    other: dict[str, tuple[str, int]] = {}  # state made some other way: a container if written
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for t in targets:
-                short = short_name(t)
-                if not short or not (isinstance(t, ast.Attribute) or _is_state_name(tree, node, t)):
-                    continue
-                found = scan.containers if _is_ctor(node.value) else other
-                found.setdefault(short, (ast.unparse(t), node.lineno))
-        if isinstance(node, (ast.Global, ast.Nonlocal)):
-            for name in node.names:
-                scan.containers.setdefault(name, (name, node.lineno))
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            for arg, default in _defaults(node.args):
-                if _is_ctor(default):  # `def f(x, _memo={})`: one object for every call
-                    scan.containers.setdefault(arg.arg, (arg.arg, node.lineno))
-    # whatever made it (``cachetools.LRUCache()``, ``dict.fromkeys()``, ``x or {}``, a class of
-    # the project), state that a function stores into by key is a cache
-    for name in _written(tree, set(other)) - set(scan.containers):
-        scan.containers[name] = other[name]
-
-
-def _defaults(args: ast.arguments) -> list[tuple[ast.arg, ast.expr]]:
-    """(parameter, its default) of every parameter that has one."""
-    positional = [*args.posonlyargs, *args.args]
-    pairs = list(
-        zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True)
-    )
-    return pairs + [
-        (a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None
-    ]
-
-
-def _is_state_name(tree: ast.Module, assign: ast.AST, target: ast.expr) -> bool:
-    """Module- or class-level name, or a function local that a nested function uses."""
-    for node in [tree, *(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef))]:
-        if assign in getattr(node, "body", []):
-            return True
-    name = short_name(target)
-    for fn in ast.walk(tree):
-        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and assign in own_nodes(fn):
-            inner = [n for n in own_nodes(fn) if isinstance(n, (ast.FunctionDef, ast.Lambda))]
-            return any(isinstance(x, ast.Name) and x.id == name for i in inner for x in ast.walk(i))
-    return False
-
-
 def _short_of(text: str) -> str:
     return text.rsplit(".", 1)[-1].split("[", 1)[0]
-
-
-def _written(tree: ast.Module, state: set[str]) -> set[str]:
-    """State names that some function writes (item assignment, mutating call, rebinding)."""
-    out: set[str] = set()
-    for fn in ast.walk(tree):
-        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        declared = {
-            x for n in ast.walk(fn) if isinstance(n, (ast.Global, ast.Nonlocal)) for x in n.names
-        }
-        out |= declared
-        for n in ast.walk(fn):
-            if isinstance(n, ast.Subscript) and isinstance(n.ctx, (ast.Store, ast.Del)):
-                out.add(short_name(n.value) or "")
-            elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
-                if n.func.attr in _MUTATORS:
-                    out.add(short_name(n.func.value) or "")
-            elif isinstance(n, ast.Assign):
-                out |= {short_name(t) or "" for t in n.targets if isinstance(t, ast.Attribute)}
-    return out & state
 
 
 def _memo_decorated(fn: FunctionNode) -> str | None:
@@ -341,7 +229,7 @@ def _stores(nodes: list[ast.AST], state: set[str]) -> list[tuple[str, ast.expr]]
                     out.append((t.id, n.value))
         elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.args:
             name = short_name(n.func.value)
-            if name in state and n.func.attr in _MUTATORS and n.func.attr != "update":
+            if name in state and n.func.attr in MUTATORS and n.func.attr != "update":
                 out.append((name or "", n.args[-1]))
     return out
 
@@ -377,8 +265,8 @@ def scan_source(
     params = [p.arg for _, fn in functions(tree) for p in fn.args.posonlyargs + fn.args.args]
     linear_b = names_linear_b(params)
     role = lambda name: role_of(name, linear_b=linear_b, overrides=overrides)  # noqa: E731
-    _containers(tree, scan)
-    scan.written = _written(tree, set(scan.containers))
+    scan.containers.update(containers(tree))
+    scan.written = written(tree, set(scan.containers))
     for _, fn in functions(tree):
         memo = _memo_decorated(fn)
         if memo:

@@ -25,9 +25,19 @@ def fixed_slot(key: ast.expr) -> bool:
 
 
 def _refers_state(node: ast.expr, state: set[str]) -> bool:
-    return any(
-        short_name(n) in state for n in ast.walk(node) if isinstance(n, (ast.Name, ast.Attribute))
-    )
+    return any(_state_name(n) in state for n in ast.walk(node))
+
+
+def _state_name(n: ast.AST) -> str | None:
+    """The name ``n`` reads: ``x``, ``o.x``, or ``getattr(o, "x"[, default])``."""
+    if isinstance(n, (ast.Name, ast.Attribute)):
+        return short_name(n)
+    if isinstance(n, ast.Call) and short_name(n.func) == "getattr" and len(n.args) >= 2:
+        name = n.args[1]
+        return (
+            name.value if isinstance(name, ast.Constant) and isinstance(name.value, str) else None
+        )
+    return None
 
 
 def _searched(nodes: list[ast.AST], state: set[str]) -> dict[str, str]:

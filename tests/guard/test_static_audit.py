@@ -328,3 +328,50 @@ def tiles_for(a: torch.Tensor):
     assert result.verdict == verdict, result
     (line,) = [e for e in result.evidence if "_OUT in tiles_for" in e]
     assert ("[address of" in line) == (verdict == REJECT), line
+
+
+def test_state_names_that_can_hold_a_cache() -> None:
+    """Containers by constructor whether written or not; other state only once a function
+    stores into it (by key, by attribute, through setattr); mutable default arguments."""
+    from kernel_ratchet.guard.cache_state import containers
+
+    src = """
+_A = 1
+_B = {}
+_C = []
+_D = make()
+_E = make()
+
+
+class S:
+    last = None
+
+
+def f(x, _memo={}, n=3):
+    _D[x] = 1
+    S.last, y = x, 2
+    setattr(mod, "_k", x)
+"""
+    assert set(containers(ast.parse(src))) == {"_B", "_C", "_D", "last", "_k", "_memo"}
+
+
+def test_a_last_call_cache_on_a_class_or_through_setattr_is_seen() -> None:
+    extra = """
+
+class _State:
+    last_key = None
+    last_out = None
+
+
+def fp8_gemm_cached(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    if _State.last_key == a.data_ptr() or getattr(mod, "_k", None) == a.data_ptr():
+        return _State.last_out
+    out = fp8_gemm(a, b)
+    _State.last_key, _State.last_out = a.data_ptr(), out
+    setattr(mod, "_k", a.data_ptr())
+    return out
+"""
+    result = audit(P.INCUMBENT + extra, declared=None)
+    assert result.verdict == REJECT, result
+    lines = [e for e in result.evidence if "a.data_ptr()" in e]
+    assert any("last_key" in e for e in lines) and any("_k" in e for e in lines), lines
