@@ -14,7 +14,8 @@ What counts as a cache (state that outlives one call):
   (``cachetools.LRUCache()``, ``x or {}``, a class of the project) that a function stores into
   (item assignment, a mutating call); names declared ``global`` or ``nonlocal``; a parameter
   whose default is a container (``def f(x, _memo={})``: one object shared by every call);
-* memoizing decorators: ``functools.lru_cache``/``functools.cache``/``lru_cache``/``cache``;
+* memoizing decorators (functools', cachetools', imported under any alias) and functions
+  memoized by a call (``f = functools.lru_cache()(_impl)``);
 * attributes stored on a tensor (``w._fp8 = ...``, ``setattr(a, ...)``): a cache keyed on the
   tensor object itself.
 
@@ -32,7 +33,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from kernel_ratchet.guard.cache_sites import fixed_slot, key_sites, tensor_attr_sites
-from kernel_ratchet.guard.cache_state import MUTATORS, containers, written
+from kernel_ratchet.guard.cache_state import (
+    MUTATORS,
+    containers,
+    memo_names,
+    memo_wrapped,
+    written,
+)
 from kernel_ratchet.guard.cache_values import (
     geometry_functions,
     imported_geometry,
@@ -45,7 +52,6 @@ from kernel_ratchet.guard.keys import KeyComponent, KeyReader
 from kernel_ratchet.guard.roles import annotations, names_linear_b, role_of
 from kernel_ratchet.guard.syntax import FunctionNode, functions, own_nodes, short_name
 
-_MEMO = {"lru_cache", "cache"}
 #: The role of a parameter name (``weight``, ``activation`` ...), or None.
 Role = Callable[[str | None], str | None]
 
@@ -97,6 +103,8 @@ class FileScan:
     masked: str = ""
     written: set[str] = field(default_factory=set)
     memoized: dict[str, str] = field(default_factory=dict)  # function name -> decorator
+    memo_names: frozenset[str] = frozenset()  # memoizing decorators' names here, aliases too
+    memo_wrapped: dict[str, str] = field(default_factory=dict)  # memoized by a call
     geometry_fns: frozenset[str] = frozenset()  # as called here, imported ones included
     geometry_defs: frozenset[str] = frozenset()  # the file's own geometry functions
     values: dict[str, str] = field(default_factory=dict)  # container or memo name -> held
@@ -106,12 +114,12 @@ def _short_of(text: str) -> str:
     return text.rsplit(".", 1)[-1].split("[", 1)[0]
 
 
-def _memo_decorated(fn: FunctionNode) -> str | None:
+def _memo_decorated(fn: FunctionNode, scan: FileScan) -> str | None:
     for d in fn.decorator_list:
         f = d.func if isinstance(d, ast.Call) else d
-        if short_name(f) in _MEMO:
+        if short_name(f) in scan.memo_names:
             return ast.unparse(d)
-    return None
+    return scan.memo_wrapped.get(fn.name)
 
 
 def _with_version_checks(
@@ -199,7 +207,7 @@ def _scan_function(scan: FileScan, qual: str, fn: FunctionNode, role: Role) -> N
         ast.unparse(n.value) for n in nodes if isinstance(n, ast.Attribute) and n.attr == "_version"
     }
     uses = _keyed_uses(scan, nodes, reader) + _memo_calls(scan, nodes, reader)
-    memo = _memo_decorated(fn)
+    memo = _memo_decorated(fn, scan)
     if memo:
         uses.append((fn, f"@{memo} {qual}", None, "memo", _memo_parts(fn, reader)))
     for node, container, key, kind, parts in uses:
@@ -267,8 +275,10 @@ def scan_source(
     role = lambda name: role_of(name, linear_b=linear_b, overrides=overrides)  # noqa: E731
     scan.containers.update(containers(tree))
     scan.written = written(tree, set(scan.containers))
+    scan.memo_names = memo_names(tree)
+    scan.memo_wrapped = memo_wrapped(tree, scan.memo_names)
     for _, fn in functions(tree):
-        memo = _memo_decorated(fn)
+        memo = _memo_decorated(fn, scan)
         if memo:
             scan.memoized[fn.name] = memo
     imported = imported_geometry(tree, path, exports) if exports else frozenset()

@@ -139,3 +139,36 @@ def written(tree: ast.Module, state: set[str]) -> set[str]:
             elif _setattr_name(n):
                 out.add(_setattr_name(n) or "")
     return out & state
+
+
+#: Memoizing decorators by name: functools' and cachetools' (``cached``, ``cachedmethod``) and
+#: the usual spellings of hand-written ones.
+MEMO_NAMES = frozenset({"lru_cache", "cache", "cached", "cachedmethod", "memoize", "memoized"})
+
+
+def memo_names(tree: ast.Module) -> frozenset[str]:
+    """:data:`MEMO_NAMES` and the aliases the file imports them as
+    (``from functools import cache as memo``)."""
+    aliases = {
+        a.asname
+        for n in ast.walk(tree)
+        if isinstance(n, ast.ImportFrom)
+        for a in n.names
+        if a.name in MEMO_NAMES and a.asname
+    }
+    return MEMO_NAMES | aliases
+
+
+def memo_wrapped(tree: ast.Module, names: frozenset[str]) -> dict[str, str]:
+    """Functions of the file memoized by a call rather than a decorator
+    (``f = functools.lru_cache(maxsize=None)(_impl)``, ``functools.cache(_impl)``): the
+    wrapped function's name -> the wrapping call's text."""
+    defined = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    out: dict[str, str] = {}
+    for n in ast.walk(tree):
+        if not isinstance(n, ast.Call) or not n.args or not isinstance(n.args[0], ast.Name):
+            continue
+        maker = n.func.func if isinstance(n.func, ast.Call) else n.func
+        if short_name(maker) in names and n.args[0].id in defined:
+            out[n.args[0].id] = ast.unparse(n.func)
+    return out

@@ -375,3 +375,41 @@ def fp8_gemm_cached(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     assert result.verdict == REJECT, result
     lines = [e for e in result.evidence if "a.data_ptr()" in e]
     assert any("last_key" in e for e in lines) and any("_k" in e for e in lines), lines
+
+
+@pytest.mark.parametrize(
+    "memo",
+    [
+        "fp8_gemm_cached = functools.lru_cache(maxsize=None)(_impl)",
+        "fp8_gemm_cached = functools.cache(_impl)",
+        "from functools import cache as memo\nfp8_gemm_cached = memo(_impl)",
+    ],
+)
+def test_a_function_memoized_by_a_call_is_memoization(memo: str) -> None:
+    extra = f"""
+
+def _impl(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return fp8_gemm(a, b)
+
+
+{memo}
+"""
+    result = audit(P.INCUMBENT + extra, declared=None)
+    assert (result.verdict, result.bucket) == (REJECT, "W3"), result
+
+
+@pytest.mark.parametrize(
+    "decorator", ["memo", "cachetools.cached(cache={})", "cachetools.func.lru_cache(64)"]
+)
+def test_a_memoizing_decorator_under_another_name_is_memoization(decorator: str) -> None:
+    extra = f"""
+
+from functools import cache as memo
+
+
+@{decorator}
+def fp8_gemm_cached(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return fp8_gemm(a, b)
+"""
+    result = audit(P.INCUMBENT + extra, declared=None)
+    assert (result.verdict, result.bucket) == (REJECT, "W3"), result
