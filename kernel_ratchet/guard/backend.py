@@ -43,6 +43,13 @@ _TORCH_OPS = frozenset(
         "inner",
         "outer",
         "chain_matmul",
+        "mv",
+        "dot",
+        "vdot",
+        "ger",
+        "addr",
+        "kron",
+        "matrix_power",
         "_scaled_mm",
         "_grouped_mm",
         "_scaled_grouped_mm",
@@ -69,9 +76,19 @@ _F_OPS = frozenset(
         "silu",
         "relu",
         "embedding",
+        "scaled_mm",
+        "scaled_grouped_mm",
+        "grouped_mm",
     ]
 )
-_METHODS = frozenset({"matmul", "mm", "bmm", "addmm", "baddbmm", "__matmul__"})
+_METHODS = frozenset(
+    {"matmul", "mm", "bmm", "addmm", "baddbmm", "__matmul__", "mv", "addmv", "dot", "vdot"}
+)
+_LINALG_OPS = frozenset({"matmul", "multi_dot", "vecdot", "matrix_power", "tensordot"})
+#: torch.nn layers that run a vendor GEMM, convolution or attention when called.
+_NN_LAYERS = frozenset(
+    {"Linear", "Bilinear", "LazyLinear", "Conv1d", "Conv2d", "Conv3d", "MultiheadAttention"}
+)
 _VENDOR_MODULES = ("cupy", "cublas", "cudnn", "cutlass", "nvmath")
 _JIT = "jit"  # context of a node inside a @triton.jit kernel: device code, never a vendor call
 
@@ -98,20 +115,37 @@ def _dotted(node: ast.expr) -> str:
 
 
 def _vendor_call(node: ast.AST, f_aliases: set[str]) -> str | None:
+    """A vendor operation that ``node`` calls or names (``fn = torch.mm``, ``@torch.compile``,
+    ``getattr(torch, "mm")``), or None."""
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
         return "the @ operator (torch.matmul)"
+    if isinstance(node, ast.Attribute):
+        return _vendor_name(_dotted(node), f_aliases)
     if not isinstance(node, ast.Call):
         return None
     name = _dotted(node.func)
+    head, _, leaf = name.rpartition(".")
+    if name == "getattr" and len(node.args) > 1 and isinstance(node.args[1], ast.Constant):
+        return _vendor_name(f"{_dotted(node.args[0])}.{node.args[1].value}", f_aliases)
+    method = isinstance(node.func, ast.Attribute) and leaf in _METHODS
+    if method and head not in ("torch", "") and _vendor_name(name, f_aliases) is None:
+        return f".{leaf}() on a tensor"
+    return None
+
+
+def _vendor_name(name: str, f_aliases: set[str]) -> str | None:
+    """``name`` when the dotted name is a vendor operation of torch, else None."""
     head, _, leaf = name.rpartition(".")
     if head == "torch" and leaf in _TORCH_OPS:
         return name
     if (head in f_aliases or head == "torch.nn.functional") and leaf in _F_OPS:
         return name
-    if name.startswith(("torch.ops.aten.", "torch._C._nn.")):
+    if head == "torch.linalg" and leaf in _LINALG_OPS:
         return name
-    if isinstance(node.func, ast.Attribute) and leaf in _METHODS and head not in ("torch", ""):
-        return f".{leaf}() on a tensor"
+    if head in ("torch.nn", "nn") and leaf in _NN_LAYERS:
+        return name
+    if name.startswith(("torch.ops.aten.", "torch._C._nn.")) and name.count(".") >= 3:
+        return name
     return None
 
 

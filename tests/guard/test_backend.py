@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from kernel_ratchet.guard.backend import backend_audit
 
 _BEFORE = """
@@ -50,3 +52,34 @@ def test_device_code_of_a_triton_kernel_is_not_a_vendor_call() -> None:
 
 def test_a_file_that_does_not_parse_is_left_to_the_static_audit() -> None:
     assert not backend_audit({"k.py": _BEFORE}, {"k.py": "def ("}, "TRITON").flagged
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "getattr(torch, 'mm')(a, b)",  # named by a string
+        "torch.func.vmap(torch.dot)(a, b)",  # passed, not called
+        "torch.mv(a, b[0])",
+        "a.mv(b[0])",
+        "torch.linalg.multi_dot([a, b.T])",
+        "torch.nn.Linear(4, 4)(a)",
+    ],
+)
+def test_a_vendor_operation_named_any_way_is_flagged(expr: str) -> None:
+    after = _BEFORE.replace("torch.empty_like(a)", expr)
+    assert backend_audit({"k.py": _BEFORE}, {"k.py": after}, "TRITON").flagged, expr
+
+
+def test_a_compiled_function_is_flagged_even_without_parentheses() -> None:
+    after = _BEFORE.replace("def op(a, b):", "@torch.compile\ndef op(a, b):")
+    r = backend_audit({"k.py": _BEFORE}, {"k.py": after}, "TRITON")
+    assert r.flagged and "torch.compile" in r.calls[0], r
+
+
+@pytest.mark.parametrize(
+    "expr",
+    ["torch.empty((3, 3))", "a.to(torch.float32).contiguous()", "torch.cuda.current_device()"],
+)
+def test_allocation_casts_and_device_queries_are_not_vendor_calls(expr: str) -> None:
+    after = _BEFORE.replace("torch.empty_like(a)", expr)
+    assert not backend_audit({"k.py": _BEFORE}, {"k.py": after}, "TRITON").flagged, expr
