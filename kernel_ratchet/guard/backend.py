@@ -160,15 +160,31 @@ def _aliases(tree: ast.Module) -> set[str]:
     return out
 
 
+def _dynamic_import(node: ast.AST) -> str | None:
+    """The module a node imports by name at run time: ``importlib.import_module("m")``,
+    ``__import__("m")``, ``sys.modules["m"]``."""
+    named = isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+    if named and _dotted(node.func) in ("importlib.import_module", "import_module", "__import__"):
+        return str(node.args[0].value)  # type: ignore[union-attr]
+    if isinstance(node, ast.Subscript) and _dotted(node.value) == "sys.modules":
+        key = node.slice
+        return str(key.value) if isinstance(key, ast.Constant) else None
+    return None
+
+
 def _reference_import(node: ast.AST, reference_modules: Sequence[str]) -> str | None:
-    if isinstance(node, ast.ImportFrom):
+    dynamic = _dynamic_import(node)
+    if dynamic is not None:
+        mod, names, modules = "", [], [dynamic]
+    elif isinstance(node, ast.ImportFrom):
         mod = node.module or ""
         names = [a.name for a in node.names]
+        modules = [mod, *(f"{mod}.{n}" for n in names)]  # from pkg import reference
     elif isinstance(node, ast.Import):
         mod, names = "", [a.name for a in node.names]
+        modules = names
     else:
         return None
-    modules = [mod, *names] if isinstance(node, ast.Import) else [mod]
     for m in modules:
         last = m.rsplit(".", 1)[-1]
         if m and ("reference" in last or m in reference_modules):

@@ -83,3 +83,32 @@ def test_a_compiled_function_is_flagged_even_without_parentheses() -> None:
 def test_allocation_casts_and_device_queries_are_not_vendor_calls(expr: str) -> None:
     after = _BEFORE.replace("torch.empty_like(a)", expr)
     assert not backend_audit({"k.py": _BEFORE}, {"k.py": after}, "TRITON").flagged, expr
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        "m = importlib.import_module('mypkg.reference')",
+        "m = __import__('mypkg.reference')",
+        "m = sys.modules['mypkg.reference']",
+        "from mypkg import reference as m",
+        "m = importlib.import_module('cupy')",
+    ],
+)
+def test_a_reference_or_vendor_module_imported_any_way_is_flagged(how: str) -> None:
+    after = _BEFORE.replace("    return torch.empty_like(a)", f"    {how}\n    return m.mm(a, b)")
+    r = backend_audit(
+        {"k.py": _BEFORE}, {"k.py": after}, "TRITON", reference_modules=["mypkg.reference"]
+    )
+    assert r.flagged and "import of the" in " ".join(r.calls), r
+
+
+def test_a_module_of_the_project_imported_by_name_is_not_a_reference() -> None:
+    after = _BEFORE.replace(
+        "    return torch.empty_like(a)",
+        "    m = importlib.import_module('mypkg.tiles')\n    return a",
+    )
+    r = backend_audit(
+        {"k.py": _BEFORE}, {"k.py": after}, "TRITON", reference_modules=["mypkg.reference"]
+    )
+    assert not r.flagged, r
