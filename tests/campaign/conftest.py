@@ -79,6 +79,13 @@ def break_kernel(root: Path) -> None:
     path.write_text(text)
 
 
+def typo_kernel(root: Path) -> None:
+    """A candidate that does not parse: its round closes as a compile failure before any of its
+    steps starts a process (the cheapest round that closes)."""
+    path = root / KERNEL
+    path.write_text(path.read_text() + "\ndef broken(:\n")
+
+
 def campaign_dir(root: Path) -> Path:
     (d,) = (root / ".ratchet" / "campaigns").iterdir()
     return d

@@ -18,12 +18,12 @@ import pytest
 
 from tests.campaign.conftest import (
     KERNEL,
-    break_kernel,
     campaign_dir,
     cli_env,
     git,
     ratchet,
     set_blocks,
+    typo_kernel,
 )
 
 
@@ -91,11 +91,11 @@ def test_kill_9_inside_validate_then_next_command_closes_the_round(project, poin
     _check_closed_once(project, 2)
     if point != "measuring":  # one real next round shows it; each costs a validate
         return
-    # a candidate that fails its focused test closes its round as any other does, without
-    # the A/B: the numbering and the records are what is checked here, not a measurement
-    break_kernel(project)
-    r = ratchet(project, "validate", "--hypothesis", "shifted loads")
-    assert r.returncode == 1 and "focused test" in r.stdout, r.stdout + r.stderr
+    # a candidate that does not parse closes its round as any other does, without a
+    # measurement: the numbering and the records are what is checked here
+    typo_kernel(project)
+    r = ratchet(project, "validate", "--hypothesis", "a typo")
+    assert r.returncode == 1 and "does not parse" in r.stdout, r.stdout + r.stderr
     _check_closed_once(project, 3)
 
 

@@ -13,7 +13,7 @@ from kernel_ratchet.campaign.engine import Campaign
 from kernel_ratchet.campaign.rounds.shared import describe, shared_tests, sharing_ops
 from kernel_ratchet.errors import ProfileError
 from kernel_ratchet.profile.loader import load_profile
-from tests.campaign.conftest import KERNEL, break_kernel, campaign_dir, set_blocks
+from tests.campaign.conftest import KERNEL, campaign_dir, set_blocks, typo_kernel
 
 FAILING = "python -c \"raise SystemExit('the twin op is broken')\""
 
@@ -72,11 +72,11 @@ def test_failing_twin_test_rolls_the_round_back_with_test_shared(project, open_w
 
 @pytest.mark.slow
 def test_without_test_shared_the_round_records_who_shares_the_file(project, open_with):
-    break_kernel(project)  # the round ends at its own focused test, after noting the sharing
+    typo_kernel(project)  # the round ends before any test, after noting the sharing
     with open_with(twin=([KERNEL], FAILING), stranger=(["tiny_gemm/other.py"], FAILING)) as c:
-        rec = c.validate("an indexing change")
+        rec = c.validate("a typo")
         rdir = c.round_dir(rec.round)
-    assert rec.category == "test" and "focused test failed" in rec.reason
+    assert rec.category == "compile" and "does not parse" in rec.reason
     assert dict(rec.shared_with) == {"twin": (KERNEL,)} and not rec.shared_tested
     saved = json.loads((rdir / "round.json").read_text())
     assert saved["shared_with"] == {"twin": [KERNEL]} and saved["shared_tested"] is False
