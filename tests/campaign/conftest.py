@@ -100,17 +100,10 @@ def baselined_project(dest: Path, *init_flags: str) -> Path:
     return root
 
 
-_SESSION: dict[str, Path] = {}
-
-
 def session_baseline(tmp_path_factory) -> Path:
-    """The session's baselined example project, built once for every test directory that
-    asks (their conftests each declare a ``baselined`` fixture returning it)."""
-    if "baselined" not in _SESSION:
-        _SESSION["baselined"] = built_once(
-            tmp_path_factory, "baselined", lambda d: baselined_project(d / "proj")
-        )
-    return _SESSION["baselined"]
+    """A private copy of the session's baselined example project, built once for every test
+    directory that asks (their conftests each declare a ``baselined`` fixture returning it)."""
+    return built_once(tmp_path_factory, "baselined", lambda d: baselined_project(d / "proj"))
 
 
 #: The hypothesis of the shared accepted round (:func:`session_accepted`).
@@ -118,21 +111,19 @@ ACCEPTED_HYPOTHESIS = "32x32 output tiles: 4x fewer programs"
 
 
 def session_accepted(tmp_path_factory) -> Path:
-    """The session's baselined example with round-2 (32x32 output tiles, bucket K1) ACCEPTED
-    through ``ratchet validate``, built once for the whole run: the whole-campaign test goes on
-    from it, the MCP tests read it."""
-    if "accepted" not in _SESSION:
+    """A private copy of the session's baselined example with round-2 (32x32 output tiles,
+    bucket K1) ACCEPTED through ``ratchet validate``, built once for the whole run: the
+    whole-campaign test goes on from it, the MCP and export tests read it."""
 
-        def build(dest: Path) -> Path:
-            root = dest / "proj"
-            shutil.copytree(session_baseline(tmp_path_factory), root, symlinks=True)
-            set_blocks(root, M=32, N=32)
-            r = ratchet(root, "validate", "--hypothesis", ACCEPTED_HYPOTHESIS, "--bucket", "K1")
-            assert r.returncode == 0 and "ACCEPTED" in r.stdout, r.stdout + r.stderr
-            return root
+    def build(dest: Path) -> Path:
+        root = dest / "proj"
+        shutil.copytree(session_baseline(tmp_path_factory), root, symlinks=True)
+        set_blocks(root, M=32, N=32)
+        r = ratchet(root, "validate", "--hypothesis", ACCEPTED_HYPOTHESIS, "--bucket", "K1")
+        assert r.returncode == 0 and "ACCEPTED" in r.stdout, r.stdout + r.stderr
+        return root
 
-        _SESSION["accepted"] = built_once(tmp_path_factory, "accepted", build)
-    return _SESSION["accepted"]
+    return built_once(tmp_path_factory, "accepted", build)
 
 
 @pytest.fixture(scope="session")
