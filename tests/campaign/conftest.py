@@ -112,8 +112,8 @@ ACCEPTED_HYPOTHESIS = "32x32 output tiles: 4x fewer programs"
 
 def session_accepted(tmp_path_factory) -> Path:
     """A private copy of the session's baselined example with round-2 (32x32 output tiles,
-    bucket K1) ACCEPTED through ``ratchet validate``, built once for the whole run: the
-    whole-campaign test goes on from it, the MCP and export tests read it."""
+    bucket K1) ACCEPTED through ``ratchet validate``, built once for the whole run:
+    :func:`session_two_rounds` goes on from it, the export tests read it."""
 
     def build(dest: Path) -> Path:
         root = dest / "proj"
@@ -124,6 +124,22 @@ def session_accepted(tmp_path_factory) -> Path:
         return root
 
     return built_once(tmp_path_factory, "accepted", build)
+
+
+def session_two_rounds(tmp_path_factory) -> Path:
+    """A private copy of :func:`session_accepted` with round-3 (shifted loads, lesson "off by
+    one") ROLLED BACK at its focused test through ``ratchet validate``, built once for the
+    whole run: the whole-campaign test goes on from it, the MCP tests read it."""
+
+    def build(dest: Path) -> Path:
+        root = dest / "proj"
+        shutil.copytree(session_accepted(tmp_path_factory), root, symlinks=True)
+        break_kernel(root)
+        r = ratchet(root, "validate", "--hypothesis", "shifted loads", "--lesson", "off by one")
+        assert r.returncode == 1 and "focused test" in r.stdout, r.stdout + r.stderr
+        return root
+
+    return built_once(tmp_path_factory, "two-rounds", build)
 
 
 @pytest.fixture(scope="session")
