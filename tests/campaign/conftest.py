@@ -142,6 +142,15 @@ def session_two_rounds(tmp_path_factory) -> Path:
     return built_once(tmp_path_factory, "two-rounds", build)
 
 
+@pytest.fixture
+def accepted_project(tmp_path_factory) -> Path:
+    """A private copy of the session's campaign with round-2 (32x32 output tiles) ACCEPTED:
+    its incumbent runs 2.5x faster in the interpreter than the baseline's 16x16 tiles, so a
+    test of what happens around a round, whose candidate (64x64 tiles) only has to differ from
+    the incumbent, measures and checks less there."""
+    return session_accepted(tmp_path_factory)
+
+
 @pytest.fixture(scope="session")
 def baselined(tmp_path_factory) -> Path:
     return session_baseline(tmp_path_factory)

@@ -36,21 +36,29 @@ from tests.campaign.conftest import (
 )
 
 
-@pytest.fixture
-def open_campaign(project, monkeypatch):
-    monkeypatch.setenv(
-        "PYTHONPATH", os.pathsep.join([str(project), os.environ.get("PYTHONPATH", "")])
-    )
-    monkeypatch.chdir(project)
+def _opener(root: Path, monkeypatch):
+    """Opens the campaign of ``root`` in this process, as the CLI would run there."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.chdir(root)
 
     def _open() -> Campaign:
-        return Campaign(load_profile(project), campaign_dir(project))
+        return Campaign(load_profile(root), campaign_dir(root))
 
     return _open
 
 
+@pytest.fixture
+def open_campaign(project, monkeypatch):
+    return _opener(project, monkeypatch)
+
+
+@pytest.fixture
+def open_accepted(accepted_project, monkeypatch):
+    return _opener(accepted_project, monkeypatch)
+
+
 @pytest.mark.slow
-def test_renamed_csv_column_fails_validate_loudly(project, open_campaign, monkeypatch):
+def test_renamed_csv_column_fails_validate_loudly(accepted_project, open_accepted, monkeypatch):
     real = levels._run_harness
 
     def drifting(c, art, level, name, early=None):
@@ -60,18 +68,18 @@ def test_renamed_csv_column_fails_validate_loudly(project, open_campaign, monkey
         return h, csv
 
     monkeypatch.setattr(levels, "_run_harness", drifting)
-    set_blocks(project, M=32, N=32)
-    with open_campaign() as c, pytest.raises(SchemaError, match="Forward TFLOPS_stddev"):
-        c.validate("32x32 tiles")
-    with open_campaign() as c:
+    set_blocks(accepted_project, M=64, N=64)
+    with open_accepted() as c, pytest.raises(SchemaError, match="Forward TFLOPS_stddev"):
+        c.validate("64x64 tiles")
+    with open_accepted() as c:
         last = c.state.closed[-1]
     assert last.status == "ROLLED BACK" and last.category == "schema"
-    assert "BLOCK_M = 16" in (project / KERNEL).read_text()
+    assert "BLOCK_M = 32" in (accepted_project / KERNEL).read_text()
 
 
 @pytest.mark.slow
 def test_sigterm_during_the_harness_closes_the_round_and_exits_143(
-    project, open_campaign, monkeypatch
+    accepted_project, open_accepted, monkeypatch
 ):
     """A scheduler's kill or `timeout` (SIGTERM) must leave a closed round, as Ctrl+C does,
     not a process that died with the candidate in the tree; the CLI's handler does it."""
@@ -85,19 +93,20 @@ def test_sigterm_during_the_harness_closes_the_round_and_exits_143(
         return real(step, timeout_s)
 
     monkeypatch.setattr(steps.RunningStep, "wait", killed)
-    set_blocks(project, M=32, N=32)
+    set_blocks(accepted_project, M=64, N=64)
     try:
-        with open_campaign() as c, pytest.raises(Terminated):
-            c.validate("32x32 tiles")
+        with open_accepted() as c, pytest.raises(Terminated):
+            c.validate("64x64 tiles")
     finally:
         signal.signal(signal.SIGTERM, previous)
         TERMINATION_REQUESTED.clear()  # process-wide: later tests run loops in this process
     assert not TERMINATION_REQUESTED.is_set()
-    with open_campaign() as c:
+    with open_accepted() as c:
         assert c.state.pending is None and c.state.closed[-1].category == "interrupted"
-    record = json.loads((campaign_dir(project) / "rounds/round-2/round.json").read_text())
+    rdir = campaign_dir(accepted_project) / "rounds/round-3"
+    record = json.loads((rdir / "round.json").read_text())
     assert "SIGTERM" in record["reason"] and "Ctrl+C" not in record["reason"]
-    assert "BLOCK_M = 16" in (project / KERNEL).read_text()
+    assert "BLOCK_M = 32" in (accepted_project / KERNEL).read_text()
 
     def terminated(**_kw):  # as typer 0.29 does: a KeyboardInterrupt becomes a return of 130
         try:
@@ -162,7 +171,7 @@ def test_edited_log_harness_and_empty_round_are_refused_without_a_round(project,
 
 
 @pytest.mark.slow
-def test_ctrl_c_during_the_harness_closes_the_round(project, open_campaign, monkeypatch):
+def test_ctrl_c_during_the_harness_closes_the_round(accepted_project, open_accepted, monkeypatch):
     real = steps.RunningStep.wait
 
     def interrupted(step, timeout_s):
@@ -171,16 +180,16 @@ def test_ctrl_c_during_the_harness_closes_the_round(project, open_campaign, monk
         return real(step, timeout_s)
 
     monkeypatch.setattr(steps.RunningStep, "wait", interrupted)
-    set_blocks(project, M=32, N=32)
-    with open_campaign() as c, pytest.raises(KeyboardInterrupt):
-        c.validate("32x32 tiles")
-    with open_campaign() as c:
+    set_blocks(accepted_project, M=64, N=64)
+    with open_accepted() as c, pytest.raises(KeyboardInterrupt):
+        c.validate("64x64 tiles")
+    with open_accepted() as c:
         assert c.state.pending is None
         last = c.state.closed[-1]
     assert last.category == "interrupted" and "Ctrl+C" in json.dumps(
-        json.loads((campaign_dir(project) / "rounds/round-2/round.json").read_text())
+        json.loads((campaign_dir(accepted_project) / "rounds/round-3/round.json").read_text())
     )
-    assert "BLOCK_M = 16" in (project / KERNEL).read_text()
+    assert "BLOCK_M = 32" in (accepted_project / KERNEL).read_text()
 
 
 @pytest.mark.slow
@@ -198,7 +207,7 @@ def test_no_commit_mode_rolls_back_from_the_snapshot(tmp_path):
 
 @pytest.mark.slow
 def test_calibrate_stores_the_machine_noise_and_the_decision_uses_it(
-    project, open_campaign, monkeypatch
+    accepted_project, open_accepted, monkeypatch
 ):
     from functools import partial
 
@@ -215,14 +224,15 @@ def test_calibrate_stores_the_machine_noise_and_the_decision_uses_it(
         return real(c, labels[:1], *args, **kwargs)
 
     monkeypatch.setattr(calibrate_mod, "run_ab", one_shape)
-    with open_campaign() as c:
+    with open_accepted() as c:
         assert min_detectable(c) == 0.0
         cal = calibrate_campaign(c, trials=2)
         assert cal.trials == 2 and cal.min_detectable_effect > 0.0
         assert min_detectable(c) == pytest.approx(cal.min_detectable_effect)
-    stored = json.loads((campaign_dir(project) / "calibration.json").read_text())
+    cdir = campaign_dir(accepted_project)
+    stored = json.loads((cdir / "calibration.json").read_text())
     assert stored["trials"] == 2 and stored["shapes"]
-    assert "## Calibration" in (campaign_dir(project) / "logs/optimize.md").read_text()
+    assert "## Calibration" in (cdir / "logs/optimize.md").read_text()
 
 
 def test_a_lost_sigterm_still_stops_the_loop_between_rounds():
