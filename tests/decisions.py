@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernel_ratchet.campaign.round_decision import RoundDecision
+from kernel_ratchet.campaign.category import Category
+from kernel_ratchet.campaign.record import RoundDraft, RoundRecord
+from kernel_ratchet.campaign.round_decision import RoundDecision, ShapeResult
 from kernel_ratchet.scoring.decision import Status
+
+#: The baseline's CSV of a campaign (what a hand-built record names as its measurement).
+BASE_CSV = "rounds/round-1/artifacts/benchmark.csv"
 
 
 def paired_decision(
@@ -36,3 +41,19 @@ def paired_decision(
         gain_ci=gain_ci if gain_ci is not None else (gain - 0.01, gain + 0.01),
         **extra,
     )
+
+
+def measured_record(n: int, status: Status, gain: float, category: Category) -> RoundRecord:
+    """Round ``n``'s record after a paired A/B of one shape that gained ``gain`` and decided
+    ``status`` (the round changed num_warps 4 -> 8), as ``measure`` returns it."""
+    verdict = "FASTER" if status is Status.ACCEPTED else "SAME"
+    d = paired_decision(
+        status,
+        gain,
+        ambiguous=status is not Status.ACCEPTED,
+        per_shape=(ShapeResult("s", None, None, gain, 0.01, verdict, (gain / 2, gain), 3),),
+        gain_ci=(gain / 2, gain),
+        rounds=3,
+    )
+    draft = RoundDraft(n, "warps 8", "K1", "num_warps 4 -> 8", "quick", "t0", "pytest", 1)
+    return draft.decided(d, category, "t1", level="quick", csv=BASE_CSV, incumbent_csv=BASE_CSV)

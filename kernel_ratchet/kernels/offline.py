@@ -12,7 +12,8 @@ epilogue or the main loop), before any GPU time is spent.
 
 :func:`resources_of` is the entry point: in a process where ``TRITON_INTERPRET=1`` made the
 kernels interpreted functions (the CPU test suite), it compiles in a fresh process that imports
-the kernel's module natively.
+the kernel's module natively; :func:`resources_by_kernel` compiles several kernels' launches
+there in one such process (each costs seconds to start: torch, Triton and the kernel modules).
 """
 
 from __future__ import annotations
@@ -174,7 +175,7 @@ def resources_of(fn: Any, launches: Sequence[Launch], arch: int = 90) -> list[Re
     """:func:`resources` of each of ``launches`` compiled from ``fn`` for ``sm_<arch>``;
     raises ValueError for an argument that cannot be typed offline, and what Triton raises."""
     if not hasattr(fn, "params"):  # an interpreted function: its callees are interpreted too
-        return _in_fresh_process(fn.fn.__module__, fn.fn.__name__, launches, arch)
+        return _in_fresh_process([(fn, launches)], arch)[0]
     return [resources(compile_launch(fn, x, arch), arch) for x in launches]
 
 
@@ -182,18 +183,32 @@ def resources_by_kernel(
     launches: Sequence[Launch], fns: Mapping[str, Any], arch: int = 90
 ) -> list[Resources]:
     """:func:`resources_of` for launches of several kernels (``fns``: kernel name -> the
-    ``@triton.jit`` function), one batch per kernel; results in the order of ``launches``."""
+    ``@triton.jit`` function), one batch per kernel, all in one fresh process when they are
+    interpreted; results in the order of ``launches``."""
+    batches = [
+        (fn, [i for i, x in enumerate(launches) if x.kernel == name]) for name, fn in fns.items()
+    ]
+    jobs = [(fn, [launches[i] for i in idx]) for fn, idx in batches]
+    if any(not hasattr(fn, "params") for fn, _ in jobs):
+        results = _in_fresh_process(jobs, arch)
+    else:
+        results = [resources_of(fn, batch, arch) for fn, batch in jobs]
     found: dict[int, Resources] = {}
-    for name, fn in fns.items():
-        idx = [i for i, x in enumerate(launches) if x.kernel == name]
-        found.update(zip(idx, resources_of(fn, [launches[i] for i in idx], arch), strict=True))
+    for (_, idx), res in zip(batches, results, strict=True):
+        found.update(zip(idx, res, strict=True))
     return [found[i] for i in range(len(launches))]
 
 
-def _in_fresh_process(module: str, name: str, launches: Sequence[Launch], arch: int) -> list:
+def _in_fresh_process(jobs: Sequence[tuple[Any, Sequence[Launch]]], arch: int) -> list:
+    """The resources of each ``(interpreted kernel, launches)`` job, compiled natively in one
+    fresh process (without ``TRITON_INTERPRET``)."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    job = {"module": module, "name": name, "arch": arch, "launches": [asdict(x) for x in launches]}
+    kernels = [
+        {"module": fn.fn.__module__, "name": fn.fn.__name__, "launches": [asdict(x) for x in xs]}
+        for fn, xs in jobs
+    ]
+    job = {"arch": arch, "kernels": kernels}
     out = subprocess.run(
         [sys.executable, "-m", "kernel_ratchet.kernels.offline"],
         input=json.dumps(job),
@@ -203,8 +218,9 @@ def _in_fresh_process(module: str, name: str, launches: Sequence[Launch], arch: 
         check=False,
     )
     if out.returncode:
-        raise RuntimeError(f"compiling {module}.{name} for sm_{arch} failed:\n{out.stderr[-3000:]}")
-    return [Resources(**r) for r in json.loads(out.stdout)]
+        names = ", ".join(f"{k['module']}.{k['name']}" for k in kernels)
+        raise RuntimeError(f"compiling {names} for sm_{arch} failed:\n{out.stderr[-3000:]}")
+    return [[Resources(**r) for r in found] for found in json.loads(out.stdout)]
 
 
 def _launch_from(d: dict) -> Launch:
@@ -217,11 +233,15 @@ def _launch_from(d: dict) -> Launch:
 
 
 def main() -> int:
-    """Compile the launches of a JSON job on stdin; print their resources as JSON."""
+    """Compile the launches of each kernel of a JSON job on stdin; print their resources as
+    JSON, one list per kernel."""
     job = json.load(sys.stdin)
-    fn = getattr(importlib.import_module(job["module"]), job["name"])
-    found = resources_of(fn, [_launch_from(x) for x in job["launches"]], job["arch"])
-    print(json.dumps([asdict(r) for r in found]))
+    found = []
+    for k in job["kernels"]:
+        fn = getattr(importlib.import_module(k["module"]), k["name"])
+        launches = [_launch_from(x) for x in k["launches"]]
+        found.append([asdict(r) for r in resources_of(fn, launches, job["arch"])])
+    print(json.dumps(found))
     return 0
 
 

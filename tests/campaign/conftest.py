@@ -79,6 +79,13 @@ def break_kernel(root: Path) -> None:
     path.write_text(text)
 
 
+def typo_kernel(root: Path) -> None:
+    """A candidate that does not parse: its round closes as a compile failure before any of its
+    steps starts a process (the cheapest round that closes)."""
+    path = root / KERNEL
+    path.write_text(path.read_text() + "\ndef broken(:\n")
+
+
 def campaign_dir(root: Path) -> Path:
     (d,) = (root / ".ratchet" / "campaigns").iterdir()
     return d
@@ -93,17 +100,10 @@ def baselined_project(dest: Path, *init_flags: str) -> Path:
     return root
 
 
-_SESSION: dict[str, Path] = {}
-
-
 def session_baseline(tmp_path_factory) -> Path:
-    """The session's baselined example project, built once for every test directory that
-    asks (their conftests each declare a ``baselined`` fixture returning it)."""
-    if "baselined" not in _SESSION:
-        _SESSION["baselined"] = built_once(
-            tmp_path_factory, "baselined", lambda d: baselined_project(d / "proj")
-        )
-    return _SESSION["baselined"]
+    """A private copy of the session's baselined example project, built once for every test
+    directory that asks (their conftests each declare a ``baselined`` fixture returning it)."""
+    return built_once(tmp_path_factory, "baselined", lambda d: baselined_project(d / "proj"))
 
 
 #: The hypothesis of the shared accepted round (:func:`session_accepted`).
@@ -111,21 +111,44 @@ ACCEPTED_HYPOTHESIS = "32x32 output tiles: 4x fewer programs"
 
 
 def session_accepted(tmp_path_factory) -> Path:
-    """The session's baselined example with round-2 (32x32 output tiles, bucket K1) ACCEPTED
-    through ``ratchet validate``, built once for the whole run: the whole-campaign test goes on
-    from it, the MCP tests read it."""
-    if "accepted" not in _SESSION:
+    """A private copy of the session's baselined example with round-2 (32x32 output tiles,
+    bucket K1) ACCEPTED through ``ratchet validate``, built once for the whole run:
+    :func:`session_two_rounds` goes on from it, the export tests read it."""
 
-        def build(dest: Path) -> Path:
-            root = dest / "proj"
-            shutil.copytree(session_baseline(tmp_path_factory), root, symlinks=True)
-            set_blocks(root, M=32, N=32)
-            r = ratchet(root, "validate", "--hypothesis", ACCEPTED_HYPOTHESIS, "--bucket", "K1")
-            assert r.returncode == 0 and "ACCEPTED" in r.stdout, r.stdout + r.stderr
-            return root
+    def build(dest: Path) -> Path:
+        root = dest / "proj"
+        shutil.copytree(session_baseline(tmp_path_factory), root, symlinks=True)
+        set_blocks(root, M=32, N=32)
+        r = ratchet(root, "validate", "--hypothesis", ACCEPTED_HYPOTHESIS, "--bucket", "K1")
+        assert r.returncode == 0 and "ACCEPTED" in r.stdout, r.stdout + r.stderr
+        return root
 
-        _SESSION["accepted"] = built_once(tmp_path_factory, "accepted", build)
-    return _SESSION["accepted"]
+    return built_once(tmp_path_factory, "accepted", build)
+
+
+def session_two_rounds(tmp_path_factory) -> Path:
+    """A private copy of :func:`session_accepted` with round-3 (shifted loads, lesson "off by
+    one") ROLLED BACK at its focused test through ``ratchet validate``, built once for the
+    whole run: the whole-campaign test goes on from it, the MCP tests read it."""
+
+    def build(dest: Path) -> Path:
+        root = dest / "proj"
+        shutil.copytree(session_accepted(tmp_path_factory), root, symlinks=True)
+        break_kernel(root)
+        r = ratchet(root, "validate", "--hypothesis", "shifted loads", "--lesson", "off by one")
+        assert r.returncode == 1 and "focused test" in r.stdout, r.stdout + r.stderr
+        return root
+
+    return built_once(tmp_path_factory, "two-rounds", build)
+
+
+@pytest.fixture
+def accepted_project(tmp_path_factory) -> Path:
+    """A private copy of the session's campaign with round-2 (32x32 output tiles) ACCEPTED:
+    its incumbent runs 2.5x faster in the interpreter than the baseline's 16x16 tiles, so a
+    test of what happens around a round, whose candidate (64x64 tiles) only has to differ from
+    the incumbent, measures and checks less there."""
+    return session_accepted(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")

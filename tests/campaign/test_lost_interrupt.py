@@ -13,9 +13,10 @@ from kernel_ratchet.campaign import engine
 from kernel_ratchet.campaign.category import Category
 from kernel_ratchet.errors import Terminated
 from kernel_ratchet.scoring.decision import Status
+from tests.decisions import measured_record
 
 from .conftest import KERNEL, campaign_dir, git, set_blocks
-from .test_rehearsal import _measured, _open
+from .test_rehearsal import _open
 
 
 @pytest.fixture
@@ -41,7 +42,7 @@ def test_a_lost_interruption_during_the_measurement_leaves_no_decision(
     the flag): the measured accept is not committed, the round closes as interrupted and says
     which signal closed it."""
     event = getattr(errors, flag)
-    accepted = _measured(2, Status.ACCEPTED, 0.2795, Category.OK)
+    accepted = measured_record(2, Status.ACCEPTED, 0.2795, Category.OK)
 
     def measured_then_interrupted(c, n, p):
         event.set()

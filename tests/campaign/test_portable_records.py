@@ -24,7 +24,7 @@ from kernel_ratchet.campaign.steps import (
     run_step,
 )
 from kernel_ratchet.harness.paired_run import Failure, PairedRun
-from tests.campaign.conftest import break_kernel, campaign_dir
+from tests.campaign.conftest import campaign_dir, typo_kernel
 from tests.cli_inprocess import run_cli
 
 RECORDS = (
@@ -112,9 +112,9 @@ def test_a_campaign_recorded_with_absolute_paths_continues(project, capsys, monk
     monkeypatch.chdir(project)
     rc, out = run_cli(capsys, monkeypatch, "status")
     assert rc == 0, out
-    break_kernel(project)
-    rc, out = run_cli(capsys, monkeypatch, "validate", "--hypothesis", "shifted loads")
-    assert rc == 1 and "focused test" in out, out
+    typo_kernel(project)  # a round that closes without starting a process
+    rc, out = run_cli(capsys, monkeypatch, "validate", "--hypothesis", "a typo")
+    assert rc == 1 and "does not parse" in out, out
     rc, out = run_cli(capsys, monkeypatch, "status", "--json")
     assert rc == 0, out
     assert [row["status"] for row in json.loads(out)["rounds"]] == ["BASELINE", "ROLLED BACK"]

@@ -18,12 +18,12 @@ import pytest
 
 from tests.campaign.conftest import (
     KERNEL,
-    break_kernel,
     campaign_dir,
     cli_env,
     git,
     ratchet,
     set_blocks,
+    typo_kernel,
 )
 
 
@@ -58,7 +58,9 @@ def _check_closed_once(root, n):
     "point",
     [
         "measuring",
-        "decided",
+        # after the decision, measured in the interpreter: the default run kills a canned
+        # decision at the same stage (test_kill_9_after_the_decision_then_next_command_...)
+        pytest.param("decided", marks=pytest.mark.soak),
         # after the commit: recovered as "decided" is (the next command completes the round)
         pytest.param("applied", marks=pytest.mark.soak),
     ],
@@ -89,12 +91,40 @@ def test_kill_9_inside_validate_then_next_command_closes_the_round(project, poin
     _check_closed_once(project, 2)
     if point != "measuring":  # one real next round shows it; each costs a validate
         return
-    # a candidate that fails its focused test closes its round as any other does, without
-    # the A/B: the numbering and the records are what is checked here, not a measurement
-    break_kernel(project)
-    r = ratchet(project, "validate", "--hypothesis", "shifted loads")
-    assert r.returncode == 1 and "focused test" in r.stdout, r.stdout + r.stderr
+    # a candidate that does not parse closes its round as any other does, without a
+    # measurement: the numbering and the records are what is checked here
+    typo_kernel(project)
+    r = ratchet(project, "validate", "--hypothesis", "a typo")
+    assert r.returncode == 1 and "does not parse" in r.stdout, r.stdout + r.stderr
     _check_closed_once(project, 3)
+
+
+@pytest.mark.parametrize("point", ["decided", "applied"])
+def test_kill_9_after_the_decision_then_next_command_completes_the_round(project, point):
+    """kill -9 of `ratchet validate` once its decision is written (DECIDED) or applied
+    (APPLIED), the measurement a canned accept (tests/campaign/canned_cli.py): the next command
+    completes the round, committed exactly once, with the candidate in the tree."""
+    head = git(project, "rev-parse", "HEAD").strip()
+    set_blocks(project, M=32, N=32)
+    candidate = (project / KERNEL).read_text()
+    r = subprocess.run(
+        [sys.executable, "-m", "tests.campaign.canned_cli", "validate", "--hypothesis", "32x32"],
+        cwd=project,
+        env=cli_env(project, KERNEL_RATCHET_FAULT=point),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == -signal.SIGKILL, r.stdout + r.stderr
+    pending = json.loads((campaign_dir(project) / "state.json").read_text())["pending"]
+    assert pending["round"] == 2 and pending["stage"] == point.upper(), pending
+
+    s = _check_closed_once(project, 2)
+    assert s["rounds"][-1]["status"] == "ACCEPTED", s["rounds"][-1]
+    assert (project / KERNEL).read_text() == candidate
+    commits = git(project, "log", "--format=%s", f"{head}..HEAD").splitlines()
+    assert len(commits) == 1 and commits[0].startswith("[optimize] tiny_gemm TRITON round-2:")
+    _check_closed_once(project, 2)  # a second command finds nothing left to do
 
 
 def _validate_in_its_harness(project) -> subprocess.Popen:

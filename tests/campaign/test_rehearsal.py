@@ -12,34 +12,13 @@ from kernel_ratchet.campaign import engine
 from kernel_ratchet.campaign.category import Category
 from kernel_ratchet.campaign.engine import Campaign
 from kernel_ratchet.campaign.record import WOULD_ACCEPT, RoundDraft, RoundRecord
-from kernel_ratchet.campaign.round_decision import RoundDecision, ShapeResult
 from kernel_ratchet.campaign.state import State
 from kernel_ratchet.campaign.status import campaign_status
 from kernel_ratchet.profile.loader import load_profile
 from kernel_ratchet.scoring.decision import Status
-from tests.decisions import paired_decision
+from tests.decisions import measured_record
 
 from .conftest import KERNEL, campaign_dir, git, set_blocks
-
-BASE_CSV = "rounds/round-1/artifacts/benchmark.csv"
-
-
-def _decision(status: Status, gain: float) -> RoundDecision:
-    verdict = "FASTER" if status is Status.ACCEPTED else "SAME"
-    return paired_decision(
-        status,
-        gain,
-        ambiguous=status is not Status.ACCEPTED,
-        per_shape=(ShapeResult("s", None, None, gain, 0.01, verdict, (gain / 2, gain), 3),),
-        gain_ci=(gain / 2, gain),
-        rounds=3,
-    )
-
-
-def _measured(n: int, status: Status, gain: float, category: Category) -> RoundRecord:
-    draft = RoundDraft(n, "warps 8", "K1", "num_warps 4 -> 8", "quick", "t0", "pytest", 1)
-    d = _decision(status, gain)
-    return draft.decided(d, category, "t1", level="quick", csv=BASE_CSV, incumbent_csv=BASE_CSV)
 
 
 @pytest.fixture
@@ -48,7 +27,7 @@ def rehearsing(project, monkeypatch):
     paths = [str(project), os.environ.get("PYTHONPATH", "")]
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in paths if p))
     monkeypatch.chdir(project)
-    accepted = _measured(2, Status.ACCEPTED, 0.2795, Category.OK)
+    accepted = measured_record(2, Status.ACCEPTED, 0.2795, Category.OK)
     monkeypatch.setattr(engine, "measure", lambda c, n, p: accepted)
     return project
 
@@ -99,7 +78,7 @@ def test_a_plain_campaign_still_commits_what_it_accepts(rehearsing):
 
 
 def test_a_rehearsal_keeps_verdicts_that_do_not_stand_on_timings():
-    noise = _measured(3, Status.ROLLED_BACK, 0.01, Category.NOISE).as_rehearsal()
+    noise = measured_record(3, Status.ROLLED_BACK, 0.01, Category.NOISE).as_rehearsal()
     assert noise.category is Category.REHEARSAL and noise.label == "REHEARSAL: would roll back"
     draft = RoundDraft(4, "h", "K1", "c", "quick", "t0", "pytest", 1)
     failed = draft.failed(Category.TEST, "focused test failed", "t1").as_rehearsal()

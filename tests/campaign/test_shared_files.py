@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -13,7 +14,7 @@ from kernel_ratchet.campaign.engine import Campaign
 from kernel_ratchet.campaign.rounds.shared import describe, shared_tests, sharing_ops
 from kernel_ratchet.errors import ProfileError
 from kernel_ratchet.profile.loader import load_profile
-from tests.campaign.conftest import KERNEL, break_kernel, campaign_dir, set_blocks
+from tests.campaign.conftest import KERNEL, campaign_dir, set_blocks, typo_kernel
 
 FAILING = "python -c \"raise SystemExit('the twin op is broken')\""
 
@@ -28,17 +29,25 @@ def _with_ops(profile, **ops):
     return dataclasses.replace(profile, ops={**profile.ops, **extra})
 
 
-@pytest.fixture
-def open_with(project, monkeypatch):
-    monkeypatch.setenv(
-        "PYTHONPATH", os.pathsep.join([str(project), os.environ.get("PYTHONPATH", "")])
-    )
-    monkeypatch.chdir(project)
+def _opener(root: Path, monkeypatch):
+    """Opens the campaign of ``root`` in this process with extra ops (:func:`_with_ops`)."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.chdir(root)
 
     def _open(**ops) -> Campaign:
-        return Campaign(_with_ops(load_profile(project), **ops), campaign_dir(project))
+        return Campaign(_with_ops(load_profile(root), **ops), campaign_dir(root))
 
     return _open
+
+
+@pytest.fixture
+def open_with(project, monkeypatch):
+    return _opener(project, monkeypatch)
+
+
+@pytest.fixture
+def open_accepted_with(accepted_project, monkeypatch):
+    return _opener(accepted_project, monkeypatch)
 
 
 def test_sharing_ops_are_the_other_ops_listing_a_changed_file(project):
@@ -59,24 +68,26 @@ def test_sharing_ops_are_the_other_ops_listing_a_changed_file(project):
 
 
 @pytest.mark.slow
-def test_failing_twin_test_rolls_the_round_back_with_test_shared(project, open_with):
-    set_blocks(project, M=32, N=32)
-    with open_with(twin=([KERNEL], FAILING)) as c:
-        rec = c.validate("32x32 tiles", test_shared=True)
+def test_failing_twin_test_rolls_the_round_back_with_test_shared(
+    accepted_project, open_accepted_with
+):
+    set_blocks(accepted_project, M=64, N=64)
+    with open_accepted_with(twin=([KERNEL], FAILING)) as c:
+        rec = c.validate("64x64 tiles", test_shared=True)
         rdir = c.round_dir(rec.round)
     assert rec.status == "ROLLED BACK" and rec.category == "test" and rec.shared_tested
     assert "focused test of twin (it shares tiny_gemm/kernel.py) failed" in rec.reason
     assert (rdir / "artifacts" / "test.twin.log").exists()
-    assert "BLOCK_M = 16" in (project / KERNEL).read_text()  # rolled back
+    assert "BLOCK_M = 32" in (accepted_project / KERNEL).read_text()  # rolled back
 
 
 @pytest.mark.slow
 def test_without_test_shared_the_round_records_who_shares_the_file(project, open_with):
-    break_kernel(project)  # the round ends at its own focused test, after noting the sharing
+    typo_kernel(project)  # the round ends before any test, after noting the sharing
     with open_with(twin=([KERNEL], FAILING), stranger=(["tiny_gemm/other.py"], FAILING)) as c:
-        rec = c.validate("an indexing change")
+        rec = c.validate("a typo")
         rdir = c.round_dir(rec.round)
-    assert rec.category == "test" and "focused test failed" in rec.reason
+    assert rec.category == "compile" and "does not parse" in rec.reason
     assert dict(rec.shared_with) == {"twin": (KERNEL,)} and not rec.shared_tested
     saved = json.loads((rdir / "round.json").read_text())
     assert saved["shared_with"] == {"twin": [KERNEL]} and saved["shared_tested"] is False
@@ -87,16 +98,18 @@ def test_without_test_shared_the_round_records_who_shares_the_file(project, open
 
 
 @pytest.mark.slow
-def test_test_shared_in_the_profile_gates_a_round_without_the_flag(project, open_with):
+def test_test_shared_in_the_profile_gates_a_round_without_the_flag(
+    accepted_project, open_accepted_with
+):
     """``test_shared: true`` on the op: every driver's rounds run the twin's test."""
-    set_blocks(project, M=32, N=32)
-    with open_with(twin=([KERNEL], FAILING)) as c:
+    set_blocks(accepted_project, M=64, N=64)
+    with open_accepted_with(twin=([KERNEL], FAILING)) as c:
         own = c.ctx.profile.op("tiny_gemm")
         c.ctx.profile = dataclasses.replace(
             c.ctx.profile,
             ops={**c.ctx.profile.ops, "tiny_gemm": dataclasses.replace(own, test_shared=True)},
         )
-        rec = c.validate("32x32 tiles")
+        rec = c.validate("64x64 tiles")
     assert rec.category == "test" and rec.shared_tested is True
     assert "focused test of twin" in rec.reason
 

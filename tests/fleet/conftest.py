@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.campaign.conftest import project, session_baseline  # noqa: F401
+from tests.campaign.conftest import accepted_project, project, session_baseline  # noqa: F401
 
 
 @pytest.fixture(scope="session")

@@ -32,15 +32,22 @@ def _launch(block: int, warps: int) -> Launch:
 
 
 @pytest.mark.slow
-def test_a_small_block_fits_and_a_block_too_big_for_the_register_file_spills():
+def test_a_small_block_fits_and_a_block_too_big_for_the_register_file_spills(monkeypatch):
     """1,024 fp32 values over 4 warps: 8 per thread. 8,192 in one warp: 256 per thread, more than
     the 255 registers a thread can have."""
     typed = Launch(
         "_typed", (1,), (("BLOCK", 64),), (F32, *[("int", False, False)] * 2, "float", "bool")
     )
+    started = []
+    run = offline.subprocess.run
+    monkeypatch.setattr(
+        offline.subprocess, "run", lambda *a, **k: started.append(a) or run(*a, **k)
+    )
     small, other, big = offline.resources_by_kernel(
         [_launch(1024, 4), typed, _launch(8192, 1)], {"_scale_rows": _scale_rows, "_typed": _typed}
     )
+    if not hasattr(_scale_rows, "params"):  # interpreted here (no GPU)
+        assert len(started) == 1  # one fresh process compiled both kernels (ptxas ran in it)
     assert other.spill_bytes == 0  # each result in its launch's place, one batch per kernel
     assert small.fits() and small.registers is not None and small.registers < 64
     assert small.spill_bytes == 0

@@ -28,10 +28,8 @@ from tests.campaign.conftest import (  # noqa: E402
     break_kernel,
     campaign_dir,
     cli_env,
-    ratchet,
-    session_accepted,
+    session_two_rounds,
 )
-from tests.shared_build import built_once  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -44,16 +42,7 @@ def _ok(r):
 @pytest.fixture(scope="module")
 def two_rounds(tmp_path_factory) -> Path:
     """Baselined CPU example with round-2 ACCEPTED (32x32 tiles) and round-3 ROLLED BACK."""
-
-    def build(dest: Path) -> Path:
-        root = dest / "proj"
-        shutil.copytree(session_accepted(tmp_path_factory), root, symlinks=True)
-        break_kernel(root)
-        r = ratchet(root, "validate", "--hypothesis", "shifted loads", "--lesson", "off by one")
-        assert r.returncode == 1, r.stdout + r.stderr
-        return root
-
-    return built_once(tmp_path_factory, "mcp-two-rounds", build)
+    return session_two_rounds(tmp_path_factory)
 
 
 class Client:
