@@ -3,6 +3,7 @@ and the exit code the README's table documents, never a traceback."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 
@@ -70,7 +71,10 @@ def test_a_multi_line_note_cannot_forge_a_log_heading(project, flag):
 @pytest.mark.parametrize(
     "rel", ["rounds/round-1/artifacts/benchmark.csv", "rounds/round-1/round.json"]
 )
-def test_an_edited_round_record_is_tampering_for_every_reader(project, rel):
+def test_an_edited_round_record_is_tampering_for_every_reader(project, rel, monkeypatch, capsys):
+    """Each reader refuses before any work, so each runs in this process (``ratchet`` as a
+    user runs it: its exit code, what it wrote to stderr, no exception past ``main``)."""
+    from kernel_ratchet import cli
     from tests.campaign.conftest import campaign_dir, set_blocks
 
     path = campaign_dir(project) / rel
@@ -78,10 +82,18 @@ def test_an_edited_round_record_is_tampering_for_every_reader(project, rel):
     digits = next(i for i, ch in enumerate(text) if ch in "123456789")
     path.write_text(text[:digits] + str(int(text[digits]) % 9 + 1) + text[digits + 1 :])
     set_blocks(project, M=32, N=32)
+    monkeypatch.chdir(project)
     for args in (("status",), ("status", "--json"), ("validate", "--hypothesis", "x"), ("report",)):
-        r = ratchet_in(project, *args)
-        assert r.returncode == 7, (args, r.stdout + r.stderr)
-        assert rel in r.stderr and "Traceback" not in r.stderr
+        monkeypatch.setattr(sys, "argv", ["ratchet", *args])
+        saved = signal.getsignal(signal.SIGTERM)
+        try:
+            with pytest.raises(SystemExit) as exc:
+                cli.main()
+        finally:
+            signal.signal(signal.SIGTERM, saved)  # main() installs its handler
+        out = capsys.readouterr()
+        assert exc.value.code == 7, (args, out.out + out.err)
+        assert rel in out.err, (args, out.out + out.err)
 
 
 def run_main(monkeypatch, capsys, *args: str) -> tuple[int, str]:

@@ -97,21 +97,25 @@ def test_without_test_shared_the_round_records_who_shares_the_file(project, open
     assert not (rdir / "artifacts" / "test.twin.log").exists()
 
 
-@pytest.mark.slow
-def test_test_shared_in_the_profile_gates_a_round_without_the_flag(
-    accepted_project, open_accepted_with
-):
-    """``test_shared: true`` on the op: every driver's rounds run the twin's test."""
-    set_blocks(accepted_project, M=64, N=64)
-    with open_accepted_with(twin=([KERNEL], FAILING)) as c:
+def test_test_shared_in_the_profile_gates_a_round_without_the_flag(project, open_with):
+    """``test_shared: true`` on the op: every driver's rounds are gated by the twin's test, as
+    with ``--test-shared``. The round's gate is decided before its steps, so a candidate that
+    does not parse shows it; what a gated round runs is the flagged round's (above)."""
+    typo_kernel(project)
+    with open_with(twin=([KERNEL], FAILING)) as c:
         own = c.ctx.profile.op("tiny_gemm")
         c.ctx.profile = dataclasses.replace(
             c.ctx.profile,
             ops={**c.ctx.profile.ops, "tiny_gemm": dataclasses.replace(own, test_shared=True)},
         )
-        rec = c.validate("64x64 tiles")
-    assert rec.category == "test" and rec.shared_tested is True
-    assert "focused test of twin" in rec.reason
+        rec = c.validate("a typo")
+        saved = json.loads((c.round_dir(rec.round) / "round.json").read_text())
+    assert rec.category == "compile" and rec.shared_tested is True
+    assert dict(rec.shared_with) == {"twin": (KERNEL,)} and saved["shared_tested"] is True
+    typo_kernel(project)  # rolled back: the same candidate again
+    with open_with(twin=([KERNEL], FAILING)) as c:  # the control: the op's default, false
+        rec = c.validate("the same typo")
+    assert rec.category == "compile" and rec.shared_tested is False
 
 
 def test_test_shared_must_be_true_or_false(project):
