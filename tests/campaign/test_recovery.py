@@ -138,7 +138,8 @@ def _validate_in_its_harness(project) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
     )
-    harness_log = campaign_dir(project) / "rounds/round-2/artifacts/benchmark.log"
+    n = json.loads((campaign_dir(project) / "state.json").read_text())["next_round"]
+    harness_log = campaign_dir(project) / f"rounds/round-{n}/artifacts/benchmark.log"
     deadline = time.monotonic() + 120
     while not harness_log.exists() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.2)
@@ -147,13 +148,15 @@ def _validate_in_its_harness(project) -> subprocess.Popen:
 
 
 @pytest.mark.slow
-def test_external_kill_during_harness(project):
+def test_external_kill_during_harness(accepted_project):
+    """On the campaign with round-2 accepted: its REPORT measures 32x32 tiles, not 16x16."""
+    project = accepted_project
     incumbent = (project / KERNEL).read_text()
     cdir = campaign_dir(project)
     proc = _validate_in_its_harness(project)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    s = _check_closed_once(project, 2)
+    s = _check_closed_once(project, 3)
     assert s["rounds"][-1]["category"] == "interrupted"
     assert (project / KERNEL).read_text() == incumbent
     assert not list(cdir.rglob("*.pgid"))
@@ -164,7 +167,7 @@ def test_external_kill_during_harness(project):
     verified = report.split("## Verified-ineffective directions\n")[1].split("\n## ")[0]
     assert verified.strip() == "- none", report
     assert "## Rolled back without a verdict" in report
-    assert "- round-2: 8x8 tiles (interrupted)" in report
+    assert "- round-3: 8x8 tiles (interrupted)" in report
     assert "- Ineffective directions: none" in report
 
 
