@@ -205,10 +205,9 @@ def test_no_commit_mode_rolls_back_from_the_snapshot(tmp_path):
     assert (root / KERNEL).read_text() == accepted
 
 
-@pytest.mark.slow
-def test_calibrate_stores_the_machine_noise_and_the_decision_uses_it(
-    accepted_project, open_accepted, monkeypatch
-):
+def _calibrates(open_campaign, root: Path, monkeypatch, **run_ab_kw) -> None:
+    """``calibrate_campaign`` with 2 A/A trials of ``run_ab(**run_ab_kw)`` stores the minimum
+    detectable effect, the log says so and the decision reads it."""
     from functools import partial
 
     from kernel_ratchet.campaign import calibrate as calibrate_mod
@@ -218,21 +217,43 @@ def test_calibrate_stores_the_machine_noise_and_the_decision_uses_it(
     # the mechanics, not the rate (tests/scoring checks it): each A/A trial measures one shape
     # and stops at its first look instead of measuring an interpreter's AMBIGUOUS shapes on to
     # the round budget
-    real = partial(calibrate_mod.run_ab, single_look=True)
+    real = partial(calibrate_mod.run_ab, single_look=True, **run_ab_kw)
 
     def one_shape(c, labels, *args, **kwargs):
         return real(c, labels[:1], *args, **kwargs)
 
     monkeypatch.setattr(calibrate_mod, "run_ab", one_shape)
-    with open_accepted() as c:
+    with open_campaign() as c:
         assert min_detectable(c) == 0.0
         cal = calibrate_campaign(c, trials=2)
         assert cal.trials == 2 and cal.min_detectable_effect > 0.0
         assert min_detectable(c) == pytest.approx(cal.min_detectable_effect)
-    cdir = campaign_dir(accepted_project)
+    cdir = campaign_dir(root)
     stored = json.loads((cdir / "calibration.json").read_text())
     assert stored["trials"] == 2 and stored["shapes"]
     assert "## Calibration" in (cdir / "logs/optimize.md").read_text()
+
+
+def test_calibrate_stores_the_machine_noise_and_the_decision_uses_it(
+    project, open_campaign, monkeypatch
+):
+    """The A/A trials' workers simulated (the A/B's own tests' machine: 2% noise); real
+    workers run an A/A in tests/harness/test_ab.py and the whole calibration in the soak run."""
+    from tests.harness.test_ab import FakeMachine, FakeSpec, FakeWorker
+
+    machine = FakeMachine(seed=7)
+
+    def simulated(spec, log_path):
+        return FakeWorker(machine, FakeSpec("incumbent"), log_path)
+
+    _calibrates(open_campaign, project, monkeypatch, worker_factory=simulated)
+    assert machine.calls  # the trials timed on the simulated workers
+
+
+@pytest.mark.slow
+@pytest.mark.soak  # the default run simulates the workers (above)
+def test_calibrate_measures_in_real_workers(accepted_project, open_accepted, monkeypatch):
+    _calibrates(open_accepted, accepted_project, monkeypatch)
 
 
 def test_a_lost_sigterm_still_stops_the_loop_between_rounds():

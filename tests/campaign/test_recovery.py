@@ -27,10 +27,27 @@ from tests.campaign.conftest import (
 )
 
 
-def _status(root):
-    r = ratchet(root, "status", "--json")
-    assert r.returncode == 0, r.stdout + r.stderr
-    return json.loads(r.stdout)
+@pytest.fixture
+def status(capsys, monkeypatch):
+    """``ratchet status --json`` of a project, run in this process: the next command after a
+    kill or a signal (a process of its own would add only its start-up)."""
+    from kernel_ratchet.cli import main
+
+    def run(root) -> dict:
+        monkeypatch.chdir(root)
+        monkeypatch.setattr(sys, "argv", ["ratchet", "status", "--json"])
+        saved = signal.getsignal(signal.SIGTERM)
+        capsys.readouterr()
+        try:
+            with pytest.raises(SystemExit) as exc:
+                main()
+        finally:
+            signal.signal(signal.SIGTERM, saved)  # main() installs its handler
+        out = capsys.readouterr()
+        assert exc.value.code == 0, out.out + out.err
+        return json.loads(out.out)
+
+    return run
 
 
 def _trend_rounds(cdir):
@@ -42,9 +59,9 @@ def _sections(cdir, n):
     return (cdir / "logs/optimize.md").read_text().count(f"## Round {n} — ")
 
 
-def _check_closed_once(root, n):
+def _check_closed_once(status, root, n):
     cdir = campaign_dir(root)
-    s = _status(root)
+    s = status(root)
     assert s["pending"] is None
     assert [r["round"] for r in s["rounds"]] == list(range(1, n + 1))
     assert _trend_rounds(cdir) == [f"round-{i}" for i in range(1, n + 1)]
@@ -66,7 +83,7 @@ def _check_closed_once(root, n):
     ],
 )
 @pytest.mark.slow
-def test_kill_9_inside_validate_then_next_command_closes_the_round(project, point):
+def test_kill_9_inside_validate_then_next_command_closes_the_round(project, point, status):
     incumbent = (project / KERNEL).read_text()
     head = git(project, "rev-parse", "HEAD").strip()
     set_blocks(project, M=32, N=32)  # a clearly faster candidate
@@ -74,7 +91,7 @@ def test_kill_9_inside_validate_then_next_command_closes_the_round(project, poin
     r = ratchet(project, "validate", "--hypothesis", "32x32 tiles", KERNEL_RATCHET_FAULT=point)
     assert r.returncode == -signal.SIGKILL, r.stdout + r.stderr
 
-    s = _check_closed_once(project, 2)
+    s = _check_closed_once(status, project, 2)
     last = s["rounds"][-1]
     commits = git(project, "log", "--format=%s", f"{head}..HEAD").splitlines()
     if point == "measuring":  # no decision was made: cleanly rolled back, candidate kept
@@ -88,7 +105,7 @@ def test_kill_9_inside_validate_then_next_command_closes_the_round(project, poin
         assert (project / KERNEL).read_text() == candidate
         assert len(commits) == 1 and commits[0].startswith("[optimize] tiny_gemm TRITON round-2:")
     # a second command finds nothing left to do and the next round gets the next number
-    _check_closed_once(project, 2)
+    _check_closed_once(status, project, 2)
     if point != "measuring":  # one real next round shows it; each costs a validate
         return
     # a candidate that does not parse closes its round as any other does, without a
@@ -96,11 +113,11 @@ def test_kill_9_inside_validate_then_next_command_closes_the_round(project, poin
     typo_kernel(project)
     r = ratchet(project, "validate", "--hypothesis", "a typo")
     assert r.returncode == 1 and "does not parse" in r.stdout, r.stdout + r.stderr
-    _check_closed_once(project, 3)
+    _check_closed_once(status, project, 3)
 
 
 @pytest.mark.parametrize("point", ["decided", "applied"])
-def test_kill_9_after_the_decision_then_next_command_completes_the_round(project, point):
+def test_kill_9_after_the_decision_then_next_command_completes_the_round(project, point, status):
     """kill -9 of `ratchet validate` once its decision is written (DECIDED) or applied
     (APPLIED), the measurement a canned accept (tests/campaign/canned_cli.py): the next command
     completes the round, committed exactly once, with the candidate in the tree."""
@@ -119,12 +136,12 @@ def test_kill_9_after_the_decision_then_next_command_completes_the_round(project
     pending = json.loads((campaign_dir(project) / "state.json").read_text())["pending"]
     assert pending["round"] == 2 and pending["stage"] == point.upper(), pending
 
-    s = _check_closed_once(project, 2)
+    s = _check_closed_once(status, project, 2)
     assert s["rounds"][-1]["status"] == "ACCEPTED", s["rounds"][-1]
     assert (project / KERNEL).read_text() == candidate
     commits = git(project, "log", "--format=%s", f"{head}..HEAD").splitlines()
     assert len(commits) == 1 and commits[0].startswith("[optimize] tiny_gemm TRITON round-2:")
-    _check_closed_once(project, 2)  # a second command finds nothing left to do
+    _check_closed_once(status, project, 2)  # a second command finds nothing left to do
 
 
 def _validate_in_its_harness(project) -> subprocess.Popen:
@@ -138,7 +155,8 @@ def _validate_in_its_harness(project) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
     )
-    harness_log = campaign_dir(project) / "rounds/round-2/artifacts/benchmark.log"
+    n = json.loads((campaign_dir(project) / "state.json").read_text())["next_round"]
+    harness_log = campaign_dir(project) / f"rounds/round-{n}/artifacts/benchmark.log"
     deadline = time.monotonic() + 120
     while not harness_log.exists() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.2)
@@ -147,13 +165,15 @@ def _validate_in_its_harness(project) -> subprocess.Popen:
 
 
 @pytest.mark.slow
-def test_external_kill_during_harness(project):
+def test_external_kill_during_harness(accepted_project, status):
+    """On the campaign with round-2 accepted: its REPORT measures 32x32 tiles, not 16x16."""
+    project = accepted_project
     incumbent = (project / KERNEL).read_text()
     cdir = campaign_dir(project)
     proc = _validate_in_its_harness(project)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    s = _check_closed_once(project, 2)
+    s = _check_closed_once(status, project, 3)
     assert s["rounds"][-1]["category"] == "interrupted"
     assert (project / KERNEL).read_text() == incumbent
     assert not list(cdir.rglob("*.pgid"))
@@ -164,11 +184,11 @@ def test_external_kill_during_harness(project):
     verified = report.split("## Verified-ineffective directions\n")[1].split("\n## ")[0]
     assert verified.strip() == "- none", report
     assert "## Rolled back without a verdict" in report
-    assert "- round-2: 8x8 tiles (interrupted)" in report
+    assert "- round-3: 8x8 tiles (interrupted)" in report
     assert "- Ineffective directions: none" in report
 
 
-def test_sigterm_during_harness_closes_the_round_before_exiting(project):
+def test_sigterm_during_harness_closes_the_round_before_exiting(project, status):
     """A scheduler's kill (SIGTERM): the CLI closes the round itself, exits 143, and leaves no
     process group behind, without waiting for a later command to recover it."""
     incumbent = (project / KERNEL).read_text()
@@ -184,7 +204,7 @@ def test_sigterm_during_harness_closes_the_round_before_exiting(project):
     assert record["category"] == "interrupted" and "SIGTERM" in record["reason"]
     assert (project / KERNEL).read_text() == incumbent
     assert not list(cdir.rglob("*.pgid"))
-    _check_closed_once(project, 2)
+    _check_closed_once(status, project, 2)
 
 
 def test_lock_stops_a_second_driver(project):
@@ -260,7 +280,7 @@ def test_recovery_keeps_a_new_edit_it_displaces(project):
     assert (project / KERNEL).read_text() == new_edit
 
 
-def test_resume_after_a_manual_validate_closes_the_round_and_stops(project):
+def test_resume_after_a_manual_validate_closes_the_round_and_stops(project, status):
     """SIGTERM of a hand-run `validate`, then `ratchet resume`: the campaign is driven by hand,
     so resume closes the interrupted round and stops, pointing at `validate` again; it does
     not hand the campaign to an optimizer (an earlier run's search is not what drove it)."""
@@ -277,5 +297,5 @@ def test_resume_after_a_manual_validate_closes_the_round_and_stops(project):
     assert r.returncode == 0, r.stdout + r.stderr
     assert "ratchet validate" in r.stdout + r.stderr
     assert "search optimizer" not in r.stderr
-    _check_closed_once(project, 2)
+    _check_closed_once(status, project, 2)
     assert git(project, "rev-parse", "HEAD").strip() == head

@@ -34,6 +34,9 @@ from tiny_gemm.adapter import TinyGemm  # noqa: E402
 SHAPE = Shape(label="m32_n32_k32", M=32, N=32, K=32)
 #: The interpreter on a shared 2-core machine is noisy; planted effects are 100x, not 10%.
 CPU_GAP = 0.5
+#: Steps of each idiom per repeat, as a campaign's transfer check runs them on the CPU
+#: (``campaign.rounds.transfer``: 3 steps, 5 repeats, the gap above); 8 is the GPU's.
+CPU_STEPS = 3
 
 
 class TrainableTinyGemm(TinyGemm):
@@ -86,7 +89,9 @@ def test_adapter_implements_the_protocol() -> None:
 
 @pytest.mark.slow
 def test_clean_kernel_transfers() -> None:
-    result = simulate_training(TrainableTinyGemm(), SHAPE, device="cpu", min_rel_gap=CPU_GAP)
+    result = simulate_training(
+        TrainableTinyGemm(), SHAPE, device="cpu", steps=CPU_STEPS, min_rel_gap=CPU_GAP
+    )
     assert result.verdict == TRANSFERS, result
     assert result.bench_ms > 0 and result.train_ms > 0 and result.noise_ms > 0
     assert result.hit_rate_text() == "no cache found in the kernel module"
@@ -95,7 +100,7 @@ def test_clean_kernel_transfers() -> None:
 def test_id_keyed_output_cache_is_overfit() -> None:
     adapter, module = planted_adapter(P.TINY_OUT_CACHE, "planted_out_cache")
     result = simulate_training(
-        adapter, SHAPE, device="cpu", cache_modules=[module], min_rel_gap=CPU_GAP
+        adapter, SHAPE, device="cpu", steps=CPU_STEPS, cache_modules=[module], min_rel_gap=CPU_GAP
     )
     assert result.verdict == OVERFIT, result
     assert result.train_ms > 10 * result.bench_ms  # the benchmark idiom only reads the cache
@@ -110,7 +115,7 @@ def test_id_keyed_output_cache_is_overfit() -> None:
 def test_weight_cache_with_version_transfers_and_misses_after_each_update() -> None:
     adapter, module = planted_adapter(P.TINY_WEIGHT_CACHE, "planted_w1")
     result = simulate_training(
-        adapter, SHAPE, device="cpu", cache_modules=[module], min_rel_gap=CPU_GAP
+        adapter, SHAPE, device="cpu", steps=CPU_STEPS, cache_modules=[module], min_rel_gap=CPU_GAP
     )
     assert result.verdict == TRANSFERS, result
     (train,) = result.train_caches
