@@ -4,13 +4,17 @@ its exit code and what it printed."""
 from __future__ import annotations
 
 import signal
+import subprocess
 import sys
 
 import pytest
 
 
-def run_cli(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, *args: str):
-    """``(exit code, stdout + stderr)`` of ``ratchet ARGS``; the SIGTERM handler is restored."""
+def cli_result(
+    capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, *args: str
+) -> subprocess.CompletedProcess:
+    """``ratchet ARGS`` as ``subprocess.run`` would report it (exit code, stdout and stderr
+    apart); the SIGTERM handler is restored."""
     from kernel_ratchet.cli import main
 
     monkeypatch.setattr(sys, "argv", ["ratchet", *args])
@@ -22,4 +26,11 @@ def run_cli(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, *arg
     finally:
         signal.signal(signal.SIGTERM, saved)
     captured = capsys.readouterr()
-    return exc.value.code, captured.out + captured.err
+    code = 0 if exc.value.code is None else exc.value.code  # sys.exit() is exit status 0
+    return subprocess.CompletedProcess(["ratchet", *args], code, captured.out, captured.err)
+
+
+def run_cli(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, *args: str):
+    """``(exit code, stdout + stderr)`` of ``ratchet ARGS``; the SIGTERM handler is restored."""
+    r = cli_result(capsys, monkeypatch, *args)
+    return r.returncode, r.stdout + r.stderr

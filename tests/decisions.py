@@ -43,9 +43,12 @@ def paired_decision(
     )
 
 
-def measured_record(n: int, status: Status, gain: float, category: Category) -> RoundRecord:
+def measured_record(
+    n: int, status: Status, gain: float, category: Category, pending: Any = None
+) -> RoundRecord:
     """Round ``n``'s record after a paired A/B of one shape that gained ``gain`` and decided
-    ``status`` (the round changed num_warps 4 -> 8), as ``measure`` returns it."""
+    ``status`` against round-1, as ``measure`` returns it: of the round ``pending`` opened (its
+    hypothesis and notes), else of a round that changed num_warps 4 -> 8."""
     verdict = "FASTER" if status is Status.ACCEPTED else "SAME"
     d = paired_decision(
         status,
@@ -56,4 +59,10 @@ def measured_record(n: int, status: Status, gain: float, category: Category) -> 
         rounds=3,
     )
     draft = RoundDraft(n, "warps 8", "K1", "num_warps 4 -> 8", "quick", "t0", "pytest", 1)
+    if pending is not None:
+        p, notes = pending, dict(pending.notes)
+        change = notes.get("change", "")
+        draft = RoundDraft(
+            n, p.hypothesis, p.bucket, change, p.level, p.started, "pytest", 1, notes
+        )
     return draft.decided(d, category, "t1", level="quick", csv=BASE_CSV, incumbent_csv=BASE_CSV)

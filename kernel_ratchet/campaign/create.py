@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from kernel_ratchet.campaign.clock import now, today
 from kernel_ratchet.campaign.journal import AppendOnlyLog
 from kernel_ratchet.campaign.lineage import git
@@ -58,6 +56,8 @@ def timing_params(engine: str, op: OpProfile) -> dict[str, Any]:
 
 def detect_gpu() -> str:
     """A short GPU name for campaign names and tips paths: 'H200', 'H100', ..., or 'cpu'."""
+    import torch  # here: an init that is refused before the GPU matters needs no torch
+
     if not torch.cuda.is_available():
         return "cpu"
     name = torch.cuda.get_device_name(0)

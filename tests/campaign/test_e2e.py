@@ -22,12 +22,14 @@ from kernel_ratchet.harness.level_timing import QUICK_SAMPLES
 from tests.campaign.conftest import (
     KERNEL,
     campaign_dir,
+    cli_env,
     git,
     make_project,
     ratchet,
     session_two_rounds,
     set_blocks,
 )
+from tests.cli_inprocess import cli_result
 
 TINY_COUNT = 4  # shapes in examples/tiny_gemm/tiny_gemm/shapes.py (TINY)
 
@@ -57,7 +59,7 @@ def two_rounds(tmp_path_factory) -> Path:
 
 
 @pytest.mark.slow
-def test_whole_campaign(two_rounds):
+def test_whole_campaign(two_rounds, capsys, monkeypatch):
     # init, baseline, round-2 (32x32 tiles, accepted) and round-3 (shifted loads, rolled back)
     # ran: the session's project, copied
     root = two_rounds
@@ -175,7 +177,15 @@ def test_whole_campaign(two_rounds):
     opt = (cdir / "logs/optimize.md").read_text()
     assert "### Stagnation review after round-4" in opt
 
-    r = _ok(ratchet(root, "report"))
+    # the commands after the last round run in this process: `ratchet`'s main, as a user sees
+    # it, without an interpreter's start-up each
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("PYTHONPATH", cli_env(root)["PYTHONPATH"])  # for the REPORT's harness
+
+    def ratchet_here(*args: str):
+        return cli_result(capsys, monkeypatch, *args)
+
+    r = _ok(ratchet_here("report"))
     assert "Headline (paired chain" in r.stdout and "Harness total (diagnostic" in r.stdout
     report = (cdir / "report.md").read_text()
     assert "## Final report" in report and "## Verified-ineffective directions" in report
@@ -196,14 +206,14 @@ def test_whole_campaign(two_rounds):
     # the audit re-attributes the report's headline (the paired chain), not a harness total
     assert f"- Headline: {g2 * 100:+.2f}% (the paired chain, the report's headline" in report
     assert "two single harness measurements taken at different times" in report
-    st = ratchet(root, "status")
+    st = ratchet_here("status")
     assert "(paired" in st.stdout and f"{g2 * 100:+.2f}%" in st.stdout, st.stdout
     # a campaign closed its rounds before the chain was kept: status rebuilds it from records
     state = json.loads((cdir / "state.json").read_text())
     for e in state["closed"]:
         e.pop("paired_chain", None)
     (cdir / "state.json").write_text(json.dumps(state))
-    rows = json.loads(_ok(ratchet(root, "status", "--json")).stdout)["rounds"]
+    rows = json.loads(_ok(ratchet_here("status", "--json")).stdout)["rounds"]
     assert [r.get("paired_chain") for r in rows][1:4] == [
         pytest.approx(g2),
         None,
@@ -211,8 +221,8 @@ def test_whole_campaign(two_rounds):
     ]
     final = read_csv(cdir / "report/benchmark_full.csv")
     assert len(final.rows) == TINY_COUNT and all(row.passed for row in final.rows)
-    r = _ok(ratchet(root, "accept"))
+    r = _ok(ratchet_here("accept"))
     assert "ACCEPTED" in r.stdout
     assert "## Acceptance" in (cdir / "logs/optimize.md").read_text()
-    r = ratchet(root, "validate", "--hypothesis", "after the end")
+    r = ratchet_here("validate", "--hypothesis", "after the end")
     assert r.returncode == 5 and "ended" in r.stderr

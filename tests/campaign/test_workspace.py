@@ -29,6 +29,7 @@ from tests.campaign.conftest import (
     ratchet,
     set_blocks,
 )
+from tests.cli_inprocess import cli_result
 from tests.shared_build import built_once
 
 pytestmark = pytest.mark.slow
@@ -55,6 +56,19 @@ def ws_accepted(tmp_path_factory) -> Path:
         return root
 
     return built_once(tmp_path_factory, "workspace-accepted", build)
+
+
+@pytest.fixture
+def ratchet_here(capsys, monkeypatch):
+    """``ratchet`` in ``root``, run in this process (its main, as a user sees it: exit code,
+    stdout, stderr), without an interpreter's start-up each; what it starts still runs apart."""
+
+    def run(root: Path, *args: str):
+        monkeypatch.chdir(root)
+        monkeypatch.setenv("PYTHONPATH", cli_env(root)["PYTHONPATH"])
+        return cli_result(capsys, monkeypatch, *args)
+
+    return run
 
 
 @pytest.fixture
@@ -112,7 +126,7 @@ def test_rewritten_commands_keep_node_ids_and_options(tmp_path):
     assert (cdir / "src" / KERNEL).read_text() == (root / KERNEL).read_text()
 
 
-def test_rounds_run_in_the_workspace(ws_accepted, ws_copy):
+def test_rounds_run_in_the_workspace(ws_accepted, ws_copy, ratchet_here):
     root, cdir = ws_copy, campaign_dir(ws_copy)
     # the accepted round changed only the workspace: the project's kernel and history are intact
     assert "BLOCK_M = 32" in (root / KERNEL).read_text()
@@ -121,22 +135,22 @@ def test_rounds_run_in_the_workspace(ws_accepted, ws_copy):
     incumbent = (cdir / "src" / KERNEL).read_text()
     # a failing change is rolled back from the incumbent's snapshot, in the workspace
     break_kernel(cdir / "src")
-    r = ratchet(root, "validate", "--hypothesis", "shifted loads")
+    r = ratchet_here(root, "validate", "--hypothesis", "shifted loads")
     assert r.returncode == 1 and "ROLLED BACK" in r.stdout, r.stdout + r.stderr
     assert (cdir / "src" / KERNEL).read_text() == incumbent
     # the scope guard watches the workspace's own test, bench and overlay files
     with open(cdir / "tests/test_kernel.py", "a") as f:
         f.write("\n# loosen the test\n")
     set_blocks(cdir / "src", K=32)
-    r = ratchet(root, "validate", "--hypothesis", "BLOCK_K 32")
+    r = ratchet_here(root, "validate", "--hypothesis", "BLOCK_K 32")
     assert r.returncode == 1 and "outside kernel_source" in r.stdout, r.stdout + r.stderr
 
 
-def test_sync_back_applies_only_the_kernel_and_revalidates(ws_copy):
+def test_sync_back_applies_only_the_kernel_and_revalidates(ws_copy, ratchet_here):
     root, cdir = ws_copy, campaign_dir(ws_copy)
     start = git(root, "rev-parse", "HEAD").strip()
     n = len(yaml.safe_load((cdir / "manifest.yaml").read_text())["target_shapes"])
-    r = _ok(ratchet(root, "sync-back"))
+    r = _ok(ratchet_here(root, "sync-back"))
     assert "SYNCED" in r.stdout and f"{n}/{n} shapes PASS" in r.stdout
     assert (root / KERNEL).read_text() == (cdir / "src" / KERNEL).read_text()
     assert git(root, "diff", "--name-only", start, "HEAD").split() == [KERNEL]
@@ -160,22 +174,22 @@ def test_sync_back_applies_only_the_kernel_and_revalidates(ws_copy):
     assert "## Sync-back of round-2" in (cdir / "logs/optimize.md").read_text()
 
 
-def test_sync_back_refuses_when_the_kernel_changed_upstream(ws_copy):
+def test_sync_back_refuses_when_the_kernel_changed_upstream(ws_copy, ratchet_here):
     root = ws_copy
     set_blocks(root, K=8)  # someone else's change to the project's kernel, committed
     git(root, "commit", "-qam", "upstream tweak")
     upstream = (root / KERNEL).read_text()
-    r = ratchet(root, "sync-back")
+    r = ratchet_here(root, "sync-back")
     assert r.returncode == 5 and "changed upstream" in r.stderr, r.stdout + r.stderr
     assert (root / KERNEL).read_text() == upstream
     assert not (campaign_dir(root) / "sync-back").exists()
 
 
-def test_the_tests_of_sharing_ops_are_refused_in_a_workspace(ws_copy):
+def test_the_tests_of_sharing_ops_are_refused_in_a_workspace(ws_copy, ratchet_here):
     """A workspace carries its own op's tests only: --test-shared says so before any round."""
     root, cdir = ws_copy, campaign_dir(ws_copy)
     before = json.loads((cdir / "state.json").read_text())["next_round"]
     set_blocks(cdir / "src", K=32)
-    r = ratchet(root, "validate", "--test-shared", "--hypothesis", "BLOCK_K 32")
+    r = ratchet_here(root, "validate", "--test-shared", "--hypothesis", "BLOCK_K 32")
     assert r.returncode != 0 and "need a repo-mode campaign" in r.stdout + r.stderr
     assert json.loads((cdir / "state.json").read_text())["next_round"] == before

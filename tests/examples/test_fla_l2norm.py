@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "fla_l2norm"
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "fla_l2norm"
 RATCHET = (sys.executable, "-m", "kernel_ratchet.cli")
 FOCUSED = "$ python -m kernel_ratchet.profile.focused l2norm\n"
 
@@ -32,7 +33,9 @@ def _example(tmp_path: Path) -> tuple[Path, Run]:
     pytest.importorskip("fla.modules.norm.l2norm", reason="pip install fla-core==0.6.0 einops")
     root = tmp_path / "l2"
     shutil.copytree(EXAMPLE, root)
-    paths = [str(root), os.environ.get("PYTHONPATH", "")]
+    # the kernel_ratchet of this checkout, as tests/campaign's commands run it, not the one an
+    # editable install elsewhere may point at
+    paths = [str(root), str(REPO), os.environ.get("PYTHONPATH", "")]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
     # `python` in setup.sh and in the profile's commands is this interpreter, as in an
     # activated environment

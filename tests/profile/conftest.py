@@ -67,6 +67,12 @@ def base_profile(pkg: str) -> dict:
     }
 
 
+def dump_yaml(data) -> str:
+    """``yaml.safe_dump`` (keys in order) through libyaml when PyYAML has it: the same text,
+    3x faster on the hostile tests' profiles of 100,000 items."""
+    return yaml.dump(data, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False)
+
+
 class TinyProject:
     """A project dir with a unique package (so in-process imports never collide)."""
 
@@ -87,7 +93,7 @@ class TinyProject:
 
     def write(self, data: dict | None = None) -> Path:
         path = self.root / "ratchet.yaml"
-        path.write_text(yaml.safe_dump(self.data if data is None else data, sort_keys=False))
+        path.write_text(dump_yaml(self.data if data is None else data))
         return path
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import os
 
 import pytest
-import yaml
 
 from kernel_ratchet.errors import ProfileError
 from kernel_ratchet.profile.loader import load_profile
 from tests.cpu_time import best_cpu_seconds
+from tests.profile.conftest import dump_yaml
 
 
 def _problems(project, data=None) -> str:
@@ -156,8 +156,8 @@ def test_huge_values_are_shortened_in_messages(tiny_project):
 def test_unknown_key_check_is_linear(tiny_project):
     p = tiny_project()
     small_path, large_path = p.root / "s.yaml", p.root / "l.yaml"
-    small_path.write_text(yaml.safe_dump(_many_unknown_keys(p, 2_000)))
-    large_path.write_text(yaml.safe_dump(_many_unknown_keys(p, 8_000)))
+    small_path.write_text(dump_yaml(_many_unknown_keys(p, 2_000)))
+    large_path.write_text(dump_yaml(_many_unknown_keys(p, 8_000)))
 
     def seconds(path) -> float:
         def load() -> None:

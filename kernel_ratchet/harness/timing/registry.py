@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from kernel_ratchet.errors import RatchetError
-from kernel_ratchet.harness.timing.engine import TimingEngine
+
+if TYPE_CHECKING:
+    from kernel_ratchet.harness.timing.engine import TimingEngine
 
 ENGINES: dict[str, str] = {
     "perf_counter": "kernel_ratchet.harness.timing.perf_counter:PerfCounterEngine",
@@ -33,6 +33,8 @@ def engines() -> dict[str, type[TimingEngine]]:
 
 def default_engine_name() -> str:
     """``cuda_events`` on a GPU machine, ``perf_counter`` on the CPU."""
+    import torch  # here, like the engines: naming the engines needs no torch
+
     return "cuda_events" if torch.cuda.is_available() else "perf_counter"
 
 
