@@ -271,9 +271,10 @@ def _capture() -> tuple[Any, Any, Any]:
         graphs,
         perf_counter,
         registry,
+        sampling,
     )
 
-    timing = (engine, perf_counter, cuda_support, cuda_events, graphs, registry)
+    timing = (engine, perf_counter, cuda_support, cuda_events, graphs, registry, sampling)
     sentinel = anticheat.Sentinel.capture(
         (
             *timing,

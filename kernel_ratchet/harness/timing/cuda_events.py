@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from kernel_ratchet.errors import RatchetError
-from kernel_ratchet.harness.timing import cuda_support, engine, graphs
+from kernel_ratchet.harness.timing import cuda_support, engine, graphs, sampling
 from kernel_ratchet.harness.timing import quantity as quantity_mod
 
 
@@ -48,7 +48,11 @@ class CudaEventEngine(engine.TimingEngine):
        ``iters``; per-call times inside it are never independent samples.
     5. The SM clock is read while each sample runs; a sample more than ``throttle_tol`` below
        the settled clock is dropped and re-taken (at most ``samples`` extra; if that is not
-       enough, the throttled ones are kept and flagged).
+       enough, the throttled ones are kept and flagged). In cold-L2 graph mode a sample is
+       the difference of two timed replays (the op with a flush before every call, then the
+       flushes alone): a disturbance of either moves it by the flushes' error, several times
+       a short op's time (H200: one 50 ms sample of a 13 us norm read 29 us). Samples over
+       ``sampling.AGREE_TOL`` apart get ``samples - 1`` more (at least one); the median is kept.
     6. Host time around each timed call is compared with the event time: event time under
        ``host_ratio`` x host time is flagged (see :func:`host_crosscheck`).
     7. A sample at or below 0 ms, or a median under half the launch floor (one trivial kernel
@@ -345,31 +349,8 @@ class CudaEventEngine(engine.TimingEngine):
         hooks: engine.SampleHooks,
         flags: list[str],
     ) -> graphs.Collected:
-        """``self.samples`` per-call times of ``plan`` (throttled samples re-taken); with a
-        flush baseline, each sample subtracts the flushes timed right after it."""
-        got = graphs.Collected()
-        attempts = 0
-        while len(got.out) < self.samples:
-            hooks.before_sample(attempts)
-            ev_ms, host_ms, clock = self._timed(plan.run)
-            hooks.after_sample(attempts)
-            attempts += 1
-            throttled = cuda_support.is_throttled(clock, settled_mhz, self.throttle_tol)
-            if throttled and got.dropped < self.samples:
-                got.dropped += 1
-                continue
-            if throttled:
-                flags.append(f"sample {attempts - 1} kept although throttled ({clock:.0f} MHz)")
-            note = cuda_support.host_crosscheck(ev_ms, host_ms, self.host_ratio, min_host_ms=1.0)
-            if note and note not in flags:
-                flags.append(note)
-            base_ms = self._timed(plan.baseline)[0] if plan.baseline else 0.0
-            got.flush.append(base_ms / plan.iters)
-            got.out.append(cuda_support.per_call_ms(ev_ms, plan.iters, base_ms))
-            got.host.append(host_ms / plan.iters)
-            if clock is not None:
-                got.clocks.append(clock)
-        return got
+        """``self.samples`` per-call times of ``plan`` (step 5: :func:`.sampling.collect`)."""
+        return sampling.collect(self, plan, settled_mhz, hooks, flags)
 
     def describe(self) -> dict[str, Any]:
         return {
