@@ -31,6 +31,12 @@ two runs compare::
     python -m kernel_ratchet.method.ab_trials --shapes decode --scenario A/A -o pinned.json
     python -m kernel_ratchet.method.ab_trials --shapes decode --scenario A/A --unpinned -o un.json
 
+``--shapes norm`` runs a bf16 RMS norm forward and backward on five shapes from 4096x2048
+(:mod:`.norm_subject`: a short memory-bound op, planted effects as 3% more or 5% fewer rows),
+timed as kernel time with a cold L2, as a norm campaign would time it::
+
+    python -m kernel_ratchet.method.ab_trials --shapes norm --trials 20 -o norm.json
+
 ``--summarize A.json B.json ...`` merges such files
 into the one table. ``--cpu`` runs a tiny version through the Triton interpreter (it exercises
 the trials; the numbers say nothing about a GPU).
@@ -51,7 +57,8 @@ from typing import Any
 
 import numpy as np
 
-from kernel_ratchet.method import planted
+from kernel_ratchet.harness.timing.quantity import Measure
+from kernel_ratchet.method import norm_subject, planted
 from kernel_ratchet.scoring.noise import pooled_spread
 from kernel_ratchet.scoring.paired_looks import PairedLooks
 
@@ -74,8 +81,19 @@ class TrialPlan:
     pinned: bool = True
 
 
-def scenario_sides(cuda: bool) -> dict[str, tuple[str, str]]:
+#: Per shape set: how its decisions are scored, the phases timed, and the measured quantity
+#: (None: the campaigns' default); the norm is timed as a norm campaign times it.
+SUBJECTS = {
+    "large": ("compute_fwd", ("fwd",), None),
+    "decode": ("compute_fwd", ("fwd",), None),
+    "norm": ("memory", ("fwd", "bwd"), Measure("kernel_time", "cold")),
+}
+
+
+def scenario_sides(cuda: bool, shape_set: str = "large") -> dict[str, tuple[str, str]]:
     """{scenario: (incumbent adapter, candidate adapter)}."""
+    if shape_set == "norm":
+        return norm_subject.sides()
     base = planted.base_adapter(cuda)
     kind = "Bf16" if cuda else "Fp16"
     here = "kernel_ratchet.method.planted"
@@ -199,13 +217,15 @@ def run_trials(
     from kernel_ratchet.campaign.rounds.paired import paired_settings
     from kernel_ratchet.harness.ab import run_paired
 
-    base_params, k_start, k_max = paired_settings(plan.cuda)
+    ctype, phases, measure = SUBJECTS[plan.shape_set]
+    settings = paired_settings(plan.cuda, measure) if measure else paired_settings(plan.cuda)
+    base_params, k_start, k_max = settings
     params = {**base_params, **(plan.overrides or {})}
     say(f"engine parameters: {params}")
-    dims = {"large": planted.GPU_SHAPES, "decode": planted.DECODE_SHAPES}[plan.shape_set]
-    shapes = planted.shapes(dims if plan.cuda else planted.CPU_SHAPES)
+    shapes = _shapes(plan)
     say(f"shapes: {[s.label for s in shapes]}; workers {'pinned' if plan.pinned else 'unpinned'}")
-    sides = {k: v for k, v in scenario_sides(plan.cuda).items() if k in plan.scenarios}
+    all_sides = scenario_sides(plan.cuda, plan.shape_set)
+    sides = {k: v for k, v in all_sides.items() if k in plan.scenarios}
     results: dict[str, list[dict[str, Any]]] = {name: [] for name in sides}
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(logs or tmp_dir)
@@ -216,14 +236,14 @@ def run_trials(
                     planted.worker_spec(inc, plan.cuda, params, plan.pinned),
                     planted.worker_spec(cand, plan.cuda, params, plan.pinned),
                     shapes,
-                    phases=["fwd"],
+                    phases=list(phases),
                     seed=secrets.randbits(63),
                     rule=PairedLooks(),
                     k_start=k_start,
                     k_max=k_max,
                     log_dir=tmp / f"{name.split()[0].replace('/', '')}-{t}",
                     rng_seed=t,
-                    campaign_type="compute_fwd",
+                    campaign_type=ctype,
                 )
                 row = trial_row(t, time.monotonic() - t0, run, params)
                 row.update(shape_set=plan.shape_set, pinned=plan.pinned)
@@ -232,6 +252,16 @@ def run_trials(
                 brief = {k: v for k, v in row.items() if k not in ("times", "order", "reason")}
                 say(f"{name} trial {t}: {brief}")
     return results
+
+
+def _shapes(plan: TrialPlan) -> list:
+    """The shapes of the plan's shape set (the interpreter's tiny ones on the CPU)."""
+    if plan.shape_set == "norm":
+        return norm_subject.shapes(
+            norm_subject.GPU_SHAPES if plan.cuda else norm_subject.CPU_SHAPES
+        )
+    dims = {"large": planted.GPU_SHAPES, "decode": planted.DECODE_SHAPES}[plan.shape_set]
+    return planted.shapes(dims if plan.cuda else planted.CPU_SHAPES)
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -263,10 +293,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--cpu", action="store_true", help="tiny interpreter smoke run")
     p.add_argument(
         "--shapes",
-        choices=("large", "decode"),
+        choices=tuple(SUBJECTS),
         default="large",
         help="large: five GEMMs bound by the GPU (default); decode: five launch-bound ones "
-        "(meaningful for the A/A scenario: a planted K changes little of a host-bound time)",
+        "(meaningful for the A/A scenario: a planted K changes little of a host-bound time); "
+        "norm: a bf16 RMS norm forward and backward on five shapes from 4096x2048, kernel "
+        "time with a cold L2 (norm_subject)",
     )
     p.add_argument(
         "--unpinned",
