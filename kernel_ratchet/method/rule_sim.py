@@ -22,12 +22,16 @@ Scenarios: ``A/A`` (speed 1), ``slower 3%`` (speed 1/1.03 on every shape), ``fas
 (1.05), and ``mixed`` (the shapes listed by ``--faster`` 10% faster, the others 2% slower:
 small noisy gains against confirmed slowdowns where the time goes). Targets (docs/measurement.md):
 A/A accepted at most 1 in 20, ``slower 3%`` never accepted, ``faster 5%`` accepted at least 19
-in 20, ``mixed`` never accepted when the others hold the time::
+in 20, ``mixed`` never accepted when the others hold the time. ``--gain 1 --gain 1.5`` adds
+scenarios with every shape faster by that percentage (the rule's power at small gains), and
+``--equivalence F`` sets the rule's equivalence floor (a CI upper bound under ``1 + F`` is
+"no gain"; a campaign raises it with ``ratchet calibrate``'s minimum detectable effect)::
 
     python -m kernel_ratchet.method.rule_sim --trials 20
     python -m kernel_ratchet.method.rule_sim --preset norm-eager --trials 20
     python -m kernel_ratchet.method.rule_sim --shape-ms 0.03,2.0 --noise 0.3,0.002 --drift 0.01
     python -m kernel_ratchet.method.rule_sim --traces rounds/round-2/artifacts/paired/timings.jsonl
+    python -m kernel_ratchet.method.rule_sim --gain 1 --equivalence 0.015 --traces ...
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ import numpy as np
 from kernel_ratchet.harness.ab import run_paired
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.method.trace_noise import read_traces
-from kernel_ratchet.scoring.paired import PairedDecision
+from kernel_ratchet.scoring.paired import EQUIVALENCE_FLOOR, PairedDecision
 from kernel_ratchet.scoring.paired_looks import PairedLooks
 
 #: Presets: (incumbent ms per shape, per-value noise per shape, shared drift). ``gemm``: the
@@ -67,6 +71,8 @@ PRESETS: Mapping[str, tuple[tuple[float, ...], tuple[float, ...], float]] = {
     "fla-graph": ((0.0087, 0.0252, 0.0296, 0.0839), (0.0101, 0.0061, 0.0048, 0.0014), 0.0),
 }
 SCENARIOS = ("A/A", "slower 3%", "faster 5%", "mixed")
+#: Name of a ``--gain`` scenario: every shape faster by the given percentage.
+GAIN_PREFIX = "faster by "
 
 
 @dataclass(frozen=True)
@@ -171,6 +177,8 @@ def scenario_speeds(model: NoiseModel, scenario: str, faster: Sequence[int] = ()
     labels = [s.label for s in model.shapes]
     if scenario == "mixed":
         return {k: 1.10 if i in faster else 1 / 1.02 for i, k in enumerate(labels)}
+    if scenario.startswith(GAIN_PREFIX):  # "faster by X%" on every shape (--gain)
+        return dict.fromkeys(labels, 1 + float(scenario[len(GAIN_PREFIX) : -1]) / 100)
     speed = {"A/A": 1.0, "slower 3%": 1 / 1.03, "faster 5%": 1.05}[scenario]
     return dict.fromkeys(labels, speed)
 
@@ -259,6 +267,20 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--faster", type=_floats, default=(0.0, 1.0), help="mixed: faster shapes")
     p.add_argument("--seed", type=int, default=0, help="first trial's seed")
     p.add_argument("--k-start", type=int, default=10, help="rounds before the first look")
+    p.add_argument(
+        "--gain",
+        type=float,
+        action="append",
+        metavar="PCT",
+        help="a scenario with every shape faster by PCT percent (repeatable: the rule's power)",
+    )
+    p.add_argument(
+        "--equivalence",
+        type=float,
+        default=EQUIVALENCE_FLOOR,
+        help="the rule's equivalence floor: a CI upper bound under it is 'no gain' "
+        f"(default {EQUIVALENCE_FLOOR})",
+    )
     return p.parse_args(argv)
 
 
@@ -284,10 +306,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     faster = [int(i) for i in a.faster]
     rows = {}
-    for name in a.scenario or SCENARIOS:
+    rule = PairedLooks(equivalence_floor=a.equivalence)
+    gains = [f"{GAIN_PREFIX}{g:g}%" for g in a.gain or ()]
+    for name in [*(a.scenario or ([] if gains else SCENARIOS)), *gains]:
         speeds = scenario_speeds(model, name, faster)
         runs = [
-            trial(model, speeds, a.seed + t, k_start=a.k_start, residuals=residuals)
+            trial(model, speeds, a.seed + t, rule=rule, k_start=a.k_start, residuals=residuals)
             for t in range(a.trials)
         ]
         rows[name] = tally(runs)
@@ -296,7 +320,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"noise model ({source}): shape ms {model.shape_ms}, noise {model.noise}, "
         f"drift {model.drift}"
     )
-    print(f"first look after {a.k_start} rounds, at most 40")
+    print(f"first look after {a.k_start} rounds, at most 40; equivalence floor {a.equivalence:g}")
     print(table(rows))
     return 0
 

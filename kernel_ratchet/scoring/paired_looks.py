@@ -25,7 +25,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from kernel_ratchet.harness.paired_samples import PairedSamples
-from kernel_ratchet.scoring.paired import MIN_ROUNDS, PairedDecision, decide_paired
+from kernel_ratchet.scoring.paired import (
+    EQUIVALENCE_FLOOR,
+    MIN_ROUNDS,
+    PairedDecision,
+    decide_paired,
+)
 from kernel_ratchet.scoring.paired_stats import log_ratios
 from kernel_ratchet.scoring.precision import MARGIN_DB, precision_drop
 
@@ -78,6 +83,9 @@ class PairedLooks:
     precision_margin_db: float = MARGIN_DB
     #: (label, weight) pairs of the time-weighted effect; shapes not named weigh 1
     weights: tuple[tuple[str, float], ...] = ()
+    #: the smallest gain worth measuring on for: an aggregate CI whose upper bound stays under
+    #: it is "no gain" (:func:`~kernel_ratchet.scoring.paired.decide_paired`)
+    equivalence_floor: float = EQUIVALENCE_FLOOR
 
     def looks(self, k_start: int, k_max: int) -> tuple[int, ...]:
         """:func:`look_schedule`; ValueError unless ``MIN_ROUNDS ≤ k_start ≤ k_max``."""
@@ -118,4 +126,5 @@ class PairedLooks:
             exhausted=exhausted,
             looks=looks,
             weights=dict(self.weights),
+            equivalence_floor=self.equivalence_floor,
         )

@@ -133,3 +133,29 @@ def test_the_rule_on_trace_noise_keeps_its_targets_and_wide_noise_is_not_accepte
     assert rule_sim.main(["--traces", str(quiet), "--trials", "2", "--scenario", "A/A"]) == 0
     assert rule_sim.main(["--traces", str(quiet), "--noise", "0.1"]) == 2
     assert rule_sim.main(["--traces", str(tmp_path / "missing.jsonl")]) == 2
+
+
+def test_a_higher_equivalence_floor_ends_a_no_gain_run_at_the_first_look():
+    from kernel_ratchet.scoring.paired_looks import PairedLooks
+
+    noisy = NoiseModel((0.5, 1.0, 2.0), (0.012, 0.012, 0.012), 0.0)
+    aa = scenario_speeds(noisy, "A/A")
+
+    def rounds(floor: float) -> list[int]:
+        rule = PairedLooks(equivalence_floor=floor)
+        runs = [trial(noisy, aa, seed=s, rule=rule, k_start=5) for s in range(6)]
+        assert not any(r.accepted for r in runs)
+        return [max(x.n_rounds for x in r.per_shape) for r in runs]
+
+    assert all(n == 5 for n in rounds(0.03))
+    assert sum(rounds(0.01)) > 6 * 5  # the default floor measures some of them on
+
+
+def test_gain_scenarios_speed_every_shape_up_and_run_from_the_command_line(capsys):
+    speeds = scenario_speeds(MODEL, f"{rule_sim.GAIN_PREFIX}1.5%")
+    assert list(speeds.values()) == pytest.approx([1.015] * 3)
+    argv = ["--shape-ms", "0.5,1", "--noise", "0.001,0.001", "--trials", "2", "--gain", "3"]
+    assert rule_sim.main([*argv, "--equivalence", "0.02"]) == 0
+    out = capsys.readouterr().out
+    assert "| faster by 3% | 2 | 2 |" in out and "equivalence floor 0.02" in out
+    assert "| A/A |" not in out  # --gain alone runs only its scenarios
