@@ -58,6 +58,7 @@ from kernel_ratchet.harness.paired_checks import (
 )
 from kernel_ratchet.harness.paired_run import D, Failure, PairedRun
 from kernel_ratchet.harness.paired_samples import PHASES, PairedSamples, samples_by_shape
+from kernel_ratchet.harness.request_time import RequestTime
 
 if TYPE_CHECKING:
     from kernel_ratchet.harness.worker import WorkerSpec
@@ -75,9 +76,8 @@ def _geomean(values: Sequence[float]) -> float:
 
 
 def _trace(out: Any, r: int, label: str, phase: str, side: str, res: Any, wall_s: float) -> None:
-    """One line of :data:`TRACE`: what one ``time`` request measured and how (the samples,
-    the SM clock read during each, dropped samples, the engine's flags), for reading the noise
-    of a run afterwards."""
+    """One line of :data:`TRACE`: what one ``time`` request measured and how (samples, SM
+    clocks, dropped samples, flags, stages), for reading the noise of a run afterwards."""
     p = res.payload or {}
     eng = p.get("engine") if isinstance(p.get("engine"), dict) else {}
     row = {
@@ -117,6 +117,7 @@ class _Rounds:
     alternations: int = 1
     rounds: int = 0
     order: list[tuple[int, str, str]] = field(default_factory=list)
+    spent: RequestTime = field(default_factory=RequestTime)
     times: dict[str, dict[str, dict[str, list[float]]]] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -161,6 +162,7 @@ class _Rounds:
         c0 = time.monotonic()
         res = self.workers[side].time(self.by_label[label], seed, phase, **self.time_kwargs)
         _trace(self.trace, r, label, phase, side, res, time.monotonic() - c0)
+        self.spent.add(res.payload, time.monotonic() - c0)
         ms = float(res.payload.get("median_ms", math.nan)) if res.ok else math.nan
         if not res.ok or not (math.isfinite(ms) and ms > 0):
             cat = res.category if not res.ok else "bad_timing"
@@ -392,5 +394,6 @@ def run_paired(
         if failure is None:
             run.trace = stack.enter_context(open(log_dir / TRACE, "a", encoding="utf-8"))
             failure, decision, early_stop = _sequential(run, rule, looks, ctype, say)
+            say(run.spent.summary() or "A/B: no timing request answered")
         wall_s = time.monotonic() - t0
     return run.record(ctype, failure, decision, wall_s, check_wall_s, rng_seed, early_stop)

@@ -230,7 +230,10 @@ def test_heavy_noise_measures_to_k_max_then_rolls_back_too_noisy(tmp_path):
     checked = [m for m in messages if " checked (incumbent " in m]
     decisions = [m for m in messages if " round(s): " in m]
     assert messages[0].startswith("A/B: checking") and len(checked) == len(run.labels)
-    assert len(decisions) == 2 and len(messages) == 1 + len(checked) + 2  # at 10 and 20
+    spent = [m for m in messages if " timing requests took " in m]
+    assert len(decisions) == 2 and len(spent) == 1  # at 10 and 20, then where the time went
+    assert len(messages) == 1 + len(checked) + 2 + 1
+    assert spent[0].startswith(f"A/B: {20 * 2 * len(run.labels)} timing requests took ")
     assert d.looks == 2 and d.aggregate_ci_level == pytest.approx(0.975)
 
 
