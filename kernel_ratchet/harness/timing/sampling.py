@@ -11,19 +11,30 @@ RMS norm forward read 29 us where every other read 13 us. Samples further apart 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Protocol
 
 from kernel_ratchet.harness.timing import cuda_support, engine, graphs
 
-if TYPE_CHECKING:
-    from kernel_ratchet.harness.timing.cuda_events import CudaEventEngine
+
+class Sampler(Protocol):
+    """What sampling reads of its engine (a :class:`~.cuda_events.CudaEventEngine`)."""
+
+    samples: int
+    throttle_tol: float
+    host_ratio: float
+
+    def _timed(self, run: Callable[[], None]) -> tuple[float, float, float | None]:
+        """(event ms, host ms, SM clock MHz or None) of one timed call of ``run``."""
+        ...
+
 
 #: Cold-L2 samples further apart than this fraction ((max - min) / min) get more.
 AGREE_TOL = 0.02
 
 
 def collect(
-    eng: CudaEventEngine,
+    eng: Sampler,
     plan: graphs.Plan,
     settled_mhz: float | None,
     hooks: engine.SampleHooks,
@@ -41,7 +52,7 @@ def collect(
 
 
 def _take(
-    eng: CudaEventEngine,
+    eng: Sampler,
     plan: graphs.Plan,
     settled_mhz: float | None,
     hooks: engine.SampleHooks,
