@@ -32,8 +32,9 @@ two runs compare::
     python -m kernel_ratchet.method.ab_trials --shapes decode --scenario A/A --unpinned -o un.json
 
 ``--shapes norm`` runs a bf16 RMS norm forward and backward on five shapes from 4096x2048
-(:mod:`.norm_subject`: a short memory-bound op, planted effects as 3% more or 5% fewer rows),
-timed as kernel time with a cold L2, as a norm campaign would time it::
+(:mod:`.norm_subject`: a short memory-bound op; planted effects are 3% more rows in the
+candidate, 5% more in the incumbent), timed as kernel time with a cold L2, as a norm campaign
+would time it::
 
     python -m kernel_ratchet.method.ab_trials --shapes norm --trials 20 -o norm.json
 
