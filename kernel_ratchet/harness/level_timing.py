@@ -6,8 +6,9 @@ from typing import Any
 
 #: Samples per timing at the quick level. A quick round is decided by the paired A/B; its
 #: harness checks correctness and writes the round's CSV, whose times are diagnostics, so it
-#: takes fewer samples than the full level (the BASELINE's record).
-QUICK_SAMPLES = 3
+#: takes as many samples as a paired request (two; a cold-L2 pair that disagrees gets a third
+#: from the engine) and fewer than the full level (the BASELINE's record).
+QUICK_SAMPLES = 2
 
 
 def level_params(engine_params: dict[str, Any], level: str) -> dict[str, Any]:
