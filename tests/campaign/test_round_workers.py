@@ -81,6 +81,29 @@ def test_the_round_lends_its_own_healthy_workers_and_nothing_else(
     assert inc.closed_with == 5.0
 
 
+def test_both_workers_are_closed_at_once(tmp_path, monkeypatch, fake_workers):
+    import threading
+
+    both = threading.Barrier(2, timeout=5.0)  # a close waits until the other one has begun
+    met: list[bool] = []
+
+    def close(self, grace_s: float = 5.0) -> None:
+        try:
+            both.wait()
+            met.append(True)
+        except threading.BrokenBarrierError:
+            met.append(False)
+        self.closed_with = grace_s
+
+    monkeypatch.setattr(FakeWorker, "close", close)
+    monkeypatch.setattr(workers, "_specs", lambda _c: (_spec("inc"), _spec("cand")))
+    rw = workers.RoundWorkers(None, tmp_path)
+    rw.start()
+    rw.close(3.0)
+    assert met == [True, True] and [w.closed_with for w in fake_workers] == [3.0, 3.0]
+    assert rw.live() == {}
+
+
 def test_a_worker_that_fails_to_start_is_replaced_by_a_fresh_one(
     tmp_path, monkeypatch, fake_workers
 ):

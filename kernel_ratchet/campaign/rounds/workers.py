@@ -126,10 +126,17 @@ class RoundWorkers:
         return {side: w for side, w in self._workers.items() if w.alive}
 
     def close(self, grace_s: float = 5.0) -> None:
-        """Close both workers (killed when they do not exit within ``grace_s``); early checks
-        still running end with them."""
-        for w in self._workers.values():
-            w.close(grace_s)
+        """Close both workers at once (killed when they do not exit within ``grace_s``): a GPU
+        worker's exit tears down its CUDA context, which need not wait for the other's.
+        Early checks still running end with them."""
+        closing = [
+            threading.Thread(target=w.close, args=(grace_s,), daemon=True)
+            for w in self._workers.values()
+        ]
+        for t in closing:
+            t.start()
+        for t in closing:
+            t.join()
         self._workers.clear()
         if self._checking is not None:
             self._checking.join(timeout=grace_s + 5.0)
