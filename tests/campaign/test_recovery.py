@@ -25,27 +25,19 @@ from tests.campaign.conftest import (
     set_blocks,
     typo_kernel,
 )
+from tests.cli_inprocess import cli_result
 
 
 @pytest.fixture
 def status(capsys, monkeypatch):
     """``ratchet status --json`` of a project, run in this process: the next command after a
     kill or a signal (a process of its own would add only its start-up)."""
-    from kernel_ratchet.cli import main
 
     def run(root) -> dict:
         monkeypatch.chdir(root)
-        monkeypatch.setattr(sys, "argv", ["ratchet", "status", "--json"])
-        saved = signal.getsignal(signal.SIGTERM)
-        capsys.readouterr()
-        try:
-            with pytest.raises(SystemExit) as exc:
-                main()
-        finally:
-            signal.signal(signal.SIGTERM, saved)  # main() installs its handler
-        out = capsys.readouterr()
-        assert exc.value.code == 0, out.out + out.err
-        return json.loads(out.out)
+        out = cli_result(capsys, monkeypatch, "status", "--json")
+        assert out.returncode == 0, out.stdout + out.stderr
+        return json.loads(out.stdout)
 
     return run
 
