@@ -245,6 +245,7 @@ def run_trials(
                     log_dir=tmp / f"{name.split()[0].replace('/', '')}-{t}",
                     rng_seed=t,
                     campaign_type=ctype,
+                    progress=say,
                 )
                 row = trial_row(t, time.monotonic() - t0, run, params)
                 row.update(shape_set=plan.shape_set, pinned=plan.pinned)
