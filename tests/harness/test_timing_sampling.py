@@ -45,6 +45,12 @@ def test_agreeing_cold_samples_and_warm_samples_get_none():
     assert got.out == [1.3, 2.9] and not flags and eng.calls == 2
 
 
+def test_a_long_ops_disagreeing_cold_samples_get_none():
+    # per call: the op 109 and 114 ms against 1 ms of flushes: its own clock, not the flushes
+    got, flags = _collect(FakeEngine([1100.0, 1150.0], flush_ms=10.0))
+    assert got.out == [109.0, 114.0] and not flags
+
+
 def test_disagreement_of_samples():
     from kernel_ratchet.harness.timing.cuda_support import disagreement
 

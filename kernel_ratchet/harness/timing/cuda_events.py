@@ -51,8 +51,8 @@ class CudaEventEngine(engine.TimingEngine):
        enough, the throttled ones are kept and flagged). In cold-L2 graph mode a sample is
        the difference of two timed replays (the op with a flush before every call, then the
        flushes alone): a disturbance of either moves it by the flushes' error, several times
-       a short op's time (H200: one 50 ms sample of a 13 us norm read 29 us). Samples over
-       ``sampling.AGREE_TOL`` apart get ``samples - 1`` more (at least one); the median is kept.
+       a short op's time (H200: one 50 ms sample of a 13 us norm read 29 us). Where the
+       flushes outlast the op, samples over ``sampling.AGREE_TOL`` apart get more (median kept).
     6. Host time around each timed call is compared with the event time: event time under
        ``host_ratio`` x host time is flagged (see :func:`host_crosscheck`).
     7. A sample at or below 0 ms, or a median under half the launch floor (one trivial kernel
