@@ -161,3 +161,12 @@ def project(baselined: Path, tmp_path: Path) -> Path:
     dest = tmp_path / "proj"
     shutil.copytree(baselined, dest, symlinks=True)
     return dest
+
+
+def without_early_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For rounds that end before their A/B (at the harness or the focused test): the A/B's
+    correctness checks, which a round starts beside its focused test, are left to the A/B
+    (``RATCHET_EARLY_CHECKS=0``), which these rounds never reach."""
+    from kernel_ratchet.campaign.rounds.workers import EARLY_ENV
+
+    monkeypatch.setenv(EARLY_ENV, "0")

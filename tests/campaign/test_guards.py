@@ -17,7 +17,6 @@ from kernel_ratchet import cli
 from kernel_ratchet.campaign import steps
 from kernel_ratchet.campaign.engine import Campaign
 from kernel_ratchet.campaign.rounds import levels
-from kernel_ratchet.campaign.rounds.workers import EARLY_ENV
 from kernel_ratchet.errors import (
     TERMINATION_REQUESTED,
     CampaignError,
@@ -34,6 +33,7 @@ from tests.campaign.conftest import (
     ratchet,
     set_blocks,
     typo_kernel,
+    without_early_checks,
 )
 
 
@@ -55,10 +55,8 @@ def open_campaign(project, monkeypatch):
 
 @pytest.fixture
 def open_accepted(accepted_project, monkeypatch):
-    """The accepted campaign, for rounds that end at their harness: the A/B's correctness
-    checks, which a round starts beside its focused test, are left to the A/B
-    (``RATCHET_EARLY_CHECKS=0``), which these rounds never reach."""
-    monkeypatch.setenv(EARLY_ENV, "0")
+    """The accepted campaign, for rounds that end at their harness."""
+    without_early_checks(monkeypatch)
     return _opener(accepted_project, monkeypatch)
 
 

@@ -12,10 +12,15 @@ import pytest
 
 from kernel_ratchet.campaign.engine import Campaign
 from kernel_ratchet.campaign.rounds.shared import describe, shared_tests, sharing_ops
-from kernel_ratchet.campaign.rounds.workers import EARLY_ENV
 from kernel_ratchet.errors import ProfileError
 from kernel_ratchet.profile.loader import load_profile
-from tests.campaign.conftest import KERNEL, campaign_dir, set_blocks, typo_kernel
+from tests.campaign.conftest import (
+    KERNEL,
+    campaign_dir,
+    set_blocks,
+    typo_kernel,
+    without_early_checks,
+)
 
 FAILING = "python -c \"raise SystemExit('the twin op is broken')\""
 
@@ -48,10 +53,8 @@ def open_with(project, monkeypatch):
 
 @pytest.fixture
 def open_accepted_with(accepted_project, monkeypatch):
-    """The accepted campaign, for rounds that end at a focused test: the A/B's correctness
-    checks, which a round starts beside its focused test, are left to the A/B
-    (``RATCHET_EARLY_CHECKS=0``), which these rounds never reach."""
-    monkeypatch.setenv(EARLY_ENV, "0")
+    """The accepted campaign, for rounds that end at a focused test."""
+    without_early_checks(monkeypatch)
     return _opener(accepted_project, monkeypatch)
 
 
