@@ -58,7 +58,7 @@ from typing import Any
 
 import numpy as np
 
-from kernel_ratchet.harness.timing.quantity import Measure
+from kernel_ratchet.harness.timing.quantity import DEFAULT, Measure
 from kernel_ratchet.method import norm_subject, planted
 from kernel_ratchet.scoring.noise import pooled_spread
 from kernel_ratchet.scoring.paired_looks import PairedLooks
@@ -83,10 +83,10 @@ class TrialPlan:
 
 
 #: Per shape set: how its decisions are scored, the phases timed, and the measured quantity
-#: (None: the campaigns' default); the norm is timed as a norm campaign times it.
+#: (the campaigns' default for the GEMMs); the norm is timed as a norm campaign times it.
 SUBJECTS = {
-    "large": ("compute_fwd", ("fwd",), None),
-    "decode": ("compute_fwd", ("fwd",), None),
+    "large": ("compute_fwd", ("fwd",), DEFAULT),
+    "decode": ("compute_fwd", ("fwd",), DEFAULT),
     "norm": ("memory", ("fwd", "bwd"), Measure("kernel_time", "cold")),
 }
 
@@ -219,8 +219,7 @@ def run_trials(
     from kernel_ratchet.harness.ab import run_paired
 
     ctype, phases, measure = SUBJECTS[plan.shape_set]
-    settings = paired_settings(plan.cuda, measure) if measure else paired_settings(plan.cuda)
-    base_params, k_start, k_max = settings
+    base_params, k_start, k_max = paired_settings(plan.cuda, measure)
     params = {**base_params, **(plan.overrides or {})}
     say(f"engine parameters: {params}")
     shapes = _shapes(plan)

@@ -52,7 +52,5 @@ def test_a_long_ops_disagreeing_cold_samples_get_none():
 
 
 def test_disagreement_of_samples():
-    from kernel_ratchet.harness.timing.cuda_support import disagreement
-
-    assert disagreement([1.0]) == 0.0 and disagreement([1.0, 0.0]) == 0.0
-    assert abs(disagreement([1.0, 1.5, 1.2]) - 0.5) < 1e-12
+    assert sampling.disagreement([1.0]) == 0.0 and sampling.disagreement([1.0, 0.0]) == 0.0
+    assert abs(sampling.disagreement([1.0, 1.5, 1.2]) - 0.5) < 1e-12

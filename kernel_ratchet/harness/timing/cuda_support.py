@@ -118,11 +118,3 @@ def reset_persisting_l2() -> str:
         name = lib.rsplit("/", 1)[-1]
         return f"{name}:cudaCtxResetPersistingL2Cache" + ("" if rc == 0 else f" (error {rc})")
     return "unavailable (no torch.cuda API, no loaded libcudart)"
-
-
-def disagreement(samples_ms: list[float]) -> float:
-    """How far apart a measurement's samples are: (max - min) / min (0 for fewer than two, or
-    when a sample is not positive: the floor check says what is wrong with those)."""
-    if len(samples_ms) < 2 or min(samples_ms) <= 0:
-        return 0.0
-    return (max(samples_ms) - min(samples_ms)) / min(samples_ms)

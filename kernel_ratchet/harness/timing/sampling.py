@@ -46,12 +46,20 @@ def collect(
     """``eng.samples`` per-call times of ``plan``, and more when cold-L2 samples disagree."""
     got = graphs.Collected()
     attempts = _take(eng, plan, settled_mhz, hooks, flags, got, eng.samples, 0)
-    spread = cuda_support.disagreement(got.out)
+    spread = disagreement(got.out)
     if plan.baseline is not None and spread > AGREE_TOL and _flush_bound(got):
         extra = max(1, eng.samples - 1)
         flags.append(f"cold-L2 samples disagreed by {spread:.1%}: {extra} more taken, median kept")
         _take(eng, plan, settled_mhz, hooks, flags, got, len(got.out) + extra, attempts)
     return got
+
+
+def disagreement(samples_ms: list[float]) -> float:
+    """How far apart a measurement's samples are: (max - min) / min (0 for fewer than two, or
+    when a sample is not positive: the floor check says what is wrong with those)."""
+    if len(samples_ms) < 2 or min(samples_ms) <= 0:
+        return 0.0
+    return (max(samples_ms) - min(samples_ms)) / min(samples_ms)
 
 
 def _flush_bound(got: graphs.Collected) -> bool:
