@@ -217,9 +217,12 @@ def run_trials(
     returns {scenario: rows}."""
     from kernel_ratchet.campaign.rounds.paired import paired_settings
     from kernel_ratchet.harness.ab import run_paired
+    from kernel_ratchet.harness.timing.quantity import engine_measure
 
     ctype, phases, measure = SUBJECTS[plan.shape_set]
-    base_params, k_start, k_max = paired_settings(plan.cuda, measure)
+    over = plan.overrides or {}
+    measure = engine_measure(over.get("quantity"), over.get("l2")) or measure
+    base_params, k_start, k_max = paired_settings(plan.cuda, measure, ctype)
     params = {**base_params, **(plan.overrides or {})}
     say(f"engine parameters: {params}")
     shapes = _shapes(plan)

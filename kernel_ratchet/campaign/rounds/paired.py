@@ -54,30 +54,38 @@ K_START, K_MAX = 10, 40
 #: fla-graph, norm-graph and gemm-graph presets of ``rule_sim``: 0 false accepts in 200 A/A
 #: trials, every 3% slowdown rolled back, every 5% gain accepted), in half the time.
 K_START_GRAPH = 5
-#: On the CPU (Triton interpreter, rehearsal only) fewer rounds: the effects it can show are
-#: large and every call is slow.
+#: On the CPU (Triton interpreter, rehearsal only) fewer rounds: large effects, slow calls.
 K_START_CPU, K_MAX_CPU = 3, 6
 #: CPU timing per paired round: one short call of a few samples (the round is the sample). Each
 #: sample lasts at least 5 ms (a batch of calls): single interpreter calls of ~1 ms were noisy
 #: enough for a clean-clone CI run to read a clearly faster candidate as too noisy to confirm.
 CPU_PAIRED_TIMING = {"warmup": 1, "samples": 3, "min_sample_ms": 5.0}
-#: GPU timing per paired round: two short timed calls (~50 ms each) after the clock settles,
-#: over the campaign's frozen parameters (its measured quantity decides the graph mode, the
-#: same on both sides; a campaign without one keeps its pinned ``graph: off``).
+#: GPU timing per paired round: two short timed calls after the clock settles, over the
+#: campaign's frozen parameters (its quantity decides the graph mode, the same on both sides).
+#: Memory-bound ops' samples last 20 ms (H200, bf16 RMS norm, cold L2: A/A per-shape CI half-
+#: widths 0.04-0.24% at 20 ms, 0.07-0.32% at 50 ms, the A/B in 2/3 the time); compute-bound ones
+#: keep 50 ms to average their clocks' swings under the power limit (bf16 GEMM A/A, 40 rounds:
+#: 1.8-3.5% at 20 ms, 0.8-1.9% at 50 ms).
 GPU_PAIRED_TIMING = {"samples": 2, "sample_ms": 50.0, "settle_max_ms": 1000.0}
 SUSPICIOUS_RATIO = 1.5  # a single-shape gain above this is re-measured in fresh processes
 CALIBRATION = "calibration.json"
 
 
+def gpu_paired_timing(campaign_type: str) -> dict[str, Any]:
+    """The paired A/B's GPU timing parameters for a campaign of ``campaign_type``."""
+    if campaign_type == "memory":
+        return {**GPU_PAIRED_TIMING, "sample_ms": 20.0}
+    return dict(GPU_PAIRED_TIMING)
+
+
 def paired_settings(
-    cuda: bool, measure: Measure = DEFAULT_MEASURE
+    cuda: bool, measure: Measure = DEFAULT_MEASURE, campaign_type: str = "compute_fwd"
 ) -> tuple[dict[str, Any], int, int]:
-    """(timing parameters, first look, round budget) of a paired A/B on this kind of device,
-    as rounds use them, measuring ``measure`` (for scripts that measure two trees the same
-    way)."""
+    """(timing parameters, first look, round budget) of a paired A/B measuring ``measure`` on
+    this kind of device, as rounds use them (scripts measure two trees the same way)."""
     if cuda:
         first = K_START_GRAPH if measure.quantity == "kernel_time" else K_START
-        return {**GPU_PAIRED_TIMING, **measure.to_dict()}, first, K_MAX
+        return {**gpu_paired_timing(campaign_type), **measure.to_dict()}, first, K_MAX
     return dict(CPU_PAIRED_TIMING), K_START_CPU, K_MAX_CPU
 
 
@@ -92,7 +100,7 @@ def _specs(c: CampaignContext) -> tuple[WorkerSpec, WorkerSpec]:
     if not cuda:
         params = paired_settings(cuda)[0]
     elif c.m.timing_engine == "cuda_events":  # the campaign's frozen quantity, both sides
-        params = {**c.m.timing_params, **GPU_PAIRED_TIMING}
+        params = {**c.m.timing_params, **gpu_paired_timing(c.m.campaign_type)}
     else:
         params = dict(c.m.timing_params)
     common = {
