@@ -57,8 +57,10 @@ def test_merged_runs_send_a_shape_to_fp8_only_where_it_won_every_run():
     row = merged.nearest("blockwise", 8192, 8192, 8192)
     assert (row.fp8_step_ms, row.bf16_step_ms, row.runs) == (3.3, 3.0, 2)
     assert merged.path_for("blockwise", 1024, 1024, 1024) == "fp8"
-    assert len(merged.rows) == 3 and merged.info == info
+    assert len(merged.rows) == 3 and merged.info == info | {"merged": "again"}
     assert dp.parse_table(merged.to_json()) == merged
+    third = merged.merged(dp.DispatchTable((), info | {"command": "once more"}))
+    assert third.info == info | {"merged": "again ; once more"}  # the first run's info kept
     twice = dp.DispatchTable((*ROWS, ROWS[1]), info).merged(dp.DispatchTable((), info))
     assert len(twice.rows) == 2 and twice.nearest("blockwise", 8192, 8192, 8192).runs == 2
     with pytest.raises(ValueError, match="different driver"):

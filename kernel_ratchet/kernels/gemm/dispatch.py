@@ -66,7 +66,8 @@ class Measured:
 
 @dataclass(frozen=True)
 class DispatchTable:
-    """The measured shapes and how they were measured (``info``: device, versions, command)."""
+    """The measured shapes and how they were measured (``info``: device, versions, command;
+    ``merged``: the commands of the runs merged in after it, ``;``-separated)."""
 
     rows: tuple[Measured, ...] = ()
     info: dict[str, str] = field(default_factory=dict)
@@ -101,7 +102,8 @@ class DispatchTable:
                 )
                 r = replace(r, fp8_step_ms=fp8, bf16_step_ms=bf16, runs=old.runs + r.runs)
             rows[(r.granularity, r.M, r.N, r.K)] = r
-        return DispatchTable(tuple(rows.values()), self.info)
+        later = [c for c in (self.info.get("merged"), run.info.get("command", "?")) if c]
+        return DispatchTable(tuple(rows.values()), {**self.info, "merged": " ; ".join(later)})
 
     def to_json(self) -> str:
         body = {"info": self.info, "rows": [asdict(r) for r in self.rows]}
