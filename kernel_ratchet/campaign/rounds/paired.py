@@ -62,10 +62,10 @@ K_START_CPU, K_MAX_CPU = 3, 6
 CPU_PAIRED_TIMING = {"warmup": 1, "samples": 3, "min_sample_ms": 5.0}
 #: GPU timing per paired round: two short timed calls after the clock settles, over the
 #: campaign's frozen parameters (its quantity decides the graph mode, the same on both sides).
-#: Memory-bound ops' samples last 20 ms (H200, bf16 RMS norm, cold L2: A/A per-shape CI half-
-#: widths 0.04-0.24% at 20 ms, 0.07-0.32% at 50 ms, the A/B in 2/3 the time); compute-bound ones
-#: keep 50 ms to average their clocks' swings under the power limit (bf16 GEMM A/A, 40 rounds:
-#: 1.8-3.5% at 20 ms, 0.8-1.9% at 50 ms).
+#: Memory-bound ops' samples last 20 ms (H200, bf16 RMS norm, cold L2, A/A per-shape CI half-
+#: widths: 0.04-0.52% at 20 ms, 0.02-0.32% at 50 ms; the A/B in 2/3 the time); compute-bound
+#: ones keep 50 ms to average their clocks' swings under the power limit (bf16 GEMM A/A, 40
+#: rounds: 1.8-3.5% at 20 ms, 0.8-1.9% at 50 ms).
 GPU_PAIRED_TIMING = {"samples": 2, "sample_ms": 50.0, "settle_max_ms": 1000.0}
 SUSPICIOUS_RATIO = 1.5  # a single-shape gain above this is re-measured in fresh processes
 CALIBRATION = "calibration.json"
