@@ -139,6 +139,33 @@ def _step(name: str, ok: bool) -> StepResult:
     return StepResult(name, "cmd", ok, 0 if ok else 1, 0.1, "log", "ok" if ok else "it failed")
 
 
+class _Started:
+    """The round's focused test, started (``start_step``); ``outcome`` runs when it is waited
+    for, as the real test's end is."""
+
+    def __init__(self, outcome, name, command, kw):
+        self.outcome, self.args, self.stopped = outcome, (name, command, kw), False
+
+    def wait(self, timeout_s):
+        name, command, kw = self.args
+        return self.outcome(name, command, **kw)
+
+    def stop(self):
+        self.stopped = True
+
+
+def _fake_test(monkeypatch, outcome, started=None):
+    """The focused test's runs replaced by ``outcome`` (``started`` collects each start)."""
+
+    def start(name, command, **kw):
+        run = _Started(outcome, name, command, kw)
+        (started if started is not None else []).append(run)
+        return run
+
+    monkeypatch.setattr(measure, "start_step", start)
+    monkeypatch.setattr(measure, "run_step", outcome)  # a re-run alone, after an OOM
+
+
 def test_a_failing_focused_test_rolls_back_and_nothing_is_measured(
     project, campaign, monkeypatch, fake_workers
 ):
@@ -153,7 +180,7 @@ def test_a_failing_focused_test_rolls_back_and_nothing_is_measured(
     def harness(*_a, **_kw):
         raise AssertionError("the harness ran after a failed focused test")
 
-    monkeypatch.setattr(measure, "run_step", focused_test)
+    _fake_test(monkeypatch, focused_test)
     monkeypatch.setattr(levels, "_run_harness", harness)
     with campaign() as c:
         rec = c.validate("32x32 tiles")
@@ -164,13 +191,41 @@ def test_a_failing_focused_test_rolls_back_and_nothing_is_measured(
     assert "BLOCK_M = 16" in (project / KERNEL).read_text()
 
 
+def test_the_focused_test_starts_before_the_workers_and_stops_if_they_cannot(
+    project, campaign, monkeypatch, fake_workers
+):
+    """The workers' start imports torch in the driver: the test is already running beside it.
+    A start that raises stops the test it would have run beside."""
+    workers_then, runs = [], []
+    _fake_test(monkeypatch, lambda name, cmd, **kw: _step(name, ok=False), runs)
+    fake_start = measure.start_step
+
+    def start(*a, **kw):
+        workers_then.append(len(fake_workers))
+        return fake_start(*a, **kw)
+
+    monkeypatch.setattr(measure, "start_step", start)
+    with campaign() as c:
+        c.validate("32x32 tiles")
+    assert workers_then == [0] and len(fake_workers) == 2 and not runs[0].stopped
+
+    def no_specs(_c):
+        raise RuntimeError("torch is broken")
+
+    monkeypatch.setattr(workers, "_specs", no_specs)
+    set_blocks(project, M=32, N=32)  # the rolled-back change again
+    with campaign() as c, pytest.raises(RuntimeError, match="torch is broken"):
+        c.validate("32x32 tiles, again")
+    assert runs[1].stopped
+
+
 def test_ctrl_c_beside_the_starting_workers_closes_the_round_and_kills_them(
     project, campaign, monkeypatch, fake_workers
 ):
     def interrupted(name, command, **kw):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(measure, "run_step", interrupted)
+    _fake_test(monkeypatch, interrupted)
     with campaign() as c, pytest.raises(KeyboardInterrupt):
         c.validate("32x32 tiles")
     assert [w.closed_with for w in fake_workers] == [0.0, 0.0]  # not waited for
@@ -187,7 +242,7 @@ def test_the_harness_waits_until_the_workers_are_idle(project, campaign, monkeyp
         when_timed.append([w.ready for w in fake_workers])
         return _step("harness", ok=False), art / name
 
-    monkeypatch.setattr(measure, "run_step", lambda name, cmd, **kw: _step(name, ok=True))
+    _fake_test(monkeypatch, lambda name, cmd, **kw: _step(name, ok=True))
     monkeypatch.setattr(levels, "_run_harness", harness)
     with campaign() as c:
         rec = c.validate("32x32 tiles")

@@ -25,7 +25,13 @@ from kernel_ratchet.campaign.rounds.shared import note_sharing, run_shared_tests
 from kernel_ratchet.campaign.rounds.workers import RoundWorkers
 from kernel_ratchet.campaign.scope import split_editor_files
 from kernel_ratchet.campaign.state import PendingRound
-from kernel_ratchet.campaign.steps import TEST_TIMEOUT_S, StepResult, ran_out_of_memory, run_step
+from kernel_ratchet.campaign.steps import (
+    TEST_TIMEOUT_S,
+    StepResult,
+    ran_out_of_memory,
+    run_step,
+    start_step,
+)
 from kernel_ratchet.guard import StaticAudit, audit_change
 from kernel_ratchet.guard.backend import backend_audit
 from kernel_ratchet.guard.static_audit import REJECT
@@ -155,14 +161,19 @@ def _build_and_test(
         draft.timed("rebuild", b.seconds)
         if not b.ok:
             return draft.failed(Category.BUILD, f"build failed: {b.reason}", now())
-    workers.start()
-    early.start()
-    workers.check_early(c.m.level_shape_dicts(draft.level))
     c.say(
         f"round-{n}: focused test (the harness and the A/B's workers start beside it, the "
         "workers check the shapes' correctness)"
     )
-    t = _focused_test(c, art)
+    test = start_step("focused test", c.m.test_command, cwd=c.root, log_path=art / "test.log")
+    try:  # the test first: what the workers' start costs here (torch's import) runs beside it
+        workers.start()
+        early.start()
+        workers.check_early(c.m.level_shape_dicts(draft.level))
+    except BaseException:
+        test.stop()
+        raise
+    t = test.wait(TEST_TIMEOUT_S)
     draft.timed("test", t.seconds)
     if not t.ok and workers.checked_early and ran_out_of_memory(Path(t.log)):
         # the workers' checks of the largest shapes held the device memory the test needed:
