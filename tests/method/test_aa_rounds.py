@@ -1,0 +1,80 @@
+"""A/A rounds timed through the CLI in a clone: the kernel file a comment goes into, the table
+of what the records say, a clone that can commit, and (soak) a whole run on the CPU example."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from kernel_ratchet.errors import RatchetError
+from kernel_ratchet.method import aa_rounds
+from tests.campaign.conftest import KERNEL, cli_env, make_project
+
+
+def test_the_comment_goes_into_the_first_kernel_file_with_a_known_syntax():
+    assert aa_rounds.comment_file(["k/table.json", "k/gemm.cu", "k/x.py"]) == ("k/gemm.cu", "//")
+    assert aa_rounds.comment_file(["k/launch.py"]) == ("k/launch.py", "#")
+    with pytest.raises(RatchetError, match="comment syntax"):
+        aa_rounds.comment_file(["k/table.json", "k/kernel.ptx"])
+
+
+def _record(n: int, status: str, cis: dict[str, tuple[float, float]]) -> dict:
+    per_shape = [{"label": k, "ci": list(v), "verdict": "SAME"} for k, v in cis.items()]
+    return {
+        "round": n,
+        "status": status,
+        "reason": "why",
+        "seconds": {"test": 9.94, "harness_quick": 5.5, "ab_quick": 13.0, "measure": 31.2},
+        "decision": {"per_shape": per_shape, "rounds": 5},
+    }
+
+
+def test_the_table_reads_each_a_a_round_and_names_a_false_accept(tmp_path):
+    for n, status, cis in (
+        (1, "BASELINE", {}),
+        (3, "ACCEPTED", {"a": (-0.01, 0.03), "b": (0.0, 0.002)}),
+        (2, "ROLLED BACK", {"a": (-0.002, 0.002), "b": (-0.0005, 0.0015)}),
+    ):
+        d = tmp_path / f"rounds/round-{n}"
+        d.mkdir(parents=True)
+        (d / "round.json").write_text(json.dumps(_record(n, status, cis)))
+    rounds = aa_rounds.round_records(tmp_path)
+    assert [r.round for r in rounds] == [2, 3]  # the baseline is not an A/A round
+    assert rounds[1].half_widths == pytest.approx({"a": 0.02, "b": 0.001})
+    rows = aa_rounds.table(rounds).splitlines()[2:]
+    assert rows[0] == ("| 2 | ROLLED BACK | 9.9 | 5.5 | 13.0 | 31.2 | 0.10%-0.20% (widest: a) |")
+    assert "ACCEPTED (a false accept)" in rows[1] and "0.10%-2.00% (widest: a)" in rows[1]
+
+
+def test_the_clone_can_commit_without_a_global_identity(tmp_path, monkeypatch):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for args in (["init", "-q"], ["config", "user.email", "u@x"], ["config", "user.name", "u"]):
+        subprocess.run(["git", "-C", str(repo), *args], check=True)
+    (repo / "f.py").write_text("x = 1\n")
+    subprocess.run(["git", "-C", str(repo), "add", "f.py"], check=True)
+    subprocess.run(["git", "-C", str(repo), "commit", "-qm", "one"], check=True)
+    (repo / "f.py").write_text("x = 2  # not committed\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "no-global"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    aa_rounds.clone(repo, tmp_path / "clone")
+    assert (tmp_path / "clone/f.py").read_text() == "x = 1\n"  # HEAD, not the working tree
+    (tmp_path / "clone/f.py").write_text("x = 3\n")
+    done = subprocess.run(["git", "-C", str(tmp_path / "clone"), "commit", "-qam", "two"])
+    assert done.returncode == 0
+
+
+@pytest.mark.soak  # a campaign's init, baseline and one round in the interpreter: about a minute
+def test_a_round_of_the_cpu_example_leaves_the_users_tree_alone(tmp_path, monkeypatch):
+    root = make_project(tmp_path / "proj")
+    before = (root / KERNEL).read_text(), (root / "pyproject.toml").read_text()
+    for key, value in cli_env(root).items():
+        monkeypatch.setenv(key, value)
+    found = aa_rounds.run("tiny_gemm", 1, root, tmp_path / "keep", say=lambda _m: None)
+    assert [(r.round, r.status) for r in found] == [(2, "ROLLED BACK")]
+    assert {"test", "measure"} <= set(found[0].seconds) and found[0].half_widths
+    assert (tmp_path / "keep/rounds/round-2/round.json").exists()
+    assert ((root / KERNEL).read_text(), (root / "pyproject.toml").read_text()) == before
+    assert not (root / ".ratchet").exists() and (root / "notes.txt").exists()
