@@ -17,6 +17,7 @@ from kernel_ratchet.guard import transfer_check
 from kernel_ratchet.harness.csv_schema import BenchTable
 from kernel_ratchet.scoring.decision import Status
 from kernel_ratchet.scoring.metrics import aggregates, geomean, primary_value
+from kernel_ratchet.scoring.paired import EQUIVALENCE_FLOOR as EQ_FLOOR
 
 if TYPE_CHECKING:
     from kernel_ratchet.campaign.context import CampaignContext
@@ -36,7 +37,8 @@ def _shape_lines(c: CampaignContext, record: RoundRecord, table: BenchTable) -> 
         value = primary_value(r, c.m.campaign_type)[0] if r.passed else math.nan
         verdict = s.verdict if s else "-"
         if s and s.ci:  # paired A/B: the delta is the median per-round speed ratio, with its CI
-            verdict += f" (CI {s.ci[0] * 100:+.2f}%..{s.ci[1] * 100:+.2f}%, {s.rounds} rounds)"
+            verdict += f" (CI {s.ci[0] * 100:+.2f}%..{s.ci[1] * 100:+.2f}%, {s.rounds} rounds"
+            verdict += f"{_inside_margin(s, record)})"
         incumbent, delta = (s.incumbent, s.delta) if s else (None, None)
         if paired:
             cand = s.candidate if s and s.candidate is not None else math.nan
@@ -46,6 +48,17 @@ def _shape_lines(c: CampaignContext, record: RoundRecord, table: BenchTable) -> 
         else:
             lines.append(ShapeLine(r.label, r.check, value, incumbent, delta, verdict, snr or "-"))
     return lines
+
+
+def _inside_margin(s: ShapeResult, record: RoundRecord) -> str:
+    """For a FASTER or SLOWER shape whose whole CI lies inside the decision's no-gain margin,
+    a note that says so: the sides differ, by less than the campaign calls a change (two
+    processes of the same code can read 0.1-0.3% apart on a short op)."""
+    eq = max((record.decision.min_detectable if record.decision else None) or 0.0, EQ_FLOOR)
+    lo, hi = s.ci or (0.0, 0.0)
+    if s.verdict not in ("FASTER", "SLOWER") or lo < 1 / (1 + eq) - 1 or hi > eq:
+        return ""
+    return f"; inside the ±{eq:.2%} no-gain margin"
 
 
 def _paired(record: RoundRecord) -> bool:
