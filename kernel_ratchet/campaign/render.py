@@ -263,11 +263,16 @@ def optimize_round(v: RoundView) -> str:
 
 
 def time_line(seconds: Mapping[str, float]) -> str:
-    """``"114 s: test 15, harness_quick 20, ab_quick 79"`` from a round record's ``seconds``."""
+    """``"114 s: test 15, harness_quick 20, ab_quick 79"`` from a round record's ``seconds``;
+    ``other N`` is the round's time outside its steps (scope check and transfer audit before
+    the test, decision, git and records after the A/B), where it reaches a second."""
     sec = dict(seconds)
     total = sec.pop("measure", None)
     steps = ", ".join(f"{k} {v:.0f}" for k, v in sec.items())
-    return f"{total:.0f} s: {steps}" if total is not None else steps
+    if total is None:
+        return steps
+    other = total - sum(sec.values())
+    return f"{total:.0f} s: {steps}" + (f", other {other:.0f}" if other >= 1.0 else "")
 
 
 def tip_entry(

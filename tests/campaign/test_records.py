@@ -74,6 +74,9 @@ def test_time_line_says_where_a_round_went():
     rec = {"seconds": {"test": 14.6, "harness_quick": 20.2, "ab_quick": 79.4, "measure": 114.9}}
     assert time_line(rec["seconds"]) == "115 s: test 15, harness_quick 20, ab_quick 79"
     assert time_line({"test": 3.0}) == "test 3"
+    # a norm's quick round: 2.8 s outside the steps, named
+    quick = {"test": 9.9, "harness_quick": 5.5, "ab_quick": 13.0, "measure": 31.2}
+    assert time_line(quick) == "31 s: test 10, harness_quick 6, ab_quick 13, other 3"
 
 
 def test_paired_chain_reads_an_incumbent_closed_before_it_was_kept(tmp_path):
