@@ -168,13 +168,21 @@ def run(op: str, rounds: int, here: Path, keep: Path | None, say=print) -> list[
                 f.write(f"\n{marker} A/A round {i}: a comment, no change to the code\n")
             change = ["--change", f"comment {i} in {kernel}", "--expected", "no change"]
             rc = ratchet(cwd, dest, log, "validate", "--hypothesis", HYPOTHESIS, *change)
-            say(f"A/A round {i}: exit {rc} at {time.monotonic() - t0:.0f} s")
+            say(f"A/A round {i}: {_outcome(log, rc)} at {time.monotonic() - t0:.0f} s")
         out = keep or Path(tmp) / "records"
         if ratchet(cwd, dest, log, "export", str(out.resolve())):
             raise RatchetError(f"`ratchet export` failed in the clone:\n{_tail(log)}")
         if keep:
             (keep / "ratchet.log").write_text(log.read_text())
         return round_records(out)
+
+
+def _outcome(log: Path, rc: int) -> str:
+    """The decision line the round printed last (the CLI's exit code where it printed none)."""
+    for line in reversed(log.read_text().splitlines()):
+        if line.startswith("round-") and any(w in line for w in ("ACCEPTED", "ROLLED BACK")):
+            return line.split(":", 1)[0].split(" ", 1)[1]
+    return f"no decision printed (ratchet validate exited {rc}; see the log)"
 
 
 def _tail(log: Path, lines: int = 15) -> str:

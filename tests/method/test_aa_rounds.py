@@ -78,3 +78,13 @@ def test_a_round_of_the_cpu_example_leaves_the_users_tree_alone(tmp_path, monkey
     assert (tmp_path / "keep/rounds/round-2/round.json").exists()
     assert ((root / KERNEL).read_text(), (root / "pyproject.toml").read_text()) == before
     assert not (root / ".ratchet").exists() and (root / "notes.txt").exists()
+
+
+def test_each_round_reports_the_decision_it_printed(tmp_path):
+    log = tmp_path / "ratchet.log"
+    log.write_text(
+        "round-2: paired A/B\nround-2 ROLLED BACK (quick): aggregate 1.0003x\n(+0.03%)\n"
+    )
+    assert aa_rounds._outcome(log, 1) == "ROLLED BACK (quick)"
+    log.write_text("Traceback ...\n")
+    assert "exited 2" in aa_rounds._outcome(log, 2)
