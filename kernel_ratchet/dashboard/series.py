@@ -20,6 +20,8 @@ from kernel_ratchet.scoring.roofline import analyze_table, op_dtype
 
 #: The total of a round's ``seconds`` (every other key is one step of it).
 TOTAL_STEP = "measure"
+#: A round's time outside its steps (scope check, audit, decision, git, records).
+OTHER_STEP = "other"
 #: The status shown for a rehearsal round (its record says ROLLED BACK).
 REHEARSAL = "REHEARSAL"
 
@@ -179,17 +181,24 @@ def _shape_row(s: ShapeResult, unresolved: bool) -> ForestRow:
 
 
 def time_steps(data: CampaignData) -> tuple[list[str], dict[int, dict[str, float]]]:
-    """The step names in first-seen order and each round's seconds per step (total apart)."""
+    """The step names in first-seen order and each round's seconds per step (total apart);
+    ``other``, last, is a round's time outside its steps where it reaches a second (the
+    stacked bars then add up to the round)."""
     steps: list[str] = []
     per: dict[int, dict[str, float]] = {}
     for r in data.rounds:
         sec = dict((r.record.seconds or {}) if r.record else {})
         if not sec:
             continue
+        rest = sec.get(TOTAL_STEP, 0.0) - sum(v for k, v in sec.items() if k != TOTAL_STEP)
+        if rest >= 1.0:
+            sec[OTHER_STEP] = rest
         per[r.n] = sec
         for k in sec:
-            if k != TOTAL_STEP and k not in steps:
+            if k not in (TOTAL_STEP, OTHER_STEP) and k not in steps:
                 steps.append(k)
+    if any(OTHER_STEP in sec for sec in per.values()):
+        steps.append(OTHER_STEP)
     return steps, per
 
 

@@ -7,6 +7,7 @@ import math
 import re
 import time
 from statistics import NormalDist
+from types import SimpleNamespace as NS
 
 import pytest
 from markupsafe import escape
@@ -20,6 +21,7 @@ from kernel_ratchet.dashboard.series import (
     headline,
     roofline,
     search_moves,
+    time_steps,
 )
 from kernel_ratchet.errors import RatchetError
 from tests.dashboard.builder import CI, GAIN, LEVEL, QUANTITY, SHAPES, UNRESOLVED, WEIGHTED
@@ -193,3 +195,19 @@ def test_without_plotly_the_dashboard_says_what_to_install(monkeypatch, small):
     with pytest.raises(RatchetError, match=r"pip install 'kernel-ratchet\[dashboard\]'"):
         site.require_plotly()
     assert site.refresh_live(small[0]) is None  # a round goes on without a page
+
+
+def test_the_time_chart_adds_a_rounds_time_outside_its_steps():
+    def rnd(n, sec):
+        return NS(n=n, record=NS(seconds=sec))
+
+    data = NS(
+        rounds=[
+            rnd(1, {"test": 10.0, "harness_full": 15.3, "measure": 29.9}),  # 4.6 s outside
+            rnd(2, {"test": 9.9, "ab_quick": 13.0, "measure": 23.3}),  # 0.4 s: not drawn
+            rnd(3, None),
+        ]
+    )
+    steps, per = time_steps(data)
+    assert steps == ["test", "harness_full", "ab_quick", "other"]
+    assert per[1]["other"] == pytest.approx(4.6) and "other" not in per[2] and 3 not in per
