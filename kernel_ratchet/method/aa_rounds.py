@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -200,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.rounds < 1:
         p.error("--rounds must be at least 1")
+    # a SIGTERM unwinds like Ctrl+C: the clone's temporary directory is removed
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         found = run(args.op, args.rounds, Path.cwd(), args.keep)
     except RatchetError as exc:

@@ -4,7 +4,10 @@ of what the records say, a clone that can commit, and (soak) a whole run on the 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
+import sys
 
 import pytest
 
@@ -88,3 +91,28 @@ def test_each_round_reports_the_decision_it_printed(tmp_path):
     assert aa_rounds._outcome(log, 1) == "ROLLED BACK (quick)"
     log.write_text("Traceback ...\n")
     assert "exited 2" in aa_rounds._outcome(log, 2)
+
+
+def test_a_sigterm_removes_the_clone(tmp_path):
+    """Stopped from outside (a job's time limit), the command leaves no clone behind."""
+    root = make_project(tmp_path / "proj")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    script = (
+        "import sys, time\n"
+        "from kernel_ratchet.method import aa_rounds\n"
+        "def slow(*a, **k):\n"
+        "    print('started', flush=True)\n"
+        "    time.sleep(60)\n"
+        "aa_rounds.ratchet = slow\n"
+        "sys.exit(aa_rounds.main(['tiny_gemm']))\n"
+    )
+    env = {**cli_env(root), "TMPDIR": str(tmp)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], cwd=root, env=env, stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout.readline().strip() == "started"
+    assert [p.name[:10] for p in tmp.iterdir()] == ["aa-rounds-"]  # the clone, in flight
+    os.kill(proc.pid, signal.SIGTERM)
+    assert proc.wait(timeout=30) == 143
+    assert list(tmp.iterdir()) == []
