@@ -19,7 +19,6 @@ an A/A round accepted is a false accept, and the table says so.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import subprocess
@@ -28,8 +27,9 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from kernel_ratchet.campaign.lineage.git import git, toplevel
+from kernel_ratchet.campaign.record import RoundRecord, read_record
 from kernel_ratchet.errors import RatchetError
 
 #: Comment syntax by kernel-file suffix: the A/A change is one such line at the file's end.
@@ -50,17 +50,12 @@ class AARound:
     rounds: int | None
 
     @classmethod
-    def from_record(cls, rec: dict[str, Any]) -> AARound:
-        d = rec.get("decision") or {}
-        widths = {
-            s["label"]: (s["ci"][1] - s["ci"][0]) / 2
-            for s in d.get("per_shape", [])
-            if s.get("ci") is not None
-        }
-        seconds = dict(rec.get("seconds") or {})
-        return cls(
-            rec["round"], rec["status"], rec.get("reason", ""), seconds, widths, d.get("rounds")
-        )
+    def from_record(cls, rec: RoundRecord) -> AARound:
+        d = rec.decision
+        shapes = d.per_shape if d else ()
+        widths = {s.label: (s.ci[1] - s.ci[0]) / 2 for s in shapes if s.ci is not None}
+        seconds = dict(rec.seconds or {})
+        return cls(rec.round, rec.status.value, rec.reason, seconds, widths, d and d.rounds)
 
 
 def comment_file(kernel_source: list[str]) -> tuple[str, str]:
@@ -78,18 +73,10 @@ def comment_file(kernel_source: list[str]) -> tuple[str, str]:
 
 def clone(repo: Path, dest: Path) -> None:
     """A clone of ``repo``'s HEAD at ``dest``, with a committer set where none is."""
-    top = _git(repo, "rev-parse", "--show-toplevel").strip()
-    subprocess.run(["git", "clone", "--quiet", top, str(dest)], check=True)
+    git(toplevel(repo), "clone", "--quiet", ".", str(dest))
     for key, value in (("user.email", "aa-rounds@localhost"), ("user.name", "aa_rounds")):
-        if subprocess.run(["git", "-C", str(dest), "config", key], capture_output=True).returncode:
-            _git(dest, "config", key, value)
-
-
-def _git(where: Path, *args: str) -> str:
-    out = subprocess.run(["git", "-C", str(where), *args], capture_output=True, text=True)
-    if out.returncode:
-        raise RatchetError(f"git {' '.join(args)} in {where} failed: {out.stderr.strip()}")
-    return out.stdout
+        if not git(dest, "config", key, check=False).strip():
+            git(dest, "config", key, value)
 
 
 def _env(project: Path, top: Path) -> dict[str, str]:
@@ -114,12 +101,8 @@ def ratchet(root: Path, top: Path, log: Path, *args: str) -> int:
 
 def round_records(campaign_dir: Path) -> list[AARound]:
     """The A/A rounds (round 2 on) of a campaign directory, in order."""
-    rounds = []
-    for path in sorted(campaign_dir.glob("rounds/round-*/round.json")):
-        rec = json.loads(path.read_text())
-        if rec.get("round", 1) > 1:
-            rounds.append(AARound.from_record(rec))
-    return sorted(rounds, key=lambda r: r.round)
+    records = (read_record(p) for p in campaign_dir.glob("rounds/round-*/round.json"))
+    return sorted((AARound.from_record(r) for r in records if r.round > 1), key=lambda r: r.round)
 
 
 def table(rounds: list[AARound]) -> str:
@@ -150,7 +133,7 @@ def run(op: str, rounds: int, here: Path, keep: Path | None, say=print) -> list[
     """Clone, open a campaign of ``op``, run ``rounds`` A/A rounds; their records."""
     from kernel_ratchet.profile.loader import load_profile
 
-    top = Path(_git(here, "rev-parse", "--show-toplevel").strip())
+    top = toplevel(here)
     with tempfile.TemporaryDirectory(prefix="aa-rounds-") as tmp:
         dest = Path(tmp) / "repo"
         clone(top, dest)

@@ -24,13 +24,19 @@ def test_the_comment_goes_into_the_first_kernel_file_with_a_known_syntax():
 
 
 def _record(n: int, status: str, cis: dict[str, tuple[float, float]]) -> dict:
-    per_shape = [{"label": k, "ci": list(v), "verdict": "SAME"} for k, v in cis.items()]
+    """A ``round.json`` as a campaign writes it (the baseline: no decision)."""
+    per_shape = [
+        {"label": k, "delta": sum(v) / 2, "noise": 0.0, "verdict": "SAME", "ci": list(v)}
+        for k, v in cis.items()
+    ]
+    decision = {"status": status, "reason": "why", "per_shape": per_shape, "rounds": 5}
     return {
         "round": n,
         "status": status,
+        "category": "baseline" if n == 1 else "no-gain" if status == "ROLLED BACK" else "ok",
         "reason": "why",
         "seconds": {"test": 9.94, "harness_quick": 5.5, "ab_quick": 13.0, "measure": 31.2},
-        "decision": {"per_shape": per_shape, "rounds": 5},
+        **({"decision": decision} if n > 1 else {}),
     }
 
 
