@@ -33,9 +33,14 @@ def classify(lo: float, hi: float, equivalence: float) -> PairedVerdict:
         return PairedVerdict.FASTER
     if hi < 1.0:
         return PairedVerdict.SLOWER
-    if lo >= 1.0 / (1.0 + equivalence) and hi <= 1.0 + equivalence:
+    if inside_margin(lo, hi, equivalence):
         return PairedVerdict.SAME
     return PairedVerdict.AMBIGUOUS
+
+
+def inside_margin(lo: float, hi: float, equivalence: float) -> bool:
+    """Whether a speed-ratio CI ``[lo, hi]`` lies inside the equivalence margin."""
+    return lo >= 1.0 / (1.0 + equivalence) and hi <= 1.0 + equivalence
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from kernel_ratchet.harness.csv_schema import BenchTable
 from kernel_ratchet.scoring.decision import Status
 from kernel_ratchet.scoring.metrics import aggregates, geomean, primary_value
 from kernel_ratchet.scoring.paired import EQUIVALENCE_FLOOR as EQ_FLOOR
+from kernel_ratchet.scoring.paired_rows import inside_margin
 
 if TYPE_CHECKING:
     from kernel_ratchet.campaign.context import CampaignContext
@@ -55,8 +56,8 @@ def _inside_margin(s: ShapeResult, record: RoundRecord) -> str:
     a note that says so: the sides differ, by less than the campaign calls a change (two
     processes of the same code can read 0.1-0.3% apart on a short op)."""
     eq = max((record.decision.min_detectable if record.decision else None) or 0.0, EQ_FLOOR)
-    lo, hi = s.ci or (0.0, 0.0)
-    if s.verdict not in ("FASTER", "SLOWER") or lo < 1 / (1 + eq) - 1 or hi > eq:
+    lo, hi = s.ci or (0.0, 0.0)  # relative: the ratio's CI less one
+    if s.verdict not in ("FASTER", "SLOWER") or not inside_margin(1 + lo, 1 + hi, eq):
         return ""
     return f"; inside the ±{eq:.2%} no-gain margin"
 
