@@ -263,16 +263,24 @@ def optimize_round(v: RoundView) -> str:
 
 
 def time_line(seconds: Mapping[str, float]) -> str:
-    """``"114 s: test 15, harness_quick 20, ab_quick 79"`` from a round record's ``seconds``;
-    ``other N`` is the round's time outside its steps (scope check and transfer audit before
-    the test, decision, git and records after the A/B), where it reaches a second."""
+    """``"114 s: test 15, harness_quick 20, ab_quick 79"`` from a round record's ``seconds``,
+    with ``other N`` where :func:`other_seconds` names time outside the steps."""
     sec = dict(seconds)
     total = sec.pop("measure", None)
     steps = ", ".join(f"{k} {v:.0f}" for k, v in sec.items())
     if total is None:
         return steps
-    other = total - sum(sec.values())
-    return f"{total:.0f} s: {steps}" + (f", other {other:.0f}" if other >= 1.0 else "")
+    other = other_seconds(seconds)
+    return f"{total:.0f} s: {steps}" + (f", other {other:.0f}" if other is not None else "")
+
+
+def other_seconds(seconds: Mapping[str, float]) -> float | None:
+    """A round's time outside its steps (scope check and transfer audit before the test,
+    decision, git and records after the A/B) where it reaches a second, else None."""
+    if "measure" not in seconds:
+        return None
+    rest = seconds["measure"] - sum(v for k, v in seconds.items() if k != "measure")
+    return rest if rest >= 1.0 else None
 
 
 def tip_entry(

@@ -13,6 +13,7 @@ from typing import Any
 
 from kernel_ratchet.campaign.headline import ChainHeadline, chain_headline
 from kernel_ratchet.campaign.record import RoundRecord
+from kernel_ratchet.campaign.render import other_seconds
 from kernel_ratchet.campaign.round_decision import ShapeResult
 from kernel_ratchet.dashboard.model import CampaignData
 from kernel_ratchet.scoring.decision import Status
@@ -190,8 +191,8 @@ def time_steps(data: CampaignData) -> tuple[list[str], dict[int, dict[str, float
         sec = dict((r.record.seconds or {}) if r.record else {})
         if not sec:
             continue
-        rest = sec.get(TOTAL_STEP, 0.0) - sum(v for k, v in sec.items() if k != TOTAL_STEP)
-        if rest >= 1.0:
+        rest = other_seconds(sec)
+        if rest is not None:
             sec[OTHER_STEP] = rest
         per[r.n] = sec
         for k in sec:
