@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,9 @@ from kernel_ratchet.harness.start_gate import DRIVER_ENV, GATE_ENV
 #: Time limits of the project's commands: a rebuild or focused test, a harness run.
 TEST_TIMEOUT_S = 1800.0
 HARNESS_TIMEOUT_S = 3600.0
+#: The environment of a focused test declared not to use the GPU (``test_gpu: false``): no
+#: device is visible to it, so what the round times beside it cannot share the GPU with it.
+NO_GPU_ENV = {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": ""}
 
 
 @dataclass(frozen=True)
@@ -88,10 +92,12 @@ def start_step(
     log_path: Path,
     env: dict[str, str] | None = None,
     gate: Path | None = None,
+    cpus: set[int] | None = None,
 ) -> RunningStep:
     """Start ``command`` as :func:`run_step` does, without waiting for it. ``gate``: a path
     the command is told of (``RATCHET_START_GATE``); a command that honours it prepares (its
-    imports) and then waits for :meth:`RunningStep.release` before its real work."""
+    imports) and then waits for :meth:`RunningStep.release` before its real work. ``cpus``:
+    the only CPUs the command and its children may run on (Linux)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     full_env = dict(os.environ)
     full_env.update(env or {})
@@ -113,7 +119,7 @@ def start_step(
             stderr=subprocess.STDOUT,
             env=full_env,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=_child_setup(cpus),
         )
     except BaseException:
         log.close()
@@ -136,6 +142,17 @@ class RunningStep:
     t0: float
     gate: Path | None = None
     released: float | None = None  # monotonic time of the release
+    ended: float | None = None  # monotonic time of the exit, where :meth:`watch` saw it
+
+    def watch(self) -> None:
+        """Note the moment the command exits (a thread waits on it), so that a wait that
+        comes later still counts only the command's own seconds."""
+
+        def note_exit() -> None:
+            self.proc.wait()
+            self.ended = time.monotonic()
+
+        threading.Thread(target=note_exit, name=f"kr-watch-{self.name}", daemon=True).start()
 
     def release(self) -> None:
         """Let a gated command start its real work (written atomically: it reads "go")."""
@@ -176,9 +193,22 @@ class RunningStep:
             raise
         finally:
             self._close()
-        secs = time.monotonic() - since
+        secs = (self.ended or time.monotonic()) - since
         reason = "ok" if rc == 0 else f"{self.name} exited with code {rc} (see {self.log_path})"
         return StepResult(self.name, self.command, rc == 0, rc, secs, str(self.log_path), reason)
+
+
+def _child_setup(cpus: set[int] | None):
+    """The child's set-up before it runs the command: die with the driver, keep to ``cpus``."""
+    if not cpus:
+        return _die_with_parent
+
+    def setup() -> None:
+        _die_with_parent()
+        with contextlib.suppress(AttributeError, OSError):
+            os.sched_setaffinity(0, cpus)
+
+    return setup
 
 
 def _die_with_parent() -> None:

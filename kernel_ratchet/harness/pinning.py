@@ -82,6 +82,26 @@ def paired_cpus(index: int = 0) -> tuple[int, ...]:
     return (pick_cpu(allowed, gpu_numa_cpus(cuda_bus_id(index))),)
 
 
+def beside_cpus(nodes: Path = _NODES) -> set[int] | None:
+    """The CPUs a process running beside a paired A/B may use (a focused test without the
+    GPU): every allowed CPU but those :func:`paired_cpus` could pick, the highest of each NUMA
+    node and the highest of all, found without asking the GPU. A thread pool sized to every
+    core would otherwise put a thread on the workers' CPU and stall at each barrier while they
+    time. None where nothing can be pinned or too few CPUs would be left."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    allowed = set(os.sched_getaffinity(0))
+    taken = {max(allowed)}
+    for node in nodes.glob("node[0-9]*"):
+        try:
+            near = parse_cpulist((node / "cpulist").read_text()) & allowed
+        except (OSError, ValueError):
+            continue
+        taken |= {max(near)} if near else set()
+    left = allowed - taken
+    return left if len(left) >= 2 else None
+
+
 def _threads(pid: int) -> list[int]:
     """The thread ids of process ``pid`` (Linux ``/proc``), or just ``pid``."""
     try:

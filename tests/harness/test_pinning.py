@@ -101,3 +101,33 @@ def test_unpinned_method_workers_stay_where_the_scheduler_puts_them(
 ) -> None:
     monkeypatch.setattr(planted, "paired_cpus", lambda: (13,))
     assert planted.worker_spec(planted.base_adapter(True), True, {}, pinned=False).cpus == ()
+
+
+def test_a_process_beside_the_a_b_keeps_off_every_cpu_its_workers_could_take(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    nodes = tmp_path / "nodes"
+    for name, cpulist in (("node0", "0-7"), ("node1", "8-15")):
+        (nodes / name).mkdir(parents=True)
+        (nodes / name / "cpulist").write_text(cpulist + "\n")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    left = pinning.beside_cpus(nodes)
+    assert left == set(range(16)) - {7, 15}
+    for near in (set(range(8)), set(range(8, 16)), set()):  # wherever the GPU sits
+        assert pinning.pick_cpu(set(range(16)), near) not in left
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 9}, raising=False)
+    assert pinning.beside_cpus(nodes) == {0, 1}  # each node's highest allowed one is kept off
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {6, 7}, raising=False)
+    assert pinning.beside_cpus(nodes) is None  # one CPU would be left: nothing is restricted
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity here")
+def test_a_step_started_on_some_cpus_runs_there_with_its_children(tmp_path: Path) -> None:
+    from kernel_ratchet.campaign.steps import start_step
+
+    cpu = min(os.sched_getaffinity(0))
+    code = "import os, subprocess, sys; print(sorted(os.sched_getaffinity(0)))"
+    cmd = f'{sys.executable} -c "{code}" && {sys.executable} -c "{code}"'
+    res = start_step("child", cmd, cwd=tmp_path, log_path=tmp_path / "c.log", cpus={cpu})
+    assert res.wait(60).ok
+    assert (tmp_path / "c.log").read_text().splitlines()[-2:] == [f"[{cpu}]"] * 2
