@@ -29,6 +29,9 @@ LEVELS = ("quick", "full")
 WOULD_ACCEPT = "REHEARSAL: would accept"
 #: The driver's notes on a round besides its hypothesis, bucket and level.
 NOTE_KEYS = ("change", "expected", "lesson", "next_direction", "takeaway", "summary", "direction")
+#: The key of a round's ``seconds`` that holds how many of its steps' seconds ran at the same
+#: time as other steps (a focused test without the GPU runs beside the harness and the A/B).
+OVERLAP_STEP = "overlap"
 
 
 @dataclass(frozen=True)
@@ -38,7 +41,8 @@ class RoundRecord:
     ``round`` 1 is the BASELINE. ``csv`` is the round's benchmark CSV (relative to the campaign
     directory), ``quick_csv`` the quick-level one of an escalated round, ``incumbent_csv`` what
     it was compared with; ``decision`` is None when no decision was measured (a failure before
-    it). ``seconds``: wall time per step that ran (``measure`` = all of them). Raises ValueError
+    it). ``seconds``: wall time per step that ran (``measure`` = the whole round; ``overlap``:
+    the steps' seconds that ran beside other steps). Raises ValueError
     on an unknown status, category or level, or a category that contradicts the status.
     """
 

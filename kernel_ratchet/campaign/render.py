@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kernel_ratchet.campaign.record import OVERLAP_STEP
 from kernel_ratchet.guard.transfer import TRANSFER_KEYS
 from kernel_ratchet.scoring.metrics import Aggregates
 
@@ -264,14 +265,17 @@ def optimize_round(v: RoundView) -> str:
 
 def time_line(seconds: Mapping[str, float]) -> str:
     """``"114 s: test 15, harness_quick 20, ab_quick 79"`` from a round record's ``seconds``,
-    with ``other N`` where :func:`other_seconds` names time outside the steps."""
+    with ``other N`` where :func:`other_seconds` names time outside the steps and ``N s of the
+    steps ran at once`` where some ran beside others."""
     sec = dict(seconds)
     total = sec.pop("measure", None)
+    overlap = sec.pop(OVERLAP_STEP, None)
     steps = ", ".join(f"{k} {v:.0f}" for k, v in sec.items())
     if total is None:
         return steps
     other = other_seconds(seconds)
-    return f"{total:.0f} s: {steps}" + (f", other {other:.0f}" if other is not None else "")
+    line = f"{total:.0f} s: {steps}" + (f", other {other:.0f}" if other is not None else "")
+    return line + (f"; {overlap:.0f} s of the steps ran at once" if overlap else "")
 
 
 def other_seconds(seconds: Mapping[str, float]) -> float | None:
@@ -279,7 +283,8 @@ def other_seconds(seconds: Mapping[str, float]) -> float | None:
     decision, git and records after the A/B) where it reaches a second, else None."""
     if "measure" not in seconds:
         return None
-    rest = seconds["measure"] - sum(v for k, v in seconds.items() if k != "measure")
+    steps = sum(v for k, v in seconds.items() if k not in ("measure", OVERLAP_STEP))
+    rest = seconds["measure"] - steps + seconds.get(OVERLAP_STEP, 0.0)
     return rest if rest >= 1.0 else None
 
 

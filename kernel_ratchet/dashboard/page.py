@@ -19,6 +19,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 from plotly.offline import get_plotlyjs
 
+from kernel_ratchet.campaign.record import OVERLAP_STEP
 from kernel_ratchet.campaign.render import time_line, unit
 from kernel_ratchet.campaign.rounds.view import transfer_of
 from kernel_ratchet.dashboard import figures
@@ -137,7 +138,9 @@ def _round_view(data: CampaignData, r: RoundEntry) -> dict[str, Any]:
     view["weighted"] = _weighted(rec.decision.time_weighted if rec.decision else None)
     view["transfer"] = transfer_of(rec)
     view["seconds"] = time_line(rec.seconds) if rec.seconds else None
-    view["steps"] = {k: v for k, v in (rec.seconds or {}).items() if k != TOTAL_STEP}
+    view["steps"] = {
+        k: v for k, v in (rec.seconds or {}).items() if k not in (TOTAL_STEP, OVERLAP_STEP)
+    }
     view["diff"] = data.diff(r.n)
     view["root_cause"] = rec.category.root_cause if rec.status.value == "ROLLED BACK" else ""
     return view

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernel_ratchet.campaign.headline import ChainHeadline, chain_headline
-from kernel_ratchet.campaign.record import RoundRecord
+from kernel_ratchet.campaign.record import OVERLAP_STEP, RoundRecord
 from kernel_ratchet.campaign.render import other_seconds
 from kernel_ratchet.campaign.round_decision import ShapeResult
 from kernel_ratchet.dashboard.model import CampaignData
@@ -184,7 +184,7 @@ def _shape_row(s: ShapeResult, unresolved: bool) -> ForestRow:
 def time_steps(data: CampaignData) -> tuple[list[str], dict[int, dict[str, float]]]:
     """The step names in first-seen order and each round's seconds per step (total apart);
     ``other``, last, is a round's time outside its steps where it reaches a second (the
-    stacked bars then add up to the round)."""
+    stacked bars then add up to the round, plus the seconds of steps that ran at once)."""
     steps: list[str] = []
     per: dict[int, dict[str, float]] = {}
     for r in data.rounds:
@@ -192,6 +192,7 @@ def time_steps(data: CampaignData) -> tuple[list[str], dict[int, dict[str, float
         if not sec:
             continue
         rest = other_seconds(sec)
+        sec.pop(OVERLAP_STEP, None)
         if rest is not None:
             sec[OTHER_STEP] = rest
         per[r.n] = sec

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernel_ratchet.campaign.lineage.git import git, toplevel
-from kernel_ratchet.campaign.record import RoundRecord, read_record
+from kernel_ratchet.campaign.record import OVERLAP_STEP, RoundRecord, read_record
 from kernel_ratchet.errors import RatchetError
 
 #: Comment syntax by kernel-file suffix: the A/A change is one such line at the file's end.
@@ -106,7 +106,8 @@ def round_records(campaign_dir: Path) -> list[AARound]:
 
 
 def table(rounds: list[AARound]) -> str:
-    """One markdown row per round: decision, seconds per step, half-widths."""
+    """One markdown row per round: decision, seconds per step, half-widths. A test that ran
+    beside the harness and the A/B (``test_gpu: false``) says so: its seconds are not added."""
     head = "| round | decision | test s | harness s | paired A/B s | round s | "
     head += "per-shape CI half-widths |"
     lines = [head, "|---|---|---:|---:|---:|---:|---|"]
@@ -118,8 +119,9 @@ def table(rounds: list[AARound]) -> str:
         span = f"{widths[0]:.2%}-{widths[-1]:.2%}" if widths else "-"
         worst = max(r.half_widths, key=r.half_widths.get) if widths else ""
         status = r.status + (" (a false accept)" if r.status == "ACCEPTED" else "")
+        test = _s(s.get("test")) + (" (beside)" if s.get(OVERLAP_STEP) else "")
         lines.append(
-            f"| {r.round} | {status} | {_s(s.get('test'))} | {_s(harness)} | {_s(ab)} "
+            f"| {r.round} | {status} | {test} | {_s(harness)} | {_s(ab)} "
             f"| {_s(s.get('measure'))} | {span}{f' (widest: {worst})' if worst else ''} |"
         )
     return "\n".join(lines)

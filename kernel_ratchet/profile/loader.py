@@ -319,6 +319,7 @@ def _op(
     fields["allow_precision_drop"] = flag(
         data.get("allow_precision_drop"), f"{prefix}.allow_precision_drop", problems
     )
+    fields["test_gpu"] = flag(data.get("test_gpu"), f"{prefix}.test_gpu", problems, True)
     fields["measure"] = parse_measure(data.get("measure"), f"{prefix}.measure", measure, problems)
     _needs_rebuild(fields, data, prefix, problems)
     if problems.count > n_before:

@@ -30,11 +30,12 @@ def weights(raw: Any, dotted: str, problems: Problems) -> dict[str, float]:
     return out
 
 
-def flag(raw: Any, dotted: str, problems: Problems) -> bool:
-    """An optional ``true`` / ``false`` (absent: false)."""
+def flag(raw: Any, dotted: str, problems: Problems, default: bool = False) -> bool:
+    """An optional ``true`` / ``false`` (absent: ``default``)."""
     if raw is None:
-        return False
+        return default
     if not isinstance(raw, bool):
-        problems.add(dotted, f"expected true or false, got {show(raw)}", f"write {dotted}: true")
-        return False
+        fix = f"write {dotted}: {'false' if default else 'true'}"
+        problems.add(dotted, f"expected true or false, got {show(raw)}", fix)
+        return default
     return raw

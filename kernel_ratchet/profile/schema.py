@@ -50,6 +50,7 @@ OP_KEYS: tuple[str, ...] = (
     "measure",
     "test_shared",
     "allow_precision_drop",
+    "test_gpu",
 )
 #: ``benchmark`` is optional (``ratchet bench`` runs it when given); ``adapter`` is not needed
 #: when the op is described in the YAML (``function``, see :mod:`kernel_ratchet.profile.opdesc`).
@@ -63,6 +64,7 @@ OPTIONAL_OP_DEFAULTS: Mapping[str, object] = {
     "measure": None,
     "test_shared": False,
     "allow_precision_drop": False,
+    "test_gpu": True,
 }
 
 CAMPAIGN_TYPES: tuple[str, ...] = ("compute_fwd", "compute_fwd_bwd", "memory")
@@ -119,6 +121,9 @@ class OpProfile:
     #: correctness gate (e.g. an FP8 op whose dispatch moves a shape off its 16-bit fallback);
     #: every round still says where its precision fell
     allow_precision_drop: bool = False
+    #: whether the focused test uses the GPU; ``false``: it runs with no GPU visible, beside
+    #: the round's harness and A/B (:mod:`kernel_ratchet.campaign.rounds.measure`)
+    test_gpu: bool = True
 
     @property
     def primary_metric(self) -> str:

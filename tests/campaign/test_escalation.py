@@ -27,7 +27,7 @@ def test_full_validation_never_remeasures_the_quick_shapes(tmp_path, monkeypatch
     ran = []
     gain = RoundDecision("ACCEPTED", "gain", False, False, (), 1.0, 1.02, 0.02, 0.0, False, ())
 
-    def level(c, n, draft, art, lvl, name, workers=None, early=None):
+    def level(c, n, draft, art, lvl, name, workers=None, early=None, abandon=None):
         ran.append(lvl)
         art.mkdir(parents=True, exist_ok=True)
         (art / name).write_text("csv")

@@ -35,7 +35,8 @@ def _record(n: int, status: str, cis: dict[str, tuple[float, float]]) -> dict:
         "status": status,
         "category": "baseline" if n == 1 else "no-gain" if status == "ROLLED BACK" else "ok",
         "reason": "why",
-        "seconds": {"test": 9.94, "harness_quick": 5.5, "ab_quick": 13.0, "measure": 31.2},
+        "seconds": {"test": 9.94, "harness_quick": 5.5, "ab_quick": 13.0, "measure": 31.2}
+        | ({"overlap": 8.0} if status == "ACCEPTED" else {}),  # a test beside the A/B
         **({"decision": decision} if n > 1 else {}),
     }
 
@@ -55,6 +56,7 @@ def test_the_table_reads_each_a_a_round_and_names_a_false_accept(tmp_path):
     rows = aa_rounds.table(rounds).splitlines()[2:]
     assert rows[0] == ("| 2 | ROLLED BACK | 9.9 | 5.5 | 13.0 | 31.2 | 0.10%-0.20% (widest: a) |")
     assert "ACCEPTED (a false accept)" in rows[1] and "0.10%-2.00% (widest: a)" in rows[1]
+    assert "| 9.9 (beside) | 5.5 |" in rows[1] and "(beside)" not in rows[0]
 
 
 def test_the_clone_can_commit_without_a_global_identity(tmp_path, monkeypatch):

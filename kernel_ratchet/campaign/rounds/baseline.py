@@ -18,7 +18,7 @@ from kernel_ratchet.campaign.quick_bench import (
     write_provenance,
 )
 from kernel_ratchet.campaign.record import RoundRecord
-from kernel_ratchet.campaign.steps import TEST_TIMEOUT_S, run_step
+from kernel_ratchet.campaign.steps import NO_GPU_ENV, TEST_TIMEOUT_S, run_step
 from kernel_ratchet.errors import CampaignError
 from kernel_ratchet.harness.csv_schema import read_csv
 from kernel_ratchet.scoring.decision import Status
@@ -48,6 +48,7 @@ def measure_baseline(c: CampaignContext, started: str) -> RoundRecord:
         cwd=c.root,
         log_path=art / "test.log",
         timeout_s=TEST_TIMEOUT_S,
+        env=None if c.op.test_gpu else NO_GPU_ENV,  # as every round runs it
     )
     if not test.ok:
         raise BaselineFailure(f"the unmodified kernel fails its focused test: {test.reason}")

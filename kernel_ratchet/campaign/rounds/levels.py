@@ -35,6 +35,8 @@ from kernel_ratchet.guard.static_audit import REJECT
 from kernel_ratchet.scoring.decision import decide
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from kernel_ratchet.campaign.context import CampaignContext
     from kernel_ratchet.campaign.rounds.workers import RoundWorkers
     from kernel_ratchet.harness.worker import Worker
@@ -103,12 +105,17 @@ def _level(
     name: str,
     workers: RoundWorkers | None = None,
     early: EarlyHarness | None = None,
+    abandon: Callable[[], str | None] | None = None,
 ) -> LevelResult:
     """Harness at ``level`` (the round's CSV), then the decision against the incumbent:
     correctness and shape-set gates on the CSV, then the paired A/B (in the round's
-    ``workers`` when given; they are idle before the harness times anything)."""
+    ``workers`` when given; they are idle before the harness times anything). ``abandon``:
+    why the round stops before its harness or its A/B (a focused test running beside them
+    failed), or None."""
     if workers is not None:
         workers.settle()
+    if (stop := abandon and abandon()) is not None:
+        return LevelResult(failed=draft.failed(Category.TEST, stop, now()))
     shapes = len(c.m.level_shape_dicts(level))
     c.say(f"round-{n}: harness, {level} level ({shapes} shapes)")
     h, csv = _run_harness(c, art, level, name, early)
@@ -126,6 +133,23 @@ def _level(
         return LevelResult(failed=draft.failed(Category.SCHEMA, why, now()))
     if any(not r.passed for r in c.table(c.rel(csv)).rows):
         return LevelResult(csv, gates, Category.CORRECTNESS)
+    if (stop := abandon and abandon()) is not None:
+        return LevelResult(failed=draft.failed(Category.TEST, stop, now()))
+    return _paired_level(c, n, draft, art, (level, csv, inc_rel), gates, workers)
+
+
+def _paired_level(
+    c: CampaignContext,
+    n: int,
+    draft: RoundDraft,
+    art: Path,
+    where: tuple[str, Path, str],
+    gates: RoundDecision,
+    workers: RoundWorkers | None,
+) -> LevelResult:
+    """The paired A/B of a level whose harness passed (``where``: level, its CSV, the
+    incumbent's CSV) and the decision on it, ``gates`` (the harness's own) kept beside."""
+    level, csv, inc_rel = where
     t0 = time.monotonic()
     lend = workers.lend() if workers is not None else None
     own = workers is not None and level == draft.level  # the level its workers checked early
@@ -159,14 +183,15 @@ def measure_levels(
     art: Path,
     workers: RoundWorkers | None = None,
     early: EarlyHarness | None = None,
+    abandon: Callable[[], str | None] | None = None,
 ) -> RoundRecord:
     """The round's level (and the full level after a quick gain under 5%), then the transfer
     check of an accepted paired decision; returns the round's record. ``workers``: the
     round's started workers (:mod:`.workers`), reused by its A/B and transfer check;
-    ``early``: its harness, started beside the focused test."""
+    ``early``: its harness, started beside the focused test; ``abandon``: see :func:`_level`."""
     level = draft.level
     inc_rel = c.state.incumbent_quick_csv if level == "quick" else c.state.incumbent_full_csv
-    res = _level(c, n, draft, art, level, "benchmark.csv", workers, early)
+    res = _level(c, n, draft, art, level, "benchmark.csv", workers, early, abandon)
     if res.failed is not None:
         return res.failed
     csv, d, category = res.csv, res.decision, res.category
@@ -178,7 +203,7 @@ def measure_levels(
         quick = art / "benchmark_quick.csv"
         os.replace(csv, quick)
         draft.quick_csv = c.rel(quick)
-        res = _level(c, n, draft, art / "full", "full", "benchmark.csv", workers)
+        res = _level(c, n, draft, art / "full", "full", "benchmark.csv", workers, None, abandon)
         if res.failed is not None:
             return res.failed
         final = art / "benchmark.csv"

@@ -19,13 +19,14 @@ from kernel_ratchet.campaign.lineage.kernel import (
     scope_reason,
 )
 from kernel_ratchet.campaign.quick_bench import EarlyHarness
-from kernel_ratchet.campaign.record import RoundDraft, RoundRecord
+from kernel_ratchet.campaign.record import OVERLAP_STEP, RoundDraft, RoundRecord
 from kernel_ratchet.campaign.rounds.levels import measure_levels
 from kernel_ratchet.campaign.rounds.shared import note_sharing, run_shared_tests
 from kernel_ratchet.campaign.rounds.workers import RoundWorkers
 from kernel_ratchet.campaign.scope import split_editor_files
 from kernel_ratchet.campaign.state import PendingRound
 from kernel_ratchet.campaign.steps import (
+    NO_GPU_ENV,
     TEST_TIMEOUT_S,
     StepResult,
     ran_out_of_memory,
@@ -35,6 +36,7 @@ from kernel_ratchet.campaign.steps import (
 from kernel_ratchet.guard import StaticAudit, audit_change
 from kernel_ratchet.guard.backend import backend_audit
 from kernel_ratchet.guard.static_audit import REJECT
+from kernel_ratchet.harness.pinning import beside_cpus
 
 if TYPE_CHECKING:
     from kernel_ratchet.campaign.context import CampaignContext
@@ -120,6 +122,8 @@ def _measure(c: CampaignContext, n: int, p: PendingRound) -> RoundRecord:
         return draft.failed(Category.BACKEND, swapped, now())
     early = EarlyHarness(c, draft.level, art / "benchmark.csv", art / "benchmark.log")
     with RoundWorkers(c, art) as workers, early:
+        if not c.op.test_gpu:
+            return _measure_beside_test(c, n, draft, art, workers, early)
         failed = _build_and_test(c, n, draft, art, workers, early)
         return failed or measure_levels(c, n, draft, art, workers, early)
 
@@ -138,6 +142,26 @@ def _syntax_error(c: CampaignContext) -> str | None:
     return None
 
 
+def _rebuild(c: CampaignContext, n: int, draft: RoundDraft, art: Path) -> RoundRecord | None:
+    """The campaign's rebuild command, when it has one; the record of its failure."""
+    if not c.m.rebuild_command:
+        return None
+    c.say(f"round-{n}: rebuild")
+    cmd, log = c.m.rebuild_command, art / "rebuild.log"
+    b = run_step("rebuild", cmd, cwd=c.root, log_path=log, timeout_s=TEST_TIMEOUT_S)
+    draft.timed("rebuild", b.seconds)
+    return None if b.ok else draft.failed(Category.BUILD, f"build failed: {b.reason}", now())
+
+
+def _start_beside(
+    c: CampaignContext, draft: RoundDraft, workers: RoundWorkers, early: EarlyHarness
+) -> None:
+    """Start the round's workers, their correctness checks and its gated harness."""
+    workers.start()
+    early.start()
+    workers.check_early(c.m.level_shape_dicts(draft.level))
+
+
 def _build_and_test(
     c: CampaignContext,
     n: int,
@@ -149,27 +173,16 @@ def _build_and_test(
     """The rebuild (when the campaign has one) and the focused test; their failure's record.
     The round's workers and its gated harness start (on the rebuilt tree) as the focused test
     starts: their start-up runs beside the test, which times nothing."""
-    if c.m.rebuild_command:
-        c.say(f"round-{n}: rebuild")
-        b = run_step(
-            "rebuild",
-            c.m.rebuild_command,
-            cwd=c.root,
-            log_path=art / "rebuild.log",
-            timeout_s=TEST_TIMEOUT_S,
-        )
-        draft.timed("rebuild", b.seconds)
-        if not b.ok:
-            return draft.failed(Category.BUILD, f"build failed: {b.reason}", now())
+    built = _rebuild(c, n, draft, art)
+    if built is not None:
+        return built
     c.say(
         f"round-{n}: focused test (the harness and the A/B's workers start beside it, the "
         "workers check the shapes' correctness)"
     )
     test = start_step("focused test", c.m.test_command, cwd=c.root, log_path=art / "test.log")
     try:  # the test first: what the workers' start costs here (torch's import) runs beside it
-        workers.start()
-        early.start()
-        workers.check_early(c.m.level_shape_dicts(draft.level))
+        _start_beside(c, draft, workers, early)
     except BaseException:
         test.stop()
         raise
@@ -187,10 +200,65 @@ def _build_and_test(
         Path(t.log).rename(art / "test-beside-checks.log")
         t = _focused_test(c, art)
         draft.timed("test", (draft.seconds or {}).get("test", 0.0) + t.seconds)
+    return _after_test(c, draft, art, t)
+
+
+def _after_test(
+    c: CampaignContext, draft: RoundDraft, art: Path, t: StepResult
+) -> RoundRecord | None:
+    """The record of a failed focused test, or of a failed focused test of an op sharing a
+    changed file; None when both passed."""
     if not t.ok:
         return draft.failed(Category.TEST, f"focused test failed: {t.reason}", now())
     shared = run_shared_tests(c, draft, art) if draft.shared_tested else None
     return draft.failed(Category.TEST, shared, now()) if shared else None
+
+
+def _measure_beside_test(
+    c: CampaignContext,
+    n: int,
+    draft: RoundDraft,
+    art: Path,
+    workers: RoundWorkers,
+    early: EarlyHarness,
+) -> RoundRecord:
+    """A round whose focused test uses no GPU (``test_gpu: false`` in ratchet.yaml): the test
+    runs with no device visible, beside the harness and the paired A/B, which time only the
+    GPU. The round's outcome waits for it: a failed test rolls the round back whatever was
+    measured. ``seconds``: the test's own, and under ``overlap`` how much of it ran beside."""
+    built = _rebuild(c, n, draft, art)
+    if built is not None:
+        return built
+    c.say(f"round-{n}: focused test, with no GPU visible, beside the harness and the A/B")
+    test = start_step(
+        "focused test",
+        c.m.test_command,
+        cwd=c.root,
+        log_path=art / "test.log",
+        env=NO_GPU_ENV,
+        cpus=beside_cpus(),  # not the A/B workers' CPU, which a thread pool would stall on
+    )
+    test.watch()  # its seconds end where it exits, which may be long before the round waits
+
+    def failed_already() -> str | None:  # no A/B for a candidate whose test has failed
+        rc = test.proc.poll()
+        return None if rc in (None, 0) else f"focused test failed (exit code {rc})"
+
+    try:
+        _start_beside(c, draft, workers, early)
+        measured = measure_levels(c, n, draft, art, workers, early, failed_already)
+    except BaseException:
+        test.stop()
+        raise
+    measured_at = time.monotonic()
+    t = test.wait(TEST_TIMEOUT_S)
+    beside = max(0.0, t.seconds - (time.monotonic() - measured_at))
+    draft.timed("test", t.seconds)
+    draft.timed(OVERLAP_STEP, beside)
+    failed = _after_test(c, draft, art, t)
+    if failed is not None:
+        return failed
+    return measured.with_seconds("test", t.seconds).with_seconds(OVERLAP_STEP, beside)
 
 
 def _focused_test(c: CampaignContext, art: Path) -> StepResult:
