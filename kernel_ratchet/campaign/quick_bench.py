@@ -25,7 +25,7 @@ from kernel_ratchet.campaign.steps import (
     start_step,
 )
 from kernel_ratchet.harness.generate import render_quick_bench
-from kernel_ratchet.harness.level_timing import level_params
+from kernel_ratchet.harness.level_timing import level_params, quick_timing
 from kernel_ratchet.harness.paired_run import SEED_POLICY
 from kernel_ratchet.harness.provenance import collect_provenance
 from kernel_ratchet.harness.provenance import write_provenance as save_provenance
@@ -51,6 +51,7 @@ def write_harness(
         seed=m.seed,
         shapes=shapes,
         target_shapes=target_shapes,
+        quick_params=quick_timing(m.timing_params, m.campaign_type),
     )
     atomic_write_text(cdir / "quick_test_bench.py", text)
     return sha256_bytes(text.encode())
@@ -118,8 +119,9 @@ def write_provenance(c: CampaignContext, art: Path, level: str) -> None:
     parameters, GPU and clocks, driver, versions, commit, seed policy, environment hash)."""
     import torch
 
+    quick = quick_timing(c.m.timing_params, c.m.campaign_type)
     prov = collect_provenance(
-        {"engine": c.m.timing_engine, **level_params(c.m.timing_params, level)},
+        {"engine": c.m.timing_engine, **level_params(c.m.timing_params, level, quick)},
         candidate_commit=git.head(c.groot),
         seed_policy=f"harness inputs from the campaign seed {c.m.seed}, fresh per shape; "
         f"paired A/B: {SEED_POLICY}",

@@ -35,6 +35,7 @@ def render_quick_bench(
     seed: int,
     shapes: Sequence[dict],
     target_shapes: Sequence[dict],
+    quick_params: dict[str, Any] | None = None,
 ) -> str:
     return _ENV.get_template("quick_test_bench.py.j2").render(
         campaign=campaign,
@@ -51,4 +52,5 @@ def render_quick_bench(
         seed=seed,
         shapes=list(shapes),
         target_shapes=list(target_shapes),
+        quick_params=dict(quick_params or {}),
     )

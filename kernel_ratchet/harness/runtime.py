@@ -215,10 +215,13 @@ def main(
     engine: str,
     engine_params: dict[str, Any],
     seed: int = 0,
+    quick_params: dict[str, Any] | None = None,
 ) -> int:
     """Entry point of a generated quick_test_bench.py.
 
-    ``--level quick`` runs SHAPES (the representative set), ``--level full`` TARGET_SHAPES.
+    ``--level quick`` runs SHAPES (the representative set) with ``quick_params`` over the
+    timing parameters (:func:`~kernel_ratchet.harness.level_timing.level_params`), ``--level
+    full`` TARGET_SHAPES.
     Exit code 0 when the CSV was written (even with FAIL rows: the decision is the tool's),
     2 when nothing could be measured (no shapes, adapter not importable).
     """
@@ -245,7 +248,7 @@ def main(
                 file=sys.stderr,
             )
             return 2
-        params = level_params(engine_params, args.level)
+        params = level_params(engine_params, args.level, quick_params)
         params.setdefault("device", args.device)
         eng = make_engine(engine, params)
     except RatchetError as exc:  # nothing can be measured: say why, exit 2 as documented

@@ -1,5 +1,5 @@
 """The paired A/B's GPU timing: the campaign's frozen quantity on both sides, samples of 20 ms
-for memory-bound campaigns and 50 ms for compute-bound ones."""
+(after a short warm-up) for memory-bound campaigns and 50 ms for compute-bound ones."""
 
 from __future__ import annotations
 
@@ -16,6 +16,9 @@ from kernel_ratchet.harness.timing.quantity import Measure
 def test_samples_are_shorter_for_memory_bound_campaigns(ctype, ms):
     params, first, _ = paired.paired_settings(True, Measure("kernel_time", "cold"), ctype)
     assert params["sample_ms"] == ms and params["quantity"] == "kernel_time" and first == 5
+    short = ctype == "memory"  # and their warm-up: 10 ms, settled on 2 reads within 30 MHz
+    warm = (params.get("warmup_ms"), params.get("settle_window"), params.get("settle_tol_mhz"))
+    assert warm == ((10.0, 2, 30.0) if short else (None, None, None))
 
 
 @pytest.mark.parametrize(("ctype", "ms"), [("memory", 20.0), ("compute_fwd_bwd", 50.0)])

@@ -13,10 +13,16 @@ from pathlib import Path
 import pytest
 import torch
 
+from kernel_ratchet.campaign.rounds.paired import gpu_paired_timing
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.harness.csv_schema import SCHEMAS, read_csv
 from kernel_ratchet.harness.generate import render_quick_bench
-from kernel_ratchet.harness.level_timing import QUICK_SAMPLES, level_params
+from kernel_ratchet.harness.level_timing import (
+    MEMORY_TIMING,
+    QUICK_SAMPLES,
+    level_params,
+    quick_timing,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "examples" / "tiny_gemm"
@@ -147,3 +153,18 @@ def test_generated_file_without_shapes_exits_2(tmp_path):
     proc = _run(script, "--summary-csv", str(csv), "--device", DEVICE)
     assert proc.returncode == 2, proc.stderr
     assert not csv.exists()
+
+
+def test_a_memory_campaigns_quick_harness_times_as_its_paired_requests_do():
+    gpu = {"samples": 10, "sample_ms": 50.0, "settle_max_ms": 1000.0}
+    quick = quick_timing(gpu, "memory")
+    assert quick == MEMORY_TIMING and quick_timing(gpu, "compute_fwd_bwd") == {}
+    assert quick_timing(PARAMS, "memory") == {}  # CPU timing has no samples of a length
+    params = level_params(gpu, "quick", quick)
+    assert params == {**gpu, **MEMORY_TIMING, "samples": QUICK_SAMPLES}
+    assert level_params(gpu, "full", quick) == gpu  # the full level is the campaign's own
+    assert gpu_paired_timing("memory").items() >= MEMORY_TIMING.items()  # a paired request's
+    text = _render(Path("quick_test_bench.py"), engine_params=gpu, quick_params=quick)
+    assert _assignments(text)["QUICK_TIMING"] == MEMORY_TIMING
+    assert "quick_params=QUICK_TIMING" in text
+    assert _assignments(_render(Path("q.py")))["QUICK_TIMING"] == {}

@@ -25,6 +25,7 @@ from kernel_ratchet.campaign.round_decision import RoundDecision, ShapeResult
 from kernel_ratchet.harness.ab import run_paired
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.harness.csv_schema import BenchTable
+from kernel_ratchet.harness.level_timing import MEMORY_TIMING
 from kernel_ratchet.harness.paired_checks import Prechecked
 from kernel_ratchet.harness.paired_run import PairedRun
 from kernel_ratchet.harness.pinning import paired_cpus
@@ -62,10 +63,9 @@ K_START_CPU, K_MAX_CPU = 3, 6
 CPU_PAIRED_TIMING = {"warmup": 1, "samples": 3, "min_sample_ms": 5.0}
 #: GPU timing per paired round: two short timed calls after the clock settles, over the
 #: campaign's frozen parameters (its quantity decides the graph mode, the same on both sides).
-#: Memory-bound ops' samples last 20 ms (H200, bf16 RMS norm, cold L2, A/A per-shape CI half-
-#: widths: 0.04-0.52% at 20 ms, 0.02-0.32% at 50 ms; the A/B in 2/3 the time); compute-bound
-#: ones keep 50 ms to average their clocks' swings under the power limit (bf16 GEMM A/A, 40
-#: rounds: 1.8-3.5% at 20 ms, 0.8-1.9% at 50 ms).
+#: Memory-bound ops time as :data:`~kernel_ratchet.harness.level_timing.MEMORY_TIMING` says;
+#: compute-bound ones keep 50 ms samples to average their clocks' swings under the power limit
+#: (bf16 GEMM A/A on an H200: 1.8-3.5% at 20 ms, 0.8-1.9% at 50 ms).
 GPU_PAIRED_TIMING = {"samples": 2, "sample_ms": 50.0, "settle_max_ms": 1000.0}
 SUSPICIOUS_RATIO = 1.5  # a single-shape gain above this is re-measured in fresh processes
 CALIBRATION = "calibration.json"
@@ -73,9 +73,7 @@ CALIBRATION = "calibration.json"
 
 def gpu_paired_timing(campaign_type: str) -> dict[str, Any]:
     """The paired A/B's GPU timing parameters for a campaign of ``campaign_type``."""
-    if campaign_type == "memory":
-        return {**GPU_PAIRED_TIMING, "sample_ms": 20.0}
-    return dict(GPU_PAIRED_TIMING)
+    return {**GPU_PAIRED_TIMING, **(MEMORY_TIMING if campaign_type == "memory" else {})}
 
 
 def paired_settings(
