@@ -158,8 +158,9 @@ def run(op: str, rounds: int, here: Path, keep: Path | None, say=print) -> list[
         out = keep or Path(tmp) / "records"
         if ratchet(cwd, dest, log, "export", str(out.resolve())):
             raise RatchetError(f"`ratchet export` failed in the clone:\n{_tail(log)}")
-        if keep:
-            (keep / "ratchet.log").write_text(log.read_text())
+        if keep:  # portable, as the records are: the clone is ".", the records the keep dir
+            text = log.read_text().replace(str(out.resolve()), str(keep))
+            (keep / "ratchet.log").write_text(text.replace(str(cwd), "."))
         return round_records(out)
 
 

@@ -87,6 +87,8 @@ def test_a_round_of_the_cpu_example_leaves_the_users_tree_alone(tmp_path, monkey
     assert [(r.round, r.status) for r in found] == [(2, "ROLLED BACK")]
     assert {"test", "measure"} <= set(found[0].seconds) and found[0].half_widths
     assert (tmp_path / "keep/rounds/round-2/round.json").exists()
+    log = (tmp_path / "keep/ratchet.log").read_text()  # names no path of the clone
+    assert "aa-rounds-" not in log and "$ ratchet export" in log
     assert ((root / KERNEL).read_text(), (root / "pyproject.toml").read_text()) == before
     assert not (root / ".ratchet").exists() and (root / "notes.txt").exists()
 
