@@ -17,6 +17,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 from kernel_ratchet.harness.adapter import (
@@ -80,6 +81,20 @@ def _command(profile: Profile, op: OpProfile, key: str, what: str) -> CheckItem:
         value if ok else "not given",
         f"set ops.{op.name}.{key} in {profile.path.name}",
     )
+
+
+def _focused_test(profile: Profile, op: OpProfile) -> CheckItem:
+    """The focused test command, and where a round runs it (``test_gpu``)."""
+    item = _command(profile, op, "test", "focused test command given")
+    if not item.ok:
+        return item
+    where = (
+        "every round runs it first, nothing timed beside it (if it needs no GPU, "
+        f"ops.{op.name}.test_gpu: false runs it beside the harness and the A/B)"
+        if op.test_gpu
+        else "every round runs it with no GPU visible, beside the harness and the A/B"
+    )
+    return replace(item, detail=f"{item.detail}; {where}")
 
 
 def _shown(spec: str) -> str:
@@ -238,7 +253,7 @@ def run_checklist(profile: Profile, op: str | None = None) -> list[CheckItem]:
     items: list[CheckItem] = [] if profile.requires is None else [_runs_here(profile, cannot)]
     for o in ops:
         items.append(_kernel_source(profile, o))
-        items.append(_command(profile, o, "test", "focused test command given"))
+        items.append(_focused_test(profile, o))
         if o.benchmark is not None:  # optional: the harness measures the op without it
             items.append(_command(profile, o, "benchmark", "benchmark command given"))
         if cannot is None:  # importing the op needs what the machine lacks

@@ -189,3 +189,12 @@ def test_device_check_lets_tiny_shapes_run_on_the_cpu(tiny_project):
     p.op["shapes"] = f"{p.pkg}.small:tiny"
     item = device_check(load_profile(p.write()), "gemm_bf16", cuda=False)
     assert item.ok and "fits the CPU" in item.detail, item
+
+
+def test_the_test_item_says_where_a_round_runs_the_focused_test(tiny_project):
+    p = tiny_project()
+    item = _by_name(run_checklist(load_profile(p.write())))["focused test command given"]
+    assert item.ok and "runs it first" in item.detail and ".test_gpu: false runs it" in item.detail
+    p.op["test_gpu"] = False
+    item = _by_name(run_checklist(load_profile(p.write())))["focused test command given"]
+    assert item.ok and item.detail.endswith("with no GPU visible, beside the harness and the A/B")
