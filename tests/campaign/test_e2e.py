@@ -114,7 +114,8 @@ def test_whole_campaign(two_rounds, capsys, monkeypatch):
     assert record["harness_command"].startswith(f"python {rel}/quick_test_bench.py --level quick")
     assert str(root) not in record["harness_command"] and str(root) not in accepted
     took = record["seconds"]
-    assert set(took) == {"test", "harness_quick", "ab_quick", "transfer", "measure"}, took
+    # "workers": the wait for the workers' start and checks, where they outlasted the test
+    assert set(took) - {"workers"} == {"test", "harness_quick", "ab_quick", "transfer", "measure"}
     assert took["measure"] >= sum(v for k, v in took.items() if k != "measure") - 0.5 > 0
     art = cdir / "rounds/round-2/artifacts"
     for side in ("incumbent", "candidate"):  # one worker per side served the A/B and transfer

@@ -76,6 +76,7 @@ def test_a_gpu_free_test_runs_beside_the_measurement_and_still_gates(
         return
     assert seen == "saw the harness CSV" and rec.decision is not None
     assert {"harness_quick", "ab_quick", OVERLAP_STEP} <= set(sec)
+    assert sec["workers"] > 0  # the harness waited for the workers' start and checks
     # it ended with the harness, before the A/B: its seconds are its own, all of them beside
     assert sec["test"] < sec["measure"] - sec["ab_quick"]
     assert 0 < sec[OVERLAP_STEP] <= sec["test"] <= sec[OVERLAP_STEP] + 0.2

@@ -113,7 +113,10 @@ def _level(
     why the round stops before its harness or its A/B (a focused test running beside them
     failed), or None."""
     if workers is not None:
+        t0 = time.monotonic()
         workers.settle()
+        if (waited := time.monotonic() - t0) >= 0.1:  # their start and checks outlasted the test
+            draft.timed("workers", waited)
     if (stop := abandon and abandon()) is not None:
         return LevelResult(failed=draft.failed(Category.TEST, stop, now()))
     shapes = len(c.m.level_shape_dicts(level))

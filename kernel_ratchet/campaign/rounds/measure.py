@@ -78,7 +78,9 @@ def backend_change(c: CampaignContext) -> str | None:
 def measure(c: CampaignContext, n: int, p: PendingRound) -> RoundRecord:
     """Scope check, rebuild, focused test, harness, decision. Returns the round record; its
     ``seconds`` say where the round's wall time went (monotonic clock, per step that ran:
-    rebuild, test, harness_quick/_full, ab_quick/_full, transfer; measure = all of them)."""
+    rebuild, test, workers (the wait for the workers' start and checks), harness_quick/_full,
+    ab_quick/_full, transfer; measure = the whole round; overlap: see
+    :data:`~kernel_ratchet.campaign.record.OVERLAP_STEP`)."""
     t0 = time.monotonic()
     record = _measure(c, n, p)
     return record.with_seconds("measure", time.monotonic() - t0)
