@@ -1,6 +1,7 @@
 """Sweep of the GEMM configs (structural switches and tiles) on the GPU, with checks.
 
     python -m kernel_ratchet.kernels.gemm.tune [--out DIR] [--budget-s 200] [--only probes]
+    python -m kernel_ratchet.kernels.gemm.tune --only odd   # bf16 tiles on off-grid shapes
 
 For each kind and operand layout a short list of candidate configs is checked (SNR of the
 output against fp32) and timed with ``triton.testing.do_bench`` (median) on a few model shapes,
@@ -22,9 +23,11 @@ import triton
 import triton.testing
 
 from kernel_ratchet.harness.correctness import snr_db
+from kernel_ratchet.kernels.gemm import tune_cases, tune_odd
 from kernel_ratchet.kernels.gemm.configs import GemmConfig
 from kernel_ratchet.kernels.gemm.kernel import SCALE_BLOCK, SCALE_TENSOR
 from kernel_ratchet.kernels.gemm.launch import matmul
+from kernel_ratchet.kernels.gemm.tune_cases import bench, run_cases, tflops
 from kernel_ratchet.kernels.quant.launch import (
     quant_fp8_block_128x128,
     quant_fp8_blockwise_1x128,
@@ -63,8 +66,6 @@ FP8_BLOCK = [
 ]
 
 
-DEVICE = "cuda"
-
 # Second round for blockwise only (--only fp8_block): around the first round's winners.
 FP8_BLOCK_2 = [
     C(128, 128, 128, num_warps=8, num_stages=4, use_tma=True, k_unroll=2),
@@ -89,18 +90,6 @@ WS_BASE = {
     ],
 }
 ONLY: str | None = None
-
-
-def _bench(fn) -> float:
-    if DEVICE != "cuda":  # --smoke on the CPU interpreter: one call, wall clock
-        t = time.perf_counter()
-        fn()
-        return (time.perf_counter() - t) * 1e3
-    return float(triton.testing.do_bench(fn, warmup=10, rep=40, return_mode="median"))
-
-
-def _tf(M: int, N: int, K: int, ms: float) -> float:
-    return 2.0 * M * N * K / (ms * 1e-3) / 1e12
 
 
 def _versions() -> dict[str, str]:
@@ -161,19 +150,19 @@ def _sweep_shape(
     """Vendor timings and every candidate config on one shape, appended to results."""
 
     def rnd(*s: int) -> torch.Tensor:
-        return torch.randn(*s, device=DEVICE, dtype=torch.bfloat16, generator=g)
+        return torch.randn(*s, device=tune_cases.DEVICE, dtype=torch.bfloat16, generator=g)
 
     a, b, d = rnd(M, K), rnd(N, K) * K**-0.5, rnd(M, N)
     ref = a.float() @ b.float().t()
     ref_da = d.float() @ b.float()
     ref_db = d.float().t() @ a.float()
     vend = {
-        "bf16.fwd": _bench(lambda: a @ b.t()),
-        "bf16.da": _bench(lambda: d @ b),
-        "bf16.db": _bench(lambda: d.t() @ a),
+        "bf16.fwd": bench(lambda: a @ b.t()),
+        "bf16.da": bench(lambda: d @ b),
+        "bf16.db": bench(lambda: d.t() @ a),
     }
     qa, qb = quant_fp8_tensorwise(a), quant_fp8_tensorwise(b)
-    vend["fp8.fwd"] = _bench(
+    vend["fp8.fwd"] = bench(
         lambda: torch._scaled_mm(qa.data, qb.data.t(), qa.scale, qb.scale, out_dtype=torch.bfloat16)
     )
     ba = quant_fp8_blockwise_1x128(a)
@@ -183,7 +172,7 @@ def _sweep_shape(
     fn = _vendor_blockwise(ba, bb)
     if fn is not None:
         vsnr = snr_db(fn(), ref)
-        vend["fp8_block.fwd"] = _bench(fn)
+        vend["fp8_block.fwd"] = bench(fn)
         print(f"vendor blockwise snr {vsnr:.1f}", flush=True)
     for k, v in vend.items():
         results.append(
@@ -192,7 +181,7 @@ def _sweep_shape(
                 "what": k,
                 "cfg": "vendor",
                 "ms": v,
-                "tflops": _tf(M, N, K, v),
+                "tflops": tflops(M, N, K, v),
                 "snr": None,
             }
         )
@@ -268,32 +257,7 @@ def _sweep_shape(
         plan += [("fp8_block.fwd", cfg) for cfg in FP8_BLOCK]
         plan += [("fp8_block.db", cfg) for cfg in FP8_BLOCK[:1] + FP8_BLOCK[2:5]]
     cases = [(what, cfg, *gemms[what]) for what, cfg in plan]
-    for what, cfg, fn, r in cases:
-        if time.time() - t0 > budget_s:
-            print("budget reached, stopping sweep", flush=True)
-            break
-        try:
-            out = fn(cfg)
-            s = snr_db(out, r) if r is not None else None
-            ms = _bench(lambda fn=fn, cfg=cfg: fn(cfg))
-            rec = {
-                "shape": [M, N, K],
-                "what": what,
-                "cfg": repr(cfg),
-                "ms": ms,
-                "tflops": _tf(M, N, K, ms),
-                "snr": s,
-            }
-        except Exception as exc:  # noqa: BLE001 - a failing config is a result
-            rec = {"shape": [M, N, K], "what": what, "cfg": repr(cfg), "error": str(exc)[:300]}
-        results.append(rec)
-        vkey = what if what in vend else None
-        ratio = rec.get("tflops", 0) / _tf(M, N, K, vend[vkey]) if vkey else float("nan")
-        print(
-            f"{M}x{N}x{K} {what:14s} {rec.get('tflops', -1):7.1f} TF r={ratio:.3f} "
-            f"snr={rec.get('snr')} {_short(cfg)} {rec.get('error', '')[:80]}",
-            flush=True,
-        )
+    run_cases(M, N, K, cases, vend, t0, budget_s, results)
     torch.cuda.empty_cache()
 
 
@@ -303,26 +267,31 @@ def main() -> None:
     p.add_argument("--budget-s", type=float, default=200.0)
     p.add_argument(
         "--only",
-        choices=["fp8_block", "probes"],
+        choices=["fp8_block", "probes", "odd"],
         default=None,
         help="second round: blockwise tiles; or probes: warp specialization on/off "
-        "and M-major blockwise activation scales",
+        "and M-major blockwise activation scales; or odd: bf16 tiles and split-K on "
+        "off-grid shapes",
     )
     p.add_argument("--smoke", action="store_true", help="CPU interpreter, one tiny shape")
     args = p.parse_args()
-    global DEVICE, SHAPES, ONLY
+    global SHAPES, ONLY
     ONLY = args.only
-    if ONLY:
+    sweep = _sweep_shape
+    if ONLY == "odd":
+        sweep, SHAPES = tune_odd.sweep_shape, tune_odd.ODD_SHAPES
+    elif ONLY:
         SHAPES = SHAPES[1:]
     if args.smoke:
-        DEVICE, SHAPES = "cpu", [(64, 96, 256)]
+        tune_cases.DEVICE = "cpu"
+        SHAPES = [(33, 40, 72) if ONLY == "odd" else (64, 96, 256)]
     t0 = time.time()
     results: list[dict] = []
     info = _versions()
     print(info, flush=True)
-    g = torch.Generator(device=DEVICE).manual_seed(0)
+    g = torch.Generator(device=tune_cases.DEVICE).manual_seed(0)
     for M, N, K in SHAPES:
-        _sweep_shape(M, N, K, g, t0, args.budget_s, results)
+        sweep(M, N, K, g, t0, args.budget_s, results)
         torch.cuda.empty_cache()
     Path(args.out).mkdir(parents=True, exist_ok=True)
     Path(args.out, "sweep.json").write_text(
@@ -330,14 +299,6 @@ def main() -> None:
     )
     _table(results)
     print(f"sweep took {time.time() - t0:.0f} s")
-
-
-def _short(c: GemmConfig) -> str:
-    return (
-        f"{c.block_m}x{c.block_n}x{c.block_k} w{c.num_warps} s{c.num_stages}"
-        f"{' tma' if c.use_tma else ''}{' pers' if c.persistent else ''}"
-        f"{' ku2' if c.k_unroll == 2 else ''}{' ws' if c.warp_specialize else ''}"
-    )
 
 
 def _table(results: list[dict]) -> None:

@@ -1,0 +1,80 @@
+"""The timing and checking shared by the GEMM config sweeps (:mod:`.tune`, :mod:`.tune_odd`).
+
+``DEVICE``: where the sweeps run (``"cpu"`` in ``--smoke``, the Triton interpreter).
+"""
+
+from __future__ import annotations
+
+import time
+
+import triton
+import triton.testing
+
+from kernel_ratchet.harness.correctness import snr_db
+from kernel_ratchet.kernels.gemm.configs import GemmConfig
+
+DEVICE = "cuda"
+
+
+def bench(fn) -> float:
+    """Median milliseconds of ``fn`` (``do_bench``, L2 flushed); one wall-clock call on the CPU."""
+    if DEVICE != "cuda":  # --smoke on the CPU interpreter: one call, wall clock
+        t = time.perf_counter()
+        fn()
+        return (time.perf_counter() - t) * 1e3
+    return float(triton.testing.do_bench(fn, warmup=10, rep=40, return_mode="median"))
+
+
+def tflops(M: int, N: int, K: int, ms: float) -> float:
+    return 2.0 * M * N * K / (ms * 1e-3) / 1e12
+
+
+def run_cases(
+    M: int,
+    N: int,
+    K: int,
+    cases: list,
+    vend: dict[str, float],
+    t0: float,
+    budget_s: float,
+    results: list[dict],
+) -> None:
+    """Check (SNR against ``ref``) and time each ``(what, config, fn, ref)`` case of one shape;
+    a config that fails is a result too. ``config`` None is the shipped bucket's choice."""
+    for what, cfg, fn, r in cases:
+        if time.time() - t0 > budget_s:
+            print("budget reached, stopping sweep", flush=True)
+            break
+        try:
+            out = fn(cfg)
+            s = snr_db(out, r) if r is not None else None
+            ms = bench(lambda fn=fn, cfg=cfg: fn(cfg))
+            rec = {
+                "shape": [M, N, K],
+                "what": what,
+                "cfg": "shipped" if cfg is None else repr(cfg),
+                "ms": ms,
+                "tflops": tflops(M, N, K, ms),
+                "snr": s,
+            }
+        except Exception as exc:  # noqa: BLE001 - a failing config is a result
+            cfg_name = "shipped" if cfg is None else repr(cfg)
+            rec = {"shape": [M, N, K], "what": what, "cfg": cfg_name, "error": str(exc)[:300]}
+        results.append(rec)
+        vkey = what if what in vend else None
+        ratio = rec.get("tflops", 0) / tflops(M, N, K, vend[vkey]) if vkey else float("nan")
+        print(
+            f"{M}x{N}x{K} {what:14s} {rec.get('tflops', -1):7.1f} TF r={ratio:.3f} "
+            f"snr={rec.get('snr')} {_short(cfg)} {rec.get('error', '')[:80]}",
+            flush=True,
+        )
+
+
+def _short(c: GemmConfig | None) -> str:
+    if c is None:
+        return "shipped (the bucket's config)"
+    return (
+        f"{c.block_m}x{c.block_n}x{c.block_k} w{c.num_warps} s{c.num_stages}"
+        f"{' tma' if c.use_tma else ''}{' pers' if c.persistent else ''}"
+        f"{' ku2' if c.k_unroll == 2 else ''}{' ws' if c.warp_specialize else ''}"
+    )

@@ -1,0 +1,79 @@
+"""``python -m kernel_ratchet.kernels.gemm.tune --only odd``: the bf16 GEMM's tiles and split-K
+on off-grid shapes, next to cuBLAS.
+
+The bf16 rows of docs/odd-shapes.md furthest from cuBLAS whose GPU work, not the host's, keeps
+them there (partial 128-row tiles, few output tiles, split-K's extra launches): each shape's
+forward, dgrad and wgrad under the shipped bucket's config and under every :data:`ODD_BF16`
+config, checked (SNR against fp32) and timed as :mod:`.tune_cases` does.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from kernel_ratchet.kernels.gemm import tune_cases
+from kernel_ratchet.kernels.gemm.configs import GemmConfig as C
+from kernel_ratchet.kernels.gemm.launch import matmul
+from kernel_ratchet.kernels.gemm.tune_cases import bench, run_cases, tflops
+
+#: The shapes swept, and the configs tried on each.
+ODD_SHAPES = [
+    (257, 4608, 3584),
+    (1000, 1000, 2000),
+    (1000, 5120, 1000),
+    (4097, 3000, 2000),
+    (500, 2000, 30000),
+    (64, 4096, 4096),
+    (256, 4096, 4096),
+    (383, 1000, 12289),
+    (128, 128, 16384),
+]
+ODD_BF16 = [
+    C(64, 128, 64, num_warps=4, num_stages=4, use_tma=True),
+    C(64, 128, 64, num_warps=4, num_stages=4, use_tma=True, split_k=2),
+    C(64, 128, 64, num_warps=4, num_stages=4, use_tma=True, split_k=4),
+    C(128, 128, 64, num_warps=8, num_stages=4, use_tma=True),
+    C(128, 128, 64, num_warps=8, num_stages=4, use_tma=True, split_k=2),
+    C(128, 128, 64, num_warps=8, num_stages=4, use_tma=True, split_k=4),
+    C(128, 64, 64, num_warps=4, num_stages=4, use_tma=True),
+    C(64, 64, 128, num_warps=4, num_stages=4, use_tma=True),
+    C(64, 256, 64, num_warps=8, num_stages=3, use_tma=True),
+    C(128, 256, 64, num_warps=8, num_stages=4, persistent=True, use_tma=True),
+    C(64, 128, 64, num_warps=4, num_stages=4, persistent=True, use_tma=True),
+]
+
+
+def sweep_shape(
+    M: int, N: int, K: int, g: torch.Generator, t0: float, budget_s: float, results: list[dict]
+) -> None:
+    """``--only odd``: cuBLAS and the bf16 forward, dgrad and wgrad under the shipped bucket's
+    config and under every :data:`ODD_BF16` config, on one off-grid shape."""
+
+    def rnd(*s: int) -> torch.Tensor:
+        return torch.randn(*s, device=tune_cases.DEVICE, dtype=torch.bfloat16, generator=g)
+
+    a, b, d = rnd(M, K), rnd(N, K) * K**-0.5, rnd(M, N)
+    gemms = {
+        "bf16.fwd": (lambda c: matmul(a, b, config=c), a.float() @ b.float().t()),
+        "bf16.da": (lambda c: matmul(d, b, b_kmajor=False, config=c), d.float() @ b.float()),
+        "bf16.db": (
+            lambda c: matmul(d, a, a_kmajor=False, b_kmajor=False, config=c),
+            d.float().t() @ a.float(),
+        ),
+    }
+    vend = {
+        "bf16.fwd": bench(lambda: a @ b.t()),
+        "bf16.da": bench(lambda: d @ b),
+        "bf16.db": bench(lambda: d.t() @ a),
+    }
+    for k, v in vend.items():
+        row = {
+            "shape": [M, N, K],
+            "what": k,
+            "cfg": "vendor",
+            "ms": v,
+            "tflops": tflops(M, N, K, v),
+        }
+        results.append({**row, "snr": None})
+    cases = [(w, cfg, *gemms[w]) for cfg in [None, *ODD_BF16] for w in gemms]
+    run_cases(M, N, K, cases, vend, t0, budget_s, results)
