@@ -126,7 +126,9 @@ def start_step(
         raise
     pgid_file = log_path.with_name(log_path.name + ".pgid")
     pgid_file.write_text(f"{proc.pid} {machine_identity()}")
-    return RunningStep(name, command, proc, log, log_path, pgid_file, t0, gate)
+    step = RunningStep(name, command, proc, log, log_path, pgid_file, t0, gate)
+    step._watch()
+    return step
 
 
 @dataclass
@@ -142,11 +144,11 @@ class RunningStep:
     t0: float
     gate: Path | None = None
     released: float | None = None  # monotonic time of the release
-    ended: float | None = None  # monotonic time of the exit, where :meth:`watch` saw it
+    ended: float | None = None  # monotonic time of the exit, noted by :meth:`_watch`
 
-    def watch(self) -> None:
-        """Note the moment the command exits (a thread waits on it), so that a wait that
-        comes later still counts only the command's own seconds."""
+    def _watch(self) -> None:
+        """Note the moment the command exits (a thread waits on it): a wait that comes later
+        (a test run beside the measurement, waited for after it) counts only its own seconds."""
 
         def note_exit() -> None:
             self.proc.wait()
@@ -193,7 +195,7 @@ class RunningStep:
             raise
         finally:
             self._close()
-        secs = (self.ended or time.monotonic()) - since
+        secs = max(0.0, (self.ended or time.monotonic()) - since)  # a gated one may end first
         reason = "ok" if rc == 0 else f"{self.name} exited with code {rc} (see {self.log_path})"
         return StepResult(self.name, self.command, rc == 0, rc, secs, str(self.log_path), reason)
 

@@ -108,13 +108,12 @@ def test_a_gated_step_whose_driver_died_stops_waiting(tmp_path: Path, reaches_ga
     assert out.read_text() == "refused"  # it gave up instead of measuring
 
 
-def test_a_watched_step_counts_its_seconds_to_its_exit_not_to_the_wait(tmp_path: Path) -> None:
+def test_a_step_counts_its_seconds_to_its_exit_not_to_the_wait(tmp_path: Path) -> None:
     """A focused test run beside the measurement ends long before the round waits for it: its
     seconds are its own."""
     step = start_step(
         "quick", f"{sys.executable} -c pass", cwd=tmp_path, log_path=tmp_path / "q.log"
     )
-    step.watch()
     deadline = time.monotonic() + 60
     while step.ended is None and time.monotonic() < deadline:
         time.sleep(0.01)  # until the watcher has seen the exit

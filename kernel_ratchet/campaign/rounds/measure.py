@@ -240,7 +240,6 @@ def _measure_beside_test(
         env=NO_GPU_ENV,
         cpus=beside_cpus(),  # not the A/B workers' CPU, which a thread pool would stall on
     )
-    test.watch()  # its seconds end where it exits, which may be long before the round waits
 
     def failed_already() -> str | None:  # no A/B for a candidate whose test has failed
         rc = test.proc.poll()
