@@ -27,7 +27,7 @@ from kernel_ratchet.kernels.gemm import tune_cases, tune_odd
 from kernel_ratchet.kernels.gemm.configs import GemmConfig
 from kernel_ratchet.kernels.gemm.kernel import SCALE_BLOCK, SCALE_TENSOR
 from kernel_ratchet.kernels.gemm.launch import matmul
-from kernel_ratchet.kernels.gemm.tune_cases import bench, run_cases, tflops
+from kernel_ratchet.kernels.gemm.tune_cases import bench, run_cases
 from kernel_ratchet.kernels.quant.launch import (
     quant_fp8_block_128x128,
     quant_fp8_blockwise_1x128,
@@ -174,17 +174,6 @@ def _sweep_shape(
         vsnr = snr_db(fn(), ref)
         vend["fp8_block.fwd"] = bench(fn)
         print(f"vendor blockwise snr {vsnr:.1f}", flush=True)
-    for k, v in vend.items():
-        results.append(
-            {
-                "shape": [M, N, K],
-                "what": k,
-                "cfg": "vendor",
-                "ms": v,
-                "tflops": tflops(M, N, K, v),
-                "snr": None,
-            }
-        )
     # (kernel under a config, reference) per GEMM; every case list below draws from this
     gemms = {
         "bf16.fwd": (lambda c: matmul(a, b, config=c), ref),

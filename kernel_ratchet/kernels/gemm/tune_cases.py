@@ -39,8 +39,12 @@ def run_cases(
     budget_s: float,
     results: list[dict],
 ) -> None:
-    """Check (SNR against ``ref``) and time each ``(what, config, fn, ref)`` case of one shape;
-    a config that fails is a result too. ``config`` None is the shipped bucket's choice."""
+    """The vendor's times ``vend`` (ms by GEMM) as results, then check (SNR against ``ref``)
+    and time each ``(what, config, fn, ref)`` case of one shape; a config that fails is a
+    result too. ``config`` None is the shipped bucket's choice."""
+    for what, ms in vend.items():
+        row = {"shape": [M, N, K], "what": what, "cfg": "vendor", "ms": ms}
+        results.append({**row, "tflops": tflops(M, N, K, ms), "snr": None})
     for what, cfg, fn, r in cases:
         if time.time() - t0 > budget_s:
             print("budget reached, stopping sweep", flush=True)

@@ -14,7 +14,7 @@ import torch
 from kernel_ratchet.kernels.gemm import tune_cases
 from kernel_ratchet.kernels.gemm.configs import GemmConfig as C
 from kernel_ratchet.kernels.gemm.launch import matmul
-from kernel_ratchet.kernels.gemm.tune_cases import bench, run_cases, tflops
+from kernel_ratchet.kernels.gemm.tune_cases import bench, run_cases
 
 #: The shapes swept, and the configs tried on each.
 ODD_SHAPES = [
@@ -66,14 +66,5 @@ def sweep_shape(
         "bf16.da": bench(lambda: d @ b),
         "bf16.db": bench(lambda: d.t() @ a),
     }
-    for k, v in vend.items():
-        row = {
-            "shape": [M, N, K],
-            "what": k,
-            "cfg": "vendor",
-            "ms": v,
-            "tflops": tflops(M, N, K, v),
-        }
-        results.append({**row, "snr": None})
     cases = [(w, cfg, *gemms[w]) for cfg in [None, *ODD_BF16] for w in gemms]
     run_cases(M, N, K, cases, vend, t0, budget_s, results)
