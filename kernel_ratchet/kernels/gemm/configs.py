@@ -40,6 +40,13 @@ class GemmConfig:
             ``tune --only probes`` (one ``do_bench`` median per config and shape): ±5-10% on the
             dense kernels by shape, −40% on the shipped blockwise tile; no shipped entry and no
             search value uses it.
+        flatten: persistent only: the tile loop and the k-loop are software-pipelined as one
+            (``tl.range(..., flatten=True)``), so a tile's epilogue overlaps the next tile's
+            first loads instead of draining the pipeline once per tile.
+        tma_store: how an output tile is written: 0 masked pointer stores from registers; 1
+            through shared memory with one TMA store; 2 the same in two halves of ``block_n``
+            (half the staging memory). The launcher keeps 0 where TMA does not apply (pointer
+            loads, split-K, output rows not 16-byte aligned).
     """
 
     block_m: int = 128
@@ -53,6 +60,8 @@ class GemmConfig:
     split_k: int = 1
     k_unroll: int = 1
     warp_specialize: bool = False
+    flatten: bool = False
+    tma_store: int = 0
 
     def with_(self, **kw: object) -> GemmConfig:
         """A copy with some fields changed (used by sweeps and tests)."""

@@ -25,66 +25,10 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from kernel_ratchet.kernels.gemm.kernel_tile import _load_ab, _store_tile, _tile_coords
+
 #: ``SCALE_MODE`` values of :func:`_gemm_kernel`.
 SCALE_NONE, SCALE_TENSOR, SCALE_ROW, SCALE_BLOCK = 0, 1, 2, 3
-
-
-@triton.jit
-def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
-    """Grouped-M order: GROUP_M row-tiles sweep one column panel before moving on (L2 reuse)."""
-    num_in_group = GROUP_M * num_pid_n
-    group_id = tile_id // num_in_group
-    first_m = group_id * GROUP_M
-    group_size = tl.minimum(num_pid_m - first_m, GROUP_M)
-    pid_m = first_m + (tile_id % num_in_group) % group_size
-    pid_n = (tile_id % num_in_group) // group_size
-    return pid_m, pid_n
-
-
-@triton.jit
-def _load_ab(
-    a_src,
-    b_src,
-    kt,
-    off_m,
-    off_n,
-    offs_am,
-    offs_bn,
-    offs_k,
-    K,
-    stride_am,
-    stride_ak,
-    stride_bn,
-    stride_bk,
-    A_KMAJOR: tl.constexpr,
-    B_KMAJOR: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    USE_TMA: tl.constexpr,
-):
-    """The A [BLOCK_M, BLOCK_K] and B [BLOCK_K, BLOCK_N] tiles of k-block ``kt`` (zeros past K)."""
-    if USE_TMA:
-        if A_KMAJOR:  # noqa: SIM108 - constexpr branches, kept as statements for Triton
-            a = a_src.load([off_m, kt * BLOCK_K])
-        else:
-            a = a_src.load([kt * BLOCK_K, off_m]).T
-        if B_KMAJOR:  # noqa: SIM108
-            b = b_src.load([off_n, kt * BLOCK_K]).T
-        else:
-            b = b_src.load([kt * BLOCK_K, off_n])
-    else:
-        ks = kt * BLOCK_K + offs_k
-        k_ok = ks < K
-        a = tl.load(
-            a_src + offs_am[:, None] * stride_am + ks[None, :] * stride_ak,
-            mask=k_ok[None, :],
-            other=0.0,
-        )
-        b = tl.load(
-            b_src + ks[:, None] * stride_bk + offs_bn[None, :] * stride_bn,
-            mask=k_ok[:, None],
-            other=0.0,
-        )
-    return a, b
 
 
 @triton.jit
@@ -93,6 +37,7 @@ def _gemm_tile(
     a_src,
     b_src,
     c_ptr,
+    c_dst,
     sa_ptr,
     sb_ptr,
     M,
@@ -122,6 +67,7 @@ def _gemm_tile(
     WARP_SPECIALIZE: tl.constexpr,
     A_ALIGN: tl.constexpr,
     B_ALIGN: tl.constexpr,
+    TMA_STORE: tl.constexpr,
 ):
     """One output tile (and one K slice when SPLIT_K > 1)."""
     if not USE_TMA:
@@ -249,12 +195,10 @@ def _gemm_tile(
         sa = tl.load(sa_ptr + offs_am * stride_sam)
         sb = tl.load(sb_ptr + offs_bn * stride_sbn)
         acc = acc * (sa[:, None] * sb[None, :])
-    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
-    c_mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
-    if SPLIT_K == 1:
-        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
-    else:
-        tl.atomic_add(c_ptrs, acc, mask=c_mask)
+    _store_tile(
+        acc, c_ptr, c_dst, off_m, off_n, offs_m, offs_n, M, N, stride_cm, stride_cn,
+        BLOCK_M, BLOCK_N, SPLIT_K, TMA_STORE,
+    )  # fmt: skip
 
 
 @triton.jit
@@ -293,6 +237,8 @@ def _gemm_kernel(
     WARP_SPECIALIZE: tl.constexpr,
     A_ALIGN: tl.constexpr,
     B_ALIGN: tl.constexpr,
+    FLATTEN: tl.constexpr = False,
+    TMA_STORE: tl.constexpr = 0,
 ):
     """Grid: one program per (tile, K slice), or NUM_SMS programs looping when PERSISTENT."""
     if USE_TMA:
@@ -317,14 +263,23 @@ def _gemm_kernel(
     else:
         a_src = a_ptr
         b_src = b_ptr
+    if TMA_STORE > 0:  # the launcher's choice: TMA loads, no split-K, 16-byte output rows
+        c_dst = tl.make_tensor_descriptor(
+            c_ptr, shape=[M, N], strides=[stride_cm, 1], block_shape=[BLOCK_M, BLOCK_N // TMA_STORE]
+        )
+    else:
+        c_dst = c_ptr
     num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N) * SPLIT_K
     if PERSISTENT:
-        for tile_id in range(tl.program_id(0), num_tiles, NUM_SMS):
+        # FLATTEN: one software pipeline over every (tile, k-block) of this program, so the
+        # next tile's first loads are in flight during this tile's epilogue.
+        for tile_id in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=FLATTEN):
             _gemm_tile(
                 tile_id,
                 a_src,
                 b_src,
                 c_ptr,
+                c_dst,
                 sa_ptr,
                 sb_ptr,
                 M,
@@ -354,6 +309,7 @@ def _gemm_kernel(
                 WARP_SPECIALIZE,
                 A_ALIGN,
                 B_ALIGN,
+                TMA_STORE,
             )
     else:
         _gemm_tile(
@@ -361,6 +317,7 @@ def _gemm_kernel(
             a_src,
             b_src,
             c_ptr,
+            c_dst,
             sa_ptr,
             sb_ptr,
             M,
@@ -390,4 +347,5 @@ def _gemm_kernel(
             WARP_SPECIALIZE,
             A_ALIGN,
             B_ALIGN,
+            TMA_STORE,
         )

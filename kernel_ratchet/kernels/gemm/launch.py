@@ -302,11 +302,18 @@ def _plan(
         WARP_SPECIALIZE=cfg.warp_specialize,
         A_ALIGN=stride_align(use_tma or copy_a, a_row),
         B_ALIGN=stride_align(use_tma or copy_b, b_row),
+        FLATTEN=cfg.flatten and cfg.persistent,
+        TMA_STORE=cfg.tma_store if use_tma and split_k == 1 and _rows_16b(N, out_dtype) else 0,
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
     )
     grid = (min(num_sms, tiles),) if cfg.persistent else (tiles,)
     return _Plan(copy_a, copy_b, use_tma, split_k, grid, kwargs)
+
+
+def _rows_16b(N: int, dtype: torch.dtype | None) -> bool:
+    """Whether a new row-major ``[M, N]`` output of ``dtype`` has 16-byte rows (TMA-writable)."""
+    return dtype is not None and (N * dtype.itemsize) % 16 == 0
 
 
 def _scale_strides(s: torch.Tensor, scale_mode: int) -> tuple[int, int]:

@@ -268,7 +268,7 @@ def main() -> None:
     ONLY = args.only
     sweep = _sweep_shape
     if ONLY == "odd":
-        sweep, SHAPES = tune_odd.sweep_shape, tune_odd.ODD_SHAPES
+        sweep, SHAPES = tune_odd.sweep_shape, tune_odd.ODD_SHAPES + tune_odd.GUARD_SHAPES
     elif ONLY:
         SHAPES = SHAPES[1:]
     if args.smoke:

@@ -28,19 +28,27 @@ ODD_SHAPES = [
     (383, 1000, 12289),
     (128, 128, 16384),
 ]
+_FLAT_TILES = [(128, 256, 8, 3), (128, 256, 8, 4), (128, 128, 8, 4), (128, 128, 4, 4)]
+_FLAT_TILES += [(64, 128, 4, 4), (128, 64, 4, 4)]
+FLAT = {"flatten": True, "tma_store": 2}
 ODD_BF16 = [
     C(64, 128, 64, num_warps=4, num_stages=4, use_tma=True),
-    C(64, 128, 64, num_warps=4, num_stages=4, use_tma=True, split_k=2),
-    C(64, 128, 64, num_warps=4, num_stages=4, use_tma=True, split_k=4),
     C(128, 128, 64, num_warps=8, num_stages=4, use_tma=True),
     C(128, 128, 64, num_warps=8, num_stages=4, use_tma=True, split_k=2),
-    C(128, 128, 64, num_warps=8, num_stages=4, use_tma=True, split_k=4),
     C(128, 64, 64, num_warps=4, num_stages=4, use_tma=True),
     C(64, 64, 128, num_warps=4, num_stages=4, use_tma=True),
-    C(64, 256, 64, num_warps=8, num_stages=3, use_tma=True),
     C(128, 256, 64, num_warps=8, num_stages=4, persistent=True, use_tma=True),
-    C(64, 128, 64, num_warps=4, num_stages=4, persistent=True, use_tma=True),
+    # TMA-stored epilogues, and persistent programs whose tile and k loops are one pipeline
+    C(64, 128, 64, num_warps=4, num_stages=4, use_tma=True, tma_store=1),
+    C(128, 128, 64, num_warps=8, num_stages=4, use_tma=True, tma_store=1),
+    C(128, 256, 64, num_warps=8, num_stages=3, use_tma=True, tma_store=2),
+    *(
+        C(bm, bn, 64, num_warps=w, num_stages=st, persistent=True, use_tma=True, **FLAT)
+        for bm, bn, w, st in _FLAT_TILES
+    ),
 ]
+#: Model shapes (M >= 4096) that a bucket change must not slow down, swept beside them.
+GUARD_SHAPES = [(4096, 6144, 4096), (8192, 4096, 14336)]
 
 
 def sweep_shape(

@@ -1,0 +1,104 @@
+"""The dense GEMM kernel's per-tile pieces (:mod:`.kernel`): where a tile lies, how its
+operands are loaded and how its output is written."""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    """Grouped-M order: GROUP_M row-tiles sweep one column panel before moving on (L2 reuse)."""
+    num_in_group = GROUP_M * num_pid_n
+    group_id = tile_id // num_in_group
+    first_m = group_id * GROUP_M
+    group_size = tl.minimum(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + (tile_id % num_in_group) % group_size
+    pid_n = (tile_id % num_in_group) // group_size
+    return pid_m, pid_n
+
+
+@triton.jit
+def _load_ab(
+    a_src,
+    b_src,
+    kt,
+    off_m,
+    off_n,
+    offs_am,
+    offs_bn,
+    offs_k,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bn,
+    stride_bk,
+    A_KMAJOR: tl.constexpr,
+    B_KMAJOR: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    USE_TMA: tl.constexpr,
+):
+    """The A [BLOCK_M, BLOCK_K] and B [BLOCK_K, BLOCK_N] tiles of k-block ``kt`` (zeros past K)."""
+    if USE_TMA:
+        if A_KMAJOR:  # noqa: SIM108 - constexpr branches, kept as statements for Triton
+            a = a_src.load([off_m, kt * BLOCK_K])
+        else:
+            a = a_src.load([kt * BLOCK_K, off_m]).T
+        if B_KMAJOR:  # noqa: SIM108
+            b = b_src.load([off_n, kt * BLOCK_K]).T
+        else:
+            b = b_src.load([kt * BLOCK_K, off_n])
+    else:
+        ks = kt * BLOCK_K + offs_k
+        k_ok = ks < K
+        a = tl.load(
+            a_src + offs_am[:, None] * stride_am + ks[None, :] * stride_ak,
+            mask=k_ok[None, :],
+            other=0.0,
+        )
+        b = tl.load(
+            b_src + ks[:, None] * stride_bk + offs_bn[None, :] * stride_bn,
+            mask=k_ok[:, None],
+            other=0.0,
+        )
+    return a, b
+
+
+@triton.jit
+def _store_tile(
+    acc,
+    c_ptr,
+    c_dst,
+    off_m,
+    off_n,
+    offs_m,
+    offs_n,
+    M,
+    N,
+    stride_cm,
+    stride_cn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+    TMA_STORE: tl.constexpr,
+):
+    """Write one fp32 output tile ``acc`` at (``off_m``, ``off_n``): through shared memory with
+    TMA stores into the descriptor ``c_dst`` (``TMA_STORE`` 1: the whole tile; 2: two halves of
+    ``BLOCK_N``, half the staging memory; the hardware drops rows and columns past M and N), else
+    masked pointer stores into ``c_ptr`` (fp32 atomic adds when ``SPLIT_K`` > 1)."""
+    out_ty = c_ptr.dtype.element_ty
+    if TMA_STORE == 1:
+        c_dst.store([off_m, off_n], acc.to(out_ty))
+    elif TMA_STORE == 2:
+        halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
+        c0, c1 = tl.split(halves)
+        c_dst.store([off_m, off_n], c0.to(out_ty))
+        c_dst.store([off_m, off_n + BLOCK_N // 2], c1.to(out_ty))
+    else:
+        c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+        c_mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+        if SPLIT_K == 1:
+            tl.store(c_ptrs, acc.to(out_ty), mask=c_mask)
+        else:
+            tl.atomic_add(c_ptrs, acc, mask=c_mask)
