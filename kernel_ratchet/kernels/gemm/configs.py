@@ -115,6 +115,9 @@ def split_for(cfg: GemmConfig, tiles: int, k_tiles: int, sms: int) -> int:
     return max(1, min(cfg.split_k, sms // max(tiles, 1), k_tiles // MIN_K_TILES_PER_SPLIT))
 
 
+#: A flattened persistent pipeline with a TMA-stored epilogue in two halves (GemmConfig fields).
+_FLAT_STORE = {"flatten": True, "tma_store": 2}
+
 # Sweep on an H200 (tune.py, do_bench median, torch 2.11, triton 3.6; shapes 4096x6144x4096,
 # 8192x28672x4096, 8192x4096x14336; TFLOPS listed in that order, vendor in brackets).
 CONFIGS: dict[str, dict[str, GemmConfig]] = {
@@ -122,10 +125,17 @@ CONFIGS: dict[str, dict[str, GemmConfig]] = {
     "bf16": {
         # TMA + persistent + 4 stages: 763 / 809 / 764 [cuBLAS 807 / 727 / 782]. Pointer loads
         # with the same tile: 590-593; TMA non-persistent: 617-660; 256x128 pointer: 646-662.
-        "large": GemmConfig(128, 256, 64, num_warps=8, num_stages=4, persistent=True, use_tma=True),
-        # Not swept yet: tune.py's 128x128 w8 s4 TMA candidate, for outputs too small to fill
-        # the 128x256 waves; split-K up to 4 when even those tiles leave half the SMs idle.
-        "medium": GemmConfig(128, 128, 64, num_warps=8, num_stages=4, use_tma=True, split_k=4),
+        # One pipeline over every (tile, k-block) of a program, tiles stored by TMA in halves:
+        # the step on 4097 x 3000 x 2000 +12.5% [+11.0%, +13.3%], model shapes unchanged, in a
+        # paired A/B of 8 shapes (campaigns/gemm_bf16_odd, round 3; `tune --only odd`: forward
+        # 0.63 -> 0.91 of cuBLAS there).
+        "large": GemmConfig(
+            128, 256, 64, num_warps=8, num_stages=4, persistent=True, use_tma=True, **_FLAT_STORE
+        ),
+        # 128x128 tiles for outputs too small to fill the 128x256 waves. No split-K: on a
+        # 1000 x 1000 x 2000 forward its zeroed fp32 buffer, atomics and cast made it 0.25 of
+        # cuBLAS (0.71 without); the step +33.6% [+18.9%, +39.5%] (same campaign, round 2).
+        "medium": GemmConfig(128, 128, 64, num_warps=8, num_stages=4, use_tma=True),
         "skinny": GemmConfig(64, 128, 64, num_warps=4, num_stages=4, use_tma=True, split_k=4),
         "long_k": GemmConfig(64, 128, 64, num_warps=4, num_stages=4, use_tma=True, split_k=32),
         # Decode rows and small outputs are bound by the host's launches, not the GPU: one
