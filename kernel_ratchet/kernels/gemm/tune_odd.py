@@ -1,10 +1,11 @@
-"""``python -m kernel_ratchet.kernels.gemm.tune --only odd``: the bf16 GEMM's tiles and split-K
-on off-grid shapes, next to cuBLAS.
+"""``python -m kernel_ratchet.kernels.gemm.tune --only odd``: the bf16 GEMM's tiles, split-K
+and epilogues on off-grid shapes, next to cuBLAS.
 
 The bf16 rows of docs/odd-shapes.md furthest from cuBLAS whose GPU work, not the host's, keeps
-them there (partial 128-row tiles, few output tiles, split-K's extra launches): each shape's
-forward, dgrad and wgrad under the shipped bucket's config and under every :data:`ODD_BF16`
-config, checked (SNR against fp32) and timed as :mod:`.tune_cases` does.
+them there (partial 128-row tiles, few output tiles, split-K's extra launches), and two model
+shapes a bucket change must not slow: each shape's forward, dgrad and wgrad under the shipped
+bucket's config and under every :data:`ODD_BF16` config, checked (SNR against fp32) and timed
+as :mod:`.tune_cases` does.
 """
 
 from __future__ import annotations
