@@ -66,6 +66,21 @@ def test_shipped_tile_compiles_for_sm90_unspilled_and_pipelined(mode):
     assert not res.serialized, "ptxas serialized the wgmma pipeline"
 
 
+@pytest.mark.slow
+def test_three_consumer_tile_compiles_for_sm90_unspilled_and_pipelined():
+    """192-row tiles (three consumer warpgroups, one wgmma in flight each): the register file
+    holds their accumulators at 152 registers a thread, four 40 KiB stages fit beside the C
+    staging, and ptxas keeps the wgmmas asynchronous. With two in flight each (MODE 1) it
+    spills: the tile is offered with MODE 0 only."""
+    calls = [{"stages": 4, "mode": 0, "consumers": 3}, {"stages": 4, "mode": 1, "consumers": 3}]
+    single, paired = compiled_in_a_fresh_process(
+        "kernel_ratchet.kernels.gemm.fp8_block_ws_launch", calls
+    )
+    assert single.fits() and single.spill_bytes == 0, single.line()
+    assert not single.serialized, "ptxas serialized the wgmma pipeline"
+    assert paired.spill_bytes > 0, paired.line()
+
+
 class _LaunchRecorder:
     """Stands in for the Gluon kernel: ``kernel[grid](*args, **kw)`` records instead of running."""
 
@@ -95,6 +110,22 @@ def test_a_launch_passes_the_constexprs_and_options_the_offline_compile_checks(m
     assert sorted(set(kw) - set(ws.OPTIONS)) == sorted(names[names.index("SB_GROUP_N") :])
 
 
+def test_a_three_consumer_launch_tiles_192_rows_and_gives_each_warpgroup_152_registers(
+    monkeypatch,
+):
+    rec = _LaunchRecorder()
+    monkeypatch.setattr(ws, "_fp8_block_ws_kernel", rec)
+    M, N, K = 400, 256, 640
+    a, b = torch.zeros(M, K, dtype=E4M3), torch.zeros(N, K, dtype=E4M3)
+    sa, sb = torch.ones(5, M).t(), torch.ones(2, 5)
+    ws.matmul_fp8_block_ws(a, b, sa, sb, b_scale_group_n=128, mode=0, num_sms=8, consumers=3)
+    ((grid, _args, kw),) = rec.calls
+    assert grid == (6,)  # 3 row tiles of 192 (400 rows) x 2 column tiles of 128
+    assert kw["CONSUMERS"] == 3 and kw["CONSUMER_REGS"] == 152 and kw["maxnreg"] == 128
+    # the register file: three consumer warpgroups and the producer's, padded to a warpgroup
+    assert 3 * 128 * kw["CONSUMER_REGS"] + 128 * 40 <= 65536 == 4 * 128 * kw["maxnreg"]
+
+
 def test_supported_needs_an_sm90_gpu_and_aligned_fp8_rows():
     a = torch.zeros(256, 256, dtype=E4M3)
     assert not ws.supported(a, a, torch.bfloat16)  # a CPU tensor
@@ -120,7 +151,10 @@ def _snr(x: torch.Tensor, ref: torch.Tensor) -> float:
 @pytest.mark.parametrize("group_n", [128, 1], ids=["b128x128", "b1x128"])
 @pytest.mark.parametrize("mode", [0, 1], ids=["single", "paired"])
 @pytest.mark.parametrize("a_dtype", [E4M3, E5M2], ids=["e4m3", "e5m2"])
-def test_matches_the_dequantized_product_on_gpu(mnk, group_n, mode, a_dtype):
+@pytest.mark.parametrize("consumers", [2, 3], ids=["128rows", "192rows"])
+def test_matches_the_dequantized_product_on_gpu(mnk, group_n, mode, a_dtype, consumers):
+    if consumers == 3 and mode == 1:
+        pytest.skip("the 192-row tile runs one wgmma in flight per warpgroup (MODE 0)")
     M, N, K = mnk
     g = torch.Generator(device="cuda").manual_seed(M + N + K)
     a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16, generator=g)
@@ -133,7 +167,14 @@ def test_matches_the_dequantized_product_on_gpu(mnk, group_n, mode, a_dtype):
     assert ws.supported(qa.data, qb.data, torch.bfloat16)
     ref = _dequant(qa.data, qa.scale, 1) @ _dequant(qb.data, qb.scale, group_n).t()
     out = ws.matmul_fp8_block_ws(
-        qa.data, qb.data, qa.scale, qb.scale, b_scale_group_n=group_n, mode=mode, stages=6
+        qa.data,
+        qb.data,
+        qa.scale,
+        qb.scale,
+        b_scale_group_n=group_n,
+        mode=mode,
+        stages=6 if consumers == 2 else 4,
+        consumers=consumers,
     )
     assert not out.isnan().any()
     assert _snr(out, ref) > 45.0  # bf16 rounding of the output: about 55 dB

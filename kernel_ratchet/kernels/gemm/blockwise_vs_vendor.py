@@ -1,7 +1,7 @@
 """The blockwise FP8 GEMM alone against torch's blockwise ``scaled_mm``, on pre-quantized operands.
 
     python -m kernel_ratchet.kernels.gemm.blockwise_vs_vendor [--shapes model] [--limit 17]
-        [--layout fwd|wgrad] [--ws block_n=128,stages=6,mode=1,group_m=8 ...]
+        [--layout fwd|wgrad] [--ws block_n=128,stages=6,mode=1,group_m=8,consumers=2 ...]
 
 Per shape, on the same FP8 operands (1x128 activation scales; 128x128 weight blocks for the
 forward and dgrad layout ``fwd``, 1x128 rows of B for the weight-gradient layout ``wgrad``):
@@ -40,7 +40,7 @@ def _ms(fn) -> float:
 def ws_config(spec: str) -> dict[str, int]:
     """``"block_n=128,stages=6"`` -> keyword arguments of
     :func:`.fp8_block_ws_launch.matmul_fp8_block_ws`; anything else exits with the allowed keys."""
-    allowed = ("block_n", "stages", "mode", "group_m", "consumer_regs")
+    allowed = ("block_n", "stages", "mode", "group_m", "consumer_regs", "consumers")
     out: dict[str, int] = {}
     for part in filter(None, spec.split(",")):
         key, _, value = part.partition("=")

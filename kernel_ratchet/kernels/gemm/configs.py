@@ -191,8 +191,9 @@ CONFIGS: dict[str, dict[str, GemmConfig]] = {
 #: Buckets of a kind that the warp-specialized Gluon kernel (:mod:`.fp8_block_ws`) runs instead
 #: of the Triton kernel, where it applies (sm_90, FP8 K-major operands with 16-byte rows,
 #: ``N % 8 == 0``, one B scale per output tile); other problems keep ``CONFIGS``. Fields read:
-#: ``block_n``, ``num_stages``, ``group_m`` and ``k_unroll`` (2: issue the next k-group's wgmma
-#: before scaling this one's). Swept on an H200 with the GEMM alone on 6 model shapes
+#: ``block_m`` (64 rows per consumer warpgroup: 128 is two, 192 three), ``block_n``,
+#: ``num_stages``, ``group_m`` and ``k_unroll`` (2: issue the next k-group's wgmma before scaling
+#: this one's). Swept on an H200 with the GEMM alone on 6 model shapes
 #: (do_bench medians, TFLOPS): k_unroll 2 with 6 stages 1007-1059; k_unroll 1 with 4-6
 #: stages 807-965 in the same process (958-1074 in another); k_unroll 2 with 4 stages
 #: 800-956; the Triton kernel's large bucket 645-731; torch's blockwise scaled_mm 1027-1224.

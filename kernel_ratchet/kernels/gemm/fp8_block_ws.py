@@ -63,29 +63,30 @@ def _producer(
     GROUP_M: gl.constexpr,
     STAGES: gl.constexpr,
     NUM_SMS: gl.constexpr,
+    CONSUMERS: gl.constexpr,
 ):
     """TMA loads of every (tile, k-group) this CTA owns, in the consumers' order."""
-    num_pid_m = gl.cdiv(M, 2 * HALF_M)
+    num_pid_m = gl.cdiv(M, CONSUMERS * HALF_M)
     num_pid_n = gl.cdiv(N, BLOCK_N)
     k_tiles = gl.cdiv(K, BLOCK_K)
-    nbytes: gl.constexpr = 2 * a_desc.block_type.nbytes + b_desc.block_type.nbytes
+    nbytes: gl.constexpr = CONSUMERS * a_desc.block_type.nbytes + b_desc.block_type.nbytes
     it = 0
     for tile in range(gl.program_id(0), num_pid_m * num_pid_n, NUM_SMS):
         pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
-        off_m = pid_m * 2 * HALF_M
+        off_m = pid_m * CONSUMERS * HALF_M
         off_n = pid_n * BLOCK_N
         for kt in range((k_tiles + 1) // 2 * 2):  # the consumers' even step count
             s = it % STAGES
-            # A stage is free once both consumer warpgroups released it; a fresh mbarrier
+            # A stage is free once every consumer warpgroup released it; a fresh mbarrier
             # counts as having completed the phase before phase 0.
             mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
             bar = ready.index(s)
             mbarrier.expect(bar, nbytes)
             k = kt * BLOCK_K
-            tma.async_copy_global_to_shared(a_desc, [off_m, k], bar, a_bufs.index(2 * s))
-            tma.async_copy_global_to_shared(
-                a_desc, [off_m + HALF_M, k], bar, a_bufs.index(2 * s + 1)
-            )
+            for w in gl.static_range(CONSUMERS):  # each warpgroup's 64 rows
+                tma.async_copy_global_to_shared(
+                    a_desc, [off_m + w * HALF_M, k], bar, a_bufs.index(CONSUMERS * s + w)
+                )
             tma.async_copy_global_to_shared(b_desc, [off_n, k], bar, b_bufs.index(s))
             it += 1
 
@@ -124,12 +125,14 @@ def _scales(
 
 
 @gluon.jit
-def _issue(a_bufs, b_bufs, ready, it, zero, WG: gl.constexpr, STAGES: gl.constexpr):
+def _issue(
+    a_bufs, b_bufs, ready, it, zero, WG: gl.constexpr, STAGES: gl.constexpr, CONSUMERS: gl.constexpr
+):
     """Wait for ring step ``it``'s stage and start its wgmma (this warpgroup's 64 rows)."""
     s = it % STAGES
     mbarrier.wait(ready.index(s), (it // STAGES) & 1)
     return warpgroup_mma(
-        a_bufs.index(2 * s + WG),
+        a_bufs.index(CONSUMERS * s + WG),
         b_bufs.index(s).permute((1, 0)),
         zero,
         use_acc=False,
@@ -181,6 +184,7 @@ def _consumer(
     STAGES: gl.constexpr,
     NUM_SMS: gl.constexpr,
     MODE: gl.constexpr,
+    CONSUMERS: gl.constexpr,
 ):
     """Rows ``[WG * 64, WG * 64 + 64)`` of every tile: scaled wgmma chain, then TMA store."""
     layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -188,7 +192,7 @@ def _consumer(
     )
     rows_l: gl.constexpr = gl.SliceLayout(1, layout)
     SB_SCALAR: gl.constexpr = SB_GROUP_N % BLOCK_N == 0
-    num_pid_m = gl.cdiv(M, 2 * HALF_M)
+    num_pid_m = gl.cdiv(M, CONSUMERS * HALF_M)
     num_pid_n = gl.cdiv(N, BLOCK_N)
     k_tiles = gl.cdiv(K, BLOCK_K)
     zero = gl.zeros([HALF_M, BLOCK_N], gl.float32, layout)
@@ -196,7 +200,7 @@ def _consumer(
     it = 0
     for tile in range(gl.program_id(0), num_pid_m * num_pid_n, NUM_SMS):
         pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
-        off_m = pid_m * 2 * HALF_M + WG * HALF_M
+        off_m = pid_m * CONSUMERS * HALF_M + WG * HALF_M
         off_n = pid_n * BLOCK_N
         offs_m = off_m + gl.arange(0, HALF_M, layout=rows_l)
         m_ok = offs_m < M
@@ -242,8 +246,8 @@ def _consumer(
                     BLOCK_N,
                     layout,
                 )
-                p0 = _issue(a_bufs, b_bufs, ready, it + kt, zero, WG, STAGES)
-                p1 = _issue(a_bufs, b_bufs, ready, it + kt + 1, zero, WG, STAGES)
+                p0 = _issue(a_bufs, b_bufs, ready, it + kt, zero, WG, STAGES, CONSUMERS)
+                p1 = _issue(a_bufs, b_bufs, ready, it + kt + 1, zero, WG, STAGES, CONSUMERS)
                 acc = _retire(acc, p0, sa0, sb0, empty, it + kt, 1, STAGES, SB_SCALAR)
                 acc = _retire(acc, p1, sa1, sb1, empty, it + kt + 1, 0, STAGES, SB_SCALAR)
         else:
@@ -263,7 +267,7 @@ def _consumer(
                     BLOCK_N,
                     layout,
                 )
-                p0 = _issue(a_bufs, b_bufs, ready, it + kt, zero, WG, STAGES)
+                p0 = _issue(a_bufs, b_bufs, ready, it + kt, zero, WG, STAGES, CONSUMERS)
                 acc = _retire(acc, p0, sa0, sb0, empty, it + kt, 0, STAGES, SB_SCALAR)
         it += k_steps
         # The previous tile's store must have read c_buf before it is overwritten.
@@ -295,90 +299,42 @@ def _fp8_block_ws_kernel(
     NUM_SMS: gl.constexpr,
     CONSUMER_REGS: gl.constexpr,
     MODE: gl.constexpr,
+    CONSUMERS: gl.constexpr = 2,
 ):
-    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [2 * STAGES, HALF_M, BLOCK_K], a_desc.layout)
+    rows: gl.constexpr = CONSUMERS * STAGES
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [rows, HALF_M, BLOCK_K], a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES, BLOCK_N, BLOCK_K], b_desc.layout)
-    c_smem = gl.allocate_shared_memory(c_desc.dtype, [2, HALF_M, BLOCK_N], c_desc.layout)
+    c_smem = gl.allocate_shared_memory(c_desc.dtype, [CONSUMERS, HALF_M, BLOCK_N], c_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(STAGES):
         mbarrier.init(ready.index(i), count=1)
-        mbarrier.init(empty.index(i), count=2)  # one arrival per consumer warpgroup
-    gl.warp_specialize(
-        [
-            (
-                _consumer,
-                (
-                    a_bufs,
-                    b_bufs,
-                    ready,
-                    empty,
-                    c_desc,
-                    c_smem,
-                    sa_ptr,
-                    sb_ptr,
-                    M,
-                    N,
-                    K,
-                    stride_sam,
-                    stride_sak,
-                    stride_sbn,
-                    stride_sbk,
-                    0,
-                    SB_GROUP_N,
-                    BLOCK_N,
-                    GROUP_M,
-                    STAGES,
-                    NUM_SMS,
-                    MODE,
-                ),
-            ),
-            (
-                _consumer,
-                (
-                    a_bufs,
-                    b_bufs,
-                    ready,
-                    empty,
-                    c_desc,
-                    c_smem,
-                    sa_ptr,
-                    sb_ptr,
-                    M,
-                    N,
-                    K,
-                    stride_sam,
-                    stride_sak,
-                    stride_sbn,
-                    stride_sbk,
-                    1,
-                    SB_GROUP_N,
-                    BLOCK_N,
-                    GROUP_M,
-                    STAGES,
-                    NUM_SMS,
-                    MODE,
-                ),
-            ),
-            (
-                _producer,
-                (
-                    a_desc,
-                    b_desc,
-                    a_bufs,
-                    b_bufs,
-                    ready,
-                    empty,
-                    M,
-                    N,
-                    K,
-                    BLOCK_N,
-                    GROUP_M,
-                    STAGES,
-                    NUM_SMS,
-                ),
-            ),
-        ],
-        [4, 1],
-        [CONSUMER_REGS, 40],
-    )
+        mbarrier.init(empty.index(i), count=CONSUMERS)  # one arrival per consumer warpgroup
+    # The partitions: consumer warpgroups 0, 1 (and 2), then the producer warp. Gluon takes
+    # them as a literal list (a partition cannot be held in a variable), so the two branches
+    # repeat their common entries.
+    if CONSUMERS == 3:  # 192-row tiles
+        gl.warp_specialize([
+                (_consumer, (a_bufs, b_bufs, ready, empty, c_desc, c_smem, sa_ptr, sb_ptr, M, N, K,
+                              stride_sam, stride_sak, stride_sbn, stride_sbk, 0, SB_GROUP_N,
+                              BLOCK_N, GROUP_M, STAGES, NUM_SMS, MODE, CONSUMERS)),
+                (_consumer, (a_bufs, b_bufs, ready, empty, c_desc, c_smem, sa_ptr, sb_ptr, M, N, K,
+                              stride_sam, stride_sak, stride_sbn, stride_sbk, 1, SB_GROUP_N,
+                              BLOCK_N, GROUP_M, STAGES, NUM_SMS, MODE, CONSUMERS)),
+                (_consumer, (a_bufs, b_bufs, ready, empty, c_desc, c_smem, sa_ptr, sb_ptr, M, N, K,
+                              stride_sam, stride_sak, stride_sbn, stride_sbk, 2, SB_GROUP_N,
+                              BLOCK_N, GROUP_M, STAGES, NUM_SMS, MODE, CONSUMERS)),
+                (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, BLOCK_N,
+                              GROUP_M, STAGES, NUM_SMS, CONSUMERS)),
+            ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, 40])  # fmt: skip
+    else:
+        gl.warp_specialize([
+                (_consumer, (a_bufs, b_bufs, ready, empty, c_desc, c_smem, sa_ptr, sb_ptr, M, N, K,
+                              stride_sam, stride_sak, stride_sbn, stride_sbk, 0, SB_GROUP_N,
+                              BLOCK_N, GROUP_M, STAGES, NUM_SMS, MODE, CONSUMERS)),
+                (_consumer, (a_bufs, b_bufs, ready, empty, c_desc, c_smem, sa_ptr, sb_ptr, M, N, K,
+                              stride_sam, stride_sak, stride_sbn, stride_sbk, 1, SB_GROUP_N,
+                              BLOCK_N, GROUP_M, STAGES, NUM_SMS, MODE, CONSUMERS)),
+                (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, BLOCK_N,
+                              GROUP_M, STAGES, NUM_SMS, CONSUMERS)),
+            ], [4, 1], [CONSUMER_REGS, 40])  # fmt: skip

@@ -17,16 +17,33 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from kernel_ratchet.kernels.gemm.fp8_block_ws import KGROUP, ROWS, _fp8_block_ws_kernel
 
-#: Registers per thread at launch: 12 warps (two consumer warpgroups and the producer's,
-#: padded to a warpgroup) x 168 fit the 64 K register file; the partitions then move
-#: registers from the producer to the consumers (``CONSUMER_REGS``).
-MAXNREG = 168
-#: Compile options of every launch: the default partition is one consumer warpgroup.
-OPTIONS = {"num_warps": 4, "maxnreg": MAXNREG}
+#: Registers per thread at launch by consumer warpgroups: 12 warps (two consumer warpgroups and
+#: the producer's, padded to a warpgroup) x 168, or 16 x 128, fill the 64 K register file; the
+#: partitions then move registers from the producer to the consumers (``CONSUMER_REGS``).
+MAXNREG = {2: 168, 3: 128}
+
+
+def options(consumers: int = 2) -> dict[str, int]:
+    """Compile options of a launch: the default partition is one consumer warpgroup."""
+    return {"num_warps": 4, "maxnreg": MAXNREG[consumers]}
+
+
+OPTIONS = options()
+#: Registers per consumer thread after the partitions' moves, by consumer warpgroups (2: two
+#: 64 x 128 accumulators in flight with MODE 1; 3: 3 x 128 x 152 + the producer's 128 x 40 fill
+#: the register file, which leaves room for one wgmma in flight, MODE 0).
+CONSUMER_REGS = {2: 232, 3: 152}
 
 
 def _constexprs(
-    group_n: int, block_n: int, group_m: int, stages: int, sms: int, regs: int, mode: int
+    group_n: int,
+    block_n: int,
+    group_m: int,
+    stages: int,
+    sms: int,
+    regs: int,
+    mode: int,
+    consumers: int = 2,
 ) -> dict[str, int]:
     """The kernel's constexpr arguments, the same for a launch and an offline compile."""
     return dict(
@@ -37,6 +54,7 @@ def _constexprs(
         NUM_SMS=sms,
         CONSUMER_REGS=regs,
         MODE=mode,
+        CONSUMERS=consumers,
     )
 
 
@@ -91,25 +109,28 @@ def matmul_fp8_block_ws(
     block_n: int = 128,
     stages: int = 4,
     group_m: int = 8,
-    consumer_regs: int = 232,
+    consumer_regs: int | None = None,
     mode: int = 1,
     num_sms: int | None = None,
+    consumers: int = 2,
 ) -> torch.Tensor:
     """``a [M, K] @ b [N, K]ᵀ`` with blockwise scales (see the module docstring) -> ``[M, N]``.
 
     The caller checks :func:`supported` first. ``block_n`` (a multiple of 8, at most 256),
-    ``stages`` and ``group_m`` are the launch configuration; shared memory is
-    ``stages * (128 + block_n) * 128 + 2 * 64 * block_n * 2`` bytes.
+    ``stages``, ``group_m``, ``mode`` and ``consumers`` (warpgroups of 64 output rows: 2 or 3)
+    are the launch configuration; shared memory is ``stages * (64 * consumers + block_n) * 128 +
+    consumers * 64 * block_n * 2`` bytes.
     """
     M, K = a.shape
     N = b.shape[0]
+    regs = consumer_regs or CONSUMER_REGS[consumers]
     c = torch.empty((M, N), dtype=out_dtype, device=a.device)
     la, lb, lc = _layouts(block_n, a.dtype, b.dtype, out_dtype)
     a_desc = TensorDescriptor.from_tensor(a, [ROWS, KGROUP], la)
     b_desc = TensorDescriptor.from_tensor(b, [block_n, KGROUP], lb)
     c_desc = TensorDescriptor.from_tensor(c, [ROWS, block_n], lc)
     sms = num_sms or torch.cuda.get_device_properties(a.device).multi_processor_count
-    tiles = triton.cdiv(M, 2 * ROWS) * triton.cdiv(N, block_n)
+    tiles = triton.cdiv(M, consumers * ROWS) * triton.cdiv(N, block_n)
     _fp8_block_ws_kernel[(min(sms, tiles),)](
         a_desc,
         b_desc,
@@ -123,8 +144,8 @@ def matmul_fp8_block_ws(
         a_scale.stride(1),
         b_scale.stride(0),
         b_scale.stride(1),
-        **_constexprs(b_scale_group_n, block_n, group_m, stages, sms, consumer_regs, mode),
-        **OPTIONS,
+        **_constexprs(b_scale_group_n, block_n, group_m, stages, sms, regs, mode, consumers),
+        **options(consumers),
     )
     return c
 
@@ -136,8 +157,9 @@ def compile_offline(
     group_m: int = 8,
     b_scale_group_n: int = 128,
     mode: int = 1,
-    consumer_regs: int = 232,
+    consumer_regs: int | None = None,
     arch: int = 90,
+    consumers: int = 2,
 ):
     """The kernel compiled for ``sm_<arch>`` without a GPU (Triton's front end and the ptxas it
     ships), as :func:`matmul_fp8_block_ws` would launch it on E4M3 operands; read its cost with
@@ -147,7 +169,10 @@ def compile_offline(
 
     la, lb, lc = _layouts(block_n, torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16)
     fn = _fp8_block_ws_kernel
-    consts = _constexprs(b_scale_group_n, block_n, group_m, stages, 132, consumer_regs, mode)
+    consts = _constexprs(
+        b_scale_group_n, block_n, group_m, stages, 132, consumer_regs or CONSUMER_REGS[consumers],
+        mode, consumers,
+    )  # fmt: skip
     sig = {
         "a_desc": f"tensordesc<fp8e4nv[{ROWS}, {KGROUP}],{la!r}>",
         "b_desc": f"tensordesc<fp8e4nv[{block_n}, {KGROUP}],{lb!r}>",
@@ -165,4 +190,4 @@ def compile_offline(
         {(names.index(k),): v for k, v in consts.items()},
         {(names.index(p),): [["tt.divisibility", 16]] for p in ("sa_ptr", "sb_ptr")},
     )
-    return triton.compile(src, target=GPUTarget("cuda", arch, 32), options=OPTIONS)
+    return triton.compile(src, target=GPUTarget("cuda", arch, 32), options=options(consumers))

@@ -168,6 +168,7 @@ def matmul(
             group_m=ws.group_m,
             mode=ws.k_unroll - 1,
             num_sms=num_sms,
+            consumers=ws.block_m // fp8_block_ws.ROWS,
         )
     if plan.copy_a:
         a = _aligned_copy(a)
