@@ -126,9 +126,17 @@ def _scales(
 
 @gluon.jit
 def _issue(
-    a_bufs, b_bufs, ready, it, zero, WG: gl.constexpr, STAGES: gl.constexpr, CONSUMERS: gl.constexpr
+    a_bufs,
+    b_bufs,
+    ready,
+    it,
+    zero,
+    WG: gl.constexpr,
+    STAGES: gl.constexpr,
+    CONSUMERS: gl.constexpr = 2,
 ):
-    """Wait for ring step ``it``'s stage and start its wgmma (this warpgroup's 64 rows)."""
+    """Wait for ring step ``it``'s stage and start its wgmma (this warpgroup's 64 rows of the
+    ``CONSUMERS`` a stage holds; the grouped kernel's stages hold two)."""
     s = it % STAGES
     mbarrier.wait(ready.index(s), (it // STAGES) & 1)
     return warpgroup_mma(
