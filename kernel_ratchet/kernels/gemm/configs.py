@@ -47,6 +47,9 @@ class GemmConfig:
             through shared memory with one TMA store; 2 the same in two halves of ``block_n``
             (half the staging memory). The launcher keeps 0 where TMA does not apply (pointer
             loads, split-K, output rows not 16-byte aligned).
+        stream_k: 16-bit operands only: the k-iterations of all tiles split evenly over at most
+            one program per SM (:mod:`.kernel_streamk`), partial tiles summed through an fp32
+            workspace; ``persistent``, ``flatten`` and ``split_k`` do not apply.
     """
 
     block_m: int = 128
@@ -62,6 +65,7 @@ class GemmConfig:
     warp_specialize: bool = False
     flatten: bool = False
     tma_store: int = 0
+    stream_k: bool = False
 
     def with_(self, **kw: object) -> GemmConfig:
         """A copy with some fields changed (used by sweeps and tests)."""

@@ -25,7 +25,13 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from kernel_ratchet.kernels.gemm.kernel_tile import _load_ab, _store_tile, _tile_coords
+from kernel_ratchet.kernels.gemm.kernel_tile import (
+    _load_ab,
+    _operand,
+    _sources,
+    _store_tile,
+    _tile_coords,
+)
 
 #: ``SCALE_MODE`` values of :func:`_gemm_kernel`.
 SCALE_NONE, SCALE_TENSOR, SCALE_ROW, SCALE_BLOCK = 0, 1, 2, 3
@@ -241,32 +247,12 @@ def _gemm_kernel(
     TMA_STORE: tl.constexpr = 0,
 ):
     """Grid: one program per (tile, K slice), or NUM_SMS programs looping when PERSISTENT."""
-    if USE_TMA:
-        # Descriptors over the operands' memory layout; non-K-major tiles are transposed in
-        # registers/shared memory by tl.dot's operand layout (.T is free for 16-bit wgmma).
-        if A_KMAJOR:
-            a_src = tl.make_tensor_descriptor(
-                a_ptr, shape=[M, K], strides=[stride_am, 1], block_shape=[BLOCK_M, BLOCK_K]
-            )
-        else:
-            a_src = tl.make_tensor_descriptor(
-                a_ptr, shape=[K, M], strides=[stride_ak, 1], block_shape=[BLOCK_K, BLOCK_M]
-            )
-        if B_KMAJOR:
-            b_src = tl.make_tensor_descriptor(
-                b_ptr, shape=[N, K], strides=[stride_bn, 1], block_shape=[BLOCK_N, BLOCK_K]
-            )
-        else:
-            b_src = tl.make_tensor_descriptor(
-                b_ptr, shape=[K, N], strides=[stride_bk, 1], block_shape=[BLOCK_K, BLOCK_N]
-            )
-    else:
-        a_src = a_ptr
-        b_src = b_ptr
+    a_src, b_src = _sources(
+        a_ptr, b_ptr, M, N, K, stride_am, stride_ak, stride_bn, stride_bk,
+        A_KMAJOR, B_KMAJOR, BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA,
+    )  # fmt: skip
     if TMA_STORE > 0:  # the launcher's choice: TMA loads, no split-K, 16-byte output rows
-        c_dst = tl.make_tensor_descriptor(
-            c_ptr, shape=[M, N], strides=[stride_cm, 1], block_shape=[BLOCK_M, BLOCK_N // TMA_STORE]
-        )
+        c_dst = _operand(c_ptr, M, N, stride_cm, BLOCK_M, BLOCK_N // TMA_STORE, True)
     else:
         c_dst = c_ptr
     num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N) * SPLIT_K

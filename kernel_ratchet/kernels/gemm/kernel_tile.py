@@ -8,6 +8,37 @@ import triton.language as tl
 
 
 @triton.jit
+def _operand(ptr, rows, cols, row_stride, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr,
+             USE_TMA: tl.constexpr):  # fmt: skip
+    """A TMA descriptor of ``[BLOCK_R, BLOCK_C]`` blocks over the row-major ``[rows, cols]``
+    tensor at ``ptr`` when ``USE_TMA``, else the pointer itself."""
+    if USE_TMA:
+        return tl.make_tensor_descriptor(
+            ptr, shape=[rows, cols], strides=[row_stride, 1], block_shape=[BLOCK_R, BLOCK_C]
+        )
+    else:
+        return ptr
+
+
+@triton.jit
+def _sources(a_ptr, b_ptr, M, N, K, stride_am, stride_ak, stride_bn, stride_bk,
+             A_KMAJOR: tl.constexpr, B_KMAJOR: tl.constexpr, BLOCK_M: tl.constexpr,
+             BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, USE_TMA: tl.constexpr):  # fmt: skip
+    """What :func:`_load_ab` reads A and B through: descriptors over the operands' memory
+    layout (non-K-major tiles are transposed by tl.dot's operand layout: .T is free for 16-bit
+    wgmma), or the pointers."""
+    if A_KMAJOR:
+        a_src = _operand(a_ptr, M, K, stride_am, BLOCK_M, BLOCK_K, USE_TMA)
+    else:
+        a_src = _operand(a_ptr, K, M, stride_ak, BLOCK_K, BLOCK_M, USE_TMA)
+    if B_KMAJOR:
+        b_src = _operand(b_ptr, N, K, stride_bn, BLOCK_N, BLOCK_K, USE_TMA)
+    else:
+        b_src = _operand(b_ptr, K, N, stride_bk, BLOCK_K, BLOCK_N, USE_TMA)
+    return a_src, b_src
+
+
+@triton.jit
 def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
     """Grouped-M order: GROUP_M row-tiles sweep one column panel before moving on (L2 reuse)."""
     num_in_group = GROUP_M * num_pid_n

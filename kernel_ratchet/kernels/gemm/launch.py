@@ -26,6 +26,7 @@ from kernel_ratchet.kernels.gemm.configs import (
     split_for,
 )
 from kernel_ratchet.kernels.gemm.kernel import SCALE_BLOCK, SCALE_NONE, SCALE_ROW, _gemm_kernel
+from kernel_ratchet.kernels.gemm.kernel_streamk import _gemm_streamk_kernel
 from kernel_ratchet.kernels.quant.launch import cdiv, empty_rows, interpreter_mode
 
 _FORCED: list[GemmConfig] = []
@@ -178,6 +179,9 @@ def matmul(
         b_st = b.stride()
     if plan.use_tma:
         _ensure_tma_allocator()
+    if plan.stream_k:
+        am_ak, bn_bk = (a_st if a_kmajor else a_st[::-1]), (b_st if b_kmajor else b_st[::-1])
+        return _run_streamk(plan, a, b, (M, N, K, *am_ak, *bn_bk), out_dtype)
     if plan.split_k == 1:
         c = torch.empty((M, N), dtype=out_dtype, device=a.device)
     else:
@@ -207,8 +211,22 @@ class _Plan:
     grid: tuple[int]
     kwargs: dict[str, object]
     ws: GemmConfig | None = None  # run the warp-specialized blockwise kernel with this config
+    stream_k: bool = False  # run the stream-K kernel (:mod:`.kernel_streamk`) on grid[0] programs
     #: {operand signature: (compiled kernel, its bound arguments) or False}: :func:`_launch`.
     runners: dict[tuple, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+def _run_streamk(plan: _Plan, a, b, sizes: tuple[int, ...], out_dtype) -> torch.Tensor:
+    """The stream-K kernel on ``plan``; ``sizes``: M, N, K and the (m, k), (n, k) strides of A
+    and B. Each program gets an fp32 workspace slot; the flags are zeroed per call."""
+    M, N = sizes[0], sizes[1]
+    kw, programs = plan.kwargs, plan.grid[0]
+    c = torch.empty((M, N), dtype=out_dtype, device=a.device)
+    tile = kw["BLOCK_M"] * kw["BLOCK_N"]
+    ws = torch.empty(programs * tile, dtype=torch.float32, device=a.device)
+    flags = torch.zeros(programs, dtype=torch.int32, device=a.device)
+    _gemm_streamk_kernel[plan.grid](a, b, c, ws, flags, *sizes, N, 1, **kw)
+    return c
 
 
 def _launch(plan: _Plan, args: tuple, kwargs: dict[str, Any]) -> None:
@@ -308,6 +326,12 @@ def _plan(
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
     )
+    if cfg.stream_k and scale_mode == SCALE_NONE:
+        programs = min(num_sms, tiles * k_tiles)
+        keep = ("A_KMAJOR", "B_KMAJOR", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "USE_TMA")
+        keep += ("TMA_STORE", "num_warps", "num_stages")
+        kwargs = {k: kwargs[k] for k in keep} | {"PROGRAMS": programs}
+        return _Plan(copy_a, copy_b, use_tma, 1, (programs,), kwargs, stream_k=True)
     grid = (min(num_sms, tiles),) if cfg.persistent else (tiles,)
     return _Plan(copy_a, copy_b, use_tma, split_k, grid, kwargs)
 

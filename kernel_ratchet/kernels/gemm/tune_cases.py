@@ -82,5 +82,5 @@ def _short(c: GemmConfig | None) -> str:
         f"{' tma' if c.use_tma else ''}{' pers' if c.persistent else ''}"
         f"{' ku2' if c.k_unroll == 2 else ''}{' ws' if c.warp_specialize else ''}"
         f"{' flat' if c.flatten else ''}{f' st{c.tma_store}' if c.tma_store else ''}"
-        f"{f' sk{c.split_k}' if c.split_k > 1 else ''}"
+        f"{f' sk{c.split_k}' if c.split_k > 1 else ''}{' streamK' if c.stream_k else ''}"
     )

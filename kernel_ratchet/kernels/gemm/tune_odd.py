@@ -47,6 +47,9 @@ ODD_BF16 = [
         C(bm, bn, 64, num_warps=w, num_stages=st, persistent=True, use_tma=True, **FLAT)
         for bm, bn, w, st in _FLAT_TILES
     ),
+    # stream-K: every SM the same number of k-iterations (wave tails, few tiles, long K)
+    C(128, 128, 64, num_warps=8, num_stages=4, use_tma=True, stream_k=True, tma_store=2),
+    C(64, 128, 64, num_warps=4, num_stages=4, use_tma=True, stream_k=True),
 ]
 #: Model shapes (M >= 4096) that a bucket change must not slow down, swept beside them.
 GUARD_SHAPES = [(4096, 6144, 4096), (8192, 4096, 14336)]
