@@ -124,3 +124,14 @@ def test_a_128_tile_compiles_for_sm90_pipelined_without_spills():
     spill, shared, fits = json.loads(out.stdout.strip().splitlines()[-1])
     assert fits and spill == 0
     assert shared >= 4 * 2 * 128 * 64 * 2  # 4 stages of two bf16 128x64 tiles
+
+
+def test_the_census_counts_a_stream_k_launch_as_the_gemm_it_is():
+    from kernel_ratchet.kernels.gemm.census import census_call, summary
+
+    a, b = torch.zeros(1000, 1000, dtype=torch.bfloat16), torch.zeros(5120, 1000)
+    with forced_config(SK.with_(block_m=128, block_n=128, block_k=64)):
+        c = census_call(lambda: launch.gemm(a, b.bfloat16()), dry=True)
+    (x,) = c.gemms()
+    assert x.kernel == "_gemm_streamk_kernel" and x.ctas == 132 and x.get("PROGRAMS") == 132
+    assert "gemm 1 " in summary(c, 132) and "split_k sk" in summary(c, 132)

@@ -32,10 +32,14 @@ from kernel_ratchet.kernels.gemm import launch
 from kernel_ratchet.kernels.gemm.bench import SHAPE_SETS
 from kernel_ratchet.kernels.gemm.fp8 import Fp8Recipe, gemm_fp8_backward, gemm_fp8_forward
 from kernel_ratchet.kernels.gemm.kernel import _gemm_kernel
+from kernel_ratchet.kernels.gemm.kernel_streamk import _gemm_streamk_kernel
 from kernel_ratchet.kernels.offline import distinct, resources_of
 from kernel_ratchet.kernels.quant import launch as qlaunch
 
 _QUANT_KERNELS = ("_amax_kernel", "_apply_scale_kernel", "_group_quant_kernel")
+#: The dense GEMM kernels: tiles (split-K, persistent) and stream-K. Both take A, B, C, two
+#: more pointers, M, N, K and the (m, k), (n, k) strides first.
+_GEMM_KERNELS = ("_gemm_kernel", "_gemm_streamk_kernel")
 _spec_of = spec_of
 
 
@@ -58,7 +62,7 @@ class Census(common.Census):
     """Launches and copies of the dense GEMM and quantization kernels inside :meth:`record`."""
 
     def gemms(self) -> list[Launch]:
-        return self.of("_gemm_kernel")
+        return self.of(*_GEMM_KERNELS)
 
     def quant_passes(self) -> int:
         return len(self.of(*_QUANT_KERNELS))
@@ -70,7 +74,7 @@ class Census(common.Census):
         return sum(not x.get("USE_TMA") and _narrow_loads(x) for x in self.gemms())
 
     def record(self, *, dry: bool = False, sms: int = H200_SMS):
-        patches = [(launch, "_gemm_kernel")] + [(qlaunch, k) for k in _QUANT_KERNELS]
+        patches = [(launch, k) for k in _GEMM_KERNELS] + [(qlaunch, k) for k in _QUANT_KERNELS]
         overrides = [
             (launch, "interpreter_mode", lambda: False),
             (launch, "_num_sms", lambda device: sms),
@@ -123,7 +127,7 @@ def summary(c: Census, sms: int) -> str:
     g = c.gemms()
     fill = min(1.0, min((x.ctas / sms for x in g), default=1.0))
     tma = sum(bool(x.get("USE_TMA")) for x in g)
-    splits = "/".join(str(x.get("SPLIT_K")) for x in g)
+    splits = "/".join("sk" if x.get("PROGRAMS") else str(x.get("SPLIT_K")) for x in g)
     return (
         f"launches {len(c.launches):2d} gemm {len(g)} (tma {tma}, "
         f"scalar-load {c.unaligned_gemms()}, split_k {splits}, min fill {fill:.2f}) "
@@ -148,9 +152,10 @@ def main(argv: list[str] | None = None) -> int:
             c = census_call(fn, dry=True, sms=args.sms)
             print(f"{shape.label:24s} {path:15s} {summary(c, args.sms)}", flush=True)
             if args.compile:
-                variants = distinct(c.gemms())
-                for x, r in zip(variants, resources_of(_gemm_kernel, variants), strict=True):
-                    print(f"{'':40s} {tile(x)}: {r.line()}", flush=True)
+                for kernel in (_gemm_kernel, _gemm_streamk_kernel):
+                    variants = distinct(c.of(kernel.__name__))
+                    for x, r in zip(variants, resources_of(kernel, variants), strict=True):
+                        print(f"{'':40s} {tile(x)}: {r.line()}", flush=True)
     return 0
 
 
