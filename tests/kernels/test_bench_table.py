@@ -108,3 +108,23 @@ def test_record_takes_the_measuring_machines_environment_and_refuses_half_of_one
     with pytest.raises(SystemExit, match="KEY=VALUE"):
         bt.main([*base, "--env", "GPU"])
     assert not out.exists()
+
+
+def test_the_committed_page_is_the_render_of_the_committed_results():
+    """docs/benchmarks.md is generated: a note edited in the page alone is lost at the next
+    render, so the page must be what its documented render command writes."""
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    order = ["gemm_bf16", "gemm_fp8_tensorwise", "gemm_fp8_rowwise", "gemm_fp8_blockwise"]
+    order += ["grouped_gemm_bf16", "grouped_gemm_fp8_blockwise"]
+    order += ["quant_fp8_dual", "quant_fp8_blockwise", "quant_fp8_rowwise"]
+    results = [
+        bt.Results.from_dict(json.loads((docs / "benchmarks" / f"{n}.json").read_text()))
+        for n in order
+    ]
+    page = bt.render(results, (docs / "benchmarks" / "preamble.md").read_text())
+    assert (docs / "benchmarks.md").read_text() == page, (
+        "docs/benchmarks.md differs from the render of docs/benchmarks/*.json: edit the results "
+        "file (its notes) and render the page with the command at its top"
+    )
