@@ -34,3 +34,22 @@ def test_the_odd_sweep_times_the_shipped_config_and_every_candidate_next_to_the_
         assert cfgs[:2] == ["vendor", "shipped"]
         assert cfgs[2:] == [repr(c) for c in tune_odd.ODD_BF16]
     assert "BEST per kind/shape" in done.stdout
+
+
+def test_the_bucket_table_scores_configs_on_every_gemm_of_their_bucket():
+    from kernel_ratchet.kernels.gemm.configs import GemmConfig
+    from kernel_ratchet.kernels.gemm.tune_cases import bucket_table
+
+    fast, broken = repr(GemmConfig(64, 64, 128)), repr(GemmConfig(128, 64, 64))
+    # two medium forward GEMMs (1000 x 1000 and 1000 x 2000 outputs) and the vendor's times
+    rows = []
+    for shape, vendor in (([1000, 1000, 2000], 1.0), ([1000, 2000, 1000], 2.0)):
+        rows.append({"shape": shape, "what": "bf16.fwd", "cfg": "vendor", "ms": vendor})
+        rows.append({"shape": shape, "what": "bf16.fwd", "cfg": "shipped", "ms": 2 * vendor})
+        rows.append({"shape": shape, "what": "bf16.fwd", "cfg": fast, "ms": vendor, "snr": 55.0})
+    # faster still, but wrong on one GEMM and absent from the other: not a candidate
+    rows.append({"shape": [1000, 1000, 2000], "what": "bf16.fwd", "cfg": broken, "ms": 0.1})
+    rows[-1]["snr"] = 3.0
+    (line,) = bucket_table(rows)
+    assert line.split()[:2] == ["bf16", "medium"]
+    assert "shipped 0.500, best 1.000 64x64x128" in line

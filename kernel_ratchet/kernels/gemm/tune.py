@@ -287,6 +287,8 @@ def main() -> None:
         json.dumps({"info": info, "results": results}, indent=1)
     )
     _table(results)
+    print("\nBY BUCKET (geomean speed vs vendor over the bucket's swept GEMMs)")
+    print("\n".join(tune_cases.bucket_table(results)))
     print(f"sweep took {time.time() - t0:.0f} s")
 
 

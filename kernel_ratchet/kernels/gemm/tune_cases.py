@@ -5,13 +5,16 @@
 
 from __future__ import annotations
 
+import math
+import re
 import time
+from collections import defaultdict
 
 import triton
 import triton.testing
 
 from kernel_ratchet.harness.correctness import snr_db
-from kernel_ratchet.kernels.gemm.configs import GemmConfig
+from kernel_ratchet.kernels.gemm.configs import GemmConfig, bucket_for
 
 DEVICE = "cuda"
 
@@ -84,3 +87,59 @@ def _short(c: GemmConfig | None) -> str:
         f"{' flat' if c.flatten else ''}{f' st{c.tma_store}' if c.tma_store else ''}"
         f"{f' sk{c.split_k}' if c.split_k > 1 else ''}{' streamK' if c.stream_k else ''}"
     )
+
+
+#: The 16-bit GEMMs of a Linear as the sweeps name them: (config kind, the launcher's
+#: (M, N, K) of that GEMM from the Linear's M, N, K).
+LINEAR_GEMMS = {
+    "bf16.fwd": ("bf16", lambda M, N, K: (M, N, K)),
+    "bf16.da": ("bf16_bwd", lambda M, N, K: (M, K, N)),
+    "bf16.db": ("bf16_bwd", lambda M, N, K: (N, K, M)),
+}
+
+
+def bucket_table(results: list[dict], min_snr: float = 40.0) -> list[str]:
+    """Per (kind, bucket) of the swept 16-bit GEMMs: the shipped config's and the best
+    candidate's geometric mean of speed against the vendor, over the GEMMs of that bucket (a
+    candidate counts only if it ran and passed the SNR check on all of them): what a bucket
+    change would buy on the swept shapes, to be decided by a campaign."""
+    vendor: dict[tuple, float] = {}
+    ratios: dict[tuple, dict[str, dict[tuple, float]]] = defaultdict(lambda: defaultdict(dict))
+    for r in results:
+        if r["what"] not in LINEAR_GEMMS:
+            continue
+        kind, dims = LINEAR_GEMMS[r["what"]]
+        key = (r["what"], tuple(r["shape"]))
+        if r.get("cfg") == "vendor":
+            vendor[key] = r["ms"]
+            continue
+        if "ms" in r and (r.get("snr") is None or r["snr"] >= min_snr):
+            group = (kind, bucket_for(*dims(*r["shape"])))
+            ratios[group][r["cfg"]][key] = r["ms"]
+    lines = []
+    for (kind, bucket), by_cfg in sorted(ratios.items()):
+        gemms = set().union(*(set(t) for t in by_cfg.values()))
+        full = {c: t for c, t in by_cfg.items() if set(t) == gemms}
+
+        def geo(times: dict[tuple, float]) -> float:
+            return math.exp(sum(math.log(vendor[k] / ms) for k, ms in times.items()) / len(times))
+
+        scores = {c: geo(t) for c, t in full.items() if all(k in vendor for k in t)}
+        if not scores:
+            continue
+        best = max(scores, key=scores.__getitem__)
+        shipped = scores.get("shipped", math.nan)
+        lines.append(
+            f"{kind:8s} {bucket:7s} {len(gemms):2d} GEMMs: shipped {shipped:.3f}, best "
+            f"{scores[best]:.3f} {_named(best)}"
+        )
+    return lines
+
+
+def _named(cfg: str) -> str:
+    """A result's config (``"shipped"`` or a ``GemmConfig`` repr) in :func:`_short`'s words."""
+    if not cfg.startswith("GemmConfig("):
+        return cfg
+    fields = dict(re.findall(r"(\w+)=(\w+)", cfg))
+    kw = {k: v == "True" if v in ("True", "False") else int(v) for k, v in fields.items()}
+    return _short(GemmConfig(**kw))
