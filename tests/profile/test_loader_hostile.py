@@ -168,7 +168,8 @@ def test_unknown_key_check_is_linear(tiny_project):
 
     seconds(small_path)
     ratio = seconds(large_path) / max(seconds(small_path), 1e-6)
-    assert ratio < 6.0, f"4x the keys took {ratio:.1f}x the time"
+    # linear: 4x; quadratic: 16x. 6.1x was measured once on a loaded 2-core machine.
+    assert ratio < 9.0, f"4x the keys took {ratio:.1f}x the time"
 
 
 def test_symlink_check_leaves_a_missing_kernel_file_to_the_checklist(tiny_project):
