@@ -27,7 +27,7 @@ import triton.language as tl
 
 from kernel_ratchet.kernels.gemm.kernel_tile import (
     _load_ab,
-    _operand,
+    _output,
     _sources,
     _store_tile,
     _tile_coords,
@@ -251,10 +251,7 @@ def _gemm_kernel(
         a_ptr, b_ptr, M, N, K, stride_am, stride_ak, stride_bn, stride_bk,
         A_KMAJOR, B_KMAJOR, BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA,
     )  # fmt: skip
-    if TMA_STORE > 0:  # the launcher's choice: TMA loads, no split-K, 16-byte output rows
-        c_dst = _operand(c_ptr, M, N, stride_cm, BLOCK_M, BLOCK_N // TMA_STORE, True)
-    else:
-        c_dst = c_ptr
+    c_dst = _output(c_ptr, M, N, stride_cm, BLOCK_M, BLOCK_N, TMA_STORE)
     num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N) * SPLIT_K
     if PERSISTENT:
         # FLATTEN: one software pipeline over every (tile, k-block) of this program, so the

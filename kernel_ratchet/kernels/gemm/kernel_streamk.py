@@ -29,7 +29,7 @@ import triton.language as tl
 
 from kernel_ratchet.kernels.gemm.kernel_tile import (
     _load_ab,
-    _operand,
+    _output,
     _sources,
     _store_tile,
     _tile_coords,
@@ -67,10 +67,7 @@ def _gemm_streamk_kernel(
         a_ptr, b_ptr, M, N, K, stride_am, stride_ak, stride_bn, stride_bk,
         A_KMAJOR, B_KMAJOR, BLOCK_M, BLOCK_N, BLOCK_K, USE_TMA,
     )  # fmt: skip
-    if TMA_STORE > 0:  # the launcher's choice: TMA loads, no split-K, 16-byte output rows
-        c_dst = _operand(c_ptr, M, N, stride_cm, BLOCK_M, BLOCK_N // TMA_STORE, True)
-    else:
-        c_dst = c_ptr
+    c_dst = _output(c_ptr, M, N, stride_cm, BLOCK_M, BLOCK_N, TMA_STORE)
     pid = tl.program_id(0).to(tl.int64)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)

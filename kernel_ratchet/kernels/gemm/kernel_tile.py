@@ -39,6 +39,18 @@ def _sources(a_ptr, b_ptr, M, N, K, stride_am, stride_ak, stride_bn, stride_bk,
 
 
 @triton.jit
+def _output(c_ptr, M, N, stride_cm, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+            TMA_STORE: tl.constexpr):  # fmt: skip
+    """What :func:`_store_tile` writes the output through: a descriptor of tiles (or halves)
+    when ``TMA_STORE`` (the launcher's choice: TMA loads, no split-K, 16-byte output rows),
+    else the pointer."""
+    if TMA_STORE > 0:
+        return _operand(c_ptr, M, N, stride_cm, BLOCK_M, BLOCK_N // TMA_STORE, True)
+    else:
+        return c_ptr
+
+
+@triton.jit
 def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
     """Grouped-M order: GROUP_M row-tiles sweep one column panel before moving on (L2 reuse)."""
     num_in_group = GROUP_M * num_pid_n
