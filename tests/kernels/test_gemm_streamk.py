@@ -45,6 +45,12 @@ def test_the_plan_runs_one_wave_of_stream_k_programs_and_drops_split_k():
     assert plan.kwargs["PROGRAMS"] == 132
     few = launch._plan("bf16", SK, 32, 32, 32, geom, 0, 132, False, 0, torch.bfloat16)
     assert few.grid == (2,)  # one tile of two k-iterations: no program without work
+    # a split-K bound in the config does not multiply them: a program with an empty range
+    # would never hand its partial on, and the tile's finisher would wait for it forever
+    split = launch._plan(
+        "bf16", SK.with_(split_k=4), 32, 32, 32, geom, 0, 132, False, 0, torch.bfloat16
+    )
+    assert split.grid == (2,) and split.kwargs["TMA_STORE"] == SK.tma_store
     scaled = launch._plan("fp8", SK.with_(block_k=128), 64, 64, 256, geom, 1, 132, False)
     assert not scaled.stream_k  # scales stay on the tile kernel
 

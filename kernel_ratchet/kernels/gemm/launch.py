@@ -300,7 +300,10 @@ def _plan(
     use_tma = tma_path and (a_ok or copy_a) and (b_ok or copy_b)
     k_tiles = cdiv(K, cfg.block_k)
     tiles = cdiv(M, cfg.block_m) * cdiv(N, cfg.block_n)
-    if explicit is not None:
+    stream_k = cfg.stream_k and scale_mode == SCALE_NONE  # which splits K its own way
+    if stream_k:
+        split_k = 1
+    elif explicit is not None:
         split_k = max(1, min(cfg.split_k, k_tiles))
     else:
         split_k = split_for(cfg, tiles, k_tiles, num_sms)
@@ -326,7 +329,7 @@ def _plan(
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
     )
-    if cfg.stream_k and scale_mode == SCALE_NONE:
+    if stream_k:
         programs = min(num_sms, tiles * k_tiles)
         keep = ("A_KMAJOR", "B_KMAJOR", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "USE_TMA")
         keep += ("TMA_STORE", "num_warps", "num_stages")
