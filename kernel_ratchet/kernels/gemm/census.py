@@ -28,7 +28,7 @@ import torch
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.kernels import census as common
 from kernel_ratchet.kernels.census import H200_SMS, Launch, spec_of
-from kernel_ratchet.kernels.gemm import launch
+from kernel_ratchet.kernels.gemm import launch, streamk_launch
 from kernel_ratchet.kernels.gemm.bench import SHAPE_SETS
 from kernel_ratchet.kernels.gemm.fp8 import Fp8Recipe, gemm_fp8_backward, gemm_fp8_forward
 from kernel_ratchet.kernels.gemm.kernel import _gemm_kernel
@@ -74,7 +74,8 @@ class Census(common.Census):
         return sum(not x.get("USE_TMA") and _narrow_loads(x) for x in self.gemms())
 
     def record(self, *, dry: bool = False, sms: int = H200_SMS):
-        patches = [(launch, k) for k in _GEMM_KERNELS] + [(qlaunch, k) for k in _QUANT_KERNELS]
+        patches = [(launch, _GEMM_KERNELS[0]), (streamk_launch, _GEMM_KERNELS[1])]
+        patches += [(qlaunch, k) for k in _QUANT_KERNELS]
         overrides = [
             (launch, "interpreter_mode", lambda: False),
             (launch, "_num_sms", lambda device: sms),

@@ -18,8 +18,10 @@ ids, computed their partials at their start. The waits need the contributors res
 the grid is at most one program per SM, and a lower program id never waits on a higher one
 (which also makes the sequential interpreter run it without deadlock).
 
-The launcher (:mod:`.launch`) runs this kernel for a config with ``stream_k`` (16-bit, no
-scales); the flags are zeroed per call.
+A finisher resets each flag it consumed (every program hands on at most one partial), so a
+launch leaves the flags zero and the launcher (:mod:`.streamk_launch`) keeps the workspace and
+flags per stream instead of allocating and zeroing them per call. It runs this kernel for a
+config with ``stream_k`` (16-bit, no scales).
 """
 
 from __future__ import annotations
@@ -106,6 +108,7 @@ def _gemm_streamk_kernel(
                     while tl.atomic_add(flags_ptr + q, 0, sem="acquire") == 0:
                         pass
                     acc += tl.load(ws_ptr + q * (BLOCK_M * BLOCK_N) + slot)
+                    tl.atomic_xchg(flags_ptr + q, 0, sem="relaxed")  # consumed: ready for reuse
             _store_tile(
                 acc, c_ptr, c_dst, off_m, off_n, offs_m, offs_n, M, N, stride_cm, stride_cn,
                 BLOCK_M, BLOCK_N, 1, TMA_STORE,

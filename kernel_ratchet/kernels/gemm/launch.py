@@ -17,6 +17,7 @@ from typing import Any
 import torch
 import triton
 
+from kernel_ratchet.kernels.gemm import fast_launch, streamk_launch
 from kernel_ratchet.kernels.gemm import fp8_block_ws_launch as fp8_block_ws
 from kernel_ratchet.kernels.gemm.configs import (
     STREAM_K_MAX_SHARE,
@@ -27,7 +28,6 @@ from kernel_ratchet.kernels.gemm.configs import (
     split_for,
 )
 from kernel_ratchet.kernels.gemm.kernel import SCALE_BLOCK, SCALE_NONE, SCALE_ROW, _gemm_kernel
-from kernel_ratchet.kernels.gemm.kernel_streamk import _gemm_streamk_kernel
 from kernel_ratchet.kernels.quant.launch import cdiv, empty_rows, interpreter_mode
 
 _FORCED: list[GemmConfig] = []
@@ -182,7 +182,10 @@ def matmul(
         _ensure_tma_allocator()
     if plan.stream_k:
         am_ak, bn_bk = (a_st if a_kmajor else a_st[::-1]), (b_st if b_kmajor else b_st[::-1])
-        return _run_streamk(plan, a, b, (M, N, K, *am_ak, *bn_bk), out_dtype)
+        c = torch.empty((M, N), dtype=out_dtype, device=a.device)
+        args = (a, b, c, (M, N, K, *am_ak, *bn_bk))
+        streamk_launch.run(plan.kwargs, plan.grid, args, plan.runners, interp)
+        return c
     if plan.split_k == 1:
         c = torch.empty((M, N), dtype=out_dtype, device=a.device)
     else:
@@ -195,7 +198,7 @@ def matmul(
     args += (*_scale_strides(sa, scale_mode), *_scale_strides(sb, scale_mode))
     kwargs = {"SB_GROUP_N": b_scale_group_n, **plan.kwargs}
     if scale_mode == SCALE_NONE and not interp:
-        _launch(plan, args, kwargs)
+        fast_launch.launch(_gemm_kernel, plan.runners, plan.grid, args, kwargs, 5)
     else:
         _gemm_kernel[plan.grid](*args, **kwargs)
     return c if plan.split_k == 1 else c.to(out_dtype)
@@ -213,53 +216,8 @@ class _Plan:
     kwargs: dict[str, object]
     ws: GemmConfig | None = None  # run the warp-specialized blockwise kernel with this config
     stream_k: bool = False  # run the stream-K kernel (:mod:`.kernel_streamk`) on grid[0] programs
-    #: {operand signature: (compiled kernel, its bound arguments) or False}: :func:`_launch`.
+    #: {operand signature: (compiled kernel, its bound arguments) or False}: :mod:`.fast_launch`.
     runners: dict[tuple, Any] = field(default_factory=dict, compare=False, repr=False)
-
-
-def _run_streamk(plan: _Plan, a, b, sizes: tuple[int, ...], out_dtype) -> torch.Tensor:
-    """The stream-K kernel on ``plan``; ``sizes``: M, N, K and the (m, k), (n, k) strides of A
-    and B. Each program gets an fp32 workspace slot; the flags are zeroed per call."""
-    M, N = sizes[0], sizes[1]
-    kw, programs = plan.kwargs, plan.grid[0]
-    c = torch.empty((M, N), dtype=out_dtype, device=a.device)
-    tile = kw["BLOCK_M"] * kw["BLOCK_N"]
-    ws = torch.empty(programs * tile, dtype=torch.float32, device=a.device)
-    flags = torch.zeros(programs, dtype=torch.int32, device=a.device)
-    _gemm_streamk_kernel[plan.grid](a, b, c, ws, flags, *sizes, N, 1, **kw)
-    return c
-
-
-def _launch(plan: _Plan, args: tuple, kwargs: dict[str, Any]) -> None:
-    """Launch a 16-bit GEMM of ``plan`` on the GPU. The first call of each operand signature
-    (dtypes, address modulo 16 of A, B and C, device) goes through Triton's ``fn[grid]``, which
-    binds, specializes and keys all 37 arguments; the later ones go straight to the compiled
-    kernel with the arguments Triton bound then, the call's tensors put in (everything else
-    the plan fixes). A Triton whose internals this cannot bind keeps ``fn[grid]``."""
-    a, b, c = args[0], args[1], args[2]
-    key = (a.dtype, b.dtype, c.dtype, a.data_ptr() % 16, b.data_ptr() % 16, c.data_ptr() % 16)
-    key += (a.device.index,)
-    runner = plan.runners.get(key)
-    if runner:
-        kernel, bound = runner
-        kernel[(plan.grid[0], 1, 1)](*args[:5], *bound[5:])
-        return
-    kernel = _gemm_kernel[plan.grid](*args, **kwargs)
-    if runner is None:
-        plan.runners[key] = _bound(kernel, args, kwargs)
-
-
-def _bound(kernel: Any, args: tuple, kwargs: dict[str, Any]) -> tuple[Any, tuple] | bool:
-    """(compiled kernel, Triton's bound arguments of this call, in the signature's order), or
-    False where this Triton's launch internals differ."""
-    try:
-        kernel = kernel.result() if hasattr(kernel, "result") else kernel
-        binder = _gemm_kernel.device_caches[torch.cuda.current_device()][4]
-        bound = tuple(binder(*args, **kwargs)[0].values())
-        kernel.__getitem__  # noqa: B018 - the compiled kernel's runner
-    except Exception:  # noqa: BLE001 - any other Triton: its own launch path
-        return False
-    return kernel, bound
 
 
 @functools.lru_cache(maxsize=1024)
