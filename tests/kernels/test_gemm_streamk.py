@@ -74,26 +74,28 @@ def test_the_plan_runs_one_wave_of_stream_k_programs_and_drops_split_k():
     assert not scaled.stream_k  # scales stay on the tile kernel
 
 
-def test_a_shipped_stream_k_config_keeps_split_k_where_too_few_tiles_share_the_sms(monkeypatch):
+def test_the_long_k_bucket_keeps_split_k_where_too_few_tiles_share_the_sms():
     """On the default path a tile shared by more than STREAM_K_MAX_SHARE programs runs the
-    tile kernel with the config's split-K (its finisher would add them one after another);
+    bucket's split-K config (a stream-K finisher would add the partials one after another);
     an explicit config is run as given (the sweeps time what they name)."""
     from kernel_ratchet.kernels.gemm import configs
 
-    cfg = GemmConfig(128, 128, 64, num_warps=8, num_stages=4, use_tma=True, stream_k=True)
-    monkeypatch.setitem(configs.CONFIGS["bf16"], "long_k", cfg.with_(split_k=32))
     launch._plan.cache_clear()
     geom = (16384, True, True, 16384, True, True)
     args = (geom, 0, 132, False, 0, torch.bfloat16)
-    assert configs.bucket_for(500, 2000, 30000) == configs.bucket_for(128, 128, 16384) == "long_k"
-    wide = launch._plan("bf16", None, 500, 2000, 30000, *args)  # 64 tiles: two programs each
-    assert wide.stream_k and wide.grid == (132,)
-    one = launch._plan("bf16", None, 128, 128, 16384, *args)  # one tile: split-K 32
-    assert not one.stream_k and one.split_k == 32 and one.grid == (32,)
-    assert 17 * configs.STREAM_K_MAX_SHARE >= 132 > 16 * configs.STREAM_K_MAX_SHARE
-    edge = launch._plan("bf16", None, 128, 17 * 128, 30000, *args)  # 17 tiles: stream-K
-    assert edge.stream_k
-    forced = launch._plan("bf16", cfg, 128, 128, 16384, *args)
+    for kind in ("bf16", "bf16_bwd"):
+        assert configs.CONFIGS[kind]["long_k"].stream_k
+        assert configs.bucket_for(500, 2000, 30000) == configs.bucket_for(128, 128, 16384)
+        wide = launch._plan(kind, None, 500, 2000, 30000, *args)  # 64 tiles: two programs each
+        assert wide.stream_k and wide.grid == (132,)
+        one = launch._plan(kind, None, 128, 128, 16384, *args)  # one tile
+        instead = configs.SPLIT_K_INSTEAD[kind]["long_k"]
+        assert not one.stream_k and one.split_k > 1 and one.kwargs["BLOCK_M"] == instead.block_m
+        tile = configs.CONFIGS[kind]["long_k"].block_n  # 17 tiles of the stream-K config's
+        assert 17 * configs.STREAM_K_MAX_SHARE >= 132 > 16 * configs.STREAM_K_MAX_SHARE
+        assert launch._plan(kind, None, 128, 17 * tile, 30000, *args).stream_k
+        assert not launch._plan(kind, None, 128, 16 * tile, 30000, *args).stream_k
+    forced = launch._plan("bf16", SK, 128, 128, 16384, *args)
     assert forced.stream_k and forced.grid == (132,)
     launch._plan.cache_clear()
 

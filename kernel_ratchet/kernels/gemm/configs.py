@@ -49,9 +49,9 @@ class GemmConfig:
             loads, split-K, output rows not 16-byte aligned).
         stream_k: 16-bit operands only: the k-iterations of all tiles split evenly over at most
             one program per SM (:mod:`.kernel_streamk`), partial tiles summed through an fp32
-            workspace; ``persistent`` and ``flatten`` do not apply. On the default path a
-            problem of too few tiles for it (:data:`STREAM_K_MAX_SHARE`) runs the tile kernel
-            with the config's ``split_k`` instead.
+            workspace; ``persistent``, ``flatten`` and ``split_k`` do not apply. On the
+            default path a problem of too few tiles for it (:data:`STREAM_K_MAX_SHARE`) runs
+            the bucket's :data:`SPLIT_K_INSTEAD` config.
     """
 
     block_m: int = 128
@@ -125,6 +125,11 @@ def split_for(cfg: GemmConfig, tiles: int, k_tiles: int, sms: int) -> int:
     return max(1, min(cfg.split_k, sms // max(tiles, 1), k_tiles // MIN_K_TILES_PER_SPLIT))
 
 
+#: The long-K bucket's stream-K tile (GemmConfig fields).
+_STREAM_K = dict(
+    block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=4, use_tma=True,
+    tma_store=2, stream_k=True,
+)  # fmt: skip
 #: A flattened persistent pipeline with a TMA-stored epilogue in two halves (GemmConfig fields).
 _FLAT_STORE = {"flatten": True, "tma_store": 2}
 
@@ -147,7 +152,12 @@ CONFIGS: dict[str, dict[str, GemmConfig]] = {
         # cuBLAS (0.71 without); the step +33.6% [+18.9%, +39.5%] (same campaign, round 2).
         "medium": GemmConfig(128, 128, 64, num_warps=8, num_stages=4, use_tma=True),
         "skinny": GemmConfig(64, 128, 64, num_warps=4, num_stages=4, use_tma=True, split_k=4),
-        "long_k": GemmConfig(64, 128, 64, num_warps=4, num_stages=4, use_tma=True, split_k=32),
+        # Stream-K: one launch spreads the k-iterations of a few dozen tiles over one wave
+        # (:data:`SPLIT_K_INSTEAD` where under 17 tiles). With the backward's: the step on
+        # 500 x 2000 x 30000 +7.98% [+6.97%, +9.50%], 8 shapes 1.0097x [1.0037, 1.0163] in a
+        # paired A/B (campaigns/gemm_bf16_odd_streamk; `tune --only odd`: forward 0.57 -> 0.73
+        # of cuBLAS there, 383 x 1000 x 12289 0.68 -> 0.98).
+        "long_k": GemmConfig(**_STREAM_K),
         # Decode rows and small outputs are bound by the host's launches, not the GPU: one
         # launch, no split-K (its zeroed fp32 buffer and final cast were two launches more).
         # do_bench on an H200, 5 tiny odd shapes: 13-74 us against 50-112 us for the former
@@ -162,7 +172,9 @@ CONFIGS: dict[str, dict[str, GemmConfig]] = {
         "large": GemmConfig(128, 256, 64, num_warps=8, num_stages=3, use_tma=True),
         "medium": GemmConfig(128, 128, 64, num_warps=8, num_stages=4, use_tma=True, split_k=4),
         "skinny": GemmConfig(64, 128, 64, num_warps=4, num_stages=4, use_tma=True, split_k=4),
-        "long_k": GemmConfig(64, 128, 64, num_warps=4, num_stages=4, use_tma=True, split_k=32),
+        # As the forward's (same campaign); with per-call buffers and Triton's binding it was
+        # 18% slower on the 1000 x 5120 x 1000 step (campaigns/gemm_bf16_odd_streamk_first).
+        "long_k": GemmConfig(**_STREAM_K),
         # As the forward's: one launch. do_bench on an H200, the dgrad of 4 tiny odd shapes:
         # 26-63 us against 57-91 us for the former 64x64x64 tile with split-K 8.
         "tiny": GemmConfig(64, 128, 64, num_warps=4, num_stages=4, use_tma=True),
@@ -259,8 +271,25 @@ SEARCH_SPACE = {
 }
 
 
+#: {kind: {bucket: config}} for a problem whose bucket config is stream-K but whose tiles are
+#: too few for it (each shared by more than :data:`STREAM_K_MAX_SHARE` programs): the tile
+#: kernel with split-K that served the bucket before (a 128 x 128 output, K = 16384: 64
+#: programs of 64 x 128 tiles).
+SPLIT_K_INSTEAD: dict[str, dict[str, GemmConfig]] = {
+    kind: {"long_k": GemmConfig(64, 128, 64, num_warps=4, num_stages=4, use_tma=True, split_k=32)}
+    for kind in ("bf16", "bf16_bwd")
+}
+
+
 def config_for(kind: str, M: int, N: int, K: int, sms: int = DEFAULT_SMS) -> GemmConfig:
-    """``CONFIGS[kind][bucket_for(M, N, K, sms)]``; raises KeyError naming the known kinds."""
+    """``CONFIGS[kind][bucket_for(M, N, K, sms)]``, or the bucket's :data:`SPLIT_K_INSTEAD`
+    config where a stream-K config would share each tile among too many programs; raises
+    KeyError naming the known kinds."""
     if kind not in CONFIGS:
         raise KeyError(f"unknown GEMM kind {kind!r}; known: {sorted(CONFIGS)}")
-    return CONFIGS[kind][bucket_for(M, N, K, sms)]
+    bucket = bucket_for(M, N, K, sms)
+    cfg = CONFIGS[kind][bucket]
+    tiles = -(-M // cfg.block_m) * -(-N // cfg.block_n)
+    if cfg.stream_k and tiles * STREAM_K_MAX_SHARE < sms:
+        return SPLIT_K_INSTEAD.get(kind, {}).get(bucket, cfg.with_(stream_k=False))
+    return cfg

@@ -20,7 +20,6 @@ import triton
 from kernel_ratchet.kernels.gemm import fast_launch, streamk_launch
 from kernel_ratchet.kernels.gemm import fp8_block_ws_launch as fp8_block_ws
 from kernel_ratchet.kernels.gemm.configs import (
-    STREAM_K_MAX_SHARE,
     WS_CONFIGS,
     GemmConfig,
     bucket_for,
@@ -260,8 +259,6 @@ def _plan(
     k_tiles = cdiv(K, cfg.block_k)
     tiles = cdiv(M, cfg.block_m) * cdiv(N, cfg.block_n)
     stream_k = cfg.stream_k and scale_mode == SCALE_NONE  # which splits K its own way
-    if stream_k and explicit is None and tiles * STREAM_K_MAX_SHARE < num_sms:
-        stream_k = False  # too few tiles: their finishers would serialize the fixup
     if stream_k:
         split_k = 1
     elif explicit is not None:
