@@ -21,6 +21,7 @@ from kernel_ratchet.campaign.lineage.kernel import (
 from kernel_ratchet.campaign.quick_bench import EarlyHarness
 from kernel_ratchet.campaign.record import OVERLAP_STEP, RoundDraft, RoundRecord
 from kernel_ratchet.campaign.rounds.levels import measure_levels
+from kernel_ratchet.campaign.rounds.partial import paired_so_far
 from kernel_ratchet.campaign.rounds.shared import note_sharing, run_shared_tests
 from kernel_ratchet.campaign.rounds.workers import RoundWorkers
 from kernel_ratchet.campaign.scope import split_editor_files
@@ -299,5 +300,8 @@ def interrupted_record(c: CampaignContext, n: int, p: PendingRound, how: str) ->
         f"interrupted by {how} before a decision; the candidate is kept in "
         f"rounds/round-{n}/kernel_snapshot and the kernel files were restored to the incumbent"
     )
+    so_far = paired_so_far(c.round_dir(n), c.m.campaign_type)
+    if so_far:
+        why = f"{why}; {so_far}"
     record = draft.failed(Category.INTERRUPTED, why, now())
     return record.as_rehearsal() if p.rehearsal or c.state.rehearsal else record

@@ -209,6 +209,11 @@ def _attribution(record: RoundRecord) -> str:
     if record.status is Status.BASELINE:
         return "Baseline: nothing to attribute."
     if not d or not d.per_shape:
+        if "the paired A/B had timed" in record.reason:
+            return (
+                f"No decision to attribute ({record.category.value}); what the paired A/B "
+                "had measured when it stopped is in the decision above."
+            )
         return f"No measurement to attribute ({record.category.value})."
     best = max(d.per_shape, key=lambda s: s.delta)
     worst = min(d.per_shape, key=lambda s: s.delta)
