@@ -54,6 +54,65 @@ def test_the_workspace_and_flags_are_kept_per_stream_and_left_zero(device):
     assert_close({"out": second}, {"out": ad.reference(case)["out"]}, SNR_BF16)
 
 
+def test_a_call_under_graph_capture_takes_its_own_buffers_and_keeps_none(device, monkeypatch):
+    """A captured graph owns its workspace and flags: nothing cached is handed to it, and what
+    it got is not cached for later eager calls (the capture itself runs on the GPU below)."""
+    from kernel_ratchet.kernels.gemm import streamk_launch
+
+    ad = GemmFp16()
+    case = ad.make_case(Shape("m70", M=70, N=90, K=100), seed=3, device=device)
+    streamk_launch._BUFFERS.clear()
+    with forced_config(SK):
+        gemm(case.a, case.b)
+        ids = {k: tuple(map(id, v)) for k, v in streamk_launch._BUFFERS.items()}
+        kept = list(streamk_launch._BUFFERS.values())
+        monkeypatch.setattr(streamk_launch, "_capturing", lambda dev: True)
+        ws, flags = streamk_launch.buffers(case.a.device, 4, 32 * 32)
+        assert all(ws is not w and flags is not f for w, f in kept)
+        assert not flags.any() and ids == {
+            k: tuple(map(id, v)) for k, v in streamk_launch._BUFFERS.items()
+        }
+        out = gemm(case.a, case.b)
+    assert ids == {k: tuple(map(id, v)) for k, v in streamk_launch._BUFFERS.items()}
+    assert_close({"out": out}, {"out": ad.reference(case)["out"]}, SNR_BF16)
+
+
+@pytest.mark.gpu
+def test_stream_k_in_a_cuda_graph_beside_eager_calls():
+    """A graph captured around a stream-K GEMM replays right after eager calls on the same
+    stream grew the cached buffers, and its replay leaves the eager calls' results right."""
+    from kernel_ratchet.kernels.gemm import streamk_launch
+
+    cfg = GemmConfig(128, 128, 64, num_warps=8, num_stages=4, use_tma=True, stream_k=True)
+    g = torch.Generator(device="cuda").manual_seed(1)
+    a, b = (
+        torch.randn(*s, device="cuda", generator=g).bfloat16()
+        for s in ((500, 30000), (2000, 30000))
+    )
+    a2, b2 = (
+        torch.randn(*s, device="cuda", generator=g).bfloat16() for s in ((1000, 5000), (3000, 5000))
+    )
+    streamk_launch._BUFFERS.clear()
+    matmul(a, b, config=cfg)  # warm up: compile, plan, cache the buffers
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        matmul(a, b, config=cfg)
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = matmul(a, b, config=cfg)
+    ref = a.float() @ b.float().T
+    for _ in range(3):
+        eager = matmul(a2, b2, config=cfg)  # grows the cached buffers of this stream
+        graph.replay()
+        torch.testing.assert_close(out.float(), ref, rtol=2e-2, atol=2e-2 * 30000**0.5)
+        torch.testing.assert_close(
+            eager.float(), a2.float() @ b2.float().T, rtol=2e-2, atol=2e-2 * 5000**0.5
+        )
+    assert all(not f.any() for _, f in streamk_launch._BUFFERS.values())
+
+
 def test_the_plan_runs_one_wave_of_stream_k_programs_and_drops_split_k():
     launch._plan.cache_clear()
     geom = (4096, True, True, 4096, True, True)
