@@ -115,6 +115,23 @@ def test_config_table_is_complete():
         configs.config_for("fp4", 1, 1, 1)
 
 
+def test_an_unsplit_config_replaces_the_bucket_config_only_where_it_would_split_k(monkeypatch):
+    small = GemmConfig(64, 64, 128, num_warps=4, num_stages=4, use_tma=True)
+    monkeypatch.setitem(configs.UNSPLIT_INSTEAD, "bf16", {"skinny": (small, None)})
+    monkeypatch.setitem(configs.UNSPLIT_INSTEAD, "bf16_bwd", {"skinny": (small, 8192)})
+    skinny = configs.CONFIGS["bf16"]["skinny"]
+    assert skinny.split_k > 1 and configs.bucket_for(64, 4096, 4096) == "skinny"
+    # 32 tiles of 64 x 128 on 132 SMs would split K; 112 tiles (N = 14336) would not
+    assert configs.config_for("bf16", 64, 4096, 4096) == small
+    assert configs.config_for("bf16", 64, 4096, 14336) == small  # no bound on K
+    assert configs.config_for("bf16", 64, 14336, 4096) == skinny
+    # bounded: K of 4096 takes it, a K of 14336 keeps the split
+    bwd = configs.CONFIGS["bf16_bwd"]["skinny"]
+    assert configs.config_for("bf16_bwd", 64, 4096, 4096) == small
+    assert configs.config_for("bf16_bwd", 64, 4096, 14336) == bwd
+    assert configs.config_for("bf16", 4096, 6144, 4096) == configs.CONFIGS["bf16"]["large"]
+
+
 def test_model_shapes_are_generated_and_deduplicated():
     got = shapes.model_shapes()
     keys = [(s.M, s.N, s.K) for s in got]

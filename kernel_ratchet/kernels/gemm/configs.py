@@ -281,10 +281,18 @@ SPLIT_K_INSTEAD: dict[str, dict[str, GemmConfig]] = {
 }
 
 
+#: {kind: {bucket: (config, max K)}} for a problem whose bucket config would split K (its
+#: tiles fill at most half the SMs: :func:`split_for`) and whose K is at most max K (None: any):
+#: the config that runs instead, in one launch without split-K's zeroed fp32 buffer, atomics
+#: and cast.
+UNSPLIT_INSTEAD: dict[str, dict[str, tuple[GemmConfig, int | None]]] = {}
+
+
 def config_for(kind: str, M: int, N: int, K: int, sms: int = DEFAULT_SMS) -> GemmConfig:
-    """``CONFIGS[kind][bucket_for(M, N, K, sms)]``, or the bucket's :data:`SPLIT_K_INSTEAD`
-    config where a stream-K config would share each tile among too many programs; raises
-    KeyError naming the known kinds."""
+    """``CONFIGS[kind][bucket_for(M, N, K, sms)]``; or the bucket's :data:`SPLIT_K_INSTEAD`
+    config where a stream-K config would share each tile among too many programs; or its
+    :data:`UNSPLIT_INSTEAD` config where the bucket's would split K. Raises KeyError naming the
+    known kinds."""
     if kind not in CONFIGS:
         raise KeyError(f"unknown GEMM kind {kind!r}; known: {sorted(CONFIGS)}")
     bucket = bucket_for(M, N, K, sms)
@@ -292,4 +300,8 @@ def config_for(kind: str, M: int, N: int, K: int, sms: int = DEFAULT_SMS) -> Gem
     tiles = -(-M // cfg.block_m) * -(-N // cfg.block_n)
     if cfg.stream_k and tiles * STREAM_K_MAX_SHARE < sms:
         return SPLIT_K_INSTEAD.get(kind, {}).get(bucket, cfg.with_(stream_k=False))
+    instead, max_k = UNSPLIT_INSTEAD.get(kind, {}).get(bucket, (None, None))
+    fits = max_k is None or not max_k < K
+    if instead and fits and split_for(cfg, tiles, -(-K // cfg.block_k), sms) > 1:
+        return instead
     return cfg
