@@ -56,12 +56,28 @@ def _directions(c: CampaignContext) -> str:
     )
 
 
-def _shape_rows(c: CampaignContext, final: BenchTable) -> str:
+def _paired_by_shape(c: CampaignContext, acc: list[ClosedEntry]) -> dict[str, str]:
+    """Per shape: the product of the accepted rounds' paired per-shape ratios, and how many of
+    those rounds measured the shape (a quick-level round may not have)."""
+    ratios: dict[str, list[float]] = {}
+    for r in acc:
+        d = read_record(c.round_dir(r.round) / "round.json").decision
+        for s in d.per_shape if d and d.paired else ():
+            ratios.setdefault(s.label, []).append(1.0 + s.delta)
+    return {
+        lbl: f"{pct(math.prod(v) - 1, 2)} ({len(v)} of {len(acc)} rounds)"
+        for lbl, v in ratios.items()
+    }
+
+
+def _shape_rows(c: CampaignContext, final: BenchTable, acc: list[ClosedEntry]) -> str:
     ct = c.m.campaign_type
     base, cur = score_vector(c.baseline_table(), ct), score_vector(final, ct)
+    paired = _paired_by_shape(c, acc)
     return "\n".join(
         f"| {lbl} | {num(base.get(lbl))} | {num(cur.get(lbl))} | "
-        f"{pct((cur[lbl] / base[lbl] - 1) if lbl in cur and base.get(lbl) else None, 2)} |"
+        f"{pct((cur[lbl] / base[lbl] - 1) if lbl in cur and base.get(lbl) else None, 2)} | "
+        f"{paired.get(lbl, '-')} |"
         for lbl in [s["label"] for s in c.m.target_shapes]
     )
 
@@ -85,7 +101,13 @@ def _final_report(c: CampaignContext, final: BenchTable) -> str:
         + _rehearsal_note(c)
         + f"Termination: {term.code if term else None} — {term.reason if term else None}\n\n"
         f"Full validation ({len(c.m.target_shapes)} shapes, {c.m.primary_metric}):\n\n"
-        "| Shape | Baseline | Final | Gain |\n|---|---|---|---|\n" + _shape_rows(c, final) + "\n\n"
+        "| Shape | Baseline | Final | Gain (harness, diagnostic) | Paired chain |\n"
+        "|---|---|---|---|---|\n" + _shape_rows(c, final, acc) + "\n\n"
+        "Baseline, Final and their Gain are two single harness runs taken at different times: "
+        "on steps of tens of microseconds they can differ by more than any change (a "
+        "diagnostic). Paired chain: the product of the accepted rounds' per-shape medians of "
+        "paired speed ratios (each round's summary gives its CI), the measurement that "
+        "decided.\n\n"
         f"- Headline (paired chain, the measurement that decided): {headline(c, acc)}\n"
         f"- Harness total (diagnostic, not the decisions' measurement): {num(b_agg)} -> "
         f"{num(f_agg)} ({pct(gain, 2)}; the full validation against the BASELINE's, two single "

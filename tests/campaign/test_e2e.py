@@ -204,6 +204,11 @@ def test_whole_campaign(two_rounds, capsys, monkeypatch):
     d2 = json.loads((cdir / "rounds/round-2/round.json").read_text())["decision"]
     chain = f"- Paired chain: {g2 * 100:+.2f}% (round-2 {1 + g2:.4f}x [{1 + d2['gain_ci'][0]:.4f}"
     assert chain in report, report
+    # the full validation's per-shape paired chain: the accepted round's per-shape ratio (the
+    # rolled-back round-4's is not in it)
+    for x in d2["per_shape"]:
+        row = next(ln for ln in report.splitlines() if ln.startswith(f"| {x['label']} |"))
+        assert row.endswith(f"| {x['delta'] * 100:+.2f}% (1 of 1 rounds) |"), row
     # the audit re-attributes the report's headline (the paired chain), not a harness total
     assert f"- Headline: {g2 * 100:+.2f}% (the paired chain, the report's headline" in report
     assert "two single harness measurements taken at different times" in report
