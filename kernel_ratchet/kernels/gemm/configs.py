@@ -285,7 +285,20 @@ SPLIT_K_INSTEAD: dict[str, dict[str, GemmConfig]] = {
 #: tiles fill at most half the SMs: :func:`split_for`) and whose K is at most max K (None: any):
 #: the config that runs instead, in one launch without split-K's zeroed fp32 buffer, atomics
 #: and cast.
-UNSPLIT_INSTEAD: dict[str, dict[str, tuple[GemmConfig, int | None]]] = {}
+UNSPLIT_INSTEAD: dict[str, dict[str, tuple[GemmConfig, int | None]]] = {
+    # 64x64 tiles, twice the programs of 64x128, where 64x128 would split K. The step on
+    # 64 x 4096 x 4096 +15.5% [+12.0%, +28.7%], on 128 x 4096 x 14336 +8.8% [+6.8%, +12.9%], 7
+    # shapes 1.0378x [1.0298, 1.0504] in a paired A/B (campaigns/gemm_bf16_skinny, round 2).
+    # Everywhere in the bucket they were 0.67-0.84x of 64x128 where those fill the GPU (the
+    # rolled-back first campaign there).
+    "bf16": {"skinny": (GemmConfig(64, 64, 128, num_warps=4, num_stages=4, use_tma=True), None)},
+    # The dgrad unsplit where its contraction is at most 8192: 64 x 4096 x 4096 step +30.1%
+    # [+10.9%, +72.2%], 7 shapes 1.0357x [1.0171, 1.0589] (same campaign, round 3). With a
+    # contraction of 14336 (64 x 14336 x 4096) the unsplit dgrad was 0.87x: the split stays.
+    "bf16_bwd": {
+        "skinny": (GemmConfig(64, 128, 64, num_warps=4, num_stages=4, use_tma=True), 8192)
+    },
+}
 
 
 def config_for(kind: str, M: int, N: int, K: int, sms: int = DEFAULT_SMS) -> GemmConfig:
