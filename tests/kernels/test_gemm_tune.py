@@ -17,9 +17,18 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
-def test_the_odd_sweep_times_the_shipped_config_and_every_candidate_next_to_the_vendor(tmp_path):
+@pytest.mark.parametrize(
+    "only,configs,gemms",
+    [
+        ("odd", tune_odd.ODD_BF16, {"bf16.fwd", "bf16.da", "bf16.db"}),
+        ("decode", tune_odd.DECODE_BF16, {"bf16.fwd", "bf16.da"}),
+    ],
+)
+def test_the_odd_sweep_times_the_shipped_config_and_every_candidate_next_to_the_vendor(
+    tmp_path, only, configs, gemms
+):
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO)}
-    cmd = [sys.executable, "-m", "kernel_ratchet.kernels.gemm.tune", "--smoke", "--only", "odd"]
+    cmd = [sys.executable, "-m", "kernel_ratchet.kernels.gemm.tune", "--smoke", "--only", only]
     done = subprocess.run(
         [*cmd, "--out", str(tmp_path)], env=env, capture_output=True, text=True, timeout=300
     )
@@ -29,10 +38,10 @@ def test_the_odd_sweep_times_the_shipped_config_and_every_candidate_next_to_the_
     per = {}
     for r in rows:
         per.setdefault(r["what"], []).append(r["cfg"])
-    assert set(per) == {"bf16.fwd", "bf16.da", "bf16.db"}
+    assert set(per) == gemms
     for cfgs in per.values():  # the vendor, the bucket's own choice, then every candidate
         assert cfgs[:2] == ["vendor", "shipped"]
-        assert cfgs[2:] == [repr(c) for c in tune_odd.ODD_BF16]
+        assert cfgs[2:] == [repr(c) for c in configs]
     assert "BEST per kind/shape" in done.stdout
 
 

@@ -2,6 +2,7 @@
 
     python -m kernel_ratchet.kernels.gemm.tune [--out DIR] [--budget-s 200] [--only probes]
     python -m kernel_ratchet.kernels.gemm.tune --only odd   # bf16 tiles on off-grid shapes
+    python -m kernel_ratchet.kernels.gemm.tune --only decode   # bf16 tiles for decode rows
 
 For each kind and operand layout a short list of candidate configs is checked (SNR of the
 output against fp32) and timed with ``triton.testing.do_bench`` (median) on a few model shapes,
@@ -256,11 +257,11 @@ def main() -> None:
     p.add_argument("--budget-s", type=float, default=200.0)
     p.add_argument(
         "--only",
-        choices=["fp8_block", "probes", "odd"],
+        choices=["fp8_block", "probes", "odd", "decode"],
         default=None,
         help="second round: blockwise tiles; or probes: warp specialization on/off "
         "and M-major blockwise activation scales; or odd: bf16 tiles and split-K on "
-        "off-grid shapes",
+        "off-grid shapes; or decode: bf16 tiles for decode rows and small outputs",
     )
     p.add_argument("--smoke", action="store_true", help="CPU interpreter, one tiny shape")
     args = p.parse_args()
@@ -269,11 +270,13 @@ def main() -> None:
     sweep = _sweep_shape
     if ONLY == "odd":
         sweep, SHAPES = tune_odd.sweep_shape, tune_odd.ODD_SHAPES + tune_odd.GUARD_SHAPES
+    elif ONLY == "decode":
+        sweep, SHAPES = tune_odd.sweep_decode, tune_odd.DECODE_SHAPES
     elif ONLY:
         SHAPES = SHAPES[1:]
     if args.smoke:
         tune_cases.DEVICE = "cpu"
-        SHAPES = [(33, 40, 72) if ONLY == "odd" else (64, 96, 256)]
+        SHAPES = [(33, 40, 72) if ONLY in ("odd", "decode") else (64, 96, 256)]
     t0 = time.time()
     results: list[dict] = []
     info = _versions()

@@ -54,12 +54,59 @@ ODD_BF16 = [
 #: Model shapes (M >= 4096) that a bucket change must not slow down, swept beside them.
 GUARD_SHAPES = [(4096, 6144, 4096), (8192, 4096, 14336)]
 
+#: ``--only decode``: decode rows and small outputs (the tiny bucket), forward and dgrad. Their
+#: weights stream once per call, so a tile of 64 rows holding one to 33 of them wastes its MMA
+#: work but not its bandwidth; what matters is how many programs stream the weights at once.
+DECODE_SHAPES = [
+    (1, 4096, 4096),
+    (4, 14336, 4096),
+    (16, 4096, 14336),
+    (7, 3584, 3584),
+    (17, 11008, 4096),
+    (33, 4100, 8200),
+    (100, 1000, 1000),
+]
+DECODE_BF16 = [
+    *(
+        C(bm, bn, bk, num_warps=4, num_stages=st, use_tma=True)
+        for bm, bn, bk, st in [
+            (16, 64, 128, 4),
+            (16, 128, 128, 4),
+            (16, 64, 256, 3),
+            (16, 32, 256, 4),
+            (16, 64, 128, 6),
+            (32, 64, 128, 4),
+            (64, 32, 128, 4),
+            (64, 64, 64, 6),
+        ]
+    ),  # fmt: skip
+    C(16, 64, 128, num_warps=4, num_stages=4),
+    C(16, 64, 128, num_warps=4, num_stages=4, use_tma=True, split_k=4),
+    C(64, 64, 128, num_warps=4, num_stages=4, use_tma=True, split_k=4),
+    C(64, 128, 64, num_warps=4, num_stages=4, use_tma=True, stream_k=True),
+]
 
-def sweep_shape(
+
+def sweep_decode(
     M: int, N: int, K: int, g: torch.Generator, t0: float, budget_s: float, results: list[dict]
 ) -> None:
-    """``--only odd``: cuBLAS and the bf16 forward, dgrad and wgrad under the shipped bucket's
-    config and under every :data:`ODD_BF16` config, on one off-grid shape."""
+    """``--only decode``: :func:`sweep_shape` of the forward and dgrad, :data:`DECODE_BF16`."""
+    sweep_shape(M, N, K, g, t0, budget_s, results, DECODE_BF16, ("bf16.fwd", "bf16.da"))
+
+
+def sweep_shape(
+    M: int,
+    N: int,
+    K: int,
+    g: torch.Generator,
+    t0: float,
+    budget_s: float,
+    results: list[dict],
+    configs: list[C] = ODD_BF16,
+    what: tuple[str, ...] = ("bf16.fwd", "bf16.da", "bf16.db"),
+) -> None:
+    """``--only odd``: cuBLAS and the bf16 forward, dgrad and wgrad (``what``) under the
+    shipped bucket's config and under every one of ``configs``, on one off-grid shape."""
 
     def rnd(*s: int) -> torch.Tensor:
         return torch.randn(*s, device=tune_cases.DEVICE, dtype=torch.bfloat16, generator=g)
@@ -78,5 +125,5 @@ def sweep_shape(
         "bf16.da": bench(lambda: d @ b),
         "bf16.db": bench(lambda: d.t() @ a),
     }
-    cases = [(w, cfg, *gemms[w]) for cfg in [None, *ODD_BF16] for w in gemms]
-    run_cases(M, N, K, cases, vend, t0, budget_s, results)
+    cases = [(w, cfg, *gemms[w]) for cfg in [None, *configs] for w in what]
+    run_cases(M, N, K, cases, {w: vend[w] for w in what}, t0, budget_s, results)
