@@ -132,6 +132,18 @@ def test_an_unsplit_config_replaces_the_bucket_config_only_where_it_would_split_
     assert configs.config_for("bf16", 4096, 6144, 4096) == configs.CONFIGS["bf16"]["large"]
 
 
+def test_a_few_rows_config_replaces_the_bucket_config_up_to_its_row_bound(monkeypatch):
+    rows16 = GemmConfig(16, 64, 128, num_warps=4, num_stages=6, use_tma=True)
+    monkeypatch.setitem(configs.FEW_ROWS_INSTEAD, "bf16", {"tiny": (rows16, 32)})
+    tiny = configs.CONFIGS["bf16"]["tiny"]
+    assert configs.config_for("bf16", 1, 4096, 4096) == rows16
+    assert configs.config_for("bf16", 32, 4100, 1000) == rows16
+    assert configs.config_for("bf16", 33, 4100, 1000) == tiny  # three 16-row tiles: not it
+    assert configs.config_for("bf16", 100, 1000, 1000) == tiny
+    assert configs.config_for("bf16_bwd", 1, 4096, 4096) == configs.CONFIGS["bf16_bwd"]["tiny"]
+    assert configs.config_for("bf16", 16, 4096, 14336) == rows16  # any K in the bucket
+
+
 def test_model_shapes_are_generated_and_deduplicated():
     got = shapes.model_shapes()
     keys = [(s.M, s.N, s.K) for s in got]

@@ -175,9 +175,11 @@ CONFIGS: dict[str, dict[str, GemmConfig]] = {
         # As the forward's (same campaign); with per-call buffers and Triton's binding it was
         # 18% slower on the 1000 x 5120 x 1000 step (campaigns/gemm_bf16_odd_streamk_first).
         "long_k": GemmConfig(**_STREAM_K),
-        # As the forward's: one launch. do_bench on an H200, the dgrad of 4 tiny odd shapes:
-        # 26-63 us against 57-91 us for the former 64x64x64 tile with split-K 8.
-        "tiny": GemmConfig(64, 128, 64, num_warps=4, num_stages=4, use_tma=True),
+        # As the forward's: one launch. 16-row tiles, twice the programs streaming the weight
+        # of the former 64 x 128 ones: `tune --only decode` (do_bench) 0.595 -> 0.869 of cuBLAS
+        # over 6 dgrads; the step on 17 x 11008 x 4096 +15.7% [+15.6%, +15.9%], 6 shapes
+        # 1.0376x [1.0239, 1.0539] (campaigns/gemm_bf16_small/decode-sweep, round 3).
+        "tiny": GemmConfig(16, 64, 128, num_warps=4, num_stages=6, use_tma=True),
     },
     # FP8 tensorwise / rowwise (scales in the epilogue). K tile 128 = the bf16 bytes per stage.
     "fp8": {
@@ -301,11 +303,18 @@ UNSPLIT_INSTEAD: dict[str, dict[str, tuple[GemmConfig, int | None]]] = {
 }
 
 
+#: {kind: {bucket: (config, max M)}} for a problem of at most max M output rows: the config
+#: that runs instead, its row tile fitted to them (a decode GEMM streams its weight once per
+#: row tile, so the tile's rows cap the programs that stream it at once).
+FEW_ROWS_INSTEAD: dict[str, dict[str, tuple[GemmConfig, int]]] = {}
+
+
 def config_for(kind: str, M: int, N: int, K: int, sms: int = DEFAULT_SMS) -> GemmConfig:
     """``CONFIGS[kind][bucket_for(M, N, K, sms)]``; or the bucket's :data:`SPLIT_K_INSTEAD`
     config where a stream-K config would share each tile among too many programs; or its
-    :data:`UNSPLIT_INSTEAD` config where the bucket's would split K. Raises KeyError naming the
-    known kinds."""
+    :data:`UNSPLIT_INSTEAD` config where the bucket's would split K; or its
+    :data:`FEW_ROWS_INSTEAD` config for few output rows. Raises KeyError naming the known
+    kinds."""
     if kind not in CONFIGS:
         raise KeyError(f"unknown GEMM kind {kind!r}; known: {sorted(CONFIGS)}")
     bucket = bucket_for(M, N, K, sms)
@@ -317,4 +326,5 @@ def config_for(kind: str, M: int, N: int, K: int, sms: int = DEFAULT_SMS) -> Gem
     fits = max_k is None or not max_k < K
     if instead and fits and split_for(cfg, tiles, -(-K // cfg.block_k), sms) > 1:
         return instead
-    return cfg
+    few, max_m = FEW_ROWS_INSTEAD.get(kind, {}).get(bucket, (None, 0))
+    return few if few and not max_m < M else cfg
