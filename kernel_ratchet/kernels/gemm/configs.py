@@ -306,7 +306,13 @@ UNSPLIT_INSTEAD: dict[str, dict[str, tuple[GemmConfig, int | None]]] = {
 #: {kind: {bucket: (config, max M)}} for a problem of at most max M output rows: the config
 #: that runs instead, its row tile fitted to them (a decode GEMM streams its weight once per
 #: row tile, so the tile's rows cap the programs that stream it at once).
-FEW_ROWS_INSTEAD: dict[str, dict[str, tuple[GemmConfig, int]]] = {}
+FEW_ROWS_INSTEAD: dict[str, dict[str, tuple[GemmConfig, int]]] = {
+    # 16-row tiles where two of them cover the rows: the step on 17 x 11008 x 4096 +4.31%
+    # [+3.31%, +4.58%] (forward 45 -> 38 us), 6 shapes 1.0224x [1.0026, 1.0308] in a paired A/B
+    # (campaigns/gemm_bf16_small/decode-rows). For the whole bucket it was rolled back: three
+    # 16-row tiles on 33 rows stream the weight three times (forward 36 -> 52 us).
+    "bf16": {"tiny": (GemmConfig(16, 64, 128, num_warps=4, num_stages=6, use_tma=True), 32)},
+}
 
 
 def config_for(kind: str, M: int, N: int, K: int, sms: int = DEFAULT_SMS) -> GemmConfig:
