@@ -171,6 +171,7 @@ class Campaign:
         level: str = "quick",
         rehearse: bool = False,
         test_shared: bool = False,
+        fix: bool = False,
         **notes: str,
     ) -> RoundRecord:
         """One round: measure the working-tree candidate against the incumbent and close it.
@@ -182,7 +183,9 @@ class Campaign:
         ``rehearse``, is a rehearsal: labelled and rolled back whatever its timings say
         (:meth:`~kernel_ratchet.campaign.record.RoundRecord.as_rehearsal`). ``test_shared``:
         the focused tests of the profile's other ops that list a changed kernel file gate the
-        round too (:mod:`~kernel_ratchet.campaign.rounds.shared`).
+        round too (:mod:`~kernel_ratchet.campaign.rounds.shared`). ``fix``: the change fixes a
+        wrong result, a race or a crash; it is accepted when the paired A/B shows it is not
+        slower (:mod:`~kernel_ratchet.scoring.paired_fix`), not for a gain.
         """
         self._require_branch()
         self.recover()
@@ -199,6 +202,7 @@ class Campaign:
             notes=notes,
             rehearsal=rehearse,
             test_shared=test_shared,
+            fix=fix,
         )
         self.state.next_round = n + 1
         self.save()

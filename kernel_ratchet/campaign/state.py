@@ -58,6 +58,7 @@ class PendingRound:
     commit: str | None = None
     rehearsal: bool = False  # run with ``--rehearse``: its record is a rehearsal's, however it ends
     test_shared: bool = False  # ``--test-shared``: the tests of ops sharing a changed file gate it
+    fix: bool = False  # ``--fix``: a correctness fix, accepted when not slower (scoring.paired_fix)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stage", Stage(self.stage))
@@ -85,6 +86,8 @@ class PendingRound:
             d["rehearsal"] = True
         if self.test_shared:
             d["test_shared"] = True
+        if self.fix:
+            d["fix"] = True
         return d
 
     @classmethod
@@ -100,6 +103,7 @@ class PendingRound:
             commit=d.get("commit"),
             rehearsal=bool(d.get("rehearsal", False)),
             test_shared=bool(d.get("test_shared", False)),
+            fix=bool(d.get("fix", False)),
         )
 
 

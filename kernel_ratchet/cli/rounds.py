@@ -58,6 +58,12 @@ def validate(
         help="also run the focused tests of the other ops whose kernel_source lists a file "
         "this round changed; the round fails on the first that fails",
     ),
+    fix: bool = typer.Option(
+        False,
+        "--fix",
+        help="the change fixes a wrong result, a race or a crash: accepted when the paired "
+        "A/B shows it is not slower than the no-gain margin, no gain claimed",
+    ),
     profile: Path | None = ProfileOpt,
     campaign: str | None = CampaignOpt,
 ):
@@ -74,6 +80,7 @@ def validate(
             level=level,
             rehearse=rehearse,
             test_shared=test_shared,
+            fix=fix,
             change=change,
             expected=expected,
             lesson=lesson,

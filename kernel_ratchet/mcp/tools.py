@@ -219,12 +219,14 @@ class RatchetTools:
         next_direction: str = "",
         takeaway: str = "",
         test_shared: bool = False,
+        fix: bool = False,
         campaign: str | None = None,
     ) -> dict:
         """One round on the working-tree change, exactly as `ratchet validate`: decided,
         committed or rolled back, recorded. ``test_shared``: as ``--test-shared``, the focused
-        tests of the other ops listing a changed kernel file gate it too. Returns the frozen
-        round record."""
+        tests of the other ops listing a changed kernel file gate it too. ``fix``: as
+        ``--fix``, a correctness fix accepted when not slower. Returns the frozen round
+        record."""
         from kernel_ratchet.campaign.driver import MANUAL, record_driver
         from kernel_ratchet.dashboard.site import after_round
 
@@ -240,6 +242,7 @@ class RatchetTools:
                 next_direction=next_direction,
                 takeaway=takeaway,
                 test_shared=test_shared,
+                fix=fix,
             )
             after_round(c)
             term = c.state.termination

@@ -57,6 +57,7 @@ import numpy as np
 
 from kernel_ratchet.harness.paired_samples import PairedSamples
 from kernel_ratchet.scoring.decision import Status
+from kernel_ratchet.scoring.paired_fix import judge_fix
 from kernel_ratchet.scoring.paired_rows import (
     PairedVerdict,
     ShapeRow,
@@ -256,8 +257,8 @@ def _no_gain(r: _Reading, small: Sequence[ShapeRow], confirm_slowdown: bool) -> 
     return r.result(Status.ROLLED_BACK, f"{r.head}; {why}", small)
 
 
-def _judge(r: _Reading, confirm_slowdown: bool) -> PairedDecision:
-    """Gates 1-5 of the module docstring, with the reason sentence."""
+def _judge(r: _Reading, confirm_slowdown: bool, fix: bool = False) -> PairedDecision:
+    """Gates 1-5 of the module docstring (a fix: 1, 1b, then :mod:`.paired_fix`)."""
     thr_s = f"{r.thr * 100:g}%"
     slower = [x for x in r.rows if x.verdict is PairedVerdict.SLOWER]
     big = confirmed_regressions(r.rows, r.thr)
@@ -265,6 +266,8 @@ def _judge(r: _Reading, confirm_slowdown: bool) -> PairedDecision:
     unconfirmed = [
         x for x in r.rows if x.ratio <= 1.0 - r.thr and x.verdict is not PairedVerdict.SLOWER
     ]
+    if fix:
+        return judge_fix(r, small, unconfirmed)
     improved = r.lo > 1.0 and r.agg - 1.0 >= r.mde
     if big:
         why = f"{len(big)} shape(s) regressed ≥ {thr_s} with CIs excluding no slowdown"
@@ -341,6 +344,7 @@ def decide_paired(
     looks: int = 1,
     confirm_slowdown: bool = True,
     weights: Mapping[str, float] | None = None,
+    fix: bool = False,
 ) -> PairedDecision:
     """Accept or roll back from paired per-round times (gates in the module docstring).
 
@@ -349,7 +353,8 @@ def decide_paired(
     ``exhausted`` says the round budget is spent (changes only the reason of an
     AMBIGUOUS outcome). ``confirm_slowdown``: gate 5's measuring on of an unconfirmed
     slowdown. ``weights``: label -> how often a step runs the shape, for the time-weighted
-    effect (1 where absent). Raises ValueError for a weight that is not positive, no shapes,
+    effect (1 where absent). ``fix``: a correctness fix, judged for non-inferiority
+    (:mod:`.paired_fix`). Raises ValueError for a weight that is not positive, no shapes,
     fewer than :data:`MIN_ROUNDS` rounds in a shape, or an unknown campaign type. Deterministic
     for a given ``rng_seed``.
     """
@@ -385,16 +390,10 @@ def decide_paired(
         looks,
         tw,
     )
-    return _judge(reading, confirm_slowdown)
+    return _judge(reading, confirm_slowdown, fix)
 
 
 def needs_more(decision: PairedDecision) -> list[str]:
     """Labels of the shapes whose further rounds could change an AMBIGUOUS decision, or
-    confirm the slowdown of a rollback (gate 5).
-
-    Empty when the decision is settled: a confirmed ≥ threshold regression, an improved
-    aggregate with no unconfirmed large slowdown, a gain below the minimum detectable effect,
-    or an aggregate CI that excludes any gain above the equivalence margin and does not read
-    slower without confirming it.
-    """
+    confirm the slowdown of a rollback (gate 5); empty when the decision is settled."""
     return list(decision.undecided)

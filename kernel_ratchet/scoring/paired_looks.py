@@ -86,6 +86,8 @@ class PairedLooks:
     #: the smallest gain worth measuring on for: an aggregate CI whose upper bound stays under
     #: it is "no gain" (:func:`~kernel_ratchet.scoring.paired.decide_paired`)
     equivalence_floor: float = EQUIVALENCE_FLOOR
+    #: a correctness fix: judged for non-inferiority (:mod:`.paired_fix`)
+    fix: bool = False
 
     def looks(self, k_start: int, k_max: int) -> tuple[int, ...]:
         """:func:`look_schedule`; ValueError unless ``MIN_ROUNDS ≤ k_start ≤ k_max``."""
@@ -127,4 +129,5 @@ class PairedLooks:
             looks=looks,
             weights=dict(self.weights),
             equivalence_floor=self.equivalence_floor,
+            fix=self.fix,
         )

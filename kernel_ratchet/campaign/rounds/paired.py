@@ -181,6 +181,7 @@ def run_ab(
             min_detectable(c),
             weights=_weights(c),
             precision_margin_db=math.inf if c.op.allow_precision_drop else MARGIN_DB,
+            fix=bool(c.state.pending and c.state.pending.fix and not a_a),
         ),
         k_start=k_start,
         k_max=k_max,
