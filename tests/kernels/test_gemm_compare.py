@@ -43,9 +43,37 @@ def test_set_prints_the_table_and_fills_the_dispatch_table(tmp_path, capsys):
     assert merged.fp8_step_ms >= m.fp8_step_ms and merged.bf16_step_ms <= m.bf16_step_ms
 
 
+def test_rounds_time_every_call_once_a_round_starting_one_later_each_time():
+    blocks: list[str] = []
+
+    def call(name):
+        def fn():
+            if not blocks or blocks[-1] != name:
+                blocks.append(name)  # the start of a new block of this call
+
+        return fn
+
+    got = bench.time_rounds({n: call(n) for n in "abc"}, 0.001, rounds=3)
+    assert set(got) == {"a", "b", "c"} and all(v > 0 for v in got.values())
+    # two warm-up calls each, then rounds a-b-c, b-c-a, c-a-b (a block may repeat a name)
+    timed = [n for i, n in enumerate(blocks[3:]) if i == 0 or n != blocks[3:][i - 1]]
+    assert blocks[:3] == ["a", "b", "c"] and timed == list("abcbcacab")
+    with pytest.raises(ValueError, match="at least 1"):
+        bench.time_rounds({"a": call("a")}, 0.001, rounds=0)
+
+
+def test_set_takes_the_median_over_interleaved_rounds(tmp_path, capsys):
+    md = tmp_path / "t.md"
+    argv = ["--set", "cpu", "--limit", "1", "--min-run-time", "0.001", "--rounds", "2"]
+    assert bench.main([*argv, "-o", str(md)]) == 0, capsys.readouterr().out
+    (row,) = [ln for ln in md.read_text().splitlines() if ln.startswith("| m")]
+    assert row.rstrip().endswith("PASS |")
+
+
 @pytest.mark.parametrize(
     "argv",
     [
+        ["--set", "cpu", "--rounds", "0"],
         [],
         ["--dtype", "bf16", "--set", "odd"],
         ["--dtype", "bf16", "--fill-dispatch", "x"],

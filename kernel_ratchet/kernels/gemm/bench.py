@@ -4,7 +4,7 @@
         [--granularity tensorwise|rowwise|blockwise] [--grad-dtype e4m3|e5m2]
         [--shapes model|large|odd|cpu] [-o out.csv] [--min-run-time 0.2] [--no-vendor]
     python -m kernel_ratchet.kernels.gemm.bench --set odd|dispatch [--fill-dispatch PATH]
-        [-o out.md]
+        [--rounds 1] [-o out.md]
 
 ``--set`` prints the side-by-side table of :mod:`.compare` instead (bf16 ours vs cuBLAS, FP8
 Linear vs the bf16 path) and can write the FP8 dispatch table from it.
@@ -83,6 +83,29 @@ def time_call(fn: Callable[[], object], min_run_time: float) -> Timed:
     times = m.times
     std = statistics.stdev(times) if len(times) > 1 else 0.0
     return Timed(m.median * 1e3, std * 1e3)
+
+
+def time_rounds(
+    fns: dict[str, Callable[[], object]], min_run_time: float, rounds: int = 1
+) -> dict[str, float]:
+    """Median milliseconds of each of ``fns`` over ``rounds`` rounds, after two warm-up calls
+    each. A round times every call once (``blocked_autorange``), starting one later in the list
+    than the round before, so the calls compared in a row are timed in the same minutes and
+    none is always first; one round times them one after another."""
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1, got {rounds}")
+    for fn in fns.values():
+        fn()
+        fn()
+    names = list(fns)
+    got: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(rounds):
+        for n in names[r % len(names) :] + names[: r % len(names)]:
+            m = Timer(stmt="fn()", globals={"fn": fns[n]}).blocked_autorange(
+                min_run_time=min_run_time
+            )
+            got[n].append(m.median * 1e3)
+    return {n: statistics.median(v) for n, v in got.items()}
 
 
 def _tflops(flops: float, t: Timed | None) -> tuple[float, float]:
@@ -263,6 +286,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "-o", "--output", default=None, help="CSV path (--set: markdown; default: print only)"
     )
     p.add_argument("--min-run-time", type=float, default=0.2, help="seconds per Timer measurement")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="with --set: time each path of a row this many rounds, interleaved, and take the "
+        "median (1: one after another)",
+    )
     p.add_argument("--limit", type=int, default=0, help="only the first N shapes")
     p.add_argument("--no-vendor", action="store_true", help="frozen columns only, no vendor")
     args = p.parse_args(argv)
@@ -270,6 +300,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("give exactly one of --dtype (per-op benchmark) and --set (side-by-side table)")
     if args.fill_dispatch and args.set_ is None:
         p.error("--fill-dispatch needs --set")
+    if args.rounds < 1:
+        p.error("--rounds must be at least 1")
     if args.merge and not args.fill_dispatch:
         p.error("--merge needs --fill-dispatch PATH (the table to merge this run into)")
     return args
@@ -287,7 +319,7 @@ def run_set(args: argparse.Namespace) -> int:
     rows = []
     for shape in shapes:
         try:
-            timer = _timer(args.min_run_time)
+            timer = _timer(args.min_run_time, args.rounds)
             row = cmp.measure(shape, args.granularity, timer, device, _LINEAR_DTYPE[device])
         except Exception as exc:  # a failing shape is a FAIL row, not a crash of the table
             row = cmp.failed(shape, exc)
@@ -324,8 +356,8 @@ def _command(argv: list[str]) -> str:
     return " ".join(["python -m kernel_ratchet.kernels.gemm.bench", *kept])
 
 
-def _timer(min_run_time: float) -> Callable[[Callable[[], object]], float]:
-    return lambda fn: time_call(fn, min_run_time).ms
+def _timer(min_run_time: float, rounds: int) -> Callable[[dict], dict[str, float]]:
+    return lambda fns: time_rounds(fns, min_run_time, rounds)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,9 +3,10 @@
     python -m kernel_ratchet.kernels.gemm.bench --set odd [--min-run-time 0.1]
         [--granularity blockwise] [--fill-dispatch PATH] [-o table.md]
 
-Per shape, on the same tensors (fresh from seed 0), each timed with
-:func:`kernel_ratchet.kernels.gemm.bench.time_call` (median of blocked runs, after two warm-up
-calls so compilation stays out):
+Per shape, on the same tensors (fresh from seed 0), each call timed with
+:func:`kernel_ratchet.kernels.gemm.bench.time_rounds` (median of blocked runs, after two warm-up
+calls so compilation stays out; with ``--rounds R`` the calls of a row are timed R times,
+interleaved, and each takes its median over the rounds):
 
 * bf16 forward and fwd+bwd step of our Linear and of cuBLAS (``torch.matmul``);
 * the FP8 Linear step (quantization included) on the FP8 path itself (dispatch off) and as
@@ -74,8 +75,8 @@ class Row:
 def measure(
     shape: Shape, granularity: str, timer, device: str, dtype: torch.dtype = torch.bfloat16
 ) -> Row:
-    """One shape's row; ``timer(fn) -> ms``. ``dtype`` of the 16-bit inputs: bf16 (fp16 for
-    the CPU interpreter, whose bf16 ``tl.dot`` is wrong)."""
+    """One shape's row; ``timer({name: fn}) -> {name: ms}``. ``dtype`` of the 16-bit inputs:
+    bf16 (fp16 for the CPU interpreter, whose bf16 ``tl.dot`` is wrong)."""
     case = make_linear_inputs(shape, 0, device, dtype)
     a, b, d = case.a, case.b, case.dout
     recipe = Fp8Recipe(granularity, dispatch=False)
@@ -89,13 +90,23 @@ def measure(
     vf, vb = bf16_vendor(case)
     ref = vf()
     ok = snr_db(gemm(a, b), ref) >= SNR_BF16 and snr_db(fp8_fwd(), ref) >= SNR_E4M3
+    t = timer(
+        {
+            "fwd": lambda: gemm(a, b),
+            "vendor_fwd": vf,
+            "bwd": lambda: gemm_backward(d, a, b),
+            "vendor_bwd": vb,
+            "fp8_fwd": fp8_fwd,
+            "fp8_bwd": lambda: gemm_fp8_backward(d, state, recipe),
+        }
+    )
     return Row(
         shape,
-        fwd=timer(lambda: gemm(a, b)),
-        vendor_fwd=timer(vf),
-        step=timer(lambda: gemm_backward(d, a, b)) + timer(lambda: gemm(a, b)),
-        vendor_step=timer(vf) + timer(vb),
-        fp8_step=timer(fp8_fwd) + timer(lambda: gemm_fp8_backward(d, state, recipe)),
+        fwd=t["fwd"],
+        vendor_fwd=t["vendor_fwd"],
+        step=t["fwd"] + t["bwd"],
+        vendor_step=t["vendor_fwd"] + t["vendor_bwd"],
+        fp8_step=t["fp8_fwd"] + t["fp8_bwd"],
         dispatched=fp8_path(granularity, shape.M, shape.N, shape.K),
         ok=ok,
     )
