@@ -177,16 +177,12 @@ class Campaign:
         """One round: measure the working-tree candidate against the incumbent and close it.
 
         ``notes``: the driver's optional notes (change, expected, lesson, next_direction,
-        takeaway, summary, direction). Returns the frozen round record. A failing candidate is
-        a ROLLED BACK record, not an exception; a drifted CSV schema is recorded the same way
-        and then re-raised loudly. A round of a rehearsal campaign, or one run with
-        ``rehearse``, is a rehearsal: labelled and rolled back whatever its timings say
-        (:meth:`~kernel_ratchet.campaign.record.RoundRecord.as_rehearsal`). ``test_shared``:
-        the focused tests of the profile's other ops that list a changed kernel file gate the
-        round too (:mod:`~kernel_ratchet.campaign.rounds.shared`). ``fix``: the change fixes a
-        wrong result, a race or a crash; it is accepted when the paired A/B shows it is not
-        slower (:mod:`~kernel_ratchet.scoring.paired_fix`), not for a gain.
-        """
+        takeaway, summary, direction). Returns the frozen round record; a failing candidate is a
+        ROLLED BACK record, not an exception (a drifted CSV schema too, then re-raised). With
+        ``rehearse`` (or in a rehearsal campaign) it is rolled back whatever its timings say.
+        ``test_shared``: other ops' focused tests that list a changed kernel file gate it too
+        (``rounds.shared``). ``fix``: a correctness fix, accepted when not slower
+        (``scoring.paired_fix``)."""
         self._require_branch()
         self.recover()
         preconditions(self.ctx, hypothesis, bucket, level, lesson=notes.get("lesson", ""))

@@ -59,10 +59,7 @@ def validate(
         "this round changed; the round fails on the first that fails",
     ),
     fix: bool = typer.Option(
-        False,
-        "--fix",
-        help="the change fixes a wrong result, a race or a crash: accepted when the paired "
-        "A/B shows it is not slower than the no-gain margin, no gain claimed",
+        False, "--fix", help="a correctness fix: accepted when the paired A/B finds it not slower"
     ),
     profile: Path | None = ProfileOpt,
     campaign: str | None = CampaignOpt,

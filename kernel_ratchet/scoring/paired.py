@@ -350,13 +350,12 @@ def decide_paired(
 
     ``regression_threshold``, ``min_detectable`` and ``equivalence_floor`` are relative
     (0.05 = 5%). ``looks`` is the number of planned sequential looks alpha is split over.
-    ``exhausted`` says the round budget is spent (changes only the reason of an
-    AMBIGUOUS outcome). ``confirm_slowdown``: gate 5's measuring on of an unconfirmed
-    slowdown. ``weights``: label -> how often a step runs the shape, for the time-weighted
-    effect (1 where absent). ``fix``: a correctness fix, judged for non-inferiority
-    (:mod:`.paired_fix`). Raises ValueError for a weight that is not positive, no shapes,
-    fewer than :data:`MIN_ROUNDS` rounds in a shape, or an unknown campaign type. Deterministic
-    for a given ``rng_seed``.
+    ``exhausted`` says the round budget is spent (changes only the reason of an AMBIGUOUS
+    outcome). ``confirm_slowdown``: gate 5's measuring on of an unconfirmed slowdown.
+    ``weights``: label -> how often a step runs the shape, for the time-weighted effect (1
+    where absent). ``fix``: judged as a correctness fix (:mod:`.paired_fix`). Raises
+    ValueError for a weight that is not positive, no shapes, fewer than :data:`MIN_ROUNDS`
+    rounds in a shape, or an unknown campaign type. Deterministic for a given ``rng_seed``.
     """
     if not per_shape_samples:
         raise ValueError("decide_paired needs at least one shape")

@@ -17,22 +17,19 @@ slower time-weighted step, rolls it back) and then replaces the gain gates with 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Any
 
 from kernel_ratchet.scoring.decision import Status
-from kernel_ratchet.scoring.paired_rows import unresolved
-
-if TYPE_CHECKING:
-    from kernel_ratchet.scoring.paired import PairedDecision, ShapeRow, _Reading
+from kernel_ratchet.scoring.paired_rows import ShapeRow, unresolved
 
 #: The first words of an accepted fix's reason.
 FIX = "FIX, not slower"
 
 
-def judge_fix(
-    r: _Reading, small: Sequence[ShapeRow], unconfirmed: Sequence[ShapeRow]
-) -> PairedDecision:
-    """The fix gate (module docstring) on a reading that passed gates 1 and 1b."""
+def judge_fix(r: Any, small: Sequence[ShapeRow], unconfirmed: Sequence[ShapeRow]) -> Any:
+    """The fix gate (module docstring) on a reading that passed gates 1 and 1b: ``r`` is
+    :mod:`.paired`'s reading (its rows, aggregate, CI and settings), the result its
+    ``PairedDecision``."""
     margin = f"{-r.eq * 100:+.2f}%"
     thr_s = f"{r.thr * 100:g}%"
     if r.lo >= 1.0 - r.eq and not unconfirmed:

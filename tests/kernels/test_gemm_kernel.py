@@ -117,8 +117,10 @@ def test_config_table_is_complete():
 
 def test_an_unsplit_config_replaces_the_bucket_config_only_where_it_would_split_k(monkeypatch):
     small = GemmConfig(64, 64, 128, num_warps=4, num_stages=4, use_tma=True)
-    monkeypatch.setitem(configs.UNSPLIT_INSTEAD, "bf16", {"skinny": (small, None)})
-    monkeypatch.setitem(configs.UNSPLIT_INSTEAD, "bf16_bwd", {"skinny": (small, 8192)})
+    monkeypatch.setitem(configs.UNSPLIT_INSTEAD, "bf16", {"skinny": small})
+    monkeypatch.setitem(configs.UNSPLIT_INSTEAD, "bf16_bwd", {"skinny": small})
+    monkeypatch.setitem(configs.UNSPLIT_MAX_K, "bf16", {})
+    monkeypatch.setitem(configs.UNSPLIT_MAX_K, "bf16_bwd", {"skinny": 8192})
     skinny = configs.CONFIGS["bf16"]["skinny"]
     assert skinny.split_k > 1 and configs.bucket_for(64, 4096, 4096) == "skinny"
     # 32 tiles of 64 x 128 on 132 SMs would split K; 112 tiles (N = 14336) would not
@@ -134,7 +136,9 @@ def test_an_unsplit_config_replaces_the_bucket_config_only_where_it_would_split_
 
 def test_a_few_rows_config_replaces_the_bucket_config_up_to_its_row_bound(monkeypatch):
     rows16 = GemmConfig(16, 64, 128, num_warps=4, num_stages=6, use_tma=True)
-    monkeypatch.setitem(configs.FEW_ROWS_INSTEAD, "bf16", {"tiny": (rows16, 32)})
+    monkeypatch.setitem(configs.FEW_ROWS_INSTEAD, "bf16", {"tiny": rows16})
+    monkeypatch.setitem(configs.FEW_ROWS_MAX_M, "bf16", {"tiny": 32})
+    monkeypatch.setitem(configs.FEW_ROWS_INSTEAD, "bf16_bwd", {})
     tiny = configs.CONFIGS["bf16"]["tiny"]
     assert configs.config_for("bf16", 1, 4096, 4096) == rows16
     assert configs.config_for("bf16", 32, 4100, 1000) == rows16
@@ -142,6 +146,17 @@ def test_a_few_rows_config_replaces_the_bucket_config_up_to_its_row_bound(monkey
     assert configs.config_for("bf16", 100, 1000, 1000) == tiny
     assert configs.config_for("bf16_bwd", 1, 4096, 4096) == configs.CONFIGS["bf16_bwd"]["tiny"]
     assert configs.config_for("bf16", 16, 4096, 14336) == rows16  # any K in the bucket
+
+
+def test_the_search_optimizer_sees_the_configs_that_run_instead():
+    from pathlib import Path
+
+    from kernel_ratchet.knobs.tunables import parse_tunables
+
+    entries = parse_tunables(Path(configs.__file__).read_text()).entries
+    for table in ("UNSPLIT_INSTEAD", "FEW_ROWS_INSTEAD"):
+        for kind, by_bucket in getattr(configs, table).items():
+            assert {f"{table}/{kind}/{b}" for b in by_bucket} <= set(entries)
 
 
 def test_model_shapes_are_generated_and_deduplicated():

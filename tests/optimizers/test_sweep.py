@@ -29,15 +29,16 @@ def test_applied_text_is_what_the_kernel_launches_with():
 
     path = Path(configs.__file__)
     original = path.read_text()
-    before = launch.config_for("bf16", 8, 8, 8)  # the name launch.py imported
+    # the name launch.py imported; 100 rows: the tiny bucket's own entry (not FEW_ROWS_INSTEAD)
+    before = launch.config_for("bf16", 100, 8, 8)
     try:
         sweep.apply_text(
             configs, set_knobs(original, "CONFIGS/bf16/tiny", {"block_m": 16}), str(path)
         )
-        assert launch.config_for("bf16", 8, 8, 8).block_m == 16 != before.block_m
+        assert launch.config_for("bf16", 100, 8, 8).block_m == 16 != before.block_m
     finally:
         sweep.apply_text(configs, original, str(path))
-    assert launch.config_for("bf16", 8, 8, 8) == before
+    assert launch.config_for("bf16", 100, 8, 8) == before
     assert path.read_text() == original  # the file on disk is never written
 
 

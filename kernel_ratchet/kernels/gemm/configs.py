@@ -283,36 +283,39 @@ SPLIT_K_INSTEAD: dict[str, dict[str, GemmConfig]] = {
 }
 
 
-#: {kind: {bucket: (config, max K)}} for a problem whose bucket config would split K (its
-#: tiles fill at most half the SMs: :func:`split_for`) and whose K is at most max K (None: any):
-#: the config that runs instead, in one launch without split-K's zeroed fp32 buffer, atomics
-#: and cast.
-UNSPLIT_INSTEAD: dict[str, dict[str, tuple[GemmConfig, int | None]]] = {
+#: {kind: {bucket: config}} for a problem whose bucket config would split K (its tiles fill at
+#: most half the SMs: :func:`split_for`) and whose K is at most :data:`UNSPLIT_MAX_K`'s bound
+#: (absent: any K): the config that runs instead, in one launch without split-K's zeroed fp32
+#: buffer, atomics and cast. Dict literals of calls, like ``CONFIGS``, so that the search
+#: optimizer sees them as entries of their own.
+UNSPLIT_INSTEAD: dict[str, dict[str, GemmConfig]] = {
     # 64x64 tiles, twice the programs of 64x128, where 64x128 would split K. The step on
     # 64 x 4096 x 4096 +15.5% [+12.0%, +28.7%], on 128 x 4096 x 14336 +8.8% [+6.8%, +12.9%], 7
     # shapes 1.0378x [1.0298, 1.0504] in a paired A/B (campaigns/gemm_bf16_skinny, round 2).
     # Everywhere in the bucket they were 0.67-0.84x of 64x128 where those fill the GPU (the
     # rolled-back first campaign there).
-    "bf16": {"skinny": (GemmConfig(64, 64, 128, num_warps=4, num_stages=4, use_tma=True), None)},
+    "bf16": {"skinny": GemmConfig(64, 64, 128, num_warps=4, num_stages=4, use_tma=True)},
     # The dgrad unsplit where its contraction is at most 8192: 64 x 4096 x 4096 step +30.1%
     # [+10.9%, +72.2%], 7 shapes 1.0357x [1.0171, 1.0589] (same campaign, round 3). With a
     # contraction of 14336 (64 x 14336 x 4096) the unsplit dgrad was 0.87x: the split stays.
-    "bf16_bwd": {
-        "skinny": (GemmConfig(64, 128, 64, num_warps=4, num_stages=4, use_tma=True), 8192)
-    },
+    "bf16_bwd": {"skinny": GemmConfig(64, 128, 64, num_warps=4, num_stages=4, use_tma=True)},
 }
+#: {kind: {bucket: the largest K}} of :data:`UNSPLIT_INSTEAD`'s entries that have a bound.
+UNSPLIT_MAX_K: dict[str, dict[str, int]] = {"bf16_bwd": {"skinny": 8192}}
 
 
-#: {kind: {bucket: (config, max M)}} for a problem of at most max M output rows: the config
-#: that runs instead, its row tile fitted to them (a decode GEMM streams its weight once per
-#: row tile, so the tile's rows cap the programs that stream it at once).
-FEW_ROWS_INSTEAD: dict[str, dict[str, tuple[GemmConfig, int]]] = {
+#: {kind: {bucket: config}} for a problem of at most :data:`FEW_ROWS_MAX_M` output rows: the
+#: config that runs instead, its row tile fitted to them (a decode GEMM streams its weight once
+#: per row tile, so the tile's rows cap the programs that stream it at once).
+FEW_ROWS_INSTEAD: dict[str, dict[str, GemmConfig]] = {
     # 16-row tiles where two of them cover the rows: the step on 17 x 11008 x 4096 +4.31%
     # [+3.31%, +4.58%] (forward 45 -> 38 us), 6 shapes 1.0224x [1.0026, 1.0308] in a paired A/B
     # (campaigns/gemm_bf16_small/decode-rows). For the whole bucket it was rolled back: three
     # 16-row tiles on 33 rows stream the weight three times (forward 36 -> 52 us).
-    "bf16": {"tiny": (GemmConfig(16, 64, 128, num_warps=4, num_stages=6, use_tma=True), 32)},
+    "bf16": {"tiny": GemmConfig(16, 64, 128, num_warps=4, num_stages=6, use_tma=True)},
 }
+#: {kind: {bucket: the most output rows}} of :data:`FEW_ROWS_INSTEAD`'s entries.
+FEW_ROWS_MAX_M: dict[str, dict[str, int]] = {"bf16": {"tiny": 32}}
 
 
 def config_for(kind: str, M: int, N: int, K: int, sms: int = DEFAULT_SMS) -> GemmConfig:
@@ -328,9 +331,9 @@ def config_for(kind: str, M: int, N: int, K: int, sms: int = DEFAULT_SMS) -> Gem
     tiles = -(-M // cfg.block_m) * -(-N // cfg.block_n)
     if cfg.stream_k and tiles * STREAM_K_MAX_SHARE < sms:
         return SPLIT_K_INSTEAD.get(kind, {}).get(bucket, cfg.with_(stream_k=False))
-    instead, max_k = UNSPLIT_INSTEAD.get(kind, {}).get(bucket, (None, None))
-    fits = max_k is None or not max_k < K
+    instead = UNSPLIT_INSTEAD.get(kind, {}).get(bucket)
+    fits = not UNSPLIT_MAX_K.get(kind, {}).get(bucket, K) < K
     if instead and fits and split_for(cfg, tiles, -(-K // cfg.block_k), sms) > 1:
         return instead
-    few, max_m = FEW_ROWS_INSTEAD.get(kind, {}).get(bucket, (None, 0))
-    return few if few and not max_m < M else cfg
+    few = FEW_ROWS_INSTEAD.get(kind, {}).get(bucket)
+    return few if few and not FEW_ROWS_MAX_M.get(kind, {}).get(bucket, 0) < M else cfg
