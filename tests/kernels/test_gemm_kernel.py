@@ -154,7 +154,7 @@ def test_the_search_optimizer_sees_the_configs_that_run_instead():
     from kernel_ratchet.knobs.tunables import parse_tunables
 
     entries = parse_tunables(Path(configs.__file__).read_text()).entries
-    for table in ("UNSPLIT_INSTEAD", "FEW_ROWS_INSTEAD"):
+    for table in ("SPLIT_K_INSTEAD", "UNSPLIT_INSTEAD", "FEW_ROWS_INSTEAD"):
         for kind, by_bucket in getattr(configs, table).items():
             assert {f"{table}/{kind}/{b}" for b in by_bucket} <= set(entries)
 

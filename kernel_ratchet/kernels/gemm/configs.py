@@ -278,8 +278,12 @@ SEARCH_SPACE = {
 #: kernel with split-K that served the bucket before (a 128 x 128 output, K = 16384: 64
 #: programs of 64 x 128 tiles).
 SPLIT_K_INSTEAD: dict[str, dict[str, GemmConfig]] = {
-    kind: {"long_k": GemmConfig(64, 128, 64, num_warps=4, num_stages=4, use_tma=True, split_k=32)}
-    for kind in ("bf16", "bf16_bwd")
+    "bf16": {
+        "long_k": GemmConfig(64, 128, 64, num_warps=4, num_stages=4, use_tma=True, split_k=32)
+    },
+    "bf16_bwd": {
+        "long_k": GemmConfig(64, 128, 64, num_warps=4, num_stages=4, use_tma=True, split_k=32)
+    },
 }
 
 
