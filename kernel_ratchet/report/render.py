@@ -20,6 +20,7 @@ from kernel_ratchet.harness.csv_schema import BenchTable
 from kernel_ratchet.scoring.chain import check_chain
 from kernel_ratchet.scoring.decision import Status
 from kernel_ratchet.scoring.metrics import aggregates, score_vector
+from kernel_ratchet.scoring.paired_fix import FIX
 
 
 def render_report(c: CampaignContext, final: BenchTable) -> str:
@@ -113,13 +114,27 @@ def _final_report(c: CampaignContext, final: BenchTable) -> str:
         f"{num(f_agg)} ({pct(gain, 2)}; the full validation against the BASELINE's, two single "
         "harness measurements taken at different times)\n"
         f"- Paired chain: {_paired_chain(c, acc)}\n"
-        f"- Effective directions: {'; '.join(r.hypothesis for r in acc) or 'none'}\n"
-        f"- Ineffective directions: {'; '.join(r.hypothesis for r in rej) or 'none'}\n"
+        + _directions_kept(c, acc)
+        + f"- Ineffective directions: {'; '.join(r.hypothesis for r in rej) or 'none'}\n"
         f"- Chain integrity (harness CSVs, diagnostic): {'; '.join(chain) or 'intact'}\n"
         "- Top three next steps: re-profile the largest shape; revisit the most promising "
         "rolled-back direction with a different approach; compare with the vendor library\n"
         f"- Real-training audit: {_real_training(c)}\n\nRound summaries:\n" + links + "\n\n"
     )
+
+
+def _directions_kept(c: CampaignContext, acc: list[ClosedEntry]) -> str:
+    """The accepted rounds as effective directions, and the fixes (``validate --fix``: accepted
+    as not slower, no gain claimed) on a line of their own."""
+    fixes = [
+        r for r in acc if read_record(c.round_dir(r.round) / "round.json").reason.startswith(FIX)
+    ]
+    gains = [r for r in acc if r not in fixes]
+    line = f"- Effective directions: {'; '.join(r.hypothesis for r in gains) or 'none'}\n"
+    if fixes:
+        named = "; ".join(r.hypothesis for r in fixes)
+        line += f"- Fixes (accepted as not slower, no gain claimed): {named}\n"
+    return line
 
 
 def headline(c: CampaignContext, acc: list[ClosedEntry]) -> str:
