@@ -62,3 +62,19 @@ def test_the_bucket_table_scores_configs_on_every_gemm_of_their_bucket():
     (line,) = bucket_table(rows)
     assert line.split()[:2] == ["bf16", "medium"]
     assert "shipped 0.500, best 1.000 64x64x128" in line
+    assert line.endswith("; worst GEMM 2.00x of shipped (bf16.fwd 1000x1000x2000)")
+
+
+def test_the_bucket_table_names_the_gemm_a_geomean_winner_loses_on():
+    from kernel_ratchet.kernels.gemm.configs import GemmConfig
+    from kernel_ratchet.kernels.gemm.tune_cases import bucket_table
+
+    cand = repr(GemmConfig(16, 64, 128))
+    rows = []
+    for shape, ship, new in (([17, 11008, 4096], 2.0, 1.0), ([33, 4100, 8200], 1.0, 1.25)):
+        rows.append({"shape": shape, "what": "bf16.fwd", "cfg": "vendor", "ms": 1.0})
+        rows.append({"shape": shape, "what": "bf16.fwd", "cfg": "shipped", "ms": ship})
+        rows.append({"shape": shape, "what": "bf16.fwd", "cfg": cand, "ms": new, "snr": 50.0})
+    (line,) = bucket_table(rows)
+    assert "best 0.894 16x64x128" in line  # geomean of 1.0 and 0.8 against 0.707 shipped
+    assert line.endswith("worst GEMM 0.80x of shipped (bf16.fwd 33x4100x8200)")

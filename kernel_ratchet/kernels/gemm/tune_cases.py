@@ -131,9 +131,20 @@ def bucket_table(results: list[dict], min_snr: float = 40.0) -> list[str]:
         shipped = scores.get("shipped", math.nan)
         lines.append(
             f"{kind:8s} {bucket:7s} {len(gemms):2d} GEMMs: shipped {shipped:.3f}, best "
-            f"{scores[best]:.3f} {_named(best)}"
+            f"{scores[best]:.3f} {_named(best)}{_worst(full, best)}"
         )
     return lines
+
+
+def _worst(full: dict[str, dict[tuple, float]], best: str) -> str:
+    """Where the best candidate loses most to the shipped config, GEMM by GEMM: a geomean gain
+    can hide a slower GEMM that a campaign will roll the change back for."""
+    if best == "shipped" or "shipped" not in full:
+        return ""
+    ship, cand = full["shipped"], full[best]
+    key = min(cand, key=lambda k: ship[k] / cand[k])
+    what, (M, N, K) = key
+    return f"; worst GEMM {ship[key] / cand[key]:.2f}x of shipped ({what} {M}x{N}x{K})"
 
 
 def _named(cfg: str) -> str:
