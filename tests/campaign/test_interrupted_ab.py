@@ -47,6 +47,15 @@ def test_states_per_shape_ratio_of_complete_rounds(tmp_path):
     assert "a 1.0000x (3 rounds)" in paired_so_far(tmp_path, "compute_fwd")
 
 
+def test_malformed_trace_lines_are_skipped_not_fatal(tmp_path):
+    """Recovery reads this: a line it cannot place never stops a round from closing."""
+    lines = _rounds("a", (1.0, 1.0), (0.5, 0.5), 2)
+    lines += ["[1, 2]", '{"ok": true, "side": "incumbent", "median_ms": 1.0}', "{}"]
+    lines.append(json.dumps({"ok": True, "side": "candidate", "median_ms": 1, "round": "x"}))
+    _trace(tmp_path, lines)
+    assert "a 2.0000x (2 rounds)" in paired_so_far(tmp_path, "compute_fwd_bwd")
+
+
 def test_nothing_to_state_without_a_complete_round(tmp_path):
     assert paired_so_far(tmp_path, "compute_fwd_bwd") == ""
     _trace(tmp_path, [_line(0, "a", "fwd", "incumbent", 1.0)])

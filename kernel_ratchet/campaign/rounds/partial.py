@@ -32,9 +32,16 @@ def _complete_rounds(lines: list[dict]) -> dict[str, list[dict[str, dict[str, fl
         lambda: {s: {} for s in SIDES}
     )
     for r in lines:
+        if not isinstance(r, dict):
+            continue
         ms = r.get("median_ms")
-        if r.get("ok") and r.get("side") in SIDES and isinstance(ms, (int, float)) and ms > 0:
-            by[(str(r["label"]), int(r["round"]))][r["side"]][str(r["phase"])] = float(ms)
+        if not (r.get("ok") and r.get("side") in SIDES and isinstance(ms, (int, float)) and ms > 0):
+            continue
+        try:
+            key = (str(r["label"]), int(r["round"]))
+        except (KeyError, TypeError, ValueError):
+            continue  # a line this reader cannot place: the others still count
+        by[key][r["side"]][str(r.get("phase"))] = float(ms)
     out: dict[str, list[dict[str, dict[str, float]]]] = defaultdict(list)
     for (label, _), sides in sorted(by.items(), key=lambda kv: kv[0][1]):
         inc, cand = sides["incumbent"], sides["candidate"]
