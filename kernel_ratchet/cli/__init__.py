@@ -117,7 +117,15 @@ def _main() -> None:
         _stopped(isinstance(exc, Terminated))
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except (typer.Abort, SystemExit):
+    except typer.Abort:  # a confirmation that got no answer: stdin closed or not a terminal
+        err.print(
+            "[red]error:[/red] the command asked for a confirmation and got no answer (stdin is "
+            "closed or not a terminal); nothing was started. Pass --yes (-y) to run it without "
+            "asking.",
+            highlight=False,
+        )
+        sys.exit(1)
+    except SystemExit:
         raise
     except typer.TyperException as exc:
         # usage errors: typer bundles its own click, whose exceptions derive from

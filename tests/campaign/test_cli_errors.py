@@ -52,6 +52,27 @@ def test_init_rejects_an_unknown_timing_engine(tmp_path):
     )
 
 
+def test_a_confirmation_without_a_terminal_says_to_pass_yes(tmp_path):
+    """An agent or a script runs `ratchet` with no terminal: the question cannot be answered,
+    and the command stops with what to do, before it creates anything."""
+    from tests.campaign.conftest import make_project
+
+    root = make_project(tmp_path / "p")
+    r = subprocess.run(
+        [sys.executable, "-m", "kernel_ratchet.cli", "init", "--op", "tiny_gemm"],
+        cwd=root,
+        env=cli_env(root),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr and "--yes" in r.stderr
+    campaigns = root / ".ratchet" / "campaigns"
+    assert not campaigns.exists() or not any(campaigns.iterdir())
+
+
 @pytest.mark.parametrize("flag", ["--hypothesis", "--lesson"])
 def test_a_multi_line_note_cannot_forge_a_log_heading(project, flag):
     from tests.campaign.conftest import campaign_dir, set_blocks
