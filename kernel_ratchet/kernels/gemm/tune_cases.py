@@ -9,6 +9,7 @@ import math
 import re
 import time
 from collections import defaultdict
+from collections.abc import Callable
 
 import triton
 import triton.testing
@@ -98,59 +99,79 @@ LINEAR_GEMMS = {
 }
 
 
+def bucket_scores(
+    results: list[dict], min_snr: float = 40.0, keep: Callable[..., bool] | None = None
+) -> dict[tuple[str, str], dict[str, dict[tuple, float]]]:
+    """Per (kind, bucket) of the swept 16-bit GEMMs: {config: {GEMM: speed against the vendor}}
+    for the configs (``"shipped"`` or a ``GemmConfig`` repr) that ran and passed the SNR check
+    on every GEMM of that bucket. ``keep(kind, M, N, K)``: only the GEMMs it accepts."""
+    vendor: dict[tuple, float] = {}
+    times: dict[tuple, dict[str, dict[tuple, float]]] = defaultdict(lambda: defaultdict(dict))
+    for r in results:
+        if r["what"] not in LINEAR_GEMMS:
+            continue
+        kind, dims = LINEAR_GEMMS[r["what"]]
+        if keep is not None and not keep(kind, *dims(*r["shape"])):
+            continue
+        key = (r["what"], tuple(r["shape"]))
+        if r.get("cfg") == "vendor":
+            vendor[key] = r["ms"]
+        elif "ms" in r and (r.get("snr") is None or r["snr"] >= min_snr):
+            times[(kind, bucket_for(*dims(*r["shape"])))][r["cfg"]][key] = r["ms"]
+    out = {}
+    for group, by_cfg in times.items():
+        gemms = set().union(*(set(t) for t in by_cfg.values()))
+        out[group] = {
+            c: {k: vendor[k] / ms for k, ms in t.items()}
+            for c, t in by_cfg.items()
+            if set(t) == gemms and all(k in vendor for k in t)
+        }
+    return {g: s for g, s in out.items() if s}
+
+
+def geomean_speed(speeds: dict[tuple, float]) -> float:
+    """Geometric mean of one config's speeds against the vendor."""
+    return math.exp(sum(math.log(x) for x in speeds.values()) / len(speeds))
+
+
 def bucket_table(results: list[dict], min_snr: float = 40.0) -> list[str]:
     """Per (kind, bucket) of the swept 16-bit GEMMs: the shipped config's and the best
     candidate's geometric mean of speed against the vendor, over the GEMMs of that bucket (a
     candidate counts only if it ran and passed the SNR check on all of them): what a bucket
     change would buy on the swept shapes, to be decided by a campaign."""
-    vendor: dict[tuple, float] = {}
-    ratios: dict[tuple, dict[str, dict[tuple, float]]] = defaultdict(lambda: defaultdict(dict))
-    for r in results:
-        if r["what"] not in LINEAR_GEMMS:
-            continue
-        kind, dims = LINEAR_GEMMS[r["what"]]
-        key = (r["what"], tuple(r["shape"]))
-        if r.get("cfg") == "vendor":
-            vendor[key] = r["ms"]
-            continue
-        if "ms" in r and (r.get("snr") is None or r["snr"] >= min_snr):
-            group = (kind, bucket_for(*dims(*r["shape"])))
-            ratios[group][r["cfg"]][key] = r["ms"]
     lines = []
-    for (kind, bucket), by_cfg in sorted(ratios.items()):
-        gemms = set().union(*(set(t) for t in by_cfg.values()))
-        full = {c: t for c, t in by_cfg.items() if set(t) == gemms}
-
-        def geo(times: dict[tuple, float]) -> float:
-            return math.exp(sum(math.log(vendor[k] / ms) for k, ms in times.items()) / len(times))
-
-        scores = {c: geo(t) for c, t in full.items() if all(k in vendor for k in t)}
-        if not scores:
-            continue
+    for (kind, bucket), speeds in sorted(bucket_scores(results, min_snr).items()):
+        scores = {c: geomean_speed(v) for c, v in speeds.items()}
         best = max(scores, key=scores.__getitem__)
         shipped = scores.get("shipped", math.nan)
+        n = len(next(iter(speeds.values())))
         lines.append(
-            f"{kind:8s} {bucket:7s} {len(gemms):2d} GEMMs: shipped {shipped:.3f}, best "
-            f"{scores[best]:.3f} {_named(best)}{_worst(full, best)}"
+            f"{kind:8s} {bucket:7s} {n:2d} GEMMs: shipped {shipped:.3f}, best "
+            f"{scores[best]:.3f} {_named(best)}{worst_gemm(speeds, best)}"
         )
     return lines
 
 
-def _worst(full: dict[str, dict[tuple, float]], best: str) -> str:
-    """Where the best candidate loses most to the shipped config, GEMM by GEMM: a geomean gain
-    can hide a slower GEMM that a campaign will roll the change back for."""
-    if best == "shipped" or "shipped" not in full:
+def worst_gemm(speeds: dict[str, dict[tuple, float]], best: str) -> str:
+    """Where ``best`` loses most to the shipped config, GEMM by GEMM (``speeds`` as
+    :func:`bucket_scores` gives them): a geomean gain can hide a slower GEMM that a campaign
+    will roll the change back for."""
+    if best == "shipped" or "shipped" not in speeds:
         return ""
-    ship, cand = full["shipped"], full[best]
-    key = min(cand, key=lambda k: ship[k] / cand[k])
+    ship, cand = speeds["shipped"], speeds[best]
+    key = min(cand, key=lambda k: cand[k] / ship[k])
     what, (M, N, K) = key
-    return f"; worst GEMM {ship[key] / cand[key]:.2f}x of shipped ({what} {M}x{N}x{K})"
+    return f"; worst GEMM {cand[key] / ship[key]:.2f}x of shipped ({what} {M}x{N}x{K})"
+
+
+def parse_config(cfg: str) -> GemmConfig:
+    """A ``GemmConfig`` repr as the sweep records it, back as the config."""
+    fields = dict(re.findall(r"(\w+)=(\w+)", cfg))
+    return GemmConfig(
+        **{k: v == "True" if v in ("True", "False") else int(v) for k, v in fields.items()}
+    )
 
 
 def _named(cfg: str) -> str:
     """A result's config (``"shipped"`` or a ``GemmConfig`` repr) in :func:`_short`'s words."""
-    if not cfg.startswith("GemmConfig("):
-        return cfg
-    fields = dict(re.findall(r"(\w+)=(\w+)", cfg))
-    kw = {k: v == "True" if v in ("True", "False") else int(v) for k, v in fields.items()}
-    return _short(GemmConfig(**kw))
+    return _short(parse_config(cfg)) if cfg.startswith("GemmConfig(") else cfg

@@ -1,0 +1,72 @@
+"""tune_apply: a sweep's winner for one configs entry, written for a campaign to decide."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from kernel_ratchet.kernels.gemm import configs, tune_apply
+from kernel_ratchet.kernels.gemm.configs import GemmConfig
+from kernel_ratchet.knobs.tunables import parse_tunables
+
+WINNER = GemmConfig(128, 64, 64, num_warps=4, num_stages=5, use_tma=True)
+
+
+def _sweep(tmp_path: Path, winner_ms: float) -> Path:
+    """Two medium forwards: the vendor 1 ms, the shipped config 2 ms, the winner ``winner_ms``."""
+    rows = []
+    for shape in ([1000, 1000, 2000], [1000, 2000, 1000]):
+        rows.append({"shape": shape, "what": "bf16.fwd", "cfg": "vendor", "ms": 1.0})
+        rows.append({"shape": shape, "what": "bf16.fwd", "cfg": "shipped", "ms": 2.0})
+        rows.append(
+            {"shape": shape, "what": "bf16.fwd", "cfg": repr(WINNER), "ms": winner_ms, "snr": 50}
+        )
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps({"results": rows}))
+    return path
+
+
+def _copy(tmp_path: Path) -> Path:
+    path = tmp_path / "configs.py"
+    path.write_text(Path(configs.__file__).read_text())
+    return path
+
+
+def test_the_winner_is_written_into_its_entry_and_nothing_else(tmp_path, capsys):
+    cfg, sweep = _copy(tmp_path), _sweep(tmp_path, 1.0)
+    before = cfg.read_text()
+    assert tune_apply.main([str(sweep), "CONFIGS/bf16/medium", "--configs", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    assert "shipped when swept 0.500, best 1.000" in out and "ratchet validate" in out
+    knobs = parse_tunables(cfg.read_text()).entries["CONFIGS/bf16/medium"].knobs
+    assert {k: knobs[k].value for k in ("block_m", "block_n", "num_warps", "num_stages")} == {
+        "block_m": 128, "block_n": 64, "num_warps": 4, "num_stages": 5,
+    }  # fmt: skip
+    after = cfg.read_text().splitlines()
+    changed = [a for a, b in zip(before.splitlines(), after, strict=True) if a != b]
+    assert len(changed) == 1 and '"medium": GemmConfig(128, 128, 64' in changed[0]
+    # written again: the entry already is the winner
+    assert tune_apply.main([str(sweep), "CONFIGS/bf16/medium", "--configs", str(cfg)]) == 1
+    assert "nothing written" in capsys.readouterr().out
+
+
+def test_nothing_is_written_without_a_gain_or_for_an_unknown_entry(tmp_path, capsys):
+    cfg = _copy(tmp_path)
+    before = cfg.read_text()
+    small = _sweep(tmp_path, 1.98)  # 1% faster than the shipped config
+    assert tune_apply.main([str(small), "CONFIGS/bf16/medium", "--configs", str(cfg)]) == 1
+    assert "no candidate beats that by 3%" in capsys.readouterr().out
+    assert tune_apply.main([str(small), "CONFIGS/bf16/nope", "--configs", str(cfg)]) == 2
+    assert "no entry 'CONFIGS/bf16/nope'" in capsys.readouterr().err
+    assert cfg.read_text() == before
+
+
+def test_an_entry_is_ranked_on_the_gemms_the_shipped_configs_run_it_for():
+    few, tiny = (
+        tune_apply.runs_entry("FEW_ROWS_INSTEAD/bf16/tiny"),
+        tune_apply.runs_entry("CONFIGS/bf16/tiny"),
+    )
+    bound = configs.FEW_ROWS_MAX_M["bf16"]["tiny"]
+    assert few("bf16", bound, 4096, 4096) and not tiny("bf16", bound, 4096, 4096)
+    assert tiny("bf16", bound + 1, 1000, 1000) and not few("bf16", bound + 1, 1000, 1000)
+    assert not tune_apply.runs_entry("CONFIGS/bf16/nope")("bf16", 1, 1, 1)
