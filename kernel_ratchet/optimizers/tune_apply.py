@@ -1,12 +1,13 @@
 """Write a sweep's winner for one bucket into the configs file, for a campaign to decide.
 
-    python -m kernel_ratchet.kernels.gemm.tune_apply SWEEP_JSON ENTRY [--configs PATH]
+    python -m kernel_ratchet.optimizers.tune_apply SWEEP_JSON ENTRY [--configs PATH]
         [--min-gain 0.03]
 
-``SWEEP_JSON`` is the ``sweep.json`` of :mod:`.tune`. ``ENTRY`` names the configs file's entry
-the winner goes to: ``CONFIGS/bf16_bwd/tiny``, or an instead-table's (``FEW_ROWS_INSTEAD/bf16/
-tiny``). The candidates are ranked on the swept GEMMs the shipped configs run that entry for
-(:func:`.tune_cases.bucket_scores`, geomean speed against the vendor): a ``CONFIGS`` entry
+``SWEEP_JSON`` is the ``sweep.json`` of :mod:`kernel_ratchet.kernels.gemm.tune`. ``ENTRY``
+names the configs file's entry the winner goes to: ``CONFIGS/bf16_bwd/tiny``, or an
+instead-table's (``FEW_ROWS_INSTEAD/bf16/tiny``). The candidates are ranked on the swept GEMMs
+the shipped configs run that entry for (geomean speed against the vendor:
+:func:`kernel_ratchet.kernels.gemm.tune_cases.bucket_scores`): a ``CONFIGS`` entry
 without the GEMMs an instead-table takes over, an instead-table's entry on those alone. The
 best one is written in place of the entry's config, one literal per field that differs, every
 other byte kept. Nothing is decided here: the command prints what the sweep measured (the
@@ -83,7 +84,7 @@ def apply(text: str, entry: str, cfg: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m kernel_ratchet.kernels.gemm.tune_apply")
+    p = argparse.ArgumentParser(prog="python -m kernel_ratchet.optimizers.tune_apply")
     p.add_argument("sweep", help="sweep.json written by kernel_ratchet.kernels.gemm.tune")
     p.add_argument("entry", help="the configs entry, e.g. CONFIGS/bf16_bwd/tiny")
     p.add_argument("--configs", default=configs.__file__, help="the configs file to edit")

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kernel_ratchet.kernels.gemm import configs, tune_apply
+from kernel_ratchet.kernels.gemm import configs
 from kernel_ratchet.kernels.gemm.configs import GemmConfig
 from kernel_ratchet.knobs.tunables import parse_tunables
+from kernel_ratchet.optimizers import tune_apply
 
 WINNER = GemmConfig(128, 64, 64, num_warps=4, num_stages=5, use_tma=True)
 
