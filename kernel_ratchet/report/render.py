@@ -13,10 +13,12 @@ from kernel_ratchet.campaign.headline import chain_headline
 from kernel_ratchet.campaign.record import WOULD_ACCEPT, read_record
 from kernel_ratchet.campaign.render import num, pct
 from kernel_ratchet.campaign.rounds.close import chain_of
+from kernel_ratchet.campaign.rounds.paired import min_detectable
 from kernel_ratchet.campaign.rounds.view import transfer_of
 from kernel_ratchet.campaign.state import ClosedEntry
 from kernel_ratchet.guard import RoundGain, attribute_gain
 from kernel_ratchet.harness.csv_schema import BenchTable
+from kernel_ratchet.report.next_steps import next_steps
 from kernel_ratchet.scoring.chain import check_chain
 from kernel_ratchet.scoring.decision import Status
 from kernel_ratchet.scoring.metrics import aggregates, score_vector
@@ -57,18 +59,39 @@ def _directions(c: CampaignContext) -> str:
     )
 
 
-def _paired_by_shape(c: CampaignContext, acc: list[ClosedEntry]) -> dict[str, str]:
-    """Per shape: the product of the accepted rounds' paired per-shape ratios, and how many of
-    those rounds measured the shape (a quick-level round may not have)."""
+def _paired_ratios(c: CampaignContext, acc: list[ClosedEntry]) -> dict[str, list[float]]:
+    """Per shape: the accepted rounds' paired per-shape speed ratios (a quick-level round may
+    not have measured every shape)."""
     ratios: dict[str, list[float]] = {}
     for r in acc:
         d = read_record(c.round_dir(r.round) / "round.json").decision
         for s in d.per_shape if d and d.paired else ():
             ratios.setdefault(s.label, []).append(1.0 + s.delta)
+    return ratios
+
+
+def _paired_by_shape(c: CampaignContext, acc: list[ClosedEntry]) -> dict[str, str]:
+    """Per shape: the product of the accepted rounds' paired per-shape ratios, and how many of
+    those rounds measured the shape."""
     return {
         lbl: f"{pct(math.prod(v) - 1, 2)} ({len(v)} of {len(acc)} rounds)"
-        for lbl, v in ratios.items()
+        for lbl, v in _paired_ratios(c, acc).items()
     }
+
+
+def _next_steps(c: CampaignContext, final: BenchTable, acc: list[ClosedEntry]) -> str:
+    """The report's top three next steps (:mod:`.next_steps`), joined."""
+    paired = {lbl: math.prod(v) - 1 for lbl, v in _paired_ratios(c, acc).items()}
+    finals = score_vector(final, c.m.campaign_type)
+    steps = next_steps(
+        c.state.closed,
+        _next_directions(c),
+        paired,
+        finals,
+        c.m.primary_metric,
+        min_detectable(c) > 0,
+    )
+    return "; ".join(steps)
 
 
 def _shape_rows(c: CampaignContext, final: BenchTable, acc: list[ClosedEntry]) -> str:
@@ -117,8 +140,7 @@ def _final_report(c: CampaignContext, final: BenchTable) -> str:
         + _directions_kept(c, acc)
         + f"- Ineffective directions: {'; '.join(r.hypothesis for r in rej) or 'none'}\n"
         f"- Chain integrity (harness CSVs, diagnostic): {'; '.join(chain) or 'intact'}\n"
-        "- Top three next steps: re-profile the largest shape; revisit the most promising "
-        "rolled-back direction with a different approach; compare with the vendor library\n"
+        f"- Top three next steps: {_next_steps(c, final, acc)}\n"
         f"- Real-training audit: {_real_training(c)}\n\nRound summaries:\n" + links + "\n\n"
     )
 
