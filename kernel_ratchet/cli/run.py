@@ -74,6 +74,8 @@ def _live_view(title: str) -> Iterator:
             live.update(render())
 
         yield say, on_round
+    if not err.is_terminal:  # Live ends its last table without a newline off a terminal
+        err.line()
 
 
 def _optimizer(name: str, agent_cmd: str | None, agent_timeout: float, knobs: str | None = None):

@@ -179,3 +179,19 @@ def test_the_baseline_records_where_its_time_went(baselined):
     assert r.returncode == 0, r.stderr
     (first,) = [x for x in json.loads(r.stdout)["rounds"] if x["round"] == 1]
     assert first["seconds"] == sec
+
+
+def test_the_live_round_table_ends_its_line_off_a_terminal(monkeypatch):
+    """Off a terminal (a log file, an agent's pipe) the last table of `ratchet run` ends with a
+    newline, so what the command prints next starts on a line of its own."""
+    import io
+
+    from rich.console import Console
+
+    from kernel_ratchet.cli import run
+
+    buf = io.StringIO()
+    monkeypatch.setattr(run, "err", Console(file=buf, force_terminal=False, width=80))
+    with run._live_view("t") as (say, _):
+        say("a round")
+    assert buf.getvalue().endswith("┘\n"), buf.getvalue()[-40:]
