@@ -9,7 +9,7 @@ import pytest
 
 from kernel_ratchet.campaign.category import Category
 from kernel_ratchet.campaign.rounds.measure import interrupted_record
-from kernel_ratchet.campaign.rounds.partial import TRACE, paired_so_far
+from kernel_ratchet.campaign.rounds.partial import FULL_TRACE, TRACE, paired_so_far
 from kernel_ratchet.campaign.rounds.view import _attribution
 from kernel_ratchet.campaign.state import PendingRound, Stage
 
@@ -54,6 +54,15 @@ def test_malformed_trace_lines_are_skipped_not_fatal(tmp_path):
     lines.append(json.dumps({"ok": True, "side": "candidate", "median_ms": 1, "round": "x"}))
     _trace(tmp_path, lines)
     assert "a 2.0000x (2 rounds)" in paired_so_far(tmp_path, "compute_fwd_bwd")
+
+
+def test_an_escalated_round_states_its_full_level_a_b(tmp_path):
+    _trace(tmp_path, _rounds("a", (1.0, 1.0), (0.5, 0.5), 2))  # the quick level's, finished
+    full = tmp_path / FULL_TRACE
+    full.parent.mkdir(parents=True)
+    full.write_text("\n".join(_rounds("a", (1.0, 1.0), (0.8, 0.8), 3)) + "\n")
+    said = paired_so_far(tmp_path, "compute_fwd_bwd")
+    assert "a 1.2500x (3 rounds)" in said and FULL_TRACE.as_posix() in said
 
 
 def test_nothing_to_state_without_a_complete_round(tmp_path):

@@ -23,6 +23,8 @@ from kernel_ratchet.scoring.paired_stats import log_ratios
 SIDES = ("incumbent", "candidate")
 #: Where a round's paired A/B writes its trace, relative to the round's directory.
 TRACE = Path("artifacts") / "paired" / "timings.jsonl"
+#: The trace of an escalated round's full-level A/B, which runs after the quick one.
+FULL_TRACE = Path("artifacts") / "full" / "paired" / "timings.jsonl"
 
 
 def _complete_rounds(lines: list[dict]) -> dict[str, list[dict[str, dict[str, float]]]]:
@@ -60,9 +62,16 @@ def _samples(rounds: list[dict[str, dict[str, float]]]) -> PairedSamples:
 
 
 def paired_so_far(round_dir: Path, campaign_type: str) -> str:
-    """One sentence: the paired A/B's state in ``round_dir`` when it stopped, or "" when its
-    trace holds no complete paired round."""
-    path = Path(round_dir) / TRACE
+    """One sentence: the state of the round's last paired A/B (an escalated round's full-level
+    one, else its own) when it stopped, or "" when no trace holds a complete paired round."""
+    for rel in (FULL_TRACE, TRACE):
+        said = _so_far(Path(round_dir) / rel, rel, campaign_type)
+        if said:
+            return said
+    return ""
+
+
+def _so_far(path: Path, rel: Path, campaign_type: str) -> str:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError:
@@ -86,7 +95,7 @@ def paired_so_far(round_dir: Path, campaign_type: str) -> str:
     per = "; ".join(f"{k} {r:.4f}x ({n} rounds)" for k, (r, n) in ratios.items())
     geo = math.exp(float(np.mean([math.log(r) for r, _ in ratios.values()])))
     return (
-        f"when it stopped, the paired A/B had timed {len(ratios)} shape(s) ({TRACE.as_posix()}; "
+        f"when it stopped, the paired A/B had timed {len(ratios)} shape(s) ({rel.as_posix()}; "
         f"median speed ratio incumbent/candidate time so far, > 1 is faster): {per}; geomean "
         f"{geo:.4f}x. Not a decision: no confidence interval, the stopping rule did not finish"
     )
