@@ -1,7 +1,8 @@
 """What an interrupted round's paired A/B had measured when it stopped.
 
 A round killed mid-A/B has no decision, but its trace (``artifacts/paired/timings.jsonl``, one
-line per timing request, :mod:`kernel_ratchet.harness.ab`) holds every sample it took. This
+line per timing request, :mod:`kernel_ratchet.harness.ab`; an escalated round's full-level A/B
+writes ``artifacts/full/paired/timings.jsonl``, read first) holds every sample it took. This
 reads the complete paired rounds from it (both sides, every phase of the round) and states, per
 shape, the median speed ratio so far and the number of rounds behind it, and their geomean:
 the state of the A/B at the interrupt, for the driver to read. It is not a decision (no
