@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
+from kernel_ratchet.campaign import engine
 from kernel_ratchet.campaign.engine import Campaign
+from kernel_ratchet.campaign.rounds import paired as rounds_paired
 from kernel_ratchet.campaign.state import PendingRound, Stage
 from kernel_ratchet.profile.loader import load_profile
-from kernel_ratchet.scoring.paired_fix import FIX
 from tests.campaign.conftest import campaign_dir, set_blocks
+
+
+class Stop(Exception):
+    """Ends the round where the test has seen what it needs."""
 
 
 def test_the_fix_flag_survives_the_state_file():
@@ -19,27 +25,44 @@ def test_the_fix_flag_survives_the_state_file():
     assert not PendingRound.from_dict(p.at(Stage.MEASURING, fix=False).to_dict()).fix
 
 
-@pytest.mark.slow
-def test_a_fix_round_runs_its_a_b_under_the_fix_rule(accepted_project, monkeypatch):
-    from kernel_ratchet.campaign.rounds import paired as rounds_paired
+@pytest.fixture
+def opened(project, monkeypatch) -> Campaign:
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join([str(project), os.environ.get("PYTHONPATH", "")])
+    )
+    monkeypatch.chdir(project)
+    return Campaign(load_profile(project), campaign_dir(project))
 
+
+@pytest.mark.parametrize("fix", [True, False])
+def test_validate_hands_the_flag_to_the_round(opened, monkeypatch, fix):
+    seen = []
+
+    def measure(ctx, n, pending):
+        seen.append(pending.fix)
+        raise Stop
+
+    monkeypatch.setattr(engine, "measure", measure)
+    set_blocks(Path.cwd(), M=32, N=32)  # a change to measure
+    with pytest.raises(Stop):
+        opened.validate("guard the race", fix=fix)
+    assert seen == [fix]
+
+
+@pytest.mark.parametrize("fix", [True, False])
+def test_the_round_a_b_runs_under_the_fix_rule_of_its_pending_round(opened, monkeypatch, fix):
     rules = []
-    real = rounds_paired.run_paired
 
-    def spy(*args, **kwargs):
+    def run_paired(*args, **kwargs):
         rules.append(kwargs["rule"])
-        return real(*args, **kwargs)
+        raise Stop
 
-    monkeypatch.setattr(rounds_paired, "run_paired", spy)
-    root = accepted_project
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
-    monkeypatch.chdir(root)
-    set_blocks(root, M=64, N=64)
-    c = Campaign(load_profile(root), campaign_dir(root))
-    rec = c.validate("64x64 tiles fix a wrong result", fix=True)
-    assert rules and all(r.fix for r in rules)
-    d = rec.decision
-    assert d is not None and d.paired
-    # accepted exactly when the fix rule found it not slower; never for a claimed gain
-    assert rec.accepted == rec.reason.startswith(FIX)
-    assert "aggregate's CI excludes no gain" not in rec.reason
+    monkeypatch.setattr(rounds_paired, "run_paired", run_paired)
+    ctx = opened.ctx
+    ctx.state.pending = PendingRound(2, Stage.MEASURING, "t0", "h", "K1", "quick", fix=fix)
+    labels = [s["label"] for s in ctx.m.target_shapes][:1]
+    with pytest.raises(Stop):
+        rounds_paired.run_ab(ctx, labels, opened.round_dir(2) / "paired")
+    with pytest.raises(Stop):  # calibration's A/A trials never judge a fix
+        rounds_paired.run_ab(ctx, labels, opened.round_dir(2) / "aa", a_a=True)
+    assert [r.fix for r in rules] == [fix, False]
