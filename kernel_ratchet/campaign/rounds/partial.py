@@ -24,6 +24,8 @@ from kernel_ratchet.scoring.paired_stats import log_ratios
 SIDES = ("incumbent", "candidate")
 #: Where a round's paired A/B writes its trace, relative to the round's directory.
 TRACE = Path("artifacts") / "paired" / "timings.jsonl"
+#: The words an interrupted round's reason states its paired A/B with (the view finds them).
+STATED = "the paired A/B had timed"
 #: The trace of an escalated round's full-level A/B, which runs after the quick one.
 FULL_TRACE = Path("artifacts") / "full" / "paired" / "timings.jsonl"
 
@@ -96,7 +98,7 @@ def _so_far(path: Path, rel: Path, campaign_type: str) -> str:
     per = "; ".join(f"{k} {r:.4f}x ({n} rounds)" for k, (r, n) in ratios.items())
     geo = math.exp(float(np.mean([math.log(r) for r, _ in ratios.values()])))
     return (
-        f"when it stopped, the paired A/B had timed {len(ratios)} shape(s) ({rel.as_posix()}; "
+        f"when it stopped, {STATED} {len(ratios)} shape(s) ({rel.as_posix()}; "
         f"median speed ratio incumbent/candidate time so far, > 1 is faster): {per}; geomean "
         f"{geo:.4f}x. Not a decision: no confidence interval, the stopping rule did not finish"
     )

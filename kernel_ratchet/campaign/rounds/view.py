@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from kernel_ratchet.campaign.context import primary_vs_base, vs_base
 from kernel_ratchet.campaign.record import RoundRecord
 from kernel_ratchet.campaign.render import RoundView, ShapeLine, trend_row, vs_baseline
+from kernel_ratchet.campaign.rounds.partial import STATED
 from kernel_ratchet.campaign.rounds.shared import describe
 from kernel_ratchet.guard import transfer_check
 from kernel_ratchet.harness.csv_schema import BenchTable
@@ -209,7 +210,7 @@ def _attribution(record: RoundRecord) -> str:
     if record.status is Status.BASELINE:
         return "Baseline: nothing to attribute."
     if not d or not d.per_shape:
-        if "the paired A/B had timed" in record.reason:
+        if STATED in record.reason:
             return (
                 f"No decision to attribute ({record.category.value}); what the paired A/B "
                 "had measured when it stopped is in the decision above."
