@@ -10,9 +10,7 @@ turns in one round count as their geometric mean, as the A/B counts them).
 
 from __future__ import annotations
 
-import json
 import math
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from kernel_ratchet.harness.paired_checks import SIDES
-from kernel_ratchet.scoring.metrics import geomean
+from kernel_ratchet.harness.paired_trace import round_times, trace_rounds
 
 
 @dataclass(frozen=True)
@@ -43,26 +41,6 @@ class TraceNoise:
         return tuple(float(np.std(r, ddof=1)) / math.sqrt(2) for r in self.residuals)
 
 
-def _rounds(path: Path) -> dict[tuple[int, str], dict[str, dict[str, list[float]]]]:
-    """(round, label) -> side -> phase -> the ok requests' ``median_ms`` values of one trace."""
-    out: dict[tuple[int, str], dict[str, dict[str, list[float]]]] = defaultdict(
-        lambda: {s: defaultdict(list) for s in SIDES}
-    )
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-            key, side = (int(row["round"]), str(row["label"])), str(row["side"])
-            ms = float(row["median_ms"]) if row.get("ok", True) else math.nan
-            phase = str(row["phase"])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ValueError(f"{path}:{n}: not a paired-trace line ({exc})") from None
-        if side in SIDES and math.isfinite(ms) and ms > 0:
-            out[key][side][phase].append(ms)
-    return out
-
-
 def read_traces(paths: Sequence[str | Path]) -> TraceNoise:
     """The A/A noise of the traces at ``paths`` (see the module docstring). A round counts for
     a shape only when both sides timed the same phases in it. Raises ValueError when a file is
@@ -70,11 +48,11 @@ def read_traces(paths: Sequence[str | Path]) -> TraceNoise:
     ratios: dict[str, list[float]] = {}
     times: dict[str, list[float]] = {}
     for path in map(Path, paths):
-        for (_, label), sides in sorted(_rounds(path).items()):
-            inc, cand = sides["incumbent"], sides["candidate"]
-            if not inc or set(inc) != set(cand):
+        for (_, label), sides in sorted(trace_rounds(path).items()):
+            per_phase = round_times(sides)
+            if per_phase is None:
                 continue
-            t = {s: sum(geomean(v) for v in sides[s].values()) for s in SIDES}
+            t = {s: sum(per_phase[s].values()) for s in SIDES}
             ratios.setdefault(label, []).append(math.log(t["incumbent"] / t["candidate"]))
             times.setdefault(label, []).append(t["incumbent"])
     few = {k: len(v) for k, v in ratios.items() if len(v) < 3}

@@ -11,7 +11,6 @@ confidence interval, the stopping rule did not finish) and the record says so.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 from pathlib import Path
@@ -19,49 +18,36 @@ from pathlib import Path
 import numpy as np
 
 from kernel_ratchet.harness.paired_samples import PairedSamples
+from kernel_ratchet.harness.paired_trace import round_times, trace_rounds
 from kernel_ratchet.scoring.paired_stats import log_ratios
 
-SIDES = ("incumbent", "candidate")
 #: Where a round's paired A/B writes its trace, relative to the round's directory.
 TRACE = Path("artifacts") / "paired" / "timings.jsonl"
-#: The words an interrupted round's reason states its paired A/B with (the view finds them).
-STATED = "the paired A/B had timed"
 #: The trace of an escalated round's full-level A/B, which runs after the quick one.
 FULL_TRACE = Path("artifacts") / "full" / "paired" / "timings.jsonl"
+#: The words an interrupted round's reason states its paired A/B with (the view finds them).
+STATED = "the paired A/B had timed"
 
 
-def _complete_rounds(lines: list[dict]) -> dict[str, list[dict[str, dict[str, float]]]]:
-    """Per shape, in round order: ``{side: {phase: median_ms}}`` of the rounds in which every
-    phase timed on either side was timed on both."""
-    by: dict[tuple[str, int], dict[str, dict[str, float]]] = defaultdict(
-        lambda: {s: {} for s in SIDES}
-    )
-    for r in lines:
-        if not isinstance(r, dict):
-            continue
-        ms = r.get("median_ms")
-        if not (r.get("ok") and r.get("side") in SIDES and isinstance(ms, (int, float)) and ms > 0):
-            continue
-        try:
-            key = (str(r["label"]), int(r["round"]))
-        except (KeyError, TypeError, ValueError):
-            continue  # a line this reader cannot place: the others still count
-        by[key][r["side"]][str(r.get("phase"))] = float(ms)
-    out: dict[str, list[dict[str, dict[str, float]]]] = defaultdict(list)
-    for (label, _), sides in sorted(by.items(), key=lambda kv: kv[0][1]):
-        inc, cand = sides["incumbent"], sides["candidate"]
-        if inc and set(inc) == set(cand) and "fwd" in inc:
-            out[label].append(sides)
+def _samples(path: Path) -> dict[str, PairedSamples]:
+    """Per shape, the complete paired rounds of the trace at ``path`` (both sides timed the
+    same phases, the forward among them; those of the shape's first such round), in order."""
+    by: dict[str, list[dict[str, dict[str, float]]]] = defaultdict(list)
+    for (_, label), sides in sorted(trace_rounds(path, strict=False).items()):
+        t = round_times(sides)
+        if t is not None and "fwd" in t["incumbent"]:
+            by[label].append(t)
+    out = {}
+    for label, rounds in by.items():
+        phases = set(rounds[0]["incumbent"])
+        kept = [r for r in rounds if set(r["incumbent"]) == phases]
+        out[label] = PairedSamples(
+            *(
+                {p: [r[side][p] for r in kept] for p in phases}
+                for side in ("incumbent", "candidate")
+            )
+        )
     return out
-
-
-def _samples(rounds: list[dict[str, dict[str, float]]]) -> PairedSamples:
-    phases = set(rounds[0]["incumbent"])
-    rounds = [r for r in rounds if set(r["incumbent"]) == phases]
-    return PairedSamples(
-        {p: [r["incumbent"][p] for r in rounds] for p in phases},
-        {p: [r["candidate"][p] for r in rounds] for p in phases},
-    )
 
 
 def paired_so_far(round_dir: Path, campaign_type: str) -> str:
@@ -76,20 +62,13 @@ def paired_so_far(round_dir: Path, campaign_type: str) -> str:
 
 def _so_far(path: Path, rel: Path, campaign_type: str) -> str:
     try:
-        text = path.read_text(encoding="utf-8")
+        samples = _samples(path)
     except OSError:
         return ""
-    lines = []
-    for ln in text.splitlines():
-        try:
-            lines.append(json.loads(ln))
-        except json.JSONDecodeError:
-            continue  # the line being written when the process died
     ratios: dict[str, tuple[float, int]] = {}
-    for label, rounds in _complete_rounds(lines).items():
+    for label, smp in samples.items():
         try:
-            s = _samples(rounds)
-            x = log_ratios(s, campaign_type)
+            x = log_ratios(smp, campaign_type)
         except ValueError:
             continue  # a phase the campaign type needs was never timed on this shape
         ratios[label] = (math.exp(float(np.median(x))), len(x))
