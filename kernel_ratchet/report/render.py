@@ -70,38 +70,35 @@ def _paired_ratios(c: CampaignContext, acc: list[ClosedEntry]) -> dict[str, list
     return ratios
 
 
-def _paired_by_shape(c: CampaignContext, acc: list[ClosedEntry]) -> dict[str, str]:
-    """Per shape: the product of the accepted rounds' paired per-shape ratios, and how many of
-    those rounds measured the shape."""
-    return {
-        lbl: f"{pct(math.prod(v) - 1, 2)} ({len(v)} of {len(acc)} rounds)"
-        for lbl, v in _paired_ratios(c, acc).items()
-    }
-
-
-def _next_steps(c: CampaignContext, final: BenchTable, acc: list[ClosedEntry]) -> str:
-    """The report's top three next steps (:mod:`.next_steps`), joined."""
-    paired = {lbl: math.prod(v) - 1 for lbl, v in _paired_ratios(c, acc).items()}
-    finals = score_vector(final, c.m.campaign_type)
+def _next_steps(c: CampaignContext, final: BenchTable, ratios: dict[str, list[float]]) -> str:
+    """The report's top three next steps (:mod:`.next_steps`), joined; ``ratios``:
+    :func:`_paired_ratios`."""
     steps = next_steps(
         c.state.closed,
         _next_directions(c),
-        paired,
-        finals,
+        {lbl: math.prod(v) - 1 for lbl, v in ratios.items()},
+        score_vector(final, c.m.campaign_type),
         c.m.primary_metric,
         min_detectable(c) > 0,
     )
     return "; ".join(steps)
 
 
-def _shape_rows(c: CampaignContext, final: BenchTable, acc: list[ClosedEntry]) -> str:
+def _shape_rows(
+    c: CampaignContext, final: BenchTable, ratios: dict[str, list[float]], accepted: int
+) -> str:
+    """The full validation's rows: the harness columns and the paired chain of ``ratios``
+    (:func:`_paired_ratios`, with how many of the ``accepted`` rounds measured the shape)."""
     ct = c.m.campaign_type
     base, cur = score_vector(c.baseline_table(), ct), score_vector(final, ct)
-    paired = _paired_by_shape(c, acc)
     return "\n".join(
         f"| {lbl} | {num(base.get(lbl))} | {num(cur.get(lbl))} | "
         f"{pct((cur[lbl] / base[lbl] - 1) if lbl in cur and base.get(lbl) else None, 2)} | "
-        f"{paired.get(lbl, '-')} |"
+        + (
+            f"{pct(math.prod(ratios[lbl]) - 1, 2)} ({len(ratios[lbl])} of {accepted} rounds) |"
+            if lbl in ratios
+            else "- |"
+        )
         for lbl in [s["label"] for s in c.m.target_shapes]
     )
 
@@ -113,6 +110,7 @@ def _final_report(c: CampaignContext, final: BenchTable) -> str:
     f_agg = aggregates(final, ct).primary_avg
     gain = f_agg / b_agg - 1.0 if b_agg > 0 else math.nan
     acc = [r for r in c.state.closed if r.status is Status.ACCEPTED]
+    ratios = _paired_ratios(c, acc)
     rej = [r for r in c.state.closed if r.verified_ineffective]
     kept = [r for r in c.state.closed if r.status is not Status.ROLLED_BACK]
     chain = check_chain([(r.round, 1.0 + (r.vs_baseline or 0.0)) for r in kept])
@@ -126,7 +124,7 @@ def _final_report(c: CampaignContext, final: BenchTable) -> str:
         + f"Termination: {term.code if term else None} — {term.reason if term else None}\n\n"
         f"Full validation ({len(c.m.target_shapes)} shapes, {c.m.primary_metric}):\n\n"
         "| Shape | Baseline | Final | Gain (harness, diagnostic) | Paired chain |\n"
-        "|---|---|---|---|---|\n" + _shape_rows(c, final, acc) + "\n\n"
+        "|---|---|---|---|---|\n" + _shape_rows(c, final, ratios, len(acc)) + "\n\n"
         "Baseline, Final and their Gain are two single harness runs taken at different times: "
         "on steps of tens of microseconds they can differ by more than any change (a "
         "diagnostic). Paired chain: the product of the accepted rounds' per-shape medians of "
@@ -140,7 +138,7 @@ def _final_report(c: CampaignContext, final: BenchTable) -> str:
         + _directions_kept(c, acc)
         + f"- Ineffective directions: {'; '.join(r.hypothesis for r in rej) or 'none'}\n"
         f"- Chain integrity (harness CSVs, diagnostic): {'; '.join(chain) or 'intact'}\n"
-        f"- Top three next steps: {_next_steps(c, final, acc)}\n"
+        f"- Top three next steps: {_next_steps(c, final, ratios)}\n"
         f"- Real-training audit: {_real_training(c)}\n\nRound summaries:\n" + links + "\n\n"
     )
 
