@@ -22,6 +22,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from kernel_ratchet.kernels.gemm.kernel_tile import _output, _store_tile
+
 
 @triton.jit
 def _group_of_tile(tile_id, tile_end, tiles, row_end, lens, offs_g, n_tiles, BLOCK_M, GROUP_M):
@@ -86,6 +88,8 @@ def _mm_tile(
     EVEN_N: tl.constexpr,
     B_N_CONTIG: tl.constexpr,
     USE_TMA: tl.constexpr = False,
+    c_dst=None,
+    TMA_STORE: tl.constexpr = 0,
 ):
     """One output tile: rows [row0, row0 + min(valid, BLOCK_M)) x columns of tile pn.
 
@@ -93,7 +97,10 @@ def _mm_tile(
     [G * N, K] (K-major) or [G * K, N] (N contiguous; the launcher takes this path only when K
     is a multiple of BLOCK_K, so a k step never reads the next group's rows). Either way rows
     past the group and columns past N read other rows (or zeros past the tensor) and are never
-    stored, and K tails are zeros."""
+    stored, and K tails are zeros. ``TMA_STORE`` 1 or 2: a tile whose rows all belong to its
+    group goes out through shared memory by TMA stores into ``c_dst`` (the whole tile or two
+    halves of BLOCK_N; the hardware drops columns past N); a group's partial last tile, whose
+    rows past the group are the next group's, keeps the masked pointer store."""
     rm = tl.arange(0, BLOCK_M)
     rk = tl.arange(0, BLOCK_K)
     row_ok = rm < valid
@@ -132,9 +139,14 @@ def _mm_tile(
         if not USE_TMA:
             a_ptrs += BLOCK_K * stride_ak
             b_ptrs += BLOCK_K * stride_bk
-    c_ptrs = c_ptr + row0.to(tl.int64) * stride_cm + rm[:, None] * stride_cm
-    c_ptrs += cols[None, :] * stride_cn
-    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=row_ok[:, None] & col_ok[None, :])
+    out = acc.to(c_ptr.dtype.element_ty)
+    if TMA_STORE > 0 and valid >= BLOCK_M:
+        _store_tile(out, c_ptr, c_dst, row0, pn * BLOCK_N, 0, 0, 0, 0, 0, 0, BLOCK_M, BLOCK_N, 1,
+                    TMA_STORE)  # fmt: skip
+    else:
+        c_ptrs = c_ptr + row0.to(tl.int64) * stride_cm + rm[:, None] * stride_cm
+        c_ptrs += cols[None, :] * stride_cn
+        tl.store(c_ptrs, out, mask=row_ok[:, None] & col_ok[None, :])
 
 
 @triton.jit
@@ -165,6 +177,8 @@ def _grouped_mm_kernel(
     SPLIT_TAIL: tl.constexpr,
     T=0,
     USE_TMA: tl.constexpr = False,
+    FLATTEN: tl.constexpr = False,
+    TMA_STORE: tl.constexpr = 0,
 ):
     """C[rows of g, n] = sum_k A[rows of g, k] * B[g, n, k] (B element (g, n, k) by strides).
 
@@ -173,6 +187,9 @@ def _grouped_mm_kernel(
     BLOCK_M / 2 rows of MMA work instead of BLOCK_M - 1.
     USE_TMA (no SPLIT_TAIL): the tiles load through TMA descriptors (see :func:`_mm_tile`);
     A and B contiguous along their last axis with 16-byte aligned rows, ``T`` rows of A.
+    FLATTEN (no SPLIT_TAIL): one software pipeline over every (tile, k-block) of a program, so
+    the next tile's first loads are in flight during this tile's epilogue. TMA_STORE (with
+    USE_TMA; C's rows 16-byte aligned): full tiles are stored by TMA (see :func:`_mm_tile`).
     """
     tl.static_assert(not (USE_TMA and SPLIT_TAIL), "TMA loads run without the split tail")
     pid = tl.program_id(0)
@@ -197,7 +214,8 @@ def _grouped_mm_kernel(
     tile_end = tl.cumsum(tiles, 0)
     row_end = tl.cumsum(lens, 0)
     total = tl.sum(tiles)
-    for tile_id in range(pid, total, NUM_PROGS):
+    c_dst = _output(c_ptr, T, N, stride_cm, BLOCK_M, BLOCK_N, TMA_STORE)
+    for tile_id in tl.range(pid, total, NUM_PROGS, flatten=FLATTEN):
         row0, valid, pn, g = _group_of_tile(
             tile_id, tile_end, tiles, row_end, lens, offs_g, n_tiles, BLOCK_M, GROUP_M
         )
@@ -277,6 +295,8 @@ def _grouped_mm_kernel(
                 EVEN_N,
                 B_N_CONTIG,
                 USE_TMA,
+                c_dst,
+                TMA_STORE,
             )
 
 

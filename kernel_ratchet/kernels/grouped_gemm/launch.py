@@ -140,6 +140,8 @@ def grouped_mm(
         B_N_CONTIG=stride_bn == 1,
         T=T,
         USE_TMA=tma,
+        FLATTEN=cfg.flatten and not cfg.split_tail,
+        TMA_STORE=cfg.tma_store if tma and (N * out.element_size()) % 16 == 0 else 0,
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
     )
