@@ -34,7 +34,7 @@ from kernel_ratchet.kernels.grouped_gemm.fp8 import (
     quant_weight_128x128,
 )
 from kernel_ratchet.kernels.grouped_gemm.launch import grouped_mm, grouped_wgrad
-from kernel_ratchet.kernels.grouped_gemm.shapes import moe_offlist, moe_shapes
+from kernel_ratchet.kernels.grouped_gemm.shapes import moe_offlist, moe_shapes, moe_stress
 from kernel_ratchet.kernels.quant.dual import quant_fp8_dual_1x128
 from kernel_ratchet.kernels.quant.dual_grouped import quant_fp8_dual_1x128_grouped
 from kernel_ratchet.kernels.quant.launch import Fp8Quantized, quant_fp8_blockwise_1x128
@@ -53,11 +53,24 @@ BF16_MM = {
     # a short K (down projections): tiles small enough for two programs per SM
     "128x128x64_w8_s3_tma": TileConfig(128, 128, 64, 8, 8, 3, use_tma=True),
     "128x128x64_w4_s3_tma": TileConfig(128, 128, 64, 8, 4, 3, use_tma=True),
+    # one pipeline over a program's (tile, k-block)s: the epilogue overlaps the next tile's
+    # loads (a short K spends the most of a tile in it)
+    "128x256x64_w8_s4_tma_flat": TileConfig(128, 256, 64, 8, 8, 4, use_tma=True, flatten=True),
+    "128x256x64_w8_s3_tma_flat": TileConfig(128, 256, 64, 8, 8, 3, use_tma=True, flatten=True),
+    "128x256x64_w8_s4_tma_flat_g4": TileConfig(128, 256, 64, 4, 8, 4, use_tma=True, flatten=True),
+    "128x256x64_w8_s4_tma_flat_g16": TileConfig(128, 256, 64, 16, 8, 4, use_tma=True, flatten=True),
+    # full tiles stored by TMA (asynchronous: the store drains under the next tile's loads)
+    "128x256x64_w8_s4_tma_st2": TileConfig(128, 256, 64, 8, 8, 4, use_tma=True, tma_store=2),
+    "128x256x64_w8_s3_tma_st1": TileConfig(128, 256, 64, 8, 8, 3, use_tma=True, tma_store=1),
 }
 BF16_DGRAD = {
     "dgrad shipped:bf16_mm_large": BUCKETS["bf16_mm_large"],
     "dgrad_128x256x64_w8_s3": TileConfig(128, 256, 64, 8, 8, 3),
     "dgrad_128x256x64_w8_s3_tma": TileConfig(128, 256, 64, 8, 8, 3, use_tma=True),
+    "dgrad_128x256x64_w8_s4_tma_flat": TileConfig(
+        128, 256, 64, 8, 8, 4, use_tma=True, flatten=True
+    ),
+    "dgrad_128x256x64_w8_s4_tma_st2": TileConfig(128, 256, 64, 8, 8, 4, use_tma=True, tma_store=2),
 }
 BF16_WGRAD = {
     "shipped:bf16_wgrad": BUCKETS["bf16_wgrad"],
@@ -138,23 +151,44 @@ def _time(label: str, name: str, fn, flop: float, mrt: float) -> tuple:
     return (label, name, ms, tflops(flop, ms))
 
 
-def sweep_shape(label: str, s, mrt: float, kinds: frozenset[str] = KINDS) -> list[tuple]:
-    """Rows (shape, config, ms, TFLOPS) for one shape, of the launches in ``kinds``."""
+def _pick(candidates: dict[str, TileConfig], only: tuple[str, ...]) -> dict[str, TileConfig]:
+    """The shipped buckets and the candidates whose name holds one of ``only`` (all if empty)."""
+    return {
+        k: v
+        for k, v in candidates.items()
+        if not only or k.startswith(("shipped:", "dgrad shipped:")) or any(o in k for o in only)
+    }
+
+
+def sweep_shape(
+    label: str, s, mrt: float, kinds: frozenset[str] = KINDS, only: tuple[str, ...] = ()
+) -> list[tuple]:
+    """Rows (shape, config, ms, TFLOPS) for one shape, of the launches in ``kinds``, of the
+    candidates ``only`` picks (see :func:`_pick`)."""
     case = make_grouped_case(s, 0, "cuda")
     x, w, lens, dout = case.x.detach(), case.w.detach(), case.group_lens, case.dout
     f = 2.0 * s.M * s.N * s.K
     a = torch.randn(s.M, s.K, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(s.K, s.N, device="cuda", dtype=torch.bfloat16)
     rows = [_time(label, "dense_cublas", partial(torch.mm, a, b), f, mrt)]
-    for name, cfg in BF16_MM.items() if "fwd" in kinds else ():
+    if hasattr(torch, "_grouped_mm"):  # torch's grouped GEMM on the same routing
+        offs = torch.cumsum(lens, 0, dtype=torch.int32)
+        wt = w.transpose(-2, -1)
+        rows.append(
+            _time(label, "torch_grouped_mm", partial(torch._grouped_mm, x, wt, offs=offs), f, mrt)
+        )
+        if "dgrad" in kinds:
+            fn = partial(torch._grouped_mm, dout, w, offs=offs)
+            rows.append(_time(label, "dgrad torch_grouped_mm", fn, f, mrt))
+    for name, cfg in _pick(BF16_MM, only).items() if "fwd" in kinds else ():
         rows.append(_time(label, name, partial(grouped_mm, x, w, lens, config=cfg), f, mrt))
-    for name, cfg in BF16_DGRAD.items() if "dgrad" in kinds else ():
+    for name, cfg in _pick(BF16_DGRAD, only).items() if "dgrad" in kinds else ():
         fn = partial(grouped_mm, dout, w, lens, b_is_nk=False, config=cfg)
         rows.append(_time(label, name, fn, f, mrt))
-    for name, cfg in BF16_WGRAD.items() if "wgrad" in kinds else ():
+    for name, cfg in _pick(BF16_WGRAD, only).items() if "wgrad" in kinds else ():
         fn = partial(grouped_wgrad, dout, x, lens, config=cfg)
         rows.append(_time(label, name, fn, f, mrt))
-    if "mixtral" in label and "fwd" in kinds:
+    if "mixtral" in label and "fwd" in kinds and not only:
         xq = quant_fp8_blockwise_1x128(x)
         wq = quant_weight_128x128(w)
         for name, cfg in FP8_MM.items():
@@ -247,17 +281,23 @@ def main(argv: list[str] | None = None) -> int:
         default=",".join(sorted(KINDS)),
         help="bf16 launches to sweep, comma-separated: fwd, dgrad, wgrad (default all)",
     )
+    p.add_argument(
+        "--only",
+        default="",
+        help="bf16 candidates whose name holds one of these, comma-separated (shipped kept)",
+    )
     args = p.parse_args(argv)
+    only = tuple(o for o in args.only.split(",") if o)
     kinds = frozenset(k for k in args.kinds.split(",") if k)
     if not kinds or kinds - KINDS:
         p.error(f"--kinds takes some of {sorted(KINDS)}, got {args.kinds!r}")
     print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name(), flush=True)
     labels = [x for x in args.shapes.split(",") if x]
-    known = {s.label: s for s in [*moe_shapes(), *moe_offlist()]}
+    known = {s.label: s for s in [*moe_shapes(), *moe_offlist(), *moe_stress()]}
     missing = [x for x in labels if x not in known]
     if missing:
         p.error(f"unknown shape(s) {missing}: see kernel_ratchet.kernels.grouped_gemm.shapes")
-    sweep = sweep_fp8 if args.fp8 else partial(sweep_shape, kinds=kinds)
+    sweep = sweep_fp8 if args.fp8 else partial(sweep_shape, kinds=kinds, only=only)
     rows = []
     for label in labels:
         new = sweep(label, known[label], args.min_run_time)
@@ -265,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
         for r in new:
             print(f"{r[0]:30s} {r[1]:22s} {r[2]:8.3f} ms {r[3]:7.1f} TFLOPS", flush=True)
         rows += new
-    new = [] if args.fp8 or "fwd" not in kinds else sweep_dual(args.min_run_time)
+    new = [] if args.fp8 or "fwd" not in kinds or only else sweep_dual(args.min_run_time)
     for r in new:
         print(f"{r[0]:30s} {r[1]:22s} {r[2]:8.3f} ms {r[3]:7.1f} GB/s", flush=True)
     rows += new
