@@ -53,12 +53,12 @@ def test_the_campaign_set_spans_both_routing_regimes_on_the_same_layers():
     assert models & set(S.MODELS) and models & set(S.OFFLIST_MODELS)
     # the shapes are the target and stress sets' own, routing and all
     known = {s.label: s for s in S.moe_target() + S.moe_stress()}
-    assert all(known[s.label] == s for s in shapes) and len(shapes) == 5
-    # two layers under both routings: the skew gate's twins (same groups, N and K)
+    assert all(known[s.label] == s for s in shapes) and len(shapes) == 7
+    # three layers under both routings: the skew gate's twins (same groups, N and K)
     layer = {}
     for s in shapes:
         layer.setdefault((s.B, s.N, s.K), set()).add(s.params["dist"] == "uniform")
-    assert sum(1 for kinds in layer.values() if kinds == {True, False}) == 2
+    assert sum(1 for kinds in layer.values() if kinds == {True, False}) == 3
     # the one-hot-heavy rows give one expert every token: the weight gradient's long group
     heavy = next(s for s in shapes if s.params["dist"] == "onehot_heavy")
     assert max(S.lens_of(heavy)) >= heavy.M // heavy.params["top_k"]

@@ -215,9 +215,11 @@ def moe_offlist() -> list[Shape]:
 
 
 def moe_campaign() -> list[Shape]:
-    """Five shapes for a round that must see both routing regimes on the same layers: Qwen3-235B
+    """Seven shapes for a round that must see both routing regimes on the same layers: Qwen3-235B
     gate_up uniform and Zipf-1.2 (512 rows per expert on average), Mixtral down uniform and
-    skewed (2048), and the off-list OLMoE gate_up under one-hot-heavy routing (8192 tokens).
+    skewed (2048), Qwen3-30B-A3B down uniform and skewed (512 rows, a contraction of 768: the
+    forward's epilogue weighs most there), and the off-list OLMoE gate_up under one-hot-heavy
+    routing (8192 tokens).
     The twins let the skew gate judge a change that applies by group size on the layers it
     touches (:func:`kernel_ratchet.guard.skew.skew_robustness`). DeepSeek-V3 is left out: with
     its 7.5e9-element weight each worker of a round held 68 GB on an H200, and the focused test
@@ -227,6 +229,8 @@ def moe_campaign() -> list[Shape]:
         "qwen3_235b_gate_up_zipf1.2",
         "mixtral_8x7b_down_uniform",
         "mixtral_8x7b_down_skewed",
+        "qwen3_30b_down_uniform",
+        "qwen3_30b_down_skewed",
         "olmoe_1b_7b_gate_up_onehot_heavy",
     )
     by_label = {s.label: s for s in moe_target() + moe_stress()}
