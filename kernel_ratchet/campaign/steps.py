@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernel_ratchet.campaign.log_digest import failure_digest
 from kernel_ratchet.errors import raise_if_interrupted
 from kernel_ratchet.harness.start_gate import DRIVER_ENV, GATE_ENV
 
@@ -126,7 +127,7 @@ def start_step(
         raise
     pgid_file = log_path.with_name(log_path.name + ".pgid")
     pgid_file.write_text(f"{proc.pid} {machine_identity()}")
-    step = RunningStep(name, command, proc, log, log_path, pgid_file, t0, gate)
+    step = RunningStep(name, command, proc, log, log_path, pgid_file, t0, gate, cwd=Path(cwd))
     step._watch()
     return step
 
@@ -145,6 +146,7 @@ class RunningStep:
     gate: Path | None = None
     released: float | None = None  # monotonic time of the release
     ended: float | None = None  # monotonic time of the exit, noted by :meth:`_watch`
+    cwd: Path | None = None  # where it ran: its log is named relative to it in a reason
 
     def _watch(self) -> None:
         """Note the moment the command exits (a thread waits on it): a wait that comes later
@@ -176,6 +178,17 @@ class RunningStep:
         if self.gate is not None:
             self.gate.unlink(missing_ok=True)
 
+    def _failed(self, rc: int) -> str:
+        """Why a step failed: its exit code, what its log says (:func:`failure_digest`: the
+        failing tests of a pytest run) and the log, relative to where the step ran."""
+        log = portable_path(self.log_path, self.cwd) if self.cwd else str(self.log_path)
+        digest = failure_digest(self.log_path)
+        return (
+            f"{self.name} exited with code {rc}"
+            + (f": {digest}" if digest else "")
+            + (f" (see {log})")
+        )
+
     def wait(self, timeout_s: float) -> StepResult:
         """Release the gate if it is not yet, wait up to ``timeout_s`` from now, and return the
         outcome; its seconds run from the release (a gated command's preparation overlapped
@@ -196,7 +209,7 @@ class RunningStep:
         finally:
             self._close()
         secs = max(0.0, (self.ended or time.monotonic()) - since)  # a gated one may end first
-        reason = "ok" if rc == 0 else f"{self.name} exited with code {rc} (see {self.log_path})"
+        reason = "ok" if rc == 0 else self._failed(rc)
         return StepResult(self.name, self.command, rc == 0, rc, secs, str(self.log_path), reason)
 
 

@@ -160,6 +160,35 @@ def test_a_step_log_shows_its_command_and_cwd_as_records_name_them(tmp_path):
     assert portable_command(f"cd {tmp_path} && echo hi", root) == f"cd {tmp_path} && echo hi"
 
 
+def test_a_failed_step_names_its_failing_tests_and_its_log_from_where_it_ran(tmp_path):
+    root = tmp_path / "proj"
+    art = root / ".ratchet" / "campaigns" / "c" / "rounds" / "round-2" / "artifacts"
+    (root / "tests").mkdir(parents=True)
+    (root / "tests" / "test_k.py").write_text(
+        "import pytest\n"
+        "def test_ok():\n    pass\n"
+        "@pytest.mark.parametrize('n', [1, 2])\n"
+        "def test_tile(n):\n    raise ValueError(f'flatten and tma_store exclude each other {n}')\n"
+    )
+    pytest_cmd = f"{shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider tests"
+    step = run_step("focused test", pytest_cmd, cwd=root, log_path=art / "test.log", timeout_s=120)
+    assert not step.ok and step.returncode == 1
+    assert str(tmp_path) not in step.reason, step.reason
+    assert step.reason.startswith("focused test exited with code 1: 2 failed: ")
+    assert "tests/test_k.py::test_tile[1], tests/test_k.py::test_tile[2]" in step.reason
+    assert "first error: ValueError: flatten and tma_store exclude each other 1" in step.reason
+    assert step.reason.endswith("(see .ratchet/campaigns/c/rounds/round-2/artifacts/test.log)")
+    # any other command: the last line it printed
+    other = run_step(
+        "build", "echo compiling; echo 'nvcc: error: bad flag' >&2; exit 3",
+        cwd=root, log_path=art / "build.log", timeout_s=60,
+    )  # fmt: skip
+    assert other.reason == (
+        "build exited with code 3: nvcc: error: bad flag "
+        "(see .ratchet/campaigns/c/rounds/round-2/artifacts/build.log)"
+    )
+
+
 def test_a_paired_run_names_its_worker_logs_from_the_campaign(tmp_path):
     cdir = tmp_path / "proj" / ".ratchet" / "campaigns" / "c"
     art = cdir / "rounds" / "round-2" / "artifacts" / "paired"

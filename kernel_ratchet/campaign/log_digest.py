@@ -1,0 +1,45 @@
+"""What a failed command's log says went wrong, in one line for a round's reason."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+#: pytest's short summary lines (``-rfE``, its default): ``FAILED node - message``.
+_SUMMARY = re.compile(r"^(FAILED|ERROR) (\S+(?:\[.*?\])?)(?: - (.*))?$")
+#: The first line of an exception in pytest's report (``E   ValueError: ...``).
+_E_LINE = re.compile(r"^E\s{2,}(\S.*)$")
+_MAX = 160
+
+
+def _clip(text: str, n: int = _MAX) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def failure_digest(log: str | Path, most: int = 3) -> str:
+    """``"2 failed: tests/a.py::t[x], tests/b.py::u; first error: ValueError: ..."`` from a
+    pytest log; for any other command its last non-empty line; ``""`` when the log is
+    missing or empty. At most ``most`` node ids are named."""
+    try:
+        lines = Path(log).read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return ""
+    nodes: list[str] = []
+    first_error = ""
+    for ln in lines:
+        m = _SUMMARY.match(ln)
+        if m:
+            nodes.append(m.group(2))
+            first_error = first_error or (m.group(3) or "")
+        e = _E_LINE.match(ln)
+        if e and not first_error:
+            first_error = e.group(1)
+    if nodes:
+        named = ", ".join(nodes[:most]) + (
+            f" and {len(nodes) - most} more" if len(nodes) > most else ""
+        )
+        why = f"; first error: {_clip(first_error)}" if first_error else ""
+        return f"{len(nodes)} failed: {named}{why}"
+    last = next((ln for ln in reversed(lines) if ln.strip()), "")
+    return _clip(last) if last and not last.startswith("$ ") else ""
