@@ -49,6 +49,8 @@ TRANSFER_KEYS = (
     "Estimated real-training gain",
     "Decision",
 )
+#: The values that need a measurement (a round stopped before one has only the static audit).
+TRANSFER_MEASURED = TRANSFER_KEYS[3:7]
 ACCEPT_REAL, ACCEPT_ASTERISK = "ACCEPT-as-real", "ACCEPT-with-asterisk"
 DECISIONS = (ACCEPT_REAL, ACCEPT_ASTERISK, REJECT)
 CALL_OUT_GAP = 0.01

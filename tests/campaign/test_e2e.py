@@ -137,6 +137,12 @@ def test_whole_campaign(two_rounds, capsys, monkeypatch):
     record = json.loads((cdir / "rounds/round-3/round.json").read_text())
     assert record["status"] == "ROLLED BACK" and record["category"] == "test", record
     assert set(record["seconds"]) == {"test", "measure"}  # the harness never ran
+    # the reason names the failing test and the log from the project root
+    assert "failed: tests/" in record["reason"] and str(root) not in record["reason"], record
+    assert "(see .ratchet/campaigns/" in record["reason"], record
+    summary3 = (cdir / "rounds/round-3/summary.md").read_text()
+    assert "- Benchmark gain: not judged: the round stopped before any measurement" in summary3
+    assert "- Decision: not judged" in summary3 and "ACCEPT-as-real" not in summary3
 
     # round 4: smaller K tiles double the k-loop -> slower -> ROLLED BACK
     set_blocks(root, K=8)

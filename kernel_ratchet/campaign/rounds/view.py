@@ -15,6 +15,7 @@ from kernel_ratchet.campaign.render import RoundView, ShapeLine, trend_row, vs_b
 from kernel_ratchet.campaign.rounds.partial import STATED
 from kernel_ratchet.campaign.rounds.shared import describe
 from kernel_ratchet.guard import transfer_check
+from kernel_ratchet.guard.transfer import REJECT, TRANSFER_MEASURED
 from kernel_ratchet.harness.csv_schema import BenchTable
 from kernel_ratchet.scoring.decision import Status
 from kernel_ratchet.scoring.metrics import aggregates, geomean, primary_value
@@ -189,6 +190,13 @@ def transfer_of(record: RoundRecord) -> dict[str, str]:
     d = record.decision
     skew = d.skew if d else None
     t = transfer_check(static, None, float((d.gain if d else 0.0) or 0.0), skew=skew)
+    if not (d and d.per_shape):  # stopped before any measurement: only the audit ran
+        why = f"not judged: the round stopped before any measurement ({record.category.value})"
+        for key in TRANSFER_MEASURED:
+            t[key] = why
+        if t["Decision"] != REJECT:  # the static audit's rejection stands without a benchmark
+            t["Decision"] = why
+        return t
     dyn = d.dynamic if d else None
     if dyn and dyn["verdict"] != "NOT-RUN":
         t["4-step trace hit rate"] = dyn["candidate"].get("hit_rates") or "no cache"
