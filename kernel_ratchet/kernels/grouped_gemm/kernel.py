@@ -139,14 +139,13 @@ def _mm_tile(
         if not USE_TMA:
             a_ptrs += BLOCK_K * stride_ak
             b_ptrs += BLOCK_K * stride_bk
-    out = acc.to(c_ptr.dtype.element_ty)
     if TMA_STORE > 0 and valid >= BLOCK_M:
-        _store_tile(out, c_ptr, c_dst, row0, pn * BLOCK_N, 0, 0, 0, 0, 0, 0, BLOCK_M, BLOCK_N, 1,
+        _store_tile(acc, c_ptr, c_dst, row0, pn * BLOCK_N, 0, 0, 0, 0, 0, 0, BLOCK_M, BLOCK_N, 1,
                     TMA_STORE)  # fmt: skip
     else:
         c_ptrs = c_ptr + row0.to(tl.int64) * stride_cm + rm[:, None] * stride_cm
         c_ptrs += cols[None, :] * stride_cn
-        tl.store(c_ptrs, out, mask=row_ok[:, None] & col_ok[None, :])
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=row_ok[:, None] & col_ok[None, :])
 
 
 @triton.jit
