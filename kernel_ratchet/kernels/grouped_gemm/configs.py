@@ -46,27 +46,27 @@ class TileConfig:
     #: each group's first token (:mod:`kernel_ratchet.kernels.quant.dual_grouped`), so no chunk
     #: holds two groups' tokens: no token mask, no neighbour's partial chunk to walk.
     group_chunks: bool = False
-    #: bf16 forward and dgrad (no split tail): one software pipeline over every (tile,
-    #: k-block) of a persistent program, so a tile's epilogue overlaps the next tile's loads.
-    #: On bf16_mm_large a campaign rolled it back: step 1.0015x [0.9934, 1.0080], +1.6-2% on
-    #: Qwen3-30B-A3B down, -1-2% on Mixtral down skewed (campaigns/grouped_gemm_bf16_moe/flatten).
+    #: bf16 forward and dgrad (no split tail), and the bf16 wgrad with ``persistent``: one
+    #: software pipeline over every (tile, reduction step) of a persistent program, so a tile's
+    #: epilogue overlaps the next tile's loads. On bf16_mm_large a campaign rolled it back: step
+    #: 1.0015x [0.9934, 1.0080], +1.6-2% on Qwen3-30B-A3B down, -1-2% on Mixtral down skewed
+    #: (campaigns/grouped_gemm_bf16_moe/flatten).
     flatten: bool = False
-    #: bf16 forward and dgrad with TMA loads: how a tile whose rows all lie in its group is
-    #: written: 0 masked pointer stores; 1 one TMA store; 2 two TMA stores of half BLOCK_N (half
-    #: the staging memory). A group's partial last tile always takes the masked stores. Not with
-    #: ``flatten``: triton 3.6's loop fusion fails on the conditional store.
+    #: bf16 GEMMs with TMA loads: how an output tile is written: 0 masked pointer stores; 1 one
+    #: TMA store; 2 two TMA stores of half the tile's columns (half the staging memory). The
+    #: forward and dgrad store so only a tile whose rows all lie in its group (a group's
+    #: partial last tile keeps the masked stores), and not with ``flatten`` (triton 3.6 cannot
+    #: fuse the loops around that conditional store); the wgrad where N is a tile multiple.
     tma_store: int = 0
+    #: bf16 wgrad: ``programs_per_sm`` programs per SM walk the (group, n tile, k tile) list
+    #: instead of one program per tile.
+    persistent: bool = False
 
     def __post_init__(self) -> None:
         if self.programs_per_sm < 1:
             raise ValueError(f"programs_per_sm must be at least 1, got {self.programs_per_sm}")
         if self.tma_store not in (0, 1, 2):
             raise ValueError(f"tma_store must be 0, 1 or 2, got {self.tma_store}")
-        if self.flatten and self.tma_store:
-            raise ValueError(
-                "flatten and tma_store exclude each other (triton 3.6 cannot fuse the loops "
-                "around a conditional TMA store): set one of them"
-            )
 
 
 # Interpreter (CPU tests): its cost is per program (Python per tile), not per element, so

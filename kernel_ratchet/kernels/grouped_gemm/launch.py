@@ -18,7 +18,8 @@ from triton.runtime.errors import OutOfResources
 
 from kernel_ratchet.kernels.gemm.launch import _ensure_tma_allocator
 from kernel_ratchet.kernels.grouped_gemm.configs import TileConfig, select
-from kernel_ratchet.kernels.grouped_gemm.kernel import _grouped_mm_kernel, _grouped_wgrad_kernel
+from kernel_ratchet.kernels.grouped_gemm.kernel import _grouped_mm_kernel
+from kernel_ratchet.kernels.grouped_gemm.wgrad_kernel import _grouped_wgrad_kernel
 
 
 def interpreting() -> bool:
@@ -102,6 +103,11 @@ def grouped_mm(
     else:
         N, stride_bn, stride_bk = b.shape[2], b.stride(2), b.stride(1)
     cfg = config or select("mm", "bf16", T / max(G, 1), interpreting())
+    if cfg.flatten and cfg.tma_store:
+        raise ValueError(
+            f"{cfg}: the forward and dgrad take flatten or tma_store, not both (triton 3.6 "
+            "cannot fuse the loops around their conditional TMA store): set one of them"
+        )
     out = torch.empty((T, N), dtype=a.dtype, device=a.device)
     if T == 0 or N == 0:
         return out
@@ -191,10 +197,15 @@ def grouped_wgrad(
     dw = torch.empty((G, N, K), dtype=out_dtype or x.dtype, device=x.device)
     if dw.numel() == 0:
         return dw
-    grid = (G * triton.cdiv(N, cfg.BLOCK_N) * triton.cdiv(K, cfg.BLOCK_K),)
+    tiles = G * triton.cdiv(N, cfg.BLOCK_N) * triton.cdiv(K, cfg.BLOCK_K)
+    nprog = min(tiles, num_programs(x.device) * cfg.programs_per_sm)
+    grid = (nprog if cfg.persistent else tiles,)
     tma = cfg.use_tma and wgrad_tma_readable(dy, x)
     if tma and x.device.type == "cuda":
         _ensure_tma_allocator()
+    # a TMA store writes whole tiles of dW viewed [G * N, K]: N a tile multiple keeps each in
+    # its group's rows
+    aligned = N % cfg.BLOCK_N == 0 and (K * dw.element_size()) % 16 == 0
     _grouped_wgrad_kernel[grid](
         dy,
         x,
@@ -215,6 +226,10 @@ def grouped_wgrad(
         BLOCK_N=cfg.BLOCK_N,
         BLOCK_K=cfg.BLOCK_K,
         USE_TMA=tma,
+        PERSISTENT=cfg.persistent,
+        NUM_PROGS=nprog,
+        FLATTEN=cfg.flatten and cfg.persistent,
+        TMA_STORE=cfg.tma_store if tma and aligned else 0,
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
     )

@@ -86,6 +86,45 @@ BF16_WGRAD = {
     "wg_64x128x128_w4_s3_tma": TileConfig(64, 128, 128, 1, 4, 3, use_tma=True),
     "wg_64x128x128_w8_s2_tma": TileConfig(64, 128, 128, 1, 8, 2, use_tma=True),
     "wg_64x128x256_w8_s2_tma": TileConfig(64, 128, 256, 1, 8, 2, use_tma=True),
+    # persistent programs over the (group, n, k) tiles, the row loop flattened into the tile
+    # loop, and tiles stored by TMA: one tile's store under the next tile's loads
+    "wg_32x128x128_w4_s3_tma_st1": TileConfig(32, 128, 128, 1, 4, 3, use_tma=True, tma_store=1),
+    "wg_32x128x128_w4_s3_tma_pers2_flat": TileConfig(
+        32, 128, 128, 1, 4, 3, programs_per_sm=2, use_tma=True, flatten=True, persistent=True
+    ),
+    "wg_32x128x128_w4_s3_tma_pers2_flat_st1": TileConfig(
+        32,
+        128,
+        128,
+        1,
+        4,
+        3,
+        programs_per_sm=2,
+        use_tma=True,
+        flatten=True,
+        tma_store=1,
+        persistent=True,
+    ),
+    "wg_32x128x128_w4_s4_tma_pers2_flat_st2": TileConfig(
+        32,
+        128,
+        128,
+        1,
+        4,
+        4,
+        programs_per_sm=2,
+        use_tma=True,
+        flatten=True,
+        tma_store=2,
+        persistent=True,
+    ),
+    "wg_64x128x256_w8_s3_tma_st2": TileConfig(64, 128, 256, 1, 8, 3, use_tma=True, tma_store=2),
+    "wg_64x128x256_w8_s3_tma_pers_flat": TileConfig(
+        64, 128, 256, 1, 8, 3, use_tma=True, flatten=True, persistent=True
+    ),
+    "wg_64x128x256_w8_s3_tma_pers_flat_st2": TileConfig(
+        64, 128, 256, 1, 8, 3, use_tma=True, flatten=True, tma_store=2, persistent=True
+    ),
 }
 FP8_MM = {
     "shipped:fp8_mm_large": BUCKETS["fp8_mm_large"],
@@ -180,6 +219,9 @@ def sweep_shape(
         if "dgrad" in kinds:
             fn = partial(torch._grouped_mm, dout, w, offs=offs)
             rows.append(_time(label, "dgrad torch_grouped_mm", fn, f, mrt))
+        if "wgrad" in kinds:
+            fn = partial(torch._grouped_mm, dout.t(), x, offs=offs)
+            rows.append(_time(label, "wgrad torch_grouped_mm", fn, f, mrt))
     for name, cfg in _pick(BF16_MM, only).items() if "fwd" in kinds else ():
         rows.append(_time(label, name, partial(grouped_mm, x, w, lens, config=cfg), f, mrt))
     for name, cfg in _pick(BF16_DGRAD, only).items() if "dgrad" in kinds else ():
