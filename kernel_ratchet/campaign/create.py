@@ -110,22 +110,19 @@ def define_target(
     hardware_peak: float | None = None,
     execution_mode: str | None = None,
     rehearsal: bool = False,
+    shapes: str | None = None,
 ) -> TargetParams:
-    """The campaign parameters; ``execution_mode`` (repo | workspace) overrides the profile's.
-    A workspace campaign keeps its lineage in kernel snapshots: no branch, no commits."""
+    """The campaign parameters; ``execution_mode`` (repo | workspace) overrides the profile's,
+    ``shapes`` (``module:function``) the op's shape set for this campaign. A workspace
+    campaign keeps its lineage in kernel snapshots: no branch, no commits."""
     o = profile.op(op)
     ensure_runnable(profile.requires, str(profile.path))
+    if shapes is not None:
+        if rehearsal:
+            raise CampaignError("a rehearsal runs its own tiny shapes: leave out the shape set")
+        load_shapes_from(profile, shapes)  # a bad spec fails here, before anything is created
     mode = execution_mode or o.execution_mode
-    if not 0 < max_iterations < MAX_ITERATIONS_LIMIT:
-        raise CampaignError(f"max_iterations must be between 1 and {MAX_ITERATIONS_LIMIT - 1}")
-    if git_branch not in ("auto", "none"):
-        raise CampaignError(f"git_branch must be 'auto' or 'none', not {git_branch!r}")
-    if not 0 < regression_threshold < 1:
-        raise CampaignError("regression threshold is a fraction, e.g. 0.05 for 5%")
-    if mode not in EXECUTION_MODES:
-        raise CampaignError(
-            f"execution mode must be one of {', '.join(EXECUTION_MODES)}, not {mode!r}"
-        )
+    _check_params(max_iterations, git_branch, regression_threshold, mode)
     if mode == "workspace":  # rounds run in the campaign dir; the project is not touched
         git_branch, git_commit = "none", False
     engine = timing_engine or default_engine_name()
@@ -141,7 +138,7 @@ def define_target(
         git_branch=git_branch,
         git_commit=git_commit,
         execution_mode=mode,
-        shape_set=o.shapes,
+        shape_set=shapes or o.shapes,
         timing_engine=engine,
         timing_params=timing_params(engine, o),
         regression_threshold=regression_threshold,
@@ -150,6 +147,20 @@ def define_target(
         hardware_peak=hardware_peak,
         rehearsal=rehearsal,
     )
+
+
+def _check_params(max_iterations: int, git_branch: str, regression: float, mode: str) -> None:
+    """CampaignError naming the parameter out of its range."""
+    if not 0 < max_iterations < MAX_ITERATIONS_LIMIT:
+        raise CampaignError(f"max_iterations must be between 1 and {MAX_ITERATIONS_LIMIT - 1}")
+    if git_branch not in ("auto", "none"):
+        raise CampaignError(f"git_branch must be 'auto' or 'none', not {git_branch!r}")
+    if not 0 < regression < 1:
+        raise CampaignError("regression threshold is a fraction, e.g. 0.05 for 5%")
+    if mode not in EXECUTION_MODES:
+        raise CampaignError(
+            f"execution mode must be one of {', '.join(EXECUTION_MODES)}, not {mode!r}"
+        )
 
 
 def preflight(profile: Profile, op: str) -> None:
@@ -224,7 +235,7 @@ def _manifest(p: TargetParams, o: OpProfile, profile: Profile, cdir: Path, **fac
         campaign=cdir.name,
         campaign_type=p.campaign_type,
         adapter=o.adapter,
-        shape_set=o.shapes,
+        shape_set=p.shape_set,
         rebuild_command=o.rebuild,
         timing_engine=p.timing_engine,
         timing_params=p.timing_params,
@@ -237,8 +248,11 @@ def _manifest(p: TargetParams, o: OpProfile, profile: Profile, cdir: Path, **fac
     )
 
 
-def _check_weights(o: OpProfile, labels: list[str]) -> None:
-    """Every shape the profile weighs must be a target shape (a typo would weigh nothing)."""
+def _check_weights(o: OpProfile, labels: list[str], shape_set: str) -> None:
+    """Every shape the profile weighs must be a target shape (a typo would weigh nothing);
+    a campaign on another shape set than the op's weighs the shapes the two share."""
+    if shape_set != o.shapes:
+        return
     unknown = sorted(set(o.weights) - set(labels))
     if unknown:
         raise ProfileError(
@@ -254,8 +268,8 @@ def create_campaign(profile: Profile, p: TargetParams) -> Path:
     root = profile.root
     start = _start_commit(profile, o.kernel_source)
     groot = git.toplevel(root)
-    shapes = load_shapes_from(profile, o.shapes)
-    _check_weights(o, [s.label for s in shapes])
+    shapes = load_shapes_from(profile, p.shape_set)
+    _check_weights(o, [s.label for s in shapes], p.shape_set)
     base = profile.campaign_root_path
     branches_in = groot if p.git_branch == "auto" else None
     cdir = base / _campaign_name(base, p.op, p.backend, p.gpu, branches_in)

@@ -45,6 +45,18 @@ def _known_engine(name: str | None) -> str | None:
     return name
 
 
+def _rehearsal_or(prof, op: str, rehearse: bool):
+    """The profile, or with ``rehearse`` its CPU rehearsal (Triton interpreter, tiny shapes)."""
+    if not rehearse:
+        return prof
+    import os
+
+    from kernel_ratchet.profile.rehearsal import rehearsal_profile
+
+    os.environ["TRITON_INTERPRET"] = "1"
+    return rehearsal_profile(prof, op)
+
+
 @app.command()
 def init(
     op: str = typer.Option(..., "--op", help="op name from ratchet.yaml"),
@@ -66,20 +78,19 @@ def init(
     rehearse: bool = typer.Option(
         False, help="a CPU rehearsal: Triton interpreter, tiny shapes, nothing committed"
     ),
+    shapes: str | None = typer.Option(
+        None,
+        "--shapes",
+        help="this campaign's shape set, 'module:function' or 'inline:[...]' "
+        "(default: the op's shapes in ratchet.yaml)",
+    ),
     profile: Path | None = ProfileOpt,
 ):
     """DEFINE_TARGET + PREPARE_ENVIRONMENT + READ_HISTORICAL_TIPS: create a campaign."""
     from kernel_ratchet.campaign.create import create_campaign, define_target, preflight
     from kernel_ratchet.campaign.locate import refuse_parallel
 
-    prof = profile_at(profile)
-    if rehearse:
-        import os
-
-        from kernel_ratchet.profile.rehearsal import rehearsal_profile
-
-        os.environ["TRITON_INTERPRET"] = "1"
-        prof = rehearsal_profile(prof, op)
+    prof = _rehearsal_or(profile_at(profile), op, rehearse)
     if not another:
         refuse_parallel(prof, op)
     params = define_target(
@@ -95,6 +106,7 @@ def init(
         hardware_peak=hardware_peak,
         execution_mode=mode,
         rehearsal=rehearse,
+        shapes=shapes,
     )
     table = Table("parameter", "value", title="DEFINE_TARGET")
     for k, v in params.describe():
