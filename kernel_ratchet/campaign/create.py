@@ -248,10 +248,11 @@ def _manifest(p: TargetParams, o: OpProfile, profile: Profile, cdir: Path, **fac
     )
 
 
-def _check_weights(o: OpProfile, labels: list[str], shape_set: str) -> None:
+def _check_weights(o: OpProfile, labels: list[str], shape_set: str | None = None) -> None:
     """Every shape the profile weighs must be a target shape (a typo would weigh nothing);
-    a campaign on another shape set than the op's weighs the shapes the two share."""
-    if shape_set != o.shapes:
+    a campaign on another shape set than the op's (``shape_set``) weighs the shapes the two
+    share."""
+    if shape_set not in (None, o.shapes):
         return
     unknown = sorted(set(o.weights) - set(labels))
     if unknown:

@@ -44,3 +44,7 @@ def test_a_weight_for_a_shape_that_is_not_a_target_is_refused(tiny_project):
     _check_weights(op, ["m128", "m4096"])  # a target shape is fine ...
     with pytest.raises(ProfileError, match="m4096.*Fix: use labels from .*m128"):
         _check_weights(op, ["m128", "m2048"])  # ... a label no target shape has is not
+    # a campaign given its own shape set (ratchet init --shapes) weighs the shapes both share
+    _check_weights(op, ["m128", "m2048"], "my_shapes:other")
+    with pytest.raises(ProfileError, match="m4096"):
+        _check_weights(op, ["m128", "m2048"], op.shapes)
