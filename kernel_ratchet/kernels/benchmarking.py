@@ -74,3 +74,69 @@ def interleaved_medians(
         for name, fn in fns.items():
             times[name].append(timer(fn))
     return {k: statistics.median(v) for k, v in times.items()}
+
+
+#: Calls of one path captured in one CUDA graph by :func:`graph_rounds`.
+GRAPH_CALLS = 20
+
+
+def graph_rounds(
+    fns: Mapping[str, Callable[[], object]],
+    min_run_time: float,
+    rounds: int = 1,
+    calls: int = GRAPH_CALLS,
+) -> dict[str, float]:
+    """Median GPU milliseconds per call of each of ``fns``, the host's launch work left out:
+    each is warmed up on a side stream, ``calls`` calls of it are captured in one CUDA graph,
+    and the graph is replayed between two CUDA events for ``min_run_time`` seconds per round
+    (the L2 warm, as in back-to-back calls). Rounds rotate the order as :func:`time_rounds`
+    does in the kernels' ``bench``. A path that cannot be captured (a host synchronization, a
+    host read of device data) raises RuntimeError naming it."""
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1, got {rounds}")
+    if not torch.cuda.is_available():
+        raise RuntimeError("graph timing needs a CUDA GPU; time on the host's clock instead")
+    graphs = {name: _captured(name, fn, calls) for name, fn in fns.items()}
+    names = list(graphs)
+    got: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(rounds):
+        for n in names[r % len(names) :] + names[: r % len(names)]:
+            got[n].append(_replayed(graphs[n], min_run_time) / calls)
+    return {n: statistics.median(v) for n, v in got.items()}
+
+
+def _captured(name: str, fn: Callable[[], object], calls: int) -> torch.cuda.CUDAGraph:
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.stream(side):
+            fn()
+            fn()
+            with torch.cuda.graph(graph, stream=side):
+                for _ in range(calls):
+                    fn()
+    except Exception as exc:
+        raise RuntimeError(
+            f"{name} cannot be captured in a CUDA graph ({type(exc).__name__}: "
+            f"{' '.join(str(exc).split())[:160]}); time it on the host's clock instead"
+        ) from exc
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    return graph
+
+
+def _replayed(graph: torch.cuda.CUDAGraph, min_run_time: float) -> float:
+    """Median milliseconds of one replay of ``graph``, over replays for ``min_run_time`` s."""
+    graph.replay()
+    torch.cuda.synchronize()
+    times: list[float] = []
+    t0 = time.perf_counter()
+    while not times or time.perf_counter() - t0 < min_run_time:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from kernel_ratchet.kernels.gemm import bench
 from kernel_ratchet.kernels.gemm import dispatch as dp
@@ -78,6 +79,8 @@ def test_set_takes_the_median_over_interleaved_rounds(tmp_path, capsys):
         ["--dtype", "bf16", "--set", "odd"],
         ["--dtype", "bf16", "--fill-dispatch", "x"],
         ["--set", "odd", "--merge"],
+        ["--dtype", "bf16", "--timing", "graph"],
+        ["--set", "odd", "--timing", "gpu"],
     ],
 )
 def test_bad_option_combinations_are_usage_errors(argv, capsys):
@@ -108,3 +111,27 @@ def test_mixed_set_adds_model_guards_to_the_odd_shapes():
     got = mixed_shapes()
     assert got[: len(ODD_SHAPES)] == ODD_SHAPES
     assert {s.label for s in got[len(ODD_SHAPES) :]} == set(GUARD_MODEL_SHAPES)
+
+
+def test_the_table_says_how_its_times_were_taken(tmp_path, capsys):
+    md = tmp_path / "t.md"
+    argv = ["--set", "cpu", "--limit", "1", "--min-run-time", "0.001"]
+    assert bench.main([*argv, "-o", str(md)]) == 0, capsys.readouterr().out
+    assert md.read_text().rstrip().endswith(bench.TIMING["wall"])
+    if not torch.cuda.is_available():  # no GPU: graph timing says so, and what to use
+        with pytest.raises(RuntimeError, match="needs a CUDA GPU.*host's clock"):
+            bench.graph_rounds({"a": lambda: None}, 0.001)
+
+
+@pytest.mark.gpu
+def test_graph_timing_leaves_the_host_out_and_refuses_a_host_sync():
+    """A tiny matmul launches slower than it runs: on the host's clock each call costs its
+    launch, in graph replays only its GPU time. A call that reads device data on the host
+    cannot be captured, and the error names it."""
+    a = torch.randn(64, 64, device="cuda")
+    fns = {"mm": lambda: a @ a}
+    wall = bench.time_rounds(fns, 0.05)["mm"]
+    graph = bench.graph_rounds(fns, 0.05, rounds=2)["mm"]
+    assert 0 < graph < wall / 2, (graph, wall)
+    with pytest.raises(RuntimeError, match="sync cannot be captured in a CUDA graph"):
+        bench.graph_rounds({"sync": lambda: (a @ a).sum().item()}, 0.01)

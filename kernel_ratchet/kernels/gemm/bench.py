@@ -4,10 +4,12 @@
         [--granularity tensorwise|rowwise|blockwise] [--grad-dtype e4m3|e5m2]
         [--shapes model|large|odd|cpu] [-o out.csv] [--min-run-time 0.2] [--no-vendor]
     python -m kernel_ratchet.kernels.gemm.bench --set odd|dispatch [--fill-dispatch PATH]
-        [--rounds 1] [-o out.md]
+        [--rounds 1] [--timing wall|graph] [-o out.md]
 
 ``--set`` prints the side-by-side table of :mod:`.compare` instead (bf16 ours vs cuBLAS, FP8
-Linear vs the bf16 path) and can write the FP8 dispatch table from it.
+Linear vs the bf16 path) and can write the FP8 dispatch table from it; ``--timing graph``
+times its GPU work alone (CUDA-graph replays), so a row that ``wall`` shows host-bound says
+what its kernels cost.
 
 Per shape: fresh random inputs from the seed; the correctness check (autograd path against the
 fp32 reference, SPEC section 5 thresholds); then forward and backward timed with
@@ -40,6 +42,7 @@ from torch.utils.benchmark import Timer
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.harness.correctness import check_outputs, snr_db
 from kernel_ratchet.harness.csv_schema import GEMM_COLUMNS, format_cell
+from kernel_ratchet.kernels.benchmarking import GRAPH_CALLS, graph_rounds
 from kernel_ratchet.kernels.gemm import adapter as ad
 from kernel_ratchet.kernels.gemm import compare as cmp
 from kernel_ratchet.kernels.gemm import dispatch as dsp
@@ -293,6 +296,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="with --set: time each path of a row this many rounds, interleaved, and take the "
         "median (1: one after another)",
     )
+    p.add_argument(
+        "--timing",
+        choices=["wall", "graph"],
+        default="wall",
+        help="with --set: wall = back-to-back calls on the host's clock, launches included; "
+        "graph = GPU time per call from CUDA-graph replays, launches left out",
+    )
     p.add_argument("--limit", type=int, default=0, help="only the first N shapes")
     p.add_argument("--no-vendor", action="store_true", help="frozen columns only, no vendor")
     args = p.parse_args(argv)
@@ -302,10 +312,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--fill-dispatch needs --set")
     if args.rounds < 1:
         p.error("--rounds must be at least 1")
+    if args.timing == "graph" and args.set_ is None:
+        p.error("--timing graph needs --set")
     if args.merge and not args.fill_dispatch:
         p.error("--merge needs --fill-dispatch PATH (the table to merge this run into)")
     return args
 
+
+#: What a side-by-side table's times are, by ``--timing``.
+TIMING = {
+    "wall": "Times: back-to-back calls on the host's clock (torch.utils.benchmark medians), "
+    "each call's host work included: a row whose calls launch slower than the GPU runs "
+    "them measures the host.",
+    "graph": f"Times: GPU time per call, {GRAPH_CALLS} calls captured in a CUDA graph and "
+    "replayed between CUDA events (medians), the host's launch work left out, L2 warm.",
+}
 
 #: 16-bit inputs of the side-by-side table: the interpreter's bf16 ``tl.dot`` is wrong.
 _LINEAR_DTYPE = {"cuda": torch.bfloat16, "cpu": torch.float16}
@@ -319,7 +340,7 @@ def run_set(args: argparse.Namespace) -> int:
     rows = []
     for shape in shapes:
         try:
-            timer = _timer(args.min_run_time, args.rounds)
+            timer = _timer(args.min_run_time, args.rounds, args.timing)
             row = cmp.measure(shape, args.granularity, timer, device, _LINEAR_DTYPE[device])
         except Exception as exc:  # a failing shape is a FAIL row, not a crash of the table
             row = cmp.failed(shape, exc)
@@ -336,7 +357,7 @@ def run_set(args: argparse.Namespace) -> int:
         print(f"dispatch table: {len(table.rows)} shapes -> {args.fill_dispatch}")
         rows = [cmp.redispatch(r, table, args.granularity) for r in rows]
     lines = [cmp.HEADER, "|" + "---|" * cmp.HEADER.count(" | ") + "---|"]
-    lines += [r.markdown() for r in rows] + ["", cmp.summary(rows)]
+    lines += [r.markdown() for r in rows] + ["", cmp.summary(rows), "", TIMING[args.timing]]
     print("\n".join(lines))
     if args.output:
         Path(args.output).write_text("\n".join(lines) + "\n")
@@ -356,7 +377,11 @@ def _command(argv: list[str]) -> str:
     return " ".join(["python -m kernel_ratchet.kernels.gemm.bench", *kept])
 
 
-def _timer(min_run_time: float, rounds: int) -> Callable[[dict], dict[str, float]]:
+def _timer(
+    min_run_time: float, rounds: int, timing: str = "wall"
+) -> Callable[[dict], dict[str, float]]:
+    if timing == "graph":
+        return lambda fns: graph_rounds(fns, min_run_time, rounds)
     return lambda fns: time_rounds(fns, min_run_time, rounds)
 
 
