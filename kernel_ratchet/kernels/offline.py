@@ -19,7 +19,6 @@ there in one such process (each costs seconds to start: torch, Triton and the ke
 from __future__ import annotations
 
 import importlib
-import inspect
 import json
 import os
 import re
@@ -31,19 +30,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from kernel_ratchet.kernels.census import Launch
+from kernel_ratchet.kernels.offline_compile import compile_launch
 
 #: The most shared memory one block may use on sm_90 (227 KiB, opt-in).
 SM90_SHARED_BYTES = 232448
-#: Launch keyword arguments that are compile options, not constexprs.
-OPTIONS = (
-    "num_warps",
-    "num_stages",
-    "num_ctas",
-    "maxnreg",
-    "enable_fp_fusion",
-    "launch_cooperative_grid",
-    "launch_pdl",
-)
 
 
 @dataclass(frozen=True)
@@ -60,75 +50,6 @@ class Resources:
 
     def line(self) -> str:
         return f"shared {self.shared_bytes} B, {self.registers} regs, {self.spill_bytes} B spilled"
-
-
-def _arg_type(name: str, spec: object, value: int | None, attrs: dict, idx: int) -> object:
-    """Triton's type string of one runtime argument (or ``("constexpr", v)``)."""
-    if isinstance(spec, tuple) and spec[0] == "ptr":
-        from triton._utils import canonicalize_dtype  # Triton's own dtype names
-
-        try:
-            elem = canonicalize_dtype(spec[1])
-        except KeyError:
-            raise ValueError(
-                f"argument {name}: no Triton type for tensor dtype {spec[1]}"
-            ) from None
-        if spec[2]:
-            attrs[(idx,)] = [["tt.divisibility", 16]]
-        return "*" + elem
-    if isinstance(spec, tuple) and spec[0] == "int":
-        if spec[1]:
-            return ("constexpr", 1)  # Triton specializes an integer equal to 1
-        if spec[2]:
-            attrs[(idx,)] = [["tt.divisibility", 16]]
-        return "i64" if value is not None and not -(2**31) <= value < 2**31 else "i32"
-    kinds = {"bool": "u1", "float": "fp32", "NoneType": ("constexpr", None)}
-    if spec not in kinds:
-        raise ValueError(f"argument {name}: cannot compile a {spec} argument offline")
-    return kinds[spec]  # type: ignore[index]
-
-
-def _signature(fn: Any, launch: Launch) -> tuple[dict, dict, dict, dict]:
-    """Triton's (signature, constexprs, attrs, options) for ``launch`` of ``fn``."""
-    if not hasattr(fn, "params"):  # interpreted: read its parameters from the plain function
-        from triton.runtime.jit import JITFunction
-
-        fn = JITFunction(fn.fn)
-    kw = {**dict(launch.constexprs), **dict(launch.options)}
-    options = {k: kw.pop(k) for k in OPTIONS if k in kw}
-    names = list(fn.arg_names)
-    passed = [n for n in names if n not in kw][: len(launch.spec)]
-    sig: dict[str, str] = {}
-    const: dict[str, object] = dict(kw)
-    attrs: dict[tuple[int], list] = {}
-    ints = iter(launch.ints)
-    for name, spec in zip(passed, launch.spec, strict=True):
-        is_int = isinstance(spec, tuple) and spec[0] == "int"
-        t = _arg_type(name, spec, next(ints, None) if is_int else None, attrs, names.index(name))
-        if isinstance(t, tuple):
-            const[name] = t[1]
-        else:
-            sig[name] = t
-    for p in fn.params:
-        if p.name in sig or p.name in const:
-            continue
-        if not p.is_constexpr or p.default is inspect.Parameter.empty:
-            raise ValueError(f"{fn.__name__}: the launch gives no value for {p.name}")
-        const[p.name] = p.default
-    sig.update({n: "constexpr" for n in const})
-    return {n: sig[n] for n in names}, const, attrs, options
-
-
-def compile_launch(fn: Any, launch: Launch, arch: int = 90) -> Any:
-    """``fn`` (a ``@triton.jit`` function) compiled as ``launch`` would compile it on a
-    ``sm_<arch>`` GPU; raises what Triton raises (e.g. a config out of resources)."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
-    sig, const, attrs, options = _signature(fn, launch)
-    src = ASTSource(fn=fn, signature=sig, constexprs=const, attrs=attrs)
-    return triton.compile(src, target=GPUTarget("cuda", arch, 32), options=options)
 
 
 def resources(compiled: Any, arch: int = 90) -> Resources:

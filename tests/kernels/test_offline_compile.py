@@ -9,7 +9,7 @@ import triton
 import triton.language as tl
 
 from kernel_ratchet.harness.adapter import Shape
-from kernel_ratchet.kernels import offline
+from kernel_ratchet.kernels import offline, offline_compile
 from kernel_ratchet.kernels.census import Launch
 from kernel_ratchet.kernels.gemm import census as cs
 from kernel_ratchet.kernels.gemm.kernel import _gemm_kernel
@@ -80,7 +80,7 @@ def _typed(x_ptr, n, big, scale, flag, BLOCK: tl.constexpr, EXTRA: tl.constexpr 
 def test_offline_signature_types_each_argument_as_triton_does():
     spec = (F32, ("int", False, False), ("int", False, True), "float", "bool")
     x = Launch("_typed", (1,), (("BLOCK", 64),), spec, ints=(7, 2**40))
-    sig, const, attrs, _ = offline._signature(_typed, x)
+    sig, const, attrs, _ = offline_compile.signature(_typed, x)
     assert sig == {
         "x_ptr": "*fp32",
         "n": "i32",
@@ -92,7 +92,9 @@ def test_offline_signature_types_each_argument_as_triton_does():
     }
     assert const == {"BLOCK": 64, "EXTRA": 3} and list(attrs) == [(0,), (2,)]
     with pytest.raises(ValueError, match="cannot compile a dict argument"):
-        offline._signature(_typed, Launch("_typed", (1,), (("BLOCK", 64),), (*spec[:4], "dict")))
+        offline_compile.signature(
+            _typed, Launch("_typed", (1,), (("BLOCK", 64),), (*spec[:4], "dict"))
+        )
 
 
 def test_distinct_keeps_one_launch_per_compiled_variant():
