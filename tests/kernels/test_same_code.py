@@ -1,0 +1,62 @@
+"""``python -m kernel_ratchet.kernels.same_code``: the SASS of the shipped launches compared
+across two source trees (compiled for sm_90 offline, no GPU)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernel_ratchet.harness.adapter import Shape
+from kernel_ratchet.kernels import same_code
+from kernel_ratchet.kernels.gemm import census as dc
+from kernel_ratchet.kernels.gemm import launch
+
+REPO = Path(same_code.__file__).resolve().parents[2]
+STORE = "tl.store(c_ptrs, acc.to(out_ty), mask=c_mask)"
+
+
+def _tree(tmp: Path, name: str, edit: tuple[str, str] | None) -> Path:
+    root = tmp / name
+    shutil.copytree(
+        REPO / "kernel_ratchet",
+        root / "kernel_ratchet",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    if edit:
+        path = root / "kernel_ratchet/kernels/gemm/kernel_tile.py"
+        text = path.read_text()
+        assert edit[0] in text
+        path.write_text(text.replace(edit[0], edit[1]))
+    return root
+
+
+@pytest.mark.slow
+def test_a_comment_keeps_the_sass_and_a_changed_store_does_not(tmp_path):
+    a, b, _ = dc._inputs(Shape(label="s", M=100, N=1000, K=1000), torch.bfloat16, "cpu")
+    xs = dc.census_call(lambda: launch.gemm(a, b), dry=True).launches
+    assert [x.kernel for x in xs] == ["_gemm_kernel"]
+    here = same_code.compiled(REPO, xs)
+    comment = same_code.compiled(_tree(tmp_path, "c", (STORE, STORE + "  # stored")), xs)
+    changed = same_code.compiled(
+        _tree(tmp_path, "d", (STORE, STORE.replace("acc.to", "(acc + 1.0).to"))), xs
+    )
+    assert here[0]["module"] == "kernel_ratchet.kernels.gemm.kernel"
+    lines, differ, neither = same_code.compare(xs, comment, here)
+    assert (differ, neither) == (0, 0) and "same SASS" in lines[0]
+    lines, differ, _ = same_code.compare(xs, changed, here)
+    assert differ == 1 and "DIFFERENT SASS" in lines[0]
+
+
+def test_a_revision_git_does_not_know_is_a_usage_error(capsys):
+    r = subprocess.run(
+        [sys.executable, "-m", "kernel_ratchet.kernels.same_code", "--against", "no-such-rev",
+         "--sets", "model"],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 2 and "git cannot export 'no-such-rev'" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
