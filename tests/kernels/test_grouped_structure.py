@@ -192,6 +192,16 @@ def test_wgrad_persistent_flattened_and_tma_stored_keep_the_results(device, chan
     assert torch.equal(one, two)
 
 
+def test_a_wgrad_grid_size_compiles_no_variant_of_its_own():
+    """NUM_PROGS is a constexpr: the shipped wgrad (one program per tile) passes 1 whatever its
+    grid, so shapes of different tile counts share one compiled kernel."""
+    shapes = [s for s in S.moe_campaign() if "qwen3_30b" in s.label or "olmoe" in s.label]
+    launches = [x for s in shapes for x in gc.census_step("bf16", s).of("_grouped_wgrad_kernel")]
+    assert len({x.grid for x in launches}) > 1
+    assert {x.get("NUM_PROGS") for x in launches} == {1}
+    assert {x.get("PERSISTENT") for x in launches} == {False}
+
+
 def test_wgrad_tma_needs_aligned_rows():
     dy, x = torch.zeros(8, 16, dtype=torch.bfloat16), torch.zeros(8, 24, dtype=torch.bfloat16)
     assert wgrad_tma_readable(dy, x)

@@ -227,7 +227,7 @@ def grouped_wgrad(
         BLOCK_K=cfg.BLOCK_K,
         USE_TMA=tma,
         PERSISTENT=cfg.persistent,
-        NUM_PROGS=nprog,
+        NUM_PROGS=nprog if cfg.persistent else 1,  # a constexpr: no variant per grid size
         FLATTEN=cfg.flatten and cfg.persistent,
         TMA_STORE=cfg.tma_store if tma and aligned else 0,
         num_warps=cfg.num_warps,
