@@ -113,8 +113,9 @@ def define_target(
     shapes: str | None = None,
 ) -> TargetParams:
     """The campaign parameters; ``execution_mode`` (repo | workspace) overrides the profile's,
-    ``shapes`` (``module:function``) the op's shape set for this campaign. A workspace
-    campaign keeps its lineage in kernel snapshots: no branch, no commits."""
+    ``shapes`` (``module:function`` or ``inline:[...]``) the op's shape set for this
+    campaign. A workspace campaign keeps its lineage in kernel snapshots: no branch, no
+    commits."""
     o = profile.op(op)
     ensure_runnable(profile.requires, str(profile.path))
     if shapes is not None:

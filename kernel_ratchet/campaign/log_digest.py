@@ -41,5 +41,6 @@ def failure_digest(log: str | Path, most: int = 3) -> str:
         )
         why = f"; first error: {_clip(first_error)}" if first_error else ""
         return f"{len(nodes)} failed: {named}{why}"
-    last = next((ln for ln in reversed(lines) if ln.strip()), "")
-    return _clip(last) if last and not last.startswith("$ ") else ""
+    # the step's own header (its command and folder) is not what the command said
+    said = [ln for ln in lines if ln.strip() and not ln.startswith(("$ ", "# cwd: "))]
+    return _clip(said[-1]) if said else ""

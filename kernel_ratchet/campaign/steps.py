@@ -183,11 +183,8 @@ class RunningStep:
         failing tests of a pytest run) and the log, relative to where the step ran."""
         log = portable_path(self.log_path, self.cwd) if self.cwd else str(self.log_path)
         digest = failure_digest(self.log_path)
-        return (
-            f"{self.name} exited with code {rc}"
-            + (f": {digest}" if digest else "")
-            + (f" (see {log})")
-        )
+        said = f": {digest}" if digest else ""
+        return f"{self.name} exited with code {rc}{said} (see {log})"
 
     def wait(self, timeout_s: float) -> StepResult:
         """Release the gate if it is not yet, wait up to ``timeout_s`` from now, and return the

@@ -178,7 +178,11 @@ def test_a_failed_step_names_its_failing_tests_and_its_log_from_where_it_ran(tmp
     assert "tests/test_k.py::test_tile[1], tests/test_k.py::test_tile[2]" in step.reason
     assert "first error: ValueError: flatten and tma_store exclude each other 1" in step.reason
     assert step.reason.endswith("(see .ratchet/campaigns/c/rounds/round-2/artifacts/test.log)")
-    # any other command: the last line it printed
+    # any other command: the last line it printed; nothing printed, nothing but the code
+    quiet = run_step("build", "exit 4", cwd=root, log_path=art / "quiet.log", timeout_s=60)
+    assert quiet.reason == (
+        "build exited with code 4 (see .ratchet/campaigns/c/rounds/round-2/artifacts/quiet.log)"
+    )
     other = run_step(
         "build", "echo compiling; echo 'nvcc: error: bad flag' >&2; exit 3",
         cwd=root, log_path=art / "build.log", timeout_s=60,
