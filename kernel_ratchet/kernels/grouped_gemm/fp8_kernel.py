@@ -13,6 +13,7 @@ import triton
 import triton.language as tl
 
 from kernel_ratchet.kernels.grouped_gemm.kernel import _col_offsets, _group_of_tile
+from kernel_ratchet.kernels.grouped_gemm.wgrad_kernel import _wgrad_tile_of
 from kernel_ratchet.kernels.quant.kernel import _to_fp8
 
 
@@ -299,17 +300,9 @@ def _grouped_wgrad_fp8_kernel(
     [c_g, c_g + ceil(len_g / 128)), zero-padded, so the chunks need no token mask.
     """
     CHUNK: tl.constexpr = 128
-    pid = tl.program_id(0)
-    n_tiles = tl.cdiv(N, BLOCK_N)
-    k_tiles = tl.cdiv(K, BLOCK_K)
-    g = pid // (n_tiles * k_tiles)
-    local = pid % (n_tiles * k_tiles)
-    pn = local // k_tiles
-    pk = local % k_tiles
-    offs_g = tl.arange(0, G_POW2)
-    lens = tl.load(lens_ptr + offs_g, mask=offs_g < G, other=0).to(tl.int32)
-    row_end = tl.cumsum(lens, 0)
-    sel = offs_g == g
+    g, pn, pk, lens, row_end, sel = _wgrad_tile_of(
+        tl.program_id(0), lens_ptr, G, N, K, G_POW2, BLOCK_N, BLOCK_K
+    )
     start = tl.sum(tl.where(sel, row_end - lens, 0))
     end = tl.sum(tl.where(sel, row_end, 0))
     if GROUP_CHUNKS:

@@ -15,6 +15,23 @@ from kernel_ratchet.kernels.gemm.kernel_tile import _store_tile
 
 
 @triton.jit
+def _wgrad_tile_of(tile_id, lens_ptr, G, N, K, G_POW2: tl.constexpr, BLOCK_N: tl.constexpr,
+                   BLOCK_K: tl.constexpr):  # fmt: skip
+    """Where weight-gradient tile ``tile_id`` lies: its group ``g``, n and k tiles, the group
+    lengths (``G_POW2`` lanes), their running ends and the lanes of ``g``."""
+    n_tiles = tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    g = tile_id // (n_tiles * k_tiles)
+    local = tile_id % (n_tiles * k_tiles)
+    pn = local // k_tiles
+    pk = local % k_tiles
+    offs_g = tl.arange(0, G_POW2)
+    lens = tl.load(lens_ptr + offs_g, mask=offs_g < G, other=0).to(tl.int32)
+    row_end = tl.cumsum(lens, 0)
+    return g, pn, pk, lens, row_end, offs_g == g
+
+
+@triton.jit
 def _wgrad_tile(
     tile_id,
     dy_ptr,
@@ -42,16 +59,9 @@ def _wgrad_tile(
     """One [BLOCK_N, BLOCK_K] tile of dW: the reduction over its group's rows, then the store
     (through ``dw_dst`` by TMA when ``TMA_STORE``: the launcher's choice where N is a tile
     multiple, so a tile never reaches into the next group's rows of the [G * N, K] view)."""
-    n_tiles = tl.cdiv(N, BLOCK_N)
-    k_tiles = tl.cdiv(K, BLOCK_K)
-    g = tile_id // (n_tiles * k_tiles)
-    local = tile_id % (n_tiles * k_tiles)
-    pn = local // k_tiles
-    pk = local % k_tiles
-    offs_g = tl.arange(0, G_POW2)
-    lens = tl.load(lens_ptr + offs_g, mask=offs_g < G, other=0).to(tl.int32)
-    row_end = tl.cumsum(lens, 0)
-    sel = offs_g == g
+    g, pn, pk, lens, row_end, sel = _wgrad_tile_of(
+        tile_id, lens_ptr, G, N, K, G_POW2, BLOCK_N, BLOCK_K
+    )
     g_row0 = tl.sum(tl.where(sel, row_end - lens, 0))
     g_len = tl.sum(tl.where(sel, lens, 0))
     rm = tl.arange(0, BLOCK_M)
