@@ -56,7 +56,7 @@ def launches(sets: list[str]) -> list[Launch]:
 
         for name in dense:
             for shape in SHAPE_SETS[name]():
-                a, b, d = dc._inputs(shape, torch.bfloat16, "cpu")
+                a, b, d = dc.inputs(shape, torch.bfloat16, "cpu")
                 for fn in dc.linear_paths(a, b, d).values():
                     found += dc.census_call(fn, dry=True).launches
     return distinct(found)

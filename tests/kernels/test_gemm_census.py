@@ -23,7 +23,7 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 @pytest.fixture(scope="module")
 def odd_case():
     """Real runs: on the GPU there, else in the interpreter (dry runs stay on the CPU)."""
-    return cs._inputs(Shape("m50.n70.k200", M=50, N=70, K=200), torch.float16, DEVICE)
+    return cs.inputs(Shape("m50.n70.k200", M=50, N=70, K=200), torch.float16, DEVICE)
 
 
 def test_real_run_counts_launches_quant_passes_and_no_copies(odd_case):
@@ -54,7 +54,7 @@ def test_specialization_tells_odd_strides_from_aligned_ones():
 
 
 def test_dry_run_decides_as_on_a_gpu_and_runs_nothing():
-    a, b, d = cs._inputs(Shape("s", M=4097, N=6144, K=4096), torch.bfloat16, "cpu")
+    a, b, d = cs.inputs(Shape("s", M=4097, N=6144, K=4096), torch.bfloat16, "cpu")
     before = cs.launch.interpreter_mode()
     c = cs.census_call(lambda: cs.launch.gemm(a, b), dry=True, sms=132)
     g = c.gemms()
@@ -65,7 +65,7 @@ def test_dry_run_decides_as_on_a_gpu_and_runs_nothing():
 
 def test_repeated_calls_compile_nothing_new():
     """Per-call recompiles would show as new specialization keys on a second identical call."""
-    a, b, d = cs._inputs(Shape("s", M=1000, N=5120, K=1000), torch.bfloat16, "cpu")
+    a, b, d = cs.inputs(Shape("s", M=1000, N=5120, K=1000), torch.bfloat16, "cpu")
     step = cs.linear_paths(a, b, d)["fp8_block.step"]
     once = cs.census_call(step, dry=True)
     twice = cs.census_call(lambda: (step(), step()), dry=True)
@@ -80,7 +80,7 @@ def test_fp8_step_never_takes_the_scalar_load_path(mnk):
     """The FP8 copies are written with 16-byte rows, so no GEMM of the step falls back to
     byte-wise loads whatever M, N, K are; outside the tiny bucket all three use TMA."""
     M, N, K = mnk
-    a, b, d = cs._inputs(Shape("s", M=M, N=N, K=K), torch.bfloat16, "cpu")
+    a, b, d = cs.inputs(Shape("s", M=M, N=N, K=K), torch.bfloat16, "cpu")
     c = cs.census_call(cs.linear_paths(a, b, d)["fp8_block.step"], dry=True)
     assert c.quant_passes() > 0  # the FP8 path itself, whatever the dispatch table says
     assert len(c.gemms()) == 3 and c.unaligned_gemms() == 0
@@ -90,7 +90,7 @@ def test_fp8_step_never_takes_the_scalar_load_path(mnk):
 
 def test_sixteen_bit_pointer_path_gets_full_vectors_on_strides_off_16():
     """K = 1000 (rows of 2000 bytes) on a pointer-path tile: A/B_ALIGN = 8."""
-    a, b, d = cs._inputs(Shape("s", M=100, N=1000, K=1000), torch.bfloat16, "cpu")
+    a, b, d = cs.inputs(Shape("s", M=100, N=1000, K=1000), torch.bfloat16, "cpu")
     with forced_config(GemmConfig(64, 64, 64, num_warps=4, num_stages=3)):
         c = cs.census_call(cs.linear_paths(a, b, d)["16bit.fwd"], dry=True)
     (g,) = c.gemms()
@@ -103,7 +103,7 @@ def test_tiny_outputs_take_one_launch_per_gemm(mnk):
     """Decode rows and small outputs are host-bound: each GEMM of the 16-bit step is one
     launch on TMA tiles, no split-K (whose zeroed buffer and cast are launches of their own)."""
     M, N, K = mnk
-    a, b, d = cs._inputs(Shape("s", M=M, N=N, K=K), torch.bfloat16, "cpu")
+    a, b, d = cs.inputs(Shape("s", M=M, N=N, K=K), torch.bfloat16, "cpu")
     for path in ("16bit.fwd", "16bit.bwd"):
         c = cs.census_call(cs.linear_paths(a, b, d)[path], dry=True)
         tiny = [g for g in c.gemms() if g.get("BLOCK_M") <= 64 and g.get("BLOCK_N") <= 128]
@@ -118,7 +118,7 @@ def test_tiny_outputs_take_one_launch_per_gemm(mnk):
 def test_small_outputs_fill_at_least_half_the_sms(mnk, bucket_tiles):
     """Under-filled grids get smaller tiles and split-K: about half of 132 SMs busy or more."""
     M, N, K = mnk
-    a, b, d = cs._inputs(Shape("s", M=M, N=N, K=K), torch.bfloat16, "cpu")
+    a, b, d = cs.inputs(Shape("s", M=M, N=N, K=K), torch.bfloat16, "cpu")
     (g,) = cs.census_call(cs.linear_paths(a, b, d)["16bit.fwd"], dry=True).gemms()
     assert (g.get("BLOCK_M"), g.get("BLOCK_N")) == bucket_tiles
     assert g.ctas >= 64
@@ -126,7 +126,7 @@ def test_small_outputs_fill_at_least_half_the_sms(mnk, bucket_tiles):
 
 def test_unaligned_16bit_gradient_is_copied_once_into_tma_rows():
     """dout [4000, 4100] bf16 (rows of 8200 bytes): one aligned copy, both GEMMs on TMA."""
-    a, b, d = cs._inputs(Shape("s", M=4000, N=4100, K=4104), torch.bfloat16, "cpu")
+    a, b, d = cs.inputs(Shape("s", M=4000, N=4100, K=4104), torch.bfloat16, "cpu")
     c = cs.census_call(cs.linear_paths(a, b, d)["16bit.bwd"], dry=True)
     assert all(g.get("USE_TMA") for g in c.gemms()) and c.unaligned_gemms() == 0
     assert c.copies == {"copy_": 1} and c.copy_bytes == 4000 * 4100 * 2
@@ -134,6 +134,6 @@ def test_unaligned_16bit_gradient_is_copied_once_into_tma_rows():
 
 def test_decode_rows_do_not_copy_the_weight():
     """M = 33, K = 8200 bf16: the weight's elements feed only 33 outputs, no copy of it."""
-    a, b, d = cs._inputs(Shape("s", M=33, N=4100, K=8200), torch.bfloat16, "cpu")
+    a, b, d = cs.inputs(Shape("s", M=33, N=4100, K=8200), torch.bfloat16, "cpu")
     c = cs.census_call(cs.linear_paths(a, b, d)["16bit.fwd"], dry=True)
     assert c.copy_bytes < 4100 * 8200 * 2

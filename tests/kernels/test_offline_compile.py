@@ -58,7 +58,7 @@ def test_a_small_block_fits_and_a_block_too_big_for_the_register_file_spills(mon
 def test_model_shape_gemms_fit_the_sm_without_spills():
     """The shipped configs on a model shape (bf16 forward and backward, FP8 blockwise step):
     every variant within sm_90's shared memory and without register spills."""
-    a, b, d = cs._inputs(Shape("qkv", M=4096, N=12288, K=4096), torch.bfloat16, "cpu")
+    a, b, d = cs.inputs(Shape("qkv", M=4096, N=12288, K=4096), torch.bfloat16, "cpu")
     variants = []
     for fn in cs.linear_paths(a, b, d).values():
         variants += cs.census_call(fn, dry=True).gemms()

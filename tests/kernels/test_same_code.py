@@ -37,7 +37,7 @@ def _tree(tmp: Path, name: str, edit: tuple[str, str] | None) -> Path:
 
 @pytest.mark.slow
 def test_a_comment_keeps_the_sass_and_a_changed_store_does_not(tmp_path):
-    a, b, _ = dc._inputs(Shape(label="s", M=100, N=1000, K=1000), torch.bfloat16, "cpu")
+    a, b, _ = dc.inputs(Shape(label="s", M=100, N=1000, K=1000), torch.bfloat16, "cpu")
     xs = dc.census_call(lambda: launch.gemm(a, b), dry=True).launches
     assert [x.kernel for x in xs] == ["_gemm_kernel"]
     here = same_code.compiled(REPO, xs)

@@ -88,7 +88,8 @@ class Census(common.Census):
 # --------------------------------------------------------------------------------------------
 
 
-def _inputs(shape: Shape, dtype: torch.dtype, device: str) -> tuple[torch.Tensor, ...]:
+def inputs(shape: Shape, dtype: torch.dtype, device: str) -> tuple[torch.Tensor, ...]:
+    """A Linear's ``a`` [M, K], ``b`` [N, K] and ``dout`` [M, N] for one shape (seed 0)."""
     M, N, K = shape.M, shape.N, shape.K
     g = torch.Generator(device=device).manual_seed(0)
     a = torch.randn(M, K, generator=g, device=device).to(dtype)
@@ -148,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
     for shape in SHAPE_SETS[args.shapes]():
-        a, b, d = _inputs(shape, torch.bfloat16, "cpu")
+        a, b, d = inputs(shape, torch.bfloat16, "cpu")
         for path, fn in linear_paths(a, b, d).items():
             c = census_call(fn, dry=True, sms=args.sms)
             print(f"{shape.label:24s} {path:15s} {summary(c, args.sms)}", flush=True)

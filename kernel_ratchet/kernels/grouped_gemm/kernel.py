@@ -1,4 +1,5 @@
-"""Grouped GEMM for MoE, bf16/fp16: the Triton kernels (launchers, autograd: :mod:`.launch`).
+"""Grouped GEMM for MoE, bf16/fp16: the forward/dgrad Triton kernel (the weight gradient's:
+:mod:`.wgrad_kernel`; launchers, autograd: :mod:`.launch`).
 
 Layout contract (tokens sorted by expert):
 
