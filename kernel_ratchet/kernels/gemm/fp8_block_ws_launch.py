@@ -164,9 +164,6 @@ def compile_offline(
     """The kernel compiled for ``sm_<arch>`` without a GPU (Triton's front end and the ptxas it
     ships), as :func:`matmul_fp8_block_ws` would launch it on E4M3 operands; read its cost with
     :func:`kernel_ratchet.kernels.offline.resources`."""
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-
     la, lb, lc = _layouts(block_n, torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16)
     fn = _fp8_block_ws_kernel
     consts = _constexprs(
@@ -182,12 +179,21 @@ def compile_offline(
     }
     sig.update(dict.fromkeys(("M", "N", "K"), "i32"))
     sig.update(dict.fromkeys(("stride_sam", "stride_sak", "stride_sbn", "stride_sbk"), "i32"))
-    sig.update(dict.fromkeys(consts, "constexpr"))
+    return compile_gluon(fn, sig, consts, ("sa_ptr", "sb_ptr"), options(consumers), arch)
+
+
+def compile_gluon(fn, sig: dict, consts: dict, aligned: tuple[str, ...], opts: dict, arch: int):
+    """Compile the Gluon kernel ``fn`` for ``sm_<arch>`` without a GPU: ``sig`` the types of
+    its runtime arguments, ``consts`` its constexprs, ``aligned`` the pointers Triton may take
+    as 16-byte aligned, ``opts`` the launch's options."""
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+
     names = fn.arg_names
     src = GluonASTSource(
         fn,
-        sig,
+        {**sig, **dict.fromkeys(consts, "constexpr")},
         {(names.index(k),): v for k, v in consts.items()},
-        {(names.index(p),): [["tt.divisibility", 16]] for p in ("sa_ptr", "sb_ptr")},
+        {(names.index(p),): [["tt.divisibility", 16]] for p in aligned},
     )
-    return triton.compile(src, target=GPUTarget("cuda", arch, 32), options=options(consumers))
+    return triton.compile(src, target=GPUTarget("cuda", arch, 32), options=opts)

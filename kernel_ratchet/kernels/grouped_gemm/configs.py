@@ -34,7 +34,10 @@ class TileConfig:
     #: FP8 forward and dgrad: run the warp-specialized Gluon kernel (:mod:`.fp8_ws`: a TMA
     #: producer warp, two consumer warpgroups, paired k-groups) where it applies, with
     #: BLOCK_N, GROUP_M and num_stages from this config (BLOCK_M is its fixed 128, num_warps
-    #: its fixed layout); elsewhere the Triton kernel with this config.
+    #: its fixed layout); elsewhere the Triton kernel with this config. bf16 wgrad: the
+    #: warp-specialized Gluon kernel of :mod:`.wgrad_ws` (tiles of 128 rows of N by BLOCK_K
+    #: columns, bands of GROUP_M n tiles, num_stages), where it applies (N a multiple of
+    #: 128, aligned rows); see :data:`WGRAD_WS`.
     gluon_ws: bool = False
     #: Forward and dgrad: load tiles through TMA descriptors (no split tail) where the
     #: operands allow it (rows contiguous and 16-byte aligned, the weight one stack; bf16
@@ -134,6 +137,11 @@ BUCKETS: dict[str, TileConfig] = {
         128, 64, 128, GROUP_M=1, num_warps=4, num_stages=3, use_tma=True, group_chunks=True
     ),
 }
+
+#: The bf16 weight gradient's warp-specialized config (:mod:`.wgrad_ws`), taken before the
+#: wgrad buckets wherever that kernel applies (an sm_90 GPU, N a multiple of 128, aligned
+#: rows); None: the buckets' Triton kernel everywhere.
+WGRAD_WS: TileConfig | None = None
 
 #: Average rows per group at or below which the "small" bucket is used.
 SMALL_GROUP_ROWS = 192

@@ -16,7 +16,7 @@ import triton
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from kernel_ratchet.kernels.gemm.fp8_block_ws_launch import OPTIONS, _sm90
+from kernel_ratchet.kernels.gemm.fp8_block_ws_launch import OPTIONS, _sm90, compile_gluon
 from kernel_ratchet.kernels.grouped_gemm.fp8_ws import KGROUP, ROWS, _grouped_fp8_ws_kernel
 
 #: The consumers' registers per thread (the dense kernel's default; OPTIONS are its launch's).
@@ -142,9 +142,6 @@ def compile_offline(
     """The kernel compiled for ``sm_<arch>`` without a GPU (Triton's front end and the ptxas it
     ships), as :func:`grouped_mm_fp8_ws` would launch it on E4M3 operands and a bf16 output;
     read its cost with :func:`kernel_ratchet.kernels.offline.resources`."""
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-
     la, lb = _layouts(block_n, torch.float8_e4m3fn, torch.float8_e4m3fn)
     fn = _grouped_fp8_ws_kernel
     consts = _constexprs(
@@ -162,12 +159,4 @@ def compile_offline(
     sig.update(
         dict.fromkeys(("stride_sam", "stride_sak", "stride_sbg", "stride_sbn", "stride_sbk"), "i32")
     )
-    sig.update(dict.fromkeys(consts, "constexpr"))
-    names = fn.arg_names
-    src = GluonASTSource(
-        fn,
-        sig,
-        {(names.index(k),): v for k, v in consts.items()},
-        {(names.index(p),): [["tt.divisibility", 16]] for p in ("c_ptr", "sa_ptr", "sb_ptr")},
-    )
-    return triton.compile(src, target=GPUTarget("cuda", arch, 32), options=OPTIONS)
+    return compile_gluon(fn, sig, consts, ("c_ptr", "sa_ptr", "sb_ptr"), OPTIONS, arch)

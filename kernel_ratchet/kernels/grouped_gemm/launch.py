@@ -17,6 +17,8 @@ from triton.compiler.errors import CompilationError
 from triton.runtime.errors import OutOfResources
 
 from kernel_ratchet.kernels.gemm.launch import _ensure_tma_allocator
+from kernel_ratchet.kernels.grouped_gemm import configs
+from kernel_ratchet.kernels.grouped_gemm import wgrad_ws_launch as wgrad_ws
 from kernel_ratchet.kernels.grouped_gemm.configs import TileConfig, select
 from kernel_ratchet.kernels.grouped_gemm.kernel import _grouped_mm_kernel
 from kernel_ratchet.kernels.grouped_gemm.wgrad_kernel import _grouped_wgrad_kernel
@@ -189,12 +191,29 @@ def grouped_wgrad(
     out_dtype: torch.dtype | None = None,
     config: TileConfig | None = None,
 ) -> torch.Tensor:
-    """``dw[g] = dy_g^T @ x_g`` for dy [T, N], x [T, K]: returns [G, N, K] (zeros if empty)."""
+    """``dw[g] = dy_g^T @ x_g`` for dy [T, N], x [T, K]: returns [G, N, K] (zeros if empty).
+
+    The warp-specialized kernel (:mod:`.wgrad_ws`) runs it with ``config`` (else
+    :data:`.configs.WGRAD_WS`) where that config has ``gluon_ws`` and the kernel applies; the
+    Triton kernel with ``config`` (else the bucket's) elsewhere."""
     T, N = dy.shape
     K = x.shape[1]
     G = group_lens.shape[0]
+    out_dtype = out_dtype or x.dtype
+    ws = config or configs.WGRAD_WS
+    if ws is not None and ws.gluon_ws and wgrad_ws.supported(dy, x, G, out_dtype):
+        _ensure_tma_allocator()  # the kernel builds its load descriptors on the device
+        return wgrad_ws.grouped_wgrad_ws(
+            dy,
+            x,
+            group_lens,
+            out_dtype=out_dtype,
+            block_k=ws.BLOCK_K,
+            group_n=ws.GROUP_M,
+            stages=ws.num_stages,
+        )
     cfg = config or select("wgrad", "bf16", T / max(G, 1), interpreting())
-    dw = torch.empty((G, N, K), dtype=out_dtype or x.dtype, device=x.device)
+    dw = torch.empty((G, N, K), dtype=out_dtype, device=x.device)
     if dw.numel() == 0:
         return dw
     tiles = G * triton.cdiv(N, cfg.BLOCK_N) * triton.cdiv(K, cfg.BLOCK_K)
