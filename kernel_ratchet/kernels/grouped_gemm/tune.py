@@ -25,7 +25,7 @@ import torch
 
 from kernel_ratchet.kernels.benchmarking import tflops, time_ms
 from kernel_ratchet.kernels.grouped_gemm.adapter import make_grouped_case
-from kernel_ratchet.kernels.grouped_gemm.configs import BUCKETS, TileConfig
+from kernel_ratchet.kernels.grouped_gemm.configs import BUCKETS, WGRAD_WS, TileConfig
 from kernel_ratchet.kernels.grouped_gemm.fp8 import (
     FP8,
     GROUP,
@@ -73,6 +73,8 @@ BF16_DGRAD = {
     "dgrad_128x256x64_w8_s4_tma_st2": TileConfig(128, 256, 64, 8, 8, 4, use_tma=True, tma_store=2),
 }
 BF16_WGRAD = {
+    # where the warp-specialized kernel applies it runs before the buckets
+    **({"shipped:WGRAD_WS": WGRAD_WS} if WGRAD_WS else {}),
     "shipped:bf16_wgrad": BUCKETS["bf16_wgrad"],
     "shipped:bf16_wgrad_small": BUCKETS["bf16_wgrad_small"],
     "wg_64x128x128_w8_s3": TileConfig(64, 128, 128, 1, 8, 3),
