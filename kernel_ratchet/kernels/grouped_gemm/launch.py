@@ -18,6 +18,7 @@ from triton.runtime.errors import OutOfResources
 
 from kernel_ratchet.kernels.gemm.launch import _ensure_tma_allocator
 from kernel_ratchet.kernels.grouped_gemm import configs
+from kernel_ratchet.kernels.grouped_gemm import mm_ws_launch as mm_ws
 from kernel_ratchet.kernels.grouped_gemm import wgrad_ws_launch as wgrad_ws
 from kernel_ratchet.kernels.grouped_gemm.configs import TileConfig, select
 from kernel_ratchet.kernels.grouped_gemm.kernel import _grouped_mm_kernel
@@ -96,7 +97,10 @@ def grouped_mm(
     ``b_is_nk=True``: ``b`` is [G, N, Kr] and ``out_g = a_g @ b_g^T`` (forward).
     ``b_is_nk=False``: ``b`` is [G, Kr, N] and ``out_g = a_g @ b_g`` (dgrad with the weight).
     Returns [T, N] in ``a.dtype``; rows past ``sum(group_lens)`` are left unwritten (callers
-    keep the contract ``sum(group_lens) == T``).
+    keep the contract ``sum(group_lens) == T``). The warp-specialized kernel (:mod:`.mm_ws`)
+    runs it with ``config`` (else :data:`.configs.MM_WS`, for groups of more than
+    ``SMALL_GROUP_ROWS`` rows on average) where that config has ``gluon_ws`` and the kernel
+    applies; the Triton kernel with ``config`` (else the bucket's) elsewhere.
     """
     T, Kr = a.shape
     G = b.shape[0]
@@ -104,6 +108,18 @@ def grouped_mm(
         N, stride_bn, stride_bk = b.shape[1], b.stride(1), b.stride(2)
     else:
         N, stride_bn, stride_bk = b.shape[2], b.stride(2), b.stride(1)
+    ws = config or (configs.MM_WS if T / max(G, 1) > configs.SMALL_GROUP_ROWS else None)
+    if ws is not None and ws.gluon_ws and mm_ws.supported(a, b, b_is_nk):
+        _ensure_tma_allocator()  # the kernel builds its store descriptors on the device
+        return mm_ws.grouped_mm_ws(
+            a,
+            b,
+            group_lens,
+            b_is_nk=b_is_nk,
+            block_n=ws.BLOCK_N,
+            group_m=ws.GROUP_M,
+            stages=ws.num_stages,
+        )
     cfg = config or select("mm", "bf16", T / max(G, 1), interpreting())
     if cfg.flatten and cfg.tma_store:
         raise ValueError(

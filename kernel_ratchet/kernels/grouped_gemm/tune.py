@@ -62,6 +62,12 @@ BF16_MM = {
     # full tiles stored by TMA (asynchronous: the store drains under the next tile's loads)
     "128x256x64_w8_s4_tma_st2": TileConfig(128, 256, 64, 8, 8, 4, use_tma=True, tma_store=2),
     "128x256x64_w8_s3_tma_st1": TileConfig(128, 256, 64, 8, 8, 3, use_tma=True, tma_store=1),
+    # warp-specialized (Gluon): a TMA producer warp, two consumer warpgroups of 64 rows,
+    # persistent, TMA stores through per-group descriptors
+    "ws_128x256_s3_g8": TileConfig(128, 256, 64, 8, 8, 3, gluon_ws=True),
+    # four stages: the two warpgroups take one output staging buffer in turn
+    "ws_128x256_s4_g8": TileConfig(128, 256, 64, 8, 8, 4, gluon_ws=True),
+    "ws_128x128_s5_g8": TileConfig(128, 128, 64, 8, 8, 5, gluon_ws=True),
 }
 BF16_DGRAD = {
     "dgrad shipped:bf16_mm_large": BUCKETS["bf16_mm_large"],
@@ -71,6 +77,9 @@ BF16_DGRAD = {
         128, 256, 64, 8, 8, 4, use_tma=True, flatten=True
     ),
     "dgrad_128x256x64_w8_s4_tma_st2": TileConfig(128, 256, 64, 8, 8, 4, use_tma=True, tma_store=2),
+    "dgrad_ws_128x256_s3_g8": TileConfig(128, 256, 64, 8, 8, 3, gluon_ws=True),
+    "dgrad_ws_128x256_s4_g8": TileConfig(128, 256, 64, 8, 8, 4, gluon_ws=True),
+    "dgrad_ws_128x128_s5_g8": TileConfig(128, 128, 64, 8, 8, 5, gluon_ws=True),
 }
 BF16_WGRAD = {
     # where the warp-specialized kernel applies it runs before the buckets
