@@ -100,6 +100,19 @@ def test_longest_first_shortens_a_late_hot_group():
     assert first.fill == pytest.approx(356 / (4 * 101))
 
 
+def test_a_round_robin_schedule_stacks_the_hot_groups_tiles_on_the_same_programs():
+    """Persistent programs taking every sms-th tile: with 2 tiles a group on 4 programs,
+    every hot group's tiles land on programs 0 and 1, every empty group's on 2 and 3; the
+    hardware's dispatch to the SM that frees first spreads them."""
+    args = dict(N=256, K=128, BN=128, BK=128, step=10, aligned=False, sms=4)  # 2 tiles a group
+    lens = [90, 0] * 4  # work per tile 10, 1, 10, 1, ...
+    rr = sc.wgrad_fill(lens, **args, round_robin=True)
+    # programs 0 and 1: 4 x 10; programs 2 and 3: 4 x 1; 88 units in all
+    assert rr.fill == pytest.approx(88 / (4 * 40))
+    assert sc.wgrad_fill(lens, **args).fill == pytest.approx(1.0)
+    assert sc.wgrad_fill([0, 0], **args, round_robin=True).fill == pytest.approx(4 / (4 * 1))
+
+
 def test_stress_distributions_respect_top_k():
     for s in S.moe_offlist():
         k = next(m.top_k for key, m in S.OFFLIST_MODELS.items() if s.label.startswith(key))

@@ -81,14 +81,20 @@ def wgrad_fill(
     aligned: bool,
     sms: int,
     order: Sequence[int] | None = None,
+    round_robin: bool = False,
 ) -> Fill:
-    """One CTA per (group, n tile, k tile), groups launched in ``order`` (default: by index)."""
+    """One CTA per (group, n tile, k tile), groups launched in ``order`` (default: by index);
+    with ``round_robin`` instead ``sms`` persistent programs, program ``p`` taking the tiles
+    ``p, p + sms, ...`` of that list (the warp-specialized kernel's schedule)."""
     tiles = -(-N // BN) * -(-K // BK)
     steps = wgrad_steps(lens, step, aligned)
     order = list(range(len(lens))) if order is None else list(order)
     work = [steps[g] + 1 for g in order]
     total = sum(work) * tiles
-    makespan = list_schedule(work, [tiles] * len(order), sms)
+    if round_robin:
+        makespan = _round_robin(work, tiles, sms)
+    else:
+        makespan = list_schedule(work, [tiles] * len(order), sms)
     rows = sum(lens)
     waste = sum(steps) * step / rows if rows else 1.0
     return Fill(tiles * len(lens), total / (sms * makespan) if makespan else 1.0, waste)
@@ -97,6 +103,14 @@ def wgrad_fill(
 def longest_first(lens: Sequence[int]) -> list[int]:
     """Groups by decreasing row count, ties by index (the order a skew-aware launch uses)."""
     return sorted(range(len(lens)), key=lambda g: (-lens[g], g))
+
+
+def _round_robin(work: Sequence[int], count: int, sms: int) -> float:
+    """Makespan of ``count`` tiles of ``work[i]`` units for each ``i`` in order, tile ``t`` of
+    that list on program ``t % sms``."""
+    per_tile = np.repeat(np.asarray(work, dtype=np.float64), count)
+    per_tile = np.concatenate([per_tile, np.zeros(-len(per_tile) % sms)])
+    return float(per_tile.reshape(-1, sms).sum(axis=0).max()) if len(per_tile) else 0.0
 
 
 def waves(ctas: int, sms: int) -> float:
