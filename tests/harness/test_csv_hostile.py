@@ -34,11 +34,12 @@ def _parse_seconds(text: str) -> float:
 
 def test_parse_time_grows_linearly_with_rows():
     # A quadratic step (a per-row scan of all labels) makes 4x the rows cost ~16x the time;
-    # linear parsing costs ~4x. The bound leaves room for timer noise, not for a square.
+    # linear parsing costs ~4x. The bound leaves room for timer noise and cache contention
+    # under a loaded test run (6.5x was seen on two busy cores), not for a square.
     small, large = _gemm_text(5_000), _gemm_text(20_000)
     _parse_seconds(small)  # warm up imports and caches
     ratio = _parse_seconds(large) / max(_parse_seconds(small), 1e-6)
-    assert ratio < 6.0, f"4x the rows took {ratio:.1f}x the time"
+    assert ratio < 10.0, f"4x the rows took {ratio:.1f}x the time"
 
 
 def test_duplicate_labels_are_still_found_among_many_rows():
