@@ -32,7 +32,7 @@ def test_dry_fp8_step_launches_and_quant_bytes(olmoe_skewed):
     grouped = configs.BUCKETS["fp8_wgrad"].group_chunks
     assert names.count("_dual_quant_grouped_kernel" if grouped else "_dual_quant_kernel") == 2
     assert names.count("_weight_quant_kernel") == 1
-    assert len(c.of(*gc.MM_KERNELS)) == 2 and len(c.of(*gc.WGRAD_KERNELS)) == 1
+    assert len(c.of(*gc.GEMM_KERNELS)) == 3 and len(c.of(*gc.WGRAD_KERNELS)) == 1
     summ = gc.summarize(c, S.lens_of(s), 132)
     # bf16 weight read + fp8 written twice (the dgrad's transposed copy); x and dout each
     # read (bf16) and written twice (fp8)
@@ -43,7 +43,7 @@ def test_dry_fp8_step_launches_and_quant_bytes(olmoe_skewed):
 
 
 def test_dry_bf16_step_is_three_gemms_without_quantization(olmoe_skewed):
-    c = gc.census_step("bf16", olmoe_skewed)
+    c = gc.census_step("bf16", olmoe_skewed, gluon=False)
     assert [x.kernel for x in c.launches] == [
         "_grouped_mm_kernel",
         "_grouped_mm_kernel",
@@ -52,14 +52,36 @@ def test_dry_bf16_step_is_three_gemms_without_quantization(olmoe_skewed):
     assert c.launches[0].grid == (132,) and c.syncs == {}
 
 
+def test_the_census_takes_the_gluon_kernels_where_an_h200_would(olmoe_skewed):
+    """The launchers decide as on an sm_90 GPU: the shipped warp-specialized weight gradient
+    where its operands qualify (N a multiple of 128), its Triton fallback where not; the
+    Gluon launches get a fill from the schedule they run."""
+    ws = configs.WGRAD_WS is not None and configs.WGRAD_WS.gluon_ws
+    wgrad = "_grouped_wgrad_ws_kernel" if ws else "_grouped_wgrad_kernel"
+    c = gc.census_step("bf16", olmoe_skewed)
+    assert [x.kernel for x in c.launches][2] == wgrad
+    if ws:
+        (x,) = c.of(wgrad)
+        assert x.grid == (132,) and x.get("NUM_SMS") == 132
+        fill = dict(gc.summarize(c, S.lens_of(olmoe_skewed), 132).fills)["wgrad"]
+        steps = dict(N=olmoe_skewed.N, K=olmoe_skewed.K, BN=128, BK=x.get("BLOCK_K"), step=64)
+        rr = sc.wgrad_fill(
+            S.lens_of(olmoe_skewed), **steps, aligned=False, sms=132, round_robin=True
+        )
+        assert fill.fill == pytest.approx(rr.fill)
+    odd = dataclasses.replace(olmoe_skewed, N=olmoe_skewed.N + 8)  # not a multiple of 128
+    assert gc.census_step("bf16", odd).launches[2].kernel == "_grouped_wgrad_kernel"
+
+
 def test_real_run_records_the_same_kernels_as_the_dry_one(monkeypatch):
     """The dry census records the GPU buckets' launches; the interpreter's tile is given the
-    wgrad bucket's chunk layout so that both runs launch the same kernels."""
+    wgrad bucket's chunk layout so that both runs launch the same kernels (the Triton ones:
+    the Gluon kernels need an sm_90 device)."""
     shape = next(s for s in S.tiny_cpu() if s.label == "tiny_skewed")
     layout = configs.BUCKETS["fp8_wgrad"].group_chunks
     interp = dataclasses.replace(configs.INTERP_FP8, group_chunks=layout)
     monkeypatch.setattr(configs, "INTERP_FP8", interp)
-    dry = gc.census_step("fp8", shape)
+    dry = gc.census_step("fp8", shape, gluon=False)
     real = common.Census()
     with real.instrument(gc.PATCHES):
         out, dx, dw = gc.step_fn("fp8", shape, device="cpu")()

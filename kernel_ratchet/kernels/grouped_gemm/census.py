@@ -9,7 +9,9 @@ and the MMA rows it wastes (:mod:`.schedule`, from the routed group sizes); the 
 quantization passes and what they cost at the HBM rate next to the GEMMs' time at the tensor
 core peak; aten copies and fills; host reads of device data; with ``--host`` the host time of
 a step. The calls run dry on meta tensors (no kernel runs, nothing is allocated; a host read
-of device data would raise), so every model's full-size layer takes milliseconds on a CPU.
+of device data would raise), so every model's full-size layer takes milliseconds on a CPU. The
+launchers decide as on an sm_90 GPU: the warp-specialized Gluon kernels where their operands
+qualify.
 ``--compile`` also compiles each distinct GEMM variant of the step for sm_90 on this machine and
 prints its shared memory, registers and spill bytes (:mod:`kernel_ratchet.kernels.offline`).
 """
@@ -19,12 +21,14 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.kernels.census import H200_SMS, Census, Launch, host_us
 from kernel_ratchet.kernels.grouped_gemm import fp8 as fp8_launch
+from kernel_ratchet.kernels.grouped_gemm import fp8_ws_launch, mm_ws_launch, wgrad_ws_launch
 from kernel_ratchet.kernels.grouped_gemm import launch as bf16_launch
 from kernel_ratchet.kernels.grouped_gemm import shapes as S
 from kernel_ratchet.kernels.grouped_gemm.schedule import Fill, mm_fill, wgrad_fill
@@ -36,8 +40,16 @@ from kernel_ratchet.kernels.quant import launch as qlaunch
 HBM_BPS = 4.8e12
 PEAK_FLOPS = {"bf16": 989e12, "fp8": 1979e12}
 
+#: The warp-specialized Gluon kernels and their launchers: chosen only on an sm_90 device, so
+#: a census stands in for their ``supported`` (see :func:`gpu_overrides`).
+GLUON = {
+    "_grouped_mm_ws_kernel": mm_ws_launch,
+    "_grouped_fp8_ws_kernel": fp8_ws_launch,
+    "_grouped_wgrad_ws_kernel": wgrad_ws_launch,
+}
 MM_KERNELS = ("_grouped_mm_kernel", "_grouped_mm_fp8_kernel")
 WGRAD_KERNELS = ("_grouped_wgrad_kernel", "_grouped_wgrad_fp8_kernel")
+GEMM_KERNELS = MM_KERNELS + WGRAD_KERNELS + tuple(GLUON)
 QUANT_KERNELS = (
     "_weight_quant_kernel",
     "_dual_quant_kernel",
@@ -50,6 +62,7 @@ PATCHES = (
     + [(fp8_launch, "_weight_quant_kernel"), (qdual, "_dual_quant_kernel")]
     + [(qdual_grouped, "_dual_quant_grouped_kernel")]
     + [(qlaunch, "_group_quant_kernel")]
+    + [(mod, k) for k, mod in GLUON.items()]
 )
 PATHS = {
     "bf16": bf16_launch.grouped_gemm,
@@ -57,11 +70,15 @@ PATHS = {
 }
 
 
-def gpu_overrides(sms: int) -> list[tuple[object, str, object]]:
-    """Make the launchers decide as on a GPU with ``sms`` SMs (buckets, persistent grid)."""
+def gpu_overrides(sms: int, gluon: bool = True) -> list[tuple[object, str, object]]:
+    """Make the launchers decide as on an sm_90 GPU with ``sms`` SMs (buckets, persistent
+    grid; with ``gluon`` the warp-specialized kernels where their operands qualify, else their
+    Triton fallbacks)."""
     out: list[tuple[object, str, object]] = []
     for mod in (bf16_launch, fp8_launch):
         out += [(mod, "interpreting", lambda: False), (mod, "num_programs", lambda d: sms)]
+    for mod in set(GLUON.values()):
+        out.append((mod, "supported", mod.operands_ok if gluon else lambda *a: False))
     return out
 
 
@@ -93,16 +110,25 @@ def step_fn(
     return step
 
 
-def census_step(kind: str, shape: Shape, *, sms: int = H200_SMS) -> Census:
-    """Dry census of one step (meta tensors, launchers deciding as on ``sms`` SMs)."""
+def census_step(kind: str, shape: Shape, *, sms: int = H200_SMS, gluon: bool = True) -> Census:
+    """Dry census of one step (meta tensors, launchers deciding as on an sm_90 GPU of ``sms``
+    SMs; ``gluon=False``: as where the warp-specialized kernels do not apply)."""
     c = Census()
-    with c.instrument(PATCHES, gpu_overrides(sms), dry=True):
+    with c.instrument(PATCHES, gpu_overrides(sms, gluon), dry=True):
         step_fn(kind, shape)()
     return c
 
 
 def fill_of(x: Launch, lens: list[int], sms: int) -> Fill:
-    """Schedule quality of a recorded GEMM launch (its integer arguments start N, K, G)."""
+    """Schedule quality of a recorded GEMM launch (a Triton kernel's integer arguments start
+    N, K, G; a Gluon kernel's G, N, K)."""
+    if x.kernel in GLUON:
+        N, K, programs = x.ints[1], x.ints[2], int(x.get("NUM_SMS") or sms)
+        if x.kernel == "_grouped_wgrad_ws_kernel":  # 128 x BLOCK_K tiles, 64-row steps
+            bk = int(x.get("BLOCK_K"))  # type: ignore[arg-type]
+            fill = partial(wgrad_fill, aligned=False, sms=programs, round_robin=True)
+            return fill(lens, N, K, 128, bk, 64)
+        return mm_fill(lens, N, 128, int(x.get("BLOCK_N")), programs)  # type: ignore[arg-type]
     N, K = x.ints[0], x.ints[1]
     block = {k: int(x.get(k) or 128) for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K")}
     bm, bn, bk = block["BLOCK_M"], block["BLOCK_N"], block["BLOCK_K"]
@@ -131,7 +157,7 @@ class StepSummary:
 
 
 def summarize(c: Census, lens: list[int], sms: int) -> StepSummary:
-    gemms = [x for x in c.launches if x.kernel in MM_KERNELS + WGRAD_KERNELS]
+    gemms = [x for x in c.launches if x.kernel in GEMM_KERNELS]
     names = ["fwd", "dgrad", "wgrad"] if len(gemms) == 3 else [x.kernel for x in gemms]
     return StepSummary(
         launches=len(c.launches),
@@ -199,6 +225,8 @@ def print_resources(c: Census) -> None:
     from kernel_ratchet.kernels.offline import distinct, resources_by_kernel
 
     gemms = distinct([x for x in c.launches if x.kernel in MM_KERNELS + WGRAD_KERNELS])
+    for k in sorted({x.kernel for x in c.launches if x.kernel in GLUON}):
+        print(f"{'':36s} {k}: a Gluon kernel, compiled by {GLUON[k].__name__}.compile_offline")
     fns = {k: getattr(bf16_launch, k) for k in ("_grouped_mm_kernel", "_grouped_wgrad_kernel")}
     fns.update({k: getattr(fp8_launch, k) for k in MM_KERNELS[1:] + WGRAD_KERNELS[1:]})
     for x, r in zip(gemms, resources_by_kernel(gemms, fns), strict=True):

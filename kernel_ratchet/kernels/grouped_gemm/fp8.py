@@ -127,6 +127,7 @@ def grouped_mm_fp8(
             block_n=cfg.BLOCK_N,
             stages=cfg.num_stages,
             group_m=cfg.GROUP_M,
+            num_sms=num_programs(bd.device),
         )
     out = torch.empty((T, N), dtype=out_dtype, device=bd.device)
     if T == 0 or N == 0:

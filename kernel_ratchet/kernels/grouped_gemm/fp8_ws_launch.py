@@ -60,8 +60,12 @@ def supported(a: torch.Tensor, b: torch.Tensor, block_n: int) -> bool:
     K-major operands with 16-byte aligned rows, ``b`` one stack whose groups follow each other
     (viewed ``[G * N, K]``), ``block_n`` dividing the 128-wide weight blocks, and at most
     :data:`MAX_GROUPS` groups."""
-    if a.device.type != "cuda" or not _sm90(a.device):
-        return False
+    on_sm90 = a.device.type == "cuda" and _sm90(a.device)
+    return on_sm90 and operands_ok(a, b, block_n)
+
+
+def operands_ok(a: torch.Tensor, b: torch.Tensor, block_n: int) -> bool:
+    """:func:`supported` without the device: the operands and ``block_n`` alone."""
     fp8 = (torch.float8_e4m3fn, torch.float8_e5m2)
     if a.dtype not in fp8 or b.dtype not in fp8 or a.dim() != 2 or b.dim() != 3:
         return False

@@ -119,6 +119,7 @@ def grouped_mm(
             block_n=ws.BLOCK_N,
             group_m=ws.GROUP_M,
             stages=ws.num_stages,
+            num_sms=num_programs(a.device),
         )
     cfg = config or select("mm", "bf16", T / max(G, 1), interpreting())
     if cfg.flatten and cfg.tma_store:
@@ -227,6 +228,7 @@ def grouped_wgrad(
             block_k=ws.BLOCK_K,
             group_n=ws.GROUP_M,
             stages=ws.num_stages,
+            num_sms=num_programs(x.device),
         )
     cfg = config or select("wgrad", "bf16", T / max(G, 1), interpreting())
     dw = torch.empty((G, N, K), dtype=out_dtype, device=x.device)
