@@ -135,7 +135,9 @@ def defining_module(root: str, package: str, kernel: str) -> str:
 def main() -> int:
     """Read ``{"arch", "root", "package", "launches": [{"kernel", "launch"}]}`` on stdin;
     print, per launch, ``{"module", "sha256", "lines", "dropped"}`` of its SASS (``dropped``:
-    the launch's constexprs this kernel does not take) or ``{"error"}``."""
+    the launch's constexprs this kernel does not take) or ``{"error"}``. A kernel named
+    ``<module>.compile_offline`` is a Gluon kernel: that function, called with the launch's
+    constexprs as keyword arguments, compiles it."""
     import hashlib
     import importlib
     import json
@@ -150,6 +152,14 @@ def main() -> int:
     out = []
     for item in job["launches"]:
         try:
+            if item["kernel"].endswith(".compile_offline"):  # a Gluon kernel's launcher
+                module = item["kernel"].rsplit(".", 1)[0]
+                kw = {k: tup(v) for k, v in item["launch"]["constexprs"]}
+                code = sass(importlib.import_module(module).compile_offline(**kw))
+                lines = code.count("\n") + 1
+                sha = hashlib.sha256(code.encode()).hexdigest()
+                out.append({"module": module, "sha256": sha, "lines": lines, "dropped": []})
+                continue
             module = defining_module(job["root"], job["package"], item["kernel"])
             fn = getattr(importlib.import_module(module), item["kernel"])
             launch = SimpleNamespace(**{k: tup(v) for k, v in item["launch"].items()})

@@ -1,6 +1,6 @@
 """Does a change to the bundled kernels leave their machine code as it was?
 
-    python -m kernel_ratchet.kernels.same_code --against HEAD~1 [--sets odd,grouped]
+    python -m kernel_ratchet.kernels.same_code --against HEAD~1 [--sets odd,grouped,gluon]
 
 A refactor, or a new option that the shipped configs leave off, should compile to what the
 kernels compiled to before; a campaign would only measure noise. This records the Triton
@@ -13,9 +13,11 @@ to the same SASS on both sides, 1 otherwise (a launch one side cannot compile in
 
 Sets: ``odd``, ``model`` (the dense GEMM's Linear paths, forward, backward and the FP8
 blockwise step, on :data:`.gemm.bench.SHAPE_SETS`) and ``grouped`` (the bf16 and FP8 grouped
-steps on the grouped campaigns' shapes). Only ``@triton.jit`` kernels are compared: the
-grouped censuses run with the warp-specialized Gluon kernels off, so their Triton fallbacks
-are recorded instead, and the Gluon kernels themselves are not compared.
+steps on the grouped campaigns' shapes; their censuses run with the warp-specialized Gluon
+kernels off, so the Triton fallbacks are recorded) and ``gluon`` (each warp-specialized Gluon
+kernel under every config that ships it, compiled by its launcher's ``compile_offline``: the
+dense FP8 blockwise kernel, the grouped FP8 forward/dgrad, the grouped bf16 weight gradient,
+and the grouped bf16 forward/dgrad where ``MM_WS`` ships one).
 """
 
 from __future__ import annotations
@@ -35,7 +37,10 @@ from kernel_ratchet.kernels.census import Launch
 from kernel_ratchet.kernels.offline import distinct
 
 PACKAGE = "kernel_ratchet"
-SETS = ("odd", "model", "grouped")
+SETS = ("odd", "model", "grouped", "gluon")
+#: A Gluon "launch": its kernel is ``<launcher module>.compile_offline``, its constexprs the
+#: keyword arguments of that call.
+OFFLINE = ".compile_offline"
 
 
 def launches(sets: list[str]) -> list[Launch]:
@@ -50,7 +55,9 @@ def launches(sets: list[str]) -> list[Launch]:
         for shape in gs.moe_campaign():
             for kind in ("bf16", "fp8"):
                 found += gc.census_step(kind, shape, gluon=False).launches
-    dense = [s for s in sets if s != "grouped"]
+    if "gluon" in sets:
+        found += gluon_launches()
+    dense = [s for s in sets if s not in ("grouped", "gluon")]
     if dense:
         from kernel_ratchet.kernels.gemm import census as dc
         from kernel_ratchet.kernels.gemm.bench import SHAPE_SETS
@@ -61,6 +68,34 @@ def launches(sets: list[str]) -> list[Launch]:
                 for fn in dc.linear_paths(a, b, d).values():
                     found += dc.census_call(fn, dry=True).launches
     return distinct(found)
+
+
+def gluon_launches() -> list[Launch]:
+    """The shipped configs of the Gluon kernels, as their launchers' offline compiles."""
+    from kernel_ratchet.kernels.gemm.configs import WS_CONFIGS
+    from kernel_ratchet.kernels.grouped_gemm import configs as grouped
+
+    def of(module: str, **kw: object) -> Launch:
+        name = f"kernel_ratchet.kernels.{module}{OFFLINE}"
+        return Launch(name, (), tuple(sorted(kw.items())), ())
+
+    out = [
+        of("gemm.fp8_block_ws_launch", block_n=c.block_n, stages=c.num_stages,
+           group_m=c.group_m, mode=c.k_unroll - 1, consumers=c.block_m // 64)
+        for buckets in WS_CONFIGS.values() for c in buckets.values()
+    ]  # fmt: skip
+    out += [
+        of("grouped_gemm.fp8_ws_launch", block_n=c.BLOCK_N, stages=c.num_stages, group_m=c.GROUP_M)
+        for name, c in grouped.BUCKETS.items()
+        if c.gluon_ws and name.startswith("fp8_mm")
+    ]
+    if (w := grouped.WGRAD_WS) is not None and w.gluon_ws:
+        kw = dict(block_k=w.BLOCK_K, group_n=w.GROUP_M, stages=w.num_stages)
+        out.append(of("grouped_gemm.wgrad_ws_launch", **kw))
+    if (m := grouped.MM_WS) is not None and m.gluon_ws:
+        kw = dict(block_n=m.BLOCK_N, group_m=m.GROUP_M, stages=m.num_stages)
+        out += [of("grouped_gemm.mm_ws_launch", **kw, b_is_nk=nk) for nk in (True, False)]
+    return distinct(out)
 
 
 def compiled(root: Path, xs: list[Launch], arch: int = 90) -> list[dict]:
@@ -111,6 +146,9 @@ def compare(xs: list[Launch], here: list[dict], there: list[dict]) -> tuple[list
     for x, a, b in zip(xs, here, there, strict=True):
         c = dict(x.constexprs)
         what = f"{x.kernel} {c.get('BLOCK_M')}x{c.get('BLOCK_N')}x{c.get('BLOCK_K')}"
+        if x.kernel.endswith(OFFLINE):
+            args = ", ".join(f"{k}={v}" for k, v in x.constexprs)
+            what = f"{x.kernel.split('.')[-2]}({args})"
         if "error" in a and "error" in b:
             neither += 1
             verdict = f"not compared: neither side compiles it offline ({a['error'][:100]})"
@@ -131,7 +169,9 @@ def compare(xs: list[Launch], here: list[dict], there: list[dict]) -> tuple[list
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m kernel_ratchet.kernels.same_code")
     p.add_argument("--against", required=True, help="the git revision to compare with")
-    p.add_argument("--sets", default="odd,grouped", help=f"comma-separated, of {', '.join(SETS)}")
+    p.add_argument(
+        "--sets", default="odd,grouped,gluon", help=f"comma-separated, of {', '.join(SETS)}"
+    )
     args = p.parse_args(argv)
     sets = [s for s in args.sets.split(",") if s]
     if not sets or set(sets) - set(SETS):

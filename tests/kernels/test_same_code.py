@@ -15,12 +15,15 @@ from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.kernels import same_code
 from kernel_ratchet.kernels.gemm import census as dc
 from kernel_ratchet.kernels.gemm import launch
+from kernel_ratchet.kernels.grouped_gemm import configs
 
 REPO = Path(same_code.__file__).resolve().parents[2]
 STORE = "tl.store(c_ptrs, acc.to(out_ty), mask=c_mask)"
 
 
-def _tree(tmp: Path, name: str, edit: tuple[str, str] | None) -> Path:
+def _tree(
+    tmp: Path, name: str, edit: tuple[str, str] | None, file: str = "gemm/kernel_tile.py"
+) -> Path:
     root = tmp / name
     shutil.copytree(
         REPO / "kernel_ratchet",
@@ -28,7 +31,7 @@ def _tree(tmp: Path, name: str, edit: tuple[str, str] | None) -> Path:
         ignore=shutil.ignore_patterns("__pycache__"),
     )
     if edit:
-        path = root / "kernel_ratchet/kernels/gemm/kernel_tile.py"
+        path = root / "kernel_ratchet/kernels" / file
         text = path.read_text()
         assert edit[0] in text
         path.write_text(text.replace(edit[0], edit[1]))
@@ -50,6 +53,38 @@ def test_a_comment_keeps_the_sass_and_a_changed_store_does_not(tmp_path):
     assert (differ, neither) == (0, 0) and "same SASS" in lines[0]
     lines, differ, _ = same_code.compare(xs, changed, here)
     assert differ == 1 and "DIFFERENT SASS" in lines[0]
+
+
+@pytest.mark.slow
+def test_a_gluon_kernel_is_compared_through_its_launchers_offline_compile(tmp_path):
+    xs = [x for x in same_code.gluon_launches() if "wgrad_ws" in x.kernel] or [
+        same_code.Launch(
+            "kernel_ratchet.kernels.grouped_gemm.wgrad_ws_launch" + same_code.OFFLINE,
+            (),
+            (("block_k", 256), ("group_n", 16), ("stages", 3)),
+            (),
+        )
+    ]
+    store = "c_buf.store(acc.to(dw_desc.dtype))"
+    file = "grouped_gemm/wgrad_ws.py"
+    here = same_code.compiled(REPO, xs)
+    comment = same_code.compiled(_tree(tmp_path, "c", (store, store + "  # out"), file), xs)
+    changed = same_code.compiled(
+        _tree(tmp_path, "d", (store, store.replace("acc.to", "(acc * 2.0).to")), file), xs
+    )
+    assert here[0]["module"] == "kernel_ratchet.kernels.grouped_gemm.wgrad_ws_launch"
+    lines, differ, neither = same_code.compare(xs, comment, here)
+    assert (differ, neither) == (0, 0) and "same SASS" in lines[0]
+    assert lines[0].startswith("wgrad_ws_launch(block_k=256")
+    lines, differ, _ = same_code.compare(xs, changed, here)
+    assert differ == 1 and "DIFFERENT SASS" in lines[0]
+
+
+def test_the_gluon_set_holds_each_shipped_gluon_config():
+    names = {x.kernel.split(".")[-2] for x in same_code.gluon_launches()}
+    assert {"fp8_block_ws_launch", "fp8_ws_launch"} <= names
+    assert ("wgrad_ws_launch" in names) == (configs.WGRAD_WS is not None)
+    assert ("mm_ws_launch" in names) == (configs.MM_WS is not None)
 
 
 def test_a_revision_git_does_not_know_is_a_usage_error(capsys):
