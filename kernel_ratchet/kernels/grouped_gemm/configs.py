@@ -142,9 +142,10 @@ BUCKETS: dict[str, TileConfig] = {
 #: The bf16 weight gradient's warp-specialized config (:mod:`.wgrad_ws`), taken before the
 #: wgrad buckets wherever that kernel applies (an sm_90 GPU, N a multiple of 128, aligned
 #: rows); None: the buckets' Triton kernel everywhere. 128 x 256 tiles, 3 stages, bands of
-#: 16 n tiles: against torch._grouped_mm's weight gradient 0.92-1.13x on ten layers, the
-#: Triton buckets 0.79-0.95x (tune --kinds wgrad --only ws); a campaign accepted it at
-#: 1.0655x on the step (campaigns/grouped_gemm_bf16_moe/wgrad-ws).
+#: 16 n tiles: against torch._grouped_mm's weight gradient 0.95-1.14x on thirteen layers,
+#: where the Triton buckets ran 0.79-1.08x (tune --kinds wgrad --only ws, the table in
+#: docs/grouped-gemm.md); a campaign accepted it at 1.0655x on the step
+#: (campaigns/grouped_gemm_bf16_moe/wgrad-ws).
 WGRAD_WS: TileConfig | None = TileConfig(
     64, 128, 256, GROUP_M=16, num_warps=8, num_stages=3, gluon_ws=True
 )
