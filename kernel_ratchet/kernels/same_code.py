@@ -17,7 +17,7 @@ steps on the grouped campaigns' shapes; their censuses run with the warp-special
 kernels off, so the Triton fallbacks are recorded) and ``gluon`` (each warp-specialized Gluon
 kernel under every config that ships it, compiled by its launcher's ``compile_offline``: the
 dense FP8 blockwise kernel, the grouped FP8 forward/dgrad, the grouped bf16 weight gradient,
-and the grouped bf16 forward/dgrad where ``MM_WS`` ships one).
+and the grouped bf16 forward and dgrad where ``MM_WS`` / ``DGRAD_WS`` ship one).
 """
 
 from __future__ import annotations
@@ -92,9 +92,10 @@ def gluon_launches() -> list[Launch]:
     if (w := grouped.WGRAD_WS) is not None and w.gluon_ws:
         kw = dict(block_k=w.BLOCK_K, group_n=w.GROUP_M, stages=w.num_stages)
         out.append(of("grouped_gemm.wgrad_ws_launch", **kw))
-    if (m := grouped.MM_WS) is not None and m.gluon_ws:
-        kw = dict(block_n=m.BLOCK_N, group_m=m.GROUP_M, stages=m.num_stages)
-        out += [of("grouped_gemm.mm_ws_launch", **kw, b_is_nk=nk) for nk in (True, False)]
+    for m, nk in ((grouped.MM_WS, True), (grouped.DGRAD_WS, False)):
+        if m is not None and m.gluon_ws:
+            kw = dict(block_n=m.BLOCK_N, group_m=m.GROUP_M, stages=m.num_stages)
+            out.append(of("grouped_gemm.mm_ws_launch", **kw, b_is_nk=nk))
     return distinct(out)
 
 

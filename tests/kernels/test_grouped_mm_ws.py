@@ -117,6 +117,31 @@ def test_a_ws_config_where_the_kernel_does_not_apply_runs_the_triton_kernel(devi
     assert torch.equal(same, grouped_mm(x, w, lens, config=base))
 
 
+@pytest.mark.parametrize("b_is_nk", [True, False], ids=["forward", "dgrad"])
+def test_each_kind_takes_its_own_shipped_config(monkeypatch, b_is_nk):
+    """The forward runs MM_WS and the dgrad DGRAD_WS where the kernel applies (here made to),
+    for groups above SMALL_GROUP_ROWS rows on average; smaller groups keep the Triton path."""
+    fwd = configs.TileConfig(128, 256, 64, 8, 8, 3, gluon_ws=True)
+    dgrad = configs.TileConfig(128, 128, 64, 4, 8, 5, gluon_ws=True)
+    monkeypatch.setattr(configs, "MM_WS", fwd)
+    monkeypatch.setattr(configs, "DGRAD_WS", dgrad)
+    monkeypatch.setattr(ws, "supported", lambda a, b, nk: True)
+    calls = []
+    monkeypatch.setattr(ws, "grouped_mm_ws", lambda *a, **kw: calls.append(kw) or "ws")
+    G, Kr, N = 4, 128, 136
+    b = _z(G, N, Kr) if b_is_nk else _z(G, Kr, N)
+    rows = configs.SMALL_GROUP_ROWS * G + G  # just above the small bucket's average
+    lens = torch.full((G,), rows // G, dtype=torch.int32)
+    assert grouped_mm(_z(rows, Kr), b, lens, b_is_nk=b_is_nk) == "ws"
+    want = fwd if b_is_nk else dgrad
+    (kw,) = calls
+    assert (kw["block_n"], kw["group_m"]) == (want.BLOCK_N, want.GROUP_M)
+    assert kw["stages"] == want.num_stages and kw["b_is_nk"] is b_is_nk
+    small = torch.full((G,), configs.SMALL_GROUP_ROWS // 4, dtype=torch.int32)
+    out = grouped_mm(_z(int(small.sum()), Kr), b, small, b_is_nk=b_is_nk)
+    assert len(calls) == 1 and out.shape == (int(small.sum()), N)  # the Triton kernel ran
+
+
 def _reference(a: torch.Tensor, b: torch.Tensor, lens: list[int], b_is_nk: bool) -> torch.Tensor:
     out, r = [], 0
     for g, n in enumerate(lens):

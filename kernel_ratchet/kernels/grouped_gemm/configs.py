@@ -35,7 +35,8 @@ class TileConfig:
     #: producer warp, two consumer warpgroups, paired k-groups) where it applies, with
     #: BLOCK_N, GROUP_M and num_stages from this config (BLOCK_M is its fixed 128, num_warps
     #: its fixed layout); elsewhere the Triton kernel with this config. bf16 forward and
-    #: dgrad: the Gluon kernel of :mod:`.mm_ws` (see :data:`MM_WS`). bf16 wgrad: the
+    #: dgrad: the Gluon kernel of :mod:`.mm_ws` (see :data:`MM_WS`, :data:`DGRAD_WS`). bf16
+    #: wgrad: the
     #: warp-specialized Gluon kernel of :mod:`.wgrad_ws` (tiles of 128 rows of N by BLOCK_K
     #: columns, bands of GROUP_M n tiles, num_stages), where it applies (N a multiple of
     #: 128, aligned rows); see :data:`WGRAD_WS`.
@@ -150,11 +151,14 @@ WGRAD_WS: TileConfig | None = TileConfig(
     64, 128, 256, GROUP_M=16, num_warps=8, num_stages=3, gluon_ws=True
 )
 
-#: The bf16 forward and dgrad's warp-specialized config (:mod:`.mm_ws`: 128-row tiles of
-#: BLOCK_N columns, GROUP_M bands of row tiles, num_stages), taken before the
-#: ``bf16_mm_large`` bucket wherever that kernel applies (an sm_90 GPU, aligned rows, the
-#: dgrad's contraction a multiple of 64); None: the buckets' Triton kernel everywhere.
+#: The bf16 forward's warp-specialized config (:mod:`.mm_ws`: 128-row tiles of BLOCK_N
+#: columns, GROUP_M bands of row tiles, num_stages), taken before the ``bf16_mm_large``
+#: bucket wherever that kernel applies (an sm_90 GPU, aligned rows); None: the buckets'
+#: Triton kernel everywhere.
 MM_WS: TileConfig | None = None
+#: The same for the bf16 dgrad (the kernel also needs its contraction, the forward's N, a
+#: multiple of 64): a config of its own, as the two kinds rank the configs differently.
+DGRAD_WS: TileConfig | None = None
 
 #: Average rows per group at or below which the "small" bucket is used.
 SMALL_GROUP_ROWS = 192

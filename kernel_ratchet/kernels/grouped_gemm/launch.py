@@ -98,9 +98,10 @@ def grouped_mm(
     ``b_is_nk=False``: ``b`` is [G, Kr, N] and ``out_g = a_g @ b_g`` (dgrad with the weight).
     Returns [T, N] in ``a.dtype``; rows past ``sum(group_lens)`` are left unwritten (callers
     keep the contract ``sum(group_lens) == T``). The warp-specialized kernel (:mod:`.mm_ws`)
-    runs it with ``config`` (else :data:`.configs.MM_WS`, for groups of more than
-    ``SMALL_GROUP_ROWS`` rows on average) where that config has ``gluon_ws`` and the kernel
-    applies; the Triton kernel with ``config`` (else the bucket's) elsewhere.
+    runs it with ``config`` (else :data:`.configs.MM_WS` or, for the dgrad,
+    :data:`.configs.DGRAD_WS`, for groups of more than ``SMALL_GROUP_ROWS`` rows on average)
+    where that config has ``gluon_ws`` and the kernel applies; the Triton kernel with
+    ``config`` (else the bucket's) elsewhere.
     """
     T, Kr = a.shape
     G = b.shape[0]
@@ -108,7 +109,8 @@ def grouped_mm(
         N, stride_bn, stride_bk = b.shape[1], b.stride(1), b.stride(2)
     else:
         N, stride_bn, stride_bk = b.shape[2], b.stride(2), b.stride(1)
-    ws = config or (configs.MM_WS if T / max(G, 1) > configs.SMALL_GROUP_ROWS else None)
+    shipped = configs.MM_WS if b_is_nk else configs.DGRAD_WS
+    ws = config or (shipped if T / max(G, 1) > configs.SMALL_GROUP_ROWS else None)
     if ws is not None and ws.gluon_ws and mm_ws.supported(a, b, b_is_nk):
         _ensure_tma_allocator()  # the kernel builds its store descriptors on the device
         return mm_ws.grouped_mm_ws(
