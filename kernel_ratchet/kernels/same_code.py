@@ -91,6 +91,8 @@ def gluon_launches() -> list[Launch]:
     ]
     if (w := grouped.WGRAD_WS) is not None and w.gluon_ws:
         kw = dict(block_k=w.BLOCK_K, group_n=w.GROUP_M, stages=w.num_stages)
+        if w.longest_first:  # the knob an older launcher may not take: named only when set
+            kw["longest_first"] = True
         out.append(of("grouped_gemm.wgrad_ws_launch", **kw))
     for m, nk in ((grouped.MM_WS, True), (grouped.DGRAD_WS, False)):
         if m is not None and m.gluon_ws:

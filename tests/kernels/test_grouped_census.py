@@ -73,6 +73,19 @@ def test_the_census_takes_the_gluon_kernels_where_an_h200_would(olmoe_skewed):
     assert gc.census_step("bf16", odd).launches[2].kernel == "_grouped_wgrad_kernel"
 
 
+def test_a_longest_first_weight_gradient_gets_the_fill_of_its_order(monkeypatch, olmoe_skewed):
+    ordered = configs.TileConfig(64, 128, 256, 16, 8, 3, gluon_ws=True, longest_first=True)
+    monkeypatch.setattr(configs, "WGRAD_WS", ordered)
+    c = gc.census_step("bf16", olmoe_skewed)
+    (x,) = c.of("_grouped_wgrad_ws_kernel")
+    assert x.get("ORDERED") is True
+    lens = S.lens_of(olmoe_skewed)
+    tiling = dict(N=olmoe_skewed.N, K=olmoe_skewed.K, BN=128, BK=256, step=64, aligned=False)
+    model = sc.wgrad_fill(lens, **tiling, sms=132, round_robin=True, order=sc.longest_first(lens))
+    fill = dict(gc.summarize(c, lens, 132).fills)["wgrad"]
+    assert fill.fill == pytest.approx(model.fill)
+
+
 def test_real_run_records_the_same_kernels_as_the_dry_one(monkeypatch):
     """The dry census records the GPU buckets' launches; the interpreter's tile is given the
     wgrad bucket's chunk layout so that both runs launch the same kernels (the Triton ones:

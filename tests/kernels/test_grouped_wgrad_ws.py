@@ -25,15 +25,19 @@ WS = configs.WGRAD_WS or configs.TileConfig(64, 128, 256, 32, 8, 3, gluon_ws=Tru
 
 @functools.lru_cache(maxsize=1)
 def _resources() -> list[Resources]:
-    calls = [{"block_k": 256, "stages": 3}, {"block_k": 128, "stages": 5}]
+    calls = [
+        {"block_k": 256, "stages": 3},
+        {"block_k": 128, "stages": 5},
+        {"block_k": 256, "stages": 3, "group_n": 16, "longest_first": True},
+    ]
     return compiled_in_a_fresh_process("kernel_ratchet.kernels.grouped_gemm.wgrad_ws_launch", calls)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("which", [0, 1], ids=["128x256_s3", "128x128_s5"])
+@pytest.mark.parametrize("which", [0, 1, 2], ids=["128x256_s3", "128x128_s5", "longest_first"])
 def test_the_kernel_compiles_for_sm90_unspilled_and_pipelined(which):
     res = _resources()[which]
-    stages, block_k = ((3, 256), (5, 128))[which]
+    stages, block_k = ((3, 256), (5, 128), (3, 256))[which]
     assert res.shared_bytes >= stages * (128 + block_k) * 64 * 2 + 2 * 64 * block_k * 2
     assert res.fits() and SM90_SHARED_BYTES - res.shared_bytes > 0, res.line()
     assert res.spill_bytes == 0, res.line()
@@ -52,10 +56,23 @@ def test_a_launch_passes_every_parameter_of_the_kernel(monkeypatch):
     assert grid == (7,)  # min(SMs, 5 groups x 3 n tiles x 5 k tiles)
     assert args[0] is dy and args[1] is x and args[3] is lens
     assert args[4:] == (G, N, K, N, K)
-    assert kw == {**ws._constexprs(G, 128, 2, 5, 7, BF16, BF16), **ws.OPTIONS}
+    assert kw == {**ws._constexprs(G, 128, 2, False, 5, 7, BF16, BF16), **ws.OPTIONS}
     assert kw["G_POW2"] == 8
     names = _grouped_wgrad_ws_kernel.arg_names
     assert sorted(set(kw) - set(ws.OPTIONS)) == sorted(names[len(args) :])
+
+
+def test_longest_first_passes_the_groups_by_decreasing_rows(monkeypatch):
+    rec = _LaunchRecorder()
+    monkeypatch.setattr(ws, "_grouped_wgrad_ws_kernel", rec)
+    dy, x = torch.zeros(300, 128, dtype=BF16), torch.zeros(300, 256, dtype=BF16)
+    lens = torch.tensor([0, 100, 1, 0, 199], dtype=torch.int32)
+    ws.grouped_wgrad_ws(dy, x, lens, longest_first=True, num_sms=4)
+    ((_, args, kw),) = rec.calls
+    assert kw["ORDERED"] is True and args[4] == 5  # G: the order starts at lens_ptr + G
+    # the lengths, then the groups by decreasing length, ties by index
+    assert args[3].dtype == torch.int32
+    assert args[3].tolist() == [0, 100, 1, 0, 199] + [4, 1, 2, 0, 3]
 
 
 def test_a_grid_never_exceeds_the_tiles(monkeypatch):
@@ -132,13 +149,15 @@ def _reference(dy: torch.Tensor, x: torch.Tensor, lens: list[int]) -> torch.Tens
 )
 @pytest.mark.parametrize("nk", [(256, 384), (1280, 712), (128, 4096)], ids=str)
 @pytest.mark.parametrize(
-    "tile", [(256, 3, 32), (128, 5, 1), (256, 3, 3)], ids=["256_s3_g32", "128_s5_g1", "256_s3_g3"]
+    "tile",
+    [(256, 3, 32, False), (128, 5, 1, False), (256, 3, 3, False), (256, 3, 16, True)],
+    ids=["256_s3_g32", "128_s5_g1", "256_s3_g3", "256_s3_g16_longest_first"],
 )
 def test_matches_an_fp32_reference_on_gpu(lens, nk, tile):
     """Every group's dW, empty groups' zeros included, within bf16 rounding of the exact sum
     (group lengths not multiples of 64, K not a multiple of the tile, bands of n tiles that do
     not divide the n tiles, a group change in most programs' tile lists)."""
-    (N, K), (block_k, stages, group_n) = nk, tile
+    (N, K), (block_k, stages, group_n, longest_first) = nk, tile
     T = sum(lens)
     g = torch.Generator(device="cuda").manual_seed(T + N + K)
     dy = torch.randn(T, N, device="cuda", dtype=BF16, generator=g)
@@ -146,7 +165,9 @@ def test_matches_an_fp32_reference_on_gpu(lens, nk, tile):
     lens_t = torch.tensor(lens, dtype=torch.int32, device="cuda")
     assert ws.supported(dy, x, len(lens), BF16)
     _ensure_tma_allocator()  # the kernel builds its load descriptors on the device
-    dw = ws.grouped_wgrad_ws(dy, x, lens_t, block_k=block_k, group_n=group_n, stages=stages)
+    dw = ws.grouped_wgrad_ws(
+        dy, x, lens_t, block_k=block_k, group_n=group_n, longest_first=longest_first, stages=stages
+    )
     ref = _reference(dy, x, lens)
     assert dw.shape == ref.shape and not dw.isnan().any()
     tol = 1e-2 * ref.abs().amax().clamp_min(1.0).item()

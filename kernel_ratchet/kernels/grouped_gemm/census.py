@@ -31,7 +31,7 @@ from kernel_ratchet.kernels.grouped_gemm import fp8 as fp8_launch
 from kernel_ratchet.kernels.grouped_gemm import fp8_ws_launch, mm_ws_launch, wgrad_ws_launch
 from kernel_ratchet.kernels.grouped_gemm import launch as bf16_launch
 from kernel_ratchet.kernels.grouped_gemm import shapes as S
-from kernel_ratchet.kernels.grouped_gemm.schedule import Fill, mm_fill, wgrad_fill
+from kernel_ratchet.kernels.grouped_gemm.schedule import Fill, longest_first, mm_fill, wgrad_fill
 from kernel_ratchet.kernels.quant import dual as qdual
 from kernel_ratchet.kernels.quant import dual_grouped as qdual_grouped
 from kernel_ratchet.kernels.quant import launch as qlaunch
@@ -126,7 +126,8 @@ def fill_of(x: Launch, lens: list[int], sms: int) -> Fill:
         N, K, programs = x.ints[1], x.ints[2], int(x.get("NUM_SMS") or sms)
         if x.kernel == "_grouped_wgrad_ws_kernel":  # 128 x BLOCK_K tiles, 64-row steps
             bk = int(x.get("BLOCK_K"))  # type: ignore[arg-type]
-            fill = partial(wgrad_fill, aligned=False, sms=programs, round_robin=True)
+            order = longest_first(lens) if x.get("ORDERED") else None
+            fill = partial(wgrad_fill, aligned=False, sms=programs, round_robin=True, order=order)
             return fill(lens, N, K, 128, bk, 64)
         return mm_fill(lens, N, 128, int(x.get("BLOCK_N")), programs)  # type: ignore[arg-type]
     N, K = x.ints[0], x.ints[1]

@@ -229,6 +229,7 @@ def grouped_wgrad(
             out_dtype=out_dtype,
             block_k=ws.BLOCK_K,
             group_n=ws.GROUP_M,
+            longest_first=ws.longest_first,
             stages=ws.num_stages,
             num_sms=num_programs(x.device),
         )

@@ -138,6 +138,9 @@ BF16_WGRAD = {
     "wg_ws_128x256_s3_g1": TileConfig(64, 128, 256, 1, 8, 3, gluon_ws=True),
     "wg_ws_128x256_s3_g8": TileConfig(64, 128, 256, 8, 8, 3, gluon_ws=True),
     "wg_ws_128x256_s3_g32": TileConfig(64, 128, 256, 32, 8, 3, gluon_ws=True),
+    "wg_ws_128x256_s3_g16_lpt": TileConfig(
+        64, 128, 256, 16, 8, 3, gluon_ws=True, longest_first=True
+    ),
     "wg_ws_128x128_s5_g32": TileConfig(64, 128, 128, 32, 8, 5, gluon_ws=True),
     "wg_64x128x256_w8_s3_tma_pers_flat_st2": TileConfig(
         64, 128, 256, 1, 8, 3, use_tma=True, flatten=True, tma_store=2, persistent=True

@@ -50,15 +50,21 @@ def _groups(lens_ptr, G, G_POW2: gl.constexpr, NW: gl.constexpr):
 
 
 @gluon.jit
-def _tile_of(tile_id, offs_g, lens, row_end, N, K, BLOCK_K: gl.constexpr, GROUP_N: gl.constexpr):
+def _tile_of(tile_id, offs_g, lens, row_end, lens_ptr, G, N, K, BLOCK_K: gl.constexpr,
+             GROUP_N: gl.constexpr, ORDERED: gl.constexpr):  # fmt: skip
     """A flat tile index -> (group, n tile, k tile, the group's first row, its row count).
 
-    Inside a group, bands of ``GROUP_N`` n tiles are walked k tile by k tile, the n tiles of a
-    band next to each other: the programs running at once then share the steps of X they
-    load, not only those of dY (GROUP_N 1: each n tile's k tiles in a row)."""
+    The groups follow each other in index order, or with ``ORDERED`` in the order listed
+    after their lengths (``lens_ptr[G:]``; longest first, so the round-robin ends on short
+    tiles). Inside a
+    group, bands of ``GROUP_N`` n tiles are walked k tile by k tile, the n tiles of a band
+    next to each other: the programs running at once then share the steps of X they load, not
+    only those of dY (GROUP_N 1: each n tile's k tiles in a row)."""
     n_tiles = gl.cdiv(N, 2 * HALF_N)
     k_tiles = gl.cdiv(K, BLOCK_K)
     g = tile_id // (n_tiles * k_tiles)
+    if ORDERED:
+        g = gl.load(lens_ptr + G + g)
     local = tile_id % (n_tiles * k_tiles)
     width = GROUP_N * k_tiles
     first_n = (local // width) * GROUP_N
@@ -109,6 +115,7 @@ def _producer(
     G_POW2: gl.constexpr,
     BLOCK_K: gl.constexpr,
     GROUP_N: gl.constexpr,
+    ORDERED: gl.constexpr,
     STAGES: gl.constexpr,
     NUM_SMS: gl.constexpr,
 ):
@@ -128,7 +135,8 @@ def _producer(
     dy1, x1 = _descs(dy_ptr, x_ptr, slot, slot + 1, N, K, stride_dy, stride_x, DY_LAYOUT,
                      X_LAYOUT, BLOCK_K)  # fmt: skip
     for tile in range(gl.program_id(0), total, NUM_SMS):
-        g, pn, pk, row0, rows = _tile_of(tile, offs_g, lens, row_end, N, K, BLOCK_K, GROUP_N)
+        g, pn, pk, row0, rows = _tile_of(tile, offs_g, lens, row_end, lens_ptr, G, N, K,
+                                         BLOCK_K, GROUP_N, ORDERED)  # fmt: skip
         if g != cur:  # consecutive tiles of a program mostly share their group
             slot = 1 - slot
             if slot == 0:
@@ -196,6 +204,7 @@ def _consumer(
     G_POW2: gl.constexpr,
     BLOCK_K: gl.constexpr,
     GROUP_N: gl.constexpr,
+    ORDERED: gl.constexpr,
     STAGES: gl.constexpr,
     NUM_SMS: gl.constexpr,
 ):
@@ -209,7 +218,8 @@ def _consumer(
     c_buf = c_smem.index(WG)
     it = 0
     for tile in range(gl.program_id(0), total, NUM_SMS):
-        g, pn, pk, row0, rows = _tile_of(tile, offs_g, lens, row_end, N, K, BLOCK_K, GROUP_N)
+        g, pn, pk, row0, rows = _tile_of(tile, offs_g, lens, row_end, lens_ptr, G, N, K,
+                                         BLOCK_K, GROUP_N, ORDERED)  # fmt: skip
         steps = gl.cdiv(rows, BLOCK_T)
         acc = zero
         for t in range(steps):
@@ -249,6 +259,7 @@ def _grouped_wgrad_ws_kernel(
     G_POW2: gl.constexpr,
     BLOCK_K: gl.constexpr,
     GROUP_N: gl.constexpr,
+    ORDERED: gl.constexpr,
     STAGES: gl.constexpr,
     NUM_SMS: gl.constexpr,
     CONSUMER_REGS: gl.constexpr,
@@ -264,10 +275,10 @@ def _grouped_wgrad_ws_kernel(
         mbarrier.init(empty.index(i), count=2)  # one arrival per consumer warpgroup
     gl.warp_specialize([
             (_consumer, (dy_bufs, x_bufs, ready, empty, dw_desc, c_smem, lens_ptr, G, N, K, 0,
-                         G_POW2, BLOCK_K, GROUP_N, STAGES, NUM_SMS)),
+                         G_POW2, BLOCK_K, GROUP_N, ORDERED, STAGES, NUM_SMS)),
             (_consumer, (dy_bufs, x_bufs, ready, empty, dw_desc, c_smem, lens_ptr, G, N, K, 1,
-                         G_POW2, BLOCK_K, GROUP_N, STAGES, NUM_SMS)),
+                         G_POW2, BLOCK_K, GROUP_N, ORDERED, STAGES, NUM_SMS)),
             (_producer, (dy_ptr, x_ptr, dy_bufs, x_bufs, ready, empty, lens_ptr, G, N, K,
                          stride_dy, stride_x, DY_LAYOUT, X_LAYOUT, G_POW2, BLOCK_K, GROUP_N,
-                         STAGES, NUM_SMS)),
+                         ORDERED, STAGES, NUM_SMS)),
         ], [4, 1], [CONSUMER_REGS, 40])  # fmt: skip

@@ -48,6 +48,7 @@ def _constexprs(
     groups: int,
     block_k: int,
     group_n: int,
+    ordered: bool,
     stages: int,
     sms: int,
     dtype: torch.dtype,
@@ -61,10 +62,16 @@ def _constexprs(
         G_POW2=max(triton.next_power_of_2(groups), 2),
         BLOCK_K=block_k,
         GROUP_N=group_n,
+        ORDERED=ordered,
         STAGES=stages,
         NUM_SMS=sms,
         CONSUMER_REGS=CONSUMER_REGS,
     )
+
+
+def longest_first_order(group_lens: torch.Tensor) -> torch.Tensor:
+    """The group indices by decreasing row count, ties by index (int32, on the device)."""
+    return torch.argsort(group_lens, descending=True, stable=True).to(torch.int32)
 
 
 def supported(dy: torch.Tensor, x: torch.Tensor, groups: int, out_dtype: torch.dtype) -> bool:
@@ -98,12 +105,15 @@ def grouped_wgrad_ws(
     out_dtype: torch.dtype | None = None,
     block_k: int = 256,
     group_n: int = 1,
+    longest_first: bool = False,
     stages: int = 3,
     num_sms: int | None = None,
 ) -> torch.Tensor:
     """``dw[g] = dy_gᵀ @ x_g`` -> ``[G, N, K]`` (zeros for an empty group). The caller checks
-    :func:`supported` first and sets Triton's allocator (device-side descriptors). Shared
-    memory is ``stages * (128 + block_k) * 128 + 256 * block_k`` bytes."""
+    :func:`supported` first and sets Triton's allocator (device-side descriptors).
+    ``longest_first``: the programs walk the groups by decreasing row count (a sort of
+    ``group_lens`` on the device, no host read) instead of by index. Shared memory is
+    ``stages * (128 + block_k) * 128 + 256 * block_k`` bytes."""
     if block_k not in BLOCK_KS:
         raise ValueError(f"block_k must be one of {BLOCK_KS} (a wgmma's N), got {block_k}")
     T, N = dy.shape
@@ -117,6 +127,9 @@ def grouped_wgrad_ws(
     dw_desc = TensorDescriptor.from_tensor(dw.view(G * N, K), [ROWS, block_k], l_out)
     sms = num_sms or torch.cuda.get_device_properties(x.device).multi_processor_count
     tiles = G * (N // (2 * ROWS)) * triton.cdiv(K, block_k)
+    if longest_first:  # the order follows the lengths in one buffer: no kernel argument more
+        order = longest_first_order(group_lens)
+        group_lens = torch.cat([group_lens.to(torch.int32), order])
     _grouped_wgrad_ws_kernel[(min(sms, tiles),)](
         dy,
         x,
@@ -127,21 +140,29 @@ def grouped_wgrad_ws(
         K,
         dy.stride(0),
         x.stride(0),
-        **_constexprs(G, block_k, group_n, stages, sms, x.dtype, out_dtype),
+        **_constexprs(G, block_k, group_n, longest_first, stages, sms, x.dtype, out_dtype),
         **OPTIONS,
     )
     return dw
 
 
 def compile_offline(
-    *, groups: int = 128, block_k: int = 256, group_n: int = 1, stages: int = 3, arch: int = 90
+    *,
+    groups: int = 128,
+    block_k: int = 256,
+    group_n: int = 1,
+    longest_first: bool = False,
+    stages: int = 3,
+    arch: int = 90,
 ):
     """The kernel compiled for ``sm_<arch>`` without a GPU, as :func:`grouped_wgrad_ws` would
     launch it on bf16 operands; read its cost with
     :func:`kernel_ratchet.kernels.offline.resources`."""
     _, _, l_out = _layouts(block_k, torch.bfloat16, torch.bfloat16)
     fn = _grouped_wgrad_ws_kernel
-    consts = _constexprs(groups, block_k, group_n, stages, 132, torch.bfloat16, torch.bfloat16)
+    consts = _constexprs(
+        groups, block_k, group_n, longest_first, stages, 132, torch.bfloat16, torch.bfloat16
+    )
     sig = {
         "dy_ptr": "*bf16",
         "x_ptr": "*bf16",
