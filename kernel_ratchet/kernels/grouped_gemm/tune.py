@@ -25,7 +25,13 @@ import torch
 
 from kernel_ratchet.kernels.benchmarking import tflops, time_ms
 from kernel_ratchet.kernels.grouped_gemm.adapter import make_grouped_case
-from kernel_ratchet.kernels.grouped_gemm.configs import BUCKETS, WGRAD_WS, TileConfig
+from kernel_ratchet.kernels.grouped_gemm.configs import (
+    BUCKETS,
+    DGRAD_WS,
+    MM_WS,
+    WGRAD_WS,
+    TileConfig,
+)
 from kernel_ratchet.kernels.grouped_gemm.fp8 import (
     FP8,
     GROUP,
@@ -41,6 +47,9 @@ from kernel_ratchet.kernels.quant.launch import Fp8Quantized, quant_fp8_blockwis
 
 # The shipped bucket first, under "shipped:" (its name says what it holds), then alternatives.
 BF16_MM = {
+    # where a warp-specialized config ships, it runs before the bucket (groups above
+    # SMALL_GROUP_ROWS rows on average)
+    **({"shipped:MM_WS": MM_WS} if MM_WS else {}),
     "shipped:bf16_mm_large": BUCKETS["bf16_mm_large"],
     "128x256x64_w8_s3_nosplit": TileConfig(128, 256, 64, 8, 8, 3),
     "128x256x64_w8_s3_split": TileConfig(128, 256, 64, 8, 8, 3, split_tail=True),
@@ -70,6 +79,7 @@ BF16_MM = {
     "ws_128x128_s5_g8": TileConfig(128, 128, 64, 8, 8, 5, gluon_ws=True),
 }
 BF16_DGRAD = {
+    **({"dgrad shipped:DGRAD_WS": DGRAD_WS} if DGRAD_WS else {}),
     "dgrad shipped:bf16_mm_large": BUCKETS["bf16_mm_large"],
     "dgrad_128x256x64_w8_s3": TileConfig(128, 256, 64, 8, 8, 3),
     "dgrad_128x256x64_w8_s3_tma": TileConfig(128, 256, 64, 8, 8, 3, use_tma=True),
