@@ -93,6 +93,24 @@ def compile_launch(fn: Any, launch: Any, arch: int = 90) -> Any:
     return triton.compile(src, target=GPUTarget("cuda", arch, 32), options=options)
 
 
+def compile_gluon(fn, sig: dict, consts: dict, aligned: tuple[str, ...], opts: dict, arch: int):
+    """Compile the Gluon kernel ``fn`` for ``sm_<arch>`` without a GPU: ``sig`` the types of
+    its runtime arguments, ``consts`` its constexprs, ``aligned`` the pointers Triton may take
+    as 16-byte aligned, ``opts`` the launch's options (the Gluon launchers' offline compiles)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    names = fn.arg_names
+    src = GluonASTSource(
+        fn,
+        {**sig, **dict.fromkeys(consts, "constexpr")},
+        {(names.index(k),): v for k, v in consts.items()},
+        {(names.index(p),): [["tt.divisibility", 16]] for p in aligned},
+    )
+    return triton.compile(src, target=GPUTarget("cuda", arch, 32), options=opts)
+
+
 def sass(compiled: Any) -> str:
     """The compiled kernel's SASS as ``nvdisasm`` prints it, without addresses, encodings,
     comments or directives: what decides what the SM runs, comparable across builds."""

@@ -57,14 +57,8 @@ def test_a_comment_keeps_the_sass_and_a_changed_store_does_not(tmp_path):
 
 @pytest.mark.slow
 def test_a_gluon_kernel_is_compared_through_its_launchers_offline_compile(tmp_path):
-    xs = [x for x in same_code.gluon_launches() if "wgrad_ws" in x.kernel] or [
-        same_code.Launch(
-            "kernel_ratchet.kernels.grouped_gemm.wgrad_ws_launch" + same_code.OFFLINE,
-            (),
-            (("block_k", 256), ("group_n", 16), ("stages", 3)),
-            (),
-        )
-    ]
+    kernel = "kernel_ratchet.kernels.grouped_gemm.wgrad_ws_launch" + same_code.OFFLINE
+    xs = [same_code.Launch(kernel, (), (("block_k", 256), ("group_n", 16), ("stages", 3)), ())]
     store = "c_buf.store(acc.to(dw_desc.dtype))"
     file = "grouped_gemm/wgrad_ws.py"
     here = same_code.compiled(REPO, xs)

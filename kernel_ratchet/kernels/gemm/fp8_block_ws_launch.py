@@ -16,6 +16,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from kernel_ratchet.kernels.gemm.fp8_block_ws import KGROUP, ROWS, _fp8_block_ws_kernel
+from kernel_ratchet.kernels.offline_compile import compile_gluon
 
 #: Registers per thread at launch by consumer warpgroups: 12 warps (two consumer warpgroups and
 #: the producer's, padded to a warpgroup) x 168, or 16 x 128, fill the 64 K register file; the
@@ -180,20 +181,3 @@ def compile_offline(
     sig.update(dict.fromkeys(("M", "N", "K"), "i32"))
     sig.update(dict.fromkeys(("stride_sam", "stride_sak", "stride_sbn", "stride_sbk"), "i32"))
     return compile_gluon(fn, sig, consts, ("sa_ptr", "sb_ptr"), options(consumers), arch)
-
-
-def compile_gluon(fn, sig: dict, consts: dict, aligned: tuple[str, ...], opts: dict, arch: int):
-    """Compile the Gluon kernel ``fn`` for ``sm_<arch>`` without a GPU: ``sig`` the types of
-    its runtime arguments, ``consts`` its constexprs, ``aligned`` the pointers Triton may take
-    as 16-byte aligned, ``opts`` the launch's options."""
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-
-    names = fn.arg_names
-    src = GluonASTSource(
-        fn,
-        {**sig, **dict.fromkeys(consts, "constexpr")},
-        {(names.index(k),): v for k, v in consts.items()},
-        {(names.index(p),): [["tt.divisibility", 16]] for p in aligned},
-    )
-    return triton.compile(src, target=GPUTarget("cuda", arch, 32), options=opts)

@@ -16,8 +16,9 @@ import triton
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from kernel_ratchet.kernels.gemm.fp8_block_ws_launch import OPTIONS, _sm90, compile_gluon
+from kernel_ratchet.kernels.gemm.fp8_block_ws_launch import OPTIONS, _sm90
 from kernel_ratchet.kernels.grouped_gemm.fp8_ws import KGROUP, ROWS, _grouped_fp8_ws_kernel
+from kernel_ratchet.kernels.offline_compile import compile_gluon
 
 #: The consumers' registers per thread (the dense kernel's default; OPTIONS are its launch's).
 CONSUMER_REGS = 232
@@ -64,17 +65,25 @@ def supported(a: torch.Tensor, b: torch.Tensor, block_n: int) -> bool:
     return on_sm90 and operands_ok(a, b, block_n)
 
 
+def stacked_view(b: torch.Tensor) -> torch.Tensor | None:
+    """A weight stack ``[G, R, C]`` viewed ``[G * R, C]`` (last axis contiguous), or None when
+    its groups do not follow each other in memory."""
+    G, R, C = b.shape
+    if b.stride(2) != 1 or b.stride(0) != R * b.stride(1):
+        return None
+    return b.as_strided((G * R, C), (b.stride(1), 1))
+
+
 def operands_ok(a: torch.Tensor, b: torch.Tensor, block_n: int) -> bool:
     """:func:`supported` without the device: the operands and ``block_n`` alone."""
     fp8 = (torch.float8_e4m3fn, torch.float8_e5m2)
     if a.dtype not in fp8 or b.dtype not in fp8 or a.dim() != 2 or b.dim() != 3:
         return False
-    G, N, K = b.shape
-    stacked = b.stride(0) == N * b.stride(1)
+    G, _, K = b.shape
     return (
         _rows_ok(a)
         and _rows_ok(b)
-        and stacked
+        and stacked_view(b) is not None
         and KGROUP % block_n == 0
         and 0 < G <= MAX_GROUPS
         and a.shape[1] == K
@@ -107,7 +116,7 @@ def grouped_mm_fp8_ws(
     la, lb = _layouts(block_n, a.dtype, b.dtype)
     a_desc = TensorDescriptor.from_tensor(a, [ROWS, KGROUP], la)
     b_desc = TensorDescriptor.from_tensor(
-        b.view(G * N, K) if b.is_contiguous() else b.as_strided((G * N, K), (b.stride(1), 1)),
+        stacked_view(b),
         [block_n, KGROUP],
         lb,
     )

@@ -21,14 +21,15 @@ from kernel_ratchet.kernels.gemm.fp8_block_ws_launch import (
     OPTIONS,
     _rows_ok,
     _sm90,
-    compile_gluon,
 )
+from kernel_ratchet.kernels.grouped_gemm.fp8_ws_launch import stacked_view
 from kernel_ratchet.kernels.grouped_gemm.mm_ws import ROWS, STEP, _grouped_mm_ws_kernel
 
 # the weight gradient's: the same consumer warpgroups, accumulators and wgmma widths
 from kernel_ratchet.kernels.grouped_gemm.wgrad_ws_launch import _GL, CONSUMER_REGS, MAX_GROUPS
 from kernel_ratchet.kernels.grouped_gemm.wgrad_ws_launch import BLOCK_KS as BLOCK_NS
 from kernel_ratchet.kernels.offline import SM90_SHARED_BYTES
+from kernel_ratchet.kernels.offline_compile import compile_gluon
 
 #: Shared memory the kernel takes beside its buffers (barriers, descriptor staging), bytes.
 SHARED_RESERVE = 1024
@@ -69,15 +70,6 @@ def _constexprs(
     )
 
 
-def _stack(b: torch.Tensor, b_is_nk: bool) -> torch.Tensor | None:
-    """The weight stack ``[G, N, Kr]`` (``b_is_nk``) or ``[G, Kr, N]`` viewed 2-D with its last
-    axis contiguous, or None when its groups do not follow each other."""
-    G, R, C = b.shape
-    if b.stride(2) != 1 or b.stride(0) != R * b.stride(1):
-        return None
-    return b.as_strided((G * R, C), (b.stride(1), 1))
-
-
 def supported(a: torch.Tensor, b: torch.Tensor, b_is_nk: bool) -> bool:
     """Whether :func:`grouped_mm_ws` can run ``a [T, Kr]`` by the stack ``b`` here: on an sm_90
     GPU and :func:`operands_ok`."""
@@ -95,7 +87,7 @@ def operands_ok(a: torch.Tensor, b: torch.Tensor, b_is_nk: bool) -> bool:
     G = b.shape[0]
     Kr = a.shape[1]
     N = b.shape[1] if b_is_nk else b.shape[2]
-    view = _stack(b, b_is_nk)
+    view = stacked_view(b)
     return (
         view is not None
         and _rows_ok(a)
@@ -134,7 +126,7 @@ def grouped_mm_ws(
     la, lb, _ = _layouts(block_n, a.dtype, b_is_nk)
     a_desc = TensorDescriptor.from_tensor(a, [ROWS, STEP], la)
     b_block = [block_n, STEP] if b_is_nk else [STEP, block_n]
-    b_desc = TensorDescriptor.from_tensor(_stack(b, b_is_nk), b_block, lb)
+    b_desc = TensorDescriptor.from_tensor(stacked_view(b), b_block, lb)
     sms = num_sms or torch.cuda.get_device_properties(a.device).multi_processor_count
     _grouped_mm_ws_kernel[(sms,)](
         a_desc,

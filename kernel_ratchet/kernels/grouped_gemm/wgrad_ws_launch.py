@@ -21,9 +21,9 @@ from kernel_ratchet.kernels.gemm.fp8_block_ws_launch import (
     OPTIONS,
     _rows_ok,
     _sm90,
-    compile_gluon,
 )
 from kernel_ratchet.kernels.grouped_gemm.wgrad_ws import ROWS, STEP, _grouped_wgrad_ws_kernel
+from kernel_ratchet.kernels.offline_compile import compile_gluon
 
 #: The consumers' registers per thread (a 64 x 256 fp32 accumulator is 128 of them).
 CONSUMER_REGS = 232
