@@ -7,7 +7,13 @@ import math
 import pytest
 import torch
 
-from kernel_ratchet.kernels.benchmarking import interleaved_medians
+from kernel_ratchet.kernels.benchmarking import (
+    MAX_CALLS,
+    MIN_CALLS,
+    back_to_back_ms,
+    batch_calls,
+    interleaved_medians,
+)
 from kernel_ratchet.kernels.grouped_gemm import bench
 from kernel_ratchet.kernels.grouped_gemm import step_bench as sb
 from kernel_ratchet.kernels.grouped_gemm.shapes import tiny_step
@@ -77,7 +83,16 @@ def test_interleaved_medians_alternate_the_paths():
         return {"a": [3.0, 1.0, 2.0], "b": [5.0, 5.0, 9.0]}[calls[-1]][calls.count(calls[-1]) - 1]
 
     got = interleaved_medians({"a": lambda: "a", "b": lambda: "b"}, timer, rounds=3)
-    assert calls == ["a", "b"] * 3 and got == {"a": 2.0, "b": 5.0}
+    assert calls == ["a", "b", "b", "a", "a", "b"] and got == {"a": 2.0, "b": 5.0}
+
+
+def test_interleaved_rounds_put_every_path_in_every_position():
+    calls: list[str] = []
+    fns = {k: (lambda k=k: calls.append(k)) for k in "abc"}
+    interleaved_medians(fns, lambda fn: fn() or 1.0, rounds=3)
+    rounds = [calls[i : i + 3] for i in range(0, 9, 3)]
+    assert all(sorted(r) == ["a", "b", "c"] for r in rounds)
+    assert [r[0] for r in rounds] == ["a", "b", "c"] and [r[2] for r in rounds] == ["c", "a", "b"]
 
 
 @pytest.mark.parametrize(
@@ -94,10 +109,37 @@ def test_usage_errors_exit_2_with_the_fix(argv, env, says, monkeypatch, capsys):
     assert says in capsys.readouterr().err
 
 
-def test_output_without_step_is_a_usage_error(capsys):
+@pytest.mark.parametrize("flag", [["-o", "x.md"], ["--flush-l2"]])
+def test_step_options_without_step_are_a_usage_error(flag, capsys):
     with pytest.raises(SystemExit) as e:
-        bench.main(["-o", "x.md"])
+        bench.main(flag)
     assert e.value.code == 2 and "--step" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "one_ms, rep_ms, calls",
+    [
+        (1.0, 50.0, 50),
+        (0.3, 50.0, 167),
+        (20.0, 50.0, MIN_CALLS),
+        (0.01, 50.0, MAX_CALLS),
+        (0.0, 50.0, MAX_CALLS),
+        (float("nan"), 50.0, MAX_CALLS),
+        (7.0, 50.0, 8),
+    ],
+)
+def test_a_batch_holds_about_rep_ms_of_calls_within_bounds(one_ms, rep_ms, calls):
+    assert batch_calls(one_ms, rep_ms) == calls
+
+
+@pytest.mark.gpu
+def test_back_to_back_time_is_per_call_and_follows_the_work():
+    """Twice the work per call reads about twice the time per call (not per batch)."""
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    timer = back_to_back_ms()
+    one = min(timer(lambda: a @ a) for _ in range(3))
+    two = min(timer(lambda: (a @ a, a @ a)) for _ in range(3))
+    assert 0.05 < one < 5.0 and 1.7 < two / one < 2.3
 
 
 @pytest.mark.gpu

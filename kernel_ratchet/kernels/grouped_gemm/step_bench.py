@@ -8,7 +8,11 @@ GEMM and of ``torch._grouped_mm`` (bf16; its backward by autograd where this tor
 else composed from ``torch._grouped_mm`` calls for dX and dW), and our FP8 blockwise step
 (quantization included) next to torch's bf16 step. Every path runs once untimed (compilation
 stays out), then the paths are timed interleaved: ``--rounds`` rounds, each timing every path
-once with ``triton.testing.do_bench`` (L2 flushed before each call), medians reported. A step
+once, medians reported. A timing is a batch of eager calls back to back after a warm-up
+(:func:`~kernel_ratchet.kernels.benchmarking.back_to_back_ms`: the sustained clock, launches
+included, what a campaign's step time measures); ``--flush-l2`` times each call alone after an
+L2 flush (``triton.testing.do_bench``), where the idle flush lets the clock run above the rate
+a training step sustains. A step
 is ``out = f(x, w); dx, dw = grad(out, (x, w), dout)`` on inputs that require grad; torch gets
 its offsets precomputed on the device (our kernels read ``group_lens``).
 
@@ -36,6 +40,7 @@ from kernel_ratchet.errors import ProfileError
 from kernel_ratchet.harness.adapter import Shape, load_shapes
 from kernel_ratchet.kernels.bench_table import geomean
 from kernel_ratchet.kernels.benchmarking import (
+    back_to_back_ms,
     do_bench_ms,
     interleaved_medians,
     snr_gpu,
@@ -280,7 +285,7 @@ def run(args: argparse.Namespace) -> int:
     if args.only:
         shapes = [s for s in shapes if any(k in s.label for k in args.only.split(","))]
     device = "cpu" if args.dry_run else "cuda"
-    timer = wall_ms if args.dry_run else do_bench_ms()
+    timer = wall_ms if args.dry_run else do_bench_ms() if args.flush_l2 else back_to_back_ms()
     gmm = probe_torch(device)
     lines = [HEADER, "|" + "---|" * (HEADER.count("|") - 1)]
     print("\n".join(lines), flush=True)
