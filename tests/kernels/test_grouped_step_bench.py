@@ -43,6 +43,26 @@ def test_dry_run_table_has_every_path_and_both_snrs(tmp_path):
     assert any(t.startswith("FP8 step / torch bf16 step: geomean") for t in tail)
 
 
+def _row(label: str, ours_ms: float, ok: bool = True) -> sb.StepRow:
+    """A row whose three ratios are all 1 / ours_ms (torch's paths take 1 ms)."""
+    ms = {"fwd": ours_ms, "step": ours_ms, "fp8_step": ours_ms, "torch_fwd": 1.0}
+    ms["torch_step"] = 1.0
+    snr = {f"{k}_{o}": 50.0 for k in sb.ADAPTERS for o in sb.OUTS}
+    return sb.StepRow(sb.Shape(label, 128, 128, 128), ms, snr, ok)
+
+
+def test_summary_gives_each_set_its_geomean_and_range_over_its_pass_rows():
+    rows = [_row("a1", 0.5), _row("a2", 2.0), _row("b1", 1.25), _row("b2", 0.1, ok=False)]
+    gmm = sb.TorchGmm("autograd")
+    lines = sb.summary(rows, gmm, {"set_a": ["a1", "a2"], "set_b": ["b1", "b2"]})
+    a = next(ln for ln in lines if ln.startswith("set_a"))
+    b = next(ln for ln in lines if ln.startswith("set_b"))
+    assert a.startswith("set_a (2/2 PASS)") and "bf16 fwd ours / torch 1.00 (0.50-2.00)" in a
+    assert b.startswith("set_b (1/2 PASS)") and "FP8 step / torch bf16 step 0.80 (0.80-0.80)" in b
+    one_set = sb.summary(rows, gmm, {"set_a": ["a1", "a2", "b1", "b2"]})
+    assert not any(ln.startswith("set_a") for ln in one_set)  # the overall lines say it
+
+
 def test_missing_torch_grouped_mm_is_a_row_note_not_a_crash(tmp_path, monkeypatch):
     monkeypatch.delattr(torch, "_grouped_mm")
     md = tmp_path / "t.md"

@@ -234,38 +234,66 @@ def failed(shape: Shape, exc: Exception) -> StepRow:
     return StepRow(shape, dict.fromkeys(PATHS, math.nan), note=f"({_short(exc)})")
 
 
-def summary(rows: list[StepRow], gmm: TorchGmm) -> list[str]:
-    """Lines under the table: pass count, geomean and min of each ratio, the lowest SNRs."""
+#: The ratios under the table: what, our path, the path it is divided into.
+RATIOS = (
+    ("bf16 fwd ours / torch", "fwd", "torch_fwd"),
+    ("bf16 step ours / torch", "step", "torch_step"),
+    ("FP8 step / torch bf16 step", "fp8_step", "torch_step"),
+)
+
+
+def _ratios(rows: list[StepRow], ours: str, theirs: str) -> list[float]:
+    return [v for v in (r.ratio(ours, theirs) for r in rows if r.ok) if math.isfinite(v)]
+
+
+def summary(
+    rows: list[StepRow], gmm: TorchGmm, sets: dict[str, list[str]] | None = None
+) -> list[str]:
+    """Lines under the table: pass count, geomean and min of each ratio, the lowest SNRs;
+    with ``sets`` (set name -> its labels) of more than one set, each set's geomean (min-max)
+    of each ratio over its PASS rows."""
     ok = [r for r in rows if r.ok]
     lines = [f"PASS {len(ok)}/{len(rows)}; {gmm.describe()}"]
-    pairs = (
-        ("bf16 fwd ours / torch", "fwd", "torch_fwd"),
-        ("bf16 step ours / torch", "step", "torch_step"),
-        ("FP8 step / torch bf16 step", "fp8_step", "torch_step"),
-    )
-    for what, ours, theirs in pairs:
-        got = [v for v in (r.ratio(ours, theirs) for r in ok) if math.isfinite(v)]
+    for what, ours, theirs in RATIOS:
+        got = _ratios(ok, ours, theirs)
         if got:
             lines.append(f"{what}: geomean {geomean(got):.2f}, min {min(got):.2f} ({len(got)})")
         else:
             lines.append(f"{what}: n/a")
+    per_set = sets if sets and len(sets) > 1 else {}
+    for name, labels in per_set.items():
+        wanted = set(labels)
+        mine = [r for r in ok if r.shape.label in wanted]
+        cells = []
+        for what, ours, theirs in RATIOS:
+            got = _ratios(mine, ours, theirs)
+            stat = f"{geomean(got):.2f} ({min(got):.2f}-{max(got):.2f})" if got else "n/a"
+            cells.append(f"{what} {stat}")
+        lines.append(f"{name} ({len(mine)}/{len(labels)} PASS): " + "; ".join(cells))
     for kind in ADAPTERS:
         low = {k: min((r.snr[f"{kind}_{k}"] for r in ok), default=math.nan) for k in OUTS}
         lines.append(f"{kind} lowest SNR dB: " + ", ".join(f"{k} {v:.1f}" for k, v in low.items()))
     return lines
 
 
-def resolve_shapes(spec: str) -> list[Shape]:
-    """Comma-separated shape sets: names in :mod:`.shapes` (``moe_target``) or
-    ``module:attr`` specs; labels must stay unique. Raises ProfileError for a bad name."""
-    shapes: list[Shape] = []
+def resolve_sets(spec: str) -> dict[str, list[Shape]]:
+    """Comma-separated shape sets, each by its name: names in :mod:`.shapes` (``moe_target``)
+    or ``module:attr`` specs; labels must stay unique across them. Raises ProfileError for a
+    bad name."""
+    sets: dict[str, list[Shape]] = {}
     parts = [spec] if spec.startswith("inline:") else spec.split(",")
     for part in filter(None, (p.strip() for p in parts)):
-        shapes += load_shapes(part if ":" in part else f"{_SHAPES_MODULE}:{part}")
-    labels = [s.label for s in shapes]
-    if not shapes or len(set(labels)) != len(labels):
+        got = load_shapes(part if ":" in part else f"{_SHAPES_MODULE}:{part}")
+        sets[part] = sets.get(part, []) + got
+    labels = [s.label for shapes in sets.values() for s in shapes]
+    if not labels or len(set(labels)) != len(labels):
         raise ProfileError(f"shape sets {spec!r} are empty or repeat a label")
-    return shapes
+    return sets
+
+
+def resolve_shapes(spec: str) -> list[Shape]:
+    """The shapes of :func:`resolve_sets`, in order."""
+    return [s for shapes in resolve_sets(spec).values() for s in shapes]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -278,12 +306,14 @@ def run(args: argparse.Namespace) -> int:
         return 2
     default = "tiny_step" if args.dry_run else "moe_target,moe_offlist"
     try:
-        shapes = resolve_shapes(args.shapes or default)
+        sets = resolve_sets(args.shapes or default)
     except ProfileError as exc:
         print(f"--shapes: {exc}", file=sys.stderr)
         return 2
     if args.only:
-        shapes = [s for s in shapes if any(k in s.label for k in args.only.split(","))]
+        keep = args.only.split(",")
+        sets = {n: [s for s in v if any(k in s.label for k in keep)] for n, v in sets.items()}
+    shapes = [s for v in sets.values() for s in v]
     device = "cpu" if args.dry_run else "cuda"
     timer = wall_ms if args.dry_run else do_bench_ms() if args.flush_l2 else back_to_back_ms()
     gmm = probe_torch(device)
@@ -300,7 +330,7 @@ def run(args: argparse.Namespace) -> int:
         print(lines[-1], flush=True)
         if device == "cuda":
             torch.cuda.empty_cache()
-    tail = ["", *summary(rows, gmm)]
+    tail = ["", *summary(rows, gmm, {n: [s.label for s in v] for n, v in sets.items() if v})]
     print("\n".join(tail))
     lines += tail
     if args.output:
