@@ -45,8 +45,7 @@ def test_dry_run_table_has_every_path_and_both_snrs(tmp_path):
 
 def _row(label: str, ours_ms: float, ok: bool = True) -> sb.StepRow:
     """A row whose three ratios are all 1 / ours_ms (torch's paths take 1 ms)."""
-    ms = {"fwd": ours_ms, "step": ours_ms, "fp8_step": ours_ms, "torch_fwd": 1.0}
-    ms["torch_step"] = 1.0
+    ms = {"fwd": ours_ms, "step": ours_ms, "fp8_step": ours_ms, "torch_fwd": 1.0, "torch_step": 1.0}
     snr = {f"{k}_{o}": 50.0 for k in sb.ADAPTERS for o in sb.OUTS}
     return sb.StepRow(sb.Shape(label, 128, 128, 128), ms, snr, ok)
 

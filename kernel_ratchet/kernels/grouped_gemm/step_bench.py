@@ -243,7 +243,7 @@ RATIOS = (
 
 
 def _ratios(rows: list[StepRow], ours: str, theirs: str) -> list[float]:
-    return [v for v in (r.ratio(ours, theirs) for r in rows if r.ok) if math.isfinite(v)]
+    return [v for v in (r.ratio(ours, theirs) for r in rows) if math.isfinite(v)]
 
 
 def summary(
