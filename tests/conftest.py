@@ -8,6 +8,8 @@ the same suite runs the real kernels; run ``pytest -m gpu`` there before resolvi
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -21,6 +23,24 @@ if not HAS_CUDA:
     # the variable; this process is already imported.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
+
+EXAMPLES = str(Path(__file__).resolve().parents[1] / "examples")
+
+
+@pytest.fixture(autouse=True)
+def _forget_project_modules(tmp_path_factory):
+    """Tests build their own copies of the example projects, and some import them in this
+    process (an in-process CLI call, an adapter load): a module loaded from one copy must not
+    answer the next test's import of the same name, whose package path would point at the
+    other copy (different files, or removed). After each test, the modules loaded from a test
+    directory or from ``examples/`` are forgotten."""
+    yield
+    roots = (str(tmp_path_factory.getbasetemp()), EXAMPLES)
+    for name, module in list(sys.modules.items()):
+        where = getattr(module, "__file__", None) or next(iter(getattr(module, "__path__", [])), "")
+        if isinstance(where, str) and where.startswith(roots):
+            del sys.modules[name]
 
 
 def pytest_collection_modifyitems(config, items):
