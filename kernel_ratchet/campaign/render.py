@@ -115,6 +115,7 @@ class ShapeLine:
     snr: str
     harness: float | None = None  # a paired round's own harness run (candidate and incumbent
     # are then the paired A/B's)
+    phases: str = ""  # a paired round's per-phase speed change ("fwd +4.03%, bwd -0.62%")
 
 
 @dataclass
@@ -149,22 +150,20 @@ class RoundView:
 
 
 def _shape_table(v: RoundView) -> str:
+    phased = v.paired and any(s.phases for s in v.shapes)
     if v.paired:
-        out = [
-            f"| Shape | Check | {v.metric} (paired) | Incumbent (paired) | Delta | Verdict | "
-            f"Harness {v.metric} | SNR (dB) |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
+        head = f"| Shape | Check | {v.metric} (paired) | Incumbent (paired) | Delta | Verdict | "
+        head += "Phases (paired) | " if phased else ""
+        head += f"Harness {v.metric} | SNR (dB) |"
     else:
-        out = [
-            f"| Shape | Check | {v.metric} | Incumbent | Delta | Verdict | SNR (dB) |",
-            "|---|---|---|---|---|---|---|",
-        ]
+        head = f"| Shape | Check | {v.metric} | Incumbent | Delta | Verdict | SNR (dB) |"
+    out = [head, "|" + "---|" * (head.count("|") - 1)]
     for s in v.shapes:
+        phases = f" {s.phases or '-'} |" if phased else ""
         harness = f" {num(s.harness)} |" if v.paired else ""
         out.append(
             f"| {s.label} | {s.check} | {num(s.candidate)} | {num(s.incumbent)} | "
-            f"{pct(s.delta, 2)} | {s.verdict} |{harness} {s.snr} |"
+            f"{pct(s.delta, 2)} | {s.verdict} |{phases}{harness} {s.snr} |"
         )
     return "\n".join(out) + "\n"
 

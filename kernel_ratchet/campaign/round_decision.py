@@ -32,6 +32,9 @@ class ShapeResult:
     verdict: str
     ci: tuple[float, float] | None = None
     rounds: int | None = None
+    #: paired A/B: each timed phase's own median speed ratio (candidate over incumbent),
+    #: where more than one phase was timed ({"fwd": 1.04, "bwd": 0.99})
+    phases: Mapping[str, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = {
@@ -44,6 +47,8 @@ class ShapeResult:
         }
         if self.ci is not None:
             d.update(ci=list(self.ci), rounds=self.rounds)
+        if self.phases:
+            d["phases"] = dict(self.phases)
         return d
 
     @classmethod
@@ -58,6 +63,7 @@ class ShapeResult:
             verdict=d["verdict"],
             ci=None if ci is None else (ci[0], ci[1]),
             rounds=d.get("rounds"),
+            phases=d.get("phases"),
         )
 
 

@@ -393,6 +393,7 @@ def _to_decision(
                 ci=(s.ci_low - 1, s.ci_high - 1),
                 verdict=s.verdict.value,
                 rounds=s.n_rounds,
+                phases=dict(s.phase_ratios) or None,
             )
             for s in d.per_shape
         ),

@@ -7,6 +7,7 @@ against the frozen schema); :mod:`.close` writes what they render.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from kernel_ratchet.campaign.context import primary_vs_base, vs_base
@@ -45,12 +46,18 @@ def _shape_lines(c: CampaignContext, record: RoundRecord, table: BenchTable) -> 
         incumbent, delta = (s.incumbent, s.delta) if s else (None, None)
         if paired:
             cand = s.candidate if s and s.candidate is not None else math.nan
-            lines.append(
-                ShapeLine(r.label, r.check, cand, incumbent, delta, verdict, snr or "-", value)
-            )
+            line = ShapeLine(r.label, r.check, cand, incumbent, delta, verdict, snr or "-", value)
+            lines.append(replace(line, phases=_phases(s)))
         else:
             lines.append(ShapeLine(r.label, r.check, value, incumbent, delta, verdict, snr or "-"))
     return lines
+
+
+def _phases(s: ShapeResult | None) -> str:
+    """Each timed phase's speed change in a paired A/B ("fwd +4.03%, bwd -0.62%"), or ""."""
+    if s is None or not s.phases:
+        return ""
+    return ", ".join(f"{k} {(v - 1) * 100:+.2f}%" for k, v in s.phases.items())
 
 
 def _inside_margin(s: ShapeResult, record: RoundRecord) -> str:
