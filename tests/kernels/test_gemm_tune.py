@@ -78,3 +78,16 @@ def test_the_bucket_table_names_the_gemm_a_geomean_winner_loses_on():
     (line,) = bucket_table(rows)
     assert "best 0.894 16x64x128" in line  # geomean of 1.0 and 0.8 against 0.707 shipped
     assert line.endswith("worst GEMM 0.80x of shipped (bf16.fwd 33x4100x8200)")
+
+
+def test_the_skinny_sweep_covers_skinny_linears_and_guards_the_model_shapes():
+    from kernel_ratchet.kernels.gemm.configs import bucket_for
+    from kernel_ratchet.kernels.gemm.tune import plan
+
+    sweep, shapes = plan("skinny")
+    assert sweep is tune_odd.sweep_shape and shapes[-2:] == tune_odd.GUARD_SHAPES
+    skinny = shapes[: len(tune_odd.SKINNY_SHAPES)]
+    assert {bucket_for(M, N, K) for M, N, K in skinny} == {"skinny"}
+    # the weight gradient (output N x K, contraction M): large outputs over a few k steps
+    assert all(M <= 256 and bucket_for(N, K, M) == "large" for M, N, K in skinny)
+    assert plan("odd")[1] == tune_odd.ODD_SHAPES + tune_odd.GUARD_SHAPES

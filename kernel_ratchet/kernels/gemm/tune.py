@@ -2,6 +2,7 @@
 
     python -m kernel_ratchet.kernels.gemm.tune [--out DIR] [--budget-s 200] [--only probes]
     python -m kernel_ratchet.kernels.gemm.tune --only odd   # bf16 tiles on off-grid shapes
+    python -m kernel_ratchet.kernels.gemm.tune --only skinny   # the same on 64-256 rows
     python -m kernel_ratchet.kernels.gemm.tune --only decode   # bf16 tiles for decode rows
 
 For each kind and operand layout a short list of candidate configs is checked (SNR of the
@@ -17,6 +18,7 @@ import json
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -251,32 +253,38 @@ def _sweep_shape(
     torch.cuda.empty_cache()
 
 
+def plan(only: str | None) -> tuple[Callable[..., None], list[tuple[int, int, int]]]:
+    """The sweep function and the (M, N, K) shapes of an ``--only`` mode (None: the default)."""
+    if only == "odd":
+        return tune_odd.sweep_shape, tune_odd.ODD_SHAPES + tune_odd.GUARD_SHAPES
+    if only == "skinny":
+        return tune_odd.sweep_shape, tune_odd.SKINNY_SHAPES + tune_odd.GUARD_SHAPES
+    if only == "decode":
+        return tune_odd.sweep_decode, tune_odd.DECODE_SHAPES
+    return _sweep_shape, SHAPES[1:] if only else SHAPES
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--out", default=os.environ.get("OUT", "."))
     p.add_argument("--budget-s", type=float, default=200.0)
     p.add_argument(
         "--only",
-        choices=["fp8_block", "probes", "odd", "decode"],
+        choices=["fp8_block", "probes", "odd", "skinny", "decode"],
         default=None,
         help="second round: blockwise tiles; or probes: warp specialization on/off "
         "and M-major blockwise activation scales; or odd: bf16 tiles and split-K on "
-        "off-grid shapes; or decode: bf16 tiles for decode rows and small outputs",
+        "off-grid shapes; or skinny: the same tiles on 64 to 256 rows of model widths; or "
+        "decode: bf16 tiles for decode rows and small outputs",
     )
     p.add_argument("--smoke", action="store_true", help="CPU interpreter, one tiny shape")
     args = p.parse_args()
     global SHAPES, ONLY
     ONLY = args.only
-    sweep = _sweep_shape
-    if ONLY == "odd":
-        sweep, SHAPES = tune_odd.sweep_shape, tune_odd.ODD_SHAPES + tune_odd.GUARD_SHAPES
-    elif ONLY == "decode":
-        sweep, SHAPES = tune_odd.sweep_decode, tune_odd.DECODE_SHAPES
-    elif ONLY:
-        SHAPES = SHAPES[1:]
+    sweep, SHAPES = plan(ONLY)
     if args.smoke:
         tune_cases.DEVICE = "cpu"
-        SHAPES = [(33, 40, 72) if ONLY in ("odd", "decode") else (64, 96, 256)]
+        SHAPES = [(33, 40, 72) if ONLY in ("odd", "skinny", "decode") else (64, 96, 256)]
     t0 = time.time()
     results: list[dict] = []
     info = _versions()

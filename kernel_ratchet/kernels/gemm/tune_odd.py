@@ -1,5 +1,5 @@
-"""``python -m kernel_ratchet.kernels.gemm.tune --only odd``: the bf16 GEMM's tiles, split-K
-and epilogues on off-grid shapes, next to cuBLAS.
+"""``python -m kernel_ratchet.kernels.gemm.tune --only odd`` (and ``skinny``, ``decode``): the
+bf16 GEMM's tiles, split-K and epilogues on off-grid shapes, next to cuBLAS.
 
 The bf16 rows of docs/odd-shapes.md furthest from cuBLAS whose GPU work, not the host's, keeps
 them there (partial 128-row tiles, few output tiles, split-K's extra launches), and two model
@@ -53,6 +53,20 @@ ODD_BF16 = [
 ]
 #: Model shapes (M >= 4096) that a bucket change must not slow down, swept beside them.
 GUARD_SHAPES = [(4096, 6144, 4096), (8192, 4096, 14336)]
+
+#: ``--only skinny``: Linears of 64 to 256 rows on model widths (prefill chunks, micro-batches),
+#: under the :data:`ODD_BF16` configs. Their weight gradient is a large output over a
+#: contraction of the rows alone (one to four 64-wide k steps per tile), where each tile's
+#: pipeline fill and epilogue weigh most.
+SKINNY_SHAPES = [
+    (64, 4096, 4096),
+    (64, 14336, 4096),
+    (128, 4096, 14336),
+    (256, 4096, 4096),
+    (256, 14336, 4096),
+    (256, 4096, 14336),
+    (256, 8192, 8192),
+]
 
 #: ``--only decode``: decode rows and small outputs (the tiny bucket), forward and dgrad. Their
 #: weights stream once per call, so a tile of 64 rows holding one to 33 of them wastes its MMA
