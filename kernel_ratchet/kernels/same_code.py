@@ -1,6 +1,6 @@
 """Does a change to the bundled kernels leave their machine code as it was?
 
-    python -m kernel_ratchet.kernels.same_code --against HEAD~1 [--sets odd,grouped,gluon]
+    python -m kernel_ratchet.kernels.same_code --against HEAD~1 [--sets odd,grouped,gluon,quant]
 
 A refactor, or a new option that the shipped configs leave off, should compile to what the
 kernels compiled to before; a campaign would only measure noise. This records the Triton
@@ -17,7 +17,8 @@ steps on the grouped campaigns' shapes; their censuses run with the warp-special
 kernels off, so the Triton fallbacks are recorded) and ``gluon`` (each warp-specialized Gluon
 kernel under every config that ships it, compiled by its launcher's ``compile_offline``: the
 dense FP8 blockwise kernel, the grouped FP8 forward/dgrad, the grouped bf16 weight gradient,
-and the grouped bf16 forward and dgrad where ``MM_WS`` / ``DGRAD_WS`` ship one).
+and the grouped bf16 forward and dgrad where ``MM_WS`` / ``DGRAD_WS`` ship one) and ``quant``
+(the dual 1x128 quantization of :mod:`.quant.dual` on the quant campaigns' shapes).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from kernel_ratchet.kernels.census import Launch
 from kernel_ratchet.kernels.offline import distinct
 
 PACKAGE = "kernel_ratchet"
-SETS = ("odd", "model", "grouped", "gluon")
+SETS = ("odd", "model", "grouped", "gluon", "quant")
 #: A Gluon "launch": its kernel is ``<launcher module>.compile_offline``, its constexprs the
 #: keyword arguments of that call.
 OFFLINE = ".compile_offline"
@@ -57,7 +58,9 @@ def launches(sets: list[str]) -> list[Launch]:
                 found += gc.census_step(kind, shape, gluon=False).launches
     if "gluon" in sets:
         found += gluon_launches()
-    dense = [s for s in sets if s not in ("grouped", "gluon")]
+    if "quant" in sets:
+        found += quant_launches()
+    dense = [s for s in sets if s not in ("grouped", "gluon", "quant")]
     if dense:
         from kernel_ratchet.kernels.gemm import census as dc
         from kernel_ratchet.kernels.gemm.bench import SHAPE_SETS
@@ -68,6 +71,24 @@ def launches(sets: list[str]) -> list[Launch]:
                 for fn in dc.linear_paths(a, b, d).values():
                     found += dc.census_call(fn, dry=True).launches
     return distinct(found)
+
+
+def quant_launches() -> list[Launch]:
+    """The dual 1x128 quantization (:mod:`.quant.dual`, which no Linear path of the other sets
+    launches) on the quant campaigns' shapes, as on a GPU."""
+    import torch
+
+    from kernel_ratchet.kernels.census import Census
+    from kernel_ratchet.kernels.quant import dual
+    from kernel_ratchet.kernels.quant import launch as ql
+    from kernel_ratchet.kernels.quant.shapes import quant_target
+
+    c = Census()
+    gpu = [(ql, "interpreter_mode", lambda: False)]  # the GPU's rounding variant
+    with c.instrument([(dual, "_dual_quant_kernel")], gpu, dry=True):
+        for shape in quant_target():
+            dual.quant_fp8_dual_1x128(torch.empty(shape.M, shape.N, dtype=torch.bfloat16))
+    return distinct(c.launches)
 
 
 def gluon_launches() -> list[Launch]:
@@ -173,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m kernel_ratchet.kernels.same_code")
     p.add_argument("--against", required=True, help="the git revision to compare with")
     p.add_argument(
-        "--sets", default="odd,grouped,gluon", help=f"comma-separated, of {', '.join(SETS)}"
+        "--sets", default="odd,grouped,gluon,quant", help=f"comma-separated, of {', '.join(SETS)}"
     )
     args = p.parse_args(argv)
     sets = [s for s in args.sets.split(",") if s]

@@ -82,6 +82,12 @@ def test_the_gluon_set_holds_each_shipped_gluon_config():
     assert ("mm_ws_launch" in names) == shipped
 
 
+def test_the_quant_set_records_the_dual_kernel_as_a_gpu_launches_it():
+    xs = same_code.launches(["quant"])
+    assert {x.kernel for x in xs} == {"_dual_quant_kernel"} and len(xs) >= 2  # aligned, odd
+    assert all(x.get("PRE_ROUND") is False and x.get("BLOCK") == 128 for x in xs)
+
+
 def test_a_revision_git_does_not_know_is_a_usage_error(capsys):
     r = subprocess.run(
         [sys.executable, "-m", "kernel_ratchet.kernels.same_code", "--against", "no-such-rev",
