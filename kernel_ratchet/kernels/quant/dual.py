@@ -14,10 +14,17 @@ FP8 tensor cores want both operands contiguous along the contracted dimension.
 
 One program owns a 128 x 128 tile: it computes the 128 row maxima and the 128 column maxima of
 the tile in registers and writes both quantizations. Bytes moved: ``2*R*C`` read (bf16) +
-``2*R*C`` written (two fp8 copies) + the fp32 scales.
+``2*R*C`` written (two fp8 copies) + the fp32 scales. On an H200 (torch 2.11, triton 3.6) it
+moves 0.50-0.61 of a bf16 copy's bytes per second (docs/benchmarks.md). For sm_90 with 8 warps
+it compiles to 128 registers per thread (two programs per SM); ``programs_per_sm`` instead
+launches persistent programs that load their next tile before quantizing this one
+(:func:`_dual_quant_prefetch_kernel`, 219 registers: one program per SM with a tile always in
+flight), a tunable that no caller sets.
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 import triton
@@ -36,6 +43,134 @@ from kernel_ratchet.kernels.quant.launch import (
 # 128 x 128 tile = one scaling group along each axis (fixed by the recipe). 8 warps keep the
 # tile's fp32 copy at 64 registers per thread.
 DUAL_NUM_WARPS = 8
+#: SMs the persistent launch counts on a device without one (the CPU interpreter): enough
+#: programs for a small input's tiles to be walked by several of them.
+INTERPRETER_SMS = 2
+
+
+@functools.cache
+def _sm_count(device: torch.device) -> int:
+    if device.type != "cuda":
+        return INTERPRETER_SMS
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+@triton.jit
+def _dual_load(x_ptr, pid_r, pid_c, R, C, stride_r, stride_c, BLOCK: tl.constexpr):
+    """The tile of ``x`` in row block ``pid_r``, column block ``pid_c``; a row block past the
+    last reads nothing (all masked)."""
+    offs_r = pid_r * BLOCK + tl.arange(0, BLOCK)
+    offs_c = pid_c * BLOCK + tl.arange(0, BLOCK)
+    mask_r = offs_r < R
+    mask_c = offs_c < C
+    mask = mask_r[:, None] & mask_c[None, :]
+    x_ptrs = x_ptr + offs_r[:, None].to(tl.int64) * stride_r + offs_c[None, :] * stride_c
+    return tl.load(x_ptrs, mask=mask, other=0.0)
+
+
+@triton.jit
+def _dual_store(
+    x_in,
+    pid_r,
+    pid_c,
+    q_ptr,
+    qt_ptr,
+    s_ptr,
+    st_ptr,
+    R,
+    C,
+    stride_qt,
+    stride_sr,
+    stride_sg,
+    stride_stc,
+    stride_stg,
+    fp8_max,
+    eps,
+    BLOCK: tl.constexpr,
+    MANT: tl.constexpr,
+    PRE_ROUND: tl.constexpr,
+):
+    """Both quantizations of one loaded tile (:func:`_dual_load`), written with their scales:
+    row-wise groups (1 x 128) to ``q``, column-wise groups (128 x 1) transposed to ``qt``."""
+    offs_r = pid_r * BLOCK + tl.arange(0, BLOCK)
+    offs_c = pid_c * BLOCK + tl.arange(0, BLOCK)
+    mask_r = offs_r < R
+    mask_c = offs_c < C
+    mask = mask_r[:, None] & mask_c[None, :]
+    # Maxima in the input dtype (exact) keep no fp32 copy of the tile alive: fewer registers,
+    # more resident programs, more bytes in flight.
+    ax = tl.abs(x_in)
+    x = x_in.to(tl.float32)
+    # Row-wise: one group per row of the tile (1 x 128).
+    amax_r = tl.maximum(tl.max(ax, axis=1).to(tl.float32), eps)
+    y = tl.clamp(x * (fp8_max / amax_r)[:, None], -fp8_max, fp8_max)
+    q_ptrs = q_ptr + offs_r[:, None].to(tl.int64) * C + offs_c[None, :]
+    tl.store(q_ptrs, _to_fp8(y, q_ptr.dtype.element_ty, MANT, PRE_ROUND), mask=mask)
+    tl.store(s_ptr + offs_r * stride_sr + pid_c * stride_sg, amax_r / fp8_max, mask=mask_r)
+    # Column-wise: one group per column of the tile (128 x 1), written transposed.
+    amax_c = tl.maximum(tl.max(ax, axis=0).to(tl.float32), eps)
+    yt = tl.clamp(x * (fp8_max / amax_c)[None, :], -fp8_max, fp8_max)
+    # Cast before transposing: the layout change then moves 1-byte values, not fp32.
+    yt = tl.trans(_to_fp8(yt, qt_ptr.dtype.element_ty, MANT, PRE_ROUND))
+    qt_ptrs = qt_ptr + offs_c[:, None].to(tl.int64) * stride_qt + offs_r[None, :]
+    tl.store(qt_ptrs, yt, mask=tl.trans(mask))
+    tl.store(st_ptr + offs_c * stride_stc + pid_r * stride_stg, amax_c / fp8_max, mask=mask_c)
+
+
+@triton.jit
+def _dual_quant_prefetch_kernel(
+    x_ptr,
+    q_ptr,
+    qt_ptr,
+    s_ptr,
+    st_ptr,
+    R,
+    C,
+    stride_r,
+    stride_c,
+    stride_qt,
+    stride_sr,
+    stride_sg,
+    stride_stc,
+    stride_stg,
+    fp8_max,
+    eps,
+    num_progs,
+    BLOCK: tl.constexpr,
+    MANT: tl.constexpr,
+    PRE_ROUND: tl.constexpr,
+):
+    """Persistent programs over the tiles (``num_progs`` apart), each loading its next tile
+    before it quantizes and stores this one, so that tile's read is in flight meanwhile."""
+    ng_c = tl.cdiv(C, BLOCK)
+    tiles = tl.cdiv(R, BLOCK) * ng_c
+    pid = tl.program_id(0)
+    x_next = _dual_load(x_ptr, pid // ng_c, pid % ng_c, R, C, stride_r, stride_c, BLOCK)
+    for tile in tl.range(pid, tiles, num_progs, num_stages=1):
+        x_in = x_next
+        nxt = tile + num_progs
+        x_next = _dual_load(x_ptr, nxt // ng_c, nxt % ng_c, R, C, stride_r, stride_c, BLOCK)
+        _dual_store(
+            x_in,
+            tile // ng_c,
+            tile % ng_c,
+            q_ptr,
+            qt_ptr,
+            s_ptr,
+            st_ptr,
+            R,
+            C,
+            stride_qt,
+            stride_sr,
+            stride_sg,
+            stride_stc,
+            stride_stg,
+            fp8_max,
+            eps,
+            BLOCK,
+            MANT,
+            PRE_ROUND,
+        )
 
 
 @triton.jit
@@ -62,31 +197,28 @@ def _dual_quant_kernel(
 ):
     pid_r = tl.program_id(0)
     pid_c = tl.program_id(1)
-    offs_r = pid_r * BLOCK + tl.arange(0, BLOCK)
-    offs_c = pid_c * BLOCK + tl.arange(0, BLOCK)
-    mask_r = offs_r < R
-    mask_c = offs_c < C
-    mask = mask_r[:, None] & mask_c[None, :]
-    x_ptrs = x_ptr + offs_r[:, None].to(tl.int64) * stride_r + offs_c[None, :] * stride_c
-    x_in = tl.load(x_ptrs, mask=mask, other=0.0)
-    # Maxima in the input dtype (exact) keep no fp32 copy of the tile alive: fewer registers,
-    # more resident programs, more bytes in flight.
-    ax = tl.abs(x_in)
-    x = x_in.to(tl.float32)
-    # Row-wise: one group per row of the tile (1 x 128).
-    amax_r = tl.maximum(tl.max(ax, axis=1).to(tl.float32), eps)
-    y = tl.clamp(x * (fp8_max / amax_r)[:, None], -fp8_max, fp8_max)
-    q_ptrs = q_ptr + offs_r[:, None].to(tl.int64) * C + offs_c[None, :]
-    tl.store(q_ptrs, _to_fp8(y, q_ptr.dtype.element_ty, MANT, PRE_ROUND), mask=mask)
-    tl.store(s_ptr + offs_r * stride_sr + pid_c * stride_sg, amax_r / fp8_max, mask=mask_r)
-    # Column-wise: one group per column of the tile (128 x 1), written transposed.
-    amax_c = tl.maximum(tl.max(ax, axis=0).to(tl.float32), eps)
-    yt = tl.clamp(x * (fp8_max / amax_c)[None, :], -fp8_max, fp8_max)
-    # Cast before transposing: the layout change then moves 1-byte values, not fp32.
-    yt = tl.trans(_to_fp8(yt, qt_ptr.dtype.element_ty, MANT, PRE_ROUND))
-    qt_ptrs = qt_ptr + offs_c[:, None].to(tl.int64) * stride_qt + offs_r[None, :]
-    tl.store(qt_ptrs, yt, mask=tl.trans(mask))
-    tl.store(st_ptr + offs_c * stride_stc + pid_r * stride_stg, amax_c / fp8_max, mask=mask_c)
+    x_in = _dual_load(x_ptr, pid_r, pid_c, R, C, stride_r, stride_c, BLOCK)
+    _dual_store(
+        x_in,
+        pid_r,
+        pid_c,
+        q_ptr,
+        qt_ptr,
+        s_ptr,
+        st_ptr,
+        R,
+        C,
+        stride_qt,
+        stride_sr,
+        stride_sg,
+        stride_stc,
+        stride_stg,
+        fp8_max,
+        eps,
+        BLOCK,
+        MANT,
+        PRE_ROUND,
+    )
 
 
 def quant_fp8_dual_1x128(
@@ -95,6 +227,7 @@ def quant_fp8_dual_1x128(
     *,
     pad_t_to: int = 1,
     num_warps: int = DUAL_NUM_WARPS,
+    programs_per_sm: int = 0,
 ) -> tuple[Fp8Quantized, Fp8Quantized]:
     """Quantize a 2-D ``x`` [R, C] (bf16/fp16/fp32) both ways in one pass.
 
@@ -103,9 +236,16 @@ def quant_fp8_dual_1x128(
     ``(1, C)``). Dequantization scales: ``x ≈ data.float() * scale`` per group.
     ``pad_t_to`` > 1 rounds the row stride of ``cols.data`` up to a multiple of it and zeroes
     the padding (``cols.data`` is then a view): a consumer may read whole 128-element chunks
-    past R without a mask. ``num_warps`` is a tuning knob (same results).
-    Raises ValueError for a non-2-D or non-float input.
+    past R without a mask. ``num_warps`` is a tuning knob (same results), and so is
+    ``programs_per_sm``: 0 launches one program per 128 x 128 tile; n > 0 launches n per SM
+    (at most one per tile), each walking its tiles and loading the next before it quantizes
+    this one (:func:`_dual_quant_prefetch_kernel`).
+    Raises ValueError for a non-2-D or non-float input or a negative ``programs_per_sm``.
     """
+    if programs_per_sm < 0:
+        raise ValueError(
+            f"programs_per_sm must be 0 (a program per tile) or more, got {programs_per_sm}"
+        )
     fp8_max = _check(x, dtype)
     R, C = x.shape
     R_pad = -(-R // pad_t_to) * pad_t_to if pad_t_to > 1 else R
@@ -117,28 +257,13 @@ def quant_fp8_dual_1x128(
     ng_r, ng_c = triton.cdiv(R, GROUP), triton.cdiv(C, GROUP)
     s = torch.empty((ng_c, R), dtype=torch.float32, device=x.device).t()  # [R, ng_c]
     st = torch.empty((ng_r, C), dtype=torch.float32, device=x.device).t()  # [C, ng_r]
-    if R and C:
-        _dual_quant_kernel[(ng_r, ng_c)](
-            x,
-            q,
-            qt_buf,
-            s,
-            st,
-            R,
-            C,
-            x.stride(0),
-            x.stride(1),
-            qt_buf.stride(0),
-            s.stride(0),
-            s.stride(1),
-            st.stride(0),
-            st.stride(1),
-            fp8_max,
-            AMAX_EPS,
-            BLOCK=GROUP,
-            num_warps=num_warps,
-            **_cast_args(dtype),
-        )
+    args = (x, q, qt_buf, s, st, R, C, *x.stride(), qt_buf.stride(0), *s.stride(), *st.stride())
+    meta = {"BLOCK": GROUP, "num_warps": num_warps, **_cast_args(dtype)}
+    if R and C and programs_per_sm:
+        progs = min(ng_r * ng_c, programs_per_sm * _sm_count(x.device))
+        _dual_quant_prefetch_kernel[(progs,)](*args, fp8_max, AMAX_EPS, progs, **meta)
+    elif R and C:
+        _dual_quant_kernel[(ng_r, ng_c)](*args, fp8_max, AMAX_EPS, **meta)
     return Fp8Quantized(q, s), Fp8Quantized(qt, st)
 
 
