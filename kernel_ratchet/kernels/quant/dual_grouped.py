@@ -16,7 +16,9 @@ occupy chunks ``[c_g, c_g + ceil(len_g / 128))`` of ``xᵀ``, ``c_g = sum_{h<g} 
   column-wise copy, bit for bit.
 
 One program per (chunk, 128-column tile); the chunk's group is found from ``group_lens`` on
-the device. Programs past the last chunk return at once.
+the device. Programs past the last chunk return at once. ``programs_per_sm`` instead launches
+persistent programs over the tiles that load their next tile before quantizing this one (as
+:mod:`.dual`'s), a tunable that no caller sets.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import torch
 import triton
 import triton.language as tl
 
+from kernel_ratchet.kernels.quant.dual import _sm_count
 from kernel_ratchet.kernels.quant.kernel import _to_fp8
 from kernel_ratchet.kernels.quant.launch import (
     AMAX_EPS,
@@ -41,6 +44,84 @@ NUM_WARPS = 8
 def chunk_capacity(tokens: int, groups: int) -> int:
     """Chunks the column-wise copy holds for ``tokens`` rows in ``groups`` groups."""
     return triton.cdiv(tokens, GROUP) + groups
+
+
+@triton.jit
+def _chunks_of(lens_ptr, G, G_POW2: tl.constexpr, BLOCK: tl.constexpr):
+    """Per group (a vector over G_POW2): its rows, its chunks, and the running ends of both."""
+    offs_g = tl.arange(0, G_POW2)
+    lens = tl.load(lens_ptr + offs_g, mask=offs_g < G, other=0).to(tl.int32)
+    chunks = (lens + BLOCK - 1) // BLOCK
+    chunk_end = tl.cumsum(chunks, 0)
+    return offs_g, lens, chunks, chunk_end
+
+
+@triton.jit
+def _chunk_rows(pid_k, offs_g, lens, chunks, chunk_end, BLOCK: tl.constexpr):
+    """The rows of chunk ``pid_k`` and their mask (the rows inside its group); a chunk past the
+    last has none."""
+    # the chunk's group: the first whose chunks end past pid_k
+    g = tl.sum((chunk_end <= pid_k).to(tl.int32))
+    sel = offs_g == g
+    row_end = tl.cumsum(lens, 0)
+    start = tl.sum(tl.where(sel, row_end - lens, 0))
+    end = tl.sum(tl.where(sel, row_end, 0))
+    first = tl.sum(tl.where(sel, chunk_end - chunks, 0))
+    offs_r = start + (pid_k - first) * BLOCK + tl.arange(0, BLOCK)
+    return offs_r, offs_r < end
+
+
+@triton.jit
+def _chunk_load(x_ptr, offs_r, mask_r, pid_c, C, stride_r, stride_c, BLOCK: tl.constexpr):
+    offs_c = pid_c * BLOCK + tl.arange(0, BLOCK)
+    mask = mask_r[:, None] & (offs_c < C)[None, :]
+    x_ptrs = x_ptr + offs_r[:, None].to(tl.int64) * stride_r + offs_c[None, :] * stride_c
+    return tl.load(x_ptrs, mask=mask, other=0.0)
+
+
+@triton.jit
+def _chunk_store(
+    x_in,
+    offs_r,
+    mask_r,
+    pid_k,
+    pid_c,
+    q_ptr,
+    qt_ptr,
+    s_ptr,
+    st_ptr,
+    C,
+    stride_qt,
+    stride_sr,
+    stride_sg,
+    stride_stc,
+    stride_stg,
+    fp8_max,
+    eps,
+    BLOCK: tl.constexpr,
+    MANT: tl.constexpr,
+    PRE_ROUND: tl.constexpr,
+):
+    """Both quantizations of one loaded tile of chunk ``pid_k``, column block ``pid_c``."""
+    offs_c = pid_c * BLOCK + tl.arange(0, BLOCK)
+    mask_c = offs_c < C
+    mask = mask_r[:, None] & mask_c[None, :]
+    # The tile's quantization is the dual kernel's, line for line (its rows bit for bit).
+    ax = tl.abs(x_in)
+    x = x_in.to(tl.float32)
+    amax_r = tl.maximum(tl.max(ax, axis=1).to(tl.float32), eps)
+    y = tl.clamp(x * (fp8_max / amax_r)[:, None], -fp8_max, fp8_max)
+    q_ptrs = q_ptr + offs_r[:, None].to(tl.int64) * C + offs_c[None, :]
+    tl.store(q_ptrs, _to_fp8(y, q_ptr.dtype.element_ty, MANT, PRE_ROUND), mask=mask)
+    tl.store(s_ptr + offs_r * stride_sr + pid_c * stride_sg, amax_r / fp8_max, mask=mask_r)
+    # Columns over this group's chunk only; rows past the group are zeros, stored as such.
+    amax_c = tl.maximum(tl.max(ax, axis=0).to(tl.float32), eps)
+    yt = tl.clamp(x * (fp8_max / amax_c)[None, :], -fp8_max, fp8_max)
+    yt = tl.trans(_to_fp8(yt, qt_ptr.dtype.element_ty, MANT, PRE_ROUND))
+    cols_t = pid_k * BLOCK + tl.arange(0, BLOCK)
+    qt_ptrs = qt_ptr + offs_c[:, None].to(tl.int64) * stride_qt + cols_t[None, :]
+    tl.store(qt_ptrs, yt, mask=mask_c[:, None])
+    tl.store(st_ptr + offs_c * stride_stc + pid_k * stride_stg, amax_c / fp8_max, mask=mask_c)
 
 
 @triton.jit
@@ -69,43 +150,95 @@ def _dual_quant_grouped_kernel(
 ):
     pid_k = tl.program_id(0)  # chunk of the column-wise copy
     pid_c = tl.program_id(1)
-    offs_g = tl.arange(0, G_POW2)
-    lens = tl.load(lens_ptr + offs_g, mask=offs_g < G, other=0).to(tl.int32)
-    chunks = (lens + BLOCK - 1) // BLOCK
-    chunk_end = tl.cumsum(chunks, 0)
+    offs_g, lens, chunks, chunk_end = _chunks_of(lens_ptr, G, G_POW2, BLOCK)
     if pid_k >= tl.sum(chunks):
         return
-    # the chunk's group: the first whose chunks end past pid_k
-    g = tl.sum((chunk_end <= pid_k).to(tl.int32))
-    sel = offs_g == g
-    row_end = tl.cumsum(lens, 0)
-    start = tl.sum(tl.where(sel, row_end - lens, 0))
-    end = tl.sum(tl.where(sel, row_end, 0))
-    first = tl.sum(tl.where(sel, chunk_end - chunks, 0))
-    offs_r = start + (pid_k - first) * BLOCK + tl.arange(0, BLOCK)
-    offs_c = pid_c * BLOCK + tl.arange(0, BLOCK)
-    mask_r = offs_r < end
-    mask_c = offs_c < C
-    mask = mask_r[:, None] & mask_c[None, :]
-    x_ptrs = x_ptr + offs_r[:, None].to(tl.int64) * stride_r + offs_c[None, :] * stride_c
-    x_in = tl.load(x_ptrs, mask=mask, other=0.0)
-    # The tile's quantization is the dual kernel's, line for line (its rows bit for bit);
-    # that kernel ships as measured, so it is not refactored to share this code.
-    ax = tl.abs(x_in)
-    x = x_in.to(tl.float32)
-    amax_r = tl.maximum(tl.max(ax, axis=1).to(tl.float32), eps)
-    y = tl.clamp(x * (fp8_max / amax_r)[:, None], -fp8_max, fp8_max)
-    q_ptrs = q_ptr + offs_r[:, None].to(tl.int64) * C + offs_c[None, :]
-    tl.store(q_ptrs, _to_fp8(y, q_ptr.dtype.element_ty, MANT, PRE_ROUND), mask=mask)
-    tl.store(s_ptr + offs_r * stride_sr + pid_c * stride_sg, amax_r / fp8_max, mask=mask_r)
-    # Columns over this group's chunk only; rows past the group are zeros, stored as such.
-    amax_c = tl.maximum(tl.max(ax, axis=0).to(tl.float32), eps)
-    yt = tl.clamp(x * (fp8_max / amax_c)[None, :], -fp8_max, fp8_max)
-    yt = tl.trans(_to_fp8(yt, qt_ptr.dtype.element_ty, MANT, PRE_ROUND))
-    cols_t = pid_k * BLOCK + tl.arange(0, BLOCK)
-    qt_ptrs = qt_ptr + offs_c[:, None].to(tl.int64) * stride_qt + cols_t[None, :]
-    tl.store(qt_ptrs, yt, mask=mask_c[:, None])
-    tl.store(st_ptr + offs_c * stride_stc + pid_k * stride_stg, amax_c / fp8_max, mask=mask_c)
+    offs_r, mask_r = _chunk_rows(pid_k, offs_g, lens, chunks, chunk_end, BLOCK)
+    x_in = _chunk_load(x_ptr, offs_r, mask_r, pid_c, C, stride_r, stride_c, BLOCK)
+    _chunk_store(
+        x_in,
+        offs_r,
+        mask_r,
+        pid_k,
+        pid_c,
+        q_ptr,
+        qt_ptr,
+        s_ptr,
+        st_ptr,
+        C,
+        stride_qt,
+        stride_sr,
+        stride_sg,
+        stride_stc,
+        stride_stg,
+        fp8_max,
+        eps,
+        BLOCK,
+        MANT,
+        PRE_ROUND,
+    )
+
+
+@triton.jit
+def _dual_quant_grouped_prefetch_kernel(
+    x_ptr,
+    q_ptr,
+    qt_ptr,
+    s_ptr,
+    st_ptr,
+    lens_ptr,
+    G,
+    C,
+    stride_r,
+    stride_c,
+    stride_qt,
+    stride_sr,
+    stride_sg,
+    stride_stc,
+    stride_stg,
+    fp8_max,
+    eps,
+    num_progs,
+    G_POW2: tl.constexpr,
+    BLOCK: tl.constexpr,
+    MANT: tl.constexpr,
+    PRE_ROUND: tl.constexpr,
+):
+    """Persistent programs over the (chunk, column block) tiles, ``num_progs`` apart, each
+    loading its next tile before it quantizes and stores this one."""
+    offs_g, lens, chunks, chunk_end = _chunks_of(lens_ptr, G, G_POW2, BLOCK)
+    ng_c = tl.cdiv(C, BLOCK)
+    tiles = tl.sum(chunks) * ng_c
+    pid = tl.program_id(0)
+    offs_r, mask_r = _chunk_rows(pid // ng_c, offs_g, lens, chunks, chunk_end, BLOCK)
+    x_next = _chunk_load(x_ptr, offs_r, mask_r, pid % ng_c, C, stride_r, stride_c, BLOCK)
+    for tile in tl.range(pid, tiles, num_progs, num_stages=1):
+        x_in, rows, rows_in = x_next, offs_r, mask_r
+        nxt = tile + num_progs
+        offs_r, mask_r = _chunk_rows(nxt // ng_c, offs_g, lens, chunks, chunk_end, BLOCK)
+        x_next = _chunk_load(x_ptr, offs_r, mask_r, nxt % ng_c, C, stride_r, stride_c, BLOCK)
+        _chunk_store(
+            x_in,
+            rows,
+            rows_in,
+            tile // ng_c,
+            tile % ng_c,
+            q_ptr,
+            qt_ptr,
+            s_ptr,
+            st_ptr,
+            C,
+            stride_qt,
+            stride_sr,
+            stride_sg,
+            stride_stc,
+            stride_stg,
+            fp8_max,
+            eps,
+            BLOCK,
+            MANT,
+            PRE_ROUND,
+        )
 
 
 def quant_fp8_dual_1x128_grouped(
@@ -114,11 +247,20 @@ def quant_fp8_dual_1x128_grouped(
     dtype: torch.dtype = torch.float8_e4m3fn,
     *,
     num_warps: int = NUM_WARPS,
+    programs_per_sm: int = 0,
 ) -> tuple[Fp8Quantized, Fp8Quantized]:
     """Quantize ``x`` [T, C] (rows sorted by group, ``group_lens`` [G] int32/int64 on x's
     device, summing to T; never read on the host) both ways in one pass; the column-wise
     copy in per-group chunks (module docstring). Returns ``(rows, cols)``.
-    Raises ValueError for a non-2-D or non-float ``x`` or a ``group_lens`` that is not 1-D."""
+    ``num_warps`` and ``programs_per_sm`` are tuning knobs (same results): ``programs_per_sm``
+    0 launches one program per (chunk, 128-column) tile of the capacity; n > 0 launches n per
+    SM, each walking its tiles and loading the next before it quantizes this one.
+    Raises ValueError for a non-2-D or non-float ``x``, a ``group_lens`` that is not 1-D or a
+    negative ``programs_per_sm``."""
+    if programs_per_sm < 0:
+        raise ValueError(
+            f"programs_per_sm must be 0 (a program per tile) or more, got {programs_per_sm}"
+        )
     fp8_max = _check(x, dtype)
     if group_lens.dim() != 1:
         raise ValueError(f"group_lens must be 1-D, got shape {tuple(group_lens.shape)}")
@@ -130,30 +272,15 @@ def quant_fp8_dual_1x128_grouped(
     ng_c = triton.cdiv(C, GROUP)
     s = torch.empty((ng_c, T), dtype=torch.float32, device=x.device).t()  # [T, ng_c]
     st = torch.empty((cap, C), dtype=torch.float32, device=x.device).t()  # [C, cap]
-    if T and C and G:
-        _dual_quant_grouped_kernel[(cap, ng_c)](
-            x,
-            q,
-            qt,
-            s,
-            st,
-            group_lens,
-            G,
-            C,
-            x.stride(0),
-            x.stride(1),
-            qt.stride(0),
-            s.stride(0),
-            s.stride(1),
-            st.stride(0),
-            st.stride(1),
-            fp8_max,
-            AMAX_EPS,
-            G_POW2=max(triton.next_power_of_2(G), 2),
-            BLOCK=GROUP,
-            num_warps=num_warps,
-            **_cast_args(dtype),
-        )
+    args = (x, q, qt, s, st, group_lens, G, C, *x.stride(), qt.stride(0), *s.stride())
+    args += (*st.stride(), fp8_max, AMAX_EPS)
+    meta = {"G_POW2": max(triton.next_power_of_2(G), 2), "BLOCK": GROUP, "num_warps": num_warps}
+    meta |= _cast_args(dtype)
+    if T and C and G and programs_per_sm:
+        progs = min(cap * ng_c, programs_per_sm * _sm_count(x.device))
+        _dual_quant_grouped_prefetch_kernel[(progs,)](*args, progs, **meta)
+    elif T and C and G:
+        _dual_quant_grouped_kernel[(cap, ng_c)](*args, **meta)
     return Fp8Quantized(q, s), Fp8Quantized(qt, st)
 
 
