@@ -31,7 +31,6 @@ from kernel_ratchet.kernels.grouped_gemm.configs import TileConfig, select
 from kernel_ratchet.kernels.grouped_gemm.fp8_kernel import (
     _grouped_mm_fp8_kernel,
     _grouped_wgrad_fp8_kernel,
-    _weight_quant_kernel,
 )
 from kernel_ratchet.kernels.grouped_gemm.launch import (
     _check,
@@ -41,55 +40,16 @@ from kernel_ratchet.kernels.grouped_gemm.launch import (
     num_programs,
     tma_readable,
 )
+from kernel_ratchet.kernels.grouped_gemm.weight_quant import quant_weight_128x128
 from kernel_ratchet.kernels.quant.dual import quant_fp8_dual_1x128
 from kernel_ratchet.kernels.quant.dual_grouped import quant_fp8_dual_1x128_grouped
 from kernel_ratchet.kernels.quant.launch import (
-    AMAX_EPS,
-    FP8_MAX,
     GROUP,
     Fp8Quantized,
-    _cast_args,
     quant_fp8_blockwise_1x128,
 )
 
 FP8 = torch.float8_e4m3fn
-
-
-def quant_weight_128x128(w: torch.Tensor, *, transpose: bool = False) -> Fp8Quantized:
-    """Quantize w [G, N, K] (any strides) in 128x128 blocks per group, one launch, 64-bit
-    indexing (a real MoE weight, e.g. DeepSeek-V3 gate_up with 7.5e9 elements, overflows the
-    int32 indexing of kernel.quant_fp8_block_128x128, whose recipe this reproduces bit for
-    bit). Returns data [G, N, K] E4M3 (contiguous) and scale [G, ceil(N/128), ceil(K/128)];
-    ``transpose`` also returns ``data_t`` [G, K, N] (contiguous, the same values transposed)
-    and ``scale_t`` (a transposed view of ``scale``: 128x128 blocks are symmetric)."""
-    G, N, K = w.shape
-    data = torch.empty((G, N, K), dtype=FP8, device=w.device)
-    data_t = torch.empty((G, K, N), dtype=FP8, device=w.device) if transpose else data
-    scale = torch.empty((G, -(-N // GROUP), -(-K // GROUP)), dtype=torch.float32, device=w.device)
-    if data.numel():
-        _weight_quant_kernel[(G, scale.shape[1], scale.shape[2])](
-            w,
-            data,
-            data_t,
-            scale,
-            N,
-            K,
-            w.stride(0),
-            w.stride(1),
-            w.stride(2),
-            scale.stride(0),
-            scale.stride(1),
-            scale.stride(2),
-            FP8_MAX[FP8],
-            AMAX_EPS,
-            BLOCK=GROUP,
-            WRITE_T=transpose,
-            num_warps=8,
-            **_cast_args(FP8),
-        )
-    if transpose:
-        return Fp8Quantized(data, scale, data_t, scale.transpose(1, 2))
-    return Fp8Quantized(data, scale)
 
 
 def grouped_mm_fp8(

@@ -14,7 +14,6 @@ import triton.language as tl
 
 from kernel_ratchet.kernels.grouped_gemm.kernel import _col_offsets, _group_of_tile
 from kernel_ratchet.kernels.grouped_gemm.wgrad_kernel import _wgrad_tile_of
-from kernel_ratchet.kernels.quant.kernel import _to_fp8
 
 
 @triton.jit
@@ -348,45 +347,3 @@ def _grouped_wgrad_fp8_kernel(
     w_ptrs += cols_k[None, :] * stride_wk
     mask = (cols_n[:, None] < N) & (cols_k[None, :] < K)
     tl.store(w_ptrs, acc.to(dw_ptr.dtype.element_ty), mask=mask)
-
-
-@triton.jit
-def _weight_quant_kernel(
-    w_ptr,
-    q_ptr,
-    qt_ptr,
-    s_ptr,
-    N,
-    K,
-    stride_wg,
-    stride_wn,
-    stride_wk,
-    stride_sg,
-    stride_sn,
-    stride_sk,
-    fp8_max,
-    eps,
-    BLOCK: tl.constexpr,
-    MANT: tl.constexpr,
-    PRE_ROUND: tl.constexpr,
-    WRITE_T: tl.constexpr,
-):
-    """One 128x128 block of one group: amax, scale, cast (same formula as kernel.py).
-    ``WRITE_T``: also write the block transposed into ``qt`` [G, K, N] (same scale)."""
-    g = tl.program_id(0)
-    nb = tl.program_id(1)
-    kb = tl.program_id(2)
-    offs_n = nb * BLOCK + tl.arange(0, BLOCK)
-    offs_k = kb * BLOCK + tl.arange(0, BLOCK)
-    mask = (offs_n[:, None] < N) & (offs_k[None, :] < K)
-    base = g.to(tl.int64) * stride_wg + offs_n[:, None].to(tl.int64) * stride_wn
-    x = tl.load(w_ptr + base + offs_k[None, :] * stride_wk, mask=mask, other=0.0).to(tl.float32)
-    amax = tl.maximum(tl.max(tl.max(tl.abs(x), axis=1), axis=0), eps)
-    y = tl.clamp(x * (fp8_max / amax), -fp8_max, fp8_max)
-    q_off = g.to(tl.int64) * N * K + offs_n[:, None].to(tl.int64) * K + offs_k[None, :]
-    q = _to_fp8(y, q_ptr.dtype.element_ty, MANT, PRE_ROUND)
-    tl.store(q_ptr + q_off, q, mask=mask)
-    if WRITE_T:
-        qt_off = g.to(tl.int64) * N * K + offs_k[:, None].to(tl.int64) * N + offs_n[None, :]
-        tl.store(qt_ptr + qt_off, tl.trans(q), mask=tl.trans(mask))
-    tl.store(s_ptr + g * stride_sg + nb * stride_sn + kb * stride_sk, amax / fp8_max)

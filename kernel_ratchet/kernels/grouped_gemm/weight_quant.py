@@ -1,0 +1,195 @@
+"""128x128-block FP8 quantization of a grouped weight [G, N, K], both layouts in one read.
+
+The FP8 grouped step quantizes the expert weights once per step: the forward reads them N-major
+(``data`` [G, N, K]) and the dgrad K-major (``data_t`` [G, K, N], Hopper's FP8 wgmma takes
+K-major operands only), one scale per 128x128 block serving both. Bytes moved per element: 2
+read (bf16) + 1 or 2 written. One program per block (:func:`_weight_quant_kernel`), or, with
+``programs_per_sm``, persistent programs that load their next block before quantizing this one
+(:func:`_weight_quant_prefetch_kernel`), a tunable that no caller sets.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from kernel_ratchet.kernels.quant.dual import _sm_count
+from kernel_ratchet.kernels.quant.kernel import _to_fp8
+from kernel_ratchet.kernels.quant.launch import (
+    AMAX_EPS,
+    FP8_MAX,
+    GROUP,
+    Fp8Quantized,
+    _cast_args,
+)
+
+FP8 = torch.float8_e4m3fn
+
+
+@triton.jit
+def _wblock_load(w_ptr, g, nb, kb, N, K, stride_wg, stride_wn, stride_wk, BLOCK: tl.constexpr):
+    """Block (``nb``, ``kb``) of group ``g`` of the weight, in its own dtype; a group past the
+    last is read by no one (the caller masks it through ``N``)."""
+    offs_n = nb * BLOCK + tl.arange(0, BLOCK)
+    offs_k = kb * BLOCK + tl.arange(0, BLOCK)
+    mask = (offs_n[:, None] < N) & (offs_k[None, :] < K)
+    base = g.to(tl.int64) * stride_wg + offs_n[:, None].to(tl.int64) * stride_wn
+    return tl.load(w_ptr + base + offs_k[None, :] * stride_wk, mask=mask, other=0.0)
+
+
+@triton.jit
+def _wblock_store(
+    w,
+    g,
+    nb,
+    kb,
+    q_ptr,
+    qt_ptr,
+    s_ptr,
+    N,
+    K,
+    stride_sg,
+    stride_sn,
+    stride_sk,
+    fp8_max,
+    eps,
+    BLOCK: tl.constexpr,
+    MANT: tl.constexpr,
+    PRE_ROUND: tl.constexpr,
+    WRITE_T: tl.constexpr,
+):
+    """One loaded 128x128 block (:func:`_wblock_load`): amax, scale, cast (same formula as
+    kernel.py), stored, and with ``WRITE_T`` also transposed into ``qt`` [G, K, N]."""
+    offs_n = nb * BLOCK + tl.arange(0, BLOCK)
+    offs_k = kb * BLOCK + tl.arange(0, BLOCK)
+    mask = (offs_n[:, None] < N) & (offs_k[None, :] < K)
+    x = w.to(tl.float32)
+    amax = tl.maximum(tl.max(tl.max(tl.abs(x), axis=1), axis=0), eps)
+    y = tl.clamp(x * (fp8_max / amax), -fp8_max, fp8_max)
+    q_off = g.to(tl.int64) * N * K + offs_n[:, None].to(tl.int64) * K + offs_k[None, :]
+    q = _to_fp8(y, q_ptr.dtype.element_ty, MANT, PRE_ROUND)
+    tl.store(q_ptr + q_off, q, mask=mask)
+    if WRITE_T:
+        qt_off = g.to(tl.int64) * N * K + offs_k[:, None].to(tl.int64) * N + offs_n[None, :]
+        tl.store(qt_ptr + qt_off, tl.trans(q), mask=tl.trans(mask))
+    tl.store(s_ptr + g * stride_sg + nb * stride_sn + kb * stride_sk, amax / fp8_max)
+
+
+@triton.jit
+def _weight_quant_kernel(
+    w_ptr,
+    q_ptr,
+    qt_ptr,
+    s_ptr,
+    N,
+    K,
+    stride_wg,
+    stride_wn,
+    stride_wk,
+    stride_sg,
+    stride_sn,
+    stride_sk,
+    fp8_max,
+    eps,
+    BLOCK: tl.constexpr,
+    MANT: tl.constexpr,
+    PRE_ROUND: tl.constexpr,
+    WRITE_T: tl.constexpr,
+):
+    """One 128x128 block of one group: amax, scale, cast (same formula as kernel.py).
+    ``WRITE_T``: also write the block transposed into ``qt`` [G, K, N] (same scale)."""
+    g = tl.program_id(0)
+    nb = tl.program_id(1)
+    kb = tl.program_id(2)
+    w = _wblock_load(w_ptr, g, nb, kb, N, K, stride_wg, stride_wn, stride_wk, BLOCK)
+    _wblock_store(
+        w, g, nb, kb, q_ptr, qt_ptr, s_ptr, N, K, stride_sg, stride_sn, stride_sk, fp8_max,
+        eps, BLOCK, MANT, PRE_ROUND, WRITE_T,
+    )  # fmt: skip
+
+
+@triton.jit
+def _weight_quant_prefetch_kernel(
+    w_ptr,
+    q_ptr,
+    qt_ptr,
+    s_ptr,
+    G,
+    N,
+    K,
+    stride_wg,
+    stride_wn,
+    stride_wk,
+    stride_sg,
+    stride_sn,
+    stride_sk,
+    fp8_max,
+    eps,
+    num_progs,
+    BLOCK: tl.constexpr,
+    MANT: tl.constexpr,
+    PRE_ROUND: tl.constexpr,
+    WRITE_T: tl.constexpr,
+):
+    """Persistent programs over the (group, n block, k block) blocks, ``num_progs`` apart,
+    each loading its next block before it quantizes and stores this one."""
+    nbn = tl.cdiv(N, BLOCK)
+    nbk = tl.cdiv(K, BLOCK)
+    per_g = nbn * nbk
+    pid = tl.program_id(0)
+    # a block past the last one: its group is G, its rows past N (masked off)
+    g, r = pid // per_g, pid % per_g
+    w_next = _wblock_load(
+        w_ptr, g, tl.where(g < G, r // nbk, nbn), r % nbk, N, K, stride_wg, stride_wn,
+        stride_wk, BLOCK,
+    )  # fmt: skip
+    for blk in tl.range(pid, G * per_g, num_progs, num_stages=1):
+        w = w_next
+        g, r = blk // per_g, blk % per_g
+        nxt = blk + num_progs
+        ng, nr = nxt // per_g, nxt % per_g
+        w_next = _wblock_load(
+            w_ptr, ng, tl.where(ng < G, nr // nbk, nbn), nr % nbk, N, K, stride_wg, stride_wn,
+            stride_wk, BLOCK,
+        )  # fmt: skip
+        _wblock_store(
+            w, g, r // nbk, r % nbk, q_ptr, qt_ptr, s_ptr, N, K, stride_sg, stride_sn,
+            stride_sk, fp8_max, eps, BLOCK, MANT, PRE_ROUND, WRITE_T,
+        )  # fmt: skip
+
+
+def quant_weight_128x128(
+    w: torch.Tensor, *, transpose: bool = False, programs_per_sm: int = 0, num_warps: int = 8
+) -> Fp8Quantized:
+    """Quantize w [G, N, K] (any strides) in 128x128 blocks per group, one launch, 64-bit
+    indexing (a real MoE weight, e.g. DeepSeek-V3 gate_up with 7.5e9 elements, overflows the
+    int32 indexing of kernel.quant_fp8_block_128x128, whose recipe this reproduces bit for
+    bit). Returns data [G, N, K] E4M3 (contiguous) and scale [G, ceil(N/128), ceil(K/128)];
+    ``transpose`` also returns ``data_t`` [G, K, N] (contiguous, the same values transposed)
+    and ``scale_t`` (a transposed view of ``scale``: 128x128 blocks are symmetric).
+    ``programs_per_sm``: 0 launches one program per block; n > 0 launches n per SM (at most
+    one per block), each walking its blocks and loading the next before it quantizes this one
+    (same results); ``num_warps`` is a tuning knob too. Raises ValueError for a negative
+    ``programs_per_sm``."""
+    if programs_per_sm < 0:
+        raise ValueError(
+            f"programs_per_sm must be 0 (a program per block) or more, got {programs_per_sm}"
+        )
+    G, N, K = w.shape
+    data = torch.empty((G, N, K), dtype=FP8, device=w.device)
+    data_t = torch.empty((G, K, N), dtype=FP8, device=w.device) if transpose else data
+    scale = torch.empty((G, -(-N // GROUP), -(-K // GROUP)), dtype=torch.float32, device=w.device)
+    strides = (*w.stride(), *scale.stride(), FP8_MAX[FP8], AMAX_EPS)
+    meta = {"BLOCK": GROUP, "WRITE_T": transpose, "num_warps": num_warps, **_cast_args(FP8)}
+    blocks = G * scale.shape[1] * scale.shape[2]
+    if data.numel() and programs_per_sm:
+        progs = min(blocks, programs_per_sm * _sm_count(w.device))
+        args = (w, data, data_t, scale, G, N, K, *strides, progs)
+        _weight_quant_prefetch_kernel[(progs,)](*args, **meta)
+    elif data.numel():
+        grid = (G, scale.shape[1], scale.shape[2])
+        _weight_quant_kernel[grid](w, data, data_t, scale, N, K, *strides, **meta)
+    if transpose:
+        return Fp8Quantized(data, scale, data_t, scale.transpose(1, 2))
+    return Fp8Quantized(data, scale)
