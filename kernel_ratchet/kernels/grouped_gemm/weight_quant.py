@@ -180,16 +180,16 @@ def quant_weight_128x128(
     data = torch.empty((G, N, K), dtype=FP8, device=w.device)
     data_t = torch.empty((G, K, N), dtype=FP8, device=w.device) if transpose else data
     scale = torch.empty((G, -(-N // GROUP), -(-K // GROUP)), dtype=torch.float32, device=w.device)
-    strides = (*w.stride(), *scale.stride(), FP8_MAX[FP8], AMAX_EPS)
+    rest = (*w.stride(), *scale.stride(), FP8_MAX[FP8], AMAX_EPS)  # strides, then the scaling
     meta = {"BLOCK": GROUP, "WRITE_T": transpose, "num_warps": num_warps, **_cast_args(FP8)}
     blocks = G * scale.shape[1] * scale.shape[2]
     if data.numel() and programs_per_sm:
         progs = min(blocks, programs_per_sm * _sm_count(w.device))
-        args = (w, data, data_t, scale, G, N, K, *strides, progs)
+        args = (w, data, data_t, scale, G, N, K, *rest, progs)
         _weight_quant_prefetch_kernel[(progs,)](*args, **meta)
     elif data.numel():
         grid = (G, scale.shape[1], scale.shape[2])
-        _weight_quant_kernel[grid](w, data, data_t, scale, N, K, *strides, **meta)
+        _weight_quant_kernel[grid](w, data, data_t, scale, N, K, *rest, **meta)
     if transpose:
         return Fp8Quantized(data, scale, data_t, scale.transpose(1, 2))
     return Fp8Quantized(data, scale)
