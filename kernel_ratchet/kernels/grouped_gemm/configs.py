@@ -167,6 +167,12 @@ MM_WS: TileConfig | None = None
 #: multiple of 64): a config of its own, as the two kinds rank the configs differently.
 DGRAD_WS: TileConfig | None = None
 
+#: The FP8 step's quantization passes (the weight's 128x128 blocks, x's and dout's dual
+#: 1x128 groups): 0 launches one program per tile; n > 0 launches n persistent programs per SM
+#: that load their next tile before quantizing this one (``programs_per_sm`` of
+#: :func:`.weight_quant.quant_weight_128x128` and of the dual quantizations; same results).
+QUANT_PROGRAMS_PER_SM = 0
+
 #: Average rows per group at or below which the "small" bucket is used.
 SMALL_GROUP_ROWS = 192
 #: Average rows per group at or below which the bf16 weight gradient takes its "small" bucket.
