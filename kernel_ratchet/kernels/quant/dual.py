@@ -69,6 +69,62 @@ def _dual_load(x_ptr, pid_r, pid_c, R, C, stride_r, stride_c, BLOCK: tl.constexp
 
 
 @triton.jit
+def _quant_tile(
+    x_in,
+    offs_r,
+    mask_r,
+    pid_c,
+    pid_t,
+    q_ptr,
+    qt_ptr,
+    s_ptr,
+    st_ptr,
+    C,
+    stride_qt,
+    stride_sr,
+    stride_sg,
+    stride_stc,
+    stride_stg,
+    fp8_max,
+    eps,
+    BLOCK: tl.constexpr,
+    MANT: tl.constexpr,
+    PRE_ROUND: tl.constexpr,
+    MASK_T_ROWS: tl.constexpr,
+):
+    """Both quantizations of one loaded tile, rows ``offs_r`` (``mask_r``) of column block
+    ``pid_c``, written with their scales: row-wise groups (1 x 128) to ``q``, column-wise
+    groups (128 x 1) transposed to ``qt``'s columns of block ``pid_t``, their scales to
+    ``st``'s column ``pid_t``. ``MASK_T_ROWS``: the transposed store skips the masked rows
+    (else it writes them, as zeros)."""
+    offs_c = pid_c * BLOCK + tl.arange(0, BLOCK)
+    mask_c = offs_c < C
+    mask = mask_r[:, None] & mask_c[None, :]
+    # Maxima in the input dtype (exact) keep no fp32 copy of the tile alive: fewer registers,
+    # more resident programs, more bytes in flight.
+    ax = tl.abs(x_in)
+    x = x_in.to(tl.float32)
+    # Row-wise: one group per row of the tile (1 x 128).
+    amax_r = tl.maximum(tl.max(ax, axis=1).to(tl.float32), eps)
+    y = tl.clamp(x * (fp8_max / amax_r)[:, None], -fp8_max, fp8_max)
+    q_ptrs = q_ptr + offs_r[:, None].to(tl.int64) * C + offs_c[None, :]
+    tl.store(q_ptrs, _to_fp8(y, q_ptr.dtype.element_ty, MANT, PRE_ROUND), mask=mask)
+    tl.store(s_ptr + offs_r * stride_sr + pid_c * stride_sg, amax_r / fp8_max, mask=mask_r)
+    # Column-wise: one group per column of the tile (128 x 1), written transposed.
+    amax_c = tl.maximum(tl.max(ax, axis=0).to(tl.float32), eps)
+    yt = tl.clamp(x * (fp8_max / amax_c)[None, :], -fp8_max, fp8_max)
+    # Cast before transposing: the layout change then moves 1-byte values, not fp32.
+    yt = tl.trans(_to_fp8(yt, qt_ptr.dtype.element_ty, MANT, PRE_ROUND))
+    cols_t = pid_t * BLOCK + tl.arange(0, BLOCK)
+    qt_ptrs = qt_ptr + offs_c[:, None].to(tl.int64) * stride_qt + cols_t[None, :]
+    if MASK_T_ROWS:
+        tl.store(qt_ptrs, yt, mask=tl.trans(mask))
+    else:
+        tl.store(qt_ptrs, yt, mask=mask_c[:, None])
+    tl.store(st_ptr + offs_c * stride_stc + pid_t * stride_stg, amax_c / fp8_max, mask=mask_c)
+
+
+@triton.jit
 def _dual_store(
     x_in,
     pid_r,
@@ -90,31 +146,14 @@ def _dual_store(
     MANT: tl.constexpr,
     PRE_ROUND: tl.constexpr,
 ):
-    """Both quantizations of one loaded tile (:func:`_dual_load`), written with their scales:
-    row-wise groups (1 x 128) to ``q``, column-wise groups (128 x 1) transposed to ``qt``."""
+    """:func:`_quant_tile` of the tile :func:`_dual_load` read: row block ``pid_r`` is also
+    the column block of ``qt`` and ``st`` it lands in."""
     offs_r = pid_r * BLOCK + tl.arange(0, BLOCK)
-    offs_c = pid_c * BLOCK + tl.arange(0, BLOCK)
-    mask_r = offs_r < R
-    mask_c = offs_c < C
-    mask = mask_r[:, None] & mask_c[None, :]
-    # Maxima in the input dtype (exact) keep no fp32 copy of the tile alive: fewer registers,
-    # more resident programs, more bytes in flight.
-    ax = tl.abs(x_in)
-    x = x_in.to(tl.float32)
-    # Row-wise: one group per row of the tile (1 x 128).
-    amax_r = tl.maximum(tl.max(ax, axis=1).to(tl.float32), eps)
-    y = tl.clamp(x * (fp8_max / amax_r)[:, None], -fp8_max, fp8_max)
-    q_ptrs = q_ptr + offs_r[:, None].to(tl.int64) * C + offs_c[None, :]
-    tl.store(q_ptrs, _to_fp8(y, q_ptr.dtype.element_ty, MANT, PRE_ROUND), mask=mask)
-    tl.store(s_ptr + offs_r * stride_sr + pid_c * stride_sg, amax_r / fp8_max, mask=mask_r)
-    # Column-wise: one group per column of the tile (128 x 1), written transposed.
-    amax_c = tl.maximum(tl.max(ax, axis=0).to(tl.float32), eps)
-    yt = tl.clamp(x * (fp8_max / amax_c)[None, :], -fp8_max, fp8_max)
-    # Cast before transposing: the layout change then moves 1-byte values, not fp32.
-    yt = tl.trans(_to_fp8(yt, qt_ptr.dtype.element_ty, MANT, PRE_ROUND))
-    qt_ptrs = qt_ptr + offs_c[:, None].to(tl.int64) * stride_qt + offs_r[None, :]
-    tl.store(qt_ptrs, yt, mask=tl.trans(mask))
-    tl.store(st_ptr + offs_c * stride_stc + pid_r * stride_stg, amax_c / fp8_max, mask=mask_c)
+    _quant_tile(
+        x_in, offs_r, offs_r < R, pid_c, pid_r, q_ptr, qt_ptr, s_ptr, st_ptr, C,
+        stride_qt, stride_sr, stride_sg, stride_stc, stride_stg, fp8_max, eps, BLOCK, MANT,
+        PRE_ROUND, True,
+    )  # fmt: skip
 
 
 @triton.jit

@@ -27,8 +27,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernel_ratchet.kernels.quant.dual import _sm_count
-from kernel_ratchet.kernels.quant.kernel import _to_fp8
+from kernel_ratchet.kernels.quant.dual import _quant_tile, _sm_count
 from kernel_ratchet.kernels.quant.launch import (
     AMAX_EPS,
     GROUP,
@@ -80,51 +79,6 @@ def _chunk_load(x_ptr, offs_r, mask_r, pid_c, C, stride_r, stride_c, BLOCK: tl.c
 
 
 @triton.jit
-def _chunk_store(
-    x_in,
-    offs_r,
-    mask_r,
-    pid_k,
-    pid_c,
-    q_ptr,
-    qt_ptr,
-    s_ptr,
-    st_ptr,
-    C,
-    stride_qt,
-    stride_sr,
-    stride_sg,
-    stride_stc,
-    stride_stg,
-    fp8_max,
-    eps,
-    BLOCK: tl.constexpr,
-    MANT: tl.constexpr,
-    PRE_ROUND: tl.constexpr,
-):
-    """Both quantizations of one loaded tile of chunk ``pid_k``, column block ``pid_c``."""
-    offs_c = pid_c * BLOCK + tl.arange(0, BLOCK)
-    mask_c = offs_c < C
-    mask = mask_r[:, None] & mask_c[None, :]
-    # The tile's quantization is the dual kernel's, line for line (its rows bit for bit).
-    ax = tl.abs(x_in)
-    x = x_in.to(tl.float32)
-    amax_r = tl.maximum(tl.max(ax, axis=1).to(tl.float32), eps)
-    y = tl.clamp(x * (fp8_max / amax_r)[:, None], -fp8_max, fp8_max)
-    q_ptrs = q_ptr + offs_r[:, None].to(tl.int64) * C + offs_c[None, :]
-    tl.store(q_ptrs, _to_fp8(y, q_ptr.dtype.element_ty, MANT, PRE_ROUND), mask=mask)
-    tl.store(s_ptr + offs_r * stride_sr + pid_c * stride_sg, amax_r / fp8_max, mask=mask_r)
-    # Columns over this group's chunk only; rows past the group are zeros, stored as such.
-    amax_c = tl.maximum(tl.max(ax, axis=0).to(tl.float32), eps)
-    yt = tl.clamp(x * (fp8_max / amax_c)[None, :], -fp8_max, fp8_max)
-    yt = tl.trans(_to_fp8(yt, qt_ptr.dtype.element_ty, MANT, PRE_ROUND))
-    cols_t = pid_k * BLOCK + tl.arange(0, BLOCK)
-    qt_ptrs = qt_ptr + offs_c[:, None].to(tl.int64) * stride_qt + cols_t[None, :]
-    tl.store(qt_ptrs, yt, mask=mask_c[:, None])
-    tl.store(st_ptr + offs_c * stride_stc + pid_k * stride_stg, amax_c / fp8_max, mask=mask_c)
-
-
-@triton.jit
 def _dual_quant_grouped_kernel(
     x_ptr,
     q_ptr,
@@ -155,12 +109,13 @@ def _dual_quant_grouped_kernel(
         return
     offs_r, mask_r = _chunk_rows(pid_k, offs_g, lens, chunks, chunk_end, BLOCK)
     x_in = _chunk_load(x_ptr, offs_r, mask_r, pid_c, C, stride_r, stride_c, BLOCK)
-    _chunk_store(
+    # Columns over this group's chunk only; rows past the group are zeros, stored as such.
+    _quant_tile(
         x_in,
         offs_r,
         mask_r,
-        pid_k,
         pid_c,
+        pid_k,
         q_ptr,
         qt_ptr,
         s_ptr,
@@ -176,6 +131,7 @@ def _dual_quant_grouped_kernel(
         BLOCK,
         MANT,
         PRE_ROUND,
+        False,
     )
 
 
@@ -217,12 +173,12 @@ def _dual_quant_grouped_prefetch_kernel(
         nxt = tile + num_progs
         offs_r, mask_r = _chunk_rows(nxt // ng_c, offs_g, lens, chunks, chunk_end, BLOCK)
         x_next = _chunk_load(x_ptr, offs_r, mask_r, nxt % ng_c, C, stride_r, stride_c, BLOCK)
-        _chunk_store(
+        _quant_tile(
             x_in,
             rows,
             rows_in,
-            tile // ng_c,
             tile % ng_c,
+            tile // ng_c,
             q_ptr,
             qt_ptr,
             s_ptr,
@@ -238,6 +194,7 @@ def _dual_quant_grouped_prefetch_kernel(
             BLOCK,
             MANT,
             PRE_ROUND,
+            False,
         )
 
 
