@@ -289,23 +289,23 @@ def rebind(case: Any, snap: InputSnapshot, fresh: Any) -> bool:
 # -- outputs: types, poison, finiteness ---------------------------------------------------------
 
 
-def output_tensors(out: Any, what: str) -> list[tuple[str, torch.Tensor]]:
-    """Flatten a forward/backward return value into named tensors (detached aliases of the
-    returned ones); reject anything else.
-
-    Accepts a plain tensor, a tuple/list of them or a mapping of them (``None`` entries are
-    skipped, e.g. an absent gradient). Raises CheatDetected for a tensor subclass, a lazy
-    wrapper or a non-tensor value.
-    """
+def _flatten_outputs(
+    out: Any, prefix: str, what: str, result: list[tuple[str, torch.Tensor]]
+) -> None:
+    """Append ``out``'s tensors to ``result``, each named by its path below ``prefix``."""
     if isinstance(out, Mapping):
         items = [(str(k), v) for k, v in out.items()]
     elif isinstance(out, (tuple, list)):
-        items = [(str(i), v) for i, v in enumerate(out)]
-    else:
+        fields = getattr(out, "_fields", None)  # a named tuple: name its entries
+        items = [(str(fields[i] if fields else i), v) for i, v in enumerate(out)]
+    else:  # a bare value (only at the top: nested ones are checked below)
         items = [("0", out)]
-    result = []
-    for name, v in items:
+    for key, v in items:
+        name = f"{prefix}.{key}" if prefix else key
         if v is None:
+            continue
+        if isinstance(v, (Mapping, tuple, list)):
+            _flatten_outputs(v, name, what, result)
             continue
         if type(v) is not torch.Tensor:
             kind = "tensor subclass" if isinstance(v, torch.Tensor) else "non-tensor value"
@@ -315,6 +315,19 @@ def output_tensors(out: Any, what: str) -> list[tuple[str, torch.Tensor]]:
                 "defer the work past the timer)"
             )
         result.append((name, v.detach()))  # same storage; :func:`poison` writes its .data
+
+
+def output_tensors(out: Any, what: str) -> list[tuple[str, torch.Tensor]]:
+    """Flatten a forward/backward return value into named tensors (detached aliases of the
+    returned ones); reject anything else.
+
+    Accepts a plain tensor, or tuples, lists and mappings of them, nested (a named tuple is a
+    tuple; ``None`` entries are skipped, e.g. an absent gradient). A nested tensor is named by
+    its path, ``"1.scale"`` or ``"0.2"``. Raises CheatDetected for a tensor subclass, a lazy
+    wrapper or a non-tensor value.
+    """
+    result: list[tuple[str, torch.Tensor]] = []
+    _flatten_outputs(out, "", what, result)
     if not result:
         raise CheatDetected(f"{what} returned no tensor at all ({type(out).__name__})")
     return result
@@ -347,7 +360,13 @@ def poison(ts: list[tuple[str, torch.Tensor]]) -> None:
 
 def nonfinite(ts: list[tuple[str, torch.Tensor]]) -> list[str]:
     """Names of floating tensors holding NaN or Inf."""
-    return [n for n, t in ts if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+    return [n for n, t in ts if t.is_floating_point() and not _all_finite(t)]
+
+
+def _all_finite(t: torch.Tensor) -> bool:
+    if t.element_size() == 1:  # fp8 has no isfinite kernel; fp16 holds every fp8 value exactly
+        t = t.to(torch.float16)
+    return bool(torch.isfinite(t).all())
 
 
 def require_rewritten(ts: list[tuple[str, torch.Tensor]], what: str, index: int) -> None:
