@@ -1,11 +1,13 @@
 """Harness adapters of the FP8 quantization ops (schema "memory", forward only).
 
 Compared outputs: ``out`` = the kernel's quantized tensor dequantized (``q * scale``, fp32)
-against the plain-PyTorch quantization of the same input dequantized (:mod:`.reference`), and
-``scale`` = the kernel's fp32 scales against the reference scales (dual adds ``out_t`` and
-``scale_t`` for the column-wise result). Both use the same rounding, so the SNR is normally
-+inf; thresholds allow the odd tie rounded the other way (40 dB) and fp32 noise on the scales
-(80 dB). ``out_snr`` in the CSV is the SNR of ``out``.
+against the plain-PyTorch quantization of the same input dequantized (:mod:`.reference`),
+``q`` = the fp8 values themselves, and ``scale`` = the kernel's fp32 scales against the
+reference scales (dual adds ``out_t``, ``q_t`` and ``scale_t`` for the column-wise result).
+Both use the same rounding, so the SNR is normally +inf; thresholds allow the odd tie rounded
+the other way (40 dB) and fp32 noise on the scales (80 dB). ``out_snr`` in the CSV is the SNR
+of ``out``. A timed call returns what the kernel returns, fp8 values and scales: the harness
+compares them with ``q`` and ``scale`` (:meth:`_QuantAdapter.returned_names`).
 
 ``bytes_moved`` = bf16 input read once + every fp8 output written once + fp32 scales.
 """
@@ -50,6 +52,11 @@ class _QuantAdapter(Adapter):
         "scale_t": SNR_FP32,
         "default": SNR_BF16,
     }
+    #: What ``forward`` returns, in order (an Fp8Quantized's tensors that are set).
+    returned: ClassVar[tuple[str, ...]] = ("q", "scale")
+
+    def returned_names(self, phase: str) -> tuple[str, ...] | None:
+        return self.returned if phase == "fwd" else None
 
     def make_case(self, shape: Shape, seed: int, device: str) -> QuantCase:
         # Drawn on the target device: on the host, a 65536 x 2048 draw took ~1 s per case, and a
@@ -78,7 +85,7 @@ class QuantFp8RowwiseAdapter(_QuantAdapter):
 
     def outputs(self, case: QuantCase) -> dict[str, torch.Tensor]:
         q = quant_fp8_rowwise(case.x)
-        return {"out": dequant_fp8(q), "scale": q.scale}
+        return {"out": dequant_fp8(q), "scale": q.scale, "q": q.data}
 
     def reference(self, case: QuantCase) -> dict[str, torch.Tensor]:
         return rowwise_ref(case.x)
@@ -95,7 +102,7 @@ class QuantFp8BlockwiseAdapter(_QuantAdapter):
 
     def outputs(self, case: QuantCase) -> dict[str, torch.Tensor]:
         q = quant_fp8_blockwise_1x128(case.x)
-        return {"out": dequant_fp8(q, group=(1, 128)), "scale": q.scale}
+        return {"out": dequant_fp8(q, group=(1, 128)), "scale": q.scale, "q": q.data}
 
     def reference(self, case: QuantCase) -> dict[str, torch.Tensor]:
         return blockwise_1x128_ref(case.x)
@@ -107,6 +114,8 @@ class QuantFp8BlockwiseAdapter(_QuantAdapter):
 class QuantFp8DualAdapter(_QuantAdapter):
     """Row-wise 1x128 and column-wise 128x1 (transposed) from one read (dual.py)."""
 
+    returned = ("q", "scale", "q_t", "scale_t")
+
     def forward(self, case: QuantCase) -> Any:
         return quant_fp8_dual_1x128(case.x)
 
@@ -115,8 +124,10 @@ class QuantFp8DualAdapter(_QuantAdapter):
         return {
             "out": dequant_fp8(rows, group=(1, 128)),
             "scale": rows.scale,
+            "q": rows.data,
             "out_t": dequant_fp8(cols, group=(1, 128)),
             "scale_t": cols.scale,
+            "q_t": cols.data,
         }
 
     def reference(self, case: QuantCase) -> dict[str, torch.Tensor]:
