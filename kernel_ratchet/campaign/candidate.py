@@ -167,13 +167,16 @@ def remove_slots(c: CampaignContext) -> bool:
     return True
 
 
-def set_aside(c: CampaignContext, n: int, tag: str) -> None:
+def set_aside(c: CampaignContext, n: int, tag: str) -> Path | None:
     """Move round ``n``'s directory (left by an attempt that never closed) out of the way,
-    kept as ``rounds/.<tag>-round-<n>-<time>``."""
+    kept as ``rounds/.<tag>-round-<n>-<time>``; returns where (None: there was none)."""
     rdir = c.round_dir(n)
-    if rdir.exists():
-        stamp = now().replace(" ", "_").replace(":", "")
-        shutil.move(str(rdir), str(c.dir / "rounds" / f".{tag}-round-{n}-{stamp}"))
+    if not rdir.exists():
+        return None
+    stamp = now().replace(" ", "_").replace(":", "")
+    kept = c.dir / "rounds" / f".{tag}-round-{n}-{stamp}"
+    shutil.move(str(rdir), str(kept))
+    return kept
 
 
 def _link_view(cdir: Path, view: Path) -> None:

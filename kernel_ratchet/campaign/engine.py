@@ -151,7 +151,10 @@ class Campaign:
         return record
 
     def _abort_baseline(self, why: str) -> NoReturn:
-        self._set_aside(1, "failed-baseline")
+        rdir = self.ctx.round_dir(1)
+        kept = set_aside(self.ctx, 1, "failed-baseline")
+        if kept is not None:  # the logs the reason names moved with the round's directory
+            why = why.replace(str(rdir), str(kept))
         self.state.pending = None
         self.save()
         raise CampaignError(

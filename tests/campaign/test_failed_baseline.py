@@ -1,0 +1,41 @@
+"""A baseline that fails keeps its round's logs, and its error names where they are."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from kernel_ratchet.campaign import engine
+from kernel_ratchet.campaign.engine import Campaign
+from kernel_ratchet.campaign.rounds.baseline import BaselineFailure
+from kernel_ratchet.errors import CampaignError
+from kernel_ratchet.profile.loader import load_profile
+
+from .conftest import campaign_dir, make_project, ratchet
+
+
+def test_the_failed_baselines_error_names_the_log_where_it_was_kept(tmp_path, monkeypatch):
+    root = make_project(tmp_path / "proj")
+    r = ratchet(root, "init", "--op", "tiny_gemm", "--yes")
+    assert r.returncode == 0, r.stdout + r.stderr
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.chdir(root)
+
+    def no_shape_passes(c, started):
+        log = c.round_dir(1) / "artifacts" / "harness.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text("[harness] s1: FAIL (why)\n")
+        raise BaselineFailure(f"no shape passes the harness's correctness check (see {log})")
+
+    monkeypatch.setattr(engine, "measure_baseline", no_shape_passes)
+    c = Campaign(load_profile(root), campaign_dir(root))
+    with pytest.raises(CampaignError) as err:
+        c.baseline()
+    named = re.search(r"\(see (\S+harness\.log)\)", str(err.value))
+    assert named, str(err.value)
+    assert ".failed-baseline-round-1-" in named.group(1)
+    assert "FAIL (why)" in Path(named.group(1)).read_text()
+    assert not c.ctx.round_dir(1).exists()  # set aside: the next `ratchet baseline` starts clean
