@@ -7,7 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.harness.correctness import check_outputs
+from kernel_ratchet.harness.runtime import run_shape
+from kernel_ratchet.harness.timing.perf_counter import PerfCounterEngine
 from kernel_ratchet.kernels.quant import shapes as QS
 from kernel_ratchet.kernels.quant.adapter import (
     QuantFp8BlockwiseAdapter,
@@ -46,6 +49,31 @@ def test_dual_equals_two_single_passes(R, C, device):
     assert torch.equal(cols.data.view(torch.uint8), c2.data.view(torch.uint8))
     assert torch.equal(rows.scale, r2.scale) and torch.equal(cols.scale, c2.scale)
     assert cols.data.shape == (C, R) and cols.data.is_contiguous()
+
+
+def overshooting_magnitudes() -> torch.Tensor:
+    """bf16 magnitudes ``a`` (at least 1e-6) for which ``a * fl(448 / a)`` rounds above 448 in
+    fp32: a group whose amax is ``a`` scales that element past E4M3's largest value."""
+    a = torch.arange(2**15, dtype=torch.int32).to(torch.int16).view(torch.bfloat16).float()
+    a = a[torch.isfinite(a) & (a >= 1e-6)]
+    return a[a * (448.0 / a) > 448.0]
+
+
+def test_an_amax_that_scales_past_the_fp8_maximum_still_lands_on_it(device):
+    """No clamp before the cast: an element scaled to 448 plus an ulp rounds to 448, never to
+    NaN, and the bits match the clamping single-pass kernels."""
+    a = overshooting_magnitudes()
+    assert a.numel() > 1000  # the case is common, not contrived
+    i = torch.arange(256)
+    sign = 1.0 - 2.0 * ((i[:, None] + i[None, :]) % 2)
+    x = sign * a[(i[:, None] * 7 + i[None, :]) % a.numel()]
+    x = x.to(device=device, dtype=torch.bfloat16)
+    rows, cols = quant_fp8_dual_1x128(x)
+    refs = (quant_fp8_blockwise_1x128(x), quant_fp8_blockwise_1x128(x, transpose=True))
+    for got, ref in zip((rows, cols), refs, strict=True):
+        assert torch.equal(got.data.view(torch.uint8), ref.data.view(torch.uint8))
+        assert got.data.float().abs().amax() == 448.0
+        assert not torch.isnan(got.data.float()).any()
 
 
 def test_dual_zero_groups_get_finite_scales(device):
@@ -228,3 +256,34 @@ def test_the_prefetching_dual_kernels_compile_for_sm90_without_spills(module, ke
     assert out.returncode == 0, out.stderr[-2000:]
     spill, regs = json.loads(out.stdout.strip().splitlines()[-1])
     assert spill == 0 and regs <= 255
+
+
+@pytest.mark.parametrize("adapter_cls", ADAPTERS, ids=lambda c: c.__name__)
+def test_the_harness_checks_and_times_each_quant_op(adapter_cls, device):
+    """The harness times ``forward`` and compares what its timed calls return (fp8 values and
+    scales, by the adapter's returned names) with the reference: every quant op passes, so a
+    campaign's baseline can measure it."""
+    shape = QS.tiny_cpu()[0]
+    engine = PerfCounterEngine(samples=2, warmup=0, min_sample_ms=0.2)
+    result = run_shape(adapter_cls(), shape, engine, seed=0, device=device)
+    assert result.passed, result.reason
+    assert result.fwd is not None and {"out", "q", "scale"} <= set(result.snr)
+
+
+def test_a_timed_call_with_wrong_values_fails_the_harness(device, monkeypatch):
+    """What the timed calls return is checked, not only what the check's call returned."""
+    import kernel_ratchet.kernels.quant.adapter as qa
+
+    calls = [0]
+
+    def dual_with_flipped_signs(x):
+        rows, cols = quant_fp8_dual_1x128(x)
+        calls[0] += 1
+        if calls[0] > 1:  # the correctness check's call is right, the timed ones are not
+            rows.data.view(torch.uint8)[0] ^= 0x80
+        return rows, cols
+
+    monkeypatch.setattr(qa, "quant_fp8_dual_1x128", dual_with_flipped_signs)
+    engine = PerfCounterEngine(samples=2, warmup=0, min_sample_ms=0.2)
+    result = run_shape(QuantFp8DualAdapter(), Shape("t", 1, 3), engine, seed=0, device=device)
+    assert not result.passed and "timed calls did not compute" in result.reason

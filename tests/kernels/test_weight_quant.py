@@ -12,6 +12,9 @@ import pytest
 import torch
 
 from kernel_ratchet.kernels.grouped_gemm.weight_quant import quant_weight_128x128
+from kernel_ratchet.kernels.quant.launch import quant_fp8_block_128x128
+
+from .test_quant_dual import overshooting_magnitudes
 
 
 def _same(a, b) -> bool:
@@ -76,3 +79,18 @@ def test_the_prefetching_kernel_compiles_for_sm90_without_spills():
     assert out.returncode == 0, out.stderr[-2000:]
     spill, regs = json.loads(out.stdout.strip().splitlines()[-1])
     assert spill == 0 and regs <= 255
+
+
+def test_a_block_amax_that_scales_past_the_fp8_maximum_still_lands_on_it(device):
+    """No clamp before the cast: a block's largest element, scaled to 448 plus an ulp, rounds
+    to 448 (never NaN), the bits of the clamping 2-D quantization, straight and transposed."""
+    a = overshooting_magnitudes()
+    j = torch.arange(256 * 128)
+    w = (a[(j * 13) % a.numel()] * (1.0 - 2.0 * (j % 2))).reshape(2, 128, 128)
+    w = w.to(device=device, dtype=torch.bfloat16)
+    got = quant_weight_128x128(w, transpose=True)
+    for g in range(2):
+        ref = quant_fp8_block_128x128(w[g])
+        assert _same(got.data[g], ref.data) and torch.equal(got.scale[g], ref.scale)
+        assert _same(got.data_t[g], ref.data.t())
+    assert got.data.float().abs().amax() == 448.0
