@@ -104,15 +104,17 @@ def _quant_tile(
     # more resident programs, more bytes in flight.
     ax = tl.abs(x_in)
     x = x_in.to(tl.float32)
+    # No clamp: |x| <= amax, so |x * (fp8_max / amax)| <= fp8_max * (1 + 2^-22) after the two
+    # fp32 roundings, which the round-to-nearest cast takes to fp8_max itself.
     # Row-wise: one group per row of the tile (1 x 128).
     amax_r = tl.maximum(tl.max(ax, axis=1).to(tl.float32), eps)
-    y = tl.clamp(x * (fp8_max / amax_r)[:, None], -fp8_max, fp8_max)
+    y = x * (fp8_max / amax_r)[:, None]
     q_ptrs = q_ptr + offs_r[:, None].to(tl.int64) * C + offs_c[None, :]
     tl.store(q_ptrs, _to_fp8(y, q_ptr.dtype.element_ty, MANT, PRE_ROUND), mask=mask)
     tl.store(s_ptr + offs_r * stride_sr + pid_c * stride_sg, amax_r / fp8_max, mask=mask_r)
     # Column-wise: one group per column of the tile (128 x 1), written transposed.
     amax_c = tl.maximum(tl.max(ax, axis=0).to(tl.float32), eps)
-    yt = tl.clamp(x * (fp8_max / amax_c)[None, :], -fp8_max, fp8_max)
+    yt = x * (fp8_max / amax_c)[None, :]
     # Cast before transposing: the layout change then moves 1-byte values, not fp32.
     yt = tl.trans(_to_fp8(yt, qt_ptr.dtype.element_ty, MANT, PRE_ROUND))
     cols_t = pid_t * BLOCK + tl.arange(0, BLOCK)
