@@ -66,7 +66,7 @@ def _wblock_store(
     mask = (offs_n[:, None] < N) & (offs_k[None, :] < K)
     x = w.to(tl.float32)
     amax = tl.maximum(tl.max(tl.max(tl.abs(x), axis=1), axis=0), eps)
-    y = tl.clamp(x * (fp8_max / amax), -fp8_max, fp8_max)
+    y = x * (fp8_max / amax)  # no clamp needed: see quant/dual.py's _quant_tile
     q_off = g.to(tl.int64) * N * K + offs_n[:, None].to(tl.int64) * K + offs_k[None, :]
     q = _to_fp8(y, q_ptr.dtype.element_ty, MANT, PRE_ROUND)
     tl.store(q_ptr + q_off, q, mask=mask)
