@@ -5,7 +5,9 @@ The FP8 grouped step quantizes the expert weights once per step: the forward rea
 K-major operands only), one scale per 128x128 block serving both. Bytes moved per element: 2
 read (bf16) + 1 or 2 written. One program per block (:func:`_weight_quant_kernel`), or, with
 ``programs_per_sm``, persistent programs that load their next block before quantizing this one
-(:func:`_weight_quant_prefetch_kernel`), a tunable that no caller sets.
+(:func:`_weight_quant_prefetch_kernel`), a tunable that no caller sets: on an H200 (torch 2.11,
+triton 3.6) it moved 0.97-1.03x the bytes per second of one program per block, which reaches
+0.81-0.84 of a bf16 copy's.
 """
 
 from __future__ import annotations

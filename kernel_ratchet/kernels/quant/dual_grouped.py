@@ -18,7 +18,8 @@ occupy chunks ``[c_g, c_g + ceil(len_g / 128))`` of ``xᵀ``, ``c_g = sum_{h<g} 
 One program per (chunk, 128-column tile); the chunk's group is found from ``group_lens`` on
 the device. Programs past the last chunk return at once. ``programs_per_sm`` instead launches
 persistent programs over the tiles that load their next tile before quantizing this one (as
-:mod:`.dual`'s), a tunable that no caller sets.
+:mod:`.dual`'s), a tunable that no caller sets: on an H200 (torch 2.11, triton 3.6) it moved
+0.51-0.97x the bytes per second of one program per tile.
 """
 
 from __future__ import annotations
