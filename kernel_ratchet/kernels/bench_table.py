@@ -292,6 +292,17 @@ def _env_pairs(pairs: Sequence[str]) -> dict[str, str]:
     return out
 
 
+def _kept_text(
+    output: Path, op: str, title: str | None, notes: Sequence[str]
+) -> tuple[str, Sequence[str]]:
+    """The section's title and notes: as given, else those of the op's results file being
+    measured again (a new table keeps the text that explains it), else the op's name."""
+    old = Results.from_dict(json.loads(output.read_text())) if output.exists() else None
+    if old is None or old.op != op:
+        return title or op, notes
+    return title or old.title, notes or old.notes
+
+
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m kernel_ratchet.kernels.bench_table", description=__doc__.splitlines()[0]
@@ -302,7 +313,12 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     rec.add_argument("--csv", required=True, type=Path)
     rec.add_argument("--command", required=True, help="the command that wrote the CSV")
     rec.add_argument("--title", help="section title (default: the op)")
-    rec.add_argument("--note", action="append", default=[], help="a line under the command")
+    rec.add_argument(
+        "--note",
+        action="append",
+        default=[],
+        help="a line under the command (default: the lines the output file already holds)",
+    )
     rec.add_argument(
         "--env",
         action="append",
@@ -323,7 +339,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     if args.cmd == "record":
         env = _env_pairs(args.env)
-        res = record(args.op, args.csv, args.command, args.title or args.op, args.note, env)
+        title, notes = _kept_text(args.output, args.op, args.title, args.note)
+        res = record(args.op, args.csv, args.command, title, notes, env)
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(json.dumps(res.to_dict(), indent=1) + "\n")
         return 0

@@ -128,3 +128,32 @@ def test_the_committed_page_is_the_render_of_the_committed_results():
         "docs/benchmarks.md differs from the render of docs/benchmarks/*.json: edit the results "
         "file (its notes) and render the page with the command at its top"
     )
+
+
+def test_measuring_again_keeps_the_sections_title_and_notes(tmp_path, monkeypatch):
+    """A results file recorded again from a new CSV keeps the text that explains its table
+    unless the command gives new text; another op's file gives none of its own."""
+    monkeypatch.setattr(bt, "environment", lambda: dict(ENV))
+    path = tmp_path / "bench.csv"
+    rows = _gemm_rows()
+    path.write_text(",".join(rows[0]) + "\n" + "\n".join(",".join(r.values()) for r in rows))
+    out = tmp_path / "r.json"
+    base = ["record", "--csv", str(path), "--command", "c", "-o", str(out)]
+
+    def recorded(*extra: str) -> bt.Results:
+        assert bt.main([*base, *extra]) == 0
+        return bt.Results.from_dict(json.loads(out.read_text()))
+
+    first = recorded("--op", "gemm_bf16", "--title", "Dense GEMM", "--note", "GB/s = bytes / t")
+    again = recorded("--op", "gemm_bf16")
+    assert (
+        (again.title, again.notes)
+        == (first.title, first.notes)
+        == (
+            "Dense GEMM",
+            ("GB/s = bytes / t",),
+        )
+    )
+    assert recorded("--op", "gemm_bf16", "--note", "new").notes == ("new",)
+    other = recorded("--op", "quant_fp8_dual")
+    assert (other.title, other.notes) == ("quant_fp8_dual", ())
