@@ -19,10 +19,12 @@ What is checked, and against which cheat:
   the candidate ran: an op that modifies its inputs (or caches results in them). The hashes
   are :func:`kernel_ratchet.harness.digest.tensor_digest`, called through its module so the
   Sentinel watches the function really called.
-* :func:`check_output_types` -- every output must be a plain ``torch.Tensor`` (not a subclass, not
-  a lazy wrapper, not a Python number): a lazy tensor subclass that computes on access.
-* :func:`poison` / :func:`nonfinite` -- outputs of the previous timed call are NaN-filled before
-  the next one, and must come back finite: a returned cached tensor, partial writes.
+* :func:`check_output_types` (:mod:`.returned`) -- every output must be a plain
+  ``torch.Tensor`` (not a subclass, not a lazy wrapper, not a Python number): a lazy tensor
+  subclass that computes on access.
+* :func:`poison` / :func:`nonfinite` (:mod:`.returned`) -- outputs of the previous timed call
+  are NaN-filled before the next one, and must come back finite: a returned cached tensor,
+  partial writes.
 * :func:`rebind` -- fresh values from another seed are copied *into the same tensor objects*
   (same ``id()``, same ``data_ptr``), and the op must follow them: an output cache keyed on
   ``id()`` / ``data_ptr`` / shape, or work skipped on "repeated" inputs.
@@ -49,13 +51,15 @@ from typing import Any
 import torch
 
 from kernel_ratchet.harness import digest, import_watch, process_guard
+from kernel_ratchet.harness.cheat import CheatDetected as CheatDetected
+from kernel_ratchet.harness.returned import check_output_types as check_output_types
+from kernel_ratchet.harness.returned import nonfinite as nonfinite
+from kernel_ratchet.harness.returned import output_tensors as output_tensors
+from kernel_ratchet.harness.returned import poison as poison
+from kernel_ratchet.harness.returned import require_rewritten as require_rewritten
 
 #: Thread-name prefixes of threads that infrastructure (not the candidate) may start lazily.
 ALLOWED_THREAD_PREFIXES: tuple[str, ...] = ("pydevd", "pytest_timeout", "ThreadPoolExecutor-0")
-
-
-class CheatDetected(Exception):
-    """The candidate did something that fakes a result or a time; ``str()`` is the reason."""
 
 
 # -- sentinel: timers and harness functions unpatched, no stray threads --------------------------
@@ -101,9 +105,10 @@ class Sentinel:
                 keep(klass, name, f"{prefix}.{name}")
         for owner, name, label in process_guard.comparison_surface():
             keep(owner, name, label, absent=isinstance(owner, type))
+        own = {mod.__name__ for mod in modules}  # re-exports among them are watched where read
         for mod in modules:
             for name, value in _callables(mod).items():
-                if getattr(value, "__module__", None) != mod.__name__:
+                if getattr(value, "__module__", None) not in own:
                     continue
                 keep(mod, name, f"{mod.__name__}.{name}")
                 if isinstance(value, type):
@@ -284,100 +289,6 @@ def rebind(case: Any, snap: InputSnapshot, fresh: Any) -> bool:
         for p, t, _ in snap.items:
             t.copy_(new[p])
     return True
-
-
-# -- outputs: types, poison, finiteness ---------------------------------------------------------
-
-
-def _flatten_outputs(
-    out: Any, prefix: str, what: str, result: list[tuple[str, torch.Tensor]]
-) -> None:
-    """Append ``out``'s tensors to ``result``, each named by its path below ``prefix``."""
-    if isinstance(out, Mapping):
-        items = [(str(k), v) for k, v in out.items()]
-    elif isinstance(out, (tuple, list)):
-        fields = getattr(out, "_fields", None)  # a named tuple: name its entries
-        items = [(str(fields[i] if fields else i), v) for i, v in enumerate(out)]
-    else:  # a bare value (only at the top: nested ones are checked below)
-        items = [("0", out)]
-    for key, v in items:
-        name = f"{prefix}.{key}" if prefix else key
-        if v is None:
-            continue
-        if isinstance(v, (Mapping, tuple, list)):
-            _flatten_outputs(v, name, what, result)
-            continue
-        if type(v) is not torch.Tensor:
-            kind = "tensor subclass" if isinstance(v, torch.Tensor) else "non-tensor value"
-            raise CheatDetected(
-                f"{what} returned a {kind} ({type(v).__module__}.{type(v).__qualname__}) for "
-                f"{name!r}; outputs must be plain torch.Tensor (a lazy or wrapped result could "
-                "defer the work past the timer)"
-            )
-        result.append((name, v.detach()))  # same storage; :func:`poison` writes its .data
-
-
-def output_tensors(out: Any, what: str) -> list[tuple[str, torch.Tensor]]:
-    """Flatten a forward/backward return value into named tensors (detached aliases of the
-    returned ones); reject anything else.
-
-    Accepts a plain tensor, or tuples, lists and mappings of them, nested (a named tuple is a
-    tuple; ``None`` entries are skipped, e.g. an absent gradient). A nested tensor is named by
-    its path, ``"1.scale"`` or ``"0.2"``. Raises CheatDetected for a tensor subclass, a lazy
-    wrapper or a non-tensor value.
-    """
-    result: list[tuple[str, torch.Tensor]] = []
-    _flatten_outputs(out, "", what, result)
-    if not result:
-        raise CheatDetected(f"{what} returned no tensor at all ({type(out).__name__})")
-    return result
-
-
-def check_output_types(outputs: Mapping[str, Any]) -> None:
-    """``adapter.outputs`` must be a dict of plain tensors."""
-    if not isinstance(outputs, Mapping):
-        raise CheatDetected(
-            f"outputs() returned {type(outputs).__name__}, not a dict of named tensors"
-        )
-    output_tensors(dict(outputs), "outputs()")
-
-
-def poison(ts: list[tuple[str, torch.Tensor]]) -> None:
-    """NaN-fill float outputs (max value for integer ones) so stale results show."""
-    with torch.no_grad():
-        for _, out in ts:
-            t = out.data  # autograd does not count this as an in-place write of the output
-            if t.is_floating_point() and t.element_size() >= 1:
-                try:
-                    t.fill_(math.nan)
-                except RuntimeError:  # dtypes without NaN (e.g. some fp8 variants)
-                    t.view(torch.uint8).fill_(0xFF)
-            elif t.dtype == torch.bool:
-                t.fill_(True)
-            elif not t.is_complex():
-                t.view(torch.uint8).fill_(0xFF) if t.is_contiguous() else t.fill_(-1)
-
-
-def nonfinite(ts: list[tuple[str, torch.Tensor]]) -> list[str]:
-    """Names of floating tensors holding NaN or Inf."""
-    return [n for n, t in ts if t.is_floating_point() and not _all_finite(t)]
-
-
-def _all_finite(t: torch.Tensor) -> bool:
-    if t.element_size() == 1:  # fp8 has no isfinite kernel; fp16 holds every fp8 value exactly
-        t = t.to(torch.float16)
-    return bool(torch.isfinite(t).all())
-
-
-def require_rewritten(ts: list[tuple[str, torch.Tensor]], what: str, index: int) -> None:
-    """Raise CheatDetected when outputs of timed sample ``index``, poisoned before it, still
-    hold NaN: the timed calls returned them without computing them."""
-    bad = nonfinite(ts)
-    if bad:
-        raise CheatDetected(
-            f"{what} output(s) {', '.join(bad)} of timed sample {index} still hold the NaN "
-            "poison (or NaN): a cached tensor was returned or only part was written"
-        )
 
 
 def scrub_allocator(nbytes: list[int], device: str) -> None:

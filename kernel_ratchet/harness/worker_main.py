@@ -252,6 +252,7 @@ def _capture() -> tuple[Any, Any, Any]:
     from kernel_ratchet.harness import adapter as adapter_mod
     from kernel_ratchet.harness import (
         anticheat,
+        cheat,
         correctness,
         digest,
         import_watch,
@@ -260,6 +261,7 @@ def _capture() -> tuple[Any, Any, Any]:
         l2_persist,
         process_guard,
         rebind_check,
+        returned,
         timed_checks,
     )
     from kernel_ratchet.harness.adapter import Shape
@@ -280,6 +282,8 @@ def _capture() -> tuple[Any, Any, Any]:
             *timing,
             correctness,
             anticheat,
+            returned,
+            cheat,
             digest,
             import_watch,
             timed_checks,

@@ -65,6 +65,7 @@ def test_honest_candidate_passes_check_and_time(tmp_path: Path) -> None:
         ("PatchTimer", "cheat", "time.perf_counter"),
         ("PatchEngine", "cheat", "timing.engine.summarize"),
         ("PatchCudaEngine", "cheat", "cuda_support.per_call_ms"),
+        ("PatchPoison", "cheat", "anticheat.poison"),
         ("LazySubclass", "cheat", "tensor subclass"),
         ("NonTensor", "cheat", "non-tensor"),
         ("PartialWrite", "cheat", "did not follow"),

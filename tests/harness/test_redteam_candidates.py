@@ -117,6 +117,17 @@ class PatchCudaEngine(TinyGemm):
         return matmul_nt(case.a, case.b)
 
 
+class PatchPoison(TinyGemm):
+    """Disables the NaN poison of its outputs where the harness calls it: through the
+    anti-cheat module, which takes it from the module that defines it."""
+
+    def forward(self, case: Case) -> torch.Tensor:
+        from kernel_ratchet.harness import anticheat
+
+        anticheat.poison = lambda ts: None
+        return matmul_nt(case.a, case.b)
+
+
 class _Lazy(torch.Tensor):
     """A tensor subclass standing for a result computed later."""
 
