@@ -114,7 +114,7 @@ def gluon_launches() -> list[Launch]:
         kw = dict(block_k=w.BLOCK_K, group_n=w.GROUP_M, stages=w.num_stages)
         if w.longest_first:  # the knob an older launcher may not take: named only when set
             kw["longest_first"] = True
-        out.append(of("grouped_gemm.wgrad_ws_launch", **kw))
+        out.append(of("gemm.wgrad_ws_launch", **kw))
     for m, nk in ((grouped.MM_WS, True), (grouped.DGRAD_WS, False)):
         if m is not None and m.gluon_ws:
             kw = dict(block_n=m.BLOCK_N, group_m=m.GROUP_M, stages=m.num_stages)

@@ -10,11 +10,11 @@ import functools
 import pytest
 import torch
 
+from kernel_ratchet.kernels.gemm import wgrad_ws_launch as ws
 from kernel_ratchet.kernels.gemm.launch import _ensure_tma_allocator
+from kernel_ratchet.kernels.gemm.wgrad_ws import _grouped_wgrad_ws_kernel
 from kernel_ratchet.kernels.grouped_gemm import configs
-from kernel_ratchet.kernels.grouped_gemm import wgrad_ws_launch as ws
 from kernel_ratchet.kernels.grouped_gemm.launch import grouped_wgrad
-from kernel_ratchet.kernels.grouped_gemm.wgrad_ws import _grouped_wgrad_ws_kernel
 from kernel_ratchet.kernels.offline import SM90_SHARED_BYTES, Resources
 from tests.kernels.test_gemm_ws import _LaunchRecorder, compiled_in_a_fresh_process
 
@@ -30,7 +30,7 @@ def _resources() -> list[Resources]:
         {"block_k": 128, "stages": 5},
         {"block_k": 256, "stages": 3, "group_n": 16, "longest_first": True},
     ]
-    return compiled_in_a_fresh_process("kernel_ratchet.kernels.grouped_gemm.wgrad_ws_launch", calls)
+    return compiled_in_a_fresh_process("kernel_ratchet.kernels.gemm.wgrad_ws_launch", calls)
 
 
 @pytest.mark.slow

@@ -57,16 +57,16 @@ def test_a_comment_keeps_the_sass_and_a_changed_store_does_not(tmp_path):
 
 @pytest.mark.slow
 def test_a_gluon_kernel_is_compared_through_its_launchers_offline_compile(tmp_path):
-    kernel = "kernel_ratchet.kernels.grouped_gemm.wgrad_ws_launch" + same_code.OFFLINE
+    kernel = "kernel_ratchet.kernels.gemm.wgrad_ws_launch" + same_code.OFFLINE
     xs = [same_code.Launch(kernel, (), (("block_k", 256), ("group_n", 16), ("stages", 3)), ())]
     store = "c_buf.store(acc.to(dw_desc.dtype))"
-    file = "grouped_gemm/wgrad_ws.py"
+    file = "gemm/wgrad_ws.py"
     here = same_code.compiled(REPO, xs)
     comment = same_code.compiled(_tree(tmp_path, "c", (store, store + "  # out"), file), xs)
     changed = same_code.compiled(
         _tree(tmp_path, "d", (store, store.replace("acc.to", "(acc * 2.0).to")), file), xs
     )
-    assert here[0]["module"] == "kernel_ratchet.kernels.grouped_gemm.wgrad_ws_launch"
+    assert here[0]["module"] == "kernel_ratchet.kernels.gemm.wgrad_ws_launch"
     lines, differ, neither = same_code.compare(xs, comment, here)
     assert (differ, neither) == (0, 0) and "same SASS" in lines[0]
     assert lines[0].startswith("wgrad_ws_launch(block_k=256")

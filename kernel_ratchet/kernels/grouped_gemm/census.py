@@ -27,13 +27,9 @@ import torch
 
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.kernels.census import H200_SMS, Census, Launch, host_us
+from kernel_ratchet.kernels.gemm import wgrad_ws_launch
 from kernel_ratchet.kernels.grouped_gemm import fp8 as fp8_launch
-from kernel_ratchet.kernels.grouped_gemm import (
-    fp8_ws_launch,
-    mm_ws_launch,
-    weight_quant,
-    wgrad_ws_launch,
-)
+from kernel_ratchet.kernels.grouped_gemm import fp8_ws_launch, mm_ws_launch, weight_quant
 from kernel_ratchet.kernels.grouped_gemm import launch as bf16_launch
 from kernel_ratchet.kernels.grouped_gemm import shapes as S
 from kernel_ratchet.kernels.grouped_gemm.schedule import Fill, longest_first, mm_fill, wgrad_fill

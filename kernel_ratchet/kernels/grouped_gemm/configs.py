@@ -36,10 +36,9 @@ class TileConfig:
     #: BLOCK_N, GROUP_M and num_stages from this config (BLOCK_M is its fixed 128, num_warps
     #: its fixed layout); elsewhere the Triton kernel with this config. bf16 forward and
     #: dgrad: the Gluon kernel of :mod:`.mm_ws` (see :data:`MM_WS`, :data:`DGRAD_WS`). bf16
-    #: wgrad: the
-    #: warp-specialized Gluon kernel of :mod:`.wgrad_ws` (tiles of 128 rows of N by BLOCK_K
-    #: columns, bands of GROUP_M n tiles, num_stages), where it applies (N a multiple of
-    #: 128, aligned rows); see :data:`WGRAD_WS`.
+    #: wgrad: the warp-specialized Gluon kernel of :mod:`kernel_ratchet.kernels.gemm.wgrad_ws`
+    #: (tiles of 128 rows of N by BLOCK_K columns, bands of GROUP_M n tiles, num_stages),
+    #: where it applies (N a multiple of 128, aligned rows); see :data:`WGRAD_WS`.
     gluon_ws: bool = False
     #: Forward and dgrad: load tiles through TMA descriptors (no split tail) where the
     #: operands allow it (rows contiguous and 16-byte aligned, the weight one stack; bf16
@@ -147,13 +146,13 @@ BUCKETS: dict[str, TileConfig] = {
     ),
 }
 
-#: The bf16 weight gradient's warp-specialized config (:mod:`.wgrad_ws`), taken before the
-#: wgrad buckets wherever that kernel applies (an sm_90 GPU, N a multiple of 128, aligned
-#: rows); None: the buckets' Triton kernel everywhere. 128 x 256 tiles, 3 stages, bands of
-#: 16 n tiles: against torch._grouped_mm's weight gradient 0.95-1.14x on thirteen layers,
-#: where the Triton buckets ran 0.79-1.08x (tune --kinds wgrad --only ws, the table in
-#: docs/grouped-gemm.md); a campaign accepted it at 1.0655x on the step
-#: (campaigns/grouped_gemm_bf16_moe/wgrad-ws).
+#: The bf16 weight gradient's warp-specialized config
+#: (:mod:`kernel_ratchet.kernels.gemm.wgrad_ws`), taken before the wgrad buckets wherever
+#: that kernel applies (an sm_90 GPU, N a multiple of 128, aligned rows); None: the buckets'
+#: Triton kernel everywhere. 128 x 256 tiles, 3 stages, bands of 16 n tiles: against
+#: torch._grouped_mm's weight gradient 0.95-1.14x on thirteen layers, where the Triton buckets
+#: ran 0.79-1.08x (tune --kinds wgrad --only ws, the table in docs/grouped-gemm.md); a
+#: campaign accepted it at 1.0655x on the step (campaigns/grouped_gemm_bf16_moe/wgrad-ws).
 WGRAD_WS: TileConfig | None = TileConfig(
     64, 128, 256, GROUP_M=16, num_warps=8, num_stages=3, gluon_ws=True
 )

@@ -29,6 +29,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from kernel_ratchet.kernels.gemm.fp8_block_ws import _issue
+from kernel_ratchet.kernels.gemm.wgrad_ws import _add
 
 #: Rows of the output tile each consumer warpgroup owns (the wgmma M of one warpgroup).
 ROWS = 64
@@ -36,11 +37,6 @@ ROWS = 64
 KGROUP = 128
 HALF_M = gl.constexpr(ROWS)
 BLOCK_K = gl.constexpr(KGROUP)
-
-
-@gluon.jit
-def _add(a, b):
-    return a + b
 
 
 @gluon.jit

@@ -16,10 +16,10 @@ import triton
 from triton.compiler.errors import CompilationError
 from triton.runtime.errors import OutOfResources
 
+from kernel_ratchet.kernels.gemm import wgrad_ws_launch as wgrad_ws
 from kernel_ratchet.kernels.gemm.launch import _ensure_tma_allocator
 from kernel_ratchet.kernels.grouped_gemm import configs
 from kernel_ratchet.kernels.grouped_gemm import mm_ws_launch as mm_ws
-from kernel_ratchet.kernels.grouped_gemm import wgrad_ws_launch as wgrad_ws
 from kernel_ratchet.kernels.grouped_gemm.configs import TileConfig, select
 from kernel_ratchet.kernels.grouped_gemm.kernel import _grouped_mm_kernel
 from kernel_ratchet.kernels.grouped_gemm.wgrad_kernel import _grouped_wgrad_kernel
@@ -212,9 +212,9 @@ def grouped_wgrad(
 ) -> torch.Tensor:
     """``dw[g] = dy_g^T @ x_g`` for dy [T, N], x [T, K]: returns [G, N, K] (zeros if empty).
 
-    The warp-specialized kernel (:mod:`.wgrad_ws`) runs it with ``config`` (else
-    :data:`.configs.WGRAD_WS`) where that config has ``gluon_ws`` and the kernel applies; the
-    Triton kernel with ``config`` (else the bucket's) elsewhere."""
+    The warp-specialized kernel (:mod:`kernel_ratchet.kernels.gemm.wgrad_ws`) runs it with
+    ``config`` (else :data:`.configs.WGRAD_WS`) where that config has ``gluon_ws`` and the
+    kernel applies; the Triton kernel with ``config`` (else the bucket's) elsewhere."""
     T, N = dy.shape
     K = x.shape[1]
     G = group_lens.shape[0]

@@ -22,12 +22,12 @@ from kernel_ratchet.kernels.gemm.fp8_block_ws_launch import (
     _rows_ok,
     _sm90,
 )
-from kernel_ratchet.kernels.grouped_gemm.fp8_ws_launch import stacked_view
-from kernel_ratchet.kernels.grouped_gemm.mm_ws import ROWS, STEP, _grouped_mm_ws_kernel
 
 # the weight gradient's: the same consumer warpgroups, accumulators and wgmma widths
-from kernel_ratchet.kernels.grouped_gemm.wgrad_ws_launch import _GL, CONSUMER_REGS, MAX_GROUPS
-from kernel_ratchet.kernels.grouped_gemm.wgrad_ws_launch import BLOCK_KS as BLOCK_NS
+from kernel_ratchet.kernels.gemm.wgrad_ws_launch import _GL, CONSUMER_REGS, MAX_GROUPS
+from kernel_ratchet.kernels.gemm.wgrad_ws_launch import BLOCK_KS as BLOCK_NS
+from kernel_ratchet.kernels.grouped_gemm.fp8_ws_launch import stacked_view
+from kernel_ratchet.kernels.grouped_gemm.mm_ws import ROWS, STEP, _grouped_mm_ws_kernel
 from kernel_ratchet.kernels.offline import SM90_SHARED_BYTES
 from kernel_ratchet.kernels.offline_compile import compile_gluon
 

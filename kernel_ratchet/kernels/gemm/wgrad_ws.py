@@ -1,5 +1,8 @@
 """Warp-specialized grouped bf16/fp16 weight gradient for Hopper (Gluon).
 
+Grouped: the MoE layer's experts (:mod:`kernel_ratchet.kernels.grouped_gemm`); with one group,
+a Linear's weight gradient over few rows.
+
 ``dW[g] = dY_gᵀ @ X_g`` over each group's rows of ``dY [T, N]`` and ``X [T, K]`` (sorted by
 group), 0 for an empty group. A tile is 128 rows of N by ``BLOCK_K`` columns of one group's dW.
 One producer warp loads 64-row steps of dY and X into a ring of ``STAGES`` shared-memory stages
@@ -30,14 +33,18 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from kernel_ratchet.kernels.grouped_gemm.fp8_ws import _add
-
 #: Rows of N each consumer warpgroup owns (the wgmma M of one warpgroup); a tile has two.
 ROWS = 64
 #: Rows of dY and X (tokens) one stage holds: the reduction step.
 STEP = 64
 HALF_N = gl.constexpr(ROWS)
 BLOCK_T = gl.constexpr(STEP)
+
+
+@gluon.jit
+def _add(a, b):
+    """The combine of a running sum (``gl.associative_scan``)."""
+    return a + b
 
 
 @gluon.jit

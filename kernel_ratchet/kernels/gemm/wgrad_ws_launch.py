@@ -4,8 +4,8 @@
 16-byte aligned rows, N a multiple of 128); :func:`grouped_wgrad_ws` builds the output's TMA
 descriptor and launches the kernel (the loads' descriptors are built on the device, so a TMA
 scratch allocator must be set); :func:`compile_offline` compiles it for sm_90 without a GPU.
-The grouped launcher (:mod:`.launch`) runs it for a wgrad bucket whose ``TileConfig.gluon_ws``
-is set, where it applies.
+The grouped launcher (:mod:`kernel_ratchet.kernels.grouped_gemm.launch`) runs it for a wgrad
+bucket whose ``TileConfig.gluon_ws`` is set, where it applies.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from kernel_ratchet.kernels.gemm.fp8_block_ws_launch import (
     _rows_ok,
     _sm90,
 )
-from kernel_ratchet.kernels.grouped_gemm.wgrad_ws import ROWS, STEP, _grouped_wgrad_ws_kernel
+from kernel_ratchet.kernels.gemm.wgrad_ws import ROWS, STEP, _grouped_wgrad_ws_kernel
 from kernel_ratchet.kernels.offline_compile import compile_gluon
 
 #: The consumers' registers per thread (a 64 x 256 fp32 accumulator is 128 of them).
