@@ -93,7 +93,7 @@ def quant_launches() -> list[Launch]:
 
 def gluon_launches() -> list[Launch]:
     """The shipped configs of the Gluon kernels, as their launchers' offline compiles."""
-    from kernel_ratchet.kernels.gemm.configs import WS_CONFIGS
+    from kernel_ratchet.kernels.gemm.configs import FEW_ROWS_WGRAD, WS_CONFIGS
     from kernel_ratchet.kernels.grouped_gemm import configs as grouped
 
     def of(module: str, **kw: object) -> Launch:
@@ -114,6 +114,9 @@ def gluon_launches() -> list[Launch]:
         kw = dict(block_k=w.BLOCK_K, group_n=w.GROUP_M, stages=w.num_stages)
         if w.longest_first:  # the knob an older launcher may not take: named only when set
             kw["longest_first"] = True
+        out.append(of("gemm.wgrad_ws_launch", **kw))
+    if (f := FEW_ROWS_WGRAD) is not None:  # the dense Linear's few-row weight gradient
+        kw = dict(block_k=f.block_k, group_n=f.group_n, stages=f.stages)
         out.append(of("gemm.wgrad_ws_launch", **kw))
     for m, nk in ((grouped.MM_WS, True), (grouped.DGRAD_WS, False)):
         if m is not None and m.gluon_ws:

@@ -96,3 +96,19 @@ def test_a_revision_git_does_not_know_is_a_usage_error(capsys):
     )  # fmt: skip
     assert r.returncode == 2 and "git cannot export 'no-such-rev'" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_the_gluon_set_holds_the_linears_few_row_weight_gradient_where_it_ships(monkeypatch):
+    from kernel_ratchet.kernels.gemm import configs as gemm_configs
+
+    def wgrad_configs():
+        return sorted(
+            dict(x.constexprs)["block_k"]
+            for x in same_code.gluon_launches()
+            if x.kernel.split(".")[-2] == "wgrad_ws_launch"
+        )
+
+    shipped = wgrad_configs()
+    few = gemm_configs.FewRowsWgrad(block_k=128, group_n=2, stages=5)
+    monkeypatch.setattr(gemm_configs, "FEW_ROWS_WGRAD", few)
+    assert wgrad_configs() == sorted([*shipped, 128])

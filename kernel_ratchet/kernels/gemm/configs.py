@@ -341,3 +341,25 @@ def config_for(kind: str, M: int, N: int, K: int, sms: int = DEFAULT_SMS) -> Gem
         return instead
     few = FEW_ROWS_INSTEAD.get(kind, {}).get(bucket)
     return few if few and not FEW_ROWS_MAX_M.get(kind, {}).get(bucket, 0) < M else cfg
+
+
+@dataclass(frozen=True)
+class FewRowsWgrad:
+    """A Linear's weight gradient ``doutᵀ @ a`` over at most ``max_rows`` rows on the
+    warp-specialized Gluon kernel of :mod:`.wgrad_ws` with one group: tiles of 128 rows of N by
+    ``block_k`` columns, bands of ``group_n`` n tiles, ``stages`` steps of 64 rows in flight;
+    taken where the kernel applies and the output holds at least ``min_tiles`` tiles."""
+
+    block_k: int = 256
+    group_n: int = 16
+    stages: int = 3
+    max_rows: int = 256
+    min_tiles: int = DEFAULT_SMS
+
+
+#: The dense Linear's few-row weight gradient route (:class:`FewRowsWgrad`); None: the
+#: ``bf16_bwd`` buckets everywhere. Such a weight gradient is a large output over a contraction
+#: of one to four 64-row steps, where each Triton tile's pipeline fill and epilogue weigh most:
+#: timed alone, back to back (H200, torch 2.11, triton 3.6), 256 x 14336 x 4096 ran at 0.54 of
+#: cuBLAS on the ``large`` bucket and at 0.90 on this kernel.
+FEW_ROWS_WGRAD: FewRowsWgrad | None = None

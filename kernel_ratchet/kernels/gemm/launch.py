@@ -17,8 +17,10 @@ from typing import Any
 import torch
 import triton
 
+from kernel_ratchet.kernels.gemm import configs as _configs
 from kernel_ratchet.kernels.gemm import fast_launch, streamk_launch
 from kernel_ratchet.kernels.gemm import fp8_block_ws_launch as fp8_block_ws
+from kernel_ratchet.kernels.gemm import wgrad_ws_launch as wgrad_ws
 from kernel_ratchet.kernels.gemm.configs import (
     WS_CONFIGS,
     GemmConfig,
@@ -327,8 +329,43 @@ def gemm_backward(
     if not interpreter_mode():  # one aligned copy of dout (if any) serves both GEMMs
         dout = _tma_ready(_row_major(dout), a.shape[1])
     da = matmul(dout, b, b_kmajor=False, kind="bf16_bwd")
-    db = matmul(dout, a, a_kmajor=False, b_kmajor=False, kind="bf16_bwd")
+    db = few_rows_wgrad(dout, a)
+    if db is None:
+        db = matmul(dout, a, a_kmajor=False, b_kmajor=False, kind="bf16_bwd")
     return da, db
+
+
+def few_rows_wgrad(
+    dout: torch.Tensor, a: torch.Tensor, config: _configs.FewRowsWgrad | None = None
+) -> torch.Tensor | None:
+    """``doutᵀ @ a`` [N, K] on the warp-specialized weight gradient with one group where
+    ``config`` (else :data:`.configs.FEW_ROWS_WGRAD`) takes it: at most ``max_rows`` rows, at
+    least ``min_tiles`` output tiles, operands the kernel takes on an sm_90 GPU; else None."""
+    cfg = config or _configs.FEW_ROWS_WGRAD
+    if cfg is None or interpreter_mode():
+        return None
+    (M, N), K = dout.shape, a.shape[1]
+    if cfg.max_rows < M or (N // 128) * cdiv(K, cfg.block_k) < cfg.min_tiles:
+        return None
+    if not wgrad_ws.supported(dout, a, 1, a.dtype):
+        return None
+    _ensure_tma_allocator()  # the kernel builds its load descriptors on the device
+    dw = wgrad_ws.grouped_wgrad_ws(
+        dout,
+        a,
+        _one_group(M, dout.device),
+        block_k=cfg.block_k,
+        group_n=cfg.group_n,
+        stages=cfg.stages,
+        num_sms=_num_sms(dout.device),
+    )
+    return dw[0]
+
+
+@functools.lru_cache(maxsize=64)
+def _one_group(rows: int, device: torch.device) -> torch.Tensor:
+    """The ``group_lens`` of one group of ``rows`` rows, made once per size and device."""
+    return torch.full((1,), rows, dtype=torch.int32, device=device)
 
 
 class GemmFunction(torch.autograd.Function):
