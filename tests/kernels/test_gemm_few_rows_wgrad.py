@@ -100,3 +100,21 @@ def test_matches_the_fp32_weight_gradient_on_gpu(M, NK, monkeypatch):
     assert (w.grad.double() - ref).abs().max().item() <= tol
     ref_da = dout.double() @ w.detach().double()
     assert (a.grad.double() - ref_da).abs().max().item() <= 1e-2 * ref_da.abs().amax().item()
+
+
+@pytest.mark.parametrize("route,gluon", [(True, True), (True, False), (False, True)])
+def test_the_census_records_the_route_as_a_gpu_takes_it(monkeypatch, route, gluon):
+    """The dense census sees the backward's weight gradient on the Gluon kernel where the route
+    is set and the operands qualify (or, ``gluon=False``, its Triton fallback, the launches the
+    same-code check compiles)."""
+    from kernel_ratchet.harness.adapter import Shape
+    from kernel_ratchet.kernels.gemm import census
+
+    monkeypatch.setattr(configs, "FEW_ROWS_WGRAD", CFG if route else None)
+    a, b, d = census.inputs(Shape("s", 256, 14336, 4096), BF16, "cpu")
+    c = census.census_call(census.linear_paths(a, b, d)["16bit.bwd"], dry=True, gluon=gluon)
+    taken = route and gluon
+    assert len(c.gluon()) == taken and len(c.gemms()) == 2 - taken
+    if taken:
+        (x,) = c.gluon()
+        assert x.ctas == 132 and dict(x.constexprs)["BLOCK_K"] == 256

@@ -28,7 +28,7 @@ import torch
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.kernels import census as common
 from kernel_ratchet.kernels.census import H200_SMS, Launch, spec_of
-from kernel_ratchet.kernels.gemm import launch, streamk_launch
+from kernel_ratchet.kernels.gemm import launch, streamk_launch, wgrad_ws_launch
 from kernel_ratchet.kernels.gemm.bench import SHAPE_SETS
 from kernel_ratchet.kernels.gemm.fp8 import Fp8Recipe, gemm_fp8_backward, gemm_fp8_forward
 from kernel_ratchet.kernels.gemm.kernel import _gemm_kernel
@@ -40,6 +40,8 @@ _QUANT_KERNELS = ("_amax_kernel", "_apply_scale_kernel", "_group_quant_kernel")
 #: The dense GEMM kernels: tiles (split-K, persistent) and stream-K. Both take A, B, C, two
 #: more pointers, M, N, K and the (m, k), (n, k) strides first.
 _GEMM_KERNELS = ("_gemm_kernel", "_gemm_streamk_kernel")
+#: The warp-specialized Gluon kernels a Linear path may take (the few-row weight gradient).
+_GLUON_KERNELS = ("_grouped_wgrad_ws_kernel",)
 _spec_of = spec_of
 
 
@@ -73,12 +75,20 @@ class Census(common.Census):
         ``B_ALIGN`` hint."""
         return sum(not x.get("USE_TMA") and _narrow_loads(x) for x in self.gemms())
 
-    def record(self, *, dry: bool = False, sms: int = H200_SMS):
+    def gluon(self) -> list[Launch]:
+        return self.of(*_GLUON_KERNELS)
+
+    def record(self, *, dry: bool = False, sms: int = H200_SMS, gluon: bool = True):
+        """Record the launches; ``dry``: decide as on an sm_90 GPU with ``sms`` SMs, the Gluon
+        kernels where their operands qualify (with ``gluon``; else their Triton fallbacks)."""
         patches = [(launch, _GEMM_KERNELS[0]), (streamk_launch, _GEMM_KERNELS[1])]
         patches += [(qlaunch, k) for k in _QUANT_KERNELS]
+        patches += [(wgrad_ws_launch, k) for k in _GLUON_KERNELS]
+        qualifies = wgrad_ws_launch.operands_ok if gluon else lambda *a: False
         overrides = [
             (launch, "interpreter_mode", lambda: False),
             (launch, "_num_sms", lambda device: sms),
+            (wgrad_ws_launch, "supported", qualifies),
         ]
         return self.instrument(patches, overrides if dry else (), dry=dry)
 
@@ -97,10 +107,12 @@ def inputs(shape: Shape, dtype: torch.dtype, device: str) -> tuple[torch.Tensor,
     return a, b, torch.randn(M, N, generator=g, device=device).to(dtype)
 
 
-def census_call(fn: Callable[[], object], *, dry: bool, sms: int = H200_SMS) -> Census:
-    """The census of one call of ``fn``."""
+def census_call(
+    fn: Callable[[], object], *, dry: bool, sms: int = H200_SMS, gluon: bool = True
+) -> Census:
+    """The census of one call of ``fn`` (``gluon``: see :meth:`Census.record`)."""
     c = Census()
-    with c.record(dry=dry, sms=sms):
+    with c.record(dry=dry, sms=sms, gluon=gluon):
         fn()
     return c
 
@@ -133,7 +145,7 @@ def summary(c: Census, sms: int) -> str:
     return (
         f"launches {len(c.launches):2d} gemm {len(g)} (tma {tma}, "
         f"scalar-load {c.unaligned_gemms()}, split_k {splits}, min fill {fill:.2f}) "
-        f"quant {c.quant_passes()} "
+        f"gluon {len(c.gluon())} quant {c.quant_passes()} "
         f"copies {sum(c.copies.values())} ({c.copy_bytes / 2**20:.1f} MiB) variants {c.variants()}"
     )
 
