@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from kernel_ratchet.kernels.gemm import tune_odd
 
@@ -85,9 +86,33 @@ def test_the_skinny_sweep_covers_skinny_linears_and_guards_the_model_shapes():
     from kernel_ratchet.kernels.gemm.tune import plan
 
     sweep, shapes = plan("skinny")
-    assert sweep is tune_odd.sweep_shape and shapes[-2:] == tune_odd.GUARD_SHAPES
+    assert sweep is tune_odd.sweep_skinny and shapes[-2:] == tune_odd.GUARD_SHAPES
     skinny = shapes[: len(tune_odd.SKINNY_SHAPES)]
     assert {bucket_for(M, N, K) for M, N, K in skinny} == {"skinny"}
     # the weight gradient (output N x K, contraction M): large outputs over a few k steps
     assert all(M <= 256 and bucket_for(N, K, M) == "large" for M, N, K in skinny)
     assert plan("odd")[1] == tune_odd.ODD_SHAPES + tune_odd.GUARD_SHAPES
+
+
+def test_the_skinny_sweep_also_times_the_weight_gradient_on_the_gluon_kernel(monkeypatch):
+    """Each Gluon config is a ``bf16.db`` case against cuBLAS's weight gradient; where the
+    kernel does not take the operands (here: a CPU) the case fails loudly, as a result."""
+    from kernel_ratchet.kernels.gemm.configs import FewRowsWgrad
+
+    seen = []
+    monkeypatch.setattr(tune_odd, "sweep_shape", lambda *a, **k: None)
+    monkeypatch.setattr(tune_odd, "bench", lambda fn: 1.0)
+    monkeypatch.setattr(
+        tune_odd, "run_cases", lambda M, N, K, cases, vend, *a: seen.append((cases, vend))
+    )
+    monkeypatch.setattr(tune_odd.tune_cases, "DEVICE", "cpu")
+    tune_odd.sweep_skinny(64, 256, 512, torch.Generator().manual_seed(0), 0.0, 1e9, [])
+    ((cases, vend),) = seen
+    assert vend == {"bf16.db": 1.0}
+    assert [c[1] for c in cases] == tune_odd.FEW_ROWS_WGRADS and len(cases) == 5
+    assert all(w == "bf16.db" and isinstance(c, FewRowsWgrad) for w, c, *_ in cases)
+    assert all(c.max_rows >= 4096 and c.min_tiles == 0 for c in tune_odd.FEW_ROWS_WGRADS)
+    what, cfg, fn, ref = cases[0]
+    assert ref.shape == (256, 512)
+    with pytest.raises(ValueError, match="does not take"):
+        fn(cfg)

@@ -258,7 +258,7 @@ def plan(only: str | None) -> tuple[Callable[..., None], list[tuple[int, int, in
     if only == "odd":
         return tune_odd.sweep_shape, tune_odd.ODD_SHAPES + tune_odd.GUARD_SHAPES
     if only == "skinny":
-        return tune_odd.sweep_shape, tune_odd.SKINNY_SHAPES + tune_odd.GUARD_SHAPES
+        return tune_odd.sweep_skinny, tune_odd.SKINNY_SHAPES + tune_odd.GUARD_SHAPES
     if only == "decode":
         return tune_odd.sweep_decode, tune_odd.DECODE_SHAPES
     return _sweep_shape, SHAPES[1:] if only else SHAPES
@@ -274,7 +274,8 @@ def main() -> None:
         default=None,
         help="second round: blockwise tiles; or probes: warp specialization on/off "
         "and M-major blockwise activation scales; or odd: bf16 tiles and split-K on "
-        "off-grid shapes; or skinny: the same tiles on 64 to 256 rows of model widths; or "
+        "off-grid shapes; or skinny: the same tiles on 64 to 256 rows of model widths, and "
+        "their weight gradient on the Gluon kernel with one group; or "
         "decode: bf16 tiles for decode rows and small outputs",
     )
     p.add_argument("--smoke", action="store_true", help="CPU interpreter, one tiny shape")

@@ -81,6 +81,8 @@ def run_cases(
 def _short(c: GemmConfig | None) -> str:
     if c is None:
         return "shipped (the bucket's config)"
+    if not isinstance(c, GemmConfig):  # another kernel's config (the Gluon weight gradient's)
+        return repr(c)
     return (
         f"{c.block_m}x{c.block_n}x{c.block_k} w{c.num_warps} s{c.num_stages}"
         f"{' tma' if c.use_tma else ''}{' pers' if c.persistent else ''}"

@@ -13,8 +13,9 @@ from __future__ import annotations
 import torch
 
 from kernel_ratchet.kernels.gemm import tune_cases
+from kernel_ratchet.kernels.gemm.configs import FewRowsWgrad
 from kernel_ratchet.kernels.gemm.configs import GemmConfig as C
-from kernel_ratchet.kernels.gemm.launch import matmul
+from kernel_ratchet.kernels.gemm.launch import few_rows_wgrad, matmul
 from kernel_ratchet.kernels.gemm.tune_cases import bench, run_cases
 
 #: The shapes swept, and the configs tried on each.
@@ -141,3 +142,38 @@ def sweep_shape(
     }
     cases = [(w, cfg, *gemms[w]) for cfg in [None, *configs] for w in what]
     run_cases(M, N, K, cases, {w: vend[w] for w in what}, t0, budget_s, results)
+
+
+#: ``--only skinny`` also times the weight gradient on the warp-specialized Gluon kernel with
+#: one group (:func:`.launch.few_rows_wgrad`) under these configs, bounds lifted so that it
+#: runs wherever its operands qualify (the guard shapes included).
+FEW_ROWS_WGRADS = [
+    FewRowsWgrad(max_rows=1 << 30, min_tiles=0, **kw)
+    for kw in (
+        {},
+        {"stages": 4},
+        {"group_n": 1},
+        {"group_n": 4},
+        {"block_k": 128, "stages": 5},
+    )
+]
+
+
+def sweep_skinny(
+    M: int, N: int, K: int, g: torch.Generator, t0: float, budget_s: float, results: list[dict]
+) -> None:
+    """``--only skinny``: :func:`sweep_shape`, then the weight gradient under each of
+    :data:`FEW_ROWS_WGRADS` (reported as ``bf16.db``, against cuBLAS's); a config that does
+    not run there (operands the kernel does not take, the interpreter) is an error result."""
+    sweep_shape(M, N, K, g, t0, budget_s, results)
+    d = torch.randn(M, N, device=tune_cases.DEVICE, dtype=torch.bfloat16, generator=g)
+    a = torch.randn(M, K, device=tune_cases.DEVICE, dtype=torch.bfloat16, generator=g)
+
+    def gluon(cfg: FewRowsWgrad) -> torch.Tensor:
+        out = few_rows_wgrad(d, a, cfg)
+        if out is None:
+            raise ValueError("the Gluon weight gradient does not take these operands here")
+        return out
+
+    cases = [("bf16.db", cfg, gluon, d.float().t() @ a.float()) for cfg in FEW_ROWS_WGRADS]
+    run_cases(M, N, K, cases, {"bf16.db": bench(lambda: d.t() @ a)}, t0, budget_s, results)
