@@ -150,6 +150,25 @@ def defining_module(root: str, package: str, kernel: str) -> str:
     raise LookupError(f"no module under {base} defines {kernel}")
 
 
+def launcher_module(root: str, package: str, module: str) -> str:
+    """``module`` where it exists under ``root``; else the one module under ``root``/``package``
+    of the same file name that defines ``compile_offline`` (a launcher moved between packages
+    is the same launcher, as a Triton kernel is found by its name wherever it is defined)."""
+    import os
+    from pathlib import Path
+
+    parts = module.split(".")
+    if os.path.isfile(os.path.join(root, *parts) + ".py"):
+        return module
+    found = [
+        os.path.relpath(os.path.join(folder, f"{parts[-1]}.py"), root)[: -len(".py")]
+        for folder, _, files in sorted(os.walk(os.path.join(root, package)))
+        if f"{parts[-1]}.py" in files
+        and "def compile_offline(" in Path(folder, f"{parts[-1]}.py").read_text(encoding="utf-8")
+    ]
+    return found[0].replace(os.sep, ".") if len(found) == 1 else module
+
+
 def main() -> int:
     """Read ``{"arch", "root", "package", "launches": [{"kernel", "launch"}]}`` on stdin;
     print, per launch, ``{"module", "sha256", "lines", "dropped"}`` of its SASS (``dropped``:
@@ -172,6 +191,7 @@ def main() -> int:
         try:
             if item["kernel"].endswith(".compile_offline"):  # a Gluon kernel's launcher
                 module = item["kernel"].rsplit(".", 1)[0]
+                module = launcher_module(job["root"], job["package"], module)
                 kw = {k: tup(v) for k, v in item["launch"]["constexprs"]}
                 code = sass(importlib.import_module(module).compile_offline(**kw))
                 lines = code.count("\n") + 1

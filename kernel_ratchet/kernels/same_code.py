@@ -186,7 +186,8 @@ def compare(xs: list[Launch], here: list[dict], there: list[dict]) -> tuple[list
             verdict = f"DOES NOT COMPILE {side} ({err[:120]})"
         elif a["sha256"] == b["sha256"]:
             new = f"; {', '.join(b['dropped'])} new here, at their values" if b["dropped"] else ""
-            verdict = f"same SASS ({a['lines']} lines{new})"
+            moved = f"; moved from {b['module']}" if b["module"] != a["module"] else ""
+            verdict = f"same SASS ({a['lines']} lines{new}{moved})"
         else:
             differ += 1
             verdict = f"DIFFERENT SASS ({b['lines']} -> {a['lines']} lines)"

@@ -112,3 +112,32 @@ def test_the_gluon_set_holds_the_linears_few_row_weight_gradient_where_it_ships(
     few = gemm_configs.FewRowsWgrad(block_k=128, group_n=2, stages=5)
     monkeypatch.setattr(gemm_configs, "FEW_ROWS_WGRAD", few)
     assert wgrad_configs() == sorted([*shipped, 128])
+
+
+def test_a_gluon_launcher_moved_between_packages_is_found_where_it_now_lives(tmp_path):
+    """A Gluon kernel is compared through its launcher's module; a launcher moved to another
+    package is the same launcher (as a Triton kernel is found by name), unless two modules of
+    that name could be it."""
+    from kernel_ratchet.kernels.offline_compile import launcher_module
+
+    def write(rel: str, text: str = "def compile_offline(**kw):\n    pass\n") -> None:
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+    write("pkg/gemm/x_launch.py")
+    write("pkg/gemm/y_launch.py", "X = 1\n")  # same name elsewhere, but no launcher
+    write("pkg/other/y_launch.py")
+    root = str(tmp_path)
+    assert launcher_module(root, "pkg", "pkg.gemm.x_launch") == "pkg.gemm.x_launch"
+    assert launcher_module(root, "pkg", "pkg.grouped.x_launch") == "pkg.gemm.x_launch"
+    assert launcher_module(root, "pkg", "pkg.grouped.y_launch") == "pkg.other.y_launch"
+    write("pkg/third/x_launch.py")
+    assert launcher_module(root, "pkg", "pkg.grouped.x_launch") == "pkg.grouped.x_launch"
+
+    x = same_code.Launch("pkg.gemm.x_launch" + same_code.OFFLINE, (), (("stages", 3),), ())
+    same = {"sha256": "s", "lines": 9, "dropped": []}
+    lines, differ, _ = same_code.compare(
+        [x], [{**same, "module": "pkg.gemm.x_launch"}], [{**same, "module": "pkg.grouped.x_launch"}]
+    )
+    assert differ == 0 and lines[0].endswith("same SASS (9 lines; moved from pkg.grouped.x_launch)")
