@@ -82,6 +82,26 @@ def test_one_groups_lengths_are_made_once_per_size():
 
 
 @pytest.mark.gpu
+def test_under_graph_capture_the_lengths_belong_to_the_graph():
+    """A size first met while a CUDA graph is captured is not kept from the graph's memory pool
+    for later eager calls; the route runs inside the graph and replays right."""
+    M, N, K = 64, 4096, 4096
+    g = torch.Generator(device="cuda").manual_seed(1)
+    dout = torch.randn(M, N, device="cuda", dtype=BF16, generator=g)
+    a = torch.randn(M, K, device="cuda", dtype=BF16, generator=g)
+    launch.few_rows_wgrad(dout, a, CFG)  # compiled before the capture
+    launch._one_group_kept.cache_clear()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        db = launch.few_rows_wgrad(dout, a, CFG)
+    assert launch._one_group_kept.cache_info().currsize == 0
+    dout.copy_(torch.randn(M, N, device="cuda", dtype=BF16, generator=g))
+    graph.replay()
+    ref = dout.double().t() @ a.double()
+    assert (db.double() - ref).abs().max().item() <= 1e-2 * ref.abs().amax().item()
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("M", [1, 64, 200, 256])
 @pytest.mark.parametrize("NK", [(4096, 4096), (14336, 4096), (1536, 7168)], ids=str)
 def test_matches_the_fp32_weight_gradient_on_gpu(M, NK, monkeypatch):

@@ -362,9 +362,16 @@ def few_rows_wgrad(
     return dw[0]
 
 
-@functools.lru_cache(maxsize=64)
 def _one_group(rows: int, device: torch.device) -> torch.Tensor:
-    """The ``group_lens`` of one group of ``rows`` rows, made once per size and device."""
+    """The ``group_lens`` of one group of ``rows`` rows, made once per size and device; under
+    CUDA graph capture, made for the graph (memory of its pool must not outlive it here)."""
+    if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+        return torch.full((1,), rows, dtype=torch.int32, device=device)
+    return _one_group_kept(rows, device)
+
+
+@functools.lru_cache(maxsize=64)
+def _one_group_kept(rows: int, device: torch.device) -> torch.Tensor:
     return torch.full((1,), rows, dtype=torch.int32, device=device)
 
 
