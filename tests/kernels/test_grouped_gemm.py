@@ -61,29 +61,6 @@ def test_fp8_blockwise_tiny(shape, device):
     _check("fp8", shape, device)
 
 
-@pytest.mark.parametrize("label", ["tiny_skewed", "odd_empty_edges"])
-def test_the_fp8_step_is_bit_for_bit_the_same_with_prefetching_quantization(
-    label, device, monkeypatch
-):
-    """``configs.QUANT_PROGRAMS_PER_SM``: the step's quantization passes on persistent
-    prefetching programs give the same output and gradients, bit for bit."""
-    from kernel_ratchet.kernels.grouped_gemm import configs
-
-    (shape,) = [s for s in S.tiny_cpu() if s.label == label]
-    adapter = GroupedGemmFp8BlockwiseAdapter()
-    case = adapter.make_case(shape, 0, device)
-    want = adapter.outputs(case)
-    monkeypatch.setattr(configs, "QUANT_PROGRAMS_PER_SM", 1)
-    got = adapter.outputs(case)
-    assert set(got) == set(want) == {"out", "da", "db"}
-    assert all(torch.equal(got[k], want[k]) for k in want)
-    from kernel_ratchet.kernels.grouped_gemm.census import census_step
-
-    ran = {x.kernel for x in census_step("fp8", shape, gluon=False).launches}
-    assert {"_weight_quant_prefetch_kernel", "_dual_quant_grouped_prefetch_kernel"} <= ran
-    assert not {"_weight_quant_kernel", "_dual_quant_grouped_kernel"} & ran
-
-
 @pytest.mark.parametrize("kind", ["bf16", "fp8"])
 def test_a_layer_checked_on_a_few_groups_passes_the_checks_of_its_timed_calls(
     kind, device, monkeypatch

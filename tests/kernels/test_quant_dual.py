@@ -113,34 +113,6 @@ def test_grouped_dual_gives_each_group_its_own_column_chunks(lens, device):
         start, chunk = start + n, chunk + k
 
 
-@pytest.mark.parametrize(
-    "lens,C,per_sm",
-    [
-        ([300, 0, 130, 1, 256], 200, 1),  # empty and one-row groups, partial chunks
-        ([1000], 300, 2),  # one group: 8 chunks x 3 column blocks over 4 programs
-        ([0, 0, 5], 130, 3),  # more programs than tiles
-        ([0, 0], 64, 1),  # no rows at all
-    ],
-)
-def test_grouped_prefetching_programs_give_the_per_tile_kernels_bits(lens, C, per_sm, device):
-    """``programs_per_sm``: persistent programs over the (chunk, column block) tiles, loading
-    the next before quantizing this one, write what one program per tile writes: the
-    row-wise copy and every chunk the groups hold (the capacity past them is never written)."""
-    x = (torch.randn(sum(lens), C) * 3).to(device=device, dtype=torch.bfloat16)
-    group_lens = torch.tensor(lens, dtype=torch.int32, device=device)
-    want = quant_fp8_dual_1x128_grouped(x, group_lens)
-    got = quant_fp8_dual_1x128_grouped(x, group_lens, programs_per_sm=per_sm)
-    assert torch.equal(got[0].data.view(torch.uint8), want[0].data.view(torch.uint8))
-    assert torch.equal(got[0].scale, want[0].scale)
-    used = sum(-(-n // 128) for n in lens)
-    (gd, gs), (wd, ws) = (got[1].data, got[1].scale), (want[1].data, want[1].scale)
-    assert gd.shape == wd.shape and gs.shape == ws.shape and gs.stride() == ws.stride()
-    assert torch.equal(gd[:, : used * 128].view(torch.uint8), wd[:, : used * 128].view(torch.uint8))
-    assert torch.equal(gs[:, :used], ws[:, :used])
-    with pytest.raises(ValueError, match="programs_per_sm"):
-        quant_fp8_dual_1x128_grouped(x, group_lens, programs_per_sm=-1)
-
-
 def test_grouped_dual_rejects_what_it_cannot_read():
     x = torch.zeros(4, 8, dtype=torch.bfloat16)
     with pytest.raises(ValueError, match="group_lens must be 1-D"):
@@ -172,90 +144,6 @@ def test_dual_padded_transpose(device):
     assert torch.equal(cols.data.view(torch.uint8), padded.data.view(torch.uint8))
     full = padded.data.as_strided((130, 256), (256, 1))
     assert torch.count_nonzero(full[:, 200:].view(torch.uint8)) == 0
-
-
-def _bits(q):
-    return q.data.view(torch.uint8), q.scale
-
-
-@pytest.mark.parametrize(
-    "R,C,per_sm,pad",
-    [
-        (200, 300, 1, 1),  # 2 x 3 tiles over 2 programs: each walks three, the last partial
-        (384, 520, 2, 128),  # 3 x 5 tiles over 4 programs, a padded transpose
-        (128, 128, 3, 1),  # one tile: one program, nothing to prefetch
-        (1, 5, 1, 1),
-        (0, 7, 1, 1),  # nothing to quantize
-    ],
-)
-def test_prefetching_programs_give_the_per_tile_kernels_bits(R, C, per_sm, pad, device):
-    """``programs_per_sm``: persistent programs loading their next tile before quantizing this
-    one, bit for bit what one program per tile writes (data, scales, transposed padding)."""
-    x = (torch.randn(R, C) * 3).to(device=device, dtype=torch.bfloat16)
-    if R and C:
-        x[R // 2, C // 3] = 300.0  # one large value: its row and column groups scale apart
-    want = quant_fp8_dual_1x128(x, pad_t_to=pad)
-    got = quant_fp8_dual_1x128(x, pad_t_to=pad, programs_per_sm=per_sm)
-    for w, g in zip(want, got, strict=True):
-        (wd, ws), (gd, gs) = _bits(w), _bits(g)
-        assert torch.equal(wd, gd) and torch.equal(ws, gs)
-        assert w.data.stride() == g.data.stride() and w.scale.stride() == g.scale.stride()
-
-
-def test_a_negative_program_count_is_refused(device):
-    with pytest.raises(ValueError, match="programs_per_sm"):
-        quant_fp8_dual_1x128(torch.ones(4, 4, device=device), programs_per_sm=-1)
-
-
-_COMPILE_PREFETCH = """
-import importlib, json, sys, triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
-from kernel_ratchet.kernels.offline import resources
-module, name = sys.argv[1:3]
-fn = getattr(importlib.import_module(module), name)
-ones = ("stride_c", "stride_sr", "stride_stc")  # unit strides, which Triton specializes
-consts = dict(BLOCK=128, MANT=3, PRE_ROUND=False, G_POW2=256) | dict.fromkeys(ones, 1)
-types = {"x_ptr": "*bf16", "q_ptr": "*fp8e4nv", "qt_ptr": "*fp8e4nv", "s_ptr": "*fp32"}
-types |= {"st_ptr": "*fp32", "lens_ptr": "*i32", "fp8_max": "fp32", "eps": "fp32"}
-sig = {a: "constexpr" if a in consts else types.get(a, "i32") for a in fn.arg_names}
-at = {(fn.arg_names.index(k),): v for k, v in consts.items() if k in fn.arg_names}
-aligned = ("R", "C", "stride_r", "stride_qt", "stride_sg", "stride_stg")
-div = [i for i, a in enumerate(fn.arg_names) if a.endswith("_ptr") or a in aligned]
-attrs = {(i,): [["tt.divisibility", 16]] for i in div}
-src = ASTSource(fn, sig, at, attrs)
-r = resources(triton.compile(src, GPUTarget("cuda", 90, 32), {"num_warps": 8}))
-print(json.dumps([r.spill_bytes, r.registers]))
-"""
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize(
-    "module,kernel",
-    [
-        ("kernel_ratchet.kernels.quant.dual", "_dual_quant_prefetch_kernel"),
-        ("kernel_ratchet.kernels.quant.dual_grouped", "_dual_quant_grouped_prefetch_kernel"),
-    ],
-)
-def test_the_prefetching_dual_kernels_compile_for_sm90_without_spills(module, kernel):
-    """Two bf16 128 x 128 tiles live at once (this one and the next, loading) fit the
-    registers of 8 warps on sm_90 without spilling (Triton's front end and bundled ptxas)."""
-    import json
-    import os
-    import subprocess
-    import sys
-
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    out = subprocess.run(
-        [sys.executable, "-c", _COMPILE_PREFETCH, module, kernel],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    spill, regs = json.loads(out.stdout.strip().splitlines()[-1])
-    assert spill == 0 and regs <= 255
 
 
 @pytest.mark.parametrize("adapter_cls", ADAPTERS, ids=lambda c: c.__name__)

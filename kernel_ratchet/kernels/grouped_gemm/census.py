@@ -51,18 +51,11 @@ GLUON = {
 MM_KERNELS = ("_grouped_mm_kernel", "_grouped_mm_fp8_kernel")
 WGRAD_KERNELS = ("_grouped_wgrad_kernel", "_grouped_wgrad_fp8_kernel")
 GEMM_KERNELS = MM_KERNELS + WGRAD_KERNELS + tuple(GLUON)
-#: and, tuned by ``programs_per_sm``, their persistent prefetching variants
-PREFETCH_KERNELS = (
-    "_weight_quant_prefetch_kernel",
-    "_dual_quant_prefetch_kernel",
-    "_dual_quant_grouped_prefetch_kernel",
-)
 QUANT_KERNELS = (
     "_weight_quant_kernel",
     "_dual_quant_kernel",
     "_dual_quant_grouped_kernel",
     "_group_quant_kernel",
-    *PREFETCH_KERNELS,
 )
 PATCHES = (
     [(bf16_launch, k) for k in ("_grouped_mm_kernel", "_grouped_wgrad_kernel")]
@@ -70,7 +63,6 @@ PATCHES = (
     + [(weight_quant, "_weight_quant_kernel"), (qdual, "_dual_quant_kernel")]
     + [(qdual_grouped, "_dual_quant_grouped_kernel")]
     + [(qlaunch, "_group_quant_kernel")]
-    + [(m, k) for m, k in zip((weight_quant, qdual, qdual_grouped), PREFETCH_KERNELS, strict=True)]
     + [(mod, k) for k, mod in GLUON.items()]
 )
 PATHS = {

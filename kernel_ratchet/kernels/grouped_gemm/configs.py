@@ -166,14 +166,6 @@ MM_WS: TileConfig | None = None
 #: multiple of 64): a config of its own, as the two kinds rank the configs differently.
 DGRAD_WS: TileConfig | None = None
 
-#: The FP8 step's quantization passes (the weight's 128x128 blocks, x's and dout's dual
-#: 1x128 groups): 0 launches one program per tile; n > 0 launches n persistent programs per SM
-#: that load their next tile before quantizing this one (``programs_per_sm`` of
-#: :func:`.weight_quant.quant_weight_128x128` and of the dual quantizations; same results).
-#: On an H200 (torch 2.11, triton 3.6, calls back to back) the prefetching programs moved
-#: 0.51-0.97x the bytes per second of one program per tile on the dual passes and 0.97-1.03x
-#: on the weight's, so 0 stays.
-QUANT_PROGRAMS_PER_SM = 0
 
 #: Average rows per group at or below which the "small" bucket is used.
 SMALL_GROUP_ROWS = 192

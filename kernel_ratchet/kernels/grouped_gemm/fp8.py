@@ -26,7 +26,6 @@ import dataclasses
 import torch
 import triton
 
-from kernel_ratchet.kernels.grouped_gemm import configs
 from kernel_ratchet.kernels.grouped_gemm import fp8_ws_launch as ws_launch
 from kernel_ratchet.kernels.grouped_gemm.configs import TileConfig, select
 from kernel_ratchet.kernels.grouped_gemm.fp8_kernel import (
@@ -207,10 +206,9 @@ def grouped_wgrad_fp8(
 
 def _dual(t: torch.Tensor, group_lens: torch.Tensor, group_chunks: bool):
     """Rows and columns of ``t`` for the step: columns in the wgrad's chunk layout."""
-    per_sm = configs.QUANT_PROGRAMS_PER_SM
     if group_chunks:
-        return quant_fp8_dual_1x128_grouped(t, group_lens, FP8, programs_per_sm=per_sm)
-    return quant_fp8_dual_1x128(t, FP8, pad_t_to=GROUP, programs_per_sm=per_sm)
+        return quant_fp8_dual_1x128_grouped(t, group_lens, FP8)
+    return quant_fp8_dual_1x128(t, FP8, pad_t_to=GROUP)
 
 
 class GroupedGemmFp8Function(torch.autograd.Function):
@@ -221,8 +219,7 @@ class GroupedGemmFp8Function(torch.autograd.Function):
         _check(x, w, group_lens)
         # dgrad contracts over N: it reads the K-major transposed copy (FP8 wgmma wants both
         # operands K-major), written by the same pass; the forward's copy is not kept.
-        per_sm = configs.QUANT_PROGRAMS_PER_SM
-        wq = quant_weight_128x128(w, transpose=ctx.needs_input_grad[0], programs_per_sm=per_sm)
+        wq = quant_weight_128x128(w, transpose=ctx.needs_input_grad[0])
         T, G = x.shape[0], group_lens.shape[0]
         ctx.group_chunks = select("wgrad", "fp8", T / max(G, 1), interpreting()).group_chunks
         if ctx.needs_input_grad[1]:

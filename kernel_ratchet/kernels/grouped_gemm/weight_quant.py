@@ -3,11 +3,9 @@
 The FP8 grouped step quantizes the expert weights once per step: the forward reads them N-major
 (``data`` [G, N, K]) and the dgrad K-major (``data_t`` [G, K, N], Hopper's FP8 wgmma takes
 K-major operands only), one scale per 128x128 block serving both. Bytes moved per element: 2
-read (bf16) + 1 or 2 written. One program per block (:func:`_weight_quant_kernel`), or, with
-``programs_per_sm``, persistent programs that load their next block before quantizing this one
-(:func:`_weight_quant_prefetch_kernel`), a tunable that no caller sets: on an H200 (torch 2.11,
-triton 3.6) it moved 0.97-1.03x the bytes per second of one program per block, which reaches
-0.81-0.84 of a bf16 copy's.
+read (bf16) + 1 or 2 written. One program per block (:func:`_weight_quant_kernel`): on an H200
+(torch 2.11, triton 3.6) 0.81-0.84 of a bf16 copy's bytes per second; persistent programs that
+load their next block before quantizing this one moved 0.97-1.03x of that.
 """
 
 from __future__ import annotations
@@ -16,7 +14,6 @@ import torch
 import triton
 import triton.language as tl
 
-from kernel_ratchet.kernels.quant.dual import _sm_count
 from kernel_ratchet.kernels.quant.kernel import _to_fp8
 from kernel_ratchet.kernels.quant.launch import (
     AMAX_EPS,
@@ -111,58 +108,8 @@ def _weight_quant_kernel(
     )  # fmt: skip
 
 
-@triton.jit
-def _weight_quant_prefetch_kernel(
-    w_ptr,
-    q_ptr,
-    qt_ptr,
-    s_ptr,
-    G,
-    N,
-    K,
-    stride_wg,
-    stride_wn,
-    stride_wk,
-    stride_sg,
-    stride_sn,
-    stride_sk,
-    fp8_max,
-    eps,
-    num_progs,
-    BLOCK: tl.constexpr,
-    MANT: tl.constexpr,
-    PRE_ROUND: tl.constexpr,
-    WRITE_T: tl.constexpr,
-):
-    """Persistent programs over the (group, n block, k block) blocks, ``num_progs`` apart,
-    each loading its next block before it quantizes and stores this one."""
-    nbn = tl.cdiv(N, BLOCK)
-    nbk = tl.cdiv(K, BLOCK)
-    per_g = nbn * nbk
-    pid = tl.program_id(0)
-    # a block past the last one: its group is G, its rows past N (masked off)
-    g, r = pid // per_g, pid % per_g
-    w_next = _wblock_load(
-        w_ptr, g, tl.where(g < G, r // nbk, nbn), r % nbk, N, K, stride_wg, stride_wn,
-        stride_wk, BLOCK,
-    )  # fmt: skip
-    for blk in tl.range(pid, G * per_g, num_progs, num_stages=1):
-        w = w_next
-        g, r = blk // per_g, blk % per_g
-        nxt = blk + num_progs
-        ng, nr = nxt // per_g, nxt % per_g
-        w_next = _wblock_load(
-            w_ptr, ng, tl.where(ng < G, nr // nbk, nbn), nr % nbk, N, K, stride_wg, stride_wn,
-            stride_wk, BLOCK,
-        )  # fmt: skip
-        _wblock_store(
-            w, g, r // nbk, r % nbk, q_ptr, qt_ptr, s_ptr, N, K, stride_sg, stride_sn,
-            stride_sk, fp8_max, eps, BLOCK, MANT, PRE_ROUND, WRITE_T,
-        )  # fmt: skip
-
-
 def quant_weight_128x128(
-    w: torch.Tensor, *, transpose: bool = False, programs_per_sm: int = 0, num_warps: int = 8
+    w: torch.Tensor, *, transpose: bool = False, num_warps: int = 8
 ) -> Fp8Quantized:
     """Quantize w [G, N, K] (any strides) in 128x128 blocks per group, one launch, 64-bit
     indexing (a real MoE weight, e.g. DeepSeek-V3 gate_up with 7.5e9 elements, overflows the
@@ -170,26 +117,14 @@ def quant_weight_128x128(
     bit). Returns data [G, N, K] E4M3 (contiguous) and scale [G, ceil(N/128), ceil(K/128)];
     ``transpose`` also returns ``data_t`` [G, K, N] (contiguous, the same values transposed)
     and ``scale_t`` (a transposed view of ``scale``: 128x128 blocks are symmetric).
-    ``programs_per_sm``: 0 launches one program per block; n > 0 launches n per SM (at most
-    one per block), each walking its blocks and loading the next before it quantizes this one
-    (same results); ``num_warps`` is a tuning knob too. Raises ValueError for a negative
-    ``programs_per_sm``."""
-    if programs_per_sm < 0:
-        raise ValueError(
-            f"programs_per_sm must be 0 (a program per block) or more, got {programs_per_sm}"
-        )
+    ``num_warps`` is a tuning knob (same results)."""
     G, N, K = w.shape
     data = torch.empty((G, N, K), dtype=FP8, device=w.device)
     data_t = torch.empty((G, K, N), dtype=FP8, device=w.device) if transpose else data
     scale = torch.empty((G, -(-N // GROUP), -(-K // GROUP)), dtype=torch.float32, device=w.device)
     rest = (*w.stride(), *scale.stride(), FP8_MAX[FP8], AMAX_EPS)  # strides, then the scaling
     meta = {"BLOCK": GROUP, "WRITE_T": transpose, "num_warps": num_warps, **_cast_args(FP8)}
-    blocks = G * scale.shape[1] * scale.shape[2]
-    if data.numel() and programs_per_sm:
-        progs = min(blocks, programs_per_sm * _sm_count(w.device))
-        args = (w, data, data_t, scale, G, N, K, *rest, progs)
-        _weight_quant_prefetch_kernel[(progs,)](*args, **meta)
-    elif data.numel():
+    if data.numel():
         grid = (G, scale.shape[1], scale.shape[2])
         _weight_quant_kernel[grid](w, data, data_t, scale, N, K, *rest, **meta)
     if transpose:

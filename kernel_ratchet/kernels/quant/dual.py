@@ -18,15 +18,12 @@ the tile in registers and writes both quantizations. Bytes moved: ``2*R*C`` read
 moves 0.55-0.64 of a bf16 copy's bytes per second (docs/benchmarks.md), latency-bound (ncu:
 DRAM at 42% of peak, 7.4 cycles per issued instruction), the column-wise half (cross-warp
 maxima, transposed store) the slower. For sm_90 with 8 warps it compiles to 128 registers per
-thread (two programs per SM); ``programs_per_sm`` instead launches persistent programs that
-load their next tile before quantizing this one (:func:`_dual_quant_prefetch_kernel`, 219
-registers: one program per SM with a tile always in flight), a tunable that no caller sets:
-on the H200 it moved 0.60-0.83x the bytes per second of one program per tile.
+thread (two programs per SM). Persistent programs that load their next tile before
+quantizing this one (219 registers: one program per SM with a tile always in flight) moved
+0.60-0.83x its bytes per second on the H200.
 """
 
 from __future__ import annotations
-
-import functools
 
 import torch
 import triton
@@ -45,16 +42,6 @@ from kernel_ratchet.kernels.quant.launch import (
 # 128 x 128 tile = one scaling group along each axis (fixed by the recipe). 8 warps keep the
 # tile's fp32 copy at 64 registers per thread.
 DUAL_NUM_WARPS = 8
-#: SMs the persistent launch counts on a device without one (the CPU interpreter): enough
-#: programs for a small input's tiles to be walked by several of them.
-INTERPRETER_SMS = 2
-
-
-@functools.cache
-def _sm_count(device: torch.device) -> int:
-    if device.type != "cuda":
-        return INTERPRETER_SMS
-    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 @triton.jit
@@ -161,62 +148,6 @@ def _dual_store(
 
 
 @triton.jit
-def _dual_quant_prefetch_kernel(
-    x_ptr,
-    q_ptr,
-    qt_ptr,
-    s_ptr,
-    st_ptr,
-    R,
-    C,
-    stride_r,
-    stride_c,
-    stride_qt,
-    stride_sr,
-    stride_sg,
-    stride_stc,
-    stride_stg,
-    fp8_max,
-    eps,
-    num_progs,
-    BLOCK: tl.constexpr,
-    MANT: tl.constexpr,
-    PRE_ROUND: tl.constexpr,
-):
-    """Persistent programs over the tiles (``num_progs`` apart), each loading its next tile
-    before it quantizes and stores this one, so that tile's read is in flight meanwhile."""
-    ng_c = tl.cdiv(C, BLOCK)
-    tiles = tl.cdiv(R, BLOCK) * ng_c
-    pid = tl.program_id(0)
-    x_next = _dual_load(x_ptr, pid // ng_c, pid % ng_c, R, C, stride_r, stride_c, BLOCK)
-    for tile in tl.range(pid, tiles, num_progs, num_stages=1):
-        x_in = x_next
-        nxt = tile + num_progs
-        x_next = _dual_load(x_ptr, nxt // ng_c, nxt % ng_c, R, C, stride_r, stride_c, BLOCK)
-        _dual_store(
-            x_in,
-            tile // ng_c,
-            tile % ng_c,
-            q_ptr,
-            qt_ptr,
-            s_ptr,
-            st_ptr,
-            R,
-            C,
-            stride_qt,
-            stride_sr,
-            stride_sg,
-            stride_stc,
-            stride_stg,
-            fp8_max,
-            eps,
-            BLOCK,
-            MANT,
-            PRE_ROUND,
-        )
-
-
-@triton.jit
 def _dual_quant_kernel(
     x_ptr,
     q_ptr,
@@ -270,7 +201,6 @@ def quant_fp8_dual_1x128(
     *,
     pad_t_to: int = 1,
     num_warps: int = DUAL_NUM_WARPS,
-    programs_per_sm: int = 0,
 ) -> tuple[Fp8Quantized, Fp8Quantized]:
     """Quantize a 2-D ``x`` [R, C] (bf16/fp16/fp32) both ways in one pass.
 
@@ -279,16 +209,9 @@ def quant_fp8_dual_1x128(
     ``(1, C)``). Dequantization scales: ``x ≈ data.float() * scale`` per group.
     ``pad_t_to`` > 1 rounds the row stride of ``cols.data`` up to a multiple of it and zeroes
     the padding (``cols.data`` is then a view): a consumer may read whole 128-element chunks
-    past R without a mask. ``num_warps`` is a tuning knob (same results), and so is
-    ``programs_per_sm``: 0 launches one program per 128 x 128 tile; n > 0 launches n per SM
-    (at most one per tile), each walking its tiles and loading the next before it quantizes
-    this one (:func:`_dual_quant_prefetch_kernel`).
-    Raises ValueError for a non-2-D or non-float input or a negative ``programs_per_sm``.
+    past R without a mask. ``num_warps`` is a tuning knob (same results). One program per
+    128 x 128 tile. Raises ValueError for a non-2-D or non-float input.
     """
-    if programs_per_sm < 0:
-        raise ValueError(
-            f"programs_per_sm must be 0 (a program per tile) or more, got {programs_per_sm}"
-        )
     fp8_max = _check(x, dtype)
     R, C = x.shape
     R_pad = -(-R // pad_t_to) * pad_t_to if pad_t_to > 1 else R
@@ -302,10 +225,7 @@ def quant_fp8_dual_1x128(
     st = torch.empty((ng_r, C), dtype=torch.float32, device=x.device).t()  # [C, ng_r]
     args = (x, q, qt_buf, s, st, R, C, *x.stride(), qt_buf.stride(0), *s.stride(), *st.stride())
     meta = {"BLOCK": GROUP, "num_warps": num_warps, **_cast_args(dtype)}
-    if R and C and programs_per_sm:
-        progs = min(ng_r * ng_c, programs_per_sm * _sm_count(x.device))
-        _dual_quant_prefetch_kernel[(progs,)](*args, fp8_max, AMAX_EPS, progs, **meta)
-    elif R and C:
+    if R and C:
         _dual_quant_kernel[(ng_r, ng_c)](*args, fp8_max, AMAX_EPS, **meta)
     return Fp8Quantized(q, s), Fp8Quantized(qt, st)
 

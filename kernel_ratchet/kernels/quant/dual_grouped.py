@@ -16,10 +16,9 @@ occupy chunks ``[c_g, c_g + ceil(len_g / 128))`` of ``xᵀ``, ``c_g = sum_{h<g} 
   column-wise copy, bit for bit.
 
 One program per (chunk, 128-column tile); the chunk's group is found from ``group_lens`` on
-the device. Programs past the last chunk return at once. ``programs_per_sm`` instead launches
-persistent programs over the tiles that load their next tile before quantizing this one (as
-:mod:`.dual`'s), a tunable that no caller sets: on an H200 (torch 2.11, triton 3.6) it moved
-0.51-0.97x the bytes per second of one program per tile.
+the device. Programs past the last chunk return at once. (Persistent programs that load their
+next tile before quantizing this one moved 0.51-0.97x its bytes per second on an H200, torch
+2.11, triton 3.6.)
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernel_ratchet.kernels.quant.dual import _quant_tile, _sm_count
+from kernel_ratchet.kernels.quant.dual import _quant_tile
 from kernel_ratchet.kernels.quant.launch import (
     AMAX_EPS,
     GROUP,
@@ -136,89 +135,19 @@ def _dual_quant_grouped_kernel(
     )
 
 
-@triton.jit
-def _dual_quant_grouped_prefetch_kernel(
-    x_ptr,
-    q_ptr,
-    qt_ptr,
-    s_ptr,
-    st_ptr,
-    lens_ptr,
-    G,
-    C,
-    stride_r,
-    stride_c,
-    stride_qt,
-    stride_sr,
-    stride_sg,
-    stride_stc,
-    stride_stg,
-    fp8_max,
-    eps,
-    num_progs,
-    G_POW2: tl.constexpr,
-    BLOCK: tl.constexpr,
-    MANT: tl.constexpr,
-    PRE_ROUND: tl.constexpr,
-):
-    """Persistent programs over the (chunk, column block) tiles, ``num_progs`` apart, each
-    loading its next tile before it quantizes and stores this one."""
-    offs_g, lens, chunks, chunk_end = _chunks_of(lens_ptr, G, G_POW2, BLOCK)
-    ng_c = tl.cdiv(C, BLOCK)
-    tiles = tl.sum(chunks) * ng_c
-    pid = tl.program_id(0)
-    offs_r, mask_r = _chunk_rows(pid // ng_c, offs_g, lens, chunks, chunk_end, BLOCK)
-    x_next = _chunk_load(x_ptr, offs_r, mask_r, pid % ng_c, C, stride_r, stride_c, BLOCK)
-    for tile in tl.range(pid, tiles, num_progs, num_stages=1):
-        x_in, rows, rows_in = x_next, offs_r, mask_r
-        nxt = tile + num_progs
-        offs_r, mask_r = _chunk_rows(nxt // ng_c, offs_g, lens, chunks, chunk_end, BLOCK)
-        x_next = _chunk_load(x_ptr, offs_r, mask_r, nxt % ng_c, C, stride_r, stride_c, BLOCK)
-        _quant_tile(
-            x_in,
-            rows,
-            rows_in,
-            tile % ng_c,
-            tile // ng_c,
-            q_ptr,
-            qt_ptr,
-            s_ptr,
-            st_ptr,
-            C,
-            stride_qt,
-            stride_sr,
-            stride_sg,
-            stride_stc,
-            stride_stg,
-            fp8_max,
-            eps,
-            BLOCK,
-            MANT,
-            PRE_ROUND,
-            False,
-        )
-
-
 def quant_fp8_dual_1x128_grouped(
     x: torch.Tensor,
     group_lens: torch.Tensor,
     dtype: torch.dtype = torch.float8_e4m3fn,
     *,
     num_warps: int = NUM_WARPS,
-    programs_per_sm: int = 0,
 ) -> tuple[Fp8Quantized, Fp8Quantized]:
     """Quantize ``x`` [T, C] (rows sorted by group, ``group_lens`` [G] int32/int64 on x's
     device, summing to T; never read on the host) both ways in one pass; the column-wise
     copy in per-group chunks (module docstring). Returns ``(rows, cols)``.
-    ``num_warps`` and ``programs_per_sm`` are tuning knobs (same results): ``programs_per_sm``
-    0 launches one program per (chunk, 128-column) tile of the capacity; n > 0 launches n per
-    SM, each walking its tiles and loading the next before it quantizes this one.
-    Raises ValueError for a non-2-D or non-float ``x``, a ``group_lens`` that is not 1-D or a
-    negative ``programs_per_sm``."""
-    if programs_per_sm < 0:
-        raise ValueError(
-            f"programs_per_sm must be 0 (a program per tile) or more, got {programs_per_sm}"
-        )
+    ``num_warps`` is a tuning knob (same results). One program per (chunk, 128-column) tile
+    of the capacity. Raises ValueError for a non-2-D or non-float ``x`` or a ``group_lens``
+    that is not 1-D."""
     fp8_max = _check(x, dtype)
     if group_lens.dim() != 1:
         raise ValueError(f"group_lens must be 1-D, got shape {tuple(group_lens.shape)}")
@@ -234,10 +163,7 @@ def quant_fp8_dual_1x128_grouped(
     args += (*st.stride(), fp8_max, AMAX_EPS)
     meta = {"G_POW2": max(triton.next_power_of_2(G), 2), "BLOCK": GROUP, "num_warps": num_warps}
     meta |= _cast_args(dtype)
-    if T and C and G and programs_per_sm:
-        progs = min(cap * ng_c, programs_per_sm * _sm_count(x.device))
-        _dual_quant_grouped_prefetch_kernel[(progs,)](*args, progs, **meta)
-    elif T and C and G:
+    if T and C and G:
         _dual_quant_grouped_kernel[(cap, ng_c)](*args, **meta)
     return Fp8Quantized(q, s), Fp8Quantized(qt, st)
 
