@@ -116,38 +116,6 @@ def _quant_tile(
 
 
 @triton.jit
-def _dual_store(
-    x_in,
-    pid_r,
-    pid_c,
-    q_ptr,
-    qt_ptr,
-    s_ptr,
-    st_ptr,
-    R,
-    C,
-    stride_qt,
-    stride_sr,
-    stride_sg,
-    stride_stc,
-    stride_stg,
-    fp8_max,
-    eps,
-    BLOCK: tl.constexpr,
-    MANT: tl.constexpr,
-    PRE_ROUND: tl.constexpr,
-):
-    """:func:`_quant_tile` of the tile :func:`_dual_load` read: row block ``pid_r`` is also
-    the column block of ``qt`` and ``st`` it lands in."""
-    offs_r = pid_r * BLOCK + tl.arange(0, BLOCK)
-    _quant_tile(
-        x_in, offs_r, offs_r < R, pid_c, pid_r, q_ptr, qt_ptr, s_ptr, st_ptr, C,
-        stride_qt, stride_sr, stride_sg, stride_stc, stride_stg, fp8_max, eps, BLOCK, MANT,
-        PRE_ROUND, True,
-    )  # fmt: skip
-
-
-@triton.jit
 def _dual_quant_kernel(
     x_ptr,
     q_ptr,
@@ -172,27 +140,13 @@ def _dual_quant_kernel(
     pid_r = tl.program_id(0)
     pid_c = tl.program_id(1)
     x_in = _dual_load(x_ptr, pid_r, pid_c, R, C, stride_r, stride_c, BLOCK)
-    _dual_store(
-        x_in,
-        pid_r,
-        pid_c,
-        q_ptr,
-        qt_ptr,
-        s_ptr,
-        st_ptr,
-        R,
-        C,
-        stride_qt,
-        stride_sr,
-        stride_sg,
-        stride_stc,
-        stride_stg,
-        fp8_max,
-        eps,
-        BLOCK,
-        MANT,
-        PRE_ROUND,
-    )
+    # row block pid_r is also the column block of qt and st the tile lands in
+    offs_r = pid_r * BLOCK + tl.arange(0, BLOCK)
+    _quant_tile(
+        x_in, offs_r, offs_r < R, pid_c, pid_r, q_ptr, qt_ptr, s_ptr, st_ptr, C,
+        stride_qt, stride_sr, stride_sg, stride_stc, stride_stg, fp8_max, eps, BLOCK, MANT,
+        PRE_ROUND, True,
+    )  # fmt: skip
 
 
 def quant_fp8_dual_1x128(
