@@ -27,55 +27,6 @@ FP8 = torch.float8_e4m3fn
 
 
 @triton.jit
-def _wblock_load(w_ptr, g, nb, kb, N, K, stride_wg, stride_wn, stride_wk, BLOCK: tl.constexpr):
-    """Block (``nb``, ``kb``) of group ``g`` of the weight, in its own dtype; a group past the
-    last is read by no one (the caller masks it through ``N``)."""
-    offs_n = nb * BLOCK + tl.arange(0, BLOCK)
-    offs_k = kb * BLOCK + tl.arange(0, BLOCK)
-    mask = (offs_n[:, None] < N) & (offs_k[None, :] < K)
-    base = g.to(tl.int64) * stride_wg + offs_n[:, None].to(tl.int64) * stride_wn
-    return tl.load(w_ptr + base + offs_k[None, :] * stride_wk, mask=mask, other=0.0)
-
-
-@triton.jit
-def _wblock_store(
-    w,
-    g,
-    nb,
-    kb,
-    q_ptr,
-    qt_ptr,
-    s_ptr,
-    N,
-    K,
-    stride_sg,
-    stride_sn,
-    stride_sk,
-    fp8_max,
-    eps,
-    BLOCK: tl.constexpr,
-    MANT: tl.constexpr,
-    PRE_ROUND: tl.constexpr,
-    WRITE_T: tl.constexpr,
-):
-    """One loaded 128x128 block (:func:`_wblock_load`): amax, scale, cast (same formula as
-    kernel.py), stored, and with ``WRITE_T`` also transposed into ``qt`` [G, K, N]."""
-    offs_n = nb * BLOCK + tl.arange(0, BLOCK)
-    offs_k = kb * BLOCK + tl.arange(0, BLOCK)
-    mask = (offs_n[:, None] < N) & (offs_k[None, :] < K)
-    x = w.to(tl.float32)
-    amax = tl.maximum(tl.max(tl.max(tl.abs(x), axis=1), axis=0), eps)
-    y = x * (fp8_max / amax)  # no clamp needed: see quant/dual.py's _quant_tile
-    q_off = g.to(tl.int64) * N * K + offs_n[:, None].to(tl.int64) * K + offs_k[None, :]
-    q = _to_fp8(y, q_ptr.dtype.element_ty, MANT, PRE_ROUND)
-    tl.store(q_ptr + q_off, q, mask=mask)
-    if WRITE_T:
-        qt_off = g.to(tl.int64) * N * K + offs_k[:, None].to(tl.int64) * N + offs_n[None, :]
-        tl.store(qt_ptr + qt_off, tl.trans(q), mask=tl.trans(mask))
-    tl.store(s_ptr + g * stride_sg + nb * stride_sn + kb * stride_sk, amax / fp8_max)
-
-
-@triton.jit
 def _weight_quant_kernel(
     w_ptr,
     q_ptr,
@@ -101,11 +52,20 @@ def _weight_quant_kernel(
     g = tl.program_id(0)
     nb = tl.program_id(1)
     kb = tl.program_id(2)
-    w = _wblock_load(w_ptr, g, nb, kb, N, K, stride_wg, stride_wn, stride_wk, BLOCK)
-    _wblock_store(
-        w, g, nb, kb, q_ptr, qt_ptr, s_ptr, N, K, stride_sg, stride_sn, stride_sk, fp8_max,
-        eps, BLOCK, MANT, PRE_ROUND, WRITE_T,
-    )  # fmt: skip
+    offs_n = nb * BLOCK + tl.arange(0, BLOCK)
+    offs_k = kb * BLOCK + tl.arange(0, BLOCK)
+    mask = (offs_n[:, None] < N) & (offs_k[None, :] < K)
+    base = g.to(tl.int64) * stride_wg + offs_n[:, None].to(tl.int64) * stride_wn
+    x = tl.load(w_ptr + base + offs_k[None, :] * stride_wk, mask=mask, other=0.0).to(tl.float32)
+    amax = tl.maximum(tl.max(tl.max(tl.abs(x), axis=1), axis=0), eps)
+    y = x * (fp8_max / amax)  # no clamp needed: see quant/dual.py's _quant_tile
+    q_off = g.to(tl.int64) * N * K + offs_n[:, None].to(tl.int64) * K + offs_k[None, :]
+    q = _to_fp8(y, q_ptr.dtype.element_ty, MANT, PRE_ROUND)
+    tl.store(q_ptr + q_off, q, mask=mask)
+    if WRITE_T:
+        qt_off = g.to(tl.int64) * N * K + offs_k[:, None].to(tl.int64) * N + offs_n[None, :]
+        tl.store(qt_ptr + qt_off, tl.trans(q), mask=tl.trans(mask))
+    tl.store(s_ptr + g * stride_sg + nb * stride_sn + kb * stride_sk, amax / fp8_max)
 
 
 def quant_weight_128x128(

@@ -45,19 +45,6 @@ DUAL_NUM_WARPS = 8
 
 
 @triton.jit
-def _dual_load(x_ptr, pid_r, pid_c, R, C, stride_r, stride_c, BLOCK: tl.constexpr):
-    """The tile of ``x`` in row block ``pid_r``, column block ``pid_c``; a row block past the
-    last reads nothing (all masked)."""
-    offs_r = pid_r * BLOCK + tl.arange(0, BLOCK)
-    offs_c = pid_c * BLOCK + tl.arange(0, BLOCK)
-    mask_r = offs_r < R
-    mask_c = offs_c < C
-    mask = mask_r[:, None] & mask_c[None, :]
-    x_ptrs = x_ptr + offs_r[:, None].to(tl.int64) * stride_r + offs_c[None, :] * stride_c
-    return tl.load(x_ptrs, mask=mask, other=0.0)
-
-
-@triton.jit
 def _quant_tile(
     x_in,
     offs_r,
@@ -139,9 +126,12 @@ def _dual_quant_kernel(
 ):
     pid_r = tl.program_id(0)
     pid_c = tl.program_id(1)
-    x_in = _dual_load(x_ptr, pid_r, pid_c, R, C, stride_r, stride_c, BLOCK)
-    # row block pid_r is also the column block of qt and st the tile lands in
     offs_r = pid_r * BLOCK + tl.arange(0, BLOCK)
+    offs_c = pid_c * BLOCK + tl.arange(0, BLOCK)
+    mask = (offs_r < R)[:, None] & (offs_c < C)[None, :]
+    x_ptrs = x_ptr + offs_r[:, None].to(tl.int64) * stride_r + offs_c[None, :] * stride_c
+    x_in = tl.load(x_ptrs, mask=mask, other=0.0)
+    # row block pid_r is also the column block of qt and st the tile lands in
     _quant_tile(
         x_in, offs_r, offs_r < R, pid_c, pid_r, q_ptr, qt_ptr, s_ptr, st_ptr, C,
         stride_qt, stride_sr, stride_sg, stride_stc, stride_stg, fp8_max, eps, BLOCK, MANT,

@@ -46,39 +46,6 @@ def chunk_capacity(tokens: int, groups: int) -> int:
 
 
 @triton.jit
-def _chunks_of(lens_ptr, G, G_POW2: tl.constexpr, BLOCK: tl.constexpr):
-    """Per group (a vector over G_POW2): its rows, its chunks, and the running ends of both."""
-    offs_g = tl.arange(0, G_POW2)
-    lens = tl.load(lens_ptr + offs_g, mask=offs_g < G, other=0).to(tl.int32)
-    chunks = (lens + BLOCK - 1) // BLOCK
-    chunk_end = tl.cumsum(chunks, 0)
-    return offs_g, lens, chunks, chunk_end
-
-
-@triton.jit
-def _chunk_rows(pid_k, offs_g, lens, chunks, chunk_end, BLOCK: tl.constexpr):
-    """The rows of chunk ``pid_k`` and their mask (the rows inside its group); a chunk past the
-    last has none."""
-    # the chunk's group: the first whose chunks end past pid_k
-    g = tl.sum((chunk_end <= pid_k).to(tl.int32))
-    sel = offs_g == g
-    row_end = tl.cumsum(lens, 0)
-    start = tl.sum(tl.where(sel, row_end - lens, 0))
-    end = tl.sum(tl.where(sel, row_end, 0))
-    first = tl.sum(tl.where(sel, chunk_end - chunks, 0))
-    offs_r = start + (pid_k - first) * BLOCK + tl.arange(0, BLOCK)
-    return offs_r, offs_r < end
-
-
-@triton.jit
-def _chunk_load(x_ptr, offs_r, mask_r, pid_c, C, stride_r, stride_c, BLOCK: tl.constexpr):
-    offs_c = pid_c * BLOCK + tl.arange(0, BLOCK)
-    mask = mask_r[:, None] & (offs_c < C)[None, :]
-    x_ptrs = x_ptr + offs_r[:, None].to(tl.int64) * stride_r + offs_c[None, :] * stride_c
-    return tl.load(x_ptrs, mask=mask, other=0.0)
-
-
-@triton.jit
 def _dual_quant_grouped_kernel(
     x_ptr,
     q_ptr,
@@ -104,11 +71,25 @@ def _dual_quant_grouped_kernel(
 ):
     pid_k = tl.program_id(0)  # chunk of the column-wise copy
     pid_c = tl.program_id(1)
-    offs_g, lens, chunks, chunk_end = _chunks_of(lens_ptr, G, G_POW2, BLOCK)
+    offs_g = tl.arange(0, G_POW2)
+    lens = tl.load(lens_ptr + offs_g, mask=offs_g < G, other=0).to(tl.int32)
+    chunks = (lens + BLOCK - 1) // BLOCK
+    chunk_end = tl.cumsum(chunks, 0)
     if pid_k >= tl.sum(chunks):
         return
-    offs_r, mask_r = _chunk_rows(pid_k, offs_g, lens, chunks, chunk_end, BLOCK)
-    x_in = _chunk_load(x_ptr, offs_r, mask_r, pid_c, C, stride_r, stride_c, BLOCK)
+    # the chunk's group: the first whose chunks end past pid_k
+    g = tl.sum((chunk_end <= pid_k).to(tl.int32))
+    sel = offs_g == g
+    row_end = tl.cumsum(lens, 0)
+    start = tl.sum(tl.where(sel, row_end - lens, 0))
+    end = tl.sum(tl.where(sel, row_end, 0))
+    first = tl.sum(tl.where(sel, chunk_end - chunks, 0))
+    offs_r = start + (pid_k - first) * BLOCK + tl.arange(0, BLOCK)
+    offs_c = pid_c * BLOCK + tl.arange(0, BLOCK)
+    mask_r = offs_r < end
+    mask = mask_r[:, None] & (offs_c < C)[None, :]
+    x_ptrs = x_ptr + offs_r[:, None].to(tl.int64) * stride_r + offs_c[None, :] * stride_c
+    x_in = tl.load(x_ptrs, mask=mask, other=0.0)
     # Columns over this group's chunk only; rows past the group are zeros, stored as such.
     _quant_tile(
         x_in,
