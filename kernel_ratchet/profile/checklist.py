@@ -42,6 +42,7 @@ from kernel_ratchet.profile.schema import (
 )
 from kernel_ratchet.profile.search_check import search_items
 from kernel_ratchet.profile.sharing import sharing_ops
+from kernel_ratchet.profile.test_selection import selection_check
 
 _SUBPROCESS_TIMEOUT_S = 120
 
@@ -254,6 +255,8 @@ def run_checklist(profile: Profile, op: str | None = None) -> list[CheckItem]:
     for o in ops:
         items.append(_kernel_source(profile, o))
         items.append(_focused_test(profile, o))
+        if (selected := selection_check(profile, o)) is not None:
+            items.append(selected)
         if o.benchmark is not None:  # optional: the harness measures the op without it
             items.append(_command(profile, o, "benchmark", "benchmark command given"))
         if cannot is None:  # importing the op needs what the machine lacks

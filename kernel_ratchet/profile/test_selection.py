@@ -1,0 +1,143 @@
+"""Whether an op's focused test selects tests from every file it names.
+
+A focused test such as ``pytest tests/a.py tests/b.py -k "bf16"`` passes when ``a.py`` has
+matching tests, even if the ``-k`` expression deselects every test of ``b.py``: the gate then
+never runs ``b.py``, and nothing says so. Where the command is a plain pytest call with a
+selection (``-k``, ``-m`` or a ``::`` node id), pytest collects it (``--collect-only``, nothing
+run) and each named test path must keep at least one test.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from kernel_ratchet.profile.items import CheckItem
+from kernel_ratchet.profile.items import item as _item
+from kernel_ratchet.profile.schema import OpProfile, Profile
+
+WHAT = "focused test selects tests from each file it names"
+_COLLECT_TIMEOUT_S = 120
+_SHELL = {"&&", "||", ";", "|", "&", ">", "<", "2>&1"}
+_VALUED = {
+    "-k",
+    "-m",
+    "-p",
+    "-n",
+    "-c",
+    "-o",
+    "-W",
+    "--rootdir",
+    "--dist",
+    "--maxfail",
+    "--deselect",
+    "--ignore",
+    "--ignore-glob",
+    "--basetemp",
+    "--junitxml",
+    "--confcutdir",
+}
+
+
+def pytest_args(command: str) -> list[str] | None:
+    """The arguments after ``pytest`` / ``python -m pytest``, or None for any other command
+    (several commands, a wrapper script, shell syntax)."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    if any(w in _SHELL for w in words):
+        return None
+    while words and "=" in words[0] and not words[0].startswith("-"):
+        words = words[1:]  # FOO=1 pytest ...
+    if words and Path(words[0]).name == "pytest":
+        return words[1:]
+    if (
+        len(words) > 2
+        and Path(words[0]).name.startswith("python")
+        and words[1:3] == ["-m", "pytest"]
+    ):
+        return words[3:]
+    return None
+
+
+def named_paths(args: list[str], root: Path) -> list[str]:
+    """The test files and directories the arguments name (node ids reduced to their file)."""
+    paths, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+            continue
+        if a in _VALUED:
+            skip = True
+            continue
+        if a.startswith("-"):
+            continue
+        path = a.split("::", 1)[0]
+        if (root / path).exists():
+            paths.append(path)
+    return paths
+
+
+def _selects(args: list[str]) -> bool:
+    return any(a in ("-k", "-m") or a.startswith(("-k", "-m")) for a in args) or any(
+        "::" in a for a in args
+    )
+
+
+def _node_file(node: str, root: Path) -> Path | None:
+    """The file of a node id, which pytest writes relative to its rootdir: ``root`` or one of
+    its parents."""
+    file = node.split("::", 1)[0]
+    for base in (root, *root.parents):
+        if (base / file).is_file():
+            return (base / file).resolve()
+    return None
+
+
+def _under(file: Path | None, path: Path) -> bool:
+    return file is not None and (file == path or path in file.parents)
+
+
+def selection_check(profile: Profile, op: OpProfile) -> CheckItem | None:
+    """None where there is nothing to check (not a plain pytest call, no selection)."""
+    args = pytest_args(op.test or "")
+    if args is None or not _selects(args):
+        return None
+    paths = named_paths(args, profile.root)
+    if not paths:
+        return None
+    cmd = [sys.executable, "-m", "pytest", "--collect-only", "-p", "no:cacheprovider"]
+    try:
+        done = subprocess.run(
+            [*cmd, *args, "--verbosity=-1"],  # one node id per line, whatever -q/-v it has
+            cwd=profile.root,
+            capture_output=True,
+            text=True,
+            timeout=_COLLECT_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        return _warning(op, f"collecting it took over {_COLLECT_TIMEOUT_S} s; not checked")
+    if done.returncode not in (0, 5):  # 5: nothing collected, judged below per path
+        tail = " | ".join((done.stdout + done.stderr).strip().splitlines()[-3:])
+        return _warning(op, f"pytest could not collect it here (exit {done.returncode}): {tail}")
+    nodes = [line for line in done.stdout.splitlines() if "::" in line]
+    files = {_node_file(n, profile.root) for n in nodes}
+    empty = [p for p in paths if not any(_under(f, (profile.root / p).resolve()) for f in files)]
+    if empty:
+        return _item(
+            op,
+            WHAT,
+            False,
+            f"no test of {', '.join(empty)} is selected by `{op.test}`: "
+            "a round would never run them",
+            f"widen the -k/-m selection of ops.{op.name}.test in {profile.path.name} "
+            "(e.g. add the file's name to -k), or remove the file from the command",
+        )
+    return _item(op, WHAT, True, f"{len(nodes)} tests from {len(paths)} path(s)")
+
+
+def _warning(op: OpProfile, detail: str) -> CheckItem:
+    return CheckItem(f"{op.name}: {WHAT}", True, detail, warning=True)

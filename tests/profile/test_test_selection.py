@@ -1,0 +1,76 @@
+"""The check that a focused test's -k/-m selection keeps tests from every file it names."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernel_ratchet.profile.checklist import run_checklist
+from kernel_ratchet.profile.loader import load_profile
+from kernel_ratchet.profile.test_selection import WHAT, named_paths, pytest_args
+
+
+@pytest.mark.parametrize(
+    "command, args",
+    [
+        ("pytest tests/a.py -k bf16", ["tests/a.py", "-k", "bf16"]),
+        ("python -m pytest -q tests", ["-q", "tests"]),
+        ("/usr/bin/python3.11 -m pytest x.py::t", ["x.py::t"]),
+        ("TRITON_INTERPRET=1 pytest -m 'not gpu' t", ["-m", "not gpu", "t"]),
+        ("make test", None),
+        ("pytest a.py && pytest b.py", None),
+        ("python -m kernel_ratchet.profile.focused rmsnorm", None),
+        ("pytest 'unclosed", None),
+    ],
+)
+def test_only_plain_pytest_calls_are_read(command, args):
+    assert pytest_args(command) == args
+
+
+def test_named_paths_skip_option_values(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "a.py").write_text("")
+    (tmp_path / "old.py").write_text("")
+    args = ["tests/a.py::test_x", "-k", "old.py", "--ignore", "old.py", "-q", "gone.py"]
+    assert named_paths(args, tmp_path) == ["tests/a.py"]
+
+
+def _project(tiny_project, tmp_path, test: str):
+    """A project one level below pytest's rootdir, with two test files."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")  # node ids read proj/tests/...
+    p = tiny_project()
+    tests = p.root / "tests"
+    tests.mkdir()
+    (tests / "test_a.py").write_text("def test_bf16_a():\n    pass\n")
+    (tests / "test_b.py").write_text("def test_other():\n    pass\n")
+    p.op["test"] = test
+    return load_profile(p.write())
+
+
+def _item(profile):
+    found = [i for i in run_checklist(profile) if i.name.endswith(WHAT)]
+    return found[0] if found else None
+
+
+def test_a_file_the_selection_empties_fails_the_checklist(tiny_project, tmp_path):
+    item = _item(_project(tiny_project, tmp_path, "pytest tests/test_a.py tests/test_b.py -k bf16"))
+    assert not item.ok
+    assert "no test of tests/test_b.py is selected" in item.detail
+    assert "tests/test_a.py" not in item.detail.split("selected")[0]
+    assert "widen the -k/-m selection" in item.fix
+
+
+def test_a_selection_keeping_every_file_passes(tiny_project, tmp_path):
+    cmd = "python -m pytest -q tests/test_a.py tests/test_b.py -k 'bf16 or other'"
+    item = _item(_project(tiny_project, tmp_path, cmd))
+    assert item.ok and not item.warning and item.detail == "2 tests from 2 path(s)"
+
+
+def test_uncollectable_tests_are_a_note_not_a_failure(tiny_project, tmp_path):
+    profile = _project(tiny_project, tmp_path, "pytest tests -k bf16")
+    (profile.root / "tests" / "test_c.py").write_text("import no_such_module_here\n")
+    item = _item(profile)
+    assert item.ok and item.warning and "could not collect" in item.detail
+
+
+def test_no_selection_collects_nothing(tiny_project, tmp_path):
+    assert _item(_project(tiny_project, tmp_path, "pytest tests -q")) is None
