@@ -3,6 +3,7 @@ named tuples included); anything else is refused before it is timed."""
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import pytest
@@ -51,3 +52,15 @@ def test_fp8_outputs_are_poisoned_and_read_back(dtype) -> None:
     assert ac.nonfinite(named) == ["0", "1"]
     out[0].copy_(torch.randn(4, 8).to(dtype))  # the kernel rewrote its fp8 output
     assert ac.nonfinite(named) == ["1"]
+
+
+def test_fp8_outputs_are_read_in_chunks_to_their_last_element(monkeypatch) -> None:
+    """A large fp8 output is read through fp16 a chunk at a time; a NaN in the last chunk of a
+    strided (transposed) output is still found."""
+    from kernel_ratchet.harness import returned
+
+    monkeypatch.setattr(returned, "_FP8_CHUNK", 7)
+    q = torch.randn(6, 5).to(torch.float8_e4m3fn).t()  # 30 elements: 5 chunks, not contiguous
+    assert ac.nonfinite([("q", q)]) == []
+    q[-1, -1] = math.nan
+    assert ac.nonfinite([("q", q)]) == ["q"]
