@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from kernel_ratchet.errors import UsageError
+from kernel_ratchet.errors import ProfileError, UsageError
 from kernel_ratchet.profile.loader import load_profile
 
 #: A new ratchet.yaml's top level before ``ops:`` (``{package}`` and ``{test}`` filled in).
@@ -186,18 +186,18 @@ def _ops_block_end(lines: list[str]) -> tuple[int, str] | None:
     start = next((i for i, ln in enumerate(lines) if re.match(r"ops:\s*(#.*)?$", ln)), None)
     if start is None:
         return None
-    end, indent = len(lines), "  "
+    end, indent = len(lines), None
     for i in range(start + 1, len(lines)):
         ln = lines[i]
         if ln.strip() and not ln.startswith((" ", "\t", "#")):
             end = i
             break
         m = re.match(r"(\s+)\S", ln)
-        if m and indent == "  " and not ln.strip().startswith("#"):
-            indent = m.group(1)
+        if m and indent is None and not ln.strip().startswith("#"):
+            indent = m.group(1)  # the first entry's: an op's own keys sit deeper
     while end > start + 1 and not lines[end - 1].strip():
         end -= 1  # keep the blank lines before the next key after the new entry
-    return end, indent
+    return end, indent or "  "
 
 
 def with_op(text: str | None, name: str, entry: Mapping[str, Any], root: Path) -> str:
@@ -234,6 +234,12 @@ def add_op(path: Path, name: str, entry: Mapping[str, Any]) -> None:
     trial.write_text(new)
     try:
         load_profile(trial)
+    except ProfileError as e:
+        trial.unlink()
+        raise ProfileError(
+            f"op {name!r} was not added ({path.name} is unchanged): "
+            + str(e).replace(str(trial), f"{path.name} with it").replace(trial.name, path.name)
+        ) from None
     except BaseException:
         trial.unlink()
         raise

@@ -207,3 +207,22 @@ def test_a_wrong_role_is_refused_by_the_loader(proj, monkeypatch, capsys):
 )
 def test_a_constant_on_the_command_line_gets_its_type(text, value):
     assert parse_value(text) == value
+
+
+def test_new_op_twice_adds_siblings_to_the_file_it_wrote(proj, monkeypatch, capsys):
+    """The second op goes beside the first (the file's two-space entries), not inside it."""
+    code, out = ratchet(monkeypatch, capsys, *FLAGS, "--no-test-file")
+    assert code == 0, out
+    flags = list(FLAGS)
+    flags[1] = "second"
+    code, out = ratchet(monkeypatch, capsys, *flags, "--no-test-file")
+    assert code == 0, out
+    assert list(load_profile(proj / "ratchet.yaml").ops) == ["scaled", "second"]
+    assert "\n  second:\n    kernel_source:" in (proj / "ratchet.yaml").read_text()
+
+
+def test_a_refused_entry_names_the_users_file_not_the_trial(proj, monkeypatch, capsys):
+    (proj / "ratchet.yaml").write_text(EXISTING)
+    code, out = ratchet(monkeypatch, capsys, *FLAGS, "--campaign-type", "fastest")
+    assert code == 3 and "op 'scaled' was not added (ratchet.yaml is unchanged)" in out
+    assert ".ratchet.yaml.new" not in out
