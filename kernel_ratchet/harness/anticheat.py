@@ -8,13 +8,15 @@ What is checked, and against which cheat:
 
 * :class:`Sentinel` -- the timers (``time.perf_counter``, ``torch.cuda.synchronize``,
   ``torch.cuda.Event`` and its methods, ``CUDAGraph.replay``), torch's comparison functions
-  (``torch.allclose``, ``torch.testing.assert_close``, ``Tensor.__sub__``...) and the harness's
-  own functions are captured by identity when the worker starts, before the project is
-  imported, and verified before and after every request and right before every comparison with
-  the reference; so are the process-wide state of :mod:`.process_guard` (profile/trace hooks,
-  entered torch modes, numeric flags) and the threads alive at start (Python threads before
-  the import, OS threads after it: native pools of the project's libraries are not its work):
-  a background thread or a child process left running by the candidate's calls is reported.
+  (``torch.allclose``, ``torch.testing.assert_close``, ``Tensor.__sub__``...), the library
+  surface of :mod:`.surface` (torch's tensor classes and functions, the standard library the
+  worker reads) and every name the harness's modules call are captured by identity when the
+  worker starts, before the project is imported, and verified before and after every request
+  and right before every comparison with the reference; so are the process-wide state of
+  :mod:`.process_guard` (profile/trace hooks, entered torch modes, numeric flags) and the
+  threads alive at start (Python threads before the import, OS threads after it: native pools
+  of the project's libraries are not its work): a background thread or a child process left
+  running by the candidate's calls is reported.
 * :func:`snapshot_inputs` / :func:`verify_inputs` -- a hash of every input tensor before and after
   the candidate ran: an op that modifies its inputs (or caches results in them). The hashes
   are :func:`kernel_ratchet.harness.digest.tensor_digest`, called through its module so the
@@ -26,7 +28,8 @@ What is checked, and against which cheat:
   are NaN-filled before the next one, and must come back finite: a returned cached tensor,
   partial writes.
 * :func:`rebind` -- fresh values from another seed are copied *into the same tensor objects*
-  (same ``id()``, same ``data_ptr``), and the op must follow them: an output cache keyed on
+  (same ``id()``, same ``data_ptr``) before the check and before every timed sample, and the
+  op must follow them: an output cache keyed on
   ``id()`` / ``data_ptr`` / shape, or work skipped on "repeated" inputs.
 * :func:`check_stream_order` -- (CUDA) the outputs must be complete on the calling stream
   when the call returns: work on a side stream that is not joined.
@@ -50,7 +53,7 @@ from typing import Any
 
 import torch
 
-from kernel_ratchet.harness import digest, import_watch, process_guard
+from kernel_ratchet.harness import digest, import_watch, process_guard, surface
 from kernel_ratchet.harness.cheat import CheatDetected as CheatDetected
 from kernel_ratchet.harness.returned import check_output_types as check_output_types
 from kernel_ratchet.harness.returned import nonfinite as nonfinite
@@ -105,13 +108,13 @@ class Sentinel:
                 keep(klass, name, f"{prefix}.{name}")
         for owner, name, label in process_guard.comparison_surface():
             keep(owner, name, label, absent=isinstance(owner, type))
-        own = {mod.__name__ for mod in modules}  # re-exports among them are watched where read
+        for owner, name, label, absent in surface.library_surface():
+            keep(owner, name, label, absent)
+        own = {mod.__name__ for mod in modules}
         for mod in modules:
             for name, value in _callables(mod).items():
-                if getattr(value, "__module__", None) not in own:
-                    continue
-                keep(mod, name, f"{mod.__name__}.{name}")
-                if isinstance(value, type):
+                keep(mod, name, f"{mod.__name__}.{name}")  # whatever the harness calls by name
+                if isinstance(value, type) and getattr(value, "__module__", None) in own:
                     for attr in _callables(value):
                         keep(value, attr, f"{mod.__name__}.{name}.{attr}")
         process_guard.warm_torch()
@@ -130,7 +133,8 @@ class Sentinel:
         patched = [
             label
             for (_, name), (owner, label, original) in self.originals.items()
-            if vars(owner).get(name, _ABSENT) is not original
+            if (now := vars(owner).get(name, _ABSENT)) is not original
+            and not surface.library_rewrap(now, original)
         ]
         if patched:
             raise CheatDetected(

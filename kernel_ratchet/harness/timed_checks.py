@@ -2,9 +2,9 @@
 
 :class:`TimedCallChecks` is the :class:`~kernel_ratchet.harness.timing.engine.SampleHooks` of a
 timed request (:meth:`kernel_ratchet.harness.worker_main.Session.time`): the previous outputs
-poisoned before each sample, the outputs' types and finiteness checked after it, and on a few
-secretly chosen samples fresh input values rebound before the sample and the timed call's
-outputs compared with the reference after it. :func:`derive_seed` gives the independent seeds
+poisoned and fresh input values rebound before each sample, the outputs' types and finiteness
+checked after it, and on a few secretly chosen samples the timed call's outputs compared with
+the reference. :func:`derive_seed` gives the independent seeds
 of those rebinds.
 """
 
@@ -28,6 +28,10 @@ KEPT_BUFFER_FLAG = (
 )
 
 
+#: A uniform integer below n from os.urandom: no state in the process predicts the next one.
+_draw = random.SystemRandom().randrange
+
+
 class KeptOutput(Exception):
     """A timed call of a batch returned the op's kept output buffer (``str()``: the verdict
     where the op cannot be timed one call per sample)."""
@@ -40,9 +44,9 @@ def derive_seed(seed: int, k: int) -> int:
 
 
 class TimedCallChecks:
-    """Sample hooks of a ``time`` request: poison before each sample, output types and
-    finiteness after each, and on a few secretly chosen samples fresh values rebound into the
-    inputs before the sample and the timed call's outputs compared with the reference after it.
+    """Sample hooks of a ``time`` request: poison and fresh input values before each sample,
+    output types and finiteness after each, and on a few secretly chosen samples the timed
+    call's outputs compared with the reference after it.
 
     The reference is computed after the timed sample, not before: a spot-checked sample is then
     preceded by the same work as any other (the poison, a copy, the L2 flush), not by a
@@ -73,13 +77,11 @@ class TimedCallChecks:
         self.poisoned: set[int] = set()  # output storages NaN-filled before the coming sample
         self.last: Any = None
         self.held: tuple[Any, Any] = (None, None)  # the two outputs before ``last``
-        n = int(getattr(session.engine, "samples", 3))
-        rng = random.Random(derive_seed(seed, 2))
+        self.samples = int(getattr(session.engine, "samples", 3))
         # an in-place op's timed calls read the previous call's results: no reference for them
-        self.spots = set() if inplace else set(rng.sample(range(n), min(spot_checks, n)))
-        self.spot = False  # the coming sample is spot-checked
+        self.spots_left = 0 if inplace else min(spot_checks, self.samples)
         self.spot_done = 0
-        self.spot_s = 0.0  # host seconds in the spot checks, outside the timed samples
+        self.spot_s = 0.0  # host seconds in the rebinds and spot checks, outside the samples
         self.captures = _capture_count()  # graphs captured before this measurement
         self.what = "backward()" if phase == "bwd" else "forward()"
 
@@ -205,25 +207,46 @@ class TimedCallChecks:
             from kernel_ratchet.harness.l2_persist import reset_persisting_l2
 
             reset_persisting_l2()  # lines a candidate pinned must not outlive the L2 flush
-        self.spot = index in self.spots
-        ad = self.s.adapter
+        # Fresh values before every sample, not only before the compared ones: a sample that
+        # is checked then looks like any other (no input left unchanged to say "not checked"),
+        # and no result cached by input identity, version or content is ever right again.
         # A graph replays the backward of the forward it was captured after: a forward rebuilt
-        # on new inputs would free the state the replays read, so such a spot check compares
-        # the replayed outputs with the reference on the current inputs instead.
+        # on new inputs would free the state the replays read, so there the inputs stay and a
+        # spot check compares the replayed outputs with the reference on the current inputs.
         captured = _capture_count() > self.captures  # this measurement replays a graph
-        state = self.phase == "bwd" and holds_forward_state(ad, self.case)
-        if self.spot and not (captured and state):
-            t0 = time.perf_counter()
-            fresh = ad.make_case(self.shape, derive_seed(self.seed, 10 + index), self.s.device)
-            if self.phase == "bwd":
-                ad.forward(fresh)  # copied with its state, so a captured graph stays valid
-            if ac.rebind(self.case, self.snap, fresh):
-                if state:
-                    ad.forward(self.case)  # state a rebind cannot copy: rebuilt, untimed
-                self.snap = ac.snapshot_inputs(self.case)
-            del fresh
-            self.s.sync()
-            self.spot_s += time.perf_counter() - t0
+        state = self.phase == "bwd" and holds_forward_state(self.s.adapter, self.case)
+        if not (captured and state):
+            self._fresh_inputs(index, state)
+
+    def _spot(self, index: int) -> bool:
+        """Whether sample ``index`` is compared with the reference: drawn after the sample ran,
+        from the operating system's entropy, ``spots_left`` of the samples still to come; so
+        nothing in the process said beforehand which samples are checked."""
+        remaining = self.samples - index
+        if self.spots_left <= 0 or remaining <= 0:
+            return False
+        if _draw(remaining) >= self.spots_left:
+            return False
+        self.spots_left -= 1
+        return True
+
+    def _fresh_inputs(self, index: int, state: bool) -> None:
+        """Copy the inputs of another seed into the case's tensors (outside the timed sample;
+        skipped where the two cases differ in structure, e.g. seeded routing)."""
+        from kernel_ratchet.harness import anticheat as ac
+
+        t0 = time.perf_counter()
+        ad = self.s.adapter
+        fresh = ad.make_case(self.shape, derive_seed(self.seed, 10 + index), self.s.device)
+        if self.phase == "bwd":
+            ad.forward(fresh)  # copied with its state, so a captured graph stays valid
+        if ac.rebind(self.case, self.snap, fresh):
+            if state:
+                ad.forward(self.case)  # state a rebind cannot copy: rebuilt, untimed
+            self.snap = ac.snapshot_inputs(self.case)
+        del fresh
+        self.s.sync()
+        self.spot_s += time.perf_counter() - t0
 
     def after_sample(self, index: int) -> None:
         from kernel_ratchet.harness import anticheat as ac
@@ -234,7 +257,7 @@ class TimedCallChecks:
         ac.require_rewritten(self._fresh(outs), self.what, index)
         self.check_inplace_written(outs, index)
         self.check_fresh_output(index)
-        if not self.spot:
+        if not self._spot(index):
             return
         # inputs the timed call changed are caught by the time request's final input check
         t0 = time.perf_counter()

@@ -3,6 +3,11 @@ children, timers; and the input-entropy rule of the check (in this process, no w
 
 from __future__ import annotations
 
+import functools
+import json
+import os
+import random
+import re
 import subprocess
 import sys
 import threading
@@ -76,6 +81,37 @@ def test_a_method_added_to_tensor_is_a_patch(monkeypatch: pytest.MonkeyPatch) ->
     sentinel = Sentinel.capture()
     monkeypatch.setattr(torch.Tensor, "__sub__", lambda a, b: a, raising=False)
     with pytest.raises(CheatDetected, match="__sub__"):
+        sentinel.verify()
+
+
+@pytest.mark.parametrize(
+    ("owner", "name", "label"),
+    [
+        (random.Random, "sample", "random.Random.sample"),  # the spot checks' draw, once
+        (json, "dumps", "json.dumps"),  # the worker's answer to the parent
+        (os, "urandom", "os.urandom"),  # the spot checks' draw now
+        (torch.Tensor, "__matmul__", "torch.Tensor.__matmul__"),  # shadows TensorBase's
+        (torch, "randn", "torch.randn"),  # every fresh input
+    ],
+)
+def test_the_library_surface_is_watched(monkeypatch, owner, name, label) -> None:
+    sentinel = Sentinel.capture()
+    monkeypatch.setattr(owner, name, lambda *a, **k: None, raising=False)
+    with pytest.raises(CheatDetected, match=re.escape(label)):
+        sentinel.verify()
+
+
+def test_torchs_own_wrapper_of_a_function_is_not_a_patch(monkeypatch) -> None:
+    """``import torch._dynamo`` wraps ``torch.manual_seed`` (functools.wraps, in torch's own
+    files): a project that compiles is not a cheat. The same wrapper from elsewhere is."""
+    sentinel = Sentinel.capture()
+    original = torch.manual_seed
+    from torch._compile import _disable_dynamo
+
+    monkeypatch.setattr(torch, "manual_seed", _disable_dynamo(original))
+    sentinel.verify()
+    monkeypatch.setattr(torch, "manual_seed", functools.wraps(original)(lambda s: None))
+    with pytest.raises(CheatDetected, match="torch.manual_seed"):
         sentinel.verify()
 
 

@@ -66,6 +66,9 @@ def test_honest_candidate_passes_check_and_time(tmp_path: Path) -> None:
         ("PatchEngine", "cheat", "timing.engine.summarize"),
         ("PatchCudaEngine", "cheat", "cuda_support.per_call_ms"),
         ("PatchPoison", "cheat", "anticheat.poison"),
+        ("PatchMatmul", "cheat", "torch.Tensor.__matmul__"),
+        ("PatchMedian", "cheat", "statistics.median"),
+        ("PatchRandn", "cheat", "torch.randn"),
         ("LazySubclass", "cheat", "tensor subclass"),
         ("NonTensor", "cheat", "non-tensor"),
         ("PartialWrite", "cheat", "did not follow"),
@@ -124,6 +127,14 @@ def test_timed_calls_are_compared_with_the_spot_reference(tmp_path: Path) -> Non
     with Worker(spec("CheapSpotReference"), tmp_path / "w2.log") as w:
         t = w.time(SHAPE, SEED, "fwd", spot_checks=2)
         assert t.ok and t.payload["spot_checks"] == 2, explain(t)
+
+
+def test_every_timed_sample_starts_on_fresh_inputs(tmp_path: Path) -> None:
+    """Not only the compared samples: a sample on the previous sample's inputs would tell the
+    candidate that it is not checked."""
+    with Worker(spec("SeesUnchangedInputs"), tmp_path / "w.log") as w:
+        t = w.time(SHAPE, SEED, "fwd", spot_checks=1)
+        assert t.ok and t.payload["spot_checks"] == 1, explain(t)
 
 
 def test_faster_than_roofline_is_rejected(tmp_path: Path) -> None:

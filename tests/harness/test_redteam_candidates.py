@@ -128,6 +128,58 @@ class PatchPoison(TinyGemm):
         return matmul_nt(case.a, case.b)
 
 
+class PatchMatmul(TinyGemm):
+    """Makes the reference agree with a wrong output: ``Tensor.__matmul__`` (which the
+    reference uses) returns zeros, as the kernel does."""
+
+    def forward(self, case: Case) -> torch.Tensor:
+        torch.Tensor.__matmul__ = lambda a, b: torch.zeros(a.shape[0], b.shape[-1])
+        return torch.zeros(case.a.shape[0], case.b.shape[0])
+
+
+class PatchMedian(TinyGemm):
+    """Shrinks the reported time: the engine's ``statistics.median`` returns a quarter."""
+
+    def forward(self, case: Case) -> torch.Tensor:
+        import statistics
+
+        real = statistics.median
+        statistics.median = lambda data: real(data) / 4
+        return matmul_nt(case.a, case.b)
+
+
+class PatchRandn(TinyGemm):
+    """Makes every fresh input the same (``torch.randn`` ignores its generator), so a result
+    cached once is always right."""
+
+    def forward(self, case: Case) -> torch.Tensor:
+        real = torch.randn
+
+        def same(*size, generator=None, **kw):
+            return real(*size, generator=torch.Generator().manual_seed(0), **kw)
+
+        torch.randn = same
+        return matmul_nt(case.a, case.b)
+
+
+class SeesUnchangedInputs(TinyGemm):
+    """Honest, but raises where a timed sample starts (its last output NaN-poisoned) on the
+    input values of the sample before: a cheat would skip the work there, knowing such a
+    sample is not compared with the reference."""
+
+    def __init__(self) -> None:
+        self.last: tuple[int, torch.Tensor] | None = None
+
+    def forward(self, case: Case) -> torch.Tensor:
+        version = case.a._version + case.b._version
+        poisoned = self.last is not None and bool(self.last[1].isnan().any())
+        if poisoned and version == self.last[0]:
+            raise RuntimeError("a timed sample started on unchanged inputs")
+        out = matmul_nt(case.a, case.b)
+        self.last = (version, out)
+        return out
+
+
 class _Lazy(torch.Tensor):
     """A tensor subclass standing for a result computed later."""
 

@@ -1,0 +1,38 @@
+"""Which timed samples are compared with the reference: drawn after each sample ran."""
+
+from __future__ import annotations
+
+from collections import Counter
+from types import SimpleNamespace
+
+from kernel_ratchet.harness.timed_checks import TimedCallChecks
+
+
+def _hooks(samples: int, spot_checks: int, inplace=None) -> TimedCallChecks:
+    session = SimpleNamespace(engine=SimpleNamespace(samples=samples))
+    return TimedCallChecks(session, None, None, None, 1, "fwd", None, spot_checks, inplace=inplace)
+
+
+def test_exactly_the_asked_spots_each_sample_alike():
+    chosen: Counter[int] = Counter()
+    for _ in range(2000):
+        h = _hooks(4, 1)
+        picks = [i for i in range(4) if h._spot(i)]
+        assert len(picks) == 1
+        chosen.update(picks)
+    assert all(400 < chosen[i] < 600 for i in range(4)), chosen  # 500 each; 5 sigma is 95
+
+
+def test_nothing_decided_before_a_sample_runs():
+    """Two hooks of the same request seed draw independently: the choice is not a function
+    of anything the process holds before the sample (the old design's seeded set was)."""
+    draws = {tuple(h._spot(i) for i in range(8)) for h in (_hooks(8, 3) for _ in range(50))}
+    assert len(draws) > 1
+    assert all(sum(d) == 3 for d in draws)
+
+
+def test_no_spot_past_the_planned_samples_or_for_in_place_ops():
+    h = _hooks(2, 5)
+    assert [h._spot(i) for i in range(4)] == [True, True, False, False]
+    inplace = SimpleNamespace(storages=lambda case: set())
+    assert not any(_hooks(4, 3, inplace)._spot(i) for i in range(4))
