@@ -175,6 +175,7 @@ class Campaign:
         rehearse: bool = False,
         test_shared: bool = False,
         fix: bool = False,
+        scope_first: bool = True,
         **notes: str,
     ) -> RoundRecord:
         """One round: measure the working-tree candidate against the incumbent and close it.
@@ -185,10 +186,14 @@ class Campaign:
         ``rehearse`` (or in a rehearsal campaign) it is rolled back whatever its timings say.
         ``test_shared``: other ops' focused tests that list a changed kernel file gate it too
         (``rounds.shared``). ``fix``: a correctness fix, accepted when not slower
-        (``scoring.paired_fix``)."""
+        (``scoring.paired_fix``). ``scope_first``: files changed outside kernel_source refuse
+        the round before it opens (CampaignError, the tree untouched); False records them as a
+        SCOPE rollback (an optimizer's round)."""
         self._require_branch()
         self.recover()
-        preconditions(self.ctx, hypothesis, bucket, level, lesson=notes.get("lesson", ""))
+        preconditions(
+            self.ctx, hypothesis, bucket, level, lesson=notes.get("lesson", ""), scope=scope_first
+        )
         refuse_in_workspace(self.ctx, test_shared)
         n = self.state.next_round
         self.state.pending = PendingRound(

@@ -382,7 +382,11 @@ def round_notes(proposal: Proposal) -> dict[str, str]:
 def _validate(c: Campaign, run: LoopSettings, n: int, proposal: Proposal) -> RoundRecord:
     run.say(f"round-{n}: {proposal.summary}")
     return c.validate(
-        proposal.hypothesis, bucket=proposal.bucket, level=proposal.level, **round_notes(proposal)
+        proposal.hypothesis,
+        bucket=proposal.bucket,
+        level=proposal.level,
+        scope_first=False,  # what the optimizer's change touched is recorded as its round
+        **round_notes(proposal),
     )
 
 

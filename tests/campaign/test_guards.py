@@ -127,15 +127,20 @@ def test_sigterm_during_the_harness_closes_the_round_and_exits_143(
     assert exit_.value.code == 143
 
 
-def test_change_outside_kernel_source_is_rolled_back_and_left_alone(project, open_campaign):
+def test_change_outside_kernel_source_is_refused_and_left_alone(project, open_campaign):
+    """validate refuses before a round opens; both edits stay as the user left them."""
     set_blocks(project, M=32, N=32)
     test_file = project / "tests/test_kernel.py"
     test_file.write_text(test_file.read_text() + "\n# weakened test\n")
+    with open_campaign() as c, pytest.raises(CampaignError, match=r"\['tests/test_kernel.py'\]"):
+        c.validate("32x32 tiles")
+    assert "# weakened test" in test_file.read_text()  # never touched by the tool
+    assert "BLOCK_M = 32" in (project / KERNEL).read_text()  # the kernel edit kept
     with open_campaign() as c:
-        rec = c.validate("32x32 tiles")
+        assert c.state.next_round == 2  # no round spent
+        rec = c.validate("32x32 tiles", scope_first=False)  # an optimizer's round records it
     assert rec.status == "ROLLED BACK" and rec.category == "scope"
     assert list(rec.out_of_scope) == ["tests/test_kernel.py"]
-    assert "# weakened test" in test_file.read_text()  # never touched by the tool
     assert "BLOCK_M = 16" in (project / KERNEL).read_text()
 
 

@@ -1,6 +1,6 @@
 """What ``validate`` checks before a round is opened: nothing is spent on a round that the
 campaign cannot take (wrong phase, no hypothesis, unknown bucket or level, an edited log or
-harness, kernel files equal to the incumbent's)."""
+harness, kernel files equal to the incumbent's, files changed outside kernel_source)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,15 @@ from typing import TYPE_CHECKING
 
 from kernel_ratchet.campaign.clock import now
 from kernel_ratchet.campaign.fsutil import file_sha256
-from kernel_ratchet.campaign.lineage.kernel import kernel_changed, refuse_hidden_kernel
+from kernel_ratchet.campaign.lineage.kernel import (
+    kernel_changed,
+    out_of_scope,
+    refuse_hidden_kernel,
+    scope_reason,
+)
 from kernel_ratchet.campaign.quick_bench import write_harness
 from kernel_ratchet.campaign.record import LEVELS
+from kernel_ratchet.campaign.scope import split_editor_files
 from kernel_ratchet.campaign.seal import verify_records
 from kernel_ratchet.errors import CampaignError, RatchetError
 from kernel_ratchet.guard.static_audit import BUCKETS
@@ -21,11 +27,19 @@ if TYPE_CHECKING:
 
 
 def preconditions(
-    c: CampaignContext, hypothesis: str, bucket: str, level: str, *, lesson: str = ""
+    c: CampaignContext,
+    hypothesis: str,
+    bucket: str,
+    level: str,
+    *,
+    lesson: str = "",
+    scope: bool = False,
 ) -> None:
     """Raise CampaignError (LogTamperedError for an edited log) when the round cannot start;
     an edited harness is regenerated from the manifest first. A hypothesis or lesson with a
-    control character is a RatchetError (exit 2)."""
+    control character is a RatchetError (exit 2). ``scope``: files changed outside
+    kernel_source refuse the round too (a driver at the keyboard fixes its tree and runs again;
+    an optimizer's round records them as a SCOPE rollback)."""
     st = c.state
     if st.phase.value == "INITIALIZED":
         raise CampaignError("no baseline yet: run `ratchet baseline` first")
@@ -51,6 +65,15 @@ def preconditions(
         raise CampaignError(
             f"the kernel files ({', '.join(c.m.kernel_source)}) equal the incumbent's: edit "
             "them with this round's single change, then run validate"
+        )
+    outside = split_editor_files(out_of_scope(c))[0] if scope else []
+    if outside:
+        why = scope_reason(c, outside)
+        c.log("logs/optimize.md").append(f"> {now()}: validate refused before a round: {why}\n\n")
+        c.save()
+        raise CampaignError(
+            f"no round was opened, nothing was measured and your kernel edit is still in the "
+            f"working tree: {why}"
         )
 
 
