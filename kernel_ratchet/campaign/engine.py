@@ -23,7 +23,12 @@ from kernel_ratchet.campaign.context import CampaignContext, Say
 from kernel_ratchet.campaign.journal import AppendOnlyLog
 from kernel_ratchet.campaign.lineage import git
 from kernel_ratchet.campaign.lineage.displaced import keep_displaced
-from kernel_ratchet.campaign.lineage.kernel import ambient, put_snapshot, snapshot
+from kernel_ratchet.campaign.lineage.kernel import (
+    ambient,
+    put_snapshot,
+    snapshot,
+    snapshot_restore_command,
+)
 from kernel_ratchet.campaign.lineage.workspace import rounds_root
 from kernel_ratchet.campaign.lock import CampaignLock
 from kernel_ratchet.campaign.manifest import Manifest, load_manifest
@@ -280,7 +285,11 @@ class Campaign:
             write_record(rpath, interrupted_record(self.ctx, n, p, how))
             p = self.state.pending = p.at(Stage.DECIDED)
             self.save()
-            self.say(f"round-{n} was interrupted before its decision: closed as ROLLED BACK")
+            self.say(
+                f"round-{n} was interrupted before its decision: closed as ROLLED BACK. The "
+                "kernel edit it was measuring is kept; to work on it again, from the project "
+                f"root: {snapshot_restore_command(self.ctx, self.round_dir(n))}"
+            )
         record = read_record(rpath)
         if p.stage is Stage.DECIDED:
             self._keep_displaced(n)  # commit or roll back exactly the measured candidate

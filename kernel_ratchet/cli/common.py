@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 if TYPE_CHECKING:
     from kernel_ratchet.campaign.engine import Campaign
@@ -98,7 +99,9 @@ def progress() -> Iterator[Say]:
         silence(sys.stderr)
 
     def say(msg: str) -> None:
-        safe_print(err, f"[dim]{msg}[/dim]")
+        # plain text (a path or "[1/5]" is no markup), one line per message: a command in it
+        # stays whole when copied from the terminal
+        safe_print(err, f"[dim]{escape(msg)}[/dim]", soft_wrap=True)
         with suppress(OSError):
             status.update(msg)
 

@@ -37,8 +37,10 @@ def status(capsys, monkeypatch):
         monkeypatch.chdir(root)
         out = cli_result(capsys, monkeypatch, "status", "--json")
         assert out.returncode == 0, out.stdout + out.stderr
+        run.said.append(out.stdout + out.stderr)
         return json.loads(out.stdout)
 
+    run.said = []  # what each command printed, in order
     return run
 
 
@@ -92,6 +94,12 @@ def test_kill_9_inside_validate_then_next_command_closes_the_round(project, poin
         snap = campaign_dir(project) / "rounds/round-2/kernel_snapshot" / KERNEL
         assert snap.read_text() == candidate
         assert commits == []
+        # the command said how to get the edit back, and it does
+        said = status.said[0]
+        restore = said.split("from the project root: ", 1)[1].split("\n", 1)[0].strip()
+        subprocess.run(restore, shell=True, cwd=project, check=True)
+        assert (project / KERNEL).read_text() == candidate
+        git(project, "checkout", "--", KERNEL)
     else:  # the decision was made: the round is completed, committed exactly once
         assert last["status"] == "ACCEPTED", last
         assert (project / KERNEL).read_text() == candidate

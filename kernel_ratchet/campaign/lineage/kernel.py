@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,6 +39,18 @@ def snapshot(c: CampaignContext, rdir: Path) -> None:
         else:
             files[rel] = None
     atomic_write_json(snap / "SNAPSHOT.json", {"taken": now(), "files": files})
+
+
+def snapshot_restore_command(c: CampaignContext, rdir: Path) -> str:
+    """The shell command, run from the project root, that writes ``rdir/kernel_snapshot``'s
+    kernel files back over the working tree."""
+    meta = json.loads((rdir / "kernel_snapshot" / "SNAPSHOT.json").read_text())
+    snap = os.path.relpath(rdir / "kernel_snapshot", c.root)
+    return " && ".join(
+        f"cp {shlex.quote(os.path.join(snap, rel))} {shlex.quote(rel)}"
+        for rel, sha in meta["files"].items()
+        if sha is not None
+    )
 
 
 def put_snapshot(c: CampaignContext, rdir: Path) -> None:
