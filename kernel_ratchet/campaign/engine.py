@@ -225,6 +225,7 @@ class Campaign:
             if rehearse or self.state.rehearsal:
                 record = record.as_rehearsal()
             write_record(self.round_dir(n) / "round.json", record)
+            _fault("written")  # the decision on disk, the state not yet saying so
             self.state.pending = self.state.pending.at(Stage.DECIDED)
             self.save()
             _fault("decided")
@@ -276,7 +277,12 @@ class Campaign:
             self.say("an interrupted baseline was set aside; run `ratchet baseline` again")
             return None
         rpath = self.round_dir(n) / "round.json"
-        if p.stage is Stage.MEASURING or not rpath.exists():
+        if p.stage is Stage.MEASURING and rpath.exists():
+            # written atomically as the measurement's last step: the decision stands
+            p = self.state.pending = p.at(Stage.DECIDED)
+            self.save()
+            self.say(f"round-{n}'s decision was on disk before it was interrupted: it stands")
+        if not rpath.exists():
             kill_leftovers(self.round_dir(n))
             if not (self.round_dir(n) / "kernel_snapshot" / "SNAPSHOT.json").exists():
                 snapshot(self.ctx, self.round_dir(n))

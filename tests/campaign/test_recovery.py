@@ -116,11 +116,12 @@ def test_kill_9_inside_validate_then_next_command_closes_the_round(project, poin
     _check_closed_once(status, project, 3)
 
 
-@pytest.mark.parametrize("point", ["decided", "applied"])
+@pytest.mark.parametrize("point", ["written", "decided", "applied"])
 def test_kill_9_after_the_decision_then_next_command_completes_the_round(project, point, status):
-    """kill -9 of `ratchet validate` once its decision is written (DECIDED) or applied
-    (APPLIED), the measurement a canned accept (tests/campaign/canned_cli.py): the next command
-    completes the round, committed exactly once, with the candidate in the tree."""
+    """kill -9 of `ratchet validate` once its decision is on disk (before the state says so:
+    MEASURING), written (DECIDED) or applied (APPLIED), the measurement a canned accept
+    (tests/campaign/canned_cli.py): the next command completes the round, committed exactly
+    once, with the candidate in the tree."""
     head = git(project, "rev-parse", "HEAD").strip()
     set_blocks(project, M=32, N=32)
     candidate = (project / KERNEL).read_text()
@@ -134,7 +135,8 @@ def test_kill_9_after_the_decision_then_next_command_completes_the_round(project
     )
     assert r.returncode == -signal.SIGKILL, r.stdout + r.stderr
     pending = json.loads((campaign_dir(project) / "state.json").read_text())["pending"]
-    assert pending["round"] == 2 and pending["stage"] == point.upper(), pending
+    stage = {"written": "MEASURING"}.get(point, point.upper())
+    assert pending["round"] == 2 and pending["stage"] == stage, pending
 
     s = _check_closed_once(status, project, 2)
     assert s["rounds"][-1]["status"] == "ACCEPTED", s["rounds"][-1]
