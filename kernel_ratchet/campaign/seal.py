@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from kernel_ratchet.campaign.context import CampaignContext
 
 APPEND_ONLY_LOGS = ("logs/optimize.md", "logs/performance_trend.md")
+MANIFEST = "manifest.yaml"
+_TOLERANCE = 1e-9
 
 
 def _record_files(rdir: Path) -> Iterator[Path]:
@@ -33,9 +35,12 @@ def _record_files(rdir: Path) -> Iterator[Path]:
 
 
 def seal_round(c: CampaignContext, n: int) -> None:
-    """Record the sha256 of each of round ``n``'s files in the state (saved by the caller)."""
+    """Record the sha256 of each of round ``n``'s files in the state (saved by the caller);
+    with the BASELINE's, the manifest's (frozen then: the rounds' gates read it)."""
     for path in _record_files(c.round_dir(n)):
         c.state.records[c.rel(path)] = file_sha256(path)
+    if n == 1:
+        c.state.records[MANIFEST] = file_sha256(c.dir / MANIFEST)
 
 
 def verify_records(c: CampaignContext) -> None:
@@ -46,6 +51,13 @@ def verify_records(c: CampaignContext) -> None:
     changed = [
         rel for rel, sha in sorted(c.state.records.items()) if file_sha256(c.dir / rel) != sha
     ]
+    if MANIFEST in changed:
+        raise LogTamperedError(
+            f"{MANIFEST} was changed after BASELINE froze it (in {c.dir}): every round's "
+            "gates read it (the focused test command, the thresholds, the shapes). Restore "
+            "it (a git checkout or backup of the campaign directory), or start a new campaign "
+            "with the changed settings"
+        )
     if changed:
         raise LogTamperedError(
             f"the records of closed rounds were changed after they were written: "
@@ -53,3 +65,56 @@ def verify_records(c: CampaignContext) -> None:
             "restore the originals (a git checkout or backup of the campaign directory) or "
             "start a new campaign"
         )
+    index = index_mismatches(c)
+    if index:
+        raise LogTamperedError(
+            f"state.json's index of closed rounds disagrees with their sealed round.json "
+            f"(in {c.dir}): {'; '.join(index)}. The REPORT's gains read the index; restore "
+            "state.json (a git checkout or backup of the campaign directory) or start a new "
+            "campaign"
+        )
+
+
+def index_mismatches(c: CampaignContext) -> list[str]:
+    """Where a closed round's entry in the state (status, category, gain, paired chain)
+    differs from what its sealed ``round.json`` gives; the chain rebuilt through the rounds'
+    incumbents, the BASELINE at 0."""
+    from kernel_ratchet.campaign.record import read_record
+
+    chains: dict[int, float | None] = {1: 0.0}
+    found = []
+    for e in sorted(c.state.closed, key=lambda e: e.round):
+        path = c.round_dir(e.round) / "round.json"
+        if e.round <= 1 or not path.exists():  # a removed file is named by the seal above
+            continue
+        rec = read_record(path)
+        d = rec.decision
+        chain = None
+        if d is not None and d.paired and d.gain is not None:
+            chain = (1.0 + (chains.get(rec.incumbent_round or 1) or 0.0)) * (1.0 + d.gain) - 1.0
+        chains[e.round] = chain
+        wrong = [
+            k
+            for k, a, b in (
+                ("status", e.status, rec.status),
+                ("category", e.category, rec.category),
+            )
+            if a != b
+        ]
+        wrong += [
+            k
+            for k, a, b in (
+                ("gain", e.gain, rec.gain),
+                ("paired_chain", e.paired_chain if e.chain_kept else chain, chain),
+            )
+            if not _same(a, b)
+        ]
+        if wrong:
+            found.append(f"round-{e.round}: {', '.join(wrong)}")
+    return found
+
+
+def _same(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return abs(a - b) <= _TOLERANCE * max(1.0, abs(b))

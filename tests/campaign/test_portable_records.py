@@ -95,7 +95,7 @@ def _as_absolute_campaign(root: Path) -> Path:
     for rel in ("rounds/round-1/round.json", "rounds/round-1/summary.md"):
         _absolute(cdir, rel, root, sys.executable)
     state = json.loads((cdir / "state.json").read_text())
-    for rel in ("rounds/round-1/round.json", "rounds/round-1/summary.md"):
+    for rel in ("rounds/round-1/round.json", "rounds/round-1/summary.md", "manifest.yaml"):
         state["records"][rel] = file_sha256(cdir / rel)
     data = (cdir / log).read_bytes()
     state["logs"][log] = {"len": len(data), "sha256": sha256_bytes(data)}

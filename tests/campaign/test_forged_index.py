@@ -1,0 +1,46 @@
+"""Records a command reads besides the sealed round files: the state's index of closed rounds
+(the REPORT's gains) and the manifest frozen at BASELINE (the rounds' gates) must not change
+unnoticed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from tests.campaign.conftest import accepted_project, campaign_dir  # noqa: F401
+from tests.cli_inprocess import run_cli
+
+pytestmark = pytest.mark.slow
+
+
+def _status(capsys, monkeypatch, root) -> tuple[int, str]:
+    monkeypatch.chdir(root)
+    return run_cli(capsys, monkeypatch, "status")
+
+
+def test_an_edited_gain_in_the_index_stops_the_next_command(
+    accepted_project,  # noqa: F811
+    capsys,
+    monkeypatch,
+):
+    path = campaign_dir(accepted_project) / "state.json"
+    state = json.loads(path.read_text())
+    assert _status(capsys, monkeypatch, accepted_project)[0] == 0
+    entry = next(e for e in state["closed"] if e["round"] == 2)
+    entry["gain"], entry["paired_chain"] = 9.0, 9.0  # a +900% round
+    path.write_text(json.dumps(state))
+    rc, out = _status(capsys, monkeypatch, accepted_project)
+    assert rc == 7, out
+    assert "index of closed rounds disagrees" in out and "round-2: gain, paired_chain" in out
+
+
+def test_an_edited_manifest_stops_the_next_round(accepted_project, capsys, monkeypatch):  # noqa: F811
+    path = campaign_dir(accepted_project) / "manifest.yaml"
+    manifest = yaml.safe_load(path.read_text())
+    manifest["test_command"] = "true"  # the focused test gate, skipped
+    path.write_text(yaml.safe_dump(manifest, sort_keys=False))
+    rc, out = _status(capsys, monkeypatch, accepted_project)
+    assert rc == 7, out
+    assert "manifest.yaml was changed after BASELINE" in out
