@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kernel_ratchet.harness.described_spec import described_spec, inline_spec
-from kernel_ratchet.harness.description import DESCRIPTION_KEYS
+from kernel_ratchet.harness.description import DESCRIPTION_KEYS, Description
 from kernel_ratchet.profile.problems import Problems, show
 
 #: Keys an op entry may carry besides the SPEC's: the description and the rehearsal shapes.
@@ -43,7 +43,29 @@ def described_fields(
         key, _, why = str(exc).partition(": ")
         problems.add(f"{prefix}.{key}", why or str(exc), "see docs/your-kernel.md for the form")
         return None
+    _unbound_symbols(data, Description.from_dict(desc), prefix, problems)
     return spec
+
+
+def _unbound_symbols(
+    data: Mapping[str, Any], desc: Description, prefix: str, problems: Problems
+) -> None:
+    """Each shape written in place must give every symbol the op's tensors use: one it leaves
+    out would take the Shape's default (M, N, B 1, K 0: an empty tensor that "passes")."""
+    users: dict[str, list[str]] = {}
+    for name, spec in [*desc.inputs.items(), *desc.output_specs.items()]:
+        for sym in sorted(spec.symbols):
+            users.setdefault(sym, []).append(name)
+    for key in ("shapes", "rehearse_shapes"):
+        for entry in data.get(key) if isinstance(data.get(key), list) else []:
+            missing = [s for s in sorted(users) if isinstance(entry, Mapping) and s not in entry]
+            if missing:
+                used = "; ".join(f"{s} by {', '.join(users[s])}" for s in missing)
+                problems.add(
+                    f"{prefix}.{key}",
+                    f"shape {entry.get('label')!r} does not give {', '.join(missing)} ({used})",
+                    f"add {', '.join(f'{s}: <int>' for s in missing)} to that shape",
+                )
 
 
 def shape_list(raw: Any, dotted: str, problems: Problems) -> str | None:

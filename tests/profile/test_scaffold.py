@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from kernel_ratchet import cli
+from kernel_ratchet.errors import ProfileError
 from kernel_ratchet.profile.focused import run as focused
 from kernel_ratchet.profile.loader import load_profile
 from kernel_ratchet.profile.scaffold import parse_value
@@ -226,3 +227,21 @@ def test_a_refused_entry_names_the_users_file_not_the_trial(proj, monkeypatch, c
     code, out = ratchet(monkeypatch, capsys, *FLAGS, "--campaign-type", "fastest")
     assert code == 3 and "op 'scaled' was not added (ratchet.yaml is unchanged)" in out
     assert ".ratchet.yaml.new" not in out
+
+
+@pytest.mark.parametrize(
+    ("shape", "missing"),
+    [
+        ("{label: s, M: 8}", "N (N by x, w)"),  # a core symbol: N would read 1
+        ("{label: s, M: 8, N: 8}", "H (H by x)"),  # a symbol of the op's own
+    ],
+)
+def test_a_shape_that_leaves_out_a_symbol_of_the_inputs_is_refused(tmp_path, shape, missing):
+    text = EXISTING.replace(
+        'x: "[M, N] float32"', 'x: "[M, N, H] float32"' if "H" in missing else 'x: "[M, N] float32"'
+    )
+    text = text.replace("shapes: [{label: s, M: 8, N: 8}]", f"shapes: [{shape}]")
+    (tmp_path / "ratchet.yaml").write_text(text)
+    with pytest.raises(ProfileError) as refused:
+        load_profile(tmp_path / "ratchet.yaml")
+    assert f"shape 's' does not give {missing}" in str(refused.value)
