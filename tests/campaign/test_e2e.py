@@ -181,6 +181,8 @@ def test_whole_campaign(two_rounds, capsys, monkeypatch):
     ):
         assert section in summary, section
     assert "Lesson: k-loop cost" in summary
+    # a measured rollback's transfer section carries no decision of its own
+    assert "- Decision: none: the round was rolled back (the gain would read ACCEPT" in summary
     opt = (cdir / "logs/optimize.md").read_text()
     assert "### Stagnation review after round-4" in opt
 

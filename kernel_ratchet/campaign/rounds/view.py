@@ -217,6 +217,9 @@ def transfer_of(record: RoundRecord) -> dict[str, str]:
             t["Decision"] = "REJECT-as-overfit"
     elif dyn:
         t["4-step trace hit rate"] = f"not measured: {dyn['reason']}"
+    if record.status is not Status.ACCEPTED and t["Decision"].startswith("ACCEPT"):
+        # the verdict on whether the gain would transfer, for a round that kept no gain
+        t["Decision"] = f"none: the round was rolled back (the gain would read {t['Decision']})"
     return t
 
 
