@@ -54,15 +54,23 @@ def chain_interval(
     """The speed ratio of a chain of accepted rounds and its CI at ``level``.
 
     ``steps`` holds each round's ``(ratio, ci_low, ci_high, ci_level)`` against its incumbent.
-    The chain's ratio is their product; its CI is the delta method in log space: each round's
-    log standard error is its CI's log half-width over the normal quantile of its level, and
-    the rounds (independent paired runs) add in variance. ``(1, 1, 1)`` for no step.
+    The chain's ratio is their product; its CI is the delta method in log space, each side on
+    its own: a round's lower (upper) log standard error is the log distance from its ratio to
+    its CI's lower (upper) end over the normal quantile of its level, and the rounds
+    (independent paired runs) add in variance on each side. A bootstrap CI is skewed; this
+    keeps its skew, so one round's chain at the round's own level is exactly its CI.
+    ``(1, 1, 1)`` for no step.
     """
     dist = NormalDist()
-    log_r, var = 0.0, 0.0
+    log_r, var_lo, var_hi = 0.0, 0.0, 0.0
     for ratio, lo, hi, lvl in steps:
         z = dist.inv_cdf(0.5 + lvl / 2.0)
         log_r += math.log(ratio)
-        var += ((math.log(hi) - math.log(lo)) / (2.0 * z)) ** 2
-    half = dist.inv_cdf(0.5 + level / 2.0) * math.sqrt(var)
-    return math.exp(log_r), math.exp(log_r - half), math.exp(log_r + half)
+        var_lo += (max(math.log(ratio / lo), 0.0) / z) ** 2
+        var_hi += (max(math.log(hi / ratio), 0.0) / z) ** 2
+    z = dist.inv_cdf(0.5 + level / 2.0)
+    return (
+        math.exp(log_r),
+        math.exp(log_r - z * math.sqrt(var_lo)),
+        math.exp(log_r + z * math.sqrt(var_hi)),
+    )

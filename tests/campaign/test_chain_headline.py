@@ -23,6 +23,15 @@ def test_the_chain_interval_adds_the_rounds_in_log_variance():
     assert chain_interval([]) == (1.0, 1.0, 1.0)
 
 
+def test_one_rounds_chain_keeps_its_skewed_ci():
+    """A bootstrap CI far from symmetric (2.83x [2.18, 2.89] at 97.5%): the chain of that one
+    round at 97.5% is that CI, and at 95% lies inside it on both sides."""
+    step = (2.8326, 2.1778, 2.8946, 0.975)
+    assert chain_interval([step], level=0.975) == pytest.approx(step[:3], rel=1e-9)
+    ratio, lo, hi = chain_interval([step])
+    assert step[1] < lo < ratio < hi < step[2]
+
+
 def test_the_report_headline_equals_the_paired_chain(tmp_path):
     """Round 2 accepted +5% (paired), round 3 the planted scenario, rolled back; the harness
     CSVs say something else entirely (vs_baseline): the headline is the paired chain."""
