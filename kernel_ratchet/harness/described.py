@@ -138,6 +138,13 @@ class DescribedAdapter(Adapter):
     def backward(self, case: Case) -> tuple[torch.Tensor, ...]:
         graph = self._graphs[case]
         outs, douts = _differentiable(graph, self._grad_outs(case, graph))
+        if not outs:
+            raise ProfileError(
+                f"gradients {list(self.desc.gradients)} are declared, but no output of "
+                f"{self.desc.function} carries an autograd graph: the function has no backward "
+                "(a kernel launched directly is not differentiable). Wrap it in a "
+                "torch.autograd.Function with a backward, or remove `gradients` from the op"
+            )
         leaves = [getattr(case, n) for n in self.desc.gradients]
         grads = torch.autograd.grad(outs, leaves, douts, retain_graph=True, allow_unused=True)
         grads = tuple(

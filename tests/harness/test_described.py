@@ -184,3 +184,11 @@ def test_without_roles_every_input_is_fresh_in_the_training_idiom(roles, fresh_w
     sim.trace("train")
     xs, ws = zip(*described_ops.SEEN, strict=True)
     assert len(set(xs)) == 3 and len(set(ws)) == (3 if fresh_weights else 1)
+
+
+def test_gradients_of_a_function_without_a_backward_say_so():
+    adapter = _adapter(function=f"{OPS}:rms_norm_no_graph")
+    case = adapter.make_case(load_shapes(inline_spec(SHAPES))[1], 7, "cpu")
+    adapter.forward(case)
+    with pytest.raises(ProfileError, match="carries an autograd graph: the function has no back"):
+        adapter.backward(case)
