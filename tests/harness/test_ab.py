@@ -366,7 +366,7 @@ def test_the_round_record_says_the_a_b_stopped_for_futility(tmp_path, monkeypatc
     rec = paired_round._to_decision(c, run, None, [], "inc.csv", "cand.csv", labels).to_dict()
     assert rec["quantity"] in (
         "kernel GPU time, CUDA-graph replay, cold L2 (flushed per call)",
-        "host wall time of back-to-back calls (CPU rehearsal)",
+        "host wall time of back-to-back calls (CPU: the Triton interpreter, no GPU)",
     )
     assert rec["status"] == "ROLLED BACK" and rec["early_stop"] == run.early_stop
     assert rec["reason"].startswith("futility stop after 3 rounds") and rec["rounds"] == 3

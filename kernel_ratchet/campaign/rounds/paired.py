@@ -250,11 +250,11 @@ def paired_decision(
         suspicious = [s.label for s in run.decision.per_shape if s.ratio > SUSPICIOUS_RATIO]
     confirm = None
     if suspicious and not _cuda():
-        # CPU rehearsal: interpreter timings drift by tens of percent between processes, so a
+        # on the CPU, interpreter timings drift by tens of percent between processes, so a
         # fresh-process re-measurement would judge the machine, not the candidate
         c.say(
             f"round-{n}: gains above {SUSPICIOUS_RATIO}x on {suspicious}: fresh-process "
-            "confirmation skipped on the CPU rehearsal"
+            "confirmation skipped on the CPU (Triton interpreter timings)"
         )
         suspicious = []
     if suspicious:

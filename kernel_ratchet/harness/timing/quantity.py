@@ -51,7 +51,7 @@ class Measure:
 DEFAULT = Measure()
 
 #: What a CPU rehearsal measures (the host clock around batches; no graphs, no L2 control).
-CPU_LABEL = "host wall time of back-to-back calls (CPU rehearsal)"
+CPU_LABEL = "host wall time of back-to-back calls (CPU: the Triton interpreter, no GPU)"
 
 
 def problems(raw: Any) -> list[tuple[str, str, str]]:
