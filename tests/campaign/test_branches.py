@@ -80,3 +80,26 @@ def test_a_campaign_whose_directory_was_deleted_keeps_its_branch(project):
     assert second.name == f"{first.name}-2"
     assert git(project, "branch", "--show-current").strip() == f"optimize/{second.name}"
     assert git(project, "rev-parse", own).strip() == kept
+
+
+def test_a_merge_in_progress_or_a_detached_head_refuses_the_round(project):
+    """Refused before anything is measured: a round's commit cannot be made during a merge
+    (and would carry the merge's changes), nor on a detached HEAD."""
+    cdir = campaign_dir(project)
+    own = git(project, "branch", "--show-current").strip()
+    git(project, "checkout", "-q", "-b", "side")
+    (project / "side.txt").write_text("side\n")
+    git(project, "add", "side.txt")
+    git(project, "commit", "-qm", "side")
+    git(project, "checkout", "-q", own)
+    git(project, "merge", "--no-commit", "--no-ff", "-q", "side")
+    before = _state(cdir)
+    set_blocks(project, M=32, N=32)
+    r = ratchet(project, "validate", "--hypothesis", "32x32")
+    assert r.returncode == 8 and "a merge is in progress" in r.stderr, r.stdout + r.stderr
+    assert "git merge --abort" in r.stderr and _state(cdir) == before
+    git(project, "merge", "--abort")
+    git(project, "checkout", "-q", "--detach")
+    r = ratchet(project, "validate", "--hypothesis", "32x32")
+    assert r.returncode == 8 and "HEAD is detached" in r.stderr, r.stdout + r.stderr
+    assert not (cdir / "rounds/round-2").exists()

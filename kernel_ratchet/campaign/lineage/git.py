@@ -57,14 +57,34 @@ def current_branch(root: Path) -> str:
 
 
 def require_branch(root: Path, branch: str, campaign: str) -> None:
-    """Raise BranchError unless ``branch`` (campaign ``campaign``'s) is checked out."""
+    """Raise BranchError unless ``branch`` (campaign ``campaign``'s) is checked out, and
+    GitError while a merge, rebase, cherry-pick or revert is in progress (a round's commit
+    would fail, or take the operation's changes with it)."""
     current = current_branch(root)
     if current != branch:
+        where = "HEAD is detached" if current == "HEAD" else f"{current} is checked out"
         raise BranchError(
-            f"campaign {campaign} commits on branch {branch}, but {current} is checked out; "
+            f"campaign {campaign} commits on branch {branch}, but {where}; "
             f"nothing was measured or changed. Run `git checkout {branch}` and run the "
             "command again"
         )
+    gitdir = Path(git(root, "rev-parse", "--absolute-git-dir").strip())
+    for marker, what, abort in _IN_PROGRESS:
+        if (gitdir / marker).exists():
+            raise GitError(
+                f"{what} is in progress in {root}; nothing was measured or changed. Finish it "
+                f"(commit) or abort it (`{abort}`), then run the command again"
+            )
+
+
+#: Files git keeps while an operation waits for the user: (file, what, how to abort).
+_IN_PROGRESS = (
+    ("MERGE_HEAD", "a merge", "git merge --abort"),
+    ("rebase-merge", "a rebase", "git rebase --abort"),
+    ("rebase-apply", "a rebase (or git am)", "git rebase --abort"),
+    ("CHERRY_PICK_HEAD", "a cherry-pick", "git cherry-pick --abort"),
+    ("REVERT_HEAD", "a revert", "git revert --abort"),
+)
 
 
 def branch_exists(root: Path, name: str) -> bool:
