@@ -19,6 +19,7 @@ import sys
 from typing import TextIO
 
 import typer
+from rich.markup import escape
 
 from kernel_ratchet.cli import (  # noqa: F401 - they register the commands
     bench,
@@ -108,8 +109,13 @@ def _main() -> None:
         err.print(f"[red]error:[/red] {exc}", highlight=False)
         sys.exit(exc.exit_code)
     except OSError as exc:  # a file the campaign cannot read or write: read-only, full disk
-        where = f" {exc.filename}" if exc.filename else ""
-        msg = f"[red]error:[/red] cannot access{where}: {exc.strerror or exc}"
+        where = f" {escape(str(exc.filename))}" if exc.filename else ""
+        msg = (
+            f"[red]error:[/red] cannot access{where}: {escape(str(exc.strerror or exc))}. "
+            "The campaign's state and round records are replaced whole or not at all: once the "
+            "disk has room (or the directory is writable again), run `ratchet status`, which "
+            "finishes or closes the round that was in flight"
+        )
         safe_print(err, msg, highlight=False)
         silence_if_closed(sys.stdout)
         sys.exit(2)

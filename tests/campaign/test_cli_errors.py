@@ -177,6 +177,7 @@ def test_a_full_disk_is_a_clear_error_and_leaves_no_temp_file(project, monkeypat
     words = " ".join(err.split())  # the console wraps long paths where the width falls
     assert code == 2 and "No space left on device" in words
     assert "state.json" in err.replace("\n", "")
+    assert "run `ratchet status`, which finishes or closes the round" in words  # what next
     assert not list(campaign_dir(project).glob(".*.tmp"))
 
 
