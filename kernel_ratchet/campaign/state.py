@@ -223,9 +223,18 @@ class State:
         try:
             d = json.loads(path.read_text())
         except FileNotFoundError:
+            if (path.parent / "manifest.yaml").exists():
+                raise CampaignError(
+                    f"{path} is missing, though the campaign's manifest is there: it was "
+                    "deleted or moved. Restore it (a git checkout or backup of the campaign "
+                    "directory); the rounds' own records are untouched"
+                ) from None
             raise CampaignError(f"{path} is missing; the campaign was never initialized") from None
         except json.JSONDecodeError as exc:
-            raise CampaignError(f"{path} is not valid JSON ({exc}); do not edit it") from None
+            raise CampaignError(
+                f"{path} is not valid JSON ({exc}); it is written by the tool only: restore it "
+                "(a git checkout or backup of the campaign directory) or start a new campaign"
+            ) from None
         try:
             return cls._from_dict(d)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:

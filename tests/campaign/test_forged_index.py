@@ -44,3 +44,15 @@ def test_an_edited_manifest_stops_the_next_round(accepted_project, capsys, monke
     rc, out = _status(capsys, monkeypatch, accepted_project)
     assert rc == 7, out
     assert "manifest.yaml was changed after BASELINE" in out
+
+
+def test_a_deleted_state_is_named_as_deleted_not_as_never_initialized(tmp_path):
+    from kernel_ratchet.campaign.state import State
+    from kernel_ratchet.errors import CampaignError
+
+    (tmp_path / "manifest.yaml").write_text("campaign: c\n")
+    with pytest.raises(CampaignError, match="deleted or moved. Restore it"):
+        State.load(tmp_path)
+    (tmp_path / "state.json").write_text("{not json")
+    with pytest.raises(CampaignError, match="written by the tool only: restore it"):
+        State.load(tmp_path)
