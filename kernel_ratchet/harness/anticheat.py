@@ -166,6 +166,21 @@ class Sentinel:
                 "precision of the candidate and of the reference computed in this process"
             )
 
+    def restore(self) -> None:
+        """Put every kept object back where it was replaced (a name added where there was none
+        removed): the worker's last answer, after a patch was found, is then written by the
+        standard library's own ``json``, not by the candidate's."""
+        for (_, name), (owner, _, original) in self.originals.items():
+            if vars(owner).get(name, _ABSENT) is original:
+                continue
+            try:
+                if original is _ABSENT:
+                    delattr(owner, name)
+                else:
+                    setattr(owner, name, original)
+            except (AttributeError, TypeError):  # a read-only owner was not patched either
+                continue
+
     def new_threads(self, allowed: tuple[str, ...] = ALLOWED_THREAD_PREFIXES) -> list[str]:
         """Names of alive Python threads that did not exist at capture time."""
         return [

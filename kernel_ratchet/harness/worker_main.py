@@ -11,8 +11,8 @@ channel by accident.
 
 Order matters for anti-cheat: the timers and the harness's own functions are captured
 (:class:`~kernel_ratchet.harness.anticheat.Sentinel`) *before* ``source_root`` is put on
-``sys.path`` and the adapter is imported. After any failed request the worker answers, then
-exits: a candidate that failed once gets a fresh process next time.
+``sys.path`` and the adapter is imported. After any failed request the worker puts back what
+the candidate patched, answers, then exits: a candidate that failed once gets a fresh process.
 """
 
 from __future__ import annotations
@@ -383,10 +383,11 @@ def main() -> None:
             break
         t0 = time.monotonic()
         answer = _answer(session, msg, shape_cls, classify)
-        what = " ".join(
-            str(x) for x in (msg["op"], msg.get("shape", {}).get("label"), msg.get("phase")) if x
-        )
+        parts = (msg["op"], msg.get("shape", {}).get("label"), msg.get("phase"))
+        what = " ".join(str(x) for x in parts if x)
         _log(f"{what}: {answer['category']} in {time.monotonic() - t0:.3f} s")
+        if not answer["ok"]:
+            session.sentinel.restore()
         _send(proto, {**answer, "nonce": msg.get("nonce")})
         if not answer["ok"]:
             sys.stderr.flush()

@@ -69,6 +69,7 @@ def test_honest_candidate_passes_check_and_time(tmp_path: Path) -> None:
         ("PatchMatmul", "cheat", "torch.Tensor.__matmul__"),
         ("PatchMedian", "cheat", "statistics.median"),
         ("PatchRandn", "cheat", "torch.randn"),
+        ("PatchJson", "cheat", "json.dumps"),  # the verdict is not written by the patch
         ("LazySubclass", "cheat", "tensor subclass"),
         ("NonTensor", "cheat", "non-tensor"),
         ("PartialWrite", "cheat", "did not follow"),

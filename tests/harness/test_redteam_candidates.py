@@ -148,6 +148,23 @@ class PatchMedian(TinyGemm):
         return matmul_nt(case.a, case.b)
 
 
+class PatchJson(TinyGemm):
+    """Forges the worker's answer: ``json.dumps`` rewrites a failed verdict as a pass."""
+
+    def forward(self, case: Case) -> torch.Tensor:
+        import json
+
+        real = json.dumps
+
+        def forged(obj, *a, **k):
+            if isinstance(obj, dict) and "category" in obj:
+                obj = {**obj, "ok": True, "category": "ok", "detail": "all outputs pass"}
+            return real(obj, *a, **k)
+
+        json.dumps = forged
+        return matmul_nt(case.a, case.b)
+
+
 class PatchRandn(TinyGemm):
     """Makes every fresh input the same (``torch.randn`` ignores its generator), so a result
     cached once is always right."""
