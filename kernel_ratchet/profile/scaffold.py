@@ -200,11 +200,15 @@ def _ops_block_end(lines: list[str]) -> tuple[int, str] | None:
     return end, indent or "  "
 
 
-def with_op(text: str | None, name: str, entry: Mapping[str, Any], root: Path) -> str:
-    """``text`` (a ratchet.yaml, None: none yet) with op ``name`` added at the end of ``ops:``.
-    Raises UsageError when the op exists already."""
+def with_op(
+    text: str | None, name: str, entry: Mapping[str, Any], root: Path, full_test: str | None = None
+) -> str:
+    """``text`` (a ratchet.yaml, None: none yet) with op ``name`` added at the end of ``ops:``;
+    a new file's ``full_test`` is ``full_test`` (default: the op's focused test). Raises
+    UsageError when the op exists already."""
     if text is None:
-        header = HEADER.format(project=root.name, package=_package(entry), test=entry["test"])
+        test = full_test or entry["test"]
+        header = HEADER.format(project=root.name, package=_package(entry), test=test)
         return header + entry_text(name, entry)
     data = yaml.safe_load(text) or {}
     if name in (data.get("ops") or {}):
@@ -225,11 +229,13 @@ def _package(entry: Mapping[str, Any]) -> str:
     return str(entry["function"]).partition(":")[0].split(".")[0]
 
 
-def add_op(path: Path, name: str, entry: Mapping[str, Any]) -> None:
-    """Add op ``name`` to the ratchet.yaml at ``path`` (created when missing), validated by the
-    profile loader first (ProfileError, the file untouched, when the entry is not valid)."""
+def add_op(path: Path, name: str, entry: Mapping[str, Any], full_test: str | None = None) -> None:
+    """Add op ``name`` to the ratchet.yaml at ``path`` (created when missing, its ``full_test``
+    ``full_test``), validated by the profile loader first (ProfileError, the file untouched,
+    when the entry is not valid)."""
     path = Path(path).resolve()
-    new = with_op(path.read_text() if path.exists() else None, name, entry, path.parent)
+    text = path.read_text() if path.exists() else None
+    new = with_op(text, name, entry, path.parent, full_test)
     trial = path.with_name(f".{path.name}.new")
     trial.write_text(new)
     try:

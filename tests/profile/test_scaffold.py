@@ -133,7 +133,14 @@ def test_new_op_creates_a_ratchet_yaml_that_loads(proj, monkeypatch, capsys):
     prof = load_profile(proj / "ratchet.yaml")
     assert prof.package == "mynorm" and list(prof.ops) == ["scaled"]
     assert prof.op("scaled").test == "python -m kernel_ratchet.profile.focused scaled"
+    assert prof.full_test == prof.op("scaled").test  # no pytest suite: the op's own check
     assert not (proj / "tests").exists()
+
+
+def test_a_new_ratchet_yaml_runs_the_whole_suite_at_acceptance(proj, monkeypatch, capsys):
+    code, out = ratchet(monkeypatch, capsys, *FLAGS)
+    assert code == 0, out
+    assert load_profile(proj / "ratchet.yaml").full_test == "python -m pytest -q"
 
 
 @pytest.mark.parametrize("bad", ["--input=x", "--shape=wide", "--shape=:M=4"])
