@@ -183,22 +183,16 @@ class Campaign:
         scope_first: bool = True,
         **notes: str,
     ) -> RoundRecord:
-        """One round: measure the working-tree candidate against the incumbent and close it.
-
-        ``notes``: the driver's optional notes (change, expected, lesson, next_direction,
-        takeaway, summary, direction). Returns the frozen round record; a failing candidate is a
-        ROLLED BACK record, not an exception (a drifted CSV schema too, then re-raised). With
-        ``rehearse`` (or in a rehearsal campaign) it is rolled back whatever its timings say.
-        ``test_shared``: other ops' focused tests that list a changed kernel file gate it too
-        (``rounds.shared``). ``fix``: a correctness fix, accepted when not slower
-        (``scoring.paired_fix``). ``scope_first``: files changed outside kernel_source refuse
-        the round before it opens (CampaignError, the tree untouched); False records them as a
-        SCOPE rollback (an optimizer's round)."""
+        """One round on the working-tree candidate, closed; its record (a failure is a ROLLED
+        BACK record; a drifted CSV schema is re-raised). ``notes``: the driver's. ``rehearse``:
+        rolled back whatever the timings say. ``test_shared``: other ops' tests listing a
+        changed file gate it too. ``fix``: a correctness fix, accepted when not slower.
+        ``scope_first``: files changed outside kernel_source refuse the round (CampaignError);
+        False records them as a SCOPE rollback (an optimizer's round)."""
         self._require_branch()
         self.recover()
-        preconditions(
-            self.ctx, hypothesis, bucket, level, lesson=notes.get("lesson", ""), scope=scope_first
-        )
+        lesson = notes.get("lesson", "")
+        preconditions(self.ctx, hypothesis, bucket, level, lesson=lesson, scope=scope_first)
         refuse_in_workspace(self.ctx, test_shared)
         n = self.state.next_round
         self.state.pending = PendingRound(

@@ -53,6 +53,7 @@ def new_op(
         op_entry,
         parse_pairs,
         parse_shape,
+        project_suite,
         write_focused_test,
     )
 
@@ -73,9 +74,7 @@ def new_op(
     test = None if no_test_file else test_file or Path("tests") / f"test_{name}_focused.py"
     if test is not None and test.exists():
         write_focused_test(test, name)  # refuses before ratchet.yaml is touched
-    # the project's whole suite where it has pytest tests (or gets its first one here)
-    suite = test is not None or (Path(profile).resolve().parent / "tests").is_dir()
-    add_op(profile, name, entry, full_test="python -m pytest -q" if suite else None)
+    add_op(profile, name, entry, full_test=project_suite(profile, test is not None))
     out.print(f"op [bold]{name}[/bold] added to {profile}")
     if test is not None:
         write_focused_test(test, name)

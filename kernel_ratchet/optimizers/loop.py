@@ -381,13 +381,9 @@ def round_notes(proposal: Proposal) -> dict[str, str]:
 
 def _validate(c: Campaign, run: LoopSettings, n: int, proposal: Proposal) -> RoundRecord:
     run.say(f"round-{n}: {proposal.summary}")
-    return c.validate(
-        proposal.hypothesis,
-        bucket=proposal.bucket,
-        level=proposal.level,
-        scope_first=False,  # what the optimizer's change touched is recorded as its round
-        **round_notes(proposal),
-    )
+    # scope_first=False: files the optimizer's change touched outside the kernel are its round
+    kw = {"bucket": proposal.bucket, "level": proposal.level, "scope_first": False}
+    return c.validate(proposal.hypothesis, **kw, **round_notes(proposal))
 
 
 def _observe(rec: RoundRecord, run: LoopSettings) -> None:

@@ -225,6 +225,13 @@ def with_op(
     return "".join(lines[:end]) + entry_text(name, entry, indent) + "".join(lines[end:])
 
 
+def project_suite(profile: Path, writes_test: bool) -> str | None:
+    """The acceptance suite of a new ratchet.yaml: the project's pytest suite where it has
+    tests (or new-op writes its first); None (the op's own check) otherwise."""
+    has_tests = (Path(profile).resolve().parent / "tests").is_dir()
+    return "python -m pytest -q" if writes_test or has_tests else None
+
+
 def _package(entry: Mapping[str, Any]) -> str:
     return str(entry["function"]).partition(":")[0].split(".")[0]
 

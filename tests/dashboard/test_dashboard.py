@@ -82,14 +82,16 @@ def test_the_headline_is_the_reports_paired_chain_with_its_ci(small):
     acc = [e for e in data.state.closed if e.status.value == "ACCEPTED"]
     ours = headline(data)
     assert ours.text() == report_headline(ctx, acc)
-    # the delta method by hand: each step's log SE from its CI at LEVEL, rescaled to 95%
+    # the delta method by hand, each side of the CI on its own: each step's log SE from its
+    # CI's distance to its ratio at LEVEL, rescaled to 95%
     z = NormalDist().inv_cdf
-    se = (math.log(1 + CI[1]) - math.log(1 + CI[0])) / (2 * z(0.5 + LEVEL / 2))
-    half = z(0.975) * se * math.sqrt(exp.accepted)
+    scale = z(0.975) / z(0.5 + LEVEL / 2) * math.sqrt(exp.accepted)
+    below = (math.log(1 + GAIN) - math.log(1 + CI[0])) * scale
+    above = (math.log(1 + CI[1]) - math.log(1 + GAIN)) * scale
     chain = exp.accepted * math.log(1 + GAIN)
     assert ours.accepted == exp.accepted
     assert ours.geomean == pytest.approx(
-        (math.exp(chain), math.exp(chain - half), math.exp(chain + half))
+        (math.exp(chain), math.exp(chain - below), math.exp(chain + above))
     )
     assert ours.chain == pytest.approx((1 + GAIN) ** exp.accepted - 1)
     assert ours.weighted[0] == pytest.approx((1 + WEIGHTED) ** exp.accepted)
