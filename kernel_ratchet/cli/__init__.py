@@ -106,7 +106,8 @@ def _main() -> None:
             _stopped(terminated)
         sys.exit(rc if isinstance(rc, int) else 0)
     except RatchetError as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        # as text, unwrapped: a path or a command in it stays whole when copied
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     except OSError as exc:  # a file the campaign cannot read or write: read-only, full disk
         where = f" {escape(str(exc.filename))}" if exc.filename else ""
@@ -116,7 +117,7 @@ def _main() -> None:
             "disk has room (or the directory is writable again), run `ratchet status`, which "
             "finishes or closes the round that was in flight"
         )
-        safe_print(err, msg, highlight=False)
+        safe_print(err, msg, highlight=False, soft_wrap=True)
         silence_if_closed(sys.stdout)
         sys.exit(2)
     except KeyboardInterrupt as exc:  # a typer that lets it through
