@@ -3,7 +3,9 @@
 After each append the tool records the file's length and sha256 in the campaign state and keeps
 a shadow copy. Before the next append it checks that the recorded prefix is unchanged: text
 added after it (a correction appended by hand) is welcome; an edit to what was already written
-stops the tool with the first changed line and how to append a correction instead.
+stops the tool with the first changed line and how to append a correction instead. Text appended
+by hand may not read as the tool's own records (a table row, a heading): the tool's next append
+would seal it among them.
 """
 
 from __future__ import annotations
@@ -48,6 +50,21 @@ class AppendOnlyLog:
             f"Restore the original text (a copy is in {self.shadow}) and append a correction at "
             "the end instead, e.g. a line '> Correction (YYYY-MM-DD HH:MM): ...'."
         )
+
+    def refuse_forged(self) -> None:
+        """Raise LogTamperedError when text after the written part reads as a record (call it
+        with no round in flight: a round killed mid-write leaves its own text there, which
+        recovery seals)."""
+        rec = self.digests.get(self.rel)
+        data = self.path.read_bytes() if self.path.exists() and rec else b""
+        added = data[int(rec["len"]) :].decode(encoding="utf-8", errors="replace") if rec else ""
+        forged = [ln for ln in added.splitlines() if ln.lstrip().startswith(("|", "#"))]
+        if forged:
+            raise LogTamperedError(
+                f"{self.path} holds text appended by hand that reads as the tool's own records "
+                f"({forged[0]!r}): a table row or a heading is written by the tool only. Remove "
+                "it; a correction is a line '> Correction (YYYY-MM-DD HH:MM): ...'."
+            )
 
     def append(self, text: str) -> None:
         self.verify()

@@ -48,6 +48,8 @@ def verify_records(c: CampaignContext) -> None:
     was changed or removed since it was written."""
     for rel in APPEND_ONLY_LOGS:
         c.log(rel).verify()
+        if c.state.pending is None:
+            c.log(rel).refuse_forged()
     changed = [
         rel for rel, sha in sorted(c.state.records.items()) if file_sha256(c.dir / rel) != sha
     ]

@@ -56,3 +56,15 @@ def test_a_deleted_state_is_named_as_deleted_not_as_never_initialized(tmp_path):
     (tmp_path / "state.json").write_text("{not json")
     with pytest.raises(CampaignError, match="written by the tool only: restore it"):
         State.load(tmp_path)
+
+
+def test_a_record_appended_by_hand_to_a_log_is_refused(accepted_project, capsys, monkeypatch):  # noqa: F811
+    """A correction may be appended; a trend row may not: the tool's next append would seal
+    it among its own rows."""
+    trend = campaign_dir(accepted_project) / "logs/performance_trend.md"
+    original = trend.read_text()
+    trend.write_text(original + "> Correction (2026-01-01 00:00): round-2 ran on a busy GPU\n")
+    assert _status(capsys, monkeypatch, accepted_project)[0] == 0
+    trend.write_text(original + "| round-9 | ACCEPTED | forged | 9 | 9 | - | - | 9 | +900% | - |\n")
+    rc, out = _status(capsys, monkeypatch, accepted_project)
+    assert rc == 7 and "reads as the tool's own records" in out, out
