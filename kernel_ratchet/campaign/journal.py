@@ -42,13 +42,21 @@ class AppendOnlyLog:
         n = int(rec["len"])
         if len(data) >= n and sha256_bytes(data[:n]) == rec["sha256"]:
             return
-        old = self.shadow.read_text(encoding="utf-8") if self.shadow.exists() else ""
-        new = data.decode(encoding="utf-8", errors="replace")
-        where = _first_change(old, new)
+        shadow = self.shadow.read_bytes() if self.shadow.exists() else b""
+        intact = sha256_bytes(shadow[:n]) == rec["sha256"]
+        where = _first_change(
+            shadow.decode(encoding="utf-8", errors="replace"),
+            data.decode(encoding="utf-8", errors="replace"),
+        )
+        copy = (
+            f"a copy is in {self.shadow}"
+            if intact
+            else f"its copy {self.shadow} was changed too: take it from a backup or git"
+        )
         raise LogTamperedError(
             f"{self.path} is append-only, but its already-written part was changed ({where}). "
-            f"Restore the original text (a copy is in {self.shadow}) and append a correction at "
-            "the end instead, e.g. a line '> Correction (YYYY-MM-DD HH:MM): ...'."
+            f"Restore the original text ({copy}) and append a correction at the end instead, "
+            "e.g. a line '> Correction (YYYY-MM-DD HH:MM): ...'."
         )
 
     def refuse_forged(self) -> None:

@@ -68,3 +68,19 @@ def test_a_record_appended_by_hand_to_a_log_is_refused(accepted_project, capsys,
     trend.write_text(original + "| round-9 | ACCEPTED | forged | 9 | 9 | - | - | 9 | +900% | - |\n")
     rc, out = _status(capsys, monkeypatch, accepted_project)
     assert rc == 7 and "reads as the tool's own records" in out, out
+
+
+def test_a_log_edited_with_its_shadow_copy_points_past_the_copy(tmp_path):
+    from kernel_ratchet.campaign.journal import AppendOnlyLog
+    from kernel_ratchet.errors import LogTamperedError
+
+    digests: dict = {}
+    log = AppendOnlyLog(tmp_path, "logs/optimize.md", digests)
+    (tmp_path / "logs").mkdir()
+    log.append("## Round 2 — ACCEPTED +3%\n")
+    log.path.write_text("## Round 2 — ACCEPTED +30%\n")
+    with pytest.raises(LogTamperedError, match="a copy is in"):
+        log.verify()
+    log.shadow.write_text("## Round 2 — ACCEPTED +30%\n")
+    with pytest.raises(LogTamperedError, match="was changed too: take it from a backup"):
+        log.verify()
