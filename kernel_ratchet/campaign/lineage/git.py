@@ -29,7 +29,14 @@ def git(
         ["git", *args], cwd=root, capture_output=True, text=True, input=input, env=full_env
     )
     if check and proc.returncode != 0:
-        raise GitError(f"`git {' '.join(args)}` failed in {root}: {proc.stderr.strip()}")
+        hint = ""
+        if "index.lock" in proc.stderr:
+            hint = (
+                " (a git command was killed while it wrote the index: if no git command is "
+                "running in this repository, remove the .lock file named above and run the "
+                "command again; the round in flight is finished then)"
+            )
+        raise GitError(f"`git {' '.join(args)}` failed in {root}: {proc.stderr.strip()}{hint}")
     return proc.stdout
 
 
