@@ -63,7 +63,8 @@ def _stopped(terminated: bool) -> None:
         safe_print(
             err,
             "[yellow]terminated (SIGTERM)[/yellow]: the round in flight was closed; "
-            "`ratchet resume` continues the campaign",
+            "`ratchet resume` continues a campaign an optimizer drives, `ratchet validate` "
+            "one driven by hand (`ratchet status` shows the round)",
         )
         sys.exit(Terminated.exit_code)
     safe_print(
