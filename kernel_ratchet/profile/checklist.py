@@ -29,6 +29,7 @@ from kernel_ratchet.harness.adapter import (
 )
 from kernel_ratchet.harness.csv_schema import SCHEMAS
 from kernel_ratchet.harness.described_spec import symbols_of
+from kernel_ratchet.profile.described_check import described_call
 from kernel_ratchet.profile.items import CheckItem
 from kernel_ratchet.profile.items import item as _item
 from kernel_ratchet.profile.requires import unmet
@@ -240,7 +241,10 @@ def all_checks(profile: Profile, op: str | None = None) -> list[CheckItem]:
     """Everything ``ratchet check`` reports: the checklist, the install, git, the device."""
     items = [*run_checklist(profile, op), env_check(profile), git_check(profile.root)]
     if unmet(profile.requires) is None:
-        items += [device_check(profile, o) for o in ([op] if op else list(profile.ops))]
+        ops = [op] if op else list(profile.ops)
+        items += [device_check(profile, o) for o in ops]
+        called = (described_call(profile, profile.op(o)) for o in ops)
+        items += [c for c in called if c is not None]
     return items
 
 

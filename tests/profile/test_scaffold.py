@@ -252,3 +252,19 @@ def test_a_shape_that_leaves_out_a_symbol_of_the_inputs_is_refused(tmp_path, sha
     with pytest.raises(ProfileError) as refused:
         load_profile(tmp_path / "ratchet.yaml")
     assert f"shape 's' does not give {missing}" in str(refused.value)
+
+
+def test_check_calls_a_described_op_once_and_names_a_wrong_description(proj):
+    from kernel_ratchet.profile.checklist import all_checks
+    from kernel_ratchet.profile.described_check import WHAT
+
+    def item(text: str):
+        (proj / "ratchet.yaml").write_text(text)
+        found = [i for i in all_checks(load_profile(proj / "ratchet.yaml"), "first")]
+        return next(i for i in found if i.name.endswith(WHAT))
+
+    good = item(EXISTING)
+    assert good.ok and good.detail == "1 passed, 0 failed", good
+    wrong = item(EXISTING.replace("outputs: [y]", "outputs: [y, z]"))
+    assert not wrong.ok and "declares the outputs ['y', 'z']" in wrong.detail, wrong
+    assert "the op's description in ratchet.yaml" in wrong.fix

@@ -1,0 +1,51 @@
+"""One call of a described op at ``ratchet check``: its function against its reference.
+
+An op described in ``ratchet.yaml`` (``function``, ``inputs``, ``outputs``, ``gradients``) can
+import cleanly and still be described wrong: two outputs declared where the function returns
+one, gradients declared for a function with no backward. Those surfaced at BASELINE, as a
+kernel that "fails its focused test". Here the op's built-in check
+(:mod:`kernel_ratchet.profile.focused`) runs on its rehearsal shapes in the Triton interpreter,
+with no GPU visible, in a process of its own: seconds, and the first failure's message.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from kernel_ratchet.harness.adapter import DESCRIBED_PREFIX
+from kernel_ratchet.profile.items import CheckItem
+from kernel_ratchet.profile.items import item as _item
+from kernel_ratchet.profile.schema import OpProfile, Profile
+
+WHAT = "described op matches its reference (rehearsal shapes, CPU)"
+_TIMEOUT_S = 180
+
+
+def described_call(profile: Profile, op: OpProfile) -> CheckItem | None:
+    """None for an op with an adapter class (its own focused test checks it)."""
+    if not (op.adapter or "").startswith(DESCRIBED_PREFIX):
+        return None
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"}
+    cmd = [sys.executable, "-m", "kernel_ratchet.profile.focused", op.name]
+    try:
+        done = subprocess.run(
+            cmd, cwd=profile.root, env=env, capture_output=True, text=True, timeout=_TIMEOUT_S
+        )
+    except subprocess.TimeoutExpired:
+        detail = f"no answer in {_TIMEOUT_S} s on the rehearsal shapes; not checked"
+        return CheckItem(f"{op.name}: {WHAT}", True, detail, warning=True)
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    if done.returncode == 0:
+        return _item(op, WHAT, True, lines[-1] if lines else "passed")
+    first = next((ln for ln in lines if ln.startswith(("FAIL", "error:"))), "")
+    why = [ln for ln in lines if "Error:" in ln and not ln.startswith("FAIL")][-1:]
+    return _item(
+        op,
+        WHAT,
+        False,
+        "; ".join([first, *why]) or (lines[-1] if lines else f"exit {done.returncode}"),
+        f"fix the kernel, or the op's description in {profile.path.name} (outputs, "
+        f"gradients, inputs); `python -m kernel_ratchet.profile.focused {op.name}` shows it all",
+    )
