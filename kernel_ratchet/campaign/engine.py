@@ -163,8 +163,9 @@ class Campaign:
         self.state.pending = None
         self.save()
         raise CampaignError(
-            f"BASELINE failed: {why}. Fix the kernel (or the test) on the "
-            "starting commit, then run `ratchet baseline` again."
+            f"BASELINE failed: {why}. Fix the kernel, the test or the op's entry in "
+            "ratchet.yaml (`ratchet check` calls a described op once) on the starting commit, "
+            "then run `ratchet baseline` again."
         )
 
     def _set_aside(self, n: int, tag: str) -> None:
