@@ -142,6 +142,8 @@ def test_change_outside_kernel_source_is_refused_and_left_alone(project, open_ca
     assert rec.status == "ROLLED BACK" and rec.category == "scope"
     assert list(rec.out_of_scope) == ["tests/test_kernel.py"]
     assert "BLOCK_M = 16" in (project / KERNEL).read_text()
+    with open_campaign() as c, pytest.raises(CampaignError, match="outside them: tests/test_k"):
+        c.validate("no kernel change, the test file still edited")
 
 
 @pytest.mark.slow

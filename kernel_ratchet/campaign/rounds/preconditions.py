@@ -61,12 +61,14 @@ def preconditions(
     if file_sha256(c.dir / "quick_test_bench.py") != st.harness_sha256:
         _restore_harness(c)
     refuse_hidden_kernel(c)
+    outside = split_editor_files(out_of_scope(c))[0]
     if not kernel_changed(c):
+        elsewhere = f" (changed outside them: {', '.join(outside)})" if outside else ""
         raise CampaignError(
-            f"the kernel files ({', '.join(c.m.kernel_source)}) equal the incumbent's: edit "
-            "them with this round's single change, then run validate"
+            f"the kernel files ({', '.join(c.m.kernel_source)}) equal the incumbent's"
+            f"{elsewhere}: edit them with this round's single change, then run validate"
         )
-    outside = split_editor_files(out_of_scope(c))[0] if scope else []
+    outside = outside if scope else []
     if outside:
         why = scope_reason(c, outside)
         c.log("logs/optimize.md").append(f"> {now()}: validate refused before a round: {why}\n\n")
