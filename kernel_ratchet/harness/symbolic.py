@@ -83,14 +83,15 @@ def default_snr_db(name: str) -> float:
 
 @dataclass(frozen=True)
 class TensorSpec:
-    """One declared tensor: its dimensions (symbols or ints) and its dtype name."""
+    """One declared tensor: its dimensions (an int, a symbol, or arithmetic over symbols such
+    as ``2*N``: a gated activation's [M, 2*N] input) and its dtype name."""
 
     dims: tuple[str | int, ...]
     dtype: str
 
     @classmethod
     def parse(cls, text: str) -> TensorSpec:
-        """Parse ``"[M, N] bfloat16"``; ValueError saying the expected form."""
+        """Parse ``"[M, 2*N] bfloat16"``; ValueError saying the expected form."""
         m = _TENSOR.match(text) if isinstance(text, str) else None
         if m is None:
             raise ValueError(f"{text!r} is not of the form '[M, N] bfloat16'")
@@ -98,19 +99,25 @@ class TensorSpec:
         for part in (p.strip() for p in m.group(1).split(",") if p.strip()):
             if part.isdigit():
                 dims.append(int(part))
-            elif _SYMBOL.match(part):
-                dims.append(part)
-            else:
-                raise ValueError(f"dimension {part!r} of {text!r} is neither a symbol nor an int")
+                continue
+            try:
+                expression_symbols(part)
+            except ValueError:
+                raise ValueError(
+                    f"dimension {part!r} of {text!r} is neither an int, a symbol nor "
+                    "arithmetic over symbols (e.g. 2*N)"
+                ) from None
+            dims.append(part)
         return cls(tuple(dims), dtype_name(m.group(2)))
 
     @property
     def symbols(self) -> set[str]:
-        return {d for d in self.dims if isinstance(d, str)}
+        return set().union(*(expression_symbols(d) for d in self.dims if isinstance(d, str)))
 
     def size(self, symbols: Mapping[str, int]) -> tuple[int, ...]:
-        """The concrete size for bound ``symbols`` (KeyError names an unbound one)."""
-        return tuple(d if isinstance(d, int) else int(symbols[d]) for d in self.dims)
+        """The concrete size for bound ``symbols`` (KeyError names an unbound one; ValueError
+        for a dimension that is not a non-negative whole number)."""
+        return tuple(d if isinstance(d, int) else _dim(d, symbols) for d in self.dims)
 
     def resolved_dtype(self, shape_dtype: str | None) -> str:
         """This tensor's dtype name; ``dtype`` takes the shape's (ValueError if it has none)."""
@@ -119,6 +126,13 @@ class TensorSpec:
         if shape_dtype is None:
             raise ValueError("a tensor declared with dtype 'dtype' needs shapes that give a dtype")
         return dtype_name(shape_dtype)
+
+
+def _dim(expr: str, symbols: Mapping[str, int]) -> int:
+    value = evaluate(expr, symbols) if not _SYMBOL.match(expr) else symbols[expr]
+    if value != int(value) or value < 0:
+        raise ValueError(f"dimension {expr!r} is {value} here, not a non-negative whole number")
+    return int(value)
 
 
 def expression_symbols(expr: str) -> set[str]:

@@ -65,3 +65,15 @@ def rms_norm_no_graph(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) 
     """The op as a kernel launched directly: right values, no autograd graph."""
     with torch.no_grad():
         return rms_norm(x, weight, eps)
+
+
+def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
+    """A gated activation: [M, 2N] -> [M, N]."""
+    gate, up = x.chunk(2, dim=-1)
+    return torch.nn.functional.silu(gate) * up
+
+
+def silu_and_mul_ref(x: torch.Tensor) -> torch.Tensor:
+    n = x.shape[-1] // 2
+    gate, up = x[..., :n].double(), x[..., n:].double()
+    return (gate * torch.sigmoid(gate) * up).to(x.dtype)

@@ -192,3 +192,24 @@ def test_gradients_of_a_function_without_a_backward_say_so():
     adapter.forward(case)
     with pytest.raises(ProfileError, match="carries an autograd graph: the function has no back"):
         adapter.backward(case)
+
+
+def test_a_dimension_may_be_arithmetic_over_the_symbols():
+    """A gated activation's input is [M, 2*N]: the relation holds on every shape, rehearsal
+    shapes included, and a dimension that is not a whole number is refused by name."""
+    adapter = _adapter(
+        function=f"{OPS}:silu_and_mul",
+        reference=f"{OPS}:silu_and_mul_ref",
+        inputs={"x": "[M, 2*N] dtype"},
+        gradients=["x"],
+    )
+    shape = load_shapes(inline_spec([{"label": "g", "M": 3, "N": 5, "dtype": "float32"}]))[0]
+    case = adapter.make_case(shape, 7, "cpu")
+    assert tuple(case.x.shape) == (3, 10)
+    got, res = _check(adapter, shape)
+    assert res.passed and tuple(got["y"].shape) == (3, 5), res.reason
+    assert TensorSpec.parse("[M, 2*N] bf16").symbols == {"M", "N"}
+    with pytest.raises(ValueError, match="not a non-negative whole number"):
+        TensorSpec.parse("[N/3] bf16").size({"N": 4})
+    with pytest.raises(ValueError, match="arithmetic over symbols"):
+        TensorSpec.parse("[max(M, N)] bf16")
