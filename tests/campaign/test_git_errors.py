@@ -18,3 +18,21 @@ def test_a_stale_index_lock_says_how_to_go_on(tmp_path):
         git.git(tmp_path, "add", "a.txt")
     assert "index.lock" in str(failed.value)
     assert "remove the .lock file named above and run the command again" in str(failed.value)
+
+
+def test_kept_files_keep_their_executable_bit(tmp_path):
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    for args in (["config", "user.email", "t@t"], ["config", "user.name", "t"]):
+        git.git(tmp_path, *args)
+    (tmp_path / "run.sh").write_text("echo a\n")
+    (tmp_path / "run.sh").chmod(0o755)
+    (tmp_path / "k.py").write_text("a = 1\n")
+    git.git(tmp_path, "add", "run.sh", "k.py")
+    git.git(tmp_path, "commit", "-qm", "start")
+    sha = git.keep_files(
+        tmp_path, {"run.sh": b"echo b\n", "k.py": b"a = 2\n"}, "refs/t/kept", "kept"
+    )
+    modes = {
+        line.split()[-1]: line.split()[0] for line in git.git(tmp_path, "ls-tree", sha).splitlines()
+    }
+    assert modes == {"run.sh": "100755", "k.py": "100644"}

@@ -242,7 +242,8 @@ def keep_files(root: Path, files: Mapping[str, bytes | None], ref: str, message:
             with open(Path(tmp) / "blob", "wb") as f:
                 f.write(data)
             blob = git(root, "hash-object", "-w", "--", str(Path(tmp) / "blob")).strip()
-            git(root, "update-index", "--add", "--cacheinfo", f"100644,{blob},{rel}", env=env)
+            mode = "100755" if os.access(root / rel, os.X_OK) else "100644"  # as in the tree
+            git(root, "update-index", "--add", "--cacheinfo", f"{mode},{blob},{rel}", env=env)
         tree = git(root, "write-tree", env=env).strip()
     sha = git(root, "commit-tree", tree, "-p", parent, "-F", "-", input=message).strip()
     git(root, "update-ref", ref, sha)
