@@ -284,6 +284,21 @@ def test_recovery_keeps_a_new_edit_it_displaces(project):
     assert (project / KERNEL).read_text() == new_edit
 
 
+def test_an_edit_undone_after_a_kill_is_not_kept_as_displaced(project, status):
+    """kill -9 mid-round, then the user puts the incumbent's kernel back (git checkout): the
+    tree holds nothing the incumbent lacks, so recovery keeps no ref and says nothing of it."""
+    set_blocks(project, M=32, N=32)
+    r = ratchet(
+        project, "validate", "--hypothesis", "32x32 tiles", KERNEL_RATCHET_FAULT="measuring"
+    )
+    assert r.returncode == -signal.SIGKILL, r.stdout + r.stderr
+    git(project, "checkout", "--", KERNEL)
+    _check_closed_once(status, project, 2)
+    assert "displaced" not in status.said[0]
+    assert git(project, "for-each-ref", "refs/ratchet/").strip() == ""
+    assert git(project, "status", "--porcelain", KERNEL).strip() == ""
+
+
 def test_resume_after_a_manual_validate_closes_the_round_and_stops(project, status):
     """SIGTERM of a hand-run `validate`, then `ratchet resume`: the campaign is driven by hand,
     so resume closes the interrupted round and stops, pointing at `validate` again; it does

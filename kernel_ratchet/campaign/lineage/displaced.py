@@ -102,6 +102,9 @@ def keep_displaced(c: CampaignContext, n: int) -> Displaced | None:
     changed = {rel: _working(c, rel) for rel in snap if _working(c, rel) != snap[rel]}
     if not changed:
         return None
+    if all(data == incumbent_bytes(c, rel) for rel, data in changed.items()):
+        _write_back(c, snap, changed)  # the incumbent's own files (an edit undone): nothing lost
+        return None
     patch = rdir / "artifacts" / PATCH
     patch.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(patch, _patch(c, changed))
@@ -110,6 +113,12 @@ def keep_displaced(c: CampaignContext, n: int) -> Displaced | None:
     commit = git.keep_files(
         c.groot, to_git, ref, f"[ratchet] change displaced while round-{n} closed\n"
     )
+    _write_back(c, snap, changed)
+    return Displaced(n, tuple(changed), patch, ref, commit)
+
+
+def _write_back(c: CampaignContext, snap: dict[str, bytes | None], changed: dict) -> None:
+    """The snapshot's version of each ``changed`` kernel file written over the working tree."""
     for rel in changed:
         data, path = snap[rel], c.root / rel
         if data is None:
@@ -117,4 +126,3 @@ def keep_displaced(c: CampaignContext, n: int) -> Displaced | None:
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
-    return Displaced(n, tuple(changed), patch, ref, commit)
