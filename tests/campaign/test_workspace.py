@@ -149,18 +149,14 @@ def test_rounds_run_in_the_workspace(ws_accepted, ws_copy, ratchet_here):
     assert r.returncode == 5 and "outside kernel_source" in r.stderr, r.stdout + r.stderr
 
 
-def test_sync_back_applies_only_the_kernel_and_revalidates(ws_copy, ratchet_here, monkeypatch):
-    # The project's harness run is timed against the baseline's, recorded minutes apart: on a
-    # loaded CPU the accepted tile can read slower there (-31% seen). What is checked here is
-    # the flow around that reading, so the reading is fixed at a gain.
-    from kernel_ratchet.campaign import sync_back
-
-    monkeypatch.setattr(sync_back, "primary_vs_base", lambda c, table: 0.25)
+def test_sync_back_applies_only_the_kernel_and_revalidates(ws_copy, ratchet_here):
     root, cdir = ws_copy, campaign_dir(ws_copy)
     start = git(root, "rev-parse", "HEAD").strip()
     n = len(yaml.safe_load((cdir / "manifest.yaml").read_text())["target_shapes"])
     r = _ok(ratchet_here(root, "sync-back"))
     assert "SYNCED" in r.stdout and f"{n}/{n} shapes PASS" in r.stdout
+    # its timing against the BASELINE's (minutes apart, -31% seen on a loaded CPU) gates nothing
+    assert "a diagnostic; the paired chain is the campaign's gain" in " ".join(r.stdout.split())
     assert (root / KERNEL).read_text() == (cdir / "src" / KERNEL).read_text()
     assert git(root, "diff", "--name-only", start, "HEAD").split() == [KERNEL]
     assert git(root, "log", "-1", "--format=%s").startswith("[optimize] tiny_gemm TRITON round-2")
