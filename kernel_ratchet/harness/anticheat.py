@@ -84,6 +84,9 @@ class Sentinel:
     threads: frozenset[int]
     process: process_guard.ProcessState | None = None
     imports: import_watch.ImportWatch | None = None  # the project's modules, once imported
+    # what each kept Python function runs: the same object given a new ``__code__`` (or new
+    # defaults, or another value in a closure cell) is as much a patch as a replaced name
+    bodies: dict[tuple[int, str], tuple[Any, ...]] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def capture(cls, modules: tuple[Any, ...] = ()) -> Sentinel:
@@ -119,7 +122,8 @@ class Sentinel:
                         keep(value, attr, f"{mod.__name__}.{name}.{attr}")
         process_guard.warm_torch()
         threads = frozenset(t.ident or 0 for t in threading.enumerate())
-        return cls(originals, threads, process_guard.ProcessState.capture())
+        bodies = {k: b for k, (_, _, v) in originals.items() if (b := surface.body(v))}
+        return cls(originals, threads, process_guard.ProcessState.capture(), bodies=bodies)
 
     def project_imported(self) -> None:
         """Count the OS threads alive once the project is imported as the process's own."""
@@ -132,9 +136,10 @@ class Sentinel:
         every comparison with the reference."""
         patched = [
             label
-            for (_, name), (owner, label, original) in self.originals.items()
-            if (now := vars(owner).get(name, _ABSENT)) is not original
+            for key, (owner, label, original) in self.originals.items()
+            if (now := vars(owner).get(key[1], _ABSENT)) is not original
             and not surface.library_rewrap(now, original)
+            or (key in self.bodies and surface.body(original) != self.bodies[key])
         ]
         if patched:
             raise CheatDetected(
@@ -170,6 +175,8 @@ class Sentinel:
         """Put every kept object back where it was replaced (a name added where there was none
         removed): the worker's last answer, after a patch was found, is then written by the
         standard library's own ``json``, not by the candidate's."""
+        for key, body in self.bodies.items():
+            surface.put_body(self.originals[key][2], body)
         for (_, name), (owner, _, original) in self.originals.items():
             if vars(owner).get(name, _ABSENT) is original:
                 continue

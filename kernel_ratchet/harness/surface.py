@@ -68,6 +68,38 @@ def library_surface() -> list[Entry]:
 
 
 _TORCH_DIR = Path(torch.__file__).resolve().parent
+_EMPTY = object()  # an empty closure cell
+
+
+def _function(value: Any) -> types.FunctionType | None:
+    fn = getattr(value, "__func__", value)  # a method, staticmethod or classmethod: its function
+    return fn if isinstance(fn, types.FunctionType) else None
+
+
+def _cell(cell: Any) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:
+        return _EMPTY
+
+
+def body(value: Any) -> tuple[Any, ...] | None:
+    """What a Python function runs: its code, defaults and keyword defaults (by identity), and
+    for the harness's own functions what their closure cells hold; None for anything else."""
+    fn = _function(value)
+    if fn is None:
+        return None
+    own = (fn.__module__ or "").startswith("kernel_ratchet.harness")
+    cells = tuple(id(_cell(c)) for c in fn.__closure__ or ()) if own else ()
+    return (fn.__code__, id(fn.__defaults__), id(fn.__kwdefaults__), cells)
+
+
+def put_body(value: Any, kept: tuple[Any, ...]) -> None:
+    """Give a kept function its code back (defaults and cells cannot be rebuilt from what was
+    kept: a cheat that changed those is already refused, and the worker exits)."""
+    fn = _function(value)
+    if fn is not None and fn.__code__ is not kept[0]:
+        fn.__code__ = kept[0]
 
 
 def library_rewrap(value: Any, original: Any) -> bool:

@@ -101,6 +101,22 @@ def test_the_library_surface_is_watched(monkeypatch, owner, name, label) -> None
         sentinel.verify()
 
 
+def test_new_code_in_a_kept_function_is_a_patch_and_is_put_back() -> None:
+    from kernel_ratchet.harness import correctness
+
+    sentinel = Sentinel.capture((correctness,))
+    code = correctness.snr_db.__code__
+    correctness.snr_db.__code__ = (lambda out, ref: float("inf")).__code__
+    try:
+        with pytest.raises(CheatDetected, match="correctness.snr_db"):
+            sentinel.verify()
+        sentinel.restore()
+        assert correctness.snr_db.__code__ is code
+        sentinel.verify()
+    finally:
+        correctness.snr_db.__code__ = code
+
+
 def test_torchs_own_wrapper_of_a_function_is_not_a_patch(monkeypatch) -> None:
     """``import torch._dynamo`` wraps ``torch.manual_seed`` (functools.wraps, in torch's own
     files): a project that compiles is not a cheat. The same wrapper from elsewhere is."""

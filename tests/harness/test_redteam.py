@@ -70,6 +70,7 @@ def test_honest_candidate_passes_check_and_time(tmp_path: Path) -> None:
         ("PatchMedian", "cheat", "statistics.median"),
         ("PatchRandn", "cheat", "torch.randn"),
         ("PatchJson", "cheat", "json.dumps"),  # the verdict is not written by the patch
+        ("SwapCode", "cheat", "correctness.snr_db"),  # the same function object, new code
         ("LazySubclass", "cheat", "tensor subclass"),
         ("NonTensor", "cheat", "non-tensor"),
         ("PartialWrite", "cheat", "did not follow"),

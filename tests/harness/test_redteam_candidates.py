@@ -165,6 +165,21 @@ class PatchJson(TinyGemm):
         return matmul_nt(case.a, case.b)
 
 
+class SwapCode(TinyGemm):
+    """Keeps the harness's comparison object but swaps what it runs: ``snr_db`` reads every
+    output as a perfect match, and the kernel returns zeros."""
+
+    def forward(self, case: Case) -> torch.Tensor:
+        from kernel_ratchet.harness import correctness
+
+        correctness.snr_db.__code__ = _perfect_match.__code__
+        return torch.zeros(case.a.shape[0], case.b.shape[0])
+
+
+def _perfect_match(out: torch.Tensor, ref: torch.Tensor) -> float:
+    return float("inf")
+
+
 class PatchRandn(TinyGemm):
     """Makes every fresh input the same (``torch.randn`` ignores its generator), so a result
     cached once is always right."""

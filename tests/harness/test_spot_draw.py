@@ -36,3 +36,16 @@ def test_no_spot_past_the_planned_samples_or_for_in_place_ops():
     assert [h._spot(i) for i in range(4)] == [True, True, False, False]
     inplace = SimpleNamespace(storages=lambda case: set())
     assert not any(_hooks(4, 3, inplace)._spot(i) for i in range(4))
+
+
+def test_the_draw_reads_the_os_at_the_call(monkeypatch):
+    """No generator object stands between the draw and os.urandom (the Sentinel keeps
+    os.urandom): replacing what a generator instance holds cannot switch the checks off."""
+    import os
+
+    from kernel_ratchet.harness import timed_checks
+
+    monkeypatch.setattr(os, "urandom", lambda n: bytes(n))
+    assert timed_checks._draw(5) == 0
+    monkeypatch.setattr(os, "urandom", lambda n: b"\x07" + bytes(n - 1))
+    assert timed_checks._draw(5) == 2
