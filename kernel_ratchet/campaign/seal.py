@@ -43,6 +43,14 @@ def seal_round(c: CampaignContext, n: int) -> None:
         c.state.records[MANIFEST] = file_sha256(c.dir / MANIFEST)
 
 
+def seal_report(c: CampaignContext) -> None:
+    """Record the sha256 of ``report.md`` and of the REPORT's own files (``report/``) in the
+    state (saved by the caller): ``ratchet report`` prints the written report again later."""
+    for path in [c.dir / "report.md", *_record_files(c.dir / "report")]:
+        if path.is_file():
+            c.state.records[c.rel(path)] = file_sha256(path)
+
+
 def verify_records(c: CampaignContext) -> None:
     """Raise LogTamperedError when an append-only log's written part or a sealed round file
     was changed or removed since it was written."""
@@ -62,7 +70,7 @@ def verify_records(c: CampaignContext) -> None:
         )
     if changed:
         raise LogTamperedError(
-            f"the records of closed rounds were changed after they were written: "
+            f"sealed records were changed after they were written: "
             f"{', '.join(changed)} (in {c.dir}). The decisions and the REPORT read them; "
             "restore the originals (a git checkout or backup of the campaign directory) or "
             "start a new campaign"

@@ -16,7 +16,7 @@ from kernel_ratchet.campaign.context import CampaignContext
 from kernel_ratchet.campaign.fsutil import atomic_write_text
 from kernel_ratchet.campaign.lineage.kernel import kernel_changed
 from kernel_ratchet.campaign.quick_bench import run_harness, write_provenance
-from kernel_ratchet.campaign.seal import verify_records
+from kernel_ratchet.campaign.seal import seal_report, verify_records
 from kernel_ratchet.campaign.state import Phase, Termination
 from kernel_ratchet.errors import CampaignError
 from kernel_ratchet.harness.csv_schema import BenchTable
@@ -70,6 +70,7 @@ def report(c: Campaign, stop: tuple[str, str] | None = None) -> str:
     if not opt.contains("## Final report"):
         opt.append(text)
     atomic_write_text(path, text)
+    seal_report(c.ctx)
     c.state.phase = Phase.TERMINATED
     c.save()
     return text

@@ -235,6 +235,12 @@ def test_whole_campaign(two_rounds, capsys, monkeypatch):
     ]
     final = read_csv(cdir / "report/benchmark_full.csv")
     assert len(final.rows) == TINY_COUNT and all(row.passed for row in final.rows)
+    # the written report is sealed: `ratchet report` prints it again only as it was written
+    text = (cdir / "report.md").read_text()
+    (cdir / "report.md").write_text(text.replace("Headline (paired chain", "Headline (edited"))
+    r = ratchet_here("report")
+    assert r.returncode == 7 and "report.md" in r.stderr, r.stdout + r.stderr
+    (cdir / "report.md").write_text(text)
     r = _ok(ratchet_here("accept"))
     assert "ACCEPTED" in r.stdout
     assert "## Acceptance" in (cdir / "logs/optimize.md").read_text()
