@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 APPEND_ONLY_LOGS = ("logs/optimize.md", "logs/performance_trend.md")
 MANIFEST = "manifest.yaml"
+ROUND_KEY, MANIFEST_KEY = "Round-record", "Campaign-manifest"
 _TOLERANCE = 1e-9
 
 
@@ -61,6 +62,7 @@ def verify_records(c: CampaignContext) -> None:
     changed = [
         rel for rel, sha in sorted(c.state.records.items()) if file_sha256(c.dir / rel) != sha
     ]
+    changed += unsealed(c)
     if MANIFEST in changed:
         raise LogTamperedError(
             f"{MANIFEST} was changed after BASELINE froze it (in {c.dir}): every round's "
@@ -83,6 +85,61 @@ def verify_records(c: CampaignContext) -> None:
             "state.json (a git checkout or backup of the campaign directory) or start a new "
             "campaign"
         )
+
+
+def unsealed(c: CampaignContext) -> list[str]:
+    """Files that should have a seal and have none: a closed round's own files, and a log the
+    tool has written (a seal removed from the state along with an edit)."""
+    missing = [
+        rel
+        for e in c.state.closed
+        for path in _record_files(c.round_dir(e.round))
+        if (rel := c.rel(path)) not in c.state.records
+    ]
+    missing += [
+        rel
+        for rel in APPEND_ONLY_LOGS
+        if (c.dir / rel).exists() and (c.dir / rel).stat().st_size and rel not in c.state.logs
+    ]
+    return missing + commit_mismatches(c)
+
+
+def commit_mismatches(c: CampaignContext) -> list[str]:
+    """Records of accepted rounds that differ from what their commit says (the hashes of the
+    round's ``round.json`` and of the manifest, written into the commit message when it was
+    made): a commit outside the campaign directory anchors the seals kept in ``state.json``.
+    A commit that cannot be read here (history rewritten, a copied campaign) is not judged."""
+    from kernel_ratchet.campaign.lineage import git
+
+    found = []
+    for e in c.state.closed:
+        if e.status.value != "ACCEPTED" or not e.commit:
+            continue
+        msg = git.log_message(c.groot, e.commit)
+        for rel, key in (
+            (c.rel(c.round_dir(e.round) / "round.json"), ROUND_KEY),
+            (MANIFEST, MANIFEST_KEY),
+        ):
+            kept = next(
+                (
+                    ln.split("sha256:", 1)[1].strip()
+                    for ln in msg.splitlines()
+                    if ln.startswith(f"{key}: sha256:")
+                ),
+                None,
+            )
+            if kept is not None and file_sha256(c.dir / rel) != kept:
+                found.append(f"{rel} (against commit {e.commit[:12]})")
+    return found
+
+
+def commit_trailers(c: CampaignContext, n: int) -> str:
+    """The lines an accepted round's commit message ends with: the sha256 of its round.json
+    and of the manifest (see :func:`commit_mismatches`)."""
+    record = file_sha256(c.round_dir(n) / "round.json")
+    return (
+        f"\n{ROUND_KEY}: sha256:{record}\n{MANIFEST_KEY}: sha256:{file_sha256(c.dir / MANIFEST)}\n"
+    )
 
 
 def index_mismatches(c: CampaignContext) -> list[str]:

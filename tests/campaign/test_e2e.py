@@ -101,6 +101,9 @@ def test_whole_campaign(two_rounds, capsys, monkeypatch):
     assert "Hypothesis: 32x32 output tiles: 4x fewer programs" in msg
     assert re.search(r"Result: \S+ -> \S+ \(\+\d+\.\d%\)", msg)
     assert f"Details: .ratchet/campaigns/{cdir.name}/logs/optimize.md" in msg
+    sealed = json.loads((cdir / "state.json").read_text())["records"]  # anchored in the commit
+    assert f"Round-record: sha256:{sealed['rounds/round-2/round.json']}" in msg
+    assert f"Campaign-manifest: sha256:{sealed['manifest.yaml']}" in msg
     assert git(root, "show", "--name-only", "--format=", "HEAD").split() == [KERNEL]
     accepted = (cdir / "rounds/round-2/summary.md").read_text()
     assert "measured in the training idiom" in accepted  # the dynamic transfer check ran

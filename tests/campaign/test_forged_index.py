@@ -84,3 +84,37 @@ def test_a_log_edited_with_its_shadow_copy_points_past_the_copy(tmp_path):
     log.shadow.write_text("## Round 2 — ACCEPTED +30%\n")
     with pytest.raises(LogTamperedError, match="was changed too: take it from a backup"):
         log.verify()
+
+
+def _forge_round_2(cdir, unseal: bool) -> None:
+    """Round-2 turned into a +900% round everywhere the state can say so: its round.json, its
+    index entry, and its seal rewritten (or removed)."""
+    from kernel_ratchet.campaign.fsutil import file_sha256
+
+    path = cdir / "rounds/round-2/round.json"
+    record = json.loads(path.read_text())
+    record["decision"]["gain"] = 9.0
+    path.write_text(json.dumps(record))
+    state = json.loads((cdir / "state.json").read_text())
+    entry = next(e for e in state["closed"] if e["round"] == 2)
+    entry["gain"] = entry["paired_chain"] = 9.0
+    if unseal:
+        del state["records"]["rounds/round-2/round.json"]
+    else:
+        state["records"]["rounds/round-2/round.json"] = file_sha256(path)
+    (cdir / "state.json").write_text(json.dumps(state))
+
+
+@pytest.mark.parametrize("unseal", [False, True], ids=["rehashed", "unsealed"])
+def test_a_round_forged_with_its_seal_is_caught_by_its_commit(
+    accepted_project,  # noqa: F811
+    capsys,
+    monkeypatch,
+    unseal,
+):
+    cdir = campaign_dir(accepted_project)
+    _forge_round_2(cdir, unseal)
+    rc, out = _status(capsys, monkeypatch, accepted_project)
+    assert rc == 7, out
+    assert "rounds/round-2/round.json" in out
+    assert ("against commit" in out) or unseal  # the removed seal is named as missing

@@ -11,6 +11,7 @@ from kernel_ratchet.campaign.lineage import git
 from kernel_ratchet.campaign.lineage.kernel import restore_incumbent
 from kernel_ratchet.campaign.record import RoundRecord
 from kernel_ratchet.campaign.render import commit_message
+from kernel_ratchet.campaign.seal import commit_trailers
 
 if TYPE_CHECKING:
     from kernel_ratchet.campaign.context import CampaignContext
@@ -39,6 +40,7 @@ def apply(c: CampaignContext, record: RoundRecord) -> str | None:
         metric=f"{c.m.primary_metric} ({'paired A/B' if d.paired else 'harness CSVs'})",
         gain=d.gain,
     )
+    msg += commit_trailers(c, n)  # what the records of this round must stay
     marker = f"[optimize] {c.m.target_op} {c.m.target_backend} round-{n}:"
     if git.log_message(c.groot).startswith(marker):
         return git.head(c.groot)  # committed before a crash
