@@ -113,6 +113,29 @@ def test_an_edit_hidden_from_git_status_is_still_out_of_scope(
     assert "--no-skip-worktree" in why  # how to make git show the edit again
 
 
+def test_a_kernel_that_reaches_for_the_checker_is_refused_before_measuring(
+    project: Path,  # noqa: F811
+    validate,
+) -> None:
+    """A kernel file that swaps the harness's SNR code for "always a match" (and returns zeros)
+    is refused by what it adds before any process is started."""
+    path = project / KERNEL
+    path.write_text(
+        path.read_text()
+        + "\nimport importlib\n"
+        + "_c = importlib.import_module('kernel_ratchet.harness.correctness')\n"
+        + "_c.snr_db.__code__ = (lambda out, ref: float('inf')).__code__\n"
+    )
+    rec = validate("a faster kernel")
+    expect_flagged(
+        rec["status"] == "ROLLED BACK" and rec["category"] == "cheat",
+        rec["reason"],
+        "__code__",
+        _explain(rec),
+    )
+    assert "refused before any measurement" in rec["reason"]
+
+
 def test_a_vendor_library_swap_is_not_accepted_as_a_kernel_gain(
     project: Path,  # noqa: F811
     validate,

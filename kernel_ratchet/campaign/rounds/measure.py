@@ -37,6 +37,7 @@ from kernel_ratchet.campaign.steps import (
 from kernel_ratchet.guard import StaticAudit, audit_change
 from kernel_ratchet.guard.backend import backend_audit
 from kernel_ratchet.guard.static_audit import REJECT
+from kernel_ratchet.guard.tool_reach import tool_reach
 from kernel_ratchet.harness.pinning import beside_cpus
 
 if TYPE_CHECKING:
@@ -123,6 +124,9 @@ def _measure(c: CampaignContext, n: int, p: PendingRound) -> RoundRecord:
     swapped = backend_change(c)
     if swapped:
         return draft.failed(Category.BACKEND, swapped, now())
+    reach = tool_reach(*kernel_texts(c))
+    if reach:
+        return draft.failed(Category.CHEAT, f"{reach}; refused before any measurement", now())
     early = EarlyHarness(c, draft.level, art / "benchmark.csv", art / "benchmark.log")
     with RoundWorkers(c, art) as workers, early:
         if not c.op.test_gpu:
