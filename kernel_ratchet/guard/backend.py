@@ -27,6 +27,8 @@ import ast
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from kernel_ratchet.guard.syntax import dotted
+
 #: Campaign backends whose kernels must not call the vendor library.
 KERNEL_BACKENDS = frozenset({"TRITON"})
 _TORCH_OPS = frozenset(
@@ -104,29 +106,19 @@ class BackendAudit:
     reason: str
 
 
-def _dotted(node: ast.expr) -> str:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-    return ".".join(reversed(parts))
-
-
 def _vendor_call(node: ast.AST, f_aliases: set[str]) -> str | None:
     """A vendor operation that ``node`` calls or names (``fn = torch.mm``, ``@torch.compile``,
     ``getattr(torch, "mm")``), or None."""
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
         return "the @ operator (torch.matmul)"
     if isinstance(node, ast.Attribute):
-        return _vendor_name(_dotted(node), f_aliases)
+        return _vendor_name(dotted(node), f_aliases)
     if not isinstance(node, ast.Call):
         return None
-    name = _dotted(node.func)
+    name = dotted(node.func)
     head, _, leaf = name.rpartition(".")
     if name == "getattr" and len(node.args) > 1 and isinstance(node.args[1], ast.Constant):
-        return _vendor_name(f"{_dotted(node.args[0])}.{node.args[1].value}", f_aliases)
+        return _vendor_name(f"{dotted(node.args[0])}.{node.args[1].value}", f_aliases)
     method = isinstance(node.func, ast.Attribute) and leaf in _METHODS
     if method and head not in ("torch", "") and _vendor_name(name, f_aliases) is None:
         return f".{leaf}() on a tensor"
@@ -164,9 +156,9 @@ def _dynamic_import(node: ast.AST) -> str | None:
     """The module a node imports by name at run time: ``importlib.import_module("m")``,
     ``__import__("m")``, ``sys.modules["m"]``."""
     named = isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
-    if named and _dotted(node.func) in ("importlib.import_module", "import_module", "__import__"):
+    if named and dotted(node.func) in ("importlib.import_module", "import_module", "__import__"):
         return str(node.args[0].value)  # type: ignore[union-attr]
-    if isinstance(node, ast.Subscript) and _dotted(node.value) == "sys.modules":
+    if isinstance(node, ast.Subscript) and dotted(node.value) == "sys.modules":
         key = node.slice
         return str(key.value) if isinstance(key, ast.Constant) else None
     return None
@@ -203,7 +195,7 @@ def _context(tree: ast.Module) -> dict[int, str]:
         for child in ast.iter_child_nodes(node):
             here = ctx
             if isinstance(child, ast.FunctionDef) and any(
-                _dotted(d.func if isinstance(d, ast.Call) else d).endswith("jit")
+                dotted(d.func if isinstance(d, ast.Call) else d).endswith("jit")
                 for d in child.decorator_list
             ):
                 here = _JIT

@@ -7,6 +7,18 @@ import ast
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 
 
+def dotted(node: ast.expr) -> str:
+    """``torch.nn.functional.linear`` for that attribute chain ('' parts where it is not
+    names and attributes all the way down)."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
 def short_name(node: ast.expr) -> str | None:
     """The last name of ``x`` or ``a.b.x``; None for any other expression."""
     if isinstance(node, ast.Name):

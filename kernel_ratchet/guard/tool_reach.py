@@ -18,6 +18,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Mapping
 
+from kernel_ratchet.guard.syntax import dotted
+
 #: The tool's packages a kernel file may not name (``kernel_ratchet.kernels`` may be).
 TOOL_PACKAGES = tuple(
     f"kernel_ratchet.{p}"
@@ -41,16 +43,6 @@ _INTROSPECTION = frozenset(
 )
 
 
-def _dotted(node: ast.expr) -> str:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-    return ".".join(reversed(parts))
-
-
 def _tool_name(text: str) -> bool:
     return any(text == p or text.startswith(p + ".") for p in TOOL_PACKAGES)
 
@@ -71,8 +63,8 @@ def _finding(node: ast.AST) -> str | None:
         return f"the name {node.value!r}"
     if isinstance(node, ast.Attribute) and node.attr in _FUNCTION_PARTS:
         return f"a function's {node.attr}"
-    if isinstance(node, ast.Attribute) and _dotted(node) in _INTROSPECTION:
-        return _dotted(node)
+    if isinstance(node, ast.Attribute) and dotted(node) in _INTROSPECTION:
+        return dotted(node)
     return None
 
 
