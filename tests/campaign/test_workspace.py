@@ -12,6 +12,7 @@ here, not the example's first gain.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -198,3 +199,22 @@ def test_the_tests_of_sharing_ops_are_refused_in_a_workspace(ws_copy, ratchet_he
     r = ratchet_here(root, "validate", "--test-shared", "--hypothesis", "64-row tiles")
     assert r.returncode != 0 and "need a repo-mode campaign" in r.stdout + r.stderr
     assert json.loads((cdir / "state.json").read_text())["next_round"] == before
+
+
+def test_the_incumbent_side_imports_the_accepted_round_not_the_project(ws_copy, monkeypatch):
+    """The paired A/B's incumbent runs from a worktree of the project, where the workspace's
+    git-excluded src/ is missing: without its package overlays the kernel imported there was
+    the project's own (16-wide k-steps), and an unchanged candidate read 8x faster."""
+    from kernel_ratchet.campaign.engine import Campaign
+    from kernel_ratchet.campaign.lineage.worktree import incumbent_tree
+
+    monkeypatch.chdir(ws_copy)
+    with Campaign(load_profile(ws_copy), campaign_dir(ws_copy)) as c:
+        root = incumbent_tree(c.ctx)
+    probe = "import tiny_gemm.kernel as k; print(k.BLOCK_K, k.__file__)"
+    env = {**cli_env(ws_copy), "PYTHONPATH": f"{root}{os.pathsep}{ws_copy}"}
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=root, env=env, capture_output=True, text=True
+    )
+    block, path = out.stdout.split()
+    assert block == "32" and Path(path).resolve().is_relative_to(root.resolve()), out.stderr

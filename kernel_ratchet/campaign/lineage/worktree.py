@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from kernel_ratchet.campaign.lineage import git
 from kernel_ratchet.campaign.lineage.kernel import incumbent_bytes
+from kernel_ratchet.campaign.lineage.workspace import is_workspace
 
 if TYPE_CHECKING:
     from kernel_ratchet.campaign.context import CampaignContext
@@ -26,6 +27,18 @@ WORKTREE = ".incumbent"
 def incumbent_tree(c: CampaignContext) -> Path:
     """Prepare the worktree and return the project root inside it (the profile's directory)."""
     return prepare_tree(c, c.incumbent_dir or c.dir / WORKTREE)
+
+
+def _mirror_workspace(src: Path, root: Path, kernel: set[str]) -> None:
+    """A workspace's ``src/`` is git-excluded, so a worktree of the project lacks it: copy its
+    files other than the kernel's (the package overlays that make ``src/`` shadow the project)
+    to ``root``, so the incumbent imports its kernel files as the candidate imports its own."""
+    for path in src.rglob("*"):
+        rel = path.relative_to(src).as_posix()
+        if path.is_file() and rel not in kernel and "__pycache__" not in path.parts:
+            dst = root / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, dst)
 
 
 def prepare_tree(c: CampaignContext, wt: Path) -> Path:
@@ -41,6 +54,8 @@ def prepare_tree(c: CampaignContext, wt: Path) -> Path:
     else:
         git.git(wt, "checkout", "--detach", "--force", commit)
     root = wt / os.path.relpath(c.root, c.groot)
+    if is_workspace(c.m):
+        _mirror_workspace(c.root, root, set(c.m.kernel_source))
     for rel in c.m.kernel_source:  # the incumbent's kernel files, exactly
         data, path = incumbent_bytes(c, rel), root / rel
         if data is None:
