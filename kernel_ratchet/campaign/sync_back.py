@@ -64,7 +64,8 @@ class SyncResult:
 
 
 def _upstream_changes(c: CampaignContext, ws: dict[str, Any], incumbent: dict[str, bytes | None]):
-    """Kernel files whose project copy is neither the extracted one nor the incumbent's."""
+    """Kernel files whose project copy is neither the extracted one nor an accepted round's
+    (the incumbent's, or one an earlier sync-back wrote and committed)."""
     root, groot = c.profile.root, c.groot
     changed = []
     for rel, extracted in ws["kernel_files"].items():
@@ -72,11 +73,20 @@ def _upstream_changes(c: CampaignContext, ws: dict[str, Any], incumbent: dict[st
         cur = file_sha256(path) if path.exists() else None
         head = git.show(groot, "HEAD", os.path.relpath(root / rel, groot))
         inc = incumbent[rel]
-        allowed = {extracted, None if inc is None else _sha(inc)}
+        allowed = {extracted, None if inc is None else _sha(inc), *_accepted(c, rel)}
         head_sha = None if head is None else _sha(head)
         if cur not in allowed or head_sha not in allowed:
             changed.append(rel)
     return changed
+
+
+def _accepted(c: CampaignContext, rel: str) -> set[str | None]:
+    """The sha256 of kernel file ``rel`` in every accepted round's snapshot."""
+    return {
+        file_sha256(c.round_dir(e.round) / "kernel_snapshot" / rel)
+        for e in c.state.closed
+        if e.status.value == "ACCEPTED"
+    } - {None}
 
 
 def _sha(data: bytes) -> str:
@@ -97,10 +107,11 @@ def sync_back(c: Campaign, *, commit: bool = True) -> SyncResult:
 
     Preconditions (CampaignError otherwise): a workspace-mode campaign with an accepted round,
     no round in flight, and project kernel files unchanged upstream since extraction (or
-    already holding the incumbent, when an earlier sync-back was interrupted). The gate: the
+    already holding an accepted round's, which an earlier sync-back wrote). The gate: the
     original focused test passes in the project and a project-rooted harness measures every
-    target shape with Check=PASS and an aggregate above the baseline's. On PASS the kernel
-    files (only them) are committed when ``commit``; on FAIL they are restored.
+    target shape with Check=PASS (its aggregate against the baseline's is shown, a diagnostic).
+    On PASS the kernel files (only them) are committed when ``commit``; on FAIL they are
+    restored.
     """
     if not is_workspace(c.m):
         raise CampaignError(

@@ -178,6 +178,15 @@ def test_sync_back_applies_only_the_kernel_and_revalidates(ws_copy, ratchet_here
     assert (cdir / "sync-back/benchmark.csv").exists()
     assert json.loads((cdir / "sync-back/result.json").read_text())["ok"] is True
     assert "## Sync-back of round-2" in (cdir / "logs/optimize.md").read_text()
+    # a later accepted round can be synced over this one: the project's kernel is now an
+    # accepted round's (the tool's own commit), not work from upstream
+    from kernel_ratchet.campaign.engine import Campaign
+    from kernel_ratchet.campaign.lineage.workspace import load_workspace
+    from kernel_ratchet.campaign.sync_back import _upstream_changes
+
+    with Campaign(load_profile(root), cdir) as c:
+        later = {KERNEL: b"# a later accepted round's kernel\n"}
+        assert _upstream_changes(c.ctx, load_workspace(cdir), later) == []
 
 
 def test_sync_back_refuses_when_the_kernel_changed_upstream(ws_copy, ratchet_here):
