@@ -99,6 +99,21 @@ def _optimizer(name: str, agent_cmd: str | None, agent_timeout: float, knobs: st
     return load_optimizer(name)
 
 
+def _pause_note(op: str | None, n: int) -> None:
+    """What --pause does on a campaign that this run creates (``op``; None: nothing to say),
+    said before it starts."""
+    if op is None:
+        return
+    err.print(
+        f"note: --max-iterations {n} is also this new campaign's T3: it ends (REPORT) after "
+        f"{n} rounds, and --pause pauses only at --max-duration. For {n} rounds of a longer "
+        f"campaign: `ratchet init --op {op} --max-iterations M`, then `ratchet resume "
+        f"--max-iterations {n} --pause`.",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
 def _drive(
     prof,
     op: str | None,
@@ -238,8 +253,8 @@ def run(
     """Run a whole campaign unattended: init, BASELINE, rounds proposed by the optimizer, REPORT.
 
     First Ctrl+C: finish the current round and write the report; second: stop at once
-    (`ratchet resume` continues). `--pause`: a spent budget of this run pauses instead of
-    ending the campaign (a campaign split over machine sessions)."""
+    (`ratchet resume` continues). `--pause`: a spent budget of this run pauses the campaign
+    instead (over sessions); a campaign this run creates ends at --max-iterations, its T3."""
     parallel = Parallel(gpus, workers, scheduler, candidate_timeout)
     parallel.check()
     if example or rehearse:
@@ -258,6 +273,7 @@ def run(
     ask = f"Run {what} unattended with the {optimizer} optimizer (up to {max_iterations} rounds)?"
     if not yes and not typer.confirm(ask, default=True):
         raise typer.Exit(1)
+    _pause_note(op if pause and not campaign else None, max_iterations)
     _drive(
         prof,
         None if campaign else op,

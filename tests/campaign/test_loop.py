@@ -160,6 +160,8 @@ def test_example_gemm_bf16_rehearsal_runs_end_to_end(tmp_path):
         )
     )
     assert "meaningless for tuning" in r.stderr
+    # a campaign this run creates takes --max-iterations as its T3: said before it starts
+    assert "--max-iterations 2 is also this new campaign's T3" in r.stderr
     cdir = campaign_dir(dest)
     state = json.loads((cdir / "state.json").read_text())
     assert "PAUSED" in r.stdout and "ratchet resume" in r.stdout, r.stdout
