@@ -202,7 +202,8 @@ class RatchetTools:
 
     def run_quick_validation(self, level: str = "quick", campaign: str | None = None) -> dict:
         """Dry run: the campaign's harness on the current kernel files at `level` (quick:
-        representative shapes), without a round; returns the rows and a decision preview."""
+        representative shapes), without a round; returns the rows and an unpaired preview
+        against the incumbent's CSV (a diagnostic: only a round's paired A/B decides)."""
         from kernel_ratchet.campaign.dryrun import quick_validation
 
         with self._campaign(campaign) as c:

@@ -147,6 +147,9 @@ def test_campaign_tools_read_the_records(two_rounds):
     assert dry["csv"].startswith("profiles/dryrun-")
     assert (campaign_dir(two_rounds) / dry["csv"]).exists()
     assert dry["preview"]["incumbent_round"] == 2
+    # the tree holds the incumbent: nothing to preview as a round, whatever the timing read
+    assert dry["preview"]["would_be"] == "no round: the kernel files equal the incumbent's"
+    assert dry["preview"]["method"].startswith("unpaired: this run against round-2's CSV")
     # a dry run is not a round
     assert not (campaign_dir(two_rounds) / "rounds/round-4").exists()
 
