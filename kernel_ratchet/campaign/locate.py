@@ -59,14 +59,22 @@ def refuse_parallel(profile: Profile, op: str) -> None:
     switch the branch under the first (``init`` and ``run`` start one on purpose with
     ``--another``)."""
     still_open = [
-        d.name
+        (d.name, phase)
         for d in list_campaigns(profile)
         if load_manifest(d).target_op == op
-        and State.load(d).phase in (Phase.INITIALIZED, Phase.OPTIMIZING)
+        and (phase := State.load(d).phase) in (Phase.INITIALIZED, Phase.OPTIMIZING)
     ]
-    if still_open:
-        raise RatchetError(
-            f"campaign {still_open[-1]} on op {op} is still open: continue it (`ratchet "
-            f"validate --campaign {still_open[-1]}` or `ratchet resume`), end it with `ratchet "
-            "report`, or give --another to start a second campaign on the same op"
+    if not still_open:
+        return
+    name, phase = still_open[-1]
+    if phase is Phase.INITIALIZED:  # no baseline: nothing to report or resume yet
+        how = f"measure its baseline (`ratchet baseline --campaign {name}`)"
+    else:
+        how = (
+            f"continue it (`ratchet validate --campaign {name}` or `ratchet resume`), end it "
+            "with `ratchet report`"
         )
+    raise RatchetError(
+        f"campaign {name} on op {op} is still open: {how}, or give --another to start a "
+        "second campaign on the same op"
+    )

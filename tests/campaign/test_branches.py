@@ -103,3 +103,15 @@ def test_a_merge_in_progress_or_a_detached_head_refuses_the_round(project):
     r = ratchet(project, "validate", "--hypothesis", "32x32")
     assert r.returncode == 8 and "HEAD is detached" in r.stderr, r.stdout + r.stderr
     assert not (cdir / "rounds/round-2").exists()
+
+
+def test_an_open_campaign_without_a_baseline_is_not_sent_to_report(tmp_path):
+    """`ratchet report` refuses a campaign with no baseline, so the way on is the baseline."""
+    from tests.campaign.conftest import make_project
+
+    root = make_project(tmp_path / "proj")
+    r = ratchet(root, "init", "--op", "tiny_gemm", "--yes")
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = ratchet(root, "init", "--op", "tiny_gemm", "--yes")
+    assert r.returncode == 2 and "ratchet baseline --campaign" in r.stderr, r.stderr
+    assert "ratchet report" not in r.stderr
