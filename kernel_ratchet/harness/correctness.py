@@ -75,7 +75,12 @@ def check_outputs(
             continue
         s = snr_db(got[name], r)
         snr[name] = s
-        if not (s >= thresholds[name]):
+        g = got[name]
+        if isinstance(g, torch.Tensor) and isinstance(r, torch.Tensor) and g.shape != r.shape:
+            failures.append(
+                f"{name}: shape {list(g.shape)} against the reference's {list(r.shape)}"
+            )
+        elif not (s >= thresholds[name]):
             failures.append(f"{name}: SNR {s:.2f} dB < {thresholds[name]:.1f} dB")
     return CheckResult(snr, not failures, "; ".join(failures) or "all outputs within threshold")
 

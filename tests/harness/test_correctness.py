@@ -58,6 +58,8 @@ def test_shape_mismatch_is_minus_infinity_even_when_broadcastable():
     assert snr_db(torch.ones(4), ref) == -math.inf
     assert snr_db(torch.ones(16), ref) == -math.inf
     assert snr_db(torch.ones(1, 4, 4), ref) == -math.inf
+    res = check_outputs({"out": torch.ones(1, 4, 4)}, {"out": ref}, {"out": 80.0})
+    assert not res.passed and res.reason == "out: shape [1, 4, 4] against the reference's [4, 4]"
 
 
 def test_tensor_subclass_and_non_tensor_are_minus_infinity():
