@@ -118,7 +118,7 @@ def collect(
                 files.append(FileSpace(rel, KERNEL, found.tunables, parse))
                 unmatched += found.unmatched
         except KnobError as exc:
-            problems.append(str(exc))
+            problems.append(f"{rel}: {exc}")
     unmatched += [d for d in decls if d.file not in kernel_source]
     return SearchSpace(tuple(files), tuple(unmatched), tuple(problems))
 

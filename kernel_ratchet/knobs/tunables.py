@@ -187,6 +187,12 @@ def parse_tunables(text: str) -> Tunables:
     space = decl.get("SEARCH_SPACE")
     if space is not None:
         wanted = {k for knobs in space.values() for k in knobs}
+        known = set(constants).union(*(e.knobs for e in entries.values()))
+        if wanted - known:
+            raise KnobError(
+                f"SEARCH_SPACE names {', '.join(sorted(wanted - known))}, which the file does "
+                "not define (a module-level constant, or a field of a config it holds)"
+            )
         mod = {k: kn for k, kn in constants.items() if k in wanted}
         if mod:
             entries = {MODULE: Entry(MODULE, (), "", mod), **entries}

@@ -26,12 +26,14 @@ def _tunables(profile: Profile, op: OpProfile, space: SearchSpace) -> CheckItem:
         )
     if any(fs.rel == op.tunables and fs.entries(op.name) for fs in space.files):
         return _item(op, "tunables file", True, op.tunables)
-    why = next((p for p in space.problems if op.tunables in p), "nothing in it can move")
+    why = next((p for p in space.problems if p.startswith(f"{op.tunables}: ")), None)
+    if why is not None:  # it does not parse, or names what it does not define
+        return _item(op, "tunables file", False, why, f"fix {op.tunables} (see docs/search.md)")
     return _item(
         op,
         "tunables file",
         False,
-        f"{op.tunables}: {why}",
+        f"{op.tunables}: nothing in it can move",
         "give it a SEARCH_SPACE naming its knobs and values (see docs/search.md), or remove "
         f"ops.{op.name}.tunables",
     )

@@ -106,6 +106,14 @@ def test_tunables_must_exist_when_given(tiny_project):
     assert not item.ok and "nothing in it can move" in item.detail and "SEARCH_SPACE" in item.fix
     (p.root / p.pkg / "configs.py").write_text("B = 16\nSEARCH_SPACE = {'*': {'B': [16, 32]}}\n")
     assert _by_name(run_checklist(load_profile(p.write())))["tunables file"].ok
+    # a file that does not parse, or names a knob it does not define, says so (not "add one")
+    (p.root / p.pkg / "configs.py").write_text("B = 16\nSEARCH_SPACE = {'*': {'B': [16, 32]}\n")
+    item = _by_name(run_checklist(load_profile(p.write())))["tunables file"]
+    assert not item.ok and "does not parse" in item.detail and "configs.py" in item.detail
+    assert "SEARCH_SPACE naming" not in item.fix
+    (p.root / p.pkg / "configs.py").write_text("B = 16\nSEARCH_SPACE = {'*': {'BB': [16, 32]}}\n")
+    item = _by_name(run_checklist(load_profile(p.write())))["tunables file"]
+    assert not item.ok and "SEARCH_SPACE names BB, which the file does not define" in item.detail
 
 
 def test_checklist_for_one_op_and_unknown_op(tiny_project):
