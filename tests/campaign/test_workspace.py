@@ -227,3 +227,12 @@ def test_the_incumbent_side_imports_the_accepted_round_not_the_project(ws_copy, 
     )
     block, path = out.stdout.split()
     assert block == "32" and Path(path).resolve().is_relative_to(root.resolve()), out.stderr
+
+
+def test_an_edit_of_the_projects_kernel_is_sent_to_the_workspace(ws_copy, ratchet_here):
+    """Rounds edit the workspace's src/: a user who edits the project's own copy is told where."""
+    set_blocks(ws_copy, M=64)
+    r = ratchet_here(ws_copy, "validate", "--hypothesis", "64-row tiles")
+    cdir = campaign_dir(ws_copy)
+    assert r.returncode == 5, r.stdout + r.stderr
+    assert f"in .ratchet/campaigns/{cdir.name}/src) equal the incumbent's" in r.stderr

@@ -4,6 +4,7 @@ harness, kernel files equal to the incumbent's, files changed outside kernel_sou
 
 from __future__ import annotations
 
+import os
 import unicodedata
 from typing import TYPE_CHECKING
 
@@ -64,8 +65,9 @@ def preconditions(
     outside = split_editor_files(out_of_scope(c))[0]
     if not kernel_changed(c):
         elsewhere = f" (changed outside them: {', '.join(outside)})" if outside else ""
+        where = f" in {os.path.relpath(c.root)}" if c.root != c.profile.root else ""
         raise CampaignError(
-            f"the kernel files ({', '.join(c.m.kernel_source)}) equal the incumbent's"
+            f"the kernel files ({', '.join(c.m.kernel_source)}{where}) equal the incumbent's"
             f"{elsewhere}: edit them with this round's single change, then run validate"
         )
     outside = outside if scope else []
