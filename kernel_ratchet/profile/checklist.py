@@ -9,14 +9,11 @@ current interpreter's ``sys.path`` cannot hide a missing editable install.
 
 from __future__ import annotations
 
-import importlib
 import math
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -32,6 +29,7 @@ from kernel_ratchet.harness.described_spec import symbols_of
 from kernel_ratchet.profile.described_check import described_call
 from kernel_ratchet.profile.items import CheckItem
 from kernel_ratchet.profile.items import item as _item
+from kernel_ratchet.profile.on_path import project_on_path
 from kernel_ratchet.profile.requires import unmet
 from kernel_ratchet.profile.schema import (
     CAMPAIGN_TYPES,
@@ -42,22 +40,11 @@ from kernel_ratchet.profile.schema import (
     Profile,
 )
 from kernel_ratchet.profile.search_check import search_items
+from kernel_ratchet.profile.seed_check import seeded_inputs
 from kernel_ratchet.profile.sharing import sharing_ops
 from kernel_ratchet.profile.test_selection import selection_check
 
 _SUBPROCESS_TIMEOUT_S = 120
-
-
-@contextmanager
-def _project_on_path(root: Path) -> Iterator[None]:
-    """Put ``root`` first on sys.path for the duration; restore sys.path exactly after."""
-    saved = list(sys.path)
-    sys.path.insert(0, str(root))
-    importlib.invalidate_caches()
-    try:
-        yield
-    finally:
-        sys.path[:] = saved
 
 
 def _kernel_source(profile: Profile, op: OpProfile) -> CheckItem:
@@ -110,7 +97,7 @@ def _adapter(profile: Profile, op: OpProfile) -> list[CheckItem]:
     """Two items: the adapter imports, and its schema is known and fits the campaign type."""
     name_imp, name_schema = "adapter importable", "adapter schema"
     try:
-        with _project_on_path(profile.root):
+        with project_on_path(profile.root):
             adapter = load_adapter(op.adapter)
     except Exception as exc:  # any import-time failure of user code is a failed check
         fix = (
@@ -159,7 +146,7 @@ def _adapter(profile: Profile, op: OpProfile) -> list[CheckItem]:
 
 def _shapes(profile: Profile, op: OpProfile) -> CheckItem:
     try:
-        with _project_on_path(profile.root):
+        with project_on_path(profile.root):
             shapes = load_shapes(op.shapes)
     except Exception as exc:
         return _item(
@@ -245,6 +232,7 @@ def all_checks(profile: Profile, op: str | None = None) -> list[CheckItem]:
         items += [device_check(profile, o) for o in ops]
         called = (described_call(profile, profile.op(o)) for o in ops)
         items += [c for c in called if c is not None]
+        items += [seeded_inputs(profile, profile.op(o)) for o in ops]
     return items
 
 
@@ -338,7 +326,7 @@ def device_check(profile: Profile, op: str, *, cuda: bool | None = None) -> Chec
     if torch.cuda.is_available() if cuda is None else cuda:
         return CheckItem(name, True, "CUDA GPU present")
     try:
-        with _project_on_path(profile.root):
+        with project_on_path(profile.root):
             shapes = load_shapes(o.shapes)
     except Exception:  # the shapes check reports it
         return CheckItem(name, True, "shapes not loadable (see 'shapes loadable')")
