@@ -20,6 +20,7 @@ from kernel_ratchet.cli.common import (
     err,
     open_campaign,
     out,
+    profile_at,
 )
 from kernel_ratchet.cli.dashboard import after_round
 
@@ -102,23 +103,41 @@ def validate(
     raise typer.Exit(0 if rec.accepted else 1)
 
 
+def _peek(profile: Path | None, campaign: str | None, busy: str) -> dict:
+    """The status of a campaign another process holds, read without its lock."""
+    from kernel_ratchet.campaign.engine import Campaign
+    from kernel_ratchet.campaign.locate import find_campaign
+    from kernel_ratchet.campaign.status import campaign_status
+
+    prof = profile_at(profile)
+    ctx = Campaign(prof, find_campaign(prof, campaign)).ctx
+    return {**campaign_status(ctx, verify=False), "driven_by": busy.split(";")[0]}
+
+
 @app.command()
 def status(
     as_json: bool = typer.Option(False, "--json"),
     profile: Path | None = ProfileOpt,
     campaign: str | None = CampaignOpt,
 ):
-    """Where the campaign stands (finishes an interrupted round first)."""
+    """Where the campaign stands (finishes an interrupted round first). While another process
+    drives it, a read-only look: nothing finished, the records not verified."""
     from kernel_ratchet.campaign.status import campaign_status
+    from kernel_ratchet.errors import LockError
 
-    with open_campaign(profile, campaign) as c:
-        c.recover()
-        s = campaign_status(c.ctx)
+    try:
+        with open_campaign(profile, campaign) as c:
+            c.recover()
+            s = campaign_status(c.ctx)
+    except LockError as busy:
+        s = _peek(profile, campaign, str(busy))
     if as_json:
         from kernel_ratchet.mcp.tools import jsonable
 
         print(json.dumps(jsonable(s), indent=2, default=str, allow_nan=False))
         return
+    if s.get("driven_by"):
+        err.print(f"read-only: {s['driven_by']}", highlight=False, soft_wrap=True)
     out.print(
         f"[bold]{s['campaign']}[/bold] — {s['phase']}, next round {s['next_round']}, "
         f"incumbent round-{s['incumbent_round']}"

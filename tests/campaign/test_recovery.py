@@ -218,8 +218,13 @@ def test_lock_stops_a_second_driver(project):
     fd = os.open(cdir / ".lock", os.O_RDWR)
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     try:
-        r = ratchet(project, "status")
+        set_blocks(project, M=32, N=32)
+        r = ratchet(project, "validate", "--hypothesis", "32x32")
         assert r.returncode == 6 and "another process" in r.stderr
+        # a look from a second terminal: read-only, nothing finished or verified
+        r = ratchet(project, "status")
+        assert r.returncode == 0 and "read-only: campaign" in r.stderr, r.stdout + r.stderr
+        assert "BASELINE" in r.stdout
     finally:
         os.close(fd)
     assert ratchet(project, "status").returncode == 0
