@@ -297,6 +297,14 @@ def tip_entry(
     )
 
 
+def cut_words(text: str, n: int) -> str:
+    """``text`` cut to at most ``n`` characters at a word boundary ("..." marks the cut)."""
+    if len(text) <= n:
+        return text
+    head = text[: n - 3].rsplit(" ", 1)[0] if " " in text[: n - 3] else text[: n - 3]
+    return head.rstrip(" ,;:") + "..."
+
+
 def commit_message(
     op: str,
     backend: str,
@@ -315,7 +323,7 @@ def commit_message(
     ``metric`` names them, after the percentage."""
     if gain is None:
         gain = (after / before - 1.0) if before and before > 0 else float("nan")
-    one_line = " ".join(summary.split())[:72]
+    one_line = cut_words(" ".join(summary.split()), 72)
     named = f" {metric}" if metric else ""
     return (
         f"[optimize] {op} {backend} round-{n}: {one_line}\n\n"

@@ -26,7 +26,7 @@ from kernel_ratchet.campaign.lineage.kernel import incumbent_bytes
 from kernel_ratchet.campaign.lineage.workspace import is_workspace, load_workspace
 from kernel_ratchet.campaign.quick_bench import write_harness
 from kernel_ratchet.campaign.record import read_record
-from kernel_ratchet.campaign.render import commit_message
+from kernel_ratchet.campaign.render import commit_message, cut_words
 from kernel_ratchet.campaign.steps import (
     HARNESS_TIMEOUT_S,
     TEST_TIMEOUT_S,
@@ -222,7 +222,7 @@ def _commit(c: CampaignContext, n: int, kernel_git: list[str], after: float | No
         c.m.target_op,
         c.m.target_backend,
         n,
-        f"{rec.summary or rec.hypothesis} (workspace sync-back)",
+        f"{cut_words(rec.summary or rec.hypothesis, 50)} (workspace sync-back)",
         rec.hypothesis,
         before,
         after or before,
