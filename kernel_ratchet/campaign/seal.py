@@ -62,7 +62,7 @@ def verify_records(c: CampaignContext) -> None:
     changed = [
         rel for rel, sha in sorted(c.state.records.items()) if file_sha256(c.dir / rel) != sha
     ]
-    changed += unsealed(c)
+    changed += unsealed(c) + commit_mismatches(c)
     if MANIFEST in changed:
         raise LogTamperedError(
             f"{MANIFEST} was changed after BASELINE froze it (in {c.dir}): every round's "
@@ -101,7 +101,7 @@ def unsealed(c: CampaignContext) -> list[str]:
         for rel in APPEND_ONLY_LOGS
         if (c.dir / rel).exists() and (c.dir / rel).stat().st_size and rel not in c.state.logs
     ]
-    return missing + commit_mismatches(c)
+    return missing
 
 
 def commit_mismatches(c: CampaignContext) -> list[str]:
