@@ -6,7 +6,8 @@ reference agree with a wrong output; ``torch.randn`` ignoring its generator make
 "fresh" input the same (and a cached result right); ``statistics.median``, ``json.dumps`` or
 ``random.Random.sample`` can shrink a reported time or switch the spot checks off.
 :class:`~kernel_ratchet.harness.anticheat.Sentinel` keeps, by identity, every entry listed
-here when the worker starts (before the project is imported) and names any that changed.
+here when the worker starts (before the project is imported), and for a Python function what
+it runs (:func:`body`), and names any that changed.
 
 A replacement that wraps the original and is defined in torch itself (torch wraps a few of
 its functions in ``torch._disable_dynamo`` when ``torch._dynamo`` is first imported) is not a
