@@ -88,13 +88,15 @@ def verify_records(c: CampaignContext) -> None:
 
 
 def unsealed(c: CampaignContext) -> list[str]:
-    """Files that should have a seal and have none: a closed round's own files, and a log the
-    tool has written (a seal removed from the state along with an edit)."""
+    """Files that should have a seal and have none (a seal removed from the state along with
+    an edit): each closed round's ``round.json`` and ``summary.md``, which the tool writes
+    before it seals the round, and a log it has written. Other files of a round may appear
+    after it closed (a step killed with it still flushing) and are judged by their seal only."""
     missing = [
         rel
         for e in c.state.closed
-        for path in _record_files(c.round_dir(e.round))
-        if (rel := c.rel(path)) not in c.state.records
+        for name in ("round.json", "summary.md")
+        if (rel := c.rel(c.round_dir(e.round) / name)) not in c.state.records
     ]
     missing += [
         rel
