@@ -7,7 +7,10 @@ an agent needs no knobs), saying that ``ratchet run --optimizer search`` will re
 
 from __future__ import annotations
 
+import ast
+
 from kernel_ratchet.knobs.space import SearchSpace, collect, read_sources
+from kernel_ratchet.knobs.tunables import MODULE
 from kernel_ratchet.profile.items import CheckItem
 from kernel_ratchet.profile.items import item as _item
 from kernel_ratchet.profile.schema import OpProfile, Profile
@@ -59,7 +62,40 @@ def _search_space(op: OpProfile, space: SearchSpace) -> CheckItem:
             f"knobs under ops.{op.name}.knobs (docs/search.md)",
             warning=True,
         )
+    unread = _unread_constants(op, space)
+    if unread:
+        return CheckItem(
+            f"{op.name}: search space",
+            True,
+            f"{space.describe(op.name)}; no kernel file reads {', '.join(unread)}: the search "
+            "would spend rounds on them (drop them from SEARCH_SPACE)",
+            warning=True,
+        )
     return _item(op, "search space", True, space.describe(op.name))
+
+
+def _unread_constants(op: OpProfile, space: SearchSpace) -> list[str]:
+    """Module-level constants the search would move that no file of the op reads: no load of
+    the name, no attribute of that name (``configs.BLOCK_M`` from another file)."""
+    read: set[str] = set()
+    for fs in space.files:
+        try:
+            tree = ast.parse(fs.text)
+        except SyntaxError:
+            return []  # named as a problem elsewhere
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                read.add(n.id)
+            elif isinstance(n, ast.Attribute):
+                read.add(n.attr)
+    module = {
+        k
+        for fs in space.files
+        for e in fs.entries(op.name)
+        if e.key == MODULE
+        for k in fs.tunables.knob_space(e)
+    }
+    return sorted(module - read)
 
 
 def op_space(profile: Profile, op: OpProfile) -> SearchSpace:

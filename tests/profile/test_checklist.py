@@ -105,7 +105,14 @@ def test_tunables_must_exist_when_given(tiny_project):
     item = _by_name(run_checklist(load_profile(p.write())))["tunables file"]
     assert not item.ok and "nothing in it can move" in item.detail and "SEARCH_SPACE" in item.fix
     (p.root / p.pkg / "configs.py").write_text("B = 16\nSEARCH_SPACE = {'*': {'B': [16, 32]}}\n")
-    assert _by_name(run_checklist(load_profile(p.write())))["tunables file"].ok
+    items = _by_name(run_checklist(load_profile(p.write())))
+    assert items["tunables file"].ok
+    # no kernel file reads B yet: the search would spend rounds on it
+    assert (
+        items["search space"].warning and "no kernel file reads B" in items["search space"].detail
+    )
+    (p.root / p.pkg / "kernel.py").write_text("from . import configs\n\nTILE = configs.B\n")
+    assert not _by_name(run_checklist(load_profile(p.write())))["search space"].warning
     # a file that does not parse, or names a knob it does not define, says so (not "add one")
     (p.root / p.pkg / "configs.py").write_text("B = 16\nSEARCH_SPACE = {'*': {'B': [16, 32]}\n")
     item = _by_name(run_checklist(load_profile(p.write())))["tunables file"]
