@@ -202,13 +202,37 @@ def test_editor_swap_files_pass_the_scope_check_and_are_recorded(project):
     from tests.campaign.conftest import campaign_dir, set_blocks
 
     junk = ["tiny_gemm/.kernel.py.swp", "tiny_gemm/kernel.py~", "tiny_gemm/.#kernel.py", "4913"]
+    # what users keep beside a project: a run's saved output, notes, IDE and OS state
+    junk += ["run.log", "ideas.md", "nohup.out", ".vscode/settings.json", "tiny_gemm/.DS_Store"]
+    junk += ["tiny_gemm/kernel.py.orig", "tiny_gemm/kernel.py___jb_old___"]
     for rel in junk:
+        (project / rel).parent.mkdir(parents=True, exist_ok=True)
         (project / rel).write_text("editor state\n")
     set_blocks(project, M=32, N=32)
     r = ratchet_in(project, "validate", "--hypothesis", "32x32 tiles")
     rec = json.loads((campaign_dir(project) / "rounds/round-2/round.json").read_text())
     assert rec["category"] != "scope", rec["reason"]
     assert sorted(rec["ignored_editor_files"]) == sorted(junk), r.stdout + r.stderr
+
+
+@pytest.mark.parametrize(
+    ("path", "ignored"),
+    [
+        ("run.log", True),
+        ("docs/ideas.md", True),
+        (".ipynb_checkpoints/x-checkpoint.ipynb", True),
+        (".hypothesis/examples/abc", True),
+        ("conftest.py", False),  # imported by pytest
+        ("tiny_gemm/configs.json", False),  # configuration a kernel may read
+        ("tiny_gemm/table.csv", False),
+        ("tiny_gemm/__pycache__/reference.cpython-311.pyc", False),  # compiled code
+        ("sitecustomize.py", False),
+    ],
+)
+def test_only_files_no_round_can_read_are_ignored(path, ignored):
+    from kernel_ratchet.campaign.scope import is_ignored
+
+    assert is_ignored(path) is ignored
 
 
 def test_status_says_whose_number_a_rolled_back_round_shows(monkeypatch, capsys):

@@ -24,7 +24,7 @@ from kernel_ratchet.campaign.rounds.levels import measure_levels
 from kernel_ratchet.campaign.rounds.partial import paired_so_far
 from kernel_ratchet.campaign.rounds.shared import note_sharing, run_shared_tests
 from kernel_ratchet.campaign.rounds.workers import RoundWorkers
-from kernel_ratchet.campaign.scope import split_editor_files
+from kernel_ratchet.campaign.scope import split_ignored
 from kernel_ratchet.campaign.state import PendingRound
 from kernel_ratchet.campaign.steps import (
     NO_GPU_ENV,
@@ -109,7 +109,7 @@ def _measure(c: CampaignContext, n: int, p: PendingRound) -> RoundRecord:
     diff = candidate_diff(c)
     (art / "candidate.diff").write_text(diff)
     draft = _draft(c, n, p, diff)
-    scope, draft.ignored = split_editor_files(out_of_scope(c))
+    scope, draft.ignored = split_ignored(out_of_scope(c))
     if scope:
         return draft.failed(Category.SCOPE, scope_reason(c, scope), now(), out_of_scope=scope)
     note_sharing(c, draft, p.test_shared)

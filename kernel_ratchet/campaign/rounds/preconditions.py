@@ -18,7 +18,7 @@ from kernel_ratchet.campaign.lineage.kernel import (
 )
 from kernel_ratchet.campaign.quick_bench import write_harness
 from kernel_ratchet.campaign.record import LEVELS
-from kernel_ratchet.campaign.scope import split_editor_files
+from kernel_ratchet.campaign.scope import split_ignored
 from kernel_ratchet.campaign.seal import verify_records
 from kernel_ratchet.errors import CampaignError, RatchetError
 from kernel_ratchet.guard.static_audit import BUCKETS
@@ -62,7 +62,7 @@ def preconditions(
     if file_sha256(c.dir / "quick_test_bench.py") != st.harness_sha256:
         _restore_harness(c)
     refuse_hidden_kernel(c)
-    outside = split_editor_files(out_of_scope(c))[0]
+    outside = split_ignored(out_of_scope(c))[0]
     if not kernel_changed(c):
         elsewhere = f" (changed outside them: {', '.join(outside)})" if outside else ""
         where = f" in {os.path.relpath(c.root)}" if c.root != c.profile.root else ""
