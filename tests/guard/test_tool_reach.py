@@ -23,18 +23,38 @@ def matmul(a, b):
         ("from kernel_ratchet.harness import correctness\n", "kernel_ratchet.harness"),
         (
             "import importlib\nm = importlib.import_module('kernel_ratchet.harness.timing')\n",
-            "the name",
+            "importlib.import_module('kernel_ratchet.harness.timing')",
         ),
+        ("import sys\nm = sys.modules['kernel_ratchet.harness.anticheat']\n", "sys.modules"),
+        ("setattr(matmul, '__code__', None)\n", "a write to a function's __code__"),
         ("from kernel_ratchet import harness\n", "from kernel_ratchet import harness"),
         ("matmul.__code__ = (lambda a, b: a).__code__\n", "__code__"),
         ("import sys\nf = sys._getframe(2)\n", "sys._getframe"),
         ("import gc\nobjs = gc.get_objects()\n", "gc.get_objects"),
-        ("import ctypes\n", "ctypes"),
     ],
 )
 def test_an_added_reach_for_the_tool_is_named(added, named):
     why = tool_reach({"k.py": KERNEL}, {"k.py": KERNEL + added})
     assert why is not None and why.startswith("k.py adds") and named in why
+
+
+@pytest.mark.parametrize(
+    "honest",
+    [
+        "from kernel_ratchet.harness.adapter import SNR_FP32\n",  # the public adapter API
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import kernel_ratchet.guard\n",
+        "names = matmul.__code__.co_varnames\ng = matmul.__globals__['torch']\n",  # reads
+        "import logging\nlog = logging.getLogger('kernel_ratchet.harness')\n",
+        "import ctypes\n",  # a driver call; native patching is a documented residual
+    ],
+)
+def test_honest_kernel_code_is_not_counted(honest):
+    assert tool_reach({"k.py": KERNEL}, {"k.py": KERNEL + honest}) is None
+
+
+def test_code_moved_between_kernel_files_is_no_addition():
+    had = KERNEL + "import gc\nx = gc.get_objects()\n"
+    assert tool_reach({"a.py": had, "b.py": KERNEL}, {"a.py": KERNEL, "b.py": had}) is None
 
 
 def test_the_ops_own_package_and_what_the_incumbent_had_are_not_counted():
