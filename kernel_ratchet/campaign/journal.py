@@ -4,19 +4,27 @@ After each append the tool records the file's length and sha256 in the campaign 
 a shadow copy. Before the next append it checks that the recorded prefix is unchanged: text
 added after it (a correction appended by hand) is welcome; an edit to what was already written
 stops the tool with the first changed line and how to append a correction instead. Text appended
-by hand may not read as the tool's own records (a table row, a heading): the tool's next append
-would seal it among them.
+by hand may not read as the tool's own records (a round's trend row, a heading of the tool's
+sections): the tool's next append would seal it among them.
 """
 
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
 from kernel_ratchet.campaign.fsutil import append_text, atomic_write_text, sha256_bytes
 from kernel_ratchet.errors import LogTamperedError
+
+#: Lines only the tool writes: a trend row, and the headings of its sections (a round, the
+#: baseline, the report, the termination, acceptance, sync-back, calibration, a review).
+_TOOL_RECORD = re.compile(
+    r"^\s*(\|\s*round-\d|#{1,4}\s*(Round \d|Baseline|Final report|Termination|Acceptance|"
+    r"Sync-back|Calibration|Current best|Stagnation review|Basic information))"
+)
 
 
 class AppendOnlyLog:
@@ -66,12 +74,13 @@ class AppendOnlyLog:
         rec = self.digests.get(self.rel)
         data = self.path.read_bytes() if self.path.exists() and rec else b""
         added = data[int(rec["len"]) :].decode(encoding="utf-8", errors="replace") if rec else ""
-        forged = [ln for ln in added.splitlines() if ln.lstrip().startswith(("|", "#"))]
+        forged = [ln for ln in added.splitlines() if _TOOL_RECORD.match(ln)]
         if forged:
             raise LogTamperedError(
                 f"{self.path} holds text appended by hand that reads as the tool's own records "
-                f"({forged[0]!r}): a table row or a heading is written by the tool only. Remove "
-                "it; a correction is a line '> Correction (YYYY-MM-DD HH:MM): ...'."
+                f"({forged[0]!r}): a round's row or a section heading of the tool's is written "
+                "by the tool only. Remove it; a correction is a line "
+                "'> Correction (YYYY-MM-DD HH:MM): ...', and notes of your own may follow it."
             )
 
     def append(self, text: str) -> None:

@@ -65,6 +65,9 @@ def test_a_record_appended_by_hand_to_a_log_is_refused(accepted_project, capsys,
     original = trend.read_text()
     trend.write_text(original + "> Correction (2026-01-01 00:00): round-2 ran on a busy GPU\n")
     assert _status(capsys, monkeypatch, accepted_project)[0] == 0
+    notes = "\n## My notes\nthe 32x32 tile spills:\n\n    # a comment in a code block\n"
+    trend.write_text(original + notes)  # notes of the user's own, headings and code included
+    assert _status(capsys, monkeypatch, accepted_project)[0] == 0
     trend.write_text(original + "| round-9 | ACCEPTED | forged | 9 | 9 | - | - | 9 | +900% | - |\n")
     rc, out = _status(capsys, monkeypatch, accepted_project)
     assert rc == 7 and "reads as the tool's own records" in out, out
