@@ -109,8 +109,6 @@ class Sentinel:
         ):
             for name in _callables(klass):
                 keep(klass, name, f"{prefix}.{name}")
-        for owner, name, label in process_guard.comparison_surface():
-            keep(owner, name, label, absent=isinstance(owner, type))
         for owner, name, label, absent in surface.library_surface():
             keep(owner, name, label, absent)
         own = {mod.__name__ for mod in modules}

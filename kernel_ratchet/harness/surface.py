@@ -1,7 +1,8 @@
 """The library objects a candidate could replace to fake a check, an input or a time.
 
 The worker checks outputs, draws inputs and summarizes timings with torch and the standard
-library in the candidate's own process. Replacing ``torch.Tensor.__matmul__`` can make the
+library in the candidate's own process. Replacing ``torch.allclose`` or ``Tensor.__sub__``
+makes any output compare equal; replacing ``torch.Tensor.__matmul__`` can make the
 reference agree with a wrong output; ``torch.randn`` ignoring its generator makes every
 "fresh" input the same (and a cached result right); ``statistics.median``, ``json.dumps`` or
 ``random.Random.sample`` can shrink a reported time or switch the spot checks off.
