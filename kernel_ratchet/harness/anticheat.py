@@ -46,175 +46,20 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import threading
-import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
 
-from kernel_ratchet.harness import digest, import_watch, process_guard, surface
+from kernel_ratchet.harness import digest
 from kernel_ratchet.harness.cheat import CheatDetected as CheatDetected
 from kernel_ratchet.harness.returned import check_output_types as check_output_types
 from kernel_ratchet.harness.returned import nonfinite as nonfinite
 from kernel_ratchet.harness.returned import output_tensors as output_tensors
 from kernel_ratchet.harness.returned import poison as poison
 from kernel_ratchet.harness.returned import require_rewritten as require_rewritten
-
-#: Thread-name prefixes of threads that infrastructure (not the candidate) may start lazily.
-ALLOWED_THREAD_PREFIXES: tuple[str, ...] = ("pydevd", "pytest_timeout", "ThreadPoolExecutor-0")
-
-
-# -- sentinel: timers and harness functions unpatched, no stray threads --------------------------
-
-
-def _callables(obj: Any) -> dict[str, Any]:
-    return {k: v for k, v in vars(obj).items() if callable(v) or isinstance(v, staticmethod)}
-
-
-_ABSENT = object()  # a watched name that did not exist at capture (adding one is a patch)
-
-
-@dataclasses.dataclass
-class Sentinel:
-    """Identity snapshot of the objects a cheat would patch, taken before the project loads,
-    plus the process-wide state of :mod:`~kernel_ratchet.harness.process_guard`."""
-
-    originals: dict[tuple[int, str], tuple[Any, str, Any]]
-    threads: frozenset[int]
-    process: process_guard.ProcessState | None = None
-    imports: import_watch.ImportWatch | None = None  # the project's modules, once imported
-    # what each kept Python function runs: the same object given a new ``__code__`` (or new
-    # defaults, or another value in a closure cell) is as much a patch as a replaced name
-    bodies: dict[tuple[int, str], tuple[Any, ...]] = dataclasses.field(default_factory=dict)
-
-    @classmethod
-    def capture(cls, modules: tuple[Any, ...] = ()) -> Sentinel:
-        """Snapshot the timers, torch's comparison functions and every function/class (and
-        class method) of ``modules``; then the process state after warming torch's pools."""
-        originals: dict[tuple[int, str], tuple[Any, str, Any]] = {}
-
-        def keep(owner: Any, name: str, label: str, absent: bool = False) -> None:
-            if name in vars(owner) or absent:
-                originals[(id(owner), name)] = (owner, label, vars(owner).get(name, _ABSENT))
-
-        for name in process_guard.TIMERS:
-            keep(time, name, f"time.{name}")
-        for name in ("synchronize", "Event", "Stream", "current_stream", "CUDAGraph", "graph"):
-            keep(torch.cuda, name, f"torch.cuda.{name}")
-        for klass, prefix in ((torch.cuda.Event, "torch.cuda.Event"),) + (
-            ((torch.cuda.CUDAGraph, "torch.cuda.CUDAGraph"),)
-            if hasattr(torch.cuda, "CUDAGraph")
-            else ()
-        ):
-            for name in _callables(klass):
-                keep(klass, name, f"{prefix}.{name}")
-        for owner, name, label, absent in surface.library_surface():
-            keep(owner, name, label, absent)
-        own = {mod.__name__ for mod in modules}
-        for mod in modules:
-            for name, value in _callables(mod).items():
-                keep(mod, name, f"{mod.__name__}.{name}")  # whatever the harness calls by name
-                if isinstance(value, type) and getattr(value, "__module__", None) in own:
-                    for attr in _callables(value):
-                        keep(value, attr, f"{mod.__name__}.{name}.{attr}")
-        process_guard.warm_torch()
-        threads = frozenset(t.ident or 0 for t in threading.enumerate())
-        bodies = {k: b for k, (_, _, v) in originals.items() if (b := surface.body(v))}
-        return cls(originals, threads, process_guard.ProcessState.capture(), bodies=bodies)
-
-    def project_imported(self) -> None:
-        """Count the OS threads alive once the project is imported as the process's own."""
-        if self.process is not None:
-            self.process = self.process.with_current_os_threads()
-
-    def verify(self) -> None:
-        """Raise CheatDetected naming every patched object, installed hook, entered torch
-        mode or changed numeric flag. Called before and after every request and right before
-        every comparison with the reference."""
-        patched = [
-            label
-            for key, (owner, label, original) in self.originals.items()
-            if (now := vars(owner).get(key[1], _ABSENT)) is not original
-            and not surface.library_rewrap(now, original)
-            or (key in self.bodies and surface.body(original) != self.bodies[key])
-        ]
-        if patched:
-            raise CheatDetected(
-                "timing, comparison or harness functions were replaced after the worker "
-                f"started: {', '.join(sorted(patched))} (a patched timer fakes the measurement, "
-                "a patched comparison fakes the check)"
-            )
-        replaced = self.imports.replaced() if self.imports else []
-        if replaced:
-            raise CheatDetected(import_watch.describe(replaced))
-        modes = process_guard.active_modes()
-        if modes:
-            raise CheatDetected(
-                f"a torch mode is active: {', '.join(modes)}; it intercepts every torch "
-                "operation of the checker (a TorchFunctionMode can fake the comparison)"
-            )
-        if self.process is None:
-            return
-        hooks = self.process.changed_hooks()
-        if hooks:
-            raise CheatDetected(
-                f"a profile/trace hook was installed: {', '.join(hooks)}; a hook can rewrite "
-                "the checker's variables when a comparison starts"
-            )
-        flags = self.process.changed_flags()
-        if flags:
-            raise CheatDetected(
-                f"process-wide numeric flags changed: {'; '.join(flags)}; they change the "
-                "precision of the candidate and of the reference computed in this process"
-            )
-
-    def restore(self) -> None:
-        """Put every kept object back where it was replaced (a name added where there was none
-        removed): the worker's last answer, after a patch was found, is then written by the
-        standard library's own ``json``, not by the candidate's."""
-        for key, body in self.bodies.items():
-            surface.put_body(self.originals[key][2], body)
-        for (_, name), (owner, _, original) in self.originals.items():
-            if vars(owner).get(name, _ABSENT) is original:
-                continue
-            try:
-                if original is _ABSENT:
-                    delattr(owner, name)
-                else:
-                    setattr(owner, name, original)
-            except (AttributeError, TypeError):  # a read-only owner was not patched either
-                continue
-
-    def new_threads(self, allowed: tuple[str, ...] = ALLOWED_THREAD_PREFIXES) -> list[str]:
-        """Names of alive Python threads that did not exist at capture time."""
-        return [
-            t.name
-            for t in threading.enumerate()
-            if (t.ident or 0) not in self.threads
-            and t.is_alive()
-            and not t.name.startswith(allowed)
-        ]
-
-    def verify_threads(self, allowed: tuple[str, ...] = ALLOWED_THREAD_PREFIXES) -> None:
-        """Raise CheatDetected when the candidate left a thread (Python or OS level) or a
-        child process running."""
-        extra = self.new_threads(allowed)
-        if self.process is not None:
-            extra += self.process.new_os_threads()
-        if extra:
-            raise CheatDetected(
-                f"the candidate left {len(extra)} background thread(s) running "
-                f"({', '.join(extra)}); work off the timed path is not allowed"
-            )
-        children = process_guard.child_processes() if self.process is not None else []
-        if children:
-            raise CheatDetected(
-                f"the candidate left {len(children)} child process(es) running "
-                f"({', '.join(children)}); work (or load) outside the timed process is not "
-                "allowed"
-            )
-
+from kernel_ratchet.harness.sentinel import ALLOWED_THREAD_PREFIXES as ALLOWED_THREAD_PREFIXES
+from kernel_ratchet.harness.sentinel import Sentinel as Sentinel
 
 # -- walking a case: tensors and the structure around them ---------------------------------------
 

@@ -234,6 +234,20 @@ class TimedCallChecks:
         self.spots_left -= 1
         return True
 
+    def all_drawn(self) -> TimedCallChecks:
+        """These hooks, once every spot check asked for was made: the draw takes exactly
+        ``min(spot_checks, samples)`` of the samples, so fewer means the draw was interfered
+        with."""
+        from kernel_ratchet.harness.anticheat import CheatDetected
+
+        wanted = 0 if self.inplace else min(self.spot_checks, self.samples)
+        if self.spot_done < wanted:
+            raise CheatDetected(
+                f"{self.spot_done} of the {wanted} spot checks drawn were made: the draw of "
+                "the compared samples was interfered with"
+            )
+        return self
+
     def _fresh_inputs(self, index: int, state: bool) -> None:
         """Copy the inputs of another seed into the case's tensors (outside the timed sample;
         skipped where the two cases differ in structure, e.g. seeded routing)."""
@@ -250,9 +264,14 @@ class TimedCallChecks:
             self.snap = ac.snapshot_inputs(self.case)
         del fresh
         self.s.sync()
+        if self.phase == "bwd":  # the op's forward ran: nothing it replaced may time the sample
+            self.s.sentinel.check()
         self.spot_s += time.perf_counter() - t0
 
     def after_sample(self, index: int) -> None:
+        # First, before anything it checks with: nothing the sample's calls replaced (and a
+        # later call would put back) is used to check the sample or to draw its spot check.
+        self.s.sentinel.check()
         from kernel_ratchet.harness import anticheat as ac
         from kernel_ratchet.harness.correctness import check_outputs
 
@@ -267,7 +286,7 @@ class TimedCallChecks:
         t0 = time.perf_counter()
         ad = self.s.adapter
         full_ref = ad.spot_reference(self.case)
-        self.s.sentinel.verify()  # right before the comparison: hooks, modes, patched functions
+        self.s.sentinel.check()  # right before the comparison: hooks, modes, patched functions
         pairs = checked_outputs(ad, self.case, outs, full_ref, self.phase)
         if pairs:
             got = {n: t for n, t in pairs.items()}
@@ -350,7 +369,7 @@ def measure(hooks: TimedCallChecks) -> tuple[Any, TimedCallChecks]:
 
     s = hooks.s
     try:
-        return s.engine.measure(hooks.fn, hooks), hooks
+        return s.engine.measure(hooks.fn, hooks), hooks.all_drawn()
     except KeptOutput as kept:
         one = ONE_CALL_PER_SAMPLE.get(s.spec["engine"])
         if one is None:
@@ -358,4 +377,4 @@ def measure(hooks: TimedCallChecks) -> tuple[Any, TimedCallChecks]:
     params = {**(s.spec.get("engine_params") or {}), "device": s.device, **one}
     hooks = hooks.one_call_again()
     timing = make_engine(s.spec["engine"], params).measure(hooks.fn, hooks)
-    return dataclasses.replace(timing, flags=(*timing.flags, KEPT_BUFFER_FLAG)), hooks
+    return dataclasses.replace(timing, flags=(*timing.flags, KEPT_BUFFER_FLAG)), hooks.all_drawn()

@@ -17,6 +17,7 @@ the candidate patched, answers, then exits: a candidate that failed once gets a 
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -55,6 +56,7 @@ class Session:
 
     def __init__(self, spec: dict[str, Any], sentinel: Any) -> None:
         from kernel_ratchet.harness.adapter import load_adapter
+        from kernel_ratchet.harness.audit_guard import methods_of
         from kernel_ratchet.harness.autotune_alone import TunedAlone
         from kernel_ratchet.harness.l2_persist import persisting_limit
         from kernel_ratchet.harness.timing.registry import make_engine
@@ -65,6 +67,7 @@ class Session:
         # the device's own persisting-L2 limit, read before the candidate's code is imported
         self.l2_limit = persisting_limit() if self.device.startswith("cuda") else None
         self.adapter = load_adapter(spec["adapter"])
+        sentinel.protect(methods_of(self.adapter))  # its reference's code cannot change either
         params = dict(spec.get("engine_params") or {})
         params.setdefault("device", self.device)
         self.engine = make_engine(spec["engine"], params)
@@ -73,7 +76,7 @@ class Session:
     def after_candidate(self) -> None:
         """The Sentinel's checks after the candidate ran (patched functions, hooks, modes,
         flags, threads, child processes) and, on CUDA, no persisting L2 state left behind."""
-        self.sentinel.verify()
+        self.sentinel.check()
         self.sentinel.verify_threads()
         if self.device.startswith("cuda"):
             from kernel_ratchet.harness.anticheat import CheatDetected
@@ -127,7 +130,7 @@ class Session:
         from kernel_ratchet.harness.correctness import check_outputs
 
         ad = self.adapter
-        self.sentinel.verify()
+        self.sentinel.check()
         case = ad.make_case(shape, seed, self.device)
         snap = ac.snapshot_inputs(case)
         low = input_entropy.low_entropy_inputs(ac.tensors(case))
@@ -144,7 +147,7 @@ class Session:
         ac.verify_inputs(snap, skip)
         self.after_candidate()
         ref = ip.reference(ad, case, kept)
-        self.sentinel.verify()  # right before the comparison: hooks, modes, patched functions
+        self.sentinel.check()  # right before the comparison: hooks, modes, patched functions
         thresholds = {name: ad.threshold(name) for name in ref}
         bad = ac.nonfinite(outs)
         if bad:
@@ -189,11 +192,11 @@ class Session:
         if phase == "bwd" and not ad.has_backward:
             return _fail("crash", f"{type(ad).__name__} has no backward to time")
         t0 = _now()
-        self.sentinel.verify()
         case = ad.make_case(shape, seed, self.device)
         call = ad.backward if phase == "bwd" else ad.forward
         if phase == "bwd":
             ad.forward(case)  # the state the backward starts from is part of its inputs
+        self.sentinel.check()  # after the op's last call: the hooks below are bound unpatched
         snap = ac.snapshot_inputs(case)  # its digests wait for the inputs
         kept = ip.InPlace.of(ad)
         spots = max(1, int(msg.get("spot_checks", tc.TimedCallChecks.SPOT_CHECKS)))
@@ -243,59 +246,29 @@ def _send(proto: IO[str], msg: dict[str, Any]) -> None:
     proto.flush()
 
 
+#: The harness modules a request calls into, imported before the candidate is.
+_CHECKERS = (
+    *("cheat", "correctness", "digest", "import_watch", "inplace", "input_entropy"),
+    *("l2_persist", "process_guard", "rebind_check", "returned", "timed_checks", "surface"),
+    *("audit_guard", "timing.engine", "timing.perf_counter", "timing.cuda_support"),
+    *("timing.cuda_events", "timing.graphs", "timing.registry", "timing.sampling"),
+)
+
+
 def _capture() -> tuple[Any, Any, Any]:
     """(sentinel, Shape, classify_exception): the timers and the harness's own modules
     captured, and the two functions the request loop needs held, before the project is on
     ``sys.path`` (so a candidate cannot swap them)."""
     import torch  # noqa: F401 -- before the sentinel: it snapshots torch.cuda
 
-    from kernel_ratchet.harness import adapter as adapter_mod
-    from kernel_ratchet.harness import (
-        anticheat,
-        cheat,
-        correctness,
-        digest,
-        import_watch,
-        inplace,
-        input_entropy,
-        l2_persist,
-        process_guard,
-        rebind_check,
-        returned,
-        timed_checks,
-    )
+    from kernel_ratchet.harness import anticheat
     from kernel_ratchet.harness.adapter import Shape
     from kernel_ratchet.harness.outcome import classify_exception
-    from kernel_ratchet.harness.timing import (
-        cuda_events,
-        cuda_support,
-        engine,
-        graphs,
-        perf_counter,
-        registry,
-        sampling,
-    )
 
-    timing = (engine, perf_counter, cuda_support, cuda_events, graphs, registry, sampling)
-    sentinel = anticheat.Sentinel.capture(
-        (
-            *timing,
-            correctness,
-            anticheat,
-            returned,
-            cheat,
-            digest,
-            import_watch,
-            timed_checks,
-            inplace,
-            rebind_check,
-            input_entropy,
-            l2_persist,
-            process_guard,
-            adapter_mod,
-            sys.modules[__name__],
-        )
-    )
+    for name in _CHECKERS:  # loaded now, so that the Sentinel keeps them
+        importlib.import_module(f"kernel_ratchet.harness.{name}")
+    # every harness module loaded by now is kept (Sentinel.capture adds them)
+    sentinel = anticheat.Sentinel.capture((sys.modules[__name__],), audit=True)
     return sentinel, Shape, classify_exception
 
 

@@ -71,6 +71,9 @@ def test_honest_candidate_passes_check_and_time(tmp_path: Path) -> None:
         ("PatchRandn", "cheat", "torch.randn"),
         ("PatchJson", "cheat", "json.dumps"),  # the verdict is not written by the patch
         ("SwapCode", "cheat", "correctness.snr_db"),  # the same function object, new code
+        ("CatchesTheRefusal", "cheat", "correctness.snr_db.__code__"),  # the write was seen
+        ("BlindsTheSentinel", "cheat", "surface.library_rewrap"),  # the Sentinel's own judge
+        ("FakeChecker", "cheat", "sys.modules['kernel_ratchet.harness.correctness']"),
         ("LazySubclass", "cheat", "tensor subclass"),
         ("NonTensor", "cheat", "non-tensor"),
         ("PartialWrite", "cheat", "did not follow"),
@@ -110,6 +113,9 @@ def test_native_threads_started_while_the_project_imports_are_not_the_candidates
         ("IdCache", "NaN poison"),
         ("DataPtrCache", "spot check"),
         ("SkipRepeated", "spot check"),
+        # replaced during one sample, put back during a later one: seen between the two
+        ("TogglesTheDraw", "timed_checks._draw"),
+        ("UnhooksTheSamples", "TimedCallChecks.after_sample"),
     ],
 )
 def test_cheat_rejected_while_timing(tmp_path: Path, cls: str, reason: str) -> None:

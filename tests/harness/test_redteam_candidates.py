@@ -496,3 +496,89 @@ class GraphBackward(TinyGemm):
     def flops(self, shape: Shape) -> tuple[float, float]:
         mnk = 2.0 * shape.M * shape.N * shape.K
         return (mnk, 2 * mnk)
+
+
+class TogglesTheDraw(TinyGemm):
+    """Skips the work on every other timed sample and, for those samples only, has the spot
+    draw say "not compared"; on the others it computes and puts the draw back, so nothing is
+    left patched when the request ends."""
+
+    def __init__(self) -> None:
+        self.version: int | None = None
+        self.samples = 0
+        self.real: Any = None
+
+    def forward(self, case: Case) -> torch.Tensor:
+        from kernel_ratchet.harness import timed_checks
+
+        self.real = self.real or timed_checks._draw
+        version = case.a._version + case.b._version
+        if version != self.version:
+            self.version, self.samples = version, self.samples + 1
+        if self.samples % 2 == 0:
+            timed_checks._draw = lambda n: n  # never below the checks left: not compared
+            return torch.zeros(case.a.shape[0], case.b.shape[0])
+        timed_checks._draw = self.real
+        return matmul_nt(case.a, case.b)
+
+
+class BlindsTheSentinel(TinyGemm):
+    """Has the Sentinel take every replaced function for torch's own rewrap, then patches
+    the comparison as ``SwapCode`` does."""
+
+    def forward(self, case: Case) -> torch.Tensor:
+        from kernel_ratchet.harness import correctness, surface
+
+        surface.library_rewrap = lambda now, original: True
+
+        correctness.snr_db = _perfect_match
+        return torch.zeros(case.a.shape[0], case.b.shape[0])
+
+
+class CatchesTheRefusal(TinyGemm):
+    """``SwapCode``, with the write's refusal caught: the kernel goes on returning zeros."""
+
+    def forward(self, case: Case) -> torch.Tensor:
+        from kernel_ratchet.harness import correctness
+
+        try:
+            correctness.snr_db.__code__ = _perfect_match.__code__
+        except Exception:  # noqa: BLE001 -- the cheat hopes nobody remembers
+            pass
+        return torch.zeros(case.a.shape[0], case.b.shape[0])
+
+
+class UnhooksTheSamples(TinyGemm):
+    """Replaces the after-sample checks with nothing on its first call and puts them back on
+    its last timed one, returning zeros in between."""
+
+    calls = 0
+
+    def forward(self, case: Case) -> torch.Tensor:
+        from kernel_ratchet.harness import timed_checks
+
+        klass = timed_checks.TimedCallChecks
+        UnhooksTheSamples.calls += 1
+        if UnhooksTheSamples.calls == 1:
+            klass._real_after = klass.after_sample
+            klass.after_sample = lambda self, index: None
+        if UnhooksTheSamples.calls >= 6 and hasattr(klass, "_real_after"):
+            klass.after_sample = klass._real_after
+            del klass._real_after
+            return matmul_nt(case.a, case.b)
+        return torch.zeros(case.a.shape[0], case.b.shape[0])
+
+
+class FakeChecker(TinyGemm):
+    """Puts a module of its own where the harness imports its anti-cheat module from."""
+
+    def forward(self, case: Case) -> torch.Tensor:
+        import types
+
+        import kernel_ratchet.harness as pkg
+
+        fake = types.ModuleType("kernel_ratchet.harness.correctness")
+        fake.check_outputs = lambda got, ref, thr: None  # type: ignore[attr-defined]
+        sys.modules["kernel_ratchet.harness.correctness"] = fake
+        pkg.correctness = fake  # type: ignore[attr-defined]
+        return torch.zeros(case.a.shape[0], case.b.shape[0])

@@ -49,3 +49,23 @@ def test_the_draw_reads_the_os_at_the_call(monkeypatch):
     assert timed_checks._draw(5) == 0
     monkeypatch.setattr(os, "urandom", lambda n: b"\x07" + bytes(n - 1))
     assert timed_checks._draw(5) == 2
+
+
+def test_fewer_spot_checks_than_drawn_is_a_cheat():
+    """The draw takes exactly min(asked, samples): a measurement that made fewer had its draw
+    interfered with (a spot draw told "not compared" on the samples the op skipped)."""
+    import pytest
+
+    from kernel_ratchet.harness.cheat import CheatDetected
+
+    h = _hooks(4, 3)
+    h.spot_done = 3
+    assert h.all_drawn() is h
+    h.spot_done = 2
+    with pytest.raises(CheatDetected, match="2 of the 3 spot checks"):
+        h.all_drawn()
+    few = _hooks(2, 3)  # fewer samples than checks asked: each sample is compared
+    few.spot_done = 2
+    assert few.all_drawn() is few
+    inplace = _hooks(4, 3, SimpleNamespace(storages=lambda case: set()))
+    assert inplace.all_drawn() is inplace  # in-place ops are never spot-checked

@@ -258,7 +258,7 @@ class CudaEventEngine(engine.TimingEngine):
     def measure(
         self, fn: Callable[[], Any], hooks: engine.SampleHooks | None = None
     ) -> engine.Timing:
-        hooks = hooks or engine.SampleHooks()
+        hooks = engine.Fixed(hooks)  # bound before the first call of the op
         flags: list[str] = []
         prelude = engine.prelude(hooks)
         fn = engine.with_prelude(fn, prelude)

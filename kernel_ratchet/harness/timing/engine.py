@@ -55,6 +55,18 @@ class SampleHooks:
         """After sample ``index`` has been timed and synchronized."""
 
 
+class Fixed(SampleHooks):
+    """``hooks`` as they are when a measurement starts: its methods bound now, so a method of
+    their class replaced by a timed call (and put back by a later one) is never the one an
+    engine calls between samples. Engines wrap their hooks in it before the first call."""
+
+    def __init__(self, hooks: SampleHooks | None) -> None:
+        hooks = hooks or SampleHooks()
+        self.before_sample = hooks.before_sample  # type: ignore[method-assign]
+        self.after_sample = hooks.after_sample  # type: ignore[method-assign]
+        self.prelude = getattr(hooks, "prelude", None)
+
+
 #: What runs before every timed call, outside the op (see :func:`prelude`), or None.
 Prelude = Callable[[], Any] | None
 

@@ -40,7 +40,7 @@ class PerfCounterEngine(engine.TimingEngine):
     def measure(
         self, fn: Callable[[], Any], hooks: engine.SampleHooks | None = None
     ) -> engine.Timing:
-        hooks = hooks or engine.SampleHooks()
+        hooks = engine.Fixed(hooks)  # bound before the first call of the op
         before = engine.prelude(hooks)
         fn = engine.with_prelude(fn, before)
         for _ in range(self.warmup):

@@ -1,0 +1,236 @@
+"""The Sentinel: what a worker keeps before the project loads, and verifies around every call.
+
+It keeps, by identity, the timers, torch's comparison functions, the library surface of
+:mod:`.surface` and every function, class method and held module of the harness's modules
+(with what each function runs), and the process-wide state of :mod:`.process_guard`; it
+names whatever a candidate replaced, and the threads or child processes it left running.
+In a worker an audit hook (:mod:`.audit_guard`) also refuses writes to what a kept function
+runs. :mod:`.anticheat` re-exports it with the other checks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import threading
+import time
+import types
+from typing import Any
+
+import torch
+
+from kernel_ratchet.harness import audit_guard, import_watch, process_guard, surface
+from kernel_ratchet.harness.cheat import CheatDetected
+
+#: Thread-name prefixes of threads that infrastructure (not the candidate) may start lazily.
+ALLOWED_THREAD_PREFIXES: tuple[str, ...] = ("pydevd", "pytest_timeout", "ThreadPoolExecutor-0")
+
+
+# -- sentinel: timers and harness functions unpatched, no stray threads --------------------------
+
+
+def _with_harness(modules: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``modules`` and every harness module loaded by now (the ones the checks call into, such
+    as :mod:`.surface`, whatever list a caller gave)."""
+    loaded = [m for n, m in sorted(sys.modules.items()) if n.startswith("kernel_ratchet.harness")]
+    return tuple(dict.fromkeys([*modules, *(m for m in loaded if m is not None)]))
+
+
+def _callables(obj: Any) -> dict[str, Any]:
+    return {k: v for k, v in vars(obj).items() if callable(v) or isinstance(v, staticmethod)}
+
+
+_ABSENT = object()  # a watched name that did not exist at capture (adding one is a patch)
+
+
+@dataclasses.dataclass
+class Sentinel:
+    """Identity snapshot of the objects a cheat would patch, taken before the project loads,
+    plus the process-wide state of :mod:`~kernel_ratchet.harness.process_guard`."""
+
+    originals: dict[tuple[int, str], tuple[Any, str, Any]]
+    threads: frozenset[int]
+    process: process_guard.ProcessState | None = None
+    imports: import_watch.ImportWatch | None = None  # the project's modules, once imported
+    # what each kept Python function runs: the same object given a new ``__code__`` (or new
+    # defaults, or another value in a closure cell) is as much a patch as a replaced name
+    bodies: dict[tuple[int, str], tuple[Any, ...]] = dataclasses.field(default_factory=dict)
+    # the write-refusing audit hook of a worker process (None elsewhere)
+    audit: audit_guard.Guard | None = None
+    # the functions verify judges with, bound at capture: a module attribute rebound later
+    # (``surface.library_rewrap`` made to call every replacement torch's own) cannot blind it
+    judges: tuple[Any, ...] = (surface.body, surface.library_rewrap)
+    # ``verify`` bound at capture: callers go through it, so a replaced class attribute
+    # ``Sentinel.verify`` (a check that never fails) is never the one they call
+    check: Any = None
+    # the kept modules by name: ``from kernel_ratchet.harness import anticheat`` falls back on
+    # ``sys.modules``, so a module put there in a kept one's place would be imported instead
+    loaded: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.check = self.verify
+        by_owner: dict[int, tuple[Any, list[tuple[str, str, Any]]]] = {}
+        for (ident, name), (owner, label, original) in self.originals.items():
+            by_owner.setdefault(ident, (owner, []))[1].append((name, label, original))
+        self._owners = list(by_owner.values())
+        # what the audit hook cannot see: a value put in a closure cell of a harness function
+        self._celled = [k for k, b in self.bodies.items() if b[3]]
+
+    def _replaced(self) -> list[str]:
+        """The labels of the kept entries replaced, or whose function runs something else."""
+        body, rewrap = self.judges
+        out = []
+        for owner, entries in self._owners:
+            now_of = vars(owner)
+            for name, label, original in entries:
+                now = now_of.get(name, _ABSENT)
+                if now is not original and not rewrap(now, original):
+                    out.append(label)
+        # with the audit hook a kept function's code and defaults cannot change, its cells can
+        watched = self.bodies if self.audit is None else self._celled
+        out += [
+            self.originals[k][1] for k in watched if body(self.originals[k][2]) != self.bodies[k]
+        ]
+        return out
+
+    @classmethod
+    def capture(cls, modules: tuple[Any, ...] = (), audit: bool = False) -> Sentinel:
+        """Snapshot the timers, torch's comparison functions and every function/class (and
+        class method) of ``modules`` and of every harness module loaded by then; then the
+        process state after warming torch's pools. With ``audit`` (a worker process: the
+        hook stays for the process's life) a write to what a kept function runs is refused
+        from then on (:mod:`.audit_guard`)."""
+        originals: dict[tuple[int, str], tuple[Any, str, Any]] = {}
+        modules = _with_harness(modules)
+
+        def keep(owner: Any, name: str, label: str, absent: bool = False) -> None:
+            if name in vars(owner) or absent:
+                originals[(id(owner), name)] = (owner, label, vars(owner).get(name, _ABSENT))
+
+        for name in process_guard.TIMERS:
+            keep(time, name, f"time.{name}")
+        for name in ("synchronize", "Event", "Stream", "current_stream", "CUDAGraph", "graph"):
+            keep(torch.cuda, name, f"torch.cuda.{name}")
+        for klass, prefix in ((torch.cuda.Event, "torch.cuda.Event"),) + (
+            ((torch.cuda.CUDAGraph, "torch.cuda.CUDAGraph"),)
+            if hasattr(torch.cuda, "CUDAGraph")
+            else ()
+        ):
+            for name in _callables(klass):
+                keep(klass, name, f"{prefix}.{name}")
+        for owner, name, label, absent in surface.library_surface():
+            keep(owner, name, label, absent)
+        own = {mod.__name__ for mod in modules}
+        for mod in modules:
+            for name, value in _callables(mod).items():
+                keep(mod, name, f"{mod.__name__}.{name}")  # whatever the harness calls by name
+                if isinstance(value, type) and getattr(value, "__module__", None) in own:
+                    for attr in _callables(value):
+                        keep(value, attr, f"{mod.__name__}.{name}.{attr}")
+            for name, value in list(vars(mod).items()):  # ``os`` in ``timed_checks.os.urandom``
+                if isinstance(value, types.ModuleType):
+                    keep(mod, name, f"{mod.__name__}.{name}")
+        process_guard.warm_torch()
+        threads = frozenset(t.ident or 0 for t in threading.enumerate())
+        bodies = {k: b for k, (_, _, v) in originals.items() if (b := surface.body(v))}
+        kept = cls(originals, threads, process_guard.ProcessState.capture(), bodies=bodies)
+        kept.loaded = {m.__name__: m for m in modules}
+        if audit:
+            kept.audit = audit_guard.Guard()
+            kept.audit.protect(originals[k][2] for k in bodies)
+        return kept
+
+    def protect(self, values: Any) -> None:
+        """Refuse changes of what these functions run too (the adapter's, once loaded)."""
+        if self.audit is not None:
+            self.audit.protect(values)
+
+    def project_imported(self) -> None:
+        """Count the OS threads alive once the project is imported as the process's own."""
+        if self.process is not None:
+            self.process = self.process.with_current_os_threads()
+
+    def verify(self) -> None:
+        """Raise CheatDetected naming every patched object, installed hook, entered torch
+        mode or changed numeric flag. Called before and after every request and right before
+        every comparison with the reference."""
+        patched = self._replaced()
+        patched += self.audit.refused() if self.audit is not None else []
+        patched += [
+            f"sys.modules[{n!r}]" for n, m in self.loaded.items() if sys.modules.get(n) is not m
+        ]
+        if patched:
+            raise CheatDetected(
+                "timing, comparison or harness functions were replaced after the worker "
+                f"started: {', '.join(sorted(set(patched)))} (a patched timer fakes the "
+                "measurement, a patched comparison fakes the check)"
+            )
+        replaced = self.imports.replaced() if self.imports else []
+        if replaced:
+            raise CheatDetected(import_watch.describe(replaced))
+        modes = process_guard.active_modes()
+        if modes:
+            raise CheatDetected(
+                f"a torch mode is active: {', '.join(modes)}; it intercepts every torch "
+                "operation of the checker (a TorchFunctionMode can fake the comparison)"
+            )
+        if self.process is None:
+            return
+        hooks = self.process.changed_hooks()
+        if hooks:
+            raise CheatDetected(
+                f"a profile/trace hook was installed: {', '.join(hooks)}; a hook can rewrite "
+                "the checker's variables when a comparison starts"
+            )
+        flags = self.process.changed_flags()
+        if flags:
+            raise CheatDetected(
+                f"process-wide numeric flags changed: {'; '.join(flags)}; they change the "
+                "precision of the candidate and of the reference computed in this process"
+            )
+
+    def restore(self) -> None:
+        """Put every kept object back where it was replaced (a name added where there was none
+        removed): the worker's last answer, after a patch was found, is then written by the
+        standard library's own ``json``, not by the candidate's."""
+        for key, body in self.bodies.items():
+            surface.put_body(self.originals[key][2], body)
+        for (_, name), (owner, _, original) in self.originals.items():
+            if vars(owner).get(name, _ABSENT) is original:
+                continue
+            try:
+                if original is _ABSENT:
+                    delattr(owner, name)
+                else:
+                    setattr(owner, name, original)
+            except (AttributeError, TypeError):  # a read-only owner was not patched either
+                continue
+
+    def new_threads(self, allowed: tuple[str, ...] = ALLOWED_THREAD_PREFIXES) -> list[str]:
+        """Names of alive Python threads that did not exist at capture time."""
+        return [
+            t.name
+            for t in threading.enumerate()
+            if (t.ident or 0) not in self.threads
+            and t.is_alive()
+            and not t.name.startswith(allowed)
+        ]
+
+    def verify_threads(self, allowed: tuple[str, ...] = ALLOWED_THREAD_PREFIXES) -> None:
+        """Raise CheatDetected when the candidate left a thread (Python or OS level) or a
+        child process running."""
+        extra = self.new_threads(allowed)
+        if self.process is not None:
+            extra += self.process.new_os_threads()
+        if extra:
+            raise CheatDetected(
+                f"the candidate left {len(extra)} background thread(s) running "
+                f"({', '.join(extra)}); work off the timed path is not allowed"
+            )
+        children = process_guard.child_processes() if self.process is not None else []
+        if children:
+            raise CheatDetected(
+                f"the candidate left {len(children)} child process(es) running "
+                f"({', '.join(children)}); work (or load) outside the timed process is not "
+                "allowed"
+            )
