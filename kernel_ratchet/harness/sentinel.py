@@ -36,6 +36,24 @@ def _with_harness(modules: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(dict.fromkeys([*modules, *(m for m in loaded if m is not None)]))
 
 
+def _held(mod: Any) -> list[str]:
+    """The names of ``mod`` kept besides its callables: every module it holds, and for a
+    harness module every global (a constant such as a default SNR threshold, rebound, would
+    change what is checked) but those it declares its own run-time state."""
+    if not mod.__name__.startswith("kernel_ratchet.harness"):
+        return [n for n, v in vars(mod).items() if isinstance(v, types.ModuleType)]
+    state = set(vars(mod).get("RUN_TIME_STATE", ()))
+    return [n for n in vars(mod) if n not in state]
+
+
+def _class_held(klass: type) -> list[str]:
+    """The names of a class of the harness kept: its methods, and for the harness's own
+    classes its constants too (``TimedCallChecks.SPOT_CHECKS``)."""
+    if not klass.__module__.startswith("kernel_ratchet.harness"):
+        return list(_callables(klass))
+    return [n for n in vars(klass) if n not in ("__dict__", "__weakref__", "__doc__")]
+
+
 def _callables(obj: Any) -> dict[str, Any]:
     return {k: v for k, v in vars(obj).items() if callable(v) or isinstance(v, staticmethod)}
 
@@ -125,11 +143,10 @@ class Sentinel:
             for name, value in _callables(mod).items():
                 keep(mod, name, f"{mod.__name__}.{name}")  # whatever the harness calls by name
                 if isinstance(value, type) and getattr(value, "__module__", None) in own:
-                    for attr in _callables(value):
+                    for attr in _class_held(value):
                         keep(value, attr, f"{mod.__name__}.{name}.{attr}")
-            for name, value in list(vars(mod).items()):  # ``os`` in ``timed_checks.os.urandom``
-                if isinstance(value, types.ModuleType):
-                    keep(mod, name, f"{mod.__name__}.{name}")
+            for name in _held(mod):  # ``os`` in ``timed_checks.os.urandom``, a threshold
+                keep(mod, name, f"{mod.__name__}.{name}")
         process_guard.warm_torch()
         threads = frozenset(t.ident or 0 for t in threading.enumerate())
         bodies = {k: b for k, (_, _, v) in originals.items() if (b := surface.body(v))}

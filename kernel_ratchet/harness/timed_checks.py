@@ -85,7 +85,7 @@ class TimedCallChecks:
         self.spots_left = 0 if inplace else min(spot_checks, self.samples)
         self.spot_done = 0
         self.spot_s = 0.0  # host seconds in the rebinds and spot checks, outside the samples
-        self.captures = _capture_count()  # graphs captured before this measurement
+        self.captures = _capture_count(session.engine)  # captured before this measurement
         self.what = "backward()" if phase == "bwd" else "forward()"
 
     @property
@@ -217,7 +217,7 @@ class TimedCallChecks:
         # on new inputs would free the state the replays read, so there the inputs stay and a
         # spot check compares the replayed outputs with the reference on the current inputs.
         # An in-place op's samples all start from its kept values and are never compared.
-        captured = _capture_count() > self.captures  # this measurement replays a graph
+        captured = _capture_count(self.s.engine) > self.captures  # it replays a graph
         state = self.phase == "bwd" and holds_forward_state(self.s.adapter, self.case)
         if not self.inplace and not (captured and state):
             self._fresh_inputs(index, state)
@@ -315,15 +315,9 @@ def holds_forward_state(adapter: Any, case: Any) -> bool:
     return any(t.grad_fn is not None for _, t in ac.tensors(case))
 
 
-def _capture_count() -> int:
-    """Graphs captured so far in this process (none without CUDA)."""
-    import torch
-
-    if not torch.cuda.is_available():
-        return 0
-    from kernel_ratchet.harness.timing.graphs import capture_count
-
-    return capture_count()
+def _capture_count(engine: Any) -> int:
+    """Graphs of the op the session's engine has captured (engines that capture none: 0)."""
+    return int(getattr(engine, "captures", 0))
 
 
 def match_outputs(

@@ -74,6 +74,7 @@ def test_honest_candidate_passes_check_and_time(tmp_path: Path) -> None:
         ("CatchesTheRefusal", "cheat", "correctness.snr_db.__code__"),  # the write was seen
         ("BlindsTheSentinel", "cheat", "surface.library_rewrap"),  # the Sentinel's own judge
         ("FakeChecker", "cheat", "sys.modules['kernel_ratchet.harness.correctness']"),
+        ("LowersTheBar", "cheat", "adapter.SNR_BF16"),  # a harness constant rebound
         ("LazySubclass", "cheat", "tensor subclass"),
         ("NonTensor", "cheat", "non-tensor"),
         ("PartialWrite", "cheat", "did not follow"),

@@ -7,6 +7,7 @@ honest :class:`tiny_gemm.adapter.TinyGemm` that fakes a result or a time in one 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -541,10 +542,8 @@ class CatchesTheRefusal(TinyGemm):
     def forward(self, case: Case) -> torch.Tensor:
         from kernel_ratchet.harness import correctness
 
-        try:
+        with contextlib.suppress(Exception):  # the cheat hopes nobody remembers
             correctness.snr_db.__code__ = _perfect_match.__code__
-        except Exception:  # noqa: BLE001 -- the cheat hopes nobody remembers
-            pass
         return torch.zeros(case.a.shape[0], case.b.shape[0])
 
 
@@ -581,4 +580,17 @@ class FakeChecker(TinyGemm):
         fake.check_outputs = lambda got, ref, thr: None  # type: ignore[attr-defined]
         sys.modules["kernel_ratchet.harness.correctness"] = fake
         pkg.correctness = fake  # type: ignore[attr-defined]
+        return torch.zeros(case.a.shape[0], case.b.shape[0])
+
+
+class LowersTheBar(TinyGemm):
+    """An adapter that relies on the default threshold; the kernel lowers that default to
+    minus infinity and returns zeros."""
+
+    min_snr_db: dict[str, float] = {}  # noqa: RUF012 -- the default threshold is read
+
+    def forward(self, case: Case) -> torch.Tensor:
+        from kernel_ratchet.harness import adapter
+
+        adapter.SNR_BF16 = float("-inf")
         return torch.zeros(case.a.shape[0], case.b.shape[0])

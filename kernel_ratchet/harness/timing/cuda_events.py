@@ -61,6 +61,9 @@ class CudaEventEngine(engine.TimingEngine):
 
     name = "cuda_events"
     GRAPH_MODES = ("auto", "on", "off")
+    #: Graphs of the op this engine captured. The worker's sample hooks read it on the engine,
+    #: which the op cannot import (a module's counter, the op could bump).
+    captures: int
 
     def __init__(
         self,
@@ -108,7 +111,7 @@ class CudaEventEngine(engine.TimingEngine):
             raise RatchetError(
                 "cuda_events timing needs a CUDA GPU; use the perf_counter engine on the CPU"
             )
-        self.device, self.warmup_ms, self.samples = device, warmup_ms, samples
+        self.device, self.warmup_ms, self.samples, self.captures = device, warmup_ms, samples, 0
         self.flush_l2, self.sample_ms = flush_l2, sample_ms
         self.min_iters, self.max_iters = min_iters, max_iters
         self.settle_window, self.settle_tol_mhz = settle_window, settle_tol_mhz
@@ -233,9 +236,9 @@ class CudaEventEngine(engine.TimingEngine):
         # what is subtracted is replayed exactly as the timed calls are
         subtract = self.flush_l2 or prelude is not None
         base = graphs.replays(graphs.capture(overhead, per), times) if subtract else None
-        return graphs.Plan(
-            graphs.replays(graphs.capture(body, per), times), per * times, base, True
-        )
+        replay = graphs.capture(body, per)
+        self.captures += 1
+        return graphs.Plan(graphs.replays(replay, times), per * times, base, True)
 
     def _plan(self, fn: Callable[[], Any], device_ms: float, est_ms: float, prelude=None):
         """How ``fn`` is timed (step 3): a graph, or eager calls (also when capture fails)."""

@@ -48,13 +48,8 @@ def use_capture_stream() -> torch.cuda.Stream:
 
 
 _CAPTURE_STREAM: torch.cuda.Stream | None = None
-_CAPTURES = 0  # graphs captured by this process
-
-
-def capture_count() -> int:
-    """How many graphs :func:`capture` has captured in this process: a caller that reads it
-    before and after a measurement knows whether that measurement replayed a graph."""
-    return _CAPTURES
+#: Module globals this module rebinds as it runs (the Sentinel keeps every other one).
+RUN_TIME_STATE = ("_CAPTURE_STREAM",)
 
 
 def capture(body: Callable[[], Any], iters: int) -> Callable[[], None]:
@@ -70,8 +65,6 @@ def capture(body: Callable[[], Any], iters: int) -> Callable[[], None]:
     with torch.cuda.graph(g, stream=stream):
         for _ in range(iters):
             body()
-    global _CAPTURES
-    _CAPTURES += 1
     torch.cuda.synchronize()
     g.replay()  # the first replay uploads the graph: never a timed one
     torch.cuda.synchronize()
