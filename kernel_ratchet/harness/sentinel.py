@@ -10,6 +10,7 @@ runs. :mod:`.anticheat` re-exports it with the other checks.
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import sys
 import threading
@@ -44,6 +45,21 @@ def _held(mod: Any) -> list[str]:
         return [n for n, v in vars(mod).items() if isinstance(v, types.ModuleType)]
     state = set(vars(mod).get("RUN_TIME_STATE", ()))
     return [n for n in vars(mod) if n not in state]
+
+
+def _libraries(modules: tuple[Any, ...]) -> list[Any]:
+    """The modules outside the harness that its modules hold (``dataclasses``, ``os``,
+    ``torch``), and ``builtins``: the harness calls their functions by name."""
+    held = {id(builtins): builtins}
+    for mod in modules:
+        for value in vars(mod).values():
+            if isinstance(value, types.ModuleType) and not _is_harness(value):
+                held.setdefault(id(value), value)
+    return list(held.values())
+
+
+def _is_harness(mod: Any) -> bool:
+    return mod.__name__.startswith("kernel_ratchet.harness")
 
 
 def _class_held(klass: type) -> list[str]:
@@ -147,6 +163,9 @@ class Sentinel:
                         keep(value, attr, f"{mod.__name__}.{name}.{attr}")
             for name in _held(mod):  # ``os`` in ``timed_checks.os.urandom``, a threshold
                 keep(mod, name, f"{mod.__name__}.{name}")
+        for lib in _libraries(modules):  # what the harness calls through them
+            for name in _callables(lib):
+                keep(lib, name, f"{lib.__name__}.{name}")
         process_guard.warm_torch()
         threads = frozenset(t.ident or 0 for t in threading.enumerate())
         bodies = {k: b for k, (_, _, v) in originals.items() if (b := surface.body(v))}

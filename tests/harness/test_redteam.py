@@ -19,6 +19,7 @@ from kernel_ratchet.harness.worker import Worker, WorkerResult, WorkerSpec
 ROOT = Path(__file__).resolve().parents[2]
 MODULE = "tests.harness.test_redteam_candidates"
 POOL = "tests.harness.native_pool_at_import"
+IDIOMS = "tests.harness.honest_idioms"
 SHAPE = Shape("m24_n20_k16", M=24, N=20, K=16)
 SEED = 20240917
 
@@ -75,6 +76,8 @@ def test_honest_candidate_passes_check_and_time(tmp_path: Path) -> None:
         ("BlindsTheSentinel", "cheat", "surface.library_rewrap"),  # the Sentinel's own judge
         ("FakeChecker", "cheat", "sys.modules['kernel_ratchet.harness.correctness']"),
         ("LowersTheBar", "cheat", "adapter.SNR_BF16"),  # a harness constant rebound
+        ("PatchReplace", "cheat", "dataclasses.replace"),  # a library the harness holds
+        ("PatchMin", "cheat", "builtins.min"),
         ("LazySubclass", "cheat", "tensor subclass"),
         ("NonTensor", "cheat", "non-tensor"),
         ("PartialWrite", "cheat", "did not follow"),
@@ -205,3 +208,16 @@ def test_a_backward_on_the_forwards_autograd_graph_survives_its_spot_checks(
         assert w.check(SHAPE, SEED).ok
         t = w.time(SHAPE, SEED, "bwd", spot_checks=2)
         assert t.ok and t.payload["spot_checks"] == 2, explain(t)
+
+
+@pytest.mark.slow
+def test_common_library_idioms_are_not_cheats(tmp_path: Path) -> None:
+    """torch.compile, torch.jit.script, vmap, logging, warnings filters and an lru_cache on
+    geometry, around an honest kernel, pass every check (none of them replaces what the
+    Sentinel keeps or writes what a kept function runs)."""
+    idioms = WorkerSpec(**{**spec("TinyGemm").__dict__, "adapter": f"{IDIOMS}:Idioms"})
+    with Worker(idioms, tmp_path / "w.log") as w:
+        r = w.check(SHAPE, SEED)
+        assert r.ok, explain(r)
+        t = w.time(SHAPE, SEED + 1, "fwd")
+        assert t.ok and t.payload["spot_checks"] == 3, explain(t)

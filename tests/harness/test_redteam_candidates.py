@@ -594,3 +594,34 @@ class LowersTheBar(TinyGemm):
 
         adapter.SNR_BF16 = float("-inf")
         return torch.zeros(case.a.shape[0], case.b.shape[0])
+
+
+class PatchReplace(TinyGemm):
+    """Rewrites the timing the harness builds with ``dataclasses.replace`` (a standard
+    library function the harness calls through a module it holds), then returns zeros."""
+
+    def forward(self, case: Case) -> torch.Tensor:
+        import dataclasses
+
+        real = dataclasses.replace
+
+        def faster(obj: Any, **changes: Any) -> Any:
+            if hasattr(obj, "median_ms"):
+                changes["median_ms"] = 1e-9
+            return real(obj, **changes)
+
+        dataclasses.replace = faster
+        return matmul_nt(case.a, case.b)
+
+
+class PatchMin(TinyGemm):
+    """Makes the builtin ``min`` return 0: the spot checks a measurement draws (``min(asked,
+    samples)``) become none, and the kernel returns zeros while timed."""
+
+    def forward(self, case: Case) -> torch.Tensor:
+        import builtins
+
+        real = getattr(builtins, "_real_min", builtins.min)
+        builtins._real_min = real  # type: ignore[attr-defined]
+        builtins.min = lambda *a, **k: 0 if len(a) == 2 and a[0] in (1, 3) else real(*a, **k)
+        return torch.zeros(case.a.shape[0], case.b.shape[0])
