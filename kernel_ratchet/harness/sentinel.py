@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 import types
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -45,6 +46,19 @@ def _held(mod: Any) -> list[str]:
         return [n for n, v in vars(mod).items() if isinstance(v, types.ModuleType)]
     state = set(vars(mod).get("RUN_TIME_STATE", ()))
     return [n for n in vars(mod) if n not in state]
+
+
+#: The adapter attributes that say how its outputs are checked; fixed once it is loaded.
+CONTRACT = ("min_snr_db", "inplace_outputs", "forward_state", "has_backward", "schema")
+
+
+def _plain(value: Any) -> Any:
+    """A copy of ``value`` that compares by content (mappings as dicts, sequences as tuples)."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return tuple(_plain(v) for v in value)
+    return value
 
 
 def _libraries(modules: tuple[Any, ...]) -> list[Any]:
@@ -100,9 +114,15 @@ class Sentinel:
     # the kept modules by name: ``from kernel_ratchet.harness import anticheat`` falls back on
     # ``sys.modules``, so a module put there in a kept one's place would be imported instead
     loaded: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # the adapter and the values of its contract when it was loaded (watch_adapter)
+    contract: tuple[Any, dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         self.check = self.verify
+        self._index()
+
+    def _index(self) -> None:
+        """Group the kept entries by owner, for :meth:`_replaced`."""
         by_owner: dict[int, tuple[Any, list[tuple[str, str, Any]]]] = {}
         for (ident, name), (owner, label, original) in self.originals.items():
             by_owner.setdefault(ident, (owner, []))[1].append((name, label, original))
@@ -176,10 +196,32 @@ class Sentinel:
             kept.audit.protect(originals[k][2] for k in bodies)
         return kept
 
-    def protect(self, values: Any) -> None:
-        """Refuse changes of what these functions run too (the adapter's, once loaded)."""
+    def watch_adapter(self, adapter: Any) -> None:
+        """Keep the loaded adapter too: its classes' methods (by identity, and under the
+        audit hook what they run) and the values of its contract (:data:`CONTRACT`: the
+        thresholds, in-place outputs...), so that a kernel that lowers a threshold in the
+        adapter's own table, in place, is seen."""
+        methods = audit_guard.methods_of(adapter)
         if self.audit is not None:
-            self.audit.protect(values)
+            self.audit.protect(methods)
+        for klass in type(adapter).__mro__:
+            if klass is not object and not klass.__module__.startswith("kernel_ratchet"):
+                label = f"{klass.__module__}.{klass.__qualname__}"
+                for name in _callables(klass):
+                    self.originals[(id(klass), name)] = (
+                        klass,
+                        f"{label}.{name}",
+                        vars(klass)[name],
+                    )
+        self._index()
+        self.contract = (adapter, {f: _plain(getattr(adapter, f, None)) for f in CONTRACT})
+
+    def _contract_changed(self) -> list[str]:
+        if self.contract is None:
+            return []
+        adapter, kept = self.contract
+        name = type(adapter).__name__
+        return [f"{name}.{f}" for f, v in kept.items() if _plain(getattr(adapter, f, None)) != v]
 
     def project_imported(self) -> None:
         """Count the OS threads alive once the project is imported as the process's own."""
@@ -190,16 +232,16 @@ class Sentinel:
         """Raise CheatDetected naming every patched object, installed hook, entered torch
         mode or changed numeric flag. Called before and after every request and right before
         every comparison with the reference."""
-        patched = self._replaced()
+        patched = self._replaced() + self._contract_changed()
         patched += self.audit.refused() if self.audit is not None else []
         patched += [
             f"sys.modules[{n!r}]" for n, m in self.loaded.items() if sys.modules.get(n) is not m
         ]
         if patched:
             raise CheatDetected(
-                "timing, comparison or harness functions were replaced after the worker "
-                f"started: {', '.join(sorted(set(patched)))} (a patched timer fakes the "
-                "measurement, a patched comparison fakes the check)"
+                "timing, comparison or harness functions (or the adapter's contract) were "
+                f"replaced after the worker started: {', '.join(sorted(set(patched)))} (a "
+                "patched timer fakes the measurement, a patched comparison fakes the check)"
             )
         replaced = self.imports.replaced() if self.imports else []
         if replaced:

@@ -56,7 +56,6 @@ class Session:
 
     def __init__(self, spec: dict[str, Any], sentinel: Any) -> None:
         from kernel_ratchet.harness.adapter import load_adapter
-        from kernel_ratchet.harness.audit_guard import methods_of
         from kernel_ratchet.harness.autotune_alone import TunedAlone
         from kernel_ratchet.harness.l2_persist import persisting_limit
         from kernel_ratchet.harness.timing.registry import make_engine
@@ -67,7 +66,7 @@ class Session:
         # the device's own persisting-L2 limit, read before the candidate's code is imported
         self.l2_limit = persisting_limit() if self.device.startswith("cuda") else None
         self.adapter = load_adapter(spec["adapter"])
-        sentinel.protect(methods_of(self.adapter))  # its reference's code cannot change either
+        sentinel.watch_adapter(self.adapter)  # its reference and thresholds stay as loaded
         params = dict(spec.get("engine_params") or {})
         params.setdefault("device", self.device)
         self.engine = make_engine(spec["engine"], params)

@@ -78,6 +78,7 @@ def test_honest_candidate_passes_check_and_time(tmp_path: Path) -> None:
         ("LowersTheBar", "cheat", "adapter.SNR_BF16"),  # a harness constant rebound
         ("PatchReplace", "cheat", "dataclasses.replace"),  # a library the harness holds
         ("PatchMin", "cheat", "builtins.min"),
+        ("MutatesTheThresholds", "cheat", "MutatesTheThresholds.min_snr_db"),  # in place
         ("LazySubclass", "cheat", "tensor subclass"),
         ("NonTensor", "cheat", "non-tensor"),
         ("PartialWrite", "cheat", "did not follow"),

@@ -625,3 +625,12 @@ class PatchMin(TinyGemm):
         builtins._real_min = real  # type: ignore[attr-defined]
         builtins.min = lambda *a, **k: 0 if len(a) == 2 and a[0] in (1, 3) else real(*a, **k)
         return torch.zeros(case.a.shape[0], case.b.shape[0])
+
+
+class MutatesTheThresholds(TinyGemm):
+    """Lowers the adapter's own threshold table in place (the dict stays the same object),
+    then returns zeros."""
+
+    def forward(self, case: Case) -> torch.Tensor:
+        TinyGemm.min_snr_db["out"] = float("-inf")  # type: ignore[index]
+        return torch.zeros(case.a.shape[0], case.b.shape[0])
