@@ -131,8 +131,12 @@ def prepared(adapter: Any, case: Any) -> InPlace | None:
 
 
 def reference(adapter: Any, case: Any, inplace: InPlace | None) -> dict[str, torch.Tensor]:
-    """``adapter.reference(case)`` on the inputs the op saw (the kept ones when in place)."""
-    if inplace is None:
-        return adapter.reference(case)
-    with inplace.as_kept(case):
-        return adapter.reference(case)
+    """``adapter.reference(case)`` on the inputs the op saw (the kept ones when in place), at
+    full fp32 precision whatever numeric flags the project set."""
+    from kernel_ratchet.harness.process_guard import precise_numerics
+
+    with precise_numerics():
+        if inplace is None:
+            return adapter.reference(case)
+        with inplace.as_kept(case):
+            return adapter.reference(case)

@@ -25,13 +25,14 @@ code (or Python reading the harness's frames) can still hide from it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
 import time
 import types
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -79,6 +80,30 @@ def numeric_flags() -> dict[str, object]:
             except Exception:  # noqa: BLE001 -- a build without the switch
                 values[name] = "unavailable"
     return values
+
+
+@contextlib.contextmanager
+def precise_numerics() -> Iterator[None]:
+    """Compute a reference at full fp32 precision (no TF32, no reduced-precision reductions),
+    whatever the project set; its flags come back after."""
+    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+    names = ("allow_tf32", "allow_fp16_reduced_precision_reduction")
+    names += ("allow_bf16_reduced_precision_reduction",)
+    kept = [getattr(matmul, n) for n in names], cudnn.allow_tf32
+    precision = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    for n in names:
+        if getattr(matmul, n):
+            setattr(matmul, n, False)
+    cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(precision)  # sets allow_tf32 with it
+        for n, v in zip(names, kept[0], strict=True):
+            if getattr(matmul, n) != v:  # a legacy write beside the new API reads as "mixed"
+                setattr(matmul, n, v)
+        cudnn.allow_tf32 = kept[1]
 
 
 def _hooks() -> dict[str, Any]:
@@ -137,11 +162,13 @@ class ProcessState:
             _comm("/proc/self/comm"),
         )
 
-    def with_current_os_threads(self) -> ProcessState:
-        """This snapshot with the OS threads alive now as its own (taken again once the
-        project is imported: the libraries it loads may start native pools, e.g. OpenMP or
-        BLAS, sized by the machine's cores)."""
-        return replace(self, os_threads=frozenset(_task_ids()))
+    def as_imported(self) -> ProcessState:
+        """This snapshot with the OS threads alive now and the numeric flags set now as its
+        own (taken again once the project is imported: the libraries it loads may start native
+        pools, e.g. OpenMP or BLAS, sized by the machine's cores, and a project may allow TF32
+        as it loads; references are computed under :func:`precise_numerics` whatever it set)."""
+        flags = tuple(numeric_flags().items())
+        return replace(self, os_threads=frozenset(_task_ids()), flags=flags)
 
     def changed_hooks(self) -> list[str]:
         """Profile/trace/monitoring hooks that are not the ones of the snapshot."""

@@ -11,11 +11,13 @@ runs. :mod:`.anticheat` re-exports it with the other checks.
 from __future__ import annotations
 
 import builtins
+import concurrent.futures
 import dataclasses
 import sys
 import threading
 import time
 import types
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,7 +27,7 @@ from kernel_ratchet.harness import audit_guard, import_watch, process_guard, sur
 from kernel_ratchet.harness.cheat import CheatDetected
 
 #: Thread-name prefixes of threads that infrastructure (not the candidate) may start lazily.
-ALLOWED_THREAD_PREFIXES: tuple[str, ...] = ("pydevd", "pytest_timeout", "ThreadPoolExecutor-0")
+ALLOWED_THREAD_PREFIXES: tuple[str, ...] = ("pydevd", "pytest_timeout")
 
 
 # -- sentinel: timers and harness functions unpatched, no stray threads --------------------------
@@ -46,6 +48,18 @@ def _held(mod: Any) -> list[str]:
         return [n for n, v in vars(mod).items() if isinstance(v, types.ModuleType)]
     state = set(vars(mod).get("RUN_TIME_STATE", ()))
     return [n for n in vars(mod) if n not in state]
+
+
+def _idle_pool_worker(thread: threading.Thread) -> bool:
+    """Whether ``thread`` is a worker of a :class:`~concurrent.futures.ThreadPoolExecutor`
+    whose queue is empty and whose every worker waits for work (no work off the timed path)."""
+    args = getattr(thread, "_args", ())
+    ref = args[0] if args and isinstance(args[0], weakref.ref) else None
+    pool = ref() if ref is not None else None
+    if not isinstance(pool, concurrent.futures.ThreadPoolExecutor):
+        return False
+    idle = getattr(getattr(pool, "_idle_semaphore", None), "_value", -1)
+    return pool._work_queue.empty() and idle >= len(pool._threads)
 
 
 #: The adapter attributes that say how its outputs are checked; fixed once it is loaded.
@@ -224,9 +238,10 @@ class Sentinel:
         return [f"{name}.{f}" for f, v in kept.items() if _plain(getattr(adapter, f, None)) != v]
 
     def project_imported(self) -> None:
-        """Count the OS threads alive once the project is imported as the process's own."""
+        """Count the OS threads alive and the numeric flags set once the project is imported
+        as the process's own."""
         if self.process is not None:
-            self.process = self.process.with_current_os_threads()
+            self.process = self.process.as_imported()
 
     def verify(self) -> None:
         """Raise CheatDetected naming every patched object, installed hook, entered torch
@@ -285,13 +300,15 @@ class Sentinel:
                 continue
 
     def new_threads(self, allowed: tuple[str, ...] = ALLOWED_THREAD_PREFIXES) -> list[str]:
-        """Names of alive Python threads that did not exist at capture time."""
+        """Names of alive Python threads that did not exist at capture time, but the workers
+        of a thread pool with nothing to do (torch.compile keeps one for its compiles)."""
         return [
             t.name
             for t in threading.enumerate()
             if (t.ident or 0) not in self.threads
             and t.is_alive()
             and not t.name.startswith(allowed)
+            and not _idle_pool_worker(t)
         ]
 
     def verify_threads(self, allowed: tuple[str, ...] = ALLOWED_THREAD_PREFIXES) -> None:

@@ -273,6 +273,7 @@ class TimedCallChecks:
         # later call would put back) is used to check the sample or to draw its spot check.
         self.s.sentinel.check()
         from kernel_ratchet.harness import anticheat as ac
+        from kernel_ratchet.harness import process_guard
         from kernel_ratchet.harness.correctness import check_outputs
 
         outs = ac.output_tensors(self.last, self.what)
@@ -285,7 +286,8 @@ class TimedCallChecks:
         # inputs the timed call changed are caught by the time request's final input check
         t0 = time.perf_counter()
         ad = self.s.adapter
-        full_ref = ad.spot_reference(self.case)
+        with process_guard.precise_numerics():
+            full_ref = ad.spot_reference(self.case)
         self.s.sentinel.check()  # right before the comparison: hooks, modes, patched functions
         pairs = checked_outputs(ad, self.case, outs, full_ref, self.phase)
         if pairs:

@@ -152,3 +152,30 @@ def test_constant_inputs_are_low_entropy_and_a_small_constant_is_allowed() -> No
     rows = torch.randn(1, 32, generator=g).expand(64, 32).contiguous()
     assert input_entropy.low_entropy_inputs([("x", rows)]) == ["x"]
     assert "random" in input_entropy.describe(["x"])
+
+
+def test_references_run_at_full_precision_whatever_the_project_set():
+    import torch
+
+    from kernel_ratchet.harness.process_guard import numeric_flags, precise_numerics
+
+    matmul = torch.backends.cuda.matmul
+    before = numeric_flags()
+    try:
+        torch.set_float32_matmul_precision("medium")
+        matmul.allow_fp16_reduced_precision_reduction = True
+        torch.backends.cudnn.allow_tf32 = True
+        project = numeric_flags()
+        with precise_numerics():
+            assert torch.get_float32_matmul_precision() == "highest"
+            assert not matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
+            assert not matmul.allow_fp16_reduced_precision_reduction
+            assert not matmul.allow_bf16_reduced_precision_reduction
+        assert numeric_flags() == project  # the project's own settings come back
+    finally:
+        torch.set_float32_matmul_precision(str(before["torch.get_float32_matmul_precision()"]))
+        matmul.allow_tf32 = bool(before["torch.backends.cuda.matmul.allow_tf32"])
+        torch.backends.cudnn.allow_tf32 = bool(before["torch.backends.cudnn.allow_tf32"])
+        matmul.allow_fp16_reduced_precision_reduction = bool(
+            before["torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction"]
+        )

@@ -20,6 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 MODULE = "tests.harness.test_redteam_candidates"
 POOL = "tests.harness.native_pool_at_import"
 IDIOMS = "tests.harness.honest_idioms"
+FLAGS = "tests.harness.flags_at_import"
+INDUCTOR = "tests.harness.inductor_op"
 SHAPE = Shape("m24_n20_k16", M=24, N=20, K=16)
 SEED = 20240917
 
@@ -84,6 +86,7 @@ def test_honest_candidate_passes_check_and_time(tmp_path: Path) -> None:
         ("PartialWrite", "cheat", "did not follow"),
         ("LowPrecision", "wrong", "SNR"),
         ("BackgroundThread", "cheat", "background thread"),
+        ("BusyPool", "cheat", "background thread"),  # an idle pool is allowed, a busy one not
         ("NativePool", "cheat", "background thread"),
         ("ModifiesInputs", "cheat", "input modified"),
         ("NanOutput", "nan", "NaN"),
@@ -222,3 +225,26 @@ def test_common_library_idioms_are_not_cheats(tmp_path: Path) -> None:
         assert r.ok, explain(r)
         t = w.time(SHAPE, SEED + 1, "fwd")
         assert t.ok and t.payload["spot_checks"] == 3, explain(t)
+
+
+def test_numeric_flags_set_as_the_project_loads_are_its_own(tmp_path: Path) -> None:
+    """TF32 allowed at import time is the project's setting, not a cheat; flags changed by a
+    call still are (``PatchTf32``-style cases in the GPU red team)."""
+    flags = WorkerSpec(**{**spec("TinyGemm").__dict__, "adapter": f"{FLAGS}:TinyGemm"})
+    with Worker(flags, tmp_path / "w.log") as w:
+        r = w.check(SHAPE, SEED)
+        assert r.ok, explain(r)
+        t = w.time(SHAPE, SEED + 1, "fwd")
+        assert t.ok, explain(t)
+
+
+@pytest.mark.slow
+def test_torch_compiles_idle_thread_pool_is_not_the_candidates_work(tmp_path: Path) -> None:
+    """Inductor keeps a thread pool for its compiles; idle, it is no work off the timed path
+    (a pool still busy when the call returns is: ``BusyPool``)."""
+    op = WorkerSpec(**{**spec("TinyGemm").__dict__, "adapter": f"{INDUCTOR}:Inductor"})
+    with Worker(op, tmp_path / "w.log") as w:
+        r = w.check(SHAPE, SEED)
+        assert r.ok, explain(r)
+        t = w.time(SHAPE, SEED + 1, "fwd")
+        assert t.ok, explain(t)

@@ -634,3 +634,16 @@ class MutatesTheThresholds(TinyGemm):
     def forward(self, case: Case) -> torch.Tensor:
         TinyGemm.min_snr_db["out"] = float("-inf")  # type: ignore[index]
         return torch.zeros(case.a.shape[0], case.b.shape[0])
+
+
+class BusyPool(TinyGemm):
+    """Hands work to a thread pool that is still busy when the call returns."""
+
+    def __init__(self) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.pool = ThreadPoolExecutor(max_workers=1)
+
+    def forward(self, case: Case) -> torch.Tensor:
+        self.pool.submit(time.sleep, 60)
+        return matmul_nt(case.a, case.b)
