@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernel_ratchet.campaign.fsutil import file_sha256
+from kernel_ratchet.campaign.fsutil import file_sha256, sha256_bytes
 from kernel_ratchet.errors import LogTamperedError
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 APPEND_ONLY_LOGS = ("logs/optimize.md", "logs/performance_trend.md")
 MANIFEST = "manifest.yaml"
-ROUND_KEY, MANIFEST_KEY = "Round-record", "Campaign-manifest"
+ROUND_KEY, MANIFEST_KEY, CLOSED_KEY = "Round-record", "Campaign-manifest", "Closed-rounds"
 _TOLERANCE = 1e-9
 
 
@@ -108,8 +108,9 @@ def unsealed(c: CampaignContext) -> list[str]:
 
 def commit_mismatches(c: CampaignContext) -> list[str]:
     """Records of accepted rounds that differ from what their commit says (the hashes of the
-    round's ``round.json`` and of the manifest, written into the commit message when it was
-    made): a commit outside the campaign directory anchors the seals kept in ``state.json``.
+    round's ``round.json``, of the manifest and of the rounds closed before it, written into
+    the commit message when it was made): a commit outside the campaign directory anchors the
+    seals kept in ``state.json``, rolled-back rounds' included.
     A commit that cannot be read here (history rewritten, a copied campaign) is not judged."""
     from kernel_ratchet.campaign.lineage import git
 
@@ -118,29 +119,51 @@ def commit_mismatches(c: CampaignContext) -> list[str]:
         if e.status.value != "ACCEPTED" or not e.commit:
             continue
         msg = git.log_message(c.groot, e.commit)
-        for rel, key in (
-            (c.rel(c.round_dir(e.round) / "round.json"), ROUND_KEY),
-            (MANIFEST, MANIFEST_KEY),
+        for what, key, now in (
+            (
+                rel := c.rel(c.round_dir(e.round) / "round.json"),
+                ROUND_KEY,
+                file_sha256(c.dir / rel),
+            ),
+            (MANIFEST, MANIFEST_KEY, file_sha256(c.dir / MANIFEST)),
+            (f"the rounds before round-{e.round}", CLOSED_KEY, closed_digest(c, e.round)),
         ):
-            kept = next(
-                (
-                    ln.split("sha256:", 1)[1].strip()
-                    for ln in msg.splitlines()
-                    if ln.startswith(f"{key}: sha256:")
-                ),
-                None,
-            )
-            if kept is not None and file_sha256(c.dir / rel) != kept:
-                found.append(f"{rel} (against commit {e.commit[:12]})")
+            kept = _trailer(msg, key)
+            if kept is not None and now != kept:
+                found.append(f"{what} (against commit {e.commit[:12]})")
     return found
 
 
+def _trailer(msg: str, key: str) -> str | None:
+    return next(
+        (
+            ln.split("sha256:", 1)[1].strip()
+            for ln in msg.splitlines()
+            if ln.startswith(f"{key}: sha256:")
+        ),
+        None,
+    )
+
+
+def closed_digest(c: CampaignContext, below: int) -> str:
+    """One sha256 over every closed round numbered below ``below``: its number, status and
+    ``round.json``'s sha256. An accepted round's commit carries it, so a rolled-back round
+    (or the BASELINE) edited, removed or added later disagrees with the commits after it."""
+    lines = [
+        f"round-{e.round} {e.status.value} {file_sha256(c.round_dir(e.round) / 'round.json')}"
+        for e in sorted(c.state.closed, key=lambda e: e.round)
+        if e.round < below
+    ]
+    return sha256_bytes("\n".join(lines).encode())
+
+
 def commit_trailers(c: CampaignContext, n: int) -> str:
-    """The lines an accepted round's commit message ends with: the sha256 of its round.json
-    and of the manifest (see :func:`commit_mismatches`)."""
+    """The lines an accepted round's commit message ends with: the sha256 of its round.json,
+    of the manifest and of the rounds closed before it (see :func:`commit_mismatches`)."""
     record = file_sha256(c.round_dir(n) / "round.json")
     return (
-        f"\n{ROUND_KEY}: sha256:{record}\n{MANIFEST_KEY}: sha256:{file_sha256(c.dir / MANIFEST)}\n"
+        f"\n{ROUND_KEY}: sha256:{record}\n{MANIFEST_KEY}: sha256:{file_sha256(c.dir / MANIFEST)}"
+        f"\n{CLOSED_KEY}: sha256:{closed_digest(c, n)}\n"
     )
 
 

@@ -121,3 +121,26 @@ def test_a_round_forged_with_its_seal_is_caught_by_its_commit(
     assert rc == 7, out
     assert "rounds/round-2/round.json" in out
     assert ("against commit" in out) or unseal  # the removed seal is named as missing
+
+
+def test_a_rewritten_earlier_round_disagrees_with_the_commit_after_it(
+    accepted_project,  # noqa: F811
+    capsys,
+    monkeypatch,
+):
+    """The BASELINE (or a rolled-back round) rewritten together with its seal in state.json
+    passes every seal; the accepted round's commit still holds what it was."""
+    from kernel_ratchet.campaign.fsutil import file_sha256
+
+    cdir = campaign_dir(accepted_project)
+    record = cdir / "rounds/round-1/round.json"
+    data = json.loads(record.read_text())
+    data["reason"] = "rewritten"  # any change of the sealed record
+    record.write_text(json.dumps(data))
+    path = cdir / "state.json"
+    state = json.loads(path.read_text())
+    state["records"]["rounds/round-1/round.json"] = file_sha256(record)  # the seal, forged too
+    path.write_text(json.dumps(state))
+    rc, out = _status(capsys, monkeypatch, accepted_project)
+    assert rc == 7, out
+    assert "the rounds before round-2 (against commit" in out
