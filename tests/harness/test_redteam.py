@@ -227,23 +227,20 @@ def test_common_library_idioms_are_not_cheats(tmp_path: Path) -> None:
         assert t.ok and t.payload["spot_checks"] == 3, explain(t)
 
 
-def test_numeric_flags_set_as_the_project_loads_are_its_own(tmp_path: Path) -> None:
-    """TF32 allowed at import time is the project's setting, not a cheat; flags changed by a
-    call still are (``PatchTf32``-style cases in the GPU red team)."""
-    flags = WorkerSpec(**{**spec("TinyGemm").__dict__, "adapter": f"{FLAGS}:TinyGemm"})
-    with Worker(flags, tmp_path / "w.log") as w:
-        r = w.check(SHAPE, SEED)
-        assert r.ok, explain(r)
-        t = w.time(SHAPE, SEED + 1, "fwd")
-        assert t.ok, explain(t)
-
-
-@pytest.mark.slow
-def test_torch_compiles_idle_thread_pool_is_not_the_candidates_work(tmp_path: Path) -> None:
-    """Inductor keeps a thread pool for its compiles; idle, it is no work off the timed path
-    (a pool still busy when the call returns is: ``BusyPool``)."""
-    op = WorkerSpec(**{**spec("TinyGemm").__dict__, "adapter": f"{INDUCTOR}:Inductor"})
-    with Worker(op, tmp_path / "w.log") as w:
+@pytest.mark.parametrize(
+    "adapter",
+    [
+        # TF32 allowed at import time is the project's setting, not a cheat; flags changed by
+        # a call still are (the GPU red team's cases)
+        f"{FLAGS}:TinyGemm",
+        # inductor keeps a thread pool for its compiles; idle, it is no work off the timed
+        # path (a pool still busy when the call returns is: BusyPool)
+        pytest.param(f"{INDUCTOR}:Inductor", marks=pytest.mark.slow),
+    ],
+)
+def test_honest_project_settings_are_not_cheats(tmp_path: Path, adapter: str) -> None:
+    honest = WorkerSpec(**{**spec("TinyGemm").__dict__, "adapter": adapter})
+    with Worker(honest, tmp_path / "w.log") as w:
         r = w.check(SHAPE, SEED)
         assert r.ok, explain(r)
         t = w.time(SHAPE, SEED + 1, "fwd")
