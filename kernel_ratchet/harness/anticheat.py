@@ -57,6 +57,7 @@ from kernel_ratchet.harness.returned import check_output_types as check_output_t
 from kernel_ratchet.harness.returned import nonfinite as nonfinite
 from kernel_ratchet.harness.returned import output_tensors as output_tensors
 from kernel_ratchet.harness.returned import poison as poison
+from kernel_ratchet.harness.returned import refuse_shadowed as refuse_shadowed
 from kernel_ratchet.harness.returned import require_rewritten as require_rewritten
 from kernel_ratchet.harness.sentinel import ALLOWED_THREAD_PREFIXES as ALLOWED_THREAD_PREFIXES
 from kernel_ratchet.harness.sentinel import Sentinel as Sentinel
@@ -99,10 +100,13 @@ def tensors(obj: Any) -> list[tuple[str, torch.Tensor]]:
 
 @dataclasses.dataclass(frozen=True)
 class InputSnapshot:
-    """The input tensors of a case as built by ``make_case`` (objects kept) and their hashes."""
+    """The input tensors of a case as built by ``make_case`` (objects kept) and their hashes,
+    the case itself, and each tensor's class."""
 
     items: tuple[tuple[str, torch.Tensor, str], ...]
     structure: tuple[tuple[str, Any], ...]
+    case: Any = None
+    types: tuple[type, ...] = ()
 
 
 def _signature(obj: Any) -> tuple[tuple[str, Any], ...]:
@@ -115,15 +119,53 @@ def _signature(obj: Any) -> tuple[tuple[str, Any], ...]:
     return tuple(out)
 
 
-def snapshot_inputs(case: Any) -> InputSnapshot:
-    """Hash every tensor of a freshly built case (call right after ``make_case``)."""
-    items = tuple((p, t, digest.tensor_digest(t)) for p, t in tensors(case))
-    return InputSnapshot(items, _signature(case))
+def snapshot_inputs(case: Any, before: InputSnapshot | None = None) -> InputSnapshot:
+    """Hash every tensor of a freshly built case (call right after ``make_case``); after new
+    values were written into it, pass the snapshot ``before`` them: the classes stay its."""
+    found = tensors(case)
+    refuse_shadowed(found, "input")
+    items = tuple((p, t, digest.tensor_digest(t)) for p, t in found)
+    kinds = tuple(type(t) for _, t in found)
+    if before is not None and [p for p, _, _ in before.items] == [p for p, _ in found]:
+        kinds = before.types
+    return InputSnapshot(items, _signature(case), case, kinds)
+
+
+def replaced_inputs(snap: InputSnapshot, inplace: frozenset[str] = frozenset()) -> list[str]:
+    """The snapshot's input paths whose tensor the case no longer holds, or whose class was
+    changed (``t.__class__ = ...``), but for the declared in-place fields."""
+    if snap.case is None:
+        return []
+    now = dict(tensors(snap.case))
+    out = []
+    for (p, t, _), kind in zip(snap.items, snap.types, strict=True):
+        if _under(p, inplace):
+            continue
+        if now.get(p) is not t:
+            out.append(f"{p} (another object)")
+        elif type(t) is not kind:
+            out.append(f"{p} (now {type(t).__module__}.{type(t).__qualname__})")
+    return out
+
+
+def inputs_intact(snap: InputSnapshot, inplace: frozenset[str] = frozenset()) -> None:
+    """Raise CheatDetected when an input tensor was replaced in the case, changed class or
+    hides a method of torch.Tensor (cheap: no hash), but for the declared in-place fields."""
+    swapped = replaced_inputs(snap, inplace)
+    if swapped:
+        raise CheatDetected(
+            f"input replaced: the candidate replaced its input tensor(s) {', '.join(swapped)} "
+            "in the case; the op must read the tensors make_case built (new values written "
+            "into them are how the checks know it follows its inputs)"
+        )
+    refuse_shadowed([(p, t) for p, t, _ in snap.items if not _under(p, inplace)], "input")
 
 
 def verify_inputs(snap: InputSnapshot, inplace: frozenset[str] = frozenset()) -> None:
-    """Raise CheatDetected when any input tensor's content changed since the snapshot, but
-    for the declared in-place fields (``inplace``: their paths, see :mod:`.inplace`)."""
+    """Raise CheatDetected when an input tensor is not intact (:func:`inputs_intact`) or
+    changed content since the snapshot, but for the declared in-place fields (``inplace``:
+    their paths, see :mod:`.inplace`)."""
+    inputs_intact(snap, inplace)
     changed = [
         p
         for p, t, before in snap.items
@@ -153,10 +195,11 @@ def rebind(case: Any, snap: InputSnapshot, fresh: Any) -> bool:
     current = dict(tensors(case))
     if any(current.get(p) is not t for p, t, _ in snap.items):
         return False
+    inputs_intact(snap)
     new = dict(tensors(fresh))
     with torch.no_grad():
         for p, t, _ in snap.items:
-            t.copy_(new[p])
+            torch.Tensor.copy_(t, new[p])
     return True
 
 

@@ -109,6 +109,39 @@ class ImportWatch(importlib.abc.MetaPathFinder):
         code = value.__code__ if isinstance(value, types.FunctionType) else None
         self.entries[(id(owner), name)] = (owner, name, label, value, code)
 
+    def kept(self) -> tuple[Any, ...]:
+        """A copy of what the watch holds, for :meth:`tampered` (the watch sits in
+        ``sys.meta_path``: a candidate can reach it without walking the interpreter)."""
+        return (
+            self.root,
+            dict(self.entries),
+            dict(self.modules),
+            frozenset(self.packages),
+            frozenset(self.namespaces),
+            dict(self.before),
+        )
+
+    def tampered(self, kept: tuple[Any, ...]) -> list[str]:
+        """What of ``kept`` (an earlier :meth:`kept`) the watch lost or had changed: records
+        only grow, and a name taken for a namespace package must be one."""
+        root, entries, modules, packages, namespaces, before = kept
+        found = ["root"] if self.root != root else []
+        if any(not _same(self.entries.get(k), v) for k, v in entries.items()):
+            found.append("records of the project's bindings")
+        for what, now, then in (
+            ("modules", self.modules, modules),
+            ("before", self.before, before),
+        ):
+            if any(now.get(k, _ABSENT) is not v for k, v in then.items()):
+                found.append(what)
+        if not packages <= self.packages or not namespaces <= self.namespaces:
+            found.append("packages")
+        fake = [
+            n for n in self.namespaces - namespaces if getattr(sys.modules.get(n), "__file__", None)
+        ]
+        found += [f"namespace {n!r}" for n in fake]
+        return found
+
     def replaced(self) -> list[str]:
         """Labels of the project bindings and modules replaced since their import ended."""
         found = [
@@ -126,6 +159,16 @@ class ImportWatch(importlib.abc.MetaPathFinder):
             if mod is not self.modules.get(name, self.before.get(name, _ABSENT)):
                 found.append(f"sys.modules[{name!r}]")
         return sorted(found)
+
+
+def _same(now: Any, then: tuple[Any, ...]) -> bool:
+    if now is None or len(now) != len(then):
+        return False
+    return all(a is b for a, b in zip(now, then, strict=True))
+
+
+def _pairs(watch: ImportWatch, modules: dict, before: dict) -> tuple[tuple[str, dict, dict], ...]:
+    return (("modules", watch.modules, modules), ("before", watch.before, before))
 
 
 def describe(replaced: list[str]) -> str:

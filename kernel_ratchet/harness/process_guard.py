@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
 import threading
 import time
@@ -117,6 +118,10 @@ def _hooks() -> dict[str, Any]:
     if monitoring is not None:
         for tool in range(6):
             found[f"sys.monitoring tool {tool}"] = monitoring.get_tool(tool)
+    # a timer signal's handler runs Python after the call returned, inside the checks
+    for name in ("SIGALRM", "SIGVTALRM", "SIGPROF"):
+        if hasattr(signal, name):
+            found[f"signal.signal({name})"] = signal.getsignal(getattr(signal, name))
     return found
 
 

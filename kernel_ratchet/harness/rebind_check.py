@@ -30,7 +30,7 @@ def run(
     if not ac.rebind(case, snap, fresh):
         return "rebind skipped: cases of two seeds differ in structure"
     del fresh
-    snap = ac.snapshot_inputs(case)
+    snap = ac.snapshot_inputs(case, snap)
     if kept:
         kept.keep(case, refresh=True)  # the values this call will see
     ac.scrub_allocator(sizes, session.device)

@@ -41,7 +41,28 @@ def _flatten_outputs(
                 f"{name!r}; outputs must be plain torch.Tensor (a lazy or wrapped result could "
                 "defer the work past the timer)"
             )
-        result.append((name, v.detach()))  # same storage; :func:`poison` writes its .data
+        refuse_shadowed([(name, v)], f"{what} output")
+        result.append((name, torch.Tensor.detach(v)))  # same storage: poison writes its .data
+
+
+def shadowed(t: torch.Tensor) -> list[str]:
+    """The names a tensor's own ``__dict__`` holds that hide an attribute of
+    ``torch.Tensor`` (``t.detach = ...``, ``t.copy_ = ...``): every call through them runs
+    the candidate's code, after the clock stopped or in place of the checker's."""
+    own = vars(t) if hasattr(t, "__dict__") else {}
+    return sorted(k for k in own if hasattr(torch.Tensor, k))
+
+
+def refuse_shadowed(ts: list[tuple[str, torch.Tensor]], what: str) -> None:
+    """Raise CheatDetected naming every tensor of ``ts`` whose own attributes hide
+    ``torch.Tensor``'s (see :func:`shadowed`)."""
+    found = [f"{name} ({', '.join(names)})" for name, t in ts if (names := shadowed(t))]
+    if found:
+        raise CheatDetected(
+            f"{what} tensor(s) {'; '.join(found)} carry attributes of their own that hide "
+            "torch.Tensor's methods: a call through them (the harness's detach, copy_ or "
+            "the reference's double) runs the candidate's code instead"
+        )
 
 
 def output_tensors(out: Any, what: str) -> list[tuple[str, torch.Tensor]]:

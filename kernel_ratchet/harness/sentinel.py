@@ -128,6 +128,10 @@ class Sentinel:
     # the kept modules by name: ``from kernel_ratchet.harness import anticheat`` falls back on
     # ``sys.modules``, so a module put there in a kept one's place would be imported instead
     loaded: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # the adapter's methods its own instance hid when it was loaded (its own design)
+    _hid: frozenset[str] = frozenset()
+    # what the import watch held at the last verification (ImportWatch.kept)
+    _watch: tuple[Any, ...] | None = None
     # the adapter and the values of its contract when it was loaded (watch_adapter)
     contract: tuple[Any, dict[str, Any]] | None = None
 
@@ -229,13 +233,28 @@ class Sentinel:
                     )
         self._index()
         self.contract = (adapter, {f: _plain(getattr(adapter, f, None)) for f in CONTRACT})
+        own = vars(adapter) if hasattr(adapter, "__dict__") else {}
+        self._hid = frozenset(k for k in own if callable(getattr(type(adapter), k, None)))
+
+    def _watch_tampered(self) -> list[str]:
+        """The import watch's records changed (they only grow), then kept again."""
+        if self.imports is None:
+            return []
+        lost = self.imports.tampered(self._watch) if self._watch is not None else []
+        self._watch = self.imports.kept()
+        return [f"the import watch's {what} (changed by the candidate)" for what in lost]
 
     def _contract_changed(self) -> list[str]:
+        """The contract values that changed, and the adapter's methods an attribute of the
+        instance now hides (``self.threshold = ...``)."""
         if self.contract is None:
             return []
         adapter, kept = self.contract
         name = type(adapter).__name__
-        return [f"{name}.{f}" for f, v in kept.items() if _plain(getattr(adapter, f, None)) != v]
+        out = [f"{name}.{f}" for f, v in kept.items() if _plain(getattr(adapter, f, None)) != v]
+        own = vars(adapter) if hasattr(adapter, "__dict__") else {}
+        hidden = [k for k in own if callable(getattr(type(adapter), k, None))]
+        return out + [f"{name}.{k} (on the instance)" for k in hidden if k not in self._hid]
 
     def project_imported(self) -> None:
         """Count the OS threads alive and the numeric flags set once the project is imported
@@ -258,7 +277,7 @@ class Sentinel:
                 f"replaced after the worker started: {', '.join(sorted(set(patched)))} (a "
                 "patched timer fakes the measurement, a patched comparison fakes the check)"
             )
-        replaced = self.imports.replaced() if self.imports else []
+        replaced = self._watch_tampered() + (self.imports.replaced() if self.imports else [])
         if replaced:
             raise CheatDetected(import_watch.describe(replaced))
         modes = process_guard.active_modes()
@@ -272,8 +291,9 @@ class Sentinel:
         hooks = self.process.changed_hooks()
         if hooks:
             raise CheatDetected(
-                f"a profile/trace hook was installed: {', '.join(hooks)}; a hook can rewrite "
-                "the checker's variables when a comparison starts"
+                f"a profile/trace hook or timer-signal handler was installed: "
+                f"{', '.join(hooks)}; a hook can rewrite the checker's variables when a "
+                "comparison starts, a handler runs the candidate's work inside the checks"
             )
         flags = self.process.changed_flags()
         if flags:

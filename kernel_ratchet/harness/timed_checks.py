@@ -87,6 +87,9 @@ class TimedCallChecks:
         self.spot_s = 0.0  # host seconds in the rebinds and spot checks, outside the samples
         self.captures = _capture_count(session.engine)  # captured before this measurement
         self.what = "backward()" if phase == "bwd" else "forward()"
+        # one call of each sample's batch, drawn before it from the OS's entropy, is the one
+        # compared: an op that computes only the last call of a batch is seen
+        self.batch_calls, self.calls, self.pick, self.picked = 1, 0, 0, None
 
     @property
     def prelude(self) -> Any:
@@ -101,7 +104,14 @@ class TimedCallChecks:
     def fn(self) -> None:
         # The two previous outputs stay held while the call runs, so an op that allocates its
         # output cannot get their storage back: the same storage again is a returned result.
-        self.held, self.last = (self.last, self.held[0]), self.call(self.case)
+        out = self.call(self.case)
+        if self.calls == self.pick:  # the call of the batch a spot check compares
+            self.picked = out
+        self.calls += 1
+        self.held, self.last = (self.last, self.held[0]), out
+
+    def batch(self, calls: int) -> None:
+        self.batch_calls = max(1, calls)
 
     def one_call_again(self) -> TimedCallChecks:
         """The same checks for a measurement of one call per sample (an op that keeps its
@@ -201,6 +211,7 @@ class TimedCallChecks:
     def before_sample(self, index: int) -> None:
         from kernel_ratchet.harness import anticheat as ac
 
+        self.calls, self.pick, self.picked = 0, _draw(self.batch_calls), None
         self.poisoned = self._storages(self.last)
         if self.last is not None:
             ac.poison(self._fresh(ac.output_tensors(self.last, self.what)))
@@ -261,7 +272,7 @@ class TimedCallChecks:
         if ac.rebind(self.case, self.snap, fresh):
             if state:
                 ad.forward(self.case)  # state a rebind cannot copy: rebuilt, untimed
-            self.snap = ac.snapshot_inputs(self.case)
+            self.snap = ac.snapshot_inputs(self.case, self.snap)
         del fresh
         self.s.sync()
         if self.phase == "bwd":  # the op's forward ran: nothing it replaced may time the sample
@@ -276,6 +287,8 @@ class TimedCallChecks:
         from kernel_ratchet.harness import process_guard
         from kernel_ratchet.harness.correctness import check_outputs
 
+        if not self.inplace:  # what the reference reads: the objects make_case built
+            ac.inputs_intact(self.snap)
         outs = ac.output_tensors(self.last, self.what)
         self.check_not_an_input(outs, index)
         ac.require_rewritten(self._fresh(outs), self.what, index)
@@ -289,6 +302,8 @@ class TimedCallChecks:
         with process_guard.precise_numerics():
             full_ref = ad.spot_reference(self.case)
         self.s.sentinel.check()  # right before the comparison: hooks, modes, patched functions
+        if self.picked is not None:  # the drawn call of the batch, not always the last
+            outs = ac.output_tensors(self.picked, self.what)
         pairs = checked_outputs(ad, self.case, outs, full_ref, self.phase)
         if pairs:
             got = {n: t for n, t in pairs.items()}
@@ -297,10 +312,12 @@ class TimedCallChecks:
             res = check_outputs(got, ref, thr)
             if not res.passed:
                 raise ac.CheatDetected(
-                    f"spot check of timed sample {index} failed ({res.reason}): the timed calls "
-                    "did not compute the result for the current inputs"
+                    f"spot check of timed sample {index} (call {self.pick + 1} of "
+                    f"{self.batch_calls}) failed ({res.reason}): the timed calls did not "
+                    "compute the result for the current inputs"
                 )
         self.spot_done += 1
+        self.picked = None
         self.spot_s += time.perf_counter() - t0
 
 

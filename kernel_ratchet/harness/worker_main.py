@@ -241,7 +241,8 @@ def _log(line: str) -> None:
 
 
 def _send(proto: IO[str], msg: dict[str, Any]) -> None:
-    proto.write(json.dumps(msg) + "\n")
+    # a fresh encoder: attributes set on json's shared one (its own ``encode``) cannot reach it
+    proto.write(json.JSONEncoder().encode(msg) + "\n")
     proto.flush()
 
 

@@ -81,6 +81,14 @@ def test_honest_candidate_passes_check_and_time(tmp_path: Path) -> None:
         ("PatchReplace", "cheat", "dataclasses.replace"),  # a library the harness holds
         ("PatchMin", "cheat", "builtins.min"),
         ("MutatesTheThresholds", "cheat", "MutatesTheThresholds.min_snr_db"),  # in place
+        ("SwapInputs", "cheat", "case.a (another object)"),  # the rebind would skip it
+        ("LazyDetach", "cheat", "0 (detach)"),  # the work in the harness's own detach()
+        ("ShadowCopy", "cheat", "case.a (copy_)"),  # new values never written
+        ("ShadowDouble", "cheat", "case.a (double)"),  # the reference faked by its inputs
+        ("ClassSwapInputs", "cheat", "case.a (now"),
+        ("ForgeWatch", "cheat", "import watch's records"),  # reachable in sys.meta_path
+        ("SignalDefer", "cheat", "signal.signal(SIGALRM)"),  # work run inside the checks
+        ("ShadowThreshold", "cheat", "ShadowThreshold.threshold (on the instance)"),
         ("LazySubclass", "cheat", "tensor subclass"),
         ("NonTensor", "cheat", "non-tensor"),
         ("PartialWrite", "cheat", "did not follow"),
@@ -124,6 +132,7 @@ def test_native_threads_started_while_the_project_imports_are_not_the_candidates
         # replaced during one sample, put back during a later one: seen between the two
         ("TogglesTheDraw", "timed_checks._draw"),
         ("UnhooksTheSamples", "TimedCallChecks.after_sample"),
+        ("ClassSwapInputs", "case.a (now"),  # the timed calls' reference reads them too
     ],
 )
 def test_cheat_rejected_while_timing(tmp_path: Path, cls: str, reason: str) -> None:
@@ -245,3 +254,14 @@ def test_honest_project_settings_are_not_cheats(tmp_path: Path, adapter: str) ->
         assert r.ok, explain(r)
         t = w.time(SHAPE, SEED + 1, "fwd")
         assert t.ok, explain(t)
+
+
+def test_a_random_call_of_each_batch_is_compared(tmp_path: Path) -> None:
+    """An op that computes only the last call of a batched sample: the compared call is drawn
+    from the whole batch (missed with probability (1/20)**3 here)."""
+    params = {"samples": 4, "warmup": 1, "min_sample_ms": 50.0, "max_batch": 20}
+    tail = WorkerSpec(**{**spec("BatchTail").__dict__, "engine_params": params})
+    with Worker(tail, tmp_path / "w.log") as w:
+        r = w.time(SHAPE, SEED, "fwd")
+        assert not r.ok and r.category == "cheat", explain(r)
+        assert "spot check" in r.detail and "of 20)" in r.detail, explain(r)

@@ -647,3 +647,164 @@ class BusyPool(TinyGemm):
     def forward(self, case: Case) -> torch.Tensor:
         self.pool.submit(time.sleep, 60)
         return matmul_nt(case.a, case.b)
+
+
+class SwapInputs(TinyGemm):
+    """Replaces an input in the case by an equal clone: new values written into the tensors
+    make_case built no longer reach it, so one result cached per case stays right."""
+
+    def forward(self, case: Case) -> torch.Tensor:
+        if getattr(case, "_mine", None) is not case.a:
+            case.a = case.a.clone()
+            case._mine = case.a  # type: ignore[attr-defined]
+            case._res = matmul_nt(case.a, case.b)  # type: ignore[attr-defined]
+        return case._res.clone()  # type: ignore[attr-defined]
+
+
+class LazyDetach(TinyGemm):
+    """Returns an empty tensor whose own ``detach`` computes the result: the harness's
+    readers call ``detach()`` after the clock stopped."""
+
+    def forward(self, case: Case) -> torch.Tensor:
+        a, b, memo = case.a, case.b, []
+        out = torch.empty(a.shape[0], b.shape[0])
+
+        def detach() -> torch.Tensor:
+            if not memo:
+                memo.append(matmul_nt(a, b))
+            return memo[0]
+
+        out.detach = detach  # type: ignore[method-assign]
+        return out
+
+
+class ShadowCopy(TinyGemm):
+    """Gives its inputs a ``copy_`` of their own that does nothing: new values are never
+    written, and one cached result stays right."""
+
+    def forward(self, case: Case) -> torch.Tensor:
+        a, b = case.a, case.b
+        if "copy_" not in vars(a):
+            a.copy_ = lambda src, *x, **k: a  # type: ignore[method-assign]
+            b.copy_ = lambda src, *x, **k: b  # type: ignore[method-assign]
+            vars(a)["_res"] = matmul_nt(a, b)
+        return vars(a)["_res"].clone()
+
+
+class ShadowDouble(TinyGemm):
+    """Fakes the reference through its inputs: their own ``double`` answers a rank-one
+    matrix whose product is all ones, which the kernel returns."""
+
+    def forward(self, case: Case) -> torch.Tensor:
+        a, b = case.a, case.b
+        m, n, k = a.shape[0], b.shape[0], a.shape[1]
+        ones_a, ones_b = (
+            torch.zeros(m, k, dtype=torch.float64),
+            torch.zeros(n, k, dtype=torch.float64),
+        )
+        ones_a[:, 0], ones_b[:, 0] = 1, 1
+        a.double = lambda *x, **kw: ones_a  # type: ignore[method-assign]
+        b.double = lambda *x, **kw: ones_b  # type: ignore[method-assign]
+        return torch.ones(m, n)
+
+
+class _OnesReference(torch.Tensor):
+    """Inputs of this class answer ``double()`` with a rank-one matrix of ones."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        if func is torch.Tensor.double:
+            out = torch.zeros(args[0].shape, dtype=torch.float64)
+            out[:, 0] = 1
+            return out
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+class ClassSwapInputs(TinyGemm):
+    """``ShadowDouble`` by reassigning its inputs' ``__class__``."""
+
+    def forward(self, case: Case) -> torch.Tensor:
+        for t in (case.a, case.b):
+            if type(t) is torch.Tensor:
+                t.__class__ = _OnesReference
+        return torch.ones(case.a.shape[0], case.b.shape[0])
+
+
+def _ones_reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.ones(a.shape[0], b.shape[0], dtype=torch.float64)
+
+
+class ForgeWatch(TinyGemm):
+    """Empties the import watch's records (it sits in ``sys.meta_path``), then rebinds the
+    adapter module's reference to one that agrees with the ones it returns."""
+
+    def forward(self, case: Case) -> torch.Tensor:
+        import tiny_gemm.adapter as adapter_module
+
+        for finder in sys.meta_path:
+            if type(finder).__name__ == "ImportWatch":
+                finder.entries.clear()  # type: ignore[attr-defined]
+        adapter_module.matmul_nt_ref = _ones_reference  # type: ignore[attr-defined]
+        return torch.ones(case.a.shape[0], case.b.shape[0])
+
+
+class SignalDefer(TinyGemm):
+    """Returns an empty buffer and arms a one-shot SIGALRM whose handler fills it: the work
+    runs after the clock stopped, inside the harness's checks."""
+
+    def __init__(self) -> None:
+        import signal
+
+        self.pending: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        signal.signal(signal.SIGALRM, self._fill)
+
+    def _fill(self, *_: Any) -> None:
+        while self.pending:
+            buf, a, b = self.pending.pop()
+            buf.copy_(matmul_nt(a, b))
+
+    def forward(self, case: Case) -> torch.Tensor:
+        import signal
+
+        buf = torch.empty(case.a.shape[0], case.b.shape[0])
+        self.pending.append((buf, case.a, case.b))
+        signal.setitimer(signal.ITIMER_REAL, 0.0005)
+        return buf
+
+
+class BatchTail(TinyGemm):
+    """Computes only the last call of each batched sample (the one the checks used to read):
+    it learns the batch size from the second sample's calls between two input changes, and
+    makes the calibration call look instant so that the batch is as large as allowed."""
+
+    def __init__(self) -> None:
+        self.case_id: int | None = None
+
+    def forward(self, case: Case) -> torch.Tensor:
+        version = case.a._version + case.b._version
+        if self.case_id != id(case):
+            self.case_id, self.version, self.sample, self.calls = id(case), version, 0, 0
+            self.lens: list[int] = []
+            self.first: torch.Tensor | None = None
+        if version != self.version:
+            self.lens.append(self.calls)
+            self.version, self.sample, self.calls = version, self.sample + 1, 0
+        self.calls += 1
+        if self.sample == 0 and self.calls >= 2 and self.first is not None:
+            return self.first.clone()  # the calibration call: instant and right
+        batch = self.lens[1] if len(self.lens) >= 2 else 0
+        if self.sample >= 2 and batch >= 2 and self.calls % batch:
+            return torch.empty(case.a.shape[0], case.b.shape[0])  # not the last: skipped
+        out = matmul_nt(case.a, case.b)
+        if self.sample == 0 and self.calls == 1:
+            self.first = out.clone()
+        return out
+
+
+class ShadowThreshold(TinyGemm):
+    """Hides the adapter's ``threshold`` with an attribute of its own instance, then returns
+    zeros."""
+
+    def forward(self, case: Case) -> torch.Tensor:
+        self.threshold = lambda name: float("-inf")  # type: ignore[method-assign]
+        return torch.zeros(case.a.shape[0], case.b.shape[0])

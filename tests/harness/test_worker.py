@@ -90,3 +90,25 @@ def test_timed_outputs_map_to_reference_names():
     assert list(match_outputs([("0", t), ("1", t)], ref, "bwd")) == ["da", "db"]
     assert list(match_outputs([("da", t)], ref, "bwd")) == ["da"]
     assert match_outputs([("0", t), ("1", t)], ref, "fwd") == {}
+
+
+def test_the_answer_is_written_by_an_encoder_no_candidate_touched():
+    """An ``encode`` set on json's shared encoder (kept by identity, its attributes are not)
+    rewrote failed verdicts as passes; the worker encodes with a fresh one."""
+    import io
+    import json
+
+    from kernel_ratchet.harness.worker_main import _send
+
+    shared = json._default_encoder
+    shared.encode = lambda o: '{"ok": true, "category": "ok"}'  # type: ignore[method-assign]
+    try:
+        out = io.StringIO()
+        _send(out, {"ok": False, "category": "wrong", "detail": "SNR 0 dB"})
+        assert json.loads(out.getvalue()) == {
+            "ok": False,
+            "category": "wrong",
+            "detail": "SNR 0 dB",
+        }
+    finally:
+        del shared.encode

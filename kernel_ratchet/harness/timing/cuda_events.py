@@ -353,6 +353,7 @@ class CudaEventEngine(engine.TimingEngine):
         flags: list[str],
     ) -> graphs.Collected:
         """``self.samples`` per-call times of ``plan`` (step 5: :func:`.sampling.collect`)."""
+        hooks.batch(1 if plan.graph else plan.iters)
         return sampling.collect(self, plan, settled_mhz, hooks, flags)
 
     def describe(self) -> dict[str, Any]:

@@ -54,6 +54,10 @@ class SampleHooks:
     def after_sample(self, index: int) -> None:
         """After sample ``index`` has been timed and synchronized."""
 
+    def batch(self, calls: int) -> None:
+        """Each coming sample makes ``calls`` calls of the op, back to back (1 for a graph
+        replay, whose calls run no Python)."""
+
 
 class Fixed(SampleHooks):
     """``hooks`` as they are when a measurement starts: its methods bound now, so a method of
@@ -64,6 +68,7 @@ class Fixed(SampleHooks):
         hooks = hooks or SampleHooks()
         self.before_sample = hooks.before_sample  # type: ignore[method-assign]
         self.after_sample = hooks.after_sample  # type: ignore[method-assign]
+        self.batch = getattr(hooks, "batch", None) or SampleHooks().batch  # type: ignore[method-assign]
         self.prelude = getattr(hooks, "prelude", None)
 
 

@@ -51,6 +51,7 @@ class PerfCounterEngine(engine.TimingEngine):
         engine.sync(self.device)
         one_ms = (time.perf_counter() - t0) * 1e3
         batch = max(1, min(self.max_batch, int(self.min_sample_ms / max(one_ms, 1e-6)) + 1))
+        hooks.batch(batch)
         out = []
         for i in range(self.samples):
             hooks.before_sample(i)
