@@ -71,13 +71,15 @@ _LEAVES = (torch.Tensor, bool, int, float, str, torch.dtype, torch.device)
 def walk(obj: Any, path: str = "case", depth: int = 0) -> Iterator[tuple[str, Any]]:
     """Yield ``(path, leaf)`` for tensors and plain leaves (numbers, strings, None) of a case.
 
-    Follows dataclass fields, mappings, lists/tuples and plain objects' ``__dict__`` (depth 6).
+    Follows mappings, lists/tuples, and objects' own storage: their ``__dict__`` (read
+    directly: a property or ``__getattr__`` put on the class runs no code here, and emptied
+    ``__dataclass_fields__`` hide nothing) or, for slotted dataclasses, their fields (depth 6).
     """
     if obj is None or isinstance(obj, _LEAVES):
         yield path, obj
     elif depth >= 6:
         yield path, f"<{type(obj).__name__}>"
-    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+    elif dataclasses.is_dataclass(obj) and not hasattr(obj, "__dict__"):
         for f in dataclasses.fields(obj):
             yield from walk(getattr(obj, f.name), f"{path}.{f.name}", depth + 1)
     elif isinstance(obj, Mapping):
@@ -86,7 +88,7 @@ def walk(obj: Any, path: str = "case", depth: int = 0) -> Iterator[tuple[str, An
     elif isinstance(obj, (list, tuple)):
         for i, v in enumerate(obj):
             yield from walk(v, f"{path}[{i}]", depth + 1)
-    elif hasattr(obj, "__dict__") and not callable(obj):
+    elif hasattr(obj, "__dict__") and not isinstance(obj, type) and not callable(obj):
         for k, v in sorted(vars(obj).items()):
             yield from walk(v, f"{path}.{k}", depth + 1)
     else:
@@ -123,6 +125,11 @@ def snapshot_inputs(case: Any, before: InputSnapshot | None = None) -> InputSnap
     """Hash every tensor of a freshly built case (call right after ``make_case``); after new
     values were written into it, pass the snapshot ``before`` them: the classes stay its."""
     found = tensors(case)
+    if not found:
+        raise CheatDetected(
+            "no input tensor is reachable in the case (make_case built none, or its fields "
+            "were hidden): nothing the op reads could be checked"
+        )
     refuse_shadowed(found, "input")
     items = tuple((p, t, digest.tensor_digest(t)) for p, t in found)
     kinds = tuple(type(t) for _, t in found)

@@ -30,6 +30,11 @@ BODY = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
 _EVENTS = frozenset({"object.__setattr__", "object.__delattr__"})
 
 
+class _NotAdded(RuntimeError):
+    """Raised for ``sys.addaudithook``: a RuntimeError there silently keeps the new hook out
+    (PEP 578); the refusal is reported by :meth:`Guard.refused`."""
+
+
 def _label(fn: types.FunctionType) -> str:
     return f"{fn.__module__}.{fn.__qualname__}"
 
@@ -45,6 +50,9 @@ class Guard:
         refused: list[str] = []
 
         def hook(event: str, args: tuple[Any, ...]) -> None:
+            if event == "sys.addaudithook":  # a hook of the candidate's runs inside the checks
+                refused.append("sys.addaudithook")
+                raise _NotAdded("only the worker's own audit hook may run")
             if event not in _EVENTS or len(args) < 2 or args[1] not in BODY:
                 return
             if id(args[0]) not in protected:

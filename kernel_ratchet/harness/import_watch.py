@@ -28,6 +28,7 @@ from typing import Any
 
 _ABSENT = object()
 _THIRD_PARTY = ("site-packages", "dist-packages")
+_ACCESS_HOOKS = frozenset({"__getattr__", "__getattribute__", "__setattr__", "__delattr__"})
 _WATCHED_LOADERS: dict[type, type] = {}
 
 
@@ -57,6 +58,8 @@ class ImportWatch(importlib.abc.MetaPathFinder):
         self.modules: dict[str, types.ModuleType] = {}
         self.packages: set[str] = set()
         self.namespaces: set[str] = set()
+        #: id(class) -> (class, the names it held when its module's import ended)
+        self.classes: dict[int, tuple[type, frozenset[str]]] = {}
         self.before = dict(sys.modules)
 
     def install(self) -> ImportWatch:
@@ -101,6 +104,7 @@ class ImportWatch(importlib.abc.MetaPathFinder):
             if isinstance(value, types.ModuleType) or (owned and _watchable(value)):
                 self._keep(module, attr, f"{name}.{attr}", value)
             if isinstance(value, type) and value.__module__ == name:
+                self.classes[id(value)] = (value, frozenset(vars(value)))
                 for sub, inner in list(vars(value).items()):
                     if _watchable(inner) and not sub.startswith("__"):
                         self._keep(value, sub, f"{name}.{attr}.{sub}", inner)
@@ -142,6 +146,19 @@ class ImportWatch(importlib.abc.MetaPathFinder):
         found += [f"namespace {n!r}" for n in fake]
         return found
 
+    def intercepting(self) -> list[str]:
+        """Attribute hooks added to a project class since its import: a property or other
+        data descriptor, or ``__getattr__``-like methods (they run code on every read of an
+        instance's fields, the checks' reads included)."""
+        found = []
+        for klass, names in list(self.classes.values()):
+            for name in set(vars(klass)) - names:
+                value = vars(klass)[name]
+                data = hasattr(value, "__set__") or hasattr(value, "__delete__")
+                if data or name in _ACCESS_HOOKS:
+                    found.append(f"{klass.__module__}.{klass.__qualname__}.{name} (added)")
+        return found
+
     def replaced(self) -> list[str]:
         """Labels of the project bindings and modules replaced since their import ended."""
         found = [
@@ -150,6 +167,7 @@ class ImportWatch(importlib.abc.MetaPathFinder):
             if vars(owner).get(name, _ABSENT) is not value
             or (code is not None and value.__code__ is not code)
         ]
+        found += self.intercepting()
         for name, mod in list(sys.modules.items()):
             if name.split(".", 1)[0] not in self.packages or name in self.namespaces:
                 continue

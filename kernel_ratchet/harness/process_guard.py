@@ -107,6 +107,9 @@ def precise_numerics() -> Iterator[None]:
         cudnn.allow_tf32 = kept[1]
 
 
+_TORCH_DIR = os.path.dirname(torch.__file__)
+
+
 def _hooks() -> dict[str, Any]:
     found: dict[str, Any] = {
         "sys.setprofile": sys.getprofile(),
@@ -156,6 +159,7 @@ class ProcessState:
     flags: tuple[tuple[str, object], ...]
     os_threads: frozenset[int]
     main_comm: str
+    kernels: frozenset[str] = frozenset()  # torch.library's registered kernels at start
 
     @classmethod
     def capture(cls) -> ProcessState:
@@ -165,7 +169,28 @@ class ProcessState:
             tuple(numeric_flags().items()),
             frozenset(_task_ids()),
             _comm("/proc/self/comm"),
+            frozenset(torch.library._impls),
         )
+
+    def foreign_kernels(self, judged: set[str]) -> list[str]:
+        """Kernels of torch's own operators (``aten``) registered since start from
+        outside torch (``torch.library.Library("aten", "IMPL").impl("mm", ...)``): the
+        reference's operations would run them. ``judged`` keeps the entries found to be
+        torch's own (its lazy registrations), so each is read once."""
+        out = []
+        for entry in sorted(set(torch.library._impls) - self.kernels - judged):
+            ns, op, key = entry.split("/", 2)
+            lines = torch._C._dispatch_dump(f"{ns}::{op}").splitlines() if ns == "aten" else []
+            sites = [
+                ln.split("registered at ", 1)[1].split(" :: ")[0]
+                for ln in lines
+                if ln.split(":", 1)[0].split(" ")[0] == key and "registered at " in ln
+            ]
+            if sites and not sites[0].startswith(_TORCH_DIR):
+                out.append(f"{ns}::{op} for {key}, registered at {sites[0]}")
+            else:  # torch's own (its lazy registrations), or no kernel of aten's
+                judged.add(entry)
+        return out
 
     def as_imported(self) -> ProcessState:
         """This snapshot with the OS threads alive now and the numeric flags set now as its
@@ -241,12 +266,30 @@ def _state_and_cmdline(pid: int) -> tuple[str, str]:
     return state, cmd
 
 
+def _library_worker(pid: int) -> bool:
+    """Whether ``pid`` runs a library's worker of :data:`ALLOWED_CHILDREN`: this interpreter
+    on the module's own file under torch, or ``-m`` the module (an argument merely naming it
+    is not enough)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = [a.decode("utf-8", "replace") for a in f.read().split(b"\0")]
+    except OSError:
+        return False
+    for module in ALLOWED_CHILDREN:
+        if argv[1:3] == ["-m", module]:
+            return True
+        where = os.path.join(os.path.dirname(_TORCH_DIR), *module.split("."))
+        if len(argv) > 1 and os.path.realpath(argv[1]).startswith(os.path.realpath(where)):
+            return True
+    return False
+
+
 def child_processes() -> list[str]:
     """Running (not exited) child processes of this worker, except allowed library workers."""
     found = []
     for pid in sorted(_children_of(os.getpid())):
         state, cmd = _state_and_cmdline(pid)
-        if state in ("Z", "X", "gone") or any(a in cmd for a in ALLOWED_CHILDREN):
+        if state in ("Z", "X", "gone") or _library_worker(pid):
             continue
         found.append(f"pid {pid} ({cmd[:80]})")
     return found

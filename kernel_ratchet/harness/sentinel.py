@@ -27,7 +27,7 @@ from kernel_ratchet.harness import audit_guard, import_watch, process_guard, sur
 from kernel_ratchet.harness.cheat import CheatDetected
 
 #: Thread-name prefixes of threads that infrastructure (not the candidate) may start lazily.
-ALLOWED_THREAD_PREFIXES: tuple[str, ...] = ("pydevd", "pytest_timeout")
+ALLOWED_THREAD_PREFIXES: tuple[str, ...] = ()
 
 
 # -- sentinel: timers and harness functions unpatched, no stray threads --------------------------
@@ -128,6 +128,8 @@ class Sentinel:
     # the kept modules by name: ``from kernel_ratchet.harness import anticheat`` falls back on
     # ``sys.modules``, so a module put there in a kept one's place would be imported instead
     loaded: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # torch.library entries found to be torch's own lazy registrations (read once each)
+    _kernels_judged: set[str] = dataclasses.field(default_factory=set)
     # the adapter's methods its own instance hid when it was loaded (its own design)
     _hid: frozenset[str] = frozenset()
     # what the import watch held at the last verification (ImportWatch.kept)
@@ -294,6 +296,12 @@ class Sentinel:
                 f"a profile/trace hook or timer-signal handler was installed: "
                 f"{', '.join(hooks)}; a hook can rewrite the checker's variables when a "
                 "comparison starts, a handler runs the candidate's work inside the checks"
+            )
+        kernels = self.process.foreign_kernels(self._kernels_judged)
+        if kernels:
+            raise CheatDetected(
+                f"a kernel of torch's own operators was registered from outside torch: "
+                f"{'; '.join(kernels)}; the reference's operations would run the candidate's code"
             )
         flags = self.process.changed_flags()
         if flags:

@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional
 import torch.random
 import torch.testing
+from torch.utils._device import DeviceContext
 
 Entry = tuple[Any, str, str, bool]  # owner, name, label, watched even where absent
 
@@ -64,6 +65,8 @@ def library_surface() -> list[Entry]:
         out += _functions(mod, mod.__name__)
     for klass in (random.Random, random.SystemRandom, json.JSONEncoder, json.JSONDecoder):
         out += _functions(klass, f"{klass.__module__}.{klass.__name__}")
+    # a device context is the one torch mode the Sentinel lets stand: its own methods only
+    out += [*_everything(DeviceContext, "torch.utils._device.DeviceContext")]
     out += [(json, "_default_encoder", "json._default_encoder", False)]
     out += [(os, "urandom", "os.urandom", False)]
     return out

@@ -14,14 +14,20 @@ import dataclasses
 import hashlib
 import os
 import time
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 #: Engine parameters that make every timed sample exactly one call, so the NaN poison written
 #: before each sample precedes every timed call (engines not listed have no such mode).
-ONE_CALL_PER_SAMPLE: dict[str, dict[str, Any]] = {
-    "perf_counter": {"max_batch": 1},
-    "cuda_events": {"min_iters": 1, "max_iters": 1, "graph": "off", "quantity": None, "l2": None},
-}
+ONE_CALL_PER_SAMPLE: Mapping[str, Mapping[str, Any]] = MappingProxyType(
+    {  # read-only: an item changed in place would batch the calls this mode must keep apart
+        "perf_counter": MappingProxyType({"max_batch": 1}),
+        "cuda_events": MappingProxyType(
+            {"min_iters": 1, "max_iters": 1, "graph": "off", "quantity": None, "l2": None}
+        ),
+    }
+)
 KEPT_BUFFER_FLAG = (
     "one call per sample: the op returns a kept output buffer, so every timed call was "
     "preceded by the poison of that buffer (no batching; launch overhead is not amortized)"

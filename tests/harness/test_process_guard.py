@@ -179,3 +179,19 @@ def test_references_run_at_full_precision_whatever_the_project_set():
         matmul.allow_fp16_reduced_precision_reduction = bool(
             before["torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction"]
         )
+
+
+def test_a_child_that_only_names_an_allowed_library_is_not_its_worker():
+    import subprocess
+    import sys
+
+    from kernel_ratchet.harness.process_guard import _library_worker
+
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()", "torch._inductor.compile_worker"],
+        stdin=subprocess.PIPE,
+    )
+    try:
+        assert not _library_worker(child.pid)
+    finally:
+        child.communicate(b"", timeout=30)

@@ -89,6 +89,12 @@ def test_honest_candidate_passes_check_and_time(tmp_path: Path) -> None:
         ("ForgeWatch", "cheat", "import watch's records"),  # reachable in sys.meta_path
         ("SignalDefer", "cheat", "signal.signal(SIGALRM)"),  # work run inside the checks
         ("ShadowThreshold", "cheat", "ShadowThreshold.threshold (on the instance)"),
+        ("DeferViaCase", "cheat", "tiny_gemm.adapter.Case.a (added)"),  # a property
+        ("HideFields", "cheat", "did not follow"),  # the case is walked by its own storage
+        ("AtenMm", "cheat", "aten::mm for CPU"),  # the reference's product through torch.library
+        ("DeviceCtxMode", "cheat", "DeviceContext.__torch_function__"),
+        ("AuditDefer", "cheat", "sys.addaudithook"),  # work run inside the verification
+        ("DebuggerNamedThread", "cheat", "background thread"),  # no thread passes by its name
         ("LazySubclass", "cheat", "tensor subclass"),
         ("NonTensor", "cheat", "non-tensor"),
         ("PartialWrite", "cheat", "did not follow"),

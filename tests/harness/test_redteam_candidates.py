@@ -808,3 +808,129 @@ class ShadowThreshold(TinyGemm):
     def forward(self, case: Case) -> torch.Tensor:
         self.threshold = lambda name: float("-inf")  # type: ignore[method-assign]
         return torch.zeros(case.a.shape[0], case.b.shape[0])
+
+
+_DEFERRED: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+
+
+def _finish_deferred(*_: Any) -> None:
+    while _DEFERRED:
+        buf, a, b = _DEFERRED.pop()
+        buf.copy_(matmul_nt(a, b))
+
+
+def _defer(case: Case) -> torch.Tensor:
+    """An empty output, computed later by :func:`_finish_deferred`."""
+    a, b = vars(case)["a"], vars(case)["b"]
+    buf = torch.empty(a.shape[0], b.shape[0])
+    _DEFERRED.append((buf, a, b))
+    return buf
+
+
+def _finishing_field(name: str) -> property:
+    def get(self: Any) -> Any:
+        _finish_deferred()
+        return vars(self)[name]
+
+    def put(self: Any, value: Any) -> None:
+        vars(self)[name] = value
+
+    return property(get, put)
+
+
+class DeferViaCase(TinyGemm):
+    """Puts properties on the project's ``Case`` class that finish deferred work whenever a
+    field is read: the checks read the inputs after the clock stopped."""
+
+    def forward(self, case: Case) -> torch.Tensor:
+        if not isinstance(vars(Case).get("a"), property):
+            Case.a, Case.b = _finishing_field("a"), _finishing_field("b")  # type: ignore[misc]
+        return _defer(case)
+
+
+class HideFields(TinyGemm):
+    """Empties ``Case.__dataclass_fields__`` (the dict stays the same object): a walk of the
+    case by its fields finds no input to rebind, hash or compare, and one cached result per
+    case stays right."""
+
+    def forward(self, case: Case) -> torch.Tensor:
+        Case.__dataclass_fields__.clear()  # type: ignore[attr-defined]
+        res = vars(case).get("_res")
+        if res is None:
+            res = case._res = matmul_nt(case.a, case.b)  # type: ignore[attr-defined]
+        return res.clone()
+
+
+_KERNELS: list[Any] = []
+
+
+def _ones_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    if a.dtype == torch.float64:  # only the reference multiplies in float64
+        return torch.ones(a.shape[0], b.shape[1], dtype=torch.float64)
+    return (a.unsqueeze(2) * b.unsqueeze(0)).sum(1)
+
+
+class AtenMm(TinyGemm):
+    """Registers a CPU kernel for ``aten::mm`` through torch.library: the reference's float64
+    product returns ones, as the kernel does."""
+
+    def forward(self, case: Case) -> torch.Tensor:
+        if not _KERNELS:
+            lib = torch.library.Library("aten", "IMPL")
+            lib.impl("mm", _ones_mm, "CPU")
+            _KERNELS.append(lib)
+        return torch.ones(case.a.shape[0], case.b.shape[0])
+
+
+class DeviceCtxMode(TinyGemm):
+    """Gives torch's device context (the one mode the Sentinel lets stand) a
+    ``__torch_function__`` that zeroes every float64 difference, and enters one."""
+
+    def forward(self, case: Case) -> torch.Tensor:
+        from torch.utils._device import DeviceContext
+
+        if not getattr(DeviceContext, "_forged", False):
+            real = DeviceContext.__torch_function__
+
+            def forged(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+                sub = getattr(func, "__name__", "") in ("__sub__", "sub") and args
+                if sub and getattr(args[0], "dtype", None) == torch.float64:
+                    return torch.zeros_like(args[0])
+                return real(self, func, types, args, kwargs)
+
+            DeviceContext.__torch_function__ = forged  # type: ignore[method-assign]
+            DeviceContext._forged = True  # type: ignore[attr-defined]
+            torch.set_default_device("cpu")
+        return torch.zeros(case.a.shape[0], case.b.shape[0])
+
+
+def _finish_on_id(event: str, args: tuple[Any, ...]) -> None:
+    if event == "builtins.id" and _DEFERRED and not getattr(_finish_on_id, "busy", False):
+        _finish_on_id.busy = True  # type: ignore[attr-defined]
+        try:
+            _finish_deferred()
+        finally:
+            _finish_on_id.busy = False  # type: ignore[attr-defined]
+
+
+class AuditDefer(TinyGemm):
+    """Adds an audit hook of its own that finishes deferred work on the first ``id()`` call:
+    the Sentinel's verification after the sample calls it."""
+
+    def forward(self, case: Case) -> torch.Tensor:
+        if not getattr(AuditDefer, "hooked", False):
+            AuditDefer.hooked = True  # type: ignore[attr-defined]
+            sys.addaudithook(_finish_on_id)
+        return _defer(case)
+
+
+class DebuggerNamedThread(TinyGemm):
+    """Leaves a thread running under a debugger's thread name."""
+
+    def forward(self, case: Case) -> torch.Tensor:
+        if not hasattr(self, "thread"):
+            self.thread = threading.Thread(
+                target=time.sleep, args=(60,), name="pydevd.Reader", daemon=True
+            )
+            self.thread.start()
+        return matmul_nt(case.a, case.b)
