@@ -23,7 +23,6 @@ import os
 import sys
 import time
 import traceback
-from pathlib import Path
 from typing import IO, Any
 
 _now = time.perf_counter  # held before the project is imported
@@ -34,21 +33,6 @@ def _protocol_channel() -> IO[str]:
     os.dup2(2, 1)  # C-level printf of the candidate lands in the log, not in the protocol
     sys.stdout = sys.stderr
     return os.fdopen(fd, "w", buffering=1, encoding="utf-8")
-
-
-def _prefer_source_root(source_root: str, adapter: str) -> None:
-    """Put ``source_root`` first on sys.path; when the adapter's top-level package is already
-    imported from elsewhere (the bundled kernel pack: ``kernel_ratchet`` itself), make its
-    not-yet-imported subpackages (e.g. ``kernel_ratchet.kernels``) load from ``source_root``
-    while the harness modules already imported stay the tool's own."""
-    sys.path.insert(0, source_root)
-    top = adapter.split(":", 1)[0].split(".", 1)[0]
-    pkg = sys.modules.get(top)
-    candidate = Path(source_root, top)
-    if pkg is not None and (candidate / "__init__.py").is_file():
-        paths = [str(Path(p).resolve()) for p in getattr(pkg, "__path__", [])]
-        if str(candidate.resolve()) not in paths:
-            pkg.__path__.insert(0, str(candidate))  # type: ignore[attr-defined]
 
 
 class Session:
@@ -277,12 +261,14 @@ def _start(
 ) -> Session:
     """The session of ``spec`` with the project imported; on failure the start-up answer is
     sent and the process exits (status 3)."""
+    from kernel_ratchet.harness import import_roots
     from kernel_ratchet.harness.import_watch import ImportWatch
 
-    _prefer_source_root(spec["source_root"], spec["adapter"])
+    import_roots.prefer(spec["source_root"], spec["adapter"])
     sentinel.imports = ImportWatch(spec["source_root"]).install()
     try:
         session = Session(spec, sentinel)
+        import_roots.refuse_other_copy(spec["source_root"], spec["adapter"])
         sentinel.project_imported()
         return session
     except BaseException as exc:  # noqa: BLE001 -- a failing candidate is an outcome
