@@ -43,7 +43,7 @@ def baseline(profile: Path | None = ProfileOpt, campaign: str | None = CampaignO
 @app.command()
 def validate(
     hypothesis: str = typer.Option(..., help="the round's single hypothesis, stated up front"),
-    bucket: str = typer.Option("K1", help="transfer bucket K1..K4, W1..W3 (SPEC section 8)"),
+    bucket: str = typer.Option("K1", help="transfer bucket K1..K4, W1..W3 (docs/transfer.md)"),
     level: str = typer.Option("quick", help="quick (representative) or full (all shapes)"),
     change: str = typer.Option("", help="the single change, in one line"),
     expected: str = typer.Option("", help="the expected effect"),

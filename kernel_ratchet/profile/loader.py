@@ -68,7 +68,7 @@ def find_profile(start: str | Path) -> Path:
     raise ProfileError(
         f"{here / PROFILE_NAME}: no {PROFILE_NAME} in {here} or its parents up to "
         f"{searched[-1]}. Fix: create {PROFILE_NAME} at the target project's root "
-        "(SPEC section 3 shows a complete example) or point the command at it"
+        "(docs/your-kernel.md shows a complete example) or pass its path with --profile"
     )
 
 
@@ -334,7 +334,7 @@ def _validate(data: Any, path: Path) -> Profile:
             "(top level)",
             f"expected a mapping, got {type(data).__name__}",
             f"write the keys {', '.join(REQUIRED_TOP_LEVEL_KEYS)} at the top level "
-            "(SPEC section 3)",
+            "(docs/your-kernel.md)",
         )
         problems.raise_if_any()
     _check_keys(data, TOP_LEVEL_KEYS, REQUIRED_TOP_LEVEL_KEYS, "", problems)
@@ -356,7 +356,7 @@ def _validate(data: Any, path: Path) -> Profile:
         problems.add(
             "ops",
             f"expected a non-empty mapping of ops, got {show(raw_ops)}",
-            "add at least one op under ops: (SPEC section 3)",
+            "add at least one op under ops: (docs/your-kernel.md)",
         )
     elif isinstance(raw_ops, Mapping):
         for name, op_data in raw_ops.items():
@@ -378,7 +378,7 @@ def load_profile(path_or_dir: str | Path) -> Profile:
         p = find_profile(p)
     elif not p.exists():
         raise ProfileError(
-            f"{p}: no such file. Fix: create {PROFILE_NAME} (SPEC section 3) or pass its path"
+            f"{p}: no such file. Fix: create {PROFILE_NAME} (docs/your-kernel.md) or pass its path"
         )
     path = p.resolve()
     return _validate(_read_yaml(path), path)

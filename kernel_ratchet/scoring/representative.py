@@ -97,7 +97,7 @@ def _distribution_picks(
             raise CampaignError(
                 f"grouped op: no passing shape with a {kind} token distribution in its label "
                 f"(uniform: 'uniform'; skewed: {', '.join(sorted(SKEWED_TOKENS))}); "
-                f"add a {kind} shape to the target shapes (SPEC sections 5 and 8)"
+                f"add a {kind} shape to the target shapes (docs/transfer.md)"
             )
         extra.append(_noisiest(cands, campaign_type))
     return extra

@@ -55,7 +55,7 @@ def preconditions(
     one_line("hypothesis", hypothesis)
     one_line("lesson", lesson)
     if bucket not in BUCKETS:
-        raise CampaignError(f"bucket must be one of {', '.join(BUCKETS)} (SPEC section 8)")
+        raise CampaignError(f"bucket must be one of {', '.join(BUCKETS)} (docs/transfer.md)")
     if level not in LEVELS:
         raise CampaignError(f"level must be quick or full, not {level!r}")
     verify_records(c)  # an edited log or record stops the campaign before any work is spent
