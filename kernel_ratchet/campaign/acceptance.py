@@ -47,6 +47,12 @@ def accept(c: CampaignContext) -> Acceptance:
         f"- Outside kernel_source: {', '.join(outside) or 'none'}",
         f"- Working tree kernel files equal the incumbent: {not pending}",
     ]
+    if outside:
+        start = (c.m.starting_commit or "HEAD")[:12]
+        lines.append(
+            f"- To pass: restore them as they were when the campaign started (git checkout "
+            f"{start} -- {' '.join(outside)}, then commit), and run `ratchet accept` again"
+        )
     c.log("logs/optimize.md").append(
         f"## Acceptance ({now()}) — {'PASSED' if ok else 'FAILED'}\n" + "\n".join(lines) + "\n\n"
     )

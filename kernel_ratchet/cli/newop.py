@@ -50,6 +50,7 @@ def new_op(
     from kernel_ratchet.profile.scaffold import (
         add_op,
         constants,
+        module_file,
         op_entry,
         parse_pairs,
         parse_shape,
@@ -64,7 +65,7 @@ def new_op(
         inputs=parse_pairs(inputs, "--input"),
         outputs=outputs,
         shapes=[parse_shape(s) for s in shapes],
-        kernel_source=kernel_source,
+        kernel_source=kernel_source or [module_file(profile.resolve().parent, function)],
         gradients=gradients,
         inplace_outputs=inplace,
         campaign_type=campaign_type,

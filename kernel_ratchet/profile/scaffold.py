@@ -114,6 +114,21 @@ def parse_shape(text: str) -> dict[str, Any]:
     return shape
 
 
+def module_file(root: Path, function: str) -> str:
+    """The file, relative to the project ``root``, that holds ``function``'s module: found
+    below the root itself or one level below it (``src/``, ``python/``), else the module's
+    dotted path as a file name."""
+    from kernel_ratchet.harness.import_roots import roots
+
+    module = function.partition(":")[0]
+    rel = Path(*module.split("."))
+    for base in roots(str(root), module.split(".", 1)[0]):
+        for path in (Path(base) / rel.with_suffix(".py"), Path(base) / rel / "__init__.py"):
+            if path.is_file():
+                return path.relative_to(root).as_posix()
+    return rel.with_suffix(".py").as_posix()
+
+
 def op_entry(
     *,
     function: str,

@@ -7,6 +7,7 @@ keys and values, so error messages and validation cannot drift apart.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,9 +128,13 @@ class OpProfile:
 
     @property
     def primary_metric(self) -> str:
-        """The primary metric name of SPEC section 6 for this op's campaign type."""
+        """The primary metric's name for this op's campaign type; a memory op described with
+        gradients is decided on its step's bandwidth ("Step GB/s", as its rounds measure)."""
         try:
-            return PRIMARY_METRICS[self.campaign_type]
+            name = PRIMARY_METRICS[self.campaign_type]
+            described = self.adapter.startswith("described:")
+            grads = described and json.loads(self.adapter[len("described:") :]).get("gradients")
+            return "Step GB/s" if self.campaign_type == "memory" and grads else name
         except KeyError:
             raise ProfileError(
                 f"op {self.name!r}: unknown campaign_type {self.campaign_type!r}; "

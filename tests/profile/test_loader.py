@@ -52,6 +52,10 @@ def test_primary_metric_and_schema_by_campaign_type():
     assert op("compute_fwd_bwd").primary_metric == "Combined Step TFLOPS"
     assert op("memory").primary_metric == "Forward GB/s"
     assert op("memory").schema_name == "memory"
+    # a described memory op with gradients is decided on its step, as its rounds say
+    described = 'described:{"function": "m:f", "gradients": ["x"]}'
+    norm = OpProfile("x", ("k.py",), "TRITON", "triton", "memory", "t", "b", described, "m:s")
+    assert norm.primary_metric == "Step GB/s"
     assert op("compute_fwd_bwd").schema_name == "gemm"
 
 

@@ -268,3 +268,14 @@ def test_check_calls_a_described_op_once_and_names_a_wrong_description(proj):
     wrong = item(EXISTING.replace("outputs: [y]", "outputs: [y, z]"))
     assert not wrong.ok and "declares the outputs ['y', 'z']" in wrong.detail, wrong
     assert "the op's description in ratchet.yaml" in wrong.fix
+
+
+def test_the_default_kernel_source_is_found_in_a_src_layout(tmp_path):
+    from kernel_ratchet.profile.scaffold import module_file
+
+    (tmp_path / "src" / "mynorm").mkdir(parents=True)
+    (tmp_path / "src" / "mynorm" / "__init__.py").write_text("")
+    (tmp_path / "src" / "mynorm" / "rmsnorm.py").write_text("def rms_norm(x): ...\n")
+    assert module_file(tmp_path, "mynorm.rmsnorm:rms_norm") == "src/mynorm/rmsnorm.py"
+    assert module_file(tmp_path, "mynorm:rms_norm") == "src/mynorm/__init__.py"
+    assert module_file(tmp_path, "other.mod:f") == "other/mod.py"  # not found: the dotted path

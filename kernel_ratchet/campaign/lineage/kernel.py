@@ -132,8 +132,9 @@ def scope_reason(c: CampaignContext, scope: list[str]) -> str:
     to make git show the edits it hides (skip-worktree / assume-unchanged) when it hides any."""
     why = (
         f"files outside kernel_source changed: {scope}; a round may change only the "
-        "kernel files. Revert or commit them before the next round (a test update that goes "
-        "with a kernel change is committed after the round accepts the change)"
+        "kernel files. Revert them before the next round (git checkout -- FILE, or git "
+        "stash): `ratchet accept` refuses a campaign branch that changed other files, so "
+        "make such changes before `ratchet init` or after `ratchet accept`"
     )
     hidden = {} if is_workspace(c.m) else git.hidden_paths(c.groot)
     masked = [p for p in scope if p in hidden]
