@@ -314,6 +314,10 @@ def env_check(profile: Profile) -> CheckItem:
 #: GPU is refused: the Triton interpreter runs ~1e7-1e8 of them a second, so one 4096^3 GEMM
 #: alone takes minutes and a real-model shape set takes hours per round.
 CPU_WORK_LIMIT = 1e9
+#: Elements (Σ over the target shapes) above which a memory-bound op's campaign without a GPU is
+#: refused: the interpreter walks an element-wise kernel at ~1e6 elements a second (a fused
+#: RMSNorm forward and backward of 16384 x 4096 took 87 s), so its budget is far smaller.
+CPU_ELEMENT_LIMIT = 2e6
 
 
 def device_check(profile: Profile, op: str, *, cuda: bool | None = None) -> CheckItem:
@@ -333,17 +337,19 @@ def device_check(profile: Profile, op: str, *, cuda: bool | None = None) -> Chec
     described = o.adapter.startswith(DESCRIBED_PREFIX)
     work = sum(_work(s, described) for s in shapes)
     what = "the product of every size symbol" if described else "M*N*K*B"
-    if work <= CPU_WORK_LIMIT:
+    limit = CPU_ELEMENT_LIMIT if o.campaign_type == "memory" else CPU_WORK_LIMIT
+    if work <= limit:
         return CheckItem(name, True, f"no GPU; work {work:.2g} (sum of {what}) fits the CPU")
     return CheckItem(
         name,
         False,
         f"no CUDA GPU here, and the {len(shapes)} target shapes of {op} hold work {work:.2g} "
-        f"(sum of {what}: a GEMM's multiply-adds, an element-wise op's elements): the Triton "
-        "interpreter would take hours per round, and CPU timings "
-        "say nothing about a GPU kernel",
-        "run the campaign on a CUDA machine. To rehearse the loop here, point "
-        f"ops.{op}.shapes at a tiny shape set (kernel-pack ops: ratchet run --example {op} "
+        f"(sum of {what}: a GEMM's multiply-adds, an element-wise op's elements), over the "
+        f"{limit:.0e} the Triton interpreter runs in useful time per round; CPU timings say "
+        "nothing about a GPU kernel anyway",
+        f"run the campaign on a CUDA machine. To rehearse the loop here, point "
+        f"ops.{op}.shapes (or rehearse_shapes) at a few small shapes, or pass them to "
+        f"ratchet init --shapes 'inline:[...]' (kernel-pack ops: ratchet run --example {op} "
         "--rehearse)",
     )
 

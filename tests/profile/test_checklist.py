@@ -213,3 +213,17 @@ def test_the_test_item_says_where_a_round_runs_the_focused_test(tiny_project):
     p.op["test_gpu"] = False
     item = _by_name(run_checklist(load_profile(p.write())))["focused test command given"]
     assert item.ok and item.detail.endswith("with no GPU visible, beside the harness and the A/B")
+
+
+def test_a_memory_bound_op_has_a_smaller_cpu_budget(tiny_project):
+    """The interpreter walks an element-wise kernel far slower than it multiplies: 256^3 fits
+    a GEMM's budget, not a memory-bound op's."""
+    p = tiny_project()
+    (p.root / p.pkg / "mid.py").write_text(
+        "from kernel_ratchet.harness.adapter import Shape\nmid = [Shape('m256', 256, 256, 256)]\n"
+    )
+    p.op["shapes"] = f"{p.pkg}.mid:mid"
+    assert device_check(load_profile(p.write()), "gemm_bf16", cuda=False).ok
+    p.op["campaign_type"] = "memory"
+    item = device_check(load_profile(p.write()), "gemm_bf16", cuda=False)
+    assert not item.ok and "2e+06" in item.detail and "inline:" in item.fix, item
