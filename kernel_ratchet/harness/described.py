@@ -51,13 +51,20 @@ def _import(spec: str) -> Any:
     module, attr = spec.split(":", 1)
     try:
         obj: Any = importlib.import_module(module)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError) as exc:
+    except ImportError as exc:
         raise ProfileError(
             f"{spec} cannot be imported ({exc}); check function/reference in ratchet.yaml and "
             "that the project is importable (pip install -e . or PYTHONPATH)"
         ) from exc
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            names = sorted(n for n in vars(obj) if not n.startswith("_")) if vars(obj) else []
+            raise ProfileError(
+                f"{spec}: {module} imports, but has no {part!r} (it defines "
+                f"{', '.join(names[:12]) or 'nothing public'}); check the name after ':' in "
+                "ratchet.yaml"
+            )
+        obj = getattr(obj, part)
     return obj
 
 

@@ -55,7 +55,7 @@ def _kernel_source(profile: Profile, op: OpProfile) -> CheckItem:
             "kernel source exists",
             False,
             f"missing file(s): {', '.join(missing)}",
-            f"fix ops.{op.name}.kernel_source in {profile.path.name} or create the file(s)",
+            f"correct ops.{op.name}.kernel_source in {profile.path.name} or create the file(s)",
         )
     return _item(op, "kernel source exists", True, ", ".join(op.kernel_source))
 
@@ -112,7 +112,7 @@ def _adapter(profile: Profile, op: OpProfile) -> list[CheckItem]:
                 name_schema,
                 False,
                 "unknown (adapter not importable)",
-                "fix the adapter import first",
+                "make the adapter import first",
             ),
         ]
     imp = _item(op, name_imp, True, f"{_shown(op.adapter)} -> {type(adapter).__name__}")

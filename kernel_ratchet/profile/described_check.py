@@ -46,6 +46,6 @@ def described_call(profile: Profile, op: OpProfile) -> CheckItem | None:
         WHAT,
         False,
         "; ".join([first, *why]) or (lines[-1] if lines else f"exit {done.returncode}"),
-        f"fix the kernel, or the op's description in {profile.path.name} (outputs, "
+        f"correct the kernel, or the op's description in {profile.path.name} (outputs, "
         f"gradients, inputs); `python -m kernel_ratchet.profile.focused {op.name}` shows it all",
     )

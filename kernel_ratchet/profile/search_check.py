@@ -25,13 +25,13 @@ def _tunables(profile: Profile, op: OpProfile, space: SearchSpace) -> CheckItem:
             "tunables file",
             False,
             f"{op.tunables} does not exist",
-            f"fix ops.{op.name}.tunables or remove it",
+            f"correct ops.{op.name}.tunables or remove it",
         )
     if any(fs.rel == op.tunables and fs.entries(op.name) for fs in space.files):
         return _item(op, "tunables file", True, op.tunables)
     why = next((p for p in space.problems if p.startswith(f"{op.tunables}: ")), None)
     if why is not None:  # it does not parse, or names what it does not define
-        return _item(op, "tunables file", False, why, f"fix {op.tunables} (see docs/search.md)")
+        return _item(op, "tunables file", False, why, f"correct {op.tunables} (see docs/search.md)")
     return _item(
         op,
         "tunables file",
@@ -51,7 +51,7 @@ def _search_space(op: OpProfile, space: SearchSpace) -> CheckItem:
             "search space",
             False,
             f"declared knobs match nothing: {bad}",
-            f"fix ops.{op.name}.knobs: each names a module-level constant, an assignment in "
+            f"correct ops.{op.name}.knobs: each names a module-level constant, an assignment in "
             "`within`, a launch keyword or an autotune config key of a kernel_source file",
         )
     if space.empty(op.name):
