@@ -45,8 +45,7 @@ def new_op(
     no_test_file: bool = typer.Option(False, "--no-test-file", help="write no focused test"),
     profile: Path = typer.Option(Path("ratchet.yaml"), help="the ratchet.yaml to add the op to"),
 ):
-    """Add an op described in ratchet.yaml (created when missing; other ops and comments are
-    kept; an existing op is never overwritten) and write its focused test."""
+    """Add an op to ratchet.yaml (kept otherwise; never overwriting one), with a focused test."""
     from kernel_ratchet.profile.scaffold import (
         add_op,
         constants,

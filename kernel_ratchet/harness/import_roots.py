@@ -66,11 +66,18 @@ def prefer(source_root: str, adapter: str) -> None:
 
 def refuse_other_copy(source_root: str, adapter: str) -> None:
     """Raise ProfileError when the op's module was imported from outside ``source_root``
-    although the package exists inside it (both sides of an A/B would run one copy)."""
+    although the copy holds that module (both sides of an A/B would run one copy)."""
     name = op_module(adapter)
     module = sys.modules.get(name)
     where = getattr(module, "__file__", None)
-    if not name or not where or not roots(source_root, name.split(".", 1)[0]):
+    rel = Path(*name.split(".")) if name else Path()
+    copies = [
+        f
+        for r in (roots(source_root, name.split(".", 1)[0]) if name else [])
+        for f in (Path(r) / rel.with_suffix(".py"), Path(r) / rel / "__init__.py")
+        if f.is_file()
+    ]
+    if not where or not copies:  # the copy holds no such module (a workspace's kernel files)
         return
     root = Path(source_root).resolve()
     if root in Path(where).resolve().parents:

@@ -126,7 +126,7 @@ def _final_report(c: CampaignContext, final: BenchTable) -> str:
         "| Shape | Baseline | Final | Gain (harness, diagnostic) | Paired chain |\n"
         "|---|---|---|---|---|\n" + _shape_rows(c, final, ratios, len(acc)) + "\n\n"
         "Baseline, Final and their Gain are two single harness runs taken at different times: "
-        "on steps of tens of microseconds they can differ by more than any change (a "
+        "on short steps or a busy machine they can differ by more than any change (a "
         "diagnostic). Paired chain: the product of the accepted rounds' per-shape medians of "
         "paired speed ratios (each round's summary gives its CI), the measurement that "
         "decided.\n\n"

@@ -41,7 +41,8 @@ def check_chain(
             problems.append(
                 f"round-{rnd} primary aggregate {value:.4g} is {drop * 100:.2f}% below "
                 f"round-{best[0]} ({best[1]:.4g}), beyond the {tolerance * 100:g}% tolerance: "
-                "the accepted chain went backwards"
+                "single harness runs at different times disagree with the paired chain that "
+                "decided; re-measure before trusting either"
             )
         if best is None or value > best[1]:
             best = (rnd, value)

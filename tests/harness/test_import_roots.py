@@ -58,6 +58,7 @@ def test_the_roots_of_a_package_below_the_project_root(tmp_path):
 def test_an_op_module_from_another_copy_is_refused(tmp_path, monkeypatch):
     (tmp_path / "src" / "mypkg").mkdir(parents=True)
     (tmp_path / "src" / "mypkg" / "__init__.py").write_text("")
+    (tmp_path / "src" / "mypkg" / "adapter.py").write_text("")
     elsewhere = types.ModuleType("mypkg.adapter")
     elsewhere.__file__ = "/elsewhere/src/mypkg/adapter.py"
     monkeypatch.setitem(sys.modules, "mypkg.adapter", elsewhere)
@@ -65,3 +66,7 @@ def test_an_op_module_from_another_copy_is_refused(tmp_path, monkeypatch):
         import_roots.refuse_other_copy(str(tmp_path), "mypkg.adapter:Norm")
     elsewhere.__file__ = str(tmp_path / "src" / "mypkg" / "adapter.py")
     import_roots.refuse_other_copy(str(tmp_path), "mypkg.adapter:Norm")  # its own copy
+    # a copy without the module (a workspace holds the kernel files only) is not judged
+    (tmp_path / "src" / "mypkg" / "adapter.py").unlink()
+    elsewhere.__file__ = "/elsewhere/src/mypkg/adapter.py"
+    import_roots.refuse_other_copy(str(tmp_path), "mypkg.adapter:Norm")
