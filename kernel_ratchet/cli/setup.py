@@ -24,7 +24,9 @@ def check(op: str | None = typer.Option(None, "--op"), profile: Path | None = Pr
 
     prof = profile_at(profile)
     items = all_checks(prof, op)
-    table = Table("check", "ok", "detail / fix")
+    table = Table()
+    for header in ("check", "ok", "detail / fix"):  # folded, never cut: paths stay whole
+        table.add_column(header, overflow="fold")
     for i in items:  # escaped: a command such as pip install '.[dev]' is not markup
         fix = f"\n[yellow]fix:[/yellow] {escape(i.fix)}" if not i.ok and i.fix else ""
         mark = "[yellow]note[/yellow]" if i.warning else "[green]yes[/green]"
