@@ -109,6 +109,36 @@ def precise_numerics() -> Iterator[None]:
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
 
+#: The aten operators a comparison and a typical reference run; their kernels for the keys of
+#: :data:`_KERNEL_KEYS` are read from the dispatcher itself before every comparison.
+DISPATCH_OPS = tuple(
+    f"aten::{op}"
+    for op in (
+        *("mm", "bmm", "addmm", "matmul", "mv", "dot", "linear", "sub.Tensor", "add.Tensor"),
+        *("mul.Tensor", "div.Tensor", "sum", "sum.dim_IntList", "mean.dim", "pow.Tensor_Scalar"),
+        *("sqrt", "abs", "square", "_to_copy", "copy_", "clone", "isfinite", "isnan"),
+        *("eq.Tensor", "all", "any", "max", "min", "linalg_vector_norm", "exp", "log"),
+        *("softmax.int", "_softmax", "rsqrt"),
+    )
+)
+_KERNEL_KEYS = frozenset(
+    {"CPU", "CUDA", "AutogradCPU", "AutogradCUDA", "Autograd", "AutogradOther"}
+    | {"CompositeImplicitAutograd", "CompositeExplicitAutograd"}
+)
+
+
+def dispatch_table() -> dict[str, tuple[str, ...]]:
+    """Per operator of :data:`DISPATCH_OPS`, its registrations for the kernel keys, as the
+    dispatcher lists them."""
+    out = {}
+    for op in DISPATCH_OPS:
+        try:
+            lines = torch._C._dispatch_dump(op).splitlines()
+        except RuntimeError:  # an operator this build does not have
+            continue
+        out[op] = tuple(ln for ln in lines if ln.split(":", 1)[0].split(" ")[0] in _KERNEL_KEYS)
+    return out
+
 
 def _hooks() -> dict[str, Any]:
     found: dict[str, Any] = {
@@ -160,6 +190,7 @@ class ProcessState:
     os_threads: frozenset[int]
     main_comm: str
     kernels: frozenset[str] = frozenset()  # torch.library's registered kernels at start
+    dispatch: tuple[tuple[str, tuple[str, ...]], ...] = ()  # :func:`dispatch_table` at start
 
     @classmethod
     def capture(cls) -> ProcessState:
@@ -170,7 +201,14 @@ class ProcessState:
             frozenset(_task_ids()),
             _comm("/proc/self/comm"),
             frozenset(torch.library._impls),
+            tuple(dispatch_table().items()),
         )
+
+    def changed_dispatch(self) -> list[str]:
+        """The operators of :data:`DISPATCH_OPS` whose kernels changed since start (a kernel
+        registered below ``torch.library``, or one whose record was removed from it)."""
+        now = dispatch_table()
+        return [op for op, lines in self.dispatch if now.get(op) != lines]
 
     def foreign_kernels(self, judged: set[str]) -> list[str]:
         """Kernels of torch's own operators (``aten``) registered since start from

@@ -19,6 +19,7 @@ import time
 import types
 import weakref
 from collections.abc import Mapping
+from queue import SimpleQueue
 from typing import Any
 
 import torch
@@ -53,13 +54,17 @@ def _held(mod: Any) -> list[str]:
 def _idle_pool_worker(thread: threading.Thread) -> bool:
     """Whether ``thread`` is a worker of a :class:`~concurrent.futures.ThreadPoolExecutor`
     whose queue is empty and whose every worker waits for work (no work off the timed path)."""
-    args = getattr(thread, "_args", ())
-    ref = args[0] if args and isinstance(args[0], weakref.ref) else None
-    pool = ref() if ref is not None else None
-    if not isinstance(pool, concurrent.futures.ThreadPoolExecutor):
+    if type(thread) is not threading.Thread:  # a subclass could answer anything
         return False
-    idle = getattr(getattr(pool, "_idle_semaphore", None), "_value", -1)
-    return pool._work_queue.empty() and idle >= len(pool._threads)
+    args = vars(thread).get("_args", ())
+    ref = args[0] if args and type(args[0]) is weakref.ref else None
+    pool = ref() if ref is not None else None
+    if type(pool) is not concurrent.futures.ThreadPoolExecutor:
+        return False
+    queue, idle = vars(pool).get("_work_queue"), vars(pool).get("_idle_semaphore")
+    if type(queue) is not type(SimpleQueue()) or type(idle) is not threading.Semaphore:
+        return False
+    return queue.qsize() == 0 and vars(idle).get("_value", -1) >= len(vars(pool)["_threads"])
 
 
 #: The adapter attributes that say how its outputs are checked; fixed once it is loaded.
@@ -216,6 +221,18 @@ class Sentinel:
             kept.audit.protect(originals[k][2] for k in bodies)
         return kept
 
+    def ready_to_compare(self) -> None:
+        """Right before a comparison with the reference: :meth:`verify`, and the kernels the
+        dispatcher runs for the common aten operators (read from the dispatcher itself; about
+        1 ms, so not between every two samples)."""
+        self.check()
+        changed = self.process.changed_dispatch() if self.process is not None else []
+        if changed:
+            raise CheatDetected(
+                f"the kernels torch dispatches for {', '.join(changed)} changed after the worker "
+                "started: the reference's operations would run the candidate's code"
+            )
+
     def watch_adapter(self, adapter: Any) -> None:
         """Keep the loaded adapter too: its classes' methods (by identity, and under the
         audit hook what they run) and the values of its contract (:data:`CONTRACT`: the
@@ -330,12 +347,14 @@ class Sentinel:
     def new_threads(self, allowed: tuple[str, ...] = ALLOWED_THREAD_PREFIXES) -> list[str]:
         """Names of alive Python threads that did not exist at capture time, but the workers
         of a thread pool with nothing to do (torch.compile keeps one for its compiles)."""
+        # read from threading's own table, never through a thread's methods (a subclass may
+        # say it is not alive)
+        active = dict(threading._active)  # type: ignore[attr-defined]
         return [
-            t.name
-            for t in threading.enumerate()
-            if (t.ident or 0) not in self.threads
-            and t.is_alive()
-            and not t.name.startswith(allowed)
+            name
+            for ident, t in active.items()
+            if ident not in self.threads
+            and not (name := str(vars(t).get("_name", "?"))).startswith(allowed)
             and not _idle_pool_worker(t)
         ]
 

@@ -18,6 +18,9 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
+from kernel_ratchet.harness.output_match import checked_outputs as checked_outputs
+from kernel_ratchet.harness.output_match import match_outputs as match_outputs
+
 #: Engine parameters that make every timed sample exactly one call, so the NaN poison written
 #: before each sample precedes every timed call (engines not listed have no such mode).
 ONE_CALL_PER_SAMPLE: Mapping[str, Mapping[str, Any]] = MappingProxyType(
@@ -307,10 +310,16 @@ class TimedCallChecks:
         ad = self.s.adapter
         with process_guard.precise_numerics():
             full_ref = ad.spot_reference(self.case)
-        self.s.sentinel.check()  # right before the comparison: hooks, modes, patched functions
+        self.s.sentinel.ready_to_compare()  # hooks, modes, patched functions, kernels
         if self.picked is not None:  # the drawn call of the batch, not always the last
             outs = ac.output_tensors(self.picked, self.what)
         pairs = checked_outputs(ad, self.case, outs, full_ref, self.phase)
+        if not pairs:  # a comparison of nothing is no spot check
+            raise ac.CheatDetected(
+                f"spot check of timed sample {index}: none of the {self.what} outputs "
+                f"({', '.join(n for n, _ in outs)}) matches an output of the reference "
+                f"({', '.join(full_ref)}); the timed calls must return what the reference names"
+            )
         if pairs:
             got = {n: t for n, t in pairs.items()}
             ref = {n: full_ref[n] for n in pairs}
@@ -343,40 +352,6 @@ def holds_forward_state(adapter: Any, case: Any) -> bool:
 def _capture_count(engine: Any) -> int:
     """Graphs of the op the session's engine has captured (engines that capture none: 0)."""
     return int(getattr(engine, "captures", 0))
-
-
-def match_outputs(
-    outs: list[tuple[str, Any]],
-    ref: dict[str, Any],
-    phase: str,
-    returned: tuple[str, ...] | None = None,
-) -> dict[str, Any]:
-    """Map the timed call's outputs to reference names: by the adapter's ``returned`` names
-    (:meth:`~kernel_ratchet.harness.adapter.Adapter.returned_names`) when it gives them, else
-    by name, ``out`` for a single forward tensor, or in order of the non-``out`` names for a
-    backward tuple; {} when they cannot be matched."""
-    if returned is not None and len(returned) == len(outs) and all(n in ref for n in returned):
-        return {n: t for n, (_, t) in zip(returned, outs, strict=True)}
-    names = [n for n, _ in outs]
-    if all(n in ref for n in names):
-        return dict(outs)
-    if phase == "fwd" and len(outs) == 1:
-        key = "out" if "out" in ref else (next(iter(ref)) if len(ref) == 1 else None)
-        return {key: outs[0][1]} if key else {}
-    order = [n for n in ref if n != "out"] if phase == "bwd" else list(ref)
-    if len(order) == len(outs):
-        return {n: t for n, (_, t) in zip(order, outs, strict=True)}
-    return {}
-
-
-def checked_outputs(
-    adapter: Any, case: Any, outs: list[tuple[str, Any]], ref: dict[str, Any], phase: str
-) -> dict[str, Any]:
-    """A timed call's outputs by reference name (:func:`match_outputs` with the adapter's
-    ``returned_names``), each cut to the part the adapter's ``outputs`` checks
-    (:meth:`~kernel_ratchet.harness.adapter.Adapter.checked_part`)."""
-    pairs = match_outputs(outs, ref, phase, adapter.returned_names(phase))
-    return {n: adapter.checked_part(n, t, case) for n, t in pairs.items()}
 
 
 def measure(hooks: TimedCallChecks) -> tuple[Any, TimedCallChecks]:

@@ -95,6 +95,9 @@ def test_honest_candidate_passes_check_and_time(tmp_path: Path) -> None:
         ("DeviceCtxMode", "cheat", "DeviceContext.__torch_function__"),
         ("AuditDefer", "cheat", "sys.addaudithook"),  # work run inside the verification
         ("DebuggerNamedThread", "cheat", "background thread"),  # no thread passes by its name
+        ("RawAtenMm", "cheat", "dispatches for aten::mm"),  # below torch.library
+        ("ImplsDiscard", "cheat", "dispatches for aten::mm"),  # torch.library's record removed
+        ("HiddenThread", "cheat", "background thread"),  # its class says it is not alive
         ("LazySubclass", "cheat", "tensor subclass"),
         ("NonTensor", "cheat", "non-tensor"),
         ("PartialWrite", "cheat", "did not follow"),
@@ -139,6 +142,7 @@ def test_native_threads_started_while_the_project_imports_are_not_the_candidates
         ("TogglesTheDraw", "timed_checks._draw"),
         ("UnhooksTheSamples", "TimedCallChecks.after_sample"),
         ("ClassSwapInputs", "case.a (now"),  # the timed calls' reference reads them too
+        ("TupleSkip", "matches an output of the reference"),  # a comparison of nothing
     ],
 )
 def test_cheat_rejected_while_timing(tmp_path: Path, cls: str, reason: str) -> None:
