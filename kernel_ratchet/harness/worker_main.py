@@ -85,6 +85,7 @@ class Session:
 
         from kernel_ratchet.harness.training_sim import trace_idioms
 
+        self.sentinel.check()
         modules = [importlib.import_module(m) for m in msg.get("cache_modules") or []]
         traces = trace_idioms(
             self.adapter,
@@ -95,6 +96,7 @@ class Session:
             repeats=int(msg.get("repeats", 5)),
             cache_modules=modules,
         )
+        self.after_candidate()  # as after every request that ran the op
         detail = f"{traces.repeats} trace pairs of {traces.steps} steps"
         return {"ok": True, "category": "ok", "detail": detail, "payload": traces.to_payload()}
 

@@ -275,3 +275,11 @@ def test_a_random_call_of_each_batch_is_compared(tmp_path: Path) -> None:
         r = w.time(SHAPE, SEED, "fwd")
         assert not r.ok and r.category == "cheat", explain(r)
         assert "spot check" in r.detail and "of 20)" in r.detail, explain(r)
+
+
+def test_a_patch_made_while_the_transfer_traces_run_fails_that_request(tmp_path: Path) -> None:
+    """The training-idiom traces run the op too: the Sentinel's checks come after them, as
+    after a check or a time request."""
+    with Worker(spec("PatchMedian"), tmp_path / "w.log") as w:
+        r = w.transfer(SHAPE, SEED, steps=2, repeats=2)
+        assert not r.ok and r.category == "cheat" and "statistics.median" in r.detail, explain(r)
