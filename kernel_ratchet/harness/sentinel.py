@@ -37,15 +37,15 @@ ALLOWED_THREAD_PREFIXES: tuple[str, ...] = ()
 def _with_harness(modules: tuple[Any, ...]) -> tuple[Any, ...]:
     """``modules`` and every harness module loaded by now (the ones the checks call into, such
     as :mod:`.surface`, whatever list a caller gave)."""
-    loaded = [m for n, m in sorted(sys.modules.items()) if n.startswith("kernel_ratchet.harness")]
-    return tuple(dict.fromkeys([*modules, *(m for m in loaded if m is not None)]))
+    loaded = [m for _, m in sorted(sys.modules.items()) if m is not None and _is_harness(m)]
+    return tuple(dict.fromkeys([*modules, *loaded]))
 
 
 def _held(mod: Any) -> list[str]:
     """The names of ``mod`` kept besides its callables: every module it holds, and for a
     harness module every global (a constant such as a default SNR threshold, rebound, would
     change what is checked) but those it declares its own run-time state."""
-    if not mod.__name__.startswith("kernel_ratchet.harness"):
+    if not _is_harness(mod):
         return [n for n, v in vars(mod).items() if isinstance(v, types.ModuleType)]
     state = set(vars(mod).get("RUN_TIME_STATE", ()))
     return [n for n in vars(mod) if n not in state]
@@ -91,14 +91,17 @@ def _libraries(modules: tuple[Any, ...]) -> list[Any]:
     return list(held.values())
 
 
+_HARNESS = "kernel_ratchet.harness"
+
+
 def _is_harness(mod: Any) -> bool:
-    return mod.__name__.startswith("kernel_ratchet.harness")
+    return str(getattr(mod, "__name__", "")).startswith(_HARNESS)
 
 
 def _class_held(klass: type) -> list[str]:
     """The names of a class of the harness kept: its methods, and for the harness's own
     classes its constants too (``TimedCallChecks.SPOT_CHECKS``)."""
-    if not klass.__module__.startswith("kernel_ratchet.harness"):
+    if not str(klass.__module__).startswith(_HARNESS):
         return list(_callables(klass))
     return [n for n in vars(klass) if n not in ("__dict__", "__weakref__", "__doc__")]
 
