@@ -59,7 +59,6 @@ from kernel_ratchet.harness.returned import output_tensors as output_tensors
 from kernel_ratchet.harness.returned import poison as poison
 from kernel_ratchet.harness.returned import refuse_shadowed as refuse_shadowed
 from kernel_ratchet.harness.returned import require_rewritten as require_rewritten
-from kernel_ratchet.harness.sentinel import ALLOWED_THREAD_PREFIXES as ALLOWED_THREAD_PREFIXES
 from kernel_ratchet.harness.sentinel import Sentinel as Sentinel
 
 # -- walking a case: tensors and the structure around them ---------------------------------------

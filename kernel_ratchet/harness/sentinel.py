@@ -27,10 +27,6 @@ import torch
 from kernel_ratchet.harness import audit_guard, import_watch, process_guard, surface
 from kernel_ratchet.harness.cheat import CheatDetected
 
-#: Thread-name prefixes of threads that infrastructure (not the candidate) may start lazily.
-ALLOWED_THREAD_PREFIXES: tuple[str, ...] = ()
-
-
 # -- sentinel: timers and harness functions unpatched, no stray threads --------------------------
 
 
@@ -347,24 +343,22 @@ class Sentinel:
             except (AttributeError, TypeError):  # a read-only owner was not patched either
                 continue
 
-    def new_threads(self, allowed: tuple[str, ...] = ALLOWED_THREAD_PREFIXES) -> list[str]:
+    def new_threads(self) -> list[str]:
         """Names of alive Python threads that did not exist at capture time, but the workers
         of a thread pool with nothing to do (torch.compile keeps one for its compiles)."""
         # read from threading's own table, never through a thread's methods (a subclass may
         # say it is not alive)
         active = dict(threading._active)  # type: ignore[attr-defined]
         return [
-            name
+            str(vars(t).get("_name", "?"))
             for ident, t in active.items()
-            if ident not in self.threads
-            and not (name := str(vars(t).get("_name", "?"))).startswith(allowed)
-            and not _idle_pool_worker(t)
+            if ident not in self.threads and not _idle_pool_worker(t)
         ]
 
-    def verify_threads(self, allowed: tuple[str, ...] = ALLOWED_THREAD_PREFIXES) -> None:
+    def verify_threads(self) -> None:
         """Raise CheatDetected when the candidate left a thread (Python or OS level) or a
         child process running."""
-        extra = self.new_threads(allowed)
+        extra = self.new_threads()
         if self.process is not None:
             extra += self.process.new_os_threads()
         if extra:

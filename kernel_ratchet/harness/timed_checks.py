@@ -320,17 +320,14 @@ class TimedCallChecks:
                 f"({', '.join(n for n, _ in outs)}) matches an output of the reference "
                 f"({', '.join(full_ref)}); the timed calls must return what the reference names"
             )
-        if pairs:
-            got = {n: t for n, t in pairs.items()}
-            ref = {n: full_ref[n] for n in pairs}
-            thr = {n: self.s.adapter.threshold(n) for n in pairs}
-            res = check_outputs(got, ref, thr)
-            if not res.passed:
-                raise ac.CheatDetected(
-                    f"spot check of timed sample {index} (call {self.pick + 1} of "
-                    f"{self.batch_calls}) failed ({res.reason}): the timed calls did not "
-                    "compute the result for the current inputs"
-                )
+        ref = {n: full_ref[n] for n in pairs}
+        res = check_outputs(dict(pairs), ref, {n: self.s.adapter.threshold(n) for n in pairs})
+        if not res.passed:
+            raise ac.CheatDetected(
+                f"spot check of timed sample {index} (call {self.pick + 1} of "
+                f"{self.batch_calls}) failed ({res.reason}): the timed calls did not "
+                "compute the result for the current inputs"
+            )
         self.spot_done += 1
         self.picked = None
         self.spot_s += time.perf_counter() - t0
