@@ -33,6 +33,12 @@ def accept(c: CampaignContext) -> Acceptance:
         raise CampaignError("run `ratchet report` first: acceptance reviews a finished campaign")
     if c.state.phase is not Phase.TERMINATED and c.state.phase is not Phase.ACCEPTED:
         raise CampaignError("the campaign has no report yet")
+    if not (c.dir / "report" / "benchmark_full.csv").exists():
+        raise CampaignError(
+            "the campaign was closed without a final validation (`ratchet close`): nothing "
+            "measured its incumbent at the end, so it cannot be accepted. Start a new campaign "
+            "from the incumbent (`ratchet init --op OP`) and end it with `ratchet report`"
+        )
     log = c.dir / "report" / "full_test.log"
     c.say(f"ACCEPTANCE: {c.profile.full_test}")
     t = run_step("full test", c.profile.full_test, cwd=c.profile.root, log_path=log, timeout_s=7200)

@@ -74,6 +74,7 @@ def refuse_parallel(profile: Profile, op: str) -> None:
             f"continue it (`ratchet validate --campaign {name}` or `ratchet resume`), end it "
             "with `ratchet report`"
         )
+    how += f", close it unreported (`ratchet close --campaign {name} --reason TEXT`)"
     raise RatchetError(
         f"campaign {name} on op {op} is still open: {how}, or give --another to start a "
         "second campaign on the same op"

@@ -1,5 +1,5 @@
-"""The campaign's commands: ``baseline``, ``validate``, ``status``, ``report``, ``analyze``,
-``accept`` and ``calibrate``, each over the campaign API under the campaign lock."""
+"""The campaign's commands: ``baseline``, ``validate``, ``status``, ``report``, ``close``,
+``analyze``, ``accept`` and ``calibrate``, each over the campaign API under the campaign lock."""
 
 from __future__ import annotations
 
@@ -177,6 +177,25 @@ def report(profile: Path | None = ProfileOpt, campaign: str | None = CampaignOpt
 
     with open_campaign(profile, campaign) as c:
         text = do_report(c)
+        after_round(c)
+        where = c.dir / "report.md"
+    out.print(text)
+    out.print(f"written to {where}")
+
+
+@app.command()
+def close(
+    reason: str = typer.Option(..., "--reason", help="why the campaign ends unreported"),
+    profile: Path | None = ProfileOpt,
+    campaign: str | None = CampaignOpt,
+):
+    """CLOSE a campaign that cannot be reported (its baseline or the incumbent's full validation
+    fails): T4 with the reason, a report without a final table, every record kept. Acceptance
+    refuses it; `ratchet init` no longer counts it as open."""
+    from kernel_ratchet.report.final import close as do_close
+
+    with open_campaign(profile, campaign) as c:
+        text = do_close(c, reason)
         after_round(c)
         where = c.dir / "report.md"
     out.print(text)

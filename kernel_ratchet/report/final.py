@@ -4,6 +4,8 @@
 shape by shape, and appends the final sections to ``logs/optimize.md`` (current best, directions
 to try, verified-ineffective directions, termination check, final report); it ends the
 campaign (T4 when no other condition held). The text is :mod:`kernel_ratchet.report.render`'s.
+:func:`close` ends a campaign that cannot be measured any more (its baseline or the incumbent's
+full validation fails) without a final table, every record kept.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from kernel_ratchet.campaign.seal import seal_report, verify_records
 from kernel_ratchet.campaign.state import Phase, Termination
 from kernel_ratchet.errors import CampaignError
 from kernel_ratchet.harness.csv_schema import BenchTable
-from kernel_ratchet.report.render import render_report
+from kernel_ratchet.report.render import render_closed, render_report
 
 if TYPE_CHECKING:
     from kernel_ratchet.campaign.engine import Campaign
@@ -32,7 +34,11 @@ def _final_table(c: CampaignContext) -> BenchTable:
     c.say("REPORT: full validation of the incumbent on all target shapes")
     h = run_harness(c, "full", csv, rdir / "harness.log")
     if not h.ok or not csv.exists():
-        raise CampaignError(f"REPORT: the full validation of the incumbent failed: {h.reason}")
+        raise CampaignError(
+            f"REPORT: the full validation of the incumbent failed: {h.reason}. Fix what it "
+            "names and run `ratchet report` again, or end the campaign without a final table "
+            "with `ratchet close --reason TEXT` (every record is kept)"
+        )
     write_provenance(c, rdir, "full")
     return c.table(c.rel(csv))
 
@@ -43,33 +49,62 @@ def report(c: Campaign, stop: tuple[str, str] | None = None) -> str:
     ``stop`` = (code, reason) records why a driver ends a campaign that no termination
     condition ended yet (default: T4, the user asked to stop).
     """
-    c.recover()
-    remove_slots(c.ctx)  # the campaign ends: its parallel candidates' worktrees go
-    verify_records(c.ctx)  # the REPORT must not stand on an edited log or round record
-    path = c.dir / "report.md"
+    path = _ending(c)
     if c.state.phase in (Phase.TERMINATED, Phase.ACCEPTED) and path.exists():
         return path.read_text()
     if c.state.phase is not Phase.OPTIMIZING:
-        raise CampaignError("no baseline yet: nothing to report (run `ratchet baseline`)")
+        raise CampaignError(
+            "no baseline yet: nothing to report (run `ratchet baseline`, or end the campaign "
+            "with `ratchet close --reason TEXT` when its baseline cannot pass)"
+        )
     if kernel_changed(c.ctx):
         raise CampaignError(
             "the kernel files hold a change that no round validated; run `ratchet validate` "
             "on it or restore the incumbent's files before the report"
         )
-    if not c.state.termination:
-        code, why = stop or ("T4", "the user asked to stop (ratchet report)")
-        c.state.termination = Termination(code, now(), why)
-        c.log("logs/optimize.md").append(
-            f"## Termination check\n{code} at {c.state.termination.at}: "
-            f"{c.state.termination.reason}\n\n"
-        )
-        c.save()
-    final = _final_table(c.ctx)
-    text = render_report(c.ctx, final)
+    _terminate(c, *(stop or ("T4", "the user asked to stop (ratchet report)")))
+    return _write(c, render_report(c.ctx, _final_table(c.ctx)))
+
+
+def close(c: Campaign, reason: str) -> str:
+    """End a campaign that cannot be reported (its baseline or the incumbent's full validation
+    fails): T4 with ``reason``, a report without a final table, every record kept; returns
+    the report's text. Acceptance refuses such a campaign (nothing validated its end)."""
+    if not reason.strip():
+        raise CampaignError("say why the campaign is closed: ratchet close --reason TEXT")
+    path = _ending(c)
+    if c.state.phase in (Phase.TERMINATED, Phase.ACCEPTED):
+        raise CampaignError(f"the campaign has ended already ({c.state.phase.value}): see {path}")
+    _terminate(c, "T4", f"closed without a final validation: {reason.strip()}")
+    return _write(c, render_closed(c.ctx, reason.strip()))
+
+
+def _ending(c: Campaign):
+    """What every end does first: finish an interrupted round, remove the parallel
+    candidates' worktrees, verify the records; returns the report's path."""
+    c.recover()
+    remove_slots(c.ctx)  # the campaign ends: its parallel candidates' worktrees go
+    verify_records(c.ctx)  # the REPORT must not stand on an edited log or round record
+    return c.dir / "report.md"
+
+
+def _terminate(c: Campaign, code: str, why: str) -> None:
+    """Record why the campaign ends, unless a termination condition already did."""
+    if c.state.termination:
+        return
+    c.state.termination = Termination(code, now(), why)
+    c.log("logs/optimize.md").append(
+        f"## Termination check\n{code} at {c.state.termination.at}: {why}\n\n"
+    )
+    c.save()
+
+
+def _write(c: Campaign, text: str) -> str:
+    """Append the final report to the log once, write and seal ``report.md``, end the campaign."""
     opt = c.log("logs/optimize.md")
     if not opt.contains("## Final report"):
         opt.append(text)
-    atomic_write_text(path, text)
+    atomic_write_text(c.dir / "report.md", text)
     seal_report(c.ctx)
     c.state.phase = Phase.TERMINATED
     c.save()

@@ -30,6 +30,34 @@ def render_report(c: CampaignContext, final: BenchTable) -> str:
     return _directions(c) + _final_report(c, final)
 
 
+def render_closed(c: CampaignContext, reason: str) -> str:
+    """The report of a campaign ended by ``ratchet close``: no full validation, so no final
+    table; the accepted rounds' paired chain stands as each round measured it."""
+    term = c.state.termination
+    links = "".join(
+        f"- round-{r.round} ({r.label}): rounds/round-{r.round}/summary.md\n"
+        for r in c.state.closed
+    )
+    if not c.state.closed:
+        return (
+            f"\n## Final report ({now()})\nClosed before its BASELINE: {reason}. Nothing was "
+            "measured; no round was run.\n"
+        )
+    acc = [r for r in c.state.closed if r.status is Status.ACCEPTED]
+    return (
+        _directions(c)
+        + f"\n## Final report ({now()})\n"
+        + _rehearsal_note(c)
+        + f"Termination: {term.code if term else None} — {term.reason if term else None}\n\n"
+        f"Closed without a final validation: {reason}. No full validation of the incumbent "
+        "was made, so there is no final table; the numbers below are the rounds' own, and "
+        "`ratchet accept` refuses this campaign.\n\n"
+        f"- Headline (paired chain, the measurement that decided): {headline(c, acc)}\n"
+        f"- Paired chain: {_paired_chain(c, acc)}\n" + _directions_kept(c, acc) + "\n"
+        "Round summaries:\n" + links + "\n"
+    )
+
+
 def _rounds(rounds: list[ClosedEntry]) -> str:
     return "".join(f"- round-{r.round}: {r.hypothesis} ({r.category.value})\n" for r in rounds)
 

@@ -1,0 +1,64 @@
+"""``ratchet close``: a campaign that cannot be reported (its baseline or the incumbent's full
+validation fails) ends without a final table, every record kept; acceptance refuses it and a
+new campaign on the op may start."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+from tests.cli_inprocess import run_cli
+
+from .conftest import campaign_dir, make_project, ratchet
+
+REASON = "the incumbent's full validation fails on this image's Triton"
+
+
+def _files(d):
+    return {p.relative_to(d): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def test_a_closed_campaign_keeps_its_rounds_and_says_why(
+    accepted_project, tmp_path, capsys, monkeypatch
+):
+    root = tmp_path / "proj"
+    shutil.copytree(accepted_project, root, symlinks=True)
+    monkeypatch.chdir(root)
+    d = campaign_dir(root)
+    rounds_before = _files(d / "rounds")
+    rc, text = run_cli(capsys, monkeypatch, "close", "--reason", REASON)
+    assert rc == 0, text
+    report = (d / "report.md").read_text()
+    assert f"Closed without a final validation: {REASON}" in report
+    assert "Paired chain: +" in report and "round-2 (ACCEPTED): rounds/round-2" in report
+    assert not (d / "report" / "benchmark_full.csv").exists()  # nothing was measured
+    state = json.loads((d / "state.json").read_text())
+    assert state["phase"] == "TERMINATED" and state["termination"]["code"] == "T4"
+    assert REASON in state["termination"]["reason"]
+    assert _files(d / "rounds") == rounds_before
+    assert REASON in (d / "logs" / "optimize.md").read_text()
+
+    rc, text = run_cli(capsys, monkeypatch, "close", "--reason", "again")
+    assert rc != 0 and "ended already" in text
+    rc, text = run_cli(capsys, monkeypatch, "accept")
+    assert rc != 0 and "closed without a final validation" in text
+    assert json.loads((d / "state.json").read_text())["phase"] == "TERMINATED"
+
+
+def test_a_campaign_closed_before_its_baseline_no_longer_blocks_the_op(
+    tmp_path, capsys, monkeypatch
+):
+    root = make_project(tmp_path / "proj")
+    assert ratchet(root, "init", "--op", "tiny_gemm", "--yes").returncode == 0
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
+    rc, text = run_cli(capsys, monkeypatch, "init", "--op", "tiny_gemm", "--yes")
+    assert rc != 0 and "ratchet close --campaign" in text  # the refusal names the way out
+    rc, text = run_cli(capsys, monkeypatch, "close", "--reason", "   ")
+    assert rc != 0 and "say why" in text
+    rc, text = run_cli(capsys, monkeypatch, "close", "--reason", "wrong shapes")
+    assert rc == 0 and "Closed before its BASELINE: wrong shapes" in text
+    rc, text = run_cli(capsys, monkeypatch, "init", "--op", "tiny_gemm", "--yes")
+    assert rc == 0, text
+    assert len(list((root / ".ratchet" / "campaigns").iterdir())) == 2
