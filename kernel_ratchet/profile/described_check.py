@@ -41,6 +41,7 @@ def described_call(profile: Profile, op: OpProfile) -> CheckItem | None:
         return _item(op, WHAT, True, lines[-1] if lines else "passed")
     first = next((ln for ln in lines if ln.startswith(("FAIL", "error:"))), "")
     why = [ln for ln in lines if "Error:" in ln and not ln.startswith("FAIL")][-1:]
+    why = [w for w in why if w.split("Error:", 1)[1].strip() not in first]  # said once
     return _item(
         op,
         WHAT,

@@ -267,6 +267,7 @@ def test_check_calls_a_described_op_once_and_names_a_wrong_description(proj):
     assert good.ok and good.detail == "1 passed, 0 failed", good
     wrong = item(EXISTING.replace("outputs: [y]", "outputs: [y, z]"))
     assert not wrong.ok and "declares the outputs ['y', 'z']" in wrong.detail, wrong
+    assert wrong.detail.count("declares the outputs") == 1, wrong.detail  # said once
     assert "the op's description in ratchet.yaml" in wrong.fix
 
 
