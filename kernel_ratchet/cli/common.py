@@ -39,8 +39,20 @@ class _Console(Console):
         silence(sys.stderr if self.stderr else sys.stdout)
 
 
-out = _Console()
-err = _Console(stderr=True)
+def _width(stream) -> int | None:
+    """rich's width on a terminal (or from ``COLUMNS``); 160 columns when the output goes to
+    a file, a pipe or an agent, where rich's 80 wrapped every table cell into a column of
+    fragments."""
+    if os.environ.get("COLUMNS") or (hasattr(stream, "isatty") and stream.isatty()):
+        return None
+    return PIPED_WIDTH
+
+
+#: The width of tables and text written to a file, a pipe or an agent.
+PIPED_WIDTH = 160
+
+out = _Console(width=_width(sys.stdout))
+err = _Console(stderr=True, width=_width(sys.stderr))
 
 ProfileOpt = typer.Option(None, "--profile", help="ratchet.yaml (default: found from the cwd)")
 CampaignOpt = typer.Option(None, "--campaign", help="campaign name (default: most recent)")
