@@ -195,3 +195,19 @@ def test_the_live_round_table_ends_its_line_off_a_terminal(monkeypatch):
     with run._live_view("t") as (say, _):
         say("a round")
     assert buf.getvalue().endswith("┘\n"), buf.getvalue()[-40:]
+
+
+def test_tables_are_not_wrapped_at_80_columns_on_a_pipe(monkeypatch):
+    import io
+
+    from kernel_ratchet.cli.common import PIPED_WIDTH, _width
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert _width(io.StringIO()) == PIPED_WIDTH > 80
+    assert _width(Tty()) is None  # rich measures the terminal
+    monkeypatch.setenv("COLUMNS", "100")
+    assert _width(io.StringIO()) is None  # rich reads COLUMNS
