@@ -109,7 +109,8 @@ class DescribedAdapter(Adapter):
         g = torch.Generator(device=device).manual_seed(seed)
         case = Case()
         for name, spec in self.desc.inputs.items():
-            t = _draw(spec.size(sym), spec.resolved_dtype(shape.dtype), g, device)
+            dtype, high = spec.resolved_dtype(shape.dtype), spec.value_high(sym)
+            t = _draw(spec.size(sym), dtype, g, device, high)
             setattr(case, name, t.requires_grad_(name in self.desc.gradients))
         self._seeds[case] = seed
         return case
@@ -264,12 +265,15 @@ def _meta(spec: TensorSpec, sym: Mapping[str, int], shape_dtype: str | None) -> 
     return torch.empty(spec.size(sym), dtype=dtype, device="meta")
 
 
-def _draw(size: tuple[int, ...], dtype_name: str, g: torch.Generator, device: str) -> torch.Tensor:
-    """Random values of one input: normal floats, integers in [0, INT_HIGH), random bools."""
+def _draw(
+    size: tuple[int, ...], dtype_name: str, g: torch.Generator, device: str, high: int | None = None
+) -> torch.Tensor:
+    """Random values of one input: normal floats, random bools, integers in [0, ``high``)
+    (the declared bound, ``"[N] int64 < V"``), else in [0, INT_HIGH)."""
     dtype = torch_dtype(dtype_name)
     if dtype.is_floating_point:
         return torch.randn(size, generator=g, device=device, dtype=torch.float32).to(dtype)
-    high = 2 if dtype == torch.bool else INT_HIGH
+    high = 2 if dtype == torch.bool else high or INT_HIGH
     return torch.randint(0, high, size, generator=g, device=device).to(dtype)
 
 

@@ -44,7 +44,7 @@ ALIASES: Mapping[str, str] = {
 #: The dtype token that stands for the shape's own dtype.
 SHAPE_DTYPE = "dtype"
 
-_TENSOR = re.compile(r"^\s*\[([^\]]*)\]\s*([A-Za-z0-9_]+)\s*$")
+_TENSOR = re.compile(r"^\s*\[([^\]]*)\]\s*([A-Za-z0-9_]+)\s*(?:<\s*(\S.*?))?\s*$")
 _SYMBOL = re.compile(r"^[A-Za-z_]\w*$")
 _BINARY = {
     ast.Add: operator.add,
@@ -84,10 +84,12 @@ def default_snr_db(name: str) -> float:
 @dataclass(frozen=True)
 class TensorSpec:
     """One declared tensor: its dimensions (an int, a symbol, or arithmetic over symbols such
-    as ``2*N``: a gated activation's [M, 2*N] input) and its dtype name."""
+    as ``2*N``: a gated activation's [M, 2*N] input), its dtype name and, for an integer input,
+    the bound its values are drawn under (``"[N] int64 < V"``: class ids in [0, V))."""
 
     dims: tuple[str | int, ...]
     dtype: str
+    high: str | int | None = None
 
     @classmethod
     def parse(cls, text: str) -> TensorSpec:
@@ -108,11 +110,25 @@ class TensorSpec:
                     "arithmetic over symbols (e.g. 2*N)"
                 ) from None
             dims.append(part)
-        return cls(tuple(dims), dtype_name(m.group(2)))
+        dtype, high = dtype_name(m.group(2)), _bound(m.group(3), text)
+        if high is not None and dtype in DTYPES and not _INTEGER.match(dtype):
+            raise ValueError(f"{text!r}: a bound '< ...' applies to integer inputs only")
+        return cls(tuple(dims), dtype, high)
 
     @property
     def symbols(self) -> set[str]:
-        return set().union(*(expression_symbols(d) for d in self.dims if isinstance(d, str)))
+        exprs = [d for d in (*self.dims, self.high) if isinstance(d, str)]
+        return set().union(*(expression_symbols(d) for d in exprs))
+
+    def value_high(self, symbols: Mapping[str, int]) -> int | None:
+        """The exclusive upper bound of an integer input's values for bound ``symbols``, or
+        None where none was declared; ValueError when it is not at least 1."""
+        if self.high is None:
+            return None
+        high = self.high if isinstance(self.high, int) else _dim(self.high, symbols)
+        if high < 1:
+            raise ValueError(f"the values' bound {self.high!r} is {high} here: nothing to draw")
+        return high
 
     def size(self, symbols: Mapping[str, int]) -> tuple[int, ...]:
         """The concrete size for bound ``symbols`` (KeyError names an unbound one; ValueError
@@ -126,6 +142,24 @@ class TensorSpec:
         if shape_dtype is None:
             raise ValueError("a tensor declared with dtype 'dtype' needs shapes that give a dtype")
         return dtype_name(shape_dtype)
+
+
+_INTEGER = re.compile(r"^u?int\d+$")
+
+
+def _bound(text: str | None, whole: str) -> str | int | None:
+    """The ``< EXPR`` bound of a tensor's text: an int, an expression over symbols, or None."""
+    if text is None:
+        return None
+    if text.isdigit():
+        return int(text)
+    try:
+        expression_symbols(text)
+    except ValueError:
+        raise ValueError(
+            f"the bound {text!r} of {whole!r} is neither an int nor arithmetic over symbols"
+        ) from None
+    return text
 
 
 def _dim(expr: str, symbols: Mapping[str, int]) -> int:

@@ -26,7 +26,7 @@ from kernel_ratchet.harness.adapter import (
 )
 from kernel_ratchet.harness.csv_schema import SCHEMAS
 from kernel_ratchet.harness.described_spec import symbols_of
-from kernel_ratchet.profile.described_check import described_call
+from kernel_ratchet.profile.described_check import described_call, integer_bounds
 from kernel_ratchet.profile.items import CheckItem
 from kernel_ratchet.profile.items import item as _item
 from kernel_ratchet.profile.on_path import project_on_path
@@ -232,6 +232,8 @@ def all_checks(profile: Profile, op: str | None = None) -> list[CheckItem]:
         items += [device_check(profile, o) for o in ops]
         called = (described_call(profile, profile.op(o)) for o in ops)
         items += [c for c in called if c is not None]
+        bounds = (integer_bounds(profile.op(o)) for o in ops)
+        items += [c for c in bounds if c is not None]
         items += [seeded_inputs(profile, profile.op(o)) for o in ops]
     return items
 

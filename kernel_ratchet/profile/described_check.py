@@ -20,6 +20,7 @@ from kernel_ratchet.profile.items import item as _item
 from kernel_ratchet.profile.schema import OpProfile, Profile
 
 WHAT = "described op matches its reference (rehearsal shapes, CPU)"
+BOUNDS = "integer inputs drawn over their declared range"
 _TIMEOUT_S = 180
 
 
@@ -50,3 +51,31 @@ def described_call(profile: Profile, op: OpProfile) -> CheckItem | None:
         f"correct the kernel, or the op's description in {profile.path.name} (outputs, "
         f"gradients, inputs); `python -m kernel_ratchet.profile.focused {op.name}` shows it all",
     )
+
+
+def integer_bounds(op: OpProfile) -> CheckItem | None:
+    """A warning for a described op's integer inputs declared without a bound on their values:
+    they are drawn in [0, 128), so an index into a larger dimension (a class id, a token, an
+    expert) is never exercised past 127 and a kernel wrong there passes every check. None for
+    an op with an adapter class, or whose integer inputs all have a bound."""
+    import json
+
+    from kernel_ratchet.harness.described import INT_HIGH
+    from kernel_ratchet.harness.description import Description
+
+    if not (op.adapter or "").startswith(DESCRIBED_PREFIX):
+        return None
+    raw = json.loads(op.adapter[len(DESCRIBED_PREFIX) :])
+    raw.pop("schema", None)
+    inputs = Description.from_dict(raw).inputs
+    loose = [n for n, t in inputs.items() if t.high is None and t.dtype.startswith("int")]
+    if not loose:
+        return None
+    first = inputs[loose[0]]
+    dims = ", ".join(str(d) for d in first.dims)
+    detail = (
+        f"{', '.join(loose)}: no bound on the values, so they are drawn in [0, {INT_HIGH}); an "
+        f"index into a larger dimension is never exercised past {INT_HIGH - 1}"
+    )
+    fix = f"declare the range, e.g. {loose[0]}: '[{dims}] {first.dtype} < V' (values in [0, V))"
+    return CheckItem(f"{op.name}: {BOUNDS}", True, f"{detail}; {fix}", warning=True)

@@ -217,3 +217,42 @@ def test_a_dimension_may_be_arithmetic_over_the_symbols():
         TensorSpec.parse("[N/3] bf16").size({"N": 4})
     with pytest.raises(ValueError, match="arithmetic over symbols"):
         TensorSpec.parse("[max(M, N)] bf16")
+
+
+XENT = {
+    "function": f"{OPS}:cross_entropy_first_128",
+    "reference": f"{OPS}:cross_entropy",
+    "inputs": {"logits": "[N, V] float32", "targets": "[N] int64 < V"},
+    "outputs": ["loss"],
+    "gradients": ["logits"],
+}
+
+
+def test_an_integer_input_is_drawn_over_its_declared_range():
+    """Class ids drawn in [0, V): a kernel wrong past id 127 fails; drawn in [0, 128) (no bound
+    declared) it passed, and ratchet check says so."""
+    from types import SimpleNamespace
+
+    from kernel_ratchet.profile.described_check import integer_bounds
+
+    shape = load_shapes(inline_spec([{"label": "v1000", "N": 512, "V": 1000}]))[0]
+    bounded = load_adapter(described_spec(XENT, "memory"))
+    case = bounded.make_case(shape, 3, "cpu")
+    assert 128 <= int(case.targets.max()) < 1000 and int(case.targets.min()) >= 0
+    assert not _check(bounded, shape)[1].passed
+    op = SimpleNamespace(name="xent", adapter=described_spec(XENT, "memory"))
+    assert integer_bounds(op) is None
+
+    loose = {**XENT, "inputs": {"logits": "[N, V] float32", "targets": "[N] int64"}}
+    assert _check(load_adapter(described_spec(loose, "memory")), shape)[1].passed  # unseen
+    warned = integer_bounds(SimpleNamespace(name="xent", adapter=described_spec(loose, "memory")))
+    assert warned.warning and "targets: '[N] int64 < V'" in warned.detail
+
+
+@pytest.mark.parametrize(
+    "text,why",
+    [("[N] float32 < V", "integer inputs only"), ("[N] int64 < V +", "neither an int")],
+)
+def test_a_bound_on_values_is_for_integers_and_arithmetic(text, why):
+    with pytest.raises(ValueError, match=why):
+        TensorSpec.parse(text)
