@@ -164,10 +164,12 @@ def _check_params(max_iterations: int, git_branch: str, regression: float, mode:
         )
 
 
-def preflight(profile: Profile, op: str) -> None:
-    """The checklist and the environment check must pass before a campaign is created."""
+def preflight(profile: Profile, op: str, shapes: str | None = None) -> None:
+    """The checklist and the environment check must pass before a campaign is created, and
+    this machine must run its shapes (``shapes``: the campaign's own set) in useful time."""
     problems = [i for i in run_checklist(profile, op) if not i.ok]
-    problems += [i for i in (env_check(profile), device_check(profile, op)) if not i.ok]
+    device = device_check(profile, op, shapes_spec=shapes)
+    problems += [i for i in (env_check(profile), device) if not i.ok]
     if problems:
         lines = "\n".join(
             f"  - {i.name}: {i.detail}" + (f" (fix: {i.fix})" if i.fix else "") for i in problems

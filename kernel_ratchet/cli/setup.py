@@ -114,7 +114,7 @@ def init(
     for k, v in params.describe():
         table.add_row(k, v)
     out.print(table)
-    preflight(prof, op)
+    preflight(prof, op, shapes)
     if not yes and not typer.confirm("Create this campaign?", default=True):
         raise typer.Exit(1)
     cdir = create_campaign(prof, params)

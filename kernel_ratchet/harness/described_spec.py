@@ -61,8 +61,24 @@ def inline_spec(entries: list[Mapping[str, Any]]) -> str:
 
 
 def inline_shapes(spec: str) -> list[Shape]:
-    """The shapes of an ``inline:`` spec."""
+    """The shapes of an ``inline:`` spec: each written as in ratchet.yaml (``{label, N: 8,
+    V: 150}``: sizes by symbol) or as a recorded Shape (sizes past M, N, K, B under
+    ``params``)."""
     try:
-        return [Shape.from_dict(d) for d in json.loads(spec[len(INLINE_PREFIX) :])]
+        entries = json.loads(spec[len(INLINE_PREFIX) :])
+        if not isinstance(entries, list):
+            raise ValueError("expected a JSON list of shapes")
+        return [_inline_shape(d) for d in entries]
     except (ValueError, KeyError, TypeError) as exc:
-        raise ProfileError(f"inline shapes do not validate ({exc})") from exc
+        raise ProfileError(
+            f"inline shapes do not validate ({exc}); write a JSON list of shapes as in "
+            """ratchet.yaml, e.g. 'inline:[{"label": "s", "M": 64, "N": 128}]'"""
+        ) from exc
+
+
+def _inline_shape(entry: Any) -> Shape:
+    if isinstance(entry, Mapping) and "params" in entry:
+        return Shape.from_dict(entry)
+    if isinstance(entry, Mapping) and not set(entry) - set(SHAPE_FIELDS):
+        raise ValueError(f"shape {entry.get('label')!r} gives no size (M: 64, N: 128, ...)")
+    return shape_from_symbols(entry)

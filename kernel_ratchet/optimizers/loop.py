@@ -129,7 +129,7 @@ def _open(
         return find_campaign(profile, campaign)
     optimizer.check_ready(profile.root, profile.op(op))
     params = define_target(profile, op, max_iterations=max_iterations, **init)
-    preflight(profile, op)
+    preflight(profile, op, init.get("shapes"))
     cdir = create_campaign(profile, params)
     say(f"campaign {cdir.name} created")
     return cdir

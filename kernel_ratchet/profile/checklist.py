@@ -229,7 +229,7 @@ def all_checks(profile: Profile, op: str | None = None) -> list[CheckItem]:
     items = [*run_checklist(profile, op), env_check(profile), git_check(profile.root)]
     if unmet(profile.requires) is None:
         ops = [op] if op else list(profile.ops)
-        items += [device_check(profile, o) for o in ops]
+        items += [device_check(profile, o, warn=True) for o in ops]
         called = (described_call(profile, profile.op(o)) for o in ops)
         items += [c for c in called if c is not None]
         bounds = (integer_bounds(profile.op(o)) for o in ops)
@@ -322,9 +322,18 @@ CPU_WORK_LIMIT = 1e9
 CPU_ELEMENT_LIMIT = 2e6
 
 
-def device_check(profile: Profile, op: str, *, cuda: bool | None = None) -> CheckItem:
-    """Whether this machine can run the op's target shapes in useful time: always with a CUDA
-    GPU; without one only when the shapes are small (CPU examples, rehearsals)."""
+def device_check(
+    profile: Profile,
+    op: str,
+    *,
+    cuda: bool | None = None,
+    shapes_spec: str | None = None,
+    warn: bool = False,
+) -> CheckItem:
+    """Whether this machine can run the op's target shapes (``shapes_spec``: a campaign's own
+    set) in useful time: always with a CUDA GPU; without one only when the shapes are small
+    (CPU examples, rehearsals). ``warn``: a machine that cannot is a warning, not a failure
+    (``ratchet check`` judges the description; ``init`` the campaign it would start here)."""
     import torch
 
     o = profile.op(op)
@@ -333,7 +342,7 @@ def device_check(profile: Profile, op: str, *, cuda: bool | None = None) -> Chec
         return CheckItem(name, True, "CUDA GPU present")
     try:
         with project_on_path(profile.root):
-            shapes = load_shapes(o.shapes)
+            shapes = load_shapes(shapes_spec or o.shapes)
     except Exception:  # the shapes check reports it
         return CheckItem(name, True, "shapes not loadable (see 'shapes loadable')")
     described = o.adapter.startswith(DESCRIBED_PREFIX)
@@ -342,18 +351,21 @@ def device_check(profile: Profile, op: str, *, cuda: bool | None = None) -> Chec
     limit = CPU_ELEMENT_LIMIT if o.campaign_type == "memory" else CPU_WORK_LIMIT
     if work <= limit:
         return CheckItem(name, True, f"no GPU; work {work:.2g} (sum of {what}) fits the CPU")
-    return CheckItem(
-        name,
-        False,
+    detail = (
         f"no CUDA GPU here, and the {len(shapes)} target shapes of {op} hold work {work:.2g} "
         f"(sum of {what}: a GEMM's multiply-adds, an element-wise op's elements), over the "
         f"{limit:.0e} the Triton interpreter runs in useful time per round; CPU timings say "
-        "nothing about a GPU kernel anyway",
-        f"run the campaign on a CUDA machine. To rehearse the loop here, point "
-        f"ops.{op}.shapes (or rehearse_shapes) at a few small shapes, or pass them to "
-        f"ratchet init --shapes 'inline:[...]' (kernel-pack ops: ratchet run --example {op} "
-        "--rehearse)",
+        "nothing about a GPU kernel anyway"
     )
+    fix = (
+        f"run the campaign on a CUDA machine. To rehearse the loop here: ratchet init --op {op} "
+        "--rehearse (the op's rehearse_shapes, else its shapes shrunk), or give this campaign "
+        f"small shapes: ratchet init --op {op} --shapes "
+        """'inline:[{"label": "s", "M": 64, "N": 128}]' (sizes by symbol, as in ratchet.yaml)"""
+    )
+    if warn:
+        return CheckItem(name, True, f"{detail}; {fix}", warning=True)
+    return CheckItem(name, False, detail, fix)
 
 
 def _work(shape: Shape, described: bool) -> int:

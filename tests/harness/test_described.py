@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from kernel_ratchet.errors import ProfileError
-from kernel_ratchet.harness.adapter import load_adapter, load_shapes
+from kernel_ratchet.harness.adapter import Shape, load_adapter, load_shapes
 from kernel_ratchet.harness.correctness import check_outputs
 from kernel_ratchet.harness.described_spec import described_spec, inline_spec
 from kernel_ratchet.harness.description import Description
@@ -256,3 +256,16 @@ def test_an_integer_input_is_drawn_over_its_declared_range():
 def test_a_bound_on_values_is_for_integers_and_arithmetic(text, why):
     with pytest.raises(ValueError, match=why):
         TensorSpec.parse(text)
+
+
+def test_inline_shapes_take_sizes_by_symbol_as_ratchet_yaml_does():
+    """`ratchet init --shapes 'inline:[...]'` reads a shape as the op's shapes are written (a
+    vocabulary V beside N), and a recorded shape (sizes under params) as before."""
+    from kernel_ratchet.harness.described_spec import inline_shapes
+
+    (s,) = inline_shapes('inline:[{"label": "x", "N": 8, "V": 150, "dtype": "float32"}]')
+    assert (s.N, s.params, s.dtype) == (8, {"V": 150}, "float32")
+    (r,) = inline_shapes(inline_spec([{"label": "y", "N": 8, "V": 150}]))
+    assert r == Shape(label="y", M=1, N=8, params={"V": 150})
+    with pytest.raises(ProfileError, match="gives no size"):
+        inline_shapes('inline:[{"label": "x"}]')

@@ -191,8 +191,14 @@ def test_device_check_refuses_real_shapes_without_a_gpu(tiny_project):
     item = device_check(prof, "gemm_bf16", cuda=False)  # dense: 128^3 and 4096^3
     assert not item.ok
     assert "2 target shapes" in item.detail and "6.9e+10" in item.detail
-    assert "CUDA machine" in item.fix and "ops.gemm_bf16.shapes" in item.fix
+    assert "CUDA machine" in item.fix and "ratchet init --op gemm_bf16 --rehearse" in item.fix
     assert device_check(prof, "gemm_bf16", cuda=True).ok
+    # `ratchet check` judges the description: there the machine is a warning
+    warned = device_check(prof, "gemm_bf16", cuda=False, warn=True)
+    assert warned.ok and warned.warning and "--rehearse" in warned.detail
+    # a campaign's own small shapes (`ratchet init --shapes`) are what init judges
+    small = 'inline:[{"label": "s", "M": 64, "N": 64, "K": 64}]'
+    assert device_check(prof, "gemm_bf16", cuda=False, shapes_spec=small).ok
 
 
 def test_device_check_lets_tiny_shapes_run_on_the_cpu(tiny_project):
