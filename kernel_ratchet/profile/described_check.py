@@ -30,6 +30,7 @@ def described_call(profile: Profile, op: OpProfile) -> CheckItem | None:
         return None
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"}
     cmd = [sys.executable, "-m", "kernel_ratchet.profile.focused", op.name]
+    cmd += ["--profile", str(profile.path)]  # the file being checked, not ./ratchet.yaml
     try:
         done = subprocess.run(
             cmd, cwd=profile.root, env=env, capture_output=True, text=True, timeout=_TIMEOUT_S

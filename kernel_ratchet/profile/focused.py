@@ -1,5 +1,6 @@
 """A focused test for an op of ``ratchet.yaml``, with no test file to write:
-``python -m kernel_ratchet.profile.focused OP`` (an op's ``test:`` command may be just that).
+``python -m kernel_ratchet.profile.focused OP [--profile PATH]`` (an op's ``test:`` command may
+be just that; without ``--profile``, the ratchet.yaml found from the working directory).
 
 It builds the op's adapter, and on each shape compares ``outputs`` with ``reference``, each
 output at its own threshold; without a GPU it runs the Triton interpreter on the op's
@@ -64,11 +65,16 @@ def _check(adapter: Any, shape: Any, device: str) -> tuple[bool, str]:
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
+    start = Path.cwd()
+    if len(args) == 3 and args[1] == "--profile":
+        args, start = args[:1], Path(args[2])
     if len(args) != 1:
-        print("usage: python -m kernel_ratchet.profile.focused OP", file=sys.stderr)
+        print(
+            "usage: python -m kernel_ratchet.profile.focused OP [--profile PATH]", file=sys.stderr
+        )
         sys.exit(2)
     try:
-        sys.exit(run(args[0], Path.cwd()))
+        sys.exit(run(args[0], start))
     except RatchetError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)

@@ -268,6 +268,12 @@ def test_check_calls_a_described_op_once_and_names_a_wrong_description(proj):
     wrong = item(EXISTING.replace("outputs: [y]", "outputs: [y, z]"))
     assert not wrong.ok and "declares the outputs ['y', 'z']" in wrong.detail, wrong
     assert wrong.detail.count("declares the outputs") == 1, wrong.detail  # said once
+    # `ratchet check --profile other.yaml` calls the op as that file describes it
+    (proj / "ratchet.yaml").write_text(EXISTING)
+    (proj / "other.yaml").write_text(EXISTING.replace("outputs: [y]", "outputs: [y, z]"))
+    found = all_checks(load_profile(proj / "other.yaml"), "first")
+    other = next(i for i in found if i.name.endswith(WHAT))
+    assert not other.ok and "declares the outputs ['y', 'z']" in other.detail, other
     assert "the op's description in ratchet.yaml" in wrong.fix
 
 
