@@ -43,4 +43,8 @@ def failure_digest(log: str | Path, most: int = 3) -> str:
         return f"{len(nodes)} failed: {named}{why}"
     # the step's own header (its command and folder) is not what the command said
     said = [ln for ln in lines if ln.strip() and not ln.startswith(("$ ", "# cwd: "))]
-    return _clip(said[-1]) if said else ""
+    if not said:
+        return ""
+    fails = [ln for ln in said if ln.startswith("FAIL ")]  # e.g. the built-in focused check's
+    first = f"; first: {_clip(fails[0])}" if fails and fails[0] != said[-1] else ""
+    return _clip(said[-1]) + first

@@ -203,3 +203,23 @@ def test_a_paired_run_names_its_worker_logs_from_the_campaign(tmp_path):
     assert got.logs == {side: f"rounds/round-2/artifacts/paired/{side}_worker.log" for side in logs}
     assert str(tmp_path) not in json.dumps(got.to_dict())
     assert "(log: rounds/round-2/artifacts/paired/candidate_worker.log)" in got.failure.sentence()
+
+
+def test_a_failed_check_that_is_not_pytest_names_its_first_failing_line(tmp_path):
+    """The built-in focused check prints one line per shape and a count last: the reason names
+    the first FAIL line too, since the exported records do not keep the test's log."""
+    from kernel_ratchet.campaign.log_digest import failure_digest
+
+    log = tmp_path / "test.log"
+    log.write_text(
+        "$ python -m kernel_ratchet.profile.focused xent\n"
+        "PASS big: loss 91.0 dB, dlogits 88.2 dB\n"
+        "FAIL tiny: loss inf dB, dlogits -3.0 dB\n"
+        "FAIL odd: loss inf dB, dlogits -2.9 dB\n"
+        "1 passed, 2 failed\n"
+    )
+    assert (
+        failure_digest(log) == "1 passed, 2 failed; first: FAIL tiny: loss inf dB, dlogits -3.0 dB"
+    )
+    log.write_text("building...\nerror: no such op\n")
+    assert failure_digest(log) == "error: no such op"
