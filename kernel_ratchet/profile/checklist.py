@@ -292,6 +292,8 @@ def env_check(profile: Profile) -> CheckItem:
     """
     name = f"package {profile.package} imports from this checkout"
     fix = f"cd {profile.root} && {profile.install}"
+    if not any((profile.root / f).exists() for f in ("pyproject.toml", "setup.py", "setup.cfg")):
+        fix += f" (no packaging here: put the root on the path, export PYTHONPATH={profile.root})"
     try:
         proc = subprocess.run(
             _import_probe(profile.package),

@@ -153,7 +153,10 @@ def test_env_check_not_ok_when_not_importable(tiny_project, monkeypatch):
     monkeypatch.delenv("PYTHONPATH", raising=False)
     item = env_check(prof)  # the package sits in cwd, but cwd does not count (python -P)
     assert not item.ok
-    assert item.fix.endswith("pip install -e .")
+    assert "pip install -e . (no packaging here" in item.fix  # a plain directory of modules
+    assert f"export PYTHONPATH={prof.root}" in item.fix
+    (p.root / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    assert env_check(prof).fix.endswith("pip install -e .")
 
 
 def test_env_check_not_ok_when_imported_from_elsewhere(tiny_project, tmp_path, monkeypatch):
