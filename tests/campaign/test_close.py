@@ -41,6 +41,8 @@ def test_a_closed_campaign_keeps_its_rounds_and_says_why(
 
     rc, text = run_cli(capsys, monkeypatch, "close", "--reason", "again")
     assert rc != 0 and "ended already" in text
+    rc, text = run_cli(capsys, monkeypatch, "validate", "--hypothesis", "one more")
+    assert rc != 0 and "has ended" in text and "ratchet report" not in text
     rc, text = run_cli(capsys, monkeypatch, "accept")
     assert rc != 0 and "closed without a final validation" in text
     assert json.loads((d / "state.json").read_text())["phase"] == "TERMINATED"

@@ -46,9 +46,9 @@ def preconditions(
         raise CampaignError("no baseline yet: run `ratchet baseline` first")
     if st.phase.value != "OPTIMIZING" or st.termination:
         why = st.termination.reason if st.termination else st.phase.value
+        then = "run `ratchet report`, or " if st.phase.value == "OPTIMIZING" else ""
         raise CampaignError(
-            f"the campaign has ended ({why}); run `ratchet report`, or start a "
-            "new campaign with `ratchet init`"
+            f"the campaign has ended ({why}); {then}start a new campaign with `ratchet init`"
         )
     if not hypothesis.strip():
         raise CampaignError("state the round's hypothesis: --hypothesis 'what and why'")
