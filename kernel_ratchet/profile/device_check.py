@@ -1,0 +1,76 @@
+"""Whether this machine runs an op's shapes in useful time: any shapes with a CUDA GPU, only
+small ones in Triton's interpreter (``ratchet check`` warns, ``ratchet init`` refuses)."""
+
+from __future__ import annotations
+
+import math
+
+from kernel_ratchet.harness.adapter import DESCRIBED_PREFIX, Shape, load_shapes
+from kernel_ratchet.harness.described_spec import symbols_of
+from kernel_ratchet.profile.items import CheckItem
+from kernel_ratchet.profile.on_path import project_on_path
+from kernel_ratchet.profile.schema import Profile
+
+#: Multiply-adds (Σ M·N·max(K, 1)·B over the target shapes) above which a campaign without a
+#: GPU is refused: the Triton interpreter runs ~1e7-1e8 of them a second, so one 4096^3 GEMM
+#: alone takes minutes and a real-model shape set takes hours per round.
+CPU_WORK_LIMIT = 1e9
+#: Elements (Σ over the target shapes) above which a memory-bound op's campaign without a GPU is
+#: refused: the interpreter walks an element-wise kernel at ~1e6 elements a second (a fused
+#: RMSNorm forward and backward of 16384 x 4096 took 87 s), so its budget is far smaller.
+CPU_ELEMENT_LIMIT = 2e6
+
+
+def device_check(
+    profile: Profile,
+    op: str,
+    *,
+    cuda: bool | None = None,
+    shapes_spec: str | None = None,
+    warn: bool = False,
+) -> CheckItem:
+    """Whether this machine can run the op's target shapes (``shapes_spec``: a campaign's own
+    set) in useful time: always with a CUDA GPU; without one only when the shapes are small
+    (CPU examples, rehearsals). ``warn``: a machine that cannot is a warning, not a failure
+    (``ratchet check`` judges the description; ``init`` the campaign it would start here)."""
+    import torch
+
+    o = profile.op(op)
+    name = "a GPU for these shapes"
+    if torch.cuda.is_available() if cuda is None else cuda:
+        return CheckItem(name, True, "CUDA GPU present")
+    try:
+        with project_on_path(profile.root):
+            shapes = load_shapes(shapes_spec or o.shapes)
+    except Exception:  # the shapes check reports it
+        return CheckItem(name, True, "shapes not loadable (see 'shapes loadable')")
+    described = o.adapter.startswith(DESCRIBED_PREFIX)
+    work = sum(_work(s, described) for s in shapes)
+    what = "the product of every size symbol" if described else "M*N*K*B"
+    limit = CPU_ELEMENT_LIMIT if o.campaign_type == "memory" else CPU_WORK_LIMIT
+    if work <= limit:
+        return CheckItem(name, True, f"no GPU; work {work:.2g} (sum of {what}) fits the CPU")
+    detail = (
+        f"no CUDA GPU here, and the {len(shapes)} target shapes of {op} hold work {work:.2g} "
+        f"(sum of {what}: a GEMM's multiply-adds, an element-wise op's elements), over the "
+        f"{limit:.0e} the Triton interpreter runs in useful time per round; CPU timings say "
+        "nothing about a GPU kernel anyway"
+    )
+    fix = (
+        f"run the campaign on a CUDA machine. To rehearse the loop here: ratchet init --op {op} "
+        "--rehearse (the op's rehearse_shapes, else its shapes shrunk), or give this campaign "
+        f"small shapes: ratchet init --op {op} --shapes "
+        """'inline:[{"label": "s", "M": 64, "N": 128}]' (sizes by symbol, as in ratchet.yaml)"""
+    )
+    if warn:
+        return CheckItem(name, True, f"{detail}; {fix}", warning=True)
+    return CheckItem(name, False, detail, fix)
+
+
+def _work(shape: Shape, described: bool) -> int:
+    """Multiply-adds or elements of one shape: M·N·max(K, 1)·max(B, 1), or for an op described
+    in ratchet.yaml the product of every size symbol its shape binds (any names, e.g. a
+    vocabulary ``V``); a bundled op's params are settings, not sizes."""
+    if described:
+        return math.prod(max(v, 1) for v in symbols_of(shape).values())
+    return shape.M * shape.N * max(shape.K, 1) * max(shape.B, 1)
