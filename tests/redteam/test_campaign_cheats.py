@@ -148,3 +148,16 @@ def test_a_vendor_library_swap_is_not_accepted_as_a_kernel_gain(
         "backend",
         _explain(rec),
     )
+
+
+def test_a_new_untracked_file_is_out_of_scope_and_named_as_untracked(
+    project: Path,  # noqa: F811
+    validate,
+) -> None:
+    """A file the round adds beside the kernel: git checkout cannot restore it, so the
+    refusal says to move it out or ignore it."""
+    (project / "tiny_gemm" / "helper_new.py").write_text("FAST = True\n")
+    set_blocks(project, M=32, N=32)
+    why = _refused(project, validate, "32x32 tiles with a helper")
+    assert "tiny_gemm/helper_new.py is not tracked by git" in why, why
+    assert "add it to .gitignore" in why

@@ -136,6 +136,19 @@ def scope_reason(c: CampaignContext, scope: list[str]) -> str:
         "stash): `ratchet accept` refuses a campaign branch that changed other files, so "
         "make such changes before `ratchet init` or after `ratchet accept`"
     )
+    tracked = (
+        set() if is_workspace(c.m) else set(git.git(c.groot, "ls-files", "--", *scope).split())
+    )
+    new = (
+        []
+        if is_workspace(c.m)
+        else [p for p in scope if p not in tracked and (c.groot / p).exists()]
+    )
+    if new:
+        why += (
+            f". {', '.join(new)} {'is' if len(new) == 1 else 'are'} not tracked by git: move "
+            "it out of the project or add it to .gitignore (git checkout cannot restore it)"
+        )
     hidden = {} if is_workspace(c.m) else git.hidden_paths(c.groot)
     masked = [p for p in scope if p in hidden]
     if masked:
