@@ -140,7 +140,7 @@ def status(
         err.print(f"read-only: {s['driven_by']}", highlight=False, soft_wrap=True)
     out.print(
         f"[bold]{s['campaign']}[/bold] — {s['phase']}, next round {s['next_round']}, "
-        f"incumbent round-{s['incumbent_round']}"
+        + (f"incumbent round-{r}" if (r := s["incumbent_round"]) else "no incumbent (no baseline)")
         + (" — REHEARSAL (interpreter timings; nothing committed)" if s.get("rehearsal") else "")
     )
     table = Table(
