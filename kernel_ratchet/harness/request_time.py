@@ -27,11 +27,14 @@ class RequestTime:
     requests: int = 0
     wall_s: float = 0.0
     stages: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
+    devices: set[str] = field(default_factory=set)  # where the workers timed, when they said
 
     def add(self, payload: Mapping[str, Any] | None, wall_s: float) -> None:
         """One request: its answer's payload (its ``stages_s``, when given) and wall time."""
         self.requests += 1
         self.wall_s += wall_s
+        if isinstance(device := (payload or {}).get("device"), str):
+            self.devices.add(device)
         stages = (payload or {}).get("stages_s")
         for name, seconds in (stages if isinstance(stages, Mapping) else {}).items():
             if name in self.stages and isinstance(seconds, (int, float)):
@@ -50,7 +53,8 @@ class RequestTime:
             f"outside the worker {outside:.1f} s"
         )
         heavy = self.stages["inputs"] + self.stages["spot"]
-        if heavy > HEAVY_SHARE * self.wall_s:
+        on_cpu = bool(self.devices) and self.devices <= {"cpu"}  # nothing to move to a device
+        if heavy > HEAVY_SHARE * self.wall_s and not on_cpu:
             line += (
                 f". Building inputs and spot checks took {heavy / self.wall_s:.0%} of it: an "
                 "adapter whose make_case draws on the CPU and copies to the device, or whose "

@@ -211,6 +211,7 @@ class Session:
             "spot_checks": hooks.spot_done,
             # host seconds: inputs and digests; the measurement, spot checks included
             "stages_s": {k: round(v, 4) for k, v in stages.items()},
+            "device": self.device,
         }
         return {"ok": True, "category": "ok", "detail": f"{phase} timed", "payload": payload}
 

@@ -26,6 +26,12 @@ def test_inputs_built_on_the_cpu_are_named_with_the_fix():
     line = spent.summary()
     assert "Building inputs and spot checks took 66% of it" in line
     assert "draw and compute on the device" in line
+    on_cpu = RequestTime()  # a CPU rehearsal: there is no device to draw on
+    on_cpu.add({**_stages(0.7, 0.55, 0.35), "device": "cpu"}, 1.6)
+    assert "draw and compute on the device" not in on_cpu.summary()
+    on_gpu = RequestTime()
+    on_gpu.add({**_stages(0.7, 0.55, 0.35), "device": "cuda:0"}, 1.6)
+    assert "draw and compute on the device" in on_gpu.summary()
 
 
 def test_answers_without_stages_count_as_time_outside_the_worker():
