@@ -71,7 +71,18 @@ def _search_space(op: OpProfile, space: SearchSpace) -> CheckItem:
             "would spend rounds on them (drop them from SEARCH_SPACE)",
             warning=True,
         )
-    return _item(op, "search space", True, space.describe(op.name))
+    return _item(op, "search space", True, f"{space.describe(op.name)}: {_named(space, op.name)}")
+
+
+def _named(space, op: str, most: int = 16) -> str:
+    """The knobs the search may move, by the entry (kernel, config) that holds them."""
+    by: dict[str, list[str]] = {}
+    for key, name, _ in space.knobs(op)[:most]:
+        by.setdefault(key, []).append(name)
+    more = len(space.knobs(op)) - most
+    return "; ".join(f"{k}: {', '.join(v)}" for k, v in by.items()) + (
+        f" and {more} more" if more > 0 else ""
+    )
 
 
 def _unread_constants(op: OpProfile, space: SearchSpace) -> list[str]:

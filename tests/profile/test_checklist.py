@@ -112,7 +112,8 @@ def test_tunables_must_exist_when_given(tiny_project):
         items["search space"].warning and "no kernel file reads B" in items["search space"].detail
     )
     (p.root / p.pkg / "kernel.py").write_text("from . import configs\n\nTILE = configs.B\n")
-    assert not _by_name(run_checklist(load_profile(p.write())))["search space"].warning
+    space = _by_name(run_checklist(load_profile(p.write())))["search space"]
+    assert not space.warning and space.detail.endswith("(tunables 1): module: B"), space.detail
     # a file that does not parse, or names a knob it does not define, says so (not "add one")
     (p.root / p.pkg / "configs.py").write_text("B = 16\nSEARCH_SPACE = {'*': {'B': [16, 32]}\n")
     item = _by_name(run_checklist(load_profile(p.write())))["tunables file"]

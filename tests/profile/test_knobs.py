@@ -72,7 +72,8 @@ def test_kernels_as_written_get_a_search_space(tiny_project, fixture, what):
     shutil.copy(FIXTURES / f"{fixture}.py", p.root / p.pkg / "kernel.py")
     item = _space_item(p)
     assert item.ok and not item.warning
-    assert item.detail.endswith(f"points ({what})") and not item.detail.startswith("0 knobs")
+    assert f"points ({what}): " in item.detail and not item.detail.startswith("0 knobs")
+    assert "BLOCK_SIZE, num_warps, num_stages" in item.detail  # the knobs, named
 
 
 def test_nothing_to_move_is_a_warning_and_a_bad_declaration_fails(tiny_project):
