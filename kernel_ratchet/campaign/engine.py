@@ -32,7 +32,7 @@ from kernel_ratchet.campaign.lineage.kernel import (
 from kernel_ratchet.campaign.lineage.workspace import rounds_root
 from kernel_ratchet.campaign.lock import CampaignLock
 from kernel_ratchet.campaign.manifest import Manifest, load_manifest
-from kernel_ratchet.campaign.record import RoundRecord, read_record, write_record
+from kernel_ratchet.campaign.record import WOULD_ACCEPT, RoundRecord, read_record, write_record
 from kernel_ratchet.campaign.rounds.apply import apply
 from kernel_ratchet.campaign.rounds.baseline import BaselineFailure, measure_baseline
 from kernel_ratchet.campaign.rounds.close import closed_entry, write_baseline_records, write_records
@@ -335,6 +335,8 @@ class Campaign:
             if record.level == "full":
                 st.incumbent_full_csv = record.csv
             st.consecutive_rollbacks = 0
+        elif (entry := st.closed_round(n)) and entry.rehearsal == WOULD_ACCEPT:
+            st.consecutive_rollbacks = 0  # rolled back as a rehearsal, not for its direction
         else:
             st.consecutive_rollbacks += 1
         if record.category is not Category.SCOPE:

@@ -49,6 +49,7 @@ def test_a_rehearsal_round_that_would_accept_is_rolled_back_and_labelled(rehears
         rec = c.validate("warps 8", rehearse=how == "validate --rehearse")
         status = campaign_status(c.ctx)
         incumbent = c.state.incumbent_round
+        stalled = c.state.consecutive_rollbacks
     assert (rec.status, rec.category, rec.label) == (
         Status.ROLLED_BACK,
         Category.REHEARSAL,
@@ -59,6 +60,7 @@ def test_a_rehearsal_round_that_would_accept_is_rolled_back_and_labelled(rehears
     assert git(project, "rev-parse", "HEAD") == head, "a rehearsal round was committed"
     assert "BLOCK_M = 16" in (project / KERNEL).read_text()
     assert incumbent == 1
+    assert stalled == 0  # rolled back as a rehearsal, not a direction that failed
     assert status["rounds"][-1]["rehearsal"] == WOULD_ACCEPT
     cdir = campaign_dir(project)
     assert f"## Round 2 — {WOULD_ACCEPT}" in (cdir / "logs/optimize.md").read_text()
