@@ -18,28 +18,54 @@ from kernel_ratchet.profile.schema import Profile
 SMALL = 64
 #: Groups (B) of a rehearsal shape at most.
 MAX_GROUPS = 4
+#: A size that bounds an integer input's values (``"[N] int64 < V"``: class ids, tokens) keeps
+#: at least this many values: ids past 127 and 255 (an index kept in 7 or 8 bits) still occur.
+INDEX_MIN = 300
 
 
-def shrink(value: int) -> int:
+def shrink(value: int, floor: int = 0) -> int:
     """A small size for ``value``: itself when small, else one in [16, 64) that keeps a
-    non-power-of-two size odd-looking (masking paths still run)."""
-    return value if value <= SMALL else 16 + value % (SMALL - 16)
+    non-power-of-two size odd-looking (masking paths still run); at least ``floor`` (never
+    above ``value``)."""
+    small = value if value <= SMALL else 16 + value % (SMALL - 16)
+    if small < floor:
+        small = floor + value % 7  # not a round number either
+    return min(value, small)
 
 
-def shrunk(shape: Shape) -> Shape:
-    """``shape`` with every size shrunk (groups to at most MAX_GROUPS)."""
+def shrunk(shape: Shape, index_sizes: frozenset[str] = frozenset()) -> Shape:
+    """``shape`` with every size shrunk (groups to at most MAX_GROUPS); the sizes named in
+    ``index_sizes`` bound an integer input's values and keep :data:`INDEX_MIN`."""
+
+    def size(name: str, v: int) -> int:
+        return shrink(v, INDEX_MIN if name in index_sizes else 0)
+
     params = {
-        k: shrink(v) if isinstance(v, int) and not isinstance(v, bool) else v
+        k: size(k, v) if isinstance(v, int) and not isinstance(v, bool) else v
         for k, v in shape.params.items()
     }
     return dataclasses.replace(
         shape,
-        M=shrink(shape.M),
-        N=shrink(shape.N),
-        K=shrink(shape.K),
+        M=size("M", shape.M),
+        N=size("N", shape.N),
+        K=size("K", shape.K),
         B=min(shape.B, MAX_GROUPS),
         params=params,
     )
+
+
+def index_sizes(adapter_spec: str) -> frozenset[str]:
+    """The symbols that bound a described op's integer inputs (empty for an adapter class)."""
+    from kernel_ratchet.harness.adapter import DESCRIBED_PREFIX
+    from kernel_ratchet.harness.description import Description
+    from kernel_ratchet.harness.symbolic import expression_symbols
+
+    if not adapter_spec.startswith(DESCRIBED_PREFIX):
+        return frozenset()
+    raw = json.loads(adapter_spec[len(DESCRIBED_PREFIX) :])
+    raw.pop("schema", None)
+    bounds = [t.high for t in Description.from_dict(raw).inputs.values()]
+    return frozenset().union(*(expression_symbols(b) for b in bounds if isinstance(b, str)))
 
 
 def rehearsal_profile(profile: Profile, op: str) -> Profile:
@@ -49,7 +75,8 @@ def rehearsal_profile(profile: Profile, op: str) -> Profile:
     if spec is None:
         sys.path.insert(0, str(profile.root))
         try:
-            shapes = [shrunk(s) for s in load_shapes(o.shapes)]
+            keep = index_sizes(o.adapter or "")
+            shapes = [shrunk(s, keep) for s in load_shapes(o.shapes)]
         finally:
             sys.path.remove(str(profile.root))
         spec = INLINE_PREFIX + json.dumps([s.to_dict() for s in shapes])

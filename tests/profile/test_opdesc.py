@@ -8,7 +8,7 @@ import yaml
 from kernel_ratchet.errors import ProfileError, UnknownOpError
 from kernel_ratchet.harness.adapter import load_adapter, load_shapes
 from kernel_ratchet.profile.loader import load_profile
-from kernel_ratchet.profile.rehearsal import rehearsal_profile, shrink
+from kernel_ratchet.profile.rehearsal import INDEX_MIN, rehearsal_profile, shrink
 
 OP = {
     "kernel_source": ["k.py"],
@@ -73,6 +73,31 @@ def test_rehearsal_shapes_are_given_or_shrunk(tmp_path):
     prof = load_profile(_write(tmp_path, rehearse_shapes=given))
     (tiny,) = load_shapes(rehearsal_profile(prof, "norm").op("norm").shapes)
     assert (tiny.label, tiny.M, tiny.N) == ("tiny", 3, 7)
+
+
+def test_a_size_that_bounds_an_integer_input_keeps_indices_past_255(tmp_path):
+    """Shrunk for a rehearsal, a vocabulary V that bounds the targets keeps INDEX_MIN values:
+    a kernel that keeps a class id in 7 or 8 bits still meets ids it gets wrong."""
+    xent = dict(
+        function="tests.harness.described_ops:cross_entropy_first_128",
+        reference="tests.harness.described_ops:cross_entropy",
+        inputs={"logits": "[N, V] float32", "targets": "[N] int64 < V"},
+        outputs=["loss"],
+        gradients=["logits"],
+        shapes=[{"label": "llama", "N": 4096, "V": 32000}],
+        bytes=None,
+    )
+    prof = load_profile(_write(tmp_path, **xent))
+    (small,) = load_shapes(rehearsal_profile(prof, "norm").op("norm").shapes)
+    assert (small.N, INDEX_MIN <= small.params["V"] < 32000) == (shrink(4096), True)
+    adapter = load_adapter(rehearsal_profile(prof, "norm").op("norm").adapter)
+    case = adapter.make_case(small, 1, "cpu")
+    assert int(case.targets.max()) >= 128  # the wrong kernel now fails its check
+    loose = {**xent, "inputs": {"logits": "[N, V] float32", "targets": "[N] int64"}}
+    (unbound,) = load_shapes(
+        rehearsal_profile(load_profile(_write(tmp_path, **loose)), "norm").op("norm").shapes
+    )
+    assert unbound.params["V"] == shrink(32000) < 64  # nothing says V is an index range
 
 
 def test_an_unknown_op_is_a_usage_error(tmp_path):
