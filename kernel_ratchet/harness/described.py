@@ -32,7 +32,13 @@ from kernel_ratchet.errors import ProfileError
 from kernel_ratchet.harness.adapter import DESCRIBED_PREFIX, Adapter, Shape
 from kernel_ratchet.harness.described_spec import symbols_of
 from kernel_ratchet.harness.description import IO, Description
-from kernel_ratchet.harness.symbolic import SHAPE_DTYPE, TensorSpec, evaluate, torch_dtype
+from kernel_ratchet.harness.symbolic import (
+    SHAPE_DTYPE,
+    TensorSpec,
+    dtype_name,
+    evaluate,
+    torch_dtype,
+)
 
 INT_HIGH = 128
 
@@ -98,6 +104,7 @@ class DescribedAdapter(Adapter):
         self._seeds: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._graphs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._dtypes: dict[str, str] = {}
+        self._expected: dict[str, str] = {}  # the dtypes the last case's outputs should have
 
     def returned_names(self, phase: str) -> tuple[str, ...]:
         return tuple(self.desc.grad_names) if phase == "bwd" else tuple(self.desc.outputs)
@@ -113,7 +120,19 @@ class DescribedAdapter(Adapter):
             t = _draw(spec.size(sym), dtype, g, device, high)
             setattr(case, name, t.requires_grad_(name in self.desc.gradients))
         self._seeds[case] = seed
+        self._expected = self._expected_dtypes(shape.dtype)
         return case
+
+    def _expected_dtypes(self, shape_dtype: str | None) -> dict[str, str]:
+        """The dtype each output and gradient should come in: a declared output's own, an
+        input's for its gradient, else the shape's (none where nothing says)."""
+        d = self.desc
+        if shape_dtype is not None:
+            shape_dtype = dtype_name(shape_dtype)
+        out = {n: _resolved(d.output_specs[n], shape_dtype) for n in d.output_specs}
+        out.update({n: shape_dtype for n in d.outputs if n not in d.output_specs})
+        out.update({f"d{n}": _resolved(d.inputs[n], shape_dtype) for n in d.gradients})
+        return {n: t for n, t in out.items() if t is not None}
 
     def _grad_outs(self, case: Case, outs: tuple[torch.Tensor, ...]) -> list[torch.Tensor | None]:
         """The incoming gradient of each output, drawn once per case from its seed; None for an
@@ -199,7 +218,14 @@ class DescribedAdapter(Adapter):
     # -- thresholds and work --
 
     def threshold(self, name: str) -> float:
-        return self.desc.threshold(name, self._dtypes.get(name))
+        """The SNR bar of ``name``: of the dtype it came in, or of the dtype it should have
+        come in where that is stricter (an fp32 op whose kernel returns bf16 is held to
+        fp32's bar, not to bf16's)."""
+        got = self.desc.threshold(name, self._dtypes.get(name))
+        expected = self._expected.get(name)
+        if expected is None or name in self.desc.tolerance:
+            return got
+        return max(got, self.desc.threshold(name, expected))
 
     def flops(self, shape: Shape) -> tuple[float, float]:
         return self._work(self.desc.flops, shape)
@@ -254,6 +280,10 @@ def _differentiable(
     logging, has neither)."""
     pairs = [(o, d) for o, d in zip(outs, douts, strict=True) if d is not None and o.requires_grad]
     return [o for o, _ in pairs], [d if d.dtype == o.dtype else d.to(o.dtype) for o, d in pairs]
+
+
+def _resolved(spec: TensorSpec, shape_dtype: str | None) -> str | None:
+    return spec.dtype if spec.dtype != SHAPE_DTYPE else shape_dtype
 
 
 def _dtype(t: Any) -> str | None:

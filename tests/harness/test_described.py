@@ -269,3 +269,14 @@ def test_inline_shapes_take_sizes_by_symbol_as_ratchet_yaml_does():
     assert r == Shape(label="y", M=1, N=8, params={"V": 150})
     with pytest.raises(ProfileError, match="gives no size"):
         inline_shapes('inline:[{"label": "x"}]')
+
+
+def test_an_output_in_a_lower_precision_than_the_op_is_held_to_the_ops_bar():
+    """An fp32 op whose kernel hands back bf16 (55 dB) is judged at fp32's 80 dB, not at the
+    40 dB of the dtype it chose; on bf16 shapes the same function passes."""
+    adapter = _adapter(function=f"{OPS}:rms_norm_bf16_out")
+    bf, f32 = load_shapes(inline_spec(SHAPES))
+    got, res = _check(adapter, f32)
+    assert got["y"].dtype == torch.bfloat16 and not res.passed, res.reason
+    assert adapter.threshold("y") == 80.0
+    assert _check(adapter, bf)[1].passed
