@@ -4,7 +4,8 @@ be just that; without ``--profile``, the ratchet.yaml found from the working dir
 
 It builds the op's adapter, and on each shape compares ``outputs`` with ``reference``, each
 output at its own threshold; without a GPU it runs the Triton interpreter on the op's
-rehearsal shapes (``rehearse_shapes``, else the target shapes shrunk). Exit 0 when every
+rehearsal shapes (``rehearse_shapes``, else the target shapes shrunk, with the tile-crossing
+shapes of :func:`~kernel_ratchet.profile.rehearsal.check_shapes`). Exit 0 when every
 output passes, 1 otherwise (one line per shape either way: a shape whose call raises is a FAIL
 line with the error, its traceback on stderr), 3 for a ratchet.yaml problem.
 """
@@ -24,7 +25,7 @@ from kernel_ratchet.harness import inplace
 from kernel_ratchet.harness.adapter import load_adapter, load_shapes
 from kernel_ratchet.harness.correctness import check_outputs
 from kernel_ratchet.profile.loader import load_profile
-from kernel_ratchet.profile.rehearsal import rehearsal_profile
+from kernel_ratchet.profile.rehearsal import check_shapes
 
 
 def run(op: str, start: Path) -> int:
@@ -33,11 +34,10 @@ def run(op: str, start: Path) -> int:
     if not cuda:
         os.environ["TRITON_INTERPRET"] = "1"
     profile = load_profile(start)
-    if not cuda:
-        profile = rehearsal_profile(profile, op)
     sys.path.insert(0, str(profile.root))
     o = profile.op(op)
-    adapter, shapes = load_adapter(o.adapter), load_shapes(o.shapes)
+    shapes = load_shapes(o.shapes) if cuda else check_shapes(profile, op)
+    adapter = load_adapter(o.adapter)
     failed = 0
     for shape in shapes:
         try:

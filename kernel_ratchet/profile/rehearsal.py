@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import sys
 
 from kernel_ratchet.harness.adapter import INLINE_PREFIX, Shape, load_shapes
@@ -18,6 +19,12 @@ from kernel_ratchet.profile.schema import Profile
 SMALL = 64
 #: Groups (B) of a rehearsal shape at most.
 MAX_GROUPS = 4
+#: The focused check's tile-crossing shapes take a size into [TILE, 2 * TILE): past one tile of
+#: 64 or 128, where a chunked loop runs more than once and a persistent grid wraps.
+TILE = 128
+#: Elements (the product of a shape's sizes) above which no tile-crossing shape is added: the
+#: interpreter walks about a million a second.
+CROSSING_ELEMENTS = 2_000_000
 #: A size that bounds an integer input's values (``"[N] int64 < V"``: class ids, tokens) keeps
 #: at least this many values: ids past 127 and 255 (an index kept in 7 or 8 bits) still occur.
 INDEX_MIN = 300
@@ -52,6 +59,46 @@ def shrunk(shape: Shape, index_sizes: frozenset[str] = frozenset()) -> Shape:
         B=min(shape.B, MAX_GROUPS),
         params=params,
     )
+
+
+def crossing(original: Shape, small: Shape) -> list[Shape]:
+    """Besides the shrunk ``small``, one shape per size of ``original`` above :data:`SMALL`
+    with that size alone taken into [TILE, 2 * TILE) (its remainder mod TILE kept): shrunk
+    sizes stay under 64, so a loop over tiles of 64 or 128 or a persistent grid over the rows
+    never ran more than once. Shapes past :data:`CROSSING_ELEMENTS` are left out."""
+    sizes = {"M": original.M, "N": original.N, "K": original.K, **original.params}
+    out = []
+    for name, v in sizes.items():
+        if not isinstance(v, int) or isinstance(v, bool) or v <= 2 * TILE:
+            continue
+        wide = TILE + v % TILE
+        if name in ("M", "N", "K"):
+            shape = dataclasses.replace(small, **{name: wide})
+        else:
+            shape = dataclasses.replace(small, params={**small.params, name: wide})
+        shape = dataclasses.replace(shape, label=f"{small.label}.{name}{wide}")
+        work = [max(x, 1) for x in (shape.M, shape.N, shape.K, shape.B)]
+        work += [x for x in shape.params.values() if isinstance(x, int)]
+        if math.prod(work) <= CROSSING_ELEMENTS:
+            out.append(shape)
+    return out
+
+
+def check_shapes(profile: Profile, op: str) -> list[Shape]:
+    """The shapes the op's built-in check runs without a GPU: its rehearsal shapes and, where
+    they were shrunk, the tile-crossing shapes of its largest shape (:func:`crossing`)."""
+    o = profile.op(op)
+    shapes = load_shapes(rehearsal_profile(profile, op).op(op).shapes)
+    if o.rehearse_shapes is not None:
+        return shapes
+    original = load_shapes(o.shapes)
+    big = max(range(len(original)), key=lambda i: _elements(original[i]))
+    return shapes + crossing(original[big], shapes[big])
+
+
+def _elements(shape: Shape) -> int:
+    sizes = [shape.M, shape.N, max(shape.K, 1), max(shape.B, 1)]
+    return math.prod(sizes + [v for v in shape.params.values() if isinstance(v, int)])
 
 
 def index_sizes(adapter_spec: str) -> frozenset[str]:

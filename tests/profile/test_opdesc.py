@@ -100,6 +100,21 @@ def test_a_size_that_bounds_an_integer_input_keeps_indices_past_255(tmp_path):
     assert unbound.params["V"] == shrink(32000) < 64  # nothing says V is an index range
 
 
+def test_the_cpu_check_adds_shapes_that_cross_a_tile_in_one_size(tmp_path):
+    """Shrunk sizes stay under 64, so a loop over tiles of 64 or 128 never ran twice: the
+    built-in check adds the largest shape with one size at a time in [128, 256)."""
+    from kernel_ratchet.profile.rehearsal import check_shapes
+
+    prof = load_profile(_write(tmp_path))
+    small, rows, cols = check_shapes(prof, "norm")
+    assert (shrink(4096), shrink(4095)) == (small.M, small.N)
+    assert (rows.label, rows.M, rows.N) == ("big.M128", 128, small.N)
+    assert (cols.label, cols.M, cols.N) == ("big.N255", small.M, 255)  # 4095 % 128 kept
+    given = [{"label": "tiny", "M": 3, "N": 7}]
+    (tiny,) = check_shapes(load_profile(_write(tmp_path, rehearse_shapes=given)), "norm")
+    assert tiny.label == "tiny"  # the user's own rehearsal shapes, as given
+
+
 def test_an_unknown_op_is_a_usage_error(tmp_path):
     prof = load_profile(_write(tmp_path))
     try:
