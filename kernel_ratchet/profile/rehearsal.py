@@ -62,24 +62,25 @@ def shrunk(shape: Shape, index_sizes: frozenset[str] = frozenset()) -> Shape:
 
 
 def crossing(original: Shape, small: Shape) -> list[Shape]:
-    """Besides the shrunk ``small``, one shape per size of ``original`` above :data:`SMALL`
-    with that size alone taken into [TILE, 2 * TILE) (its remainder mod TILE kept): shrunk
-    sizes stay under 64, so a loop over tiles of 64 or 128 or a persistent grid over the rows
-    never ran more than once. Shapes past :data:`CROSSING_ELEMENTS` are left out."""
-    sizes = {"M": original.M, "N": original.N, "K": original.K, **original.params}
+    """Besides the shrunk ``small``, one shape per size of ``original`` above 2 * TILE that
+    the shrink took under TILE, with that size alone taken into [TILE, 2 * TILE) (its
+    remainder mod TILE kept): shrunk sizes stay under 64, so a loop over tiles of 64 or 128
+    or a persistent grid over the rows never ran more than once. Shapes past
+    :data:`CROSSING_ELEMENTS` are left out."""
+    core = ("M", "N", "K")
+    sizes = {**{n: getattr(original, n) for n in core}, **original.params}
     out = []
     for name, v in sizes.items():
-        if not isinstance(v, int) or isinstance(v, bool) or v <= 2 * TILE:
+        now = getattr(small, name) if name in core else small.params.get(name)
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 2 * TILE or now >= TILE:
             continue
         wide = TILE + v % TILE
-        if name in ("M", "N", "K"):
+        if name in core:
             shape = dataclasses.replace(small, **{name: wide})
         else:
             shape = dataclasses.replace(small, params={**small.params, name: wide})
         shape = dataclasses.replace(shape, label=f"{small.label}.{name}{wide}")
-        work = [max(x, 1) for x in (shape.M, shape.N, shape.K, shape.B)]
-        work += [x for x in shape.params.values() if isinstance(x, int)]
-        if math.prod(work) <= CROSSING_ELEMENTS:
+        if _elements(shape) <= CROSSING_ELEMENTS:
             out.append(shape)
     return out
 
