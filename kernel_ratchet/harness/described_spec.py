@@ -26,6 +26,16 @@ def described_spec(description: Mapping[str, Any], schema: str) -> str:
     return DESCRIBED_PREFIX + json.dumps({"schema": schema, **description})
 
 
+def description_of(spec: str) -> Description | None:
+    """The description inside an adapter spec made by :func:`described_spec`, read without
+    importing its functions; None for an adapter class."""
+    if not spec.startswith(DESCRIBED_PREFIX):
+        return None
+    raw = json.loads(spec[len(DESCRIBED_PREFIX) :])
+    raw.pop("schema", None)
+    return Description.from_dict(raw)
+
+
 def shape_from_symbols(entry: Mapping[str, Any]) -> Shape:
     """A Shape from ``{label, dtype?, M: 4096, N: 4096, T: 7}``: M, N, K, B are the Shape's own
     fields (M and N 1 when absent), other symbols go to ``params``."""

@@ -59,16 +59,13 @@ def integer_bounds(op: OpProfile) -> CheckItem | None:
     they are drawn in [0, 128), so an index into a larger dimension (a class id, a token, an
     expert) is never exercised past 127 and a kernel wrong there passes every check. None for
     an op with an adapter class, or whose integer inputs all have a bound."""
-    import json
-
     from kernel_ratchet.harness.described import INT_HIGH
-    from kernel_ratchet.harness.description import Description
+    from kernel_ratchet.harness.described_spec import description_of
 
-    if not (op.adapter or "").startswith(DESCRIBED_PREFIX):
+    desc = description_of(op.adapter or "")
+    if desc is None:
         return None
-    raw = json.loads(op.adapter[len(DESCRIBED_PREFIX) :])
-    raw.pop("schema", None)
-    inputs = Description.from_dict(raw).inputs
+    inputs = desc.inputs
     loose = [n for n, t in inputs.items() if t.high is None and t.dtype.startswith("int")]
     if not loose:
         return None

@@ -104,15 +104,11 @@ def _elements(shape: Shape) -> int:
 
 def index_sizes(adapter_spec: str) -> frozenset[str]:
     """The symbols that bound a described op's integer inputs (empty for an adapter class)."""
-    from kernel_ratchet.harness.adapter import DESCRIBED_PREFIX
-    from kernel_ratchet.harness.description import Description
+    from kernel_ratchet.harness.described_spec import description_of
     from kernel_ratchet.harness.symbolic import expression_symbols
 
-    if not adapter_spec.startswith(DESCRIBED_PREFIX):
-        return frozenset()
-    raw = json.loads(adapter_spec[len(DESCRIBED_PREFIX) :])
-    raw.pop("schema", None)
-    bounds = [t.high for t in Description.from_dict(raw).inputs.values()]
+    desc = description_of(adapter_spec)
+    bounds = [t.high for t in desc.inputs.values()] if desc else []
     return frozenset().union(*(expression_symbols(b) for b in bounds if isinstance(b, str)))
 
 
