@@ -33,6 +33,7 @@ from kernel_ratchet.harness.adapter import DESCRIBED_PREFIX, Adapter, Shape
 from kernel_ratchet.harness.described_spec import symbols_of
 from kernel_ratchet.harness.description import IO, Description
 from kernel_ratchet.harness.symbolic import (
+    SENTINEL_SHARE,
     SHAPE_DTYPE,
     TensorSpec,
     dtype_name,
@@ -118,6 +119,8 @@ class DescribedAdapter(Adapter):
         for name, spec in self.desc.inputs.items():
             dtype, high = spec.resolved_dtype(shape.dtype), spec.value_high(sym)
             t = _draw(spec.size(sym), dtype, g, device, high)
+            if spec.sentinels:
+                t = _with_sentinels(t, spec.sentinels, g)
             setattr(case, name, t.requires_grad_(name in self.desc.gradients))
         self._seeds[case] = seed
         self._expected = self._expected_dtypes(shape.dtype)
@@ -280,6 +283,14 @@ def _differentiable(
     logging, has neither)."""
     pairs = [(o, d) for o, d in zip(outs, douts, strict=True) if d is not None and o.requires_grad]
     return [o for o, _ in pairs], [d if d.dtype == o.dtype else d.to(o.dtype) for o, d in pairs]
+
+
+def _with_sentinels(t: torch.Tensor, values: tuple[int, ...], g: torch.Generator) -> torch.Tensor:
+    """``t`` with about :data:`SENTINEL_SHARE` of its entries set to one of ``values``."""
+    hit = torch.rand(t.shape, generator=g, device=t.device) < SENTINEL_SHARE
+    pick = torch.randint(0, len(values), t.shape, generator=g, device=t.device)
+    choices = torch.tensor(values, dtype=t.dtype, device=t.device)
+    return torch.where(hit, choices[pick], t)
 
 
 def _resolved(spec: TensorSpec, shape_dtype: str | None) -> str | None:

@@ -90,11 +90,16 @@ class TensorSpec:
     dims: tuple[str | int, ...]
     dtype: str
     high: str | int | None = None
+    #: Values an integer input also takes now and then (``"[N] int64 < V | -100"``: a
+    #: cross-entropy's ignore_index), drawn for one entry in :data:`SENTINEL_SHARE`.
+    sentinels: tuple[int, ...] = ()
 
     @classmethod
     def parse(cls, text: str) -> TensorSpec:
-        """Parse ``"[M, 2*N] bfloat16"``; ValueError saying the expected form."""
-        m = _TENSOR.match(text) if isinstance(text, str) else None
+        """Parse ``"[M, 2*N] bfloat16"`` (``"[N] int64 < V | -100"``: an integer input's
+        bound and sentinels); ValueError saying the expected form."""
+        head, *extra = text.split("|") if isinstance(text, str) else (text,)
+        m = _TENSOR.match(head) if isinstance(head, str) else None
         if m is None:
             raise ValueError(f"{text!r} is not of the form '[M, N] bfloat16'")
         dims: list[str | int] = []
@@ -111,9 +116,11 @@ class TensorSpec:
                 ) from None
             dims.append(part)
         dtype, high = dtype_name(m.group(2)), _bound(m.group(3), text)
-        if high is not None and dtype in DTYPES and not _INTEGER.match(dtype):
-            raise ValueError(f"{text!r}: a bound '< ...' applies to integer inputs only")
-        return cls(tuple(dims), dtype, high)
+        if (high is not None or extra) and dtype in DTYPES and not _INTEGER.match(dtype):
+            raise ValueError(f"{text!r}: a bound '< ...' or '| value' is for integer inputs only")
+        if not all(re.fullmatch(r"\s*-?\d+\s*", e) for e in extra):
+            raise ValueError(f"{text!r}: after '|' come integer values, e.g. '| -100'")
+        return cls(tuple(dims), dtype, high, tuple(int(e) for e in extra))
 
     @property
     def symbols(self) -> set[str]:
@@ -145,6 +152,8 @@ class TensorSpec:
 
 
 _INTEGER = re.compile(r"^u?int\d+$")
+#: The share of an integer input's entries drawn from its sentinels.
+SENTINEL_SHARE = 0.125
 
 
 def _bound(text: str | None, whole: str) -> str | int | None:

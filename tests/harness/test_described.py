@@ -280,3 +280,18 @@ def test_an_output_in_a_lower_precision_than_the_op_is_held_to_the_ops_bar():
     assert got["y"].dtype == torch.bfloat16 and not res.passed, res.reason
     assert adapter.threshold("y") == 80.0
     assert _check(adapter, bf)[1].passed
+
+
+def test_an_integer_input_also_draws_its_declared_sentinels():
+    """'| -100' draws about one target in eight as the ignore_index: a kernel that counts
+    them as class 0 fails; without the sentinel declared it was never drawn."""
+    ignoring = {**XENT, "function": f"{OPS}:cross_entropy_clamped"}
+    ignoring["inputs"] = {"logits": "[N, V] float32", "targets": "[N] int64 < V | -100"}
+    shape = load_shapes(inline_spec([{"label": "v300", "N": 512, "V": 300}]))[0]
+    adapter = load_adapter(described_spec(ignoring, "memory"))
+    targets = adapter.make_case(shape, 3, "cpu").targets
+    share = float((targets == -100).float().mean())
+    assert 0.05 < share < 0.25 and int(targets.max()) < 300
+    assert not _check(adapter, shape)[1].passed
+    plain = {**ignoring, "inputs": XENT["inputs"]}
+    assert _check(load_adapter(described_spec(plain, "memory")), shape)[1].passed  # unseen
