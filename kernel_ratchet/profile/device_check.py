@@ -45,7 +45,7 @@ def device_check(
     except Exception:  # the shapes check reports it
         return CheckItem(name, True, "shapes not loadable (see 'shapes loadable')")
     described = o.adapter.startswith(DESCRIBED_PREFIX)
-    work = sum(_work(s, described) for s in shapes)
+    work = sum(shape_work(s, described) for s in shapes)
     what = "the product of every size symbol" if described else "M*N*K*B"
     limit = CPU_ELEMENT_LIMIT if o.campaign_type == "memory" else CPU_WORK_LIMIT
     if work <= limit:
@@ -67,7 +67,7 @@ def device_check(
     return CheckItem(name, False, detail, fix)
 
 
-def _work(shape: Shape, described: bool) -> int:
+def shape_work(shape: Shape, described: bool) -> int:
     """Multiply-adds or elements of one shape: M·N·max(K, 1)·max(B, 1), or for an op described
     in ratchet.yaml the product of every size symbol its shape binds (any names, e.g. a
     vocabulary ``V``); a bundled op's params are settings, not sizes."""

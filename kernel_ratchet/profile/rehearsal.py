@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import sys
 
-from kernel_ratchet.harness.adapter import INLINE_PREFIX, Shape, load_shapes
+from kernel_ratchet.harness.adapter import DESCRIBED_PREFIX, INLINE_PREFIX, Shape, load_shapes
+from kernel_ratchet.profile.device_check import shape_work
 from kernel_ratchet.profile.schema import Profile
 
 #: Sizes at or below this stay as they are; larger ones map into [16, 64).
@@ -61,12 +61,12 @@ def shrunk(shape: Shape, index_sizes: frozenset[str] = frozenset()) -> Shape:
     )
 
 
-def crossing(original: Shape, small: Shape) -> list[Shape]:
+def crossing(original: Shape, small: Shape, described: bool) -> list[Shape]:
     """Besides the shrunk ``small``, one shape per size of ``original`` above 2 * TILE that
     the shrink took under TILE, with that size alone taken into [TILE, 2 * TILE) (its
     remainder mod TILE kept): shrunk sizes stay under 64, so a loop over tiles of 64 or 128
-    or a persistent grid over the rows never ran more than once. Shapes past
-    :data:`CROSSING_ELEMENTS` are left out."""
+    or a persistent grid over the rows never ran more than once. Shapes whose work
+    (:func:`~.device_check.shape_work`) passes :data:`CROSSING_ELEMENTS` are left out."""
     core = ("M", "N", "K")
     sizes = {**{n: getattr(original, n) for n in core}, **original.params}
     out = []
@@ -80,7 +80,7 @@ def crossing(original: Shape, small: Shape) -> list[Shape]:
         else:
             shape = dataclasses.replace(small, params={**small.params, name: wide})
         shape = dataclasses.replace(shape, label=f"{small.label}.{name}{wide}")
-        if _elements(shape) <= CROSSING_ELEMENTS:
+        if shape_work(shape, described) <= CROSSING_ELEMENTS:
             out.append(shape)
     return out
 
@@ -92,14 +92,10 @@ def check_shapes(profile: Profile, op: str) -> list[Shape]:
     shapes = load_shapes(rehearsal_profile(profile, op).op(op).shapes)
     if o.rehearse_shapes is not None:
         return shapes
+    described = (o.adapter or "").startswith(DESCRIBED_PREFIX)
     original = load_shapes(o.shapes)
-    big = max(range(len(original)), key=lambda i: _elements(original[i]))
-    return shapes + crossing(original[big], shapes[big])
-
-
-def _elements(shape: Shape) -> int:
-    sizes = [shape.M, shape.N, max(shape.K, 1), max(shape.B, 1)]
-    return math.prod(sizes + [v for v in shape.params.values() if isinstance(v, int)])
+    big = max(range(len(original)), key=lambda i: shape_work(original[i], described))
+    return shapes + crossing(original[big], shapes[big], described)
 
 
 def index_sizes(adapter_spec: str) -> frozenset[str]:
