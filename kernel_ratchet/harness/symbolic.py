@@ -123,6 +123,11 @@ class TensorSpec:
         return cls(tuple(dims), dtype, high, tuple(int(e) for e in extra))
 
     @property
+    def integer(self) -> bool:
+        """Whether the declared dtype is an integer one (a bound or sentinels may apply)."""
+        return bool(_INTEGER.match(self.dtype))
+
+    @property
     def symbols(self) -> set[str]:
         exprs = [d for d in (*self.dims, self.high) if isinstance(d, str)]
         return set().union(*(expression_symbols(d) for d in exprs))

@@ -66,7 +66,7 @@ def integer_bounds(op: OpProfile) -> CheckItem | None:
     if desc is None:
         return None
     inputs = desc.inputs
-    loose = [n for n, t in inputs.items() if t.high is None and t.dtype.startswith("int")]
+    loose = [n for n, t in inputs.items() if t.high is None and t.integer]
     if not loose:
         return None
     first = inputs[loose[0]]
