@@ -34,10 +34,6 @@ def render_closed(c: CampaignContext, reason: str) -> str:
     """The report of a campaign ended by ``ratchet close``: no full validation, so no final
     table; the accepted rounds' paired chain stands as each round measured it."""
     term = c.state.termination
-    links = "".join(
-        f"- round-{r.round} ({r.label}): rounds/round-{r.round}/summary.md\n"
-        for r in c.state.closed
-    )
     if not c.state.closed:
         return (
             f"\n## Final report ({now()})\nClosed before its BASELINE: {reason}. Nothing was "
@@ -54,7 +50,13 @@ def render_closed(c: CampaignContext, reason: str) -> str:
         "`ratchet accept` refuses this campaign.\n\n"
         f"- Headline (paired chain, the measurement that decided): {headline(c, acc)}\n"
         f"- Paired chain: {_paired_chain(c, acc)}\n" + _directions_kept(c, acc) + "\n"
-        "Round summaries:\n" + links + "\n"
+        "Round summaries:\n" + _summary_links(c) + "\n\n"
+    )
+
+
+def _summary_links(c: CampaignContext) -> str:
+    return "\n".join(
+        f"- round-{r.round} ({r.label}): rounds/round-{r.round}/summary.md" for r in c.state.closed
     )
 
 
@@ -142,9 +144,6 @@ def _final_report(c: CampaignContext, final: BenchTable) -> str:
     rej = [r for r in c.state.closed if r.verified_ineffective]
     kept = [r for r in c.state.closed if r.status is not Status.ROLLED_BACK]
     chain = check_chain([(r.round, 1.0 + (r.vs_baseline or 0.0)) for r in kept])
-    links = "\n".join(
-        f"- round-{r.round} ({r.label}): rounds/round-{r.round}/summary.md" for r in c.state.closed
-    )
     term = c.state.termination
     return (
         f"\n## Final report ({now()})\n"
@@ -167,7 +166,9 @@ def _final_report(c: CampaignContext, final: BenchTable) -> str:
         + f"- Ineffective directions: {'; '.join(r.hypothesis for r in rej) or 'none'}\n"
         f"- Chain integrity (harness CSVs, diagnostic): {'; '.join(chain) or 'intact'}\n"
         f"- Top three next steps: {_next_steps(c, final, ratios)}\n"
-        f"- Real-training audit: {_real_training(c)}\n\nRound summaries:\n" + links + "\n\n"
+        f"- Real-training audit: {_real_training(c)}\n\nRound summaries:\n"
+        + _summary_links(c)
+        + "\n\n"
     )
 
 
