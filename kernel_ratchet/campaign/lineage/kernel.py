@@ -136,14 +136,7 @@ def scope_reason(c: CampaignContext, scope: list[str]) -> str:
         "stash): `ratchet accept` refuses a campaign branch that changed other files, so "
         "make such changes before `ratchet init` or after `ratchet accept`"
     )
-    tracked = (
-        set() if is_workspace(c.m) else set(git.git(c.groot, "ls-files", "--", *scope).split())
-    )
-    new = (
-        []
-        if is_workspace(c.m)
-        else [p for p in scope if p not in tracked and (c.groot / p).exists()]
-    )
+    new = [] if is_workspace(c.m) else _untracked(c, scope)
     if new:
         why += (
             f". {', '.join(new)} {'is' if len(new) == 1 else 'are'} not tracked by git: move "
@@ -157,6 +150,12 @@ def scope_reason(c: CampaignContext, scope: list[str]) -> str:
             f"`{git.unhide_command(masked)}` to see the edit)"
         )
     return why
+
+
+def _untracked(c: CampaignContext, paths: list[str]) -> list[str]:
+    """Those of ``paths`` (relative to the git top level) that exist and git does not track."""
+    tracked = set(git.git(c.groot, "ls-files", "--", *paths).split())
+    return [p for p in paths if p not in tracked and (c.groot / p).exists()]
 
 
 def refuse_hidden_kernel(c: CampaignContext) -> None:
