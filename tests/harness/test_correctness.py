@@ -7,7 +7,13 @@ import math
 import pytest
 import torch
 
-from kernel_ratchet.harness.correctness import assert_close, check_outputs, rel_err, snr_db
+from kernel_ratchet.harness.correctness import (
+    assert_close,
+    check_outputs,
+    rel_err,
+    snr_db,
+    worst_slice,
+)
 
 
 def _ref(n: int = 64) -> torch.Tensor:
@@ -143,3 +149,65 @@ def test_chunked_sums_equal_one_pass_and_find_nan_in_any_chunk(monkeypatch):
     assert 55 < whole < 65
     out[-1, -1] = math.nan  # only in the last, partial chunk
     assert snr_db(out, ref) == -math.inf
+
+
+def _bf16_of(ref: torch.Tensor) -> torch.Tensor:
+    return ref.to(torch.bfloat16).to(ref.dtype)
+
+
+def test_a_row_never_written_fails_though_the_whole_output_passes():
+    ref = torch.randn(16384, 64, generator=torch.Generator().manual_seed(1))
+    out = _bf16_of(ref)
+    out[1234] = 0.0
+    assert snr_db(out, ref) > 40.0  # one row in 16384 costs the whole tensor ~0.3 dB
+    res = check_outputs({"y": out}, {"y": ref}, {"y": 40.0})
+    assert not res.passed
+    assert res.reason.startswith("y: y[1234, :] at SNR 0.00 dB < 30.0 dB")
+    assert res.snr["y"] > 40.0  # the recorded SNR stays the whole tensor's
+
+
+def test_a_column_written_in_the_wrong_place_fails():
+    ref = torch.randn(64, 16384, generator=torch.Generator().manual_seed(2))
+    out = _bf16_of(ref)
+    out[:, 9000] = out[:, 9001]  # a tail tile off by one column
+    res = check_outputs({"y": out}, {"y": ref}, {"y": 40.0})
+    assert not res.passed and "y[:, 9000] at SNR" in res.reason
+
+
+def test_honest_rounding_passes_on_rows_of_any_scale_and_exact_zero_rows():
+    g = torch.Generator().manual_seed(3)
+    scale = 10.0 ** (8 * torch.rand(4096, 1, generator=g) - 4)  # rows from 1e-4 to 1e4
+    ref = torch.randn(4096, 48, generator=g) * scale
+    ref[::97] = 0.0  # rows the reference leaves at zero (masked, ignored targets)
+    assert check_outputs({"y": _bf16_of(ref)}, {"y": ref}, {"y": 40.0}).passed
+    d, _, db = worst_slice(_bf16_of(ref), ref)
+    assert d in (0, 1) and 40.0 < db < 70.0
+
+
+def test_a_small_slice_near_zero_is_held_to_the_tensor_scale():
+    ref = torch.randn(512, 64, generator=torch.Generator().manual_seed(4))
+    ref[7] *= 1e-6  # its own SNR is poor after an absolute 1e-5 error, the tensor's is not
+    out = ref + 1e-5 * torch.randn(512, 64, generator=torch.Generator().manual_seed(5))
+    assert check_outputs({"y": out}, {"y": ref}, {"y": 80.0}).passed
+
+
+def test_slices_shorter_than_slice_min_are_not_judged_alone():
+    assert worst_slice(torch.ones(8), torch.ones(8)) is None  # 1-D: one element per slice
+    assert worst_slice(torch.ones(()), torch.ones(())) is None
+    assert worst_slice(torch.ones(32, 8) * 2, torch.ones(32, 8))[0] == 1  # rows of 8: columns
+
+
+def test_a_nonfinite_reference_must_be_matched_position_by_position():
+    ref = torch.randn(64, 32, generator=torch.Generator().manual_seed(6))
+    ref[3, 0], ref[5, 1], ref[9] = -math.inf, math.nan, math.inf
+    same = ref.clone()
+    same[0, 0] += 1e-3
+    assert 60.0 < snr_db(same, ref) < math.inf  # the finite positions alone
+    assert check_outputs({"y": same}, {"y": ref}, {"y": 40.0}).passed
+    for value in (0.0, math.nan, math.inf):
+        wrong = same.clone()
+        wrong[3, 0] = value  # where the reference is -inf
+        assert snr_db(wrong, ref) == -math.inf, value
+    wrong = same.clone()
+    wrong[5, 1] = 0.0  # where the reference is NaN
+    assert snr_db(wrong, ref) == -math.inf
