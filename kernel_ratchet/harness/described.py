@@ -7,7 +7,8 @@ The profile turns an op entry with a ``function`` into the adapter spec ``descri
 What the generated adapter does, for inputs ``x, w`` and outputs ``y``:
 
 * ``make_case``: each input drawn from the seed on the device (floats ``randn``, integers in
-  [0, 128)), as attributes of the case (``case.x``); inputs named in ``gradients`` require grad.
+  [0, 128) or their bound, as the marks of :mod:`.input_values` say), as attributes of the
+  case (``case.x``); inputs named in ``gradients`` require grad.
 * ``forward``: ``function(x, w, **kwargs)``; the incoming gradient of each output (``case.dy``)
   is drawn from the seed the first time the output's size is known.
 * ``backward``: ``torch.autograd.grad`` of the outputs with respect to the ``gradients``
@@ -32,8 +33,8 @@ from kernel_ratchet.errors import ProfileError
 from kernel_ratchet.harness.adapter import DESCRIBED_PREFIX, Adapter, Shape
 from kernel_ratchet.harness.described_spec import symbols_of
 from kernel_ratchet.harness.description import IO, Description
+from kernel_ratchet.harness.input_values import Marks, draw
 from kernel_ratchet.harness.symbolic import (
-    SENTINEL_SHARE,
     SHAPE_DTYPE,
     TensorSpec,
     dtype_name,
@@ -117,10 +118,8 @@ class DescribedAdapter(Adapter):
         g = torch.Generator(device=device).manual_seed(seed)
         case = Case()
         for name, spec in self.desc.inputs.items():
-            dtype, high = spec.resolved_dtype(shape.dtype), spec.value_high(sym)
-            t = _draw(spec.size(sym), dtype, g, device, high)
-            if spec.sentinels:
-                t = _with_sentinels(t, spec.sentinels, g)
+            dtype, high = spec.resolved_dtype(shape.dtype), spec.value_high(sym) or INT_HIGH
+            t = draw(spec.size(sym), torch_dtype(dtype), spec.marks, g, device, high)
             setattr(case, name, t.requires_grad_(name in self.desc.gradients))
         self._seeds[case] = seed
         self._expected = self._expected_dtypes(shape.dtype)
@@ -147,8 +146,10 @@ class DescribedAdapter(Adapter):
                 if not out.is_floating_point():
                     setattr(case, name, None)
                     continue
-                grad = torch.randn(out.shape, generator=g, device=out.device, dtype=torch.float32)
-                setattr(case, name, grad.to(out.dtype))
+                spec = self.desc.output_specs.get(name[1:])
+                marks = spec.marks if spec else Marks()
+                grad = draw(tuple(out.shape), out.dtype, marks, g, str(out.device), INT_HIGH)
+                setattr(case, name, grad)
         return [getattr(case, n) for n in names]
 
     def _args(self, case: Case) -> list[torch.Tensor]:
@@ -285,14 +286,6 @@ def _differentiable(
     return [o for o, _ in pairs], [d if d.dtype == o.dtype else d.to(o.dtype) for o, d in pairs]
 
 
-def _with_sentinels(t: torch.Tensor, values: tuple[int, ...], g: torch.Generator) -> torch.Tensor:
-    """``t`` with about :data:`SENTINEL_SHARE` of its entries set to one of ``values``."""
-    hit = torch.rand(t.shape, generator=g, device=t.device) < SENTINEL_SHARE
-    pick = torch.randint(0, len(values), t.shape, generator=g, device=t.device)
-    choices = torch.tensor(values, dtype=t.dtype, device=t.device)
-    return torch.where(hit, choices[pick], t)
-
-
 def _resolved(spec: TensorSpec, shape_dtype: str | None) -> str | None:
     return spec.dtype if spec.dtype != SHAPE_DTYPE else shape_dtype
 
@@ -304,18 +297,6 @@ def _dtype(t: Any) -> str | None:
 def _meta(spec: TensorSpec, sym: Mapping[str, int], shape_dtype: str | None) -> torch.Tensor:
     dtype = torch_dtype(spec.resolved_dtype(shape_dtype))
     return torch.empty(spec.size(sym), dtype=dtype, device="meta")
-
-
-def _draw(
-    size: tuple[int, ...], dtype_name: str, g: torch.Generator, device: str, high: int | None = None
-) -> torch.Tensor:
-    """Random values of one input: normal floats, random bools, integers in [0, ``high``)
-    (the declared bound, ``"[N] int64 < V"``), else in [0, INT_HIGH)."""
-    dtype = torch_dtype(dtype_name)
-    if dtype.is_floating_point:
-        return torch.randn(size, generator=g, device=device, dtype=torch.float32).to(dtype)
-    high = 2 if dtype == torch.bool else high or INT_HIGH
-    return torch.randint(0, high, size, generator=g, device=device).to(dtype)
 
 
 __all__ = ["SHAPE_DTYPE", "DescribedAdapter", "adapter_from_spec"]

@@ -21,7 +21,8 @@ MAX_LOW_SHARE = 0.5
 
 def low_entropy(t: torch.Tensor) -> bool:
     """True when ``t`` (floating point, at least ``MIN_DISTINCT`` elements) has fewer than
-    ``MIN_DISTINCT`` distinct values in a strided sample, or identical rows."""
+    ``MIN_DISTINCT`` distinct values in a strided sample, or identical rows that are not one
+    row expanded (stride 0: the declared layout of a sum's incoming gradient)."""
     flat = t.detach().reshape(-1)
     if flat.numel() < MIN_DISTINCT:
         return False
@@ -29,7 +30,7 @@ def low_entropy(t: torch.Tensor) -> bool:
     sample = flat[::step][:SAMPLE].float()
     if int(torch.unique(sample).numel()) < MIN_DISTINCT:
         return True
-    if t.dim() >= 2 and t.shape[0] > 1:
+    if t.dim() >= 2 and t.shape[0] > 1 and t.stride(0):  # stride 0: rows repeated by layout
         rows = t.detach().reshape(t.shape[0], -1)
         return bool((rows == rows[:1]).all())
     return False

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kernel_ratchet.harness.input_values import Marks, parse_marks
+
 if TYPE_CHECKING:  # torch is imported where a dtype is needed: reading a profile needs none
     import torch
 
@@ -90,14 +92,15 @@ class TensorSpec:
     dims: tuple[str | int, ...]
     dtype: str
     high: str | int | None = None
-    #: Values an integer input also takes now and then (``"[N] int64 < V | -100"``: a
-    #: cross-entropy's ignore_index), drawn for one entry in :data:`SENTINEL_SHARE`.
-    sentinels: tuple[int, ...] = ()
+    #: What the values hold beyond the default draw (:mod:`.input_values`): sentinels of an
+    #: integer input (``"[N] int64 < V | -100"``), a scale, filled rows, a layout.
+    marks: Marks = Marks()
 
     @classmethod
     def parse(cls, text: str) -> TensorSpec:
         """Parse ``"[M, 2*N] bfloat16"`` (``"[N] int64 < V | -100"``: an integer input's
-        bound and sentinels); ValueError saying the expected form."""
+        bound and sentinels; other marks after ``|``: :mod:`.input_values`); ValueError
+        saying the expected form."""
         head, *extra = text.split("|") if isinstance(text, str) else (text,)
         m = _TENSOR.match(head) if isinstance(head, str) else None
         if m is None:
@@ -116,11 +119,16 @@ class TensorSpec:
                 ) from None
             dims.append(part)
         dtype, high = dtype_name(m.group(2)), _bound(m.group(3), text)
-        if (high is not None or extra) and dtype in DTYPES and not _INTEGER.match(dtype):
-            raise ValueError(f"{text!r}: a bound '< ...' or '| value' is for integer inputs only")
-        if not all(re.fullmatch(r"\s*-?\d+\s*", e) for e in extra):
-            raise ValueError(f"{text!r}: after '|' come integer values, e.g. '| -100'")
-        return cls(tuple(dims), dtype, high, tuple(int(e) for e in extra))
+        integer = bool(_INTEGER.match(dtype))
+        if high is not None and dtype in DTYPES and not integer:
+            raise ValueError(f"{text!r}: a bound '< ...' is for integer inputs only")
+        floating = dtype == SHAPE_DTYPE or dtype.startswith("float")
+        return cls(tuple(dims), dtype, high, parse_marks(extra, text, integer, floating))
+
+    @property
+    def sentinels(self) -> tuple[int, ...]:
+        """Values an integer input also takes (``| -100``), one entry in eight."""
+        return self.marks.sentinels
 
     @property
     def integer(self) -> bool:
@@ -157,8 +165,6 @@ class TensorSpec:
 
 
 _INTEGER = re.compile(r"^u?int\d+$")
-#: The share of an integer input's entries drawn from its sentinels.
-SENTINEL_SHARE = 0.125
 
 
 def _bound(text: str | None, whole: str) -> str | int | None:

@@ -96,3 +96,57 @@ def rms_norm_bf16_out(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) 
 def cross_entropy_clamped(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Wrong wherever a target is the ignore_index: it counts as class 0."""
     return torch.nn.functional.cross_entropy(logits, targets.clamp(min=0))
+
+
+def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
+    """Reference: the tanh GELU."""
+    return torch.nn.functional.gelu(x, approximate="tanh")
+
+
+def gelu_tanh_by_exp(x: torch.Tensor) -> torch.Tensor:
+    """A kernel right on randn inputs whose tanh, written with exp, overflows past |u| ~ 44:
+    inf / inf is NaN."""
+    u = 0.7978845608 * (x + 0.044715 * x**3)
+    e = torch.exp(2 * u)
+    return 0.5 * x * (1 + (e - 1) / (e + 1))
+
+
+def masked_softmax(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Reference: a softmax over the unmasked entries (``mask`` True is masked); a fully
+    masked row is 0."""
+    p = torch.softmax(x.masked_fill(mask, -torch.inf), dim=-1)
+    return torch.nan_to_num(p, nan=0.0)
+
+
+def masked_softmax_unguarded(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """A kernel with no guard for a fully masked row: exp(-inf - -inf) is NaN there."""
+    z = x.masked_fill(mask, -torch.inf)
+    e = torch.exp(z - z.max(-1, keepdim=True).values)
+    return e / e.sum(-1, keepdim=True)
+
+
+def rms_norm_eps_outside(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6):
+    """A kernel that adds eps after the rsqrt: right to 1e-6 on randn rows, NaN on a row of
+    zeros (0 * inf)."""
+    rstd = torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True)) + eps
+    return (x.float() * rstd * weight.float()).to(x.dtype)
+
+
+def rms_norm_dense_rows(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6):
+    """A kernel that takes the row stride to be N: right on contiguous inputs, reads the wrong
+    memory of a slice of a wider buffer."""
+    dense = x.as_strided(x.shape, (x.shape[-1], 1))
+    return rms_norm(dense, weight, eps)
+
+
+def masked_logsumexp(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Reference: log-sum-exp over the unmasked entries; -inf on a fully masked row."""
+    return torch.logsumexp(x.masked_fill(mask, -torch.inf), dim=-1)
+
+
+def masked_logsumexp_shifted(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """A kernel that shifts by the row max and keeps -inf for a fully masked row."""
+    z = x.masked_fill(mask, -torch.inf)
+    top = z.max(-1).values
+    safe = torch.where(torch.isinf(top), 0.0, top)
+    return torch.log(torch.exp(z - safe[:, None]).sum(-1)) + safe

@@ -3,6 +3,8 @@ dtypes, outputs and gradients against the reference, thresholds per dtype, work 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -295,3 +297,82 @@ def test_an_integer_input_also_draws_its_declared_sentinels():
     assert not _check(adapter, shape)[1].passed
     plain = {**ignoring, "inputs": XENT["inputs"]}
     assert _check(load_adapter(described_spec(plain, "memory")), shape)[1].passed  # unseen
+
+
+MARKED = [
+    # (function, reference, inputs, the marks its real inputs need)
+    ("gelu_tanh_by_exp", "gelu_tanh", {"x": "[M, N] float32"}, {"x": "scale=100"}),
+    (
+        "masked_softmax_unguarded",
+        "masked_softmax",
+        {"x": "[M, N] float32", "mask": "[M, N] bool"},
+        {"mask": "rows=1"},
+    ),
+    ("rms_norm_eps_outside", "rms_norm_ref", DESC["inputs"], {"x": "rows=0"}),
+    ("rms_norm_dense_rows", "rms_norm_ref", DESC["inputs"], {"x": "layout=padded"}),
+]
+
+
+@pytest.mark.parametrize(("fn", "ref", "inputs", "marks"), MARKED, ids=[m[0] for m in MARKED])
+def test_a_kernel_wrong_on_marked_inputs_fails_only_when_they_are_declared(fn, ref, inputs, marks):
+    """Each kernel is right on plain randn, contiguous inputs and wrong on what real inputs
+    hold: large magnitudes, fully masked rows, zero rows, a slice of a wider buffer."""
+    desc = {"function": f"{OPS}:{fn}", "reference": f"{OPS}:{ref}", "outputs": ["y"]}
+    shape = load_shapes(inline_spec([{"label": "s", "M": 64, "N": 96, "dtype": "float32"}]))[0]
+    plain = load_adapter(described_spec({**desc, "inputs": inputs}, "memory"))
+    assert _check(plain, shape)[1].passed
+    marked = {n: f"{t} | {marks[n]}" if n in marks else t for n, t in inputs.items()}
+    got, res = _check(load_adapter(described_spec({**desc, "inputs": marked}, "memory")), shape)
+    assert not res.passed, res.reason
+
+
+def test_marks_draw_the_values_and_layouts_they_name():
+    from kernel_ratchet.harness.input_values import PAD
+
+    shape = load_shapes(inline_spec([{"label": "s", "M": 64, "N": 96, "dtype": "float32"}]))[0]
+    inputs = {
+        "big": "[M, N] float32 | scale=300",
+        "pad": "[M, N] dtype | rows=0 | rows=-inf | layout=padded",
+        "tr": "[M, N] bf16 | layout=transposed",
+        "one": "[M, N] float32 | layout=broadcast",
+        "mask": "[M, N] bool | rows=true",
+    }
+    adapter = load_adapter(described_spec({**DESC, "inputs": inputs, "gradients": []}, "memory"))
+    case = adapter.make_case(shape, 5, "cpu")
+    assert 200 < float(case.big.std()) < 400
+    assert case.pad.stride() == (96 + PAD, 1)
+    filled = case.pad.isinf().all(-1) | (case.pad == 0).all(-1)
+    assert 0 < int(filled.sum()) < 24 and int(case.pad.isinf().all(-1).sum()) > 0
+    assert case.tr.stride() == (1, 64) and case.tr.dtype == torch.bfloat16
+    assert case.one.stride() == (0, 1) and case.one.std() > 0.5
+    assert 0 < int(case.mask.all(-1).sum()) < 24
+    again = adapter.make_case(shape, 5, "cpu")
+    assert all(torch.equal(getattr(case, n), getattr(again, n)) for n in ("big", "tr", "one"))
+
+
+def test_marks_on_an_output_draw_its_incoming_gradient():
+    desc = {**DESC, "outputs": {"y": "[M, N] dtype | layout=broadcast"}}
+    adapter = load_adapter(described_spec(desc, "memory"))
+    shape = load_shapes(inline_spec(SHAPES))[1]
+    case = adapter.make_case(shape, 5, "cpu")
+    adapter.forward(case)
+    assert case.dy.stride() == (0, 1)
+    assert _check(adapter, shape)[1].passed
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("[M] float32 | -100", "an integer value of an integer input"),
+        ("[M] int64 | scale=3", "a positive number and a floating tensor"),
+        ("[M] float32 | scale=-1", "a positive number"),
+        ("[M] float32 | rows=nan", "rows=nan is not a number"),
+        ("[M] int32 | rows=0.5", "rows=0.5 is not an integer"),
+        ("[M] bool | rows=2", "rows=2 is not 0, 1, true, false"),
+        ("[M, N] bf16 | layout=strided", "layout=strided is not one of padded"),
+        ("[M] float32 | scale=2 | scale=3", "once each"),
+    ],
+)
+def test_a_wrong_mark_says_what_to_write(text, says):
+    with pytest.raises(ValueError, match=re.escape(says)):
+        TensorSpec.parse(text)

@@ -1,0 +1,168 @@
+"""The values and layout a described tensor is drawn with, and the marks that change them.
+
+By default a floating input is ``randn``, an integer one in [0, bound) and every tensor is
+contiguous: the inputs a kernel is easiest on. Real inputs are not always so, and a kernel
+that assumes they are can be wrong where it runs. A tensor's text in ``ratchet.yaml`` names
+what its real inputs hold after ``|``, one mark per ``|``:
+
+* ``-100``: a value an integer input also takes (an ignore_index), about one entry in eight;
+* ``scale=300``: floats drawn ``randn * 300`` (pre-activations past a tanh's range);
+* ``rows=0`` (``rows=-inf``, ``rows=1``): about one row in eight, a row being a slice along
+  the last dimension, filled with the value (padding tokens, a fully masked row of a mask);
+* ``layout=padded``: a view of a buffer whose rows are 64 elements longer (a slice of a
+  fused QKV projection); ``layout=transposed``: the last two dimensions stored the other way
+  (a weight kept transposed); ``layout=broadcast``: one row repeated with stride 0 along the
+  leading dimensions (the incoming gradient of a ``sum``).
+
+Marks on a declared output describe the incoming gradient drawn for it. The marks are opt in:
+a kernel whose contract excludes a case is not failed by it. Parsing needs no torch.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+#: The share of entries (or rows) drawn from a sentinel (or a ``rows=`` value).
+SHARE = 0.125
+#: Extra elements per row of a ``layout=padded`` buffer.
+PAD = 64
+LAYOUTS = ("padded", "transposed", "broadcast")
+_MARK = re.compile(r"^\s*(scale|rows|layout)\s*=\s*(\S+)\s*$")
+_INT = re.compile(r"^\s*-?\d+\s*$")
+
+
+@dataclass(frozen=True)
+class Marks:
+    """The marks of one tensor (see the module docstring); the default draws plain values."""
+
+    sentinels: tuple[int, ...] = ()
+    scale: float | None = None
+    rows: tuple[float, ...] = ()
+    layout: str | None = None
+
+
+def parse_marks(items: list[str], text: str, integer: bool, floating: bool) -> Marks:
+    """The marks after each ``|`` of ``text``; ValueError naming the mark and what to write."""
+    sentinels: list[int] = []
+    found: dict[str, list[str]] = {"scale": [], "rows": [], "layout": []}
+    for item in items:
+        m = _MARK.match(item)
+        if m:
+            found[m.group(1)].append(m.group(2))
+        elif _INT.match(item) and integer:
+            sentinels.append(int(item))
+        else:
+            raise ValueError(
+                f"{text!r}: after '|' comes an integer value of an integer input ('| -100'), "
+                f"'scale=300', 'rows=0' or 'layout=' one of {', '.join(LAYOUTS)}; got {item!r}"
+            )
+    if len(found["scale"]) > 1 or len(found["layout"]) > 1:
+        raise ValueError(f"{text!r}: give 'scale=' and 'layout=' once each")
+    scale = _scale(found["scale"], text, floating)
+    layout = found["layout"][0] if found["layout"] else None
+    if layout is not None and layout not in LAYOUTS:
+        raise ValueError(f"{text!r}: layout={layout} is not one of {', '.join(LAYOUTS)}")
+    rows = tuple(_row_value(v, text, integer, floating) for v in found["rows"])
+    return Marks(tuple(sentinels), scale, rows, layout)
+
+
+def _scale(values: list[str], text: str, floating: bool) -> float | None:
+    if not values:
+        return None
+    try:
+        scale = float(values[0])
+    except ValueError:
+        scale = math.nan
+    if not floating or not (math.isfinite(scale) and scale > 0):
+        raise ValueError(f"{text!r}: 'scale=' takes a positive number and a floating tensor")
+    return scale
+
+
+def _row_value(value: str, text: str, integer: bool, floating: bool) -> float:
+    word = {"true": 1.0, "false": 0.0}.get(value.lower())
+    try:
+        number = word if word is not None else float(value)
+    except ValueError:
+        number = math.nan
+    if floating:
+        ok = not math.isnan(number)
+    elif integer:
+        ok = math.isfinite(number) and number == int(number)
+    else:
+        ok = number in (0.0, 1.0)
+    if not ok:
+        kind = "a number or ±inf" if floating else "an integer" if integer else "0, 1, true, false"
+        raise ValueError(f"{text!r}: rows={value} is not {kind}")
+    return number
+
+
+def draw(
+    size: tuple[int, ...],
+    dtype: torch.dtype,
+    marks: Marks,
+    g: torch.Generator,
+    device: str,
+    high: int,
+) -> torch.Tensor:
+    """One tensor of ``size`` and ``dtype`` drawn from ``g`` as ``marks`` say: floats
+    ``randn`` (times the scale), bools at random, integers in [0, ``high``); then the
+    sentinels, the rows and the layout."""
+    import torch
+
+    if dtype.is_floating_point:
+        t = torch.randn(size, generator=g, device=device, dtype=torch.float32)
+        t = (t * marks.scale if marks.scale else t).to(dtype)
+    else:
+        hi = 2 if dtype == torch.bool else high
+        t = torch.randint(0, hi, size, generator=g, device=device).to(dtype)
+    if marks.sentinels:
+        t = _entries(t, marks.sentinels, g)
+    if marks.rows and t.dim():
+        t = _rows(t, marks.rows, g)
+    return laid_out(t, marks.layout)
+
+
+def _entries(t: torch.Tensor, values: tuple[float, ...], g: torch.Generator) -> torch.Tensor:
+    """``t`` with about :data:`SHARE` of its entries set to one of ``values``."""
+    import torch
+
+    hit = torch.rand(t.shape, generator=g, device=t.device) < SHARE
+    pick = torch.randint(0, len(values), t.shape, generator=g, device=t.device)
+    choices = torch.tensor(values, device=t.device).to(t.dtype)
+    return torch.where(hit, choices[pick], t)
+
+
+def _rows(t: torch.Tensor, values: tuple[float, ...], g: torch.Generator) -> torch.Tensor:
+    """``t`` with about :data:`SHARE` of its rows (slices along the last dimension; a 1-D
+    tensor's entries) filled with one of ``values``, at least one row where there are two."""
+    import torch
+
+    if t.dim() == 1:
+        return _entries(t, values, g)
+    lead = t.shape[:-1]
+    hit = torch.rand(lead, generator=g, device=t.device) < SHARE
+    if t[..., 0].numel() > 1 and not bool(hit.any()):
+        hit.view(-1)[0] = True
+    pick = torch.randint(0, len(values), lead, generator=g, device=t.device)
+    choices = torch.tensor(values, device=t.device).to(t.dtype)[pick]
+    return torch.where(hit.unsqueeze(-1), choices.unsqueeze(-1), t)
+
+
+def laid_out(t: torch.Tensor, layout: str | None) -> torch.Tensor:
+    """``t``'s values in ``layout``; ``t`` itself for no layout, or one under two dimensions
+    or empty (nothing to lay out)."""
+    if layout is None or t.dim() < 2 or not t.numel():
+        return t
+    if layout == "padded":
+        buf = t.new_zeros((*t.shape[:-1], t.shape[-1] + PAD))
+        buf[..., : t.shape[-1]] = t
+        return buf[..., : t.shape[-1]]
+    if layout == "transposed":
+        return t.transpose(-1, -2).contiguous().transpose(-1, -2)
+    return t[(0,) * (t.dim() - 1)].expand(t.shape)
