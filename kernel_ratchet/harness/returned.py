@@ -8,7 +8,7 @@ raises :class:`~kernel_ratchet.harness.cheat.CheatDetected` with one readable se
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -106,27 +106,33 @@ def poison(ts: list[tuple[str, torch.Tensor]]) -> None:
                 t.view(torch.uint8).fill_(0xFF) if t.is_contiguous() else t.fill_(-1)
 
 
-def nonfinite(ts: list[tuple[str, torch.Tensor]]) -> list[str]:
-    """Names of floating tensors holding NaN or Inf."""
-    return [n for n, t in ts if t.is_floating_point() and not _all_finite(t)]
+def nonfinite(ts: list[tuple[str, torch.Tensor]], nan_only: bool = False) -> list[str]:
+    """Names of floating tensors holding NaN or Inf (``nan_only``: NaN, the poison's value;
+    an Inf can be a right answer where the reference has it)."""
+    ok = _not_nan if nan_only else torch.isfinite
+    return [n for n, t in ts if t.is_floating_point() and not _all(t, ok)]
+
+
+def _not_nan(t: torch.Tensor) -> torch.Tensor:
+    return ~torch.isnan(t)
 
 
 _FP8_CHUNK = 1 << 24  # elements read through fp16 at a time: 32 MiB beside the output
 
 
-def _all_finite(t: torch.Tensor) -> bool:
+def _all(t: torch.Tensor, ok: Callable[[torch.Tensor], torch.Tensor]) -> bool:
     if t.element_size() != 1:
-        return bool(torch.isfinite(t).all())
+        return bool(ok(t).all())
     # fp8 has no isfinite kernel; fp16 holds every fp8 value exactly. Read in chunks, so a
     # large output does not need twice its size again in fp16.
     flat = t.reshape(-1)
-    return all(bool(torch.isfinite(c.to(torch.float16)).all()) for c in flat.split(_FP8_CHUNK))
+    return all(bool(ok(c.to(torch.float16)).all()) for c in flat.split(_FP8_CHUNK))
 
 
 def require_rewritten(ts: list[tuple[str, torch.Tensor]], what: str, index: int) -> None:
     """Raise CheatDetected when outputs of timed sample ``index``, poisoned before it, still
     hold NaN: the timed calls returned them without computing them."""
-    bad = nonfinite(ts)
+    bad = nonfinite(ts, nan_only=True)
     if bad:
         raise CheatDetected(
             f"{what} output(s) {', '.join(bad)} of timed sample {index} still hold the NaN "

@@ -283,3 +283,26 @@ def test_a_patch_made_while_the_transfer_traces_run_fails_that_request(tmp_path:
     with Worker(spec("PatchMedian"), tmp_path / "w.log") as w:
         r = w.transfer(SHAPE, SEED, steps=2, repeats=2)
         assert not r.ok and r.category == "cheat" and "statistics.median" in r.detail, explain(r)
+
+
+def test_an_infinite_result_the_reference_shares_passes_check_and_time(tmp_path: Path) -> None:
+    """A log-sum-exp of fully masked rows is -inf in the reference and the kernel: judged
+    position by position, and not taken for the NaN poison in the timed samples."""
+    from kernel_ratchet.harness.described_spec import described_spec
+
+    ops = "tests.harness.described_ops"
+    desc = {
+        "function": f"{ops}:masked_logsumexp_shifted",
+        "reference": f"{ops}:masked_logsumexp",
+        "inputs": {"x": "[M, N] float32", "mask": "[M, N] bool | rows=1"},
+        "outputs": ["y"],
+    }
+    shape = Shape("s", M=64, N=48)
+    s = spec("TinyGemm")
+    with Worker(
+        WorkerSpec(**{**s.__dict__, "adapter": described_spec(desc, "memory")}), tmp_path / "w.log"
+    ) as w:
+        r = w.check(shape, SEED)
+        assert r.ok, explain(r)
+        t = w.time(shape, SEED + 1, "fwd")
+        assert t.ok, explain(t)
