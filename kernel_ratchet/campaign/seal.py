@@ -12,6 +12,7 @@ the REPORT's gain.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -207,6 +208,10 @@ def index_mismatches(c: CampaignContext) -> list[str]:
 
 
 def _same(a: float | None, b: float | None) -> bool:
+    """Equal within the JSON round trip's tolerance; None only to None, NaN (a round rolled
+    back at a gate, before any gain) only to NaN."""
     if a is None or b is None:
         return a is b
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
     return abs(a - b) <= _TOLERANCE * max(1.0, abs(b))

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -56,7 +57,7 @@ def _live_view(title: str) -> Iterator:
                 str(r.round),
                 f"[{color}]{r.label}[/{color}]",
                 r.category.value,
-                "-" if r.gain is None else f"{r.gain * 100:+.2f}%",
+                "-" if r.gain is None or math.isnan(r.gain) else f"{r.gain * 100:+.2f}%",
                 r.summary or r.hypothesis,
             )
         return t

@@ -284,3 +284,24 @@ def test_every_way_an_ab_run_can_fail_closes_the_round_with_its_cause(category):
         out = _to_decision(None, run, None, [], "", "", ["m1"])  # type: ignore[arg-type]
         assert isinstance(out, PairedFailure) and out.category is expected
         assert out.category.root_cause != out.category.value
+
+
+def test_a_round_rolled_back_at_a_gate_keeps_the_index_and_its_record_in_agreement(tmp_path):
+    """A Check=FAIL round has no gain (NaN); the seal's comparison of the index with the
+    sealed record took NaN for a forged gain, and every later command stopped."""
+    from types import SimpleNamespace
+
+    from kernel_ratchet.campaign.seal import index_mismatches
+
+    record = RoundRecord.from_dict(CHECK_FAIL)
+    (tmp_path / "round-3").mkdir()
+    write_record(tmp_path / "round-3" / "round.json", record)
+    entry = ClosedEntry(3, record.status, "quick", record.category, "h", gain=record.gain)
+    entry = ClosedEntry.from_dict(json.loads(json.dumps(entry.to_dict())))  # as state.json
+    c = SimpleNamespace(
+        state=SimpleNamespace(closed=[entry]), round_dir=lambda n: tmp_path / f"round-{n}"
+    )
+    assert math.isnan(record.gain) and index_mismatches(c) == []
+    forged = ClosedEntry(3, record.status, "quick", record.category, "h", gain=0.5)
+    c.state.closed = [forged]
+    assert index_mismatches(c) == ["round-3: gain"]
