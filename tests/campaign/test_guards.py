@@ -16,6 +16,7 @@ import pytest
 from kernel_ratchet import cli
 from kernel_ratchet.campaign import steps
 from kernel_ratchet.campaign.engine import Campaign
+from kernel_ratchet.campaign.lineage.kernel import out_of_scope
 from kernel_ratchet.campaign.rounds import levels
 from kernel_ratchet.errors import (
     TERMINATION_REQUESTED,
@@ -30,6 +31,7 @@ from tests.campaign.conftest import (
     baselined_project,
     break_kernel,
     campaign_dir,
+    git,
     ratchet,
     set_blocks,
     typo_kernel,
@@ -144,6 +146,37 @@ def test_change_outside_kernel_source_is_refused_and_left_alone(project, open_ca
     assert "BLOCK_M = 16" in (project / KERNEL).read_text()
     with open_campaign() as c, pytest.raises(CampaignError, match="outside them: tests/test_k"):
         c.validate("no kernel change, the test file still edited")
+
+
+@pytest.mark.slow
+def test_a_file_edited_while_the_round_runs_rolls_it_back_for_scope(
+    accepted_project, open_accepted, monkeypatch
+):
+    """An edit outside kernel_source made while the round measures (a loosened test, an
+    edited reference) may be what the round read: the round is rolled back for its scope,
+    not accepted, and the edit is not taken as the new normal; git checkout then suffices."""
+    real = levels._run_harness
+    test_file = accepted_project / "tests/test_kernel.py"
+
+    def meanwhile(c, art, level, name, early=None):
+        test_file.write_text(test_file.read_text() + "\n# loosened while the round ran\n")
+        return real(c, art, level, name, early)
+
+    monkeypatch.setattr(levels, "_run_harness", meanwhile)
+    set_blocks(accepted_project, M=64, N=64)
+    with open_accepted() as c:
+        rec = c.validate("64x64 tiles")
+    assert rec.status == "ROLLED BACK" and rec.category == "scope", rec.reason
+    assert "changed while the round ran" in rec.reason
+    assert list(rec.out_of_scope) == ["tests/test_kernel.py"]
+    assert "BLOCK_M = 64" not in (accepted_project / KERNEL).read_text()  # rolled back
+    monkeypatch.setattr(levels, "_run_harness", real)
+    set_blocks(accepted_project, M=64, N=64)
+    with open_accepted() as c, pytest.raises(CampaignError, match="tests/test_kernel.py"):
+        c.validate("64x64 tiles")  # the edit was not absorbed
+    git(accepted_project, "checkout", "--", "tests/test_kernel.py")
+    with open_accepted() as c:
+        assert out_of_scope(c.ctx) == []
 
 
 @pytest.mark.slow

@@ -111,8 +111,8 @@ def ambient(c: CampaignContext) -> dict[str, str | None]:
     """Fingerprints of the user's own uncommitted changes outside the kernel files."""
     if is_workspace(c.m):  # the workspace's own files, not the project's
         return workspace_ambient(c)
-    kernel = set(c.kernel_git)
-    tips = os.path.relpath(c.profile.tips_root_path, c.groot) + "/"  # the tool writes tips
+    kernel = set(c.kernel_git) | set(c.state.exported)  # the tool writes exports and tips
+    tips = os.path.relpath(c.profile.tips_root_path, c.groot) + "/"
     return {
         p: file_sha256(c.groot / p)
         for p in git.changed_paths(c.groot)
@@ -136,6 +136,12 @@ def scope_reason(c: CampaignContext, scope: list[str]) -> str:
         "stash): `ratchet accept` refuses a campaign branch that changed other files, so "
         "make such changes before `ratchet init` or after `ratchet accept`"
     )
+    own = [p for p in scope if p in c.state.ambient and c.state.ambient[p] is not None]
+    if own:
+        why += (
+            f". {', '.join(own)} held an uncommitted edit of yours when the last round closed: "
+            "put that version back (git checkout would drop it too)"
+        )
     new = [] if is_workspace(c.m) else _untracked(c, scope)
     if new:
         why += (

@@ -7,6 +7,7 @@ exception; ``engine.Campaign.validate`` writes what :func:`measure` returns.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,6 +40,7 @@ from kernel_ratchet.guard.backend import backend_audit
 from kernel_ratchet.guard.static_audit import REJECT
 from kernel_ratchet.guard.tool_reach import tool_reach
 from kernel_ratchet.harness.pinning import beside_cpus
+from kernel_ratchet.scoring.decision import Status
 
 if TYPE_CHECKING:
     from kernel_ratchet.campaign.context import CampaignContext
@@ -84,8 +86,28 @@ def measure(c: CampaignContext, n: int, p: PendingRound) -> RoundRecord:
     ab_quick/_full, transfer; measure = the whole round; overlap: see
     :data:`~kernel_ratchet.campaign.record.OVERLAP_STEP`)."""
     t0 = time.monotonic()
-    record = _measure(c, n, p)
+    record = _edited_meanwhile(c, _measure(c, n, p))
     return record.with_seconds("measure", time.monotonic() - t0)
+
+
+def _edited_meanwhile(c: CampaignContext, record: RoundRecord) -> RoundRecord:
+    """``record``, rolled back for its scope when files outside kernel_source changed while
+    the round ran: its test, workers and harness may have read them (an edited reference or a
+    loosened test), so nothing it measured can be credited to the kernel. Its measurement is
+    kept in the record."""
+    if record.category is Category.SCOPE:
+        return record
+    scope = split_ignored(out_of_scope(c))[0]
+    if not scope:
+        return record
+    why = (
+        f"files outside kernel_source changed while the round ran, so what it measured may "
+        f"have read them ({record.status.value} otherwise: {record.reason}); "
+        + scope_reason(c, scope)
+    )
+    return replace(
+        record, status=Status.ROLLED_BACK, category=Category.SCOPE, reason=why, out_of_scope=scope
+    )
 
 
 def _draft(c: CampaignContext, n: int, p: PendingRound, diff: str) -> RoundDraft:
