@@ -122,6 +122,21 @@ class Campaign:
     def round_dir(self, n: int) -> Path:
         return self.ctx.round_dir(n)
 
+    def export(self, dest: Path, *, traces: bool = False) -> list[Path]:
+        """Copy the records into ``dest`` (:func:`~.export.export_records`); the files it writes
+        inside the project are the tool's own, which the scope check of a round then ignores
+        (an export between rounds refused the next one)."""
+        from kernel_ratchet.campaign.export import export_records
+
+        written = export_records(self.dir, dest, traces=traces)
+        top = self.ctx.groot.resolve()
+        inside = [Path(dest).resolve() / w for w in written]
+        mine = [str(p.relative_to(top)) for p in inside if top in p.parents]
+        if mine:
+            self.state.exported += mine
+            self.save()
+        return written
+
     # -- BASELINE ------------------------------------------------------------------------------
     def baseline(self) -> RoundRecord:
         """Round 1: focused test, harness on all target shapes, schema frozen, representative

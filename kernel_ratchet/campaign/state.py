@@ -199,6 +199,9 @@ class State:
     logs: dict[str, dict[str, Any]] = field(default_factory=dict)
     records: dict[str, str | None] = field(default_factory=dict)  # sealed files: sha256
     ambient: dict[str, str | None] = field(default_factory=dict)
+    #: Files ``ratchet export`` wrote inside the project (relative to the git top level):
+    #: the tool's own records, not changes a round could read.
+    exported: list[str] = field(default_factory=list)
     harness_sha256: str | None = None
     termination: Termination | None = None
     # a rehearsal campaign (Triton interpreter): every round is labelled and rolled back

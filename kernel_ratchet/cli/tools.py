@@ -116,10 +116,8 @@ def export(
     """Copy the campaign's records (manifest, state, logs, REPORT, each round's summary,
     record, candidate diff and paired A/B) into DEST, to commit them as the evidence of its
     numbers; no worktree, snapshot or profile."""
-    from kernel_ratchet.campaign.export import export_records
-
     with open_campaign(profile, campaign) as c:  # no round in flight while it copies
-        written = export_records(c.dir, dest, traces=traces)
+        written = c.export(dest, traces=traces)
     out.print(f"{len(written)} files of {c.dir.name} written to {dest}")
 
 

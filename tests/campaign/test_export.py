@@ -69,3 +69,26 @@ def test_export_never_overwrites_and_stays_outside_the_campaign(accepted, tmp_pa
         export_records(tmp_path, tmp_path / "x")
     (tmp_path / "empty").mkdir()
     assert export_records(cdir, tmp_path / "empty")  # an empty folder is fine
+
+
+def test_an_export_inside_the_project_is_not_a_change_a_round_could_read(
+    accepted, capsys, monkeypatch
+):
+    """The tool's own records, exported into the project between rounds, do not stop the
+    next round for its scope, and moving them away later does not either."""
+    from kernel_ratchet.campaign.engine import Campaign
+    from kernel_ratchet.campaign.lineage.kernel import out_of_scope
+    from kernel_ratchet.profile.loader import load_profile
+
+    monkeypatch.chdir(accepted)
+    rc, text = run_cli(capsys, monkeypatch, "export", "campaigns/tiny")
+    assert rc in (0, None), text
+    (accepted / "stray.json").write_text("{}")  # a file of the user's still counts
+
+    def scope() -> list[str]:
+        with Campaign(load_profile(accepted), campaign_dir(accepted)) as c:
+            return out_of_scope(c.ctx)
+
+    assert scope() == ["stray.json"]
+    shutil.rmtree(accepted / "campaigns")
+    assert scope() == ["stray.json"]
