@@ -14,6 +14,7 @@ from typing import Any
 
 from kernel_ratchet.harness.described_spec import described_spec, inline_spec
 from kernel_ratchet.harness.description import DESCRIPTION_KEYS, Description
+from kernel_ratchet.harness.symbolic import dtype_name
 from kernel_ratchet.profile.problems import Problems, show
 
 #: Keys an op entry may carry besides the SPEC's: the description and the rehearsal shapes.
@@ -44,7 +45,22 @@ def described_fields(
         problems.add(f"{prefix}.{key}", why or str(exc), "see docs/your-kernel.md for the form")
         return None
     _unbound_symbols(data, Description.from_dict(desc), prefix, problems)
+    _shape_dtypes(data, prefix, problems)
     return spec
+
+
+def _shape_dtypes(data: Mapping[str, Any], prefix: str, problems: Problems) -> None:
+    """A described op's shape gives its tensors' ``dtype``: a name torch knows (a typo would
+    first fail when the op runs, as if the kernel were wrong)."""
+    for key in ("shapes", "rehearse_shapes"):
+        for entry in data.get(key) if isinstance(data.get(key), list) else []:
+            if not isinstance(entry, Mapping) or entry.get("dtype") is None:
+                continue
+            try:
+                dtype_name(str(entry["dtype"]))
+            except ValueError as exc:
+                why, _, fix = str(exc).partition("; ")
+                problems.add(f"{prefix}.{key}", f"shape {entry.get('label')!r}: {why}", fix)
 
 
 def _unbound_symbols(

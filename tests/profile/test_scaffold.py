@@ -286,3 +286,12 @@ def test_the_default_kernel_source_is_found_in_a_src_layout(tmp_path):
     assert module_file(tmp_path, "mynorm.rmsnorm:rms_norm") == "src/mynorm/rmsnorm.py"
     assert module_file(tmp_path, "mynorm:rms_norm") == "src/mynorm/__init__.py"
     assert module_file(tmp_path, "other.mod:f") == "other/mod.py"  # not found: the dotted path
+
+
+def test_a_shape_with_a_misspelt_dtype_is_refused_when_the_profile_loads(tmp_path):
+    text = EXISTING.replace("{label: s, M: 8, N: 8}", "{label: s, M: 8, N: 8, dtype: flaot16}")
+    (tmp_path / "ratchet.yaml").write_text(text)
+    with pytest.raises(ProfileError) as refused:
+        load_profile(tmp_path / "ratchet.yaml")
+    assert "ops.first.shapes: shape 's': unknown dtype 'flaot16'" in str(refused.value)
+    assert "use one of float32" in str(refused.value)
