@@ -168,7 +168,7 @@ def _scoring(profile: Profile, op: OpProfile) -> CheckItem:
         )
     metric = PRIMARY_METRICS[op.campaign_type]
     if op.campaign_type == "memory":
-        metric += " (Step GB/s, forward and backward bytes over their time, with a backward)"
+        metric += " (an op with a backward: Step GB/s, both passes' bytes over their time)"
     return _item(op, "scoring rule known", True, f"{op.campaign_type}: primary {metric}")
 
 

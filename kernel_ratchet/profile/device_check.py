@@ -36,7 +36,7 @@ def device_check(
     import torch
 
     o = profile.op(op)
-    name = "a GPU for these shapes"
+    name = f"{op}: a GPU for these shapes"
     if torch.cuda.is_available() if cuda is None else cuda:
         return CheckItem(name, True, "CUDA GPU present")
     try:
