@@ -143,6 +143,11 @@ class Campaign:
         shapes chosen. Raises CampaignError when the unmodified kernel fails its own test,
         RatchetError when this machine lacks what the profile requires."""
         ensure_runnable(self.profile.requires, str(self.profile.path))
+        if self.state.termination:  # before its branch: that one may be gone
+            raise CampaignError(
+                f"campaign {self.m.campaign} has ended ({self.state.termination.reason}); "
+                "start a new campaign with `ratchet init`"
+            )
         self._require_branch()
         if self.state.phase is not Phase.INITIALIZED:
             raise CampaignError(

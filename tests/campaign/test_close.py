@@ -10,7 +10,7 @@ import shutil
 
 from tests.cli_inprocess import run_cli
 
-from .conftest import campaign_dir, make_project, ratchet
+from .conftest import campaign_dir, git, make_project, ratchet
 
 REASON = "the incumbent's full validation fails on this image's Triton"
 
@@ -64,6 +64,10 @@ def test_a_campaign_closed_before_its_baseline_no_longer_blocks_the_op(
     rc, text = run_cli(capsys, monkeypatch, "status")
     flat = " ".join(text.split())  # however wide the console wraps it
     assert rc == 0 and "TERMINATED" in flat and "no incumbent (no baseline)" in flat, text
+    git(root, "checkout", "-q", "main")  # its branch is no longer checked out
+    rc, text = run_cli(capsys, monkeypatch, "baseline")
+    flat = " ".join(text.split())
+    assert rc != 0 and "has ended (closed without" in flat and "ratchet init" in flat, text
     rc, text = run_cli(capsys, monkeypatch, "init", "--op", "tiny_gemm", "--yes")
     assert rc == 0, text
     assert len(list((root / ".ratchet" / "campaigns").iterdir())) == 2
