@@ -307,9 +307,10 @@ class Campaign:
             p = self.state.pending = p.at(Stage.DECIDED)
             self.save()
             self.say(
-                f"round-{n} was interrupted before its decision: closed as ROLLED BACK. The "
-                "kernel edit it was measuring is kept; to work on it again, from the project "
-                f"root: {snapshot_restore_command(self.ctx, self.round_dir(n))}"
+                f"round-{n} was interrupted before its decision: closed as ROLLED BACK, the "
+                "kernel files put back to the incumbent's. The edit it was measuring is kept "
+                "in the round's snapshot; to work on it again, from the project root: "
+                f"{snapshot_restore_command(self.ctx, self.round_dir(n))}"
             )
         record = read_record(rpath)
         if p.stage is Stage.DECIDED:
@@ -357,6 +358,8 @@ class Campaign:
             st.consecutive_rollbacks = 0
         elif (entry := st.closed_round(n)) and entry.rehearsal == WOULD_ACCEPT:
             st.consecutive_rollbacks = 0  # rolled back as a rehearsal, not for its direction
+        elif record.category is Category.INTERRUPTED:
+            pass  # stopped by the user, not a direction that failed
         else:
             st.consecutive_rollbacks += 1
         if record.category is not Category.SCOPE:

@@ -224,10 +224,13 @@ def test_ctrl_c_during_the_harness_closes_the_round(accepted_project, open_accep
 
     monkeypatch.setattr(steps.RunningStep, "wait", interrupted)
     set_blocks(accepted_project, M=64, N=64)
+    with open_accepted() as c:
+        stalled = c.state.consecutive_rollbacks
     with open_accepted() as c, pytest.raises(KeyboardInterrupt):
         c.validate("64x64 tiles")
     with open_accepted() as c:
         assert c.state.pending is None
+        assert c.state.consecutive_rollbacks == stalled  # the user's stop is no failed direction
         last = c.state.closed[-1]
     assert last.category == "interrupted" and "Ctrl+C" in json.dumps(
         json.loads((campaign_dir(accepted_project) / "rounds/round-3/round.json").read_text())
