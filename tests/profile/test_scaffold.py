@@ -295,3 +295,14 @@ def test_a_shape_with_a_misspelt_dtype_is_refused_when_the_profile_loads(tmp_pat
         load_profile(tmp_path / "ratchet.yaml")
     assert "ops.first.shapes: shape 's': unknown dtype 'flaot16'" in str(refused.value)
     assert "use one of float32" in str(refused.value)
+
+
+def test_a_function_that_does_not_import_is_said_once(proj):
+    from kernel_ratchet.profile.checklist import all_checks
+    from kernel_ratchet.profile.described_check import WHAT
+
+    (proj / "ratchet.yaml").write_text(EXISTING.replace("mynorm:scale\n", "mynorm:scael\n"))
+    items = all_checks(load_profile(proj / "ratchet.yaml"), "first")
+    failed = [i.name for i in items if not i.ok and not i.warning]
+    assert "first: adapter importable" in failed
+    assert not any(i.name.endswith(WHAT) for i in items)  # no 'correct the kernel' row
