@@ -174,7 +174,8 @@ def check_outputs(
                 f"{name}: shape {list(g.shape)} against the reference's {list(r.shape)}"
             )
         elif not (c.snr >= bar):
-            failures.append(f"{name}: SNR {c.snr:.2f} dB < {bar:.1f} dB")
+            why = _infinite_why(name, g, r) if c.snr == -math.inf else ""
+            failures.append(f"{name}: SNR {c.snr:.2f} dB < {bar:.1f} dB{why}")
         elif c.worst and math.isfinite(bar) and not (c.worst[2] >= bar - SLICE_MARGIN_DB):
             d, i, db = c.worst
             failures.append(
@@ -197,3 +198,41 @@ def assert_close(
         lines.append(f"  {name}: snr={s:.2f} dB rel_err={rel_err(got[name], r):.3e}")
     if not ok:
         raise AssertionError(f"outputs below {min_snr_db} dB:\n" + "\n".join(lines))
+
+
+_NAN_REFERENCE = (
+    "; NaN never passes (it marks outputs never written): make the reference return a number "
+    "there, and its gradient too"
+)
+
+
+def _infinite_why(name: str, out: torch.Tensor, ref: torch.Tensor) -> str:
+    """Why an output read -inf dB, where a value says it ("" where none does): NaN in the
+    reference or the output, an Inf the reference does not have, an all-zero reference.
+    Each with its count and its first position."""
+    if not isinstance(out, torch.Tensor) or type(out) is not torch.Tensor:
+        return ""
+    o, r = out.detach(), ref.detach().to(out.device)
+    if o.dtype.itemsize == 1 and o.is_floating_point():
+        o = o.to(torch.float16)  # fp8 has no isnan
+    finite = torch.isfinite(r)
+    nan_ref = torch.isnan(r)
+    found = [
+        (nan_ref, "the reference holds NaN", _NAN_REFERENCE),
+        (torch.isnan(o) & ~nan_ref, "the output holds NaN", ""),
+        (
+            ~finite & ~nan_ref & (o.to(r.dtype) != r),
+            "the output differs from the reference's Inf",
+            "",
+        ),
+        (finite & torch.isinf(o), "the output holds Inf where the reference is finite", ""),
+    ]
+    for mask, what, then in found:
+        n = int(mask.sum())
+        if n:
+            first = [int(i) for i in mask.nonzero()[0]] if mask.dim() else []
+            at = f"{name}[{', '.join(map(str, first))}]" if first else name
+            return f" ({what} at {n} position{'s' * (n > 1)}, first {at}{then})"
+    if not bool(r.any()):
+        return " (the reference is all zero and the output is not)"
+    return ""

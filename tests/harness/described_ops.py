@@ -150,3 +150,11 @@ def masked_logsumexp_shifted(x: torch.Tensor, mask: torch.Tensor) -> torch.Tenso
     top = z.max(-1).values
     safe = torch.where(torch.isinf(top), 0.0, top)
     return torch.log(torch.exp(z - safe[:, None]).sum(-1)) + safe
+
+
+def rms_norm_skips_last_row(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6):
+    """A kernel whose grid misses the last row: one row in 16384 costs the whole tensor
+    0.3 dB."""
+    y = rms_norm(x, weight, eps)
+    y[-1] = 0
+    return y

@@ -231,3 +231,29 @@ def test_torch_softmax_backward_in_bf16_passes_over_a_large_vocabulary():
     res = check_outputs({"dx": dx}, {"dx": ref}, {"dx": 40.0})
     assert res.passed, res.reason
 
+
+@pytest.mark.parametrize(
+    ("where", "says"),
+    [
+        ("ref_nan", "the reference holds NaN at 2 positions, first y[1, 2]; NaN never passes"),
+        ("out_nan", "the output holds NaN at 1 position, first y[3, 4]"),
+        (
+            "out_inf",
+            "the output holds Inf where the reference is finite at 1 position, first y[0, 9]",
+        ),
+        ("zero_ref", "the reference is all zero and the output is not"),
+    ],
+)
+def test_a_minus_infinite_snr_says_which_value_made_it(where, says):
+    ref = torch.randn(8, 16, generator=torch.Generator().manual_seed(8))
+    out = ref.clone()
+    if where == "ref_nan":
+        ref[1, 2] = ref[5, 0] = math.nan
+    elif where == "out_nan":
+        out[3, 4] = math.nan
+    elif where == "out_inf":
+        out[0, 9] = math.inf
+    else:
+        ref.zero_()
+    res = check_outputs({"y": out}, {"y": ref}, {"y": 40.0})
+    assert "y: SNR -inf dB < 40.0 dB (" + says in res.reason, res.reason

@@ -153,3 +153,19 @@ def test_the_cpu_device_check_counts_every_size_symbol_of_a_described_op(tmp_pat
     tiny = [{"label": "t", "M": 37, "V": 200, "dtype": "float32"}]
     prof = load_profile(_write(tmp_path, inputs=inputs, shapes=tiny, gradients=["logits"]))
     assert device_check(prof, "norm", cuda=False).ok
+
+
+def test_the_focused_test_says_why_a_shape_failed_beyond_its_snrs(tmp_path, capsys):
+    from kernel_ratchet.profile.focused import run
+
+    shape = {"label": "rows", "M": 16384, "N": 32, "dtype": "bfloat16"}
+    path = _write(
+        tmp_path,
+        function="tests.harness.described_ops:rms_norm_skips_last_row",
+        gradients=None,
+        shapes=[shape],
+        rehearse_shapes=[shape],
+    )
+    assert run("norm", path.parent) == 1
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("FAIL"))
+    assert line.startswith("FAIL rows: y 4") and "(y: y[16383, :] at SNR 0." in line, line
