@@ -205,8 +205,19 @@ def rebind(case: Any, snap: InputSnapshot, fresh: Any) -> bool:
     new = dict(tensors(fresh))
     with torch.no_grad():
         for p, t, _ in snap.items:
-            torch.Tensor.copy_(t, new[p])
+            torch.Tensor.copy_(*_stored(t, new[p]))
     return True
+
+
+def _stored(t: torch.Tensor, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(``t``, ``src``) cut to the elements ``t`` stores once: index 0 of each dimension that
+    ``t`` repeats with stride 0 (an input declared ``layout=broadcast``, which cannot be
+    written as a whole)."""
+    repeated = [st == 0 and n > 1 for st, n in zip(t.stride(), t.shape, strict=True)]
+    if not any(repeated):
+        return t, src
+    index = tuple(0 if r else slice(None) for r in repeated)
+    return t[index], src[index]
 
 
 def scrub_allocator(nbytes: list[int], device: str) -> None:

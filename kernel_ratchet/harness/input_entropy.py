@@ -21,16 +21,17 @@ MAX_LOW_SHARE = 0.5
 
 def low_entropy(t: torch.Tensor) -> bool:
     """True when ``t`` (floating point, at least ``MIN_DISTINCT`` elements) has fewer than
-    ``MIN_DISTINCT`` distinct values in a strided sample, or identical rows that are not one
-    row expanded (stride 0: the declared layout of a sum's incoming gradient)."""
+    ``MIN_DISTINCT`` distinct values in a strided sample, or identical rows; never for a
+    tensor that repeats its values by a stride of 0 (``layout=broadcast``: the declared layout
+    of a sum's incoming gradient, its values as random as they are many)."""
     flat = t.detach().reshape(-1)
-    if flat.numel() < MIN_DISTINCT:
+    if flat.numel() < MIN_DISTINCT or _expanded(t):
         return False
     step = max(flat.numel() // SAMPLE, 1)
     sample = flat[::step][:SAMPLE].float()
     if int(torch.unique(sample).numel()) < MIN_DISTINCT:
         return True
-    if t.dim() >= 2 and t.shape[0] > 1 and t.stride(0):  # stride 0: rows repeated by layout
+    if t.dim() >= 2 and t.shape[0] > 1:
         rows = t.detach().reshape(t.shape[0], -1)
         return bool((rows == rows[:1]).all())
     return False
@@ -54,3 +55,7 @@ def describe(paths: list[str]) -> str:
         "(make_case must draw random inputs; constant data raises GPU clocks and hides "
         "data-dependent bugs)"
     )
+
+
+def _expanded(t: torch.Tensor) -> bool:
+    return any(st == 0 and n > 1 for st, n in zip(t.stride(), t.shape, strict=True))

@@ -12,7 +12,10 @@ what its real inputs hold after ``|``, one mark per ``|``:
 * ``layout=padded``: a view of a buffer whose rows are 64 elements longer (a slice of a
   fused QKV projection); ``layout=transposed``: the last two dimensions stored the other way
   (a weight kept transposed); ``layout=broadcast``: one row repeated with stride 0 along the
-  leading dimensions (the incoming gradient of a ``sum``).
+  leading dimensions, a 1-D tensor's one value (the incoming gradient of a ``sum``).
+
+A mark whose values the dtype cannot hold (``scale=1e5`` on float16, ``rows=-inf`` on e4m3,
+a sentinel past int8) is a ValueError when the tensor is drawn.
 
 Marks on a declared output describe the incoming gradient drawn for it. The marks are opt in:
 a kernel whose contract excludes a case is not failed by it. Parsing needs no torch.
@@ -115,6 +118,7 @@ def draw(
     sentinels, the rows and the layout."""
     import torch
 
+    _fits(marks, dtype)
     if dtype.is_floating_point:
         t = torch.randn(size, generator=g, device=device, dtype=torch.float32)
         t = (t * marks.scale if marks.scale else t).to(dtype)
@@ -126,6 +130,28 @@ def draw(
     if marks.rows and t.dim():
         t = _rows(t, marks.rows, g)
     return laid_out(t, marks.layout)
+
+
+def _fits(marks: Marks, dtype: torch.dtype) -> None:
+    """ValueError when a mark's values cannot be held by ``dtype`` (they would come out as
+    Inf, saturated, wrapped around or zero, not as declared)."""
+    import torch
+
+    name = str(dtype).removeprefix("torch.")
+    if dtype.is_floating_point:
+        info = torch.finfo(dtype)
+        if marks.scale and not info.tiny <= marks.scale <= info.max / 8:
+            raise ValueError(f"scale={marks.scale:g} does not fit {name} (|x| up to {info.max:g})")
+        has_inf = math.isinf(torch.tensor(math.inf).to(dtype).float().item())
+        bad = [v for v in marks.rows if abs(v) > info.max and not (math.isinf(v) and has_inf)]
+    else:
+        if marks.scale:
+            raise ValueError(f"scale= is for floating tensors; this one is {name}")
+        info = torch.iinfo(dtype) if dtype != torch.bool else None
+        values = [*marks.rows, *marks.sentinels]
+        bad = [v for v in values if info and not info.min <= v <= info.max]
+    if bad:
+        raise ValueError(f"{', '.join(f'{v:g}' for v in bad)} does not fit {name}")
 
 
 def _entries(t: torch.Tensor, values: tuple[float, ...], g: torch.Generator) -> torch.Tensor:
@@ -143,6 +169,8 @@ def _rows(t: torch.Tensor, values: tuple[float, ...], g: torch.Generator) -> tor
     tensor's entries) filled with one of ``values``, at least one row where there are two."""
     import torch
 
+    if not t.numel():
+        return t
     if t.dim() == 1:
         return _entries(t, values, g)
     lead = t.shape[:-1]
@@ -155,9 +183,10 @@ def _rows(t: torch.Tensor, values: tuple[float, ...], g: torch.Generator) -> tor
 
 
 def laid_out(t: torch.Tensor, layout: str | None) -> torch.Tensor:
-    """``t``'s values in ``layout``; ``t`` itself for no layout, or one under two dimensions
-    or empty (nothing to lay out)."""
-    if layout is None or t.dim() < 2 or not t.numel():
+    """``t``'s values in ``layout``; ``t`` itself for no layout, an empty tensor, or one of
+    fewer dimensions than the layout needs (two to pad or transpose, one to broadcast: a 1-D
+    tensor's first value repeated, the gradient of a loss vector's sum)."""
+    if layout is None or not t.numel() or t.dim() < (1 if layout == "broadcast" else 2):
         return t
     if layout == "padded":
         buf = t.new_zeros((*t.shape[:-1], t.shape[-1] + PAD))
@@ -165,4 +194,4 @@ def laid_out(t: torch.Tensor, layout: str | None) -> torch.Tensor:
         return buf[..., : t.shape[-1]]
     if layout == "transposed":
         return t.transpose(-1, -2).contiguous().transpose(-1, -2)
-    return t[(0,) * (t.dim() - 1)].expand(t.shape)
+    return (t[(0,) * (t.dim() - 1)] if t.dim() > 1 else t[:1]).expand(t.shape)

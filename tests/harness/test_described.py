@@ -376,3 +376,30 @@ def test_marks_on_an_output_draw_its_incoming_gradient():
 def test_a_wrong_mark_says_what_to_write(text, says):
     with pytest.raises(ValueError, match=re.escape(says)):
         TensorSpec.parse(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "dtype", "says"),
+    [
+        ("[M, N] float16 | scale=1e5", "float16", "scale=100000 does not fit float16"),
+        ("[M, N] float8_e4m3fn | rows=-inf", "float8_e4m3fn", "-inf does not fit float8_e4m3fn"),
+        ("[M] int8 < 100 | 1000", "int8", "1000 does not fit int8"),
+        ("[M, N] dtype | scale=3", "int64", "scale= is for floating tensors; this one is int64"),
+    ],
+)
+def test_a_mark_the_dtype_cannot_hold_is_refused_when_drawn(text, dtype, says):
+    """Inf from an overflowing scale, a saturated -inf, a wrapped sentinel: not what the
+    description says, so not drawn."""
+    adapter = _adapter(inputs={"x": text}, gradients=[])
+    shape = load_shapes(inline_spec([{"label": "s", "M": 8, "N": 16, "dtype": dtype}]))[0]
+    with pytest.raises(ValueError, match=re.escape(says)):
+        adapter.make_case(shape, 0, "cpu")
+
+
+def test_a_1d_broadcast_is_one_value_and_an_empty_tensor_takes_any_mark():
+    inputs = {"dy": "[M] float32 | layout=broadcast", "e": "[M, N] float32 | rows=0"}
+    adapter = _adapter(inputs=inputs, gradients=[])
+    shape = load_shapes(inline_spec([{"label": "s", "M": 8, "N": 0}]))[0]
+    case = adapter.make_case(shape, 0, "cpu")
+    assert case.dy.stride() == (0,) and int(case.dy.unique().numel()) == 1
+    assert case.e.shape == (8, 0)

@@ -154,6 +154,7 @@ def test_constant_inputs_are_low_entropy_and_a_small_constant_is_allowed() -> No
     assert "random" in input_entropy.describe(["x"])
     # one random row expanded with stride 0 is a layout ('layout=broadcast'), not a constant
     assert input_entropy.low_entropy_inputs([("x", rows[:1].expand(64, 32))]) is None
+    assert input_entropy.low_entropy_inputs([("dy", torch.randn(1).expand(64))]) is None
 
 
 def test_references_run_at_full_precision_whatever_the_project_set():

@@ -306,3 +306,37 @@ def test_an_infinite_result_the_reference_shares_passes_check_and_time(tmp_path:
         assert r.ok, explain(r)
         t = w.time(shape, SEED + 1, "fwd")
         assert t.ok, explain(t)
+
+
+@pytest.mark.parametrize(
+    ("inputs", "outputs"),
+    [
+        ({"x": "[M, N] float32 | layout=broadcast"}, ["y"]),
+        ({"x": "[M, N] float32 | layout=padded"}, ["y"]),
+        ({"x": "[M, N] float32"}, {"y": "[M, N] float32 | layout=broadcast"}),
+    ],
+    ids=["input-broadcast", "input-padded", "dy-broadcast"],
+)
+def test_inputs_in_a_declared_layout_pass_check_and_time(tmp_path: Path, inputs, outputs) -> None:
+    """A stride-0 or padded input (or incoming gradient) goes through every check that writes
+    new values into the inputs (the rebind, the fresh inputs of each timed sample)."""
+    from kernel_ratchet.harness.described_spec import described_spec
+
+    ops = "tests.harness.described_ops"
+    desc = {
+        "function": f"{ops}:rms_norm",
+        "reference": f"{ops}:rms_norm_ref",
+        "inputs": {**inputs, "weight": "[N] float32"},
+        "outputs": outputs,
+        "gradients": ["x", "weight"],
+    }
+    s = spec("TinyGemm")
+    with Worker(
+        WorkerSpec(**{**s.__dict__, "adapter": described_spec(desc, "memory")}), tmp_path / "w"
+    ) as w:
+        shape = Shape("s", M=48, N=64)
+        r = w.check(shape, SEED)
+        assert r.ok, explain(r)
+        for phase in ("fwd", "bwd"):
+            t = w.time(shape, SEED + 1, phase)
+            assert t.ok, explain(t)
