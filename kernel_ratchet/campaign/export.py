@@ -27,6 +27,8 @@ ROUND_FILES = {
     "artifacts/paired.json": "paired.json",
 }
 TRACE = {"artifacts/paired/timings.jsonl": "timings.jsonl"}
+#: The suffixes of every file an export writes (records, not code).
+RECORD_SUFFIXES = (".md", ".json", ".jsonl", ".yaml", ".diff")
 
 
 def export_records(cdir: Path, dest: Path, *, traces: bool = False) -> list[Path]:

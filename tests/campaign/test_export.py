@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kernel_ratchet.campaign.export import export_records
+from kernel_ratchet.campaign.export import RECORD_SUFFIXES, export_records
 from kernel_ratchet.errors import CampaignError
 from tests.campaign.conftest import campaign_dir, session_accepted
 from tests.cli_inprocess import run_cli
@@ -43,6 +43,7 @@ def test_export_copies_the_records_and_only_them(accepted, tmp_path, capsys, mon
     # no worktree, snapshot, CSV, worker log or trace came along
     assert not any("kernel_snapshot" in g or g.endswith((".csv", ".log", ".jsonl")) for g in got)
     assert all(g.count("/") <= 2 for g in got)
+    assert all(g.endswith(RECORD_SUFFIXES) for g in got)  # what the scope check may leave out
     assert f"{len(got)} files" in text
 
 
@@ -84,6 +85,8 @@ def test_an_export_inside_the_project_is_not_a_change_a_round_could_read(
     rc, text = run_cli(capsys, monkeypatch, "export", "campaigns/tiny")
     assert rc in (0, None), text
     (accepted / "stray.json").write_text("{}")  # a file of the user's still counts
+    state = json.loads((campaign_dir(accepted) / "state.json").read_text())
+    assert "campaigns/tiny/state.json" in state["exported"]
 
     def scope() -> list[str]:
         with Campaign(load_profile(accepted), campaign_dir(accepted)) as c:

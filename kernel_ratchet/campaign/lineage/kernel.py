@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kernel_ratchet.campaign.clock import now
+from kernel_ratchet.campaign.export import RECORD_SUFFIXES
 from kernel_ratchet.campaign.fsutil import atomic_write_json, atomic_write_text, file_sha256
 from kernel_ratchet.campaign.lineage import git
 from kernel_ratchet.campaign.lineage.workspace import is_workspace, workspace_ambient
@@ -111,7 +112,8 @@ def ambient(c: CampaignContext) -> dict[str, str | None]:
     """Fingerprints of the user's own uncommitted changes outside the kernel files."""
     if is_workspace(c.m):  # the workspace's own files, not the project's
         return workspace_ambient(c)
-    kernel = set(c.kernel_git) | set(c.state.exported)  # the tool writes exports and tips
+    # the tool writes exports (records, never code) and tips
+    kernel = set(c.kernel_git) | {p for p in c.state.exported if p.endswith(RECORD_SUFFIXES)}
     tips = os.path.relpath(c.profile.tips_root_path, c.groot) + "/"
     return {
         p: file_sha256(c.groot / p)
