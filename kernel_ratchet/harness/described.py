@@ -231,6 +231,25 @@ class DescribedAdapter(Adapter):
             return got
         return max(got, self.desc.threshold(name, expected))
 
+    def dtype_notes(self) -> list[str]:
+        """A note per output the last call returned in a lower-precision dtype than the one
+        nothing declared it to have: it is held to the stricter bar of the two, right for an
+        fp32 op handing back bf16, wrong for a quantization whose contract is fp8."""
+        d = self.desc
+        notes = []
+        for name, got in self._dtypes.items():
+            want = self._expected.get(name)
+            if got is None or want is None or got == want or name in d.output_specs:
+                continue
+            if name in d.tolerance or self.desc.threshold(name, got) >= self.threshold(name):
+                continue
+            notes.append(
+                f"{name} comes back {got} and is held to {want}'s {self.threshold(name):g} dB, "
+                f"since nothing declares its dtype; if {got} is its contract, declare it: "
+                f'outputs: {{{name}: "[...] {got}"}}'
+            )
+        return notes
+
     def flops(self, shape: Shape) -> tuple[float, float]:
         return self._work(self.desc.flops, shape)
 

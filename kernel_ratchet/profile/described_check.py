@@ -39,8 +39,12 @@ def described_call(profile: Profile, op: OpProfile) -> CheckItem | None:
         detail = f"no answer in {_TIMEOUT_S} s on the rehearsal shapes; not checked"
         return CheckItem(f"{op.name}: {WHAT}", True, detail, warning=True)
     lines = (done.stdout + done.stderr).strip().splitlines()
+    notes = [ln.removeprefix("note: ") for ln in lines if ln.startswith("note: ")]
     if done.returncode == 0:
-        return _item(op, WHAT, True, lines[-1] if lines else "passed")
+        passed = lines[-1] if lines else "passed"
+        if notes:
+            return CheckItem(f"{op.name}: {WHAT}", True, "; ".join([passed, *notes]), warning=True)
+        return _item(op, WHAT, True, passed)
     first = next((ln for ln in lines if ln.startswith(("FAIL", "error:"))), "")
     why = [ln for ln in lines if "Error:" in ln and not ln.startswith("FAIL")][-1:]
     why = [w for w in why if w.split("Error:", 1)[1].strip() not in first]  # said once
@@ -48,7 +52,7 @@ def described_call(profile: Profile, op: OpProfile) -> CheckItem | None:
         op,
         WHAT,
         False,
-        "; ".join([first, *why]) or (lines[-1] if lines else f"exit {done.returncode}"),
+        "; ".join([first, *why, *notes]) or (lines[-1] if lines else f"exit {done.returncode}"),
         f"correct the kernel, or the op's description in {profile.path.name} (outputs, "
         f"gradients, inputs); `python -m kernel_ratchet.profile.focused {op.name}` shows it all",
     )

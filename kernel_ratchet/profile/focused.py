@@ -49,6 +49,8 @@ def run(op: str, start: Path) -> int:
             traceback.print_exc(limit=4, file=sys.stderr)
         print(f"{'PASS' if passed else 'FAIL'} {shape.label}: {line}")
         failed += not passed
+    for note in dict.fromkeys(getattr(adapter, "dtype_notes", list)()):
+        print(f"note: {note}")
     print(f"{len(shapes) - failed} passed, {failed} failed")
     return 1 if failed else 0
 

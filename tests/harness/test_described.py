@@ -403,3 +403,25 @@ def test_a_1d_broadcast_is_one_value_and_an_empty_tensor_takes_any_mark():
     case = adapter.make_case(shape, 0, "cpu")
     assert case.dy.stride() == (0,) and int(case.dy.unique().numel()) == 1
     assert case.e.shape == (8, 0)
+
+
+def test_an_output_in_an_undeclared_lower_dtype_gets_a_note_saying_how_to_declare_it():
+    """An fp8 quantization on bf16 shapes is held to bf16's 40 dB unless its output is
+    declared fp8; the adapter says so, and declaring it removes the note and the stricter bar."""
+    desc = {
+        "function": f"{OPS}:quantize_rows",
+        "reference": f"{OPS}:quantize_rows_ref",
+        "inputs": {"x": "[M, N] dtype"},
+        "outputs": ["q"],
+    }
+    shape = load_shapes(inline_spec([{"label": "s", "M": 64, "N": 256, "dtype": "bfloat16"}]))[0]
+    plain = load_adapter(described_spec(desc, "memory"))
+    _check(plain, shape)
+    assert plain.threshold("q") == 40.0
+    (note,) = plain.dtype_notes()
+    assert "q comes back float8_e4m3fn and is held to bfloat16's 40 dB" in note
+    declared = load_adapter(
+        described_spec({**desc, "outputs": {"q": "[M, N] float8_e4m3fn"}}, "memory")
+    )
+    assert _check(declared, shape)[1].passed
+    assert declared.threshold("q") == 25.0 and declared.dtype_notes() == []

@@ -169,3 +169,22 @@ def test_the_focused_test_says_why_a_shape_failed_beyond_its_snrs(tmp_path, caps
     assert run("norm", path.parent) == 1
     line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("FAIL"))
     assert line.startswith("FAIL rows: y 4") and "(y: y[16383, :] at SNR 0." in line, line
+
+
+def test_the_focused_test_notes_an_output_held_to_a_dtype_nothing_declared(tmp_path, capsys):
+    from kernel_ratchet.profile.focused import run
+
+    shape = {"label": "q", "M": 32, "N": 256, "dtype": "bfloat16"}
+    path = _write(
+        tmp_path,
+        function="tests.harness.described_ops:quantize_rows",
+        reference="tests.harness.described_ops:quantize_rows_ref",
+        inputs={"x": "[M, N] dtype"},
+        outputs=["q"],
+        gradients=None,
+        shapes=[shape],
+        rehearse_shapes=[shape],
+    )
+    run("norm", path.parent)
+    notes = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("note: ")]
+    assert len(notes) == 1 and 'declare it: outputs: {q: "[...] float8_e4m3fn"}' in notes[0]
