@@ -178,6 +178,15 @@ def test_a_file_edited_while_the_round_runs_rolls_it_back_for_scope(
     with open_accepted() as c:
         assert out_of_scope(c.ctx) == []
 
+    def writes_its_output(c, art, level, name, early=None):  # a run output, untracked
+        (accepted_project / "bench_out.json").write_text(f'{{"level": "{level}"}}')
+        return real(c, art, level, name, early)
+
+    monkeypatch.setattr(levels, "_run_harness", writes_its_output)
+    with open_accepted() as c:
+        rec = c.validate("64x64 tiles, the run writing an untracked output")
+    assert rec.category != "scope", rec.reason
+
 
 @pytest.mark.slow
 def test_edited_log_harness_and_empty_round_are_refused_without_a_round(project, open_campaign):

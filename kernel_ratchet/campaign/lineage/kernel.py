@@ -20,6 +20,7 @@ from kernel_ratchet.campaign.export import RECORD_SUFFIXES
 from kernel_ratchet.campaign.fsutil import atomic_write_json, atomic_write_text, file_sha256
 from kernel_ratchet.campaign.lineage import git
 from kernel_ratchet.campaign.lineage.workspace import is_workspace, workspace_ambient
+from kernel_ratchet.campaign.scope import split_ignored
 
 if TYPE_CHECKING:
     from kernel_ratchet.campaign.context import CampaignContext
@@ -162,8 +163,24 @@ def scope_reason(c: CampaignContext, scope: list[str]) -> str:
 
 def _untracked(c: CampaignContext, paths: list[str]) -> list[str]:
     """Those of ``paths`` (relative to the git top level) that exist and git does not track."""
-    tracked = set(git.git(c.groot, "ls-files", "--", *paths).split())
+    tracked = _tracked(c, paths)
     return [p for p in paths if p not in tracked and (c.groot / p).exists()]
+
+
+def _tracked(c: CampaignContext, paths: list[str]) -> set[str]:
+    return set(git.git(c.groot, "ls-files", "--", *paths).split()) if paths else set()
+
+
+def edited_meanwhile(c: CampaignContext) -> list[str]:
+    """Files outside kernel_source changed since the round opened that the round's own
+    steps do not write: every such file of a workspace (its caches and run outputs are not
+    counted), and the files git tracks in a project (a test or build leaves its untracked
+    outputs and compiled caches, which the snapshot then takes in as before)."""
+    scope = split_ignored(out_of_scope(c))[0]
+    if is_workspace(c.m) or not scope:
+        return scope
+    tracked = _tracked(c, scope)
+    return [p for p in scope if p in tracked]
 
 
 def refuse_hidden_kernel(c: CampaignContext) -> None:

@@ -15,6 +15,7 @@ from kernel_ratchet.campaign.category import Category
 from kernel_ratchet.campaign.clock import now
 from kernel_ratchet.campaign.lineage.kernel import (
     candidate_diff,
+    edited_meanwhile,
     incumbent_bytes,
     out_of_scope,
     scope_reason,
@@ -97,7 +98,7 @@ def _edited_meanwhile(c: CampaignContext, record: RoundRecord) -> RoundRecord:
     kept in the record."""
     if record.category is Category.SCOPE:
         return record
-    scope = split_ignored(out_of_scope(c))[0]
+    scope = edited_meanwhile(c)
     if not scope:
         return record
     why = (
