@@ -29,17 +29,18 @@ CHUNK = 1 << 26
 #: dB of the whole, measured against the typical slice's energy, :func:`worst_slice`); a row
 #: or column never written, written twice or in the wrong place reads near 0 dB.
 SLICE_MARGIN_DB = 10.0
-#: Slices of fewer elements than this are not judged alone (too few errors to average).
+#: The fewest elements a slice holds (too few errors to average below): a dimension whose
+#: single index holds fewer is judged by runs of consecutive indices.
 SLICE_MIN = 16
 
 
 @dataclass(frozen=True)
 class Comparison:
-    """The SNR of one output and, when asked, its worst slice: (dim, index, dB) or None where
-    no dimension has slices of :data:`SLICE_MIN` elements or more."""
+    """The SNR of one output and, when asked, its worst slice (:func:`worst_slice`): (dim,
+    start, stop, dB), or None where no dimension has two slices."""
 
     snr: float
-    worst: tuple[int, int, float] | None = None
+    worst: tuple[int, int, int, float] | None = None
 
 
 def snr_db(out: torch.Tensor, ref: torch.Tensor) -> float:
@@ -57,7 +58,7 @@ def compare(out: torch.Tensor, ref: torch.Tensor, *, slices: bool = True) -> Com
     o, r = out.detach(), ref.detach().to(out.device)
     if o.dim() == 0:
         o, r = o.reshape(1), r.reshape(1)
-    dims = _slice_dims(o.shape) if slices else []
+    dims = _slice_dims(o.shape) if slices else {}
     sums = _Sums(o, dims)
     rows = max(1, CHUNK // max(1, o[0].numel())) if o.shape[0] else 1
     for i in range(0, o.shape[0], rows):
@@ -72,28 +73,40 @@ def compare(out: torch.Tensor, ref: torch.Tensor, *, slices: bool = True) -> Com
     return Comparison(10.0 * math.log10(signal / noise), sums.worst())
 
 
-def worst_slice(out: torch.Tensor, ref: torch.Tensor) -> tuple[int, int, float] | None:
-    """(dim, index, dB) of the slice of ``out`` farthest from ``ref``: for each dimension whose
-    slices hold :data:`SLICE_MIN` elements or more, each index's SNR, its signal being the
-    larger of its own energy and the typical slice energy of that dimension, so a slice the
-    reference leaves near zero is held to the tensor's scale, not to its own. Typical is the
-    energy-weighted mean, sum(s²)/sum(s): the mean where slices are alike, the energy of the
-    slices that hold it where it is sparse (a softmax's gradient over a 50k vocabulary, whose
-    near-empty columns keep the rounding of a near-one-hot row). None where no dimension
-    qualifies."""
+def worst_slice(out: torch.Tensor, ref: torch.Tensor) -> tuple[int, int, int, float] | None:
+    """(dim, start, stop, dB) of the slice of ``out`` farthest from ``ref``. A slice is the
+    indices ``start:stop`` of one dimension: one index where that holds :data:`SLICE_MIN`
+    elements or more, else as many consecutive indices as make that many (the rows of a
+    ``[M, 8]`` output by twos, a 1-D output by sixteens). Its SNR's signal is the larger of its
+    own energy and the typical slice energy of that dimension, so a slice the reference leaves
+    near zero is held to the tensor's scale, not to its own. Typical is the energy-weighted
+    mean, sum(s²)/sum(s): the mean where slices are alike, the energy of the slices that hold
+    it where it is sparse (a softmax's gradient over a 50k vocabulary, whose near-empty
+    columns keep the rounding of a near-one-hot row). None where no dimension has two
+    slices."""
     return compare(out, ref).worst
 
 
-def _slice_dims(shape: torch.Size) -> list[int]:
-    numel = math.prod(shape)
-    return [d for d, n in enumerate(shape) if n > 1 and numel // n >= SLICE_MIN]
+#: Indices of dim 0 summed one by one at most (the sums live on the output's device).
+_MAX_ROWS = 1 << 26
+
+
+def _slice_dims(shape: torch.Size) -> dict[int, int]:
+    """Dimension -> indices per slice, for each dimension with two slices or more."""
+    numel, out = math.prod(shape), {}
+    for d, n in enumerate(shape):
+        per = numel // n if n else 0
+        k = 1 if per >= SLICE_MIN else -(-SLICE_MIN // max(per, 1))
+        if per and -(-n // k) >= 2 and (d or n <= _MAX_ROWS):
+            out[d] = k
+    return out
 
 
 class _Sums:
     """float64 sums of error² and signal² per index of dim 0 (the chunks run along it) and
     per index of each slice dimension, with the non-finite verdict, all kept on the device."""
 
-    def __init__(self, o: torch.Tensor, dims: list[int]) -> None:
+    def __init__(self, o: torch.Tensor, dims: dict[int, int]) -> None:
         z = {"dtype": torch.float64, "device": o.device}
         self.rows = 0 in dims  # sums per index of dim 0, else one sum
         n = o.shape[0] if self.rows else 1
@@ -109,33 +122,48 @@ class _Sums:
         e2 = torch.where(finite, oc - rc, 0.0).square()
         s2 = torch.where(finite, rc, 0.0).square()
         if self.rows:
-            rest = tuple(range(1, oc.dim()))
-            self.noise[i : i + oc.shape[0]] = e2.sum(dim=rest)
-            self.signal[i : i + oc.shape[0]] = s2.sum(dim=rest)
+            self.noise[i : i + oc.shape[0]] = _by_index(e2, 0)
+            self.signal[i : i + oc.shape[0]] = _by_index(s2, 0)
         else:
             self.noise += e2.sum()
             self.signal += s2.sum()
         for d in self.dims:
             if d:
-                others = tuple(k for k in range(oc.dim()) if k != d)
-                self.per[d][0].add_(e2.sum(dim=others))
-                self.per[d][1].add_(s2.sum(dim=others))
+                self.per[d][0].add_(_by_index(e2, d))
+                self.per[d][1].add_(_by_index(s2, d))
 
-    def worst(self) -> tuple[int, int, float] | None:
+    def worst(self) -> tuple[int, int, int, float] | None:
         found = None
-        for d in self.dims:
+        for d, k in self.dims.items():
             e2, s2 = (self.noise, self.signal) if d == 0 else self.per[d]
+            n = e2.numel()
+            e2, s2 = _grouped(e2, k), _grouped(s2, k)
             floor = torch.clamp(s2, min=(s2.square().sum() / s2.sum()).item())
             db = 10.0 * torch.log10(floor / e2)  # inf where a slice is exact
             i = int(torch.argmin(db))
-            if found is None or db[i].item() < found[2]:
-                found = (d, i, db[i].item())
+            if found is None or db[i].item() < found[3]:
+                found = (d, i * k, min(n, (i + 1) * k), db[i].item())
         return found
 
 
-def slice_name(name: str, ndim: int, dim: int, index: int) -> str:
-    """``y[17, :]``: the slice ``index`` of dimension ``dim`` of output ``name``."""
-    return f"{name}[{', '.join(str(index) if k == dim else ':' for k in range(ndim))}]"
+def _by_index(t: torch.Tensor, d: int) -> torch.Tensor:
+    """The sum of ``t`` over every dimension but ``d``."""
+    others = tuple(k for k in range(t.dim()) if k != d)
+    return t.sum(dim=others) if others else t
+
+
+def _grouped(v: torch.Tensor, k: int) -> torch.Tensor:
+    """``v`` summed over runs of ``k`` consecutive entries (the last run may be shorter)."""
+    if k == 1:
+        return v
+    return torch.nn.functional.pad(v, (0, -v.numel() % k)).view(-1, k).sum(1)
+
+
+def slice_name(name: str, ndim: int, dim: int, start: int, stop: int) -> str:
+    """``y[17, :]`` (``y[16368:16384]``): the indices ``start:stop`` of dimension ``dim`` of
+    output ``name``."""
+    at = str(start) if stop == start + 1 else f"{start}:{stop}"
+    return f"{name}[{', '.join(at if k == dim else ':' for k in range(ndim))}]"
 
 
 def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
@@ -176,10 +204,10 @@ def check_outputs(
         elif not (c.snr >= bar):
             why = _infinite_why(name, g, r) if c.snr == -math.inf else ""
             failures.append(f"{name}: SNR {c.snr:.2f} dB < {bar:.1f} dB{why}")
-        elif c.worst and math.isfinite(bar) and not (c.worst[2] >= bar - SLICE_MARGIN_DB):
-            d, i, db = c.worst
+        elif c.worst and math.isfinite(bar) and not (c.worst[3] >= bar - SLICE_MARGIN_DB):
+            d, start, stop, db = c.worst
             failures.append(
-                f"{name}: {slice_name(name, r.dim(), d, i)} at SNR {db:.2f} dB < "
+                f"{name}: {slice_name(name, r.dim(), d, start, stop)} at SNR {db:.2f} dB < "
                 f"{bar - SLICE_MARGIN_DB:.1f} dB (the whole output: {c.snr:.2f} dB; each row "
                 f"and column must reach its threshold less {SLICE_MARGIN_DB:.0f} dB: one that "
                 "is unwritten or misplaced does not)"
