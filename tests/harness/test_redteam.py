@@ -7,6 +7,7 @@ minute on two cores. The honest adapter must pass both ``check`` and ``time``.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from pathlib import Path
@@ -36,6 +37,13 @@ def spec(cls: str, timeout_s: float = 60.0) -> WorkerSpec:
         interpret=True,
         timeout_s=timeout_s,
     )
+
+
+def described_worker(desc: dict) -> WorkerSpec:
+    """The CPU worker's spec for an op described as in ratchet.yaml (``desc``)."""
+    from kernel_ratchet.harness.described_spec import described_spec
+
+    return dataclasses.replace(spec("TinyGemm"), adapter=described_spec(desc, "memory"))
 
 
 def explain(r: WorkerResult) -> str:
@@ -288,8 +296,6 @@ def test_a_patch_made_while_the_transfer_traces_run_fails_that_request(tmp_path:
 def test_an_infinite_result_the_reference_shares_passes_check_and_time(tmp_path: Path) -> None:
     """A log-sum-exp of fully masked rows is -inf in the reference and the kernel: judged
     position by position, and not taken for the NaN poison in the timed samples."""
-    from kernel_ratchet.harness.described_spec import described_spec
-
     ops = "tests.harness.described_ops"
     desc = {
         "function": f"{ops}:masked_logsumexp_shifted",
@@ -298,10 +304,7 @@ def test_an_infinite_result_the_reference_shares_passes_check_and_time(tmp_path:
         "outputs": ["y"],
     }
     shape = Shape("s", M=64, N=48)
-    s = spec("TinyGemm")
-    with Worker(
-        WorkerSpec(**{**s.__dict__, "adapter": described_spec(desc, "memory")}), tmp_path / "w.log"
-    ) as w:
+    with Worker(described_worker(desc), tmp_path / "w.log") as w:
         r = w.check(shape, SEED)
         assert r.ok, explain(r)
         t = w.time(shape, SEED + 1, "fwd")
@@ -320,8 +323,6 @@ def test_an_infinite_result_the_reference_shares_passes_check_and_time(tmp_path:
 def test_inputs_in_a_declared_layout_pass_check_and_time(tmp_path: Path, inputs, outputs) -> None:
     """A stride-0 or padded input (or incoming gradient) goes through every check that writes
     new values into the inputs (the rebind, the fresh inputs of each timed sample)."""
-    from kernel_ratchet.harness.described_spec import described_spec
-
     ops = "tests.harness.described_ops"
     desc = {
         "function": f"{ops}:rms_norm",
@@ -330,10 +331,7 @@ def test_inputs_in_a_declared_layout_pass_check_and_time(tmp_path: Path, inputs,
         "outputs": outputs,
         "gradients": ["x", "weight"],
     }
-    s = spec("TinyGemm")
-    with Worker(
-        WorkerSpec(**{**s.__dict__, "adapter": described_spec(desc, "memory")}), tmp_path / "w"
-    ) as w:
+    with Worker(described_worker(desc), tmp_path / "w") as w:
         shape = Shape("s", M=48, N=64)
         r = w.check(shape, SEED)
         assert r.ok, explain(r)
