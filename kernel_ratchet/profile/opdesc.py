@@ -9,7 +9,7 @@ any op; they become ``inline:`` shape-set specs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kernel_ratchet.harness.described_spec import described_spec, inline_spec
@@ -52,15 +52,22 @@ def described_fields(
 def _shape_dtypes(data: Mapping[str, Any], prefix: str, problems: Problems) -> None:
     """A described op's shape gives its tensors' ``dtype``: a name torch knows (a typo would
     first fail when the op runs, as if the kernel were wrong)."""
+    for key, entry in _shape_entries(data):
+        if entry.get("dtype") is None:
+            continue
+        try:
+            dtype_name(str(entry["dtype"]))
+        except ValueError as exc:
+            why, _, fix = str(exc).partition("; ")
+            problems.add(f"{prefix}.{key}", f"shape {entry.get('label')!r}: {why}", fix)
+
+
+def _shape_entries(data: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """(key, shape) for each shape written in place under ``shapes`` and ``rehearse_shapes``."""
     for key in ("shapes", "rehearse_shapes"):
         for entry in data.get(key) if isinstance(data.get(key), list) else []:
-            if not isinstance(entry, Mapping) or entry.get("dtype") is None:
-                continue
-            try:
-                dtype_name(str(entry["dtype"]))
-            except ValueError as exc:
-                why, _, fix = str(exc).partition("; ")
-                problems.add(f"{prefix}.{key}", f"shape {entry.get('label')!r}: {why}", fix)
+            if isinstance(entry, Mapping):
+                yield key, entry
 
 
 def _unbound_symbols(
@@ -72,16 +79,15 @@ def _unbound_symbols(
     for name, spec in [*desc.inputs.items(), *desc.output_specs.items()]:
         for sym in sorted(spec.symbols):
             users.setdefault(sym, []).append(name)
-    for key in ("shapes", "rehearse_shapes"):
-        for entry in data.get(key) if isinstance(data.get(key), list) else []:
-            missing = [s for s in sorted(users) if isinstance(entry, Mapping) and s not in entry]
-            if missing:
-                used = "; ".join(f"{s} by {', '.join(users[s])}" for s in missing)
-                problems.add(
-                    f"{prefix}.{key}",
-                    f"shape {entry.get('label')!r} does not give {', '.join(missing)} ({used})",
-                    f"add {', '.join(f'{s}: <int>' for s in missing)} to that shape",
-                )
+    for key, entry in _shape_entries(data):
+        missing = [s for s in sorted(users) if s not in entry]
+        if missing:
+            used = "; ".join(f"{s} by {', '.join(users[s])}" for s in missing)
+            problems.add(
+                f"{prefix}.{key}",
+                f"shape {entry.get('label')!r} does not give {', '.join(missing)} ({used})",
+                f"add {', '.join(f'{s}: <int>' for s in missing)} to that shape",
+            )
 
 
 def shape_list(raw: Any, dotted: str, problems: Problems) -> str | None:
