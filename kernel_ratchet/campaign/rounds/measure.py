@@ -87,11 +87,11 @@ def measure(c: CampaignContext, n: int, p: PendingRound) -> RoundRecord:
     ab_quick/_full, transfer; measure = the whole round; overlap: see
     :data:`~kernel_ratchet.campaign.record.OVERLAP_STEP`)."""
     t0 = time.monotonic()
-    record = _edited_meanwhile(c, _measure(c, n, p))
+    record = _unless_edited_meanwhile(c, _measure(c, n, p))
     return record.with_seconds("measure", time.monotonic() - t0)
 
 
-def _edited_meanwhile(c: CampaignContext, record: RoundRecord) -> RoundRecord:
+def _unless_edited_meanwhile(c: CampaignContext, record: RoundRecord) -> RoundRecord:
     """``record``, rolled back for its scope when files outside kernel_source changed while
     the round ran: its test, workers and harness may have read them (an edited reference or a
     loosened test), so nothing it measured can be credited to the kernel. Its measurement is
