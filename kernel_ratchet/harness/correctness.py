@@ -9,6 +9,12 @@ written), or Inf where the reference is finite; where the reference itself is In
 masked row's log-sum-exp), the output must hold the same Inf there, and the position is left
 out of the sums.
 
+An integer or bool output is measured by its entries that differ, 10*log10(entries / entries
+that differ) dB (+inf when all are equal): as values, among indices near 50,000 an index off by
+one would read 89 dB. Its bar is +inf unless the op allows a share. An output whose bar is
+infinite must be exact (the values a ``gathers=`` index output selects,
+:mod:`.index_outputs`).
+
 A whole-tensor SNR averages: one row never written among 16384 costs 0.3 dB. So
 :func:`check_outputs` also judges each slice (one index of one dimension: a row, a column) on
 its own, see :func:`worst_slice`.
@@ -56,6 +62,8 @@ def compare(out: torch.Tensor, ref: torch.Tensor, *, slices: bool = True) -> Com
     if out.shape != ref.shape:
         return Comparison(-math.inf)
     o, r = out.detach(), ref.detach().to(out.device)
+    if not r.is_floating_point():
+        return Comparison(_agreement(o, r))
     if o.dim() == 0:
         o, r = o.reshape(1), r.reshape(1)
     dims = _slice_dims(o.shape) if slices else {}
@@ -71,6 +79,19 @@ def compare(out: torch.Tensor, ref: torch.Tensor, *, slices: bool = True) -> Com
     if signal == 0.0:
         return Comparison(-math.inf)
     return Comparison(10.0 * math.log10(signal / noise), sums.worst())
+
+
+def _agreement(o: torch.Tensor, r: torch.Tensor) -> float:
+    """The measure of an integer or bool output: 10*log10(entries / entries that differ), +inf
+    where every entry equals the reference's (20 dB: one entry in a hundred differs)."""
+    wrong = int(_unequal(o, r).sum())
+    return math.inf if wrong == 0 else 10.0 * math.log10(max(1, r.numel()) / wrong)
+
+
+def _unequal(o: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+    if o.is_floating_point() or r.is_floating_point():
+        o, r = o.to(torch.float64), r.to(torch.float64)  # NaN differs from everything
+    return o != r
 
 
 def worst_slice(out: torch.Tensor, ref: torch.Tensor) -> tuple[int, int, int, float] | None:
@@ -201,6 +222,8 @@ def check_outputs(
             failures.append(
                 f"{name}: shape {list(g.shape)} against the reference's {list(r.shape)}"
             )
+        elif not (c.snr >= bar) and type(g) is torch.Tensor and _counted(r, bar):
+            failures.append(_differs(name, g, r, c.snr, bar))
         elif not (c.snr >= bar):
             why = _infinite_why(name, g, r) if c.snr == -math.inf else ""
             failures.append(f"{name}: SNR {c.snr:.2f} dB < {bar:.1f} dB{why}")
@@ -215,15 +238,49 @@ def check_outputs(
     return CheckResult(snr, not failures, "; ".join(failures) or "all outputs within threshold")
 
 
+def _counted(ref: torch.Tensor, bar: float) -> bool:
+    """Whether an output is judged by the entries that differ: an integer or bool one (an
+    index off by one reads 89 dB of SNR among indices near 50,000), or one that must be exact
+    (an infinite bar: the values a ``gathers=`` output selects)."""
+    return not ref.is_floating_point() or bar == math.inf
+
+
+def _differs(name: str, out: torch.Tensor, ref: torch.Tensor, db: float, bar: float) -> str:
+    """How an output judged by its differing entries fails: the count, the first place."""
+    wrong = _unequal(out.detach(), ref.detach().to(out.device))
+    n, at = int(wrong.sum()), [int(i) for i in wrong.nonzero()[0]] if wrong.dim() else []
+    where = f"{name}[{', '.join(map(str, at))}]" if at else name
+    got, want = (t.detach()[tuple(at)].item() if at else t.item() for t in (out, ref))
+    head = (
+        f"{name}: {n} of {ref.numel()} values differ from the reference's, first {where}: "
+        f"{got} against {want}"
+    )
+    if ref.is_floating_point():
+        return (
+            f"{head} (the values its indices select must equal the reference's; a tie may "
+            "pick either index)"
+        )
+    allowed = "none" if bar == math.inf else f"one in {10 ** (bar / 10):.0f}"
+    return (
+        f"{head}; {db:.1f} dB < {bar:g} dB, {allowed} may differ (an integer or bool output "
+        f"is measured as 10*log10(entries / entries that differ); where ties let two indices "
+        f"be right, mark the output '| gathers=<input>'; where rounding may flip a few, allow "
+        f"a share: tolerance: {{{name}: 20}} lets one in 100 differ)"
+    )
+
+
 def assert_close(
     got: Mapping[str, torch.Tensor], ref: Mapping[str, torch.Tensor], min_snr_db: float
 ) -> None:
-    """Test helper: fail with the SNR and relative error of every tensor, not just the first."""
+    """Test helper: fail with the SNR and relative error of every tensor, not just the first
+    (one judged by its differing entries, :func:`_counted`, with where they are)."""
     lines, ok = [], True
     for name, r in ref.items():
         s = snr_db(got[name], r)
         ok &= s >= min_snr_db
         lines.append(f"  {name}: snr={s:.2f} dB rel_err={rel_err(got[name], r):.3e}")
+        if s < min_snr_db and _counted(r, min_snr_db) and got[name].shape == r.shape:
+            lines.append(f"    {_differs(name, got[name], r, s, min_snr_db)}")
     if not ok:
         raise AssertionError(f"outputs below {min_snr_db} dB:\n" + "\n".join(lines))
 

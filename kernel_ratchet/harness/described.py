@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 import weakref
 from collections.abc import Mapping
 from typing import Any
@@ -33,6 +34,7 @@ from kernel_ratchet.errors import ProfileError
 from kernel_ratchet.harness.adapter import DESCRIBED_PREFIX, Adapter, Shape
 from kernel_ratchet.harness.described_spec import symbols_of
 from kernel_ratchet.harness.description import IO, Description
+from kernel_ratchet.harness.index_outputs import gathered
 from kernel_ratchet.harness.input_values import Marks, draw
 from kernel_ratchet.harness.symbolic import (
     SHAPE_DTYPE,
@@ -191,7 +193,7 @@ class DescribedAdapter(Adapter):
         got = dict(zip(self.desc.outputs, outs, strict=True))
         if self.has_backward:
             got.update(zip(self.desc.grad_names, self.backward(case), strict=True))
-        return got
+        return self._selected(case, got, reference=False)
 
     def reference(self, case: Case) -> dict[str, torch.Tensor]:
         up = self.desc.reference_dtype
@@ -210,6 +212,18 @@ class DescribedAdapter(Adapter):
             wrt = [leaves[n] for n in self.desc.gradients]
             grads = torch.autograd.grad(diff, wrt, douts)
             got.update(zip(self.desc.grad_names, grads, strict=True))
+        return self._selected(case, got, reference=True)
+
+    def checked_part(self, name: str, value: Any, case: Case) -> Any:
+        """A ``gathers=`` output of a timed call as :meth:`outputs` checks it."""
+        return self._selected(case, {name: value}, reference=False)[name]
+
+    def _selected(self, case: Case, got: dict[str, Any], reference: bool) -> dict[str, Any]:
+        """Each ``gathers=`` output as the values its indices select from the case's input
+        (:mod:`.index_outputs`): ties compare equal whichever index a kernel picks."""
+        for name, src in self.desc.gathered.items():
+            if isinstance(got.get(name), torch.Tensor):
+                got[name] = gathered(name, got[name], src, getattr(case, src), reference)
         return got
 
     def training_roles(self, case: Case) -> dict[str, str]:
@@ -224,7 +238,10 @@ class DescribedAdapter(Adapter):
     def threshold(self, name: str) -> float:
         """The SNR bar of ``name``: of the dtype it came in, or of the dtype it should have
         come in where that is stricter (an fp32 op whose kernel returns bf16 is held to
-        fp32's bar, not to bf16's)."""
+        fp32's bar, not to bf16's). A ``gathers=`` output must select equal values (an
+        infinite bar, which only an exact match meets) unless its name has a tolerance."""
+        if name in self.desc.gathered:
+            return self.desc.tolerance.get(name, math.inf)
         got = self.desc.threshold(name, self._dtypes.get(name))
         expected = self._expected.get(name)
         if expected is None or name in self.desc.tolerance:

@@ -142,6 +142,11 @@ class Description:
         specs = [*self.inputs.values(), *self.output_specs.values()]
         return any(s.dtype == SHAPE_DTYPE for s in specs)
 
+    @property
+    def gathered(self) -> dict[str, str]:
+        """Output -> the input its indices select from (``| gathers=x``)."""
+        return {n: s.marks.gathers for n, s in self.output_specs.items() if s.marks.gathers}
+
     def threshold(self, name: str, dtype: str | None) -> float:
         """SNR threshold (dB) of output ``name`` computed in ``dtype``: by name, then by dtype,
         then the SPEC value of the dtype (bf16 when unknown)."""
@@ -185,9 +190,37 @@ class Description:
             roles=_roles(d.get("roles"), set(inputs)),
             reference_dtype=str(d.get("reference_dtype", "float32")),
         )
+        _check_gathers(inputs, specs)
         if desc.reference_dtype not in REFERENCE_DTYPES:
             raise ValueError(f"reference_dtype: use one of {', '.join(REFERENCE_DTYPES)}")
         return desc
+
+
+def _check_gathers(inputs: Mapping[str, TensorSpec], outputs: Mapping[str, TensorSpec]) -> None:
+    """``gathers=`` only on an output, naming an input it can index along the last dimension:
+    of the input's rank (top-k, argsort) or one less (argmax)."""
+    for name, spec in inputs.items():
+        if spec.marks.gathers:
+            raise ValueError(f"inputs.{name}: 'gathers=' is for an integer output, not an input")
+    for name, spec in outputs.items():
+        src = spec.marks.gathers
+        if src is None:
+            continue
+        if src not in inputs:
+            raise ValueError(
+                f"outputs.{name}: gathers={src} names no input (inputs: {', '.join(inputs)})"
+            )
+        rank, of = len(spec.dims), len(inputs[src].dims)
+        if not of or rank not in (of, of - 1):
+            raise ValueError(
+                f"outputs.{name}: [{_dims(spec)}] cannot index {src} "
+                f"[{_dims(inputs[src])}] along its last dimension: give it {src}'s "
+                f"rank (top-k, argsort) or one less (argmax)"
+            )
+
+
+def _dims(spec: TensorSpec) -> str:
+    return ", ".join(map(str, spec.dims))
 
 
 def _constants(d: Mapping[str, Any], key: str) -> tuple[Any, ...]:

@@ -13,6 +13,9 @@ what its real inputs hold after ``|``, one mark per ``|``:
   fused QKV projection); ``layout=transposed``: the last two dimensions stored the other way
   (a weight kept transposed); ``layout=broadcast``: one row repeated with stride 0 along the
   leading dimensions, a 1-D tensor's one value (the incoming gradient of a ``sum``).
+* ``gathers=x`` (an integer output only): the output holds indices into input ``x`` along its
+  last dimension (top-k, argmax, argsort), compared by the values they select
+  (:mod:`.index_outputs`), so a tie may pick either index.
 
 A mark whose values the dtype cannot hold (``scale=1e5`` on float16, ``rows=-inf`` on e4m3,
 a sentinel past int8) is a ValueError when the tensor is drawn.
@@ -36,7 +39,7 @@ SHARE = 0.125
 #: Extra elements per row of a ``layout=padded`` buffer.
 PAD = 64
 LAYOUTS = ("padded", "transposed", "broadcast")
-_MARK = re.compile(r"^\s*(scale|rows|layout)\s*=\s*(\S+)\s*$")
+_MARK = re.compile(r"^\s*(scale|rows|layout|gathers)\s*=\s*(\S+)\s*$")
 _INT = re.compile(r"^\s*-?\d+\s*$")
 
 
@@ -48,12 +51,13 @@ class Marks:
     scale: float | None = None
     rows: tuple[float, ...] = ()
     layout: str | None = None
+    gathers: str | None = None
 
 
 def parse_marks(items: list[str], text: str, integer: bool, floating: bool) -> Marks:
     """The marks after each ``|`` of ``text``; ValueError naming the mark and what to write."""
     sentinels: list[int] = []
-    found: dict[str, list[str]] = {"scale": [], "rows": [], "layout": []}
+    found: dict[str, list[str]] = {"scale": [], "rows": [], "layout": [], "gathers": []}
     for item in items:
         m = _MARK.match(item)
         if m:
@@ -63,16 +67,22 @@ def parse_marks(items: list[str], text: str, integer: bool, floating: bool) -> M
         else:
             raise ValueError(
                 f"{text!r}: after '|' comes an integer value of an integer input ('| -100'), "
-                f"'scale=300', 'rows=0' or 'layout=' one of {', '.join(LAYOUTS)}; got {item!r}"
+                f"'scale=300', 'rows=0', 'layout=' one of {', '.join(LAYOUTS)} or, on an "
+                f"integer output, 'gathers=<input>'; got {item!r}"
             )
-    if len(found["scale"]) > 1 or len(found["layout"]) > 1:
-        raise ValueError(f"{text!r}: give 'scale=' and 'layout=' once each")
+    if any(len(found[k]) > 1 for k in ("scale", "layout", "gathers")):
+        raise ValueError(f"{text!r}: give 'scale=', 'layout=' and 'gathers=' once each")
+    gathers = found["gathers"][0] if found["gathers"] else None
+    if gathers is not None and not integer:
+        raise ValueError(
+            f"{text!r}: 'gathers=' marks an integer output holding indices into an input"
+        )
     scale = _scale(found["scale"], text, floating)
     layout = found["layout"][0] if found["layout"] else None
     if layout is not None and layout not in LAYOUTS:
         raise ValueError(f"{text!r}: layout={layout} is not one of {', '.join(LAYOUTS)}")
     rows = tuple(_row_value(v, text, integer, floating) for v in found["rows"])
-    return Marks(tuple(sentinels), scale, rows, layout)
+    return Marks(tuple(sentinels), scale, rows, layout, gathers)
 
 
 def _scale(values: list[str], text: str, floating: bool) -> float | None:

@@ -31,6 +31,8 @@ def classify_exception(exc: BaseException) -> tuple[str, str]:
     low = str(exc).lower()
     if "CheatDetected" in names:
         return "cheat", str(exc)
+    if "WrongOutput" in names:
+        return "wrong", f"outputs disagree with the reference: {exc}"
     if "OutOfMemoryError" in names or "out of memory" in low:
         return "oom", f"the op ran out of device memory ({what})"
     if any(s in low for s in _ILLEGAL):

@@ -169,3 +169,41 @@ def quantize_rows(x: torch.Tensor) -> torch.Tensor:
 def quantize_rows_ref(x: torch.Tensor) -> torch.Tensor:
     scale = x.abs().amax(-1, keepdim=True).clamp(min=1e-12) / 448.0
     return x / scale
+
+
+def topk_ref(x: torch.Tensor, k: int = 4):
+    """The values and indices of each row's k largest entries."""
+    v, i = torch.topk(x, k, dim=-1)
+    return v, i
+
+
+def topk_last_tie(x: torch.Tensor, k: int = 4):
+    """An honest top-k that breaks ties toward the last index (the reference: the first)."""
+    v, i = torch.topk(x.flip(-1), k, dim=-1)
+    return v, x.shape[-1] - 1 - i
+
+
+def topk_second_best(x: torch.Tensor, k: int = 4):
+    """A wrong top-k: the k entries after the largest."""
+    v, i = torch.topk(x, k + 1, dim=-1)
+    return v[..., :k], i[..., 1:]
+
+
+def topk_repeats_first(x: torch.Tensor, k: int = 4):
+    """A wrong top-k: the largest entry k times (right values only where a row ties)."""
+    v, i = torch.topk(x, k, dim=-1)
+    return v, i[..., :1].expand_as(i).contiguous()
+
+
+def argmax_last_tie(x: torch.Tensor):
+    """An honest argmax that breaks ties toward the last index."""
+    return x.shape[-1] - 1 - x.flip(-1).argmax(-1)
+
+
+def argmax_ref(x: torch.Tensor):
+    return x.argmax(-1)
+
+
+def argmax_past_the_end(x: torch.Tensor):
+    """A wrong argmax: one past the last column on every row."""
+    return torch.full(x.shape[:-1], x.shape[-1], dtype=torch.int64)

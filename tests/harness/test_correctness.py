@@ -268,3 +268,33 @@ def test_a_minus_infinite_snr_says_which_value_made_it(where, says):
         ref.zero_()
     res = check_outputs({"y": out}, {"y": ref}, {"y": 40.0})
     assert "y: SNR -inf dB < 40.0 dB (" + says in res.reason, res.reason
+
+
+def test_an_integer_output_off_by_one_fails_though_its_values_snr_is_high():
+    ref = torch.randint(0, 50000, (64, 8), generator=torch.Generator().manual_seed(0))
+    assert snr_db((ref + 1).double(), ref.double()) > 80  # as values it would pass 80 dB
+    res = check_outputs({"i": ref + 1}, {"i": ref}, {"i": math.inf})
+    assert not res.passed and res.snr["i"] == 0.0
+    assert "512 of 512 values differ" in res.reason and "gathers=" in res.reason
+    assert check_outputs({"i": ref.clone()}, {"i": ref}, {"i": math.inf}).snr["i"] == math.inf
+
+
+def test_an_integer_output_may_differ_in_the_share_its_bar_allows():
+    ref = torch.arange(1000).reshape(100, 10)
+    got = ref.clone()
+    got.view(-1)[::200] += 1  # 5 of 1000 entries: 10*log10(1000/5) = 23.0 dB
+    res = check_outputs({"t": got}, {"t": ref}, {"t": 20.0})
+    assert res.passed and res.snr["t"] == pytest.approx(23.01, abs=0.01)
+    strict = check_outputs({"t": got}, {"t": ref}, {"t": 30.0})
+    assert not strict.passed and "first t[0, 0]: 1 against 0" in strict.reason
+    mask = torch.zeros(40, dtype=torch.bool)
+    assert not check_outputs({"m": ~mask}, {"m": mask}, {"m": math.inf}).passed
+
+
+def test_an_infinite_bar_holds_a_float_output_to_equality():
+    x = torch.randn(32, 4).to(torch.bfloat16)
+    near = x.clone()
+    near[5, 1] = near[5, 1] * 1.01 + 0.01
+    res = check_outputs({"v": near}, {"v": x}, {"v": math.inf})
+    assert not res.passed and "1 of 128 values differ" in res.reason
+    assert check_outputs({"v": x.clone()}, {"v": x}, {"v": math.inf}).passed
