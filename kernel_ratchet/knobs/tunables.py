@@ -17,7 +17,8 @@ Convention (what the search optimizer understands):
   ints, the flip for bools.
 * ``SEARCH_FAMILIES = {family: [knob, ...]}`` (optional) groups knobs for the stagnation rule;
   by default ``block_*`` knobs form the family ``"tile"`` and every other knob is its own.
-* ``SEARCH_KINDS = {op: [first-level key, ...]}`` (optional): the kinds an op uses.
+* ``SEARCH_KINDS = {op: [first-level key, ...]}`` (optional): the kinds an op uses (without
+  it, the first-level keys that share a ``_``-separated token with the op's name, if any).
 * ``SEARCH_PRESETS = {key: [{knob: value, ...}, ...]}`` (optional): whole configurations tried
   on one entry in one round (a config sweep of one bucket).
 * ``bucket_for(M, N, K) -> str`` (optional): which bucket a shape uses.
@@ -244,8 +245,10 @@ def set_knobs(
 
 def entries_for_op(entries: list[Entry], t: Tunables, op: str) -> list[Entry]:
     """Entries of the kinds the op uses: ``SEARCH_KINDS[op]``, else kinds sharing a name token
-    with the op (``bf16_bwd`` for ``gemm_bf16``), else all."""
-    kinds = {e.kind for e in entries if e.kind}
+    with the op (``bf16_bwd`` for ``gemm_bf16``), else all. A kind is an entry's first key:
+    ``bf16`` of ``CONFIGS/bf16/large``, or in a flat table the entry's own (``bf16_mm_large``
+    of ``BUCKETS/bf16_mm_large``, ``fp8_mm_large`` left to an ``fp8`` op)."""
+    kinds = {e.path[0] for e in entries if e.path}
     if not kinds:
         return entries
     if op in t.kinds:
@@ -253,4 +256,4 @@ def entries_for_op(entries: list[Entry], t: Tunables, op: str) -> list[Entry]:
     else:
         tokens = set(op.lower().split("_"))
         wanted = {k for k in kinds if tokens & set(k.lower().split("_"))} or kinds
-    return [e for e in entries if e.kind is None or e.kind in wanted]
+    return [e for e in entries if not e.path or e.path[0] in wanted]

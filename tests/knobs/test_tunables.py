@@ -91,3 +91,35 @@ def test_bundled_gemm_configs_rewrite_byte_identically():
         new = set_knobs(text, key, {knob: value})
         assert len(_diff(text, new)) == 2
         assert parse_tunables(new).entries[key].knobs[knob].value == value
+
+
+FLAT = """
+from dataclasses import dataclass
+
+@dataclass
+class Tile:
+    block_m: int = 64
+    num_warps: int = 4
+
+BUCKETS = {
+    "bf16_mm_large": Tile(128, 8),
+    "fp8_mm_large": Tile(128, 8),
+    "fp8_wgrad": Tile(64, 4),
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("op", "extra", "kept"),
+    [
+        ("grouped_bf16", "", ["bf16_mm_large"]),
+        ("grouped_fp8", "", ["fp8_mm_large", "fp8_wgrad"]),
+        ("moe", "", ["bf16_mm_large", "fp8_mm_large", "fp8_wgrad"]),  # no token shared: all
+        ("moe", "\nSEARCH_KINDS = {'moe': ['fp8_wgrad']}\n", ["fp8_wgrad"]),
+    ],
+)
+def test_a_flat_table_gives_an_op_the_entries_its_name_or_search_kinds_pick(op, extra, kept):
+    from kernel_ratchet.knobs.tunables import entries_for_op
+
+    t = parse_tunables(FLAT + extra)
+    assert [e.bucket for e in entries_for_op(list(t.entries.values()), t, op)] == kept
