@@ -104,7 +104,9 @@ class DescribedAdapter(Adapter):
         self.desc, self.schema = desc, schema  # type: ignore[misc]
         self.has_backward = bool(desc.gradients)  # type: ignore[misc]
         self.inplace_outputs = desc.inplace_outputs  # type: ignore[misc]
-        self.fn, self.ref = _import(desc.function), _import(desc.reference)
+        # the reference first: a kernel module's import-time work cannot precede it
+        self.ref = _import(desc.reference)
+        self.fn = _import(desc.function)
         self._seeds: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._graphs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._dtypes: dict[str, str] = {}

@@ -26,6 +26,8 @@ import sys
 import types
 from typing import Any
 
+from kernel_ratchet.harness.code_files import FileCode
+
 _ABSENT = object()
 _THIRD_PARTY = ("site-packages", "dist-packages")
 _ACCESS_HOOKS = frozenset({"__getattr__", "__getattribute__", "__setattr__", "__delattr__"})
@@ -61,6 +63,7 @@ class ImportWatch(importlib.abc.MetaPathFinder):
         #: id(class) -> (class, the names it held when its module's import ended)
         self.classes: dict[int, tuple[type, frozenset[str]]] = {}
         self.before = dict(sys.modules)
+        self.files = FileCode()
 
     def install(self) -> ImportWatch:
         sys.meta_path.insert(0, self)
@@ -159,6 +162,12 @@ class ImportWatch(importlib.abc.MetaPathFinder):
                     found.append(f"{klass.__module__}.{klass.__qualname__}.{name} (added)")
         return found
 
+    def unlike_files(self) -> list[str]:
+        """Labels of the recorded project functions whose code is not what their files hold
+        now (:mod:`.code_files`)."""
+        pairs = [(label, code) for _, _, label, _, code in list(self.entries.values()) if code]
+        return self.files.unlike(pairs, self.is_project)
+
     def replaced(self) -> list[str]:
         """Labels of the project bindings and modules replaced since their import ended."""
         found = [
@@ -187,6 +196,16 @@ def _same(now: Any, then: tuple[Any, ...]) -> bool:
 
 def _pairs(watch: ImportWatch, modules: dict, before: dict) -> tuple[tuple[str, dict, dict], ...]:
     return (("modules", watch.modules, modules), ("before", watch.before, before))
+
+
+def describe_unlike(unlike: list[str]) -> str:
+    """The cheat verdict's sentence for project functions their files do not hold."""
+    return (
+        f"project code in memory is not what its files hold: {', '.join(unlike)}. A module "
+        "executed from other text than its file's (a file rewritten while it was imported, "
+        "then put back), or a file edited while the round ran: a round is judged only on code "
+        "its files hold"
+    )
 
 
 def describe(replaced: list[str]) -> str:

@@ -298,6 +298,9 @@ class Sentinel:
         replaced = self._watch_tampered() + (self.imports.replaced() if self.imports else [])
         if replaced:
             raise CheatDetected(import_watch.describe(replaced))
+        unlike = self.imports.unlike_files() if self.imports else []
+        if unlike:
+            raise CheatDetected(import_watch.describe_unlike(unlike))
         modes = process_guard.active_modes()
         if modes:
             raise CheatDetected(

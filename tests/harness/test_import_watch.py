@@ -96,3 +96,35 @@ def test_third_party_files_under_the_root_are_not_watched(tmp_path: Path) -> Non
     assert not watch.is_project(str(tmp_path / ".venv/lib/site-packages/torch/__init__.py"))
     assert not watch.is_project("/elsewhere/mod.py")
     assert not watch.is_project(None)
+
+
+def test_functions_hold_the_code_of_their_files_until_a_file_differs(watched) -> None:
+    watch, reference, _ = watched
+    reference.build()
+    assert watch.unlike_files() == []
+    path = Path(reference.__file__)
+    path.write_text(path.read_text().replace("x * 2", "x * 3"))  # edited after the import
+    found = watch.unlike_files()  # the function, and its name imported by wpkg.user
+    assert set(found) == {
+        f"wpkg.{m}.ref (not the code of reference.py)" for m in ("reference", "user")
+    }
+
+
+def test_a_module_run_from_swapped_text_then_put_back_is_named(watched) -> None:
+    """A candidate writes another reference.py, reloads the module and restores the file's
+    text and modification time: the tree is clean, the module in memory is not its file."""
+    import os
+
+    from kernel_ratchet.harness.import_watch import describe_unlike
+
+    watch, reference, _ = watched
+    path = Path(reference.__file__)
+    text, st = path.read_text(), os.stat(path)
+    path.write_text(text.replace("x * 2", "x + 0"))
+    importlib.reload(reference)
+    path.write_text(text)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert reference.ref(3) == 3 and watch.replaced() == []  # recorded again on reload
+    found = watch.unlike_files()
+    assert any(f.startswith("wpkg.reference.ref ") for f in found), found
+    assert "put back" in describe_unlike(found)
