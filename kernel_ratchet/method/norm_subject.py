@@ -2,7 +2,8 @@
 short memory-bound op (tens of microseconds), and variants of it with a planted effect.
 
 The forward is PyTorch's own (``torch.nn.functional.rms_norm``), the backward a few PyTorch
-element-wise and reduction kernels from the saved reciprocal RMS: the checks are about the
+element-wise and reduction kernels from the saved reciprocal RMS (both in :mod:`.norm_kernel`,
+the op's kernel file, apart from this adapter's reference): the checks are about the
 measurement, not about a kernel of this package. A planted variant
 normalises ``PAD`` x M rows while its bytes stay those of M, so it is slower by about that
 factor (the op's time is proportional to its rows at these sizes).
@@ -16,12 +17,13 @@ from typing import ClassVar
 import torch
 
 from kernel_ratchet.harness.adapter import Adapter, Shape
+from kernel_ratchet.method import norm_kernel
 
 #: Five shapes (rows x width) from the issue's smallest, 4096x2048, to a 64 MiB activation.
 GPU_SHAPES = [(4096, 2048), (4096, 8192), (8192, 4096), (16384, 2048), (32768, 1024)]
 #: Interpreter-sized shapes: a smoke test of the trials on the CPU, not a measurement.
 CPU_SHAPES = [(64, 256), (96, 128)]
-EPS = 1e-6
+EPS = norm_kernel.EPS
 
 
 def shapes(dims: list[tuple[int, int]]) -> list[Shape]:
@@ -66,14 +68,10 @@ class RmsNormBf16(Adapter):
         return NormCase(x, w, dy, rstd)
 
     def forward(self, case: NormCase) -> torch.Tensor:
-        return torch.nn.functional.rms_norm(case.x, (case.x.shape[-1],), case.w, eps=EPS)
+        return norm_kernel.forward(case.x, case.w)
 
     def backward(self, case: NormCase) -> tuple[torch.Tensor, torch.Tensor]:
-        xhat = case.x.float() * case.rstd
-        g = case.dy.float() * case.w.float()
-        dx = case.rstd * (g - xhat * (g * xhat).mean(-1, keepdim=True))
-        dw = (case.dy.float() * xhat).sum(0)
-        return dx.to(case.x.dtype), dw.to(case.w.dtype)
+        return norm_kernel.backward(case.x, case.w, case.dy, case.rstd)
 
     def returned_names(self, phase: str) -> tuple[str, ...] | None:
         return ("dx", "dw") if phase == "bwd" else ("y",)

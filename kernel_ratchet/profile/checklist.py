@@ -28,6 +28,7 @@ from kernel_ratchet.profile.device_check import device_check
 from kernel_ratchet.profile.items import CheckItem
 from kernel_ratchet.profile.items import item as _item
 from kernel_ratchet.profile.on_path import project_on_path
+from kernel_ratchet.profile.reference_reach import check_reach
 from kernel_ratchet.profile.requires import unmet
 from kernel_ratchet.profile.schema import (
     CAMPAIGN_TYPES,
@@ -256,6 +257,7 @@ def run_checklist(profile: Profile, op: str | None = None) -> list[CheckItem]:
             items.append(_command(profile, o, "benchmark", "benchmark command given"))
         if cannot is None:  # importing the op needs what the machine lacks
             items.extend(_adapter(profile, o))
+        items.append(check_reach(profile, o))
         items.append(_shapes(profile, o))
         items.append(_scoring(profile, o))
         items.append(_execution(profile, o))

@@ -1,0 +1,155 @@
+"""Whether a round can change the op's truth: the files its reference reads, read by ``ast``.
+
+Every round is checked against the reference. Where the reference is defined in, or imports
+from, a file a round may change (``kernel_source``), a candidate changes the kernel and its
+truth together: a helper ``mean_square`` shared by the kernel file and the reference,
+rewritten to read 64 of 1024 columns, keeps both agreeing on a wrong answer, and the round is
+accepted. :func:`reach` follows the reference's module through the project modules it imports
+(``import a.b``, ``from .c import d``, imports inside functions too), each imported module's
+own imports in turn. A name taken from a package (``from pkg import helper``) follows the
+package's ``__init__`` only as far as the module that name comes from, so a package that
+re-exports its kernels does not put them in reach of a reference that imports a constant.
+
+The adapter of an op described by a class holds its reference in its own file (or imports it
+from another): :func:`check_reach` refuses an adapter file that a round may change, and the
+described op's ``reference`` module with everything it reaches.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+from kernel_ratchet.harness.import_roots import roots
+from kernel_ratchet.profile.items import CheckItem, item
+from kernel_ratchet.profile.schema import OpProfile, Profile
+
+_DESCRIBED = "described:"
+
+_Found = dict[str, str]  # relative path -> how the reference reaches it
+
+
+def _module_file(bases: list[Path], name: str) -> Path | None:
+    parts = name.split(".")
+    for base in bases:
+        for f in (base.joinpath(*parts).with_suffix(".py"), base.joinpath(*parts, "__init__.py")):
+            if f.is_file():
+                return f
+    return None
+
+
+def _package_of(path: Path, module: str) -> str:
+    return module if path.name == "__init__.py" else module.rpartition(".")[0]
+
+
+def _imports(tree: ast.AST, module: str, path: Path) -> list[tuple[str, tuple[str, ...]]]:
+    """(module, names taken from it) of every import statement in ``tree``."""
+    out: list[tuple[str, tuple[str, ...]]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(a.name, ()) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                pkg = _package_of(path, module).split(".")
+                pkg = pkg[: len(pkg) - (node.level - 1)] if node.level > 1 else pkg
+                base = ".".join([*pkg, *([base] if base else [])])
+            out.append((base, tuple(a.name for a in node.names)))
+    return out
+
+
+class _Reach:
+    def __init__(self, root: Path, top: str) -> None:
+        self.root = root
+        self.bases = [Path(r) for r in roots(str(root), top)] or [root]
+        self.found: _Found = {}
+
+    def rel(self, f: Path) -> str:
+        return f.resolve().relative_to(self.root.resolve()).as_posix()
+
+    def visit(self, module: str, why: str, names: tuple[str, ...] = ()) -> None:
+        f = _module_file(self.bases, module)
+        if f is None:
+            return  # not the project's (torch, numpy) or not found
+        try:
+            tree = ast.parse(f.read_text())
+        except (OSError, SyntaxError, ValueError):
+            tree = ast.Module(body=[], type_ignores=[])
+        package = f.name == "__init__.py"
+        if package and names:  # follow only where those names come from
+            for name in names:
+                sub = f"{module}.{name}"
+                if _module_file(self.bases, sub) is not None:
+                    self.visit(sub, why)
+            wanted = [
+                (m, ns)
+                for m, ns in _imports(tree, module, f)
+                if set(ns) & set(names) and m != module
+            ]
+            self._note(f, why)
+            for m, ns in wanted:
+                self.visit(m, f"{why}, through {self.rel(f)}", tuple(set(ns) & set(names)))
+            return
+        if not self._note(f, why):
+            return
+        for m, ns in _imports(tree, module, f):
+            self.visit(m, f"{why}, which imports {m}", ns)
+
+    def _note(self, f: Path, why: str) -> bool:
+        rel = self.rel(f)
+        if rel in self.found:
+            return False
+        self.found[rel] = why
+        return True
+
+
+def reach(root: Path, module: str) -> _Found:
+    """Project files the module ``module`` reaches by its imports, each with how."""
+    r = _Reach(root, module.split(".", 1)[0])
+    r.visit(module, f"the reference's module {module}")
+    return r.found
+
+
+def changeable_truth(root: Path, reference: str, kernel_source: list[str]) -> list[str]:
+    """Why each file of ``kernel_source`` that the reference (``module:function``) reaches
+    is in its reach; [] when none is."""
+    module = reference.split(":", 1)[0]
+    found = reach(root, module)
+    sources = {Path(s).as_posix() for s in kernel_source}
+    return [f"{rel} ({found[rel]})" for rel in found if rel in sources]
+
+
+def check_reach(profile: Profile, op: OpProfile) -> CheckItem:
+    """The checklist line: no file a round may change holds or feeds the op's reference."""
+    what = "reference out of a round's reach"
+    sources = {Path(s).as_posix() for s in op.kernel_source}
+    if op.adapter.startswith(_DESCRIBED):
+        try:
+            reference = str(json.loads(op.adapter[len(_DESCRIBED) :]).get("reference", ""))
+        except ValueError:
+            reference = ""
+        if not reference:
+            return item(op, what, True, "no reference named (checked where the op loads)")
+        bad = changeable_truth(profile.root, reference, op.kernel_source)
+        fix = (
+            "move what the reference uses into a module outside kernel_source (the kernel may "
+            "import from the reference's side, never the other way), or take the file out of "
+            f"ops.{op.name}.kernel_source"
+        )
+        if bad:
+            return item(op, what, False, f"{reference} reads {'; '.join(bad)}", fix)
+        n = len(reach(profile.root, reference.split(":", 1)[0]))
+        return item(op, what, True, f"{reference}: {n} project file(s), none in kernel_source")
+    module = op.adapter.split(":", 1)[0]
+    found = reach(profile.root, module)
+    own = next(iter(found), None)  # the adapter's own file comes first
+    if own in sources:
+        return item(
+            op,
+            what,
+            False,
+            f"the adapter {module} ({own}), whose reference() is the truth, is in kernel_source",
+            f"take {own} out of ops.{op.name}.kernel_source: a round must not change its truth",
+        )
+    return item(op, what, True, f"the adapter's file {own or module} is not in kernel_source")
