@@ -33,6 +33,7 @@ import torch
 from kernel_ratchet.kernels.gemm.dispatch import fp8_path
 from kernel_ratchet.kernels.gemm.kernel import SCALE_BLOCK, SCALE_ROW, SCALE_TENSOR
 from kernel_ratchet.kernels.gemm.launch import gemm, gemm_backward, matmul
+from kernel_ratchet.kernels.gemm.operands import rows
 from kernel_ratchet.kernels.quant.launch import (
     quant_fp8_block_128x128,
     quant_fp8_blockwise_1x128,
@@ -74,7 +75,11 @@ def gemm_fp8_forward(
     """``a [M, K] @ b [N, K]ᵀ`` in FP8 -> (bf16 ``[M, N]``, state for :func:`gemm_fp8_backward`)."""
     g = recipe.granularity
     if recipe.dispatch and fp8_path(g, a.shape[0], b.shape[0], a.shape[1]) == "bf16":
-        return gemm(a, b).to(torch.bfloat16), {"a16": a, "b16": b}
+        # the 16-bit path multiplies one dtype: a's where it is 16-bit, else bf16 (the FP8
+        # path takes any float operands, so a shape's route must not decide what is accepted)
+        dt = a.dtype if a.dtype in (torch.bfloat16, torch.float16) else torch.bfloat16
+        a16, b16 = a.to(dt), b.to(dt)
+        return gemm(a16, b16).to(torch.bfloat16), {"a16": a16, "b16": b16}
     if g == "tensorwise":
         qa = quant_fp8_tensorwise(a, E4M3, with_transpose=True, align=ALIGN)
         qb = quant_fp8_tensorwise(b, E4M3, with_transpose=True, align=ALIGN)
@@ -198,5 +203,8 @@ class Fp8GemmFunction(torch.autograd.Function):
 
 
 def fp8_linear(a: torch.Tensor, b: torch.Tensor, recipe: Fp8Recipe | None = None) -> torch.Tensor:
-    """Autograd entry point: ``a @ bᵀ`` in FP8 (default recipe: blockwise, E4M3 gradients)."""
-    return Fp8GemmFunction.apply(a, b, recipe or Fp8Recipe())
+    """Autograd entry point: ``a @ bᵀ`` in FP8 (default recipe: blockwise, E4M3 gradients);
+    ``a`` may have leading dimensions (``[B, S, K]`` -> ``[B, S, N]``)."""
+    a2, lead = rows(a)
+    out = Fp8GemmFunction.apply(a2, b, recipe or Fp8Recipe())
+    return out if a.dim() == 2 else out.reshape(*lead, out.shape[-1])

@@ -29,6 +29,7 @@ from kernel_ratchet.kernels.gemm.configs import (
     split_for,
 )
 from kernel_ratchet.kernels.gemm.kernel import SCALE_BLOCK, SCALE_NONE, SCALE_ROW, _gemm_kernel
+from kernel_ratchet.kernels.gemm.operands import check_pair, rows
 from kernel_ratchet.kernels.quant.launch import cdiv, empty_rows, interpreter_mode
 
 _FORCED: list[GemmConfig] = []
@@ -138,6 +139,7 @@ def matmul(
     Returns a new ``[M, N]`` tensor of ``out_dtype`` (default: ``a``'s dtype for 16-bit, bf16
     for FP8). The config is :func:`forced_config`'s, else ``config``, else the bucket's.
     """
+    check_pair(a, b, kind)
     a, b = _row_major(a), _row_major(b)
     M, K = a.shape if a_kmajor else a.shape[::-1]
     N, Kb = b.shape if b_kmajor else b.shape[::-1]
@@ -145,7 +147,7 @@ def matmul(
         raise ValueError(f"contraction mismatch: A has K={K}, B has K={Kb}")
     a_st, b_st, a_es = a.stride(), b.stride(), a.element_size()
     if out_dtype is None:
-        out_dtype = a.dtype if a_es == 2 else torch.bfloat16
+        out_dtype = a.dtype if a_es > 1 else torch.bfloat16
     num_sms = _num_sms(a.device)
     explicit = _FORCED[-1] if _FORCED else config
     geom = (a_st[0], _tma_ok(a, a_st), a_kmajor, b_st[0], _tma_ok(b, b_st), b_kmajor)
@@ -323,14 +325,15 @@ def gemm(a: torch.Tensor, b: torch.Tensor, config: GemmConfig | None = None) -> 
 
 
 def gemm_backward(
-    dout: torch.Tensor, a: torch.Tensor, b: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Gradients of ``a @ bᵀ``: ``da = dout @ b [M, K]`` and ``db = doutᵀ @ a [N, K]``."""
+    dout: torch.Tensor, a: torch.Tensor, b: torch.Tensor, need: tuple[bool, bool] = (True, True)
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """Gradients of ``a @ bᵀ``: ``da = dout @ b [M, K]`` and ``db = doutᵀ @ a [N, K]``, each
+    where ``need`` asks for it (None else: a frozen weight's gradient is not computed)."""
     if not interpreter_mode():  # one aligned copy of dout (if any) serves both GEMMs
         dout = _tma_ready(_row_major(dout), a.shape[1])
-    da = matmul(dout, b, b_kmajor=False, kind="bf16_bwd")
-    db = few_rows_wgrad(dout, a)
-    if db is None:
+    da = matmul(dout, b, b_kmajor=False, kind="bf16_bwd") if need[0] else None
+    db = few_rows_wgrad(dout, a) if need[1] else None
+    if db is None and need[1]:
         db = matmul(dout, a, a_kmajor=False, b_kmajor=False, kind="bf16_bwd")
     return da, db
 
@@ -386,9 +389,12 @@ class GemmFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dout: torch.Tensor):  # type: ignore[override]
         a, b = ctx.saved_tensors
-        return gemm_backward(dout.contiguous(), a, b)
+        return gemm_backward(dout.contiguous(), a, b, tuple(ctx.needs_input_grad[:2]))
 
 
 def linear_gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Autograd entry point: ``a @ bᵀ`` (a Linear layer without bias)."""
-    return GemmFunction.apply(a, b)
+    """Autograd entry point: ``a @ bᵀ`` (a Linear layer without bias); ``a`` may have
+    leading dimensions (``[B, S, K]`` -> ``[B, S, N]``)."""
+    a2, lead = rows(a)
+    out = GemmFunction.apply(a2, b)
+    return out if a.dim() == 2 else out.reshape(*lead, out.shape[-1])

@@ -217,6 +217,7 @@ class GroupedGemmFp8Function(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, w: torch.Tensor, group_lens: torch.Tensor) -> torch.Tensor:
         _check(x, w, group_lens)
+        group_lens = group_lens.contiguous()  # the kernels read it by offset
         # dgrad contracts over N: it reads the K-major transposed copy (FP8 wgmma wants both
         # operands K-major), written by the same pass; the forward's copy is not kept.
         wq = quant_weight_128x128(w, transpose=ctx.needs_input_grad[0])

@@ -54,6 +54,11 @@ def _check(x: torch.Tensor, w: torch.Tensor, group_lens: torch.Tensor) -> None:
         raise ValueError(f"group_lens must be int32 or int64, got {group_lens.dtype}")
     if group_lens.device != x.device or w.device != x.device:
         raise ValueError("x, w and group_lens must be on one device")
+    if w.shape[2] != x.shape[1]:
+        raise ValueError(
+            f"w must be [G, N, K] with K = x.shape[1] = {x.shape[1]}, got {tuple(w.shape)} (a "
+            "weight stored [G, K, N], torch._grouped_mm's layout, is w.transpose(1, 2))"
+        )
 
 
 _NO_SPLIT: set[tuple[str, TileConfig]] = set()
@@ -282,7 +287,12 @@ class GroupedGemmFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, w: torch.Tensor, group_lens: torch.Tensor) -> torch.Tensor:
         _check(x, w, group_lens)
-        x, w = x.contiguous(), w.contiguous()
+        if x.dtype != w.dtype or not x.is_floating_point() or x.element_size() < 2:
+            raise TypeError(
+                f"grouped_gemm takes x and w of one dtype (bf16, fp16, fp32), got {x.dtype} and "
+                f"{w.dtype}: cast one (w.to(x.dtype)), or use grouped_gemm_fp8_blockwise"
+            )
+        x, w, group_lens = x.contiguous(), w.contiguous(), group_lens.contiguous()
         ctx.save_for_backward(x, w, group_lens)
         return grouped_mm(x, w, group_lens, b_is_nk=True)
 
@@ -301,6 +311,7 @@ class GroupedGemmFunction(torch.autograd.Function):
 def grouped_gemm(x: torch.Tensor, w: torch.Tensor, group_lens: torch.Tensor) -> torch.Tensor:
     """Differentiable grouped GEMM: x [T, K] sorted by group, w [G, N, K] -> [T, N].
 
-    ``group_lens`` [G] int device tensor with ``sum == T``; never read on the host.
+    ``group_lens`` [G] int device tensor with ``sum == T``; never read on the host, so not
+    checked: rows past the sum are not written, and a sum past T writes past the output.
     """
     return GroupedGemmFunction.apply(x, w, group_lens)
