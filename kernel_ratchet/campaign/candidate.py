@@ -174,7 +174,10 @@ def set_aside(c: CampaignContext, n: int, tag: str) -> Path | None:
     if not rdir.exists():
         return None
     stamp = now().replace(" ", "_").replace(":", "")
-    kept = c.dir / "rounds" / f".{tag}-round-{n}-{stamp}"
+    first = c.dir / "rounds" / f".{tag}-round-{n}-{stamp}"
+    kept, again = first, 2
+    while kept.exists():  # a second attempt within the same minute
+        kept, again = first.with_name(f"{first.name}-{again}"), again + 1
     shutil.move(str(rdir), str(kept))
     return kept
 

@@ -179,7 +179,8 @@ class Campaign:
         rdir = self.ctx.round_dir(1)
         kept = set_aside(self.ctx, 1, "failed-baseline")
         if kept is not None:  # the logs the reason names moved with the round's directory
-            why = why.replace(str(rdir), str(kept))
+            for was, now_at in ((rdir, kept), (self.ctx.rel(rdir), self.ctx.rel(kept))):
+                why = why.replace(str(was), str(now_at))
         self.state.pending = None
         self.save()
         raise CampaignError(

@@ -4,6 +4,7 @@ died without answering (:func:`classify_exit`)."""
 
 from __future__ import annotations
 
+import os
 import signal
 
 _ILLEGAL = ("illegal memory access", "misaligned address", "illegal address")
@@ -22,12 +23,24 @@ _COMPILE_TYPES = {
 }
 
 
+def exception_line(exc: BaseException, limit: int = 400) -> str:
+    """``Type: first line of the message``; for an exception without a message (a bare
+    ``assert``), where it was raised: ``AssertionError (raised at kernel.py:42)``."""
+    lines = str(exc).strip().splitlines()
+    if lines:
+        return f"{type(exc).__name__}: {lines[0]}"[:limit]
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    where = f" (raised at {os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno})"
+    return f"{type(exc).__name__}{where if tb is not None else ''}"[:limit]
+
+
 def classify_exception(exc: BaseException) -> tuple[str, str]:
     """(category, detail) for an exception raised by the op inside a worker (either side of a
     paired A/B: the detail names neither, the failure's sentence says which side it was)."""
     names = {k.__name__ for k in type(exc).__mro__}
-    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    what = f"{type(exc).__name__}: {msg}"[:400]
+    what = exception_line(exc)
     low = str(exc).lower()
     if "CheatDetected" in names:
         return "cheat", str(exc)

@@ -198,7 +198,8 @@ def run_harness(
         status = "PASS" if r.passed else "FAIL"
         t = f" fwd {r.fwd.median_ms:.4f} ms" if r.fwd else ""
         t += f" bwd {r.bwd.median_ms:.4f} ms" if r.bwd else ""
-        print(f"[harness] {shape.label}: {status}{t} ({r.reason.splitlines()[0]})", file=log)
+        first = (r.reason.splitlines() or [""])[0]
+        print(f"[harness] {shape.label}: {status}{t} ({first})", file=log)
         if not r.passed and "\n" in r.reason:
             print(r.reason, file=log)
         results.append(r)

@@ -3,12 +3,13 @@ small ones in Triton's interpreter (``ratchet check`` warns, ``ratchet init`` re
 
 from __future__ import annotations
 
-import math
+import json
 
 from kernel_ratchet.harness.adapter import DESCRIBED_PREFIX, Shape, load_shapes
 from kernel_ratchet.harness.described_spec import symbols_of
 from kernel_ratchet.profile.items import CheckItem
 from kernel_ratchet.profile.on_path import project_on_path
+from kernel_ratchet.profile.rehearsal import shape_work, shrink
 from kernel_ratchet.profile.schema import Profile
 
 #: Multiply-adds (Σ M·N·max(K, 1)·B over the target shapes) above which a campaign without a
@@ -59,18 +60,22 @@ def device_check(
     fix = (
         f"run the campaign on a CUDA machine. To rehearse the loop here: ratchet init --op {op} "
         "--rehearse (the op's rehearse_shapes, else its shapes shrunk), or give this campaign "
-        f"small shapes: ratchet init --op {op} --shapes "
-        """'inline:[{"label": "s", "M": 64, "N": 128}]' (sizes by symbol, as in ratchet.yaml)"""
+        f"small shapes: ratchet init --op {op} --shapes '{_small_example(shapes[0], described)}' "
+        "(sizes by symbol, as in ratchet.yaml)"
     )
     if warn:
         return CheckItem(name, True, f"{detail}; {fix}", warning=True)
     return CheckItem(name, False, detail, fix)
 
 
-def shape_work(shape: Shape, described: bool) -> int:
-    """Multiply-adds or elements of one shape: M·N·max(K, 1)·max(B, 1), or for an op described
-    in ratchet.yaml the product of every size symbol its shape binds (any names, e.g. a
-    vocabulary ``V``); a bundled op's params are settings, not sizes."""
-    if described:
-        return math.prod(max(v, 1) for v in symbols_of(shape).values())
-    return shape.M * shape.N * max(shape.K, 1) * max(shape.B, 1)
+def _small_example(shape: Shape, described: bool) -> str:
+    """An ``inline:`` shape set of ``shape`` shrunk, its dtype and settings kept: what to pass
+    to ``ratchet init --shapes`` for a campaign this machine runs."""
+    sizes = symbols_of(shape) if described else {"M": shape.M, "N": shape.N, "K": shape.K}
+    entry: dict = {"label": "s", **{k: shrink(v) for k, v in sizes.items() if k != "B"}}
+    entry.update({"B": min(shape.B, 4)} if shape.B != 1 else {})
+    entry.update({k: v for k, v in shape.params.items() if not isinstance(v, int)})
+    entry.update({"dtype": shape.dtype} if shape.dtype else {})
+    if not shape.K:
+        entry.pop("K")
+    return "inline:" + json.dumps([entry])

@@ -24,6 +24,7 @@ from kernel_ratchet.errors import RatchetError
 from kernel_ratchet.harness import inplace
 from kernel_ratchet.harness.adapter import load_adapter, load_shapes
 from kernel_ratchet.harness.correctness import check_outputs
+from kernel_ratchet.harness.outcome import exception_line
 from kernel_ratchet.profile.loader import load_profile
 from kernel_ratchet.profile.rehearsal import check_shapes
 
@@ -45,14 +46,22 @@ def run(op: str, start: Path) -> int:
         except RatchetError:
             raise
         except Exception as exc:  # a kernel that raises fails its shape; the others still run
-            passed, line = False, f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+            passed, line = False, exception_line(exc, 300)
             traceback.print_exc(limit=4, file=sys.stderr)
-        print(f"{'PASS' if passed else 'FAIL'} {shape.label}: {line}")
+        name = shape.label if cuda else f"{shape.label} ({_sizes(shape)})"  # maybe shrunk
+        print(f"{'PASS' if passed else 'FAIL'} {name}: {line}")
         failed += not passed
     for note in dict.fromkeys(getattr(adapter, "dtype_notes", list)()):
         print(f"note: {note}")
     print(f"{len(shapes) - failed} passed, {failed} failed")
     return 1 if failed else 0
+
+
+def _sizes(shape: Any) -> str:
+    """``M=48, N=48``: the sizes a CPU run used (its shapes may be the targets shrunk)."""
+    sizes = {"M": shape.M, "N": shape.N, "K": shape.K, "B": shape.B, **shape.params}
+    skip = {"K": 0, "B": 1}
+    return ", ".join(f"{k}={v}" for k, v in sizes.items() if skip.get(k) != v)
 
 
 def _check(adapter: Any, shape: Any, device: str) -> tuple[bool, str]:

@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import sys
 
 from kernel_ratchet.harness.adapter import DESCRIBED_PREFIX, INLINE_PREFIX, Shape, load_shapes
-from kernel_ratchet.profile.device_check import shape_work
+from kernel_ratchet.harness.described_spec import symbols_of
 from kernel_ratchet.profile.schema import Profile
 
 #: Sizes at or below this stay as they are; larger ones map into [16, 64).
 SMALL = 64
+#: A shape whose work (:func:`shape_work`) is at most this is rehearsed as it
+#: is: shrinking it would only break what its sizes keep (a width that is a multiple of the
+#: op's group size), for no time saved.
+KEEP_WORK = 1 << 18
 #: Groups (B) of a rehearsal shape at most.
 MAX_GROUPS = 4
 #: The focused check's tile-crossing shapes take a size into [TILE, 2 * TILE): past one tile of
@@ -66,7 +71,7 @@ def crossing(original: Shape, small: Shape, described: bool) -> list[Shape]:
     the shrink took under TILE, with that size alone taken into [TILE, 2 * TILE) (its
     remainder mod TILE kept): shrunk sizes stay under 64, so a loop over tiles of 64 or 128
     or a persistent grid over the rows never ran more than once. Shapes whose work
-    (:func:`~.device_check.shape_work`) passes :data:`CROSSING_ELEMENTS` are left out."""
+    (:func:`shape_work`) passes :data:`CROSSING_ELEMENTS` are left out."""
     core = ("M", "N", "K")
     sizes = {**{n: getattr(original, n) for n in core}, **original.params}
     out = []
@@ -109,16 +114,30 @@ def index_sizes(adapter_spec: str) -> frozenset[str]:
 
 
 def rehearsal_profile(profile: Profile, op: str) -> Profile:
-    """``profile`` with op ``op``'s shapes replaced by its rehearsal shapes."""
+    """``profile`` with op ``op``'s shapes replaced by its rehearsal shapes: its
+    ``rehearse_shapes``, else its shapes shrunk where their work passes :data:`KEEP_WORK`."""
     o = profile.op(op)
     spec = o.rehearse_shapes
     if spec is None:
         sys.path.insert(0, str(profile.root))
         try:
             keep = index_sizes(o.adapter or "")
-            shapes = [shrunk(s, keep) for s in load_shapes(o.shapes)]
+            described = (o.adapter or "").startswith(DESCRIBED_PREFIX)
+            shapes = [
+                s if shape_work(s, described) <= KEEP_WORK else shrunk(s, keep)
+                for s in load_shapes(o.shapes)
+            ]
         finally:
             sys.path.remove(str(profile.root))
         spec = INLINE_PREFIX + json.dumps([s.to_dict() for s in shapes])
     ops = {**profile.ops, op: dataclasses.replace(o, shapes=spec)}
     return dataclasses.replace(profile, ops=ops)
+
+
+def shape_work(shape: Shape, described: bool) -> int:
+    """Multiply-adds or elements of one shape: M·N·max(K, 1)·max(B, 1), or for an op described
+    in ratchet.yaml the product of every size symbol its shape binds (any names, e.g. a
+    vocabulary ``V``); a bundled op's params are settings, not sizes."""
+    if described:
+        return math.prod(max(v, 1) for v in symbols_of(shape).values())
+    return shape.M * shape.N * max(shape.K, 1) * max(shape.B, 1)

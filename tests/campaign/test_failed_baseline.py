@@ -39,3 +39,25 @@ def test_the_failed_baselines_error_names_the_log_where_it_was_kept(tmp_path, mo
     assert ".failed-baseline-round-1-" in named.group(1)
     assert "FAIL (why)" in Path(named.group(1)).read_text()
     assert not c.ctx.round_dir(1).exists()  # set aside: the next `ratchet baseline` starts clean
+    # a second attempt in the same minute keeps its logs too, beside the first's
+    c = Campaign(load_profile(root), campaign_dir(root))
+    with pytest.raises(CampaignError) as again:
+        c.baseline()
+    second = re.search(r"\(see (\S+harness\.log)\)", str(again.value))
+    assert second and second.group(1) != named.group(1), str(again.value)
+    assert Path(named.group(1)).exists() and Path(second.group(1)).exists()
+
+
+def test_a_reason_naming_the_round_relative_to_the_project_follows_it(tmp_path, monkeypatch):
+    root = make_project(tmp_path / "proj")
+    assert ratchet(root, "init", "--op", "tiny_gemm", "--yes").returncode == 0
+    monkeypatch.chdir(root)
+
+    def fails(c, started):
+        (c.round_dir(1) / "artifacts").mkdir(parents=True, exist_ok=True)
+        raise BaselineFailure(f"the focused test failed (see {c.rel(c.round_dir(1))}/artifacts)")
+
+    monkeypatch.setattr(engine, "measure_baseline", fails)
+    c = Campaign(load_profile(root), campaign_dir(root))
+    with pytest.raises(CampaignError, match=r"see rounds/\.failed-baseline-round-1-\S+/artifacts"):
+        c.baseline()

@@ -3,6 +3,7 @@ and the exit code of an unknown op."""
 
 from __future__ import annotations
 
+import torch
 import yaml
 
 from kernel_ratchet.errors import ProfileError, UnknownOpError
@@ -75,6 +76,14 @@ def test_rehearsal_shapes_are_given_or_shrunk(tmp_path):
     assert (tiny.label, tiny.M, tiny.N) == ("tiny", 3, 7)
 
 
+def test_a_target_shape_small_enough_for_the_cpu_is_rehearsed_as_it_is(tmp_path):
+    """Shrinking 64 x 128 to 48 x 48 would break a width kept a multiple of a group size."""
+    shapes = [{"label": "s", "M": 64, "N": 128, "dtype": "float32"}, OP["shapes"][0]]
+    prof = load_profile(_write(tmp_path, shapes=shapes))
+    kept, big = load_shapes(rehearsal_profile(prof, "norm").op("norm").shapes)
+    assert (kept.M, kept.N) == (64, 128) and (shrink(4096), shrink(4095)) == (big.M, big.N)
+
+
 def test_a_size_that_bounds_an_integer_input_keeps_indices_past_255(tmp_path):
     """Shrunk for a rehearsal, a vocabulary V that bounds the targets keeps INDEX_MIN values:
     a kernel that keeps a class id in 7 or 8 bits still meets ids it gets wrong."""
@@ -135,8 +144,8 @@ def test_the_focused_test_fails_a_shape_that_raises_and_runs_the_others(tmp_path
     )
     assert run("norm", path.parent) == 1
     out = capsys.readouterr()
-    assert "FAIL even: RuntimeError: invalid grid: even rows" in out.out
-    assert "PASS odd:" in out.out and "1 passed, 1 failed" in out.out
+    assert "FAIL even (M=4, N=8): RuntimeError: invalid grid: even rows" in out.out
+    assert "PASS odd (M=5, N=8):" in out.out and "1 passed, 1 failed" in out.out
     assert "Traceback" in out.err
 
 
@@ -168,7 +177,9 @@ def test_the_focused_test_says_why_a_shape_failed_beyond_its_snrs(tmp_path, caps
     )
     assert run("norm", path.parent) == 1
     line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("FAIL"))
-    assert line.startswith("FAIL rows: y 4") and "(y: y[16383, :] at SNR 0." in line, line
+    assert (
+        line.startswith("FAIL rows (M=16384, N=32): y 4") and "(y: y[16383, :] at SNR 0." in line
+    ), line
 
 
 def test_the_focused_test_notes_an_output_held_to_a_dtype_nothing_declared(tmp_path, capsys):
@@ -188,3 +199,20 @@ def test_the_focused_test_notes_an_output_held_to_a_dtype_nothing_declared(tmp_p
     run("norm", path.parent)
     notes = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("note: ")]
     assert len(notes) == 1 and 'declare it: outputs: {q: "[...] float8_e4m3fn"}' in notes[0]
+
+
+def test_the_cpu_shapes_the_device_check_offers_keep_the_dtype_and_start_a_campaign(tmp_path):
+    """Without its dtype, the offered inline shape failed only at BASELINE ('a tensor declared
+    with dtype "dtype" needs shapes that give a dtype')."""
+    from kernel_ratchet.profile.device_check import device_check
+
+    prof = load_profile(
+        _write(tmp_path, shapes=[{"label": "big", "M": 65536, "N": 8192, "dtype": "bfloat16"}])
+    )
+    item = device_check(prof, "norm", cuda=False)
+    offered = item.fix.split("--shapes '", 1)[1].split("'", 1)[0]
+    (shape,) = load_shapes(offered)
+    assert shape.dtype == "bfloat16" and shape.M < 64 and shape.N < 64, offered
+    adapter = load_adapter(prof.op("norm").adapter)
+    case = adapter.make_case(shape, 0, "cpu")
+    assert case.x.dtype == torch.bfloat16
