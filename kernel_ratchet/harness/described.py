@@ -84,8 +84,27 @@ class Case:
 
 def _as_tuple(out: Any, names: tuple[str, ...] | None = None) -> tuple[torch.Tensor, ...]:
     """The returned tensors in order; ``None`` entries are skipped, as for every op (a loss
-    that returns ``(loss, None, None)`` when its extras are not asked for has one output)."""
+    that returns ``(loss, None, None)`` when its extras are not asked for has one output). A
+    returned dict gives its declared names' values."""
+    if isinstance(out, Mapping) and names is not None:
+        missing = [n for n in names if n not in out]
+        if missing:
+            raise TypeError(
+                f"the function returned a dict with keys {sorted(map(str, out))}, without the "
+                f"declared output(s) {missing}: declare outputs by the dict's keys"
+            )
+        out = tuple(out[n] for n in names)
     outs = tuple(o for o in out if o is not None) if isinstance(out, (tuple, list)) else (out,)
+    odd = [
+        f"{type(o).__name__} at position {i}"
+        for i, o in enumerate(outs)
+        if not isinstance(o, torch.Tensor)
+    ]
+    if odd:
+        raise TypeError(
+            f"the function returned {', '.join(odd)} where ratchet.yaml's outputs are tensors: "
+            "return tensors only (a count as a 0-d tensor), or leave it out of the return"
+        )
     if names is not None and len(outs) != len(names):
         raise TypeError(
             f"the function returned {len(outs)} tensor(s) but ratchet.yaml declares the outputs "
@@ -191,7 +210,7 @@ class DescribedAdapter(Adapter):
         return grads
 
     def outputs(self, case: Case) -> dict[str, torch.Tensor]:
-        outs = _as_tuple(self.forward(case))
+        outs = _as_tuple(self.forward(case), self.desc.outputs)
         got = dict(zip(self.desc.outputs, outs, strict=True))
         if self.has_backward:
             got.update(zip(self.desc.grad_names, self.backward(case), strict=True))
@@ -300,7 +319,8 @@ class DescribedAdapter(Adapter):
             outs = [_meta(s, sym, shape.dtype) for s in self.desc.output_specs.values()]
         else:
             try:
-                outs = list(_as_tuple(self.ref(*ins.values(), **self.desc.reference_kwargs)))
+                ref = self.ref(*ins.values(), **self.desc.reference_kwargs)
+                outs = list(_as_tuple(ref, self.desc.outputs))
             except Exception as exc:  # the reference may not support meta tensors
                 raise ProfileError(
                     f"bytes: io needs the outputs' sizes and the reference cannot run on meta "

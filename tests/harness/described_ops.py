@@ -207,3 +207,17 @@ def argmax_ref(x: torch.Tensor):
 def argmax_past_the_end(x: torch.Tensor):
     """A wrong argmax: one past the last column on every row."""
     return torch.full(x.shape[:-1], x.shape[-1], dtype=torch.int64)
+
+
+def rms_norm_dict(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6):
+    """The op returning its outputs by name, in another order than declared."""
+    return {"rstd": torch.rsqrt(x.float().pow(2).mean(-1) + eps), "y": rms_norm(x, weight, eps)}
+
+
+def rms_norm_dict_ref(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6):
+    return {"y": rms_norm_ref(x, weight, eps), "rstd": torch.rsqrt((x * x).mean(-1) + eps)}
+
+
+def rms_norm_and_count(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6):
+    """The op with a Python int among its returned values."""
+    return rms_norm(x, weight, eps), x.shape[0]

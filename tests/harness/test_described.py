@@ -497,3 +497,23 @@ def test_an_argmax_gathers_with_one_dimension_fewer_and_a_bad_reference_is_the_u
 def test_a_gathers_mark_that_cannot_apply_is_refused_at_load(change, says):
     with pytest.raises(ValueError, match=says):
         Description.from_dict({**TOPK, **change})
+
+
+def test_a_function_returning_a_dict_gives_its_outputs_by_name():
+    adapter = _adapter(
+        function=f"{OPS}:rms_norm_dict",
+        reference=f"{OPS}:rms_norm_dict_ref",
+        outputs=["y", "rstd"],
+        gradients=[],
+    )
+    got, res = _check(adapter, load_shapes(inline_spec(SHAPES))[1])
+    assert res.passed and set(got) == {"y", "rstd"}, res.reason
+    missing = _adapter(function=f"{OPS}:rms_norm_dict", outputs=["y", "var"], gradients=[])
+    with pytest.raises(TypeError, match=r"keys \['rstd', 'y'\], without .*\['var'\]"):
+        _check(missing, load_shapes(inline_spec(SHAPES))[1])
+
+
+def test_a_non_tensor_among_the_returned_values_is_named():
+    adapter = _adapter(function=f"{OPS}:rms_norm_and_count", outputs=["y", "n"], gradients=[])
+    with pytest.raises(TypeError, match="returned int at position 1 where .* are tensors"):
+        _check(adapter, load_shapes(inline_spec(SHAPES))[1])
