@@ -13,7 +13,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from kernel_ratchet.campaign.fsutil import file_sha256
-from kernel_ratchet.campaign.lineage.kernel import kernel_changed
+from kernel_ratchet.campaign.lineage.kernel import code_changed_files, kernel_changed
 from kernel_ratchet.campaign.quick_bench import run_harness
 from kernel_ratchet.campaign.record import LEVELS
 from kernel_ratchet.campaign.state import Phase
@@ -87,9 +87,14 @@ def _preview(c: CampaignContext, cand: BenchTable, level: str) -> dict[str, Any]
         return None
     inc = BenchTable(cand.schema, tuple(by[r.label] for r in cand.rows if r.label in by))
     d = decide(inc, cand, c.m.campaign_type, regression_threshold=c.m.regression_threshold)
-    same = not kernel_changed(c)
+    if not kernel_changed(c):
+        would_be = "no round: the kernel files equal the incumbent's"
+    elif not code_changed_files(c):
+        would_be = "no round: the kernel files differ from the incumbent's only in comments"
+    else:
+        would_be = d.status.value
     return {
-        "would_be": "no round: the kernel files equal the incumbent's" if same else d.status.value,
+        "would_be": would_be,
         "method": (
             f"unpaired: this run against round-{c.state.incumbent_round}'s CSV, timed apart; "
             "a diagnostic that noise alone can move by more than its noise band, not a "

@@ -80,7 +80,8 @@ def _focused_test(profile: Profile, op: OpProfile) -> CheckItem:
         "every round runs it first, nothing timed beside it (if it needs no GPU, "
         f"ops.{op.name}.test_gpu: false runs it beside the harness and the A/B)"
         if op.test_gpu
-        else "every round runs it with no GPU visible, beside the harness and the A/B"
+        else "every round on a GPU runs it with no GPU visible, beside the harness and the A/B "
+        "(a round on the CPU runs it first: the A/B times the CPU)"
     )
     return replace(item, detail=f"{item.detail}; {where}")
 

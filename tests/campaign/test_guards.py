@@ -196,6 +196,14 @@ def test_edited_log_harness_and_empty_round_are_refused_without_a_round(project,
     work is what is proven here, and a round that closes there starts no process."""
     with open_campaign() as c, pytest.raises(CampaignError, match="equal the incumbent"):
         c.validate("nothing changed")
+    kernel = project / KERNEL
+    code = kernel.read_text()
+    kernel.write_text(
+        '"""Tiles, now documented."""\n# a comment\n' + code.replace("\n\n", "\n\n\n", 1)
+    )
+    with open_campaign() as c, pytest.raises(CampaignError, match="only in comments, docstrings"):
+        c.validate("comments only")
+    kernel.write_text(code)
     cdir = campaign_dir(project)
     log = cdir / "logs/optimize.md"
     original = log.read_text()
@@ -346,3 +354,16 @@ def test_an_optimizer_that_does_not_read_the_profile_does_not_pay_for_it(open_ca
     md = (c.ctx.dir / "profiles/round-2/analysis.md").read_text()
     assert "## Kernel time breakdown" in md and "Not measured: not taken" in md
     assert not (c.ctx.dir / "profiles/round-2/breakdown.log").exists()
+
+
+def test_the_code_of_a_python_file_leaves_out_comments_docstrings_and_layout():
+    from kernel_ratchet.campaign.lineage.kernel import _code
+
+    base = b"def f(x):\n    return x * 2\n"
+    same = b'"""Doc."""\n# note\ndef f(x):\n    """What f does."""\n    return x * 2  # doubled\n'
+    assert _code(same) == _code(base)
+    assert _code(b"def f(x):\n    return x * 3\n") != _code(base)
+    assert _code(b'def f(x):\n    s = "a string"\n    return x\n') != _code(
+        b"def f(x):\n    return x\n"
+    )  # a string that is not a docstring is code
+    assert _code(b"def f(:\n") == b"def f(:\n"  # unparsable: its bytes

@@ -15,6 +15,7 @@ import pytest
 from kernel_ratchet.campaign.engine import Campaign
 from kernel_ratchet.campaign.record import OVERLAP_STEP
 from kernel_ratchet.campaign.render import other_seconds, time_line
+from kernel_ratchet.campaign.rounds import measure
 from kernel_ratchet.errors import ProfileError
 from kernel_ratchet.profile.loader import load_profile
 from tests.campaign.conftest import campaign_dir, set_blocks
@@ -43,6 +44,7 @@ def _campaign(root: Path, monkeypatch, rc: int, tmp: Path) -> Campaign:
     """The accepted campaign with its op's test declared GPU-free and replaced by WAITER."""
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # what the test must not be shown
+    monkeypatch.setattr(measure, "timing_on_gpu", lambda: True)  # a GPU round, timed on CPU
     monkeypatch.chdir(root)
     (tmp / "waiter.py").write_text(WAITER)  # outside the project: no file of a round
     profile = load_profile(root)

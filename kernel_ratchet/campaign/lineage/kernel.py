@@ -8,6 +8,7 @@ the kernel files (the workspace's own files in workspace-mode) with those at the
 
 from __future__ import annotations
 
+import ast
 import difflib
 import json
 import os
@@ -102,6 +103,43 @@ def changed_kernel_files(c: CampaignContext) -> list[str]:
         if current != incumbent_bytes(c, rel):
             out.append(rel)
     return out
+
+
+def code_changed_files(c: CampaignContext) -> list[str]:
+    """The changed kernel files whose code differs, not only their comments, docstrings or
+    layout (a Python file read by ``ast``; any other file by its bytes)."""
+    out = []
+    for rel in changed_kernel_files(c):
+        path = c.root / rel
+        now_ = path.read_bytes() if path.exists() else None
+        was = incumbent_bytes(c, rel)
+        if not rel.endswith(".py") or now_ is None or was is None or _code(now_) != _code(was):
+            out.append(rel)
+    return out
+
+
+def _code(source: bytes) -> str | bytes:
+    """What a Python file computes: its syntax tree without docstrings or other bare strings
+    (statements that do nothing); the bytes where it does not parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return source
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            stmts = getattr(node, field, None)
+            if isinstance(stmts, list) and stmts and isinstance(stmts[0], ast.stmt):
+                kept = [st for st in stmts if not _bare_string(st)]
+                setattr(node, field, kept or [ast.Pass()])
+    return ast.dump(tree)
+
+
+def _bare_string(st: ast.stmt) -> bool:
+    return (
+        isinstance(st, ast.Expr)
+        and isinstance(st.value, ast.Constant)
+        and isinstance(st.value.value, str)
+    )
 
 
 def kernel_changed(c: CampaignContext) -> bool:

@@ -1,6 +1,7 @@
 """What ``validate`` checks before a round is opened: nothing is spent on a round that the
 campaign cannot take (wrong phase, no hypothesis, unknown bucket or level, an edited log or
-harness, kernel files equal to the incumbent's, files changed outside kernel_source)."""
+harness, kernel files equal to the incumbent's or differing only in comments and docstrings,
+files changed outside kernel_source)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING
 from kernel_ratchet.campaign.clock import now
 from kernel_ratchet.campaign.fsutil import file_sha256
 from kernel_ratchet.campaign.lineage.kernel import (
+    code_changed_files,
     kernel_changed,
     out_of_scope,
     refuse_hidden_kernel,
@@ -69,6 +71,12 @@ def preconditions(
         raise CampaignError(
             f"the kernel files ({', '.join(c.m.kernel_source)}{where}) equal the incumbent's"
             f"{elsewhere}: edit them with this round's single change, then run validate"
+        )
+    if not code_changed_files(c):
+        raise CampaignError(
+            "the kernel files differ from the incumbent's only in comments, docstrings or "
+            "layout: a round measures a change of code, and this one would measure noise. "
+            "Make it part of a round that changes code, or undo it"
         )
     outside = outside if scope else []
     if outside:
