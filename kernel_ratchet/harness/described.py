@@ -36,6 +36,7 @@ from kernel_ratchet.harness.described_spec import symbols_of
 from kernel_ratchet.harness.description import IO, Description
 from kernel_ratchet.harness.index_outputs import gathered
 from kernel_ratchet.harness.input_values import Marks, draw
+from kernel_ratchet.harness.shape_values import resolved
 from kernel_ratchet.harness.symbolic import (
     SHAPE_DTYPE,
     TensorSpec,
@@ -127,6 +128,7 @@ class DescribedAdapter(Adapter):
         self.ref = _import(desc.reference)
         self.fn = _import(desc.function)
         self._seeds: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._consts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # per case
         self._graphs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._dtypes: dict[str, str] = {}
         self._expected: dict[str, str] = {}  # the dtypes the last case's outputs should have
@@ -145,8 +147,19 @@ class DescribedAdapter(Adapter):
             t = draw(spec.size(sym), torch_dtype(dtype), spec.marks, g, device, high)
             setattr(case, name, t.requires_grad_(name in self.desc.gradients))
         self._seeds[case] = seed
+        self._consts[case] = self._constants(sym)
         self._expected = self._expected_dtypes(shape.dtype)
         return case
+
+    def _constants(self, sym: Mapping[str, int]) -> tuple[tuple, dict, dict]:
+        """args, kwargs and reference_kwargs for a shape binding ``sym`` (``"${expr}"``
+        constants evaluated, :mod:`.shape_values`)."""
+        d = self.desc
+        return (
+            tuple(resolved(v, sym) for v in d.args),
+            {k: resolved(v, sym) for k, v in d.kwargs.items()},
+            {k: resolved(v, sym) for k, v in d.reference_kwargs.items()},
+        )
 
     def _expected_dtypes(self, shape_dtype: str | None) -> dict[str, str]:
         """The dtype each output and gradient should come in: a declared output's own, an
@@ -181,7 +194,8 @@ class DescribedAdapter(Adapter):
     # -- the op --
 
     def forward(self, case: Case) -> Any:
-        out = self.fn(*self._args(case), *self.desc.args, **self.desc.kwargs)
+        args, kwargs, _ = self._consts[case]
+        out = self.fn(*self._args(case), *args, **kwargs)
         outs = _as_tuple(out, self.desc.outputs)
         self._dtypes.update({n: _dtype(t) for n, t in zip(self.desc.outputs, outs, strict=True)})
         if self.has_backward:
@@ -224,9 +238,7 @@ class DescribedAdapter(Adapter):
             if up != "input" and t.is_floating_point():
                 t = t.to(torch_dtype(up))
             leaves[name] = t.clone().requires_grad_(name in self.desc.gradients)
-        outs = _as_tuple(
-            self.ref(*leaves.values(), **self.desc.reference_kwargs), self.desc.outputs
-        )
+        outs = _as_tuple(self.ref(*leaves.values(), **self._consts[case][2]), self.desc.outputs)
         got = dict(zip(self.desc.outputs, (o.detach() for o in outs), strict=True))
         if self.has_backward:
             diff, douts = _differentiable(outs, self._grad_outs(case, outs))
@@ -319,7 +331,7 @@ class DescribedAdapter(Adapter):
             outs = [_meta(s, sym, shape.dtype) for s in self.desc.output_specs.values()]
         else:
             try:
-                ref = self.ref(*ins.values(), **self.desc.reference_kwargs)
+                ref = self.ref(*ins.values(), **self._constants(sym)[2])
                 outs = list(_as_tuple(ref, self.desc.outputs))
             except Exception as exc:  # the reference may not support meta tensors
                 raise ProfileError(

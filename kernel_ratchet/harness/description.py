@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kernel_ratchet.harness import shape_values
 from kernel_ratchet.harness.symbolic import (
     SHAPE_DTYPE,
     TensorSpec,
@@ -135,7 +136,13 @@ class Description:
     @property
     def symbols(self) -> set[str]:
         specs = [*self.inputs.values(), *self.output_specs.values()]
-        return set().union(*(s.symbols for s in specs))
+        return set().union(*(s.symbols for s in specs)) | self.constant_symbols
+
+    @property
+    def constant_symbols(self) -> set[str]:
+        """The symbols of the ``"${expr}"`` constants (:mod:`.shape_values`)."""
+        values = [*self.args, *self.kwargs.values(), *self.reference_kwargs.values()]
+        return shape_values.symbols(values)
 
     @property
     def uses_shape_dtype(self) -> bool:
@@ -191,6 +198,7 @@ class Description:
             reference_dtype=str(d.get("reference_dtype", "float32")),
         )
         _check_gathers(inputs, specs)
+        desc.constant_symbols  # noqa: B018 -- a "${expr}" that is not arithmetic: ValueError
         if desc.reference_dtype not in REFERENCE_DTYPES:
             raise ValueError(f"reference_dtype: use one of {', '.join(REFERENCE_DTYPES)}")
         return desc

@@ -79,6 +79,8 @@ def _unbound_symbols(
     for name, spec in [*desc.inputs.items(), *desc.output_specs.items()]:
         for sym in sorted(spec.symbols):
             users.setdefault(sym, []).append(name)
+    for sym in sorted(desc.constant_symbols):
+        users.setdefault(sym, []).append("a ${...} constant")
     for key, entry in _shape_entries(data):
         missing = [s for s in sorted(users) if s not in entry]
         if missing:

@@ -221,3 +221,15 @@ def rms_norm_dict_ref(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6):
 def rms_norm_and_count(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6):
     """The op with a Python int among its returned values."""
     return rms_norm(x, weight, eps), x.shape[0]
+
+
+def group_scale(x: torch.Tensor, group_size: int = 32) -> torch.Tensor:
+    """Each row's groups of ``group_size`` columns divided by their absolute maximum."""
+    assert x.shape[-1] % group_size == 0, (x.shape, group_size)
+    g = x.float().unflatten(-1, (-1, group_size))
+    return (g / g.abs().amax(-1, keepdim=True).clamp_min(1e-6)).flatten(-2).to(x.dtype)
+
+
+def group_scale_ref(x: torch.Tensor, group_size: int = 32) -> torch.Tensor:
+    g = x.unflatten(-1, (x.shape[-1] // group_size, group_size))
+    return (g / g.abs().amax(-1, keepdim=True).clamp_min(1e-6)).flatten(-2)

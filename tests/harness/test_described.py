@@ -517,3 +517,29 @@ def test_a_non_tensor_among_the_returned_values_is_named():
     adapter = _adapter(function=f"{OPS}:rms_norm_and_count", outputs=["y", "n"], gradients=[])
     with pytest.raises(TypeError, match="returned int at position 1 where .* are tensors"):
         _check(adapter, load_shapes(inline_spec(SHAPES))[1])
+
+
+def test_a_constant_written_as_an_expression_follows_each_shape():
+    adapter = _adapter(
+        function=f"{OPS}:group_scale",
+        reference=f"{OPS}:group_scale_ref",
+        inputs={"x": "[M, G*NG] float32"},
+        outputs=["y"],
+        gradients=[],
+        kwargs={"group_size": "${G}"},
+        reference_kwargs={"group_size": "${G}"},
+    )
+    shapes = load_shapes(
+        inline_spec(
+            [
+                {"label": "g16", "M": 4, "G": 16, "NG": 3},
+                {"label": "g48", "M": 4, "G": 48, "NG": 2},
+            ]
+        )
+    )
+    for shape in shapes:  # a fixed group size would fail the assert on one of them
+        got, res = _check(adapter, shape)
+        assert res.passed and got["y"].shape[-1] == shape.params["G"] * shape.params["NG"]
+    with pytest.raises(ValueError, match="not an arithmetic expression"):
+        Description.from_dict({**DESC, "kwargs": {"eps": "${1 +}"}})
+    assert Description.from_dict({**DESC, "kwargs": {"k": "${N // 2}"}}).constant_symbols == {"N"}

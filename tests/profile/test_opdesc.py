@@ -3,6 +3,7 @@ and the exit code of an unknown op."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 import yaml
 
@@ -216,3 +217,8 @@ def test_the_cpu_shapes_the_device_check_offers_keep_the_dtype_and_start_a_campa
     adapter = load_adapter(prof.op("norm").adapter)
     case = adapter.make_case(shape, 0, "cpu")
     assert case.x.dtype == torch.bfloat16
+
+
+def test_a_shape_must_give_the_symbols_of_an_expression_constant(tmp_path):
+    with pytest.raises(ProfileError, match=r"does not give G \(G by a \$\{\.\.\.\} constant\)"):
+        load_profile(_write(tmp_path, kwargs={"group_size": "${G}"}))
