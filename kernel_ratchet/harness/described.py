@@ -196,12 +196,27 @@ class DescribedAdapter(Adapter):
     def forward(self, case: Case) -> Any:
         args, kwargs, _ = self._consts[case]
         out = self.fn(*self._args(case), *args, **kwargs)
+        if out is None:
+            out = self._written(case)
         outs = _as_tuple(out, self.desc.outputs)
         self._dtypes.update({n: _dtype(t) for n, t in zip(self.desc.outputs, outs, strict=True)})
         if self.has_backward:
             self._grad_outs(case, outs)
             self._graphs[case] = outs
         return out
+
+    def _written(self, case: Case) -> Any:
+        """The outputs of a function that returned None: the inputs it wrote in place, where
+        every declared output is one (``inplace_outputs``)."""
+        d = self.desc
+        if not set(d.outputs) <= set(d.inplace_outputs) & set(d.inputs):
+            raise TypeError(
+                f"the function returned None, and ratchet.yaml declares the outputs "
+                f"{list(d.outputs)}: return them, or, for an op that writes its results into "
+                "its inputs, name those inputs in both outputs and inplace_outputs"
+            )
+        outs = tuple(getattr(case, n) for n in d.outputs)
+        return outs if len(outs) > 1 else outs[0]
 
     def backward(self, case: Case) -> tuple[torch.Tensor, ...]:
         graph = self._graphs[case]

@@ -233,3 +233,12 @@ def group_scale(x: torch.Tensor, group_size: int = 32) -> torch.Tensor:
 def group_scale_ref(x: torch.Tensor, group_size: int = 32) -> torch.Tensor:
     g = x.unflatten(-1, (x.shape[-1] // group_size, group_size))
     return (g / g.abs().amax(-1, keepdim=True).clamp_min(1e-6)).flatten(-2)
+
+
+def axpy_(y: torch.Tensor, x: torch.Tensor, a: float = 0.5) -> None:
+    """y += a * x in place, returning nothing (an optimizer-style update)."""
+    y.add_(x, alpha=a)
+
+
+def axpy_ref(y: torch.Tensor, x: torch.Tensor, a: float = 0.5) -> torch.Tensor:
+    return y + a * x

@@ -543,3 +543,24 @@ def test_a_constant_written_as_an_expression_follows_each_shape():
     with pytest.raises(ValueError, match="not an arithmetic expression"):
         Description.from_dict({**DESC, "kwargs": {"eps": "${1 +}"}})
     assert Description.from_dict({**DESC, "kwargs": {"k": "${N // 2}"}}).constant_symbols == {"N"}
+
+
+def test_an_in_place_op_returning_none_gives_the_inputs_it_wrote():
+    axpy = {
+        "function": f"{OPS}:axpy_",
+        "reference": f"{OPS}:axpy_ref",
+        "inputs": {"y": "[M, N] float32", "x": "[M, N] float32"},
+        "gradients": [],
+    }
+    adapter = _adapter(**axpy, outputs=["y"], inplace_outputs=["y"])
+    from kernel_ratchet.harness import inplace
+
+    shape = load_shapes(inline_spec(SHAPES))[1]
+    case = adapter.make_case(shape, 7, "cpu")
+    kept = inplace.prepared(adapter, case)
+    got = adapter.outputs(case)
+    ref = inplace.reference(adapter, case, kept)
+    assert check_outputs(got, ref, {"y": 80.0}).passed and got["y"] is case.y
+    undeclared = _adapter(**axpy, outputs=["y"])
+    with pytest.raises(TypeError, match="returned None.*both outputs and inplace_outputs"):
+        undeclared.outputs(undeclared.make_case(shape, 7, "cpu"))
