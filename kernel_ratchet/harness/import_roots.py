@@ -10,9 +10,11 @@ candidate with itself. :func:`prefer` puts the copy's own import roots first on 
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from kernel_ratchet.errors import ProfileError
 
@@ -30,6 +32,19 @@ def op_module(adapter: str) -> str:
             return ""
         return str(function).split(":", 1)[0]
     return adapter.split(":", 1)[0] if ":" in adapter else ""
+
+
+def reference_module(adapter: str) -> Any:
+    """A described op's reference module, imported (its own import, before the function's);
+    None for an adapter class, whose module holds the kernel's imports too."""
+    if not adapter.startswith(_DESCRIBED):
+        return None
+    try:
+        reference = str(json.loads(adapter[len(_DESCRIBED) :]).get("reference", ""))
+    except ValueError:
+        return None
+    module = reference.split(":", 1)[0]
+    return importlib.import_module(module) if module else None
 
 
 def roots(source_root: str, top: str) -> list[str]:

@@ -274,6 +274,28 @@ class Sentinel:
         hidden = [k for k in own if callable(getattr(type(adapter), k, None))]
         return out + [f"{name}.{k} (on the instance)" for k in hidden if k not in self._hid]
 
+    def keep_libraries(self, module: Any) -> None:
+        """Keep, before the candidate is imported, the functions of the libraries ``module``
+        (the reference's) holds, ``np`` and its loaded submodules: a kernel that sets
+        ``np.sqrt`` to a constant at its import would make the reference agree with it."""
+        project = self.imports.is_project if self.imports is not None else (lambda _: False)
+        libs = {}
+        for value in list(vars(module).values()):
+            if not isinstance(value, types.ModuleType) or project(getattr(value, "__file__", None)):
+                continue
+            if value.__name__.split(".", 1)[0] in ("torch", "triton"):  # kept from the start
+                continue
+            libs[id(value)] = value
+            for sub in list(vars(value).values()):
+                if isinstance(sub, types.ModuleType) and sub.__name__.startswith(
+                    f"{value.__name__}."
+                ):
+                    libs.setdefault(id(sub), sub)
+        for lib in libs.values():
+            for name, fn in _callables(lib).items():
+                self.originals.setdefault((id(lib), name), (lib, f"{lib.__name__}.{name}", fn))
+        self._index()
+
     def project_imported(self) -> None:
         """Count the OS threads alive and the numeric flags set once the project is imported
         as the process's own."""

@@ -271,6 +271,9 @@ def _start(
     import_roots.prefer(spec["source_root"], spec["adapter"])
     sentinel.imports = ImportWatch(spec["source_root"]).install()
     try:
+        reference = import_roots.reference_module(spec["adapter"])
+        if reference is not None:  # before the candidate: its libraries as they are
+            sentinel.keep_libraries(reference)
         session = Session(spec, sentinel)
         import_roots.refuse_other_copy(spec["source_root"], spec["adapter"])
         sentinel.project_imported()

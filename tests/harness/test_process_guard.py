@@ -198,3 +198,21 @@ def test_a_child_that_only_names_an_allowed_library_is_not_its_worker():
         assert not _library_worker(child.pid)
     finally:
         child.communicate(b"", timeout=30)
+
+
+def test_the_libraries_a_reference_holds_are_kept_from_before_the_candidate(monkeypatch) -> None:
+    """A reference written with numpy: a kernel that sets np.sqrt to a constant at its import
+    made the reference agree with a wrong output (accepted at 7.7x before this check)."""
+    import types
+
+    import numpy as np
+
+    reference = types.ModuleType("ref_with_numpy")
+    reference.np = np
+    reference.torch = torch  # torch is kept from the start, not again here
+    sentinel = Sentinel.capture()
+    sentinel.keep_libraries(reference)
+    sentinel.verify()
+    monkeypatch.setattr(np.linalg, "norm", lambda *a, **k: 1.0)  # a loaded submodule too
+    with pytest.raises(CheatDetected, match=r"numpy\.linalg\.norm"):
+        sentinel.verify()
