@@ -160,7 +160,8 @@ class _Rounds:
         self, r: int, label: str, phase: str, side: str, seed: int, got: list[float]
     ) -> Failure | None:
         c0 = time.monotonic()
-        res = self.workers[side].time(self.by_label[label], seed, phase, **self.time_kwargs)
+        with self.workers[next(s for s in SIDES if s != side)].paused():  # the idle side
+            res = self.workers[side].time(self.by_label[label], seed, phase, **self.time_kwargs)
         _trace(self.trace, r, label, phase, side, res, time.monotonic() - c0)
         self.spent.add(res.payload, time.monotonic() - c0)
         ms = float(res.payload.get("median_ms", math.nan)) if res.ok else math.nan

@@ -17,8 +17,12 @@ Where the platform has no CPU affinity (macOS, Windows) nothing is pinned.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import signal
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 _PCI = Path("/sys/bus/pci/devices")
@@ -121,3 +125,38 @@ def pin(pid: int, cpus: tuple[int, ...]) -> str:
     except (AttributeError, OSError) as err:
         return f"not pinned ({err})"
     return f"pinned to CPU {','.join(map(str, cpus))}"
+
+
+@contextlib.contextmanager
+def stopped(pid: int) -> Iterator[None]:
+    """Process group ``pid`` stopped (SIGSTOP) for the duration, continued after: the idle
+    side of a paired A/B while the other side is timed. A thread the candidate started at
+    import that burns the CPU, or launches GPU work, only while its worker waits would slow
+    the incumbent's samples and fake a gain. Nothing where the platform has no SIGSTOP or the
+    process has ended."""
+    stop = getattr(signal, "SIGSTOP", None)
+    try:
+        if stop is not None:
+            os.killpg(pid, stop)
+            _until_stopped(pid)
+    except (ProcessLookupError, PermissionError, OSError):
+        stop = None
+    try:
+        yield
+    finally:
+        if stop is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+                os.killpg(pid, signal.SIGCONT)
+
+
+def _until_stopped(pid: int, timeout_s: float = 0.2) -> None:
+    """Wait until Linux reports process ``pid`` stopped (a signal is delivered, not at once)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] in ("T", "t", "Z", "X"):
+                    return
+        except (OSError, IndexError):
+            return  # no /proc here, or the process is gone
+        time.sleep(0.0005)

@@ -23,8 +23,8 @@ category                  detected by
 ``wrong``                 an output below its SNR threshold in ``check``
 ========================  ============================================================
 
-After any result other than ``ok`` the worker process is gone (``alive`` is False); start a new
-:class:`Worker` to go on. Calling a dead worker raises :class:`WorkerDeadError` (a caller bug).
+After any result other than ``ok`` the worker is gone (``alive`` False); start a new one to go
+on. Calling a dead worker raises :class:`WorkerDeadError` (a caller bug).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from typing import Any
 from kernel_ratchet.errors import RatchetError
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.harness.outcome import classify_exit
-from kernel_ratchet.harness.pinning import pin
+from kernel_ratchet.harness.pinning import pin, stopped
 
 CATEGORIES: tuple[str, ...] = (
     "ok",
@@ -228,6 +228,10 @@ class Worker:
         }
         return self._request(msg)
 
+    def paused(self) -> contextlib.AbstractContextManager[None]:
+        """Stopped while the other side of a paired A/B times (:func:`.pinning.stopped`)."""
+        return stopped(self._proc.pid) if self._proc.poll() is None else contextlib.nullcontext()
+
     def wait_ready(self, deadline: float) -> bool:
         """Block until the worker has started (True) or failed to start by the monotonic
         ``deadline`` (False: the worker is then dead, its failure recorded)."""
@@ -270,11 +274,9 @@ class Worker:
         self.close()
 
     def __del__(self) -> None:  # best effort: never leave a worker behind
-        try:
+        with contextlib.suppress(Exception):
             if not self._closed and self._proc.poll() is None:
                 self._kill()
-        except Exception:
-            pass
 
     # -- internals --
 

@@ -37,6 +37,7 @@ scenarios with every shape faster by that percentage (the rule's power at small 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -152,7 +153,7 @@ class _TraceMachine(_Machine):
 
 
 class _Worker:
-    """The worker contract of :func:`run_paired` (context manager, check, time)."""
+    """The worker contract of :func:`run_paired` (context manager, check, time, paused)."""
 
     def __init__(self, machine: _Machine, side: _Side, log: str) -> None:
         self.machine, self.side, self.log = machine, side, log
@@ -165,6 +166,9 @@ class _Worker:
 
     def check(self, shape: Shape, seed: int) -> _Result:
         return _Result(True, "ok", "", self.log, {"snr": {"out": 120.0}})
+
+    def paused(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()  # a simulated side runs nothing while idle
 
     def time(self, shape: Shape, seed: int, phase: str, **kw: Any) -> _Result:
         ms = self.machine.time_ms(self.side, shape.label)

@@ -7,6 +7,7 @@ per-call spread. ``FakeSpec`` plants a speed factor, a crash or a failing check.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import math
@@ -68,6 +69,8 @@ class FakeMachine:
         self.noise_by_label = dict(noise_by_label or {})
         self.t = 0
         self.calls: list[tuple[str, str, int, str]] = []  # (side name, label, seed, phase)
+        self.stopped: set[str] = set()  # the sides paused now
+        self.stopped_then: list[set[str]] = []  # at each timing request
 
     def draw(self, spec: FakeSpec, shape: Shape, phase: str) -> float:
         self.t += 1
@@ -98,6 +101,14 @@ class FakeWorker:
     def close(self) -> None:
         self.alive = False
 
+    @contextlib.contextmanager
+    def paused(self):
+        self.machine.stopped.add(self.spec.name)
+        try:
+            yield
+        finally:
+            self.machine.stopped.discard(self.spec.name)
+
     def _fail(self, category: str, detail: str) -> FakeResult:
         self.alive = False
         return FakeResult(False, category, detail, str(self.log_path), {})
@@ -110,6 +121,7 @@ class FakeWorker:
     def time(self, shape: Shape, seed: int, phase: str, **kw: Any) -> FakeResult:
         self.n_time += 1
         self.machine.time_kwargs = kw
+        self.machine.stopped_then.append(set(self.machine.stopped))
         if self.n_time == self.spec.crash_at_call:
             return self._fail("crash", "illegal memory access")
         if (shape.label, phase) == self.spec.crashes_on:
@@ -170,6 +182,12 @@ def test_aa_is_not_accepted_and_pairs_seeds_and_shuffles_order(tmp_path):
         assert len(run.times["incumbent"][row.label]["fwd"]) == row.n_rounds
         assert len(run.times["candidate"][row.label]["fwd"]) == row.n_rounds
     json.dumps(run.to_dict())  # the record is JSON
+    # each timing request ran with the other side, and only it, stopped
+    timed_by = [side for side, *_ in machine.calls]
+    assert [stopped for stopped in machine.stopped_then] == [
+        {"cand" if side == "inc" else "inc"} for side in timed_by
+    ]
+    assert machine.stopped == set()  # and continued after
 
 
 def test_planted_5_percent_gain_is_accepted_after_k_start_rounds(tmp_path):

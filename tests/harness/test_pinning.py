@@ -131,3 +131,30 @@ def test_a_step_started_on_some_cpus_runs_there_with_its_children(tmp_path: Path
     res = start_step("child", cmd, cwd=tmp_path, log_path=tmp_path / "c.log", cpus={cpu})
     assert res.wait(60).ok
     assert (tmp_path / "c.log").read_text().splitlines()[-2:] == [f"[{cpu}]"] * 2
+
+
+def _state(pid: int) -> str:
+    return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads /proc")
+def test_the_idle_side_is_stopped_while_the_other_is_timed_and_continued_after():
+    import subprocess
+    import sys
+    import time
+
+    from kernel_ratchet.harness.pinning import stopped
+
+    busy = "import threading\nwhile True: pass\n"  # a spinner that would share the CPU
+    proc = subprocess.Popen([sys.executable, "-c", busy], start_new_session=True)
+    try:
+        time.sleep(0.2)
+        with stopped(proc.pid):
+            assert _state(proc.pid) == "T"
+        time.sleep(0.05)
+        assert _state(proc.pid) in ("R", "S")
+    finally:
+        proc.kill()
+        proc.wait()
+    with stopped(proc.pid):  # an ended process: nothing to stop, no error
+        pass
