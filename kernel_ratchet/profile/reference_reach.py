@@ -8,7 +8,8 @@ accepted. :func:`reach` follows the reference's module through the project modul
 (``import a.b``, ``from .c import d``, imports inside functions too), each imported module's
 own imports in turn. A name taken from a package (``from pkg import helper``) follows the
 package's ``__init__`` only as far as the module that name comes from, so a package that
-re-exports its kernels does not put them in reach of a reference that imports a constant.
+re-exports its kernels does not put them in reach of a reference that imports a constant; a
+package imported whole (``import pkg``) is its ``__init__`` alone.
 
 The adapter of an op described by a class holds its reference in its own file (or imports it
 from another): :func:`check_reach` refuses an adapter file that a round may change, and the
@@ -77,7 +78,10 @@ class _Reach:
         except (OSError, SyntaxError, ValueError):
             tree = ast.Module(body=[], type_ignores=[])
         package = f.name == "__init__.py"
-        if package and names:  # follow only where those names come from
+        if package and not names:  # ``import pkg``: which of its names is used is not read
+            self._note(f, why)
+            return
+        if package:  # follow only where the imported names come from
             for name in names:
                 sub = f"{module}.{name}"
                 if _module_file(self.bases, sub) is not None:

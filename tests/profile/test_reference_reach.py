@@ -106,3 +106,21 @@ def test_check_refuses_a_shared_helper_and_an_adapter_in_kernel_source(tiny_proj
     q.op["kernel_source"].pop()
     profile = load_profile(q.write())
     assert check_reach(profile, profile.op("gemm_bf16")).ok
+
+
+def test_a_package_imported_whole_is_its_init_alone(tmp_path: Path):
+    root = _files(
+        tmp_path,
+        {
+            "pkg/__init__.py": "from . import kernel\n",
+            "pkg/kernel.py": "",
+            "pkg/reference.py": "import pkg\nimport pkg.consts\n",
+            "pkg/consts.py": "",
+        },
+    )
+    assert changeable_truth(root, "pkg.reference:ref", KERNEL) == []
+    assert set(reach(root, "pkg.reference")) == {
+        "pkg/reference.py",
+        "pkg/__init__.py",
+        "pkg/consts.py",
+    }
