@@ -29,7 +29,7 @@ from kernel_ratchet.kernels.gemm.configs import (
     split_for,
 )
 from kernel_ratchet.kernels.gemm.kernel import SCALE_BLOCK, SCALE_NONE, SCALE_ROW, _gemm_kernel
-from kernel_ratchet.kernels.gemm.operands import check_pair, rows
+from kernel_ratchet.kernels.gemm.operands import operand_sizes, row_major, rows
 from kernel_ratchet.kernels.quant.launch import cdiv, empty_rows, interpreter_mode
 
 _FORCED: list[GemmConfig] = []
@@ -111,11 +111,6 @@ def _tma_ready(t: torch.Tensor, reuse: int) -> torch.Tensor:
     return t if _tma_ok(t) or reuse < PAD_MIN_REUSE else _aligned_copy(t)
 
 
-def _row_major(t: torch.Tensor) -> torch.Tensor:
-    st = t.stride()
-    return t if st[-1] == 1 and st[0] >= t.shape[1] else t.contiguous()
-
-
 def matmul(
     a: torch.Tensor,
     b: torch.Tensor,
@@ -139,12 +134,7 @@ def matmul(
     Returns a new ``[M, N]`` tensor of ``out_dtype`` (default: ``a``'s dtype for 16-bit, bf16
     for FP8). The config is :func:`forced_config`'s, else ``config``, else the bucket's.
     """
-    check_pair(a, b, kind)
-    a, b = _row_major(a), _row_major(b)
-    M, K = a.shape if a_kmajor else a.shape[::-1]
-    N, Kb = b.shape if b_kmajor else b.shape[::-1]
-    if Kb != K:
-        raise ValueError(f"contraction mismatch: A has K={K}, B has K={Kb}")
+    a, b, M, N, K = operand_sizes(a, b, a_kmajor, b_kmajor, kind)
     a_st, b_st, a_es = a.stride(), b.stride(), a.element_size()
     if out_dtype is None:
         out_dtype = a.dtype if a_es > 1 else torch.bfloat16
@@ -330,7 +320,7 @@ def gemm_backward(
     """Gradients of ``a @ bᵀ``: ``da = dout @ b [M, K]`` and ``db = doutᵀ @ a [N, K]``, each
     where ``need`` asks for it (None else: a frozen weight's gradient is not computed)."""
     if not interpreter_mode():  # one aligned copy of dout (if any) serves both GEMMs
-        dout = _tma_ready(_row_major(dout), a.shape[1])
+        dout = _tma_ready(row_major(dout), a.shape[1])
     da = matmul(dout, b, b_kmajor=False, kind="bf16_bwd") if need[0] else None
     db = few_rows_wgrad(dout, a) if need[1] else None
     if db is None and need[1]:

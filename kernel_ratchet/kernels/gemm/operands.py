@@ -31,6 +31,32 @@ def check_pair(a: torch.Tensor, b: torch.Tensor, kind: str) -> None:
         )
 
 
+def row_major(t: torch.Tensor) -> torch.Tensor:
+    """``t`` itself where its rows are contiguous, else a contiguous copy."""
+    st = t.stride()
+    return t if st[-1] == 1 and st[0] >= t.shape[1] else t.contiguous()
+
+
+def operand_sizes(
+    a: torch.Tensor, b: torch.Tensor, a_kmajor: bool, b_kmajor: bool, kind: str
+) -> tuple[torch.Tensor, torch.Tensor, int, int, int]:
+    """``(a, b, M, N, K)``: the operands row-major and the GEMM's sizes; the checks of
+    :func:`check_pair` run only where something is off (a launch-bound GEMM's time is the
+    host's: the operands it takes cost two lookups)."""
+    try:
+        a, b = row_major(a), row_major(b)
+        M, K = a.shape if a_kmajor else a.shape[::-1]
+        N, Kb = b.shape if b_kmajor else b.shape[::-1]
+    except (ValueError, IndexError):
+        check_pair(a, b, kind)  # says what was passed
+        raise
+    if a.dtype is not b.dtype and a.element_size() + b.element_size() != 2:  # FP8s pair
+        check_pair(a, b, kind)
+    if Kb != K:
+        raise ValueError(f"contraction mismatch: A has K={K}, B has K={Kb}")
+    return a, b, M, N, K
+
+
 def rows(a: torch.Tensor) -> tuple[torch.Tensor, tuple[int, ...]]:
     """``a`` as ``[rows, K]`` and its leading dimensions (a 1-D ``a`` is one row)."""
     if a.dim() == 0:
