@@ -240,7 +240,7 @@ class TimedCallChecks:
         captured = _capture_count(self.s.engine) > self.captures  # it replays a graph
         state = self.phase == "bwd" and holds_forward_state(self.s.adapter, self.case)
         if not self.inplace and not (captured and state):
-            self._fresh_inputs(index, state)
+            self._fresh_inputs(index, state, captured)
 
     def _spot(self, index: int) -> bool:
         """Whether sample ``index`` is compared with the reference: drawn after the sample ran,
@@ -268,9 +268,11 @@ class TimedCallChecks:
             )
         return self
 
-    def _fresh_inputs(self, index: int, state: bool) -> None:
-        """Copy the inputs of another seed into the case's tensors (outside the timed sample;
-        skipped where the two cases differ in structure, e.g. seeded routing)."""
+    def _fresh_inputs(self, index: int, state: bool, captured: bool = False) -> None:
+        """Copy the inputs of another seed into the case's tensors (outside the timed sample).
+        Where the two cases differ in structure (seeded routing, a seed kept in the case),
+        eager samples time the other seed's case itself: new tensors and new values, so no
+        result kept from an earlier sample is right; a replayed graph keeps its inputs."""
         from kernel_ratchet.harness import anticheat as ac
 
         t0 = time.perf_counter()
@@ -282,6 +284,8 @@ class TimedCallChecks:
             if state:
                 ad.forward(self.case)  # state a rebind cannot copy: rebuilt, untimed
             self.snap = ac.snapshot_inputs(self.case, self.snap)
+        elif not captured:
+            self.case, self.snap = fresh, ac.snapshot_inputs(fresh)
         del fresh
         self.s.sync()
         if self.phase == "bwd":  # the op's forward ran: nothing it replaced may time the sample

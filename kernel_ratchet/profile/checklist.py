@@ -141,7 +141,21 @@ def _adapter(profile: Profile, op: OpProfile) -> list[CheckItem]:
                 f"ops.{op.name}.campaign_type",
             ),
         ]
-    return [imp, _item(op, name_schema, True, f"{schema} (fits {op.campaign_type})")]
+    items = [imp, _item(op, name_schema, True, f"{schema} (fits {op.campaign_type})")]
+    return items + _roles_note(op, adapter)
+
+
+def _roles_note(op: OpProfile, adapter: object) -> list[CheckItem]:
+    """A warning for an adapter without ``training_roles``: its transfer check cannot run."""
+    if callable(getattr(adapter, "training_roles", None)):
+        return []
+    detail = (
+        f"{type(adapter).__name__} has no training_roles(case): every round's transfer check "
+        "(fresh activations each step, the real-training idiom) is NOT-RUN, so a result kept "
+        "from an earlier call is judged by the static audit alone; implement it "
+        "(docs/adapters.md)"
+    )
+    return [CheckItem(f"{op.name}: training roles", True, detail, warning=True)]
 
 
 def _shapes(profile: Profile, op: OpProfile) -> CheckItem:

@@ -338,3 +338,20 @@ def test_inputs_in_a_declared_layout_pass_check_and_time(tmp_path: Path, inputs,
         for phase in ("fwd", "bwd"):
             t = w.time(shape, SEED + 1, phase)
             assert t.ok, explain(t)
+
+
+def test_a_case_whose_plain_values_follow_the_seed_is_timed_on_fresh_cases(tmp_path, monkeypatch):
+    """No rebind is possible (the seed in the case differs), so each eager sample times the
+    next seed's case itself: a result kept from an earlier sample, by identity or by value,
+    is never right again (it timed one case's values throughout before, and a memo comparing
+    values was accepted at 25x)."""
+    seen = tmp_path / "seen.txt"
+    monkeypatch.setenv("KR_SEEN", str(seen))
+    s = WorkerSpec(**{**spec("X").__dict__, "adapter": "tests.harness.seeded_case_op:SeededCase"})
+    with Worker(s, tmp_path / "w.log") as w:
+        assert w.check(Shape("s", M=8, N=16), SEED).ok
+        seen.write_text("")
+        t = w.time(Shape("s", M=8, N=16), SEED + 1, "fwd")
+        assert t.ok, explain(t)
+    sums = seen.read_text().split()
+    assert len(set(sums)) >= 4, sums  # one input per sample (4 samples), warm-up aside

@@ -241,3 +241,17 @@ def test_a_memory_bound_op_has_a_smaller_cpu_budget(tiny_project):
     p.op["campaign_type"] = "memory"
     item = device_check(load_profile(p.write()), "gemm_bf16", cuda=False)
     assert not item.ok and "2e+06" in item.detail and "inline:" in item.fix, item
+
+
+def test_an_adapter_without_training_roles_is_told_its_transfer_check_cannot_run(tiny_project):
+    p = tiny_project()
+    items = {i.name: i for i in run_checklist(load_profile(p.write()))}
+    roles = items["gemm_bf16: training roles"]
+    assert roles.ok and roles.warning and "NOT-RUN" in roles.detail
+    q = tiny_project(name="with_roles")  # another package: the first one stays imported
+    adapter = q.root / q.pkg / "adapter.py"
+    adapter.write_text(
+        adapter.read_text() + "\n    def training_roles(self, case):\n        return {}\n"
+    )
+    items = {i.name for i in run_checklist(load_profile(q.write()))}
+    assert "gemm_bf16: training roles" not in items
