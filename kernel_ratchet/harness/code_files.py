@@ -10,8 +10,9 @@ as it stands and compares the function's code object with the one compiled from 
 no function at its name and line, is named.
 
 A file edited while the worker runs is named too (its code in memory is not the file's): the
-round is not judged on code that no file holds. Functions without a file of their own (built
-by ``exec``, a decorator's generated wrapper) are not compared.
+round is not judged on code that no file holds. A function built by ``exec`` from text (its
+code names no file) is named where its module's file defines a function of that name (a
+module generating its helpers, which its file does not define, is left alone).
 """
 
 from __future__ import annotations
@@ -80,13 +81,22 @@ class FileCode:
         self._cache[path] = (sha, found)
         return found
 
-    def unlike(self, functions: Iterable[tuple[str, types.CodeType]], is_project) -> list[str]:
-        """Labels of the ``(label, code)`` pairs whose code is not what their file compiles
-        to now; ``is_project(path)`` says which files are the project's."""
+    def unlike(
+        self, functions: Iterable[tuple[str, types.CodeType, str | None]], is_project
+    ) -> list[str]:
+        """Labels of the ``(label, code, home)`` triples whose code is not what their file
+        compiles to now, or that were built from text (``exec``: the code names no file)
+        where their module's file ``home`` defines a function of that name;
+        ``is_project(path)`` says which files are the project's."""
         found = []
-        for label, code in functions:
+        for label, code, home in functions:
             path = code.co_filename
-            if not os.path.isabs(path) or not is_project(path) or not os.path.isfile(path):
+            if not os.path.isabs(path):
+                defined = self._functions(home) if home and os.path.isfile(home) else None
+                if defined and any(q == _qualname(code) for q, _ in defined):
+                    found.append(f"{label} (built from text no file holds: {path})")
+                continue
+            if not is_project(path) or not os.path.isfile(path):
                 continue
             compiled = self._functions(path)
             if compiled is None:

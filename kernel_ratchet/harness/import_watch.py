@@ -8,9 +8,10 @@ in-process comparison agree with its wrong output while no file outside the kern
 It lets the usual finders find each module and, for files under the project's root (not a
 ``site-packages``), records the module's namespace at the end of its own execution: every
 module bound in it, every function or class defined in a project module (and a class's
-methods), and each function's code object. :meth:`ImportWatch.replaced` names what no longer
-holds: a name rebound or deleted, a function's ``__code__`` swapped, a project module replaced
-in ``sys.modules`` by an object that was not loaded from its file.
+methods), every library function bound in it (``from torch import rsqrt``), and each
+function's code object. :meth:`ImportWatch.replaced` names what no longer holds: a name
+rebound or deleted, a function's ``__code__`` swapped, a project module replaced in
+``sys.modules`` by an object that was not loaded from its file.
 
 Honest code is not affected: a module changing its *own* state (a dict cache, a lazily built
 kernel bound to a name that held ``None``) is not watched; a project that rebinds one of its
@@ -103,8 +104,9 @@ class ImportWatch(importlib.abc.MetaPathFinder):
         for attr, value in list(vars(module).items()):
             if attr.startswith("__"):
                 continue
-            owned = getattr(value, "__module__", None) in self.modules
-            if isinstance(value, types.ModuleType) or (owned and _watchable(value)):
+            # every callable, a library's too: a name the reference imported (``from torch
+            # import rsqrt``) rebound later makes it compute something else
+            if isinstance(value, types.ModuleType) or _watchable(value):
                 self._keep(module, attr, f"{name}.{attr}", value)
             if isinstance(value, type) and value.__module__ == name:
                 self.classes[id(value)] = (value, frozenset(vars(value)))
@@ -165,8 +167,12 @@ class ImportWatch(importlib.abc.MetaPathFinder):
     def unlike_files(self) -> list[str]:
         """Labels of the recorded project functions whose code is not what their files hold
         now (:mod:`.code_files`)."""
-        pairs = [(label, code) for _, _, label, _, code in list(self.entries.values()) if code]
-        return self.files.unlike(pairs, self.is_project)
+        triples = [
+            (label, code, getattr(self.modules.get(value.__module__), "__file__", None))
+            for _, _, label, value, code in list(self.entries.values())
+            if code
+        ]
+        return self.files.unlike(triples, self.is_project)
 
     def replaced(self) -> list[str]:
         """Labels of the project bindings and modules replaced since their import ended."""

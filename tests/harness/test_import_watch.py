@@ -128,3 +128,26 @@ def test_a_module_run_from_swapped_text_then_put_back_is_named(watched) -> None:
     found = watch.unlike_files()
     assert any(f.startswith("wpkg.reference.ref ") for f in found), found
     assert "put back" in describe_unlike(found)
+
+
+def test_a_library_function_the_reference_imported_by_name_is_watched(watched) -> None:
+    import math as _math
+
+    watch, reference, _ = watched
+    reference.sqrt = _math.sqrt  # as a `from math import sqrt` binds it
+    watch.record(reference)  # recorded as its import would have ended
+    assert watch.replaced() == []
+    reference.sqrt = lambda x: 1.0  # the reference now computes with a constant
+    assert any("wpkg.reference.sqrt" in f for f in watch.replaced())
+
+
+def test_a_function_built_by_exec_where_its_file_defines_one_is_named(watched) -> None:
+    """The reference's file swapped for one that builds ``ref`` with exec while imported: the
+    code names no file, so comparing with a file cannot see it; its own file defines ``ref``."""
+    watch, reference, _ = watched
+    exec(compile("def ref(x):\n    return x\n", "<generated>", "exec"), vars(reference))
+    exec(compile("def helper(x):\n    return x\n", "<generated>", "exec"), vars(reference))
+    watch.record(reference)  # as a reload from the swapped file would
+    found = watch.unlike_files()
+    assert any(f.startswith("wpkg.reference.ref (built from text") for f in found), found
+    assert not any("helper" in f for f in found)  # a helper its file does not define
