@@ -4,12 +4,13 @@ Every round is checked against the reference. Where the reference is defined in,
 from, a file a round may change (``kernel_source``), a candidate changes the kernel and its
 truth together: a helper ``mean_square`` shared by the kernel file and the reference,
 rewritten to read 64 of 1024 columns, keeps both agreeing on a wrong answer, and the round is
-accepted. :func:`reach` follows the reference's module through the project modules it imports
-(``import a.b``, ``from .c import d``, imports inside functions too), each imported module's
-own imports in turn. A name taken from a package (``from pkg import helper``) follows the
-package's ``__init__`` only as far as the module that name comes from, so a package that
-re-exports its kernels does not put them in reach of a reference that imports a constant; a
-package imported whole (``import pkg``) is its ``__init__`` alone.
+accepted. :func:`reach` follows the reference's module (what it runs at import and the
+reference function's own body, not the module's other functions) through the project modules
+it imports (``import a.b``, ``from .c import d``, imports inside functions too), each
+imported module's own imports in turn. A name taken from a package (``from pkg import
+helper``) follows the package's ``__init__`` only as far as the module that name comes from,
+so a package that re-exports its kernels does not put them in reach of a reference that
+imports a constant; a package imported whole (``import pkg``) is its ``__init__`` alone.
 
 The adapter of an op described by a class holds its reference in its own file (or imports it
 from another): :func:`check_reach` refuses an adapter file that a round may change, and the
@@ -69,7 +70,9 @@ class _Reach:
     def rel(self, f: Path) -> str:
         return f.resolve().relative_to(self.root.resolve()).as_posix()
 
-    def visit(self, module: str, why: str, names: tuple[str, ...] = ()) -> None:
+    def visit(
+        self, module: str, why: str, names: tuple[str, ...] = (), only: str | None = None
+    ) -> None:
         f = _module_file(self.bases, module)
         if f is None:
             return  # not the project's (torch, numpy) or not found
@@ -77,6 +80,8 @@ class _Reach:
             tree = ast.parse(f.read_text())
         except (OSError, SyntaxError, ValueError):
             tree = ast.Module(body=[], type_ignores=[])
+        if only is not None:  # the reference's own module: what it runs at import, and only
+            tree = _without_other_functions(tree, only)  # the reference among its functions
         package = f.name == "__init__.py"
         if package and not names:  # ``import pkg``: which of its names is used is not read
             self._note(f, why)
@@ -108,18 +113,30 @@ class _Reach:
         return True
 
 
-def reach(root: Path, module: str) -> _Found:
-    """Project files the module ``module`` reaches by its imports, each with how."""
+def _without_other_functions(tree: ast.Module, keep: str) -> ast.Module:
+    """``tree`` without the top-level functions other than ``keep`` (a module that also
+    wraps the kernel, imported inside those wrappers, holds a reference that does not)."""
+    body = [
+        node
+        for node in tree.body
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) or node.name == keep
+    ]
+    return ast.Module(body=body, type_ignores=[])
+
+
+def reach(root: Path, module: str, function: str | None = None) -> _Found:
+    """Project files the module ``module`` reaches by its imports, each with how; with
+    ``function``, the module's other top-level functions' own imports are left out."""
     r = _Reach(root, module.split(".", 1)[0])
-    r.visit(module, f"the reference's module {module}")
+    r.visit(module, f"the reference's module {module}", only=function)
     return r.found
 
 
 def changeable_truth(root: Path, reference: str, kernel_source: list[str]) -> list[str]:
     """Why each file of ``kernel_source`` that the reference (``module:function``) reaches
     is in its reach; [] when none is."""
-    module = reference.split(":", 1)[0]
-    found = reach(root, module)
+    module, _, function = reference.partition(":")
+    found = reach(root, module, function.split(".", 1)[0] or None)
     sources = {Path(s).as_posix() for s in kernel_source}
     return [f"{rel} ({found[rel]})" for rel in found if rel in sources]
 
@@ -143,7 +160,8 @@ def check_reach(profile: Profile, op: OpProfile) -> CheckItem:
         )
         if bad:
             return item(op, what, False, f"{reference} reads {'; '.join(bad)}", fix)
-        n = len(reach(profile.root, reference.split(":", 1)[0]))
+        module, _, function = reference.partition(":")
+        n = len(reach(profile.root, module, function.split(".", 1)[0] or None))
         return item(op, what, True, f"{reference}: {n} project file(s), none in kernel_source")
     module = op.adapter.split(":", 1)[0]
     found = reach(profile.root, module)

@@ -124,3 +124,21 @@ def test_a_package_imported_whole_is_its_init_alone(tmp_path: Path):
         "pkg/__init__.py",
         "pkg/consts.py",
     }
+
+
+def test_a_module_that_also_wraps_the_kernel_holds_a_reference_out_of_its_reach(tmp_path: Path):
+    """Wrappers calling the kernel (imported inside them) beside a plain-torch reference."""
+    root = _files(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/kernel.py": "",
+            "pkg/ops.py": (
+                "import torch\n\n"
+                "def wrapper(x):\n    from pkg.kernel import run\n    return run(x)\n\n"
+                "def ref(x):\n    return x\n"
+            ),
+        },
+    )
+    assert changeable_truth(root, "pkg.ops:ref", KERNEL) == []
+    assert changeable_truth(root, "pkg.ops:wrapper", KERNEL) != []
