@@ -46,9 +46,10 @@ def _package_of(path: Path, module: str) -> str:
 
 
 def _imports(tree: ast.AST, module: str, path: Path) -> list[tuple[str, tuple[str, ...]]]:
-    """(module, names taken from it) of every import statement in ``tree``."""
+    """(module, names taken from it) of every import statement in ``tree`` that runs (not
+    those under ``if TYPE_CHECKING:``, which only a type checker reads)."""
     out: list[tuple[str, tuple[str, ...]]] = []
-    for node in ast.walk(tree):
+    for node in _running(tree):
         if isinstance(node, ast.Import):
             out += [(a.name, ()) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -59,6 +60,24 @@ def _imports(tree: ast.AST, module: str, path: Path) -> list[tuple[str, tuple[st
                 base = ".".join([*pkg, *([base] if base else [])])
             out.append((base, tuple(a.name for a in node.names)))
     return out
+
+
+def _running(tree: ast.AST) -> list[ast.AST]:
+    """The nodes of ``tree`` outside ``if TYPE_CHECKING:`` blocks (their ``else`` kept)."""
+    out, todo = [], [tree]
+    while todo:
+        node = todo.pop()
+        out.append(node)
+        if isinstance(node, ast.If) and _type_checking(node.test):
+            todo.extend(node.orelse)
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def _type_checking(test: ast.expr) -> bool:
+    name = test.attr if isinstance(test, ast.Attribute) else getattr(test, "id", None)
+    return name == "TYPE_CHECKING"
 
 
 class _Reach:

@@ -142,3 +142,19 @@ def test_a_module_that_also_wraps_the_kernel_holds_a_reference_out_of_its_reach(
     )
     assert changeable_truth(root, "pkg.ops:ref", KERNEL) == []
     assert changeable_truth(root, "pkg.ops:wrapper", KERNEL) != []
+
+
+def test_imports_only_a_type_checker_reads_are_out_of_reach(tmp_path: Path):
+    root = _files(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/kernel.py": "",
+            "pkg/reference.py": (
+                "from typing import TYPE_CHECKING\nimport typing\n"
+                "if TYPE_CHECKING:\n    from pkg.kernel import Config\n"
+                "if typing.TYPE_CHECKING:\n    import pkg.kernel\n"
+            ),
+        },
+    )
+    assert changeable_truth(root, "pkg.reference:ref", KERNEL) == []
