@@ -4,10 +4,11 @@ Every round is checked against the reference. Where the reference is defined in,
 from, a file a round may change (``kernel_source``), a candidate changes the kernel and its
 truth together: a helper ``mean_square`` shared by the kernel file and the reference,
 rewritten to read 64 of 1024 columns, keeps both agreeing on a wrong answer, and the round is
-accepted. :func:`reach` follows the reference's module (what it runs at import and the
-reference function's own body, not the module's other functions) through the project modules
-it imports (``import a.b``, ``from .c import d``, imports inside functions too), each
-imported module's own imports in turn. A name taken from a package (``from pkg import
+accepted. :func:`reach` follows the imports that run when the reference's module is imported
+(``import a.b``, ``from .c import d``; in class bodies and ``if``/``try`` blocks too, not in
+the bodies of other functions, ``if TYPE_CHECKING:`` or ``if __name__ == "__main__":``), and
+those in the reference function's own body, through each project module they import in
+turn. A name taken from a package (``from pkg import
 helper``) follows the package's ``__init__`` only as far as the module that name comes from,
 so a package that re-exports its kernels does not put them in reach of a reference that
 imports a constant; a package imported whole (``import pkg``) is its ``__init__`` alone.
@@ -45,11 +46,13 @@ def _package_of(path: Path, module: str) -> str:
     return module if path.name == "__init__.py" else module.rpartition(".")[0]
 
 
-def _imports(tree: ast.AST, module: str, path: Path) -> list[tuple[str, tuple[str, ...]]]:
+def _imports(
+    tree: ast.AST, module: str, path: Path, function: str | None = None
+) -> list[tuple[str, tuple[str, ...]]]:
     """(module, names taken from it) of every import statement in ``tree`` that runs (not
     those under ``if TYPE_CHECKING:``, which only a type checker reads)."""
     out: list[tuple[str, tuple[str, ...]]] = []
-    for node in _running(tree):
+    for node in _running(tree, function):
         if isinstance(node, ast.Import):
             out += [(a.name, ()) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -62,22 +65,35 @@ def _imports(tree: ast.AST, module: str, path: Path) -> list[tuple[str, tuple[st
     return out
 
 
-def _running(tree: ast.AST) -> list[ast.AST]:
-    """The nodes of ``tree`` outside ``if TYPE_CHECKING:`` blocks (their ``else`` kept)."""
+def _running(tree: ast.AST, function: str | None = None) -> list[ast.AST]:
+    """The nodes of ``tree`` that run when the module is imported: not the bodies of its
+    functions and methods (but ``function``'s, the reference itself), not ``if
+    TYPE_CHECKING:`` or ``if __name__ == "__main__":`` blocks (their ``else`` kept)."""
     out, todo = [], [tree]
     while todo:
         node = todo.pop()
         out.append(node)
-        if isinstance(node, ast.If) and _type_checking(node.test):
+        if isinstance(node, ast.If) and _not_run(node.test):
             todo.extend(node.orelse)
+            continue
+        is_function = isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+        if is_function and getattr(node, "name", None) != function:
+            todo.extend(getattr(node, "decorator_list", []))  # they run at definition
             continue
         todo.extend(ast.iter_child_nodes(node))
     return out
 
 
-def _type_checking(test: ast.expr) -> bool:
+def _not_run(test: ast.expr) -> bool:
+    """``TYPE_CHECKING`` (``typing.TYPE_CHECKING``) or ``__name__ == "__main__"``."""
     name = test.attr if isinstance(test, ast.Attribute) else getattr(test, "id", None)
-    return name == "TYPE_CHECKING"
+    if name == "TYPE_CHECKING":
+        return True
+    return (
+        isinstance(test, ast.Compare)
+        and getattr(test.left, "id", None) == "__name__"
+        and any(getattr(c, "value", None) == "__main__" for c in test.comparators)
+    )
 
 
 class _Reach:
@@ -99,8 +115,6 @@ class _Reach:
             tree = ast.parse(f.read_text())
         except (OSError, SyntaxError, ValueError):
             tree = ast.Module(body=[], type_ignores=[])
-        if only is not None:  # the reference's own module: what it runs at import, and only
-            tree = _without_other_functions(tree, only)  # the reference among its functions
         package = f.name == "__init__.py"
         if package and not names:  # ``import pkg``: which of its names is used is not read
             self._note(f, why)
@@ -121,7 +135,7 @@ class _Reach:
             return
         if not self._note(f, why):
             return
-        for m, ns in _imports(tree, module, f):
+        for m, ns in _imports(tree, module, f, only):
             self.visit(m, f"{why}, which imports {m}", ns)
 
     def _note(self, f: Path, why: str) -> bool:
@@ -132,20 +146,9 @@ class _Reach:
         return True
 
 
-def _without_other_functions(tree: ast.Module, keep: str) -> ast.Module:
-    """``tree`` without the top-level functions other than ``keep`` (a module that also
-    wraps the kernel, imported inside those wrappers, holds a reference that does not)."""
-    body = [
-        node
-        for node in tree.body
-        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) or node.name == keep
-    ]
-    return ast.Module(body=body, type_ignores=[])
-
-
 def reach(root: Path, module: str, function: str | None = None) -> _Found:
-    """Project files the module ``module`` reaches by its imports, each with how; with
-    ``function``, the module's other top-level functions' own imports are left out."""
+    """Project files the module ``module`` reaches by the imports that run when it is
+    imported (and those of ``function``, the reference, in its body), each with how."""
     r = _Reach(root, module.split(".", 1)[0])
     r.visit(module, f"the reference's module {module}", only=function)
     return r.found

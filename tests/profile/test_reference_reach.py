@@ -158,3 +158,25 @@ def test_imports_only_a_type_checker_reads_are_out_of_reach(tmp_path: Path):
         },
     )
     assert changeable_truth(root, "pkg.reference:ref", KERNEL) == []
+
+
+def test_imports_that_do_not_run_at_import_are_out_of_reach(tmp_path: Path):
+    """A self-test under __main__, a method's lazy import, a helper module's function that
+    imports the kernel when called: none runs when the reference is imported."""
+    root = _files(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/kernel.py": "",
+            "pkg/util.py": "def bench():\n    from pkg.kernel import run\n    return run\n",
+            "pkg/reference.py": (
+                "from pkg.util import bench\n"
+                "class Wrap:\n    def forward(self):\n        from pkg.kernel import run\n\n"
+                "def ref(x):\n    return x\n\n"
+                "if __name__ == '__main__':\n    from pkg.kernel import run\n"
+            ),
+        },
+    )
+    assert changeable_truth(root, "pkg.reference:ref", KERNEL) == []
+    (root / "pkg/util.py").write_text("from pkg import kernel\n")  # at import: in reach
+    assert changeable_truth(root, "pkg.reference:ref", KERNEL) != []
