@@ -14,7 +14,8 @@ rebound or deleted, a function's ``__code__`` swapped, a project module replaced
 ``sys.modules`` by an object that was not loaded from its file.
 
 Honest code is not affected: a module changing its *own* state (a dict cache, a lazily built
-kernel bound to a name that held ``None``) is not watched; a project that rebinds one of its
+kernel bound to a name that held ``None``, a dispatcher that rebinds its name to another
+function its own file defines) is not watched; a project that rebinds one of its
 own functions from another module after both were imported is refused (do it in the module
 itself). Limit: this runs in the candidate's process, like every worker check.
 """
@@ -179,7 +180,10 @@ class ImportWatch(importlib.abc.MetaPathFinder):
         found = [
             label
             for owner, name, label, value, code in self.entries.values()
-            if vars(owner).get(name, _ABSENT) is not value
+            if (
+                (now := vars(owner).get(name, _ABSENT)) is not value
+                and not _own_function(owner, now)
+            )
             or (code is not None and value.__code__ is not code)
         ]
         found += self.intercepting()
@@ -192,6 +196,19 @@ class ImportWatch(importlib.abc.MetaPathFinder):
             if mod is not self.modules.get(name, self.before.get(name, _ABSENT)):
                 found.append(f"sys.modules[{name!r}]")
         return sorted(found)
+
+
+def _own_function(owner: Any, value: Any) -> bool:
+    """Whether a module-level name now holds a function that module's file defines (a
+    dispatcher that swaps itself for the implementation it picked on its first call): the
+    module's own state, its code the file's (:meth:`ImportWatch.unlike_files` compares it)."""
+    return (
+        isinstance(owner, types.ModuleType)
+        and isinstance(value, types.FunctionType)
+        and value.__module__ == owner.__name__
+        and os.path.realpath(value.__code__.co_filename)
+        == os.path.realpath(getattr(owner, "__file__", None) or "")
+    )
 
 
 def _same(now: Any, then: tuple[Any, ...]) -> bool:

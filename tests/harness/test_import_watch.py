@@ -30,6 +30,19 @@ _REFERENCE = """
         return _kernel
 
 
+    def _fast(x):
+        return x + 2
+
+
+    def _pick(x):
+        global _impl
+        _impl = _fast  # a dispatcher swapping itself for what it picked: its own state
+        return _impl(x)
+
+
+    _impl = _pick
+
+
     class Adapter:
         def reference(self, x):
             return ref(x)
@@ -63,7 +76,8 @@ def test_an_untouched_project_and_its_own_state_changes_pass(watched) -> None:
     watch, reference, _ = watched
     assert {"wpkg", "wpkg.reference", "wpkg.user"} <= set(watch.modules)
     reference.build()  # rebinds a name that held None: the module's own state
-    assert watch.replaced() == []
+    reference._impl(3)  # rebinds a name to another function the module's file defines
+    assert watch.replaced() == [] and watch.unlike_files() == []
 
 
 @pytest.mark.parametrize(
