@@ -21,6 +21,7 @@ import contextlib
 import functools
 import os
 import signal
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -147,6 +148,19 @@ def stopped(pid: int) -> Iterator[None]:
         if stop is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
                 os.killpg(pid, signal.SIGCONT)
+
+
+def continue_when_orphaned() -> None:
+    """Ask Linux to send this process SIGCONT when the thread that started it ends: a worker
+    stopped by :func:`stopped` whose driver was killed outright (SIGKILL, the OOM killer)
+    would otherwise stay stopped, holding its memory; continued, it reads the end of its
+    input and exits. Nothing elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGCONT), 0, 0, 0)  # PDEATHSIG
 
 
 def _until_stopped(pid: int, timeout_s: float = 0.2) -> None:

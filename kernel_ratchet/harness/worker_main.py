@@ -328,6 +328,9 @@ def _hello() -> str:
 def main() -> None:
     """Serve requests until ``exit``, end of input, or the first failed request."""
     t_start = time.monotonic()
+    from kernel_ratchet.harness.pinning import continue_when_orphaned
+
+    continue_when_orphaned()  # stopped while the other side timed, its driver gone: go on
     proto = _protocol_channel()
     spec = json.loads(os.environ["KR_WORKER_SPEC"])
     hello = _hello()

@@ -158,3 +158,38 @@ def test_the_idle_side_is_stopped_while_the_other_is_timed_and_continued_after()
         proc.wait()
     with stopped(proc.pid):  # an ended process: nothing to stop, no error
         pass
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux's")
+def test_a_stopped_worker_whose_driver_is_killed_is_continued(tmp_path):
+    """A worker stopped while the other side times, its driver then killed outright: Linux
+    sends it SIGCONT as the driver goes, so it does not stay stopped holding its memory."""
+    import signal
+    import time
+
+    out = tmp_path / "worker.txt"
+    worker = (
+        "import os, signal, sys, time\n"
+        "from kernel_ratchet.harness.pinning import continue_when_orphaned\n"
+        "continue_when_orphaned()\n"
+        "os.kill(os.getpid(), signal.SIGSTOP)\n"
+        f"open({str(out)!r}, 'w').write('continued')\n"
+    )
+    driver = (
+        "import subprocess, sys, time\n"
+        f"p = subprocess.Popen([sys.executable, '-c', {worker!r}])\n"
+        "print(p.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    d = subprocess.Popen([sys.executable, "-c", driver], stdout=subprocess.PIPE, text=True)
+    pid = int(d.stdout.readline())
+    deadline = time.monotonic() + 10
+    while _state(pid) != "T" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _state(pid) == "T"
+    d.send_signal(signal.SIGKILL)
+    d.wait()
+    deadline = time.monotonic() + 10
+    while not out.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert out.read_text() == "continued"
