@@ -21,14 +21,12 @@ described op's ``reference`` module with everything it reaches.
 from __future__ import annotations
 
 import ast
-import json
 from pathlib import Path
 
+from kernel_ratchet.harness.described_spec import description_of
 from kernel_ratchet.harness.import_roots import roots
 from kernel_ratchet.profile.items import CheckItem, item
 from kernel_ratchet.profile.schema import OpProfile, Profile
-
-_DESCRIBED = "described:"
 
 _Found = dict[str, str]  # relative path -> how the reference reaches it
 
@@ -154,11 +152,19 @@ def reach(root: Path, module: str, function: str | None = None) -> _Found:
     return r.found
 
 
+def _of_reference(root: Path, reference: str) -> _Found:
+    """:func:`reach` of a reference ``module:function``."""
+    module, _, function = reference.partition(":")
+    return reach(root, module, function.split(".", 1)[0] or None)
+
+
 def changeable_truth(root: Path, reference: str, kernel_source: list[str]) -> list[str]:
     """Why each file of ``kernel_source`` that the reference (``module:function``) reaches
     is in its reach; [] when none is."""
-    module, _, function = reference.partition(":")
-    found = reach(root, module, function.split(".", 1)[0] or None)
+    return _in_sources(_of_reference(root, reference), kernel_source)
+
+
+def _in_sources(found: _Found, kernel_source: list[str] | tuple[str, ...]) -> list[str]:
     sources = {Path(s).as_posix() for s in kernel_source}
     return [f"{rel} ({found[rel]})" for rel in found if rel in sources]
 
@@ -166,29 +172,27 @@ def changeable_truth(root: Path, reference: str, kernel_source: list[str]) -> li
 def check_reach(profile: Profile, op: OpProfile) -> CheckItem:
     """The checklist line: no file a round may change holds or feeds the op's reference."""
     what = "reference out of a round's reach"
-    sources = {Path(s).as_posix() for s in op.kernel_source}
-    if op.adapter.startswith(_DESCRIBED):
-        try:
-            reference = str(json.loads(op.adapter[len(_DESCRIBED) :]).get("reference", ""))
-        except ValueError:
-            reference = ""
-        if not reference:
-            return item(op, what, True, "no reference named (checked where the op loads)")
-        bad = changeable_truth(profile.root, reference, op.kernel_source)
+    try:
+        desc = description_of(op.adapter)
+    except ValueError:  # the loader names a description that does not validate
+        return item(op, what, True, "not read (the op's description does not validate)")
+    if desc is not None:
+        found = _of_reference(profile.root, desc.reference)
+        bad = _in_sources(found, op.kernel_source)
         fix = (
             "move what the reference uses into a module outside kernel_source (the kernel may "
             "import from the reference's side, never the other way), or take the file out of "
             f"ops.{op.name}.kernel_source"
         )
         if bad:
-            return item(op, what, False, f"{reference} reads {'; '.join(bad)}", fix)
-        module, _, function = reference.partition(":")
-        n = len(reach(profile.root, module, function.split(".", 1)[0] or None))
-        return item(op, what, True, f"{reference}: {n} project file(s), none in kernel_source")
+            return item(op, what, False, f"{desc.reference} reads {'; '.join(bad)}", fix)
+        detail = f"{desc.reference}: {len(found)} project file(s), none in kernel_source"
+        return item(op, what, True, detail)
     module = op.adapter.split(":", 1)[0]
-    found = reach(profile.root, module)
-    own = next(iter(found), None)  # the adapter's own file comes first
-    if own in sources:
+    r = _Reach(profile.root, module.split(".", 1)[0])
+    own_file = _module_file(r.bases, module)
+    own = r.rel(own_file) if own_file else None
+    if own in {Path(s).as_posix() for s in op.kernel_source}:
         return item(
             op,
             what,
