@@ -37,13 +37,13 @@ def op_module(adapter: str) -> str:
 def reference_module(adapter: str) -> Any:
     """A described op's reference module, imported (its own import, before the function's);
     None for an adapter class, whose module holds the kernel's imports too."""
-    if not adapter.startswith(_DESCRIBED):
-        return None
+    from kernel_ratchet.harness.described_spec import description_of
+
     try:
-        reference = str(json.loads(adapter[len(_DESCRIBED) :]).get("reference", ""))
-    except ValueError:
+        desc = description_of(adapter)
+    except ValueError:  # the adapter's load names it
         return None
-    module = reference.split(":", 1)[0]
+    module = desc.reference.split(":", 1)[0] if desc is not None else ""
     return importlib.import_module(module) if module else None
 
 
