@@ -14,9 +14,11 @@ Contract of :func:`run_paired`:
    the two sides are timed back to back in a shuffled order (recorded in ``order``), both with
    the same per-round secret seed :func:`round_seed`. One round = one value per side, shape and
    phase: the ``median_ms`` of one worker ``time`` call (its inner samples are never treated
-   as independent rounds). With ``alternations`` k > 1 the two sides take turns k times per
-   shape and phase (A B B A ...), and a side's value is the geometric mean of its k requests:
-   drift slower than a turn then cancels in the pair. Every ``time`` request is also written
+   as independent rounds). The first timing of a shape and phase fixes the engine's mode
+   (CUDA graph or eager calls) for every later request of both sides (:mod:`.paired_modes`).
+   With ``alternations`` k > 1 the two sides take turns k times per shape and phase (A B B A
+   ...), and a side's value is the geometric mean of its k requests: drift slower than a turn
+   then cancels in the pair. Every ``time`` request is also written
    to ``log_dir/timings.jsonl`` (samples, SM clocks, dropped samples, flags, request
    seconds), so the noise of a run can be read afterwards; each shape's correctness check
    time is reported through ``progress``.
@@ -56,6 +58,7 @@ from kernel_ratchet.harness.paired_checks import (
     check_shape,
     round_seed,
 )
+from kernel_ratchet.harness.paired_modes import Modes
 from kernel_ratchet.harness.paired_run import D, Failure, PairedRun
 from kernel_ratchet.harness.paired_samples import PHASES, PairedSamples, samples_by_shape
 from kernel_ratchet.harness.request_time import RequestTime
@@ -122,7 +125,7 @@ class _Rounds:
 
     def __post_init__(self) -> None:
         self.snr: dict[str, dict[str, dict[str, float]]] = {side: {} for side in SIDES}
-        self.modes: dict[tuple[str, str], dict[str, tuple[Any, Any]]] = {}
+        self.modes = Modes()
         self.by_label = {s.label: s for s in self.shapes}
         self.times = {
             side: {s.label: {p: [] for p in self.phases} for s in self.shapes} for side in SIDES
@@ -160,8 +163,9 @@ class _Rounds:
         self, r: int, label: str, phase: str, side: str, seed: int, got: list[float]
     ) -> Failure | None:
         c0 = time.monotonic()
+        kw = {**self.time_kwargs, **self.modes.request(label, phase)}
         with self.workers[next(s for s in SIDES if s != side)].paused():  # the idle side
-            res = self.workers[side].time(self.by_label[label], seed, phase, **self.time_kwargs)
+            res = self.workers[side].time(self.by_label[label], seed, phase, **kw)
         _trace(self.trace, r, label, phase, side, res, time.monotonic() - c0)
         self.spent.add(res.payload, time.monotonic() - c0)
         ms = float(res.payload.get("median_ms", math.nan)) if res.ok else math.nan
@@ -169,9 +173,7 @@ class _Rounds:
             cat = res.category if not res.ok else "bad_timing"
             detail = res.detail if not res.ok else f"median_ms={ms!r}"
             if side == "candidate" and cat in SHARED_FAILURES:
-                incumbent = self.workers["incumbent"].time(
-                    self.by_label[label], seed, phase, **self.time_kwargs
-                )
+                incumbent = self.workers["incumbent"].time(self.by_label[label], seed, phase, **kw)
                 return blame(incumbent, self.logs, r, label, phase, cat, detail)
             return Failure(side, "time", label, cat, detail, self.logs[side], r, phase)
         got.append(ms)
@@ -193,21 +195,11 @@ class _Rounds:
         return None
 
     def _same_mode(self, r: int, label: str, phase: str, side: str, eng: Any) -> Failure | None:
-        """Both sides of a shape and phase must be timed the same way (a graph on one side
-        and eager calls after a failed capture on the other measure different quantities):
-        the side that fell back fails, with why."""
-        eng = eng if isinstance(eng, dict) else {}
-        seen = self.modes.setdefault((label, phase), {})
-        seen[side] = (eng.get("mode"), eng.get("fallback"))
-        if len(seen) < 2 or len({m for m, _ in seen.values()}) == 1:
+        """Both sides of a shape and phase must be timed the same way (:mod:`.paired_modes`)."""
+        odd = self.modes.mismatch(label, phase, side, eng)
+        if odd is None:
             return None
-        odd = next((s for s, (_, fb) in seen.items() if fb), "candidate")
-        detail = (
-            f"timed as {seen[odd][0]} ({seen[odd][1] or 'no reason given'}) while the other "
-            f"side was timed as {seen[SIDES[SIDES.index(odd) - 1]][0]}: the A/B must measure "
-            "the same quantity on both sides"
-        )
-        return Failure(odd, "time", label, "bad_timing", detail, self.logs[odd], r, phase)
+        return Failure(odd[0], "time", label, "bad_timing", odd[1], self.logs[odd[0]], r, phase)
 
     def _one_round(self, active: Sequence[str]) -> Failure | None:
         r = self.rounds

@@ -177,27 +177,25 @@ class Worker:
         max_tflops: float | None = None,
         max_gbps: float | None = None,
         spot_checks: int | None = None,
+        graph: str | None = None,
     ) -> WorkerResult:
         """One timing sample set of ``phase`` (``"fwd"`` or ``"bwd"``) on fresh inputs.
 
         ``max_tflops`` / ``max_gbps`` (the machine's measured peaks) reject a faster result as
         ``"cheat"``. ``spot_checks``: how many secretly chosen samples have their outputs
         compared with the adapter's ``spot_reference`` (None: the worker's default, 3; at
-        least 1). Raises
-        ValueError for another phase, or ``"bwd"`` on a forward-only op.
+        least 1). ``graph`` (``"on"``/``"off"``): the engine's CUDA-graph mode for this request
+        where the engine chooses one (None: its own setting). Raises ValueError for another
+        phase, or ``"bwd"`` on a forward-only op.
         """
         if phase not in ("fwd", "bwd"):
             raise ValueError(f"phase must be 'fwd' or 'bwd', not {phase!r}")
-        msg: dict[str, Any] = {
-            "op": "time",
-            "shape": shape.to_dict(),
-            "seed": int(seed),
-            "phase": phase,
-            "max_tflops": max_tflops,
-            "max_gbps": max_gbps,
-        }
+        msg: dict[str, Any] = {"op": "time", "shape": shape.to_dict(), "seed": int(seed)}
+        msg |= {"phase": phase, "max_tflops": max_tflops, "max_gbps": max_gbps}
         if spot_checks is not None:
             msg["spot_checks"] = int(spot_checks)
+        if graph is not None:
+            msg["graph"] = str(graph)
         if not self.pinned:  # start-up and checks use every CPU, timing the spec's
             self.pinned = pin(self._proc.pid, tuple(self.spec.cpus))
             self._log.write(f"[ratchet] worker {self.pinned}\n".encode())

@@ -172,6 +172,7 @@ class Session:
         from kernel_ratchet.harness import inplace as ip
         from kernel_ratchet.harness import timed_checks as tc
         from kernel_ratchet.harness.roofline_check import check_roofline
+        from kernel_ratchet.harness.timing.engine import graph_mode
 
         ad, phase, seed = self.adapter, msg["phase"], int(msg["seed"])
         if phase == "bwd" and not ad.has_backward:
@@ -189,7 +190,8 @@ class Session:
             self, case, snap, shape, seed, phase, call, spots, inplace=kept and kept.keep(case)
         )
         t1 = _now()
-        timing, hooks = tc.measure(hooks)
+        with graph_mode(self.engine, msg.get("graph")):
+            timing, hooks = tc.measure(hooks)
         t2 = _now()
         self.sync()
         ac.verify_inputs(hooks.snap, kept.paths() if kept else frozenset())

@@ -177,3 +177,19 @@ def test_the_prelude_before_every_call_is_subtracted_from_the_time(monkeypatch):
     t = PerfCounterEngine(samples=3, warmup=1, min_sample_ms=2.0).measure(op, Slow())
     assert calls["prelude"] >= calls["op"]  # before every call, and alone for the baseline
     assert t.median_ms == pytest.approx(1.0), t  # 4 ms if the prelude were counted
+
+
+def test_graph_mode_pins_an_engine_that_chooses_and_leaves_the_others():
+    from types import SimpleNamespace
+
+    from kernel_ratchet.harness.timing.engine import graph_mode
+
+    auto, off, plain = SimpleNamespace(graph="auto"), SimpleNamespace(graph="off"), object()
+    with graph_mode(auto, "on"), graph_mode(off, "on"), graph_mode(plain, "on"):
+        assert auto.graph == "on" and off.graph == "off"
+    with graph_mode(auto, None):
+        assert auto.graph == "auto"
+    with pytest.raises(KeyError), graph_mode(auto, "off"):
+        assert auto.graph == "off"
+        raise KeyError("the request failed")
+    assert auto.graph == "auto"

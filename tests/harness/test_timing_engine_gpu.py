@@ -107,3 +107,19 @@ def test_sm_clock_is_logged_per_kept_sample():
     assert len(t.clock_mhz) == len(t.samples_ms)
     assert all(300 < c < 3000 for c in t.clock_mhz), t.clock_mhz
     assert t.details["settled_clock_mhz"] is not None
+
+
+def test_a_pinned_mode_overrides_the_automatic_choice_for_one_request():
+    """A large op is timed eagerly and a small one as a graph on their own; pinned by the
+    A/B (``graph_mode``), each is timed the other way, and the engine's choice returns after."""
+    from kernel_ratchet.harness.timing.engine import graph_mode
+
+    small = torch.randn(4 << 20, device="cuda")
+    big = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    engine = fast_engine()
+    with graph_mode(engine, "off"):
+        assert engine.measure(lambda: small.mul(2.0)).details["mode"] == "eager"
+    with graph_mode(engine, "on"):
+        assert engine.measure(lambda: big @ big).details["mode"] == "graph"
+    assert engine.measure(lambda: small.mul(2.0)).details["mode"] == "graph"
+    assert engine.graph == "auto"

@@ -8,9 +8,10 @@ say how they were measured.
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -123,3 +124,20 @@ def summarize(samples: list[float], name: str) -> Timing:
     """A :class:`Timing` of per-call ``samples`` (ms): their median and standard deviation."""
     std = statistics.stdev(samples) if len(samples) > 1 else 0.0
     return Timing(statistics.median(samples), std, tuple(samples), name)
+
+
+@contextlib.contextmanager
+def graph_mode(engine: Any, mode: str | None) -> Iterator[None]:
+    """Within the block, ``engine`` (one that chooses between CUDA graphs and eager calls: a
+    ``graph`` attribute of ``"auto"`` or ``"on"``) uses ``mode`` (``"on"``/``"off"``); any
+    other engine, an engine set to ``"off"``, or ``mode`` None: unchanged. A paired A/B pins
+    the mode its first timing of a shape chose, so both sides measure the same quantity."""
+    if mode not in ("on", "off") or getattr(engine, "graph", "off") == "off":
+        yield
+        return
+    before = engine.graph
+    engine.graph = mode
+    try:
+        yield
+    finally:
+        engine.graph = before
