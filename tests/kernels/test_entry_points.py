@@ -57,6 +57,17 @@ def test_activations_with_leading_dimensions_keep_them_and_their_gradients():
     assert fp8_linear(_rand(2, 3, 256), _rand(96, 256)).shape == (2, 3, 96)
 
 
+def test_a_linear_that_needs_no_gradient_skips_autograd_and_keeps_its_values():
+    a, w = _rand(16, 64), _rand(32, 64)
+    ref = linear_gemm(a.clone().requires_grad_(), w).detach()
+    plain = linear_gemm(a, w)
+    with torch.no_grad():
+        held = linear_gemm(a.clone().requires_grad_(), w.clone().requires_grad_())
+    assert plain.grad_fn is None and held.grad_fn is None and not held.requires_grad
+    assert torch.equal(plain, ref) and torch.equal(held, ref)
+    assert linear_gemm(a, w.clone().requires_grad_()).grad_fn is not None
+
+
 def test_fp32_operands_give_an_fp32_output_and_a_backward():
     a = _rand(16, 64, dtype=torch.float32).requires_grad_()
     w = _rand(32, 64, dtype=torch.float32).requires_grad_()

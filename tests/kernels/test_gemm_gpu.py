@@ -93,3 +93,44 @@ def test_bf16_repeated_calls_of_one_shape_with_other_operands(M, N, K):
             torch.testing.assert_close(
                 got.float(), ref, rtol=2e-2, atol=2e-2 * k**0.5, msg=f"call {i} {name}"
             )
+
+
+@pytest.mark.parametrize("M,N,K", [(100, 1000, 1000), (4097, 3000, 2000), (383, 1000, 12289)])
+def test_bf16_repeated_calls_on_a_side_stream_in_a_graph_and_under_a_launch_hook(M, N, K):
+    """The direct launch of a repeated geometry (tile, persistent and stream-K kernels, their
+    descriptors in a scratch kept per stream) on another stream, captured in a CUDA graph and
+    replayed on new values, and with a profiler's launch hook installed (which it must call)."""
+    from triton import knobs
+
+    from kernel_ratchet.kernels.gemm.launch import gemm
+
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    a, b = _operand(M, K, torch.bfloat16, 0, gen), _operand(N, K, torch.bfloat16, 0, gen)
+
+    def close(got, what):
+        ref = a.float() @ b.float().T
+        torch.testing.assert_close(got.float(), ref, rtol=2e-2, atol=2e-2 * K**0.5, msg=what)
+
+    close(gemm(a, b), "first call")
+    close(gemm(a, b), "second call")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        out = gemm(a, b)
+    torch.cuda.current_stream().wait_stream(side)
+    close(out, "side stream")
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = gemm(a, b)
+    a.copy_(torch.randn(M, K, device="cuda", generator=gen))
+    b.copy_(torch.randn(N, K, device="cuda", generator=gen))
+    graph.replay()
+    close(captured, "graph replay on new values")
+    seen = []
+    hook = seen.append
+    knobs.runtime.launch_enter_hook.add(hook)
+    try:
+        close(gemm(a, b), "under a launch hook")
+    finally:
+        knobs.runtime.launch_enter_hook.remove(hook)
+    assert seen, "the installed launch hook was not called"

@@ -18,7 +18,7 @@ import torch
 import triton
 
 from kernel_ratchet.kernels.gemm import configs as _configs
-from kernel_ratchet.kernels.gemm import fast_launch, streamk_launch
+from kernel_ratchet.kernels.gemm import fast_launch, launch_scratch, quick_path, streamk_launch
 from kernel_ratchet.kernels.gemm import fp8_block_ws_launch as fp8_block_ws
 from kernel_ratchet.kernels.gemm import wgrad_ws_launch as wgrad_ws
 from kernel_ratchet.kernels.gemm.configs import (
@@ -57,17 +57,13 @@ def _num_sms(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
-def _tma_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
-    return torch.empty(size, dtype=torch.int8, device="cuda")
-
-
 def _ensure_tma_allocator() -> None:
     """Device-side descriptors need a global scratch allocator.
 
     Triton keeps it in a ContextVar, i.e. per thread: the autograd engine runs backward on its
     own device thread, so the allocator is set before every TMA launch (a ContextVar set).
     """
-    triton.set_allocator(_tma_scratch)
+    triton.set_allocator(launch_scratch.allocate)
 
 
 #: Output dtypes of the warp-specialized blockwise kernel (:mod:`.fp8_block_ws`).
@@ -134,6 +130,13 @@ def matmul(
     Returns a new ``[M, N]`` tensor of ``out_dtype`` (default: ``a``'s dtype for 16-bit, bf16
     for FP8). The config is :func:`forced_config`'s, else ``config``, else the bucket's.
     """
+    quick = scale_mode == SCALE_NONE and config is None and not _FORCED
+    if quick:
+        qkey = quick_path.key(a, b, a_kmajor, b_kmajor, out_dtype, kind)
+        hit = quick_path.get(qkey)
+        if hit is not None:
+            return hit(a, b)
+    given = (a, b)
     a, b, M, N, K = operand_sizes(a, b, a_kmajor, b_kmajor, kind)
     a_st, b_st, a_es = a.stride(), b.stride(), a.element_size()
     if out_dtype is None:
@@ -192,6 +195,10 @@ def matmul(
     kwargs = {"SB_GROUP_N": b_scale_group_n, **plan.kwargs}
     if scale_mode == SCALE_NONE and not interp:
         fast_launch.launch(_gemm_kernel, plan.runners, plan.grid, args, kwargs, 5)
+        plain = plan.split_k == 1 and given[0] is a and given[1] is b  # no copies either
+        if quick and plain and a.dtype is b.dtype and a_es == 2:
+            runner = plan.runners.get(fast_launch.signature(args[:5]))
+            quick_path.remember(qkey, M, N, out_dtype, plan.grid[0], runner)
     else:
         _gemm_kernel[plan.grid](*args, **kwargs)
     return c if plan.split_k == 1 else c.to(out_dtype)
@@ -209,7 +216,7 @@ class _Plan:
     kwargs: dict[str, object]
     ws: GemmConfig | None = None  # run the warp-specialized blockwise kernel with this config
     stream_k: bool = False  # run the stream-K kernel (:mod:`.kernel_streamk`) on grid[0] programs
-    #: {operand signature: (compiled kernel, its bound arguments) or False}: :mod:`.fast_launch`.
+    #: {operand signature: its :class:`.fast_launch.Direct` runner or False}.
     runners: dict[tuple, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -386,5 +393,6 @@ def linear_gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Autograd entry point: ``a @ bᵀ`` (a Linear layer without bias); ``a`` may have
     leading dimensions (``[B, S, K]`` -> ``[B, S, N]``)."""
     a2, lead = rows(a)
-    out = GemmFunction.apply(a2, b)
+    grad = torch.is_grad_enabled() and (a.requires_grad or b.requires_grad)
+    out = GemmFunction.apply(a2, b) if grad else gemm(a2, b)  # no graph: no Function's cost
     return out if a.dim() == 2 else out.reshape(*lead, out.shape[-1])
