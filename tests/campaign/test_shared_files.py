@@ -73,6 +73,10 @@ def test_sharing_ops_are_the_other_ops_listing_a_changed_file(project):
     assert describe({}, False) == ""
     assert "--test-shared" in describe(sharing, False)
     assert "ran after this op's and gated the round" in describe(sharing, True)
+    many = {"a": ["k.py", "l.py"], "b": ["k.py"], "c": ["k.py", "l.py"]}
+    assert describe(many, False).startswith(
+        "Also in the kernel_source of: a, c (k.py, l.py); b (k.py);"
+    )
 
 
 @pytest.mark.slow

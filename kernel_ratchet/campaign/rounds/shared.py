@@ -29,11 +29,14 @@ if TYPE_CHECKING:
 
 
 def describe(sharing: Mapping[str, list[str]], tested: bool) -> str:
-    """One line for the round summary: who else lists the changed files, and whether their
-    tests gated the round."""
+    """One line for the round summary: who else lists the changed files (ops listing the same
+    ones named together), and whether their tests gated the round."""
     if not sharing:
         return ""
-    who = "; ".join(f"{op} ({', '.join(files)})" for op, files in sharing.items())
+    by_files: dict[tuple[str, ...], list[str]] = {}
+    for op, files in sharing.items():
+        by_files.setdefault(tuple(files), []).append(op)
+    who = "; ".join(f"{', '.join(ops)} ({', '.join(files)})" for files, ops in by_files.items())
     gate = (
         "their focused tests ran after this op's and gated the round"
         if tested
