@@ -18,10 +18,10 @@ Contract of :func:`run_paired`:
    (CUDA graph or eager calls) for every later request of both sides (:mod:`.paired_modes`).
    With ``alternations`` k > 1 the two sides take turns k times per shape and phase (A B B A
    ...), and a side's value is the geometric mean of its k requests: drift slower than a turn
-   then cancels in the pair. Every ``time`` request is also written
-   to ``log_dir/timings.jsonl`` (samples, SM clocks, dropped samples, flags, request
-   seconds), so the noise of a run can be read afterwards; each shape's correctness check
-   time is reported through ``progress``.
+   then cancels in the pair. Every ``time`` request is also written to
+   ``log_dir/timings.jsonl`` (samples, SM clocks, dropped samples, flags, request seconds),
+   so the noise of a run can be read afterwards; each shape's correctness check time is
+   reported through ``progress``.
 4. Adaptive budget: the rule decides at its looks (``rule.looks(k_start, k_max)``); while a
    decision names ``undecided`` shapes, those shapes alone are measured up to the next look.
    The decision at the last look is made with ``exhausted=True``. Futility stop: when the rule

@@ -118,7 +118,7 @@ def quick_calls(monkeypatch):
     """matmul on the compiled path (interpreter off), its launches recorded by a fake that
     binds a recording runner per plan and operand signature, as fast_launch does."""
     monkeypatch.setenv("TRITON_INTERPRET", "0")
-    monkeypatch.setattr(quick_path, "_QUICK", {})
+    quick_path.forget()
     log: list[tuple] = []
 
     def fake_launch(fn, runners, grid, args, kwargs, tensors):
@@ -130,6 +130,7 @@ def quick_calls(monkeypatch):
     launch._plan.cache_clear()
     yield log
     launch._plan.cache_clear()
+    quick_path.forget()
 
 
 def _pair(M, N, K, dtype=torch.float16, offset=0):
