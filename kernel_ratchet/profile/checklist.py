@@ -47,16 +47,25 @@ _SUBPROCESS_TIMEOUT_S = 120
 
 
 def _kernel_source(profile: Profile, op: OpProfile) -> CheckItem:
-    missing = [p for p in op.kernel_source if not (profile.root / p).is_file()]
-    if missing:
+    """Every kernel_source file exists, or is a new one a round may create: its directory
+    exists and at least one other kernel_source file does (a missing directory, or no file at
+    all, is a path to correct)."""
+    root = profile.root
+    missing = [p for p in op.kernel_source if not (root / p).is_file()]
+    new = [p for p in missing if (root / p).parent.is_dir() and not (root / p).exists()]
+    if missing and (missing != new or len(new) == len(op.kernel_source)):
         return _item(
             op,
             "kernel source exists",
             False,
             f"missing file(s): {', '.join(missing)}",
-            f"correct ops.{op.name}.kernel_source in {profile.path.name} or create the file(s)",
+            f"correct ops.{op.name}.kernel_source in {profile.path.name} or create the file(s) "
+            "(a file a round will create may be missing if its directory exists and another "
+            "kernel_source file does)",
         )
-    return _item(op, "kernel source exists", True, ", ".join(op.kernel_source))
+    present = [p for p in op.kernel_source if p not in new]
+    later = f"; new, a round may create: {', '.join(new)}" if new else ""
+    return _item(op, "kernel source exists", True, ", ".join(present) + later)
 
 
 def _command(profile: Profile, op: OpProfile, key: str, what: str) -> CheckItem:

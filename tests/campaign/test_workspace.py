@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from kernel_ratchet.campaign.lineage.workspace import extract
+from kernel_ratchet.errors import CampaignError
 from kernel_ratchet.profile.loader import load_profile
 from tests.campaign.conftest import (
     KERNEL,
@@ -128,6 +129,24 @@ def test_rewritten_commands_keep_node_ids_and_options(tmp_path):
     assert ext.test_command.endswith("pytest ../tests/test_kernel.py::test_x -k 'a b' -q")
     assert ext.test_command.startswith('PYTHONPATH="$PWD:$PWD/../../../..')
     assert (cdir / "src" / KERNEL).read_text() == (root / KERNEL).read_text()
+
+
+def test_a_kernel_file_to_come_is_extracted_as_absent(tmp_path):
+    """A kernel_source file a round will create: recorded as absent, its directory made in the
+    workspace; a kernel path that is a directory is refused."""
+    root = make_project(tmp_path / "proj")
+    prof = load_profile(root / "ratchet.yaml")
+    op = prof.op("tiny_gemm")
+    new = "tiny_gemm/tiles/blocks.py"
+    op = type(op)(**{**op.__dict__, "kernel_source": (KERNEL, new)})
+    cdir = root / ".ratchet/campaigns/c"
+    extract(prof, op, cdir, "abc")
+    files = json.loads((cdir / "workspace.json").read_text())["kernel_files"]
+    assert files[new] is None and files[KERNEL] is not None
+    assert (cdir / "src/tiny_gemm/tiles").is_dir() and not (cdir / "src" / new).exists()
+    (root / new).mkdir(parents=True)
+    with pytest.raises(CampaignError, match="not a file"):
+        extract(prof, op, root / ".ratchet/campaigns/d", "abc")
 
 
 def test_rounds_run_in_the_workspace(ws_accepted, ws_copy, ratchet_here):

@@ -47,11 +47,30 @@ def test_checklist_all_ok_for_a_good_project(tiny_project):
 
 def test_missing_kernel_file_is_named(tiny_project):
     p = tiny_project()
-    p.op["kernel_source"] = [f"{p.pkg}/kernel.py", f"{p.pkg}/missing.py"]
+    p.op["kernel_source"] = [f"{p.pkg}/kernel.py", f"{p.pkg}/nowhere/missing.py"]
     item = _by_name(run_checklist(load_profile(p.write())))["kernel source exists"]
     assert not item.ok
-    assert f"{p.pkg}/missing.py" in item.detail and f"{p.pkg}/kernel.py" not in item.detail
+    assert f"{p.pkg}/nowhere/missing.py" in item.detail and f"{p.pkg}/kernel.py" not in item.detail
     assert "kernel_source" in item.fix
+
+
+@pytest.mark.parametrize(
+    ("where", "ok"),
+    [("{pkg}/kernel.py {pkg}/helpers.py", True), ("{pkg}/kernel.py {pkg}s/helpers.py", False),
+     ("{pkg}/helpers.py", False)],
+    ids=["beside-an-existing-file", "no-such-directory", "no-file-of-the-op-exists"],
+)  # fmt: skip
+def test_a_new_kernel_file_is_taken_only_beside_an_existing_one(tiny_project, where, ok):
+    """A file a round will create may be missing; a missing directory, or an op none of whose
+    kernel files exists, is a path to correct."""
+    p = tiny_project()
+    p.op["kernel_source"] = where.format(pkg=p.pkg).split()
+    item = _by_name(run_checklist(load_profile(p.write())))["kernel source exists"]
+    assert item.ok is ok, item.detail
+    if ok:
+        assert f"new, a round may create: {p.pkg}/helpers.py" in item.detail
+    else:
+        assert "helpers.py" in item.detail and "kernel_source" in item.fix
 
 
 def test_unimportable_adapter(tiny_project):

@@ -203,15 +203,20 @@ def extract(profile: Profile, op: OpProfile, cdir: Path, upstream_commit: str) -
     """Copy the op's minimal stack into ``cdir`` and write ``workspace.json``.
 
     The kernel files are copied from the project's working tree (the caller has checked that
-    they equal ``upstream_commit``). Returns the rewritten commands. Raises CampaignError when a
-    kernel file is missing.
+    they equal ``upstream_commit``). A kernel file that does not exist yet is recorded as absent
+    (a round may create it in the workspace). Returns the rewritten commands. Raises
+    CampaignError when a kernel path exists but is not a file.
     """
     root = profile.root
     files: dict[str, str] = {}
-    kernel = {}
+    kernel: dict[str, str | None] = {}
     for rel in op.kernel_source:
         if not (root / rel).is_file():
-            raise CampaignError(f"kernel file {rel} does not exist in {root}; fix kernel_source")
+            if (root / rel).exists():
+                raise CampaignError(f"kernel path {rel} in {root} is not a file; fix kernel_source")
+            (cdir / "src" / rel).parent.mkdir(parents=True, exist_ok=True)
+            kernel[rel] = None
+            continue
         _copy(root, cdir, rel, f"src/{rel}", files)
         kernel[rel] = file_sha256(root / rel)
     test = _rewrite_test(root, cdir, op.test, files)
