@@ -94,7 +94,7 @@ def quant_launches() -> list[Launch]:
 
 def gluon_launches() -> list[Launch]:
     """The shipped configs of the Gluon kernels, as their launchers' offline compiles."""
-    from kernel_ratchet.kernels.gemm.configs import FEW_ROWS_WGRAD, WS_CONFIGS
+    from kernel_ratchet.kernels.gemm.configs import FEW_ROWS_WGRAD, WS_CONFIGS, ws_mode
     from kernel_ratchet.kernels.grouped_gemm import configs as grouped
 
     def of(module: str, **kw: object) -> Launch:
@@ -103,7 +103,7 @@ def gluon_launches() -> list[Launch]:
 
     out = [
         of("gemm.fp8_block_ws_launch", block_n=c.block_n, stages=c.num_stages,
-           group_m=c.group_m, mode=c.k_unroll - 1, consumers=c.block_m // 64)
+           group_m=c.group_m, mode=ws_mode(c), consumers=c.block_m // 64)
         for buckets in WS_CONFIGS.values() for c in buckets.values()
     ]  # fmt: skip
     out += [

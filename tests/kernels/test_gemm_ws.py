@@ -179,6 +179,47 @@ def test_matches_the_dequantized_product_on_gpu(mnk, group_n, mode, a_dtype, con
     assert _snr(out, ref) > 45.0  # bf16 rounding of the output: about 55 dB
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "mnk",
+    [(128, 128, 128), (300, 264, 1000), (4097, 3000, 2000), (4096, 6144, 4096)],
+    ids=lambda s: "m{}.n{}.k{}".format(*s),
+)
+@pytest.mark.parametrize("mode", [2, 3], ids=["quarters-paired", "quarters"])
+def test_wide_tiles_in_column_parts_match_the_dequantized_product_on_gpu(mnk, mode):
+    """256-column tiles taken as quarters, each half with its own B scale: partial
+    column tiles, the parts past N and an odd number of k-groups (K 1000) included."""
+    M, N, K = mnk
+    g = torch.Generator(device="cuda").manual_seed(M + N + K)
+    a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16, generator=g)
+    b = torch.randn(N, K, device="cuda", dtype=torch.bfloat16, generator=g)
+    qa = quant_fp8_blockwise_1x128(a, E4M3, align=16)
+    qb = quant_fp8_block_128x128(b, E4M3, align=16)
+    ref = _dequant(qa.data, qa.scale, 1) @ _dequant(qb.data, qb.scale, 128).t()
+    out = ws.matmul_fp8_block_ws(
+        qa.data, qb.data, qa.scale, qb.scale, b_scale_group_n=128, block_n=256, stages=4, mode=mode
+    )
+    assert not out.isnan().any()
+    assert _snr(out, ref) > 45.0
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(mode=2, block_n=256, b_scale_group_n=1),  # per-column B scales: not one per part
+        dict(mode=2, block_n=192, b_scale_group_n=128),  # halves of 96 span two scale blocks
+        dict(mode=2, block_n=256, b_scale_group_n=128, consumers=3),
+        dict(mode=4, block_n=256, b_scale_group_n=128),
+    ],
+    ids=["column-scales", "parts-across-blocks", "three-consumers", "unknown-mode"],
+)
+def test_a_launch_the_kernel_does_not_take_is_refused_with_what_to_use(kw):
+    a, b = torch.zeros(256, 256, dtype=E4M3), torch.zeros(256, 256, dtype=E4M3)
+    sa, sb = torch.ones(256, 2), torch.ones(256, 2)
+    with pytest.raises(ValueError, match="mode"):
+        ws.matmul_fp8_block_ws(a, b, sa, sb, **kw)
+
+
 # -- the launcher's choice (CPU): which problems the plan sends to the WS kernel --------------
 
 _GEOM = (4096, True, True, 4096, True, True)  # row stride, TMA-readable, K-major; A then B
@@ -254,3 +295,21 @@ def test_the_vendor_comparison_takes_ws_configs_as_key_value_pairs():
         ws_config("stage=4")
     with pytest.raises(SystemExit, match="INT"):
         ws_config("stages=four")
+
+
+@pytest.mark.parametrize(("parts", "routed"), [(1, False), (4, True)])
+def test_a_wide_ws_tile_is_routed_where_one_b_scale_covers_each_column_part(
+    monkeypatch, parts, routed
+):
+    """A 256-column tile over 128 x 128 weight blocks: whole, one B scale would not cover its
+    columns (the Triton kernel runs); in quarters each has its own."""
+    wide = WS_CONFIGS["fp8_block"]["large"].with_(block_n=256, num_stages=4, col_parts=parts)
+    monkeypatch.setitem(WS_CONFIGS["fp8_block"], "large", wide)
+    assert (_plan().ws == wide) is routed
+
+
+def test_the_ws_mode_of_a_config_follows_its_column_parts_then_its_k_unroll():
+    from kernel_ratchet.kernels.gemm.configs import GemmConfig, ws_mode
+
+    assert [ws_mode(GemmConfig(k_unroll=u)) for u in (1, 2)] == [0, 1]
+    assert [ws_mode(GemmConfig(k_unroll=u, col_parts=4)) for u in (2, 1)] == [2, 3]

@@ -35,6 +35,9 @@ class GemmConfig:
             many slices as fill one wave (:func:`split_for`). An explicit config is exact.
         k_unroll: blockwise only: 128-wide k-groups per loop iteration (1 or 2); 2 issues two
             wgmmas before the scaled accumulation waits on them.
+        col_parts: blockwise warp-specialized kernel only: 4 takes each k-group as four column
+            quarters of ``block_n`` (two in flight with ``k_unroll`` 2, else one), so a tile
+            four times as wide as a partial product fits the registers; 1 does not.
         warp_specialize: Triton's warp specialization of the k-loop (``tl.range(...,
             warp_specialize=True)``: load and MMA partitions). Measured on an H200 with
             ``tune --only probes`` (one ``do_bench`` median per config and shape): ±5-10% on the
@@ -64,6 +67,7 @@ class GemmConfig:
     use_tma: bool = False
     split_k: int = 1
     k_unroll: int = 1
+    col_parts: int = 1
     warp_specialize: bool = False
     flatten: bool = False
     tma_store: int = 0
@@ -114,6 +118,14 @@ def bucket_for(M: int, N: int, K: int, sms: int = DEFAULT_SMS) -> str:
     if big / (-(-big // sms) * sms) < MEDIUM_WAVE_EFFICIENCY:
         return "medium"
     return "large"
+
+
+def ws_mode(cfg: GemmConfig) -> int:
+    """The warp-specialized blockwise kernel's MODE for a config: with four column parts, 2
+    (two in flight, ``k_unroll`` 2) or 3; else 1 (paired k-groups, ``k_unroll`` 2) or 0."""
+    if cfg.col_parts == 4:
+        return 2 if cfg.k_unroll == 2 else 3
+    return cfg.k_unroll - 1
 
 
 def split_for(cfg: GemmConfig, tiles: int, k_tiles: int, sms: int) -> int:
@@ -214,10 +226,11 @@ CONFIGS: dict[str, dict[str, GemmConfig]] = {
 
 #: Buckets of a kind that the warp-specialized Gluon kernel (:mod:`.fp8_block_ws`) runs instead
 #: of the Triton kernel, where it applies (sm_90, FP8 K-major operands with 16-byte rows,
-#: ``N % 8 == 0``, one B scale per output tile); other problems keep ``CONFIGS``. Fields read:
+#: ``N % 8 == 0``, one B scale per column part of an output tile); other problems keep
+#: ``CONFIGS``. Fields read:
 #: ``block_m`` (64 rows per consumer warpgroup: 128 is two, 192 three), ``block_n``,
-#: ``num_stages``, ``group_m`` and ``k_unroll`` (2: issue the next k-group's wgmma before scaling
-#: this one's). Swept on an H200 with the GEMM alone on 6 model shapes
+#: ``num_stages``, ``group_m``, ``k_unroll`` (2: issue the next k-group's wgmma before scaling
+#: this one's) and ``col_parts``. Swept on an H200 with the GEMM alone on 6 model shapes
 #: (do_bench medians, TFLOPS): k_unroll 2 with 6 stages 1007-1059; k_unroll 1 with 4-6
 #: stages 807-965 in the same process (958-1074 in another); k_unroll 2 with 4 stages
 #: 800-956; the Triton kernel's large bucket 645-731; torch's blockwise scaled_mm 1027-1224.

@@ -34,6 +34,8 @@ ROWS = 64
 KGROUP = 128
 HALF_M = gl.constexpr(ROWS)
 BLOCK_K = gl.constexpr(KGROUP)
+#: Registers of the producer warp after the partitions' moves (it only issues TMA loads).
+PRODUCER_REGS = gl.constexpr(40)
 
 
 @gluon.jit
@@ -50,21 +52,9 @@ def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: gl.constexpr):
 
 @gluon.jit
 def _producer(
-    a_desc,
-    b_desc,
-    a_bufs,
-    b_bufs,
-    ready,
-    empty,
-    M,
-    N,
-    K,
-    BLOCK_N: gl.constexpr,
-    GROUP_M: gl.constexpr,
-    STAGES: gl.constexpr,
-    NUM_SMS: gl.constexpr,
-    CONSUMERS: gl.constexpr,
-):
+    a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, BLOCK_N: gl.constexpr,
+    GROUP_M: gl.constexpr, STAGES: gl.constexpr, NUM_SMS: gl.constexpr, CONSUMERS: gl.constexpr,
+):  # fmt: skip
     """TMA loads of every (tile, k-group) this CTA owns, in the consumers' order."""
     num_pid_m = gl.cdiv(M, CONSUMERS * HALF_M)
     num_pid_n = gl.cdiv(N, BLOCK_N)
@@ -93,20 +83,9 @@ def _producer(
 
 @gluon.jit
 def _scales(
-    sa_rows,
-    m_ok,
-    sb_ptr,
-    off_n,
-    N,
-    kt,
-    k_tiles,
-    stride_sak,
-    stride_sbn,
-    stride_sbk,
-    SB_GROUP_N: gl.constexpr,
-    BLOCK_N: gl.constexpr,
-    layout: gl.constexpr,
-):
+    sa_rows, m_ok, sb_ptr, off_n, N, kt, k_tiles, stride_sak, stride_sbn, stride_sbk,
+    SB_GROUP_N: gl.constexpr, BLOCK_N: gl.constexpr, layout: gl.constexpr,
+):  # fmt: skip
     """k-group ``kt``'s A scales (one per row) and B scale(s) (one per tile, or one per column,
     whose addresses are recomputed here rather than held in 64 registers); zeros for the
     padding group past the last one."""
@@ -169,50 +148,38 @@ def _scaled(p, sa, sb, SB_SCALAR: gl.constexpr):
 
 
 @gluon.jit
+def _tile_rows(tile, M, N, sa_ptr, stride_sam, WG: gl.constexpr, CONSUMERS: gl.constexpr,
+               BLOCK_N: gl.constexpr, GROUP_M: gl.constexpr, layout: gl.constexpr):  # fmt: skip
+    """This warpgroup's rows of output tile ``tile``: (first row, first column, rows inside
+    M, the rows' A scale pointers)."""
+    num_pid_m = gl.cdiv(M, CONSUMERS * HALF_M)
+    pid_m, pid_n = _tile_coords(tile, num_pid_m, gl.cdiv(N, BLOCK_N), GROUP_M)
+    off_m = pid_m * CONSUMERS * HALF_M + WG * HALF_M
+    offs_m = off_m + gl.arange(0, HALF_M, layout=gl.SliceLayout(1, layout))
+    return off_m, pid_n * BLOCK_N, offs_m < M, sa_ptr + offs_m * stride_sam
+
+
+@gluon.jit
 def _consumer(
-    a_bufs,
-    b_bufs,
-    ready,
-    empty,
-    c_desc,
-    c_smem,
-    sa_ptr,
-    sb_ptr,
-    M,
-    N,
-    K,
-    stride_sam,
-    stride_sak,
-    stride_sbn,
-    stride_sbk,
-    WG: gl.constexpr,
-    SB_GROUP_N: gl.constexpr,
-    BLOCK_N: gl.constexpr,
-    GROUP_M: gl.constexpr,
-    STAGES: gl.constexpr,
-    NUM_SMS: gl.constexpr,
-    MODE: gl.constexpr,
+    a_bufs, b_bufs, ready, empty, c_desc, c_smem, sa_ptr, sb_ptr, M, N, K, stride_sam, stride_sak,
+    stride_sbn, stride_sbk, WG: gl.constexpr, SB_GROUP_N: gl.constexpr, BLOCK_N: gl.constexpr,
+    GROUP_M: gl.constexpr, STAGES: gl.constexpr, NUM_SMS: gl.constexpr, MODE: gl.constexpr,
     CONSUMERS: gl.constexpr,
-):
+):  # fmt: skip
     """Rows ``[WG * 64, WG * 64 + 64)`` of every tile: scaled wgmma chain, then TMA store."""
     layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 32]
     )
-    rows_l: gl.constexpr = gl.SliceLayout(1, layout)
     SB_SCALAR: gl.constexpr = SB_GROUP_N % BLOCK_N == 0
-    num_pid_m = gl.cdiv(M, CONSUMERS * HALF_M)
-    num_pid_n = gl.cdiv(N, BLOCK_N)
+    tiles = gl.cdiv(M, CONSUMERS * HALF_M) * gl.cdiv(N, BLOCK_N)
     k_tiles = gl.cdiv(K, BLOCK_K)
     zero = gl.zeros([HALF_M, BLOCK_N], gl.float32, layout)
     c_buf = c_smem.index(WG)
     it = 0
-    for tile in range(gl.program_id(0), num_pid_m * num_pid_n, NUM_SMS):
-        pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
-        off_m = pid_m * CONSUMERS * HALF_M + WG * HALF_M
-        off_n = pid_n * BLOCK_N
-        offs_m = off_m + gl.arange(0, HALF_M, layout=rows_l)
-        m_ok = offs_m < M
-        sa_rows = sa_ptr + offs_m * stride_sam
+    for tile in range(gl.program_id(0), tiles, NUM_SMS):
+        off_m, off_n, m_ok, sa_rows = _tile_rows(
+            tile, M, N, sa_ptr, stride_sam, WG, CONSUMERS, BLOCK_N, GROUP_M, layout
+        )
         # MODE 1 takes the k-groups in pairs and issues both wgmmas before it waits for the
         # first, so the first's scaling runs under the second's wgmma (MODE 0: one at a time;
         # the other warpgroup's wgmmas still fill the tensor cores). A partial product carried
@@ -225,35 +192,13 @@ def _consumer(
         if MODE == 1:
             for kt in range(0, k_steps, 2):
                 sa0, sb0 = _scales(
-                    sa_rows,
-                    m_ok,
-                    sb_ptr,
-                    off_n,
-                    N,
-                    kt,
-                    k_tiles,
-                    stride_sak,
-                    stride_sbn,
-                    stride_sbk,
-                    SB_GROUP_N,
-                    BLOCK_N,
-                    layout,
-                )
+                    sa_rows, m_ok, sb_ptr, off_n, N, kt, k_tiles,
+                    stride_sak, stride_sbn, stride_sbk, SB_GROUP_N, BLOCK_N, layout,
+                )  # fmt: skip
                 sa1, sb1 = _scales(
-                    sa_rows,
-                    m_ok,
-                    sb_ptr,
-                    off_n,
-                    N,
-                    kt + 1,
-                    k_tiles,
-                    stride_sak,
-                    stride_sbn,
-                    stride_sbk,
-                    SB_GROUP_N,
-                    BLOCK_N,
-                    layout,
-                )
+                    sa_rows, m_ok, sb_ptr, off_n, N, kt + 1, k_tiles,
+                    stride_sak, stride_sbn, stride_sbk, SB_GROUP_N, BLOCK_N, layout,
+                )  # fmt: skip
                 p0 = _issue(a_bufs, b_bufs, ready, it + kt, zero, WG, STAGES, CONSUMERS)
                 p1 = _issue(a_bufs, b_bufs, ready, it + kt + 1, zero, WG, STAGES, CONSUMERS)
                 acc = _retire(acc, p0, sa0, sb0, empty, it + kt, 1, STAGES, SB_SCALAR)
@@ -261,20 +206,9 @@ def _consumer(
         else:
             for kt in range(0, k_steps):
                 sa0, sb0 = _scales(
-                    sa_rows,
-                    m_ok,
-                    sb_ptr,
-                    off_n,
-                    N,
-                    kt,
-                    k_tiles,
-                    stride_sak,
-                    stride_sbn,
-                    stride_sbk,
-                    SB_GROUP_N,
-                    BLOCK_N,
-                    layout,
-                )
+                    sa_rows, m_ok, sb_ptr, off_n, N, kt, k_tiles,
+                    stride_sak, stride_sbn, stride_sbk, SB_GROUP_N, BLOCK_N, layout,
+                )  # fmt: skip
                 p0 = _issue(a_bufs, b_bufs, ready, it + kt, zero, WG, STAGES, CONSUMERS)
                 acc = _retire(acc, p0, sa0, sb0, empty, it + kt, 0, STAGES, SB_SCALAR)
         it += k_steps
@@ -287,32 +221,110 @@ def _consumer(
 
 
 @gluon.jit
+def _start(a, b, zero, I: gl.constexpr, SUB: gl.constexpr):
+    """Start the wgmma of part ``I`` (columns ``[I * SUB, I * SUB + SUB)`` of the stage's B)."""
+    return warpgroup_mma(
+        a, b.slice(I * SUB, SUB).permute((1, 0)), zero, use_acc=False, is_async=True
+    )
+
+
+@gluon.jit
+def _finish(acc, p, sa, sb_ptr, PENDING: gl.constexpr):
+    """Wait for part ``p`` (``PENDING`` younger ones may stay in flight) and add it to ``acc``
+    scaled by ``sa`` (one value per row) and the B scale at ``sb_ptr`` (read here, after the
+    wait: a scale product computed early is kept in registers the accumulators need)."""
+    p = warpgroup_mma_wait(num_outstanding=PENDING, deps=(p,))
+    return acc + p * gl.expand_dims(sa * gl.load(sb_ptr), 1)
+
+
+@gluon.jit
+def _store_part(acc, c_desc, c_buf, off_m, off_n):
+    tma.store_wait(pendings=0)  # the previous store must have read c_buf
+    c_buf.store(acc.to(c_desc.dtype))
+    fence_async_shared()
+    tma.async_copy_shared_to_global(c_desc, [off_m, off_n], c_buf)
+
+
+@gluon.jit
+def _consumer_parts(
+    a_bufs, b_bufs, ready, empty, c_desc, c_smem, sa_ptr, sb_ptr, M, N, K,
+    stride_sam, stride_sak, stride_sbn, stride_sbk, WG: gl.constexpr, SB_GROUP_N: gl.constexpr,
+    BLOCK_N: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr, NUM_SMS: gl.constexpr,
+    CONSUMERS: gl.constexpr, MODE: gl.constexpr,
+):  # fmt: skip
+    """MODE 2 and 3: :func:`_consumer` on tiles four times as wide as a wgmma, each k-group
+    taken as four column quarters (MODE 2: two quarters' partial products in flight, one's
+    scaling under the next's wgmma; MODE 3: one at a time), each scaled into its quarter's
+    accumulator: the registers of MODE 1's two partial products. A stage's B tile is wider, so
+    the loads move fewer bytes per product than narrow tiles'. The B scales of the tile's two
+    column halves are one value each (``SB_GROUP_N`` a multiple of ``BLOCK_N / 2``)."""
+    SUB: gl.constexpr = BLOCK_N // 4
+    layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, SUB, 32]
+    )
+    tiles = gl.cdiv(M, CONSUMERS * HALF_M) * gl.cdiv(N, BLOCK_N)
+    k_tiles = gl.cdiv(K, BLOCK_K)
+    zero = gl.zeros([HALF_M, SUB], gl.float32, layout)
+    c_buf = c_smem.index(WG)
+    it = 0
+    for tile in range(gl.program_id(0), tiles, NUM_SMS):
+        off_m, off_n, m_ok, sa_rows = _tile_rows(
+            tile, M, N, sa_ptr, stride_sam, WG, CONSUMERS, BLOCK_N, GROUP_M, layout
+        )
+        # The B scale rows of the tile's two column halves (a half past N reads the last one;
+        # its columns are not stored).
+        last = (N - 1) // SB_GROUP_N
+        sb_lo = sb_ptr + (off_n // SB_GROUP_N) * stride_sbn
+        sb_hi = sb_ptr + gl.minimum((off_n + 2 * SUB) // SB_GROUP_N, last) * stride_sbn
+        k_steps = (k_tiles + 1) // 2 * 2  # the producer's count (a padding group scales by 0)
+        acc0 = zero
+        acc1 = zero
+        acc2 = zero
+        acc3 = zero
+        for kt in range(0, k_steps):
+            sa = gl.load(sa_rows + kt * stride_sak, mask=m_ok & (kt < k_tiles), other=0.0)
+            s = (it + kt) % STAGES
+            mbarrier.wait(ready.index(s), ((it + kt) // STAGES) & 1)
+            a = a_bufs.index(CONSUMERS * s + WG)
+            b = b_bufs.index(s)
+            k_b = gl.minimum(kt, k_tiles - 1) * stride_sbk  # the padding group: a real scale, sa 0
+            lo_k = sb_lo + k_b
+            hi_k = sb_hi + k_b
+            if MODE == 2:
+                p0 = _start(a, b, zero, 0, SUB)
+                p1 = _start(a, b, zero, 1, SUB)
+                acc0 = _finish(acc0, p0, sa, lo_k, 1)
+                p2 = _start(a, b, zero, 2, SUB)
+                acc1 = _finish(acc1, p1, sa, lo_k, 1)
+                p3 = _start(a, b, zero, 3, SUB)
+                acc2 = _finish(acc2, p2, sa, hi_k, 1)
+                acc3 = _finish(acc3, p3, sa, hi_k, 0)
+            else:
+                acc0 = _finish(acc0, _start(a, b, zero, 0, SUB), sa, lo_k, 0)
+                acc1 = _finish(acc1, _start(a, b, zero, 1, SUB), sa, lo_k, 0)
+                acc2 = _finish(acc2, _start(a, b, zero, 2, SUB), sa, hi_k, 0)
+                acc3 = _finish(acc3, _start(a, b, zero, 3, SUB), sa, hi_k, 0)
+            mbarrier.arrive(empty.index(s), count=1)  # every part's wgmma has read the stage
+        it += k_steps
+        _store_part(acc0, c_desc, c_buf, off_m, off_n)
+        _store_part(acc1, c_desc, c_buf, off_m, off_n + SUB)
+        _store_part(acc2, c_desc, c_buf, off_m, off_n + 2 * SUB)
+        _store_part(acc3, c_desc, c_buf, off_m, off_n + 3 * SUB)
+    tma.store_wait(pendings=0)
+
+
+@gluon.jit
 def _fp8_block_ws_kernel(
-    a_desc,
-    b_desc,
-    c_desc,
-    sa_ptr,
-    sb_ptr,
-    M,
-    N,
-    K,
-    stride_sam,
-    stride_sak,
-    stride_sbn,
-    stride_sbk,
-    SB_GROUP_N: gl.constexpr,
-    BLOCK_N: gl.constexpr,
-    GROUP_M: gl.constexpr,
-    STAGES: gl.constexpr,
-    NUM_SMS: gl.constexpr,
-    CONSUMER_REGS: gl.constexpr,
-    MODE: gl.constexpr,
+    a_desc, b_desc, c_desc, sa_ptr, sb_ptr, M, N, K, stride_sam, stride_sak, stride_sbn,
+    stride_sbk, SB_GROUP_N: gl.constexpr, BLOCK_N: gl.constexpr, GROUP_M: gl.constexpr,
+    STAGES: gl.constexpr, NUM_SMS: gl.constexpr, CONSUMER_REGS: gl.constexpr, MODE: gl.constexpr,
     CONSUMERS: gl.constexpr = 2,
-):
+):  # fmt: skip
     rows: gl.constexpr = CONSUMERS * STAGES
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [rows, HALF_M, BLOCK_K], a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES, BLOCK_N, BLOCK_K], b_desc.layout)
-    c_smem = gl.allocate_shared_memory(c_desc.dtype, [CONSUMERS, HALF_M, BLOCK_N], c_desc.layout)
+    C_N: gl.constexpr = c_desc.block_type.shape[1]  # MODE 2 stores halves
+    c_smem = gl.allocate_shared_memory(c_desc.dtype, [CONSUMERS, HALF_M, C_N], c_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(STAGES):
@@ -335,6 +347,19 @@ def _fp8_block_ws_kernel(
                 (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, BLOCK_N,
                               GROUP_M, STAGES, NUM_SMS, CONSUMERS)),
             ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, 40])  # fmt: skip
+    elif MODE >= 2:  # 2: quarters two in flight, 3: one at a time
+        gl.warp_specialize([
+                (_consumer_parts, (a_bufs, b_bufs, ready, empty, c_desc, c_smem, sa_ptr, sb_ptr, M,
+                                    N, K, stride_sam, stride_sak, stride_sbn, stride_sbk, 0,
+                                    SB_GROUP_N, BLOCK_N, GROUP_M, STAGES, NUM_SMS, CONSUMERS,
+                                    MODE)),
+                (_consumer_parts, (a_bufs, b_bufs, ready, empty, c_desc, c_smem, sa_ptr, sb_ptr, M,
+                                    N, K, stride_sam, stride_sak, stride_sbn, stride_sbk, 1,
+                                    SB_GROUP_N, BLOCK_N, GROUP_M, STAGES, NUM_SMS, CONSUMERS,
+                                    MODE)),
+                (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, BLOCK_N,
+                              GROUP_M, STAGES, NUM_SMS, CONSUMERS)),
+            ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])  # fmt: skip
     else:
         gl.warp_specialize([
                 (_consumer, (a_bufs, b_bufs, ready, empty, c_desc, c_smem, sa_ptr, sb_ptr, M, N, K,
@@ -345,4 +370,4 @@ def _fp8_block_ws_kernel(
                               BLOCK_N, GROUP_M, STAGES, NUM_SMS, MODE, CONSUMERS)),
                 (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, BLOCK_N,
                               GROUP_M, STAGES, NUM_SMS, CONSUMERS)),
-            ], [4, 1], [CONSUMER_REGS, 40])  # fmt: skip
+            ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])  # fmt: skip

@@ -59,8 +59,20 @@ def _constexprs(
     )
 
 
+def _parts(mode: int) -> int:
+    """Column parts a consumer takes a k-group in (modes 2 and 3: quarters)."""
+    return 4 if mode >= 2 else 1
+
+
+def _store_n(block_n: int, mode: int) -> int:
+    """Columns of one TMA store: one part's."""
+    return block_n // _parts(mode)
+
+
 @functools.cache
-def _layouts(block_n: int, a_dtype: torch.dtype, b_dtype: torch.dtype, out_dtype: torch.dtype):
+def _layouts(
+    block_n: int, a_dtype: torch.dtype, b_dtype: torch.dtype, out_dtype: torch.dtype, c_n: int
+):
     gl_of = {
         torch.float8_e4m3fn: gl.float8e4nv,
         torch.float8_e5m2: gl.float8e5,
@@ -70,7 +82,7 @@ def _layouts(block_n: int, a_dtype: torch.dtype, b_dtype: torch.dtype, out_dtype
     return (
         gl.NVMMASharedLayout.get_default_for([ROWS, KGROUP], gl_of[a_dtype]),
         gl.NVMMASharedLayout.get_default_for([block_n, KGROUP], gl_of[b_dtype]),
-        gl.NVMMASharedLayout.get_default_for([ROWS, block_n], gl_of[out_dtype]),
+        gl.NVMMASharedLayout.get_default_for([ROWS, c_n], gl_of[out_dtype]),
     )
 
 
@@ -99,6 +111,20 @@ def supported(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype) -> bool:
     return a.dtype in fp8 and b.dtype in fp8 and _rows_ok(a) and _rows_ok(b) and b.shape[0] % 8 == 0
 
 
+def check_mode(mode: int, block_n: int, b_scale_group_n: int, consumers: int) -> None:
+    """Raise ValueError for a launch configuration the kernel does not take."""
+    if mode not in (0, 1, 2, 3):
+        raise ValueError(f"mode must be 0, 1, 2 or 3, not {mode}")
+    part, half = block_n // _parts(mode), block_n // 2
+    if mode >= 2 and (consumers != 2 or part % 16 or b_scale_group_n % half):
+        raise ValueError(
+            f"mode {mode} takes two consumers, block_n / {_parts(mode)} a multiple of 16 and "
+            f"b_scale_group_n a multiple of block_n / 2 (one B scale per half); got "
+            f"consumers={consumers}, block_n={block_n}, b_scale_group_n={b_scale_group_n}: "
+            "use mode 1 for this launch"
+        )
+
+
 def matmul_fp8_block_ws(
     a: torch.Tensor,
     b: torch.Tensor,
@@ -120,16 +146,20 @@ def matmul_fp8_block_ws(
     The caller checks :func:`supported` first. ``block_n`` (a multiple of 8, at most 256),
     ``stages``, ``group_m``, ``mode`` and ``consumers`` (warpgroups of 64 output rows: 2 or 3)
     are the launch configuration; shared memory is ``stages * (64 * consumers + block_n) * 128 +
-    consumers * 64 * block_n * 2`` bytes.
+    consumers * 64 * block_n * 2`` bytes (over 4 with ``mode`` 2 and 3, which take a k-group as
+    four column quarters, two or one at a time, and need ``b_scale_group_n`` a multiple of
+    ``block_n / 2`` and two consumers).
     """
     M, K = a.shape
     N = b.shape[0]
+    check_mode(mode, block_n, b_scale_group_n, consumers)
     regs = consumer_regs or CONSUMER_REGS[consumers]
     c = torch.empty((M, N), dtype=out_dtype, device=a.device)
-    la, lb, lc = _layouts(block_n, a.dtype, b.dtype, out_dtype)
+    c_n = _store_n(block_n, mode)
+    la, lb, lc = _layouts(block_n, a.dtype, b.dtype, out_dtype, c_n)
     a_desc = TensorDescriptor.from_tensor(a, [ROWS, KGROUP], la)
     b_desc = TensorDescriptor.from_tensor(b, [block_n, KGROUP], lb)
-    c_desc = TensorDescriptor.from_tensor(c, [ROWS, block_n], lc)
+    c_desc = TensorDescriptor.from_tensor(c, [ROWS, c_n], lc)
     sms = num_sms or torch.cuda.get_device_properties(a.device).multi_processor_count
     tiles = triton.cdiv(M, consumers * ROWS) * triton.cdiv(N, block_n)
     _fp8_block_ws_kernel[(min(sms, tiles),)](
@@ -165,7 +195,10 @@ def compile_offline(
     """The kernel compiled for ``sm_<arch>`` without a GPU (Triton's front end and the ptxas it
     ships), as :func:`matmul_fp8_block_ws` would launch it on E4M3 operands; read its cost with
     :func:`kernel_ratchet.kernels.offline.resources`."""
-    la, lb, lc = _layouts(block_n, torch.float8_e4m3fn, torch.float8_e4m3fn, torch.bfloat16)
+    check_mode(mode, block_n, b_scale_group_n, consumers)
+    c_n = _store_n(block_n, mode)
+    e4m3 = torch.float8_e4m3fn
+    la, lb, lc = _layouts(block_n, e4m3, e4m3, torch.bfloat16, c_n)
     fn = _fp8_block_ws_kernel
     consts = _constexprs(
         b_scale_group_n, block_n, group_m, stages, 132, consumer_regs or CONSUMER_REGS[consumers],
@@ -174,7 +207,7 @@ def compile_offline(
     sig = {
         "a_desc": f"tensordesc<fp8e4nv[{ROWS}, {KGROUP}],{la!r}>",
         "b_desc": f"tensordesc<fp8e4nv[{block_n}, {KGROUP}],{lb!r}>",
-        "c_desc": f"tensordesc<bf16[{ROWS}, {block_n}],{lc!r}>",
+        "c_desc": f"tensordesc<bf16[{ROWS}, {c_n}],{lc!r}>",
         "sa_ptr": "*fp32",
         "sb_ptr": "*fp32",
     }

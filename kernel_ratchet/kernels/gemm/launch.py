@@ -27,6 +27,7 @@ from kernel_ratchet.kernels.gemm.configs import (
     bucket_for,
     config_for,
     split_for,
+    ws_mode,
 )
 from kernel_ratchet.kernels.gemm.kernel import SCALE_BLOCK, SCALE_NONE, SCALE_ROW, _gemm_kernel
 from kernel_ratchet.kernels.gemm.operands import operand_sizes, row_major, rows
@@ -164,7 +165,7 @@ def matmul(
             block_n=ws.block_n,
             stages=ws.num_stages,
             group_m=ws.group_m,
-            mode=ws.k_unroll - 1,
+            mode=ws_mode(ws),
             num_sms=num_sms,
             consumers=ws.block_m // fp8_block_ws.ROWS,
         )
@@ -248,7 +249,7 @@ def _plan(
     ws_ok = a_ok and b_ok and a_kmajor and b_kmajor and N % 8 == 0
     if explicit is None and ws_group and ws_ok and not interp and out_dtype in _WS_OUT:
         ws = WS_CONFIGS.get(kind, {}).get(bucket_for(M, N, K, num_sms))
-        if ws is not None and ws_group % ws.block_n == 0:
+        if ws is not None and ws_group % (ws.block_n // min(ws.col_parts, 2)) == 0:  # per half
             return _Plan(False, False, True, 1, (0,), {}, ws)
     cfg = explicit or config_for(kind, M, N, K, num_sms)
     if scale_mode == SCALE_BLOCK and cfg.block_k != 128:
