@@ -36,8 +36,9 @@ class GemmConfig:
         k_unroll: blockwise only: 128-wide k-groups per loop iteration (1 or 2); 2 issues two
             wgmmas before the scaled accumulation waits on them.
         col_parts: blockwise warp-specialized kernel only: 4 takes each k-group as four column
-            quarters of ``block_n`` (two in flight with ``k_unroll`` 2, else one), so a tile
-            four times as wide as a partial product fits the registers; 1 does not.
+            quarters of ``block_n`` (two in flight with ``k_unroll`` 2, else one), so a
+            256-column tile fits the registers of a 128-column one; 1 (every shipped bucket)
+            takes it whole.
         warp_specialize: Triton's warp specialization of the k-loop (``tl.range(...,
             warp_specialize=True)``: load and MMA partitions). Measured on an H200 with
             ``tune --only probes`` (one ``do_bench`` median per config and shape): ±5-10% on the
