@@ -313,3 +313,18 @@ def test_the_ws_mode_of_a_config_follows_its_column_parts_then_its_k_unroll():
 
     assert [ws_mode(GemmConfig(k_unroll=u)) for u in (1, 2)] == [0, 1]
     assert [ws_mode(GemmConfig(k_unroll=u, col_parts=4)) for u in (2, 1)] == [2, 3]
+
+
+def test_the_vendor_comparison_says_how_each_ws_config_compares_with_the_shipped_plan():
+    import math
+
+    from kernel_ratchet.kernels.gemm.blockwise_vs_vendor import against_ours
+
+    # per shape: ours, vendor, then two ws columns (TFLOP/s)
+    rows = [(1000, 1100, 900, 1200), (800, 1100, 1000, 800), (1000, 1100, 1100, 1000)]
+    logs = [[math.log(x) for x in r] for r in rows]
+    first, second = against_ours(["mode=2", "mode=3"], logs)
+    geo = (0.9 * 1.25 * 1.1) ** (1 / 3)
+    assert f"ws mode=2: {geo:.3f}x the shipped plan" in first
+    assert "0.90-1.25 per shape, faster on 2 of 3" in first
+    assert "ws mode=3: " in second and "faster on 1 of 3" in second

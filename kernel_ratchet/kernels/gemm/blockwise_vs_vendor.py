@@ -11,7 +11,8 @@ ours then the vendor's then ours again (the two medians of ours averaged), after
 ours against the vendor's output (SNR, dB). Quantization is not timed; the Linear step with
 quantization is :mod:`.bench`'s. Prints a markdown table, geomeans last. Each ``--ws`` adds a
 column: the warp-specialized kernel (:mod:`.fp8_block_ws`) launched directly with that
-configuration (how its ``WS_CONFIGS`` entries are chosen).
+configuration (how its ``WS_CONFIGS`` entries are chosen), and a line under the table with its
+speed over the shipped plan's.
 """
 
 from __future__ import annotations
@@ -122,6 +123,22 @@ def main() -> None:
     g = [math.exp(sum(col) / len(col)) for col in zip(*logs, strict=True)]
     cells = "".join(f" {x:.0f} |" for x in g[2:])
     print(f"| geomean | | | | {g[0]:.0f} | {g[1]:.0f} | {g[0] / g[1]:.3f} | |{cells}")
+    for line in against_ours(args.ws, logs):
+        print(line)
+
+
+def against_ours(specs: list[str], logs: list[list[float]]) -> list[str]:
+    """One line per ``--ws`` column: its TFLOP/s over the shipped plan's (the first column of
+    ``logs``, natural logs of TFLOP/s per shape), geomean, range and shapes faster."""
+    out = []
+    for i, spec in enumerate(specs):
+        ratios = [math.exp(row[2 + i] - row[0]) for row in logs]
+        geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+        out.append(
+            f"\nws {spec}: {geo:.3f}x the shipped plan (geomean), {min(ratios):.2f}-"
+            f"{max(ratios):.2f} per shape, faster on {sum(r > 1 for r in ratios)} of {len(ratios)}"
+        )
+    return out
 
 
 if __name__ == "__main__":
