@@ -37,6 +37,18 @@ NCU_METRICS = (
     "launch__registers_per_thread",
     "sm__warps_active.avg.pct_of_peak_sustained_active",
 )
+#: What bounds a kernel that neither throughput reaches: the L2's throughput (% of peak), the
+#: cycles between two issued instructions of a warp, and the part of them spent stalled for
+#: each of the reasons that dominate tensor-core kernels (a warpgroup barrier, a global load,
+#: a fixed-latency wait, a busy math pipe). Asked for in the same pass; a Nsight Compute that
+#: does not know one of them is asked again for :data:`NCU_METRICS` alone.
+NCU_ISSUE = "smsp__average_warps_active_per_issue_active.ratio"
+NCU_STALLS = ("barrier", "long_scoreboard", "wait", "math_pipe_throttle")
+NCU_DETAIL = (
+    "lts__throughput.avg.pct_of_peak_sustained_elapsed",
+    NCU_ISSUE,
+    *(f"smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio" for r in NCU_STALLS),
+)
 
 
 def pick_shape(c: CampaignContext, analysis: dict[str, Any]) -> dict[str, Any]:
@@ -106,10 +118,21 @@ def profile_incumbent(c: CampaignContext, n: int, analysis: dict[str, Any]) -> d
 
 def ncu_metrics(cmd: list[str], root: Path, out: Path) -> dict[str, Any]:
     """Nsight Compute over one call of each phase (the target brackets them with
-    cudaProfilerStart/Stop), or why there is none."""
+    cudaProfilerStart/Stop), or why there is none: :data:`NCU_METRICS` and
+    :data:`NCU_DETAIL` in one pass, else :data:`NCU_METRICS` alone (the detail's failure said)."""
     ncu = shutil.which("ncu")
     if ncu is None:
         return {"error": "ncu is not on the PATH"}
+    detail = _ncu_pass(ncu, cmd, root, out / "ncu.log", (*NCU_METRICS, *NCU_DETAIL))
+    if "kernels" in detail:
+        return detail
+    plain = _ncu_pass(ncu, cmd, root, out / "ncu_plain.log", NCU_METRICS)
+    return {**plain, "detail_error": detail["error"]} if "kernels" in plain else detail
+
+
+def _ncu_pass(
+    ncu: str, cmd: list[str], root: Path, log: Path, metrics: tuple[str, ...]
+) -> dict[str, Any]:
     full = [
         ncu,
         "--csv",
@@ -122,27 +145,28 @@ def ncu_metrics(cmd: list[str], root: Path, out: Path) -> dict[str, Any]:
         "--launch-count",
         str(NCU_LAUNCHES),
         "--metrics",
-        ",".join(NCU_METRICS),
+        ",".join(metrics),
         *cmd,
         "--ncu-target",
     ]
-    log = out / "ncu.log"
     step = run_step("ncu", shlex.join(full), cwd=root, log_path=log, timeout_s=NCU_TIMEOUT_S)
     text = log.read_text(errors="replace") if log.exists() else ""
-    kernels = parse_ncu_csv(text)
+    kernels = parse_ncu_csv(text, metrics)
     if not step.ok or not kernels:
         tail = " ".join(text.strip().splitlines()[-3:])[-300:]
         return {"error": f"ncu gave no metrics ({step.reason}): {tail}"}
     return {
-        "method": f"Nsight Compute, --clock-control none, one call per phase: "
-        f"{', '.join(NCU_METRICS)}",
+        "method": f"Nsight Compute, --clock-control none, one call per phase: {', '.join(metrics)}",
         "kernels": kernels,
     }
 
 
-def parse_ncu_csv(text: str) -> list[dict[str, Any]]:
+def parse_ncu_csv(
+    text: str, metrics: tuple[str, ...] = (*NCU_METRICS, *NCU_DETAIL)
+) -> list[dict[str, Any]]:
     """Kernels of an ``ncu --csv --page raw`` report: one row per launch (a units row follows
-    the header), one column per metric. Per kernel name: launches, and each metric's mean."""
+    the header), one column per metric. Per kernel name: launches, and the mean of each of
+    ``metrics`` the report has."""
     lines = text.splitlines()
     start = next((i for i, ln in enumerate(lines) if ln.startswith('"ID"')), None)
     if start is None:
@@ -155,7 +179,7 @@ def parse_ncu_csv(text: str) -> list[dict[str, Any]]:
             continue  # the units row
         k = by.setdefault(name, {"name": name[:120], "launches": 0, "metrics": {}})
         k["launches"] += 1
-        for m in NCU_METRICS:
+        for m in metrics:
             try:
                 v = float((row.get(m) or "").replace(",", ""))
             except ValueError:
@@ -204,5 +228,29 @@ def render_md(prof: dict[str, Any]) -> list[str]:
         for k in ncu["kernels"]:
             vals = " | ".join(f"{k['metrics'].get(m, float('nan')):.4g}" for m in NCU_METRICS)
             lines.append(f"| `{k['name']}` | {k['launches']} | {vals} |")
-        lines.append("")
+        lines += ["", *_stall_md(ncu)]
     return lines
+
+
+def _stall_md(ncu: dict[str, Any]) -> list[str]:
+    """Where each kernel's warps wait (:data:`NCU_DETAIL`), or why that is not known."""
+    if "detail_error" in ncu:
+        return [f"Stalls: not measured ({ncu['detail_error']})", ""]
+    rows = [k for k in ncu["kernels"] if k["metrics"].get(NCU_ISSUE)]
+    if not rows:
+        return []
+    lines = [
+        "Where warps wait: each stall reason's share of the cycles between two issued "
+        "instructions of a warp.",
+        "",
+        "| Kernel | L2 % of peak | cycles per issue | " + " | ".join(NCU_STALLS) + " |",
+        "|---|---|---|" + "---|" * len(NCU_STALLS),
+    ]
+    for k in rows:
+        m = k["metrics"]
+        per = m[NCU_ISSUE]
+        shares = (m.get(s, float("nan")) / per for s in NCU_DETAIL[2:])
+        cells = " | ".join(f"{x:.0%}" for x in shares)
+        l2 = m.get(NCU_DETAIL[0], float("nan"))
+        lines.append(f"| `{k['name']}` | {l2:.4g} | {per:.3g} | {cells} |")
+    return [*lines, ""]

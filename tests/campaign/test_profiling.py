@@ -12,7 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from kernel_ratchet.campaign.profiling import NCU_METRICS, parse_ncu_csv, render_md
+from kernel_ratchet.campaign.profiling import (
+    NCU_DETAIL,
+    NCU_METRICS,
+    ncu_metrics,
+    parse_ncu_csv,
+    render_md,
+)
 from kernel_ratchet.harness.breakdown import TOP, device_rows, kernel_table
 
 TINY = Path(__file__).resolve().parents[2] / "examples" / "tiny_gemm"
@@ -110,6 +116,61 @@ def test_ncu_csv_is_read_per_kernel_skipping_log_and_units_rows():
     assert gemm["metrics"]["launch__registers_per_thread"] == 168
     assert kernels[1]["metrics"][NCU_METRICS[0]] == 5120
     assert parse_ncu_csv("==ERROR== ERR_NVGPUCTRPERM - no permission") == []
+
+
+#: The same report with the detail metrics: L2 %, cycles per issue, then the four stalls.
+NCU_DETAIL_CSV = "\n".join(
+    [
+        '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream",'
+        + ",".join(f'"{m}"' for m in (*NCU_METRICS, *NCU_DETAIL)),
+        '"","","","","","","",' + '"nsecond","%","%","register/thread","%"' + ',"%"' + ',""' * 5,
+        '"0","1","p","h","_ws_kernel","1","7","545,000","66.8","23.3","168","12",'
+        '"76.4","7.69","2.85","0.4","1.2","0.3"',
+    ]
+)
+
+
+def test_ncu_detail_says_where_a_kernels_warps_wait():
+    (k,) = parse_ncu_csv(NCU_DETAIL_CSV)
+    assert k["metrics"][NCU_DETAIL[0]] == pytest.approx(76.4)
+    prof = {"key": {}, "method": "M", "phases": {}, "ncu": {"method": "N", "kernels": [k]}}
+    md = "\n".join(render_md(prof))
+    assert "| Kernel | L2 % of peak | cycles per issue | barrier | long_scoreboard |" in md
+    assert "| `_ws_kernel` | 76.4 | 7.69 | 37% | 5% | 16% | 4% |" in md
+
+
+def _fake_ncu(tmp_path: Path, monkeypatch, knows_detail: bool) -> Path:
+    """An ``ncu`` on the PATH that prints a report, or refuses the detail metrics."""
+    report = tmp_path / "report.csv"
+    report.write_text(NCU_DETAIL_CSV if knows_detail else NCU_CSV)
+    refuse = (
+        ""
+        if knows_detail
+        else 'case "$*" in *lts__*) echo "==ERROR== Failed to find metric lts__x"; exit 1;; esac\n'
+    )
+    ncu = tmp_path / "bin" / "ncu"
+    ncu.parent.mkdir()
+    ncu.write_text(f"#!/bin/sh\n{refuse}cat {report}\n")
+    ncu.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{ncu.parent}{os.pathsep}{os.environ['PATH']}")
+    return tmp_path / "out"
+
+
+@pytest.mark.parametrize("knows_detail", [True, False], ids=["detail", "plain-fallback"])
+def test_an_ncu_that_lacks_a_detail_metric_still_gives_the_plain_ones(
+    tmp_path, monkeypatch, knows_detail
+):
+    out = _fake_ncu(tmp_path, monkeypatch, knows_detail)
+    out.mkdir()
+    ncu = ncu_metrics(["python", "-c", "pass"], tmp_path, out)
+    assert [k["name"] for k in ncu["kernels"]][0] in ("_ws_kernel", "_gemm_kernel")
+    if knows_detail:
+        assert "detail_error" not in ncu and NCU_DETAIL[0] in ncu["method"]
+    else:
+        assert "Failed to find metric" in ncu["detail_error"]
+        assert NCU_DETAIL[0] not in ncu["method"]
+        md = "\n".join(render_md({"key": {}, "method": "M", "phases": {}, "ncu": ncu}))
+        assert "Stalls: not measured (ncu gave no metrics" in md
 
 
 def test_markdown_names_the_shape_the_method_and_a_failure():
