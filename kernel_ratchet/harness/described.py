@@ -33,7 +33,7 @@ import torch
 from kernel_ratchet.errors import ProfileError
 from kernel_ratchet.harness.adapter import DESCRIBED_PREFIX, Adapter, Shape
 from kernel_ratchet.harness.described_spec import symbols_of
-from kernel_ratchet.harness.description import IO, Description
+from kernel_ratchet.harness.description import IO, Description, reference_call_problem
 from kernel_ratchet.harness.index_outputs import gathered
 from kernel_ratchet.harness.input_values import Marks, draw
 from kernel_ratchet.harness.shape_values import resolved
@@ -253,7 +253,12 @@ class DescribedAdapter(Adapter):
             if up != "input" and t.is_floating_point():
                 t = t.to(torch_dtype(up))
             leaves[name] = t.clone().requires_grad_(name in self.desc.gradients)
-        outs = _as_tuple(self.ref(*leaves.values(), **self._consts[case][2]), self.desc.outputs)
+        try:
+            res = self.ref(*leaves.values(), **self._consts[case][2])
+        except TypeError as exc:  # say so where the call itself does not fit the reference
+            problem = reference_call_problem(self.ref, self.desc)
+            raise (TypeError(problem) if problem else exc) from exc
+        outs = _as_tuple(res, self.desc.outputs)
         got = dict(zip(self.desc.outputs, (o.detach() for o in outs), strict=True))
         if self.has_backward:
             diff, douts = _differentiable(outs, self._grad_outs(case, outs))

@@ -9,6 +9,7 @@ check`` and the worker cannot disagree.
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -281,3 +282,22 @@ def _roles(value: Any, inputs: set[str]) -> dict[str, str]:
                 f"roles.{name}: name an input ({sorted(inputs)}) with a role of {', '.join(ROLES)}"
             )
     return roles
+
+
+def reference_call_problem(ref: Any, d: Description) -> str | None:
+    """Why ``reference(*inputs, **reference_kwargs)`` does not fit the reference's signature,
+    with where its constants go; None when it fits or the signature cannot be read."""
+    try:
+        sig = inspect.signature(ref)
+    except (TypeError, ValueError):
+        return None
+    try:
+        sig.bind(*d.inputs, **dict.fromkeys(d.reference_kwargs))
+    except TypeError as exc:
+        given = ", ".join([*d.inputs, *(f"{k}=..." for k in d.reference_kwargs)])
+        return (
+            f"the reference {d.reference} cannot be called as reference({given}): {exc}. The "
+            "op's args and kwargs go to its function only: give the reference its constants "
+            "with reference_kwargs in ratchet.yaml (ratchet new-op: --reference-kwarg NAME=VALUE)"
+        )
+    return None

@@ -3,6 +3,7 @@ overwritten) and a focused test that passes on the scaffolded op."""
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
@@ -10,6 +11,7 @@ import yaml
 
 from kernel_ratchet import cli
 from kernel_ratchet.errors import ProfileError
+from kernel_ratchet.harness.adapter import DESCRIBED_PREFIX, Shape, load_adapter
 from kernel_ratchet.profile.focused import run as focused
 from kernel_ratchet.profile.loader import load_profile
 from kernel_ratchet.profile.scaffold import parse_value
@@ -306,3 +308,37 @@ def test_a_function_that_does_not_import_is_said_once(proj):
     failed = [i.name for i in items if not i.ok and not i.warning]
     assert "first: adapter importable" in failed
     assert not any(i.name.endswith(WHAT) for i in items)  # no 'correct the kernel' row
+
+
+def _described(proj, monkeypatch, capsys, *flags: str) -> dict:
+    """The description ``new-op`` wrote for ``flags`` (op ``scaled``)."""
+    code, out = ratchet(monkeypatch, capsys, *flags, "--no-test-file")
+    assert code == 0, out
+    spec = load_profile(proj / "ratchet.yaml").op("scaled").adapter
+    return json.loads(spec.removeprefix(DESCRIBED_PREFIX))
+
+
+@pytest.mark.parametrize(("second", "output"), [("w", "y"), ("y", "out")])
+def test_the_default_output_is_not_named_after_an_input(proj, monkeypatch, capsys, second, output):
+    """An output named after an input would share its gradient's name (dy)."""
+    flags = [f if f != "w=[N] float32" else f"{second}=[N] float32" for f in FLAGS]
+    assert _described(proj, monkeypatch, capsys, *flags)["outputs"] == [output]
+
+
+@pytest.mark.parametrize("kwarg", [False, True], ids=["args-only", "reference-kwarg"])
+def test_a_reference_the_described_call_does_not_fit_is_refused_with_where_constants_go(
+    proj, monkeypatch, capsys, kwarg
+):
+    """The op's args go to its function only; a reference that needs one is named, with the
+    key that gives it its constants."""
+    flags = [*FLAGS[:3], "mynorm:scale_eps", "--reference", "mynorm:scale_eps", *FLAGS[6:]]
+    flags += ["--arg", "2.0", *(["--reference-kwarg", "k=2.0"] if kwarg else [])]
+    spec = DESCRIBED_PREFIX + json.dumps(_described(proj, monkeypatch, capsys, *flags))
+    adapter = load_adapter(spec)
+    case = adapter.make_case(Shape(label="s", M=4, N=8, dtype="float32"), 0, "cpu")
+    if kwarg:
+        assert set(adapter.reference(case)) == {"y", "dx"}
+    else:
+        fits = r"reference\(x, w\): missing a required argument: 'k'.*reference_kwargs"
+        with pytest.raises(TypeError, match=fits):
+            adapter.reference(case)
