@@ -8,6 +8,9 @@ import typer
 
 from kernel_ratchet.cli.common import app, out
 
+OUTPUTS = typer.Option(
+    [], "--output", help="a returned tensor's name (default y, or out beside an input y)"
+)
 ARGS = typer.Option([], "--arg", help="a constant passed after the tensors")
 KWARGS = typer.Option([], "--kwarg", help="a keyword constant, 'eps=1e-6'")
 REFERENCE_KWARGS = typer.Option(
@@ -25,9 +28,7 @@ def new_op(
     function: str = typer.Option(..., help="the function under test, package.module:callable"),
     reference: str = typer.Option(..., help="its plain-PyTorch reference, module:callable"),
     inputs: list[str] = typer.Option(..., "--input", help="'x=[M, N] bfloat16', in order"),
-    outputs: list[str] = typer.Option(
-        [], "--output", help="a returned tensor's name (default y, or out beside an input y)"
-    ),
+    outputs: list[str] = OUTPUTS,
     gradients: list[str] = typer.Option([], "--gradient", help="an input whose grad is checked"),
     inplace: list[str] = typer.Option([], "--inplace", help="an input the op writes into"),
     args: list[str] = ARGS,
@@ -59,14 +60,12 @@ def new_op(
         write_focused_test,
     )
 
-    named = parse_pairs(inputs, "--input")
     entry = op_entry(
         name=name,
         function=function,
         reference=reference,
-        inputs=named,
-        # an output named after an input would share its gradient's name (dy)
-        outputs=outputs or ["out" if "y" in named else "y"],
+        inputs=parse_pairs(inputs, "--input"),
+        outputs=outputs,
         shapes=[parse_shape(s) for s in shapes],
         kernel_source=kernel_source or [module_file(profile.resolve().parent, function)],
         gradients=gradients,

@@ -150,7 +150,8 @@ def op_entry(
     roles: Mapping[str, str] | None = None,
     measure: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The ``ops.<name>`` mapping; ``kernel_source`` defaults to the function's module file,
+    """The ``ops.<name>`` mapping; ``outputs`` default to ``y`` (``out`` beside an input
+    ``y``), ``kernel_source`` to the function's module file,
     ``work`` (``{bytes: io}`` by default) is the work formula. ``args``, ``kwargs``: constants
     the function takes after its tensors; ``reference_kwargs``: the reference's; ``roles``: a
     training role per input; ``measure``: the quantity the op's campaigns decide on. Each is
@@ -172,7 +173,8 @@ def op_entry(
         "reference_kwargs": dict(reference_kwargs or {}),
     }
     entry.update({k: v for k, v in optional.items() if v})
-    entry["outputs"] = list(outputs)
+    # by default y, or out beside an input y (whose gradient would share the name dy)
+    entry["outputs"] = list(outputs) or ["out" if "y" in inputs else "y"]
     if roles:
         entry["roles"] = dict(roles)
     if measure:
