@@ -216,8 +216,14 @@ def commit_only(root: Path, paths: Sequence[str], message: str) -> str | None:
 
 
 def diff(root: Path, commit: str, paths: Sequence[str]) -> str:
-    """The working tree's diff of ``paths`` against ``commit`` (empty when it cannot be made)."""
-    return git(root, "diff", commit, "--", *paths, check=False)
+    """The working tree's diff of ``paths`` against ``commit`` (empty when it cannot be made),
+    a path git does not track yet included as a new file."""
+    text = git(root, "diff", commit, "--", *paths, check=False)
+    tracked = set(git(root, "ls-files", "--", *paths, check=False).splitlines())
+    for p in paths:
+        if p not in tracked and (root / p).is_file():
+            text += git(root, "diff", "--no-index", "--", "/dev/null", p, check=False)
+    return text
 
 
 def log_message(root: Path, rev: str = "HEAD") -> str:

@@ -232,28 +232,15 @@ def candidate_diff(c: CampaignContext) -> str:
     if is_workspace(c.m):
         return _workspace_diff(c)
     if c.m.git_commit and c.state.incumbent_commit:
-        text = git.diff(c.groot, c.state.incumbent_commit, c.kernel_git)
-        # git's diff leaves out a new kernel file git does not track yet: added from its bytes.
-        new = [
-            rel
-            for rel, g in zip(c.m.kernel_source, c.kernel_git, strict=True)
-            if f" b/{g}\n" not in text and (c.root / rel).exists()
-            and incumbent_bytes(c, rel) is None
-        ]  # fmt: skip
-        return text + _file_diffs(c, new)
+        return git.diff(c.groot, c.state.incumbent_commit, c.kernel_git)
     return ""
 
 
 def _workspace_diff(c: CampaignContext) -> str:
-    """Unified diff of the workspace kernel files against the incumbent's snapshot."""
-    return _file_diffs(c, c.m.kernel_source)
-
-
-def _file_diffs(c: CampaignContext, rels: list[str]) -> str:
-    """Unified diff of kernel files ``rels`` against the incumbent's bytes (a file absent on
-    one side diffs against nothing)."""
+    """Unified diff of the workspace kernel files against the incumbent's snapshot (a file
+    absent on one side diffs against nothing)."""
     chunks = []
-    for rel in rels:
+    for rel in c.m.kernel_source:
         old = incumbent_bytes(c, rel)
         path = c.root / rel
         new = path.read_bytes() if path.exists() else None
