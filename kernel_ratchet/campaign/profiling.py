@@ -42,13 +42,13 @@ NCU_METRICS = (
 #: each of the reasons that dominate tensor-core kernels (a warpgroup barrier, a global load,
 #: a fixed-latency wait, a busy math pipe). Asked for in the same pass; a Nsight Compute that
 #: does not know one of them is asked again for :data:`NCU_METRICS` alone.
+NCU_L2 = "lts__throughput.avg.pct_of_peak_sustained_elapsed"
 NCU_ISSUE = "smsp__average_warps_active_per_issue_active.ratio"
 NCU_STALLS = ("barrier", "long_scoreboard", "wait", "math_pipe_throttle")
-NCU_DETAIL = (
-    "lts__throughput.avg.pct_of_peak_sustained_elapsed",
-    NCU_ISSUE,
-    *(f"smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio" for r in NCU_STALLS),
+_STALL_METRICS = tuple(
+    f"smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio" for r in NCU_STALLS
 )
+NCU_DETAIL = (NCU_L2, NCU_ISSUE, *_STALL_METRICS)
 
 
 def pick_shape(c: CampaignContext, analysis: dict[str, Any]) -> dict[str, Any]:
@@ -249,8 +249,8 @@ def _stall_md(ncu: dict[str, Any]) -> list[str]:
     for k in rows:
         m = k["metrics"]
         per = m[NCU_ISSUE]
-        shares = (m.get(s, float("nan")) / per for s in NCU_DETAIL[2:])
+        shares = (m.get(s, float("nan")) / per for s in _STALL_METRICS)
         cells = " | ".join(f"{x:.0%}" for x in shares)
-        l2 = m.get(NCU_DETAIL[0], float("nan"))
+        l2 = m.get(NCU_L2, float("nan"))
         lines.append(f"| `{k['name']}` | {l2:.4g} | {per:.3g} | {cells} |")
     return [*lines, ""]

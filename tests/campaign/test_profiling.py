@@ -14,6 +14,7 @@ import pytest
 
 from kernel_ratchet.campaign.profiling import (
     NCU_DETAIL,
+    NCU_L2,
     NCU_METRICS,
     ncu_metrics,
     parse_ncu_csv,
@@ -132,7 +133,7 @@ NCU_DETAIL_CSV = "\n".join(
 
 def test_ncu_detail_says_where_a_kernels_warps_wait():
     (k,) = parse_ncu_csv(NCU_DETAIL_CSV)
-    assert k["metrics"][NCU_DETAIL[0]] == pytest.approx(76.4)
+    assert k["metrics"][NCU_L2] == pytest.approx(76.4)
     prof = {"key": {}, "method": "M", "phases": {}, "ncu": {"method": "N", "kernels": [k]}}
     md = "\n".join(render_md(prof))
     assert "| Kernel | L2 % of peak | cycles per issue | barrier | long_scoreboard |" in md
@@ -165,10 +166,10 @@ def test_an_ncu_that_lacks_a_detail_metric_still_gives_the_plain_ones(
     ncu = ncu_metrics(["python", "-c", "pass"], tmp_path, out)
     assert [k["name"] for k in ncu["kernels"]][0] in ("_ws_kernel", "_gemm_kernel")
     if knows_detail:
-        assert "detail_error" not in ncu and NCU_DETAIL[0] in ncu["method"]
+        assert "detail_error" not in ncu and NCU_L2 in ncu["method"]
     else:
         assert "Failed to find metric" in ncu["detail_error"]
-        assert NCU_DETAIL[0] not in ncu["method"]
+        assert NCU_L2 not in ncu["method"]
         md = "\n".join(render_md({"key": {}, "method": "M", "phases": {}, "ncu": ncu}))
         assert "Stalls: not measured (ncu gave no metrics" in md
 
