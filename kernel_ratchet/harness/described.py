@@ -256,8 +256,9 @@ class DescribedAdapter(Adapter):
         try:
             res = self.ref(*leaves.values(), **self._consts[case][2])
         except TypeError as exc:  # say so where the call itself does not fit the reference
-            problem = reference_call_problem(self.ref, self.desc)
-            raise (TypeError(problem) if problem else exc) from exc
+            if not (problem := reference_call_problem(self.ref, self.desc)):
+                raise
+            raise TypeError(problem) from exc
         outs = _as_tuple(res, self.desc.outputs)
         got = dict(zip(self.desc.outputs, (o.detach() for o in outs), strict=True))
         if self.has_backward:
