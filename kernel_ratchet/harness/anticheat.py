@@ -122,8 +122,13 @@ def _signature(obj: Any) -> tuple[tuple[str, Any], ...]:
 
 def snapshot_inputs(case: Any, before: InputSnapshot | None = None) -> InputSnapshot:
     """Hash every tensor of a freshly built case (call right after ``make_case``); after new
-    values were written into it, pass the snapshot ``before`` them: the classes stay its."""
+    values were written into it, pass the snapshot ``before`` them: its inputs, classes and
+    structure stay the snapshot's. Tensors the op itself left in the case since (a forward's
+    state for its backward, rebuilt every call) are not inputs and are not hashed."""
     found = tensors(case)
+    if before is not None:
+        inputs = {p for p, _, _ in before.items}
+        found = [(p, t) for p, t in found if p in inputs]
     if not found:
         raise CheatDetected(
             "no input tensor is reachable in the case (make_case built none, or its fields "
@@ -134,7 +139,8 @@ def snapshot_inputs(case: Any, before: InputSnapshot | None = None) -> InputSnap
     kinds = tuple(type(t) for _, t in found)
     if before is not None and [p for p, _, _ in before.items] == [p for p, _ in found]:
         kinds = before.types
-    return InputSnapshot(items, _signature(case), case, kinds)
+    structure = before.structure if before is not None else _signature(case)
+    return InputSnapshot(items, structure, case, kinds)
 
 
 def replaced_inputs(snap: InputSnapshot, inplace: frozenset[str] = frozenset()) -> list[str]:

@@ -254,6 +254,16 @@ def test_common_library_idioms_are_not_cheats(tmp_path: Path) -> None:
         assert t.ok and t.payload["spot_checks"] == 3, explain(t)
 
 
+def test_state_a_forward_leaves_in_the_case_is_not_an_input(tmp_path: Path) -> None:
+    """A forward that stores new tensors in the case for its backward (every call) is honest:
+    after a spot check writes new values into the inputs, the next sample's forward replaces
+    that state, not an input."""
+    honest = WorkerSpec(**{**spec("TinyGemm").__dict__, "adapter": f"{IDIOMS}:ForwardState"})
+    with Worker(honest, tmp_path / "w.log") as w:
+        t = w.time(SHAPE, SEED + 1, "fwd", spot_checks=3)
+        assert t.ok and t.payload["spot_checks"] == 3, explain(t)
+
+
 @pytest.mark.parametrize(
     "adapter",
     [
