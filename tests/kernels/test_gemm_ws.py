@@ -16,6 +16,7 @@ from kernel_ratchet.kernels.gemm import fp8_block_ws_launch as ws
 from kernel_ratchet.kernels.gemm import launch
 from kernel_ratchet.kernels.gemm.configs import CONFIGS, WS_CONFIGS
 from kernel_ratchet.kernels.gemm.fp8_block_ws import _fp8_block_ws_kernel
+from kernel_ratchet.kernels.gemm.fp8_block_ws_cols import _fp8_block_ws_cols_kernel
 from kernel_ratchet.kernels.gemm.kernel import SCALE_BLOCK
 from kernel_ratchet.kernels.offline import SM90_SHARED_BYTES, Resources
 from kernel_ratchet.kernels.quant.launch import quant_fp8_block_128x128, quant_fp8_blockwise_1x128
@@ -125,6 +126,67 @@ def test_a_three_consumer_launch_tiles_192_rows_and_gives_each_warpgroup_152_reg
     assert 3 * 128 * kw["CONSUMER_REGS"] + 128 * 40 <= 65536 == 4 * 128 * kw["maxnreg"]
 
 
+@pytest.mark.parametrize(
+    ("sb", "mode", "cols"),
+    [
+        (torch.ones(5, 256).t(), 1, True),  # as the 1x128 quantization stores them
+        (torch.ones(256, 5), 1, False),  # row-major: a k-group's scales are not contiguous
+        (torch.ones(5, 256).t(), 0, False),  # one k-group at a time: the register path
+    ],
+    ids=["kgroup-major", "row-major", "single"],
+)
+def test_column_scales_go_through_tma_only_where_a_stage_can_carry_them(
+    monkeypatch, sb, mode, cols
+):
+    """1x128 B scales (the weight gradient): a launch that can load each k-group's row of them
+    by TMA runs the column-scale kernel with a descriptor over ``sbᵀ``; any other, the kernel
+    that loads them from global memory."""
+    plain, with_cols = _LaunchRecorder(), _LaunchRecorder()
+    monkeypatch.setattr(ws, "_fp8_block_ws_kernel", plain)
+    monkeypatch.setattr(ws, "_fp8_block_ws_cols_kernel", with_cols)
+    M, N, K = 384, 256, 640
+    a, b = torch.zeros(M, K, dtype=E4M3), torch.zeros(N, K, dtype=E4M3)
+    sa = torch.ones(5, M).t()
+    ws.matmul_fp8_block_ws(a, b, sa, sb, b_scale_group_n=1, stages=5, mode=mode, num_sms=4)
+    assert (len(with_cols.calls), len(plain.calls)) == ((1, 0) if cols else (0, 1))
+    if cols:
+        ((grid, args, kw),) = with_cols.calls
+        sb_desc = args[2]
+        assert list(sb_desc.shape) == [5, N] and list(sb_desc.block_shape) == [1, 128]
+        assert sb_desc.base.data_ptr() == sb.data_ptr()
+        assert grid == (4,) and args[4] is sa and args[5:] == (M, N, K, 1, M)
+        assert kw == {**ws._cols_constexprs(128, 8, 5, 4, 232), **ws.OPTIONS}
+        names = _fp8_block_ws_cols_kernel.arg_names  # every constexpr parameter, no other
+        assert sorted(set(kw) - set(ws.OPTIONS)) == sorted(names[names.index("BLOCK_N") :])
+
+
+def test_column_scale_stages_that_overflow_shared_memory_are_refused_with_the_most_that_fit():
+    a, b = torch.zeros(256, 256, dtype=E4M3), torch.zeros(256, 256, dtype=E4M3)
+    sa, sb = torch.ones(2, 256).t(), torch.ones(2, 256).t()
+    with pytest.raises(ValueError, match="use at most 5"):
+        ws.matmul_fp8_block_ws(a, b, sa, sb, b_scale_group_n=1, stages=6, mode=1, num_sms=2)
+
+
+@pytest.mark.slow
+def test_the_column_scale_kernel_compiles_for_sm90_unspilled_and_pipelined():
+    """Five stages carrying each k-group's row of B scales fit beside the C staging, and the
+    consumers hold one k-group's 32 column scales at a time: no spill (the register path of
+    paired k-groups held 64 and spilled), wgmmas kept asynchronous."""
+    calls = [{"stages": 5, "mode": 1, "b_scale_group_n": 1}]
+    (res,) = compiled_in_a_fresh_process("kernel_ratchet.kernels.gemm.fp8_block_ws_launch", calls)
+    assert res.fits() and res.spill_bytes == 0, res.line()
+    assert not res.serialized, "ptxas serialized the wgmma pipeline"
+
+
+def test_column_scales_load_by_tma_only_when_stored_kgroup_major_and_16_byte_aligned():
+    ok = ws.col_scales_ok
+    assert ok(torch.ones(3, 264).t())  # rows of 1056 bytes
+    assert not ok(torch.ones(3, 262).t())  # rows of 1048 bytes
+    assert not ok(torch.ones(264, 3))  # row-major
+    assert not ok(torch.ones(3, 264, dtype=torch.float64).t())
+    assert not ok(torch.ones(3 * 264 + 1)[1:].view(3, 264).t())  # 4-byte aligned base
+
+
 def test_supported_needs_an_sm90_gpu_and_aligned_fp8_rows():
     a = torch.zeros(256, 256, dtype=E4M3)
     assert not ws.supported(a, a, torch.bfloat16)  # a CPU tensor
@@ -139,6 +201,14 @@ def _dequant(q: torch.Tensor, s: torch.Tensor, rows_per_scale: int) -> torch.Ten
 def _snr(x: torch.Tensor, ref: torch.Tensor) -> float:
     err = (x.float() - ref).pow(2).sum().clamp_min(1e-30)
     return (10 * torch.log10(ref.pow(2).sum() / err)).item()
+
+
+def _stages(consumers: int, group_n: int, mode: int) -> int:
+    """The most stages of 128 x 128 that fit: 6 on two consumers, 5 where each also carries a
+    row of column scales (paired k-groups, 1x128 B scales), 4 on three consumers."""
+    if consumers == 3:
+        return 4
+    return 5 if group_n == 1 and mode == 1 else 6
 
 
 @pytest.mark.gpu
@@ -172,7 +242,7 @@ def test_matches_the_dequantized_product_on_gpu(mnk, group_n, mode, a_dtype, con
         qb.scale,
         b_scale_group_n=group_n,
         mode=mode,
-        stages=6 if consumers == 2 else 4,
+        stages=_stages(consumers, group_n, mode),
         consumers=consumers,
     )
     assert not out.isnan().any()
@@ -246,6 +316,17 @@ def _plan(M=4096, N=6144, K=4096, geom=_GEOM, ws_group=128, out=torch.bfloat16, 
 
 def test_plan_sends_a_large_blockwise_gemm_to_the_ws_kernel():
     assert _plan().ws == WS_CONFIGS["fp8_block"]["large"]
+
+
+def test_plan_sends_column_scales_only_to_an_entry_of_their_own(monkeypatch):
+    """1x128 B scales (the weight gradient) run the WS kernel only where ``<kind>_cols`` has the
+    bucket: the entry for 128x128 weight blocks does not apply to them."""
+    cols = WS_CONFIGS["fp8_block"]["large"].with_(num_stages=5)
+    monkeypatch.delitem(WS_CONFIGS, "fp8_block_cols", raising=False)
+    assert _plan(ws_group=1).ws is None
+    monkeypatch.setitem(WS_CONFIGS, "fp8_block_cols", {"large": cols})
+    assert _plan(ws_group=1).ws == cols
+    assert _plan(ws_group=128).ws == WS_CONFIGS["fp8_block"]["large"]
 
 
 @pytest.mark.parametrize(

@@ -121,6 +121,19 @@ def bucket_for(M: int, N: int, K: int, sms: int = DEFAULT_SMS) -> str:
     return "large"
 
 
+def ws_kind(kind: str, b_scale_group_n: int) -> str:
+    """The :data:`WS_CONFIGS` key of a blockwise GEMM of ``kind``: one B scale per column (1x128
+    groups along K: the weight gradient) has entries of its own, ``<kind>_cols``
+    (:mod:`.fp8_block_ws_cols`: paired k-groups, two consumers, at most 5 stages of 128 x 128)."""
+    return f"{kind}_cols" if b_scale_group_n == 1 else kind
+
+
+def ws_applies(cfg: GemmConfig, b_scale_group_n: int) -> bool:
+    """Whether a :data:`WS_CONFIGS` entry takes B scales in groups of ``b_scale_group_n``: one
+    per column (its ``_cols`` entries), or one covering each column part it scales at once."""
+    return b_scale_group_n == 1 or b_scale_group_n % (cfg.block_n // min(cfg.col_parts, 2)) == 0
+
+
 def ws_mode(cfg: GemmConfig) -> int:
     """The warp-specialized blockwise kernel's MODE for a config: with four column parts, 2
     (two in flight, ``k_unroll`` 2) or 3; else 1 (paired k-groups, ``k_unroll`` 2) or 0."""
@@ -235,8 +248,9 @@ CONFIGS: dict[str, dict[str, GemmConfig]] = {
 #: (do_bench medians, TFLOPS): k_unroll 2 with 6 stages 1007-1059; k_unroll 1 with 4-6
 #: stages 807-965 in the same process (958-1074 in another); k_unroll 2 with 4 stages
 #: 800-956; the Triton kernel's large bucket 645-731; torch's blockwise scaled_mm 1027-1224.
-#: Rows with 1x128 B scales (the weight-gradient GEMM) spill registers in this kernel
-#: (228-300 TFLOPS) and stay on the Triton kernel.
+#: Rows with 1x128 B scales (the weight-gradient GEMM) spilled registers with the scales held
+#: from the loop's top (228-300 TFLOPS); their entries, under ``<kind>_cols``
+#: (:func:`ws_kind`), run :mod:`.fp8_block_ws_cols`, whose stages carry the scales.
 WS_CONFIGS: dict[str, dict[str, GemmConfig]] = {
     "fp8_block": {
         "large": GemmConfig(

@@ -54,12 +54,16 @@ def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: gl.constexpr):
 def _producer(
     a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, BLOCK_N: gl.constexpr,
     GROUP_M: gl.constexpr, STAGES: gl.constexpr, NUM_SMS: gl.constexpr, CONSUMERS: gl.constexpr,
+    sb_desc=None, sb_bufs=None, SB_SMEM: gl.constexpr = False,
 ):  # fmt: skip
-    """TMA loads of every (tile, k-group) this CTA owns, in the consumers' order."""
+    """TMA loads of every (tile, k-group) this CTA owns, in the consumers' order (with
+    ``SB_SMEM``, each k-group's row of column scales too: :mod:`.fp8_block_ws_cols`)."""
     num_pid_m = gl.cdiv(M, CONSUMERS * HALF_M)
     num_pid_n = gl.cdiv(N, BLOCK_N)
     k_tiles = gl.cdiv(K, BLOCK_K)
-    nbytes: gl.constexpr = CONSUMERS * a_desc.block_type.nbytes + b_desc.block_type.nbytes
+    SB_BYTES: gl.constexpr = sb_desc.block_type.nbytes if SB_SMEM else 0
+    AB_BYTES: gl.constexpr = CONSUMERS * a_desc.block_type.nbytes + b_desc.block_type.nbytes
+    nbytes: gl.constexpr = AB_BYTES + SB_BYTES
     it = 0
     for tile in range(gl.program_id(0), num_pid_m * num_pid_n, NUM_SMS):
         pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
@@ -78,6 +82,8 @@ def _producer(
                     a_desc, [off_m + w * HALF_M, k], bar, a_bufs.index(CONSUMERS * s + w)
                 )
             tma.async_copy_global_to_shared(b_desc, [off_n, k], bar, b_bufs.index(s))
+            if SB_SMEM:
+                tma.async_copy_global_to_shared(sb_desc, [kt, off_n], bar, sb_bufs.index(s))
             it += 1
 
 
@@ -314,6 +320,18 @@ def _consumer_parts(
 
 
 @gluon.jit
+def _ring(STAGES: gl.constexpr, CONSUMERS: gl.constexpr):
+    """The ring's ``ready`` (TMA bytes landed) and ``empty`` (one arrival per consumer
+    warpgroup) mbarriers, one of each per stage."""
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(empty.index(i), count=CONSUMERS)
+    return ready, empty
+
+
+@gluon.jit
 def _fp8_block_ws_kernel(
     a_desc, b_desc, c_desc, sa_ptr, sb_ptr, M, N, K, stride_sam, stride_sak, stride_sbn,
     stride_sbk, SB_GROUP_N: gl.constexpr, BLOCK_N: gl.constexpr, GROUP_M: gl.constexpr,
@@ -325,11 +343,7 @@ def _fp8_block_ws_kernel(
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES, BLOCK_N, BLOCK_K], b_desc.layout)
     C_N: gl.constexpr = c_desc.block_type.shape[1]  # MODE 2 stores halves
     c_smem = gl.allocate_shared_memory(c_desc.dtype, [CONSUMERS, HALF_M, C_N], c_desc.layout)
-    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(STAGES):
-        mbarrier.init(ready.index(i), count=1)
-        mbarrier.init(empty.index(i), count=CONSUMERS)  # one arrival per consumer warpgroup
+    ready, empty = _ring(STAGES, CONSUMERS)
     # The partitions: consumer warpgroups 0, 1 (and 2), then the producer warp. Gluon takes
     # them as a literal list (a partition cannot be held in a variable), so the two branches
     # repeat their common entries.

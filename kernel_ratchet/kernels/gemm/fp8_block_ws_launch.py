@@ -16,6 +16,8 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from kernel_ratchet.kernels.gemm.fp8_block_ws import KGROUP, ROWS, _fp8_block_ws_kernel
+from kernel_ratchet.kernels.gemm.fp8_block_ws_cols import SB_LAYOUT, _fp8_block_ws_cols_kernel
+from kernel_ratchet.kernels.offline import SM90_SHARED_BYTES
 from kernel_ratchet.kernels.offline_compile import compile_gluon
 
 #: Registers per thread at launch by consumer warpgroups: 12 warps (two consumer warpgroups and
@@ -57,6 +59,11 @@ def _constexprs(
         MODE=mode,
         CONSUMERS=consumers,
     )
+
+
+def _cols_constexprs(block_n: int, group_m: int, stages: int, sms: int, regs: int):
+    """The constexpr arguments of the column-scale kernel (:mod:`.fp8_block_ws_cols`)."""
+    return dict(BLOCK_N=block_n, GROUP_M=group_m, STAGES=stages, NUM_SMS=sms, CONSUMER_REGS=regs)
 
 
 def _parts(mode: int) -> int:
@@ -125,6 +132,39 @@ def check_mode(mode: int, block_n: int, b_scale_group_n: int, consumers: int) ->
         )
 
 
+def scales_by_tma(b_scale: torch.Tensor, b_scale_group_n: int, mode: int, consumers: int) -> bool:
+    """Whether a launch loads its B scales through TMA (:mod:`.fp8_block_ws_cols`): one per
+    column, paired k-groups, two consumers, and ``b_scale`` stored k-group-major (``b_scale.t()``
+    contiguous rows of 16-byte multiples, as the 1x128 quantization writes it)."""
+    return b_scale_group_n == 1 and mode == 1 and consumers == 2 and col_scales_ok(b_scale)
+
+
+def _check_cols_smem(block_n: int, stages: int) -> None:
+    """Raise ValueError where the column-scale kernel's stages (operands and a row of scales
+    each) and its C staging would not fit an SM's shared memory."""
+    need = stages * (2 * ROWS * KGROUP + block_n * KGROUP + 4 * block_n) + 2 * ROWS * block_n * 2
+    if need + 1024 > SM90_SHARED_BYTES:  # the barriers and alignment take a few hundred bytes
+        fit = (SM90_SHARED_BYTES - 1024 - 4 * ROWS * block_n) // (
+            2 * ROWS * KGROUP + block_n * KGROUP + 4 * block_n
+        )
+        raise ValueError(
+            f"{stages} stages of {block_n} columns with their B scales need {need} bytes of "
+            f"shared memory, more than an sm_90 SM has ({SM90_SHARED_BYTES}): use at most {fit}"
+        )
+
+
+def col_scales_ok(b_scale: torch.Tensor) -> bool:
+    """Whether per-column B scales ``[N, ceil(K/128)]`` can load by TMA: stored k-group-major
+    (``b_scale.t()`` has contiguous rows of 16-byte multiples), fp32, 16-byte aligned."""
+    st = b_scale.stride()
+    return (
+        b_scale.dtype == torch.float32
+        and st[0] == 1
+        and (st[1] * 4) % 16 == 0
+        and b_scale.data_ptr() % 16 == 0
+    )
+
+
 def matmul_fp8_block_ws(
     a: torch.Tensor,
     b: torch.Tensor,
@@ -162,6 +202,15 @@ def matmul_fp8_block_ws(
     c_desc = TensorDescriptor.from_tensor(c, [ROWS, c_n], lc)
     sms = num_sms or torch.cuda.get_device_properties(a.device).multi_processor_count
     tiles = triton.cdiv(M, consumers * ROWS) * triton.cdiv(N, block_n)
+    if scales_by_tma(b_scale, b_scale_group_n, mode, consumers):
+        _check_cols_smem(block_n, stages)
+        sb_desc = TensorDescriptor.from_tensor(b_scale.t(), [1, block_n], SB_LAYOUT.value)
+        _fp8_block_ws_cols_kernel[(min(sms, tiles),)](
+            a_desc, b_desc, sb_desc, c_desc, a_scale, M, N, K, a_scale.stride(0),
+            a_scale.stride(1), **_cols_constexprs(block_n, group_m, stages, sms, regs),
+            **options(consumers),
+        )  # fmt: skip
+        return c
     _fp8_block_ws_kernel[(min(sms, tiles),)](
         a_desc,
         b_desc,
@@ -199,18 +248,22 @@ def compile_offline(
     c_n = _store_n(block_n, mode)
     e4m3 = torch.float8_e4m3fn
     la, lb, lc = _layouts(block_n, e4m3, e4m3, torch.bfloat16, c_n)
-    fn = _fp8_block_ws_kernel
-    consts = _constexprs(
-        b_scale_group_n, block_n, group_m, stages, 132, consumer_regs or CONSUMER_REGS[consumers],
-        mode, consumers,
-    )  # fmt: skip
+    regs = consumer_regs or CONSUMER_REGS[consumers]
     sig = {
         "a_desc": f"tensordesc<fp8e4nv[{ROWS}, {KGROUP}],{la!r}>",
         "b_desc": f"tensordesc<fp8e4nv[{block_n}, {KGROUP}],{lb!r}>",
         "c_desc": f"tensordesc<bf16[{ROWS}, {c_n}],{lc!r}>",
         "sa_ptr": "*fp32",
-        "sb_ptr": "*fp32",
     }
-    sig.update(dict.fromkeys(("M", "N", "K"), "i32"))
-    sig.update(dict.fromkeys(("stride_sam", "stride_sak", "stride_sbn", "stride_sbk"), "i32"))
-    return compile_gluon(fn, sig, consts, ("sa_ptr", "sb_ptr"), options(consumers), arch)
+    sig.update(dict.fromkeys(("M", "N", "K", "stride_sam", "stride_sak"), "i32"))
+    if b_scale_group_n == 1 and mode == 1 and consumers == 2:  # column scales through TMA
+        _check_cols_smem(block_n, stages)
+        sig["sb_desc"] = f"tensordesc<fp32[1, {block_n}],{SB_LAYOUT.value!r}>"
+        consts = _cols_constexprs(block_n, group_m, stages, 132, regs)
+        fn, aligned = _fp8_block_ws_cols_kernel, ("sa_ptr",)
+    else:
+        sig["sb_ptr"] = "*fp32"
+        sig.update(dict.fromkeys(("stride_sbn", "stride_sbk"), "i32"))
+        consts = _constexprs(b_scale_group_n, block_n, group_m, stages, 132, regs, mode, consumers)
+        fn, aligned = _fp8_block_ws_kernel, ("sa_ptr", "sb_ptr")
+    return compile_gluon(fn, sig, consts, aligned, options(consumers), arch)

@@ -21,14 +21,7 @@ from kernel_ratchet.kernels.gemm import configs as _configs
 from kernel_ratchet.kernels.gemm import fast_launch, launch_scratch, quick_path, streamk_launch
 from kernel_ratchet.kernels.gemm import fp8_block_ws_launch as fp8_block_ws
 from kernel_ratchet.kernels.gemm import wgrad_ws_launch as wgrad_ws
-from kernel_ratchet.kernels.gemm.configs import (
-    WS_CONFIGS,
-    GemmConfig,
-    bucket_for,
-    config_for,
-    split_for,
-    ws_mode,
-)
+from kernel_ratchet.kernels.gemm.configs import WS_CONFIGS, GemmConfig, bucket_for, config_for
 from kernel_ratchet.kernels.gemm.kernel import SCALE_BLOCK, SCALE_NONE, SCALE_ROW, _gemm_kernel
 from kernel_ratchet.kernels.gemm.operands import operand_sizes, row_major, rows
 from kernel_ratchet.kernels.quant.launch import cdiv, empty_rows, interpreter_mode
@@ -147,6 +140,8 @@ def matmul(
     geom = (a_st[0], _tma_ok(a, a_st), a_kmajor, b_st[0], _tma_ok(b, b_st), b_kmajor)
     fp8 = a_es == 1 and b.element_size() == 1
     ws_group = b_scale_group_n if scale_mode == SCALE_BLOCK and fp8 and _on_sm90(a) else 0
+    if ws_group == 1 and not fp8_block_ws.col_scales_ok(b_scale):  # type: ignore[arg-type]
+        ws_group = 0  # column scales the kernel cannot load by TMA: the Triton kernel
     interp = interpreter_mode()
     plan = _plan(kind, explicit, M, N, K, geom, scale_mode, num_sms, interp, ws_group, out_dtype)
     if M == 0 or N == 0:
@@ -165,7 +160,7 @@ def matmul(
             block_n=ws.block_n,
             stages=ws.num_stages,
             group_m=ws.group_m,
-            mode=ws_mode(ws),
+            mode=_configs.ws_mode(ws),
             num_sms=num_sms,
             consumers=ws.block_m // fp8_block_ws.ROWS,
         )
@@ -239,17 +234,17 @@ def _plan(
 
     ``geom``: (row stride, TMA-readable, K-major) of A, then of B. ``ws_group``: the group size of
     the B scales of a blockwise GEMM on an sm_90 GPU (else 0): the plan runs the warp-specialized
-    kernel where :data:`.configs.WS_CONFIGS` has the bucket, both operands are K-major and
-    TMA-readable, the 16-bit output's rows are 16 bytes and one B scale covers an output tile's
-    columns. Host work per call matters
-    on small GEMMs (cuBLAS runs a 1000 x 5120 x 1000 forward in about 21 us on an H200), so the
+    kernel where :data:`.configs.WS_CONFIGS` has the bucket (:func:`.configs.ws_kind`), both
+    operands are K-major and TMA-readable, the 16-bit output's rows are 16 bytes and the B
+    scales suit the config (:func:`.configs.ws_applies`). Host work per call matters on small
+    GEMMs (cuBLAS runs a 1000 x 5120 x 1000 forward in about 21 us on an H200), so the
     launcher computes this once per geometry and the call only allocates and launches.
     """
     a_row, a_ok, a_kmajor, b_row, b_ok, b_kmajor = geom
     ws_ok = a_ok and b_ok and a_kmajor and b_kmajor and N % 8 == 0
     if explicit is None and ws_group and ws_ok and not interp and out_dtype in _WS_OUT:
-        ws = WS_CONFIGS.get(kind, {}).get(bucket_for(M, N, K, num_sms))
-        if ws is not None and ws_group % (ws.block_n // min(ws.col_parts, 2)) == 0:  # per half
+        ws = WS_CONFIGS.get(_configs.ws_kind(kind, ws_group), {}).get(bucket_for(M, N, K, num_sms))
+        if ws is not None and _configs.ws_applies(ws, ws_group):
             return _Plan(False, False, True, 1, (0,), {}, ws)
     cfg = explicit or config_for(kind, M, N, K, num_sms)
     if scale_mode == SCALE_BLOCK and cfg.block_k != 128:
@@ -266,7 +261,7 @@ def _plan(
     elif explicit is not None:
         split_k = max(1, min(cfg.split_k, k_tiles))
     else:
-        split_k = split_for(cfg, tiles, k_tiles, num_sms)
+        split_k = _configs.split_for(cfg, tiles, k_tiles, num_sms)
     tiles *= split_k
     kwargs = dict(
         SCALE_MODE=scale_mode,
