@@ -101,10 +101,12 @@ def gluon_launches() -> list[Launch]:
         name = f"kernel_ratchet.kernels.{module}{OFFLINE}"
         return Launch(name, (), tuple(sorted(kw.items())), ())
 
+    cols = {"b_scale_group_n": 1}  # the weight gradient's entries: one B scale per column
     out = [
         of("gemm.fp8_block_ws_launch", block_n=c.block_n, stages=c.num_stages,
-           group_m=c.group_m, mode=ws_mode(c), consumers=c.block_m // 64)
-        for buckets in WS_CONFIGS.values() for c in buckets.values()
+           group_m=c.group_m, mode=ws_mode(c), consumers=c.block_m // 64,
+           **(cols if kind.endswith("_cols") else {}))
+        for kind, buckets in WS_CONFIGS.items() for c in buckets.values()
     ]  # fmt: skip
     out += [
         of("grouped_gemm.fp8_ws_launch", block_n=c.BLOCK_N, stages=c.num_stages, group_m=c.GROUP_M)

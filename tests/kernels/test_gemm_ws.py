@@ -178,6 +178,20 @@ def test_the_column_scale_kernel_compiles_for_sm90_unspilled_and_pipelined():
     assert not res.serialized, "ptxas serialized the wgmma pipeline"
 
 
+def test_every_shipped_column_scale_entry_is_a_launch_the_kernel_takes():
+    """The column-scale kernel runs paired k-groups on two consumers and fits five stages of
+    128 x 128: a ``_cols`` entry outside that would fail at launch or run another kernel."""
+    from kernel_ratchet.kernels.gemm.configs import ws_mode
+
+    cols = {k: v for k, v in WS_CONFIGS.items() if k.endswith("_cols")}
+    assert cols  # the weight gradient's entries ship
+    for buckets in cols.values():
+        for cfg in buckets.values():
+            assert ws_mode(cfg) == 1 and cfg.block_m == 2 * ws.ROWS, cfg
+            ws._check_cols_smem(cfg.block_n, cfg.num_stages)
+            assert ws.scales_by_tma(torch.ones(3, 256).t(), 1, ws_mode(cfg), 2)
+
+
 def test_column_scales_load_by_tma_only_when_stored_kgroup_major_and_16_byte_aligned():
     ok = ws.col_scales_ok
     assert ok(torch.ones(3, 264).t())  # rows of 1056 bytes

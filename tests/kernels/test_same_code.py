@@ -82,6 +82,21 @@ def test_the_gluon_set_holds_each_shipped_gluon_config():
     assert ("mm_ws_launch" in names) == shipped
 
 
+def test_the_gluon_set_compiles_the_weight_gradients_entries_with_column_scales():
+    """A ``_cols`` entry of the dense WS configs is compiled as it launches: one B scale per
+    column (the column-scale kernel), the other entries with 128x128 weight blocks."""
+    from kernel_ratchet.kernels.gemm.configs import WS_CONFIGS
+
+    dense = [
+        dict(x.constexprs)
+        for x in same_code.gluon_launches()
+        if x.kernel.split(".")[-2] == "fp8_block_ws_launch"
+    ]
+    cols = sum(len(b) for k, b in WS_CONFIGS.items() if k.endswith("_cols"))
+    assert cols and sum(d.get("b_scale_group_n") == 1 for d in dense) == cols
+    assert len(dense) > cols  # the forward's and dgrad's entries, default 128x128 blocks
+
+
 def test_the_quant_set_records_the_dual_kernel_as_a_gpu_launches_it():
     xs = same_code.launches(["quant"])
     assert {x.kernel for x in xs} == {"_dual_quant_kernel"} and len(xs) >= 2  # aligned, odd

@@ -251,20 +251,16 @@ CONFIGS: dict[str, dict[str, GemmConfig]] = {
 #: Rows with 1x128 B scales (the weight-gradient GEMM) spilled registers with the scales held
 #: from the loop's top (228-300 TFLOPS); their entries, under ``<kind>_cols``
 #: (:func:`ws_kind`), run :mod:`.fp8_block_ws_cols`, whose stages carry the scales.
+#: The fields every :data:`WS_CONFIGS` entry shares: grouped-M order, one warpgroup at launch,
+#: persistent programs, TMA, paired k-groups (``k_unroll`` 2).
+_WS = dict(group_m=8, num_warps=4, persistent=True, use_tma=True, k_unroll=2)
 WS_CONFIGS: dict[str, dict[str, GemmConfig]] = {
-    "fp8_block": {
-        "large": GemmConfig(
-            128,
-            128,
-            128,
-            group_m=8,
-            num_warps=4,
-            num_stages=6,
-            persistent=True,
-            use_tma=True,
-            k_unroll=2,
-        ),
-    },
+    "fp8_block": {"large": GemmConfig(128, 128, 128, num_stages=6, **_WS)},
+    # The weight gradient (1x128 B scales), each stage carrying its k-group's column scales:
+    # four stages (five fit; alone, 17 model shapes on an H100: four 879 TFLOPS, five 863,
+    # the Triton kernel 687, scaled_mm 922). The step 1.0784x [1.0747, 1.0826] in a paired
+    # A/B of 5 model shapes (campaigns/gemm_fp8_blockwise_model/wgrad-cols).
+    "fp8_block_cols": {"large": GemmConfig(128, 128, 128, num_stages=4, **_WS)},
 }
 
 
