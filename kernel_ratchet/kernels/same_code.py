@@ -118,6 +118,9 @@ def gluon_launches() -> list[Launch]:
         if w.longest_first:  # the knob an older launcher may not take: named only when set
             kw["longest_first"] = True
         out.append(of("gemm.wgrad_ws_launch", **kw))
+    if (w := grouped.WGRAD_FP8_WS) is not None:  # the grouped FP8 weight gradient
+        kw = dict(block_n=w.BLOCK_N, stages=w.num_stages, group_m=w.GROUP_M)
+        out.append(of("grouped_gemm.wgrad_fp8_ws_launch", **kw))
     if (f := FEW_ROWS_WGRAD) is not None:  # the dense Linear's few-row weight gradient
         kw = dict(block_k=f.block_k, group_n=f.group_n, stages=f.stages)
         out.append(of("gemm.wgrad_ws_launch", **kw))

@@ -97,6 +97,15 @@ def test_the_gluon_set_compiles_the_weight_gradients_entries_with_column_scales(
     assert len(dense) > cols  # the forward's and dgrad's entries, default 128x128 blocks
 
 
+def test_the_gluon_set_holds_the_grouped_fp8_weight_gradient_where_it_ships(monkeypatch):
+    wgrad = configs.TileConfig(128, 128, 128, GROUP_M=4, num_warps=4, num_stages=5, gluon_ws=True)
+    monkeypatch.setattr(configs, "WGRAD_FP8_WS", None)
+    assert not [x for x in same_code.gluon_launches() if "wgrad_fp8_ws" in x.kernel]
+    monkeypatch.setattr(configs, "WGRAD_FP8_WS", wgrad)
+    (x,) = [x for x in same_code.gluon_launches() if "wgrad_fp8_ws" in x.kernel]
+    assert dict(x.constexprs) == {"block_n": 128, "stages": 5, "group_m": 4}
+
+
 def test_the_quant_set_records_the_dual_kernel_as_a_gpu_launches_it():
     xs = same_code.launches(["quant"])
     assert {x.kernel for x in xs} == {"_dual_quant_kernel"} and len(xs) >= 2  # aligned, odd

@@ -69,20 +69,43 @@ def _consumer_cols(
         off_m, off_n, m_ok, sa_rows = _tile_rows(
             tile, M, N, sa_ptr, stride_sam, WG, 2, BLOCK_N, GROUP_M, layout
         )
-        k_steps = (k_tiles + 1) // 2 * 2  # the producer's count (a padding group scales by 0)
-        acc = zero
-        for kt in range(0, k_steps, 2):
-            sa0 = gl.load(sa_rows + kt * stride_sak, mask=m_ok, other=0.0)
-            real1 = m_ok & (kt + 1 < k_tiles)
-            sa1 = gl.load(sa_rows + (kt + 1) * stride_sak, mask=real1, other=0.0)
-            p0 = _issue(a_bufs, b_bufs, ready, it + kt, zero, WG, STAGES, 2)
-            p1 = _issue(a_bufs, b_bufs, ready, it + kt + 1, zero, WG, STAGES, 2)
-            acc = _retire_cols(acc, p0, sa0, sb_bufs, empty, it + kt, 1, STAGES, BLOCK_N, layout)
-            acc = _retire_cols(acc, p1, sa1, sb_bufs, empty, it + kt + 1, 0, STAGES, BLOCK_N,
-                               layout)  # fmt: skip
-        it += k_steps
+        acc = _pairs(a_bufs, b_bufs, sb_bufs, ready, empty, sa_rows, stride_sak, m_ok, 0,
+                     k_tiles, it, zero, WG, STAGES, BLOCK_N, layout)  # fmt: skip
+        it += (k_tiles + 1) // 2 * 2
         _store_part(acc, c_desc, c_buf, off_m, off_n)
     tma.store_wait(pendings=0)
+
+
+@gluon.jit
+def _pairs(a_bufs, b_bufs, sb_bufs, ready, empty, sa_rows, stride_sak, m_ok, k0, k_tiles, it,
+           zero, WG: gl.constexpr, STAGES: gl.constexpr, BLOCK_N: gl.constexpr,
+           layout: gl.constexpr):  # fmt: skip
+    """One tile's scaled product over k-groups ``[k0, k0 + k_tiles)`` of the A scales, in
+    pairs from ring step ``it`` on; an odd count ends with a padding step the producer loaded
+    too, scaled by 0. Returns the accumulator."""
+    k_steps = (k_tiles + 1) // 2 * 2  # the producer's count
+    acc = zero
+    for kt in range(0, k_steps, 2):
+        sa0 = gl.load(sa_rows + (k0 + kt) * stride_sak, mask=m_ok, other=0.0)
+        real1 = m_ok & (kt + 1 < k_tiles)
+        sa1 = gl.load(sa_rows + (k0 + kt + 1) * stride_sak, mask=real1, other=0.0)
+        p0 = _issue(a_bufs, b_bufs, ready, it + kt, zero, WG, STAGES, 2)
+        p1 = _issue(a_bufs, b_bufs, ready, it + kt + 1, zero, WG, STAGES, 2)
+        acc = _retire_cols(acc, p0, sa0, sb_bufs, empty, it + kt, 1, STAGES, BLOCK_N, layout)
+        acc = _retire_cols(acc, p1, sa1, sb_bufs, empty, it + kt + 1, 0, STAGES, BLOCK_N, layout)
+    return acc
+
+
+@gluon.jit
+def _buffers(a_desc, b_desc, c_desc, STAGES: gl.constexpr, BLOCK_N: gl.constexpr):
+    """The ring (two 64-row A halves, a B tile and a row of column scales per stage), the C
+    staging of the two consumers, and the ring's barriers."""
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [2 * STAGES, HALF_M, BLOCK_K], a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES, BLOCK_N, BLOCK_K], b_desc.layout)
+    sb_bufs = gl.allocate_shared_memory(gl.float32, [STAGES, 1, BLOCK_N], SB_LAYOUT)
+    c_smem = gl.allocate_shared_memory(c_desc.dtype, [2, HALF_M, BLOCK_N], c_desc.layout)
+    ready, empty = _ring(STAGES, 2)
+    return a_bufs, b_bufs, sb_bufs, c_smem, ready, empty
 
 
 @gluon.jit
@@ -91,11 +114,9 @@ def _fp8_block_ws_cols_kernel(
     BLOCK_N: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr, NUM_SMS: gl.constexpr,
     CONSUMER_REGS: gl.constexpr,
 ):  # fmt: skip
-    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [2 * STAGES, HALF_M, BLOCK_K], a_desc.layout)
-    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES, BLOCK_N, BLOCK_K], b_desc.layout)
-    sb_bufs = gl.allocate_shared_memory(gl.float32, [STAGES, 1, BLOCK_N], SB_LAYOUT)
-    c_smem = gl.allocate_shared_memory(c_desc.dtype, [2, HALF_M, BLOCK_N], c_desc.layout)
-    ready, empty = _ring(STAGES, 2)
+    a_bufs, b_bufs, sb_bufs, c_smem, ready, empty = _buffers(
+        a_desc, b_desc, c_desc, STAGES, BLOCK_N
+    )
     gl.warp_specialize([
             (_consumer_cols, (a_bufs, b_bufs, sb_bufs, ready, empty, c_desc, c_smem, sa_ptr, M, N,
                               K, stride_sam, stride_sak, 0, BLOCK_N, GROUP_M, STAGES, NUM_SMS)),

@@ -157,6 +157,12 @@ WGRAD_WS: TileConfig | None = TileConfig(
     64, 128, 256, GROUP_M=16, num_warps=8, num_stages=3, gluon_ws=True
 )
 
+#: The FP8 weight gradient's warp-specialized config (:mod:`.wgrad_fp8_ws`: ``BLOCK_N``
+#: columns of K per tile, ``num_stages`` chunks in flight, ``GROUP_M`` bands of n tiles),
+#: taken before the ``fp8_wgrad`` bucket wherever that kernel applies (an sm_90 GPU, each
+#: group's own chunks, N a multiple of 128); None: the bucket's Triton kernel everywhere.
+WGRAD_FP8_WS: TileConfig | None = None
+
 #: The bf16 forward's warp-specialized config (:mod:`.mm_ws`: 128-row tiles of BLOCK_N
 #: columns, GROUP_M bands of row tiles, num_stages), taken before the ``bf16_mm_large``
 #: bucket wherever that kernel applies (an sm_90 GPU, aligned rows); None: the buckets'

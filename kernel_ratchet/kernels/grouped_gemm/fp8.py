@@ -26,7 +26,9 @@ import dataclasses
 import torch
 import triton
 
+from kernel_ratchet.kernels.grouped_gemm import configs as _configs
 from kernel_ratchet.kernels.grouped_gemm import fp8_ws_launch as ws_launch
+from kernel_ratchet.kernels.grouped_gemm import wgrad_fp8_ws_launch as wgrad_ws
 from kernel_ratchet.kernels.grouped_gemm.configs import TileConfig, select
 from kernel_ratchet.kernels.grouped_gemm.fp8_kernel import (
     _grouped_mm_fp8_kernel,
@@ -152,7 +154,9 @@ def grouped_wgrad_fp8(
     """``dw[g] = dy_gᵀ x_g`` from column-wise quantizations dYᵀ [N, T] and Xᵀ [K, T] (scales
     [N, ceil(T/128)], [K, ceil(T/128)]). Returns [G, N, K] (zeros for empty groups).
     ``group_chunks``: both come from ``quant_fp8_dual_1x128_grouped`` (each group its own
-    chunks) instead of ``quant_fp8_dual_1x128(..., pad_t_to=128)``."""
+    chunks) instead of ``quant_fp8_dual_1x128(..., pad_t_to=128)``; then, where
+    ``configs.WGRAD_FP8_WS`` is set and no ``config`` is given, the warp-specialized kernel
+    runs it where it applies (:mod:`.wgrad_fp8_ws_launch`)."""
     N, T = dyt.data.shape
     K = xt.data.shape[0]
     for t in (dyt.data, xt.data) if T else ():  # T == 0: nothing is read, dw is all zeros
@@ -165,6 +169,17 @@ def grouped_wgrad_fp8(
                 "wgrad operands must come from quant_fp8_dual_1x128(..., pad_t_to=128)"
             )
     G = group_lens.shape[0]
+    ws = _configs.WGRAD_FP8_WS
+    if (
+        ws is not None
+        and config is None
+        and group_chunks
+        and wgrad_ws.supported(dyt, xt, G, out_dtype)
+    ):
+        return wgrad_ws.grouped_wgrad_fp8_ws(
+            dyt, xt, group_lens, out_dtype=out_dtype, block_n=ws.BLOCK_N,
+            stages=ws.num_stages, group_m=ws.GROUP_M,
+        )  # fmt: skip
     cfg = config or select("wgrad", "fp8", T / max(G, 1), interpreting())
     dw = torch.empty((G, N, K), dtype=out_dtype, device=dyt.data.device)
     if dw.numel() == 0:

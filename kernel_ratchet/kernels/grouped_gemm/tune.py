@@ -9,8 +9,8 @@ candidate TileConfig, prints a short table and writes ``sweep.csv``. ``--fp8``: 
 shape, every launch of the FP8 blockwise training step on its own (the weight's quantization
 with its transposed copy, both dual quantizations, forward, dgrad, wgrad, in TFLOP/s of the
 GEMMs or GB/s of the passes), then the FP8 GEMM bucket's alternatives on the forward and
-the dgrad, and the wgrad bucket's. The chosen buckets and the measured reason go into
-configs.py by hand: nothing is autotuned at run time.
+the dgrad, and the wgrad's (its warp-specialized kernel included). The chosen buckets and
+the measured reason go into configs.py by hand: nothing is autotuned at run time.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from functools import partial
 import torch
 
 from kernel_ratchet.kernels.benchmarking import tflops, time_ms
+from kernel_ratchet.kernels.grouped_gemm import wgrad_fp8_ws_launch as wgrad_ws
 from kernel_ratchet.kernels.grouped_gemm.adapter import make_grouped_case
 from kernel_ratchet.kernels.grouped_gemm.configs import (
     BUCKETS,
@@ -203,6 +204,8 @@ FP8_WGRAD = {
     "f8wg_128x128_w8_s3_gc_tma": TileConfig(
         128, 128, 128, 1, 8, 3, use_tma=True, group_chunks=True
     ),
+    "f8wg_ws_128x128_s4": TileConfig(128, 128, 128, 8, 4, 4, gluon_ws=True, group_chunks=True),
+    "f8wg_ws_128x128_s5": TileConfig(128, 128, 128, 8, 4, 5, gluon_ws=True, group_chunks=True),
 }
 SHAPES = ("dsv3_gate_up_top1_cf1.25", "mixtral_8x7b_gate_up_uniform")
 
@@ -324,6 +327,11 @@ def sweep_fp8(label: str, s, mrt: float, device: str = "cuda") -> list[tuple]:
     for name, cfg in FP8_WGRAD.items():
         ops = (dg, xg) if cfg.group_chunks else (dc, xc)
         fn = partial(grouped_wgrad_fp8, *ops, lens, config=cfg, group_chunks=cfg.group_chunks)
+        if cfg.gluon_ws and not wgrad_ws.supported(dg, xg, lens.shape[0], torch.bfloat16):
+            continue  # where the kernel does not apply, no row
+        if cfg.gluon_ws:
+            kw = dict(block_n=cfg.BLOCK_N, stages=cfg.num_stages, group_m=cfg.GROUP_M)
+            fn = partial(wgrad_ws.grouped_wgrad_fp8_ws, dg, xg, lens, **kw)
         rows.append(_time(label, name, fn, f, mrt))
     return rows
 
