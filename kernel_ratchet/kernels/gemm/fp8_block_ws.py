@@ -218,11 +218,7 @@ def _consumer(
                 p0 = _issue(a_bufs, b_bufs, ready, it + kt, zero, WG, STAGES, CONSUMERS)
                 acc = _retire(acc, p0, sa0, sb0, empty, it + kt, 0, STAGES, SB_SCALAR)
         it += k_steps
-        # The previous tile's store must have read c_buf before it is overwritten.
-        tma.store_wait(pendings=0)
-        c_buf.store(acc.to(c_desc.dtype))
-        fence_async_shared()
-        tma.async_copy_shared_to_global(c_desc, [off_m, off_n], c_buf)
+        _store_tile(acc, c_desc, c_buf, off_m, off_n)
     tma.store_wait(pendings=0)
 
 
@@ -244,8 +240,10 @@ def _finish(acc, p, sa, sb_ptr, PENDING: gl.constexpr):
 
 
 @gluon.jit
-def _store_part(acc, c_desc, c_buf, off_m, off_n):
-    tma.store_wait(pendings=0)  # the previous store must have read c_buf
+def _store_tile(acc, c_desc, c_buf, off_m, off_n):
+    """Store ``acc`` at ``[off_m, off_n]`` by TMA through ``c_buf``, once the previous store
+    from it has read it."""
+    tma.store_wait(pendings=0)
     c_buf.store(acc.to(c_desc.dtype))
     fence_async_shared()
     tma.async_copy_shared_to_global(c_desc, [off_m, off_n], c_buf)
@@ -312,10 +310,10 @@ def _consumer_parts(
                 acc3 = _finish(acc3, _start(a, b, zero, 3, SUB), sa, hi_k, 0)
             mbarrier.arrive(empty.index(s), count=1)  # every part's wgmma has read the stage
         it += k_steps
-        _store_part(acc0, c_desc, c_buf, off_m, off_n)
-        _store_part(acc1, c_desc, c_buf, off_m, off_n + SUB)
-        _store_part(acc2, c_desc, c_buf, off_m, off_n + 2 * SUB)
-        _store_part(acc3, c_desc, c_buf, off_m, off_n + 3 * SUB)
+        _store_tile(acc0, c_desc, c_buf, off_m, off_n)
+        _store_tile(acc1, c_desc, c_buf, off_m, off_n + SUB)
+        _store_tile(acc2, c_desc, c_buf, off_m, off_n + 2 * SUB)
+        _store_tile(acc3, c_desc, c_buf, off_m, off_n + 3 * SUB)
     tma.store_wait(pendings=0)
 
 

@@ -29,7 +29,7 @@ from kernel_ratchet.kernels.gemm.fp8_block_ws import (
     _issue,
     _producer,
     _ring,
-    _store_part,
+    _store_tile,
     _tile_rows,
 )
 
@@ -72,7 +72,7 @@ def _consumer_cols(
         acc = _pairs(a_bufs, b_bufs, sb_bufs, ready, empty, sa_rows, stride_sak, m_ok, 0,
                      k_tiles, it, zero, WG, STAGES, BLOCK_N, layout)  # fmt: skip
         it += (k_tiles + 1) // 2 * 2
-        _store_part(acc, c_desc, c_buf, off_m, off_n)
+        _store_tile(acc, c_desc, c_buf, off_m, off_n)
     tma.store_wait(pendings=0)
 
 

@@ -29,7 +29,7 @@ from kernel_ratchet.kernels.gemm.fp8_block_ws import (
     BLOCK_K,
     HALF_M,
     PRODUCER_REGS,
-    _store_part,
+    _store_tile,
     _tile_coords,
 )
 from kernel_ratchet.kernels.gemm.fp8_block_ws_cols import _buffers, _pairs
@@ -108,7 +108,7 @@ def _consumer(a_bufs, b_bufs, sb_bufs, ready, empty, c_desc, c_smem, sa_ptr, len
         acc = _pairs(a_bufs, b_bufs, sb_bufs, ready, empty, sa_rows, stride_sak, rows < N, first,
                      count, it, zero, WG, STAGES, BLOCK_N, layout)  # fmt: skip
         it += (count + 1) // 2 * 2
-        _store_part(acc, c_desc, c_buf, g * N + off_m + WG * HALF_M, off_n)
+        _store_tile(acc, c_desc, c_buf, g * N + off_m + WG * HALF_M, off_n)
     tma.store_wait(pendings=0)
 
 
