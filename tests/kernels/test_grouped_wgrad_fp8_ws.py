@@ -114,7 +114,8 @@ def test_the_step_routes_the_weight_gradient_only_where_its_config_is_set(monkey
 @pytest.mark.parametrize("nk", [(256, 384), (1408, 2048), (128, 200)], ids=str)
 def test_matches_the_triton_weight_gradient_on_gpu(lens, nk):
     """Empty groups, odd and even chunk counts, partial k tiles: the same quantized operands
-    as the Triton kernel's, so only the accumulation order differs."""
+    as the Triton kernel's, so only the accumulation order differs. The unwritten capacity
+    after the last group's chunks holds NaN, as uninitialized memory may: no kernel reads it."""
     from kernel_ratchet.kernels.quant.dual_grouped import quant_fp8_dual_1x128_grouped
 
     N, K = nk
@@ -125,6 +126,10 @@ def test_matches_the_triton_weight_gradient_on_gpu(lens, nk):
     lens_t = torch.tensor(lens, dtype=torch.int32, device="cuda")
     _, xt = quant_fp8_dual_1x128_grouped(x, lens_t, E4M3)
     _, dyt = quant_fp8_dual_1x128_grouped(dout, lens_t, E4M3)
+    used = sum((n + 127) // 128 for n in lens)
+    for cols in (xt, dyt):  # the capacity past the last group's chunks is never written
+        cols.data.view(torch.uint8)[:, used * 128 :] = 0x7F  # E4M3 NaN
+        cols.scale[:, used:] = float("nan")
     assert ws.supported(dyt, xt, G, torch.bfloat16)
     out = ws.grouped_wgrad_fp8_ws(dyt, xt, lens_t)
     ref = F.grouped_wgrad_fp8(

@@ -14,8 +14,9 @@ pairs and scale each partial product by its rows' dY scales and its columns' X s
 group's chunks start on 128-token boundaries, plain descriptors over the whole copies serve
 every group: only the chunk offset moves. The grid is persistent over (group, n tile, k tile),
 grouped-M ordered inside a group, the chunk offsets derived from ``group_lens`` on the device.
-An odd chunk count ends with a padding step (the next chunk, scaled by 0); an empty group
-stores zeros. The output is ``dW`` viewed ``[G * N, K]`` with N a multiple of 128, so a tile
+An odd chunk count ends with a padding step (the group's last chunk again, scaled by 0: the
+chunks past the last group's are never written, so they may hold NaN); an empty group stores
+zeros. The output is ``dW`` viewed ``[G * N, K]`` with N a multiple of 128, so a tile
 never reaches into the next group's rows. The host side is :mod:`.wgrad_fp8_ws_launch`.
 """
 
@@ -76,7 +77,7 @@ def _producer(a_desc, b_desc, sb_desc, a_bufs, b_bufs, sb_bufs, ready, empty, le
             mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
             bar = ready.index(s)
             mbarrier.expect(bar, nbytes)
-            c = first + kt
+            c = first + gl.minimum(kt, count - 1)  # the padding step reloads the last chunk
             for w in gl.static_range(2):  # each consumer warpgroup's 64 rows
                 tma.async_copy_global_to_shared(
                     a_desc, [off_m + w * HALF_M, c * BLOCK_K], bar, a_bufs.index(2 * s + w)
