@@ -161,7 +161,9 @@ WGRAD_WS: TileConfig | None = TileConfig(
 #: columns of K per tile, ``num_stages`` chunks in flight, ``GROUP_M`` bands of n tiles),
 #: taken before the ``fp8_wgrad`` bucket wherever that kernel applies (an sm_90 GPU, each
 #: group's own chunks, N a multiple of 128); None: the bucket's Triton kernel everywhere.
-WGRAD_FP8_WS: TileConfig | None = None
+WGRAD_FP8_WS: TileConfig | None = TileConfig(
+    128, 128, 128, GROUP_M=8, num_warps=4, num_stages=5, gluon_ws=True
+)
 
 #: The bf16 forward's warp-specialized config (:mod:`.mm_ws`: 128-row tiles of BLOCK_N
 #: columns, GROUP_M bands of row tiles, num_stages), taken before the ``bf16_mm_large``
