@@ -204,9 +204,9 @@ def _k_bucket(
     found = [b for b, _ in signals]
     if declared in found:
         return declared, f"{declared} confirmed by the syntax tree"
-    if found:
+    if found:  # say what made it, so a driver can tell a real K4 from a harmless edit
         note = f" (declared {declared})" if declared else ""
-        return found[0], f"{found[0]} inferred from the syntax tree{note}"
+        return found[0], f"{found[0]} inferred from the syntax tree{note}: {signals[0][1]}"
     if declared:
         return declared, f"{declared} as declared (the syntax tree shows no K1-K4 signature)"
     if caches:

@@ -37,6 +37,12 @@ def test_planted_candidates(name: str, bucket: str, verdict: str) -> None:
     assert (result.bucket, result.verdict) == (bucket, verdict), result
 
 
+def test_an_inferred_bucket_names_what_made_it() -> None:
+    result = audit(P.K4_SAVED, declared="K1")
+    assert result.reason.startswith("K4 inferred from the syntax tree (declared K1): ")
+    assert "saved for backward" in result.reason and P.PATH in result.reason
+
+
 def test_w2_evidence_names_file_line_and_key() -> None:
     result = audit(P.W2_ID)
     assert result.cache_keys == ("_ACT_Q_CACHE[key = id(a)] -> W2",)
