@@ -90,3 +90,31 @@ def test_recipe_validation():
         Fp8Recipe("channelwise")
     with pytest.raises(ValueError, match="grad_dtype"):
         Fp8Recipe("rowwise", torch.bfloat16)
+
+
+@pytest.mark.parametrize("grad", [torch.float8_e4m3fn, torch.float8_e5m2], ids=["e4m3", "e5m2"])
+def test_blockwise_dual_quantization_changes_no_bit(grad, monkeypatch, device):
+    """Where a and dout have 16-byte FP8 rows, the forward and backward quantize them both ways
+    in one read and keep FP8 aᵀ instead of a: the output and both gradients are bit for bit
+    those of the single-direction passes, and the state holds no 16-bit activation."""
+    from kernel_ratchet.kernels.gemm import fp8 as F
+
+    g = torch.Generator().manual_seed(5)
+    a = torch.randn(50, 256, generator=g).to(device=device, dtype=torch.bfloat16)
+    b = torch.randn(64, 256, generator=g).to(device=device, dtype=torch.bfloat16)
+    dout = torch.randn(50, 64, generator=g).to(device=device, dtype=torch.bfloat16)
+    recipe = Fp8Recipe("blockwise", grad, dispatch=False)
+
+    def step():
+        with forced_config(SMALL):
+            out, state = F.gemm_fp8_forward(a, b, recipe)
+            return (out, *F.gemm_fp8_backward(dout, state, recipe)), state
+
+    dual, state = step()
+    assert {"at", "sat"} <= set(state) and "a" not in state
+    assert state["at"].dtype == torch.float8_e4m3fn
+    monkeypatch.setattr(F, "_dual_ok", lambda t: False)
+    single, state = step()
+    assert "a" in state and "at" not in state
+    for name, x, y in zip(("out", "da", "db"), dual, single, strict=True):
+        assert torch.equal(x, y), name

@@ -34,7 +34,9 @@ from kernel_ratchet.kernels.gemm.dispatch import fp8_path
 from kernel_ratchet.kernels.gemm.kernel import SCALE_BLOCK, SCALE_ROW, SCALE_TENSOR
 from kernel_ratchet.kernels.gemm.launch import gemm, gemm_backward, matmul
 from kernel_ratchet.kernels.gemm.operands import rows
+from kernel_ratchet.kernels.quant.dual import quant_fp8_dual_1x128
 from kernel_ratchet.kernels.quant.launch import (
+    Fp8Quantized,
     quant_fp8_block_128x128,
     quant_fp8_blockwise_1x128,
     quant_fp8_rowwise,
@@ -69,6 +71,14 @@ class Fp8Recipe:
             raise ValueError("grad_dtype must be torch.float8_e4m3fn or torch.float8_e5m2")
 
 
+def _dual_ok(t: torch.Tensor) -> bool:
+    """Whether the blockwise recipe quantizes ``t`` [rows, cols] both ways in one read
+    (:func:`quant_fp8_dual_1x128`, bit for bit the two single-direction passes). The dual
+    pass writes the row-wise copy unpadded, so its FP8 rows must already be ``ALIGN``-byte
+    aligned for the GEMMs' loads; other widths keep the single-direction passes, which pad."""
+    return t.shape[1] % ALIGN == 0
+
+
 def gemm_fp8_forward(
     a: torch.Tensor, b: torch.Tensor, recipe: Fp8Recipe
 ) -> tuple[torch.Tensor, dict[str, Any]]:
@@ -99,7 +109,11 @@ def gemm_fp8_forward(
             qa.data, qb.data, scale_mode=SCALE_ROW, a_scale=qa.scale, b_scale=qb.scale, kind="fp8"
         )
         return out, {"a": a, "b": b}
-    qa = quant_fp8_blockwise_1x128(a, E4M3, align=ALIGN)
+    if _dual_ok(a):  # both copies from one read; aᵀ kept for the weight gradient
+        qa, qat = quant_fp8_dual_1x128(a, E4M3, pad_t_to=ALIGN)
+        kept = {"at": qat.data, "sat": qat.scale}
+    else:
+        qa, kept = quant_fp8_blockwise_1x128(a, E4M3, align=ALIGN), {"a": a}
     qb = quant_fp8_block_128x128(b, E4M3, with_transpose=True, align=ALIGN)
     out = matmul(
         qa.data,
@@ -110,7 +124,7 @@ def gemm_fp8_forward(
         b_scale_group_n=128,
         kind="fp8_block",
     )
-    return out, {"a": a, "bt": qb.data_t, "sbt": qb.scale_t}
+    return out, {**kept, "bt": qb.data_t, "sbt": qb.scale_t}
 
 
 def gemm_fp8_backward(
@@ -159,7 +173,10 @@ def gemm_fp8_backward(
             kind="fp8",
         )
         return da, db
-    qd = quant_fp8_blockwise_1x128(dout, gd, align=ALIGN)
+    if _dual_ok(dout):  # both copies of dout from one read
+        qd, qdt = quant_fp8_dual_1x128(dout, gd, pad_t_to=ALIGN)
+    else:
+        qd, qdt = quant_fp8_blockwise_1x128(dout, gd, align=ALIGN), None
     da = matmul(
         qd.data,
         state["bt"],
@@ -169,8 +186,12 @@ def gemm_fp8_backward(
         b_scale_group_n=128,
         kind="fp8_block",
     )
-    qdt = quant_fp8_blockwise_1x128(dout, gd, transpose=True, align=ALIGN)
-    qat = quant_fp8_blockwise_1x128(state["a"], E4M3, transpose=True, align=ALIGN)
+    if qdt is None:
+        qdt = quant_fp8_blockwise_1x128(dout, gd, transpose=True, align=ALIGN)
+    if "at" in state:
+        qat = Fp8Quantized(state["at"], state["sat"])
+    else:
+        qat = quant_fp8_blockwise_1x128(state["a"], E4M3, transpose=True, align=ALIGN)
     db = matmul(
         qdt.data,
         qat.data,
