@@ -10,6 +10,7 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import torch
 from torch.utils.benchmark import Timer
@@ -23,6 +24,59 @@ def time_ms(fn: Callable[[], object], min_run_time: float) -> tuple[float, float
     m = Timer(stmt="fn()", globals={"fn": fn}).blocked_autorange(min_run_time=min_run_time)
     times = [t * 1e3 for t in m.times]
     return statistics.median(times), (statistics.pstdev(times) if len(times) > 1 else 0.0)
+
+
+@dataclass(frozen=True)
+class Timed:
+    """Median and stddev of one call, in milliseconds."""
+
+    ms: float
+    std_ms: float
+
+
+def time_call(fn: Callable[[], object], min_run_time: float) -> Timed:
+    """``Timer.blocked_autorange`` after two warm-up calls (compilation stays out); stddev over
+    its blocks."""
+    fn()
+    fn()
+    m = Timer(stmt="fn()", globals={"fn": fn}).blocked_autorange(min_run_time=min_run_time)
+    times = m.times
+    std = statistics.stdev(times) if len(times) > 1 else 0.0
+    return Timed(m.median * 1e3, std * 1e3)
+
+
+def timed_rounds(
+    fns: Mapping[str, Callable[[], object]], min_run_time: float, rounds: int = 1
+) -> dict[str, Timed]:
+    """Each of ``fns`` over ``rounds`` rounds, after two warm-up calls each: the median of its
+    rounds' ``blocked_autorange`` medians, and their stddev (0 with one round). A round times
+    every call once, starting one later in the list than the round before, so the calls
+    compared in a row are timed in the same minutes and none is always first; one round times
+    them one after another."""
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1, got {rounds}")
+    for fn in fns.values():
+        fn()
+        fn()
+    names = list(fns)
+    got: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(rounds):
+        for n in names[r % len(names) :] + names[: r % len(names)]:
+            m = Timer(stmt="fn()", globals={"fn": fns[n]}).blocked_autorange(
+                min_run_time=min_run_time
+            )
+            got[n].append(m.median * 1e3)
+    return {
+        n: Timed(statistics.median(v), statistics.stdev(v) if len(v) > 1 else 0.0)
+        for n, v in got.items()
+    }
+
+
+def time_rounds(
+    fns: Mapping[str, Callable[[], object]], min_run_time: float, rounds: int = 1
+) -> dict[str, float]:
+    """The median milliseconds of :func:`timed_rounds`."""
+    return {n: t.ms for n, t in timed_rounds(fns, min_run_time, rounds).items()}
 
 
 def snr_gpu(out: torch.Tensor, ref: torch.Tensor) -> float:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import csv
 import json
 
 import pytest
 import torch
 
+from kernel_ratchet.kernels import benchmarking
 from kernel_ratchet.kernels.gemm import bench
 from kernel_ratchet.kernels.gemm import dispatch as dp
 from kernel_ratchet.kernels.gemm.shapes import ODD_SHAPES
@@ -54,13 +56,13 @@ def test_rounds_time_every_call_once_a_round_starting_one_later_each_time():
 
         return fn
 
-    got = bench.time_rounds({n: call(n) for n in "abc"}, 0.001, rounds=3)
+    got = benchmarking.time_rounds({n: call(n) for n in "abc"}, 0.001, rounds=3)
     assert set(got) == {"a", "b", "c"} and all(v > 0 for v in got.values())
     # two warm-up calls each, then rounds a-b-c, b-c-a, c-a-b (a block may repeat a name)
     timed = [n for i, n in enumerate(blocks[3:]) if i == 0 or n != blocks[3:][i - 1]]
     assert blocks[:3] == ["a", "b", "c"] and timed == list("abcbcacab")
     with pytest.raises(ValueError, match="at least 1"):
-        bench.time_rounds({"a": call("a")}, 0.001, rounds=0)
+        benchmarking.time_rounds({"a": call("a")}, 0.001, rounds=0)
 
 
 def test_set_takes_the_median_over_interleaved_rounds(tmp_path, capsys):
@@ -130,7 +132,7 @@ def test_graph_timing_leaves_the_host_out_and_refuses_a_host_sync():
     cannot be captured, and the error names it."""
     a = torch.randn(64, 64, device="cuda")
     fns = {"mm": lambda: a @ a}
-    wall = bench.time_rounds(fns, 0.05)["mm"]
+    wall = benchmarking.time_rounds(fns, 0.05)["mm"]
     graph = bench.graph_rounds(fns, 0.05, rounds=2)["mm"]
     assert 0 < graph < wall / 2, (graph, wall)
     with pytest.raises(RuntimeError, match="sync cannot be captured in a CUDA graph"):
@@ -151,3 +153,26 @@ def test_the_dispatched_fp8_linear_is_also_compared_with_cublass_bf16_step():
     assert cells[-4:] == ["fp8", "1.33", "2.00", "PASS"]  # 2 / 1.5 and 3 / 1.5
     assert [c.strip() for c in bf16.markdown().split("|")][-3] == "1.50"  # 3 / 2
     assert "vs cuBLAS's bf16 step: min 1.50 geomean 1.73" in cmp.summary([fp8, bf16])
+
+
+def test_the_per_op_bench_takes_its_cells_from_interleaved_rounds(tmp_path, monkeypatch):
+    """``--rounds 3`` times ours and the vendor's forward and backward together, interleaved,
+    and a row's times are those rounds' medians and spread, not one block each."""
+    seen = []
+
+    def spy(fns, min_run_time, rounds):
+        seen.append((list(fns), rounds))
+        got = benchmarking.timed_rounds(fns, min_run_time, rounds)
+        return got | {"fwd": benchmarking.Timed(2.0, 0.5)}  # a value the row must carry
+
+    monkeypatch.setattr(bench, "timed_rounds", spy)
+    out = tmp_path / "b.csv"
+    argv = ["--dtype", "fp16", "--shapes", "cpu", "--limit", "1", "--min-run-time", "0.001"]
+    bench.main([*argv, "--rounds", "3", "-o", str(out)])
+    assert seen == [(["fwd", "bwd", "vfwd", "vbwd"], 3)]
+    (row,) = list(csv.DictReader(out.open()))
+    assert float(row["Forward Time (ms)"]) == 2.0
+    assert row["vendor"] == "cublas" and float(row["Vendor Step TFLOPS"]) > 0
+    seen.clear()
+    bench.main([*argv, "-o", str(out)])  # one round: one blocked_autorange per call
+    assert seen == []

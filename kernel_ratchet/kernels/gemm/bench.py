@@ -2,7 +2,8 @@
 
     python -m kernel_ratchet.kernels.gemm.bench --dtype bf16|fp8
         [--granularity tensorwise|rowwise|blockwise] [--grad-dtype e4m3|e5m2]
-        [--shapes model|large|odd|cpu] [-o out.csv] [--min-run-time 0.2] [--no-vendor]
+        [--shapes model|large|odd|cpu] [-o out.csv] [--min-run-time 0.2] [--rounds 1]
+        [--no-vendor]
     python -m kernel_ratchet.kernels.gemm.bench --set odd|dispatch [--fill-dispatch PATH]
         [--rounds 1] [--timing wall|graph] [-o out.md]
 
@@ -15,7 +16,9 @@ Per shape: fresh random inputs from the seed; the correctness check (autograd pa
 fp32 reference, SPEC section 5 thresholds); then forward and backward timed with
 ``torch.utils.benchmark.Timer.blocked_autorange`` (it synchronizes the device around each
 block; median of the per-call block times, stddev over blocks), ours then the vendor's on the
-same tensors. A shape that raises gets a FAIL row.
+same tensors. With ``--rounds N`` (N > 1) the four calls are timed in N interleaved rounds
+instead, each round starting one call later, and a cell is the median over the rounds (stddev
+across them): one slow block no longer decides a row. A shape that raises gets a FAIL row.
 
 The CSV holds the frozen GEMM columns (``csv_schema.GEMM_COLUMNS``) and, unless
 ``--no-vendor``, these appended after them: ``Step TFLOPS`` (6·MNK over fwd+bwd time),
@@ -30,19 +33,23 @@ from __future__ import annotations
 import argparse
 import csv
 import math
-import statistics
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from torch.utils.benchmark import Timer
 
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.harness.correctness import check_outputs, snr_db
 from kernel_ratchet.harness.csv_schema import GEMM_COLUMNS, format_cell
-from kernel_ratchet.kernels.benchmarking import GRAPH_CALLS, graph_rounds
+from kernel_ratchet.kernels.benchmarking import (
+    GRAPH_CALLS,
+    Timed,
+    graph_rounds,
+    time_call,
+    time_rounds,
+    timed_rounds,
+)
 from kernel_ratchet.kernels.gemm import adapter as ad
 from kernel_ratchet.kernels.gemm import compare as cmp
 from kernel_ratchet.kernels.gemm import dispatch as dsp
@@ -68,47 +75,6 @@ SHAPE_SETS: dict[str, Callable[[], list[Shape]]] = {
     "dispatch": sh.dispatch_shapes,
     "cpu": lambda: list(sh.CPU_SHAPES),
 }
-
-
-@dataclass(frozen=True)
-class Timed:
-    """Median and stddev of one call, in milliseconds."""
-
-    ms: float
-    std_ms: float
-
-
-def time_call(fn: Callable[[], object], min_run_time: float) -> Timed:
-    """``Timer.blocked_autorange`` after two warm-up calls (compilation stays out)."""
-    fn()
-    fn()
-    m = Timer(stmt="fn()", globals={"fn": fn}).blocked_autorange(min_run_time=min_run_time)
-    times = m.times
-    std = statistics.stdev(times) if len(times) > 1 else 0.0
-    return Timed(m.median * 1e3, std * 1e3)
-
-
-def time_rounds(
-    fns: dict[str, Callable[[], object]], min_run_time: float, rounds: int = 1
-) -> dict[str, float]:
-    """Median milliseconds of each of ``fns`` over ``rounds`` rounds, after two warm-up calls
-    each. A round times every call once (``blocked_autorange``), starting one later in the list
-    than the round before, so the calls compared in a row are timed in the same minutes and
-    none is always first; one round times them one after another."""
-    if rounds < 1:
-        raise ValueError(f"rounds must be at least 1, got {rounds}")
-    for fn in fns.values():
-        fn()
-        fn()
-    names = list(fns)
-    got: dict[str, list[float]] = {n: [] for n in names}
-    for r in range(rounds):
-        for n in names[r % len(names) :] + names[: r % len(names)]:
-            m = Timer(stmt="fn()", globals={"fn": fns[n]}).blocked_autorange(
-                min_run_time=min_run_time
-            )
-            got[n].append(m.median * 1e3)
-    return {n: statistics.median(v) for n, v in got.items()}
 
 
 def _tflops(flops: float, t: Timed | None) -> tuple[float, float]:
@@ -146,9 +112,17 @@ def vendor_fns(adapter: ad._GemmAdapter, case: ad.GemmCase):
 
 
 def bench_shape(
-    adapter: ad._GemmAdapter, shape: Shape, *, device: str, min_run_time: float, vendor: bool
+    adapter: ad._GemmAdapter,
+    shape: Shape,
+    *,
+    device: str,
+    min_run_time: float,
+    vendor: bool,
+    rounds: int = 1,
 ) -> list[object]:
-    """One CSV row (frozen columns, then vendor columns when ``vendor``)."""
+    """One CSV row (frozen columns, then vendor columns when ``vendor``). ``rounds`` > 1 times
+    ours and the vendor's forward and backward in interleaved rounds (:func:`timed_rounds`):
+    medians over rounds, stddev across them."""
     fwd_flops, bwd_flops = adapter.flops(shape)
     nan = math.nan
     try:
@@ -157,8 +131,15 @@ def bench_shape(
         got = adapter.outputs(case)
         chk = check_outputs(got, ref, {k: adapter.threshold(k) for k in ref})
         del got
-        tf = time_call(lambda: adapter.forward(case), min_run_time)
-        tb = time_call(lambda: adapter.backward(case), min_run_time)
+        fns = {"fwd": lambda: adapter.forward(case), "bwd": lambda: adapter.backward(case)}
+        vfns = vendor_fns(adapter, case) if vendor else None
+        if vfns is not None:
+            fns |= {"vfwd": vfns[1], "vbwd": vfns[2]}
+        if rounds > 1:
+            t = timed_rounds(fns, min_run_time, rounds)
+        else:
+            t = {n: time_call(fn, min_run_time) for n, fn in fns.items()}
+        tf, tb = t["fwd"], t["bwd"]
     except Exception as exc:  # a failing shape is a FAIL row, not a crash of the whole bench
         print(f"  {shape.label}: FAIL ({type(exc).__name__}: {exc})", file=sys.stderr)
         row: list[object] = [shape.label, shape.B, shape.M, shape.N, shape.K, "FAIL"]
@@ -188,11 +169,10 @@ def bench_shape(
         return row
     step = step_tflops(shape, tf.ms, tb.ms)
     vrow: list[object] = [step, "none", nan, nan, nan, nan, nan, nan, nan]
-    fns = vendor_fns(adapter, case)
-    if fns is not None:
-        name, vf, vb = fns
+    if vfns is not None:
+        name, vf, _ = vfns
         vsnr = snr_db(vf(), ref["out"])
-        vtf, vtb = time_call(vf, min_run_time), time_call(vb, min_run_time)
+        vtf, vtb = t["vfwd"], t["vbwd"]
         vfr, vbr = _tflops(fwd_flops, vtf)[0], _tflops(bwd_flops, vtb)[0]
         vstep = step_tflops(shape, vtf.ms, vtb.ms)
         vrow = [step, name, vfr, vbr, vstep, vsnr, f / vfr, b / vbr, step / vstep]
@@ -215,7 +195,12 @@ def run(args: argparse.Namespace) -> list[list[object]]:
     rows = []
     for shape in shapes:
         row = bench_shape(
-            adapter, shape, device=device, min_run_time=args.min_run_time, vendor=not args.no_vendor
+            adapter,
+            shape,
+            device=device,
+            min_run_time=args.min_run_time,
+            vendor=not args.no_vendor,
+            rounds=args.rounds,
         )
         rows.append(row)
         print(_line(row), flush=True)
@@ -293,8 +278,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--rounds",
         type=int,
         default=1,
-        help="with --set: time each path of a row this many rounds, interleaved, and take the "
-        "median (1: one after another)",
+        help="time each call of a row this many rounds, interleaved, and take the median "
+        "(1: one blocked_autorange each, one after another)",
     )
     p.add_argument(
         "--timing",

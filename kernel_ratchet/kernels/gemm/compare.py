@@ -4,7 +4,7 @@
         [--granularity blockwise] [--fill-dispatch PATH] [-o table.md]
 
 Per shape, on the same tensors (fresh from seed 0), each call timed with
-:func:`kernel_ratchet.kernels.gemm.bench.time_rounds` (median of blocked runs, after two warm-up
+:func:`kernel_ratchet.kernels.benchmarking.time_rounds` (median of blocked runs, after two warm-up
 calls so compilation stays out; with ``--rounds R`` the calls of a row are timed R times,
 interleaved, and each takes its median over the rounds):
 
