@@ -160,7 +160,9 @@ WGRAD_WS: TileConfig | None = TileConfig(
 #: The FP8 weight gradient's warp-specialized config (:mod:`.wgrad_fp8_ws`: ``BLOCK_N``
 #: columns of K per tile, ``num_stages`` chunks in flight, ``GROUP_M`` bands of n tiles),
 #: taken before the ``fp8_wgrad`` bucket wherever that kernel applies (an sm_90 GPU, each
-#: group's own chunks, N a multiple of 128); None: the bucket's Triton kernel everywhere.
+#: group's own chunks, N a multiple of 128); None: the bucket's Triton kernel everywhere. A
+#: campaign accepted 5 stages at 1.1505x on the FP8 step
+#: (campaigns/grouped_gemm_fp8_blockwise_moe/wgrad-ws-fp8).
 WGRAD_FP8_WS: TileConfig | None = TileConfig(
     128, 128, 128, GROUP_M=8, num_warps=4, num_stages=5, gluon_ws=True
 )
