@@ -74,6 +74,26 @@ def _child_pytests_skip_plugin_autoload():
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
 
 
+@pytest.fixture(autouse=True)
+def _share_the_gpu(request):
+    """Under several pytest-xdist workers on a GPU, a GPU test takes its turn on the GPU
+    (:mod:`tests.gpu_share`: exclusive for ``gpu_memory`` tests) and returns its cached memory
+    when it ends. One process, or no GPU: nothing to share."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if not HAS_CUDA or workers < 2 or "gpu" not in request.keywords:
+        yield
+        return
+    from tests.gpu_share import gpu_turn, lock_path
+
+    run_id = getattr(request.config, "workerinput", {}).get("testrunuid", "local")
+    with gpu_turn(lock_path(run_id), exclusive="gpu_memory" in request.keywords):
+        try:
+            yield
+        finally:
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+
+
 @pytest.fixture
 def device() -> str:
     """'cuda' on a GPU machine, else 'cpu' (kernels then run in the Triton interpreter)."""

@@ -142,6 +142,7 @@ def test_the_spot_reference_judges_a_layer_as_the_reference_does(kind):
 
 
 @pytest.mark.gpu
+@pytest.mark.gpu_memory  # DeepSeek-V3's layer: tens of GB with its gradients
 @pytest.mark.parametrize("kind", ["bf16", "fp8"])
 @pytest.mark.parametrize("shape", S.moe_test_gpu() + S.odd_shapes(), ids=lambda s: s.label)
 def test_moe_shapes_gpu(kind, shape, device):
@@ -149,6 +150,7 @@ def test_moe_shapes_gpu(kind, shape, device):
 
 
 @pytest.mark.gpu
+@pytest.mark.gpu_memory  # a 14 GB case
 @pytest.mark.parametrize("kind", ["bf16", "fp8"])
 def test_no_host_sync_in_forward(kind):
     """The forward hot path never synchronizes with the host (no .item()/.tolist()/nonzero)."""
