@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from kernel_ratchet.errors import RatchetError
-from kernel_ratchet.harness import inplace, launches
+from kernel_ratchet.harness import failures, inplace, launches
 from kernel_ratchet.harness.adapter import Adapter, Shape, load_adapter
 from kernel_ratchet.harness.correctness import check_outputs
 from kernel_ratchet.harness.csv_schema import Schema, get_schema, write_csv
@@ -261,6 +261,8 @@ def main(
     write_csv(args.summary_csv, sch, [result_cells(sch, ad, r) for r in results])
     launched = {r.shape.label: r.launched for r in results if r.passed}
     launches.write(Path(args.summary_csv).with_name(launches.FILE), launched)
+    failed = {r.shape.label: r.reason for r in results if not r.passed}
+    failures.write(Path(args.summary_csv), failed)
     meta = {"engine": eng.describe(), "seed": args.seed, "level": args.level}
     print("[harness] " + json.dumps(meta), file=sys.stderr)
     return 0

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from kernel_ratchet.campaign.engine import Campaign
+from kernel_ratchet.profile.loader import load_profile
 from tests.shared_build import built_once
 
 REPO = Path(__file__).resolve().parents[2]
@@ -170,3 +172,28 @@ def without_early_checks(monkeypatch: pytest.MonkeyPatch) -> None:
     from kernel_ratchet.campaign.rounds.workers import EARLY_ENV
 
     monkeypatch.setenv(EARLY_ENV, "0")
+
+
+def campaign_opener(root: Path, monkeypatch, adjust=None):
+    """Opens the campaign of ``root`` in this process, as the CLI would run there; ``adjust``
+    (profile, **kwargs of the call) -> the profile it runs with, e.g. extra ops."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.chdir(root)
+
+    def _open(**kwargs) -> Campaign:
+        profile = load_profile(root)
+        return Campaign(adjust(profile, **kwargs) if adjust else profile, campaign_dir(root))
+
+    return _open
+
+
+@pytest.fixture
+def open_campaign(project, monkeypatch):
+    return campaign_opener(project, monkeypatch)
+
+
+@pytest.fixture
+def open_accepted(accepted_project, monkeypatch):
+    """The accepted campaign, for rounds that end at their harness."""
+    without_early_checks(monkeypatch)
+    return campaign_opener(accepted_project, monkeypatch)

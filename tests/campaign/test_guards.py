@@ -15,7 +15,6 @@ import pytest
 
 from kernel_ratchet import cli
 from kernel_ratchet.campaign import steps
-from kernel_ratchet.campaign.engine import Campaign
 from kernel_ratchet.campaign.lineage.kernel import out_of_scope
 from kernel_ratchet.campaign.rounds import levels
 from kernel_ratchet.errors import (
@@ -25,7 +24,6 @@ from kernel_ratchet.errors import (
     SchemaError,
     Terminated,
 )
-from kernel_ratchet.profile.loader import load_profile
 from tests.campaign.conftest import (
     KERNEL,
     baselined_project,
@@ -35,31 +33,7 @@ from tests.campaign.conftest import (
     ratchet,
     set_blocks,
     typo_kernel,
-    without_early_checks,
 )
-
-
-def _opener(root: Path, monkeypatch):
-    """Opens the campaign of ``root`` in this process, as the CLI would run there."""
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
-    monkeypatch.chdir(root)
-
-    def _open() -> Campaign:
-        return Campaign(load_profile(root), campaign_dir(root))
-
-    return _open
-
-
-@pytest.fixture
-def open_campaign(project, monkeypatch):
-    return _opener(project, monkeypatch)
-
-
-@pytest.fixture
-def open_accepted(accepted_project, monkeypatch):
-    """The accepted campaign, for rounds that end at their harness."""
-    without_early_checks(monkeypatch)
-    return _opener(accepted_project, monkeypatch)
 
 
 @pytest.mark.slow

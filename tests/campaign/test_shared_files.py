@@ -5,18 +5,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from pathlib import Path
 
 import pytest
 
-from kernel_ratchet.campaign.engine import Campaign
 from kernel_ratchet.campaign.rounds.shared import describe, shared_tests, sharing_ops
 from kernel_ratchet.errors import ProfileError
 from kernel_ratchet.profile.loader import load_profile
 from tests.campaign.conftest import (
     KERNEL,
-    campaign_dir,
+    campaign_opener,
     set_blocks,
     typo_kernel,
     without_early_checks,
@@ -37,13 +35,7 @@ def _with_ops(profile, **ops):
 
 def _opener(root: Path, monkeypatch):
     """Opens the campaign of ``root`` in this process with extra ops (:func:`_with_ops`)."""
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
-    monkeypatch.chdir(root)
-
-    def _open(**ops) -> Campaign:
-        return Campaign(_with_ops(load_profile(root), **ops), campaign_dir(root))
-
-    return _open
+    return campaign_opener(root, monkeypatch, _with_ops)
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import torch
 
+from kernel_ratchet.harness import failures
 from kernel_ratchet.harness.adapter import SNR_FP32, Adapter, Shape
 from kernel_ratchet.harness.csv_schema import SCHEMAS, read_csv, write_csv
 from kernel_ratchet.harness.runtime import main, result_cells, run_harness, run_shape
@@ -278,6 +279,26 @@ def test_main_fail_rows_still_exit_zero(tmp_path):
     rc, csv = _main(tmp_path, adapter="WrongGemm")
     assert rc == 0
     assert [r.check for r in read_csv(csv).rows] == ["FAIL"]
+
+
+def test_main_keeps_why_each_shape_failed_beside_its_csv(tmp_path):
+    """The CSV says FAIL; the file beside it says why, one line per failing shape."""
+    _, csv = _main(tmp_path, "--level", "full", adapter="WrongGemm")
+    reasons = failures.read(csv)
+    assert sorted(reasons) == ["s1", "s2"]
+    assert all("SNR" in why and "\n" not in why for why in reasons.values()), reasons
+    _, csv = _main(tmp_path, "--level", "full")
+    assert failures.read(csv) == {}  # every shape passed
+
+
+def test_a_failures_summary_groups_shapes_by_reason_and_cuts_long_ones(tmp_path):
+    long = "CheatDetected: " + "x" * 400
+    got = failures.summary({"big": long, "odd": long, "m1": "out SNR 12.0 dB < 80.0"})
+    first, second = got.split("; ")
+    assert first.startswith("big, odd: CheatDetected: ") and first.endswith("...")
+    assert len(first) == len("big, odd: ") + failures.QUOTED
+    assert second == "m1: out SNR 12.0 dB < 80.0"
+    assert failures.read(tmp_path / "none.csv") == {} and failures.summary({}) == ""
 
 
 def test_main_without_shapes_exits_2_and_writes_nothing(tmp_path, capsys):

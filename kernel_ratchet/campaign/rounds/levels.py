@@ -32,6 +32,7 @@ from kernel_ratchet.campaign.rounds.transfer import dynamic_check
 from kernel_ratchet.errors import SchemaError
 from kernel_ratchet.guard import skew_robustness
 from kernel_ratchet.guard.static_audit import REJECT
+from kernel_ratchet.harness import failures
 from kernel_ratchet.scoring.decision import decide
 
 if TYPE_CHECKING:
@@ -135,6 +136,8 @@ def _level(
         why = f"benchmark CSV schema drift: {exc}"
         return LevelResult(failed=draft.failed(Category.SCHEMA, why, now()))
     if any(not r.passed for r in c.table(c.rel(csv)).rows):
+        if why := failures.summary(failures.read(csv)):  # what to fix, not only where
+            gates = replace(gates, reason=f"{gates.reason} ({why})")
         return LevelResult(csv, gates, Category.CORRECTNESS)
     if (stop := abandon and abandon()) is not None:
         return LevelResult(failed=draft.failed(Category.TEST, stop, now()))
