@@ -14,7 +14,7 @@ from kernel_ratchet.campaign.rounds.baseline import BaselineFailure
 from kernel_ratchet.errors import CampaignError
 from kernel_ratchet.profile.loader import load_profile
 
-from .conftest import campaign_dir, make_project, ratchet
+from .conftest import campaign_dir, git, make_project, ratchet
 
 
 def test_the_failed_baselines_error_names_the_log_where_it_was_kept(tmp_path, monkeypatch):
@@ -61,3 +61,25 @@ def test_a_reason_naming_the_round_relative_to_the_project_follows_it(tmp_path, 
     c = Campaign(load_profile(root), campaign_dir(root))
     with pytest.raises(CampaignError, match=r"see rounds/\.failed-baseline-round-1-\S+/artifacts"):
         c.baseline()
+
+
+def test_a_baseline_with_a_failing_shape_says_which_and_why(tmp_path):
+    """A shape the focused test does not cover fails the harness's check: the BASELINE still
+    stands on the shapes that pass, and its reason names the one that failed and why."""
+    root = make_project(tmp_path / "proj")
+    kernel = root / "tiny_gemm" / "kernel.py"
+    kernel.write_text(
+        kernel.read_text().replace("    return c\n", "    return c * 0 if M == 20 else c\n")
+    )
+    git(root, "commit", "-qm", "wrong on 20 rows", "--", "tiny_gemm/kernel.py")
+    shapes = (
+        '[{"label": "m32", "M": 32, "N": 32, "K": 32}, {"label": "m20", "M": 20, "N": 32, "K": 32}]'
+    )
+    for args in (
+        ("init", "--op", "tiny_gemm", "--yes", "--shapes", f"inline:{shapes}"),
+        ("baseline",),
+    ):
+        r = ratchet(root, *args)
+        assert r.returncode == 0, r.stdout + r.stderr
+    state = (campaign_dir(root) / "rounds" / "round-1" / "round.json").read_text()
+    assert "1/2 shapes PASS (m20: " in state and "SNR" in state, state

@@ -20,6 +20,7 @@ from kernel_ratchet.campaign.quick_bench import (
 from kernel_ratchet.campaign.record import RoundRecord
 from kernel_ratchet.campaign.steps import NO_GPU_ENV, TEST_TIMEOUT_S, run_step
 from kernel_ratchet.errors import CampaignError
+from kernel_ratchet.harness import failures
 from kernel_ratchet.harness.csv_schema import read_csv
 from kernel_ratchet.scoring.decision import Status
 from kernel_ratchet.scoring.metrics import measured_metric_name
@@ -59,9 +60,11 @@ def measure_baseline(c: CampaignContext, started: str) -> RoundRecord:
     if not h.ok or not csv.exists():
         raise BaselineFailure(f"the harness did not produce a CSV: {h.reason}")
     table = read_csv(csv, expected=c.schema)
+    why = failures.summary(failures.read(csv))
     if not any(r.passed for r in table.rows):
         raise BaselineFailure(
-            f"no shape passes the harness's correctness check (see {art / 'harness.log'})"
+            f"no shape passes the harness's correctness check: {why or 'no reason recorded'} "
+            f"(see {art / 'harness.log'})"
         )
     _freeze(c, table)
     write_provenance(c, art, "full")
@@ -78,8 +81,9 @@ def measure_baseline(c: CampaignContext, started: str) -> RoundRecord:
         level="full",
         started=started,
         finished=now(),
-        reason=f"baseline: {passed}/{len(table.rows)} shapes PASS; schema frozen; "
-        "representative shapes chosen",
+        reason=f"baseline: {passed}/{len(table.rows)} shapes PASS"
+        + (f" ({why})" if why else "")
+        + "; schema frozen; representative shapes chosen",
         csv=c.rel(csv),
         test_command=m.test_command,
         harness_command=harness_record(c, "full", csv),
