@@ -94,34 +94,16 @@ def sweep_fp8(
     xr, xc = quant_fp8_dual_1x128(x, FP8, pad_t_to=GROUP)
     dr, dc = quant_fp8_dual_1x128(dout, FP8, pad_t_to=GROUP)
     wt = Fp8Quantized(wq.data_t, wq.scale_t)
-    w_bytes = 2.0 * G * N * K + 2.0 * G * N * K  # bf16 read, two FP8 copies written
     gb = 1e3  # the TFLOPS column holds GB/s for the passes: bytes * 1e3 / (ms * 1e12)
-
-    def dual_bytes(rows: int, cols: int) -> float:
-        return 2.0 * rows * cols + 2.0 * rows * cols  # bf16 read, rows and columns written
-
+    passes = {  # name: (call, bytes: bf16 read, two FP8 copies written)
+        "pass_weight_quant_t": (partial(quant_weight_128x128, w, transpose=True), 4.0 * G * N * K),
+        "pass_dual_x": (partial(quant_fp8_dual_1x128, x, FP8, pad_t_to=GROUP), 4.0 * s.M * K),
+        "pass_dual_dout": (partial(quant_fp8_dual_1x128, dout, FP8, pad_t_to=GROUP), 4.0 * s.M * N),
+    }
     rows = [
-        time_row(
-            label,
-            "pass_weight_quant_t (GB/s)",
-            partial(quant_weight_128x128, w, transpose=True),
-            w_bytes * gb,
-            mrt,
-        ),
-        time_row(
-            label,
-            "pass_dual_x (GB/s)",
-            partial(quant_fp8_dual_1x128, x, FP8, pad_t_to=GROUP),
-            dual_bytes(s.M, K) * gb,
-            mrt,
-        ),
-        time_row(
-            label,
-            "pass_dual_dout (GB/s)",
-            partial(quant_fp8_dual_1x128, dout, FP8, pad_t_to=GROUP),
-            dual_bytes(s.M, N) * gb,
-            mrt,
-        ),
+        time_row(label, f"{n} (GB/s)", fn, nbytes * gb, mrt) for n, (fn, nbytes) in passes.items()
+    ]
+    rows += [
         time_row(label, "gemm_fwd", partial(grouped_mm_fp8, xr, wq, lens, b_is_nk=True), f, mrt),
         time_row(label, "gemm_dgrad", partial(grouped_mm_fp8, dr, wt, lens, b_is_nk=True), f, mrt),
         time_row(label, "gemm_wgrad", partial(grouped_wgrad_fp8, dc, xc, lens), f, mrt),
@@ -134,7 +116,7 @@ def sweep_fp8(
     _, xg = quant_fp8_dual_1x128_grouped(x, lens, FP8)
     _, dg = quant_fp8_dual_1x128_grouped(dout, lens, FP8)
     fn = partial(quant_fp8_dual_1x128_grouped, dout, lens, FP8)
-    rows.append(time_row(label, "pass_dual_dout_grouped (GB/s)", fn, dual_bytes(s.M, N) * gb, mrt))
+    rows.append(time_row(label, "pass_dual_dout_grouped (GB/s)", fn, 4.0 * s.M * N * gb, mrt))
     for name, cfg in pick(FP8_WGRAD, only).items():
         ops = (dg, xg) if cfg.group_chunks else (dc, xc)
         fn = partial(grouped_wgrad_fp8, *ops, lens, config=cfg, group_chunks=cfg.group_chunks)
