@@ -8,7 +8,8 @@ weights in 128x128 blocks, all E4M3 with fp32 dequantization scales; accumulatio
 Same layout contract as :mod:`kernel_ratchet.kernels.grouped_gemm.kernel` (x [T, K] sorted by
 group, w [G, N, K], ``group_lens`` [G] device int tensor, no host synchronization).
 
-Training step (all quantization in the timed forward/backward; nothing cached across calls):
+Training step (all quantization in the timed forward/backward; nothing cached across calls,
+unless the caller passes the weight quantized once per update, :mod:`.prepared_weight`):
 
 * forward: ``x`` -> dual quantization (rows 1x128 for this GEMM, columns 128x1 written as xᵀ
   for the weight gradient); ``w`` -> 128x128 blocks; grouped FP8 GEMM -> out (bf16);
@@ -42,6 +43,7 @@ from kernel_ratchet.kernels.grouped_gemm.launch import (
     num_programs,
     tma_readable,
 )
+from kernel_ratchet.kernels.grouped_gemm.prepared_weight import PreparedWeight
 from kernel_ratchet.kernels.grouped_gemm.weight_quant import quant_weight_128x128
 from kernel_ratchet.kernels.quant.dual import quant_fp8_dual_1x128
 from kernel_ratchet.kernels.quant.dual_grouped import quant_fp8_dual_1x128_grouped
@@ -230,12 +232,21 @@ class GroupedGemmFp8Function(torch.autograd.Function):
     """Autograd wrapper of the FP8 blockwise grouped GEMM (bf16 in, bf16 out and gradients)."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, w: torch.Tensor, group_lens: torch.Tensor) -> torch.Tensor:
+    def forward(
+        ctx,
+        x: torch.Tensor,
+        w: torch.Tensor,
+        group_lens: torch.Tensor,
+        prepared: PreparedWeight | None = None,
+    ) -> torch.Tensor:
         _check(x, w, group_lens)
         group_lens = group_lens.contiguous()  # the kernels read it by offset
         # dgrad contracts over N: it reads the K-major transposed copy (FP8 wgmma wants both
         # operands K-major), written by the same pass; the forward's copy is not kept.
-        wq = quant_weight_128x128(w, transpose=ctx.needs_input_grad[0])
+        if prepared is not None:  # quantized once by the caller for this version of w
+            wq = prepared.for_weight(w)
+        else:
+            wq = quant_weight_128x128(w, transpose=ctx.needs_input_grad[0])
         T, G = x.shape[0], group_lens.shape[0]
         ctx.group_chunks = select("wgrad", "fp8", T / max(G, 1), interpreting()).group_chunks
         if ctx.needs_input_grad[1]:
@@ -265,12 +276,19 @@ class GroupedGemmFp8Function(torch.autograd.Function):
             dw = grouped_wgrad_fp8(
                 dc, xc, group_lens, out_dtype=ctx.w_dtype, group_chunks=ctx.group_chunks
             )
-        return dx, dw, None
+        return dx, dw, None, None
 
 
 def grouped_gemm_fp8_blockwise(
-    x: torch.Tensor, w: torch.Tensor, group_lens: torch.Tensor
+    x: torch.Tensor,
+    w: torch.Tensor,
+    group_lens: torch.Tensor,
+    *,
+    prepared: PreparedWeight | None = None,
 ) -> torch.Tensor:
     """Differentiable FP8-blockwise grouped GEMM: x [T, K] bf16 sorted by group, w [G, N, K]
-    bf16, ``group_lens`` [G] device int tensor (never read on the host) -> [T, N] in x.dtype."""
-    return GroupedGemmFp8Function.apply(x, w, group_lens)
+    bf16, ``group_lens`` [G] device int tensor (never read on the host) -> [T, N] in x.dtype.
+    ``prepared``: ``w`` quantized by :func:`.prepared_weight.prepare_weight` since its last
+    change, used instead of quantizing it again (gradient accumulation); the gradient still
+    flows to ``w``."""
+    return GroupedGemmFp8Function.apply(x, w, group_lens, prepared)
