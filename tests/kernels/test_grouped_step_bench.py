@@ -43,6 +43,23 @@ def test_dry_run_table_has_every_path_and_both_snrs(tmp_path):
     assert any(t.startswith("FP8 step / torch bf16 step: geomean") for t in tail)
 
 
+def test_the_prepared_weight_adds_its_step_and_ratio_beside_the_fp8_step(tmp_path):
+    """``--prepared-weight``: the FP8 step with its weight quantized once beforehand, two more
+    columns after the FP8 step's and its ratio under the table; the table without it keeps
+    its 14 columns (the test above)."""
+    md = tmp_path / "t.md"
+    assert bench.main([*ONE, "--prepared-weight", "-o", str(md)]) == 0
+    header, rows, tail = _table(md)
+    assert len(header) == 16 and header[11:13] == [
+        "FP8 step, weight prepared",
+        "vs torch bf16 step",
+    ]
+    for r in rows:
+        assert len(r) == 16 and r[-1] == "PASS"
+        assert float(r[11]) > 0 and math.isfinite(float(r[12]))
+    assert any(t.startswith("FP8 step, weight prepared / torch bf16 step: geomean") for t in tail)
+
+
 def _row(label: str, ours_ms: float, ok: bool = True) -> sb.StepRow:
     """A row whose three ratios are all 1 / ours_ms (torch's paths take 1 ms)."""
     ms = {"fwd": ours_ms, "step": ours_ms, "fp8_step": ours_ms, "torch_fwd": 1.0, "torch_step": 1.0}
@@ -128,7 +145,7 @@ def test_usage_errors_exit_2_with_the_fix(argv, env, says, monkeypatch, capsys):
     assert says in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("flag", [["-o", "x.md"], ["--flush-l2"]])
+@pytest.mark.parametrize("flag", [["-o", "x.md"], ["--flush-l2"], ["--prepared-weight"]])
 def test_step_options_without_step_are_a_usage_error(flag, capsys):
     with pytest.raises(SystemExit) as e:
         bench.main(flag)

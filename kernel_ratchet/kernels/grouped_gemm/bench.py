@@ -140,6 +140,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=5, help="--step: interleaved timing rounds")
     p.add_argument("--dry-run", action="store_true", help="--step on the CPU interpreter")
     p.add_argument(
+        "--prepared-weight",
+        action="store_true",
+        help="--step: also the FP8 step with its weight quantized once beforehand (gradient "
+        "accumulation: prepare_weight), next to torch's bf16 step",
+    )
+    p.add_argument(
         "--flush-l2",
         action="store_true",
         help="--step: time each call alone after an L2 flush (triton do_bench) instead of "
@@ -148,8 +154,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.step:
         return step_bench.run(args)
-    if args.output or args.dry_run or args.flush_l2:
-        p.error("-o, --dry-run and --flush-l2 belong to --step (the CSV path is --csv)")
+    if args.output or args.dry_run or args.flush_l2 or args.prepared_weight:
+        p.error(
+            "-o, --dry-run, --flush-l2 and --prepared-weight belong to --step "
+            "(the CSV path is --csv)"
+        )
     if not torch.cuda.is_available():
         print("the benchmark needs a CUDA GPU", file=sys.stderr)
         return 2

@@ -53,16 +53,31 @@ from kernel_ratchet.kernels.grouped_gemm.adapter import (
     GroupedGemmFp8BlockwiseAdapter,
     make_grouped_case,
 )
+from kernel_ratchet.kernels.grouped_gemm.fp8 import grouped_gemm_fp8_blockwise
 from kernel_ratchet.kernels.grouped_gemm.launch import interpreting
+from kernel_ratchet.kernels.grouped_gemm.prepared_weight import prepare_weight
 
 _SHAPES_MODULE = "kernel_ratchet.kernels.grouped_gemm.shapes"
 
 #: Timed paths: ours and torch's bf16 forward and step, our FP8 step.
 PATHS = ("fwd", "torch_fwd", "step", "torch_step", "fp8_step")
-HEADER = (
-    "| shape | B | M | N | K | bf16 fwd ours / torch TFLOPS | ratio | bf16 step ours / torch "
-    "| ratio | FP8 step | vs torch bf16 step | bf16 SNR out/dx/dw | FP8 SNR out/dx/dw | check |"
+#: With ``--prepared-weight``: our FP8 step with the weight quantized once beforehand
+#: (:mod:`.prepared_weight`), as under gradient accumulation; its SNRs are the FP8 step's
+#: (the same bits).
+PREPARED = "fp8_prep"
+_CELLS = (
+    "shape | B | M | N | K | bf16 fwd ours / torch TFLOPS | ratio | bf16 step ours / torch "
+    "| ratio | FP8 step | vs torch bf16 step"
 )
+_TAIL = "bf16 SNR out/dx/dw | FP8 SNR out/dx/dw | check"
+
+
+def header(prepared: bool = False) -> str:
+    """The table's header row; ``prepared`` adds the prepared-weight FP8 step's two columns."""
+    extra = " | FP8 step, weight prepared | vs torch bf16 step" if prepared else ""
+    return f"| {_CELLS}{extra} | {_TAIL} |"
+
+
 ADAPTERS = {"bf16": GroupedGemmBf16Adapter(), "fp8": GroupedGemmFp8BlockwiseAdapter()}
 
 
@@ -160,6 +175,11 @@ class StepRow:
             num(self.ratio("step", "torch_step"), ".2f"),
             num(self.rate("fp8_step"), ".4g"),
             num(self.ratio("fp8_step", "torch_step"), ".2f"),
+            *(
+                (num(self.rate(PREPARED), ".4g"), num(self.ratio(PREPARED, "torch_step"), ".2f"))
+                if PREPARED in self.ms
+                else ()
+            ),
             snr("bf16"),
             snr("fp8"),
             check,
@@ -183,14 +203,20 @@ def _snrs(case: GroupedCase) -> tuple[dict[str, float], bool]:
     return snr, ok
 
 
-def _our_fns(case: GroupedCase) -> dict[str, Callable[[], object]]:
+def _our_fns(case: GroupedCase, prepared: bool = False) -> dict[str, Callable[[], object]]:
     x, w, lens, d = case.x, case.w, case.group_lens, case.dout
     bf16, fp8 = ADAPTERS["bf16"].op, ADAPTERS["fp8"].op
-    return {
+    fns = {
         "fwd": lambda: bf16(x, w, lens),
         "step": lambda: torch.autograd.grad(bf16(x, w, lens), (x, w), d),
         "fp8_step": lambda: torch.autograd.grad(fp8(x, w, lens), (x, w), d),
     }
+    if prepared:  # quantized once, outside the timed calls
+        pw = prepare_weight(w)
+        fns[PREPARED] = lambda: torch.autograd.grad(
+            grouped_gemm_fp8_blockwise(x, w, lens, prepared=pw), (x, w), d
+        )
+    return fns
 
 
 def _torch_fns(case: GroupedCase, gmm: TorchGmm) -> dict[str, Callable[[], object]]:
@@ -208,13 +234,19 @@ def _torch_fns(case: GroupedCase, gmm: TorchGmm) -> dict[str, Callable[[], objec
 
 
 def measure(
-    shape: Shape, gmm: TorchGmm, timer, rounds: int, device: str, warm: bool = True
+    shape: Shape,
+    gmm: TorchGmm,
+    timer,
+    rounds: int,
+    device: str,
+    warm: bool = True,
+    prepared: bool = False,
 ) -> StepRow:
     """One shape's row: SNR check, one untimed call of every path (torch's always, ours when
-    ``warm``: it compiles them), interleaved timing."""
+    ``warm``: it compiles them), interleaved timing; ``prepared`` adds :data:`PREPARED`."""
     case = make_grouped_case(shape, 0, device)
     snr, ok = _snrs(case)
-    fns = _our_fns(case)
+    fns = _our_fns(case, prepared)
     note = "" if gmm.mode else f"({gmm.why})"
     theirs = _torch_fns(case, gmm)
     try:
@@ -223,15 +255,17 @@ def measure(
         fns.update(theirs)
     except (RuntimeError, TypeError, ValueError) as exc:
         note = f"(torch._grouped_mm failed: {_short(exc)})"
-    for name in ("fwd", "step", "fp8_step") if warm else ():
-        fns[name]()
-    ms = dict.fromkeys(PATHS, math.nan)
+    for name in ("fwd", "step", "fp8_step", PREPARED) if warm else ():
+        if name in fns:
+            fns[name]()
+    ms = dict.fromkeys(PATHS + ((PREPARED,) if prepared else ()), math.nan)
     ms.update(interleaved_medians(fns, timer, rounds))
     return StepRow(shape, ms, snr, ok, note)
 
 
-def failed(shape: Shape, exc: Exception) -> StepRow:
-    return StepRow(shape, dict.fromkeys(PATHS, math.nan), note=f"({_short(exc)})")
+def failed(shape: Shape, exc: Exception, prepared: bool = False) -> StepRow:
+    paths = PATHS + ((PREPARED,) if prepared else ())
+    return StepRow(shape, dict.fromkeys(paths, math.nan), note=f"({_short(exc)})")
 
 
 #: The ratios under the table: what, our path, the path it is divided into.
@@ -239,11 +273,13 @@ RATIOS = (
     ("bf16 fwd ours / torch", "fwd", "torch_fwd"),
     ("bf16 step ours / torch", "step", "torch_step"),
     ("FP8 step / torch bf16 step", "fp8_step", "torch_step"),
+    ("FP8 step, weight prepared / torch bf16 step", PREPARED, "torch_step"),
 )
 
 
 def _ratios(rows: list[StepRow], ours: str, theirs: str) -> list[float]:
-    return [v for v in (r.ratio(ours, theirs) for r in rows) if math.isfinite(v)]
+    got = (r.ratio(ours, theirs) for r in rows if ours in r.ms)
+    return [v for v in got if math.isfinite(v)]
 
 
 def summary(
@@ -254,7 +290,8 @@ def summary(
     of each ratio over its PASS rows."""
     ok = [r for r in rows if r.ok]
     lines = [f"PASS {len(ok)}/{len(rows)}; {gmm.describe()}"]
-    for what, ours, theirs in RATIOS:
+    ratios = [x for x in RATIOS if any(x[1] in r.ms for r in rows)]  # the paths timed
+    for what, ours, theirs in ratios:
         got = _ratios(ok, ours, theirs)
         if got:
             lines.append(f"{what}: geomean {geomean(got):.2f}, min {min(got):.2f} ({len(got)})")
@@ -265,7 +302,7 @@ def summary(
         wanted = set(labels)
         mine = [r for r in ok if r.shape.label in wanted]
         cells = []
-        for what, ours, theirs in RATIOS:
+        for what, ours, theirs in ratios:
             got = _ratios(mine, ours, theirs)
             stat = f"{geomean(got):.2f} ({min(got):.2f}-{max(got):.2f})" if got else "n/a"
             cells.append(f"{what} {stat}")
@@ -317,14 +354,17 @@ def run(args: argparse.Namespace) -> int:
     device = "cpu" if args.dry_run else "cuda"
     timer = wall_ms if args.dry_run else do_bench_ms() if args.flush_l2 else back_to_back_ms()
     gmm = probe_torch(device)
-    lines = [HEADER, "|" + "---|" * (HEADER.count("|") - 1)]
+    prepared = getattr(args, "prepared_weight", False)
+    head = header(prepared)
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
     print("\n".join(lines), flush=True)
     rows = []
     for shape in shapes:
         try:
-            row = measure(shape, gmm, timer, args.rounds, device, warm=not args.dry_run)
+            warm = not args.dry_run
+            row = measure(shape, gmm, timer, args.rounds, device, warm, prepared)
         except Exception as exc:  # a failing shape is a FAIL row, not the end of the table
-            row = failed(shape, exc)
+            row = failed(shape, exc, prepared)
         rows.append(row)
         lines.append(row.markdown())
         print(lines[-1], flush=True)
