@@ -37,6 +37,19 @@ def test_real_run_counts_launches_quant_passes_and_no_copies(odd_case):
     assert step.quant_passes() == 5
 
 
+def test_aligned_operands_are_quantized_both_ways_in_one_pass_each():
+    """With 16-byte rows the blockwise step quantizes a and dout once each (the dual pass)
+    and b once: three passes. A dry run on a full-size shape counts them without running
+    any (the dual pass included)."""
+    a, b, d = cs.inputs(Shape("m50.n64.k256", M=50, N=64, K=256), torch.float16, DEVICE)
+    with forced_config(SMALL):
+        step = cs.census_call(cs.linear_paths(a, b, d)["fp8_block.step"], dry=False)
+    assert step.quant_passes() == 3 and len(step.of(*cs._DUAL_KERNELS)) == 2
+    big = cs.inputs(Shape("qkv", M=4096, N=12288, K=4096), torch.bfloat16, "cpu")
+    dry = cs.census_call(cs.linear_paths(*big)["fp8_block.step"], dry=True)
+    assert dry.quant_passes() == 3 and len(dry.of(*cs._DUAL_KERNELS)) == 2
+
+
 def test_split_k_shows_as_a_zeroed_buffer_and_a_cast(odd_case):
     a, b, _ = odd_case
     with forced_config(SMALL.with_(split_k=2)):

@@ -34,9 +34,13 @@ from kernel_ratchet.kernels.gemm.fp8 import Fp8Recipe, gemm_fp8_backward, gemm_f
 from kernel_ratchet.kernels.gemm.kernel import _gemm_kernel
 from kernel_ratchet.kernels.gemm.kernel_streamk import _gemm_streamk_kernel
 from kernel_ratchet.kernels.offline import distinct, resources_of
+from kernel_ratchet.kernels.quant import dual as qdual
 from kernel_ratchet.kernels.quant import launch as qlaunch
 
 _QUANT_KERNELS = ("_amax_kernel", "_apply_scale_kernel", "_group_quant_kernel")
+#: The dual 1x128 pass (both layouts from one read), which the blockwise recipe runs on ``a``
+#: and ``dout`` where their rows are 16-byte aligned.
+_DUAL_KERNELS = ("_dual_quant_kernel",)
 #: The dense GEMM kernels: tiles (split-K, persistent) and stream-K. Both take A, B, C, two
 #: more pointers, M, N, K and the (m, k), (n, k) strides first.
 _GEMM_KERNELS = ("_gemm_kernel", "_gemm_streamk_kernel")
@@ -67,7 +71,7 @@ class Census(common.Census):
         return self.of(*_GEMM_KERNELS)
 
     def quant_passes(self) -> int:
-        return len(self.of(*_QUANT_KERNELS))
+        return len(self.of(*_QUANT_KERNELS, *_DUAL_KERNELS))
 
     def unaligned_gemms(self) -> int:
         """GEMM launches on the pointer path whose loads are narrower than 16 bytes: a row
@@ -83,6 +87,7 @@ class Census(common.Census):
         kernels where their operands qualify (with ``gluon``; else their Triton fallbacks)."""
         patches = [(launch, _GEMM_KERNELS[0]), (streamk_launch, _GEMM_KERNELS[1])]
         patches += [(qlaunch, k) for k in _QUANT_KERNELS]
+        patches += [(qdual, k) for k in _DUAL_KERNELS]
         patches += [(wgrad_ws_launch, k) for k in _GLUON_KERNELS]
         qualifies = wgrad_ws_launch.operands_ok if gluon else lambda *a: False
         overrides = [
