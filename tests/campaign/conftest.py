@@ -6,6 +6,7 @@ relocatable: the generated harness finds the project root relative to itself).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
@@ -174,15 +175,26 @@ def without_early_checks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(EARLY_ENV, "0")
 
 
-def campaign_opener(root: Path, monkeypatch, adjust=None):
-    """Opens the campaign of ``root`` in this process, as the CLI would run there; ``adjust``
-    (profile, **kwargs of the call) -> the profile it runs with, e.g. extra ops."""
+def with_ops(profile, **ops):
+    """``profile`` with extra ops beside ``tiny_gemm``: name -> (kernel_source, test command)."""
+    if not ops:
+        return profile
+    base = profile.op("tiny_gemm")
+    extra = {
+        name: dataclasses.replace(base, name=name, kernel_source=tuple(src), test=test)
+        for name, (src, test) in ops.items()
+    }
+    return dataclasses.replace(profile, ops={**profile.ops, **extra})
+
+
+def campaign_opener(root: Path, monkeypatch):
+    """Opens the campaign of ``root`` in this process, as the CLI would run there; keyword
+    arguments of the call add ops to its profile (:func:`with_ops`)."""
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.chdir(root)
 
-    def _open(**kwargs) -> Campaign:
-        profile = load_profile(root)
-        return Campaign(adjust(profile, **kwargs) if adjust else profile, campaign_dir(root))
+    def _open(**ops) -> Campaign:
+        return Campaign(with_ops(load_profile(root), **ops), campaign_dir(root))
 
     return _open
 
@@ -194,6 +206,6 @@ def open_campaign(project, monkeypatch):
 
 @pytest.fixture
 def open_accepted(accepted_project, monkeypatch):
-    """The accepted campaign, for rounds that end at their harness."""
+    """The accepted campaign, for rounds that end at their harness or focused test."""
     without_early_checks(monkeypatch)
     return campaign_opener(accepted_project, monkeypatch)

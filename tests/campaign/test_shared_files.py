@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from pathlib import Path
 
 import pytest
 
@@ -14,44 +13,16 @@ from kernel_ratchet.errors import ProfileError
 from kernel_ratchet.profile.loader import load_profile
 from tests.campaign.conftest import (
     KERNEL,
-    campaign_opener,
     set_blocks,
     typo_kernel,
-    without_early_checks,
+    with_ops,
 )
 
 FAILING = "python -c \"raise SystemExit('the twin op is broken')\""
 
 
-def _with_ops(profile, **ops):
-    """``profile`` with extra ops: name -> (kernel_source, test command)."""
-    base = profile.op("tiny_gemm")
-    extra = {
-        name: dataclasses.replace(base, name=name, kernel_source=tuple(src), test=test)
-        for name, (src, test) in ops.items()
-    }
-    return dataclasses.replace(profile, ops={**profile.ops, **extra})
-
-
-def _opener(root: Path, monkeypatch):
-    """Opens the campaign of ``root`` in this process with extra ops (:func:`_with_ops`)."""
-    return campaign_opener(root, monkeypatch, _with_ops)
-
-
-@pytest.fixture
-def open_with(project, monkeypatch):
-    return _opener(project, monkeypatch)
-
-
-@pytest.fixture
-def open_accepted_with(accepted_project, monkeypatch):
-    """The accepted campaign, for rounds that end at a focused test."""
-    without_early_checks(monkeypatch)
-    return _opener(accepted_project, monkeypatch)
-
-
 def test_sharing_ops_are_the_other_ops_listing_a_changed_file(project):
-    profile = _with_ops(
+    profile = with_ops(
         load_profile(project),
         twin=([KERNEL, "tiny_gemm/other.py"], "pytest a"),
         dotted=(["./" + KERNEL], "pytest a"),  # same file, spelled differently: same test
@@ -72,11 +43,9 @@ def test_sharing_ops_are_the_other_ops_listing_a_changed_file(project):
 
 
 @pytest.mark.slow
-def test_failing_twin_test_rolls_the_round_back_with_test_shared(
-    accepted_project, open_accepted_with
-):
+def test_failing_twin_test_rolls_the_round_back_with_test_shared(accepted_project, open_accepted):
     set_blocks(accepted_project, M=64, N=64)
-    with open_accepted_with(twin=([KERNEL], FAILING)) as c:
+    with open_accepted(twin=([KERNEL], FAILING)) as c:
         rec = c.validate("64x64 tiles", test_shared=True)
         rdir = c.round_dir(rec.round)
     assert rec.status == "ROLLED BACK" and rec.category == "test" and rec.shared_tested
@@ -86,9 +55,9 @@ def test_failing_twin_test_rolls_the_round_back_with_test_shared(
 
 
 @pytest.mark.slow
-def test_without_test_shared_the_round_records_who_shares_the_file(project, open_with):
+def test_without_test_shared_the_round_records_who_shares_the_file(project, open_campaign):
     typo_kernel(project)  # the round ends before any test, after noting the sharing
-    with open_with(twin=([KERNEL], FAILING), stranger=(["tiny_gemm/other.py"], FAILING)) as c:
+    with open_campaign(twin=([KERNEL], FAILING), stranger=(["tiny_gemm/other.py"], FAILING)) as c:
         rec = c.validate("a typo")
         rdir = c.round_dir(rec.round)
     assert rec.category == "compile" and "does not parse" in rec.reason
@@ -101,12 +70,12 @@ def test_without_test_shared_the_round_records_who_shares_the_file(project, open
     assert not (rdir / "artifacts" / "test.twin.log").exists()
 
 
-def test_test_shared_in_the_profile_gates_a_round_without_the_flag(project, open_with):
+def test_test_shared_in_the_profile_gates_a_round_without_the_flag(project, open_campaign):
     """``test_shared: true`` on the op: every driver's rounds are gated by the twin's test, as
     with ``--test-shared``. The round's gate is decided before its steps, so a candidate that
     does not parse shows it; what a gated round runs is the flagged round's (above)."""
     typo_kernel(project)
-    with open_with(twin=([KERNEL], FAILING)) as c:
+    with open_campaign(twin=([KERNEL], FAILING)) as c:
         own = c.ctx.profile.op("tiny_gemm")
         c.ctx.profile = dataclasses.replace(
             c.ctx.profile,
@@ -117,7 +86,7 @@ def test_test_shared_in_the_profile_gates_a_round_without_the_flag(project, open
     assert rec.category == "compile" and rec.shared_tested is True
     assert dict(rec.shared_with) == {"twin": (KERNEL,)} and saved["shared_tested"] is True
     typo_kernel(project)  # rolled back: the same candidate again
-    with open_with(twin=([KERNEL], FAILING)) as c:  # the control: the op's default, false
+    with open_campaign(twin=([KERNEL], FAILING)) as c:  # the control: the op's default, false
         rec = c.validate("the same typo")
     assert rec.category == "compile" and rec.shared_tested is False
 
@@ -137,7 +106,7 @@ def test_check_notes_the_ops_that_share_a_kernel_file(project, monkeypatch):
     from kernel_ratchet.profile.checklist import run_checklist
 
     monkeypatch.chdir(project)
-    profile = _with_ops(load_profile(project), twin=([KERNEL], "pytest a"))
+    profile = with_ops(load_profile(project), twin=([KERNEL], "pytest a"))
     (shared,) = [i for i in run_checklist(profile, "tiny_gemm") if "shared with" in i.name]
     assert shared.ok and shared.warning and "twin" in shared.detail
     assert "test_shared: true" in shared.detail
