@@ -11,6 +11,7 @@ import statistics
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 from torch.utils.benchmark import Timer
@@ -24,6 +25,10 @@ def time_ms(fn: Callable[[], object], min_run_time: float) -> tuple[float, float
     m = Timer(stmt="fn()", globals={"fn": fn}).blocked_autorange(min_run_time=min_run_time)
     times = [t * 1e3 for t in m.times]
     return statistics.median(times), (statistics.pstdev(times) if len(times) > 1 else 0.0)
+
+
+#: What :func:`rotated_samples` times: a call, or a captured CUDA graph.
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -58,14 +63,16 @@ def timed_rounds(
     for fn in fns.values():
         fn()
         fn()
-    names = list(fns)
-    got: dict[str, list[float]] = {n: [] for n in names}
-    for r in range(rounds):
-        for n in names[r % len(names) :] + names[: r % len(names)]:
-            m = Timer(stmt="fn()", globals={"fn": fns[n]}).blocked_autorange(
-                min_run_time=min_run_time
-            )
-            got[n].append(m.median * 1e3)
+
+    def blocked_ms(fn: Callable[[], object]) -> float:
+        return (
+            Timer(stmt="fn()", globals={"fn": fn})
+            .blocked_autorange(min_run_time=min_run_time)
+            .median
+            * 1e3
+        )
+
+    got = rotated_samples(fns, blocked_ms, rounds)
     return {
         n: Timed(statistics.median(v), statistics.stdev(v) if len(v) > 1 else 0.0)
         for n, v in got.items()
@@ -164,16 +171,25 @@ def interleaved_medians(
     timer: Callable[[Callable[[], object]], float],
     rounds: int,
 ) -> dict[str, float]:
-    """Median ms of each of ``fns`` over ``rounds`` rounds; a round times every function once,
+    """Median ms of each of ``fns`` over ``rounds`` rounds (at least one) of
+    :func:`rotated_samples`."""
+    times = rotated_samples(fns, timer, max(rounds, 1))
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def rotated_samples(
+    fns: Mapping[str, T], timer: Callable[[T], float], rounds: int
+) -> dict[str, list[float]]:
+    """``timer`` of each of ``fns`` in ``rounds`` rounds: a round times every function once,
     so clock and thermal drift reach all of them alike, and round r starts at the r-th
     function, so none always follows the same one (a path timed right after a heavy one meets
     the clock that one left)."""
     times: dict[str, list[float]] = {k: [] for k in fns}
     names = list(fns)
-    for r in range(max(rounds, 1)):
+    for r in range(rounds):
         for name in names[r % len(names) :] + names[: r % len(names)]:
             times[name].append(timer(fns[name]))
-    return {k: statistics.median(v) for k, v in times.items()}
+    return times
 
 
 #: Calls of one path captured in one CUDA graph by :func:`graph_rounds`.
@@ -189,19 +205,15 @@ def graph_rounds(
     """Median GPU milliseconds per call of each of ``fns``, the host's launch work left out:
     each is warmed up on a side stream, ``calls`` calls of it are captured in one CUDA graph,
     and the graph is replayed between two CUDA events for ``min_run_time`` seconds per round
-    (the L2 warm, as in back-to-back calls). Rounds rotate the order as :func:`time_rounds`
-    does in the kernels' ``bench``. A path that cannot be captured (a host synchronization, a
+    (the L2 warm, as in back-to-back calls). Rounds rotate the order
+    (:func:`rotated_samples`). A path that cannot be captured (a host synchronization, a
     host read of device data) raises RuntimeError naming it."""
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
     if not torch.cuda.is_available():
         raise RuntimeError("graph timing needs a CUDA GPU; time on the host's clock instead")
     graphs = {name: _captured(name, fn, calls) for name, fn in fns.items()}
-    names = list(graphs)
-    got: dict[str, list[float]] = {n: [] for n in names}
-    for r in range(rounds):
-        for n in names[r % len(names) :] + names[: r % len(names)]:
-            got[n].append(_replayed(graphs[n], min_run_time) / calls)
+    got = rotated_samples(graphs, lambda g: _replayed(g, min_run_time) / calls, rounds)
     return {n: statistics.median(v) for n, v in got.items()}
 
 
