@@ -53,7 +53,6 @@ from kernel_ratchet.kernels.grouped_gemm.adapter import (
     GroupedGemmFp8BlockwiseAdapter,
     make_grouped_case,
 )
-from kernel_ratchet.kernels.grouped_gemm.fp8 import grouped_gemm_fp8_blockwise
 from kernel_ratchet.kernels.grouped_gemm.launch import interpreting
 from kernel_ratchet.kernels.grouped_gemm.prepared_weight import prepare_weight
 
@@ -213,9 +212,7 @@ def _our_fns(case: GroupedCase, prepared: bool = False) -> dict[str, Callable[[]
     }
     if prepared:  # quantized once, outside the timed calls
         pw = prepare_weight(w)
-        fns[PREPARED] = lambda: torch.autograd.grad(
-            grouped_gemm_fp8_blockwise(x, w, lens, prepared=pw), (x, w), d
-        )
+        fns[PREPARED] = lambda: torch.autograd.grad(fp8(x, w, lens, prepared=pw), (x, w), d)
     return fns
 
 
