@@ -71,7 +71,7 @@ class Fp8Recipe:
             raise ValueError("grad_dtype must be torch.float8_e4m3fn or torch.float8_e5m2")
 
 
-def _dual_ok(t: torch.Tensor) -> bool:
+def dual_ok(t: torch.Tensor) -> bool:
     """Whether the blockwise recipe quantizes ``t`` [rows, cols] both ways in one read
     (:func:`quant_fp8_dual_1x128`, bit for bit the two single-direction passes). The dual
     pass writes the row-wise copy unpadded, so its FP8 rows must already be ``ALIGN``-byte
@@ -109,7 +109,7 @@ def gemm_fp8_forward(
             qa.data, qb.data, scale_mode=SCALE_ROW, a_scale=qa.scale, b_scale=qb.scale, kind="fp8"
         )
         return out, {"a": a, "b": b}
-    if _dual_ok(a):  # both copies from one read; aᵀ kept for the weight gradient
+    if dual_ok(a):  # both copies from one read; aᵀ kept for the weight gradient
         qa, qat = quant_fp8_dual_1x128(a, E4M3, pad_t_to=ALIGN)
         kept = {"at": qat.data, "sat": qat.scale}
     else:
@@ -173,7 +173,7 @@ def gemm_fp8_backward(
             kind="fp8",
         )
         return da, db
-    if _dual_ok(dout):  # both copies of dout from one read
+    if dual_ok(dout):  # both copies of dout from one read
         qd, qdt = quant_fp8_dual_1x128(dout, gd, pad_t_to=ALIGN)
     else:
         qd, qdt = quant_fp8_blockwise_1x128(dout, gd, align=ALIGN), None

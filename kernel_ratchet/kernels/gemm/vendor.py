@@ -6,7 +6,9 @@
 * FP8 blockwise: ``torch.nn.functional.scaled_mm`` (cuBLASLt) with ``BlockWise1x128`` /
   ``BlockWise128x128``, the scales laid out as cuBLAS reads them (:func:`outer_major`,
   :func:`cublas_blocks`), where this torch build supports it on the device (one probe call per
-  case; a raising probe means "no vendor").
+  case; a raising probe means "no vendor"). Fed by our quantization kernels as :mod:`.fp8`
+  calls them, the same passes in the same phase: ``a`` and ``dout`` quantized both ways in one
+  read where :func:`.fp8.dual_ok`, ``aᵀ`` then made in the forward.
 
 Each factory returns ``(forward, backward)`` closures over one case, or None when there is no
 vendor kernel for the recipe on this build.
@@ -20,6 +22,8 @@ import torch
 import torch.nn.functional as F
 
 from kernel_ratchet.kernels.gemm.adapter import GemmCase
+from kernel_ratchet.kernels.gemm.fp8 import dual_ok
+from kernel_ratchet.kernels.quant.dual import quant_fp8_dual_1x128
 from kernel_ratchet.kernels.quant.launch import (
     quant_fp8_block_128x128,
     quant_fp8_blockwise_1x128,
@@ -119,7 +123,10 @@ def blockwise_vendor(case: GemmCase, grad_dtype: torch.dtype) -> tuple[Fn, Fn] |
     state: dict[str, object] = {}
 
     def fwd() -> torch.Tensor:
-        qa = quant_fp8_blockwise_1x128(a, E4M3)
+        if dual_ok(a):
+            qa, state["qat"] = quant_fp8_dual_1x128(a, E4M3)
+        else:
+            qa, state["qat"] = quant_fp8_blockwise_1x128(a, E4M3), None
         qb = quant_fp8_block_128x128(b, E4M3, with_transpose=True)
         state["qb"] = qb
         return _block_smm(qa.data, qa.scale, qb.data, qb.scale, True)
@@ -127,12 +134,17 @@ def blockwise_vendor(case: GemmCase, grad_dtype: torch.dtype) -> tuple[Fn, Fn] |
     def bwd() -> tuple[torch.Tensor, torch.Tensor]:
         if not state:
             fwd()
-        qb = state["qb"]
-        qd = quant_fp8_blockwise_1x128(dout, grad_dtype)
+        qb, qat = state["qb"], state["qat"]
+        if dual_ok(dout):
+            qd, qdt = quant_fp8_dual_1x128(dout, grad_dtype)
+        else:
+            qd, qdt = quant_fp8_blockwise_1x128(dout, grad_dtype), None
         da = _block_smm(qd.data, qd.scale, qb.data_t, qb.scale_t, True)  # type: ignore[union-attr]
-        qdt = quant_fp8_blockwise_1x128(dout, grad_dtype, transpose=True)
-        qat = quant_fp8_blockwise_1x128(a, E4M3, transpose=True)
-        db = _block_smm(qdt.data, qdt.scale, qat.data, qat.scale, False)
+        if qdt is None:
+            qdt = quant_fp8_blockwise_1x128(dout, grad_dtype, transpose=True)
+        if qat is None:
+            qat = quant_fp8_blockwise_1x128(a, E4M3, transpose=True)
+        db = _block_smm(qdt.data, qdt.scale, qat.data, qat.scale, False)  # type: ignore[union-attr]
         return da, db
 
     try:
