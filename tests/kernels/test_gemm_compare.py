@@ -46,6 +46,18 @@ def test_set_prints_the_table_and_fills_the_dispatch_table(tmp_path, capsys):
     assert merged.fp8_step_ms >= m.fp8_step_ms and merged.bf16_step_ms <= m.bf16_step_ms
 
 
+def test_the_console_line_keeps_four_significant_digits():
+    """A shape's printed line tells 789.8 from 800 and a 0.9264 ratio from 0.9."""
+    row = ["a.mb1", 1, 64, 128, 256, "PASS", 789.807, 7.30219, 856.998, 35.67, 0.52, 0.96]
+    row += [28.6525, 28.65, 28.78, 833.365, "cublas", 852.579, 888.714, 876.334, 28.65]
+    cells = bench._line([*row, 0.926374, 0.964312, 0.950968]).split()
+    assert cells[:5] == ["a.mb1", "PASS", "789.8", "7.302", "857"]
+    assert cells[8:] == ["833.4", "cublas", "852.6", "888.7", "876.3", "28.65", "0.9264"] + [
+        "0.9643",
+        "0.951",
+    ]
+
+
 def test_rounds_time_every_call_once_a_round_starting_one_later_each_time():
     blocks: list[str] = []
 

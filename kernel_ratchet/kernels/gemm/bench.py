@@ -212,7 +212,8 @@ def run(args: argparse.Namespace) -> list[list[object]]:
 
 
 def _line(row: list[object]) -> str:
-    cells = [format_cell(c, 1) if isinstance(c, float) else str(c) for c in row]
+    """One shape's console line: label, check, our TFLOPS, SNRs, vendor and ratios (4 digits)."""
+    cells = [format_cell(c, 4) if isinstance(c, float) else str(c) for c in row]
     return " ".join(f"{c:>9}" for c in cells[:1] + cells[5:9] + cells[12:])
 
 
