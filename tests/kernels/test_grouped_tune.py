@@ -52,3 +52,15 @@ def test_the_csv_holds_each_shape_as_soon_as_it_is_measured(tmp_path, monkeypatc
         ["shape", "config", "ms", "TFLOPS"],
         ["qwen3_235b_gate_up_uniform", "f8wg_ws_128x128_s5", "1.5", "640.0"],
     ]
+
+
+def test_the_sweep_makes_its_output_folder_and_prints_each_rows_unit(tmp_path, monkeypatch, capsys):
+    """``--out`` may name a folder that does not exist yet; a pass's row prints GB/s, a GEMM's
+    TFLOPS."""
+    rows = [("s", "pass_dual_x (GB/s)", 0.46, 2334.9), ("s", "gemm_fwd", 1.82, 906.0)]
+    monkeypatch.setattr(tune, "sweep_fp8", lambda label, s, mrt, only=(): rows)
+    out = tmp_path / "new" / "sweep"
+    assert tune.main(["--fp8", "--shapes", "qwen3_235b_gate_up_uniform", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[-2].endswith("2334.9 GB/s") and printed[-1].endswith("906.0 TFLOPS")
+    assert len(list(csv.reader((out / "sweep.csv").open()))) == 3

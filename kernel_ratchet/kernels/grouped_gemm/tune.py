@@ -252,7 +252,8 @@ def main(argv: list[str] | None = None) -> int:
         new = sweep(label, known[label], args.min_run_time)
         torch.cuda.empty_cache()
         for r in new:
-            print(f"{r[0]:30s} {r[1]:22s} {r[2]:8.3f} ms {r[3]:7.1f} TFLOPS", flush=True)
+            unit = "GB/s" if "(GB/s)" in r[1] else "TFLOPS"
+            print(f"{r[0]:30s} {r[1]:22s} {r[2]:8.3f} ms {r[3]:7.1f} {unit}", flush=True)
         rows += new
         _write(args.out, rows)  # after each shape: a run cut short keeps what it measured
     new = [] if args.fp8 or "fwd" not in kinds or only else sweep_dual(args.min_run_time)
@@ -263,7 +264,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _write(out_dir: str, rows: list[tuple]) -> None:
-    """``sweep.csv`` in ``out_dir``: shape, config, ms, TFLOPS (GB/s for the passes)."""
+    """``sweep.csv`` in ``out_dir`` (made if missing): shape, config, ms, TFLOPS (GB/s for
+    the passes)."""
+    os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "sweep.csv"), "w", newline="") as fh:
         out = csv.writer(fh)
         out.writerow(["shape", "config", "ms", "TFLOPS"])
