@@ -46,6 +46,16 @@ def test_set_prints_the_table_and_fills_the_dispatch_table(tmp_path, capsys):
     assert merged.fp8_step_ms >= m.fp8_step_ms and merged.bf16_step_ms <= m.bf16_step_ms
 
 
+def test_a_dispatch_fill_times_each_path_in_interleaved_rounds_unless_told():
+    """A table that decides paths is filled from medians of rounds; an explicit --rounds
+    stands, and the tables that decide nothing keep one timing per call."""
+    fill = ["--set", "cpu", "--fill-dispatch", "d.json"]
+    assert bench.parse_args(fill).rounds == bench.FILL_ROUNDS > 1
+    assert bench.parse_args([*fill, "--rounds", "1"]).rounds == 1
+    assert bench.parse_args(["--set", "cpu"]).rounds == 1
+    assert bench.parse_args(["--dtype", "bf16"]).rounds == 1
+
+
 def test_the_console_line_keeps_four_significant_digits():
     """A shape's printed line tells 789.8 from 800 and a 0.9264 ratio from 0.9."""
     row = ["a.mb1", 1, 64, 128, 256, "PASS", 789.807, 7.30219, 856.998, 35.67, 0.52, 0.96]

@@ -5,7 +5,7 @@
         [--shapes model|large|odd|cpu] [-o out.csv] [--min-run-time 0.2] [--rounds 1]
         [--no-vendor]
     python -m kernel_ratchet.kernels.gemm.bench --set odd|dispatch [--fill-dispatch PATH]
-        [--rounds 1] [--timing wall|graph] [-o out.md]
+        [--rounds 1 (3 with --fill-dispatch)] [--timing wall|graph] [-o out.md]
 
 ``--set`` prints the side-by-side table of :mod:`.compare` instead (bf16 ours vs cuBLAS, FP8
 Linear vs the bf16 path) and can write the FP8 dispatch table from it; ``--timing graph``
@@ -244,6 +244,12 @@ def write_rows(path: str, rows: list[list[object]], vendor: bool) -> None:
             w.writerow([format_cell(c) if not isinstance(c, str) else c for c in row])
 
 
+#: Interleaved rounds per cell when ``--fill-dispatch`` writes path decisions: with one
+#: ``blocked_autorange`` per path a single slow moment of the GPU flips a row, and a merge
+#: keeps the slower FP8 time of every run (docs/odd-shapes.md has a row it flipped).
+FILL_ROUNDS = 3
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m kernel_ratchet.kernels.gemm.bench")
     p.add_argument("--dtype", choices=["bf16", "fp16", "fp8"], default=None)
@@ -278,9 +284,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--rounds",
         type=int,
-        default=1,
+        default=None,
         help="time each call of a row this many rounds, interleaved, and take the median "
-        "(1: one blocked_autorange each, one after another)",
+        "(1: one blocked_autorange each, one after another); default 1, and "
+        f"{FILL_ROUNDS} with --fill-dispatch, whose path decisions one slow moment of the GPU "
+        "would otherwise flip",
     )
     p.add_argument(
         "--timing",
@@ -296,6 +304,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("give exactly one of --dtype (per-op benchmark) and --set (side-by-side table)")
     if args.fill_dispatch and args.set_ is None:
         p.error("--fill-dispatch needs --set")
+    if args.rounds is None:
+        args.rounds = FILL_ROUNDS if args.fill_dispatch else 1
     if args.rounds < 1:
         p.error("--rounds must be at least 1")
     if args.timing == "graph" and args.set_ is None:
