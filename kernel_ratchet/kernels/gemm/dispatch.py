@@ -16,10 +16,11 @@ of ``log2 M``, ``log2 N``, ``log2 K`` (each axis counts fully), decides when it 
 the 16-bit step. With no measured shape near, or an empty table, the call keeps FP8 (what the
 caller asked for).
 
-One run's times can mislead where the two paths are close or the FP8 step varies from run to
-run, so runs can be merged (``--fill-dispatch PATH --merge``, same GPU, driver, torch and
-triton): a merged row keeps its slowest FP8 step and its fastest 16-bit step over the runs, so
-a shape goes to FP8 only where FP8 was faster in every run.
+One timing per path can mislead where the two paths are close or the FP8 step varies from
+moment to moment, so a fill times each cell as the median of interleaved rounds (3 unless
+``--rounds`` says otherwise), and runs can be merged (``--fill-dispatch PATH --merge``, same
+GPU, driver, torch and triton): a merged row keeps its slowest FP8 step and its fastest
+16-bit step over the runs, so a shape goes to FP8 only where FP8 was faster in every run.
 """
 
 from __future__ import annotations
