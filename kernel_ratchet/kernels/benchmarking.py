@@ -6,15 +6,34 @@ measurement (that is the harness's timing engine and the paired A/B).
 
 from __future__ import annotations
 
+import argparse
 import math
 import statistics
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypeVar
 
 import torch
 from torch.utils.benchmark import Timer
+
+
+def output_dir(path: str) -> str:
+    """argparse type of an output folder: made now, with its parents, so that a run which
+    measures for minutes does not die at its first write; a folder that cannot be made is a
+    usage error naming it."""
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"cannot make the output folder {path!r}: {exc}") from exc
+    return path
+
+
+def output_file(path: str) -> str:
+    """argparse type of an output file: its folder made now (:func:`output_dir`)."""
+    output_dir(str(Path(path).parent))
+    return path
 
 
 def time_ms(fn: Callable[[], object], min_run_time: float) -> tuple[float, float]:

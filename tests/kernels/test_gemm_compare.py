@@ -46,6 +46,22 @@ def test_set_prints_the_table_and_fills_the_dispatch_table(tmp_path, capsys):
     assert merged.fp8_step_ms >= m.fp8_step_ms and merged.bf16_step_ms <= m.bf16_step_ms
 
 
+def test_output_paths_get_their_folders_before_anything_is_measured(tmp_path, capsys):
+    """A table or sweep written after minutes of measurement must not die at its first write:
+    the folders are made when the arguments are read, and one that cannot be made is a usage
+    error naming it."""
+    table = tmp_path / "new" / "dispatch" / "d.json"
+    args = bench.parse_args(["--set", "cpu", "--fill-dispatch", str(table)])
+    assert table.parent.is_dir() and args.fill_dispatch == str(table)
+    assert benchmarking.output_dir(str(tmp_path / "sweeps" / "a")) == str(tmp_path / "sweeps" / "a")
+    assert (tmp_path / "sweeps" / "a").is_dir()
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--dtype", "bf16", "-o", str(blocker / "out.csv")])
+    assert "cannot make the output folder" in capsys.readouterr().err
+
+
 def test_a_dispatch_fill_times_each_path_in_interleaved_rounds_unless_told():
     """A table that decides paths is filled from medians of rounds; an explicit --rounds
     stands, and the tables that decide nothing keep one timing per call."""

@@ -46,6 +46,7 @@ from kernel_ratchet.kernels.benchmarking import (
     GRAPH_CALLS,
     Timed,
     graph_rounds,
+    output_file,
     time_call,
     time_rounds,
     timed_rounds,
@@ -263,6 +264,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--fill-dispatch",
         default=None,
+        type=output_file,
         metavar="PATH",
         help="with --set: write the FP8 dispatch table measured on the set to PATH",
     )
@@ -278,7 +280,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--grad-dtype", choices=["e4m3", "e5m2"], default="e4m3")
     p.add_argument("--shapes", choices=sorted(SHAPE_SETS), default="model")
     p.add_argument(
-        "-o", "--output", default=None, help="CSV path (--set: markdown; default: print only)"
+        "-o",
+        "--output",
+        default=None,
+        type=output_file,
+        help="CSV path (--set: markdown; default: print only)",
     )
     p.add_argument("--min-run-time", type=float, default=0.2, help="seconds per Timer measurement")
     p.add_argument(

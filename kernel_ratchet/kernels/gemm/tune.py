@@ -26,6 +26,7 @@ import triton
 import triton.testing
 
 from kernel_ratchet.harness.correctness import snr_db
+from kernel_ratchet.kernels.benchmarking import output_dir
 from kernel_ratchet.kernels.gemm import tune_cases, tune_odd
 from kernel_ratchet.kernels.gemm.configs import GemmConfig
 from kernel_ratchet.kernels.gemm.kernel import SCALE_BLOCK, SCALE_TENSOR
@@ -266,7 +267,7 @@ def plan(only: str | None) -> tuple[Callable[..., None], list[tuple[int, int, in
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--out", default=os.environ.get("OUT", "."))
+    p.add_argument("--out", default=os.environ.get("OUT", "."), type=output_dir)
     p.add_argument("--budget-s", type=float, default=200.0)
     p.add_argument(
         "--only",
@@ -294,7 +295,6 @@ def main() -> None:
     for M, N, K in SHAPES:
         sweep(M, N, K, g, t0, args.budget_s, results)
         torch.cuda.empty_cache()
-    Path(args.out).mkdir(parents=True, exist_ok=True)
     Path(args.out, "sweep.json").write_text(
         json.dumps({"info": info, "results": results}, indent=1)
     )

@@ -31,7 +31,7 @@ import torch
 
 from kernel_ratchet.harness.adapter import Shape, load_shapes
 from kernel_ratchet.harness.csv_schema import GEMM_COLUMNS, format_cell
-from kernel_ratchet.kernels.benchmarking import snr_gpu, tflops, time_ms
+from kernel_ratchet.kernels.benchmarking import output_file, snr_gpu, tflops, time_ms
 from kernel_ratchet.kernels.grouped_gemm import step_bench
 from kernel_ratchet.kernels.grouped_gemm.adapter import (
     GroupedGemmBf16Adapter,
@@ -127,7 +127,12 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="module:attr (default: moe_target); with --step also set names, comma-separated",
     )
-    p.add_argument("--csv", default=None, help="write the table here (frozen + vendor columns)")
+    p.add_argument(
+        "--csv",
+        default=None,
+        type=output_file,
+        help="write the table here (frozen + vendor columns)",
+    )
     p.add_argument("--min-run-time", type=float, default=0.2, help="seconds per measurement")
     p.add_argument("--no-backward", action="store_true")
     p.add_argument("--no-check", action="store_true")
@@ -136,7 +141,13 @@ def main(argv: list[str] | None = None) -> int:
         "--no-vendor", action="store_true", help="frozen columns only (what a campaign parses)"
     )
     p.add_argument("--step", action="store_true", help="the table against torch._grouped_mm")
-    p.add_argument("-o", "--output", default=None, help="--step: write the markdown table here")
+    p.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        type=output_file,
+        help="--step: write the markdown table here",
+    )
     p.add_argument("--rounds", type=int, default=5, help="--step: interleaved timing rounds")
     p.add_argument("--dry-run", action="store_true", help="--step on the CPU interpreter")
     p.add_argument(

@@ -23,7 +23,7 @@ from functools import partial
 
 import torch
 
-from kernel_ratchet.kernels.benchmarking import time_ms
+from kernel_ratchet.kernels.benchmarking import output_dir, time_ms
 from kernel_ratchet.kernels.grouped_gemm.adapter import make_grouped_case
 from kernel_ratchet.kernels.grouped_gemm.configs import (
     BUCKETS,
@@ -217,7 +217,7 @@ def sweep_dual(mrt: float) -> list[tuple]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("--out", default=os.environ.get("OUT", "."))
+    p.add_argument("--out", default=os.environ.get("OUT", "."), type=output_dir)
     p.add_argument("--min-run-time", type=float, default=0.05)
     p.add_argument("--shapes", default=",".join(SHAPES), help="shape labels, comma-separated")
     p.add_argument("--fp8", action="store_true", help="the FP8 step's launches and buckets")
@@ -264,9 +264,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _write(out_dir: str, rows: list[tuple]) -> None:
-    """``sweep.csv`` in ``out_dir`` (made if missing): shape, config, ms, TFLOPS (GB/s for
-    the passes)."""
-    os.makedirs(out_dir, exist_ok=True)
+    """``sweep.csv`` in ``out_dir``: shape, config, ms, TFLOPS (GB/s for the passes)."""
     with open(os.path.join(out_dir, "sweep.csv"), "w", newline="") as fh:
         out = csv.writer(fh)
         out.writerow(["shape", "config", "ms", "TFLOPS"])

@@ -22,7 +22,7 @@ import torch
 
 from kernel_ratchet.harness.adapter import load_shapes
 from kernel_ratchet.harness.csv_schema import MEMORY_COLUMNS, format_cell
-from kernel_ratchet.kernels.benchmarking import snr_gpu, time_ms
+from kernel_ratchet.kernels.benchmarking import output_file, snr_gpu, time_ms
 from kernel_ratchet.kernels.quant.adapter import (
     QuantFp8BlockwiseAdapter,
     QuantFp8DualAdapter,
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--op", choices=tuple(ADAPTERS), default="dual")
     p.add_argument("--shapes", default="kernel_ratchet.kernels.quant.shapes:quant_target")
-    p.add_argument("--csv", default=None)
+    p.add_argument("--csv", default=None, type=output_file)
     p.add_argument("--min-run-time", type=float, default=0.2)
     p.add_argument(
         "--no-vendor", action="store_true", help="frozen columns only (what a campaign parses)"
