@@ -59,6 +59,7 @@ from typing import Any
 import numpy as np
 
 from kernel_ratchet.harness.timing.quantity import DEFAULT, Measure
+from kernel_ratchet.kernels.benchmarking import output_file
 from kernel_ratchet.method import norm_subject, planted
 from kernel_ratchet.scoring.noise import pooled_spread
 from kernel_ratchet.scoring.paired_looks import PairedLooks
@@ -320,7 +321,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="take the variant kernel_ratchet.method.noise_probe chose (its 'chosen' entry)",
     )
     p.add_argument("--logs", help="keep every trial's worker logs and timings.jsonl here")
-    p.add_argument("-o", "--output", default="ab_trials.json")
+    p.add_argument("-o", "--output", default="ab_trials.json", type=output_file)
     p.add_argument("--summarize", nargs="+", metavar="JSON", help="merge result files, print")
     return p.parse_args(argv)
 

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kernel_ratchet.kernels.benchmarking import output_file
 from kernel_ratchet.method import planted
 from kernel_ratchet.scoring.noise import RoundNoise, choose, round_noise
 from kernel_ratchet.scoring.paired_looks import PairedLooks
@@ -159,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget-s", type=float, default=300.0)
     p.add_argument("--shapes", help="GEMM shapes MxNxK,... (default: the built-in three)")
     p.add_argument("--cpu", action="store_true")
-    p.add_argument("-o", "--output", default="noise_probe.json")
+    p.add_argument("-o", "--output", default="noise_probe.json", type=output_file)
     p.add_argument("--logs", help="keep worker logs and timings.jsonl here")
     args = p.parse_args(argv)
     variants = json.loads(args.variants) if args.variants else VARIANTS

@@ -29,6 +29,7 @@ import torch
 from kernel_ratchet.errors import RatchetError
 from kernel_ratchet.harness.timing.cuda_events import CudaEventEngine
 from kernel_ratchet.harness.timing.quantity import Measure
+from kernel_ratchet.kernels.benchmarking import output_file
 
 MEASURES = {
     "kernel_time/cold": Measure("kernel_time", "cold"),
@@ -104,7 +105,9 @@ def probe(
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=10, help="A/A rounds per op and quantity")
-    ap.add_argument("-o", "--output", type=Path, default=Path("quantity_probe.json"))
+    ap.add_argument(
+        "-o", "--output", type=lambda p: Path(output_file(p)), default=Path("quantity_probe.json")
+    )
     ap.add_argument("--ops", default=",".join(OPS), help="comma-separated op names (default all)")
     ap.add_argument("--quantities", default=",".join(MEASURES), help="comma-separated quantities")
     ap.add_argument("--samples", type=int, default=int(TIMING["samples"]), help="samples per call")
