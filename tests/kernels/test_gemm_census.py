@@ -91,14 +91,29 @@ def test_repeated_calls_compile_nothing_new():
 )
 def test_fp8_step_never_takes_the_scalar_load_path(mnk):
     """The FP8 copies are written with 16-byte rows, so no GEMM of the step falls back to
-    byte-wise loads whatever M, N, K are; outside the tiny bucket all three use TMA."""
+    byte-wise loads whatever M, N, K are; outside the tiny bucket all three use TMA (the
+    Triton kernels, which the census shows with the Gluon kernels left out)."""
+    M, N, K = mnk
+    a, b, d = cs.inputs(Shape("s", M=M, N=N, K=K), torch.bfloat16, "cpu")
+    step = cs.linear_paths(a, b, d)["fp8_block.step"]
+    c = cs.census_call(step, dry=True, gluon=False)
+    assert c.quant_passes() > 0  # the FP8 path itself, whatever the dispatch table says
+    assert len(c.gemms()) == 3 and c.unaligned_gemms() == 0 and not c.gluon()
+    if M * N >= 128 * 128 * 16:
+        assert all(g.get("USE_TMA") for g in c.gemms())
+
+
+@pytest.mark.parametrize("mnk", [(4096, 6144, 4096), (4097, 6144, 4096)], ids=str)
+def test_dry_census_shows_the_fp8_gemms_on_the_gluon_kernel_as_a_gpu_runs_them(mnk):
+    """On an sm_90 GPU the blockwise step's three GEMMs run the warp-specialized Gluon kernel
+    (the weight gradient with one B scale per column): the dry census records them there,
+    not on the Triton kernel the CPU would fall back to."""
     M, N, K = mnk
     a, b, d = cs.inputs(Shape("s", M=M, N=N, K=K), torch.bfloat16, "cpu")
     c = cs.census_call(cs.linear_paths(a, b, d)["fp8_block.step"], dry=True)
-    assert c.quant_passes() > 0  # the FP8 path itself, whatever the dispatch table says
-    assert len(c.gemms()) == 3 and c.unaligned_gemms() == 0
-    if M * N >= 128 * 128 * 16:
-        assert all(g.get("USE_TMA") for g in c.gemms())
+    names = sorted(x.kernel for x in c.gluon())
+    assert names == ["_fp8_block_ws_cols_kernel", "_fp8_block_ws_kernel", "_fp8_block_ws_kernel"]
+    assert c.gemms() == []
 
 
 def test_sixteen_bit_pointer_path_gets_full_vectors_on_strides_off_16():

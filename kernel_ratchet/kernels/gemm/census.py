@@ -28,7 +28,7 @@ import torch
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.kernels import census as common
 from kernel_ratchet.kernels.census import H200_SMS, Launch, spec_of
-from kernel_ratchet.kernels.gemm import launch, streamk_launch, wgrad_ws_launch
+from kernel_ratchet.kernels.gemm import fp8_block_ws_launch, launch, streamk_launch, wgrad_ws_launch
 from kernel_ratchet.kernels.gemm.bench import SHAPE_SETS
 from kernel_ratchet.kernels.gemm.fp8 import Fp8Recipe, gemm_fp8_backward, gemm_fp8_forward
 from kernel_ratchet.kernels.gemm.kernel import _gemm_kernel
@@ -44,8 +44,11 @@ _DUAL_KERNELS = ("_dual_quant_kernel",)
 #: The dense GEMM kernels: tiles (split-K, persistent) and stream-K. Both take A, B, C, two
 #: more pointers, M, N, K and the (m, k), (n, k) strides first.
 _GEMM_KERNELS = ("_gemm_kernel", "_gemm_streamk_kernel")
-#: The warp-specialized Gluon kernels a Linear path may take (the few-row weight gradient).
-_GLUON_KERNELS = ("_grouped_wgrad_ws_kernel",)
+#: The warp-specialized Gluon kernels a Linear path may take: the few-row weight gradient, and
+#: the blockwise FP8 GEMM (one scale per 128x128 block of B, or per column of it).
+_WGRAD_GLUON = ("_grouped_wgrad_ws_kernel",)
+_FP8_GLUON = ("_fp8_block_ws_kernel", "_fp8_block_ws_cols_kernel")
+_GLUON_KERNELS = _WGRAD_GLUON + _FP8_GLUON
 _spec_of = spec_of
 
 
@@ -88,11 +91,13 @@ class Census(common.Census):
         patches = [(launch, _GEMM_KERNELS[0]), (streamk_launch, _GEMM_KERNELS[1])]
         patches += [(qlaunch, k) for k in _QUANT_KERNELS]
         patches += [(qdual, k) for k in _DUAL_KERNELS]
-        patches += [(wgrad_ws_launch, k) for k in _GLUON_KERNELS]
+        patches += [(wgrad_ws_launch, k) for k in _WGRAD_GLUON]
+        patches += [(fp8_block_ws_launch, k) for k in _FP8_GLUON]
         qualifies = wgrad_ws_launch.operands_ok if gluon else lambda *a: False
         overrides = [
             (launch, "interpreter_mode", lambda: False),
             (launch, "_num_sms", lambda device: sms),
+            (launch, "_on_sm90", lambda t: gluon),
             (wgrad_ws_launch, "supported", qualifies),
         ]
         return self.instrument(patches, overrides if dry else (), dry=dry)
