@@ -32,8 +32,16 @@ def test_dry_fp8_step_launches_and_quant_bytes(olmoe_skewed):
     grouped = configs.BUCKETS["fp8_wgrad"].group_chunks
     assert names.count("_dual_quant_grouped_kernel" if grouped else "_dual_quant_kernel") == 2
     assert names.count("_weight_quant_kernel") == 1
-    assert len(c.of(*gc.GEMM_KERNELS)) == 3 and len(c.of(*gc.WGRAD_KERNELS)) == 1
+    assert len(c.of(*gc.GEMM_KERNELS)) == 3
+    # the weight gradient the GPU runs: the warp-specialized kernel where it is shipped
+    ws = configs.WGRAD_FP8_WS is not None and grouped
+    assert len(c.of("_wgrad_fp8_ws_kernel")) == ws and len(c.of(*gc.WGRAD_KERNELS)) == (not ws)
     summ = gc.summarize(c, S.lens_of(s), 132)
+    if ws:  # 128 x BLOCK_N tiles, each walking its group's own 128-token chunks
+        (x,) = c.of("_wgrad_fp8_ws_kernel")
+        tiling = dict(N=s.N, K=s.K, BN=128, BK=x.get("BLOCK_N"), step=128, aligned=False)
+        model = sc.wgrad_fill(S.lens_of(s), **tiling, sms=132, round_robin=True)
+        assert dict(summ.fills)["wgrad"].fill == pytest.approx(model.fill)
     # bf16 weight read + fp8 written twice (the dgrad's transposed copy); x and dout each
     # read (bf16) and written twice (fp8)
     floor = 4 * s.B * s.N * s.K + 4 * s.M * s.K + 4 * s.M * s.N

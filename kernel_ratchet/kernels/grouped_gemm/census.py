@@ -29,7 +29,12 @@ from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.kernels.census import H200_SMS, Census, Launch, host_us
 from kernel_ratchet.kernels.gemm import wgrad_ws_launch
 from kernel_ratchet.kernels.grouped_gemm import fp8 as fp8_launch
-from kernel_ratchet.kernels.grouped_gemm import fp8_ws_launch, mm_ws_launch, weight_quant
+from kernel_ratchet.kernels.grouped_gemm import (
+    fp8_ws_launch,
+    mm_ws_launch,
+    weight_quant,
+    wgrad_fp8_ws_launch,
+)
 from kernel_ratchet.kernels.grouped_gemm import launch as bf16_launch
 from kernel_ratchet.kernels.grouped_gemm import shapes as S
 from kernel_ratchet.kernels.grouped_gemm.schedule import Fill, longest_first, mm_fill, wgrad_fill
@@ -47,6 +52,7 @@ GLUON = {
     "_grouped_mm_ws_kernel": mm_ws_launch,
     "_grouped_fp8_ws_kernel": fp8_ws_launch,
     "_grouped_wgrad_ws_kernel": wgrad_ws_launch,
+    "_wgrad_fp8_ws_kernel": wgrad_fp8_ws_launch,
 }
 MM_KERNELS = ("_grouped_mm_kernel", "_grouped_mm_fp8_kernel")
 WGRAD_KERNELS = ("_grouped_wgrad_kernel", "_grouped_wgrad_fp8_kernel")
@@ -130,6 +136,11 @@ def fill_of(x: Launch, lens: list[int], sms: int) -> Fill:
             order = longest_first(lens) if x.get("ORDERED") else None
             fill = partial(wgrad_fill, aligned=False, sms=programs, round_robin=True, order=order)
             return fill(lens, N, K, 128, bk, 64)
+        if x.kernel == "_wgrad_fp8_ws_kernel":  # 128 x BLOCK_N tiles over each group's chunks
+            bn = int(x.get("BLOCK_N"))  # type: ignore[arg-type]
+            return wgrad_fill(
+                lens, N, K, 128, bn, 128, aligned=False, sms=programs, round_robin=True
+            )
         return mm_fill(lens, N, 128, int(x.get("BLOCK_N")), programs)  # type: ignore[arg-type]
     N, K = x.ints[0], x.ints[1]
     block = {k: int(x.get(k) or 128) for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K")}

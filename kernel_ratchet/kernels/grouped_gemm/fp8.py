@@ -180,7 +180,7 @@ def grouped_wgrad_fp8(
     ):
         return wgrad_ws.grouped_wgrad_fp8_ws(
             dyt, xt, group_lens, out_dtype=out_dtype, block_n=ws.BLOCK_N,
-            stages=ws.num_stages, group_m=ws.GROUP_M,
+            stages=ws.num_stages, group_m=ws.GROUP_M, num_sms=num_programs(dyt.data.device),
         )  # fmt: skip
     cfg = config or select("wgrad", "fp8", T / max(G, 1), interpreting())
     dw = torch.empty((G, N, K), dtype=out_dtype, device=dyt.data.device)
