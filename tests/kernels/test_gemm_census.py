@@ -165,3 +165,20 @@ def test_decode_rows_do_not_copy_the_weight():
     a, b, d = cs.inputs(Shape("s", M=33, N=4100, K=8200), torch.bfloat16, "cpu")
     c = cs.census_call(cs.linear_paths(a, b, d)["16bit.fwd"], dry=True)
     assert c.copy_bytes < 4100 * 8200 * 2
+
+
+def test_compile_names_where_each_gluon_kernel_of_a_step_compiles(monkeypatch, capsys):
+    """``--compile`` compiles the Triton variants here; a Gluon kernel of the step is named
+    with the launcher whose ``compile_offline`` compiles it."""
+
+    class Res:
+        def line(self) -> str:
+            return "compiled"
+
+    monkeypatch.setattr(cs, "SHAPE_SETS", {"model": lambda: [Shape("s", M=4096, N=6144, K=4096)]})
+    monkeypatch.setattr(cs, "resources_of", lambda kernel, variants: [Res() for _ in variants])
+    assert cs.main(["--set", "model", "--compile"]) == 0
+    out = capsys.readouterr().out
+    owner = "kernel_ratchet.kernels.gemm.fp8_block_ws_launch.compile_offline"
+    assert f"_fp8_block_ws_kernel: a Gluon kernel, compiled by {owner}" in out
+    assert "_fp8_block_ws_cols_kernel" in out and ": compiled" in out  # the 16-bit variants

@@ -180,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
                     variants = distinct(c.of(kernel.__name__))
                     for x, r in zip(variants, resources_of(kernel, variants), strict=True):
                         print(f"{'':40s} {tile(x)}: {r.line()}", flush=True)
+                for k in sorted({x.kernel for x in c.gluon()}):
+                    owner = (fp8_block_ws_launch if k in _FP8_GLUON else wgrad_ws_launch).__name__
+                    print(f"{'':40s} {k}: a Gluon kernel, compiled by {owner}.compile_offline")
     return 0
 
 
