@@ -34,6 +34,7 @@ from kernel_ratchet.kernels.gemm.dispatch import fp8_path
 from kernel_ratchet.kernels.gemm.kernel import SCALE_BLOCK, SCALE_ROW, SCALE_TENSOR
 from kernel_ratchet.kernels.gemm.launch import gemm, gemm_backward, matmul
 from kernel_ratchet.kernels.gemm.operands import rows
+from kernel_ratchet.kernels.prepared import PreparedWeight
 from kernel_ratchet.kernels.quant.dual import quant_fp8_dual_1x128
 from kernel_ratchet.kernels.quant.launch import (
     Fp8Quantized,
@@ -79,10 +80,18 @@ def dual_ok(t: torch.Tensor) -> bool:
     return t.shape[1] % ALIGN == 0
 
 
+def quant_weight_blockwise(b: torch.Tensor) -> Fp8Quantized:
+    """``b [N, K]`` in 128x128 blocks with its transposed copy, as the blockwise recipe
+    quantizes the weight (both copies 16-byte aligned)."""
+    return quant_fp8_block_128x128(b, E4M3, with_transpose=True, align=ALIGN)
+
+
 def gemm_fp8_forward(
-    a: torch.Tensor, b: torch.Tensor, recipe: Fp8Recipe
+    a: torch.Tensor, b: torch.Tensor, recipe: Fp8Recipe, qb: Fp8Quantized | None = None
 ) -> tuple[torch.Tensor, dict[str, Any]]:
-    """``a [M, K] @ b [N, K]ᵀ`` in FP8 -> (bf16 ``[M, N]``, state for :func:`gemm_fp8_backward`)."""
+    """``a [M, K] @ b [N, K]ᵀ`` in FP8 -> (bf16 ``[M, N]``, state for :func:`gemm_fp8_backward`).
+    ``qb``: ``b`` already quantized by :func:`quant_weight_blockwise` (blockwise recipe), used
+    instead of quantizing it here."""
     g = recipe.granularity
     if recipe.dispatch and fp8_path(g, a.shape[0], b.shape[0], a.shape[1]) == "bf16":
         # the 16-bit path multiplies one dtype: a's where it is 16-bit, else bf16 (the FP8
@@ -114,7 +123,7 @@ def gemm_fp8_forward(
         kept = {"at": qat.data, "sat": qat.scale}
     else:
         qa, kept = quant_fp8_blockwise_1x128(a, E4M3, align=ALIGN), {"a": a}
-    qb = quant_fp8_block_128x128(b, E4M3, with_transpose=True, align=ALIGN)
+    qb = qb if qb is not None else quant_weight_blockwise(b)
     out = matmul(
         qa.data,
         qb.data,
@@ -208,8 +217,15 @@ class Fp8GemmFunction(torch.autograd.Function):
     """``out = a @ bᵀ`` through FP8 in forward and backward, by :class:`Fp8Recipe`."""
 
     @staticmethod
-    def forward(ctx, a: torch.Tensor, b: torch.Tensor, recipe: Fp8Recipe) -> torch.Tensor:  # type: ignore[override]
-        out, state = gemm_fp8_forward(a, b, recipe)
+    def forward(  # type: ignore[override]
+        ctx,
+        a: torch.Tensor,
+        b: torch.Tensor,
+        recipe: Fp8Recipe,
+        prepared: PreparedWeight | None = None,
+    ) -> torch.Tensor:
+        qb = None if prepared is None else prepared.for_weight(b)
+        out, state = gemm_fp8_forward(a, b, recipe, qb)
         names = sorted(k for k, v in state.items() if isinstance(v, torch.Tensor))
         ctx.names = names
         ctx.save_for_backward(*(state[k] for k in names))
@@ -220,12 +236,27 @@ class Fp8GemmFunction(torch.autograd.Function):
     def backward(ctx, dout: torch.Tensor):  # type: ignore[override]
         state = dict(zip(ctx.names, ctx.saved_tensors, strict=True))
         da, db = gemm_fp8_backward(dout, state, ctx.recipe)
-        return da, db, None
+        return da, db, None, None
 
 
-def fp8_linear(a: torch.Tensor, b: torch.Tensor, recipe: Fp8Recipe | None = None) -> torch.Tensor:
+def fp8_linear(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    recipe: Fp8Recipe | None = None,
+    *,
+    prepared: PreparedWeight | None = None,
+) -> torch.Tensor:
     """Autograd entry point: ``a @ bᵀ`` in FP8 (default recipe: blockwise, E4M3 gradients);
-    ``a`` may have leading dimensions (``[B, S, K]`` -> ``[B, S, N]``)."""
+    ``a`` may have leading dimensions (``[B, S, K]`` -> ``[B, S, N]``). ``prepared``: ``b``
+    quantized by :func:`.prepared_weight.prepare_weight` since its last change (blockwise
+    recipe), used instead of quantizing it again (gradient accumulation); the gradient still
+    flows to ``b``, and the results are bit for bit those of quantizing it here."""
+    recipe = recipe or Fp8Recipe()
+    if prepared is not None and recipe.granularity != "blockwise":
+        raise ValueError(
+            f"a prepared weight holds 128x128 blocks, for the blockwise recipe; this recipe is "
+            f"{recipe.granularity!r}: call without prepared="
+        )
     a2, lead = rows(a)
-    out = Fp8GemmFunction.apply(a2, b, recipe or Fp8Recipe())
+    out = Fp8GemmFunction.apply(a2, b, recipe, prepared)
     return out if a.dim() == 2 else out.reshape(*lead, out.shape[-1])
