@@ -359,16 +359,17 @@ def test_a_group_chunks_bucket_runs_the_step_in_that_layout(monkeypatch, device)
 @pytest.mark.slow
 def test_group_chunks_step_census_and_sm90_compile(monkeypatch):
     """With the bucket's group_chunks, the dry census sees the grouped dual quantization (x
-    and dout) and a masked-free weight gradient that walks fewer chunks; that weight gradient
-    compiles for sm_90 without spilling, with pointer and with TMA loads."""
+    and dout) and a masked-free Triton weight gradient (where the warp-specialized one does
+    not apply) that walks fewer chunks; it compiles for sm_90 without spilling, with pointer
+    and with TMA loads."""
     shape = next(s for s in S.moe_offlist() if s.label == "qwen15_moe_a27b_down_zipf1.2")
     shared = dataclasses.replace(configs.BUCKETS["fp8_wgrad"], group_chunks=False)
     monkeypatch.setitem(configs.BUCKETS, "fp8_wgrad", shared)
-    old = gc.summarize(gc.census_step("fp8", shape), S.lens_of(shape), gc.H200_SMS)
+    old = gc.summarize(gc.census_step("fp8", shape, gluon=False), S.lens_of(shape), gc.H200_SMS)
     for tma in (False, True):
         cfg = dataclasses.replace(configs.BUCKETS["fp8_wgrad"], group_chunks=True, use_tma=tma)
         monkeypatch.setitem(configs.BUCKETS, "fp8_wgrad", cfg)
-        c = gc.census_step("fp8", shape)
+        c = gc.census_step("fp8", shape, gluon=False)
         assert len(c.of("_dual_quant_grouped_kernel")) == 2 and not c.of("_dual_quant_kernel")
         launches = c.of("_grouped_wgrad_fp8_kernel")
         assert [x.get("GROUP_CHUNKS") for x in launches] == [True]
