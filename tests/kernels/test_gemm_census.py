@@ -114,6 +114,7 @@ def test_dry_census_shows_the_fp8_gemms_on_the_gluon_kernel_as_a_gpu_runs_them(m
     names = sorted(x.kernel for x in c.gluon())
     assert names == ["_fp8_block_ws_cols_kernel", "_fp8_block_ws_kernel", "_fp8_block_ws_kernel"]
     assert c.gemms() == []
+    assert "gemm 0 (tma 0, scalar-load 0, split_k -," in cs.summary(c, 132)
 
 
 def test_sixteen_bit_pointer_path_gets_full_vectors_on_strides_off_16():

@@ -151,7 +151,7 @@ def summary(c: Census, sms: int) -> str:
     g = c.gemms()
     fill = min(1.0, min((x.ctas / sms for x in g), default=1.0))
     tma = sum(bool(x.get("USE_TMA")) for x in g)
-    splits = "/".join("sk" if x.get("PROGRAMS") else str(x.get("SPLIT_K")) for x in g)
+    splits = "/".join("sk" if x.get("PROGRAMS") else str(x.get("SPLIT_K")) for x in g) or "-"
     return (
         f"launches {len(c.launches):2d} gemm {len(g)} (tma {tma}, "
         f"scalar-load {c.unaligned_gemms()}, split_k {splits}, min fill {fill:.2f}) "
