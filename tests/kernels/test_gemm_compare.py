@@ -39,6 +39,7 @@ def test_set_prints_the_table_and_fills_the_dispatch_table(tmp_path, capsys):
     assert f"| {m.faster} |" in rows[0]
     command = json.loads(table.read_text())["info"]["command"]
     assert "--set cpu" in command and str(md) not in command  # the output path is not kept
+    assert command.endswith(f"--rounds {bench.FILL_ROUNDS}")  # the default, said
     # a second run merged in: one row, two runs, the slower FP8 and faster 16-bit times kept
     assert bench.main([*argv, "--fill-dispatch", str(table), "--merge"]) == 0
     (merged,) = dp.parse_table(table.read_text()).rows

@@ -45,7 +45,7 @@ def run_set(args: argparse.Namespace, shapes: list[Shape]) -> int:
         if device == "cuda":
             torch.cuda.empty_cache()
     if args.fill_dispatch:
-        table = cmp.dispatch_table(rows, args.granularity, _command(args.argv))
+        table = cmp.dispatch_table(rows, args.granularity, _command(args.argv, args.rounds))
         path = Path(args.fill_dispatch)
         if args.merge and path.exists():
             table = dsp.parse_table(path.read_text(), str(path)).merged(table)
@@ -60,8 +60,9 @@ def run_set(args: argparse.Namespace, shapes: list[Shape]) -> int:
     return 0 if all(r.ok for r in rows) else 1
 
 
-def _command(argv: list[str]) -> str:
-    """The command that measured a table, without where it wrote its markdown (``-o``)."""
+def _command(argv: list[str], rounds: int) -> str:
+    """The command that measured a table, without where it wrote its markdown (``-o``), with
+    its rounds per cell even where they were the default (a default may change)."""
     kept, skip = [], False
     for arg in argv:
         if skip:
@@ -70,6 +71,8 @@ def _command(argv: list[str]) -> str:
             skip = True
         elif not arg.startswith(("-o", "--output=")):
             kept.append(arg)
+    if not any(a == "--rounds" or a.startswith("--rounds=") for a in kept):
+        kept += ["--rounds", str(rounds)]
     return " ".join(["python -m kernel_ratchet.kernels.gemm.bench", *kept])
 
 
