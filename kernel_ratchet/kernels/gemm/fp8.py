@@ -19,8 +19,10 @@ On shapes where the measured table of :mod:`.dispatch` found the FP8 step slower
 instead (``Fp8Recipe.dispatch=False`` forces FP8, as the benchmark does to fill that table).
 
 Forward saves for backward only what the forward's own quantization produced in the same
-launch (SPEC section 8, K4): the transposed FP8 copy of ``b`` (tensorwise, blockwise) and of
-``a`` (tensorwise). Everything else is quantized in backward from the saved bf16 tensors.
+launch (SPEC section 8, K4): the transposed FP8 copy of ``b`` (tensorwise, blockwise; from a
+weight the caller prepared, :mod:`.prepared_weight`, where it passes one) and of ``a``
+(tensorwise; blockwise where the dual pass writes it). Everything else is quantized in
+backward from the saved bf16 tensors.
 """
 
 from __future__ import annotations

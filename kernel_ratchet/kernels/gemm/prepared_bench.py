@@ -27,6 +27,7 @@ from kernel_ratchet.kernels.gemm.adapter import make_linear_inputs
 from kernel_ratchet.kernels.gemm.bench import SHAPE_SETS, geomean
 from kernel_ratchet.kernels.gemm.fp8 import Fp8Recipe, gemm_fp8_backward, gemm_fp8_forward
 from kernel_ratchet.kernels.gemm.prepared_weight import prepare_weight
+from kernel_ratchet.kernels.gemm.vendor import bf16_vendor
 
 HEADER = (
     "| shape | M | N | K | FP8 step TFLOPS | FP8 step, weight prepared | gain "
@@ -47,10 +48,11 @@ def measure(shape: Shape, device: str, min_run_time: float, rounds: int) -> tupl
         return (out, *gemm_fp8_backward(d, state, RECIPE))
 
     same = all(torch.equal(x, y) for x, y in zip(step(False), step(True), strict=True))
+    fwd, bwd = bf16_vendor(case)
     fns = {
         "fp8": lambda: step(False),
         "prepared": lambda: step(True),
-        "cublas": lambda: (a @ b.t(), d @ b, d.t() @ a),
+        "cublas": lambda: (fwd(), bwd()),
     }
     t = {k: v.ms for k, v in timed_rounds(fns, min_run_time, rounds).items()}
     flops = 6.0 * shape.M * shape.N * shape.K
