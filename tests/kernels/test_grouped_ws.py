@@ -9,6 +9,7 @@ import functools
 
 import pytest
 import torch
+from triton.experimental.gluon import language as gl
 
 from kernel_ratchet.kernels.grouped_gemm import configs
 from kernel_ratchet.kernels.grouped_gemm import fp8 as F
@@ -23,8 +24,10 @@ E4M3 = torch.float8_e4m3fn
 
 @functools.lru_cache(maxsize=1)
 def _resources() -> list[Resources]:
-    """Both modes, compiled natively in a process of their own."""
+    """Both modes, then the paired mode with TMA stores on 4 and 5 stages, compiled natively
+    in a process of their own."""
     calls = [{"mode": m} for m in (0, 1)]
+    calls += [{"mode": 1, "stages": s, "tma_store": True} for s in (4, 5)]
     return compiled_in_a_fresh_process("kernel_ratchet.kernels.grouped_gemm.fp8_ws_launch", calls)
 
 
@@ -35,6 +38,17 @@ def test_the_kernel_compiles_for_sm90_unspilled_and_pipelined(mode):
     assert res.fits(), res.line()
     assert res.shared_bytes >= 6 * (128 + 128) * 128  # six stages of A and B
     assert SM90_SHARED_BYTES - res.shared_bytes > 0
+    assert res.spill_bytes == 0, res.line()
+    assert not res.serialized, "ptxas serialized the wgmma pipeline"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stages", [4, 5])
+def test_the_tma_store_variant_compiles_for_sm90_with_its_staging(stages):
+    """Two 64 x 128 bf16 staging buffers (32 KiB) beside the ring, no spill, wgmmas async."""
+    res = _resources()[2 + (stages - 4)]
+    assert res.fits(), res.line()
+    assert res.shared_bytes >= stages * (128 + 128) * 128 + 2 * 64 * 128 * 2
     assert res.spill_bytes == 0, res.line()
     assert not res.serialized, "ptxas serialized the wgmma pipeline"
 
@@ -55,6 +69,43 @@ def test_a_launch_passes_every_parameter_of_the_kernel(monkeypatch):
     names = _grouped_fp8_ws_kernel.arg_names
     assert len(args) + len(set(kw) - set(ws.OPTIONS)) == len(names)
     assert sorted(set(kw) - set(ws.OPTIONS)) == sorted(names[len(args) :])
+
+
+@pytest.mark.parametrize(
+    ("N", "stored_by_tma"), [(256, True), (200, True), (100, False)], ids=["n256", "n200", "n100"]
+)
+def test_a_tma_store_launch_takes_the_staging_where_the_output_rows_allow(
+    monkeypatch, N, stored_by_tma
+):
+    """Rows of 16-byte multiples get the TMA store's constexprs (its staging layout in the
+    output's dtype); other rows keep the masked stores, the same kernel as without it."""
+    rec = _LaunchRecorder()
+    monkeypatch.setattr(ws, "_grouped_fp8_ws_kernel", rec)
+    T, G, K = 300, 5, 384
+    a, b = torch.zeros(T, K, dtype=E4M3), torch.zeros(G, N, K, dtype=E4M3)
+    sa, sb = torch.ones(3, T).t(), torch.ones(G, 2, 3)
+    lens = torch.tensor([0, 100, 1, 0, 199], dtype=torch.int32)
+    ws.grouped_mm_fp8_ws(a, sa, b, sb, lens, num_sms=7, tma_store=True)
+    ((_, _, kw),) = rec.calls
+    assert kw["TMA_STORE"] is stored_by_tma
+    if stored_by_tma:
+        assert kw["C_LAYOUT"] == gl.NVMMASharedLayout.get_default_for([64, 128], gl.bfloat16)
+    else:
+        assert kw == {**ws._constexprs(8, 128, 8, 6, 7, 1), **ws.OPTIONS}
+
+
+def test_a_tma_store_bucket_asks_the_launcher_for_it(monkeypatch):
+    """``TileConfig.tma_store`` on a ``gluon_ws`` bucket reaches the warp-specialized launch."""
+    seen = {}
+    monkeypatch.setattr(ws, "supported", lambda *a: True)
+    monkeypatch.setattr(ws, "grouped_mm_fp8_ws", lambda *a, **kw: seen.update(kw))
+    lens = torch.tensor([3, 5], dtype=torch.int32)
+    x = quant_fp8_blockwise_1x128(torch.randn(8, 128))
+    w = F.quant_weight_128x128(torch.randn(2, 128, 128))
+    for store in (0, 1):
+        cfg = dataclasses.replace(configs.BUCKETS["fp8_mm_large"], gluon_ws=True, tma_store=store)
+        F.grouped_mm_fp8(x, w, lens, config=cfg)
+        assert seen["tma_store"] is bool(store)
 
 
 def test_supported_needs_an_sm90_gpu():
@@ -89,8 +140,10 @@ def _snr(x: torch.Tensor, ref: torch.Tensor) -> float:
     ids=["tiny-ragged", "ragged", "uniform", "many-small-one-large"],
 )
 @pytest.mark.parametrize("nk", [(256, 384), (160, 256), (1408, 2048)], ids=str)
-@pytest.mark.parametrize("mode", [0, 1], ids=["single", "paired"])
-def test_matches_the_triton_kernel_forward_and_dgrad_on_gpu(lens, nk, mode):
+@pytest.mark.parametrize(
+    ("mode", "tma_store"), [(0, False), (1, False), (1, True)], ids=["single", "paired", "tma-st"]
+)
+def test_matches_the_triton_kernel_forward_and_dgrad_on_gpu(lens, nk, mode, tma_store):
     N, K = nk
     G, T = len(lens), sum(lens)
     g = torch.Generator(device="cuda").manual_seed(T + N + K)
@@ -105,7 +158,9 @@ def test_matches_the_triton_kernel_forward_and_dgrad_on_gpu(lens, nk, mode):
     for a, b in ((xq, wq), (dq, F.Fp8Quantized(wq.data_t, wq.scale_t))):
         if not ws.supported(a.data, b.data, 128):
             pytest.skip("rows not 16-byte aligned: the Triton kernel runs this shape")
-        out = ws.grouped_mm_fp8_ws(a.data, a.scale, b.data, b.scale, lens_t, mode=mode)
+        out = ws.grouped_mm_fp8_ws(
+            a.data, a.scale, b.data, b.scale, lens_t, mode=mode, tma_store=tma_store
+        )
         ref = F.grouped_mm_fp8(a, b, lens_t, config=triton_cfg)
         assert not out.isnan().any()
         assert _snr(out, ref) > 45.0  # the same quantized operands: accumulation order only

@@ -61,6 +61,9 @@ class TileConfig:
     #: forward and dgrad store so only a tile whose rows all lie in its group (a group's
     #: partial last tile keeps the masked stores), and not with ``flatten`` (triton 3.6 cannot
     #: fuse the loops around that conditional store); the wgrad where N is a tile multiple.
+    #: FP8 forward and dgrad on the Gluon kernel (``gluon_ws``): 1 or 2 store each consumer
+    #: warpgroup's 64 rows by TMA, through a descriptor over its group's rows (the TMA unit
+    #: clips the rows past the group), where the output's rows are 16-byte aligned.
     tma_store: int = 0
     #: bf16 wgrad: ``programs_per_sm`` programs per SM walk the (group, n tile, k tile) list
     #: instead of one program per tile.

@@ -92,6 +92,7 @@ def grouped_mm_fp8(
             stages=cfg.num_stages,
             group_m=cfg.GROUP_M,
             num_sms=num_programs(bd.device),
+            tma_store=cfg.tma_store > 0,
         )
     out = torch.empty((T, N), dtype=out_dtype, device=bd.device)
     if T == 0 or N == 0:

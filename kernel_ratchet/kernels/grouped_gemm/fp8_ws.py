@@ -10,8 +10,11 @@ column tile) list that every partition derives from ``group_lens`` on the device
 row tiles swizzled in ``GROUP_M`` bands inside a group.
 
 A row tile may run past its group's last row: its A rows then come from the next group (or are
-zeros past ``T``), and those output rows are never stored (a masked store, not a TMA store, for
-that reason). A column tile past ``N`` reads the next group's weight rows the same way.
+zeros past ``T``), and those output rows are never stored. A column tile past ``N`` reads the
+next group's weight rows the same way. Each consumer stores its 64 rows through masked pointer
+stores, or with ``TMA_STORE`` through shared memory by TMA, with a descriptor it builds on the
+device over its group's output rows, so that the TMA unit clips the rows past the group (as
+:mod:`.mm_ws` does); the store then runs while the consumer starts the next tile.
 
 Operands: ``A [T, K]`` and ``B`` viewed ``[G * N, K]``, both FP8 and K-major with 16-byte
 aligned rows; scales ``sa [T, ceil(K/128)]`` and ``sb [G, ceil(N/128), ceil(K/128)]``, any
@@ -23,6 +26,7 @@ from __future__ import annotations
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
     mbarrier,
     tma,
     warpgroup_mma_wait,
@@ -71,6 +75,31 @@ def _tile_of(
     pm = first_m + (local % width) % gsz
     pn = (local % width) // gsz
     return g_row0 + pm * 2 * HALF_M, g_len - pm * 2 * HALF_M, pn, g
+
+
+@gluon.jit
+def _out_desc(c_ptr, row0, rows, N, stride_cm, BLOCK_N: gl.constexpr, C_LAYOUT: gl.constexpr):
+    """A store descriptor over ``rows`` output rows from ``row0`` (at least one)."""
+    return tma.make_tensor_descriptor(
+        c_ptr + row0.to(gl.int64) * stride_cm,
+        shape=[gl.maximum(rows, 1), N],
+        strides=[stride_cm, 1],
+        block_shape=[HALF_M, BLOCK_N],
+        layout=C_LAYOUT,
+    )
+
+
+@gluon.jit
+def _group_out(c_desc, cur, g, offs_g, lens, row_end, c_ptr, N, stride_cm, BLOCK_N: gl.constexpr,
+               C_LAYOUT: gl.constexpr):  # fmt: skip
+    """The store descriptor of group ``g`` (``c_desc`` kept when ``cur`` is ``g`` already,
+    else rebuilt: call it once the previous store has completed), ``g`` and its first row."""
+    sel = offs_g == g
+    g_row0 = gl.sum(gl.where(sel, row_end - lens, 0), 0)
+    if g != cur:
+        g_len = gl.sum(gl.where(sel, lens, 0), 0)
+        c_desc = _out_desc(c_ptr, g_row0, g_len, N, stride_cm, BLOCK_N, C_LAYOUT)
+    return c_desc, g, g_row0
 
 
 @gluon.jit
@@ -163,8 +192,12 @@ def _consumer(
     STAGES: gl.constexpr,
     NUM_SMS: gl.constexpr,
     MODE: gl.constexpr,
+    c_smem=None,
+    C_LAYOUT: gl.constexpr = None,
+    TMA_STORE: gl.constexpr = False,
 ):
-    """Rows ``[WG * 64, WG * 64 + 64)`` of every tile: scaled wgmma chain, masked store."""
+    """Rows ``[WG * 64, WG * 64 + 64)`` of every tile: scaled wgmma chain, then a masked store
+    (``TMA_STORE``: a TMA store through ``c_smem[WG]``)."""
     layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 32]
     )
@@ -176,6 +209,10 @@ def _consumer(
     k_steps = (k_tiles + 1) // 2 * 2
     zero = gl.zeros([HALF_M, BLOCK_N], gl.float32, layout)
     local_m = WG * HALF_M + gl.arange(0, HALF_M, layout=rows_l)
+    if TMA_STORE:
+        c_buf = c_smem.index(WG)
+        cur = gl.program_id(0) * 0 - 1  # no group yet (tensors: the loop reassigns them)
+        c_desc = _out_desc(c_ptr, cur + 1, cur + 2, N, stride_cm, BLOCK_N, C_LAYOUT)
     it = 0
     for tile in range(gl.program_id(0), total, NUM_SMS):
         row0, valid, pn, g = _tile_of(
@@ -204,38 +241,33 @@ def _consumer(
                 p0 = _issue(a_bufs, b_bufs, ready, it + kt, zero, WG, STAGES)
                 acc = _retire(acc, p0, s0, empty, it + kt, 0, STAGES)
         it += k_steps
-        # rows past the group and columns past N belong to no output of this tile
-        offs_n = off_n + gl.arange(0, BLOCK_N, layout=cols_l)
-        c_ptrs = c_ptr + gl.expand_dims(rows * stride_cm, 1) + gl.expand_dims(offs_n, 0)
-        mask = gl.expand_dims(m_ok, 1) & gl.expand_dims(offs_n < N, 0)
-        gl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
+        if TMA_STORE:
+            # the previous tile's store has read c_buf (and its descriptor) once this returns
+            tma.store_wait(pendings=0)
+            c_desc, cur, g_row0 = _group_out(
+                c_desc, cur, g, offs_g, lens, row_end, c_ptr, N, stride_cm, BLOCK_N, C_LAYOUT
+            )
+            c_buf.store(acc.to(c_ptr.dtype.element_ty))
+            fence_async_shared()
+            tma.async_copy_shared_to_global(c_desc, [row0 - g_row0 + WG * HALF_M, off_n], c_buf)
+        else:
+            # rows past the group and columns past N belong to no output of this tile
+            offs_n = off_n + gl.arange(0, BLOCK_N, layout=cols_l)
+            c_ptrs = c_ptr + gl.expand_dims(rows * stride_cm, 1) + gl.expand_dims(offs_n, 0)
+            mask = gl.expand_dims(m_ok, 1) & gl.expand_dims(offs_n < N, 0)
+            gl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
+    if TMA_STORE:
+        tma.store_wait(pendings=0)
 
 
 @gluon.jit
 def _grouped_fp8_ws_kernel(
-    a_desc,
-    b_desc,
-    c_ptr,
-    sa_ptr,
-    sb_ptr,
-    lens_ptr,
-    G,
-    N,
-    K,
-    stride_cm,
-    stride_sam,
-    stride_sak,
-    stride_sbg,
-    stride_sbn,
-    stride_sbk,
-    G_POW2: gl.constexpr,
-    BLOCK_N: gl.constexpr,
-    GROUP_M: gl.constexpr,
-    STAGES: gl.constexpr,
-    NUM_SMS: gl.constexpr,
-    CONSUMER_REGS: gl.constexpr,
-    MODE: gl.constexpr,
-):
+    a_desc, b_desc, c_ptr, sa_ptr, sb_ptr, lens_ptr, G, N, K, stride_cm, stride_sam, stride_sak,
+    stride_sbg, stride_sbn, stride_sbk, G_POW2: gl.constexpr, BLOCK_N: gl.constexpr,
+    GROUP_M: gl.constexpr, STAGES: gl.constexpr, NUM_SMS: gl.constexpr,
+    CONSUMER_REGS: gl.constexpr, MODE: gl.constexpr, C_LAYOUT: gl.constexpr,
+    TMA_STORE: gl.constexpr,
+):  # fmt: skip
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [2 * STAGES, HALF_M, BLOCK_K], a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES, BLOCK_N, BLOCK_K], b_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -243,87 +275,30 @@ def _grouped_fp8_ws_kernel(
     for i in gl.static_range(STAGES):
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=2)  # one arrival per consumer warpgroup
-    gl.warp_specialize(
-        [
-            (
-                _consumer,
-                (
-                    a_bufs,
-                    b_bufs,
-                    ready,
-                    empty,
-                    c_ptr,
-                    sa_ptr,
-                    sb_ptr,
-                    lens_ptr,
-                    G,
-                    N,
-                    K,
-                    stride_cm,
-                    stride_sam,
-                    stride_sak,
-                    stride_sbg,
-                    stride_sbn,
-                    stride_sbk,
-                    0,
-                    G_POW2,
-                    BLOCK_N,
-                    GROUP_M,
-                    STAGES,
-                    NUM_SMS,
-                    MODE,
-                ),
-            ),
-            (
-                _consumer,
-                (
-                    a_bufs,
-                    b_bufs,
-                    ready,
-                    empty,
-                    c_ptr,
-                    sa_ptr,
-                    sb_ptr,
-                    lens_ptr,
-                    G,
-                    N,
-                    K,
-                    stride_cm,
-                    stride_sam,
-                    stride_sak,
-                    stride_sbg,
-                    stride_sbn,
-                    stride_sbk,
-                    1,
-                    G_POW2,
-                    BLOCK_N,
-                    GROUP_M,
-                    STAGES,
-                    NUM_SMS,
-                    MODE,
-                ),
-            ),
-            (
-                _producer,
-                (
-                    a_desc,
-                    b_desc,
-                    a_bufs,
-                    b_bufs,
-                    ready,
-                    empty,
-                    lens_ptr,
-                    G,
-                    N,
-                    K,
-                    G_POW2,
-                    BLOCK_N,
-                    GROUP_M,
-                    STAGES,
-                    NUM_SMS,
-                ),
-            ),
-        ],
-        [4, 1],
-        [CONSUMER_REGS, 40],
-    )
+    # The partitions: consumer warpgroups 0 and 1, then the producer warp. Gluon takes them as
+    # a literal list, so the two branches repeat their common entries.
+    if TMA_STORE:  # one output staging buffer per consumer warpgroup
+        c_smem = gl.allocate_shared_memory(c_ptr.dtype.element_ty, [2, HALF_M, BLOCK_N], C_LAYOUT)
+        gl.warp_specialize([
+                (_consumer, (a_bufs, b_bufs, ready, empty, c_ptr, sa_ptr, sb_ptr, lens_ptr, G, N,
+                             K, stride_cm, stride_sam, stride_sak, stride_sbg, stride_sbn,
+                             stride_sbk, 0, G_POW2, BLOCK_N, GROUP_M, STAGES, NUM_SMS, MODE,
+                             c_smem, C_LAYOUT, TMA_STORE)),
+                (_consumer, (a_bufs, b_bufs, ready, empty, c_ptr, sa_ptr, sb_ptr, lens_ptr, G, N,
+                             K, stride_cm, stride_sam, stride_sak, stride_sbg, stride_sbn,
+                             stride_sbk, 1, G_POW2, BLOCK_N, GROUP_M, STAGES, NUM_SMS, MODE,
+                             c_smem, C_LAYOUT, TMA_STORE)),
+                (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, lens_ptr, G, N, K,
+                             G_POW2, BLOCK_N, GROUP_M, STAGES, NUM_SMS)),
+            ], [4, 1], [CONSUMER_REGS, 40])  # fmt: skip
+    else:
+        gl.warp_specialize([
+                (_consumer, (a_bufs, b_bufs, ready, empty, c_ptr, sa_ptr, sb_ptr, lens_ptr, G, N,
+                             K, stride_cm, stride_sam, stride_sak, stride_sbg, stride_sbn,
+                             stride_sbk, 0, G_POW2, BLOCK_N, GROUP_M, STAGES, NUM_SMS, MODE)),
+                (_consumer, (a_bufs, b_bufs, ready, empty, c_ptr, sa_ptr, sb_ptr, lens_ptr, G, N,
+                             K, stride_cm, stride_sam, stride_sak, stride_sbg, stride_sbn,
+                             stride_sbk, 1, G_POW2, BLOCK_N, GROUP_M, STAGES, NUM_SMS, MODE)),
+                (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, lens_ptr, G, N, K,
+                             G_POW2, BLOCK_N, GROUP_M, STAGES, NUM_SMS)),
+            ], [4, 1], [CONSUMER_REGS, 40])  # fmt: skip

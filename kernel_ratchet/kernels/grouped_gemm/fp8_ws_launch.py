@@ -4,7 +4,8 @@
 16-byte aligned rows, 128x128 weight blocks); :func:`grouped_mm_fp8_ws` builds the TMA
 descriptors and launches the kernel; :func:`compile_offline` compiles it for sm_90 without a
 GPU. The grouped launcher (:mod:`.fp8`) runs it for a bucket whose ``TileConfig.gluon_ws`` is
-set, where it applies.
+set, where it applies (``TileConfig.tma_store``: the output stored by TMA where its rows allow).
+The TMA store builds its descriptors on the device, so the launch sets Triton's allocator.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from kernel_ratchet.kernels.gemm.fp8_block_ws_launch import OPTIONS, _sm90
+from kernel_ratchet.kernels.gemm.launch import _ensure_tma_allocator
 from kernel_ratchet.kernels.grouped_gemm.fp8_ws import KGROUP, ROWS, _grouped_fp8_ws_kernel
 from kernel_ratchet.kernels.offline_compile import compile_gluon
 
@@ -27,10 +29,17 @@ MAX_GROUPS = 1024
 
 
 def _constexprs(
-    g_pow2: int, block_n: int, group_m: int, stages: int, sms: int, mode: int
-) -> dict[str, int]:
-    """The kernel's constexpr arguments, the same for a launch and an offline compile."""
-    return dict(
+    g_pow2: int,
+    block_n: int,
+    group_m: int,
+    stages: int,
+    sms: int,
+    mode: int,
+    out_dtype: torch.dtype | None = None,
+) -> dict[str, object]:
+    """The kernel's constexpr arguments, the same for a launch and an offline compile
+    (``out_dtype``: the output's, stored by TMA; None: masked stores)."""
+    consts: dict[str, object] = dict(
         G_POW2=g_pow2,
         BLOCK_N=block_n,
         GROUP_M=group_m,
@@ -38,6 +47,28 @@ def _constexprs(
         NUM_SMS=sms,
         CONSUMER_REGS=CONSUMER_REGS,
         MODE=mode,
+        C_LAYOUT=None,
+        TMA_STORE=False,
+    )
+    if out_dtype is not None:
+        layout = gl.NVMMASharedLayout.get_default_for([ROWS, block_n], _GL_OUT[out_dtype])
+        consts.update(C_LAYOUT=layout, TMA_STORE=True)
+    return consts
+
+
+#: Output dtypes of the TMA store, in Gluon's names.
+_GL_OUT = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16, torch.float32: gl.float32}
+
+
+def tma_storable(out: torch.Tensor) -> bool:
+    """Whether the kernel can store ``out [T, N]`` by TMA: a dtype it names, contiguous rows
+    of a multiple of 16 bytes from a 16-byte aligned base (each group's first row is then
+    aligned too)."""
+    return (
+        out.dtype in _GL_OUT
+        and out.stride(-1) == 1
+        and out.data_ptr() % 16 == 0
+        and (out.stride(0) * out.element_size()) % 16 == 0
     )
 
 
@@ -103,11 +134,14 @@ def grouped_mm_fp8_ws(
     group_m: int = 8,
     mode: int = 1,
     num_sms: int | None = None,
+    tma_store: bool = False,
 ) -> torch.Tensor:
     """``out[rows of g] = a[rows of g] @ b[g]ᵀ`` with blockwise scales (module docstring of
     :mod:`.fp8_ws`): ``a [T, K]``, scales ``[T, ceil(K/128)]``; ``b [G, N, K]``, scales
     ``[G, ceil(N/128), ceil(K/128)]``. The caller checks :func:`supported` first. Shared
-    memory is ``stages * (128 + block_n) * 128`` bytes."""
+    memory is ``stages * (128 + block_n) * 128`` bytes, and with ``tma_store`` (where
+    :func:`tma_storable` allows it; masked stores elsewhere, the same values) two output
+    staging buffers of ``64 * block_n`` elements."""
     T, K = a.shape
     G, N, _ = b.shape
     out = torch.empty((T, N), dtype=out_dtype, device=a.device)
@@ -121,6 +155,9 @@ def grouped_mm_fp8_ws(
         lb,
     )
     sms = num_sms or torch.cuda.get_device_properties(a.device).multi_processor_count
+    store_dtype = out_dtype if tma_store and tma_storable(out) else None
+    if store_dtype is not None and a.device.type == "cuda":
+        _ensure_tma_allocator()
     _grouped_fp8_ws_kernel[(sms,)](
         a_desc,
         b_desc,
@@ -137,7 +174,9 @@ def grouped_mm_fp8_ws(
         b_scale.stride(0),
         b_scale.stride(1),
         b_scale.stride(2),
-        **_constexprs(max(triton.next_power_of_2(G), 2), block_n, group_m, stages, sms, mode),
+        **_constexprs(
+            max(triton.next_power_of_2(G), 2), block_n, group_m, stages, sms, mode, store_dtype
+        ),
         **OPTIONS,
     )
     return out
@@ -151,14 +190,16 @@ def compile_offline(
     group_m: int = 8,
     mode: int = 1,
     arch: int = 90,
+    tma_store: bool = False,
 ):
     """The kernel compiled for ``sm_<arch>`` without a GPU (Triton's front end and the ptxas it
     ships), as :func:`grouped_mm_fp8_ws` would launch it on E4M3 operands and a bf16 output;
     read its cost with :func:`kernel_ratchet.kernels.offline.resources`."""
     la, lb = _layouts(block_n, torch.float8_e4m3fn, torch.float8_e4m3fn)
     fn = _grouped_fp8_ws_kernel
+    store = torch.bfloat16 if tma_store else None
     consts = _constexprs(
-        max(triton.next_power_of_2(groups), 2), block_n, group_m, stages, 132, mode
+        max(triton.next_power_of_2(groups), 2), block_n, group_m, stages, 132, mode, store
     )
     sig = {
         "a_desc": f"tensordesc<fp8e4nv[{ROWS}, {KGROUP}],{la!r}>",

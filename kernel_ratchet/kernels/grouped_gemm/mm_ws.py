@@ -30,7 +30,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from kernel_ratchet.kernels.grouped_gemm.fp8_ws import _schedule, _tile_of
+from kernel_ratchet.kernels.grouped_gemm.fp8_ws import _group_out, _out_desc, _schedule, _tile_of
 
 #: Rows of the output tile each consumer warpgroup owns (the wgmma M of one warpgroup).
 ROWS = 64
@@ -92,18 +92,6 @@ def _producer(
 
 
 @gluon.jit
-def _out_desc(c_ptr, row0, rows, N, stride_cm, BLOCK_N: gl.constexpr, C_LAYOUT: gl.constexpr):
-    """A store descriptor over ``rows`` output rows from ``row0`` (at least one)."""
-    return tma.make_tensor_descriptor(
-        c_ptr + row0.to(gl.int64) * stride_cm,
-        shape=[gl.maximum(rows, 1), N],
-        strides=[stride_cm, 1],
-        block_shape=[HALF_M, BLOCK_N],
-        layout=C_LAYOUT,
-    )
-
-
-@gluon.jit
 def _consumer(
     a_bufs,
     b_bufs,
@@ -160,12 +148,9 @@ def _consumer(
         if not SHARED_C:
             # the previous tile's store has read c_buf (and its descriptor) once this returns
             tma.store_wait(pendings=0)
-        sel = offs_g == g
-        g_row0 = gl.sum(gl.where(sel, row_end - lens, 0), 0)
-        if g != cur:
-            g_len = gl.sum(gl.where(sel, lens, 0), 0)
-            c_desc = _out_desc(c_ptr, g_row0, g_len, N, stride_cm, BLOCK_N, C_LAYOUT)
-            cur = g
+        c_desc, cur, g_row0 = _group_out(
+            c_desc, cur, g, offs_g, lens, row_end, c_ptr, N, stride_cm, BLOCK_N, C_LAYOUT
+        )
         if SHARED_C:  # a fresh mbarrier counts as having completed the phase before phase 0
             n = (tile - gl.program_id(0)) // NUM_SMS  # this program's tiles stored so far
             mbarrier.wait(c_turn.index(WG), (n & 1) ^ (1 - WG))

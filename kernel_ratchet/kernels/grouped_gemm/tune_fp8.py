@@ -52,6 +52,10 @@ FP8_MM_MORE = {
     "f8_ws_128x128_s6": TileConfig(128, 128, 128, 8, 4, 6, gluon_ws=True),
     "f8_ws_128x128_s4": TileConfig(128, 128, 128, 8, 4, 4, gluon_ws=True),
     "f8_ws_128x128_s6_g16": TileConfig(128, 128, 128, 16, 4, 6, gluon_ws=True),
+    # the same with TMA stores (fp8_ws.py's TMA_STORE): each consumer's 64 rows leave through
+    # shared memory while it starts the next tile; 32 KiB of output staging beside the ring
+    "f8_ws_128x128_s4_st": TileConfig(128, 128, 128, 8, 4, 4, gluon_ws=True, tma_store=1),
+    "f8_ws_128x128_s5_st": TileConfig(128, 128, 128, 8, 4, 5, gluon_ws=True, tma_store=1),
 }
 # wgrad: BLOCK_N x BLOCK_K output tiles (BLOCK_M unused); the token loop steps 128 (the scale)
 FP8_WGRAD = {
