@@ -21,6 +21,7 @@ from typing import Any
 
 from kernel_ratchet.campaign.log_digest import failure_digest
 from kernel_ratchet.errors import raise_if_interrupted
+from kernel_ratchet.harness import strays
 from kernel_ratchet.harness.start_gate import DRIVER_ENV, GATE_ENV
 
 #: Time limits of the project's commands: a rebuild or focused test, a harness run.
@@ -125,6 +126,7 @@ def start_step(
     except BaseException:
         log.close()
         raise
+    strays.own(proc.pid)
     pgid_file = log_path.with_name(log_path.name + ".pgid")
     pgid_file.write_text(f"{proc.pid} {machine_identity()}")
     step = RunningStep(name, command, proc, log, log_path, pgid_file, t0, gate, cwd=Path(cwd))

@@ -48,6 +48,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
+from kernel_ratchet.harness import strays
 from kernel_ratchet.harness.ab_rule import SequentialRule
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.harness.paired_blame import SHARED_FAILURES, blame
@@ -118,6 +119,7 @@ class _Rounds:
     time_kwargs: Mapping[str, Any]
     trace: IO[str] | None = None
     alternations: int = 1
+    watch: strays.Watch | None = None
     rounds: int = 0
     order: list[tuple[int, str, str]] = field(default_factory=list)
     spent: RequestTime = field(default_factory=RequestTime)
@@ -168,6 +170,9 @@ class _Rounds:
             res = self.workers[side].time(self.by_label[label], seed, phase, **kw)
         _trace(self.trace, r, label, phase, side, res, time.monotonic() - c0)
         self.spent.add(res.payload, time.monotonic() - c0)
+        escaped = self.watch.check() if self.watch is not None else ""
+        if escaped:  # the A/B is void: whichever side it slowed, the round's code did it
+            return Failure("candidate", "time", label, "cheat", escaped, self.logs[side], r, phase)
         ms = float(res.payload.get("median_ms", math.nan)) if res.ok else math.nan
         if not res.ok or not (math.isfinite(ms) and ms > 0):
             cat = res.category if not res.ok else "bad_timing"
@@ -371,16 +376,15 @@ def run_paired(
     ctype = campaign_type or ("compute_fwd_bwd" if "bwd" in phases else "compute_fwd")
     rng_seed = secrets.randbits(63) if rng_seed is None else rng_seed
     say = progress or (lambda _msg: None)
-    log_dir = Path(log_dir)
-    log_dir.mkdir(parents=True, exist_ok=True)
+    (log_dir := Path(log_dir)).mkdir(parents=True, exist_ok=True)
     logs = {side: str(log_dir / f"{side}_worker.log") for side in SIDES}
     tkw = {"spot_checks": PAIRED_SPOT_CHECKS, **(time_kwargs or {})}
     with ExitStack() as stack:
+        watch = stack.enter_context(strays.joined())  # workers are strays.own children
         workers = _open_workers(stack, worker_factory, (incumbent, candidate), logs)
         rng = np.random.default_rng(rng_seed)
-        run = _Rounds(
-            workers, tuple(shapes), phases, seed, rng, logs, tkw, alternations=int(alternations)
-        )
+        run = _Rounds(workers, tuple(shapes), phases, seed, rng, logs, tkw, watch=watch)
+        run.alternations = int(alternations)
         failure = run.check(say, prechecked) or _precision(run, rule)
         check_wall_s = time.monotonic() - t0
         decision, early_stop = None, None

@@ -39,6 +39,8 @@ from typing import Any
 
 import torch
 
+from kernel_ratchet.harness.strays import state_and_cmdline
+
 #: The clocks of ``time`` that timing engines read; each must be the C builtin.
 TIMERS: tuple[str, ...] = ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time")
 
@@ -293,17 +295,6 @@ def _children_of(pid: int) -> set[int]:
     return kids
 
 
-def _state_and_cmdline(pid: int) -> tuple[str, str]:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            cmd = f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
-    except (OSError, IndexError):
-        return "gone", ""
-    return state, cmd
-
-
 def _library_worker(pid: int) -> bool:
     """Whether ``pid`` runs a library's worker of :data:`ALLOWED_CHILDREN`: this interpreter
     on the module's own file under torch, or ``-m`` the module (an argument merely naming it
@@ -326,7 +317,7 @@ def child_processes() -> list[str]:
     """Running (not exited) child processes of this worker, except allowed library workers."""
     found = []
     for pid in sorted(_children_of(os.getpid())):
-        state, cmd = _state_and_cmdline(pid)
+        state, cmd = state_and_cmdline(pid)
         if state in ("Z", "X", "gone") or _library_worker(pid):
             continue
         found.append(f"pid {pid} ({cmd[:80]})")

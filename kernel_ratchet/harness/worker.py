@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from kernel_ratchet.errors import RatchetError
+from kernel_ratchet.harness import strays
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.harness.outcome import classify_exit
 from kernel_ratchet.harness.pinning import pin, stopped
@@ -152,6 +153,7 @@ class Worker:
             env=env,
             start_new_session=True,  # one process group: a kill also ends the candidate's children
         )
+        strays.own(self._proc.pid)
         self.pinned = ""  # set by the first timing request (:meth:`time`)
         self._nonce = secrets.token_hex(16)  # the ready line must echo it
         self._send_line({"op": "hello", "nonce": self._nonce})

@@ -161,3 +161,49 @@ def test_a_new_untracked_file_is_out_of_scope_and_named_as_untracked(
     why = _refused(project, validate, "32x32 tiles with a helper")
     assert "tiny_gemm/helper_new.py is not tracked by git" in why, why
     assert "add it to .gitignore" in why
+
+
+#: Kernel code that, imported by a worker, writes a package ``kernel/`` into the incumbent's
+#: worktree: beside ``kernel.py`` it wins the incumbent's next import (a slowed copy would).
+PLANT = """
+import os as _os, pathlib as _pl
+if "KR_WORKER_SPEC" in _os.environ:
+    _root = _pl.Path(__file__).resolve().parents[1] / ".ratchet"
+    for _d in _root.glob("**/.incumbent/tiny_gemm"):
+        (_d / "kernel").mkdir(exist_ok=True)
+        (_d / "kernel" / "__init__.py").write_text("SLOW = True\\n")
+"""
+
+#: Kernel code that, imported by a worker, leaves a process in a session of its own.
+ESCAPE = """
+import os as _os
+if "KR_WORKER_SPEC" in _os.environ:
+    _os.system("setsid sleep 98 >/dev/null 2>&1 </dev/null &")
+"""
+
+
+@pytest.mark.parametrize(
+    ("code", "says"),
+    [
+        pytest.param(PLANT, "code files of the incumbent's worktree changed", id="planted-module"),
+        pytest.param(ESCAPE, "processes outside both workers", id="escaped-process"),
+    ],
+)
+def test_code_that_works_on_the_incumbents_side_is_a_cheat(
+    project: Path,  # noqa: F811
+    validate,
+    code: str,
+    says: str,
+) -> None:
+    """A candidate that slows the incumbent, through its worktree's files or a process that
+    left the candidate's worker, gains nothing: the round is rolled back as a cheat."""
+    set_blocks(project, M=32, N=32)
+    path = project / KERNEL
+    path.write_text(path.read_text() + code)
+    rec = validate("32x32 tiles")
+    expect_flagged(
+        rec["status"] == "ROLLED BACK" and rec["category"] == "cheat",
+        rec["reason"],
+        says,
+        _explain(rec),
+    )

@@ -9,12 +9,13 @@ the campaign: nothing in the user's tree is touched.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernel_ratchet.campaign.lineage import git
+from kernel_ratchet.campaign.lineage import git, tree_seal
 from kernel_ratchet.campaign.lineage.kernel import incumbent_bytes
 from kernel_ratchet.campaign.lineage.workspace import is_workspace
 
@@ -26,7 +27,12 @@ WORKTREE = ".incumbent"
 
 def incumbent_tree(c: CampaignContext) -> Path:
     """Prepare the worktree and return the project root inside it (the profile's directory)."""
-    return prepare_tree(c, c.incumbent_dir or c.dir / WORKTREE)
+    return prepare_tree(c, incumbent_worktree(c))
+
+
+def incumbent_worktree(c: CampaignContext) -> Path:
+    """The incumbent's worktree (prepared or not)."""
+    return c.incumbent_dir or c.dir / WORKTREE
 
 
 def _mirror_workspace(src: Path, root: Path, kernel: set[str]) -> None:
@@ -36,16 +42,28 @@ def _mirror_workspace(src: Path, root: Path, kernel: set[str]) -> None:
     for path in src.rglob("*"):
         rel = path.relative_to(src).as_posix()
         if path.is_file() and rel not in kernel and "__pycache__" not in path.parts:
-            dst = root / rel
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, dst)
+            _put(root / rel, path.read_bytes())
+
+
+def _put(path: Path, data: bytes) -> None:
+    """``path`` holding ``data``, rewritten only when it holds something else (a file kept
+    keeps its time, so its compiled module stays valid: :mod:`.tree_seal`)."""
+    with contextlib.suppress(OSError):
+        if path.is_file() and path.read_bytes() == data:
+            return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
 
 
 def prepare_tree(c: CampaignContext, wt: Path) -> Path:
     """Make ``wt`` a detached worktree holding the incumbent exactly (its commit, its kernel
-    files, the user's mirrored uncommitted files); returns the project root inside it."""
+    files, the user's mirrored uncommitted files); returns the project root inside it. The
+    first preparation of a round (:func:`.tree_seal.reset`) also removes what earlier rounds'
+    code left in the tree (a module shadowing the kernel's), then seals it."""
     commit = c.state.incumbent_commit if c.m.git_commit else c.m.starting_commit
     commit = commit or git.head(c.groot)
+    root = wt / os.path.relpath(c.root, c.groot)
+    first = not tree_seal.sealed(wt)
     if not (wt / ".git").exists():
         if wt.exists():
             shutil.rmtree(wt)
@@ -53,7 +71,8 @@ def prepare_tree(c: CampaignContext, wt: Path) -> Path:
         git.git(c.groot, "worktree", "add", "--detach", "--force", str(wt), commit)
     else:
         git.git(wt, "checkout", "--detach", "--force", commit)
-    root = wt / os.path.relpath(c.root, c.groot)
+        if first:
+            git.git(wt, "clean", "-fdq")
     if is_workspace(c.m):
         _mirror_workspace(c.root, root, set(c.m.kernel_source))
     for rel in c.m.kernel_source:  # the incumbent's kernel files, exactly
@@ -61,16 +80,16 @@ def prepare_tree(c: CampaignContext, wt: Path) -> Path:
         if data is None:
             path.unlink(missing_ok=True)
         else:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(data)
+            _put(path, data)
     kernel = set(c.kernel_git)
     for rel in c.state.ambient:  # the user's own uncommitted files, mirrored
         if rel in kernel:
             continue
         src, dst = c.groot / rel, wt / rel
         if src.is_file():
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, dst)
+            _put(dst, src.read_bytes())
         elif not src.exists():
             dst.unlink(missing_ok=True)
+    if first:
+        tree_seal.seal(wt)
     return root

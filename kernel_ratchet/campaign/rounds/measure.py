@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from kernel_ratchet.campaign.category import Category
 from kernel_ratchet.campaign.clock import now
+from kernel_ratchet.campaign.lineage import tree_seal
 from kernel_ratchet.campaign.lineage.kernel import (
     candidate_diff,
     edited_meanwhile,
@@ -20,6 +21,7 @@ from kernel_ratchet.campaign.lineage.kernel import (
     out_of_scope,
     scope_reason,
 )
+from kernel_ratchet.campaign.lineage.worktree import incumbent_worktree
 from kernel_ratchet.campaign.quick_bench import EarlyHarness
 from kernel_ratchet.campaign.record import OVERLAP_STEP, RoundDraft, RoundRecord
 from kernel_ratchet.campaign.rounds.levels import measure_levels
@@ -40,6 +42,7 @@ from kernel_ratchet.guard import StaticAudit, audit_change
 from kernel_ratchet.guard.backend import backend_audit
 from kernel_ratchet.guard.static_audit import REJECT
 from kernel_ratchet.guard.tool_reach import tool_reach
+from kernel_ratchet.harness import strays
 from kernel_ratchet.harness.pinning import beside_cpus
 from kernel_ratchet.scoring.decision import Status
 
@@ -87,8 +90,27 @@ def measure(c: CampaignContext, n: int, p: PendingRound) -> RoundRecord:
     ab_quick/_full, transfer; measure = the whole round; overlap: see
     :data:`~kernel_ratchet.campaign.record.OVERLAP_STEP`)."""
     t0 = time.monotonic()
-    record = _unless_edited_meanwhile(c, _measure(c, n, p))
+    tree_seal.reset()  # the round's first preparation of the incumbent's tree seals it
+    with strays.Watch():  # before any code of the round runs: see :mod:`.strays`
+        record = _unless_edited_meanwhile(c, _measure(c, n, p))
+    record = _unless_incumbent_touched(c, record)
     return record.with_seconds("measure", time.monotonic() - t0)
+
+
+def _unless_incumbent_touched(c: CampaignContext, record: RoundRecord) -> RoundRecord:
+    """``record``, rolled back as a cheat when code files of the incumbent's worktree changed
+    while the round ran (:mod:`~kernel_ratchet.campaign.lineage.tree_seal`): the incumbent
+    was not measured as committed. Its measurement is kept in the record."""
+    touched = tree_seal.broken(incumbent_worktree(c))
+    if not touched or record.category is Category.SCOPE:
+        return record
+    why = (
+        f"code files of the incumbent's worktree changed while the round ran "
+        f"({', '.join(touched[:8])}{', ...' if len(touched) > 8 else ''}): code of the round "
+        f"wrote them, so the incumbent was not measured as committed and nothing this round "
+        f"measured can be credited ({record.status.value} otherwise: {record.reason})"
+    )
+    return replace(record, status=Status.ROLLED_BACK, category=Category.CHEAT, reason=why)
 
 
 def _unless_edited_meanwhile(c: CampaignContext, record: RoundRecord) -> RoundRecord:
