@@ -113,6 +113,21 @@ def test_an_edit_hidden_from_git_status_is_still_out_of_scope(
     assert "--no-skip-worktree" in why  # how to make git show the edit again
 
 
+def test_an_edit_committed_outside_the_kernel_is_still_out_of_scope(
+    project: Path,  # noqa: F811
+    validate,
+) -> None:
+    """A commit does not take a change out of the round's scope: a reference loosened and
+    committed before the round is refused as an uncommitted one is, with how to restore it."""
+    ref = project / "tiny_gemm/reference.py"
+    ref.write_text(_float32_reference(ref.read_text()))
+    subprocess.run(["git", "commit", "-qam", "tweak the reference"], cwd=project, check=True)
+    set_blocks(project, M=32, N=32)
+    why = _refused(project, validate, "32x32 tiles")
+    expect_flagged("outside kernel_source" in why, why, "tiny_gemm/reference.py", why)
+    assert "changed in a commit since the incumbent's" in why and "git checkout " in why
+
+
 def test_a_kernel_that_reaches_for_the_checker_is_refused_before_measuring(
     project: Path,  # noqa: F811
     validate,

@@ -204,6 +204,13 @@ def changed_paths(root: Path) -> list[str]:
     return sorted(set(paths) | set(hidden_edits(root)))
 
 
+def committed_since(root: Path, base: str | None) -> list[str]:
+    """Paths that commits since ``base`` (up to HEAD) changed; [] without a base."""
+    if not base:
+        return []
+    return sorted(p for p in git(root, "diff", "--name-only", "-z", base, "HEAD").split("\0") if p)
+
+
 def commit_only(root: Path, paths: Sequence[str], message: str) -> str | None:
     """Commit exactly ``paths`` (whatever else is staged stays staged). Returns the sha, or
     None when those paths hold no change against HEAD."""

@@ -148,15 +148,19 @@ def kernel_changed(c: CampaignContext) -> bool:
 
 
 def ambient(c: CampaignContext) -> dict[str, str | None]:
-    """Fingerprints of the user's own uncommitted changes outside the kernel files."""
+    """Fingerprints of the user's own changes outside the kernel files: uncommitted ones, and
+    those committed since the incumbent's commit (a commit does not take a change out of a
+    round's scope)."""
     if is_workspace(c.m):  # the workspace's own files, not the project's
         return workspace_ambient(c)
     # the tool writes exports (records, never code) and tips
     kernel = set(c.kernel_git) | {p for p in c.state.exported if p.endswith(RECORD_SUFFIXES)}
     tips = os.path.relpath(c.profile.tips_root_path, c.groot) + "/"
+    base = c.state.incumbent_commit if c.m.git_commit else c.m.starting_commit
+    paths = set(git.changed_paths(c.groot)) | set(git.committed_since(c.groot, base))
     return {
         p: file_sha256(c.groot / p)
-        for p in git.changed_paths(c.groot)
+        for p in sorted(paths)
         if p not in kernel and not p.startswith(tips)
     }
 
@@ -182,6 +186,14 @@ def scope_reason(c: CampaignContext, scope: list[str]) -> str:
         why += (
             f". {', '.join(own)} held an uncommitted edit of yours when the last round closed: "
             "put that version back (git checkout would drop it too)"
+        )
+    base = c.state.incumbent_commit if c.m.git_commit else c.m.starting_commit
+    done = [] if is_workspace(c.m) else sorted(set(scope) & set(git.committed_since(c.groot, base)))
+    if done and base:
+        why += (
+            f". {', '.join(done)} changed in a commit since the incumbent's ({base[:12]}): "
+            f"restore {'it' if len(done) == 1 else 'them'} with `git checkout {base[:12]} -- "
+            f"{' '.join(done)}` and commit, or revert that commit"
         )
     new = [] if is_workspace(c.m) else _untracked(c, scope)
     if new:
