@@ -10,11 +10,13 @@ backward written with torch ops, are not counted) and flags the change; acceptin
 user's explicit consent (a new campaign on that backend, or an allowance in the profile).
 
 What is a vendor call: ``torch.matmul/mm/bmm/addmm/addmv/baddbmm/einsum/tensordot/
-inner/outer``, ``torch.nn.functional`` compute ops, ``torch._scaled_mm``/``_grouped_mm``,
-``torch.ops.aten.*``, ``torch.compile``, the tensor methods ``.matmul/.mm/.bmm``, the ``@``
-operator, and imports of ``cupy``, ``cublas`` or ``cudnn`` bindings. A reference call: an
-import from a module whose last name contains ``reference`` (or one of ``reference_modules``),
-or a name ending in ``_ref``.
+inner/outer``, ``torch.nn.functional`` compute ops (and their ``torch.softmax``-style
+spellings), ``torch._scaled_mm``/``_grouped_mm``, ``torch.ops.aten.*``, ``torch.compile``,
+the tensor methods ``.matmul/.mm/.bmm/.softmax`` and kin, the ``@`` operator and
+``operator.matmul``, each also under a name an import bound it to (``from torch import mm as
+_mm``, ``import torch as T``), and imports of ``cupy``, ``cublas`` or ``cudnn`` bindings. A
+reference call: an import from a module whose last name contains ``reference`` (or one of
+``reference_modules``), or a name ending in ``_ref``.
 
 Limits: the audit reads the syntax tree. A vendor call reached through another module,
 ``getattr`` with a computed name or ``exec`` is not seen; the dynamic complement (counting
@@ -83,9 +85,16 @@ _F_OPS = frozenset(
         "grouped_mm",
     ]
 )
-_METHODS = frozenset(
-    {"matmul", "mm", "bmm", "addmm", "baddbmm", "__matmul__", "mv", "addmv", "dot", "vdot"}
+#: ``torch.<op>`` spellings of the functional ops above (``torch.softmax``, ``torch.conv2d``).
+_TORCH_OPS = _TORCH_OPS | (
+    _F_OPS - {"linear", "gelu", "silu", "relu", "scaled_dot_product_attention"}
 )
+_METHODS = frozenset(
+    {"matmul", "mm", "bmm", "addmm", "baddbmm", "addbmm", "__matmul__", "mv", "addmv", "dot"}
+    | {"vdot", "softmax", "log_softmax", "inner", "outer", "kron", "tensordot"}
+)
+#: Modules whose names an import may bind locally (``from torch import mm as _mm``).
+_TORCH_MODULES = ("torch", "torch.nn.functional", "torch.linalg", "torch.nn", "torch.ops.aten")
 _LINALG_OPS = frozenset({"matmul", "multi_dot", "vecdot", "matrix_power", "tensordot"})
 #: torch.nn layers that run a vendor GEMM, convolution or attention when called.
 _NN_LAYERS = frozenset(
@@ -106,19 +115,24 @@ class BackendAudit:
     reason: str
 
 
-def _vendor_call(node: ast.AST, f_aliases: set[str]) -> str | None:
+def _vendor_call(node: ast.AST, f_aliases: set[str], names: Mapping[str, str]) -> str | None:
     """A vendor operation that ``node`` calls or names (``fn = torch.mm``, ``@torch.compile``,
-    ``getattr(torch, "mm")``), or None."""
+    ``getattr(torch, "mm")``, a name an import bound to one: ``from torch import mm``), or
+    None. ``names`` maps local names to what an import bound them to."""
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
         return "the @ operator (torch.matmul)"
-    if isinstance(node, ast.Attribute):
-        return _vendor_name(dotted(node), f_aliases)
+    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in names:
+        return _vendor_name(names[node.id], f_aliases) or _operator(names[node.id])
+    if isinstance(node, ast.Attribute):  # named as written, judged as imported
+        return _vendor_name(_resolved(dotted(node), names), f_aliases) and dotted(node)
     if not isinstance(node, ast.Call):
         return None
-    name = dotted(node.func)
+    name = _resolved(dotted(node.func), names)
     head, _, leaf = name.rpartition(".")
     if name == "getattr" and len(node.args) > 1 and isinstance(node.args[1], ast.Constant):
-        return _vendor_name(f"{dotted(node.args[0])}.{node.args[1].value}", f_aliases)
+        return _vendor_name(
+            _resolved(f"{dotted(node.args[0])}.{node.args[1].value}", names), f_aliases
+        )
     method = isinstance(node.func, ast.Attribute) and leaf in _METHODS
     if method and head not in ("torch", "") and _vendor_name(name, f_aliases) is None:
         return f".{leaf}() on a tensor"
@@ -139,6 +153,33 @@ def _vendor_name(name: str, f_aliases: set[str]) -> str | None:
     if name.startswith(("torch.ops.aten.", "torch._C._nn.")) and name.count(".") >= 3:
         return name
     return None
+
+
+def _resolved(name: str, names: Mapping[str, str]) -> str:
+    """``name`` with its first part replaced by what an import bound it to (``T.mm`` after
+    ``import torch as T``: ``torch.mm``)."""
+    head, dot, rest = name.partition(".")
+    return f"{names[head]}{dot}{rest}" if head in names else name
+
+
+def _operator(name: str) -> str | None:
+    return name if name in ("operator.matmul", "operator.__matmul__") else None
+
+
+def _bound_names(tree: ast.Module) -> dict[str, str]:
+    """Local names that imports bind to torch's modules or operations, and ``operator``'s
+    matmul: ``import torch as T`` (T: torch), ``from torch.nn.functional import linear as
+    lin`` (lin: torch.nn.functional.linear)."""
+    out: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.asname and (a.name in _TORCH_MODULES or a.name == "operator"):
+                    out[a.asname] = a.name
+        elif isinstance(node, ast.ImportFrom) and node.module in (*_TORCH_MODULES, "operator"):
+            for a in node.names:
+                out[a.asname or a.name] = f"{node.module}.{a.name}"
+    return out
 
 
 def _aliases(tree: ast.Module) -> set[str]:
@@ -215,10 +256,10 @@ def _context(tree: ast.Module) -> dict[int, str]:
 def _findings(path: str, source: str, reference_modules: Sequence[str]) -> dict[str, str]:
     """``what (where)`` -> ``file:line`` for every vendor call or reference import."""
     tree = ast.parse(source, filename=path)
-    aliases, where = _aliases(tree), _context(tree)
+    aliases, where, names = _aliases(tree), _context(tree), _bound_names(tree)
     out: dict[str, str] = {}
     for node in ast.walk(tree):
-        what = _vendor_call(node, aliases) or _reference_import(node, reference_modules)
+        what = _vendor_call(node, aliases, names) or _reference_import(node, reference_modules)
         ctx = where.get(id(node), "")
         if what and ctx != _JIT:
             key = f"{what}{f' ({ctx})' if ctx else ''}"

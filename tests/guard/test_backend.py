@@ -112,3 +112,31 @@ def test_a_module_of_the_project_imported_by_name_is_not_a_reference() -> None:
         {"k.py": _BEFORE}, {"k.py": after}, "TRITON", reference_modules=["mypkg.reference"]
     )
     assert not r.flagged, r
+
+
+@pytest.mark.parametrize(
+    ("imports", "expr"),
+    [
+        ("from torch.nn.functional import linear as _lin", "_lin(a, b)"),
+        ("from torch import mm", "mm(a, b.T)"),
+        ("from torch.nn import functional", "functional.linear(a, b)"),
+        ("import torch as T", "T.matmul(a, b.T)"),
+        ("from torch.linalg import matmul as mmul", "mmul(a, b.T)"),
+        ("import operator", "operator.matmul(a, b.T)"),
+        ("from operator import matmul", "matmul(a, b.T)"),
+        ("", "a.softmax(dim=-1)"),
+        ("", "torch.softmax(a, dim=-1)"),
+        ("", "torch.layer_norm(a, a.shape[-1:])"),
+    ],
+)
+def test_a_vendor_operation_under_an_imported_name_or_spelling_is_flagged(
+    imports: str, expr: str
+) -> None:
+    after = imports + "\n" + _BEFORE.replace("torch.empty_like(a)", expr)
+    r = backend_audit({"k.py": _BEFORE}, {"k.py": after}, "TRITON")
+    assert r.flagged, (imports, expr)
+
+
+def test_an_imported_name_of_a_non_vendor_torch_function_is_not_a_vendor_call() -> None:
+    after = "from torch import empty_like as el\n" + _BEFORE.replace("torch.empty_like", "el")
+    assert not backend_audit({"k.py": _BEFORE}, {"k.py": after}, "TRITON").flagged
