@@ -27,7 +27,7 @@ from kernel_ratchet.campaign.tips import read_tips, tips_path
 from kernel_ratchet.errors import CampaignError, ProfileError
 from kernel_ratchet.harness.adapter import Shape, load_shapes
 from kernel_ratchet.harness.timing.registry import default_engine_name
-from kernel_ratchet.profile.checklist import device_check, env_check, run_checklist
+from kernel_ratchet.profile.checklist import device_check, env_check, run_checklist, work_check
 from kernel_ratchet.profile.requires import ensure_runnable
 from kernel_ratchet.profile.schema import EXECUTION_MODES, OpProfile, Profile
 
@@ -169,7 +169,8 @@ def preflight(profile: Profile, op: str, shapes: str | None = None) -> None:
     this machine must run its shapes (``shapes``: the campaign's own set) in useful time."""
     problems = [i for i in run_checklist(profile, op) if not i.ok]
     device = device_check(profile, op, shapes_spec=shapes)
-    problems += [i for i in (env_check(profile), device) if not i.ok]
+    work = work_check(profile, op, shapes_spec=shapes)
+    problems += [i for i in (env_check(profile), device, work) if not i.ok]
     if problems:
         lines = "\n".join(
             f"  - {i.name}: {i.detail}" + (f" (fix: {i.fix})" if i.fix else "") for i in problems

@@ -24,7 +24,7 @@ from kernel_ratchet.harness.adapter import (
 )
 from kernel_ratchet.harness.csv_schema import SCHEMAS
 from kernel_ratchet.profile.described_check import described_call, integer_bounds
-from kernel_ratchet.profile.device_check import device_check
+from kernel_ratchet.profile.device_check import device_check, work_check
 from kernel_ratchet.profile.items import CheckItem
 from kernel_ratchet.profile.items import item as _item
 from kernel_ratchet.profile.on_path import project_on_path
@@ -253,6 +253,7 @@ def all_checks(profile: Profile, op: str | None = None) -> list[CheckItem]:
     if unmet(profile.requires) is None:
         ops = [op] if op else list(profile.ops)
         items += [device_check(profile, o, warn=True) for o in ops]
+        items += [work_check(profile, o) for o in ops]
         # an op whose function does not import is said so once, by 'adapter importable'
         broken = {i.name for i in items if not i.ok and i.name.endswith(": adapter importable")}
         ready = [o for o in ops if f"{o}: adapter importable" not in broken]

@@ -40,10 +40,8 @@ def device_check(
     name = f"{op}: a GPU for these shapes"
     if torch.cuda.is_available() if cuda is None else cuda:
         return CheckItem(name, True, "CUDA GPU present")
-    try:
-        with project_on_path(profile.root):
-            shapes = load_shapes(shapes_spec or o.shapes)
-    except Exception:  # the shapes check reports it
+    shapes = _target_shapes(profile, o.shapes, shapes_spec)
+    if shapes is None:
         return CheckItem(name, True, "shapes not loadable (see 'shapes loadable')")
     described = o.adapter.startswith(DESCRIBED_PREFIX)
     work = sum(shape_work(s, described) for s in shapes)
@@ -66,6 +64,41 @@ def device_check(
     if warn:
         return CheckItem(name, True, f"{detail}; {fix}", warning=True)
     return CheckItem(name, False, detail, fix)
+
+
+def _target_shapes(profile: Profile, spec: str, shapes_spec: str | None) -> list[Shape] | None:
+    """The op's shapes (``shapes_spec``: a campaign's own set), or None where they do not
+    load (the checklist's 'shapes loadable' says why)."""
+    try:
+        with project_on_path(profile.root):
+            return load_shapes(shapes_spec or spec)
+    except Exception:  # noqa: BLE001 - reported by the shapes check
+        return None
+
+
+def work_check(profile: Profile, op: str, *, shapes_spec: str | None = None) -> CheckItem:
+    """Whether every target shape (``shapes_spec``: a campaign's own set) holds work: M, N
+    and B at least 1 (K may be 0, a memory-bound op's), and for an op described in
+    ratchet.yaml every other size symbol too. A shape of no elements has no time to measure."""
+    o = profile.op(op)
+    name = f"{op}: every shape holds work"
+    shapes = _target_shapes(profile, o.shapes, shapes_spec)
+    if shapes is None:
+        return CheckItem(name, True, "shapes not loadable (see 'shapes loadable')")
+    described = o.adapter.startswith(DESCRIBED_PREFIX)
+    empty = []
+    for s in shapes:
+        sizes = symbols_of(s) if described else {"M": s.M, "N": s.N, "B": s.B}
+        zero = [k for k, v in sizes.items() if v == 0 and k != "K"]
+        empty += [f"{s.label} ({', '.join(f'{k} = 0' for k in zero)})"] if zero else []
+    if not empty:
+        return CheckItem(name, True, f"{len(shapes)} shape(s), none of size 0")
+    return CheckItem(
+        name,
+        False,
+        f"{', '.join(empty)}: a shape of no elements has no time to measure",
+        "give every size at least 1 (K may be 0 for a memory-bound op)",
+    )
 
 
 def _small_example(shape: Shape, described: bool) -> str:

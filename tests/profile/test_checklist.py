@@ -16,6 +16,7 @@ from kernel_ratchet.profile.checklist import (
     env_check,
     git_check,
     run_checklist,
+    work_check,
 )
 from kernel_ratchet.profile.loader import load_profile
 
@@ -222,6 +223,16 @@ def test_device_check_refuses_real_shapes_without_a_gpu(tiny_project):
     # a campaign's own small shapes (`ratchet init --shapes`) are what init judges
     small = 'inline:[{"label": "s", "M": 64, "N": 64, "K": 64}]'
     assert device_check(prof, "gemm_bf16", cuda=False, shapes_spec=small).ok
+
+
+def test_a_shape_of_no_elements_is_refused_with_its_sizes_named(tiny_project):
+    prof = load_profile(tiny_project().write())
+    assert work_check(prof, "gemm_bf16").ok
+    memory = 'inline:[{"label": "rows", "M": 64, "N": 64}]'  # K 0: a memory-bound op's
+    assert work_check(prof, "gemm_bf16", shapes_spec=memory).ok
+    empty = 'inline:[{"label": "z", "M": 0, "N": 64}, {"label": "ok", "M": 2, "N": 2}]'
+    item = work_check(prof, "gemm_bf16", shapes_spec=empty)
+    assert not item.ok and item.detail.startswith("z (M = 0)") and "at least 1" in item.fix
 
 
 def test_device_check_lets_tiny_shapes_run_on_the_cpu(tiny_project):
