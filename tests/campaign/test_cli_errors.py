@@ -347,3 +347,16 @@ def test_ctrl_c_through_a_closed_pipe_closes_the_round_and_exits_130(project):
     rec = json.loads((cdir / "rounds/round-2/round.json").read_text())
     assert rec["status"] == "ROLLED BACK" and rec["category"] == "interrupted"
     assert (project / KERNEL).read_text() == incumbent
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--hypothesis", "  "], "state the round's hypothesis"),
+        (["--hypothesis", "tiles", "--bucket", "K9"], "bucket must be one of"),
+    ],
+)
+def test_a_round_without_a_usable_hypothesis_or_bucket_is_a_usage_error(project, args, says):
+    r = ratchet_in(project, "validate", *args)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert says in r.stderr and "Traceback" not in r.stderr

@@ -22,7 +22,7 @@ from kernel_ratchet.campaign.quick_bench import write_harness
 from kernel_ratchet.campaign.record import LEVELS
 from kernel_ratchet.campaign.scope import split_ignored
 from kernel_ratchet.campaign.seal import verify_records
-from kernel_ratchet.errors import CampaignError, RatchetError
+from kernel_ratchet.errors import CampaignError, RatchetError, UsageError
 from kernel_ratchet.guard.static_audit import BUCKETS
 
 if TYPE_CHECKING:
@@ -53,11 +53,11 @@ def preconditions(
             f"the campaign has ended ({why}); {then}start a new campaign with `ratchet init`"
         )
     if not hypothesis.strip():
-        raise CampaignError("state the round's hypothesis: --hypothesis 'what and why'")
+        raise UsageError("state the round's hypothesis: --hypothesis 'what and why'")
     one_line("hypothesis", hypothesis)
     one_line("lesson", lesson)
     if bucket not in BUCKETS:
-        raise CampaignError(f"bucket must be one of {', '.join(BUCKETS)} (docs/transfer.md)")
+        raise UsageError(f"bucket must be one of {', '.join(BUCKETS)} (docs/transfer.md)")
     if level not in LEVELS:
         raise CampaignError(f"level must be quick or full, not {level!r}")
     verify_records(c)  # an edited log or record stops the campaign before any work is spent
