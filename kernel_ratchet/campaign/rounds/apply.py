@@ -22,8 +22,12 @@ def apply(c: CampaignContext, record: RoundRecord) -> str | None:
     commit's sha (None: nothing committed)."""
     if not record.accepted:
         restore_incumbent(c)
-        if record.rehearsal:
-            c.say(f"round-{record.round}: {record.label}: rolled back, not committed")
+        snap = os.path.relpath(c.round_dir(record.round) / "kernel_snapshot", c.root)
+        state = "rolled back, not committed" if record.rehearsal else "the kernel files restored"
+        c.say(
+            f"round-{record.round}: {record.label}: {state}; the change is kept in {snap} "
+            "(and artifacts/candidate.diff beside it)"
+        )
         return None
     if not c.m.git_commit:
         return None
