@@ -60,8 +60,8 @@ def measure(shape: Shape, device: str, min_run_time: float, rounds: int) -> tupl
     ratios = [t["fp8"] / t["prepared"], t["cublas"] / t["fp8"], t["cublas"] / t["prepared"]]
     row = (
         f"| {shape.label} | {shape.M} | {shape.N} | {shape.K} | {tf['fp8']:.4g} "
-        f"| {tf['prepared']:.4g} | {ratios[0]:.3f} | {tf['cublas']:.4g} | {ratios[1]:.3f} "
-        f"| {ratios[2]:.3f} | {'same bits' if same else 'DIFFERENT'} |"
+        f"| {tf['prepared']:.4g} | {ratios[0]:.3g} | {tf['cublas']:.4g} | {ratios[1]:.3g} "
+        f"| {ratios[2]:.3g} | {'same bits' if same else 'DIFFERENT'} |"
     )
     return row, ratios if same else []
 
