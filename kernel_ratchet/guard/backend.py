@@ -128,13 +128,16 @@ def _vendor_call(node: ast.AST, f_aliases: set[str], names: Mapping[str, str]) -
     if not isinstance(node, ast.Call):
         return None
     name = _resolved(dotted(node.func), names)
-    head, _, leaf = name.rpartition(".")
+    leaf = name.rpartition(".")[2]
     if name == "getattr" and len(node.args) > 1 and isinstance(node.args[1], ast.Constant):
         return _vendor_name(
             _resolved(f"{dotted(node.args[0])}.{node.args[1].value}", names), f_aliases
         )
-    method = isinstance(node.func, ast.Attribute) and leaf in _METHODS
-    if method and head not in ("torch", "") and _vendor_name(name, f_aliases) is None:
+    if not (isinstance(node.func, ast.Attribute) and leaf in _METHODS):
+        return None
+    # a method of anything but the torch module: a tensor, also one a call returned
+    receiver = _resolved(dotted(node.func.value), names)
+    if receiver != "torch" and _vendor_name(name, f_aliases) is None:
         return f".{leaf}() on a tensor"
     return None
 

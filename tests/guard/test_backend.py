@@ -125,6 +125,8 @@ def test_a_module_of_the_project_imported_by_name_is_not_a_reference() -> None:
         ("import operator", "operator.matmul(a, b.T)"),
         ("from operator import matmul", "matmul(a, b.T)"),
         ("", "a.softmax(dim=-1)"),
+        ("", "a.contiguous().softmax(dim=-1)"),
+        ("", "a[0].mm(b.T)"),
         ("", "torch.softmax(a, dim=-1)"),
         ("", "torch.layer_norm(a, a.shape[-1:])"),
     ],
