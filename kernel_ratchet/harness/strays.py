@@ -4,11 +4,11 @@ A worker's own children are checked inside the worker (:mod:`.process_guard`), a
 side of a paired A/B is stopped as a process group (:func:`.pinning.stopped`). A process that
 leaves both, started with ``setsid`` (or forked twice) by code of the round, keeps running
 outside the worker's group: it can stop, slow or load the incumbent's worker exactly while
-the incumbent is timed, and fake a gain. On Linux the driver of an A/B makes itself a child
-subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``) while the A/B runs, so such a process, once
-orphaned, becomes the driver's child instead of init's. :class:`Watch` lists the driver's
-children that it did not have when the A/B started and that are not its workers: while both
-workers live, every such process (running, or already exited) is one that escaped them.
+the incumbent is timed, and fake a gain. On Linux the driver makes itself a child subreaper
+(``prctl(PR_SET_CHILD_SUBREAPER)``) while a round runs, so such a process, once orphaned,
+becomes the driver's child instead of init's. :class:`Watch` lists the driver's children that
+it did not have when the round started and did not start itself (:func:`own`: its workers and
+harness steps): every such process (running, or already exited) is one that escaped them.
 Elsewhere (no ``prctl``, no ``/proc``) it finds nothing.
 """
 
@@ -20,9 +20,9 @@ import signal
 import sys
 from collections.abc import Iterable, Iterator
 
-#: ``prctl`` option: orphaned descendants become this process's children.
-PR_SET_CHILD_SUBREAPER = 36
-#: The detail of a run that found processes escaped from its workers (:mod:`.strays`).
+#: ``prctl`` options: orphaned descendants become this process's children; whether they do.
+PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 36, 37
+#: The detail of an A/B that found processes escaped from its workers.
 ESCAPED = (
     "processes outside both workers ran beside the timing (started with setsid or forked "
     "twice by code of the round, they escape the idle worker's stop and could slow the other "
@@ -30,18 +30,29 @@ ESCAPED = (
 )
 
 
-def set_subreaper(on: bool) -> bool:
-    """Make this process a child subreaper (``on``) or stop being one; False where the
-    platform cannot."""
+def _prctl(option: int, arg: object) -> bool:
+    """``prctl(option, arg)`` succeeded; False where the platform has none."""
     if not sys.platform.startswith("linux"):
         return False
     import ctypes
 
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0
+        return ctypes.CDLL(None, use_errno=True).prctl(option, arg, 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
+
+
+def set_subreaper(on: bool) -> bool:
+    """Make this process a child subreaper (``on``) or stop being one; False where the
+    platform cannot."""
+    return _prctl(PR_SET_CHILD_SUBREAPER, int(on))
+
+
+def _is_subreaper() -> bool:
+    import ctypes
+
+    flag = ctypes.c_int(0)
+    return _prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag)) and bool(flag.value)
 
 
 def children() -> set[int]:
@@ -103,12 +114,10 @@ class Watch:
     """The escaped processes of a round or an A/B (context manager: subreaper while open).
 
     Open it before any code of the round runs: a process that escapes before the watch opens
-    is orphaned to init, out of sight. Children started through :func:`own`, those in
-    :attr:`known` (None entries ignored) and those this process had when the watch opened
-    are not escapes."""
+    is orphaned to init, out of sight. Children started through :func:`own` and those this
+    process had when the watch opened are not escapes."""
 
     def __init__(self) -> None:
-        self.known: set[int | None] = set()
         self._before: set[int] = set()
         self._was_on = False
         self.found: list[str] = []
@@ -130,8 +139,7 @@ class Watch:
     def check(self) -> str:
         """The escaped processes found now, in a sentence (:data:`ESCAPED`), each killed and
         reaped and added to :attr:`found`; "" when none."""
-        mine = self._before | _OWN | {p for p in self.known if p is not None}
-        new = sorted(children() - mine)
+        new = sorted(children() - self._before - _OWN)
         if not new:
             return ""
         seen = [describe(p) for p in new]
@@ -149,18 +157,3 @@ def joined() -> Iterator[Watch]:
         return
     with Watch() as w:
         yield w
-
-
-def _is_subreaper() -> bool:
-    if not sys.platform.startswith("linux"):
-        return False
-    import ctypes
-
-    PR_GET_CHILD_SUBREAPER = 37
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        flag = ctypes.c_int(0)
-        libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0)
-        return bool(flag.value)
-    except (OSError, AttributeError):
-        return False

@@ -50,12 +50,12 @@ def test_a_process_that_left_its_parent_is_found_and_killed():
     assert w.found == [found[len(strays.ESCAPED) :]]
 
 
-def test_children_known_or_there_before_and_waited_ones_are_not_escapes():
+def test_children_started_on_purpose_or_there_before_and_waited_ones_are_not_escapes():
     before = subprocess.Popen(["sleep", "30"])
     try:
         with strays.Watch() as w:
             mine = subprocess.Popen(["sleep", "30"])
-            w.known = {mine.pid, None}
+            strays.own(mine.pid)
             subprocess.run(["true"], check=True)
             assert w.check() == ""
             mine.kill()
