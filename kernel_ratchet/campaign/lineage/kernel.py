@@ -147,6 +147,12 @@ def kernel_changed(c: CampaignContext) -> bool:
     return bool(changed_kernel_files(c))
 
 
+def incumbent_commit(c: CampaignContext) -> str | None:
+    """The commit the incumbent's tree starts from: the last accepted round's, or the
+    starting commit where rounds are not committed (None before either exists)."""
+    return c.state.incumbent_commit if c.m.git_commit else c.m.starting_commit
+
+
 def ambient(c: CampaignContext) -> dict[str, str | None]:
     """Fingerprints of the user's own changes outside the kernel files: uncommitted ones, and
     those committed since the incumbent's commit (a commit does not take a change out of a
@@ -156,8 +162,7 @@ def ambient(c: CampaignContext) -> dict[str, str | None]:
     # the tool writes exports (records, never code) and tips
     kernel = set(c.kernel_git) | {p for p in c.state.exported if p.endswith(RECORD_SUFFIXES)}
     tips = os.path.relpath(c.profile.tips_root_path, c.groot) + "/"
-    base = c.state.incumbent_commit if c.m.git_commit else c.m.starting_commit
-    paths = set(git.changed_paths(c.groot)) | set(git.committed_since(c.groot, base))
+    paths = set(git.changed_paths(c.groot)) | set(git.committed_since(c.groot, incumbent_commit(c)))
     return {
         p: file_sha256(c.groot / p)
         for p in sorted(paths)
@@ -187,7 +192,7 @@ def scope_reason(c: CampaignContext, scope: list[str]) -> str:
             f". {', '.join(own)} held an uncommitted edit of yours when the last round closed: "
             "put that version back (git checkout would drop it too)"
         )
-    base = c.state.incumbent_commit if c.m.git_commit else c.m.starting_commit
+    base = incumbent_commit(c)
     done = [] if is_workspace(c.m) else sorted(set(scope) & set(git.committed_since(c.groot, base)))
     if done and base:
         why += (

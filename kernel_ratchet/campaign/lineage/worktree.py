@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kernel_ratchet.campaign.lineage import git, tree_seal
-from kernel_ratchet.campaign.lineage.kernel import incumbent_bytes
+from kernel_ratchet.campaign.lineage.kernel import incumbent_bytes, incumbent_commit
 from kernel_ratchet.campaign.lineage.workspace import is_workspace
 
 if TYPE_CHECKING:
@@ -60,8 +60,7 @@ def prepare_tree(c: CampaignContext, wt: Path) -> Path:
     files, the user's mirrored uncommitted files); returns the project root inside it. The
     first preparation of a round (:func:`.tree_seal.reset`) also removes what earlier rounds'
     code left in the tree (a module shadowing the kernel's), then seals it."""
-    commit = c.state.incumbent_commit if c.m.git_commit else c.m.starting_commit
-    commit = commit or git.head(c.groot)
+    commit = incumbent_commit(c) or git.head(c.groot)
     root = wt / os.path.relpath(c.root, c.groot)
     first = not tree_seal.sealed(wt)
     if not (wt / ".git").exists():
