@@ -86,9 +86,7 @@ _F_OPS = frozenset(
     ]
 )
 #: ``torch.<op>`` spellings of the functional ops above (``torch.softmax``, ``torch.conv2d``).
-_TORCH_OPS = _TORCH_OPS | (
-    _F_OPS - {"linear", "gelu", "silu", "relu", "scaled_dot_product_attention"}
-)
+_TORCH_OPS = _TORCH_OPS | _F_OPS
 _METHODS = frozenset(
     {"matmul", "mm", "bmm", "addmm", "baddbmm", "addbmm", "__matmul__", "mv", "addmv", "dot"}
     | {"vdot", "softmax", "log_softmax", "inner", "outer", "kron", "tensordot"}
@@ -115,39 +113,37 @@ class BackendAudit:
     reason: str
 
 
-def _vendor_call(node: ast.AST, f_aliases: set[str], names: Mapping[str, str]) -> str | None:
+def _vendor_call(node: ast.AST, names: Mapping[str, str]) -> str | None:
     """A vendor operation that ``node`` calls or names (``fn = torch.mm``, ``@torch.compile``,
     ``getattr(torch, "mm")``, a name an import bound to one: ``from torch import mm``), or
     None. ``names`` maps local names to what an import bound them to."""
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
         return "the @ operator (torch.matmul)"
     if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in names:
-        return _vendor_name(names[node.id], f_aliases) or _operator(names[node.id])
+        return _vendor_name(names[node.id]) or _operator(names[node.id])
     if isinstance(node, ast.Attribute):  # named as written, judged as imported
-        return _vendor_name(_resolved(dotted(node), names), f_aliases) and dotted(node)
+        return _vendor_name(_resolved(dotted(node), names)) and dotted(node)
     if not isinstance(node, ast.Call):
         return None
     name = _resolved(dotted(node.func), names)
     leaf = name.rpartition(".")[2]
     if name == "getattr" and len(node.args) > 1 and isinstance(node.args[1], ast.Constant):
-        return _vendor_name(
-            _resolved(f"{dotted(node.args[0])}.{node.args[1].value}", names), f_aliases
-        )
+        return _vendor_name(_resolved(f"{dotted(node.args[0])}.{node.args[1].value}", names))
     if not (isinstance(node.func, ast.Attribute) and leaf in _METHODS):
         return None
     # a method of anything but the torch module: a tensor, also one a call returned
     receiver = _resolved(dotted(node.func.value), names)
-    if receiver != "torch" and _vendor_name(name, f_aliases) is None:
+    if receiver != "torch" and _vendor_name(name) is None:
         return f".{leaf}() on a tensor"
     return None
 
 
-def _vendor_name(name: str, f_aliases: set[str]) -> str | None:
+def _vendor_name(name: str) -> str | None:
     """``name`` when the dotted name is a vendor operation of torch, else None."""
     head, _, leaf = name.rpartition(".")
     if head == "torch" and leaf in _TORCH_OPS:
         return name
-    if (head in f_aliases or head == "torch.nn.functional") and leaf in _F_OPS:
+    if head == "torch.nn.functional" and leaf in _F_OPS:
         return name
     if head == "torch.linalg" and leaf in _LINALG_OPS:
         return name
@@ -182,17 +178,6 @@ def _bound_names(tree: ast.Module) -> dict[str, str]:
         elif isinstance(node, ast.ImportFrom) and node.module in (*_TORCH_MODULES, "operator"):
             for a in node.names:
                 out[a.asname or a.name] = f"{node.module}.{a.name}"
-    return out
-
-
-def _aliases(tree: ast.Module) -> set[str]:
-    """Names bound to ``torch.nn.functional`` (``import torch.nn.functional as F``)."""
-    out = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            out |= {a.asname for a in node.names if a.name == "torch.nn.functional" and a.asname}
-        elif isinstance(node, ast.ImportFrom) and node.module == "torch.nn":
-            out |= {a.asname or a.name for a in node.names if a.name == "functional"}
     return out
 
 
@@ -259,10 +244,10 @@ def _context(tree: ast.Module) -> dict[int, str]:
 def _findings(path: str, source: str, reference_modules: Sequence[str]) -> dict[str, str]:
     """``what (where)`` -> ``file:line`` for every vendor call or reference import."""
     tree = ast.parse(source, filename=path)
-    aliases, where, names = _aliases(tree), _context(tree), _bound_names(tree)
+    where, names = _context(tree), _bound_names(tree)
     out: dict[str, str] = {}
     for node in ast.walk(tree):
-        what = _vendor_call(node, aliases, names) or _reference_import(node, reference_modules)
+        what = _vendor_call(node, names) or _reference_import(node, reference_modules)
         ctx = where.get(id(node), "")
         if what and ctx != _JIT:
             key = f"{what}{f' ({ctx})' if ctx else ''}"
