@@ -197,11 +197,21 @@ if "KR_WORKER_SPEC" in _os.environ:
 """
 
 
+#: Kernel code that, imported by a worker, edits the campaign's frozen manifest (its gates).
+EDIT_MANIFEST = """
+import os as _os, pathlib as _pl
+if "KR_WORKER_SPEC" in _os.environ:
+    for _m in (_pl.Path(__file__).resolve().parents[1] / ".ratchet").glob("**/manifest.yaml"):
+        _m.write_text(_m.read_text() + "\\n# loosened\\n")
+"""
+
+
 @pytest.mark.parametrize(
     ("code", "says"),
     [
         pytest.param(PLANT, "code files of the incumbent's worktree changed", id="planted-module"),
         pytest.param(ESCAPE, "processes outside both workers", id="escaped-process"),
+        pytest.param(EDIT_MANIFEST, "sealed files of the campaign changed", id="edited-manifest"),
     ],
 )
 def test_code_that_works_on_the_incumbents_side_is_a_cheat(

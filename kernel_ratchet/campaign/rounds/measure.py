@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from kernel_ratchet.campaign.category import Category
 from kernel_ratchet.campaign.clock import now
+from kernel_ratchet.campaign.fsutil import file_sha256
 from kernel_ratchet.campaign.lineage import tree_seal
 from kernel_ratchet.campaign.lineage.kernel import (
     candidate_diff,
@@ -93,8 +94,25 @@ def measure(c: CampaignContext, n: int, p: PendingRound) -> RoundRecord:
     tree_seal.reset()  # the round's first preparation of the incumbent's tree seals it
     with strays.Watch():  # before any code of the round runs: see :mod:`.strays`
         record = _unless_edited_meanwhile(c, _measure(c, n, p))
-    record = _unless_incumbent_touched(c, record)
+    record = _unless_records_touched(c, _unless_incumbent_touched(c, record))
     return record.with_seconds("measure", time.monotonic() - t0)
+
+
+def _unless_records_touched(c: CampaignContext, record: RoundRecord) -> RoundRecord:
+    """``record``, rolled back as a cheat when a sealed file of the campaign (its manifest,
+    whose thresholds and commands the gates read, or a closed round's record) changed while
+    the round ran: every command checks them before it starts, so code of the round wrote
+    them. The next command still refuses until they are restored."""
+    sealed = sorted(c.state.records.items())
+    touched = [rel for rel, sha in sealed if file_sha256(c.dir / rel) != sha]
+    if not touched:
+        return record
+    why = (
+        f"sealed files of the campaign changed while the round ran ({', '.join(touched[:8])}): "
+        f"code of the round wrote them, and the gates read them; restore them before the next "
+        f"command ({record.status.value} otherwise: {record.reason})"
+    )
+    return replace(record, status=Status.ROLLED_BACK, category=Category.CHEAT, reason=why)
 
 
 def _unless_incumbent_touched(c: CampaignContext, record: RoundRecord) -> RoundRecord:
