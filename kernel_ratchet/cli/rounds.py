@@ -154,9 +154,11 @@ def status(
     for r in s["rounds"]:
         whose = " (candidate, rolled back)" if r["status"] == "ROLLED BACK" else ""
         vp, vb = r.get("paired_chain"), r.get("vs_baseline")
+        cat = r.get("category")
+        why = f" ({cat})" if cat not in (None, "ok", "baseline", "rehearsal") else ""
         table.add_row(
             str(r["round"]),
-            r.get("rehearsal") or r["status"],
+            (r.get("rehearsal") or r["status"]) + why,
             r["level"],
             "-" if vp is None else f"{vp * 100:+.2f}%{whose}",
             "-" if vb is None else f"{vb * 100:+.2f}%{whose}",

@@ -254,8 +254,9 @@ def test_status_says_whose_number_a_rolled_back_round_shows(monkeypatch, capsys)
         "incumbent_round": 1,
         "termination": None,
         "rounds": [
-            {**row, "paired_chain": 0.4654, "vs_baseline": 0.4654},
+            {**row, "paired_chain": 0.4654, "vs_baseline": 0.4654, "category": "no-gain"},
             {**row, "round": 3, "seconds": {"test": 4.0, "ab_quick": 12.0, "measure": 17.0}},
+            {**row, "round": 4, "category": "interrupted", "rehearsal": "REHEARSAL: ROLLED BACK"},
         ],
     }
     monkeypatch.setattr(rounds, "open_campaign", fake_campaign)
@@ -264,6 +265,9 @@ def test_status_says_whose_number_a_rolled_back_round_shows(monkeypatch, capsys)
     code, printed = run_main(monkeypatch, capsys, "status")
     assert code == 0 and "+46.54% (candidate, rolled back)" in printed
     assert "17 s: test 4, ab_quick 12" in " ".join(printed.split())  # where round 3's time went
+    # why each round was rolled back, an interrupted one included
+    assert "ROLLED BACK (no-gain)" in printed
+    assert "REHEARSAL: ROLLED BACK (interrupted)" in printed
 
 
 def test_status_keeps_a_long_hypothesis_readable_at_80_columns(monkeypatch, capsys):
