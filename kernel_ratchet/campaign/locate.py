@@ -8,7 +8,7 @@ import yaml
 
 from kernel_ratchet.campaign.manifest import load_manifest
 from kernel_ratchet.campaign.state import Phase, State
-from kernel_ratchet.errors import CampaignError, RatchetError
+from kernel_ratchet.errors import CampaignError
 from kernel_ratchet.profile.schema import Profile
 
 
@@ -55,7 +55,7 @@ def find_campaign(profile: Profile, name: str | None = None) -> Path:
 
 
 def refuse_parallel(profile: Profile, op: str) -> None:
-    """Raise RatchetError (exit 2) when a campaign on ``op`` is still open: a second one would
+    """Raise CampaignError (exit 5) when a campaign on ``op`` is still open: a second one would
     switch the branch under the first (``init`` and ``run`` start one on purpose with
     ``--another``)."""
     still_open = [
@@ -75,7 +75,7 @@ def refuse_parallel(profile: Profile, op: str) -> None:
             "with `ratchet report`"
         )
     how += f", close it unreported (`ratchet close --campaign {name} --reason TEXT`)"
-    raise RatchetError(
+    raise CampaignError(
         f"campaign {name} on op {op} is still open: {how}, or give --another to start a "
         "second campaign on the same op"
     )

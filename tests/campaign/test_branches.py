@@ -18,7 +18,7 @@ def test_second_init_on_an_open_campaign_needs_another(project):
     first = campaign_dir(project)
     branch = git(project, "branch", "--show-current").strip()
     r = ratchet(project, "init", "--op", "tiny_gemm", "--yes")
-    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.returncode == 5, r.stdout + r.stderr  # the campaign's state refuses it
     assert first.name in r.stderr and "--another" in r.stderr
     assert git(project, "branch", "--show-current").strip() == branch
     assert [d.name for d in (project / ".ratchet/campaigns").iterdir()] == [first.name]
@@ -58,7 +58,7 @@ def test_run_on_an_op_with_an_open_campaign_needs_another(project):
     first = campaign_dir(project)
     branch = git(project, "branch", "--show-current").strip()
     r = ratchet(project, "run", "--op", "tiny_gemm", "--yes", "--rehearse", "--max-iterations", "1")
-    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.returncode == 5, r.stdout + r.stderr  # the campaign's state refuses it
     assert first.name in r.stderr and "--another" in r.stderr
     assert git(project, "branch", "--show-current").strip() == branch
     assert [d.name for d in (project / ".ratchet/campaigns").iterdir()] == [first.name]
