@@ -10,6 +10,7 @@ stored upper-case.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -66,7 +67,7 @@ def find_profile(start: str | Path) -> Path:
         if (directory / ".git").exists():
             break
     raise ProfileError(
-        f"{here / PROFILE_NAME}: no {PROFILE_NAME} in {here} or its parents up to "
+        f"no {PROFILE_NAME} in {here} or its parents up to "
         f"{searched[-1]}. Fix: create {PROFILE_NAME} at the target project's root "
         "(docs/your-kernel.md shows a complete example) or pass its path with --profile"
     )
@@ -134,10 +135,12 @@ def _check_keys(
     """Unknown keys (the first few named, the rest counted) and missing required ones."""
     unknown = [key for key in data if key not in allowed]
     for key in unknown[:_UNKNOWN_SHOWN]:
+        near = difflib.get_close_matches(str(key)[:64], allowed, n=1, cutoff=0.75)
         problems.add(
             f"{prefix}{short(str(key))}",
             "unknown key",
-            f"remove or rename it; allowed keys here: {', '.join(allowed)}",
+            (f"did you mean {near[0]!r}? " if near else "")
+            + f"remove or rename it; allowed keys here: {', '.join(allowed)}",
         )
     rest = len(unknown) - _UNKNOWN_SHOWN
     if rest > 0:

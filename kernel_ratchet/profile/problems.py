@@ -59,7 +59,7 @@ class Problems:
         if not self.count:
             return
         n = self.count
-        head = f"{self.path}: {n} problem{'s' if n > 1 else ''} in the handoff profile:"
+        head = f"{self.path}: {n} problem{'s' if n > 1 else ''}:"
         lines = [head, *("  - " + line for line in self.lines)]
         if self.hidden:
             lines.append(

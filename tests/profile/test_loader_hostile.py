@@ -176,3 +176,12 @@ def test_symlink_check_leaves_a_missing_kernel_file_to_the_checklist(tiny_projec
     p = tiny_project()
     os.remove(p.root / p.pkg / "kernel.py")
     assert load_profile(p.write()).op("gemm_bf16").kernel_source == (f"{p.pkg}/kernel.py",)
+
+
+def test_a_misspelt_key_gets_the_nearest_allowed_one(tiny_project):
+    p = tiny_project()
+    p.op["kernel_sources"] = p.op.pop("kernel_source")
+    p.op["zzz_qqq"] = 1
+    msg = _problems(p)
+    assert "kernel_sources: unknown key. Fix: did you mean 'kernel_source'?" in msg
+    assert "zzz_qqq: unknown key. Fix: remove or rename it" in msg  # nothing near: no guess
