@@ -8,13 +8,29 @@ import os
 from typing import TYPE_CHECKING
 
 from kernel_ratchet.campaign.lineage import git
-from kernel_ratchet.campaign.lineage.kernel import restore_incumbent
+from kernel_ratchet.campaign.lineage.kernel import incumbent_commit, restore_incumbent
+from kernel_ratchet.campaign.lineage.workspace import is_workspace
 from kernel_ratchet.campaign.record import RoundRecord
 from kernel_ratchet.campaign.render import commit_message
 from kernel_ratchet.campaign.seal import commit_trailers
 
 if TYPE_CHECKING:
     from kernel_ratchet.campaign.context import CampaignContext
+
+
+def _committed_change(c: CampaignContext) -> str:
+    """A note when the rolled-back change is also in a commit of the user's since the
+    incumbent's: the kernel files are restored in the working tree only."""
+    if is_workspace(c.m):
+        return ""
+    done = sorted(set(git.committed_since(c.groot, incumbent_commit(c))) & set(c.kernel_git))
+    if not done:
+        return ""
+    return (
+        f"; it is also in your commit {git.head(c.groot)[:12]}, so the restored "
+        f"{', '.join(done)} {'is' if len(done) == 1 else 'are'} uncommitted: commit "
+        f"{'it' if len(done) == 1 else 'them'} to take the change off the branch"
+    )
 
 
 def apply(c: CampaignContext, record: RoundRecord) -> str | None:
@@ -26,7 +42,7 @@ def apply(c: CampaignContext, record: RoundRecord) -> str | None:
         state = "rolled back, not committed" if record.rehearsal else "the kernel files restored"
         c.say(
             f"round-{record.round}: {record.label}: {state}; the change is kept in {snap} "
-            "(and artifacts/candidate.diff beside it)"
+            f"(and artifacts/candidate.diff beside it){_committed_change(c)}"
         )
         return None
     if not c.m.git_commit:
