@@ -113,5 +113,5 @@ def test_an_open_campaign_without_a_baseline_is_not_sent_to_report(tmp_path):
     r = ratchet(root, "init", "--op", "tiny_gemm", "--yes")
     assert r.returncode == 0, r.stdout + r.stderr
     r = ratchet(root, "init", "--op", "tiny_gemm", "--yes")
-    assert r.returncode == 2 and "ratchet baseline --campaign" in r.stderr, r.stderr
+    assert r.returncode == 5 and "ratchet baseline --campaign" in r.stderr, r.stderr
     assert "ratchet report" not in r.stderr
