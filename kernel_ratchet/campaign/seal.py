@@ -60,10 +60,7 @@ def verify_records(c: CampaignContext) -> None:
         c.log(rel).verify()
         if c.state.pending is None:
             c.log(rel).refuse_forged()
-    changed = [
-        rel for rel, sha in sorted(c.state.records.items()) if file_sha256(c.dir / rel) != sha
-    ]
-    changed += unsealed(c) + commit_mismatches(c)
+    changed = changed_records(c) + unsealed(c) + commit_mismatches(c)
     if MANIFEST in changed:
         raise LogTamperedError(
             f"{MANIFEST} was changed after BASELINE froze it (in {c.dir}): every round's "
@@ -86,6 +83,11 @@ def verify_records(c: CampaignContext) -> None:
             "state.json (a git checkout or backup of the campaign directory) or start a new "
             "campaign"
         )
+
+
+def changed_records(c: CampaignContext) -> list[str]:
+    """The sealed files (the manifest, closed rounds' records) whose bytes left their seal."""
+    return [rel for rel, sha in sorted(c.state.records.items()) if file_sha256(c.dir / rel) != sha]
 
 
 def unsealed(c: CampaignContext) -> list[str]:

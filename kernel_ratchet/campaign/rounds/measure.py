@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 from kernel_ratchet.campaign.category import Category
 from kernel_ratchet.campaign.clock import now
-from kernel_ratchet.campaign.fsutil import file_sha256
 from kernel_ratchet.campaign.lineage import tree_seal
 from kernel_ratchet.campaign.lineage.kernel import (
     candidate_diff,
@@ -30,6 +29,7 @@ from kernel_ratchet.campaign.rounds.partial import paired_so_far
 from kernel_ratchet.campaign.rounds.shared import note_sharing, run_shared_tests
 from kernel_ratchet.campaign.rounds.workers import RoundWorkers
 from kernel_ratchet.campaign.scope import split_ignored
+from kernel_ratchet.campaign.seal import changed_records
 from kernel_ratchet.campaign.state import PendingRound
 from kernel_ratchet.campaign.steps import (
     NO_GPU_ENV,
@@ -103,8 +103,7 @@ def _unless_records_touched(c: CampaignContext, record: RoundRecord) -> RoundRec
     whose thresholds and commands the gates read, or a closed round's record) changed while
     the round ran: every command checks them before it starts, so code of the round wrote
     them. The next command still refuses until they are restored."""
-    sealed = sorted(c.state.records.items())
-    touched = [rel for rel, sha in sealed if file_sha256(c.dir / rel) != sha]
+    touched = changed_records(c)
     if not touched:
         return record
     why = (
