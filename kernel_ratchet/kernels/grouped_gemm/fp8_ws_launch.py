@@ -64,12 +64,7 @@ def tma_storable(out: torch.Tensor) -> bool:
     """Whether the kernel can store ``out [T, N]`` by TMA: a dtype it names, contiguous rows
     of a multiple of 16 bytes from a 16-byte aligned base (each group's first row is then
     aligned too)."""
-    return (
-        out.dtype in _GL_OUT
-        and out.stride(-1) == 1
-        and out.data_ptr() % 16 == 0
-        and (out.stride(0) * out.element_size()) % 16 == 0
-    )
+    return out.dtype in _GL_OUT and _rows_ok(out)
 
 
 @functools.cache
