@@ -22,6 +22,12 @@ class ProfileError(RatchetError):
     exit_code = 3
 
 
+class PreflightError(ProfileError):
+    """The op that ``ratchet.yaml`` describes does not pass the DEFINE_TARGET checklist (a file
+    missing, an adapter that does not import, no GPU for a GPU op): no campaign is created.
+    Exit 3, like every other problem of the description."""
+
+
 class UsageError(RatchetError):
     """The command was asked for something that does not exist (an unknown example or op, a
     destination already taken): the caller's mistake, exit 2 like typer's usage errors."""

@@ -24,7 +24,7 @@ from kernel_ratchet.campaign.render import TREND_TITLE, optimize_header, trend_h
 from kernel_ratchet.campaign.state import Phase, State
 from kernel_ratchet.campaign.steps import portable_path, recorded_python_command
 from kernel_ratchet.campaign.tips import read_tips, tips_path
-from kernel_ratchet.errors import CampaignError, ProfileError
+from kernel_ratchet.errors import CampaignError, PreflightError, ProfileError
 from kernel_ratchet.harness.adapter import Shape, load_shapes
 from kernel_ratchet.harness.timing.registry import default_engine_name
 from kernel_ratchet.profile.checklist import device_check, env_check, run_checklist, work_check
@@ -175,7 +175,7 @@ def preflight(profile: Profile, op: str, shapes: str | None = None) -> None:
         lines = "\n".join(
             f"  - {i.name}: {i.detail}" + (f" (fix: {i.fix})" if i.fix else "") for i in problems
         )
-        raise CampaignError(
+        raise PreflightError(
             f"the DEFINE_TARGET checklist fails for op {op!r}:\n{lines}\n"
             "Run `ratchet check --op " + op + "` after fixing."
         )

@@ -364,3 +364,20 @@ def test_a_round_without_a_usable_hypothesis_or_bucket_is_a_usage_error(project,
     r = ratchet_in(project, "validate", *args)
     assert r.returncode == 2, r.stdout + r.stderr
     assert says in r.stderr and "Traceback" not in r.stderr
+
+
+def test_init_refused_by_the_checklist_is_a_profile_problem(tmp_path, monkeypatch, capsys):
+    """A description that names an adapter the package lacks is a ratchet.yaml problem: exit 3,
+    the failing item named, and no campaign created."""
+    from tests.campaign.conftest import make_project
+
+    root = make_project(tmp_path / "p")
+    yaml = root / "ratchet.yaml"
+    yaml.write_text(yaml.read_text().replace("tiny_gemm.adapter:TinyGemm", "tiny_gemm.adapter:Nope"))
+    monkeypatch.chdir(root)
+    code, out = run_main(monkeypatch, capsys, "init", "--op", "tiny_gemm", "-y")
+    assert code == 3, out
+    assert "DEFINE_TARGET checklist fails" in out and "tiny_gemm.adapter:Nope" in out
+    assert not (root / ".ratchet" / "campaigns").exists() or not any(
+        (root / ".ratchet" / "campaigns").iterdir()
+    )
