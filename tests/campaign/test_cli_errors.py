@@ -373,7 +373,9 @@ def test_init_refused_by_the_checklist_is_a_profile_problem(tmp_path, monkeypatc
 
     root = make_project(tmp_path / "p")
     yaml = root / "ratchet.yaml"
-    yaml.write_text(yaml.read_text().replace("tiny_gemm.adapter:TinyGemm", "tiny_gemm.adapter:Nope"))
+    yaml.write_text(
+        yaml.read_text().replace("tiny_gemm.adapter:TinyGemm", "tiny_gemm.adapter:Nope")
+    )
     monkeypatch.chdir(root)
     code, out = run_main(monkeypatch, capsys, "init", "--op", "tiny_gemm", "-y")
     assert code == 3, out
