@@ -19,8 +19,8 @@ reference call: an import from a module whose last name contains ``reference`` (
 ``reference_modules``), or a name ending in ``_ref``.
 
 Limits: the audit reads the syntax tree. A vendor call reached through another module,
-``getattr`` with a computed name or ``exec`` is not seen; the dynamic complement (counting
-Triton launches per timed call) is not part of this module.
+``getattr`` with a computed name or ``exec`` is not seen here; the run-time complement
+(:mod:`kernel_ratchet.harness.op_census`, the ATen operations of the checked call) sees it.
 """
 
 from __future__ import annotations

@@ -9,7 +9,9 @@ Contract of :func:`run_paired`:
    of a shape at once (a check times nothing). A failing check ends the run with that side's
    failure (the incumbent's when both fail); nothing is timed. Then the rule compares the
    two sides' SNRs on those same inputs (``rule.precision_drop``): a candidate whose precision
-   fell below the incumbent's ends the run with a failure of category ``"precision"``.
+   fell below the incumbent's ends the run with a failure of category ``"precision"``. With
+   ``refuse_vendor_ops``, a candidate whose checked call ran vendor-class ATen operations
+   (:mod:`.op_census`) the incumbent's call did not ends it with category ``"backend"``.
 3. Rounds. Round ``r`` visits every still-active shape in a shuffled order; per shape and phase
    the two sides are timed back to back in a shuffled order (recorded in ``order``), both with
    the same per-round secret seed :func:`round_seed`. One round = one value per side, shape and
@@ -57,6 +59,8 @@ from kernel_ratchet.harness.paired_checks import (
     SIDES,
     Prechecked,
     check_shape,
+    checked,
+    precision_failure,
     round_seed,
 )
 from kernel_ratchet.harness.paired_modes import Modes
@@ -121,6 +125,7 @@ class _Rounds:
     alternations: int = 1
     watch: strays.Watch | None = None
     rounds: int = 0
+    refuse_vendor_ops: bool = False
     order: list[tuple[int, str, str]] = field(default_factory=list)
     spent: RequestTime = field(default_factory=RequestTime)
     times: dict[str, dict[str, dict[str, list[float]]]] = field(init=False)
@@ -145,13 +150,11 @@ class _Rounds:
             for shape in self.shapes:
                 seed = round_seed(self.seed, CHECK_ROUND, shape.label)
                 done, reused = check_shape(pool, self.workers, shape, seed, prechecked)
+                failure = checked(done, shape.label, self.logs, self.refuse_vendor_ops)
+                if failure is not None:
+                    return failure
                 for side in SIDES:
-                    res = done[side][0]
-                    if not res.ok:
-                        return Failure(
-                            side, "check", shape.label, res.category, res.detail, self.logs[side]
-                        )
-                    snr = (res.payload or {}).get("snr") or {}
+                    snr = (done[side][0].payload or {}).get("snr") or {}
                     self.snr[side][shape.label] = {k: float(v) for k, v in snr.items()}
                 took = [done[side][1] for side in SIDES]
                 beside = " beside the focused test" if reused else ""
@@ -300,16 +303,6 @@ def _sequential(
     return None, decision, None
 
 
-def _precision(run: _Rounds, rule: SequentialRule[Any]) -> Failure | None:
-    """Contract step 2, last: the candidate's SNRs against the incumbent's on the same inputs
-    (the rule judges); a drop is a failure of category "precision"."""
-    why = rule.precision_drop(run.snr["incumbent"], run.snr["candidate"])
-    if why is None:
-        return None
-    label = next(iter(run.snr["candidate"]), "")
-    return Failure("candidate", "check", label, "precision", why, run.logs["candidate"])
-
-
 def _open_workers(
     stack: ExitStack,
     factory: Callable[..., Any] | None,
@@ -353,6 +346,7 @@ def run_paired(
     time_kwargs: Mapping[str, Any] | None = None,
     prechecked: Prechecked | None = None,
     alternations: int = 1,
+    refuse_vendor_ops: bool = False,
 ) -> PairedRun[D]:
     """Measure ``candidate`` against ``incumbent`` on ``shapes`` (contract: module docstring).
 
@@ -364,8 +358,8 @@ def run_paired(
     ``time_kwargs`` go to every ``time`` call (e.g. ``max_tflops``, the roofline anti-cheat;
     ``spot_checks`` defaults to :data:`PAIRED_SPOT_CHECKS`). ``prechecked``: checks already
     made by the workers the factory hands out (:func:`precheck`). ``alternations``: turns
-    per side, shape and phase in a round (contract step 3). Raises ValueError for bad
-    arguments; a failing worker is a recorded :class:`Failure`, never an exception.
+    per side, shape and phase in a round (contract step 3); ``refuse_vendor_ops``: step 2.
+    Raises ValueError for bad arguments; a failing worker is a recorded :class:`Failure`.
     """
     _validate(shapes, phases)
     if alternations < 1:
@@ -384,8 +378,8 @@ def run_paired(
         workers = _open_workers(stack, worker_factory, (incumbent, candidate), logs)
         rng = np.random.default_rng(rng_seed)
         run = _Rounds(workers, tuple(shapes), phases, seed, rng, logs, tkw, watch=watch)
-        run.alternations = int(alternations)
-        failure = run.check(say, prechecked) or _precision(run, rule)
+        run.alternations, run.refuse_vendor_ops = int(alternations), refuse_vendor_ops
+        failure = run.check(say, prechecked) or precision_failure(run.snr, run.logs, rule)
         check_wall_s = time.monotonic() - t0
         decision, early_stop = None, None
         if failure is None:

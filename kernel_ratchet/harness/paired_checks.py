@@ -16,7 +16,10 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
 
+from kernel_ratchet.harness import op_census
+from kernel_ratchet.harness.ab_rule import SequentialRule
 from kernel_ratchet.harness.adapter import Shape
+from kernel_ratchet.harness.paired_run import Failure
 
 SIDES = ("incumbent", "candidate")
 #: Round index used for the correctness-check seed.
@@ -80,3 +83,42 @@ def precheck(
             if not all(res.ok for res, _ in done.values()):
                 break
     return out
+
+
+def checked(
+    done: Mapping[str, tuple[Any, float]],
+    label: str,
+    logs: Mapping[str, str],
+    refuse_vendor_ops: bool,
+) -> Failure | None:
+    """The failure both sides' checks of ``label`` (``done``: side -> (result, seconds)) end
+    the A/B with, or None: a failing side's (the incumbent's when both fail), then, with
+    ``refuse_vendor_ops``, a candidate whose call ran vendor-class ATen operations the
+    incumbent's call did not (:mod:`.op_census`; category ``"backend"``)."""
+    for side in SIDES:
+        res = done[side][0]
+        if not res.ok:
+            return Failure(side, "check", label, res.category, res.detail, logs[side])
+    if not refuse_vendor_ops:
+        return None
+    ops = [(done[side][0].payload or {}).get("vendor_ops") or {} for side in SIDES]
+    extra = op_census.added(*ops)
+    if not extra:
+        return None
+    why = op_census.describe(extra, label)
+    return Failure("candidate", "check", label, "backend", why, logs["candidate"])
+
+
+def precision_failure(
+    snr: Mapping[str, Mapping[str, Mapping[str, float]]],
+    logs: Mapping[str, str],
+    rule: SequentialRule[Any],
+) -> Failure | None:
+    """Contract step 2, last: the candidate's SNRs against the incumbent's on the same inputs
+    (``snr``: side -> label -> output -> dB; the rule judges); a drop is a failure of category
+    "precision"."""
+    why = rule.precision_drop(snr["incumbent"], snr["candidate"])
+    if why is None:
+        return None
+    label = next(iter(snr["candidate"]), "")
+    return Failure("candidate", "check", label, "precision", why, logs["candidate"])

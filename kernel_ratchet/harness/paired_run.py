@@ -24,11 +24,13 @@ SEED_POLICY = (
 
 
 #: The categories a run's :class:`Failure` can carry: a worker result's (but "ok"), a timing
-#: the rule cannot use, and a candidate less precise than the incumbent.
+#: the rule cannot use, a candidate less precise than the incumbent, and one whose call runs
+#: vendor-class library operations the incumbent's does not.
 FAILURE_CATEGORIES: tuple[str, ...] = (
     *(c for c in CATEGORIES if c != "ok"),
     "bad_timing",
     "precision",
+    "backend",
 )
 
 
@@ -39,8 +41,9 @@ class Failure:
     sides: :mod:`kernel_ratchet.harness.paired_blame`).
 
     ``category`` is the worker's (see :mod:`kernel_ratchet.harness.worker`), "bad_timing"
-    when an ``ok`` timing carried no positive finite ``median_ms``, or "precision" when the
-    candidate's SNR fell below the incumbent's (all listed in :data:`FAILURE_CATEGORIES`).
+    when an ``ok`` timing carried no positive finite ``median_ms``, "precision" when the
+    candidate's SNR fell below the incumbent's, or "backend" when its call ran vendor-class
+    ATen operations the incumbent's did not (all listed in :data:`FAILURE_CATEGORIES`).
     """
 
     side: str

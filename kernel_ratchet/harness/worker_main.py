@@ -111,7 +111,7 @@ class Session:
     def _check(self, shape: Any, seed: int) -> dict[str, Any]:
         from kernel_ratchet.harness import anticheat as ac
         from kernel_ratchet.harness import inplace as ip
-        from kernel_ratchet.harness import input_entropy, rebind_check
+        from kernel_ratchet.harness import input_entropy, op_census, rebind_check
         from kernel_ratchet.harness.correctness import check_outputs
 
         ad = self.adapter
@@ -121,10 +121,11 @@ class Session:
         low = input_entropy.low_entropy_inputs(ac.tensors(case))
         if low:
             raise ac.CheatDetected(input_entropy.describe(low))
-        out, kept = ip.first_forward(ad, case)
-        ac.output_tensors(out, "forward()")
-        del out
-        got = ad.outputs(case)
+        with op_census.counting() as vendor_ops:  # not a timed call: the dispatcher sees it
+            out, kept = ip.first_forward(ad, case)
+            ac.output_tensors(out, "forward()")
+            del out
+            got = ad.outputs(case)
         ac.check_output_types(got)
         self.sync()
         outs = ac.output_tensors(dict(got), "outputs()")
@@ -140,6 +141,7 @@ class Session:
             return _fail("nan", f"output(s) {', '.join(bad)} hold NaN or Inf", {"snr": snr})
         result = check_outputs(got, ref, thresholds)
         payload = {"snr": result.snr, "passed": result.passed, "checks": ["types", "inputs"]}
+        payload["vendor_ops"] = dict(vendor_ops)
         if not result.passed:
             return _fail("wrong", f"outputs disagree with the reference: {result.reason}", payload)
         # Same tensor objects, new values: the op must follow them (id()/data_ptr caches).

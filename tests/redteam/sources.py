@@ -41,6 +41,16 @@ VENDOR_LINEAR = _with(
 ''',
 )
 
+#: The same swap reached through a name built at run time: the source names no vendor call,
+#: only the call itself (seen by the ATen dispatcher) shows it.
+VENDOR_COMPUTED_NAME = _with(
+    '''def matmul_nt(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a: [M, K] float32, b: [N, K] float32 -> [M, N] float32 (= a @ b.T)."""
+    op = getattr(torch, "".join(("m", "m")))
+    return op(a, b.t())
+''',
+)
+
 #: Kevin-32B's and KernelBench's try/except fallback: the Triton launch, PyTorch on any error.
 TRY_EXCEPT_FALLBACK = _with(
     _TRITON_WRAPPER

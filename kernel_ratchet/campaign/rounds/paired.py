@@ -22,6 +22,7 @@ from kernel_ratchet.campaign.category import Category
 from kernel_ratchet.campaign.fsutil import atomic_write_json
 from kernel_ratchet.campaign.lineage.worktree import incumbent_tree
 from kernel_ratchet.campaign.round_decision import RoundDecision, ShapeResult
+from kernel_ratchet.guard.backend import KERNEL_BACKENDS
 from kernel_ratchet.harness.ab import run_paired
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.harness.csv_schema import BenchTable
@@ -79,8 +80,7 @@ def gpu_paired_timing(campaign_type: str) -> dict[str, Any]:
 def paired_settings(
     cuda: bool, measure: Measure = DEFAULT_MEASURE, campaign_type: str = "compute_fwd"
 ) -> tuple[dict[str, Any], int, int]:
-    """(timing parameters, first look, round budget) of a paired A/B measuring ``measure`` on
-    this kind of device, as rounds use them (scripts measure two trees the same way)."""
+    """(timing parameters, first look, round budget) of a round's A/B measuring ``measure``."""
     if cuda:
         first = K_START_GRAPH if measure.quantity == "kernel_time" else K_START
         return {**gpu_paired_timing(campaign_type), **measure.to_dict()}, first, K_MAX
@@ -94,8 +94,7 @@ def campaign_measure(c: CampaignContext) -> Measure:
 
 
 def _specs(c: CampaignContext) -> tuple[WorkerSpec, WorkerSpec]:
-    cuda = _cuda()
-    if not cuda:
+    if not (cuda := _cuda()):
         params = paired_settings(cuda)[0]
     elif c.m.timing_engine == "cuda_events":  # the campaign's frozen quantity, both sides
         params = {**c.m.timing_params, **gpu_paired_timing(c.m.campaign_type)}
@@ -109,9 +108,9 @@ def _specs(c: CampaignContext) -> tuple[WorkerSpec, WorkerSpec]:
         "interpret": not cuda,
         "cpus": paired_cpus() if cuda else (),
     }
-    inc = WorkerSpec(source_root=str(incumbent_tree(c)), **common)
-    cand = WorkerSpec(source_root=str(c.root), **common)
-    return inc, cand
+    return WorkerSpec(source_root=str(incumbent_tree(c)), **common), WorkerSpec(
+        source_root=str(c.root), **common
+    )
 
 
 def measured_quantity(c: CampaignContext) -> str:
@@ -192,6 +191,7 @@ def run_ab(
         time_kwargs=_time_kwargs(c),
         worker_factory=worker_factory,
         prechecked=prechecked,
+        refuse_vendor_ops=c.m.target_backend in KERNEL_BACKENDS,
     )
     return portable_run(run, c)
 

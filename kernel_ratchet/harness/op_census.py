@@ -1,0 +1,108 @@
+"""Which library operations an op's own call runs: the dynamic side of the backend audit.
+
+The static backend audit (:mod:`kernel_ratchet.guard.backend`) reads the candidate's source;
+a vendor operation reached through a name built at run time (``getattr(torch, "m" + "m")``,
+``torch.ops.aten`` looked up by a string, a helper module outside ``kernel_source``) is not
+in that source. :func:`counting` watches the call itself: every ATen operation that reaches
+the dispatcher while it is open is seen under a ``TorchDispatchMode``, whatever spelling
+called it, and the vendor-class ones (GEMMs, convolutions, attention, normalizations,
+softmax, activations: :func:`is_vendor`) are counted by name.
+
+A worker counts the op's first call in its correctness check (never a timed call) and
+reports the counts; the paired A/B compares the two sides on the same shape and inputs
+(:func:`added`). A Triton kernel launches no ATen operation of that class, so a candidate
+that runs more of them than the incumbent hands work to the library.
+
+Not seen: work captured earlier in a CUDA graph and replayed, a library called without
+torch (ctypes, cupy), a candidate that runs another path once it sees a dispatch mode or
+after its first call.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+#: ATen operations (overload packet names) that run a vendor library's or torch's own
+#: compute kernel: what a Triton kernel would be replaced by.
+VENDOR_OPS = frozenset(
+    {"mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "dot", "vdot", "addr"}
+    | {"_int_mm", "_scaled_mm", "_scaled_mm_v2", "_scaled_grouped_mm", "_grouped_mm"}
+    | {"_addmm_activation", "_weight_int4pack_mm", "_weight_int8pack_mm", "_mixed_dtypes_linear"}
+    | {"convolution", "_convolution", "convolution_backward", "_convolution_double_backward"}
+    | {"_softmax", "_log_softmax", "_softmax_backward_data", "_log_softmax_backward_data"}
+    | {"native_layer_norm", "native_layer_norm_backward", "native_group_norm"}
+    | {"native_group_norm_backward", "native_batch_norm", "native_batch_norm_backward"}
+    | {"_native_batch_norm_legit", "_native_batch_norm_legit_no_training"}
+    | {"_fused_rms_norm", "_fused_rms_norm_backward", "gelu", "gelu_backward", "silu"}
+    | {"silu_backward", "relu", "embedding", "embedding_dense_backward", "_embedding_bag"}
+)
+#: Name prefixes of whole families: attention, cuDNN, MIOpen, cuSPARSELt, oneDNN.
+VENDOR_PREFIXES = (
+    "_scaled_dot_product",
+    "_flash_attention",
+    "_efficient_attention",
+    "_cudnn",
+    "cudnn_",
+    "miopen_",
+    "_cslt",
+    "mkldnn_",
+    "_mkldnn",
+)
+
+
+def is_vendor(name: str) -> bool:
+    """Whether the ATen operation ``name`` (``mm``, ``aten::mm`` or ``aten.mm``) is of the
+    vendor class; in-place spellings (``relu_``) count as their operation."""
+    leaf = name.replace("::", ".").rpartition(".")[2]
+    leaf = leaf[:-1] if leaf.endswith("_") and not leaf.endswith("__") else leaf
+    return leaf in VENDOR_OPS or leaf.startswith(VENDOR_PREFIXES)
+
+
+def _mode_class() -> type:
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class _Census(TorchDispatchMode):
+        def __init__(self, counts: Counter[str]) -> None:
+            super().__init__()
+            self.counts = counts
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None):
+            packet = func._overloadpacket
+            name = f"{func.namespace}::{packet.__name__}"
+            if is_vendor(name):
+                self.counts[name] += 1
+            return func(*args, **(kwargs or {}))
+
+    return _Census
+
+
+@contextmanager
+def counting() -> Iterator[Counter[str]]:
+    """The vendor-class ATen operations run while the block runs, by name (filled as they
+    run; ``aten::mm``: 2)."""
+    counts: Counter[str] = Counter()
+    with _mode_class()(counts):
+        yield counts
+
+
+def added(incumbent: Mapping[str, int], candidate: Mapping[str, int]) -> dict[str, int]:
+    """The vendor-class operations the candidate runs more often than the incumbent did on
+    the same call: ``{name: how many more}``."""
+    return {
+        name: n - int(incumbent.get(name, 0))
+        for name, n in sorted(candidate.items())
+        if is_vendor(name) and n > int(incumbent.get(name, 0))
+    }
+
+
+def describe(extra: Mapping[str, int], label: str) -> str:
+    """One sentence for a round record: which operations the candidate's call adds."""
+    ops = ", ".join(f"{name} x{n}" for name, n in extra.items())
+    return (
+        f"on {label}, the candidate's call runs library operations the incumbent's does not "
+        f"({ops}; seen at run time by the ATen dispatcher): it hands the work to the vendor "
+        "library"
+    )

@@ -1,0 +1,83 @@
+"""The dynamic backend census: which vendor-class ATen operations a call runs, however it
+spelled them, and what a candidate adds to the incumbent's."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import torch
+import torch.nn.functional as F
+
+from kernel_ratchet.harness import op_census
+from kernel_ratchet.harness.paired_checks import checked
+
+
+def test_a_call_by_a_computed_name_is_counted_by_its_operation():
+    a, b = torch.randn(8, 4), torch.randn(4, 8)
+    with op_census.counting() as seen:
+        getattr(torch, "".join(("m", "m")))(a, b)
+        torch.ops.aten.mm.default(a, b)
+        F.softmax(a, dim=-1)
+        (a + 1).sum()  # elementwise and reductions are not of the vendor class
+    assert dict(seen) == {"aten::mm": 2, "aten::_softmax": 1}
+
+
+def test_backward_operations_are_counted_and_the_mode_is_left():
+    x = torch.randn(4, 4, requires_grad=True)
+    with op_census.counting() as seen:
+        F.gelu(x @ x).sum().backward()
+    assert seen["aten::gelu"] == 1 and seen["aten::gelu_backward"] == 1
+    assert seen["aten::mm"] >= 3  # the forward's and the two gradients'
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+    assert _get_current_dispatch_mode() is None
+
+
+def test_vendor_class_names():
+    assert op_census.is_vendor("aten::relu_") and op_census.is_vendor("aten.addmm")
+    assert op_census.is_vendor("aten::_scaled_dot_product_flash_attention")
+    assert not op_census.is_vendor("aten::add") and not op_census.is_vendor("aten::cumsum")
+
+
+def test_only_what_the_candidate_runs_more_often_is_added():
+    inc = {"aten::mm": 2}  # e.g. a backward written with torch ops
+    assert op_census.added(inc, {"aten::mm": 2}) == {}
+    assert op_census.added(inc, {"aten::mm": 1}) == {}
+    assert op_census.added(inc, {"aten::mm": 3, "aten::_softmax": 1}) == {
+        "aten::_softmax": 1,
+        "aten::mm": 1,
+    }
+
+
+def _res(ok=True, category="ok", vendor=None):
+    return SimpleNamespace(ok=ok, category=category, detail="d", payload={"vendor_ops": vendor})
+
+
+LOGS = {"incumbent": "inc.log", "candidate": "cand.log"}
+
+
+def test_checked_judges_failures_first_then_added_operations():
+    both_bad = {"incumbent": (_res(False, "crash"), 1.0), "candidate": (_res(False, "nan"), 1.0)}
+    f = checked(both_bad, "s1", LOGS, True)
+    assert (f.side, f.category) == ("incumbent", "crash")
+    swap = {"incumbent": (_res(vendor={}), 1.0), "candidate": (_res(vendor={"aten::mm": 1}), 1.0)}
+    f = checked(swap, "s1", LOGS, True)
+    assert (f.side, f.stage, f.category) == ("candidate", "check", "backend")
+    assert "aten::mm x1" in f.detail and "s1" in f.detail
+    assert checked(swap, "s1", LOGS, False) is None  # another backend: not refused
+    same = {"incumbent": (_res(vendor={"aten::mm": 1}), 1.0), "candidate": swap["candidate"]}
+    assert checked(same, "s1", LOGS, True) is None
+
+
+def test_what_the_source_does_not_show_the_call_does():
+    """The red team's computed-name swap: the static audit cannot read it; its call shows it."""
+    from kernel_ratchet.guard.backend import backend_audit
+    from tests.redteam import sources as S
+
+    before, after = {S.PATH: S.INCUMBENT}, {S.PATH: S.VENDOR_COMPUTED_NAME}
+    assert not backend_audit(before, after, "TRITON").flagged
+    space: dict = {}
+    exec(compile(S.VENDOR_COMPUTED_NAME, S.PATH, "exec"), space)
+    with op_census.counting() as seen:
+        space["matmul_nt"](torch.randn(4, 8), torch.randn(3, 8))
+    assert op_census.added({}, seen) == {"aten::mm": 1}
