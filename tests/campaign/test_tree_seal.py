@@ -58,3 +58,20 @@ def test_put_keeps_a_file_that_already_holds_the_bytes(tmp_path):
     assert path.stat().st_mtime_ns == 1_000_000_000  # its compiled module stays valid
     _put(path, b"X = 2\n")
     assert path.read_bytes() == b"X = 2\n"
+
+
+def test_a_compiled_module_rewritten_with_its_size_and_time_put_back_is_seen(tmp_path):
+    """The seal reads bytes: a forged ``.pyc`` of the sealed size, its modification time set
+    back with ``os.utime``, is still a change."""
+    root = _tree(tmp_path)
+    tree_seal.reset()
+    tree_seal.seal(root)
+    pyc = next((root / "pkg" / "__pycache__").glob("kernel.*.pyc"))
+    st = pyc.stat()
+    data = bytearray(pyc.read_bytes())
+    data[-1] ^= 0xFF  # same size, other code
+    pyc.write_bytes(bytes(data))
+    os.utime(pyc, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert pyc.stat().st_size == st.st_size and pyc.stat().st_mtime_ns == st.st_mtime_ns
+    rel = os.path.relpath(pyc, root)
+    assert tree_seal.broken(root) == [f"{rel} (changed)"]

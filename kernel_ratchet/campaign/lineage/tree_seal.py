@@ -5,15 +5,16 @@ imports and runs the worktree's code. A candidate that writes a module into that
 package directory ``kernel/`` beside ``kernel.py`` wins Python's import, a ``.pth`` file, a
 ``.pyc`` with the source's timestamp) makes the incumbent slower and fakes a gain, in this
 round and, left there, in the next. So :func:`seal` fingerprints the code files of a freshly
-prepared tree (their size and modification time; the ``.pyc`` files compiled first, so the
-incumbent's own imports write none), and :func:`broken` lists those changed, added or removed
-since. Files other than code (an op's own cache of autotuned configs) are not sealed.
+prepared tree (their size and a hash of their bytes: a size and a modification time can be
+put back after a rewrite; the ``.pyc`` files compiled first, so the incumbent's own imports
+write none), and :func:`broken` lists those changed, added or removed since. Files other than code (an op's own cache of autotuned configs) are not sealed.
 """
 
 from __future__ import annotations
 
 import compileall
 import contextlib
+import hashlib
 import os
 import shutil
 from pathlib import Path
@@ -21,20 +22,30 @@ from pathlib import Path
 #: What Python imports or loads code from.
 CODE_SUFFIXES = (".py", ".pyc", ".pth", ".so", ".pyd")
 
-_SEALS: dict[Path, dict[str, tuple[int, int]]] = {}
+_SEALS: dict[Path, dict[str, tuple[int, str]]] = {}
 
 
-def fingerprint(root: Path) -> dict[str, tuple[int, int]]:
-    """``{relative path: (size, mtime_ns)}`` of the code files under ``root`` (no ``.git``)."""
-    out: dict[str, tuple[int, int]] = {}
+def _digest(path: str) -> tuple[int, str]:
+    """(size, sha256 of the bytes) of a file; a symbolic link is judged by its target."""
+    if os.path.islink(path):
+        return 0, "link:" + os.readlink(path)
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return os.path.getsize(path), h.hexdigest()
+
+
+def fingerprint(root: Path) -> dict[str, tuple[int, str]]:
+    """``{relative path: (size, sha256)}`` of the code files under ``root`` (no ``.git``)."""
+    out: dict[str, tuple[int, str]] = {}
     for base, dirs, files in os.walk(root):
         dirs[:] = [d for d in dirs if d != ".git"]
         for name in files:
             if name.endswith(CODE_SUFFIXES):
                 path = os.path.join(base, name)
                 with contextlib.suppress(OSError):
-                    st = os.lstat(path)
-                    out[os.path.relpath(path, root)] = (st.st_size, st.st_mtime_ns)
+                    out[os.path.relpath(path, root)] = _digest(path)
     return out
 
 
