@@ -7,7 +7,8 @@ package directory ``kernel/`` beside ``kernel.py`` wins Python's import, a ``.pt
 round and, left there, in the next. So :func:`seal` fingerprints the code files of a freshly
 prepared tree (their size and a hash of their bytes: a size and a modification time can be
 put back after a rewrite; the ``.pyc`` files compiled first, so the incumbent's own imports
-write none), and :func:`broken` lists those changed, added or removed since. Files other than code (an op's own cache of autotuned configs) are not sealed.
+write none), and :func:`broken` lists those changed, added or removed since. Files other
+than code (an op's own cache of autotuned configs) are not sealed.
 """
 
 from __future__ import annotations
