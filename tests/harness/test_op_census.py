@@ -81,3 +81,25 @@ def test_what_the_source_does_not_show_the_call_does():
     with op_census.counting() as seen:
         space["matmul_nt"](torch.randn(4, 8), torch.randn(3, 8))
     assert op_census.added({}, seen) == {"aten::mm": 1}
+
+
+def test_work_done_inside_one_operation_is_counted_by_that_operation():
+    """``_trilinear`` and the slow convolutions run a GEMM inside their own kernel, and a
+    custom operation runs code the dispatch mode cannot see into: each counts as itself."""
+    a, b = torch.randn(8, 4), torch.randn(6, 4)
+
+    @torch.library.custom_op("kr_census_test::gemm", mutates_args=())
+    def gemm(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return x @ y.t()
+
+    with op_census.counting() as seen:
+        torch._trilinear(a, b, a.new_ones(4), [1], [0], [1, 0], [2])
+        torch._C._nn.thnn_conv2d(torch.randn(1, 2, 5, 5), torch.randn(3, 2, 3, 3), [3, 3])
+        gemm(a, b)
+        with torch.profiler.record_function("a named range"):  # not work
+            pass
+    assert dict(seen) == {
+        "aten::_trilinear": 1,
+        "aten::_slow_conv2d_forward": 1,
+        "kr_census_test::gemm": 1,
+    }
