@@ -26,6 +26,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from kernel_ratchet.harness.strays import descendants
+
 _PCI = Path("/sys/bus/pci/devices")
 _NODES = Path("/sys/devices/system/node")
 
@@ -130,16 +132,19 @@ def pin(pid: int, cpus: tuple[int, ...]) -> str:
 
 @contextlib.contextmanager
 def stopped(pid: int) -> Iterator[None]:
-    """Process group ``pid`` stopped (SIGSTOP) for the duration, continued after: the idle
-    side of a paired A/B while the other side is timed. A thread the candidate started at
-    import that burns the CPU, or launches GPU work, only while its worker waits would slow
-    the incumbent's samples and fake a gain. Nothing where the platform has no SIGSTOP or the
-    process has ended."""
+    """Process group ``pid`` and every process below ``pid`` stopped (SIGSTOP) for the
+    duration, continued after: the idle side of a paired A/B while the other side is timed.
+    A thread the candidate started at import that burns the CPU, or launches GPU work, only
+    while its worker waits would slow the incumbent's samples and fake a gain, and so would a
+    child it started in a process group of its own. Nothing where the platform has no SIGSTOP
+    or the process has ended."""
     stop = getattr(signal, "SIGSTOP", None)
+    below: set[int] = set()
     try:
         if stop is not None:
             os.killpg(pid, stop)
             _until_stopped(pid)
+            below = _stop_below(pid, stop)
     except (ProcessLookupError, PermissionError, OSError):
         stop = None
     try:
@@ -148,6 +153,24 @@ def stopped(pid: int) -> Iterator[None]:
         if stop is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
                 os.killpg(pid, signal.SIGCONT)
+            for p in below:
+                with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+                    os.kill(p, signal.SIGCONT)
+
+
+def _stop_below(pid: int, stop: int) -> set[int]:
+    """Stop every process below ``pid``, again until no new one appears (a stopped process
+    starts none); the pids stopped."""
+    done: set[int] = set()
+    for _ in range(16):
+        new = descendants(pid) - done
+        if not new:
+            break
+        for p in new:
+            with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+                os.kill(p, stop)
+        done |= new
+    return done
 
 
 def continue_when_orphaned() -> None:

@@ -298,8 +298,11 @@ def _children_of(pid: int) -> set[int]:
 def _library_worker(pid: int) -> bool:
     """Whether ``pid`` runs a library's worker of :data:`ALLOWED_CHILDREN`: this interpreter
     on the module's own file under torch, or ``-m`` the module (an argument merely naming it
-    is not enough)."""
+    is not enough), in this worker's process group (a library's pool does not leave it; a
+    child that does escapes the stop of the idle side)."""
     try:
+        if os.getpgid(pid) != os.getpgid(0):
+            return False
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             argv = [a.decode("utf-8", "replace") for a in f.read().split(b"\0")]
     except OSError:

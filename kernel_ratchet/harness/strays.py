@@ -55,20 +55,32 @@ def _is_subreaper() -> bool:
     return _prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag)) and bool(flag.value)
 
 
-def children() -> set[int]:
-    """This process's children (any thread's), exited ones not yet reaped included."""
+def children(pid: int | str = "self") -> set[int]:
+    """A process's children (any thread's; default this process's), exited ones not yet
+    reaped included."""
     kids: set[int] = set()
     try:
-        tasks = os.listdir("/proc/self/task")
+        tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return kids
     for tid in tasks:
         try:
-            with open(f"/proc/self/task/{tid}/children", encoding="ascii") as f:
+            with open(f"/proc/{pid}/task/{tid}/children", encoding="ascii") as f:
                 kids.update(int(c) for c in f.read().split())
         except (OSError, ValueError):
             continue
     return kids
+
+
+def descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` (children, theirs, ...), whatever their process group."""
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for kid in children(todo.pop()) - found:
+            found.add(kid)
+            todo.append(kid)
+    return found
 
 
 def state_and_cmdline(pid: int) -> tuple[str, str]:

@@ -160,6 +160,40 @@ def test_the_idle_side_is_stopped_while_the_other_is_timed_and_continued_after()
         pass
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads /proc")
+def test_a_child_in_a_process_group_of_its_own_is_stopped_with_its_worker():
+    """A worker's child started in a session of its own sits outside the worker's process
+    group: it is stopped too, or it could slow the other side while its worker idles."""
+    import subprocess
+    import time
+
+    from kernel_ratchet.harness.pinning import stopped
+
+    spawn = (
+        "import subprocess, sys, time\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'while True: pass'], "
+        "start_new_session=True)\n"
+        "print(p.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", spawn], start_new_session=True, stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    helper = int(proc.stdout.readline())
+    try:
+        assert os.getpgid(helper) != os.getpgid(proc.pid)
+        with stopped(proc.pid):
+            time.sleep(0.05)
+            assert _state(helper) == "T" and _state(proc.pid) == "T"
+        time.sleep(0.05)
+        assert _state(helper) in ("R", "S")
+    finally:
+        os.kill(helper, 9)
+        proc.kill()
+        proc.wait()
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux's")
 def test_a_stopped_worker_whose_driver_is_killed_is_continued(tmp_path):
     """A worker stopped while the other side times, its driver then killed outright: Linux

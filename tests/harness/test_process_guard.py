@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -198,6 +199,34 @@ def test_a_child_that_only_names_an_allowed_library_is_not_its_worker():
         assert not _library_worker(child.pid)
     finally:
         child.communicate(b"", timeout=30)
+
+
+def test_a_library_worker_outside_the_process_group_is_not_allowed(tmp_path):
+    """``-m torch._inductor.compile_worker`` started in a group of its own (where the stop of
+    the idle side would miss it) is not a library's worker; in the worker's group it is."""
+    from kernel_ratchet.harness.process_guard import _library_worker
+
+    main = tmp_path / "torch" / "_inductor" / "compile_worker" / "__main__.py"
+    main.parent.mkdir(parents=True)
+    for pkg in (main.parents[2], main.parents[1], main.parent):
+        (pkg / "__init__.py").write_text("")
+    main.write_text("import sys\nsys.stdin.read()\n")  # a stand-in of the same argv
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    for own_group in (False, True):
+        child = subprocess.Popen(
+            [sys.executable, "-m", "torch._inductor.compile_worker"],
+            stdin=subprocess.PIPE,
+            env=env,
+            start_new_session=own_group,
+        )
+        try:
+            for _ in range(500):  # until the new process shows its own command line
+                if b"compile_worker" in Path(f"/proc/{child.pid}/cmdline").read_bytes():
+                    break
+                time.sleep(0.01)
+            assert _library_worker(child.pid) is not own_group
+        finally:
+            child.communicate(b"", timeout=30)
 
 
 def test_the_libraries_a_reference_holds_are_kept_from_before_the_candidate(monkeypatch) -> None:
