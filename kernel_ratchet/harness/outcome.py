@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import signal
 
+from kernel_ratchet.harness.channel import CHANNEL_REPLACED
+
 _ILLEGAL = ("illegal memory access", "misaligned address", "illegal address")
 _COMPILE_TYPES = {
     "CompilationError",
@@ -57,6 +59,11 @@ def classify_exception(exc: BaseException) -> tuple[str, str]:
 
 def classify_exit(returncode: int | None, log_tail: str) -> tuple[str, str]:
     """(category, detail) for a worker process that died without answering."""
+    if returncode == CHANNEL_REPLACED:
+        return "cheat", (
+            "the worker's protocol channel was replaced while it ran (its descriptor pointed "
+            "at another file, as a relay that rewrites answers does); the worker ended itself"
+        )
     low = log_tail.lower()
     if any(s in low for s in _ILLEGAL):
         return "illegal_memory", (

@@ -19,12 +19,13 @@ category                  detected by
                           ``ImportError`` while importing the candidate
 ``nan``                   NaN/Inf in an output of the correctness check
 ``crash``                 any other exception, a fatal signal (SIGSEGV, SIGABRT, ...) or exit
-``cheat``                 an anti-cheat check (:mod:`kernel_ratchet.harness.anticheat`)
+``cheat``                 an anti-cheat check (:mod:`kernel_ratchet.harness.anticheat`), or
+                          the answer channel replaced (:mod:`kernel_ratchet.harness.channel`)
 ``wrong``                 an output below its SNR threshold in ``check``
 ========================  ============================================================
 
-After any result other than ``ok`` the worker is gone (``alive`` False); start a new one to go
-on. Calling a dead worker raises :class:`WorkerDeadError` (a caller bug).
+After any result other than ``ok`` the worker is gone (``alive`` False); start a new one.
+Calling a dead worker raises :class:`WorkerDeadError` (a caller bug).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from kernel_ratchet.errors import RatchetError
-from kernel_ratchet.harness import strays
+from kernel_ratchet.harness import channel, strays
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.harness.outcome import classify_exit
 from kernel_ratchet.harness.pinning import pin, stopped
@@ -218,14 +219,8 @@ class Worker:
         cache hits of ``cache_modules``. The payload is
         :meth:`~kernel_ratchet.harness.training_sim.IdiomTraces.to_payload` (per-repeat step
         times, cache counts); the guard judges it. Needs the adapter's ``training_roles``."""
-        msg: dict[str, Any] = {
-            "op": "transfer",
-            "shape": shape.to_dict(),
-            "seed": int(seed),
-            "steps": steps,
-            "repeats": repeats,
-            "cache_modules": list(cache_modules),
-        }
+        msg: dict[str, Any] = {"op": "transfer", "shape": shape.to_dict(), "seed": int(seed)}
+        msg |= {"steps": steps, "repeats": repeats, "cache_modules": list(cache_modules)}
         return self._request(msg)
 
     def paused(self) -> contextlib.AbstractContextManager[None]:
@@ -394,6 +389,9 @@ class Worker:
         answer = self._receive(time.monotonic() + self.spec.timeout_s, f"the {msg['op']} request")
         if isinstance(answer, WorkerResult):
             return answer
+        assert self._proc.stdout is not None
+        if why := channel.replaced(self._proc.pid, self._proc.stdout.fileno()):
+            return self._fail("cheat", why)
         if not answer.get("ok"):
             return self._fail(answer["category"], answer["detail"], answer.get("payload"))
         return WorkerResult(True, "ok", answer.get("detail", ""), self._tail(), answer["payload"])

@@ -25,14 +25,22 @@ import time
 import traceback
 from typing import IO, Any
 
+from kernel_ratchet.harness.channel import CHANNEL_REPLACED, PROTO_FD
+
 _now = time.perf_counter  # held before the project is imported
 
 
+_CHANNEL: tuple[int, int] = (0, 0)  # (device, inode) of the channel at start
+
+
 def _protocol_channel() -> IO[str]:
-    fd = os.dup(1)
+    global _CHANNEL
+    os.dup2(1, PROTO_FD)
     os.dup2(2, 1)  # C-level printf of the candidate lands in the log, not in the protocol
     sys.stdout = sys.stderr
-    return os.fdopen(fd, "w", buffering=1, encoding="utf-8")
+    st = os.fstat(PROTO_FD)
+    _CHANNEL = (st.st_dev, st.st_ino)
+    return os.fdopen(PROTO_FD, "w", buffering=1, encoding="utf-8")
 
 
 class Session:
@@ -232,6 +240,12 @@ def _log(line: str) -> None:
 
 
 def _send(proto: IO[str], msg: dict[str, Any]) -> None:
+    """One answer line; the process ends instead when the channel's descriptor was pointed
+    elsewhere (a relay that rewrites answers below Python): nothing is written through it."""
+    st = os.fstat(proto.fileno())
+    if (st.st_dev, st.st_ino) != _CHANNEL:
+        print("cheat: the protocol channel was replaced", file=sys.stderr, flush=True)
+        os._exit(CHANNEL_REPLACED)
     # a fresh encoder: attributes set on json's shared one (its own ``encode``) cannot reach it
     proto.write(json.JSONEncoder().encode(msg) + "\n")
     proto.flush()

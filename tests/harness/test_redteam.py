@@ -295,6 +295,15 @@ def test_a_random_call_of_each_batch_is_compared(tmp_path: Path) -> None:
         assert "spot check" in r.detail and "of 20)" in r.detail, explain(r)
 
 
+def test_an_answer_channel_pointed_elsewhere_is_a_cheat(tmp_path: Path) -> None:
+    """A relay below Python (the answer descriptor dup2'ed onto the candidate's pipe, a raw
+    thread rewriting each answer's timings): refused, whichever side sees it first."""
+    with Worker(spec("ChannelRelay"), tmp_path / "w.log") as w:
+        r = w.check(SHAPE, SEED)
+        assert not r.ok and r.category == "cheat", explain(r)
+        assert "protocol channel" in r.detail, explain(r)
+
+
 def test_a_patch_made_while_the_transfer_traces_run_fails_that_request(tmp_path: Path) -> None:
     """The training-idiom traces run the op too: the Sentinel's checks come after them, as
     after a check or a time request."""

@@ -994,3 +994,45 @@ class HiddenThread(TinyGemm):
         while True:
             a, b, out = self.jobs.get()
             out.copy_((a[:, None, :].double() * b[None].double()).sum(-1))
+
+
+def _relay(read_fd: int, out_fd: int) -> None:
+    """Pass each answer line on, its timings scaled by 0.7."""
+    import json as _json
+
+    with os.fdopen(read_fd, "rb") as src:
+        for line in src:
+            try:
+                msg = _json.loads(line)
+                payload = msg.get("payload") or {}
+                if "median_ms" in payload:
+                    payload["median_ms"] *= 0.7
+                line = (_json.dumps(msg) + "\n").encode()
+            except ValueError:
+                pass
+            os.write(out_fd, line)
+
+
+class ChannelRelay(TinyGemm):
+    """Points the worker's answer descriptor at a pipe of its own, from a thread started
+    below ``threading``, and relays every answer with faster timings."""
+
+    def __init__(self) -> None:
+        import _thread
+        import stat
+
+        for name in os.listdir("/proc/self/fd"):
+            fd = int(name)
+            if fd <= 2:
+                continue
+            with contextlib.suppress(OSError):
+                mode = os.fstat(fd).st_mode
+                if stat.S_ISFIFO(mode) and os.readlink(f"/proc/self/fd/{fd}") != os.readlink(
+                    "/proc/self/fd/0"
+                ):
+                    keep = os.dup(fd)
+                    r, w = os.pipe()
+                    os.dup2(w, fd)
+                    os.close(w)
+                    _thread.start_new_thread(_relay, (r, keep))
+                    return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 
 import pytest
@@ -92,20 +93,22 @@ def test_timed_outputs_map_to_reference_names():
     assert match_outputs([("0", t), ("1", t)], ref, "fwd") == {}
 
 
-def test_the_answer_is_written_by_an_encoder_no_candidate_touched():
+def test_the_answer_is_written_by_an_encoder_no_candidate_touched(tmp_path, monkeypatch):
     """An ``encode`` set on json's shared encoder (kept by identity, its attributes are not)
     rewrote failed verdicts as passes; the worker encodes with a fresh one."""
-    import io
     import json
 
-    from kernel_ratchet.harness.worker_main import _send
+    from kernel_ratchet.harness import worker_main
 
     shared = json._default_encoder
     shared.encode = lambda o: '{"ok": true, "category": "ok"}'  # type: ignore[method-assign]
     try:
-        out = io.StringIO()
-        _send(out, {"ok": False, "category": "wrong", "detail": "SNR 0 dB"})
-        assert json.loads(out.getvalue()) == {
+        path = tmp_path / "channel"
+        with open(path, "w", encoding="utf-8") as out:
+            st = os.fstat(out.fileno())
+            monkeypatch.setattr(worker_main, "_CHANNEL", (st.st_dev, st.st_ino))
+            worker_main._send(out, {"ok": False, "category": "wrong", "detail": "SNR 0 dB"})
+        assert json.loads(path.read_text()) == {
             "ok": False,
             "category": "wrong",
             "detail": "SNR 0 dB",
