@@ -223,6 +223,10 @@ class Worker:
         msg |= {"steps": steps, "repeats": repeats, "cache_modules": list(cache_modules)}
         return self._request(msg)
 
+    def release(self) -> WorkerResult:
+        """Free the device memory the worker's allocator keeps cached."""
+        return self._request({"op": "release"})
+
     def paused(self) -> contextlib.AbstractContextManager[None]:
         """Stopped while the other side of a paired A/B times (:func:`.pinning.stopped`)."""
         return stopped(self._proc.pid) if self._proc.poll() is None else contextlib.nullcontext()
@@ -232,9 +236,8 @@ class Worker:
         ``deadline`` (False: the worker is then dead, its failure recorded)."""
         if self._info is not None:
             return True
-        if self._closed or self._failed is not None:
-            return False
-        return self._await_ready(deadline) is None
+        dead = self._closed or self._failed is not None
+        return not dead and self._await_ready(deadline) is None
 
     @property
     def alive(self) -> bool:

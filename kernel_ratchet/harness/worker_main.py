@@ -3,11 +3,9 @@
 
 Protocol: the spec arrives in ``KR_WORKER_SPEC`` (JSON of ``WorkerSpec``); the first stdin line
 carries a start-up nonce, read before the project is imported. The worker answers one ``ready``
-line echoing it, then one JSON line per request line on stdin
-(``{"op": "check" | "time" | "exit", "nonce": ..., ...}``), each echoing the request's nonce, so
-the parent can refuse a line the candidate wrote on the channel. File descriptor 1 is redirected
-to stderr at start, so nothing the candidate prints (from Python or C) can reach the protocol
-channel by accident.
+line echoing it, then one JSON line per request (``{"op": "check" | "time" | "transfer" |
+"release" | "exit", "nonce": ...}``) on :data:`~.channel.PROTO_FD`, each echoing the request's
+nonce. File descriptor 1 goes to stderr, so nothing the candidate prints reaches the channel.
 
 Order matters for anti-cheat: the timers and the harness's own functions are captured
 (:class:`~kernel_ratchet.harness.anticheat.Sentinel`) *before* ``source_root`` is put on
@@ -79,6 +77,18 @@ class Session:
                     f"the candidate left persisting L2 state ({'; '.join(pinned)}): inputs "
                     "pinned in L2 survive the engine's L2 flush and fake a memory-bound gain"
                 )
+
+    def release(self) -> dict[str, Any]:
+        """Give the device memory the allocator keeps cached back, while the worker idles
+        beside another process's timing (the round's harness): held, it can starve it."""
+        import gc
+
+        import torch
+
+        gc.collect()
+        if self.device.startswith("cuda"):
+            torch.cuda.empty_cache()
+        return {"ok": True, "category": "ok", "detail": "cached memory released", "payload": {}}
 
     def sync(self) -> None:
         import torch
@@ -308,6 +318,8 @@ def _start(
 def _answer(session: Session, msg: dict[str, Any], shape_cls: Any, classify: Any) -> dict:
     """The answer to one request; a failing candidate is a failed answer, never an exception."""
     try:
+        if msg["op"] == "release":
+            return session.release()
         shape = shape_cls.from_dict(msg["shape"])
         if msg["op"] == "check":
             return session.check(shape, int(msg["seed"]))

@@ -26,7 +26,7 @@ class FakeWorker:
 
     def __init__(self, spec: WorkerSpec, log_path: Path) -> None:
         self.spec, self.log_path = spec, Path(log_path)
-        self.ready = self.dead = False
+        self.ready = self.dead = self.released = False
         self.closed_with: float | None = None
         FakeWorker.made.append(self)
 
@@ -40,6 +40,9 @@ class FakeWorker:
 
     def close(self, grace_s: float = 5.0) -> None:
         self.closed_with = grace_s
+
+    def release(self) -> None:
+        self.released = True
 
 
 @pytest.fixture
@@ -235,18 +238,20 @@ def test_ctrl_c_beside_the_starting_workers_closes_the_round_and_kills_them(
     assert "BLOCK_M = 16" in (project / KERNEL).read_text()
 
 
-def test_the_harness_waits_until_the_workers_are_idle(project, campaign, monkeypatch, fake_workers):
+def test_the_harness_waits_until_the_workers_are_idle_and_light(
+    project, campaign, monkeypatch, fake_workers
+):
     when_timed = []
 
     def harness(c, art, level, name, early=None):
-        when_timed.append([w.ready for w in fake_workers])
+        when_timed.append([(w.ready, w.released) for w in fake_workers])
         return _step("harness", ok=False), art / name
 
     _fake_test(monkeypatch, lambda name, cmd, **kw: _step(name, ok=True))
     monkeypatch.setattr(levels, "_run_harness", harness)
     with campaign() as c:
         rec = c.validate("32x32 tiles")
-    assert when_timed == [[True, True]]
+    assert when_timed == [[(True, True), (True, True)]]  # idle, their cached memory given back
     assert rec.category.value == "harness" and all(w.closed_with for w in fake_workers)
 
 

@@ -295,6 +295,14 @@ def test_a_random_call_of_each_batch_is_compared(tmp_path: Path) -> None:
         assert "spot check" in r.detail and "of 20)" in r.detail, explain(r)
 
 
+def test_a_worker_gives_back_its_cached_memory_and_serves_on(tmp_path: Path) -> None:
+    with Worker(spec("TinyGemm"), tmp_path / "w.log") as w:
+        assert w.check(SHAPE, SEED).ok
+        r = w.release()
+        assert r.ok and "released" in r.detail, explain(r)
+        assert w.check(SHAPE, SEED + 1).ok
+
+
 def test_an_answer_channel_pointed_elsewhere_is_a_cheat(tmp_path: Path) -> None:
     """A relay below Python (the answer descriptor dup2'ed onto the candidate's pipe, a raw
     thread rewriting each answer's timings): refused, whichever side sees it first."""

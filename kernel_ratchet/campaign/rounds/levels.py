@@ -118,6 +118,7 @@ def _level(
         workers.settle()
         if (waited := time.monotonic() - t0) >= 0.1:  # their start and checks outlasted the test
             draft.timed("workers", waited)
+        workers.release()  # their cached device memory, before the harness needs it
     if (stop := abandon and abandon()) is not None:
         return LevelResult(failed=draft.failed(Category.TEST, stop, now()))
     shapes = len(c.m.level_shape_dicts(level))

@@ -121,6 +121,14 @@ class RoundWorkers:
 
         return factory
 
+    def release(self) -> None:
+        """Ask each healthy worker to give back its cached device memory: idle, it would
+        still hold what its largest shape took while the harness times in another process
+        (on an 80 GB GPU, two workers' caches of a large grouped GEMM left the harness out of
+        memory). A worker that fails here is left for the next step to replace."""
+        for w in self.live().values():
+            w.release()
+
     def live(self) -> dict[str, Worker]:
         """The round's healthy workers by side (a failed one is left out)."""
         return {side: w for side, w in self._workers.items() if w.alive}
