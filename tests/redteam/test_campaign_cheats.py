@@ -174,17 +174,23 @@ def test_a_vendor_library_swap_is_not_accepted_as_a_kernel_gain(
     )
 
 
-def test_a_new_untracked_file_is_out_of_scope_and_named_as_untracked(
+@pytest.mark.parametrize("ignored", [False, True], ids=["untracked", "ignored"])
+def test_a_new_module_beside_the_kernel_is_out_of_scope_even_when_ignored(
     project: Path,  # noqa: F811
     validate,
+    ignored: bool,
 ) -> None:
-    """A file the round adds beside the kernel: git checkout cannot restore it, so the
-    refusal says to move it out or ignore it."""
+    """A module the round adds beside the kernel: no commit would hold it, so an accepted
+    kernel that imports it could not be rebuilt from git, also when an ignore rule hides it
+    from ``git status``. The refusal says kernel_source is frozen, not to ignore it."""
     (project / "tiny_gemm" / "helper_new.py").write_text("FAST = True\n")
+    if ignored:
+        with open(project / ".git" / "info" / "exclude", "a") as f:
+            f.write("tiny_gemm/helper_new.py\n")
     set_blocks(project, M=32, N=32)
     why = _refused(project, validate, "32x32 tiles with a helper")
-    assert "tiny_gemm/helper_new.py is not tracked by git" in why, why
-    assert "add it to .gitignore" in why
+    assert "tiny_gemm/helper_new.py is a module no commit holds" in why, why
+    assert "kernel_source is frozen" in why and ".gitignore" not in why, why
 
 
 #: Kernel code that, imported by a worker, writes a package ``kernel/`` into the incumbent's

@@ -204,6 +204,15 @@ def changed_paths(root: Path) -> list[str]:
     return sorted(set(paths) | set(hidden_edits(root)))
 
 
+def ignored_modules(root: Path, under: list[str]) -> list[str]:
+    """Python modules under the folders ``under`` that git ignores (``.gitignore``,
+    ``.git/info/exclude``): code an import can load that no commit holds."""
+    if not under:
+        return []
+    out = git(root, "ls-files", "--others", "--ignored", "--exclude-standard", "-z", "--", *under)
+    return sorted(p for p in out.split("\0") if p.endswith(".py"))
+
+
 def committed_since(root: Path, base: str | None) -> list[str]:
     """Paths that commits since ``base`` (up to HEAD) changed; [] without a base."""
     if not base:

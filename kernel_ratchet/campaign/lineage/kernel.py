@@ -163,6 +163,9 @@ def ambient(c: CampaignContext) -> dict[str, str | None]:
     kernel = set(c.kernel_git) | {p for p in c.state.exported if p.endswith(RECORD_SUFFIXES)}
     tips = os.path.relpath(c.profile.tips_root_path, c.groot) + "/"
     paths = set(git.changed_paths(c.groot)) | set(git.committed_since(c.groot, incumbent_commit(c)))
+    # a module the kernel imports from beside it, kept out of every commit by an ignore rule
+    packages = sorted({p.split("/", 1)[0] for p in c.kernel_git if "/" in p})
+    paths |= set(git.ignored_modules(c.groot, packages))
     return {
         p: file_sha256(c.groot / p)
         for p in sorted(paths)
@@ -201,10 +204,18 @@ def scope_reason(c: CampaignContext, scope: list[str]) -> str:
             f"{' '.join(done)}` and commit, or revert that commit"
         )
     new = [] if is_workspace(c.m) else _untracked(c, scope)
-    if new:
+    if code := [p for p in new if p.endswith(".py")]:
         why += (
-            f". {', '.join(new)} {'is' if len(new) == 1 else 'are'} not tracked by git: move "
-            "it out of the project or add it to .gitignore (git checkout cannot restore it)"
+            f". {', '.join(code)} {'is a module' if len(code) == 1 else 'are modules'} no commit "
+            "holds (untracked or ignored by git): if the kernel imports it, an accepted commit "
+            "would not run without it. kernel_source is frozen for the campaign: keep the "
+            "change inside the kernel files, or list the module in kernel_source for the next "
+            "campaign; otherwise move it out of the project"
+        )
+    if other := [p for p in new if not p.endswith(".py")]:
+        why += (
+            f". {', '.join(other)} {'is' if len(other) == 1 else 'are'} not tracked by git: "
+            "move it out of the project or add it to .gitignore (git checkout cannot restore it)"
         )
     hidden = {} if is_workspace(c.m) else git.hidden_paths(c.groot)
     masked = [p for p in scope if p in hidden]
