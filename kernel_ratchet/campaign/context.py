@@ -73,6 +73,13 @@ class CampaignContext:
         """A CSV of the campaign (``rel`` to its directory), read against the frozen schema."""
         return read_csv(self.dir / rel, expected=self.frozen_schema())
 
+    def incumbent_fails(self, rel: str | None = None) -> set[str]:
+        """Shapes the incumbent fails the correctness check on, in its CSV ``rel`` (default:
+        its last full validation): a round is not judged on them, as the BASELINE stands on
+        the shapes that pass."""
+        rel = rel or self.state.incumbent_full_csv
+        return {r.label for r in self.table(rel).rows if not r.passed} if rel else set()
+
     def baseline_table(self) -> BenchTable:
         """Round-1's benchmark CSV (all target shapes), read against the frozen schema."""
         return self.table("rounds/round-1/artifacts/benchmark.csv")

@@ -122,8 +122,9 @@ def _gates(
         return "build failed; the candidate was not measured"
     if not test_ok:
         return "focused test failed; correctness comes before performance"
-    failed = [r.label for r in candidate.rows if not r.passed]
-    if failed:
+    failed_before = {r.label for r in incumbent.rows if not r.passed}
+    failed = [r.label for r in candidate.rows if not r.passed and r.label not in failed_before]
+    if failed:  # a shape the incumbent fails too is not judged (nor scored below)
         return f"Check=FAIL on {len(failed)} shape(s): {', '.join(failed)}"
     inc = [r.label for r in incumbent.rows]
     cand = {r.label for r in candidate.rows}

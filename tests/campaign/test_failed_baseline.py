@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -14,7 +15,7 @@ from kernel_ratchet.campaign.rounds.baseline import BaselineFailure
 from kernel_ratchet.errors import CampaignError
 from kernel_ratchet.profile.loader import load_profile
 
-from .conftest import campaign_dir, git, make_project, ratchet
+from .conftest import campaign_dir, git, make_project, ratchet, set_blocks
 
 
 def test_the_failed_baselines_error_names_the_log_where_it_was_kept(tmp_path, monkeypatch):
@@ -83,3 +84,10 @@ def test_a_baseline_with_a_failing_shape_says_which_and_why(tmp_path):
         assert r.returncode == 0, r.stdout + r.stderr
     state = (campaign_dir(root) / "rounds" / "round-1" / "round.json").read_text()
     assert "1/2 shapes PASS (m20: " in state and "SNR" in state, state
+    assert "judged on the shapes that pass" in state
+    # a round is judged on m32 alone: the incumbent's own failure on m20 is not the candidate's
+    set_blocks(root, M=32, N=32)
+    r = ratchet(root, "validate", "--hypothesis", "32x32 tiles")
+    rec = json.loads((campaign_dir(root) / "rounds" / "round-2" / "round.json").read_text())
+    assert rec["category"] != "correctness" and "Check=FAIL" not in rec["reason"], rec["reason"]
+    assert "m20" not in (campaign_dir(root) / "rounds/round-2/artifacts/paired.json").read_text()

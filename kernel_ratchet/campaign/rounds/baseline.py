@@ -82,7 +82,7 @@ def measure_baseline(c: CampaignContext, started: str) -> RoundRecord:
         started=started,
         finished=now(),
         reason=f"baseline: {passed}/{len(table.rows)} shapes PASS"
-        + (f" ({why})" if why else "")
+        + (f" ({why}; rounds are judged on the shapes that pass)" if why else "")
         + "; schema frozen; representative shapes chosen",
         csv=c.rel(csv),
         test_command=m.test_command,

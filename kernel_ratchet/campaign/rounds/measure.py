@@ -228,7 +228,8 @@ def _start_beside(
     """Start the round's workers, their correctness checks and its gated harness."""
     workers.start()
     early.start()
-    workers.check_early(c.m.level_shape_dicts(draft.level))
+    fails = c.incumbent_fails()
+    workers.check_early([d for d in c.m.level_shape_dicts(draft.level) if d["label"] not in fails])
 
 
 def _build_and_test(

@@ -229,8 +229,8 @@ def paired_decision(
     ``worker_factory``: the round's workers for the A/B (never for the fresh-process
     confirmation of a suspiciously large gain); ``secret`` (None: drawn now) and
     ``prechecked``: the correctness checks those workers made early with it."""
-    labels = [r.label for r in c.table(cand_rel).rows]
-    secret = secrets.randbits(63) if secret is None else secret
+    fails, secret = c.incumbent_fails(inc_rel), secrets.randbits(63) if secret is None else secret
+    labels = [r.label for r in c.table(cand_rel).rows if r.label not in fails]  # as judged
     cpus = paired_cpus() if _cuda() else ()
     where = f", both workers on CPU {','.join(map(str, cpus))}" if cpus else ""
     c.say(
