@@ -67,6 +67,7 @@ from kernel_ratchet.scoring.paired_rows import (
 )
 from kernel_ratchet.scoring.paired_stats import (
     bootstrap_log_medians,
+    few_rounds,
     log_ratios,
     percentile_ci,
     phase_ratios,
@@ -186,7 +187,8 @@ class _Reading:
         return (
             f"aggregate speed ratio {_fmt(self.agg, self.lo, self.hi)} "
             f"({(self.agg - 1) * 100:+.2f}%, {self.levels[1]:.1%} hierarchical bootstrap CI, "
-            f"{self.rounds} paired rounds per shape, per-shape CIs at {self.levels[0]:.1%}); "
+            f"{self.rounds} paired rounds per shape, per-shape CIs at {self.levels[0]:.1%}"
+            f"{few_rounds(min(r.n_rounds for r in self.rows), self.levels[1])}); "
             f"{self.tw.text()}{self.open_text}"
         )
 

@@ -237,3 +237,12 @@ def test_aa_false_accept_rate_is_below_the_nominal_level():
         accepted += d.accepted
         slower += d.verdict_aggregate is V.SLOWER
     assert accepted <= 5 and slower <= 5  # one-sided nominal 2.5% each
+
+
+def test_a_decision_on_few_rounds_says_what_their_range_can_hold():
+    """Three rounds, all 1.38-1.44x: the bootstrap interval is their range, which holds the
+    true ratio 75% of the time, not the stated level; ten rounds claim nothing extra."""
+    few = decide_paired({"a": exact([1.443, 1.3825, 1.3778])}, "compute_fwd")
+    assert "3 rounds: the interval lies within their range" in few.reason and "75.0%" in few.reason
+    many = decide_paired({"a": spread(1.4, 0.02)}, "compute_fwd")
+    assert "rounds: the interval lies within" not in many.reason
