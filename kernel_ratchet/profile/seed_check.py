@@ -30,7 +30,8 @@ def seeded_inputs(profile: Profile, op: OpProfile) -> CheckItem:
             shape = min(load_shapes(o.shapes), key=lambda s: s.M * s.N * max(s.K, 1) * s.B)
             cases = [adapter.make_case(shape, seed, "cpu") for seed in (1, 1, 2)]
     except Exception as exc:  # noqa: BLE001 -- an adapter that needs a GPU: not judged here
-        detail = f"not checked on the CPU ({type(exc).__name__}: {str(exc)[:120]})"
+        text = str(exc) if len(str(exc)) <= 160 else str(exc)[:160].rsplit(" ", 1)[0] + " ..."
+        detail = f"not checked on the CPU ({type(exc).__name__}: {text})"
         return CheckItem(f"{op.name}: {WHAT}", True, detail, warning=True)
 
     def sums(case: object) -> list[str]:
