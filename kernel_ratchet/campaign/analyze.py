@@ -71,7 +71,7 @@ def measure_ceilings(device: str | None = None) -> Ceilings:
     dst = torch.empty_like(src)
     secs = _timed(lambda: dst.copy_(src), 10 if gpu else 3, sync)
     name = torch.cuda.get_device_name(0) if gpu else "cpu"
-    label = "GPU" if gpu else "CPU (rehearsal: meaningless for tuning)"
+    label = "GPU" if gpu else "CPU (the Triton interpreter: its times say nothing of a GPU's)"
     return Ceilings(name, label, peaks, 2 * nbytes / secs / 1e9)
 
 

@@ -35,7 +35,7 @@ class Ceilings:
     """Measured peaks of one device. ``matrix_tflops`` per dtype name ("bf16", "fp8", ...)."""
 
     device: str
-    label: str  # "GPU" or "CPU (rehearsal: meaningless for tuning)"
+    label: str  # "GPU" or "CPU (the Triton interpreter: ...)"
     matrix_tflops: dict[str, float]
     copy_gbps: float
     measured: str = field(default_factory=_now)
