@@ -5,6 +5,7 @@ section 8). Read from the state's closed index and the round records."""
 
 from __future__ import annotations
 
+import json
 import math
 
 from kernel_ratchet.campaign.clock import now
@@ -64,13 +65,38 @@ def _rounds(rounds: list[ClosedEntry]) -> str:
     return "".join(f"- round-{r.round}: {r.hypothesis} ({r.category.value})\n" for r in rounds)
 
 
+def _snapshot(c: CampaignContext, n: int) -> dict | None:
+    """The kernel files' digests round ``n`` measured (its ``kernel_snapshot``), or None."""
+    path = c.round_dir(n) / "kernel_snapshot" / "SNAPSHOT.json"
+    try:
+        return json.loads(path.read_text())["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def accepted_later(c: CampaignContext) -> dict[int, int]:
+    """Rolled-back round -> the later accepted round that measured the same kernel files:
+    that change is not a direction still to try."""
+    accepted = [
+        (r.round, _snapshot(c, r.round)) for r in c.state.closed if r.status is Status.ACCEPTED
+    ]
+    out: dict[int, int] = {}
+    for r in c.state.closed:
+        snap = _snapshot(c, r.round) if r.status is Status.ROLLED_BACK else None
+        same = [n for n, s in accepted if snap and n > r.round and s == snap]
+        if same:
+            out[r.round] = same[0]
+    return out
+
+
 def _directions(c: CampaignContext) -> str:
     """Current best, directions to try, verified-ineffective directions and the rollbacks
     without a verdict (an interrupted, scope or harness rollback says nothing about its
-    direction)."""
+    direction; one whose change a later round accepted is left out)."""
+    later = accepted_later(c)
     rolled = [r for r in c.state.closed if r.status is Status.ROLLED_BACK]
     rej = [r for r in rolled if r.verified_ineffective]
-    open_ = [r for r in rolled if not r.verified_ineffective]
+    open_ = [r for r in rolled if not r.verified_ineffective and r.round not in later]
     inc = c.state.closed_round(c.state.incumbent_round or 1)
     nexts = _next_directions(c)
     commit = (inc.commit if inc else None) or c.state.incumbent_commit or "-"
@@ -103,8 +129,9 @@ def _paired_ratios(c: CampaignContext, acc: list[ClosedEntry]) -> dict[str, list
 def _next_steps(c: CampaignContext, final: BenchTable, ratios: dict[str, list[float]]) -> str:
     """The report's top three next steps (:mod:`.next_steps`), joined; ``ratios``:
     :func:`_paired_ratios`."""
+    later = accepted_later(c)
     steps = next_steps(
-        c.state.closed,
+        [r for r in c.state.closed if r.round not in later],
         _next_directions(c),
         {lbl: math.prod(v) - 1 for lbl, v in ratios.items()},
         score_vector(final, c.m.campaign_type),

@@ -43,3 +43,25 @@ def test_without_accepted_rounds_the_slowest_shape_and_calibration_come_up():
     assert steps[1].startswith("`ratchet calibrate`")
     assert steps[2] == GENERIC[0]
     assert next_steps([], [], {}, {}, "x", calibrated=True) == list(GENERIC)
+
+
+def test_a_rollback_whose_change_a_later_round_accepted_is_not_a_direction(tmp_path):
+    """Round 4 was interrupted, round 6 accepted the same kernel files: round 4 is no longer
+    a direction to revisit; round 5, another change, still is."""
+    import json
+    from types import SimpleNamespace
+
+    from kernel_ratchet.report.render import accepted_later
+
+    def snap(n: int, digest: str) -> None:
+        d = tmp_path / f"round-{n}" / "kernel_snapshot"
+        d.mkdir(parents=True)
+        (d / "SNAPSHOT.json").write_text(json.dumps({"files": {"k.py": digest}}))
+
+    for n, digest in ((2, "a"), (4, "b"), (5, "c"), (6, "b")):
+        snap(n, digest)
+    closed = [*_closed(), ClosedEntry(6, OK, "full", Category.OK, "split-K off again", gain=0.02)]
+    c = SimpleNamespace(
+        state=SimpleNamespace(closed=closed), round_dir=lambda n: tmp_path / f"round-{n}"
+    )
+    assert accepted_later(c) == {4: 6}
