@@ -106,15 +106,30 @@ NOT_READ = (
 )
 
 
-def _not_read(c: CampaignContext, a: dict[str, Any]) -> dict[str, Any]:
+#: Why an analysis asked for without a profiler run holds no profile.
+NOT_ASKED = "not taken: `ratchet analyze --no-profile-run`"
+
+
+def _not_read(c: CampaignContext, a: dict[str, Any], out: Path, why: str) -> dict[str, Any]:
+    """The profile an earlier analysis of this folder took of the same incumbent and shape
+    (kept: a run without the profiler does not erase it), or why there is none."""
     key = {"incumbent_round": c.state.incumbent_round, "shape": pick_shape(c, a)["label"]}
-    return {"key": key, "error": NOT_READ}
+    try:
+        kept = json.loads((out / "analysis.json").read_text()).get("profile") or {}
+    except (OSError, ValueError, AttributeError):
+        kept = {}
+    if kept.get("key") == key and "error" not in kept:
+        return kept
+    return {"key": key, "error": why}
 
 
-def analyze_campaign(c: CampaignContext, n: int, profile: bool = True) -> dict[str, Any]:
+def analyze_campaign(
+    c: CampaignContext, n: int, profile: bool = True, why_not: str = NOT_READ
+) -> dict[str, Any]:
     """ANALYZE before round ``n``: the incumbent's latest CSV against the ceilings, and its
-    profile unless ``profile`` is False (an optimizer that does not read it); writes
-    ``profiles/round-<n>/analysis.{json,md}`` and returns the analysis."""
+    profile unless ``profile`` is False (``why_not`` says why: an optimizer that does not
+    read it, or the user's choice; a profile taken earlier for the same incumbent is kept);
+    writes ``profiles/round-<n>/analysis.{json,md}`` and returns the analysis."""
     rel = c.state.incumbent_quick_csv or c.state.incumbent_full_csv
     if not rel:
         raise CampaignError(
@@ -128,7 +143,7 @@ def analyze_campaign(c: CampaignContext, n: int, profile: bool = True) -> dict[s
     a["source_csv"] = rel
     out = c.dir / "profiles" / f"round-{n}"
     try:
-        a["profile"] = profile_incumbent(c, n, a) if profile else _not_read(c, a)
+        a["profile"] = profile_incumbent(c, n, a) if profile else _not_read(c, a, out, why_not)
     except (OSError, RuntimeError, ValueError) as exc:  # advisory: never stops a round
         a["profile"] = {"error": f"{type(exc).__name__}: {exc}"}
     atomic_write_json(out / "analysis.json", a)

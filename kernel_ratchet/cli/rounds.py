@@ -218,11 +218,11 @@ def analyze(
     """ANALYZE the incumbent: its latest harness run against this machine's measured ceilings
     (bound and fraction of the roofline per shape) and where one step's time goes; written to
     profiles/round-<next>/analysis.md. Measures, decides nothing: no round is recorded."""
-    from kernel_ratchet.campaign.analyze import analyze_campaign
+    from kernel_ratchet.campaign.analyze import NOT_ASKED, analyze_campaign
 
     with open_campaign(profile, campaign) as c:
         n = c.state.next_round
-        analyze_campaign(c.ctx, n, profile=with_profile)
+        analyze_campaign(c.ctx, n, profile=with_profile, why_not=NOT_ASKED)
         where = c.dir / "profiles" / f"round-{n}" / "analysis.md"
     out.print(where.read_text())
     out.print(f"written to {where}")

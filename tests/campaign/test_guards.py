@@ -330,6 +330,22 @@ def test_an_optimizer_that_does_not_read_the_profile_does_not_pay_for_it(open_ca
     assert not (c.ctx.dir / "profiles/round-2/breakdown.log").exists()
 
 
+def test_an_analysis_without_the_profiler_keeps_the_profile_taken_before(open_campaign):
+    """``ratchet analyze`` then ``ratchet analyze --no-profile-run``: the second keeps the
+    first one's profile of the same incumbent and shape; with none, it names the flag."""
+    from kernel_ratchet.campaign import analyze
+
+    with open_campaign() as c:
+        out = c.ctx.dir / "profiles/round-2"
+        first = analyze.analyze_campaign(c.ctx, 2, profile=False, why_not=analyze.NOT_ASKED)
+        assert first["profile"]["error"] == analyze.NOT_ASKED
+        taken = {"key": first["profile"]["key"], "method": "torch.profiler", "phases": {}}
+        data = json.loads((out / "analysis.json").read_text())
+        (out / "analysis.json").write_text(json.dumps({**data, "profile": taken}))
+        again = analyze.analyze_campaign(c.ctx, 2, profile=False, why_not=analyze.NOT_ASKED)
+    assert again["profile"] == taken
+
+
 def test_the_code_of_a_python_file_leaves_out_comments_docstrings_and_layout():
     from kernel_ratchet.campaign.lineage.kernel import _code
 
