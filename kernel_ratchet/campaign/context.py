@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernel_ratchet.campaign.journal import AppendOnlyLog
@@ -42,6 +42,8 @@ class CampaignContext:
     state: State
     say: Say
     incumbent_dir: Path | None = None
+    #: Closed rounds' CSVs as first read in this process (:meth:`table`)
+    _closed_tables: dict[str, BenchTable] = field(default_factory=dict, repr=False)
 
     @property
     def op(self) -> OpProfile:
@@ -70,8 +72,21 @@ class CampaignContext:
         return self.dir / "rounds" / f"round-{n}"
 
     def table(self, rel: str) -> BenchTable:
-        """A CSV of the campaign (``rel`` to its directory), read against the frozen schema."""
-        return read_csv(self.dir / rel, expected=self.frozen_schema())
+        """A CSV of the campaign (``rel`` to its directory), read against the frozen schema.
+        A closed round's CSV is read once per process: a round's code that rewrites it and
+        puts it back before the round closes (its seal is checked then) changes nothing the
+        round reads (:meth:`hold_incumbent` reads the incumbent's before any code runs)."""
+        n = _round_of(rel)
+        if n is None or n >= self.state.next_round:
+            return read_csv(self.dir / rel, expected=self.frozen_schema())
+        if rel not in self._closed_tables:
+            self._closed_tables[rel] = read_csv(self.dir / rel, expected=self.frozen_schema())
+        return self._closed_tables[rel]
+
+    def hold_incumbent(self) -> None:
+        """Read the incumbent's CSVs now, before a round's code runs (see :meth:`table`)."""
+        for rel in {self.state.incumbent_quick_csv, self.state.incumbent_full_csv} - {None}:
+            self.table(rel)
 
     def incumbent_fails(self, rel: str | None = None) -> set[str]:
         """Shapes the incumbent fails the correctness check on, in its CSV ``rel`` (default:
@@ -118,3 +133,12 @@ def primary_vs_base(c: CampaignContext, table: BenchTable) -> float | None:
     """The primary metric's gain of ``table`` over the baseline (forward for compute_fwd)."""
     step, fwd, _ = vs_base(c, table)
     return fwd if c.m.campaign_type == "compute_fwd" else step
+
+
+def _round_of(rel: str) -> int | None:
+    """The round a campaign path ``rounds/round-N/...`` belongs to, or None."""
+    parts = Path(rel).parts
+    if len(parts) > 2 and parts[0] == "rounds" and parts[1].startswith("round-"):
+        tail = parts[1][len("round-") :]
+        return int(tail) if tail.isdigit() else None
+    return None

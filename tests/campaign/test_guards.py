@@ -357,3 +357,21 @@ def test_the_code_of_a_python_file_leaves_out_comments_docstrings_and_layout():
         b"def f(x):\n    return x\n"
     )  # a string that is not a docstring is code
     assert _code(b"def f(:\n") == b"def f(:\n"  # unparsable: its bytes
+
+
+def test_the_incumbents_csv_is_judged_as_it_was_before_the_round(open_campaign):
+    """A round's code that marks one of the incumbent's shapes FAIL in its CSV, and writes the
+    bytes back before the round closes, would drop that shape from judging: the round reads
+    the incumbent's CSVs once, before any of its code runs."""
+    with open_campaign() as c:
+        ctx = c.ctx
+        ctx.hold_incumbent()
+        rel = ctx.state.incumbent_full_csv
+        path = ctx.dir / rel
+        text = path.read_text()
+        path.write_text(text.replace(",PASS,", ",FAIL,"))
+        try:
+            assert ctx.incumbent_fails(rel) == set()
+            assert all(r.passed for r in ctx.table(rel).rows)
+        finally:
+            path.write_text(text)

@@ -92,6 +92,7 @@ def measure(c: CampaignContext, n: int, p: PendingRound) -> RoundRecord:
     :data:`~kernel_ratchet.campaign.record.OVERLAP_STEP`)."""
     t0 = time.monotonic()
     tree_seal.reset()  # the round's first preparation of the incumbent's tree seals it
+    c.hold_incumbent()  # its CSVs as they are now, before any code of the round runs
     with strays.Watch():  # before any code of the round runs: see :mod:`.strays`
         record = _unless_edited_meanwhile(c, _measure(c, n, p))
     record = _unless_records_touched(c, _unless_incumbent_touched(c, record))
