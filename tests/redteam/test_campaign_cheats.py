@@ -247,3 +247,44 @@ def test_code_that_works_on_the_incumbents_side_is_a_cheat(
         says,
         _explain(rec),
     )
+
+
+#: PLANT, hidden by an ignore rule, in a round that also edits a file outside the kernel (a
+#: scope rollback must not hide the cheat, and the plant must not outlive the round).
+PLANT_IGNORED = """
+import os as _os, pathlib as _pl
+if "KR_WORKER_SPEC" in _os.environ:
+    _proj = _pl.Path(__file__).resolve().parents[1]
+    with open(_proj / ".git" / "info" / "exclude", "a") as _f:
+        _f.write("/tiny_gemm/kernel/\\n")
+    for _d in (_proj / ".ratchet").glob("**/.incumbent/tiny_gemm"):
+        (_d / "kernel").mkdir(exist_ok=True)
+        (_d / "kernel" / "__init__.py").write_text("SLOW = True\\n")
+    _b = _proj / "tiny_gemm" / "bench.py"
+    _b.write_text(_b.read_text() + "\\n# a note\\n")
+"""
+
+
+def test_an_ignored_plant_beside_a_scope_slip_is_a_cheat_and_is_cleaned(
+    project: Path,  # noqa: F811
+    validate,
+) -> None:
+    from kernel_ratchet.campaign.lineage import tree_seal
+    from kernel_ratchet.campaign.lineage.worktree import incumbent_tree
+
+    set_blocks(project, M=32, N=32)
+    path = project / KERNEL
+    path.write_text(path.read_text() + PLANT_IGNORED)
+    rec = validate("32x32 tiles")
+    expect_flagged(
+        rec["status"] == "ROLLED BACK" and rec["category"] == "cheat",
+        rec["reason"],
+        "code files of the incumbent's worktree changed",
+        _explain(rec),
+    )
+    planted = list((project / ".ratchet").glob("**/.incumbent/tiny_gemm/kernel/__init__.py"))
+    assert planted, "the plant was written (the test plants what it claims)"
+    with Campaign(load_profile(project), campaign_dir(project)) as c:
+        tree_seal.reset()  # the next round's first preparation
+        incumbent_tree(c.ctx)
+    assert not any(p.exists() for p in planted)

@@ -70,8 +70,8 @@ def prepare_tree(c: CampaignContext, wt: Path) -> Path:
         git.git(c.groot, "worktree", "add", "--detach", "--force", str(wt), commit)
     else:
         git.git(wt, "checkout", "--detach", "--force", commit)
-        if first:
-            git.git(wt, "clean", "-fdq")
+        if first:  # ignored files too: an ignore rule (.git/info/exclude) is the round's to add
+            git.git(wt, "clean", "-fdqx")
     if is_workspace(c.m):
         _mirror_workspace(c.root, root, set(c.m.kernel_source))
     for rel in c.m.kernel_source:  # the incumbent's kernel files, exactly

@@ -120,7 +120,10 @@ def _unless_incumbent_touched(c: CampaignContext, record: RoundRecord) -> RoundR
     while the round ran (:mod:`~kernel_ratchet.campaign.lineage.tree_seal`): the incumbent
     was not measured as committed. Its measurement is kept in the record."""
     touched = tree_seal.broken(incumbent_worktree(c))
-    if not touched or record.category is Category.SCOPE:
+    if record.category is Category.SCOPE:  # the user's own out-of-scope edits are mirrored
+        mirrored = set(record.out_of_scope or ())
+        touched = [t for t in touched if t.rsplit(" (", 1)[0] not in mirrored]
+    if not touched:
         return record
     why = (
         f"code files of the incumbent's worktree changed while the round ran "
