@@ -5,12 +5,17 @@ with a thread that relays each answer after rewriting its numbers: every Python 
 Sentinel keeps stays as it was. So the worker answers on :data:`PROTO_FD` and ends itself
 (status :data:`CHANNEL_REPLACED`) when the descriptor no longer leads to the file it led to
 at start, and the driver checks after every answer that the worker's descriptor leads to its
-own pipe (:func:`replaced`), which no code of the worker can answer for.
+own pipe (:func:`replaced`), which no code of the worker can answer for. The same relay on
+the request side (stdin) could shrink the problem a timing request names: every answer
+carries the digest of the request line the worker read (:func:`digest`), and the driver
+compares it with the line it sent (:func:`tampered`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+from typing import Any
 
 #: The descriptor the worker's answers go out on.
 PROTO_FD = 100
@@ -32,3 +37,21 @@ def replaced(pid: int, read_fd: int) -> str:
         f"the worker's protocol channel (descriptor {PROTO_FD}) leads to {theirs}, not to the "
         "tool's pipe: a relay inside the worker can rewrite its answers"
     )
+
+
+def digest(line: str) -> str:
+    """The digest of one protocol line as written (its newline included)."""
+    return hashlib.sha256(line.encode("utf-8")).hexdigest()
+
+
+def tampered(pid: int, read_fd: int, answer: dict[str, Any], sent: str) -> str:
+    """Why the answer of process ``pid`` cannot be trusted (its answer channel replaced, or
+    it answered another request than the line whose digest is ``sent``), or ""."""
+    if why := replaced(pid, read_fd):
+        return why
+    if answer.get("request") != sent:
+        return (
+            "the worker answered another request than the tool sent (the digest of the line "
+            "it read differs): a relay on its input can rewrite requests"
+        )
+    return ""

@@ -303,17 +303,18 @@ class Worker:
     def _fail(self, category: str, detail: str, payload: dict | None = None) -> WorkerResult:
         if self._proc.poll() is None:
             self._kill()
-        result = WorkerResult(False, category, detail, self._tail(), payload or {})
-        self._failed = result
+        self._failed = result = WorkerResult(False, category, detail, self._tail(), payload or {})
         return result
 
-    def _send_line(self, msg: dict[str, Any]) -> None:
+    def _send_line(self, msg: dict[str, Any]) -> str:  # the line's digest: channel.digest
+        line = json.dumps(msg) + "\n"
         try:
             assert self._proc.stdin is not None
-            self._proc.stdin.write((json.dumps(msg) + "\n").encode())
+            self._proc.stdin.write(line.encode())
             self._proc.stdin.flush()
         except OSError:
             pass  # the process died; _receive reports how
+        return channel.digest(line)
 
     def _unrequested_line(self) -> bool:
         """True when a protocol line arrived that no request asked for (a second answer)."""
@@ -321,10 +322,9 @@ class Worker:
             line = self._lines.get_nowait()
         except queue.Empty:
             return False
-        if line is None:
-            self._lines.put(None)  # end of output: the next _receive reports how it ended
-            return False
-        return True
+        if line is None:  # end of output: the next _receive reports how it ended
+            self._lines.put(None)
+        return line is not None
 
     def _receive(self, deadline: float, what: str) -> dict[str, Any] | WorkerResult:
         """The next protocol message carrying the expected nonce, or the failure result (hang,
@@ -388,12 +388,12 @@ class Worker:
                 "candidate wrote on the worker's protocol channel)",
             )
         self._nonce = secrets.token_hex(16)
-        self._send_line({**msg, "nonce": self._nonce})
+        sent = self._send_line({**msg, "nonce": self._nonce})
         answer = self._receive(time.monotonic() + self.spec.timeout_s, f"the {msg['op']} request")
         if isinstance(answer, WorkerResult):
             return answer
         assert self._proc.stdout is not None
-        if why := channel.replaced(self._proc.pid, self._proc.stdout.fileno()):
+        if why := channel.tampered(self._proc.pid, self._proc.stdout.fileno(), answer, sent):
             return self._fail("cheat", why)
         if not answer.get("ok"):
             return self._fail(answer["category"], answer["detail"], answer.get("payload"))

@@ -23,7 +23,7 @@ import time
 import traceback
 from typing import IO, Any
 
-from kernel_ratchet.harness.channel import CHANNEL_REPLACED, PROTO_FD
+from kernel_ratchet.harness.channel import CHANNEL_REPLACED, PROTO_FD, digest
 
 _now = time.perf_counter  # held before the project is imported
 
@@ -387,7 +387,7 @@ def main() -> None:
         _log(f"{what}: {answer['category']} in {time.monotonic() - t0:.3f} s")
         if not answer["ok"]:
             session.sentinel.restore()
-        _send(proto, {**answer, "nonce": msg.get("nonce")})
+        _send(proto, {**answer, "nonce": msg.get("nonce"), "request": digest(line)})
         if not answer["ok"]:
             sys.stderr.flush()
             os._exit(1)  # never reuse a process a candidate has failed in

@@ -312,6 +312,16 @@ def test_an_answer_channel_pointed_elsewhere_is_a_cheat(tmp_path: Path) -> None:
         assert "protocol channel" in r.detail, explain(r)
 
 
+def test_a_request_rewritten_on_its_way_in_is_a_cheat(tmp_path: Path) -> None:
+    """A relay on the worker's input that halves a timing request's rows: the answer names
+    the digest of the line the worker read, which is not the line the tool sent."""
+    with Worker(spec("RequestRelay"), tmp_path / "w.log") as w:
+        assert w.check(SHAPE, SEED).ok  # passed on unchanged
+        r = w.time(SHAPE, SEED + 1, "fwd")
+        assert not r.ok and r.category == "cheat", explain(r)
+        assert "another request than the tool sent" in r.detail, explain(r)
+
+
 def test_a_patch_made_while_the_transfer_traces_run_fails_that_request(tmp_path: Path) -> None:
     """The training-idiom traces run the op too: the Sentinel's checks come after them, as
     after a check or a time request."""
