@@ -58,6 +58,10 @@ _TORCH_OPS = frozenset(
         "_grouped_mm",
         "_scaled_grouped_mm",
         "compile",
+        "conv_tbc",
+        "_trilinear",
+        "cdist",
+        "pdist",
     ]
 )
 _F_OPS = frozenset(

@@ -55,6 +55,9 @@ VENDOR_OPS = frozenset(
     | {"softmax", "log_softmax", "_safe_softmax", "layer_norm", "group_norm", "batch_norm"}
     | {"instance_norm", "rms_norm", "scaled_dot_product_attention", "_sparse_mm", "hspmm"}
     | {"_sparse_addmm", "sspaddmm", "_sparse_sparse_matmul", "_sparse_semi_structured_linear"}
+    | {"conv_tbc", "conv_tbc_backward", "convolution_overrideable", "_convolution_mode"}
+    | {"_cdist_backward", "pdist", "_pdist_forward", "_pdist_backward", "_batch_norm_impl_index"}
+    | {"_native_batch_norm_legit_functional", "_batch_norm_with_update", "_weight_norm"}
 )
 #: Name prefixes of whole families: attention, cuDNN, MIOpen, cuSPARSELt, oneDNN, FBGEMM,
 #: cuFFT, cuSOLVER/MAGMA.
@@ -74,6 +77,7 @@ VENDOR_PREFIXES = (
     "fft_",
     "linalg_",
     "_linalg_",
+    "quantized_",
 )
 #: Namespaces judged by the operation's name; an operation of any other namespace (a custom
 #: operation registered with ``torch.library``, ``quantized::``, ``fbgemm::``) runs code the

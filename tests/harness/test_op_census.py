@@ -95,11 +95,13 @@ def test_work_done_inside_one_operation_is_counted_by_that_operation():
     with op_census.counting() as seen:
         torch._trilinear(a, b, a.new_ones(4), [1], [0], [1, 0], [2])
         torch._C._nn.thnn_conv2d(torch.randn(1, 2, 5, 5), torch.randn(3, 2, 3, 3), [3, 3])
+        torch.conv_tbc(a.view(8, 1, 4), b.t().contiguous().view(1, 4, 6), torch.zeros(6), 0)
         gemm(a, b)
         with torch.profiler.record_function("a named range"):  # not work
             pass
     assert dict(seen) == {
         "aten::_trilinear": 1,
         "aten::_slow_conv2d_forward": 1,
+        "aten::conv_tbc": 1,
         "kr_census_test::gemm": 1,
     }
