@@ -224,6 +224,7 @@ def test_a_stopped_worker_whose_driver_is_killed_is_continued(tmp_path):
     d.send_signal(signal.SIGKILL)
     d.wait()
     deadline = time.monotonic() + 10
-    while not out.exists() and time.monotonic() < deadline:
+    # the file exists once opened, and holds the word once written: wait for the word
+    while not (out.exists() and out.read_text()) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert out.read_text() == "continued"
