@@ -237,8 +237,14 @@ def test_code_that_works_on_the_incumbents_side_is_a_cheat(
 ) -> None:
     """A candidate that slows the incumbent, through its worktree's files or a process that
     left the candidate's worker, gains nothing: the round is rolled back as a cheat."""
-    set_blocks(project, M=32, N=32)
-    path = project / KERNEL
+    _rolled_back_as_cheat(project, validate, code, says)
+
+
+def _rolled_back_as_cheat(root: Path, validate, code: str, says: str) -> None:
+    """A 32x32-tile round whose kernel file also runs ``code``: rolled back as a cheat that
+    ``says`` so."""
+    set_blocks(root, M=32, N=32)
+    path = root / KERNEL
     path.write_text(path.read_text() + code)
     rec = validate("32x32 tiles")
     expect_flagged(
@@ -272,15 +278,8 @@ def test_an_ignored_plant_beside_a_scope_slip_is_a_cheat_and_is_cleaned(
     from kernel_ratchet.campaign.lineage import tree_seal
     from kernel_ratchet.campaign.lineage.worktree import incumbent_tree
 
-    set_blocks(project, M=32, N=32)
-    path = project / KERNEL
-    path.write_text(path.read_text() + PLANT_IGNORED)
-    rec = validate("32x32 tiles")
-    expect_flagged(
-        rec["status"] == "ROLLED BACK" and rec["category"] == "cheat",
-        rec["reason"],
-        "code files of the incumbent's worktree changed",
-        _explain(rec),
+    _rolled_back_as_cheat(
+        project, validate, PLANT_IGNORED, "code files of the incumbent's worktree changed"
     )
     planted = list((project / ".ratchet").glob("**/.incumbent/tiny_gemm/kernel/__init__.py"))
     assert planted, "the plant was written (the test plants what it claims)"
