@@ -61,6 +61,16 @@ def _explain(rec: dict[str, Any]) -> str:
     return str({k: rec.get(k) for k in keep})
 
 
+def _expect_rolled_back(rec: dict[str, Any], category: str, says: str) -> None:
+    """The round ``rec`` was rolled back in ``category``, its reason saying ``says``."""
+    expect_flagged(
+        rec["status"] == "ROLLED BACK" and rec["category"] == category,
+        rec["reason"],
+        says,
+        _explain(rec),
+    )
+
+
 def _refused(project: Path, validate, hypothesis: str) -> str:  # noqa: F811
     """The refusal of ``validate(hypothesis)``: no round opened, the kernel edit kept, the
     refusal in the campaign's log."""
@@ -142,12 +152,7 @@ def test_a_kernel_that_reaches_for_the_checker_is_refused_before_measuring(
         + "_c.snr_db.__code__ = (lambda out, ref: float('inf')).__code__\n"
     )
     rec = validate("a faster kernel")
-    expect_flagged(
-        rec["status"] == "ROLLED BACK" and rec["category"] == "cheat",
-        rec["reason"],
-        "__code__",
-        _explain(rec),
-    )
+    _expect_rolled_back(rec, "cheat", "__code__")
     assert "refused before any measurement" in rec["reason"]
 
 
@@ -166,12 +171,7 @@ def test_a_vendor_library_swap_is_not_accepted_as_a_kernel_gain(
 ) -> None:
     (project / KERNEL).write_text(source)
     rec = validate("use the vendor GEMM")
-    expect_flagged(
-        rec["status"] == "ROLLED BACK" and rec["category"] == "backend",
-        rec["reason"],
-        why,
-        _explain(rec),
-    )
+    _expect_rolled_back(rec, "backend", why)
 
 
 @pytest.mark.parametrize("ignored", [False, True], ids=["untracked", "ignored"])
@@ -247,12 +247,7 @@ def _rolled_back_as_cheat(root: Path, validate, code: str, says: str) -> None:
     path = root / KERNEL
     path.write_text(path.read_text() + code)
     rec = validate("32x32 tiles")
-    expect_flagged(
-        rec["status"] == "ROLLED BACK" and rec["category"] == "cheat",
-        rec["reason"],
-        says,
-        _explain(rec),
-    )
+    _expect_rolled_back(rec, "cheat", says)
 
 
 #: PLANT, hidden by an ignore rule, in a round that also edits a file outside the kernel (a
