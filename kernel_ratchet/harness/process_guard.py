@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from kernel_ratchet.harness.strays import state_and_cmdline
+from kernel_ratchet.harness.strays import children, state_and_cmdline
 
 #: The clocks of ``time`` that timing engines read; each must be the C builtin.
 TIMERS: tuple[str, ...] = ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time")
@@ -284,17 +284,6 @@ def active_modes() -> list[str]:
     return modes
 
 
-def _children_of(pid: int) -> set[int]:
-    kids: set[int] = set()
-    for tid in _task_ids():
-        try:
-            with open(f"/proc/{pid}/task/{tid}/children", encoding="ascii") as f:
-                kids.update(int(c) for c in f.read().split())
-        except OSError:
-            continue
-    return kids
-
-
 def _library_worker(pid: int) -> bool:
     """Whether ``pid`` runs a library's worker of :data:`ALLOWED_CHILDREN`: this interpreter
     on the module's own file under torch, or ``-m`` the module (an argument merely naming it
@@ -319,7 +308,7 @@ def _library_worker(pid: int) -> bool:
 def child_processes() -> list[str]:
     """Running (not exited) child processes of this worker, except allowed library workers."""
     found = []
-    for pid in sorted(_children_of(os.getpid())):
+    for pid in sorted(children()):
         state, cmd = state_and_cmdline(pid)
         if state in ("Z", "X", "gone") or _library_worker(pid):
             continue

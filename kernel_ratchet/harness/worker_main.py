@@ -265,7 +265,7 @@ def _send(proto: IO[str], msg: dict[str, Any]) -> None:
 _CHECKERS = (
     *("cheat", "correctness", "digest", "import_watch", "inplace", "input_entropy"),
     *("l2_persist", "process_guard", "rebind_check", "returned", "timed_checks", "surface"),
-    *("audit_guard", "output_match", "timing.engine", "timing.perf_counter"),
+    *("audit_guard", "output_match", "op_census", "timing.engine", "timing.perf_counter"),
     *("timing.cuda_support",),
     *("timing.cuda_events", "timing.graphs", "timing.registry", "timing.sampling"),
 )
