@@ -9,6 +9,8 @@ must match, bit for bit) and once from another (they should differ).
 
 from __future__ import annotations
 
+import textwrap
+
 from kernel_ratchet.profile.items import CheckItem
 from kernel_ratchet.profile.items import item as _item
 from kernel_ratchet.profile.schema import OpProfile, Profile
@@ -30,7 +32,7 @@ def seeded_inputs(profile: Profile, op: OpProfile) -> CheckItem:
             shape = min(load_shapes(o.shapes), key=lambda s: s.M * s.N * max(s.K, 1) * s.B)
             cases = [adapter.make_case(shape, seed, "cpu") for seed in (1, 1, 2)]
     except Exception as exc:  # noqa: BLE001 -- an adapter that needs a GPU: not judged here
-        text = str(exc) if len(str(exc)) <= 160 else str(exc)[:160].rsplit(" ", 1)[0] + " ..."
+        text = textwrap.shorten(str(exc), 160, placeholder=" ...")  # cut at a word
         detail = f"not checked on the CPU ({type(exc).__name__}: {text})"
         return CheckItem(f"{op.name}: {WHAT}", True, detail, warning=True)
 
