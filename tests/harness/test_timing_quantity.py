@@ -160,6 +160,35 @@ def test_a_size_chosen_graph_lost_in_the_flush_is_retimed_eagerly_and_flagged():
     assert any("ill-conditioned" in f for f in t.flags), t.flags
 
 
+class Wobbling(Replay):
+    """A fake graph whose timed calls alternate between times (each read twice: device and
+    host)."""
+
+    def __init__(self, *ms: float) -> None:
+        self._ms, self._n = ms, 0
+
+    @property
+    def ms(self) -> float:
+        self._n += 1
+        return self._ms[self._n // 2 % len(self._ms)]
+
+
+def test_the_flags_of_discarded_graph_samples_are_labelled_as_discarded():
+    """Graph samples lost in the flush that also disagreed: the eager samples are kept, and the
+    note about the graph samples says they were discarded (the kept samples did not disagree)."""
+    eng, fn = fake_engine(
+        None,
+        lambda fn, device_ms, prelude=None: graphs.Plan(
+            Wobbling(2.05, 2.08), 100, Replay(2.0), True
+        ),
+    )
+    t = eng.measure(fn, SampleHooks())
+    assert t.details["mode"] == "eager" and len(t.samples_ms) == eng.samples
+    disagreed = [f for f in t.flags if "samples disagreed" in f]
+    assert disagreed and all(f.startswith("discarded graph samples: ") for f in disagreed)
+    assert t.flags[-1].startswith("graph timing ill-conditioned"), t.flags
+
+
 def test_an_uncaptured_op_with_a_prelude_is_timed_without_the_preludes():
     def graphed(fn, device_ms, prelude=None):
         raise RuntimeError("operation not permitted when stream is capturing")

@@ -322,6 +322,8 @@ class CudaEventEngine(engine.TimingEngine):
         if why and plan.graph and self.measured is None:
             # graph mode chosen by size, not by the profile: an op lost in the flush
             # subtraction is timed eagerly instead (flagged); the eager reading is guarded too
+            # the graph samples' own flags describe samples no longer kept: say so
+            flags[:] = [f"discarded graph samples: {f}" if f in got.notes else f for f in flags]
             flags.append(f"graph timing ill-conditioned ({why}): timed eagerly")
             plan = graphs.Plan(
                 *self._eager(fn, est_ms, prelude), False, "graph timing ill-conditioned"

@@ -171,3 +171,5 @@ class Collected:
     host: list[float] = field(default_factory=list)
     flush: list[float] = field(default_factory=list)
     dropped: int = 0
+    #: the flags these samples added (a discarded collection's are relabelled, not kept as is)
+    notes: list[str] = field(default_factory=list)

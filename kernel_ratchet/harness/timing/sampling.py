@@ -45,12 +45,14 @@ def collect(
 ) -> graphs.Collected:
     """``eng.samples`` per-call times of ``plan``, and more when cold-L2 samples disagree."""
     got = graphs.Collected()
+    start = len(flags)
     attempts = _take(eng, plan, settled_mhz, hooks, flags, got, eng.samples, 0)
     spread = disagreement(got.out)
     if plan.baseline is not None and spread > AGREE_TOL and _flush_bound(got):
         extra = max(1, eng.samples - 1)
         flags.append(f"cold-L2 samples disagreed by {spread:.1%}: {extra} more taken, median kept")
         _take(eng, plan, settled_mhz, hooks, flags, got, len(got.out) + extra, attempts)
+    got.notes = flags[start:]
     return got
 
 
