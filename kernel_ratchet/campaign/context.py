@@ -76,8 +76,10 @@ class CampaignContext:
         A closed round's CSV is read once per process: a round's code that rewrites it and
         puts it back before the round closes (its seal is checked then) changes nothing the
         round reads (:meth:`hold_incumbent` reads the incumbent's before any code runs)."""
-        n = _round_of(rel)
-        if n is None or n >= self.state.next_round:
+        n, pending = _round_of(rel), self.state.pending
+        if n is None or n >= self.state.next_round or (pending and pending.round == n):
+            # the round in flight writes its CSVs (a quick one, then the full one at the
+            # same name when it escalates): read as they are now
             return read_csv(self.dir / rel, expected=self.frozen_schema())
         if rel not in self._closed_tables:
             self._closed_tables[rel] = read_csv(self.dir / rel, expected=self.frozen_schema())

@@ -17,6 +17,7 @@ from kernel_ratchet import cli
 from kernel_ratchet.campaign import steps
 from kernel_ratchet.campaign.lineage.kernel import out_of_scope
 from kernel_ratchet.campaign.rounds import levels
+from kernel_ratchet.campaign.state import PendingRound, Stage
 from kernel_ratchet.errors import (
     TERMINATION_REQUESTED,
     CampaignError,
@@ -375,3 +376,21 @@ def test_the_incumbents_csv_is_judged_as_it_was_before_the_round(open_campaign):
             assert all(r.passed for r in ctx.table(rel).rows)
         finally:
             path.write_text(text)
+
+
+def test_the_round_in_flight_reads_its_own_csv_as_it_is_now(open_campaign):
+    """A round that escalates writes its full-level CSV where its quick one was: the records
+    read the full one, not a copy of the quick one kept from earlier in the round."""
+    with open_campaign() as c:
+        ctx = c.ctx
+        inc = ctx.dir / ctx.state.incumbent_full_csv
+        n = ctx.state.next_round
+        ctx.state.pending = PendingRound(n, Stage.MEASURING, "now", "h", "K1", "quick")
+        ctx.state.next_round = n + 1
+        rel = f"rounds/round-{n}/artifacts/benchmark.csv"
+        (ctx.dir / rel).parent.mkdir(parents=True)
+        lines = inc.read_text().splitlines(keepends=True)
+        (ctx.dir / rel).write_text("".join(lines[:2]))  # quick: the first shape
+        assert len(ctx.table(rel).rows) == 1
+        (ctx.dir / rel).write_text("".join(lines))  # full: every shape
+        assert len(ctx.table(rel).rows) == len(lines) - 1 > 1
