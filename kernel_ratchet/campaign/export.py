@@ -3,7 +3,9 @@
 The records are what a campaign's numbers rest on: its manifest and state, its logs (the
 optimization log, the performance trend), its REPORT and calibration when written, and per
 round the summary, the typed record, the candidate's diff and the paired A/B's result (its
-per-round times, from which every CI can be recomputed). Not copied: the worktrees, the
+per-round times, from which every CI can be recomputed; a round escalated to the full level
+has two, ``paired.json`` of the quick level and ``paired_full.json`` of the full level, which
+decided it). Not copied: the worktrees, the
 kernel snapshots, profiles, harness CSVs and worker logs, which are large, machine-bound or
 rebuilt from the rest. With ``traces`` each round's timing trace (``timings.jsonl``: every
 timing request's samples and SM clocks) comes too. The records name files relative to the
@@ -25,8 +27,13 @@ ROUND_FILES = {
     "round.json": "round.json",
     "artifacts/candidate.diff": "candidate.diff",
     "artifacts/paired.json": "paired.json",
+    # a round escalated to the full level: that level's A/B decided it
+    "artifacts/full/paired.json": "paired_full.json",
 }
-TRACE = {"artifacts/paired/timings.jsonl": "timings.jsonl"}
+TRACE = {
+    "artifacts/paired/timings.jsonl": "timings.jsonl",
+    "artifacts/full/paired/timings.jsonl": "timings_full.jsonl",
+}
 #: The suffixes of every file an export writes (records, not code).
 RECORD_SUFFIXES = (".md", ".json", ".jsonl", ".yaml", ".diff")
 

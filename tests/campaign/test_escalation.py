@@ -39,3 +39,15 @@ def test_full_validation_never_remeasures_the_quick_shapes(tmp_path, monkeypatch
     assert ran == levels_run
     assert rec.escalated is (len(levels_run) == 2)
     assert (levels.QUICK_IS_FULL in rec.reason) is (len(levels_run) == 1)
+
+
+@pytest.mark.parametrize("escalated", [False, True])
+def test_the_summary_names_the_ab_that_decided(escalated):
+    from kernel_ratchet.campaign.rounds.view import _notes
+
+    decision = SimpleNamespace(paired=True, quantity=None, time_weighted=None)
+    record = SimpleNamespace(
+        escalated=escalated, quick_csv="q.csv", incumbent_csv="f.csv", decision=decision
+    )
+    (note,) = [n for n in _notes(record) if n.startswith("Decided by")]
+    assert ("artifacts/full/paired.json" in note) is escalated

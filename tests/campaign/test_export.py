@@ -56,6 +56,22 @@ def test_traces_come_on_request(accepted, tmp_path):
     assert (tmp_path / "t/rounds/round-2/timings.jsonl").read_bytes() == trace.read_bytes()
 
 
+def test_an_escalated_round_exports_the_full_levels_ab_beside_the_quick_one(accepted, tmp_path):
+    """A round whose quick gain escalated it was decided by its full-level A/B: that one is in
+    the copy, named apart from the quick level's."""
+    art = campaign_dir(accepted) / "rounds/round-2/artifacts"
+    (art / "full/paired").mkdir(parents=True)
+    (art / "full/paired.json").write_text('{"run": "full level"}')
+    (art / "full/paired/timings.jsonl").write_text("{}\n")
+    written = export_records(campaign_dir(accepted), tmp_path / "e", traces=True)
+    assert Path("rounds/round-2/paired_full.json") in written
+    assert Path("rounds/round-2/timings_full.jsonl") in written
+    assert "full level" in (tmp_path / "e/rounds/round-2/paired_full.json").read_text()
+    assert (tmp_path / "e/rounds/round-2/paired.json").read_bytes() == (
+        art / "paired.json"
+    ).read_bytes()
+
+
 def test_export_never_overwrites_and_stays_outside_the_campaign(accepted, tmp_path):
     cdir = campaign_dir(accepted)
     full = tmp_path / "full"

@@ -94,8 +94,9 @@ def _notes(record: RoundRecord) -> list[str]:
     elif record.incumbent_csv:
         notes.append(f"Incumbent numbers from {record.incumbent_csv}")
     if _paired(record):
+        where = "artifacts/full/paired.json" if record.escalated else "artifacts/paired.json"
         notes.append(
-            "Decided by the paired A/B (artifacts/paired.json): the paired columns are each "
+            f"Decided by the paired A/B ({where}): the paired columns are each "
             "side's median time per phase over the paired rounds, in the primary metric (the "
             "work per phase from the harness row); Delta and the CIs are median per-round "
             "speed ratios; the Harness column, the harness aggregate and 'vs baseline' come "
