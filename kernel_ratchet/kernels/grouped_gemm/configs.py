@@ -137,7 +137,9 @@ BUCKETS: dict[str, TileConfig] = {
         32, 128, 128, GROUP_M=1, num_warps=4, num_stages=3, use_tma=True
     ),
     # the Gluon kernel ignores num_warps; 8 is the Triton tile's where it does not apply
-    "fp8_mm_large": TileConfig(128, 128, 128, GROUP_M=8, num_warps=8, num_stages=4, gluon_ws=True),
+    "fp8_mm_large": TileConfig(
+        128, 128, 128, GROUP_M=8, num_warps=8, num_stages=4, gluon_ws=True, tma_store=1
+    ),
     "fp8_mm_small": TileConfig(
         64, 128, 128, GROUP_M=4, num_warps=4, num_stages=4, split_tail=False
     ),
