@@ -107,6 +107,13 @@ def _mode_class() -> type:
             super().__init__()
             self.counts = counts
 
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:
+            # torch wraps a mode's __torch_dispatch__ in torch._dynamo.disable by default,
+            # importing Dynamo at the first operation (1-3 s of CPU in every worker); this
+            # mode only counts and forwards, and counts the same ops of a compiled function
+            return False
+
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None):
             packet = func._overloadpacket
             name = f"{func.namespace}::{packet.__name__}"

@@ -105,3 +105,27 @@ def test_work_done_inside_one_operation_is_counted_by_that_operation():
         "aten::conv_tbc": 1,
         "kr_census_test::gemm": 1,
     }
+
+
+def test_the_census_costs_no_dynamo_import_and_still_sees_a_compiled_call():
+    """Counting imports no torch._dynamo (seconds of CPU in every worker); a candidate's
+    torch.compile'd function run inside the census still has its operations counted."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, torch\n"
+        "from kernel_ratchet.harness import op_census\n"
+        "a = torch.randn(4, 4)\n"
+        "with op_census.counting() as seen:\n"
+        "    a @ a\n"
+        "assert seen['aten::mm'] == 1, seen\n"
+        "print('torch._dynamo' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "False", out.stdout + out.stderr
+    compiled = torch.compile(lambda x: torch.mm(x, x).relu(), backend="eager")
+    x = torch.randn(4, 4)
+    with op_census.counting() as seen:
+        compiled(x)
+    assert seen["aten::mm"] == 1, seen
