@@ -89,16 +89,26 @@ class FileCode:
         where their module's file ``home`` defines a function of that name;
         ``is_project(path)`` says which files are the project's."""
         found = []
+        read: dict[str, Any] = {}  # each file read, hashed and judged once per call
+
+        def functions_of(path: str) -> dict[_Key, set[tuple[Any, ...]]] | None:
+            if path not in read:
+                read[path] = self._functions(path)
+            return read[path]
+
+        project: dict[str, bool] = {}
         for label, code, home in functions:
             path = code.co_filename
             if not os.path.isabs(path):
-                defined = self._functions(home) if home and os.path.isfile(home) else None
+                defined = functions_of(home) if home and os.path.isfile(home) else None
                 if defined and any(q == _qualname(code) for q, _ in defined):
                     found.append(f"{label} (built from text no file holds: {path})")
                 continue
-            if not is_project(path) or not os.path.isfile(path):
+            if path not in project:
+                project[path] = bool(is_project(path)) and os.path.isfile(path)
+            if not project[path]:
                 continue
-            compiled = self._functions(path)
+            compiled = functions_of(path)
             if compiled is None:
                 found.append(f"{label} (its file no longer compiles)")
                 continue
