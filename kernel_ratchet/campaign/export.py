@@ -5,11 +5,11 @@ optimization log, the performance trend), its REPORT and calibration when writte
 round the summary, the typed record, the candidate's diff and the paired A/B's result (its
 per-round times, from which every CI can be recomputed; a round escalated to the full level
 has two, ``paired.json`` of the quick level and ``paired_full.json`` of the full level, which
-decided it). Not copied: the worktrees, the
-kernel snapshots, profiles, harness CSVs and worker logs, which are large, machine-bound or
-rebuilt from the rest. With ``traces`` each round's timing trace (``timings.jsonl``: every
-timing request's samples and SM clocks) comes too. The records name files relative to the
-project, so the copy reads the same on any machine.
+decided it). Not copied: the worktrees, the kernel snapshots, profiles, harness CSVs and
+worker logs, which are large, machine-bound or rebuilt from the rest. With ``traces`` each
+round's timing trace (``timings.jsonl``: every timing request's samples and SM clocks) comes
+too. The records name files relative to the project, so the copy reads the same on any
+machine.
 """
 
 from __future__ import annotations
