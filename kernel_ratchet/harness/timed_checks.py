@@ -92,6 +92,7 @@ class TimedCallChecks:
         self.samples = int(getattr(session.engine, "samples", 3))
         # an in-place op's timed calls read the previous call's results: no reference for them
         self.spots_left = 0 if inplace else min(spot_checks, self.samples)
+        self.spots_wanted, self.collections = self.spots_left, 0  # over every collection
         self.spot_done = 0
         self.spot_s = 0.0  # host seconds in the rebinds and spot checks, outside the samples
         self.captures = _capture_count(session.engine)  # captured before this measurement
@@ -120,7 +121,14 @@ class TimedCallChecks:
         self.held, self.last = (self.last, self.held[0]), out
 
     def batch(self, calls: int) -> None:
+        """A collection of samples starts, each sample ``calls`` timed calls. A second one
+        (an engine that times again eagerly where a graph timing was lost in the flush
+        subtraction) keeps its own samples: they get their own spot checks."""
         self.batch_calls = max(1, calls)
+        self.collections += 1
+        if self.collections > 1:
+            self.spots_left = 0 if self.inplace else min(self.spot_checks, self.samples)
+            self.spots_wanted += self.spots_left
 
     def one_call_again(self) -> TimedCallChecks:
         """The same checks for a measurement of one call per sample (an op that keeps its
@@ -260,7 +268,7 @@ class TimedCallChecks:
         with."""
         from kernel_ratchet.harness.anticheat import CheatDetected
 
-        wanted = 0 if self.inplace else min(self.spot_checks, self.samples)
+        wanted = self.spots_wanted
         if self.spot_done < wanted:
             raise CheatDetected(
                 f"{self.spot_done} of the {wanted} spot checks drawn were made: the draw of "

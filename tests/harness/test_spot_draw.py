@@ -69,3 +69,24 @@ def test_fewer_spot_checks_than_drawn_is_a_cheat():
     assert few.all_drawn() is few
     inplace = _hooks(4, 3, SimpleNamespace(storages=lambda case: set()))
     assert inplace.all_drawn() is inplace  # in-place ops are never spot-checked
+
+
+def test_a_second_collection_of_samples_gets_its_own_spot_checks():
+    """An engine that times again (eagerly, after a graph timing lost in the flush
+    subtraction) keeps the second collection's samples: they are compared too, and the
+    measurement owes the spot checks of both."""
+    import pytest
+
+    from kernel_ratchet.harness.cheat import CheatDetected
+
+    h = _hooks(4, 3)
+    h.batch(1)
+    first = sum(h._spot(i) for i in range(4))
+    h.batch(8)
+    second = sum(h._spot(i) for i in range(4))
+    assert (first, second) == (3, 3)
+    h.spot_done = 3
+    with pytest.raises(CheatDetected, match="3 of the 6 spot checks"):
+        h.all_drawn()
+    h.spot_done = 6
+    assert h.all_drawn() is h
