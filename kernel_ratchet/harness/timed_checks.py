@@ -91,7 +91,7 @@ class TimedCallChecks:
         self.held: tuple[Any, Any] = (None, None)  # the two outputs before ``last``
         self.samples = int(getattr(session.engine, "samples", 3))
         # an in-place op's timed calls read the previous call's results: no reference for them
-        self.spots_left = 0 if inplace else min(spot_checks, self.samples)
+        self.spots_left = self._per_collection()
         self.spots_wanted, self.collections = self.spots_left, 0  # over every collection
         self.spot_done = 0
         self.spot_s = 0.0  # host seconds in the rebinds and spot checks, outside the samples
@@ -127,8 +127,12 @@ class TimedCallChecks:
         self.batch_calls = max(1, calls)
         self.collections += 1
         if self.collections > 1:
-            self.spots_left = 0 if self.inplace else min(self.spot_checks, self.samples)
+            self.spots_left = self._per_collection()
             self.spots_wanted += self.spots_left
+
+    def _per_collection(self) -> int:
+        """The spot checks of one collection of samples (none for an in-place op)."""
+        return 0 if self.inplace else min(self.spot_checks, self.samples)
 
     def one_call_again(self) -> TimedCallChecks:
         """The same checks for a measurement of one call per sample (an op that keeps its
