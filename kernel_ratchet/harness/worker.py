@@ -1,10 +1,10 @@
 """Isolated worker processes: every candidate run happens in a child process with a time limit.
 
 The caller (campaign engine, paired A/B) never imports the candidate and never holds a CUDA
-context of its own for it. A :class:`Worker` starts one ``python -m
-kernel_ratchet.harness.worker_main`` process, talks JSON lines over its stdin/stdout (the
-candidate's own prints are redirected to stderr, which goes to ``log_path``), and turns every
-failure into a :class:`WorkerResult` with a category:
+context of its own for it. A :class:`Worker` starts one ``kernel_ratchet.harness.worker_main``
+process (forked from a zygote that imported torch once: :mod:`.forked`), talks JSON lines
+over its stdin/stdout (the candidate's own prints are redirected to stderr, which goes to
+``log_path``), and turns every failure into a :class:`WorkerResult` with a category:
 
 ========================  ============================================================
 category                  detected by
@@ -37,7 +37,6 @@ import queue
 import secrets
 import signal
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -45,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from kernel_ratchet.errors import RatchetError
-from kernel_ratchet.harness import channel, strays
+from kernel_ratchet.harness import channel, forked, strays
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.harness.outcome import classify_exit
 from kernel_ratchet.harness.pinning import pin, stopped
@@ -145,15 +144,7 @@ class Worker:
             env["TRITON_INTERPRET"] = "1"
         else:
             env.pop("TRITON_INTERPRET", None)
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "kernel_ratchet.harness.worker_main"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._log,
-            cwd=spec.source_root,
-            env=env,
-            start_new_session=True,  # one process group: a kill also ends the candidate's children
-        )
+        self._proc = forked.start(env, spec.source_root, self._log)
         strays.own(self._proc.pid)
         self.pinned = ""  # set by the first timing request (:meth:`time`)
         self._nonce = secrets.token_hex(16)  # the ready line must echo it

@@ -1,0 +1,173 @@
+"""The worker zygote: a process that imported torch once and forks every worker from there.
+
+A worker spends most of its start-up importing torch (1.5-2 s of CPU per worker); a campaign
+starts two workers per A/B and a new one after every failed candidate. The zygote
+(``python -m kernel_ratchet.harness.zygote_main``, started by :mod:`.forked` with the
+workers' environment less their own variables) imports torch, never initializes CUDA, and
+then serves fork requests on the socket it inherited at :data:`SOCK_FD`: each request
+carries the worker's environment, working directory and its stdin, stdout and stderr
+descriptors. The child starts a new session, takes those descriptors as 0, 1 and 2, closes
+every other one (the zygote's socket included, so no candidate can reach the zygote), takes
+the environment and directory, and runs ``kernel_ratchet.harness.worker_main`` as ``python
+-m`` would; it never returns into the zygote's loop. The zygote reports each child's pid,
+then its exit status as :func:`os.waitstatus_to_exitcode` gives it (a negative signal number
+for a fatal signal, as :class:`subprocess.Popen` does).
+
+No candidate code ever runs in the zygote, and it is not dumpable (no process of the same
+user can read or write its memory); a child is dumpable again, as a freshly started worker
+is, so the driver can still read its descriptors (:mod:`.channel`). The end of its socket
+ends the zygote once its last child has exited.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import socket
+import sys
+
+#: The descriptor of the zygote's socket to its driver.
+SOCK_FD = 3
+#: The module every child runs.
+WORKER_MODULE = "kernel_ratchet.harness.worker_main"
+#: Largest request message (JSON: an environment and a directory).
+MAX_MESSAGE = 1 << 20
+_PR_SET_DUMPABLE = 4
+
+
+def _dumpable(on: bool) -> None:
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, int(on), 0, 0, 0)
+
+
+def _run_worker(request: dict, fds: list[int], started: int) -> None:
+    """In the forked child: become the worker that ``request`` describes (``started``: a
+    pipe to close once it leads its own session). Never returns."""
+    code = 1
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        os.setsid()
+        os.close(started)
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+        os.closerange(3, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 4096)
+        _dumpable(True)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        import runpy
+
+        sys.argv = [WORKER_MODULE]  # as `python -m` leaves it: its file, no argument
+        runpy.run_module(WORKER_MODULE, run_name="__main__", alter_sys=True)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if exc.code is not None and not isinstance(exc.code, int):
+            print(exc.code, file=sys.stderr)
+    except BaseException:  # noqa: BLE001 -- a child must never return into the zygote
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def _send(sock: socket.socket, msg: dict) -> None:
+    with contextlib.suppress(OSError):
+        sock.sendall(json.dumps(msg).encode() + b"\n")
+
+
+def _fork(sock: socket.socket, data: bytes, fds: list[int]) -> int | None:
+    """Fork the worker of one request; its pid (None when the request was malformed)."""
+    try:
+        request = json.loads(data)
+        rid = request["id"]
+    except (ValueError, KeyError, TypeError):
+        for fd in fds:
+            os.close(fd)
+        return None
+    if len(fds) != 3:
+        for fd in fds:
+            os.close(fd)
+        _send(sock, {"id": rid, "error": f"expected 3 descriptors, got {len(fds)}"})
+        return None
+    sys.stdout.flush()
+    sys.stderr.flush()
+    started_r, started_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(started_r)
+        _run_worker(request, fds, started_w)
+    os.close(started_w)
+    with contextlib.suppress(OSError):
+        os.read(started_r, 1)  # the child leads its own session before the driver has its pid
+    os.close(started_r)
+    for fd in fds:
+        os.close(fd)
+    _send(sock, {"id": rid, "pid": pid})
+    return pid
+
+
+def _reap(sock: socket.socket, children: set[int]) -> None:
+    while children:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            children.clear()
+            return
+        if pid == 0:
+            return
+        children.discard(pid)
+        _send(sock, {"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+
+
+def serve(sock: socket.socket) -> None:
+    """Fork a worker for every request until the socket ends and the last child exited."""
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    children: set[int] = set()
+    open_ = True
+    while open_ or children:
+        ready, _, _ = select.select([sock, wake_r] if open_ else [wake_r], [], [], 1.0)
+        if wake_r in ready:
+            with contextlib.suppress(BlockingIOError, InterruptedError):
+                os.read(wake_r, 4096)
+        if sock in ready:
+            try:
+                data, fds, _flags, _addr = socket.recv_fds(sock, MAX_MESSAGE, 3)
+            except (OSError, ValueError):
+                data, fds = b"", []
+            if not data:
+                open_ = False
+            elif (pid := _fork(sock, data, fds)) is not None:
+                children.add(pid)
+        _reap(sock, children)
+
+
+def main() -> None:
+    _dumpable(False)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver's Ctrl-C is the driver's
+    import torch  # noqa: F401 -- the import every worker would otherwise repeat
+
+    sock = socket.socket(fileno=SOCK_FD)
+    _send(sock, {"ready": os.getpid()})
+    serve(sock)
+    sys.stderr.flush()
+    os._exit(0)  # no interpreter teardown: whoever reads its stderr sees the end at once
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""Workers forked from the zygote: one zygote per environment, nothing of it reachable from a
+worker, the tool's own process in the eyes of the escape watch, and a plain start as the way
+out where the zygote cannot serve."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from kernel_ratchet.harness import forked, strays
+from kernel_ratchet.harness.channel import PROTO_FD
+from kernel_ratchet.harness.worker import Worker
+from tests.harness.test_redteam import SEED, SHAPE, explain, spec
+
+pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs Linux /proc")
+
+
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def _ready(w: Worker) -> int:
+    assert w.wait_ready(time.monotonic() + 120), "the worker did not start"
+    assert w.info is not None
+    return int(w.info["pid"])
+
+
+def test_workers_of_one_environment_come_from_one_zygote(tmp_path: Path) -> None:
+    with (
+        Worker(spec("TinyGemm"), tmp_path / "a.log") as a,
+        Worker(spec("NanOutput"), tmp_path / "b.log") as b,
+    ):
+        pa, pb = _ready(a), _ready(b)
+        zygote = _parent(pa)
+        assert zygote == _parent(pb) and zygote != os.getpid()
+        assert a.check(SHAPE, SEED).ok  # each runs its own adapter: the spec is the child's
+        r = b.check(SHAPE, SEED)
+        assert r.category == "nan", explain(r)
+
+
+def test_a_worker_holds_no_descriptor_of_the_zygote(tmp_path: Path) -> None:
+    with Worker(spec("TinyGemm"), tmp_path / "w.log") as w:
+        pid = _ready(w)
+        zygote = _parent(pid)
+        sockets = {
+            os.readlink(f"/proc/{zygote}/fd/{fd}") for fd in os.listdir(f"/proc/{zygote}/fd")
+        }
+        sockets = {s for s in sockets if s.startswith("socket:")}
+        assert sockets, "the zygote's socket to this process"
+        theirs = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+        assert not theirs & sockets
+        assert os.readlink(f"/proc/{pid}/fd/{PROTO_FD}").startswith("pipe:")
+        assert os.getsid(pid) == pid  # its own session: a kill of its group ends its children
+
+
+def test_a_worker_killed_by_a_signal_reports_that_signal(tmp_path: Path) -> None:
+    w = Worker(spec("TinyGemm"), tmp_path / "w.log")
+    pid = _ready(w)
+    os.kill(pid, signal.SIGSEGV)
+    r = w.check(SHAPE, SEED)
+    assert r.category == "crash" and "SIGSEGV" in r.detail, explain(r)
+    assert w._proc.returncode == -signal.SIGSEGV
+
+
+def test_a_zygote_started_inside_a_round_is_not_an_escaped_process(
+    tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.setenv("KR_TEST_FRESH_ZYGOTE", str(tmp_path))  # an environment of its own
+    with strays.Watch() as watch:
+        with Worker(spec("TinyGemm"), tmp_path / "w.log") as w:
+            assert w.check(SHAPE, SEED).ok
+        assert watch.check() == ""
+
+
+def test_a_dead_zygote_is_replaced(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("KR_TEST_FRESH_ZYGOTE", str(tmp_path))
+    with Worker(spec("TinyGemm"), tmp_path / "a.log") as a:
+        first = _parent(_ready(a))
+    os.kill(first, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while any(z.alive for z in forked._ZYGOTES.values() if z._proc.pid == first):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    with Worker(spec("TinyGemm"), tmp_path / "b.log") as b:
+        second = _parent(_ready(b))
+        assert second != first
+        assert b.check(SHAPE, SEED).ok
+
+
+def test_spawn_starts_each_worker_as_a_child_of_this_process(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv(forked.START_ENV, "spawn")
+    with Worker(spec("TinyGemm"), tmp_path / "w.log") as w:
+        assert _parent(_ready(w)) == os.getpid()
+        assert w.check(SHAPE, SEED).ok
+
+
+def test_a_forked_worker_runs_in_its_own_directory(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("KR_TEST_FRESH_ZYGOTE", str(tmp_path))
+    monkeypatch.chdir(tmp_path)  # where the zygote starts
+    with Worker(spec("TinyGemm"), tmp_path / "w.log") as w:
+        pid = _ready(w)
+        assert os.readlink(f"/proc/{pid}/cwd") == os.path.realpath(spec("TinyGemm").source_root)
+        assert os.readlink(f"/proc/{_parent(pid)}/cwd") != os.readlink(f"/proc/{pid}/cwd")
