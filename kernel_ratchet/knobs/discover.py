@@ -18,7 +18,9 @@
   scaled at the launch alone. A value read from a config object (``cfg.num_warps``) is left to
   the place that defines it (a tunables file or a declared knob). A launch of a plain
   ``@triton.jit`` kernel of the op's kernel files that omits ``num_warps`` / ``num_stages``
-  gets them as knobs at Triton's defaults.
+  gets them as knobs at Triton's defaults, unless its ``**`` arguments may pass them (a dict
+  that sets them, or one this reading cannot see into: a keyword appended after it would be
+  passed twice).
 
 Declared knobs (:mod:`.declared`) override what is found at the same place.
 """
@@ -230,6 +232,32 @@ def _launch_knob(kw: ast.keyword, data: bytes, off: Offsets) -> tuple[Knob, list
     return knob, list(FACTORS.get(kw.arg, BLOCK_FACTORS))
 
 
+def _splat_keys(fn: ast.AST, call: ast.Call) -> set[str] | None:
+    """The keywords a launch's ``**`` arguments pass: the string keys of the dict literal each
+    names (a local name assigned once, from a literal of string keys only); None when one may
+    pass a keyword that cannot be read here (appending it would pass it twice)."""
+    keys: set[str] = set()
+    for kw in call.keywords:
+        if kw.arg is not None:
+            continue
+        value = kw.value
+        if isinstance(value, ast.Name):
+            bound = [
+                n.value
+                for n in _own_nodes(fn)
+                if isinstance(n, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == value.id for t in n.targets)
+            ]
+            value = bound[0] if len(bound) == 1 else None
+        if not isinstance(value, ast.Dict):
+            return None
+        for k in value.keys:
+            if not (isinstance(k, ast.Constant) and isinstance(k.value, str)):
+                return None  # a ``**`` inside the literal, or a computed key
+            keys.add(k.value)
+    return keys
+
+
 def _launch_entries(
     tree: ast.Module, rel: str, data: bytes, off: Offsets, plain: set[str]
 ) -> Iterator[tuple[Entry, dict[str, list[Any]]]]:
@@ -259,8 +287,10 @@ def _launch_entries(
                     continue
                 knobs[kw.arg], space[kw.arg] = knob, values
             if kernel.split(".")[-1] in plain:
+                splat = _splat_keys(fn, call)
                 for name, default in DEFAULTS.items():
-                    if name not in {k.arg for k in call.keywords}:
+                    given = name in {k.arg for k in call.keywords}
+                    if not given and splat is not None and name not in splat:
                         knobs[name] = Knob(name, default, None)
                         space[name] = _values(name, default)
             seen[kernel] += 1

@@ -206,3 +206,33 @@ def test_a_declared_list_value_is_written_and_reverts_exactly():
     moved = set_knobs(LIBRARY_AUTOTUNED, key, {"WIDTHS": [16, 32]}, parse=parse)
     assert "WIDTHS = [16, 32]\n" in moved and moved.count("\n") == LIBRARY_AUTOTUNED.count("\n")
     assert set_knobs(moved, key, {"WIDTHS": [8, 16, 32]}, parse=parse) == LIBRARY_AUTOTUNED
+
+
+def _splatted(meta: str) -> str:
+    """The fixture's launch with its keywords passed through a dict ``meta``."""
+    text = SETTINGS.replace(
+        "    _row_sum_kernel[(n_rows,)](\n"
+        "        x, out, x.stride(0), n_cols, BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps\n"
+        "    )",
+        f"    meta = {meta}\n    _row_sum_kernel[(n_rows,)](x, out, x.stride(0), n_cols, **meta)",
+    )
+    assert "**meta" in text
+    return text
+
+
+def test_a_default_the_launchs_keyword_dict_passes_is_not_a_knob():
+    """A ``**meta`` that sets num_warps: appending ``num_warps=`` after it would pass it
+    twice (a TypeError at the launch), so only what the dict leaves out is a knob."""
+    text = _splatted('{"BLOCK_SIZE": BLOCK_SIZE, "num_warps": num_warps}')
+    knobs = discover(text, "pkg/settings.py").tunables.entries[LAUNCH].knobs
+    assert "num_warps" not in knobs and knobs["num_stages"].value == 3
+    new = move(text, "pkg/settings.py", LAUNCH, num_stages=4)
+    assert "**meta, num_stages=4)" in new
+
+
+def test_a_keyword_dict_that_cannot_be_read_adds_no_default_knob():
+    for meta in ('{"BLOCK_SIZE": BLOCK_SIZE, **extra}', "dict(BLOCK_SIZE=BLOCK_SIZE)"):
+        entries = discover(_splatted(meta), "pkg/settings.py").tunables.entries
+        assert LAUNCH not in entries or not {"num_warps", "num_stages"} & set(
+            entries[LAUNCH].knobs
+        ), meta
