@@ -147,6 +147,20 @@ def batch_calls(one_call_ms: float, rep_ms: float) -> int:
     return max(MIN_CALLS, min(MAX_CALLS, math.ceil(rep_ms / one_call_ms)))
 
 
+def host_issue_ms(fn: Callable[[], object], calls: int = 20) -> float:
+    """Host time to issue one call of ``fn`` (CUDA only): ``calls`` calls back to back with no
+    synchronization between them, the Python and launch work of each while the GPU runs the
+    previous ones. Where it reaches the call's GPU time, a back-to-back timing measures the
+    host as much as the kernels."""
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) * 1e3 / calls
+
+
 def back_to_back_ms(
     warmup_ms: float = 50.0, rep_ms: float = 50.0
 ) -> Callable[[Callable[[], object]], float]:

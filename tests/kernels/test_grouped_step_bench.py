@@ -79,6 +79,20 @@ def test_summary_gives_each_set_its_geomean_and_range_over_its_pass_rows():
     assert not any(ln.startswith("set_a") for ln in one_set)  # the overall lines say it
 
 
+def test_the_summary_names_the_steps_whose_issue_took_most_of_their_time():
+    """A step whose host issue time reaches 80% of its measured time is named with both
+    times; a row of fast issue, and a dry run (no host times), add no line."""
+    slow = _row("short", 1.0)
+    slow.host.update({"fp8_step": 0.95, "torch_step": 0.4, "step": 0.5})
+    quick = _row("long", 2.0)
+    quick.host.update({"fp8_step": 0.9, "torch_step": 0.5})
+    gmm = sb.TorchGmm("autograd")
+    (line,) = [ln for ln in sb.summary([slow, quick], gmm) if ln.startswith("host-bound")]
+    assert "short fp8_step 0.95/1.00 ms" in line
+    assert "torch_step" not in line and "long" not in line
+    assert not any(ln.startswith("host-bound") for ln in sb.summary([_row("a", 1.0)], gmm))
+
+
 def test_missing_torch_grouped_mm_is_a_row_note_not_a_crash(tmp_path, monkeypatch):
     monkeypatch.delattr(torch, "_grouped_mm")
     md = tmp_path / "t.md"

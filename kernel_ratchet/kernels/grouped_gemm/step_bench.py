@@ -42,6 +42,7 @@ from kernel_ratchet.kernels.bench_table import geomean
 from kernel_ratchet.kernels.benchmarking import (
     back_to_back_ms,
     do_bench_ms,
+    host_issue_ms,
     interleaved_medians,
     snr_gpu,
     tflops,
@@ -143,6 +144,8 @@ class StepRow:
     snr: dict[str, float] = field(default_factory=dict)
     ok: bool = False
     note: str = ""
+    #: ms of host time to issue one call, per step path (on a GPU: :func:`host_issue_ms`)
+    host: dict[str, float] = field(default_factory=dict)
 
     def rate(self, path: str) -> float:
         factor = 2.0 if path.endswith("fwd") else 6.0
@@ -257,7 +260,9 @@ def measure(
             fns[name]()
     ms = dict.fromkeys(PATHS + ((PREPARED,) if prepared else ()), math.nan)
     ms.update(interleaved_medians(fns, timer, rounds))
-    return StepRow(shape, ms, snr, ok, note)
+    steps = ("step", "torch_step", "fp8_step", PREPARED)
+    host = {k: host_issue_ms(fns[k]) for k in steps if k in fns and device == "cuda"}
+    return StepRow(shape, ms, snr, ok, note, host)
 
 
 def failed(shape: Shape, exc: Exception, prepared: bool = False) -> StepRow:
@@ -304,10 +309,28 @@ def summary(
             stat = f"{geomean(got):.2f} ({min(got):.2f}-{max(got):.2f})" if got else "n/a"
             cells.append(f"{what} {stat}")
         lines.append(f"{name} ({len(mine)}/{len(labels)} PASS): " + "; ".join(cells))
+    lines += host_bound(ok)
     for kind in ADAPTERS:
         low = {k: min((r.snr[f"{kind}_{k}"] for r in ok), default=math.nan) for k in OUTS}
         lines.append(f"{kind} lowest SNR dB: " + ", ".join(f"{k} {v:.1f}" for k, v in low.items()))
     return lines
+
+
+#: A step path whose host issue time reaches this share of its measured time is host-bound.
+HOST_BOUND = 0.8
+
+
+def host_bound(rows: list[StepRow]) -> list[str]:
+    """A line naming the step paths that took at least :data:`HOST_BOUND` of their time to
+    issue (their rates measure the launch cost as much as the kernels), or none."""
+    hits = [
+        f"{r.shape.label} {path} {ms:.2f}/{r.ms[path]:.2f} ms"
+        for r in rows
+        for path, ms in r.host.items()
+        if math.isfinite(r.ms.get(path, math.nan)) and ms >= HOST_BOUND * r.ms[path]
+    ]
+    why = f"host-bound (issuing the step took >= {HOST_BOUND:.0%} of its time, host/step): "
+    return [why + "; ".join(hits)] if hits else []
 
 
 def resolve_sets(spec: str) -> dict[str, list[Shape]]:
