@@ -23,7 +23,10 @@ from collections import OrderedDict
 from typing import IO
 
 from kernel_ratchet.harness import strays
-from kernel_ratchet.harness.zygote_main import SOCK_FD, WORKER_MODULE
+from kernel_ratchet.harness.zygote_main import WORKER_MODULE
+
+#: The zygote's module (``python -m``; its workers keep its command line).
+ZYGOTE_MODULE = "kernel_ratchet.harness.zygote_main"
 
 #: Environment variable: ``spawn`` starts every worker as its own process (no zygote).
 START_ENV = "RATCHET_WORKER_START"
@@ -72,7 +75,7 @@ class Zygote:
         self._next = 0
         self._dead = False
         self._proc = subprocess.Popen(
-            [sys.executable, "-c", _BOOT, str(theirs.fileno())],
+            [sys.executable, "-m", ZYGOTE_MODULE, str(theirs.fileno())],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             env=env,
@@ -159,13 +162,6 @@ class Zygote:
             self._lock.notify_all()
         self._ready.set()
 
-
-#: ``python -c`` program of the zygote: its socket onto SOCK_FD, then the zygote's main.
-_BOOT = (
-    "import os,sys\n"
-    f"fd=int(sys.argv[1])\nif fd!={SOCK_FD}: os.dup2(fd,{SOCK_FD}); os.close(fd)\n"
-    "from kernel_ratchet.harness.zygote_main import main\nmain()\n"
-)
 
 _ZYGOTES: OrderedDict[tuple, Zygote] = OrderedDict()
 _LOCK = threading.Lock()

@@ -4,7 +4,7 @@ A worker spends most of its start-up importing torch (1.5-2 s of CPU per worker)
 starts two workers per A/B and a new one after every failed candidate. The zygote
 (``python -m kernel_ratchet.harness.zygote_main``, started by :mod:`.forked` with the
 workers' environment less their own variables) imports torch, never initializes CUDA, and
-then serves fork requests on the socket it inherited at :data:`SOCK_FD`: each request
+then serves fork requests on the socket whose descriptor its argument names: each request
 carries the worker's environment, working directory and its stdin, stdout and stderr
 descriptors. The child starts a new session, takes those descriptors as 0, 1 and 2, closes
 every other one (the zygote's socket included, so no candidate can reach the zygote), takes
@@ -16,7 +16,8 @@ for a fatal signal, as :class:`subprocess.Popen` does).
 No candidate code ever runs in the zygote, and it is not dumpable (no process of the same
 user can read or write its memory); a child is dumpable again, as a freshly started worker
 is, so the driver can still read its descriptors (:mod:`.channel`). The end of its socket
-ends the zygote once its last child has exited.
+(the driver exited or was killed) continues every child that was stopped, and ends the
+zygote once its last child has exited.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import signal
 import socket
 import sys
 
-#: The descriptor of the zygote's socket to its driver.
+#: The descriptor of the zygote's socket to its driver, where its argument names none.
 SOCK_FD = 3
 #: The module every child runs.
 WORKER_MODULE = "kernel_ratchet.harness.worker_main"
@@ -132,6 +133,16 @@ def _reap(sock: socket.socket, children: set[int]) -> None:
         _send(sock, {"exit": pid, "code": os.waitstatus_to_exitcode(status)})
 
 
+def _continue(children: set[int]) -> None:
+    """Continue every child's process group: a worker stopped while the other side of an A/B
+    timed, whose driver is gone (killed outright), then reads the end of its input and exits
+    rather than staying stopped with its memory (:func:`.pinning.continue_when_orphaned` does
+    this for a worker whose parent dies; a forked worker's parent is the zygote)."""
+    for pid in children:
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGCONT)
+
+
 def serve(sock: socket.socket) -> None:
     """Fork a worker for every request until the socket ends and the last child exited."""
     wake_r, wake_w = os.pipe()
@@ -152,6 +163,7 @@ def serve(sock: socket.socket) -> None:
                 data, fds = b"", []
             if not data:
                 open_ = False
+                _continue(children)
             elif (pid := _fork(sock, data, fds)) is not None:
                 children.add(pid)
         _reap(sock, children)
@@ -162,7 +174,8 @@ def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver's Ctrl-C is the driver's
     import torch  # noqa: F401 -- the import every worker would otherwise repeat
 
-    sock = socket.socket(fileno=SOCK_FD)
+    fd = int(sys.argv[1]) if len(sys.argv) > 1 else SOCK_FD
+    sock = socket.socket(fileno=fd)
     _send(sock, {"ready": os.getpid()})
     serve(sock)
     sys.stderr.flush()

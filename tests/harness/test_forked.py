@@ -106,3 +106,42 @@ def test_a_forked_worker_runs_in_its_own_directory(tmp_path: Path, monkeypatch) 
         pid = _ready(w)
         assert os.readlink(f"/proc/{pid}/cwd") == os.path.realpath(spec("TinyGemm").source_root)
         assert os.readlink(f"/proc/{_parent(pid)}/cwd") != os.readlink(f"/proc/{pid}/cwd")
+
+
+_DRIVER = """
+import os, sys, time
+sys.path.insert(0, {root!r})
+from kernel_ratchet.harness.pinning import stopped
+from kernel_ratchet.harness.worker import Worker
+from tests.harness.test_redteam import spec
+w = Worker(spec("TinyGemm"), {log!r})
+assert w.wait_ready(time.monotonic() + 120)
+with stopped(w.info["pid"]):
+    print(w.info["pid"], flush=True)
+    time.sleep(600)  # killed here, its worker stopped
+"""
+
+
+def test_a_worker_stopped_when_its_driver_is_killed_goes_on_and_exits(tmp_path: Path) -> None:
+    """A driver killed outright while the idle side of an A/B is stopped: the zygote sees its
+    socket end, continues the stopped worker, which reads the end of its input and exits."""
+    import subprocess
+    import sys
+
+    root = str(Path(__file__).resolve().parents[2])
+    code = _DRIVER.format(root=root, log=str(tmp_path / "w.log"))
+    driver = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(driver.stdout.readline())
+        with open(f"/proc/{pid}/stat") as f:
+            assert f.read().rsplit(")", 1)[1].split()[0] == "T"  # stopped
+    finally:
+        driver.kill()
+        driver.wait()
+    deadline = time.monotonic() + 30
+    while os.path.exists(f"/proc/{pid}"):
+        with open(f"/proc/{pid}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                break  # exited, its zygote not yet gone
+        assert time.monotonic() < deadline, "the worker stayed behind its killed driver"
+        time.sleep(0.05)
