@@ -22,11 +22,8 @@ import time
 from collections import OrderedDict
 from typing import IO
 
-from kernel_ratchet.harness import strays
+from kernel_ratchet.harness import strays, zygote_main
 from kernel_ratchet.harness.zygote_main import WORKER_MODULE
-
-#: The zygote's module (``python -m``; its workers keep its command line).
-ZYGOTE_MODULE = "kernel_ratchet.harness.zygote_main"
 
 #: Environment variable: ``spawn`` starts every worker as its own process (no zygote).
 START_ENV = "RATCHET_WORKER_START"
@@ -75,7 +72,7 @@ class Zygote:
         self._next = 0
         self._dead = False
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", ZYGOTE_MODULE, str(theirs.fileno())],
+            [sys.executable, "-m", zygote_main.__name__, str(theirs.fileno())],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             env=env,

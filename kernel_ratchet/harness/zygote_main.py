@@ -30,8 +30,6 @@ import signal
 import socket
 import sys
 
-#: The descriptor of the zygote's socket to its driver, where its argument names none.
-SOCK_FD = 3
 #: The module every child runs.
 WORKER_MODULE = "kernel_ratchet.harness.worker_main"
 #: Largest request message (JSON: an environment and a directory).
@@ -174,8 +172,7 @@ def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver's Ctrl-C is the driver's
     import torch  # noqa: F401 -- the import every worker would otherwise repeat
 
-    fd = int(sys.argv[1]) if len(sys.argv) > 1 else SOCK_FD
-    sock = socket.socket(fileno=fd)
+    sock = socket.socket(fileno=int(sys.argv[1]))  # its socket to the driver
     _send(sock, {"ready": os.getpid()})
     serve(sock)
     sys.stderr.flush()
