@@ -30,7 +30,7 @@ ESCAPED = (
 )
 
 
-def _prctl(option: int, arg: object) -> bool:
+def prctl(option: int, arg: object) -> bool:
     """``prctl(option, arg)`` succeeded; False where the platform has none."""
     if not sys.platform.startswith("linux"):
         return False
@@ -45,14 +45,14 @@ def _prctl(option: int, arg: object) -> bool:
 def set_subreaper(on: bool) -> bool:
     """Make this process a child subreaper (``on``) or stop being one; False where the
     platform cannot."""
-    return _prctl(PR_SET_CHILD_SUBREAPER, int(on))
+    return prctl(PR_SET_CHILD_SUBREAPER, int(on))
 
 
 def _is_subreaper() -> bool:
     import ctypes
 
     flag = ctypes.c_int(0)
-    return _prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag)) and bool(flag.value)
+    return prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag)) and bool(flag.value)
 
 
 def children(pid: int | str = "self") -> set[int]:

@@ -30,6 +30,8 @@ import signal
 import socket
 import sys
 
+from kernel_ratchet.harness.strays import prctl
+
 #: The module every child runs.
 WORKER_MODULE = "kernel_ratchet.harness.worker_main"
 #: Largest request message (JSON: an environment and a directory).
@@ -38,11 +40,7 @@ _PR_SET_DUMPABLE = 4
 
 
 def _dumpable(on: bool) -> None:
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, int(on), 0, 0, 0)
+    prctl(_PR_SET_DUMPABLE, int(on))
 
 
 def _run_worker(request: dict, fds: list[int], started: int) -> None:
