@@ -21,12 +21,14 @@ import contextlib
 import functools
 import os
 import signal
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from kernel_ratchet.harness.strays import descendants
+from kernel_ratchet.harness.strays import descendants, prctl
+
+#: ``prctl`` option: the signal this process gets when the thread that started it ends.
+PR_SET_PDEATHSIG = 1
 
 _PCI = Path("/sys/bus/pci/devices")
 _NODES = Path("/sys/devices/system/node")
@@ -177,13 +179,9 @@ def continue_when_orphaned() -> None:
     """Ask Linux to send this process SIGCONT when the thread that started it ends: a worker
     stopped by :func:`stopped` whose driver was killed outright (SIGKILL, the OOM killer)
     would otherwise stay stopped, holding its memory; continued, it reads the end of its
-    input and exits. Nothing elsewhere."""
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGCONT), 0, 0, 0)  # PDEATHSIG
+    input and exits (a forked worker's parent is the zygote, which continues its children
+    when the driver's end of its socket closes). Nothing elsewhere."""
+    prctl(PR_SET_PDEATHSIG, int(signal.SIGCONT))
 
 
 def _until_stopped(pid: int, timeout_s: float = 0.2) -> None:
