@@ -145,3 +145,19 @@ def test_a_worker_stopped_when_its_driver_is_killed_goes_on_and_exits(tmp_path: 
                 break  # exited, its zygote not yet gone
         assert time.monotonic() < deadline, "the worker stayed behind its killed driver"
         time.sleep(0.05)
+
+
+def test_the_zygote_freezes_what_it_imported() -> None:
+    """A full collection in a forked worker walks none of torch's import-time objects: it
+    would copy every page of them that the worker shares with the zygote (115 ms, then 78
+    ms a collection, against 0 frozen, measured with torch 2.13 on a CPU)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import gc\nfrom kernel_ratchet.harness.zygote_main import preload\n"
+        "preload()\nprint(gc.get_freeze_count(), sum(gc.get_count()))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    frozen, tracked = map(int, out.stdout.split())
+    assert frozen > 100_000 and tracked < 1_000, out.stdout
