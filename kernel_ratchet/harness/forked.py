@@ -123,9 +123,10 @@ class Zygote:
         self._await(lambda: self.exit_code(pid), 0.5 if timeout is None else min(timeout, 0.5))
 
     def retire(self) -> None:
-        """No more workers from this zygote; it exits once its last child has."""
+        """No more workers from this zygote; it exits once its last child has, its children
+        still stopped and continued by this process alone."""
         with contextlib.suppress(OSError):
-            self._sock.shutdown(socket.SHUT_WR)
+            self._sock.send(json.dumps(zygote_main.RETIRE).encode())
 
     def _await(self, got, timeout: float):
         deadline = time.monotonic() + timeout

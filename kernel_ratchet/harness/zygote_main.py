@@ -16,8 +16,9 @@ for a fatal signal, as :class:`subprocess.Popen` does).
 No candidate code ever runs in the zygote, and it is not dumpable (no process of the same
 user can read or write its memory); a child is dumpable again, as a freshly started worker
 is, so the driver can still read its descriptors (:mod:`.channel`). The end of its socket
-(the driver exited or was killed) continues every child that was stopped, and ends the
-zygote once its last child has exited.
+(the driver exited or was killed) continues every child that was stopped; that or a
+retirement (:data:`RETIRE`: the driver wants no more workers from it) ends the zygote once
+its last child has exited.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from kernel_ratchet.harness.strays import prctl
 
 #: The module every child runs.
 WORKER_MODULE = "kernel_ratchet.harness.worker_main"
+#: The driver's message that asks for no more workers (the zygote exits after its last).
+RETIRE = {"retire": True}
 #: Largest request message (JSON: an environment and a directory).
 MAX_MESSAGE = 1 << 20
 _PR_SET_DUMPABLE = 4
@@ -85,19 +88,13 @@ def _send(sock: socket.socket, msg: dict) -> None:
         sock.sendall(json.dumps(msg).encode() + b"\n")
 
 
-def _fork(sock: socket.socket, data: bytes, fds: list[int]) -> int | None:
+def _fork(sock: socket.socket, request: dict, fds: list[int]) -> int | None:
     """Fork the worker of one request; its pid (None when the request was malformed)."""
-    try:
-        request = json.loads(data)
-        rid = request["id"]
-    except (ValueError, KeyError, TypeError):
+    rid = request.get("id")
+    if rid is None or len(fds) != 3:
         for fd in fds:
             os.close(fd)
-        return None
-    if len(fds) != 3:
-        for fd in fds:
-            os.close(fd)
-        _send(sock, {"id": rid, "error": f"expected 3 descriptors, got {len(fds)}"})
+        _send(sock, {"id": rid, "error": f"a request with an id and 3 descriptors, got {fds}"})
         return None
     sys.stdout.flush()
     sys.stderr.flush()
@@ -140,15 +137,16 @@ def _continue(children: set[int]) -> None:
 
 
 def serve(sock: socket.socket) -> None:
-    """Fork a worker for every request until the socket ends and the last child exited."""
+    """Fork a worker for every request until the driver retires the zygote (:data:`RETIRE`)
+    or its socket ends, then serve on until the last child exited."""
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     children: set[int] = set()
-    open_ = True
-    while open_ or children:
-        ready, _, _ = select.select([sock, wake_r] if open_ else [wake_r], [], [], 1.0)
+    forking = driver = True
+    while (forking and driver) or children:
+        ready, _, _ = select.select([sock, wake_r] if driver else [wake_r], [], [], 1.0)
         if wake_r in ready:
             with contextlib.suppress(BlockingIOError, InterruptedError):
                 os.read(wake_r, 4096)
@@ -157,10 +155,16 @@ def serve(sock: socket.socket) -> None:
                 data, fds, _flags, _addr = socket.recv_fds(sock, MAX_MESSAGE, 3)
             except (OSError, ValueError):
                 data, fds = b"", []
-            if not data:
-                open_ = False
+            try:
+                request = json.loads(data) if data else {}
+            except ValueError:
+                request = {}  # refused by _fork, its descriptors closed
+            if not data:  # the driver is gone: nothing will continue what it stopped
+                driver = False
                 _continue(children)
-            elif (pid := _fork(sock, data, fds)) is not None:
+            elif request == RETIRE:  # its children stay the driver's to stop and continue
+                forking = False
+            elif forking and (pid := _fork(sock, request, fds)) is not None:
                 children.add(pid)
         _reap(sock, children)
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -13,15 +15,25 @@ import pytest
 
 from kernel_ratchet.harness import forked, strays
 from kernel_ratchet.harness.channel import PROTO_FD
+from kernel_ratchet.harness.pinning import stopped
 from kernel_ratchet.harness.worker import Worker
 from tests.harness.test_redteam import SEED, SHAPE, explain, spec
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs Linux /proc")
 
 
-def _parent(pid: int) -> int:
+def _stat(pid: int) -> list[str]:
+    """The fields of ``/proc/<pid>/stat`` after the command name: state, parent, ..."""
     with open(f"/proc/{pid}/stat") as f:
-        return int(f.read().rsplit(")", 1)[1].split()[1])
+        return f.read().rsplit(")", 1)[1].split()
+
+
+def _parent(pid: int) -> int:
+    return int(_stat(pid)[1])
+
+
+def _state(pid: int) -> str:
+    return _stat(pid)[0]
 
 
 def _ready(w: Worker) -> int:
@@ -125,24 +137,19 @@ with stopped(w.info["pid"]):
 def test_a_worker_stopped_when_its_driver_is_killed_goes_on_and_exits(tmp_path: Path) -> None:
     """A driver killed outright while the idle side of an A/B is stopped: the zygote sees its
     socket end, continues the stopped worker, which reads the end of its input and exits."""
-    import subprocess
-    import sys
-
     root = str(Path(__file__).resolve().parents[2])
     code = _DRIVER.format(root=root, log=str(tmp_path / "w.log"))
     driver = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         pid = int(driver.stdout.readline())
-        with open(f"/proc/{pid}/stat") as f:
-            assert f.read().rsplit(")", 1)[1].split()[0] == "T"  # stopped
+        assert _state(pid) == "T"  # stopped
     finally:
         driver.kill()
         driver.wait()
     deadline = time.monotonic() + 30
     while os.path.exists(f"/proc/{pid}"):
-        with open(f"/proc/{pid}/stat") as f:
-            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                break  # exited, its zygote not yet gone
+        if _state(pid) == "Z":
+            break  # exited, its zygote not yet gone
         assert time.monotonic() < deadline, "the worker stayed behind its killed driver"
         time.sleep(0.05)
 
@@ -151,9 +158,6 @@ def test_the_zygote_freezes_what_it_imported() -> None:
     """A full collection in a forked worker walks none of torch's import-time objects: it
     would copy every page of them that the worker shares with the zygote (115 ms, then 78
     ms a collection, against 0 frozen, measured with torch 2.13 on a CPU)."""
-    import subprocess
-    import sys
-
     code = (
         "import gc\nfrom kernel_ratchet.harness.zygote_main import preload\n"
         "preload()\nprint(gc.get_freeze_count(), sum(gc.get_count()))"
@@ -161,3 +165,21 @@ def test_the_zygote_freezes_what_it_imported() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     frozen, tracked = map(int, out.stdout.split())
     assert frozen > 100_000 and tracked < 1_000, out.stdout
+
+
+def test_a_retired_zygote_leaves_a_stopped_worker_stopped(tmp_path: Path, monkeypatch) -> None:
+    """Retiring a zygote (a third environment in one driver) is not its driver's end: a worker
+    stopped for the other side's timing must stay stopped until the driver continues it."""
+    monkeypatch.setenv("KR_TEST_FRESH_ZYGOTE", str(tmp_path))
+    with Worker(spec("TinyGemm"), tmp_path / "w.log") as w:
+        pid = _ready(w)
+        zygote = next(z for z in forked._ZYGOTES.values() if z._proc.pid == _parent(pid))
+        with stopped(pid):
+            zygote.retire()
+            time.sleep(0.5)  # the zygote has read the retirement by now
+            assert _state(pid) == "T"
+        assert w.check(SHAPE, SEED).ok  # continued by the driver, it serves on
+    deadline = time.monotonic() + 30
+    while zygote._proc.poll() is None:  # retired, it exits after its last worker
+        assert time.monotonic() < deadline, "the retired zygote outlived its last worker"
+        time.sleep(0.05)
