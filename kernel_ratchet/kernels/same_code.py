@@ -94,6 +94,7 @@ def quant_launches() -> list[Launch]:
 
 def gluon_launches() -> list[Launch]:
     """The shipped configs of the Gluon kernels, as their launchers' offline compiles."""
+    from kernel_ratchet.kernels.gemm import configs as dense
     from kernel_ratchet.kernels.gemm.configs import FEW_ROWS_WGRAD, WS_CONFIGS, ws_mode
     from kernel_ratchet.kernels.grouped_gemm import configs as grouped
 
@@ -107,6 +108,11 @@ def gluon_launches() -> list[Launch]:
            group_m=c.group_m, mode=ws_mode(c), consumers=c.block_m // 64,
            **(cols if kind.endswith("_cols") else {}))
         for kind, buckets in WS_CONFIGS.items() for c in buckets.values()
+    ]  # fmt: skip
+    out += [  # the 16-bit kinds: the forward reads B K-major, the dgrad N-major
+        of("gemm.bf16_ws_launch", block_n=c.block_n, block_k=c.block_k, stages=c.num_stages,
+           group_m=c.group_m, b_kmajor=kind == "bf16")
+        for kind, buckets in dense.WS16_CONFIGS.items() for c in buckets.values()
     ]  # fmt: skip
     out += [
         of("grouped_gemm.fp8_ws_launch", block_n=c.BLOCK_N, stages=c.num_stages, group_m=c.GROUP_M)

@@ -263,6 +263,11 @@ WS_CONFIGS: dict[str, dict[str, GemmConfig]] = {
     "fp8_block_cols": {"large": GemmConfig(128, 128, 128, num_stages=4, **_WS)},
 }
 
+#: Buckets of the 16-bit kinds that the warp-specialized 16-bit kernel (:mod:`.bf16_ws`) runs
+#: instead of ``CONFIGS``' Triton kernel where it applies (sm_90, A K-major, both operands
+#: TMA-readable, ``N % 8 == 0``: the forward and the dgrad). Fields read: ``block_n``,
+#: ``block_k``, ``num_stages``, ``group_m`` (128-row tiles, two consumer warpgroups).
+WS16_CONFIGS: dict[str, dict[str, GemmConfig]] = {}
 
 # What `ratchet run --optimizer search` may change (kernel_ratchet/optimizers/tunables.py).
 #: The CONFIGS kinds each op's forward and backward use.

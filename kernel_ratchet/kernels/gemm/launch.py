@@ -17,13 +17,14 @@ from typing import Any
 import torch
 import triton
 
+from kernel_ratchet.kernels.gemm import bf16_ws_launch as bf16_ws
 from kernel_ratchet.kernels.gemm import configs as _configs
 from kernel_ratchet.kernels.gemm import fast_launch, launch_scratch, quick_path, streamk_launch
 from kernel_ratchet.kernels.gemm import fp8_block_ws_launch as fp8_block_ws
 from kernel_ratchet.kernels.gemm import wgrad_ws_launch as wgrad_ws
 from kernel_ratchet.kernels.gemm.configs import WS_CONFIGS, GemmConfig, bucket_for, config_for
 from kernel_ratchet.kernels.gemm.kernel import SCALE_BLOCK, SCALE_NONE, SCALE_ROW, _gemm_kernel
-from kernel_ratchet.kernels.gemm.operands import operand_sizes, row_major, rows
+from kernel_ratchet.kernels.gemm.operands import operand_sizes, row_major, rows, stride_align
 from kernel_ratchet.kernels.quant.launch import cdiv, empty_rows, interpreter_mode
 
 _FORCED: list[GemmConfig] = []
@@ -74,19 +75,6 @@ def _tma_ok(t: torch.Tensor, strides: tuple[int, ...] | None = None) -> bool:
     ``t.stride()`` when the caller has it)."""
     st = strides or t.stride()
     return t.data_ptr() % 16 == 0 and (st[0] * t.element_size()) % 16 == 0 and st[1] == 1
-
-
-def stride_align(use_tma: bool, row_stride: int) -> int:
-    """The ``A_ALIGN`` / ``B_ALIGN`` constexpr of one operand: the largest power of two below
-    16 dividing its row stride, when the pointer path reads it and the stride is not a
-    multiple of 16 (Triton proves 16-divisibility by itself and nothing less); else 1, which
-    leaves the kernel as it was and compiles no needless variant."""
-    if use_tma or row_stride % 16 == 0:
-        return 1
-    align = 8
-    while row_stride % align:
-        align //= 2
-    return align
 
 
 def _aligned_copy(t: torch.Tensor) -> torch.Tensor:
@@ -143,7 +131,10 @@ def matmul(
     if ws_group == 1 and not fp8_block_ws.col_scales_ok(b_scale):  # type: ignore[arg-type]
         ws_group = 0  # column scales the kernel cannot load by TMA: the Triton kernel
     interp = interpreter_mode()
-    plan = _plan(kind, explicit, M, N, K, geom, scale_mode, num_sms, interp, ws_group, out_dtype)
+    ws16 = not fp8 and scale_mode == SCALE_NONE and bf16_ws.supported_dtypes(a, b, out_dtype)
+    plan = _plan(
+        kind, explicit, M, N, K, geom, scale_mode, num_sms, interp, ws_group, out_dtype, ws16
+    )
     if M == 0 or N == 0:
         return torch.empty((M, N), dtype=out_dtype, device=a.device)
     if K == 0:
@@ -164,6 +155,8 @@ def matmul(
             num_sms=num_sms,
             consumers=ws.block_m // fp8_block_ws.ROWS,
         )
+    if plan.ws16 is not None:
+        return bf16_ws.run(a, b, b_kmajor, plan.ws16, num_sms)
     if plan.copy_a:
         a = _aligned_copy(a)
         a_st = a.stride()
@@ -211,6 +204,7 @@ class _Plan:
     grid: tuple[int]
     kwargs: dict[str, object]
     ws: GemmConfig | None = None  # run the warp-specialized blockwise kernel with this config
+    ws16: GemmConfig | None = None  # run the warp-specialized 16-bit kernel with this config
     stream_k: bool = False  # run the stream-K kernel (:mod:`.kernel_streamk`) on grid[0] programs
     #: {operand signature: its :class:`.fast_launch.Direct` runner or False}.
     runners: dict[tuple, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -229,6 +223,7 @@ def _plan(
     interp: bool,
     ws_group: int = 0,
     out_dtype: torch.dtype | None = None,
+    ws16: bool = False,
 ) -> _Plan:
     """Config, aligned copies, TMA, split-K, grid and constexprs of one problem geometry.
 
@@ -236,7 +231,10 @@ def _plan(
     the B scales of a blockwise GEMM on an sm_90 GPU (else 0): the plan runs the warp-specialized
     kernel where :data:`.configs.WS_CONFIGS` has the bucket (:func:`.configs.ws_kind`), both
     operands are K-major and TMA-readable, the 16-bit output's rows are 16 bytes and the B
-    scales suit the config (:func:`.configs.ws_applies`). Host work per call matters on small
+    scales suit the config (:func:`.configs.ws_applies`). ``ws16``: a 16-bit GEMM on an sm_90
+    GPU, run by the warp-specialized 16-bit kernel where :data:`.configs.WS16_CONFIGS` has the
+    bucket, A is K-major, both operands TMA-readable and the output's rows 16 bytes. Host work
+    per call matters on small
     GEMMs (cuBLAS runs a 1000 x 5120 x 1000 forward in about 21 us on an H200), so the
     launcher computes this once per geometry and the call only allocates and launches.
     """
@@ -246,6 +244,10 @@ def _plan(
         ws = WS_CONFIGS.get(_configs.ws_kind(kind, ws_group), {}).get(bucket_for(M, N, K, num_sms))
         if ws is not None and _configs.ws_applies(ws, ws_group):
             return _Plan(False, False, True, 1, (0,), {}, ws)
+    if explicit is None and ws16 and not interp and a_ok and b_ok and a_kmajor and N % 8 == 0:
+        ws = _configs.WS16_CONFIGS.get(kind, {}).get(bucket_for(M, N, K, num_sms))
+        if ws is not None:
+            return _Plan(False, False, True, 1, (0,), {}, ws16=ws)
     cfg = explicit or config_for(kind, M, N, K, num_sms)
     if scale_mode == SCALE_BLOCK and cfg.block_k != 128:
         raise ValueError(f"blockwise scaling needs BLOCK_K = 128, config has {cfg.block_k}")

@@ -57,6 +57,19 @@ def operand_sizes(
     return a, b, M, N, K
 
 
+def stride_align(use_tma: bool, row_stride: int) -> int:
+    """The ``A_ALIGN`` / ``B_ALIGN`` constexpr of one operand: the largest power of two below
+    16 dividing its row stride, when the pointer path reads it and the stride is not a
+    multiple of 16 (Triton proves 16-divisibility by itself and nothing less); else 1, which
+    leaves the kernel as it was and compiles no needless variant."""
+    if use_tma or row_stride % 16 == 0:
+        return 1
+    align = 8
+    while row_stride % align:
+        align //= 2
+    return align
+
+
 def rows(a: torch.Tensor) -> tuple[torch.Tensor, tuple[int, ...]]:
     """``a`` as ``[rows, K]`` and its leading dimensions (a 1-D ``a`` is one row)."""
     if a.dim() == 0:

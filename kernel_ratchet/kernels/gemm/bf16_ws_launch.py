@@ -1,0 +1,172 @@
+"""Host side of the warp-specialized 16-bit GEMM (:mod:`.bf16_ws`).
+
+:func:`supported` says whether a problem qualifies (an sm_90 GPU, 16-bit operands in the layouts
+the kernel reads with 16-byte aligned rows, output rows of 16 bytes); :func:`matmul_bf16_ws`
+builds the TMA descriptors and launches the kernel; :func:`compile_offline` compiles it for
+sm_90 without a GPU. The dense launcher (:mod:`.launch`) routes 16-bit GEMMs here by
+``configs.WS_CONFIGS``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import triton
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+from kernel_ratchet.kernels.gemm.bf16_ws import ROWS, _bf16_ws_kernel
+from kernel_ratchet.kernels.gemm.fp8_block_ws_launch import _rows_ok, _sm90
+from kernel_ratchet.kernels.offline import SM90_SHARED_BYTES
+from kernel_ratchet.kernels.offline_compile import compile_gluon
+
+#: Compile options: the default partition is one consumer warpgroup; 12 warps x 168 registers
+#: fill the 64 K register file before the partitions move the producer's to the consumers.
+OPTIONS = {"num_warps": 4, "maxnreg": 168}
+#: Registers per consumer thread after the partitions' moves.
+CONSUMER_REGS = 232
+_GL = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}
+
+
+@functools.cache
+def _layouts(block_n: int, block_k: int, dtype: torch.dtype, b_kmajor: bool):
+    t = _GL[dtype]
+    b_block = [block_n, block_k] if b_kmajor else [block_k, block_n]
+    return (
+        gl.NVMMASharedLayout.get_default_for([ROWS, block_k], t),
+        gl.NVMMASharedLayout.get_default_for(b_block, t),
+        gl.NVMMASharedLayout.get_default_for([ROWS, block_n], t),
+    )
+
+
+def smem_bytes(block_n: int, block_k: int, stages: int, itemsize: int = 2) -> int:
+    """Shared memory of a launch: the ring's stages (two 64-row A tiles and a B tile each) and
+    the two warpgroups' output staging."""
+    return stages * (2 * ROWS + block_n) * block_k * itemsize + 2 * ROWS * block_n * itemsize
+
+
+def check_config(block_n: int, block_k: int, stages: int) -> None:
+    """Raise ValueError for a configuration the kernel does not take or that does not fit."""
+    if block_n not in (64, 128, 192, 256) or block_k not in (32, 64, 128):
+        raise ValueError(
+            f"block_n must be 64, 128, 192 or 256 and block_k 32, 64 or 128; got "
+            f"block_n={block_n}, block_k={block_k}"
+        )
+    need = smem_bytes(block_n, block_k, stages)
+    if stages < 2 or need + 1024 > SM90_SHARED_BYTES:
+        raise ValueError(
+            f"{stages} stages of {block_n} x {block_k} need {need} bytes of shared memory; an "
+            f"sm_90 SM has {SM90_SHARED_BYTES} and the ring needs at least 2 stages: use fewer"
+        )
+
+
+def supported_dtypes(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype) -> bool:
+    """Whether ``a`` and ``b`` are of one 16-bit dtype, the output too, on an sm_90 GPU: what
+    the launcher checks before it plans (layouts and sizes are the plan's)."""
+    return (
+        a.dtype in _GL
+        and b.dtype is a.dtype
+        and out_dtype is a.dtype
+        and a.device.type == "cuda"
+        and _sm90(a.device)
+    )
+
+
+def run(a: torch.Tensor, b: torch.Tensor, b_kmajor: bool, cfg, num_sms: int) -> torch.Tensor:
+    """:func:`matmul_bf16_ws` under a ``configs.WS16_CONFIGS`` entry (a ``GemmConfig``)."""
+    return matmul_bf16_ws(
+        a,
+        b,
+        b_kmajor=b_kmajor,
+        block_n=cfg.block_n,
+        block_k=cfg.block_k,
+        stages=cfg.num_stages,
+        group_m=cfg.group_m,
+        num_sms=num_sms,
+    )
+
+
+def supported(a: torch.Tensor, b: torch.Tensor, b_kmajor: bool) -> bool:
+    """Whether this kernel can run ``a [M, K] @ b`` here (``b [N, K]`` with ``b_kmajor``, else
+    ``[K, N]``): an sm_90 GPU, one 16-bit dtype, contiguous 16-byte aligned rows, and output
+    rows of 16 bytes (``N`` a multiple of 8)."""
+    if a.device.type != "cuda" or not _sm90(a.device):
+        return False
+    if a.dtype not in _GL or b.dtype != a.dtype:
+        return False
+    n = b.shape[0] if b_kmajor else b.shape[1]
+    return _rows_ok(a) and _rows_ok(b) and n % 8 == 0
+
+
+def matmul_bf16_ws(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    *,
+    b_kmajor: bool = True,
+    block_n: int = 128,
+    block_k: int = 64,
+    stages: int = 4,
+    group_m: int = 8,
+    num_sms: int | None = None,
+) -> torch.Tensor:
+    """``a [M, K] @ bᵀ`` (``b [N, K]``, ``b_kmajor``) or ``a @ b`` (``b [K, N]``) -> ``[M, N]``
+    in ``a``'s dtype, fp32 accumulation. The caller checks :func:`supported` first."""
+    check_config(block_n, block_k, stages)
+    M, K = a.shape
+    N = b.shape[0] if b_kmajor else b.shape[1]
+    c = torch.empty((M, N), dtype=a.dtype, device=a.device)
+    la, lb, lc = _layouts(block_n, block_k, a.dtype, b_kmajor)
+    a_desc = TensorDescriptor.from_tensor(a, [ROWS, block_k], la)
+    b_block = [block_n, block_k] if b_kmajor else [block_k, block_n]
+    b_desc = TensorDescriptor.from_tensor(b, b_block, lb)
+    c_desc = TensorDescriptor.from_tensor(c, [ROWS, block_n], lc)
+    sms = num_sms or torch.cuda.get_device_properties(a.device).multi_processor_count
+    tiles = triton.cdiv(M, 2 * ROWS) * triton.cdiv(N, block_n)
+    if tiles == 0:
+        return c.zero_()
+    _bf16_ws_kernel[(min(sms, tiles),)](
+        a_desc, b_desc, c_desc, M, N, K,
+        **_constexprs(block_n, block_k, group_m, stages, sms, b_kmajor), **OPTIONS,
+    )  # fmt: skip
+    return c
+
+
+def _constexprs(
+    block_n: int, block_k: int, group_m: int, stages: int, sms: int, b_kmajor: bool
+) -> dict[str, int | bool]:
+    """The kernel's constexpr arguments, the same for a launch and an offline compile."""
+    return dict(
+        BLOCK_N=block_n,
+        BLOCK_K=block_k,
+        GROUP_M=group_m,
+        STAGES=stages,
+        NUM_SMS=sms,
+        CONSUMER_REGS=CONSUMER_REGS,
+        B_KMAJOR=b_kmajor,
+    )
+
+
+def compile_offline(
+    *,
+    block_n: int = 128,
+    block_k: int = 64,
+    stages: int = 4,
+    group_m: int = 8,
+    b_kmajor: bool = True,
+    arch: int = 90,
+):
+    """The kernel compiled for ``sm_<arch>`` without a GPU, as :func:`matmul_bf16_ws` would
+    launch it on bf16 operands; read its cost with
+    :func:`kernel_ratchet.kernels.offline.resources`."""
+    check_config(block_n, block_k, stages)
+    la, lb, lc = _layouts(block_n, block_k, torch.bfloat16, b_kmajor)
+    b_block = [block_n, block_k] if b_kmajor else [block_k, block_n]
+    sig = {
+        "a_desc": f"tensordesc<bf16[{ROWS}, {block_k}],{la!r}>",
+        "b_desc": f"tensordesc<bf16[{b_block[0]}, {b_block[1]}],{lb!r}>",
+        "c_desc": f"tensordesc<bf16[{ROWS}, {block_n}],{lc!r}>",
+    }
+    sig.update(dict.fromkeys(("M", "N", "K"), "i32"))
+    consts = _constexprs(block_n, block_k, group_m, stages, 132, b_kmajor)
+    return compile_gluon(_bf16_ws_kernel, sig, consts, (), OPTIONS, arch)

@@ -1,0 +1,164 @@
+"""The warp-specialized 16-bit GEMM (Gluon, sm_90): offline compiles and routing on any machine,
+results on the GPU against torch's product (``pytest -m gpu``)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernel_ratchet.kernels.gemm import bf16_ws_launch as ws16
+from kernel_ratchet.kernels.gemm import configs, launch
+from kernel_ratchet.kernels.gemm.configs import CONFIGS, GemmConfig
+from kernel_ratchet.kernels.offline import SM90_SHARED_BYTES
+from tests.kernels.test_gemm_ws import compiled_in_a_fresh_process
+
+LAUNCHER = "kernel_ratchet.kernels.gemm.bf16_ws_launch"
+TILE = GemmConfig(128, 256, 64, num_stages=3, group_m=8)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("b_kmajor", [True, False], ids=["fwd", "dgrad"])
+@pytest.mark.parametrize("block_n,stages", [(128, 6), (256, 3)], ids=["128x128", "128x256"])
+def test_the_tiles_compile_for_sm90_unspilled_and_pipelined(b_kmajor, block_n, stages):
+    """The consumers' accumulator chain keeps one wgmma in flight: ptxas must neither spill
+    (232 registers a consumer thread) nor serialize it, and the ring must fit an SM."""
+    calls = [dict(block_n=block_n, stages=stages, b_kmajor=b_kmajor)]
+    (res,) = compiled_in_a_fresh_process(LAUNCHER, calls)
+    assert res.fits(), res.line()
+    assert res.shared_bytes >= ws16.smem_bytes(block_n, 64, stages)
+    assert res.spill_bytes == 0, res.line()
+    assert not res.serialized, "ptxas serialized the wgmma pipeline"
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [dict(block_n=96), dict(block_k=48), dict(stages=1), dict(block_n=256, stages=4)],
+    ids=["block_n", "block_k", "one-stage", "too-many-stages"],
+)
+def test_a_config_the_kernel_does_not_take_is_refused_with_what_to_do(kw):
+    args = dict(block_n=128, block_k=64, stages=4) | kw
+    with pytest.raises(ValueError, match="use fewer|must be"):
+        ws16.check_config(**args)
+
+
+def test_shared_memory_of_a_config_counts_the_ring_and_the_output_staging():
+    assert ws16.smem_bytes(128, 64, 4) == 4 * (128 + 128) * 64 * 2 + 2 * 64 * 128 * 2
+    ws16.check_config(256, 64, 3)  # 208 KiB: fits
+    assert ws16.smem_bytes(256, 64, 4) > SM90_SHARED_BYTES
+
+
+def _plan(**kw):
+    args = dict(
+        kind="bf16",
+        explicit=None,
+        M=4096,
+        N=6144,
+        K=4096,
+        geom=(4096, True, True, 4096, True, True),
+        interp=False,
+        ws16=True,
+    )
+    args.update(kw)
+    return launch._plan(
+        args["kind"],
+        args["explicit"],
+        args["M"],
+        args["N"],
+        args["K"],
+        args["geom"],
+        0,
+        132,
+        args["interp"],
+        0,
+        torch.bfloat16,
+        args["ws16"],
+    )
+
+
+@pytest.fixture
+def routed(monkeypatch):
+    """The 16-bit kinds' large bucket routed to the WS kernel (the shipped table may be empty)."""
+    table = {"bf16": {"large": TILE}, "bf16_bwd": {"large": TILE.with_(num_stages=3)}}
+    monkeypatch.setattr(configs, "WS16_CONFIGS", table)
+    launch._plan.cache_clear()
+    yield table
+    launch._plan.cache_clear()
+
+
+def test_plan_sends_a_large_16_bit_forward_and_dgrad_to_the_ws_kernel(routed):
+    assert _plan().ws16 == TILE
+    dgrad = _plan(kind="bf16_bwd", geom=(6144, True, True, 4096, True, False))
+    assert dgrad.ws16 == routed["bf16_bwd"]["large"]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        dict(interp=True),
+        dict(explicit=CONFIGS["bf16"]["large"]),
+        dict(ws16=False),  # not 16-bit of one dtype, or not an sm_90 GPU
+        dict(geom=(4096, False, True, 4096, True, True)),  # A not TMA-readable
+        dict(geom=(4096, True, False, 4096, True, False)),  # the weight gradient: A M-major
+        dict(N=6148),  # output rows of 12296 bytes
+        dict(M=1000, N=5120, K=1000),  # the medium bucket: no entry
+        dict(kind="fp8"),  # a kind without an entry
+    ],
+    ids=["interp", "explicit", "off", "a-pointer", "wgrad", "n-off-8", "medium", "kind"],
+)
+def test_plan_keeps_the_triton_kernel_where_the_ws_kernel_does_not_apply(routed, change):
+    plan = _plan(**change)
+    assert plan.ws16 is None
+    assert plan.kwargs  # a Triton launch
+
+
+def test_only_one_16_bit_dtype_on_an_sm90_gpu_qualifies():
+    a = torch.zeros(8, 8, dtype=torch.bfloat16)
+    assert not ws16.supported_dtypes(a, a, torch.bfloat16)  # a CPU tensor
+    assert not ws16.supported(a, a, True)
+
+
+_SHAPES = [
+    (128, 128, 64),
+    (300, 264, 1000),
+    (1000, 5120, 1000),
+    (4097, 3000, 2000),
+    (4096, 6144, 4096),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mnk", _SHAPES, ids=lambda s: "m{}.n{}.k{}".format(*s))
+@pytest.mark.parametrize("b_kmajor", [True, False], ids=["fwd", "dgrad"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("block_n,stages", [(128, 4), (256, 3)], ids=["n128", "n256"])
+def test_matches_torch_on_gpu(mnk, b_kmajor, dtype, block_n, stages):
+    M, N, K = mnk
+    g = torch.Generator(device="cuda").manual_seed(M + N + K)
+    a = torch.randn(M, K, device="cuda", dtype=dtype, generator=g)
+    b = torch.randn(*((N, K) if b_kmajor else (K, N)), device="cuda", dtype=dtype, generator=g)
+    assert ws16.supported(a, b, b_kmajor)
+    out = ws16.matmul_bf16_ws(a, b, b_kmajor=b_kmajor, block_n=block_n, stages=stages)
+    ref = a.float() @ (b.float().t() if b_kmajor else b.float())
+    assert out.dtype == dtype and out.shape == (M, N)
+    err = (out.float() - ref).norm() / ref.norm()
+    assert err < 5e-3, f"relative error {err:.2e}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mnk", [(4097, 3000, 2000), (4096, 6144, 4096)], ids=str)
+def test_the_linear_routed_to_the_ws_kernel_matches_torch_on_gpu(routed, mnk):
+    """Forward and both gradients through the launcher with the large bucket routed: the
+    forward and dgrad run the WS kernel, the weight gradient the Triton kernel."""
+    M, N, K = mnk
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16, generator=g, requires_grad=True)
+    b = torch.randn(N, K, device="cuda", dtype=torch.bfloat16, generator=g, requires_grad=True)
+    dout = torch.randn(M, N, device="cuda", dtype=torch.bfloat16, generator=g)
+    geom = (K, True, True, K, True, True)
+    assert _plan(M=M, N=N, K=K, geom=geom).ws16 is not None
+    out = launch.linear_gemm(a, b)
+    out.backward(dout)
+    a32, b32, d32 = a.detach().float(), b.detach().float(), dout.float()
+    for got, ref in ((out, a32 @ b32.t()), (a.grad, d32 @ b32), (b.grad, d32.t() @ a32)):
+        err = (got.float() - ref).norm() / ref.norm()
+        assert err < 5e-3, f"relative error {err:.2e}"
