@@ -10,6 +10,7 @@ sm_90 without a GPU. The dense launcher (:mod:`.launch`) routes 16-bit GEMMs her
 from __future__ import annotations
 
 import functools
+import threading
 
 import torch
 import triton
@@ -27,6 +28,17 @@ OPTIONS = {"num_warps": 4, "maxnreg": 168}
 #: Registers per consumer thread after the partitions' moves.
 CONSUMER_REGS = 232
 _GL = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}
+_THREAD = threading.local()
+
+
+def _context_current(device: torch.device) -> None:
+    """Make ``device``'s CUDA context current on this thread before a host-side TMA descriptor
+    is encoded: the autograd engine runs a backward on a thread of its own, where no CUDA call
+    may have made it current yet ("Failed to create tensor map descriptor: invalid device
+    context"); a stream query does, once per thread and device."""
+    if getattr(_THREAD, "device", None) != device:
+        torch.cuda.current_stream(device).query()
+        _THREAD.device = device
 
 
 @functools.cache
@@ -116,6 +128,7 @@ def matmul_bf16_ws(
     M, K = a.shape
     N = b.shape[0] if b_kmajor else b.shape[1]
     c = torch.empty((M, N), dtype=a.dtype, device=a.device)
+    _context_current(a.device)
     la, lb, lc = _layouts(block_n, block_k, a.dtype, b_kmajor)
     a_desc = TensorDescriptor.from_tensor(a, [ROWS, block_k], la)
     b_block = [block_n, block_k] if b_kmajor else [block_k, block_n]
