@@ -117,6 +117,18 @@ def test_only_one_16_bit_dtype_on_an_sm90_gpu_qualifies():
     assert not ws16.supported(a, a, True)
 
 
+@pytest.mark.parametrize("on", [False, True], ids=["triton-launch", "direct"])
+def test_the_direct_switch_decides_whether_a_plans_runners_launch(monkeypatch, on):
+    """Off, every call goes through Triton's launch (no runner cache); on, the plan's cache."""
+    seen: dict = {}
+    monkeypatch.setattr(ws16, "matmul_bf16_ws", lambda a, b, **kw: seen.update(kw))
+    monkeypatch.setattr(ws16, "DIRECT", on)
+    runners: dict = {}
+    ws16.run(None, None, True, TILE, 132, runners)
+    assert seen["runners"] is (runners if on else None)
+    assert (seen["block_n"], seen["stages"]) == (TILE.block_n, TILE.num_stages)
+
+
 _SHAPES = [
     (128, 128, 64),
     (300, 264, 1000),
@@ -162,3 +174,50 @@ def test_the_linear_routed_to_the_ws_kernel_matches_torch_on_gpu(routed, mnk):
     for got, ref in ((out, a32 @ b32.t()), (a.grad, d32 @ b32), (b.grad, d32.t() @ a32)):
         err = (got.float() - ref).norm() / ref.norm()
         assert err < 5e-3, f"relative error {err:.2e}"
+
+
+@pytest.fixture
+def direct(routed, monkeypatch):
+    """The routed launches of a geometry after its first go through the direct runner."""
+    monkeypatch.setattr(ws16, "DIRECT", True)
+    return routed
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("b_kmajor", [True, False], ids=["fwd", "dgrad"])
+def test_direct_launches_of_one_geometry_compute_each_calls_product_on_gpu(direct, b_kmajor):
+    """The second and later calls of a geometry launch through the compiled kernel's C launcher
+    with the call's own descriptors: each call's product, not the first call's."""
+    M, N, K = 4097, 3000, 2000
+    kind = "bf16" if b_kmajor else "bf16_bwd"
+    shape_b = (N, K) if b_kmajor else (K, N)
+    for seed in range(3):
+        g = torch.Generator(device="cuda").manual_seed(seed)
+        a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16, generator=g)
+        b = torch.randn(*shape_b, device="cuda", dtype=torch.bfloat16, generator=g)
+        out = launch.matmul(a, b, b_kmajor=b_kmajor, kind=kind)
+        ref = a.float() @ (b.float().t() if b_kmajor else b.float())
+        assert ((out.float() - ref).norm() / ref.norm()) < 5e-3
+    geom = (K, True, True, N if not b_kmajor else K, True, b_kmajor)
+    plan = _plan(kind=kind, M=M, N=N, K=K, geom=geom)
+    assert plan.ws16 is not None
+    assert any(plan.runners.values()), "no direct runner was kept after the first call"
+
+
+@pytest.mark.gpu
+def test_direct_launches_replay_in_a_cuda_graph_on_new_values_on_gpu(direct):
+    M, N, K = 4096, 6144, 4096
+    a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(N, K, device="cuda", dtype=torch.bfloat16)
+    launch.gemm(a, b)
+    launch.gemm(a, b)  # the direct runner exists before the capture
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = launch.gemm(a, b)
+    a.copy_(torch.randn_like(a))
+    graph.replay()
+    torch.cuda.synchronize()
+    ref = a.float() @ b.float().t()
+    assert ((out.float() - ref).norm() / ref.norm()) < 5e-3

@@ -17,6 +17,7 @@ import triton
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+from kernel_ratchet.kernels.gemm import fast_launch
 from kernel_ratchet.kernels.gemm.bf16_ws import ROWS, _bf16_ws_kernel
 from kernel_ratchet.kernels.gemm.fp8_block_ws_launch import _rows_ok, _sm90
 from kernel_ratchet.kernels.offline import SM90_SHARED_BYTES
@@ -28,6 +29,9 @@ OPTIONS = {"num_warps": 4, "maxnreg": 168}
 #: Registers per consumer thread after the partitions' moves.
 CONSUMER_REGS = 232
 _GL = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}
+#: Whether the launcher's calls after a geometry's first go straight to the compiled kernel's C
+#: launcher (:mod:`.fast_launch`) instead of Triton's binding of the three descriptors.
+DIRECT = False
 _THREAD = threading.local()
 
 
@@ -85,8 +89,11 @@ def supported_dtypes(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype) -
     )
 
 
-def run(a: torch.Tensor, b: torch.Tensor, b_kmajor: bool, cfg, num_sms: int) -> torch.Tensor:
-    """:func:`matmul_bf16_ws` under a ``configs.WS16_CONFIGS`` entry (a ``GemmConfig``)."""
+def run(
+    a: torch.Tensor, b: torch.Tensor, b_kmajor: bool, cfg, num_sms: int, runners: dict
+) -> torch.Tensor:
+    """:func:`matmul_bf16_ws` under a ``configs.WS16_CONFIGS`` entry (a ``GemmConfig``) for one
+    launch plan, whose ``runners`` keep its direct launches where :data:`DIRECT` is on."""
     return matmul_bf16_ws(
         a,
         b,
@@ -96,6 +103,7 @@ def run(a: torch.Tensor, b: torch.Tensor, b_kmajor: bool, cfg, num_sms: int) -> 
         stages=cfg.num_stages,
         group_m=cfg.group_m,
         num_sms=num_sms,
+        runners=runners if DIRECT else None,
     )
 
 
@@ -121,9 +129,12 @@ def matmul_bf16_ws(
     stages: int = 4,
     group_m: int = 8,
     num_sms: int | None = None,
+    runners: dict | None = None,
 ) -> torch.Tensor:
     """``a [M, K] @ bᵀ`` (``b [N, K]``, ``b_kmajor``) or ``a @ b`` (``b [K, N]``) -> ``[M, N]``
-    in ``a``'s dtype, fp32 accumulation. The caller checks :func:`supported` first."""
+    in ``a``'s dtype, fp32 accumulation. The caller checks :func:`supported` first.
+    ``runners``: the cache of one problem geometry's direct launches (:mod:`.fast_launch`),
+    keyed by dtype and device; None: Triton's launch every call."""
     check_config(block_n, block_k, stages)
     M, K = a.shape
     N = b.shape[0] if b_kmajor else b.shape[1]
@@ -138,10 +149,14 @@ def matmul_bf16_ws(
     tiles = triton.cdiv(M, 2 * ROWS) * triton.cdiv(N, block_n)
     if tiles == 0:
         return c.zero_()
-    _bf16_ws_kernel[(min(sms, tiles),)](
-        a_desc, b_desc, c_desc, M, N, K,
-        **_constexprs(block_n, block_k, group_m, stages, sms, b_kmajor), **OPTIONS,
-    )  # fmt: skip
+    args = (a_desc, b_desc, c_desc, M, N, K)
+    kwargs = {**_constexprs(block_n, block_k, group_m, stages, sms, b_kmajor), **OPTIONS}
+    grid = (min(sms, tiles),)
+    if runners is None:
+        _bf16_ws_kernel[grid](*args, **kwargs)
+    else:
+        key = (a.dtype, a.device.index)
+        fast_launch.launch(_bf16_ws_kernel, runners, grid, args, kwargs, 3, key)
     return c
 
 

@@ -21,11 +21,18 @@ from kernel_ratchet.kernels.gemm import launch_scratch
 
 
 def launch(
-    fn: Any, runners: dict, grid: tuple[int], args: tuple, kwargs: dict[str, Any], tensors: int
+    fn: Any,
+    runners: dict,
+    grid: tuple[int],
+    args: tuple,
+    kwargs: dict[str, Any],
+    tensors: int,
+    key: tuple | None = None,
 ) -> None:
-    """Launch ``fn`` on ``grid``; ``args[:tensors]`` are the call's tensors, the rest of
-    ``args`` and ``kwargs`` are fixed for ``runners`` (the owner's cache)."""
-    key = signature(args[:tensors])
+    """Launch ``fn`` on ``grid``; ``args[:tensors]`` are the call's tensors (or host-side
+    tensor descriptors, with the runner's ``key`` given), the rest of ``args`` and ``kwargs``
+    are fixed for ``runners`` (the owner's cache)."""
+    key = signature(args[:tensors]) if key is None else key
     runner = runners.get(key)
     if runner:
         runner(grid[0], args[:tensors])

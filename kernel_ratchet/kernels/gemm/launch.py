@@ -156,7 +156,7 @@ def matmul(
             consumers=ws.block_m // fp8_block_ws.ROWS,
         )
     if plan.ws16 is not None:
-        return bf16_ws.run(a, b, b_kmajor, plan.ws16, num_sms)
+        return bf16_ws.run(a, b, b_kmajor, plan.ws16, num_sms, plan.runners)
     if plan.copy_a:
         a = _aligned_copy(a)
         a_st = a.stride()
