@@ -17,7 +17,7 @@ import triton
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from kernel_ratchet.kernels.gemm import fast_launch
+from kernel_ratchet.kernels.gemm import fast_launch, launch_scratch
 from kernel_ratchet.kernels.gemm.bf16_ws import ROWS, _bf16_ws_kernel
 from kernel_ratchet.kernels.gemm.fp8_block_ws_launch import _rows_ok, _sm90
 from kernel_ratchet.kernels.offline import SM90_SHARED_BYTES
@@ -139,25 +139,42 @@ def matmul_bf16_ws(
     M, K = a.shape
     N = b.shape[0] if b_kmajor else b.shape[1]
     c = torch.empty((M, N), dtype=a.dtype, device=a.device)
+    sms = num_sms or torch.cuda.get_device_properties(a.device).multi_processor_count
+    tiles = triton.cdiv(M, 2 * ROWS) * triton.cdiv(N, block_n)
+    if tiles == 0:
+        return c
     _context_current(a.device)
+    grid = (min(sms, tiles),)
+    key = (a.dtype, a.device.index)
+    runner = runners.get(key) if runners is not None else None
+    if runner and not launch_scratch.hooked():
+        runner(grid[0], (_Operand(a), _Operand(b), _Operand(c)))
+        return c
     la, lb, lc = _layouts(block_n, block_k, a.dtype, b_kmajor)
     a_desc = TensorDescriptor.from_tensor(a, [ROWS, block_k], la)
     b_block = [block_n, block_k] if b_kmajor else [block_k, block_n]
     b_desc = TensorDescriptor.from_tensor(b, b_block, lb)
     c_desc = TensorDescriptor.from_tensor(c, [ROWS, block_n], lc)
-    sms = num_sms or torch.cuda.get_device_properties(a.device).multi_processor_count
-    tiles = triton.cdiv(M, 2 * ROWS) * triton.cdiv(N, block_n)
-    if tiles == 0:
-        return c.zero_()
     args = (a_desc, b_desc, c_desc, M, N, K)
     kwargs = {**_constexprs(block_n, block_k, group_m, stages, sms, b_kmajor), **OPTIONS}
-    grid = (min(sms, tiles),)
     if runners is None:
         _bf16_ws_kernel[grid](*args, **kwargs)
     else:
-        key = (a.dtype, a.device.index)
         fast_launch.launch(_bf16_ws_kernel, runners, grid, args, kwargs, 3, key)
     return c
+
+
+class _Operand:
+    """What the compiled kernel's launcher reads of a host-side tensor descriptor (its tensor,
+    shape, strides and padding; the block shape and swizzle are compiled in), without
+    ``TensorDescriptor``'s checks and its 4 µs of host time: a direct launch serves one launch
+    plan, whose first call built checked descriptors and whose geometry (16-byte aligned rows,
+    the output's too) every later call shares."""
+
+    __slots__ = ("base", "shape", "strides", "padding")
+
+    def __init__(self, t: torch.Tensor) -> None:
+        self.base, self.shape, self.strides, self.padding = t, t.shape, t.stride(), "zero"
 
 
 def _constexprs(
