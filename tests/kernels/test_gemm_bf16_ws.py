@@ -16,18 +16,40 @@ LAUNCHER = "kernel_ratchet.kernels.gemm.bf16_ws_launch"
 TILE = GemmConfig(128, 256, 64, num_stages=3, group_m=8)
 
 
+def _shipped() -> list[tuple[str, GemmConfig]]:
+    return [(kind, c) for kind, buckets in configs.WS16_CONFIGS.items() for c in buckets.values()]
+
+
+def test_every_shipped_entry_is_a_launch_the_kernel_takes():
+    """An entry the kernel would refuse (tile, stages) fails at launch: caught here instead."""
+    assert _shipped()  # the large bucket's forward and dgrad ship on the WS kernel
+    for kind, cfg in _shipped():
+        assert kind in ("bf16", "bf16_bwd") and cfg.block_m == 2 * ws16.ROWS, (kind, cfg)
+        ws16.check_config(cfg.block_n, cfg.block_k, cfg.num_stages)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("b_kmajor", [True, False], ids=["fwd", "dgrad"])
-@pytest.mark.parametrize("block_n,stages", [(128, 6), (256, 3)], ids=["128x128", "128x256"])
-def test_the_tiles_compile_for_sm90_unspilled_and_pipelined(b_kmajor, block_n, stages):
+def test_every_shipped_entry_compiles_for_sm90_unspilled_and_pipelined():
     """The consumers' accumulator chain keeps one wgmma in flight: ptxas must neither spill
     (232 registers a consumer thread) nor serialize it, and the ring must fit an SM."""
-    calls = [dict(block_n=block_n, stages=stages, b_kmajor=b_kmajor)]
-    (res,) = compiled_in_a_fresh_process(LAUNCHER, calls)
-    assert res.fits(), res.line()
-    assert res.shared_bytes >= ws16.smem_bytes(block_n, 64, stages)
-    assert res.spill_bytes == 0, res.line()
-    assert not res.serialized, "ptxas serialized the wgmma pipeline"
+    calls = [
+        dict(block_n=c.block_n, block_k=c.block_k, stages=c.num_stages, group_m=c.group_m,
+             b_kmajor=kind == "bf16")
+        for kind, c in _shipped()
+    ]  # fmt: skip
+    for call, res in zip(calls, compiled_in_a_fresh_process(LAUNCHER, calls), strict=True):
+        assert res.fits(), (call, res.line())
+        assert res.shared_bytes >= ws16.smem_bytes(call["block_n"], call["block_k"], call["stages"])
+        assert res.spill_bytes == 0, (call, res.line())
+        assert not res.serialized, f"ptxas serialized the wgmma pipeline: {call}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("b_kmajor", [True, False], ids=["fwd", "dgrad"])
+def test_the_128_by_128_tile_with_six_stages_compiles_unspilled_and_pipelined(b_kmajor):
+    """The medium outputs' candidate (it fills more SMs than 128 x 256 tiles)."""
+    (res,) = compiled_in_a_fresh_process(LAUNCHER, [dict(block_n=128, stages=6, b_kmajor=b_kmajor)])
+    assert res.fits() and res.spill_bytes == 0 and not res.serialized, res.line()
 
 
 @pytest.mark.parametrize(
