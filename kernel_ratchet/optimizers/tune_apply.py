@@ -37,14 +37,25 @@ from kernel_ratchet.kernels.gemm.tune_cases import (
 from kernel_ratchet.knobs.model import KnobError
 from kernel_ratchet.knobs.tunables import parse_tunables, set_knobs
 
+#: The Linear's GEMMs the warp-specialized 16-bit kernel takes where ``WS16_CONFIGS`` has their
+#: bucket (its A is K-major: not the weight gradient's).
+WS16_GEMMS = ("bf16.fwd", "bf16.da")
+
 
 def runs_entry(entry: str) -> Callable[..., bool]:
-    """``keep(kind, M, N, K)``: whether the shipped configs run ``entry`` for that GEMM (a
-    ``CONFIGS`` entry does not serve the GEMMs an instead-table takes over, and an instead-
-    table's entry serves only those)."""
+    """``keep(kind, M, N, K, what=None)``: whether the shipped configs run ``entry`` for that
+    GEMM (a ``CONFIGS`` entry does not serve the GEMMs an instead-table takes over, nor those of
+    ``what`` that ``WS16_CONFIGS`` routes to the warp-specialized kernel; an instead-table's
+    entry serves only its own)."""
     table, kind, bucket = entry.split("/")[-3:]
     cfg = getattr(configs, table, {}).get(kind, {}).get(bucket)
-    return lambda k, M, N, K: cfg is not None and configs.config_for(k, M, N, K) == cfg
+
+    def keep(k: str, M: int, N: int, K: int, what: str | None = None) -> bool:
+        if what in WS16_GEMMS and configs.bucket_for(M, N, K) in configs.WS16_CONFIGS.get(k, {}):
+            return False
+        return cfg is not None and configs.config_for(k, M, N, K) == cfg
+
+    return keep
 
 
 def candidate(
@@ -53,7 +64,10 @@ def candidate(
     """(the winning config's repr or "", what the sweep measured) for ``entry`` (its last two
     parts: kind and bucket), on the swept GEMMs ``keep`` accepts."""
     kind, bucket = entry.split("/")[-2:]
-    speeds = bucket_scores(results, keep=keep).get((kind, bucket))
+    speeds = bucket_scores(results, keep=keep).get((kind, bucket), {})
+    # only the entry's kernel's configs go into it; another kernel's launches (the Gluon
+    # kernels' candidates of a sweep) are its own table's to decide
+    speeds = {c: v for c, v in speeds.items() if c == "shipped" or c.startswith("GemmConfig(")}
     if not speeds:
         return "", f"the sweep has no {kind} GEMM that {entry} serves and every config ran"
     scores = {c: geomean_speed(v) for c, v in speeds.items()}

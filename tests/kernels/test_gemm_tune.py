@@ -116,3 +116,34 @@ def test_the_skinny_sweep_also_times_the_weight_gradient_on_the_gluon_kernel(mon
     assert ref.shape == (256, 512)
     with pytest.raises(ValueError, match="does not take"):
         fn(cfg)
+
+
+def _captured(monkeypatch, device="cpu", **kw):
+    seen = []
+    monkeypatch.setattr(tune_odd.tune_cases, "DEVICE", device)
+    monkeypatch.setattr(tune_odd, "bench", lambda fn: 1.0)
+    monkeypatch.setattr(tune_odd, "run_cases", lambda M, N, K, cases, *a: seen.append(cases))
+    tune_odd.sweep_shape(64, 256, 512, torch.Generator().manual_seed(0), 0.0, 1e9, [], **kw)
+    return seen[0]
+
+
+def test_the_odd_sweep_times_the_forward_and_dgrad_on_the_ws_kernel_too(monkeypatch):
+    """Each warp-specialized launch is a case of the forward and of the dgrad (its A is K-major:
+    not the weight gradient's); where the kernel does not take the operands (a CPU) it fails
+    loudly, as a result."""
+    cases = _captured(monkeypatch, ws=tune_odd.WS16_CANDIDATES)
+    ws = [(w, c) for w, c, *_ in cases if isinstance(c, tune_odd.Ws16)]
+    want = [(w, c) for c in tune_odd.WS16_CANDIDATES for w in ("bf16.fwd", "bf16.da")]
+    assert ws == want
+    what, cfg, fn, ref = next(c for c in cases if isinstance(c[1], tune_odd.Ws16))
+    assert ref.shape == (64, 256)
+    with pytest.raises(ValueError, match="does not take"):
+        fn(cfg)
+
+
+def test_the_ws_candidates_are_swept_only_on_a_gpu_with_the_odd_configs(monkeypatch):
+    assert not any(isinstance(c[1], tune_odd.Ws16) for c in _captured(monkeypatch))
+    monkeypatch.setattr(tune_odd.torch, "randn", lambda *s, **k: torch.zeros(*s))
+    assert any(isinstance(c[1], tune_odd.Ws16) for c in _captured(monkeypatch, "cuda"))
+    decode = _captured(monkeypatch, "cuda", configs=tune_odd.DECODE_BF16)
+    assert not any(isinstance(c[1], tune_odd.Ws16) for c in decode)

@@ -71,3 +71,34 @@ def test_an_entry_is_ranked_on_the_gemms_the_shipped_configs_run_it_for():
     assert few("bf16", bound, 4096, 4096) and not tiny("bf16", bound, 4096, 4096)
     assert tiny("bf16", bound + 1, 1000, 1000) and not few("bf16", bound + 1, 1000, 1000)
     assert not tune_apply.runs_entry("CONFIGS/bf16/nope")("bf16", 1, 1, 1)
+
+
+def test_the_gemms_the_ws16_route_serves_do_not_rank_a_configs_entry():
+    """Where ``WS16_CONFIGS`` routes the forward and the dgrad of a bucket to the Gluon kernel,
+    the sweep's "shipped" time there is that kernel's: the ``CONFIGS`` entry serves only the
+    weight gradient (and any GEMM where the route has no entry)."""
+    routed = configs.WS16_CONFIGS["bf16"]
+    assert "large" in routed  # the shipped route
+    fwd = tune_apply.runs_entry("CONFIGS/bf16/large")
+    bwd = tune_apply.runs_entry("CONFIGS/bf16_bwd/large")
+    assert not fwd("bf16", 4096, 6144, 4096, "bf16.fwd")
+    assert not bwd("bf16_bwd", 4096, 4096, 6144, "bf16.da")
+    assert bwd("bf16_bwd", 6144, 4096, 4096, "bf16.db")
+    assert fwd("bf16", 4096, 6144, 4096)  # no layout named: as before the route
+
+
+def test_a_winner_of_another_kernel_is_not_written_into_a_configs_entry(tmp_path, capsys):
+    """A sweep's Gluon-kernel launches (``Ws16(...)``) are scored beside the Triton configs but
+    belong to their own table: the entry gets the best Triton config."""
+    sweep = _sweep(tmp_path, 1.0)
+    data = json.loads(sweep.read_text())
+    for shape in ([1000, 1000, 2000], [1000, 2000, 1000]):
+        ws = "Ws16(block_n=128, stages=6, block_k=64, group_m=8)"
+        data["results"].append(
+            {"shape": shape, "what": "bf16.fwd", "cfg": ws, "ms": 0.5, "snr": 50}
+        )
+    sweep.write_text(json.dumps(data))
+    best, said = tune_apply.candidate(
+        data["results"], "CONFIGS/bf16/medium", 0.03, tune_apply.runs_entry("CONFIGS/bf16/medium")
+    )
+    assert best == repr(WINNER), said

@@ -106,14 +106,15 @@ def bucket_scores(
 ) -> dict[tuple[str, str], dict[str, dict[tuple, float]]]:
     """Per (kind, bucket) of the swept 16-bit GEMMs: {config: {GEMM: speed against the vendor}}
     for the configs (``"shipped"`` or a ``GemmConfig`` repr) that ran and passed the SNR check
-    on every GEMM of that bucket. ``keep(kind, M, N, K)``: only the GEMMs it accepts."""
+    on every GEMM of that bucket. ``keep(kind, M, N, K, what)``: only the GEMMs it accepts
+    (``what``: the sweep's name of the Linear's GEMM, ``bf16.fwd``, ``bf16.da`` or ``bf16.db``)."""
     vendor: dict[tuple, float] = {}
     times: dict[tuple, dict[str, dict[tuple, float]]] = defaultdict(lambda: defaultdict(dict))
     for r in results:
         if r["what"] not in LINEAR_GEMMS:
             continue
         kind, dims = LINEAR_GEMMS[r["what"]]
-        if keep is not None and not keep(kind, *dims(*r["shape"])):
+        if keep is not None and not keep(kind, *dims(*r["shape"]), r["what"]):
             continue
         key = (r["what"], tuple(r["shape"]))
         if r.get("cfg") == "vendor":

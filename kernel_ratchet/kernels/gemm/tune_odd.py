@@ -10,9 +10,11 @@ as :mod:`.tune_cases` does.
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
+
 import torch
 
-from kernel_ratchet.kernels.gemm import tune_cases
+from kernel_ratchet.kernels.gemm import bf16_ws_launch, tune_cases
 from kernel_ratchet.kernels.gemm.configs import FewRowsWgrad
 from kernel_ratchet.kernels.gemm.configs import GemmConfig as C
 from kernel_ratchet.kernels.gemm.launch import few_rows_wgrad, matmul
@@ -52,6 +54,22 @@ ODD_BF16 = [
     C(128, 128, 64, num_warps=8, num_stages=4, use_tma=True, stream_k=True, tma_store=2),
     C(64, 128, 64, num_warps=4, num_stages=4, use_tma=True, stream_k=True),
 ]
+
+
+@dataclass(frozen=True)
+class Ws16:
+    """A launch of the warp-specialized 16-bit kernel (:mod:`.bf16_ws`): a candidate of a
+    ``configs.WS16_CONFIGS`` entry (128-row tiles), for the forward and the dgrad."""
+
+    block_n: int
+    stages: int
+    block_k: int = 64
+    group_m: int = 8
+
+
+#: ``--only odd`` and ``skinny`` on a GPU also time the forward and the dgrad on the
+#: warp-specialized kernel under these launches (its 128 x 256 tile ships for the large bucket).
+WS16_CANDIDATES = [Ws16(256, 3), Ws16(128, 4), Ws16(128, 6)]
 #: Model shapes (M >= 4096) that a bucket change must not slow down, swept beside them.
 GUARD_SHAPES = [(4096, 6144, 4096), (8192, 4096, 14336)]
 
@@ -119,9 +137,12 @@ def sweep_shape(
     results: list[dict],
     configs: list[C] = ODD_BF16,
     what: tuple[str, ...] = ("bf16.fwd", "bf16.da", "bf16.db"),
+    ws: list[Ws16] | None = None,
 ) -> None:
     """``--only odd``: cuBLAS and the bf16 forward, dgrad and wgrad (``what``) under the
-    shipped bucket's config and under every one of ``configs``, on one off-grid shape."""
+    shipped bucket's config and under every one of ``configs``, on one off-grid shape; the
+    forward and dgrad also under every ``ws`` launch of the warp-specialized kernel (default:
+    :data:`WS16_CANDIDATES` on a GPU with the ``ODD_BF16`` configs, none else)."""
 
     def rnd(*s: int) -> torch.Tensor:
         return torch.randn(*s, device=tune_cases.DEVICE, dtype=torch.bfloat16, generator=g)
@@ -141,7 +162,23 @@ def sweep_shape(
         "bf16.db": bench(lambda: d.t() @ a),
     }
     cases = [(w, cfg, *gemms[w]) for cfg in [None, *configs] for w in what]
+    if ws is None:
+        ws = WS16_CANDIDATES if tune_cases.DEVICE == "cuda" and configs is ODD_BF16 else []
+    gluon = {"bf16.fwd": (a, b, True), "bf16.da": (d, b, False)}
+    cases += [(w, c, _ws16(*gluon[w]), gemms[w][1]) for c in ws for w in what if w in gluon]
     run_cases(M, N, K, cases, {w: vend[w] for w in what}, t0, budget_s, results)
+
+
+def _ws16(a: torch.Tensor, b: torch.Tensor, b_kmajor: bool):
+    """``fn(candidate)``: ``a @ b`` on the warp-specialized 16-bit kernel under a
+    :class:`Ws16` launch; ValueError where the kernel does not take the operands here."""
+
+    def run(c: Ws16) -> torch.Tensor:
+        if not bf16_ws_launch.supported(a, b, b_kmajor):
+            raise ValueError("the warp-specialized 16-bit kernel does not take these operands here")
+        return bf16_ws_launch.matmul_bf16_ws(a, b, b_kmajor=b_kmajor, **asdict(c))
+
+    return run
 
 
 #: ``--only skinny`` also times the weight gradient on the warp-specialized Gluon kernel with
