@@ -10,13 +10,13 @@ sm_90 without a GPU. The dense launcher (:mod:`.launch`) routes 16-bit GEMMs her
 from __future__ import annotations
 
 import functools
-import threading
 
 import torch
 import triton
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+from kernel_ratchet.kernels import cuda_context
 from kernel_ratchet.kernels.gemm import fast_launch, launch_scratch
 from kernel_ratchet.kernels.gemm.bf16_ws import ROWS, _bf16_ws_kernel
 from kernel_ratchet.kernels.gemm.fp8_block_ws_launch import _rows_ok, _sm90
@@ -32,17 +32,6 @@ _GL = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}
 #: Whether the launcher's calls after a geometry's first go straight to the compiled kernel's C
 #: launcher (:mod:`.fast_launch`) instead of Triton's binding of the three descriptors.
 DIRECT = False
-_THREAD = threading.local()
-
-
-def _context_current(device: torch.device) -> None:
-    """Make ``device``'s CUDA context current on this thread before a host-side TMA descriptor
-    is encoded: the autograd engine runs a backward on a thread of its own, where no CUDA call
-    may have made it current yet ("Failed to create tensor map descriptor: invalid device
-    context"); a stream query does, once per thread and device."""
-    if getattr(_THREAD, "device", None) != device:
-        torch.cuda.current_stream(device).query()
-        _THREAD.device = device
 
 
 @functools.cache
@@ -143,7 +132,7 @@ def matmul_bf16_ws(
     tiles = triton.cdiv(M, 2 * ROWS) * triton.cdiv(N, block_n)
     if tiles == 0:
         return c
-    _context_current(a.device)
+    cuda_context.make_current(a.device)
     grid = (min(sms, tiles),)
     key = (a.dtype, a.device.index)
     runner = runners.get(key) if runners is not None else None

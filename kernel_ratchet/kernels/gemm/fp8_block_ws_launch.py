@@ -15,6 +15,7 @@ import triton
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+from kernel_ratchet.kernels import cuda_context
 from kernel_ratchet.kernels.gemm.fp8_block_ws import KGROUP, ROWS, _fp8_block_ws_kernel
 from kernel_ratchet.kernels.gemm.fp8_block_ws_cols import SB_LAYOUT, _fp8_block_ws_cols_kernel
 from kernel_ratchet.kernels.offline import SM90_SHARED_BYTES
@@ -197,6 +198,7 @@ def matmul_fp8_block_ws(
     c = torch.empty((M, N), dtype=out_dtype, device=a.device)
     c_n = _store_n(block_n, mode)
     la, lb, lc = _layouts(block_n, a.dtype, b.dtype, out_dtype, c_n)
+    cuda_context.make_current(a.device)
     a_desc = TensorDescriptor.from_tensor(a, [ROWS, KGROUP], la)
     b_desc = TensorDescriptor.from_tensor(b, [block_n, KGROUP], lb)
     c_desc = TensorDescriptor.from_tensor(c, [ROWS, c_n], lc)

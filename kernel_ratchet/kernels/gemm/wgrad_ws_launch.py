@@ -17,6 +17,7 @@ import triton
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+from kernel_ratchet.kernels import cuda_context
 from kernel_ratchet.kernels.gemm.fp8_block_ws_launch import (
     OPTIONS,
     _rows_ok,
@@ -124,6 +125,7 @@ def grouped_wgrad_ws(
     if dw.numel() == 0:
         return dw
     _, _, l_out = _layouts(block_k, x.dtype, out_dtype)
+    cuda_context.make_current(dw.device)
     dw_desc = TensorDescriptor.from_tensor(dw.view(G * N, K), [ROWS, block_k], l_out)
     sms = num_sms or torch.cuda.get_device_properties(x.device).multi_processor_count
     tiles = G * (N // (2 * ROWS)) * triton.cdiv(K, block_k)

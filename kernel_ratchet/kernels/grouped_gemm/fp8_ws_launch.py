@@ -17,6 +17,7 @@ import triton
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+from kernel_ratchet.kernels import cuda_context
 from kernel_ratchet.kernels.gemm.fp8_block_ws_launch import OPTIONS, _sm90
 from kernel_ratchet.kernels.gemm.launch import _ensure_tma_allocator
 from kernel_ratchet.kernels.grouped_gemm.fp8_ws import KGROUP, ROWS, _grouped_fp8_ws_kernel
@@ -143,6 +144,7 @@ def grouped_mm_fp8_ws(
     if T == 0 or N == 0:
         return out
     la, lb = _layouts(block_n, a.dtype, b.dtype)
+    cuda_context.make_current(a.device)
     a_desc = TensorDescriptor.from_tensor(a, [ROWS, KGROUP], la)
     b_desc = TensorDescriptor.from_tensor(
         stacked_view(b),

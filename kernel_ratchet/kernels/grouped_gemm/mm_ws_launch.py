@@ -17,6 +17,7 @@ import triton
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+from kernel_ratchet.kernels import cuda_context
 from kernel_ratchet.kernels.gemm.fp8_block_ws_launch import (
     OPTIONS,
     _rows_ok,
@@ -124,6 +125,7 @@ def grouped_mm_ws(
     if T == 0 or N == 0:
         return out
     la, lb, _ = _layouts(block_n, a.dtype, b_is_nk)
+    cuda_context.make_current(a.device)
     a_desc = TensorDescriptor.from_tensor(a, [ROWS, STEP], la)
     b_block = [block_n, STEP] if b_is_nk else [STEP, block_n]
     b_desc = TensorDescriptor.from_tensor(stacked_view(b), b_block, lb)

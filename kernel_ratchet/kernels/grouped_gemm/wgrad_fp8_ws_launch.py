@@ -13,6 +13,7 @@ import torch
 import triton
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+from kernel_ratchet.kernels import cuda_context
 from kernel_ratchet.kernels.gemm import fp8_block_ws_launch as dense
 from kernel_ratchet.kernels.gemm.fp8_block_ws import KGROUP, ROWS
 from kernel_ratchet.kernels.gemm.fp8_block_ws_cols import SB_LAYOUT
@@ -83,6 +84,7 @@ def grouped_wgrad_fp8_ws(
     dense._check_cols_smem(block_n, stages)
     dw = torch.empty((G, N, K), dtype=out_dtype, device=dyt.data.device)
     la, lb, lc = dense._layouts(block_n, dyt.data.dtype, xt.data.dtype, out_dtype, block_n)
+    cuda_context.make_current(dyt.data.device)
     a_desc = TensorDescriptor.from_tensor(dyt.data, [ROWS, KGROUP], la)
     b_desc = TensorDescriptor.from_tensor(xt.data, [block_n, KGROUP], lb)
     sb_desc = TensorDescriptor.from_tensor(xt.scale.t(), [1, block_n], SB_LAYOUT.value)
