@@ -11,10 +11,13 @@ Convention (what the search optimizer understands):
 * **Module constants**: ``BLOCK_M = 16`` at module level, used as knobs when ``SEARCH_SPACE``
   names them; they form the entry ``"module"``.
 * ``SEARCH_SPACE = {key: {knob: [values, ...]}}`` (optional): ``key`` is ``"*"``, a dict key of
-  the entry path (``"bf16"``, ``"large"``) or the whole path after the variable
-  (``"bf16/large"``); more specific keys override less specific ones; an empty list removes a
-  knob. Without it, the space is derived from the dataclass fields: power-of-two neighbours for
-  ints, the flip for bools.
+  the entry path (``"bf16"``, ``"large"``), the whole path after the variable
+  (``"bf16/large"``), the variable (``"WS16_CONFIGS"``: every entry of that table) or the
+  entry's whole key (``"WS16_CONFIGS/bf16/large"``), in that order from least to most
+  specific: more specific keys override less specific ones; an empty list removes a knob. Two
+  tables whose entries share paths (one per kernel) keep apart by their variables. Without
+  it, the space is derived from the dataclass fields: power-of-two neighbours for ints, the
+  flip for bools.
 * ``SEARCH_FAMILIES = {family: [knob, ...]}`` (optional) groups knobs for the stagnation rule;
   by default ``block_*`` knobs form the family ``"tile"`` and every other knob is its own.
 * ``SEARCH_KINDS = {op: [first-level key, ...]}`` (optional): the kinds an op uses (without
@@ -92,7 +95,7 @@ class Tunables:
 def _match_keys(entry: Entry) -> list[str]:
     if entry.key == MODULE:
         return ["*"]
-    return ["*", *entry.path, "/".join(entry.path)]
+    return ["*", *entry.path, "/".join(entry.path), entry.key.split("/")[0], entry.key]
 
 
 def _dataclass_fields(tree: ast.Module) -> dict[str, list[tuple[str, Any]]]:

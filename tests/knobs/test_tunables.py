@@ -123,3 +123,36 @@ def test_a_flat_table_gives_an_op_the_entries_its_name_or_search_kinds_pick(op, 
 
     t = parse_tunables(FLAT + extra)
     assert [e.bucket for e in entries_for_op(list(t.entries.values()), t, op)] == kept
+
+
+TWO_TABLES = """
+from dataclasses import dataclass
+
+@dataclass
+class Config:
+    block_m: int = 128
+    block_n: int = 128
+    num_warps: int = 8
+
+TRITON = {"fwd": {"large": Config(128, 256, num_warps=8)}}
+GLUON = {"fwd": {"large": Config(128, 256)}, "bwd": {"large": Config(128, 128)}}
+
+SEARCH_SPACE = {
+    "*": {"block_m": [64, 128], "block_n": [128, 256], "num_warps": [4, 8]},
+    "large": {"block_m": [64, 128, 256]},
+    "GLUON": {"block_m": [], "num_warps": []},
+    "GLUON/bwd/large": {"block_n": [64, 128]},
+}
+"""
+
+
+def test_a_table_keeps_its_own_space_where_its_paths_are_another_tables():
+    """Entries of two tables share the path ``fwd/large``: the variable's key and the entry's
+    whole key apply to one table, and override the path keys."""
+    t = parse_tunables(TWO_TABLES)
+    triton, gluon = t.entries["TRITON/fwd/large"], t.entries["GLUON/fwd/large"]
+    assert t.knob_space(triton) == {
+        "block_m": [64, 128, 256], "block_n": [128, 256], "num_warps": [4, 8],
+    }  # fmt: skip
+    assert t.knob_space(gluon) == {"block_n": [128, 256]}
+    assert t.knob_space(t.entries["GLUON/bwd/large"]) == {"block_n": [64, 128]}

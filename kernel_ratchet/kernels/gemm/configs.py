@@ -219,16 +219,11 @@ CONFIGS: dict[str, dict[str, GemmConfig]] = {
         "long_k": GemmConfig(64, 128, 128, num_warps=4, num_stages=4, use_tma=True, split_k=32),
         "tiny": GemmConfig(64, 64, 128, num_warps=4, num_stages=3, split_k=8),
     },
-    # FP8 blockwise: BLOCK_K is pinned to the 128-wide scaling group. The per-k-group scale
-    # multiply makes each wgmma wait before its accumulation, so smaller tiles with more CTAs
-    # per SM win. Default plan: 128x128 w8 s4 TMA 620 / 651 / 674; 64x128 w4 s4 pointer 675 /
-    # 667 / 668; 128x256 TMA 548-596; 128x128 w4 155-236. ``--only fp8_block`` (shapes 2 and
-    # 3): 64x128 w4 s4 TMA 711 / 730 fwd, 684 / 676 for the db layout (1x128 B scales); 128x128
-    # w8 s4 TMA persistent 694; k_unroll=2 (two groups per iteration) 215-468, or out of
-    # shared memory. large, 3 stages rather than 4: the combined step is +5.84% [+4.24%,
-    # +8.15%] faster in a paired A/B on 5 model shapes (a search campaign's round on an H200),
-    # and it is the best of the exhaustive sweep of tile x warps x stages
-    # (kernel_ratchet.optimizers.sweep, 54 points: 607 vs 555 TFLOPS step geomean).
+    # FP8 blockwise: BLOCK_K is pinned to the 128-wide scaling group; each k-group's wgmma must
+    # finish before its scaled accumulation, so smaller tiles with more CTAs per SM win (H200
+    # sweeps: 64x128 w4 s4 TMA 711 / 730 TFLOPS, 128x128 w8 s4 620-694, 128x256 548-596). large,
+    # 3 stages: the step +5.84% [+4.24%, +8.15%] in a paired A/B on 5 model shapes, the best of
+    # an exhaustive 54-point sweep of tile x warps x stages (607 vs 555 TFLOPS step geomean).
     "fp8_block": {
         "large": GemmConfig(64, 128, 128, num_warps=4, num_stages=3, use_tma=True),
         "medium": GemmConfig(64, 128, 128, num_warps=4, num_stages=3, use_tma=True, split_k=4),
@@ -240,19 +235,14 @@ CONFIGS: dict[str, dict[str, GemmConfig]] = {
 
 #: Buckets of a kind that the warp-specialized Gluon kernel (:mod:`.fp8_block_ws`) runs instead
 #: of the Triton kernel, where it applies (sm_90, FP8 K-major operands with 16-byte rows,
-#: ``N % 8 == 0``, one B scale per column part of an output tile); other problems keep
-#: ``CONFIGS``. Fields read:
-#: ``block_m`` (64 rows per consumer warpgroup: 128 is two, 192 three), ``block_n``,
-#: ``num_stages``, ``group_m``, ``k_unroll`` (2: issue the next k-group's wgmma before scaling
-#: this one's) and ``col_parts``. Swept on an H200 with the GEMM alone on 6 model shapes
-#: (do_bench medians, TFLOPS): k_unroll 2 with 6 stages 1007-1059; k_unroll 1 with 4-6
-#: stages 807-965 in the same process (958-1074 in another); k_unroll 2 with 4 stages
-#: 800-956; the Triton kernel's large bucket 645-731; torch's blockwise scaled_mm 1027-1224.
-#: Rows with 1x128 B scales (the weight-gradient GEMM) spilled registers with the scales held
-#: from the loop's top (228-300 TFLOPS); their entries, under ``<kind>_cols``
-#: (:func:`ws_kind`), run :mod:`.fp8_block_ws_cols`, whose stages carry the scales.
-#: The fields every :data:`WS_CONFIGS` entry shares: grouped-M order, one warpgroup at launch,
-#: persistent programs, TMA, paired k-groups (``k_unroll`` 2).
+#: ``N % 8 == 0``, one B scale per column part of an output tile). Fields read: ``block_m`` (64
+#: rows per consumer warpgroup: 128 is two, 192 three), ``block_n``, ``num_stages``, ``group_m``,
+#: ``k_unroll`` (2: issue the next k-group's wgmma before scaling this one's), ``col_parts``.
+#: The GEMM alone on 6 model shapes (H200, do_bench, TFLOPS): k_unroll 2 with 6 stages
+#: 1007-1059; k_unroll 1 with 4-6 stages 807-1074; the Triton kernel 645-731; torch's blockwise
+#: scaled_mm 1027-1224. 1x128 B scales (the weight gradient) run :mod:`.fp8_block_ws_cols`
+#: (entries ``<kind>_cols``, :func:`ws_kind`), whose stages carry the scales. Shared by every
+#: entry: grouped-M order, one warpgroup at launch, persistent, TMA, paired k-groups.
 _WS = dict(group_m=8, num_warps=4, persistent=True, use_tma=True, k_unroll=2)
 WS_CONFIGS: dict[str, dict[str, GemmConfig]] = {
     "fp8_block": {"large": GemmConfig(128, 128, 128, num_stages=6, **_WS)},
@@ -263,14 +253,14 @@ WS_CONFIGS: dict[str, dict[str, GemmConfig]] = {
     "fp8_block_cols": {"large": GemmConfig(128, 128, 128, num_stages=4, **_WS)},
 }
 
-#: Buckets of the 16-bit kinds that the warp-specialized 16-bit kernel (:mod:`.bf16_ws`) runs
-#: instead of ``CONFIGS``' Triton kernel where it applies (sm_90, A K-major, both operands
-#: TMA-readable, ``N % 8 == 0``: the forward and the dgrad). Fields read: ``block_n``,
-#: ``block_k``, ``num_stages``, ``group_m`` (128-row tiles, two consumer warpgroups).
-#: The large bucket: 128 x 256 x 64 tiles, 3 stages (alone, H100, graph replays: forward
-#: 4096 x 14336 x 4096 701 TFLOPS, Triton kernel 651, cuBLAS 673; dgrad 710, 678, 693).
-_WS16 = GemmConfig(128, 256, 64, num_stages=3, group_m=8)
-WS16_CONFIGS = {kind: {"large": _WS16} for kind in ("bf16", "bf16_bwd")}
+#: Buckets of the 16-bit kinds that the warp-specialized kernel (:mod:`.bf16_ws`: 128-row tiles;
+#: reads block_n, block_k, num_stages, group_m) runs where it applies (sm_90, A K-major, TMA-ready
+#: operands, ``N % 8 == 0``: forward and dgrad). Large: alone on an H100 (graph replays), forward
+#: 4096 x 14336 x 4096 701 TFLOPS, Triton kernel 651, cuBLAS 673; dgrad 710, 678, 693.
+WS16_CONFIGS: dict[str, dict[str, GemmConfig]] = {
+    "bf16": {"large": GemmConfig(128, 256, 64, num_stages=3, group_m=8)},
+    "bf16_bwd": {"large": GemmConfig(128, 256, 64, num_stages=3, group_m=8)},
+}
 
 # What `ratchet run --optimizer search` may change (kernel_ratchet/optimizers/tunables.py).
 #: The CONFIGS kinds each op's forward and backward use.
@@ -302,6 +292,16 @@ SEARCH_SPACE = {
     "tiny": {"split_k": [1, 4, 8]},
     "skinny": {"split_k": [1, 2, 4]},
     "medium": {"split_k": [1, 2, 4]},
+    # the warp-specialized 16-bit kernel's entries: what it reads (128 x 256 fits 3 stages)
+    "WS16_CONFIGS": {
+        "block_m": [],
+        "block_k": [],
+        "num_warps": [],
+        "persistent": [],
+        "use_tma": [],
+        "num_stages": [3, 4, 6],
+        "group_m": [8, 16],
+    },
 }
 
 
