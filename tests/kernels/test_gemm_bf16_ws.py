@@ -243,3 +243,14 @@ def test_direct_launches_replay_in_a_cuda_graph_on_new_values_on_gpu(direct):
     torch.cuda.synchronize()
     ref = a.float() @ b.float().t()
     assert ((out.float() - ref).norm() / ref.norm()) < 5e-3
+
+
+@pytest.mark.parametrize("b_kmajor", [True, False], ids=["fwd", "dgrad"])
+def test_an_empty_contraction_or_output_launches_nothing(b_kmajor):
+    """K = 0 is a sum of nothing (zeros); M or N = 0 an empty output: no descriptor is built
+    (a TMA descriptor takes no empty dimension) and no GPU is needed."""
+    b = torch.ones(*((8, 0) if b_kmajor else (0, 8)), dtype=torch.bfloat16)
+    out = ws16.matmul_bf16_ws(torch.ones(4, 0, dtype=torch.bfloat16), b, b_kmajor=b_kmajor)
+    assert out.shape == (4, 8) and not out.any()
+    rows = torch.ones(0, 16, dtype=torch.bfloat16)
+    assert ws16.matmul_bf16_ws(rows, torch.ones(8, 16, dtype=torch.bfloat16)).shape == (0, 8)

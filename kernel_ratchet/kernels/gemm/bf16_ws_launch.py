@@ -128,10 +128,10 @@ def matmul_bf16_ws(
     M, K = a.shape
     N = b.shape[0] if b_kmajor else b.shape[1]
     c = torch.empty((M, N), dtype=a.dtype, device=a.device)
-    sms = num_sms or torch.cuda.get_device_properties(a.device).multi_processor_count
     tiles = triton.cdiv(M, 2 * ROWS) * triton.cdiv(N, block_n)
-    if tiles == 0:
-        return c
+    if tiles == 0 or K == 0:  # nothing to launch: an empty output, or a sum of nothing
+        return c.zero_()
+    sms = num_sms or torch.cuda.get_device_properties(a.device).multi_processor_count
     cuda_context.make_current(a.device)
     grid = (min(sms, tiles),)
     key = (a.dtype, a.device.index)
