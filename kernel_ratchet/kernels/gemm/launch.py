@@ -234,9 +234,9 @@ def _plan(
     scales suit the config (:func:`.configs.ws_applies`). ``ws16``: a 16-bit GEMM on an sm_90
     GPU, run by the warp-specialized 16-bit kernel where :data:`.configs.WS16_CONFIGS` has the
     bucket, A is K-major, both operands TMA-readable and the output's rows 16 bytes. Host work
-    per call matters on small
-    GEMMs (cuBLAS runs a 1000 x 5120 x 1000 forward in about 21 us on an H200), so the
-    launcher computes this once per geometry and the call only allocates and launches.
+    per call matters on small GEMMs (cuBLAS runs a 1000 x 5120 x 1000 forward in about 21 us on
+    an H200), so the launcher computes this once per geometry and the call only allocates and
+    launches.
     """
     a_row, a_ok, a_kmajor, b_row, b_ok, b_kmajor = geom
     ws_ok = a_ok and b_ok and a_kmajor and b_kmajor and N % 8 == 0
