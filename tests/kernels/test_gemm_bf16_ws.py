@@ -59,7 +59,7 @@ def test_the_128_by_128_tile_with_six_stages_compiles_unspilled_and_pipelined(b_
 )
 def test_a_config_the_kernel_does_not_take_is_refused_with_what_to_do(kw):
     args = dict(block_n=128, block_k=64, stages=4) | kw
-    with pytest.raises(ValueError, match="use fewer|must be"):
+    with pytest.raises(ValueError, match="use fewer|must be|at least 2 stages"):
         ws16.check_config(**args)
 
 

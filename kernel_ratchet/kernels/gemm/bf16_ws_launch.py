@@ -4,7 +4,7 @@
 the kernel reads with 16-byte aligned rows, output rows of 16 bytes); :func:`matmul_bf16_ws`
 builds the TMA descriptors and launches the kernel; :func:`compile_offline` compiles it for
 sm_90 without a GPU. The dense launcher (:mod:`.launch`) routes 16-bit GEMMs here by
-``configs.WS_CONFIGS``.
+``configs.WS16_CONFIGS``.
 """
 
 from __future__ import annotations
@@ -58,11 +58,13 @@ def check_config(block_n: int, block_k: int, stages: int) -> None:
             f"block_n must be 64, 128, 192 or 256 and block_k 32, 64 or 128; got "
             f"block_n={block_n}, block_k={block_k}"
         )
+    if stages < 2:
+        raise ValueError(f"the ring needs at least 2 stages, got {stages}")
     need = smem_bytes(block_n, block_k, stages)
-    if stages < 2 or need + 1024 > SM90_SHARED_BYTES:
+    if need + 1024 > SM90_SHARED_BYTES:  # the barriers and alignment take a few hundred bytes
         raise ValueError(
-            f"{stages} stages of {block_n} x {block_k} need {need} bytes of shared memory; an "
-            f"sm_90 SM has {SM90_SHARED_BYTES} and the ring needs at least 2 stages: use fewer"
+            f"{stages} stages of {block_n} x {block_k} need {need} bytes of shared memory, more "
+            f"than an sm_90 SM has ({SM90_SHARED_BYTES}): use fewer stages or a narrower tile"
         )
 
 
@@ -100,12 +102,8 @@ def supported(a: torch.Tensor, b: torch.Tensor, b_kmajor: bool) -> bool:
     """Whether this kernel can run ``a [M, K] @ b`` here (``b [N, K]`` with ``b_kmajor``, else
     ``[K, N]``): an sm_90 GPU, one 16-bit dtype, contiguous 16-byte aligned rows, and output
     rows of 16 bytes (``N`` a multiple of 8)."""
-    if a.device.type != "cuda" or not _sm90(a.device):
-        return False
-    if a.dtype not in _GL or b.dtype != a.dtype:
-        return False
     n = b.shape[0] if b_kmajor else b.shape[1]
-    return _rows_ok(a) and _rows_ok(b) and n % 8 == 0
+    return supported_dtypes(a, b, a.dtype) and _rows_ok(a) and _rows_ok(b) and n % 8 == 0
 
 
 def matmul_bf16_ws(
@@ -156,9 +154,9 @@ def matmul_bf16_ws(
 class _Operand:
     """What the compiled kernel's launcher reads of a host-side tensor descriptor (its tensor,
     shape, strides and padding; the block shape and swizzle are compiled in), without
-    ``TensorDescriptor``'s checks and its 4 µs of host time: a direct launch serves one launch
-    plan, whose first call built checked descriptors and whose geometry (16-byte aligned rows,
-    the output's too) every later call shares."""
+    ``TensorDescriptor``'s checks (about 4 µs of host time each): a direct launch serves one
+    launch plan, whose first call built checked descriptors and whose geometry (16-byte aligned
+    rows, the output's too) every later call shares."""
 
     __slots__ = ("base", "shape", "strides", "padding")
 
