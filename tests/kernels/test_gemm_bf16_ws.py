@@ -254,3 +254,29 @@ def test_an_empty_contraction_or_output_launches_nothing(b_kmajor):
     assert out.shape == (4, 8) and not out.any()
     rows = torch.ones(0, 16, dtype=torch.bfloat16)
     assert ws16.matmul_bf16_ws(rows, torch.ones(8, 16, dtype=torch.bfloat16)).shape == (0, 8)
+
+
+def test_a_launch_passes_every_constexpr_the_kernel_takes_and_the_offline_compile_checks(
+    monkeypatch,
+):
+    """Recorded on the CPU: the grid (at most one program per SM), the descriptors' blocks,
+    the sizes, and the constexprs and options the offline compile of that config uses."""
+    from kernel_ratchet.kernels.gemm.bf16_ws import _bf16_ws_kernel
+    from tests.kernels.test_gemm_ws import _LaunchRecorder
+
+    rec = _LaunchRecorder()
+    monkeypatch.setattr(ws16, "_bf16_ws_kernel", rec)
+    M, N, K = 384, 512, 640
+    a, b = torch.zeros(M, K, dtype=torch.bfloat16), torch.zeros(K, N, dtype=torch.bfloat16)
+    out = ws16.matmul_bf16_ws(a, b, b_kmajor=False, block_n=256, stages=3, num_sms=4)
+    assert out.shape == (M, N) and out.dtype == torch.bfloat16
+    ((grid, args, kw),) = rec.calls
+    assert grid == (4,)  # min(SMs, 3 x 2 tiles of 128 x 256)
+    a_desc, b_desc, c_desc = args[:3]
+    assert (a_desc.block_shape, b_desc.block_shape, c_desc.block_shape) == (
+        [64, 64], [64, 256], [64, 256],
+    )  # fmt: skip
+    assert args[3:] == (M, N, K)
+    assert kw == {**ws16._constexprs(256, 64, 8, 3, 4, False), **ws16.OPTIONS}
+    names = _bf16_ws_kernel.arg_names
+    assert sorted(set(kw) - set(ws16.OPTIONS)) == sorted(names[names.index("BLOCK_N") :])
