@@ -46,29 +46,58 @@ def _producer(
     num_pid_m = gl.cdiv(M, 2 * HALF_M)
     num_pid_n = gl.cdiv(N, BLOCK_N)
     k_tiles = gl.cdiv(K, BLOCK_K)
-    nbytes: gl.constexpr = 2 * a_desc.block_type.nbytes + b_desc.block_type.nbytes
     it = 0
     for tile in range(gl.program_id(0), num_pid_m * num_pid_n, NUM_SMS):
         pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * 2 * HALF_M
         off_n = pid_n * BLOCK_N
         for kt in range(k_tiles):
-            s = it % STAGES
-            # free once both consumer warpgroups released it (a fresh mbarrier counts as having
-            # completed the phase before phase 0)
-            mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
-            bar = ready.index(s)
-            mbarrier.expect(bar, nbytes)
             k = kt * BLOCK_K
-            tma.async_copy_global_to_shared(a_desc, [off_m, k], bar, a_bufs.index(2 * s))
-            tma.async_copy_global_to_shared(
-                a_desc, [off_m + HALF_M, k], bar, a_bufs.index(2 * s + 1)
-            )
-            if B_KMAJOR:
-                tma.async_copy_global_to_shared(b_desc, [off_n, k], bar, b_bufs.index(s))
-            else:
-                tma.async_copy_global_to_shared(b_desc, [k, off_n], bar, b_bufs.index(s))
+            b_row = off_n if B_KMAJOR else k
+            b_col = k if B_KMAJOR else off_n
+            _load_step(a_desc, b_desc, a_bufs, b_bufs, ready, empty, it, off_m, k, b_row, b_col,
+                       STAGES)  # fmt: skip
             it += 1
+
+
+@gluon.jit
+def _load_step(
+    a_desc, b_desc, a_bufs, b_bufs, ready, empty, it, a_row, k, b_row, b_col,
+    STAGES: gl.constexpr,
+):  # fmt: skip
+    """Ring step ``it`` of a producer feeding two consumer warpgroups: once both released its
+    stage (a fresh mbarrier counts as having completed the phase before phase 0), the TMA loads
+    of the two 64-row A tiles at ``[a_row, k]`` and of the B tile at ``[b_row, b_col]``."""
+    s = it % STAGES
+    mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
+    bar = ready.index(s)
+    nbytes: gl.constexpr = 2 * a_desc.block_type.nbytes + b_desc.block_type.nbytes
+    mbarrier.expect(bar, nbytes)
+    for w in gl.static_range(2):
+        tma.async_copy_global_to_shared(
+            a_desc, [a_row + w * HALF_M, k], bar, a_bufs.index(2 * s + w)
+        )
+    tma.async_copy_global_to_shared(b_desc, [b_row, b_col], bar, b_bufs.index(s))
+
+
+@gluon.jit
+def _chain(
+    a_bufs, b_bufs, ready, empty, acc, it, k_steps, WG: gl.constexpr, STAGES: gl.constexpr,
+    B_KMAJOR: gl.constexpr,
+):  # fmt: skip
+    """The ``k_steps`` ring steps of one tile from ``it`` on, chained into ``acc`` by warpgroup
+    ``WG``'s wgmmas: one in flight while the next is issued, each stage released once its
+    wgmma is done. Returns ``(acc, it)``; the last wgmma may still run, its stage unreleased."""
+    for kt in range(k_steps):
+        s = it % STAGES
+        mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+        b = b_bufs.index(s).permute((1, 0)) if B_KMAJOR else b_bufs.index(s)
+        acc = warpgroup_mma(a_bufs.index(2 * s + WG), b, acc, is_async=True)
+        # the previous step's wgmma is done: its stage goes back to the producer
+        acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
+        mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1, pred=kt > 0)
+        it += 1
+    return acc, it
 
 
 @gluon.jit
@@ -77,8 +106,8 @@ def _consumer(
     BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr,
     NUM_SMS: gl.constexpr, B_KMAJOR: gl.constexpr,
 ):  # fmt: skip
-    """Rows ``[WG * 64, WG * 64 + 64)`` of every tile: a wgmma chain over the ring, one wgmma
-    in flight while the next is issued, each stage released once its wgmma is done."""
+    """Rows ``[WG * 64, WG * 64 + 64)`` of every tile: its wgmma chain (:func:`_chain`), then
+    a TMA store."""
     layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
     )
@@ -90,17 +119,7 @@ def _consumer(
     for tile in range(gl.program_id(0), num_pid_m * num_pid_n, NUM_SMS):
         pid_m, pid_n = _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
         acc = gl.zeros([HALF_M, BLOCK_N], gl.float32, layout)
-        for kt in range(k_tiles):
-            s = it % STAGES
-            mbarrier.wait(ready.index(s), (it // STAGES) & 1)
-            b = b_bufs.index(s)
-            if B_KMAJOR:
-                b = b.permute((1, 0))
-            acc = warpgroup_mma(a_bufs.index(2 * s + WG), b, acc, is_async=True)
-            # the previous step's wgmma is done: its stage goes back to the producer
-            acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
-            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1, pred=kt > 0)
-            it += 1
+        acc, it = _chain(a_bufs, b_bufs, ready, empty, acc, it, k_tiles, WG, STAGES, B_KMAJOR)
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
         mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
         _store_tile(acc, c_desc, c_buf, pid_m * 2 * HALF_M + WG * HALF_M, pid_n * BLOCK_N)

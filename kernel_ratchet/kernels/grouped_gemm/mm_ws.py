@@ -26,10 +26,10 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     fence_async_shared,
     mbarrier,
     tma,
-    warpgroup_mma,
     warpgroup_mma_wait,
 )
 
+from kernel_ratchet.kernels.gemm.bf16_ws import _chain, _load_step
 from kernel_ratchet.kernels.grouped_gemm.fp8_ws import _group_out, _out_desc, _schedule, _tile_of
 
 #: Rows of the output tile each consumer warpgroup owns (the wgmma M of one warpgroup).
@@ -62,32 +62,17 @@ def _producer(
     """TMA loads of every (tile, k step) this CTA owns, in the consumers' order."""
     offs_g, lens, tiles, tile_end, row_end = _schedule(lens_ptr, G, N, G_POW2, BLOCK_N, 1)
     total = gl.sum(tiles, 0)
-    nbytes: gl.constexpr = 2 * a_desc.block_type.nbytes + b_desc.block_type.nbytes
     it = 0
     for tile in range(gl.program_id(0), total, NUM_SMS):
         row0, valid, pn, g = _tile_of(
             tile, offs_g, lens, tiles, tile_end, row_end, N, BLOCK_N, GROUP_M
         )
         for kt in range(gl.cdiv(K, BLOCK_K)):
-            s = it % STAGES
-            # free once both consumer warpgroups released it; a fresh mbarrier counts as
-            # having completed the phase before phase 0
-            mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
-            bar = ready.index(s)
-            mbarrier.expect(bar, nbytes)
             k = kt * BLOCK_K
-            for w in gl.static_range(2):
-                tma.async_copy_global_to_shared(
-                    a_desc, [row0 + w * HALF_M, k], bar, a_bufs.index(2 * s + w)
-                )
-            if B_KMAJOR:
-                tma.async_copy_global_to_shared(
-                    b_desc, [g * N + pn * BLOCK_N, k], bar, b_bufs.index(s)
-                )
-            else:
-                tma.async_copy_global_to_shared(
-                    b_desc, [g * K + k, pn * BLOCK_N], bar, b_bufs.index(s)
-                )
+            b_row = g * N + pn * BLOCK_N if B_KMAJOR else g * K + k
+            b_col = k if B_KMAJOR else pn * BLOCK_N
+            _load_step(a_desc, b_desc, a_bufs, b_bufs, ready, empty, it, row0, k, b_row, b_col,
+                       STAGES)  # fmt: skip
             it += 1
 
 
@@ -132,17 +117,8 @@ def _consumer(
         row0, valid, pn, g = _tile_of(
             tile, offs_g, lens, tiles, tile_end, row_end, N, BLOCK_N, GROUP_M
         )
-        acc = zero
         k_steps = gl.cdiv(K, BLOCK_K)
-        for kt in range(k_steps):
-            s = it % STAGES
-            mbarrier.wait(ready.index(s), (it // STAGES) & 1)
-            b = b_bufs.index(s).permute((1, 0)) if B_KMAJOR else b_bufs.index(s)
-            acc = warpgroup_mma(a_bufs.index(2 * s + WG), b, acc, is_async=True)
-            # the previous step's wgmma is done: release its stage
-            acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
-            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1, pred=kt > 0)
-            it += 1
+        acc, it = _chain(a_bufs, b_bufs, ready, empty, zero, it, k_steps, WG, STAGES, B_KMAJOR)
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
         mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1, pred=k_steps > 0)
         if not SHARED_C:
