@@ -31,7 +31,7 @@ CONSUMER_REGS = 232
 _GL = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}
 #: Whether the launcher's calls after a geometry's first go straight to the compiled kernel's C
 #: launcher (:mod:`.fast_launch`) instead of Triton's binding of the three descriptors.
-DIRECT = False
+DIRECT = True
 
 
 @functools.cache
