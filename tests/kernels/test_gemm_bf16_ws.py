@@ -256,14 +256,23 @@ def test_an_empty_contraction_or_output_launches_nothing(b_kmajor):
     assert ws16.matmul_bf16_ws(rows, torch.ones(8, 16, dtype=torch.bfloat16)).shape == (0, 8)
 
 
-def test_a_launch_passes_every_constexpr_the_kernel_takes_and_the_offline_compile_checks(
+def test_a_launch_passes_every_argument_the_kernel_takes_as_the_offline_compile_does(
     monkeypatch,
 ):
-    """Recorded on the CPU: the grid (at most one program per SM), the descriptors' blocks,
-    the sizes, and the constexprs and options the offline compile of that config uses."""
+    """Recorded on the CPU: the grid (at most one program per SM); one positional argument per
+    runtime parameter of the kernel, in the order the offline compile types them, with the
+    sizes where the kernel takes them; and the constexprs and options of the offline compile
+    of that config (its program count aside)."""
     from kernel_ratchet.kernels.gemm.bf16_ws import _bf16_ws_kernel
     from tests.kernels.test_gemm_ws import _LaunchRecorder
 
+    compiled: dict = {}
+
+    def record_compile(fn, sig, consts, aligned, opts, arch):
+        compiled.update(fn=fn, sig=sig, consts=consts, opts=opts, arch=arch)
+
+    monkeypatch.setattr(ws16, "compile_gluon", record_compile)
+    ws16.compile_offline(block_n=256, stages=3, group_m=8, b_kmajor=False)
     rec = _LaunchRecorder()
     monkeypatch.setattr(ws16, "_bf16_ws_kernel", rec)
     M, N, K = 384, 512, 640
@@ -272,11 +281,13 @@ def test_a_launch_passes_every_constexpr_the_kernel_takes_and_the_offline_compil
     assert out.shape == (M, N) and out.dtype == torch.bfloat16
     ((grid, args, kw),) = rec.calls
     assert grid == (4,)  # min(SMs, 3 x 2 tiles of 128 x 256)
-    a_desc, b_desc, c_desc = args[:3]
-    assert (a_desc.block_shape, b_desc.block_shape, c_desc.block_shape) == (
-        [64, 64], [64, 256], [64, 256],
-    )  # fmt: skip
-    assert args[3:] == (M, N, K)
-    assert kw == {**ws16._constexprs(256, 64, 8, 3, 4, False), **ws16.OPTIONS}
-    names = _bf16_ws_kernel.arg_names
-    assert sorted(set(kw) - set(ws16.OPTIONS)) == sorted(names[names.index("BLOCK_N") :])
+    params = _bf16_ws_kernel.params
+    runtime = [p.name for p in params if not p.is_constexpr]
+    assert compiled["fn"] is _bf16_ws_kernel and list(compiled["sig"]) == runtime
+    assert len(args) == len(runtime)
+    assert [args[runtime.index(n)] for n in "MNK"] == [M, N, K]
+    consts = {k: v for k, v in kw.items() if k not in ws16.OPTIONS}
+    assert set(consts) == {p.name for p in params if p.is_constexpr}
+    assert consts["NUM_SMS"] == 4 and compiled["consts"]["NUM_SMS"] == 132
+    assert {**consts, "NUM_SMS": 132} == compiled["consts"]
+    assert {k: kw[k] for k in ws16.OPTIONS} == compiled["opts"] == ws16.OPTIONS
