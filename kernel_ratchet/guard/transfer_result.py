@@ -37,15 +37,22 @@ class DynamicResult:
         return self.gap_ms / self.bench_ms if self.bench_ms > 0 else 0.0
 
     def hit_rate_text(self) -> str:
-        """One line per cache: training-idiom hits, with the benchmark idiom's for contrast."""
+        """One line per cache looked up in either idiom: training-idiom hits, with the
+        benchmark idiom's for contrast; the tables neither idiom looked up (constants, tables
+        of other paths) are counted, not listed."""
         if not self.train_caches:
             return "no cache found in the kernel module"
         bench = {c.name: c for c in self.bench_caches}
-        parts = []
+        parts, unused = [], 0
         for c in self.train_caches:
             b = bench.get(c.name)
+            if not c.lookups and not (b and b.lookups):
+                unused += 1
+                continue
             extra = f"; benchmark idiom {b.hits}/{b.lookups}" if b else ""
             parts.append(f"training {c.describe()}{extra}")
+        if unused:
+            parts.append(f"{unused} other module-level tables not looked up in either idiom")
         return "; ".join(parts)
 
     def to_payload(self) -> dict[str, Any]:

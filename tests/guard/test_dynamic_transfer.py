@@ -23,6 +23,7 @@ from kernel_ratchet.guard.dynamic_transfer import (
     simulate_training,
     weight_quant_ratio,
 )
+from kernel_ratchet.guard.transfer_result import DynamicResult
 from kernel_ratchet.harness.adapter import Adapter, Shape
 from kernel_ratchet.harness.timing.perf_counter import PerfCounterEngine
 from kernel_ratchet.harness.training_sim import TrainingCase, trace_idioms
@@ -244,3 +245,22 @@ def test_weight_quant_ratio() -> None:
     assert ratio == pytest.approx(0.25)
     with pytest.raises(RatchetError):
         weight_quant_ratio(lambda w: None, torch.ones(4), 0.0, device="cpu")
+
+
+def test_hit_rates_list_the_caches_looked_up_and_count_the_rest() -> None:
+    """A kernel module's constants and the tables of paths the trace did not take are dicts
+    too: they are counted in one clause, the caches either idiom looked up are each listed."""
+    from kernel_ratchet.harness.cache_probe import CacheStats
+
+    used = CacheStats("PLAN", lookups=8, hits=8, config_hits=8, steps=4)
+    bench_only = CacheStats("FRESH", lookups=0, steps=4)
+    idle = [CacheStats(f"TABLE{i}", steps=4) for i in range(3)]
+    result = DynamicResult(
+        "s", 4, 1, 1.0, 1.0, 0.0, 0.1, TRANSFERS, "", train_caches=(used, bench_only, *idle),
+        bench_caches=(used, CacheStats("FRESH", lookups=4, hits=4, steps=4), *idle),
+    )  # fmt: skip
+    text = result.hit_rate_text()
+    assert text.startswith("training PLAN: 8/8 hits over 4 steps")
+    assert "training FRESH: 0/0 hits over 4 steps" in text and "benchmark idiom 4/4" in text
+    assert "TABLE" not in text
+    assert text.endswith("3 other module-level tables not looked up in either idiom")
