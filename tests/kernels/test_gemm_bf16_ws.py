@@ -54,13 +54,37 @@ def test_the_128_by_128_tile_with_six_stages_compiles_unspilled_and_pipelined(b_
 
 @pytest.mark.parametrize(
     "kw",
-    [dict(block_n=96), dict(block_k=48), dict(stages=1), dict(block_n=256, stages=4)],
-    ids=["block_n", "block_k", "one-stage", "too-many-stages"],
+    [
+        dict(block_n=96),
+        dict(block_n=192),  # a wgmma width, but not a power of two: does not compile
+        dict(block_k=48),
+        dict(stages=1),
+        dict(block_n=256, stages=4),
+    ],
+    ids=["block_n", "block_n-192", "block_k", "one-stage", "too-many-stages"],
 )
 def test_a_config_the_kernel_does_not_take_is_refused_with_what_to_do(kw):
     args = dict(block_n=128, block_k=64, stages=4) | kw
     with pytest.raises(ValueError, match="use fewer|must be|at least 2 stages"):
         ws16.check_config(**args)
+
+
+@pytest.mark.slow
+def test_every_tile_the_config_check_takes_compiles_for_sm90():
+    """The check and the kernel agree: each block_n and block_k it accepts (at the fewest
+    stages that fit) compiles offline, unspilled, in both operand layouts."""
+    calls = []
+    for block_n in (32, 64, 96, 128, 192, 256):
+        for block_k in (16, 32, 64, 128):
+            try:
+                ws16.check_config(block_n, block_k, 2)
+            except ValueError:
+                continue
+            calls += [dict(block_n=block_n, block_k=block_k, stages=2, b_kmajor=kmaj)
+                      for kmaj in (True, False)]  # fmt: skip
+    assert {(c["block_n"], c["block_k"]) for c in calls} >= {(64, 64), (128, 64), (256, 64)}
+    for call, res in zip(calls, compiled_in_a_fresh_process(LAUNCHER, calls), strict=True):
+        assert res.fits() and res.spill_bytes == 0, (call, res.line())
 
 
 def test_shared_memory_of_a_config_counts_the_ring_and_the_output_staging():

@@ -53,9 +53,9 @@ def smem_bytes(block_n: int, block_k: int, stages: int, itemsize: int = 2) -> in
 
 def check_config(block_n: int, block_k: int, stages: int) -> None:
     """Raise ValueError for a configuration the kernel does not take or that does not fit."""
-    if block_n not in (64, 128, 192, 256) or block_k not in (32, 64, 128):
-        raise ValueError(
-            f"block_n must be 64, 128, 192 or 256 and block_k 32, 64 or 128; got "
+    if block_n not in (64, 128, 256) or block_k not in (32, 64, 128):
+        raise ValueError(  # Gluon's shared-memory buffers take power-of-two shapes only
+            f"block_n must be 64, 128 or 256 and block_k 32, 64 or 128; got "
             f"block_n={block_n}, block_k={block_k}"
         )
     if stages < 2:
