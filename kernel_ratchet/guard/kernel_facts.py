@@ -24,10 +24,9 @@ _LAYOUT_TOKENS = {
     "trans",
     "transpose",
     "transposed",
-    "layout",
     "colmajor",
     "rowmajor",
-    "mkajor",
+    "mmajor",
     "nmajor",
 }
 _UNIFORM_TOKENS = ("per_group", "per_expert", "group_size", "uniform", "equal_")
@@ -49,6 +48,9 @@ def _is_jit(fn: FunctionNode) -> bool:
 
 
 def _layout_named(name: str) -> bool:
+    """Whether ``name`` names an operand layout (``B_KMAJOR``, ``TRANS_A``, ``matmul_nt``).
+    ``layout`` alone does not: a Gluon or Triton kernel's ``*_LAYOUT`` constexprs are the
+    register and shared-memory layouts of its tiles, which every tile change touches."""
     return bool(set(name.lower().split("_")) & _LAYOUT_TOKENS)
 
 

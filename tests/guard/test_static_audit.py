@@ -419,3 +419,35 @@ def fp8_gemm_cached(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 """
     result = audit(P.INCUMBENT + extra, declared=None)
     assert (result.verdict, result.bucket) == (REJECT, "W3"), result
+
+
+_KERNEL = """import triton
+import triton.language as tl
+
+
+@triton.jit
+def _mm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_N: tl.constexpr{extra}):
+    pass
+
+
+def mm(a, b, c):
+    _mm_kernel[(1,)](a, b, c, 1, 1, 1, BLOCK_N=128{kw})
+"""
+
+
+@pytest.mark.parametrize(
+    ("extra", "k2"),
+    [
+        ("B_KMAJOR", True),  # the operand's layout: a specialization of its own
+        ("TRANS_A", True),
+        ("A_LAYOUT", False),  # a tile's shared-memory layout: any tile change names one
+        ("ACC_LAYOUT", False),
+    ],
+)
+def test_only_operand_layout_names_make_a_layout_specialization(extra: str, k2: bool) -> None:
+    path = "k/mm.py"
+    before = _KERNEL.format(extra="", kw="")
+    after = _KERNEL.format(extra=f", {extra}: tl.constexpr", kw=f", {extra}=1")
+    result = audit_change({path: before}, {path: after}, declared_bucket="K1")
+    assert (result.bucket == "K2") is k2, result
+    assert any("new layout specialization" in e for e in result.evidence) is k2
