@@ -3,6 +3,8 @@ results on the GPU against torch's product (``pytest -m gpu``)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -310,6 +312,15 @@ def test_a_launch_passes_every_argument_the_kernel_takes_as_the_offline_compile_
     assert compiled["fn"] is _bf16_ws_kernel and list(compiled["sig"]) == runtime
     assert len(args) == len(runtime)
     assert [args[runtime.index(n)] for n in "MNK"] == [M, N, K]
+    # a host-side descriptor's block is the one the offline compile types it with
+    blocks = {
+        name: [int(d) for d in re.search(r"\[([\d, ]+)\]", t)[1].split(",")]
+        for name, t in compiled["sig"].items()
+        if t.startswith("tensordesc")
+    }
+    assert {n: args[runtime.index(n)].block_shape for n in blocks} == blocks
+    if blocks:  # A's 64-row blocks, B's and C's 256 columns (B N-major: 64 k-rows)
+        assert list(blocks.values()) == [[64, 64], [64, 256], [64, 256]]
     consts = {k: v for k, v in kw.items() if k not in ws16.OPTIONS}
     assert set(consts) == {p.name for p in params if p.is_constexpr}
     assert consts["NUM_SMS"] == 4 and compiled["consts"]["NUM_SMS"] == 132
