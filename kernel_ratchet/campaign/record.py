@@ -277,7 +277,9 @@ class RoundDraft:
             self.seconds[step] = round(seconds, 1)
 
     def _record(self, **outcome: Any) -> RoundRecord:
-        n = self.notes
+        n = dict(self.notes)
+        if Status(outcome["status"]) is Status.ACCEPTED:
+            n.pop("lesson", None)  # stated for a rollback; an accepted round taught no lesson
         return RoundRecord(
             round=self.round,
             hypothesis=self.hypothesis,

@@ -198,6 +198,18 @@ def test_the_draft_is_where_a_failure_becomes_a_record():
     assert rec.with_seconds("measure", 4.26).seconds == {"test": 3.0, "measure": 4.3}
 
 
+def test_an_accepted_round_keeps_no_lesson_stated_for_a_rollback():
+    notes = {"lesson": "scales were hidden already", "expected": "+2%"}
+    draft = RoundDraft(2, "h", "K1", "c", "full", "t0", TEST, 1, notes=notes)
+    decision = RoundDecision.from_dict({**PAIRED, "status": "ACCEPTED"})
+    rec = draft.decided(decision, Category.OK, "t1", level="full", csv="c.csv",
+                        incumbent_csv=None)  # fmt: skip
+    assert (rec.status, rec.lesson, rec.expected) == (Status.ACCEPTED, "", "+2%")
+    rolled = draft.decided(RoundDecision.from_dict(PAIRED), Category.NOISE, "t1", level="full",
+                           csv="c.csv", incumbent_csv=None)  # fmt: skip
+    assert rolled.lesson == "scales were hidden already"
+
+
 def test_a_decision_names_its_own_category():
     d = RoundDecision.from_dict(PAIRED)
     assert category_of(d, 0.05) is Category.NOISE
