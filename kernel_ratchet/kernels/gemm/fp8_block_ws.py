@@ -196,19 +196,31 @@ def _consumer(
         k_steps = (k_tiles + 1) // 2 * 2
         acc = zero
         if MODE == 1:
+            # The pair's scales are loaded one pair ahead, under the previous pair's wgmmas,
+            # so their latency is not paid between a wgmma's end and its scaling (past the
+            # last group the loads are masked off and read as zeros).
+            sa0, sb0 = _scales(
+                sa_rows, m_ok, sb_ptr, off_n, N, 0, k_tiles,
+                stride_sak, stride_sbn, stride_sbk, SB_GROUP_N, BLOCK_N, layout,
+            )  # fmt: skip
+            sa1, sb1 = _scales(
+                sa_rows, m_ok, sb_ptr, off_n, N, 1, k_tiles,
+                stride_sak, stride_sbn, stride_sbk, SB_GROUP_N, BLOCK_N, layout,
+            )  # fmt: skip
             for kt in range(0, k_steps, 2):
-                sa0, sb0 = _scales(
-                    sa_rows, m_ok, sb_ptr, off_n, N, kt, k_tiles,
-                    stride_sak, stride_sbn, stride_sbk, SB_GROUP_N, BLOCK_N, layout,
-                )  # fmt: skip
-                sa1, sb1 = _scales(
-                    sa_rows, m_ok, sb_ptr, off_n, N, kt + 1, k_tiles,
-                    stride_sak, stride_sbn, stride_sbk, SB_GROUP_N, BLOCK_N, layout,
-                )  # fmt: skip
                 p0 = _issue(a_bufs, b_bufs, ready, it + kt, zero, WG, STAGES, CONSUMERS)
                 p1 = _issue(a_bufs, b_bufs, ready, it + kt + 1, zero, WG, STAGES, CONSUMERS)
+                na0, nb0 = _scales(
+                    sa_rows, m_ok, sb_ptr, off_n, N, kt + 2, k_tiles,
+                    stride_sak, stride_sbn, stride_sbk, SB_GROUP_N, BLOCK_N, layout,
+                )  # fmt: skip
+                na1, nb1 = _scales(
+                    sa_rows, m_ok, sb_ptr, off_n, N, kt + 3, k_tiles,
+                    stride_sak, stride_sbn, stride_sbk, SB_GROUP_N, BLOCK_N, layout,
+                )  # fmt: skip
                 acc = _retire(acc, p0, sa0, sb0, empty, it + kt, 1, STAGES, SB_SCALAR)
                 acc = _retire(acc, p1, sa1, sb1, empty, it + kt + 1, 0, STAGES, SB_SCALAR)
+                sa0, sb0, sa1, sb1 = na0, nb0, na1, nb1
         else:
             for kt in range(0, k_steps):
                 sa0, sb0 = _scales(
