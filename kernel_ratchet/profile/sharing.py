@@ -1,23 +1,28 @@
-"""Which other ops of a profile list the same kernel files (a shared launcher or quantization
-module), and the focused tests that cover them."""
+"""Which other ops of a profile run the same kernel files (a shared launcher or quantization
+module, listed in their ``kernel_source`` or imported by the files listed there), and the
+focused tests that cover them."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
 
+from kernel_ratchet.profile.imports import imported_files
 from kernel_ratchet.profile.schema import Profile
 
 
 def sharing_ops(profile: Profile, target: str, changed: Iterable[str]) -> dict[str, list[str]]:
-    """Other ops of ``profile`` -> the files of ``changed`` their ``kernel_source`` lists
-    (paths compared normalized, relative to the profile's root); ops listing none are left out."""
+    """Other ops of ``profile`` -> the files of ``changed`` their ``kernel_source`` lists or its
+    Python files import, directly or not (:func:`.imports.imported_files`; paths compared
+    normalized, relative to the profile's root); ops running none are left out."""
     want = {os.path.normpath(p) for p in changed}
     out: dict[str, list[str]] = {}
     for name, op in profile.ops.items():
         if name == target:
             continue
-        hit = sorted(want & {os.path.normpath(p) for p in op.kernel_source})
+        listed = [os.path.normpath(p) for p in op.kernel_source]
+        reach = set(listed) | {os.path.normpath(p) for p in imported_files(profile.root, listed)}
+        hit = sorted(want & reach)
         if hit:
             out[name] = hit
     return out

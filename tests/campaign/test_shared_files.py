@@ -38,7 +38,7 @@ def test_sharing_ops_are_the_other_ops_listing_a_changed_file(project):
     assert "ran after this op's and gated the round" in describe(sharing, True)
     many = {"a": ["k.py", "l.py"], "b": ["k.py"], "c": ["k.py", "l.py"]}
     assert describe(many, False).startswith(
-        "Also in the kernel_source of: a, c (k.py, l.py); b (k.py);"
+        "Also run by (listed in or imported by the kernel_source of): a, c (k.py, l.py); b (k.py);"
     )
 
 
@@ -65,7 +65,7 @@ def test_without_test_shared_the_round_records_who_shares_the_file(project, open
     saved = json.loads((rdir / "round.json").read_text())
     assert saved["shared_with"] == {"twin": [KERNEL]} and saved["shared_tested"] is False
     summary = (rdir / "summary.md").read_text()
-    assert "Also in the kernel_source of: twin (tiny_gemm/kernel.py)" in summary
+    assert "imported by the kernel_source of): twin (tiny_gemm/kernel.py)" in summary
     assert "(`ratchet validate --test-shared`, or `test_shared: true`" in summary
     assert not (rdir / "artifacts" / "test.twin.log").exists()
 

@@ -1,13 +1,13 @@
-"""Kernel files a round changed that other ops of the profile also list.
+"""Kernel files a round changed that other ops of the profile also run.
 
 A launcher or a quantization module is often shared: the bf16 GEMM, three FP8 recipes and a
 shape-set variant may all name ``launch.py`` in their ``kernel_source``. A round gates on its
 own op's focused test and measures its own op's shapes, so a change to a shared file can break
 or slow an op the campaign never looks at. Each round therefore records which other ops list
-the files it changed (:func:`sharing_ops`). ``ratchet validate --test-shared``, or
-``test_shared: true`` on the op in ``ratchet.yaml`` (every round of every driver: ``validate``,
-``run``, ``resume``), runs those ops' focused tests after the campaign's own
-(:func:`shared_tests`), failing the round on the first that fails.
+the files it changed, or import them from the files they list (:func:`sharing_ops`).
+``ratchet validate --test-shared``, or ``test_shared: true`` on the op in ``ratchet.yaml``
+(every round of every driver: ``validate``, ``run``, ``resume``), runs those ops' focused
+tests after the campaign's own (:func:`shared_tests`), failing the round on the first that fails.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def describe(sharing: Mapping[str, list[str]], tested: bool) -> str:
         "or `test_shared: true` on the op in ratchet.yaml, runs them) and their shapes were "
         "not measured"
     )
-    return f"Also in the kernel_source of: {who}; {gate}."
+    return f"Also run by (listed in or imported by the kernel_source of): {who}; {gate}."
 
 
 def refuse_in_workspace(c: CampaignContext, test_shared: bool) -> None:
