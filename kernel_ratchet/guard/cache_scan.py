@@ -218,7 +218,8 @@ def _scan_function(scan: FileScan, qual: str, fn: FunctionNode, role: Role) -> N
             shown = reader.assigned.get(key.id) if isinstance(key, ast.Name) else None
             text = ast.unparse(key) + (f" = {ast.unparse(shown)}" if shown is not None else "")
         line = getattr(node, "lineno", fn.lineno)
-        held = _held(scan, container, kind) if any(p.kind == "geometry" for p in parts) else ""
+        located = any(p.kind in ("geometry", "address") for p in parts)
+        held = _held(scan, container, kind) if located else ""
         use = CacheUse(scan.path, line, container, kind, qual, text, tuple(parts), held)
         scan.uses.append(use)
 

@@ -18,7 +18,16 @@ from collections.abc import Callable, Iterable, Mapping
 from kernel_ratchet.guard.keys import KeyReader
 from kernel_ratchet.guard.syntax import FunctionNode, functions, own_nodes, short_name
 
-PLAN, TENSOR, UNKNOWN = "plan", "tensor", "unknown"
+PLAN, TENSOR, UNKNOWN, DESCRIPTOR = "plan", "tensor", "unknown", "descriptor"
+#: Calls that encode a TMA descriptor: where a tensor lives (address, shape, strides) and the
+#: block it is read in, not its values: Triton's host encoder as Triton's launcher calls it,
+#: Triton's host-side descriptor class, the CUDA driver's encoder.
+DESCRIPTOR_CALLS = (
+    "triton.runtime.driver.active.utils.fill_tma_descriptor",
+    "TensorDescriptor",
+    "TensorDescriptor.from_tensor",
+    "cuTensorMapEncodeTiled",
+)
 _GEOMETRY_KINDS = {"meta", "geometry", "value"}
 _PLAIN_CALLS = {
     *("tuple", "list", "dict", "set", "frozenset", "int", "float", "bool", "str"),
@@ -182,10 +191,14 @@ def value_class(
     classes: dict[str, ast.ClassDef],
     annotation: ast.expr | None = None,
 ) -> str:
-    """PLAN, TENSOR or UNKNOWN for the values ``exprs`` a cache stores (read in the function
-    of ``reader``; ``annotation`` is a memoized function's return annotation, if any)."""
+    """PLAN, TENSOR, DESCRIPTOR or UNKNOWN for the values ``exprs`` a cache stores (read in
+    the function of ``reader``; ``annotation`` is a memoized function's return annotation, if
+    any). DESCRIPTOR: every value is the result of a TMA descriptor encode
+    (:data:`DESCRIPTOR_CALLS`), directly or through a local name."""
     if not exprs:
         return UNKNOWN
+    if all(_encodes_descriptor(e, reader.assigned) for e in exprs):
+        return DESCRIPTOR
     nodes = _expanded(exprs, dict(reader.assigned))
     ann = ast.unparse(annotation) if annotation is not None else ""
     # a tensor itself, its address or values in the value; its shape or strides are fine
@@ -204,10 +217,41 @@ def value_class(
     return PLAN
 
 
+def _encodes_descriptor(e: ast.expr, assigned: Mapping[str, ast.expr]) -> bool:
+    """Whether ``e`` is a descriptor encode, through local names; a name assigned more than
+    once (``d = cache.get(k)`` then ``d = encode(...)``) qualifies when each of its values is an
+    encode or a read of a cache (which holds what was stored) and one is an encode."""
+    seen: set[str] = set()
+    while isinstance(e, ast.Name) and e.id in assigned and e.id not in seen:
+        seen.add(e.id)
+        e = assigned[e.id]
+    options = e.elts if isinstance(e, ast.Tuple) else [e]
+    encodes = [o for o in options if _is_encode(o)]
+    return bool(encodes) and all(o in encodes or _is_lookup(o) for o in options)
+
+
+def _is_encode(e: ast.expr) -> bool:
+    if not isinstance(e, ast.Call):
+        return False
+    called = ast.unparse(e.func)
+    return any(called == c or called.endswith(f".{c}") for c in DESCRIPTOR_CALLS)
+
+
+def _is_lookup(e: ast.expr) -> bool:
+    """``c[k]``, ``c.get(k)`` or ``c.pop(k)``: a value read from a container."""
+    if isinstance(e, ast.Subscript):
+        return True
+    return (
+        isinstance(e, ast.Call)
+        and isinstance(e.func, ast.Attribute)
+        and e.func.attr in ("get", "pop")
+    )
+
+
 def worst(classes: Iterable[str]) -> str:
-    """TENSOR over UNKNOWN over PLAN; UNKNOWN for none."""
+    """TENSOR over UNKNOWN over DESCRIPTOR over PLAN; UNKNOWN for none."""
     found = set(classes)
-    for c in (TENSOR, UNKNOWN, PLAN):
+    for c in (TENSOR, UNKNOWN, DESCRIPTOR, PLAN):
         if c in found:
             return c
     return UNKNOWN

@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kernel_ratchet.guard.cache_scan import CacheUse, FileScan, scan_source
-from kernel_ratchet.guard.cache_values import PLAN, TENSOR, module_of
+from kernel_ratchet.guard.cache_values import DESCRIPTOR, PLAN, TENSOR, module_of
 from kernel_ratchet.guard.keys import KeyComponent
 
 BUCKETS = ("K1", "K2", "K3", "K4", "W1", "W2", "W3")
@@ -83,6 +83,17 @@ def _strict(use: CacheUse) -> tuple[KeyComponent, ...]:
     )
 
 
+def _locates_its_tensors(parts: tuple[KeyComponent, ...]) -> bool:
+    """Whether a key names, for each tensor whose address it holds, that tensor's shape and
+    strides too, and nothing of a tensor but such parts and geometry."""
+    if any(p.kind not in ("address", "meta", "geometry", "value") for p in parts):
+        return False
+    located = {p.tensor for p in parts if p.kind == "address"}
+    meta = {(p.tensor, w) for p in parts if p.kind == "meta" for w in ("shape", "stride")
+            if w in p.text}  # fmt: skip
+    return bool(located) and all((t, w) in meta for t in located for w in ("shape", "stride"))
+
+
 def judge_use(use: CacheUse) -> _Judged:
     """Bucket and verdict of one keyed cache use from its key components.
 
@@ -90,6 +101,13 @@ def judge_use(use: CacheUse) -> _Judged:
     only when the cache holds no tensor (:mod:`.cache_values`); a cache that holds a tensor is
     judged as if the geometry were the tensor's identity.
     """
+    if use.value == DESCRIPTOR and _locates_its_tensors(use.components):
+        why = (
+            "TMA descriptor cache keyed on each tensor's address, shape and strides: a "
+            "descriptor holds where a tensor lives, not its values, so a hit on a reused "
+            "address serves what a new encode would"
+        )
+        return _Judged(use, None, ALLOW, why)
     geometry = any(p.kind == "geometry" for p in use.components)
     parts = _strict(use) if use.value == TENSOR else use.components
     fresh = [p for p in parts if p.kind in ("identity", "address", "args", "content") and p.fresh]
