@@ -253,6 +253,35 @@ def test_direct_launches_of_one_geometry_compute_each_calls_product_on_gpu(direc
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("b_kmajor", [True, False], ids=["fwd", "dgrad"])
+def test_repeated_routed_calls_compute_each_calls_product_wherever_it_lives_on_gpu(
+    direct, b_kmajor
+):
+    """Later calls of one routed geometry, whatever the launcher keeps from the first: new
+    values at the same addresses, the same values at new addresses (a view into a larger
+    buffer), and fresh tensors, each call's own product."""
+    M, N, K = 4097, 3000, 2000
+    kind = "bf16" if b_kmajor else "bf16_bwd"
+    shape_b = (N, K) if b_kmajor else (K, N)
+    a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(*shape_b, device="cuda", dtype=torch.bfloat16)
+    big = torch.randn(M + 8, K, device="cuda", dtype=torch.bfloat16)
+
+    def check(a, b):
+        out = launch.matmul(a, b, b_kmajor=b_kmajor, kind=kind)
+        ref = a.float() @ (b.float().t() if b_kmajor else b.float())
+        assert ((out.float() - ref).norm() / ref.norm()) < 5e-3
+
+    check(a, b)
+    check(a, b)
+    a.copy_(torch.randn_like(a))  # same address, new values
+    b.mul_(-0.5)
+    check(a, b)
+    check(big[8:], b)  # another address, same shape and strides
+    check(torch.randn_like(a), torch.randn_like(b))
+
+
+@pytest.mark.gpu
 def test_direct_launches_replay_in_a_cuda_graph_on_new_values_on_gpu(direct):
     M, N, K = 4096, 6144, 4096
     a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
