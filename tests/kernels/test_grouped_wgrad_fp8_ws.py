@@ -141,3 +141,24 @@ def test_matches_the_triton_weight_gradient_on_gpu(lens, nk):
     empty = [i for i, n in enumerate(lens) if n == 0]
     assert torch.count_nonzero(out[empty]) == 0
     assert _snr(out, ref) > 45.0
+
+
+@pytest.mark.gpu
+def test_repeated_calls_of_one_geometry_compute_each_calls_product_on_gpu():
+    """Later calls of one geometry after the first: a new routing of the same tokens and new
+    values, each call's own weight gradient."""
+    from kernel_ratchet.kernels.quant.dual_grouped import quant_fp8_dual_1x128_grouped
+
+    N, K, T = 256, 384, 2172
+    g = torch.Generator(device="cuda").manual_seed(12)
+    for lens in ([700, 0, 129, 1024, 255, 64], [64, 255, 1024, 129, 0, 700], [362] * 6):
+        lens_t = torch.tensor(lens, dtype=torch.int32, device="cuda")
+        x = torch.randn(T, K, device="cuda", dtype=torch.bfloat16, generator=g)
+        dout = torch.randn(T, N, device="cuda", dtype=torch.bfloat16, generator=g)
+        _, xt = quant_fp8_dual_1x128_grouped(x, lens_t, E4M3)
+        _, dyt = quant_fp8_dual_1x128_grouped(dout, lens_t, E4M3)
+        out = ws.grouped_wgrad_fp8_ws(dyt, xt, lens_t)
+        ref = F.grouped_wgrad_fp8(
+            dyt, xt, lens_t, group_chunks=True, config=configs.BUCKETS["fp8_wgrad"]
+        )
+        assert _snr(out, ref) > 45.0, f"routing {lens}"

@@ -166,3 +166,37 @@ def test_matches_the_triton_kernel_forward_and_dgrad_on_gpu(lens, nk, mode, tma_
         assert _snr(out, ref) > 45.0  # the same quantized operands: accumulation order only
     routed = F.grouped_mm_fp8(xq, wq, lens_t, config=dataclasses.replace(triton_cfg, gluon_ws=True))
     assert _snr(routed, F.grouped_mm_fp8(xq, wq, lens_t, config=triton_cfg)) > 45.0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tma_store", [False, True], ids=["masked-st", "tma-st"])
+def test_repeated_calls_of_one_geometry_compute_each_calls_product_on_gpu(tma_store):
+    """Whatever the launcher keeps from a geometry's first call, later calls compute their own
+    product: new routing over the same tokens (group_lens), new values at new addresses, and
+    new values written into the same tensors."""
+    G, N, K, T = 6, 256, 384, 2172
+    g = torch.Generator(device="cuda").manual_seed(11)
+    w = torch.randn(G, N, K, device="cuda", dtype=torch.bfloat16, generator=g) / K**0.5
+    wq = F.quant_weight_128x128(w, transpose=True)
+    triton_cfg = dataclasses.replace(configs.BUCKETS["fp8_mm_large"], gluon_ws=False)
+    xq = quant_fp8_blockwise_1x128(
+        torch.randn(T, K, device="cuda", dtype=torch.bfloat16, generator=g), E4M3, align=16
+    )
+    routings = [[700, 0, 129, 1024, 255, 64], [64, 255, 1024, 129, 0, 700], [362] * 6]
+    for i, lens in enumerate(routings):
+        lens_t = torch.tensor(lens, dtype=torch.int32, device="cuda")
+        if i == 2:  # new values, same tensors
+            fresh = quant_fp8_blockwise_1x128(
+                torch.randn(T, K, device="cuda", dtype=torch.bfloat16, generator=g), E4M3, align=16
+            )
+            xq.data.copy_(fresh.data)
+            xq.scale.copy_(fresh.scale)
+        out = ws.grouped_mm_fp8_ws(
+            xq.data, xq.scale, wq.data, wq.scale, lens_t, tma_store=tma_store
+        )
+        ref = F.grouped_mm_fp8(xq, wq, lens_t, config=triton_cfg)
+        assert _snr(out, ref) > 45.0, f"call {i} (routing {lens})"
+        if i == 0:  # new values at new addresses for the next call
+            xq = quant_fp8_blockwise_1x128(
+                torch.randn(T, K, device="cuda", dtype=torch.bfloat16, generator=g), E4M3, align=16
+            )
