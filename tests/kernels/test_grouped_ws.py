@@ -170,7 +170,7 @@ def test_matches_the_triton_kernel_forward_and_dgrad_on_gpu(lens, nk, mode, tma_
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("tma_store", [False, True], ids=["masked-st", "tma-st"])
-def test_repeated_calls_of_one_geometry_compute_each_calls_product_on_gpu(tma_store):
+def test_repeated_fp8_calls_of_one_geometry_compute_each_calls_product_on_gpu(tma_store):
     """Whatever the launcher keeps from a geometry's first call, later calls compute their own
     product: new routing over the same tokens (group_lens), new values at new addresses, and
     new values written into the same tensors."""
