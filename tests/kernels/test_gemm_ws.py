@@ -264,6 +264,36 @@ def test_matches_the_dequantized_product_on_gpu(mnk, group_n, mode, a_dtype, con
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("group_n", [128, 1], ids=["b128x128", "b1x128"])
+def test_repeated_calls_of_one_geometry_compute_each_calls_product_on_gpu(group_n):
+    """Whatever the launcher keeps from a geometry's first call, later calls compute their own
+    product: new values at new addresses, and new values written into the same tensors."""
+    M, N, K = 1000, 5120, 1000
+    g = torch.Generator(device="cuda").manual_seed(group_n)
+
+    def quantized():
+        a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16, generator=g)
+        b = torch.randn(N, K, device="cuda", dtype=torch.bfloat16, generator=g)
+        qa = quant_fp8_blockwise_1x128(a, E4M3, align=16)
+        if group_n == 128:
+            return qa, quant_fp8_block_128x128(b, E4M3, align=16)
+        return qa, quant_fp8_blockwise_1x128(b, E4M3, align=16)
+
+    qa, qb = quantized()
+    for i in range(4):
+        if i == 2:  # new values, same tensors
+            na, nb = quantized()
+            for old, new in ((qa, na), (qb, nb)):
+                old.data.copy_(new.data)
+                old.scale.copy_(new.scale)
+        elif i == 3:
+            qa, qb = quantized()  # new values at new addresses
+        ref = _dequant(qa.data, qa.scale, 1) @ _dequant(qb.data, qb.scale, group_n).t()
+        out = ws.matmul_fp8_block_ws(qa.data, qb.data, qa.scale, qb.scale, b_scale_group_n=group_n)
+        assert _snr(out, ref) > 45.0, f"call {i}"
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize(
     "mnk",
     [(128, 128, 128), (300, 264, 1000), (4097, 3000, 2000), (4096, 6144, 4096)],
