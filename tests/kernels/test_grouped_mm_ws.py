@@ -187,6 +187,31 @@ def test_matches_an_fp64_reference_on_gpu(lens, nk, b_is_nk, tile):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("b_is_nk", [True, False], ids=["forward", "dgrad"])
+def test_repeated_bf16_calls_of_one_geometry_compute_each_calls_product_on_gpu(b_is_nk):
+    """Whatever the launcher keeps from a geometry's first call, later calls compute their own
+    product: a new routing of the same tokens, new values in the same tensors, new values at
+    new addresses."""
+    N, K, T = 1288, 704, 2235
+    g = torch.Generator(device="cuda").manual_seed(3)
+    shape = (7, N, K) if b_is_nk else (7, K, N)
+    a = torch.randn(T, K, device="cuda", dtype=BF16, generator=g)
+    b = torch.randn(*shape, device="cuda", dtype=BF16, generator=g) / K**0.5
+    _ensure_tma_allocator()
+    routings = [[700, 0, 129, 1024, 255, 64, 63], [63, 64, 255, 1024, 129, 0, 700], [319] * 7]
+    for i, lens in enumerate(routings + routings[:1]):
+        if i == 2:
+            a.copy_(torch.randn(T, K, device="cuda", dtype=BF16, generator=g))
+        elif i == 3:
+            a, b = torch.randn_like(a), torch.randn_like(b) / K**0.5
+        lens_t = torch.tensor(lens, dtype=torch.int32, device="cuda")
+        out = ws.grouped_mm_ws(a, b, lens_t, b_is_nk=b_is_nk)
+        ref = _reference(a, b, lens, b_is_nk)
+        err = (out.double() - ref).abs().max().item()
+        assert err <= 2e-2 * ref.abs().amax().item(), f"call {i} (routing {lens})"
+
+
+@pytest.mark.gpu
 def test_the_launcher_routes_both_kinds_and_fp16_on_gpu():
     """Through :func:`grouped_mm`: the forward and the dgrad on bf16 and fp16 give the Triton
     kernel's result within rounding."""
