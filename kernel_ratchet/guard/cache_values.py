@@ -238,9 +238,8 @@ def _is_encode(e: ast.expr) -> bool:
 
 
 def _is_lookup(e: ast.expr) -> bool:
-    """``c[k]``, ``c.get(k)`` or ``c.pop(k)``: a value read from a container."""
-    if isinstance(e, ast.Subscript):
-        return True
+    """``c.get(k)`` or ``c.pop(k)``: a value read from a container (not ``x[i]``, which may
+    be a tensor's values)."""
     return (
         isinstance(e, ast.Call)
         and isinstance(e.func, ast.Attribute)

@@ -62,3 +62,21 @@ def test_a_descriptor_cache_keyed_on_address_shape_and_strides_is_allowed() -> N
 def test_other_caches_keyed_on_an_activations_address_stay_rejected(key, value, helper) -> None:
     result = audit(_launcher(key, value, helper))
     assert (result.bucket, result.verdict) == ("W2", REJECT)
+
+
+def test_values_stored_beside_a_descriptor_stay_rejected() -> None:
+    stored = f"""
+import triton
+
+_KEPT = {{}}
+
+def launch_act(x: torch.Tensor):
+    ptr = x.data_ptr()
+    shape = x.shape
+    strides = x.stride()
+    key = (ptr, shape, strides)
+    _KEPT[key] = ({ENCODE}, x[0])
+    return _KEPT[key]
+"""
+    result = audit(stored)
+    assert (result.bucket, result.verdict) == ("W2", REJECT)
