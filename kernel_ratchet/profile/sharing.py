@@ -17,11 +17,13 @@ def sharing_ops(profile: Profile, target: str, changed: Iterable[str]) -> dict[s
     normalized, relative to the profile's root); ops running none are left out."""
     want = {os.path.normpath(p) for p in changed}
     out: dict[str, list[str]] = {}
+    memo: dict = {}  # ops list many of the same files
     for name, op in profile.ops.items():
         if name == target:
             continue
         listed = [os.path.normpath(p) for p in op.kernel_source]
-        reach = set(listed) | {os.path.normpath(p) for p in imported_files(profile.root, listed)}
+        imported = imported_files(profile.root, listed, memo)
+        reach = set(listed) | {os.path.normpath(p) for p in imported}
         hit = sorted(want & reach)
         if hit:
             out[name] = hit
