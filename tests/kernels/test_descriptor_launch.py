@@ -15,8 +15,8 @@ from triton import knobs
 from triton.backends.nvidia.driver import wrap_handle_tensordesc
 
 from kernel_ratchet.kernels.gemm import descriptor_launch as dl
-from kernel_ratchet.kernels.gemm import fast_launch, launch_scratch
-from tests.kernels.test_gemm_fast_launch import FakeKernel, FakeLauncher
+from kernel_ratchet.kernels.gemm import fast_launch
+from tests.kernels.test_gemm_fast_launch import FakeKernel, FakeLauncher, device_stream  # noqa: F401 - a fixture used below
 
 _META = {"swizzle": 3, "elem_size": 2, "elem_type": 9, "block_size": [64, 64], "fp4_padded": False}
 _DESC = "tensordesc<bf16[64, 64],x>"
@@ -30,9 +30,10 @@ def _wrapped(run: FakeLauncher, signature: list[str], metas: list[dict]) -> Fake
 
 
 @pytest.fixture
-def fills(monkeypatch):
-    """Triton's descriptor encoder replaced by one that records and numbers its encodings;
-    stream 5 of device 0, scratch buffers on the CPU."""
+def fills(monkeypatch, request):
+    """Triton's descriptor encoder replaced by one that records and numbers its encodings
+    (stream 77 of device 0, scratch buffers on the CPU: ``device_stream``)."""
+    request.getfixturevalue("device_stream")
     calls: list[tuple] = []
 
     def fill(*args):
@@ -45,9 +46,6 @@ def fills(monkeypatch):
         set_allocator=triton.set_allocator,
     )
     monkeypatch.setattr(dl, "triton", fake)
-    monkeypatch.setattr(launch_scratch, "current", lambda: (0, 5))
-    monkeypatch.setattr(launch_scratch, "_capturing", lambda: False)
-    monkeypatch.setattr(launch_scratch, "_KEPT", {})
     return calls
 
 
@@ -135,6 +133,9 @@ def test_the_first_call_of_a_key_goes_through_triton_and_later_ones_direct(fills
         dl.launch(Jit(), runners, (6,), (x, s), [("block", "layout"), None], (9,), {"C": 1}, "k")
     assert len(built) == 1 and built[0][1] == (("desc-of", x), s, 9) and built[0][2] == {"C": 1}
     assert [c[13:] for c in run.calls] == [("map1", 4, 8, 8, 1, s, 9)] * 2
+    for _ in range(2):  # no table: Triton's launch every call
+        dl.launch(Jit(), None, (6,), (x, s), [("block", "layout"), None], (9,), {"C": 1}, "k")
+    assert len(built) == 3 and len(run.calls) == 2
 
 
 def test_the_runner_table_starts_over_at_its_limit(fills, monkeypatch):

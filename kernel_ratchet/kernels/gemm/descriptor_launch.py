@@ -33,7 +33,7 @@ RUNNERS = 256
 
 def launch(
     fn: Any,
-    runners: dict,
+    runners: dict | None,
     grid: tuple[int],
     tensors: tuple,
     blocks: Sequence[tuple | None],
@@ -45,14 +45,15 @@ def launch(
     ``blocks`` is ``(block_shape, layout)`` passed as a host-side TMA descriptor, the others
     as pointers. ``key`` must hold everything of the call that ``rest``, ``kwargs`` and the
     compiled kernel depend on (dtypes, alignments, sizes, strides, the configuration):
-    ``runners`` (the launcher's table) keeps one runner per key."""
-    runner = runners.get(key)
+    ``runners`` (the launcher's table) keeps one runner per key; None: Triton's launch every
+    call."""
+    runner = runners.get(key) if runners is not None else None
     if runner:
         runner(grid[0], tensors)
         return
     descriptors = tuple(described(t, b) for t, b in zip(tensors, blocks, strict=True))
     kernel = fn[grid](*descriptors, *rest, **kwargs)
-    if runner is None:
+    if runners is not None and runner is None:
         if len(runners) >= RUNNERS:
             runners.clear()
         runners[key] = _runner(fn, kernel, (*descriptors, *rest), kwargs, len(tensors))
