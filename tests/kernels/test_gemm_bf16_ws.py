@@ -233,12 +233,22 @@ def direct(routed, monkeypatch):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("b_kmajor", [True, False], ids=["fwd", "dgrad"])
-def test_direct_launches_of_one_geometry_compute_each_calls_product_on_gpu(direct, b_kmajor):
-    """The second and later calls of a geometry launch through the compiled kernel's C launcher
-    with the call's own descriptors: each call's product, not the first call's."""
+def test_direct_launches_of_one_geometry_compute_each_calls_product_on_gpu(
+    direct, b_kmajor, monkeypatch
+):
+    """The second and later calls of a geometry skip Triton's argument binding (they launch
+    through the compiled kernel's C launcher with the call's own descriptors) and compute each
+    call's product, not the first call's."""
     M, N, K = 4097, 3000, 2000
     kind = "bf16" if b_kmajor else "bf16_bwd"
     shape_b = (N, K) if b_kmajor else (K, N)
+    geom = (K, True, True, N if not b_kmajor else K, True, b_kmajor)
+    assert _plan(kind=kind, M=M, N=N, K=K, geom=geom).ws16 is not None
+    bound = []
+    kernel = ws16._bf16_ws_kernel
+    monkeypatch.setattr(
+        kernel, "run", lambda *a, _run=kernel.run, **kw: bound.append(1) or _run(*a, **kw)
+    )
     for seed in range(3):
         g = torch.Generator(device="cuda").manual_seed(seed)
         a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16, generator=g)
@@ -246,10 +256,7 @@ def test_direct_launches_of_one_geometry_compute_each_calls_product_on_gpu(direc
         out = launch.matmul(a, b, b_kmajor=b_kmajor, kind=kind)
         ref = a.float() @ (b.float().t() if b_kmajor else b.float())
         assert ((out.float() - ref).norm() / ref.norm()) < 5e-3
-    geom = (K, True, True, N if not b_kmajor else K, True, b_kmajor)
-    plan = _plan(kind=kind, M=M, N=N, K=K, geom=geom)
-    assert plan.ws16 is not None
-    assert any(plan.runners.values()), "no direct runner was kept after the first call"
+    assert len(bound) <= 1, f"{len(bound)} of 3 calls bound their arguments through Triton"
 
 
 @pytest.mark.gpu
