@@ -184,6 +184,12 @@ def transfer_section(t: dict[str, str]) -> str:
     return "## Real-training transfer check\n" + "\n".join(lines) + "\n"
 
 
+def _lesson(text: str) -> str:
+    """The driver's lesson as said (``validate --lesson`` comes before the round ends, so the
+    record says so: it may name a cause the round never reached)."""
+    return f"{text} (the driver's, stated before the round)" if text else "not stated by the driver"
+
+
 def summary_md(v: RoundView) -> str:
     """A round's ``summary.md`` (SPEC section 7)."""
     decision = {"BASELINE": "BASELINE", "ACCEPTED": "ACCEPTED"}.get(v.status, "ROLLED BACK")
@@ -212,7 +218,7 @@ def summary_md(v: RoundView) -> str:
             f"- Expected: {v.expected or 'not stated by the driver'}\n"
             f"- Actual: {v.reason}\n"
             f"- Root cause: {v.root_cause}\n"
-            f"- Lesson: {v.lesson or 'not stated by the driver'}\n"
+            f"- Lesson: {_lesson(v.lesson)}\n"
         )
     parts.append(transfer_section(v.transfer))
     return "\n".join(parts)

@@ -183,7 +183,7 @@ def test_whole_campaign(two_rounds, capsys, monkeypatch):
         "## Real-training transfer check",
     ):
         assert section in summary, section
-    assert "Lesson: k-loop cost" in summary
+    assert "Lesson: k-loop cost (the driver's, stated before the round)" in summary
     # a measured rollback's transfer section carries no decision of its own
     assert "- Decision: none: the round was rolled back (the gain would read ACCEPT" in summary
     opt = (cdir / "logs/optimize.md").read_text()
