@@ -40,7 +40,7 @@ from kernel_ratchet.campaign.rounds.measure import interrupted_record, measure
 from kernel_ratchet.campaign.rounds.preconditions import preconditions
 from kernel_ratchet.campaign.rounds.shared import refuse_in_workspace
 from kernel_ratchet.campaign.state import PendingRound, Phase, Stage, State
-from kernel_ratchet.campaign.steps import kill_leftovers
+from kernel_ratchet.campaign.steps import kill_leftovers, portable_command
 from kernel_ratchet.campaign.termination import after_round
 from kernel_ratchet.errors import CampaignError, SchemaError, raise_if_interrupted
 from kernel_ratchet.profile.requires import ensure_runnable
@@ -181,6 +181,7 @@ class Campaign:
         if kept is not None:  # the logs the reason names moved with the round's directory
             for was, now_at in ((rdir, kept), (self.ctx.rel(rdir), self.ctx.rel(kept))):
                 why = why.replace(str(was), str(now_at))
+        self._log_failed_baseline(why, kept)
         self.state.pending = None
         self.save()
         raise CampaignError(
@@ -188,6 +189,14 @@ class Campaign:
             "ratchet.yaml (`ratchet check` calls a described op once) on the starting commit, "
             "then run `ratchet baseline` again."
         )
+
+    def _log_failed_baseline(self, why: str, kept: Path | None) -> None:
+        """The attempt's line in logs/optimize.md, its paths relative to the campaign."""
+        if kept is not None:
+            why = why.replace(str(kept), self.ctx.rel(kept))
+            why += f"; its directory is kept as {self.ctx.rel(kept)}"
+        said = portable_command(why, self.ctx.root)
+        self.log("logs/optimize.md").append(f"> {now()}: BASELINE attempt failed: {said}.\n\n")
 
     def _set_aside(self, n: int, tag: str) -> None:
         set_aside(self.ctx, n, tag)

@@ -47,6 +47,11 @@ def test_the_failed_baselines_error_names_the_log_where_it_was_kept(tmp_path, mo
     second = re.search(r"\(see (\S+harness\.log)\)", str(again.value))
     assert second and second.group(1) != named.group(1), str(again.value)
     assert Path(named.group(1)).exists() and Path(second.group(1)).exists()
+    # each attempt is in the campaign's log, its kept directory named from the campaign
+    log = (campaign_dir(root) / "logs" / "optimize.md").read_text()
+    attempts = re.findall(r"BASELINE attempt failed: no shape passes .*kept as (\S+)\.", log)
+    assert len(attempts) == 2 and str(root) not in log, log
+    assert all((campaign_dir(root) / a).is_dir() for a in attempts)
 
 
 def test_a_reason_naming_the_round_relative_to_the_project_follows_it(tmp_path, monkeypatch):
