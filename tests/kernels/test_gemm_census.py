@@ -11,6 +11,7 @@ import torch
 
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.kernels.gemm import census as cs
+from kernel_ratchet.kernels.gemm import configs
 from kernel_ratchet.kernels.gemm.configs import GemmConfig
 from kernel_ratchet.kernels.gemm.launch import forced_config, matmul
 
@@ -140,16 +141,21 @@ def test_tiny_outputs_take_one_launch_per_gemm(mnk):
 
 
 @pytest.mark.parametrize(
-    "mnk,bucket_tiles",
-    [((1000, 1000, 2000), (128, 128)), ((128, 128, 16384), (64, 128))],
+    "mnk,shipped",
+    [
+        ((1000, 1000, 2000), lambda: configs.CONFIGS["bf16"]["medium"]),
+        ((128, 128, 16384), lambda: configs.SPLIT_K_INSTEAD["bf16"]["long_k"]),
+    ],
     ids=["m1000", "longk"],
 )
-def test_small_outputs_fill_at_least_half_the_sms(mnk, bucket_tiles):
-    """Under-filled grids get smaller tiles and split-K: about half of 132 SMs busy or more."""
+def test_small_outputs_fill_at_least_half_the_sms(mnk, shipped):
+    """Under-filled grids get the smaller tiles their bucket ships and split-K where it splits:
+    about half of 132 SMs busy or more."""
     M, N, K = mnk
     a, b, d = cs.inputs(Shape("s", M=M, N=N, K=K), torch.bfloat16, "cpu")
     (g,) = cs.census_call(cs.linear_paths(a, b, d)["16bit.fwd"], dry=True).gemms()
-    assert (g.get("BLOCK_M"), g.get("BLOCK_N")) == bucket_tiles
+    cfg = shipped()
+    assert (g.get("BLOCK_M"), g.get("BLOCK_N")) == (cfg.block_m, cfg.block_n)
     assert g.ctas >= 64
 
 
