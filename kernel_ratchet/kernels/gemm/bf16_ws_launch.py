@@ -19,6 +19,7 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 from kernel_ratchet.kernels import cuda_context
 from kernel_ratchet.kernels.gemm import fast_launch, launch_scratch
 from kernel_ratchet.kernels.gemm.bf16_ws import ROWS, _bf16_ws_kernel
+from kernel_ratchet.kernels.gemm.descriptor_launch import Operand
 from kernel_ratchet.kernels.gemm.fp8_block_ws_launch import _rows_ok, _sm90
 from kernel_ratchet.kernels.offline import SM90_SHARED_BYTES
 from kernel_ratchet.kernels.offline_compile import compile_gluon
@@ -135,7 +136,7 @@ def matmul_bf16_ws(
     key = (a.dtype, a.device.index)
     runner = runners.get(key) if runners is not None else None
     if runner and not launch_scratch.hooked():
-        runner(grid[0], (_Operand(a), _Operand(b), _Operand(c)))
+        runner(grid[0], (Operand(a), Operand(b), Operand(c)))
         return c
     la, lb, lc = _layouts(block_n, block_k, a.dtype, b_kmajor)
     a_desc = TensorDescriptor.from_tensor(a, [ROWS, block_k], la)
@@ -149,19 +150,6 @@ def matmul_bf16_ws(
     else:
         fast_launch.launch(_bf16_ws_kernel, runners, grid, args, kwargs, 3, key)
     return c
-
-
-class _Operand:
-    """What the compiled kernel's launcher reads of a host-side tensor descriptor (its tensor,
-    shape, strides and padding; the block shape and swizzle are compiled in), without
-    ``TensorDescriptor``'s checks (about 4 µs of host time each): a direct launch serves one
-    launch plan, whose first call built checked descriptors and whose geometry (16-byte aligned
-    rows, the output's too) every later call shares."""
-
-    __slots__ = ("base", "shape", "strides", "padding")
-
-    def __init__(self, t: torch.Tensor) -> None:
-        self.base, self.shape, self.strides, self.padding = t, t.shape, t.stride(), "zero"
 
 
 def _constexprs(

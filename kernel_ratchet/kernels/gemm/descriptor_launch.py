@@ -106,8 +106,8 @@ class Runner:
 class Operand:
     """What Triton's launcher reads of a host-side tensor descriptor (its tensor, shape,
     strides and padding; the block shape and swizzle are compiled in), without
-    ``TensorDescriptor``'s checks: a runner serves one key, whose first call built checked
-    descriptors and whose geometry every later call shares."""
+    ``TensorDescriptor``'s checks (about 4 µs of host time each): a runner serves one key,
+    whose first call built checked descriptors and whose geometry every later call shares."""
 
     __slots__ = ("base", "shape", "strides", "padding")
 
