@@ -177,6 +177,43 @@ def test_the_direct_switch_decides_whether_a_plans_runners_launch(monkeypatch, o
     assert (seen["block_n"], seen["stages"]) == (TILE.block_n, TILE.num_stages)
 
 
+def test_a_routed_geometry_is_launched_from_its_first_calls_decisions(routed, monkeypatch):
+    """A call the plan sends to the warp-specialized kernel leaves a quick-path entry: later
+    calls of the geometry launch the plan's direct runner with ``(a, b, c)`` on the first
+    call's grid, without the plan or the launch's checks (recorded on the CPU)."""
+    from kernel_ratchet.kernels.gemm import quick_path
+
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    monkeypatch.setattr(ws16, "supported_dtypes", lambda a, b, out: True)  # as on an sm_90 GPU
+    monkeypatch.setattr(ws16, "DIRECT", True)
+    monkeypatch.setattr(ws16.cuda_context, "make_current", lambda device: None)
+    monkeypatch.setattr(launch, "_tma_ok", lambda t, st: True)
+    log: list[tuple] = []
+
+    def first_call(fn, runners, grid, tensors, blocks, rest, kwargs, key):
+        log.append(("full", grid[0], rest))
+        runners.setdefault(key, lambda g, ts: log.append(("quick", g, ts)))
+
+    monkeypatch.setattr(ws16.descriptor_launch, "launch", first_call)
+    quick_path.forget()
+    try:
+        M, N, K = 4096, 6144, 4096
+        launch.matmul(torch.randn(M, K, dtype=torch.bfloat16), torch.randn(N, K).bfloat16())
+        a, b = torch.randn(M, K, dtype=torch.bfloat16), torch.randn(N, K, dtype=torch.bfloat16)
+        out = launch.matmul(a, b)
+        assert len(quick_path._QUICK) == 1
+    finally:
+        quick_path.forget()
+    assert log[0] == (
+        "full",
+        ws16.grid_size(M, N, TILE.block_n, launch._num_sms(a.device)),
+        (M, N, K),
+    )
+    kind, grid, tensors = log[1]
+    assert (kind, grid) == ("quick", log[0][1]) and len(log) == 2
+    assert tensors[0] is a and tensors[1] is b and tensors[2] is out and len(tensors) == 3
+
+
 _SHAPES = [
     (128, 128, 64),
     (300, 264, 1000),

@@ -14,13 +14,14 @@ WINNER = GemmConfig(128, 64, 64, num_warps=4, num_stages=5, use_tma=True)
 
 
 def _sweep(tmp_path: Path, winner_ms: float) -> Path:
-    """Two medium forwards: the vendor 1 ms, the shipped config 2 ms, the winner ``winner_ms``."""
+    """Two medium weight gradients (``WS16_CONFIGS`` takes the medium forwards and dgrads): the
+    vendor 1 ms, the shipped config 2 ms, the winner ``winner_ms``."""
     rows = []
     for shape in ([1000, 1000, 2000], [1000, 2000, 1000]):
-        rows.append({"shape": shape, "what": "bf16.fwd", "cfg": "vendor", "ms": 1.0})
-        rows.append({"shape": shape, "what": "bf16.fwd", "cfg": "shipped", "ms": 2.0})
+        rows.append({"shape": shape, "what": "bf16.db", "cfg": "vendor", "ms": 1.0})
+        rows.append({"shape": shape, "what": "bf16.db", "cfg": "shipped", "ms": 2.0})
         rows.append(
-            {"shape": shape, "what": "bf16.fwd", "cfg": repr(WINNER), "ms": winner_ms, "snr": 50}
+            {"shape": shape, "what": "bf16.db", "cfg": repr(WINNER), "ms": winner_ms, "snr": 50}
         )
     path = tmp_path / "sweep.json"
     path.write_text(json.dumps({"results": rows}))
@@ -36,10 +37,10 @@ def _copy(tmp_path: Path) -> Path:
 def test_the_winner_is_written_into_its_entry_and_nothing_else(tmp_path, capsys):
     cfg, sweep = _copy(tmp_path), _sweep(tmp_path, 1.0)
     before = cfg.read_text()
-    assert tune_apply.main([str(sweep), "CONFIGS/bf16/medium", "--configs", str(cfg)]) == 0
+    assert tune_apply.main([str(sweep), "CONFIGS/bf16_bwd/medium", "--configs", str(cfg)]) == 0
     out = capsys.readouterr().out
     assert "shipped when swept 0.500, best 1.000" in out and "ratchet validate" in out
-    knobs = parse_tunables(cfg.read_text()).entries["CONFIGS/bf16/medium"].knobs
+    knobs = parse_tunables(cfg.read_text()).entries["CONFIGS/bf16_bwd/medium"].knobs
     assert {k: knobs[k].value for k in ("block_m", "block_n", "num_warps", "num_stages")} == {
         "block_m": 128, "block_n": 64, "num_warps": 4, "num_stages": 5,
     }  # fmt: skip
@@ -47,7 +48,7 @@ def test_the_winner_is_written_into_its_entry_and_nothing_else(tmp_path, capsys)
     changed = [a for a, b in zip(before.splitlines(), after, strict=True) if a != b]
     assert len(changed) == 1 and '"medium": GemmConfig(128, 128, 64' in changed[0]
     # written again: the entry already is the winner
-    assert tune_apply.main([str(sweep), "CONFIGS/bf16/medium", "--configs", str(cfg)]) == 1
+    assert tune_apply.main([str(sweep), "CONFIGS/bf16_bwd/medium", "--configs", str(cfg)]) == 1
     assert "nothing written" in capsys.readouterr().out
 
 
@@ -55,7 +56,7 @@ def test_nothing_is_written_without_a_gain_or_for_an_unknown_entry(tmp_path, cap
     cfg = _copy(tmp_path)
     before = cfg.read_text()
     small = _sweep(tmp_path, 1.98)  # 1% faster than the shipped config
-    assert tune_apply.main([str(small), "CONFIGS/bf16/medium", "--configs", str(cfg)]) == 1
+    assert tune_apply.main([str(small), "CONFIGS/bf16_bwd/medium", "--configs", str(cfg)]) == 1
     assert "no candidate beats that by 3%" in capsys.readouterr().out
     assert tune_apply.main([str(small), "CONFIGS/bf16/nope", "--configs", str(cfg)]) == 2
     assert "no entry 'CONFIGS/bf16/nope'" in capsys.readouterr().err
@@ -94,11 +95,12 @@ def test_a_winner_of_another_kernel_is_not_written_into_a_configs_entry(tmp_path
     data = json.loads(sweep.read_text())
     for shape in ([1000, 1000, 2000], [1000, 2000, 1000]):
         ws = "Ws16(block_n=128, stages=6, block_k=64, group_m=8)"
-        data["results"].append(
-            {"shape": shape, "what": "bf16.fwd", "cfg": ws, "ms": 0.5, "snr": 50}
-        )
+        data["results"].append({"shape": shape, "what": "bf16.db", "cfg": ws, "ms": 0.5, "snr": 50})
     sweep.write_text(json.dumps(data))
     best, said = tune_apply.candidate(
-        data["results"], "CONFIGS/bf16/medium", 0.03, tune_apply.runs_entry("CONFIGS/bf16/medium")
+        data["results"],
+        "CONFIGS/bf16_bwd/medium",
+        0.03,
+        tune_apply.runs_entry("CONFIGS/bf16_bwd/medium"),
     )
     assert best == repr(WINNER), said

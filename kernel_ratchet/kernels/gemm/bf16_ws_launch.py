@@ -12,14 +12,11 @@ from __future__ import annotations
 import functools
 
 import torch
-import triton
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from kernel_ratchet.kernels import cuda_context
-from kernel_ratchet.kernels.gemm import fast_launch, launch_scratch
+from kernel_ratchet.kernels.gemm import descriptor_launch, quick_path
 from kernel_ratchet.kernels.gemm.bf16_ws import ROWS, _bf16_ws_kernel
-from kernel_ratchet.kernels.gemm.descriptor_launch import Operand
 from kernel_ratchet.kernels.gemm.fp8_block_ws_launch import _rows_ok, _sm90
 from kernel_ratchet.kernels.offline import SM90_SHARED_BYTES
 from kernel_ratchet.kernels.offline_compile import compile_gluon
@@ -31,7 +28,7 @@ OPTIONS = {"num_warps": 4, "maxnreg": 168}
 CONSUMER_REGS = 232
 _GL = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}
 #: Whether the launcher's calls after a geometry's first go straight to the compiled kernel's C
-#: launcher (:mod:`.fast_launch`) instead of Triton's binding of the three descriptors.
+#: launcher (:mod:`.descriptor_launch`) instead of Triton's binding of the three descriptors.
 DIRECT = True
 
 
@@ -82,11 +79,19 @@ def supported_dtypes(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype) -
 
 
 def run(
-    a: torch.Tensor, b: torch.Tensor, b_kmajor: bool, cfg, num_sms: int, runners: dict
+    a: torch.Tensor,
+    b: torch.Tensor,
+    b_kmajor: bool,
+    cfg,
+    num_sms: int,
+    runners: dict,
+    quick_key: tuple | None = None,
 ) -> torch.Tensor:
     """:func:`matmul_bf16_ws` under a ``configs.WS16_CONFIGS`` entry (a ``GemmConfig``) for one
-    launch plan, whose ``runners`` keep its direct launches where :data:`DIRECT` is on."""
-    return matmul_bf16_ws(
+    launch plan, whose ``runners`` keep its direct launches where :data:`DIRECT` is on.
+    ``quick_key``: the call's :mod:`.quick_path` key, under which the next call of the same
+    key launches the direct runner straight away."""
+    c = matmul_bf16_ws(
         a,
         b,
         b_kmajor=b_kmajor,
@@ -97,6 +102,12 @@ def run(
         num_sms=num_sms,
         runners=runners if DIRECT else None,
     )
+    if quick_key and DIRECT:
+        grid = grid_size(c.shape[0], c.shape[1], cfg.block_n, num_sms)
+        quick_path.remember(
+            quick_key, *c.shape, c.dtype, grid, runners.get(runner_key(a)), descriptors=True
+        )
+    return c
 
 
 def supported(a: torch.Tensor, b: torch.Tensor, b_kmajor: bool) -> bool:
@@ -105,6 +116,16 @@ def supported(a: torch.Tensor, b: torch.Tensor, b_kmajor: bool) -> bool:
     rows of 16 bytes (``N`` a multiple of 8)."""
     n = b.shape[0] if b_kmajor else b.shape[1]
     return supported_dtypes(a, b, a.dtype) and _rows_ok(a) and _rows_ok(b) and n % 8 == 0
+
+
+def grid_size(M: int, N: int, block_n: int, sms: int) -> int:
+    """Persistent programs of a launch: one per SM, or one per output tile where fewer."""
+    return min(sms, -(-M // (2 * ROWS)) * -(-N // block_n))
+
+
+def runner_key(a: torch.Tensor) -> tuple:
+    """The key of a launch plan's direct runner for the operand ``a``."""
+    return (a.dtype, a.device.index)
 
 
 def matmul_bf16_ws(
@@ -121,34 +142,29 @@ def matmul_bf16_ws(
 ) -> torch.Tensor:
     """``a [M, K] @ bᵀ`` (``b [N, K]``, ``b_kmajor``) or ``a @ b`` (``b [K, N]``) -> ``[M, N]``
     in ``a``'s dtype, fp32 accumulation. The caller checks :func:`supported` first.
-    ``runners``: the cache of one problem geometry's direct launches (:mod:`.fast_launch`),
+    ``runners``: the cache of one problem geometry's direct launches (:mod:`.descriptor_launch`),
     keyed by dtype and device; None: Triton's launch every call."""
     check_config(block_n, block_k, stages)
     M, K = a.shape
     N = b.shape[0] if b_kmajor else b.shape[1]
     c = torch.empty((M, N), dtype=a.dtype, device=a.device)
-    tiles = triton.cdiv(M, 2 * ROWS) * triton.cdiv(N, block_n)
-    if tiles == 0 or K == 0:  # nothing to launch: an empty output, or a sum of nothing
+    if M == 0 or N == 0 or K == 0:  # nothing to launch: an empty output, or a sum of nothing
         return c.zero_()
     sms = num_sms or torch.cuda.get_device_properties(a.device).multi_processor_count
     cuda_context.make_current(a.device)
-    grid = (min(sms, tiles),)
-    key = (a.dtype, a.device.index)
+    grid = (grid_size(M, N, block_n, sms),)
+    key = runner_key(a)
     runner = runners.get(key) if runners is not None else None
-    if runner and not launch_scratch.hooked():
-        runner(grid[0], (Operand(a), Operand(b), Operand(c)))
+    if runner:
+        runner(grid[0], (a, b, c))  # the runner encodes (or reuses) the three descriptors
         return c
     la, lb, lc = _layouts(block_n, block_k, a.dtype, b_kmajor)
-    a_desc = TensorDescriptor.from_tensor(a, [ROWS, block_k], la)
     b_block = [block_n, block_k] if b_kmajor else [block_k, block_n]
-    b_desc = TensorDescriptor.from_tensor(b, b_block, lb)
-    c_desc = TensorDescriptor.from_tensor(c, [ROWS, block_n], lc)
-    args = (a_desc, b_desc, c_desc, M, N, K)
+    blocks = (([ROWS, block_k], la), (b_block, lb), ([ROWS, block_n], lc))
     kwargs = {**_constexprs(block_n, block_k, group_m, stages, sms, b_kmajor), **OPTIONS}
-    if runners is None:
-        _bf16_ws_kernel[grid](*args, **kwargs)
-    else:
-        fast_launch.launch(_bf16_ws_kernel, runners, grid, args, kwargs, 3, key)
+    descriptor_launch.launch(
+        _bf16_ws_kernel, runners, grid, (a, b, c), blocks, (M, N, K), kwargs, key
+    )
     return c
 
 

@@ -3,17 +3,15 @@
 This is the file a campaign's config-only rounds edit (``ratchet.yaml: tunables``). There is no
 runtime autotuning on the default path: :func:`bucket_for` maps a problem to a bucket name by
 explicit thresholds, and ``CONFIGS[kind][bucket]`` is the configuration used. A run that wants
-another configuration passes one explicitly (``config=`` in :mod:`.launch`), which is how the
-CPU tests use tiny blocks and how ``tune.py`` sweeps.
+another configuration passes one explicitly (``config=`` in :mod:`.launch`), which is how the CPU
+tests use tiny blocks and how ``tune.py`` sweeps.
 
-Kinds: ``"bf16"`` (bf16/fp16 forward), ``"bf16_bwd"`` (the two backward GEMMs, whose
-operands are not both K-major), ``"fp8"`` (tensorwise and rowwise scaling, scales in
-the epilogue) and ``"fp8_block"`` (1x128 / 128x128 scaling, scales applied per k-block, so
-``BLOCK_K`` must be 128).
+Kinds: ``"bf16"`` (bf16/fp16 forward), ``"bf16_bwd"`` (the two backward GEMMs, whose operands are
+not both K-major), ``"fp8"`` (tensorwise and rowwise scaling, scales in the epilogue) and
+``"fp8_block"`` (1x128 / 128x128 scaling, scales applied per k-block, so ``BLOCK_K`` must be 128).
 
-Each bucket was chosen by timing candidates with ``python -m kernel_ratchet.kernels.gemm.tune``
-on an H200 (torch 2.11, triton 3.6); the comment next to a config says what was swept and what it
-bought.
+Buckets were chosen by timing candidates with ``python -m kernel_ratchet.kernels.gemm.tune``
+(H200, torch 2.11, triton 3.6); each config's comment says what was swept and what it bought.
 """
 
 from __future__ import annotations
@@ -257,9 +255,17 @@ WS_CONFIGS: dict[str, dict[str, GemmConfig]] = {
 #: reads block_n, block_k, num_stages, group_m) runs where it applies (sm_90, A K-major, TMA-ready
 #: operands, ``N % 8 == 0``: forward and dgrad). Large: alone on an H100 (graph replays), forward
 #: 4096 x 14336 x 4096 701 TFLOPS, Triton kernel 651, cuBLAS 673; dgrad 710, 678, 693.
+#: Medium (128 x 128 tiles fill more SMs): forward 1000 x 5120 x 1000 304, Triton 256, cuBLAS
+#: 567; the step 1.0101x [1.0052, 1.0127] (campaigns/gemm_bf16_odd/ws-quick-path-medium).
 WS16_CONFIGS: dict[str, dict[str, GemmConfig]] = {
-    "bf16": {"large": GemmConfig(128, 256, 64, num_stages=3, group_m=8)},
-    "bf16_bwd": {"large": GemmConfig(128, 256, 64, num_stages=3, group_m=8)},
+    "bf16": {
+        "large": GemmConfig(128, 256, 64, num_stages=3, group_m=8),
+        "medium": GemmConfig(128, 128, 64, num_stages=4, group_m=8),
+    },
+    "bf16_bwd": {
+        "large": GemmConfig(128, 256, 64, num_stages=3, group_m=8),
+        "medium": GemmConfig(128, 128, 64, num_stages=4, group_m=8),
+    },
 }
 
 # What `ratchet run --optimizer search` may change (kernel_ratchet/optimizers/tunables.py).
@@ -304,7 +310,6 @@ SEARCH_SPACE = {
     },
 }
 
-
 #: {kind: {bucket: config}} for a problem whose bucket config is stream-K but whose tiles are
 #: too few for it (each shared by more than :data:`STREAM_K_MAX_SHARE` programs): the tile
 #: kernel with split-K that served the bucket before (a 128 x 128 output, K = 16384: 64
@@ -317,7 +322,6 @@ SPLIT_K_INSTEAD: dict[str, dict[str, GemmConfig]] = {
         "long_k": GemmConfig(64, 128, 64, num_warps=4, num_stages=4, use_tma=True, split_k=32)
     },
 }
-
 
 #: {kind: {bucket: config}} for a problem whose bucket config would split K (its tiles fill at
 #: most half the SMs: :func:`split_for`) and whose K is at most :data:`UNSPLIT_MAX_K`'s bound
@@ -338,7 +342,6 @@ UNSPLIT_INSTEAD: dict[str, dict[str, GemmConfig]] = {
 }
 #: {kind: {bucket: the largest K}} of :data:`UNSPLIT_INSTEAD`'s entries that have a bound.
 UNSPLIT_MAX_K: dict[str, dict[str, int]] = {"bf16_bwd": {"skinny": 8192}}
-
 
 #: {kind: {bucket: config}} for a problem of at most :data:`FEW_ROWS_MAX_M` output rows: the
 #: config that runs instead, its row tile fitted to them (a decode GEMM streams its weight once

@@ -7,7 +7,9 @@ operands (16-bit, row-major, both already laid out as the kernel reads them, no 
 copies) has run, its key here (shapes, strides, dtypes, 16-byte alignment and device of both
 operands, their majorness, output dtype, kind) maps to a :class:`Quick` entry: the output's
 allocation and the runner's launch, nothing else. Everything the plan and the runner depend on
-is in the key, so a call with any of it changed takes the full path.
+is in the key, so a call with any of it changed takes the full path. A call that the plan
+routes to the warp-specialized 16-bit kernel (:mod:`.bf16_ws_launch`) gets an entry too: its
+runner takes the two operands and the output, and encodes their descriptors.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+
+from kernel_ratchet.kernels import cuda_context
 
 #: Entries kept; at the limit the table starts over (a run of ever-new geometries, such as
 #: variable sequence lengths, must not grow it without bound).
@@ -35,16 +39,25 @@ def key(
 
 
 class Quick:
-    """The output's shape and dtype, the grid and the runner of one key."""
+    """The output's shape and dtype, the grid and the runner of one key; ``descriptors``: the
+    runner is the warp-specialized kernel's, which takes ``(a, b, c)`` and encodes TMA
+    descriptors in the device's context; else the Triton kernel's ``(a, b, c, scales...)``."""
 
-    __slots__ = ("M", "N", "dtype", "grid", "runner")
+    __slots__ = ("M", "N", "dtype", "grid", "runner", "descriptors")
 
-    def __init__(self, M: int, N: int, dtype: torch.dtype, grid: int, runner: Any) -> None:
+    def __init__(
+        self, M: int, N: int, dtype: torch.dtype, grid: int, runner: Any, descriptors: bool
+    ) -> None:
         self.M, self.N, self.dtype, self.grid, self.runner = M, N, dtype, grid, runner
+        self.descriptors = descriptors
 
     def __call__(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         c = torch.empty((self.M, self.N), dtype=self.dtype, device=a.device)
-        self.runner(self.grid, (a, b, c, c, c))
+        if self.descriptors:
+            cuda_context.make_current(a.device)
+            self.runner(self.grid, (a, b, c))
+        else:
+            self.runner(self.grid, (a, b, c, c, c))
         return c
 
 
@@ -52,14 +65,23 @@ def get(k: tuple) -> Quick | None:
     return _QUICK.get(k)
 
 
-def remember(k: tuple, M: int, N: int, dtype: torch.dtype, grid: int, runner: Any) -> None:
+def remember(
+    k: tuple,
+    M: int,
+    N: int,
+    dtype: torch.dtype,
+    grid: int,
+    runner: Any,
+    *,
+    descriptors: bool = False,
+) -> None:
     """Keep the entry of key ``k`` (``runner``: the plan's bound runner; False or None: the
-    call's Triton has none, and the full path stays)."""
+    call's Triton has none, and the full path stays; ``descriptors``: see :class:`Quick`)."""
     if not runner:
         return
     if len(_QUICK) >= LIMIT:
         _QUICK.clear()
-    _QUICK[k] = Quick(M, N, dtype, grid, runner)
+    _QUICK[k] = Quick(M, N, dtype, grid, runner, descriptors)
 
 
 def forget() -> None:
