@@ -186,3 +186,24 @@ def test_the_table_starts_over_at_its_limit(quick_calls, monkeypatch):
     for k in (16, 32, 48, 64):
         launch.matmul(*_pair(8, 16, k))
     assert len(quick_path._QUICK) == 1
+
+
+def test_a_split_k_geometry_is_launched_from_its_first_calls_decisions(quick_calls, monkeypatch):
+    """A bucket that splits K (one output tile over a long K on a GPU of 132 SMs) keeps a quick
+    entry too: later calls zero a new fp32 sum, launch into it on the first call's grid, and
+    return its cast."""
+    monkeypatch.setattr(launch, "_num_sms", lambda device: 132)
+    M, N, K = 128, 128, 16384
+    geom = (K, True, True, K, True, True)
+    plan = launch._plan("bf16", None, M, N, K, geom, 0, 132, False, 0, torch.float16, False)
+    assert plan.split_k > 1
+    launch.matmul(*_pair(M, N, K))
+    a, b = _pair(M, N, K)
+    out = launch.matmul(a, b)
+    assert [e[0] for e in quick_calls] == ["full", "quick"]
+    _, grid, tensors = quick_calls[1]
+    assert grid == quick_calls[0][1] and tensors[0] is a and tensors[1] is b
+    total = tensors[2]
+    assert total.dtype == torch.float32 and total.shape == (M, N) and not total.any()
+    assert all(t is total for t in tensors[3:]) and out.dtype == torch.float16
+    assert out.shape == (M, N) and out.data_ptr() != total.data_ptr()

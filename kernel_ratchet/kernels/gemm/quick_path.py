@@ -3,13 +3,14 @@
 A small GEMM's eager time is its host's: :func:`.launch.matmul` checks the operands, reads the
 launch plan of their geometry, lays out the kernel's arguments and finds the compiled kernel's
 runner, several microseconds of Python per call before the launch. Once a call of plain
-operands (16-bit, row-major, both already laid out as the kernel reads them, no split-K, no
-copies) has run, its key here (shapes, strides, dtypes, 16-byte alignment and device of both
-operands, their majorness, output dtype, kind) maps to a :class:`Quick` entry: the output's
-allocation and the runner's launch, nothing else. Everything the plan and the runner depend on
-is in the key, so a call with any of it changed takes the full path. A call that the plan
-routes to the warp-specialized 16-bit kernel (:mod:`.bf16_ws_launch`) gets an entry too: its
-runner takes the two operands and the output, and encodes their descriptors.
+operands (16-bit, row-major, both already laid out as the kernel reads them, no copies) has
+run, its key here (shapes, strides, dtypes, 16-byte alignment and device of both operands,
+their majorness, output dtype, kind) maps to a :class:`Quick` entry: the output's allocation
+and the runner's launch, nothing else (for a split-K plan: the zeroed fp32 sum the programs
+add into, the launch, and the sum's cast to the output's dtype). Everything the plan and the
+runner depend on is in the key, so a call with any of it changed takes the full path. A call
+that the plan routes to the warp-specialized 16-bit kernel (:mod:`.bf16_ws_launch`) gets an
+entry too: its runner takes the two operands and the output, and encodes their descriptors.
 """
 
 from __future__ import annotations
@@ -41,17 +42,29 @@ def key(
 class Quick:
     """The output's shape and dtype, the grid and the runner of one key; ``descriptors``: the
     runner is the warp-specialized kernel's, which takes ``(a, b, c)`` and encodes TMA
-    descriptors in the device's context; else the Triton kernel's ``(a, b, c, scales...)``."""
+    descriptors in the device's context; else the Triton kernel's ``(a, b, c, scales...)``;
+    ``split``: the Triton kernel's plan splits K (its programs add into a zeroed fp32 sum)."""
 
-    __slots__ = ("M", "N", "dtype", "grid", "runner", "descriptors")
+    __slots__ = ("M", "N", "dtype", "grid", "runner", "descriptors", "split")
 
     def __init__(
-        self, M: int, N: int, dtype: torch.dtype, grid: int, runner: Any, descriptors: bool
+        self,
+        M: int,
+        N: int,
+        dtype: torch.dtype,
+        grid: int,
+        runner: Any,
+        descriptors: bool,
+        split: bool = False,
     ) -> None:
         self.M, self.N, self.dtype, self.grid, self.runner = M, N, dtype, grid, runner
-        self.descriptors = descriptors
+        self.descriptors, self.split = descriptors, split
 
     def __call__(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        if self.split:
+            c = torch.zeros((self.M, self.N), dtype=torch.float32, device=a.device)
+            self.runner(self.grid, (a, b, c, c, c))
+            return c.to(self.dtype)
         c = torch.empty((self.M, self.N), dtype=self.dtype, device=a.device)
         if self.descriptors:
             cuda_context.make_current(a.device)
@@ -74,14 +87,16 @@ def remember(
     runner: Any,
     *,
     descriptors: bool = False,
+    split: bool = False,
 ) -> None:
     """Keep the entry of key ``k`` (``runner``: the plan's bound runner; False or None: the
-    call's Triton has none, and the full path stays; ``descriptors``: see :class:`Quick`)."""
+    call's Triton has none, and the full path stays; ``descriptors``, ``split``: see
+    :class:`Quick`)."""
     if not runner:
         return
     if len(_QUICK) >= LIMIT:
         _QUICK.clear()
-    _QUICK[k] = Quick(M, N, dtype, grid, runner, descriptors)
+    _QUICK[k] = Quick(M, N, dtype, grid, runner, descriptors, split)
 
 
 def forget() -> None:
