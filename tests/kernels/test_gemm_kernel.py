@@ -21,8 +21,8 @@ from kernel_ratchet.kernels.gemm.launch import (
     gemm,
     gemm_backward,
     matmul,
-    stride_align,
 )
+from kernel_ratchet.kernels.gemm.operands import stride_align
 from kernel_ratchet.kernels.gemm.reference import linear_all_ref
 
 SMALL = {

@@ -25,20 +25,20 @@ COMPARE = [sys.executable, "-m", "kernel_ratchet.cli", "sweep-compare"]
 
 def test_applied_text_is_what_the_kernel_launches_with():
     sweep = sweep_measure
-    from kernel_ratchet.kernels.gemm import configs, launch
+    from kernel_ratchet.kernels.gemm import configs, launch_plan
 
     path = Path(configs.__file__)
     original = path.read_text()
-    # the name launch.py imported; 100 rows: the tiny bucket's own entry (not FEW_ROWS_INSTEAD)
-    before = launch.config_for("bf16", 100, 8, 8)
+    # the name the launch plan imported; 100 rows: the tiny bucket's own entry (not FEW_ROWS_INSTEAD)
+    before = launch_plan.config_for("bf16", 100, 8, 8)
     try:
         sweep.apply_text(
             configs, set_knobs(original, "CONFIGS/bf16/tiny", {"block_m": 16}), str(path)
         )
-        assert launch.config_for("bf16", 100, 8, 8).block_m == 16 != before.block_m
+        assert launch_plan.config_for("bf16", 100, 8, 8).block_m == 16 != before.block_m
     finally:
         sweep.apply_text(configs, original, str(path))
-    assert launch.config_for("bf16", 100, 8, 8) == before
+    assert launch_plan.config_for("bf16", 100, 8, 8) == before
     assert path.read_text() == original  # the file on disk is never written
 
 
