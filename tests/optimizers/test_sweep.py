@@ -29,7 +29,7 @@ def test_applied_text_is_what_the_kernel_launches_with():
 
     path = Path(configs.__file__)
     original = path.read_text()
-    # the name the launch plan imported; 100 rows: the tiny bucket's own entry (not FEW_ROWS_INSTEAD)
+    # the name launch_plan.py imported; 100 rows: the tiny bucket's entry (not FEW_ROWS_INSTEAD)
     before = launch_plan.config_for("bf16", 100, 8, 8)
     try:
         sweep.apply_text(
