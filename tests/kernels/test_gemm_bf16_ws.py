@@ -204,11 +204,8 @@ def test_a_routed_geometry_is_launched_from_its_first_calls_decisions(routed, mo
         assert len(quick_path._QUICK) == 1
     finally:
         quick_path.forget()
-    assert log[0] == (
-        "full",
-        ws16.grid_size(M, N, TILE.block_n, launch._num_sms(a.device)),
-        (M, N, K),
-    )
+    grid = ws16.grid_size(M, N, TILE.block_n, launch._num_sms(a.device))
+    assert log[0] == ("full", grid, (M, N, K))
     kind, grid, tensors = log[1]
     assert (kind, grid) == ("quick", log[0][1]) and len(log) == 2
     assert tensors[0] is a and tensors[1] is b and tensors[2] is out and len(tensors) == 3
