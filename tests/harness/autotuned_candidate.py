@@ -7,7 +7,7 @@ import torch
 import triton
 import triton.language as tl
 
-from tests.harness.test_redteam_candidates import TinyGemm
+from tests.harness.redteam_base import TinyGemm
 
 
 @triton.autotune(configs=[triton.Config({"B": 16}), triton.Config({"B": 32})], key=["n"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from tests.harness.test_redteam_candidates import TinyGemm
+from tests.harness.redteam_base import TinyGemm
 
 torch.backends.cuda.matmul.allow_tf32 = True
 torch.backends.cudnn.allow_tf32 = True

@@ -9,7 +9,7 @@ import warnings
 
 import torch
 
-from tests.harness.test_redteam_candidates import TinyGemm, matmul_nt
+from tests.harness.redteam_base import TinyGemm, matmul_nt
 
 _log = logging.getLogger("my_kernels")
 

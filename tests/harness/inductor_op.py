@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from tests.harness.test_redteam_candidates import Case, TinyGemm, matmul_nt
+from tests.harness.redteam_base import Case, TinyGemm, matmul_nt
 
 
 def _epilogue(x: torch.Tensor) -> torch.Tensor:

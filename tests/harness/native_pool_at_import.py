@@ -1,6 +1,7 @@
 """A project module that starts native threads when imported (for the thread check)."""
 
-from tests.harness.test_redteam_candidates import TinyGemm, grow_native_pool
+from tests.harness.redteam_base import TinyGemm
+from tests.harness.redteam_threads import grow_native_pool
 
 grow_native_pool()
 

@@ -1,6 +1,6 @@
 """Red team (CPU): cheating candidates around the tiny GEMM must be rejected with a reason.
 
-Every candidate runs in its own worker process (``tests/harness/test_redteam_candidates.py``),
+Every candidate runs in its own worker process (``tests/harness/redteam_candidates.py``),
 on tiny shapes with the perf_counter engine and few samples, so the file stays well under a
 minute on two cores. The honest adapter must pass both ``check`` and ``time``.
 """
@@ -18,7 +18,7 @@ from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.harness.worker import Worker, WorkerResult, WorkerSpec
 
 ROOT = Path(__file__).resolve().parents[2]
-MODULE = "tests.harness.test_redteam_candidates"
+MODULE = "tests.harness.redteam_candidates"
 POOL = "tests.harness.native_pool_at_import"
 IDIOMS = "tests.harness.honest_idioms"
 FLAGS = "tests.harness.flags_at_import"

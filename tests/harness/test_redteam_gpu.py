@@ -13,7 +13,7 @@ from kernel_ratchet.harness.worker import Worker, WorkerResult, WorkerSpec
 pytestmark = pytest.mark.gpu
 
 ROOT = Path(__file__).resolve().parents[2]
-MODULE = "tests.harness.test_redteam_candidates"
+MODULE = "tests.harness.redteam_candidates"
 SMALL = Shape("m64_n48_k32", M=64, N=48, K=32)  # well under 20 us: graph mode
 LARGE = Shape("m1024_n1024_k512", M=1024, N=1024, K=512)  # eager mode
 SEED = 917
