@@ -276,8 +276,9 @@ def test_calibrate_stores_the_machine_noise_and_the_decision_uses_it(
     project, open_campaign, monkeypatch
 ):
     """The A/A trials' workers simulated (the A/B's own tests' machine: 2% noise); real
-    workers run an A/A in tests/harness/test_ab.py and the whole calibration in the soak run."""
-    from tests.harness.test_ab import FakeMachine, FakeSpec, FakeWorker
+    workers run an A/A in tests/harness/test_ab_workers.py and the whole calibration in the
+    soak run."""
+    from tests.harness.fake_ab import FakeMachine, FakeSpec, FakeWorker
 
     machine = FakeMachine(seed=7)
 

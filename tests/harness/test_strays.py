@@ -11,7 +11,7 @@ import time
 import pytest
 
 from kernel_ratchet.harness import strays
-from tests.harness.test_ab import FakeMachine, FakeSpec, FakeWorker, ab
+from tests.harness.fake_ab import FakeMachine, FakeSpec, FakeWorker, ab
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="child subreapers and /proc are Linux's"

@@ -1,6 +1,6 @@
 """Calibration from A/A runs, and the statistical power check of the paired decision in simulation.
 
-The runs use the fake worker of tests/harness/test_ab.py: 5 shapes, 2% lognormal noise per
+The runs use the fake worker of tests/harness/fake_ab.py: 5 shapes, 2% lognormal noise per
 timing call plus a 5% clock wander common to both sides. The lead repeats the same check on
 the H200 with the real worker.
 """
@@ -17,7 +17,7 @@ from kernel_ratchet.harness.ab import run_paired
 from kernel_ratchet.scoring.calibration import Calibration, calibrate, min_detectable_effect
 from kernel_ratchet.scoring.paired import PairedVerdict
 from kernel_ratchet.scoring.paired_looks import PairedLooks
-from tests.harness.test_ab import SHAPES, FakeMachine, FakeSpec
+from tests.harness.fake_ab import SHAPES, FakeMachine, FakeSpec
 
 TRIALS = 20
 
