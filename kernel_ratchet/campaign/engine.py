@@ -25,6 +25,7 @@ from kernel_ratchet.campaign.lineage import git
 from kernel_ratchet.campaign.lineage.displaced import keep_displaced
 from kernel_ratchet.campaign.lineage.kernel import (
     ambient,
+    edited_since_start,
     put_snapshot,
     snapshot,
     snapshot_restore_command,
@@ -153,6 +154,14 @@ class Campaign:
             raise CampaignError(
                 "the baseline is taken already; edit the kernel and run "
                 "`ratchet validate --hypothesis ...`"
+            )
+        if edited := edited_since_start(self.ctx):
+            raise CampaignError(
+                f"kernel files differ from the starting commit {self.m.starting_commit[:12]}: "
+                f"{edited}. The baseline measures that commit's kernel, and an edit measured "
+                "as the baseline would skip its own round. `git stash` the edit, run `ratchet "
+                "baseline`, then `git stash pop` and propose it with `ratchet validate`; or "
+                "`ratchet close --reason ...`, commit it and `ratchet init` again"
             )
         if self.state.pending:  # an interrupted baseline changed nothing: start it again
             self._set_aside(1, "interrupted-baseline")

@@ -96,3 +96,22 @@ def test_a_baseline_with_a_failing_shape_says_which_and_why(tmp_path):
     rec = json.loads((campaign_dir(root) / "rounds" / "round-2" / "round.json").read_text())
     assert rec["category"] != "correctness" and "Check=FAIL" not in rec["reason"], rec["reason"]
     assert "m20" not in (campaign_dir(root) / "rounds/round-2/artifacts/paired.json").read_text()
+
+
+def test_the_baseline_refuses_a_kernel_edited_since_init(tmp_path, monkeypatch):
+    """An uncommitted kernel edit made after `init` is not measured as the baseline (it would
+    then be the incumbent's numbers but not its commit, and skip its own round)."""
+    root = make_project(tmp_path / "proj")
+    assert ratchet(root, "init", "--op", "tiny_gemm", "--yes").returncode == 0
+    monkeypatch.chdir(root)
+    c = Campaign(load_profile(root), campaign_dir(root))
+    kernel = root / c.m.kernel_source[0]
+    committed = kernel.read_text()
+    kernel.write_text(committed + "\nEDITED = True\n")
+    measured = []
+    monkeypatch.setattr(engine, "measure_baseline", lambda *a: measured.append(a))
+    with pytest.raises(CampaignError, match="differ from the starting commit") as err:
+        c.baseline()
+    assert c.m.kernel_source[0] in str(err.value) and "git stash" in str(err.value)
+    assert not measured and kernel.read_text().endswith("EDITED = True\n")  # the edit is kept
+    assert c.state.phase.name == "INITIALIZED" and c.state.pending is None

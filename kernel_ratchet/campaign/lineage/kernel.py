@@ -105,6 +105,21 @@ def changed_kernel_files(c: CampaignContext) -> list[str]:
     return out
 
 
+def edited_since_start(c: CampaignContext) -> list[str]:
+    """The kernel files whose working-tree bytes differ from the starting commit's (empty in a
+    workspace, whose kernel files are its own copies, or without a starting commit)."""
+    start = c.m.starting_commit
+    if not start or is_workspace(c.m):
+        return []
+    out = []
+    for rel in c.m.kernel_source:
+        path = c.root / rel
+        current = path.read_bytes() if path.exists() else None
+        if current != git.show(c.groot, start, os.path.relpath(path, c.groot)):
+            out.append(rel)
+    return out
+
+
 def code_changed_files(c: CampaignContext) -> list[str]:
     """The changed kernel files whose code differs, not only their comments, docstrings or
     layout (a Python file read by ``ast``; any other file by its bytes)."""
