@@ -1,4 +1,4 @@
-"""Whether an op's focused test selects tests from every file it names.
+"""Whether an op's focused test names test paths that exist and selects tests from each.
 
 A focused test such as ``pytest tests/a.py tests/b.py -k "bf16"`` passes when ``a.py`` has
 matching tests, even if the ``-k`` expression deselects every test of ``b.py``: the gate then
@@ -81,6 +81,24 @@ def named_paths(args: list[str], root: Path) -> list[str]:
     return paths
 
 
+def missing_paths(args: list[str], root: Path) -> list[str]:
+    """The test paths the arguments name that do not exist under ``root``: a word that follows
+    an option pytest may read a value for counts only where it names a ``.py`` file."""
+    if "--pyargs" in args:  # module names, not paths
+        return []
+    missing, prev = [], ""
+    for a in args:
+        path = a.split("::", 1)[0]
+        value_like = prev.startswith("-") and "=" not in prev
+        if prev in _VALUED or a.startswith("-") or (value_like and not path.endswith(".py")):
+            prev = a
+            continue
+        if path and not (root / path).exists():
+            missing.append(path)
+        prev = a
+    return missing
+
+
 def _selects(args: list[str]) -> bool:
     return any(a in ("-k", "-m") or a.startswith(("-k", "-m")) for a in args) or any(
         "::" in a for a in args
@@ -104,7 +122,18 @@ def _under(file: Path | None, path: Path) -> bool:
 def selection_check(profile: Profile, op: OpProfile) -> CheckItem | None:
     """None where there is nothing to check (not a plain pytest call, no selection)."""
     args = pytest_args(op.test or "")
-    if args is None or not _selects(args):
+    if args is None:
+        return None
+    if missing := missing_paths(args, profile.root):
+        return _item(
+            op,
+            "focused test's paths exist",
+            False,
+            f"{', '.join(missing)}: named by `{op.test}`, not found under {profile.root.name}/ "
+            "(where pytest runs); the baseline would fail",
+            f"correct the path in ops.{op.name}.test in {profile.path.name}",
+        )
+    if not _selects(args):
         return None
     paths = named_paths(args, profile.root)
     if not paths:

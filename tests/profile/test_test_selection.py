@@ -6,7 +6,7 @@ import pytest
 
 from kernel_ratchet.profile.checklist import run_checklist
 from kernel_ratchet.profile.loader import load_profile
-from kernel_ratchet.profile.test_selection import WHAT, named_paths, pytest_args
+from kernel_ratchet.profile.test_selection import WHAT, missing_paths, named_paths, pytest_args
 
 
 @pytest.mark.parametrize(
@@ -74,3 +74,20 @@ def test_uncollectable_tests_are_a_note_not_a_failure(tiny_project, tmp_path):
 
 def test_no_selection_collects_nothing(tiny_project, tmp_path):
     assert _item(_project(tiny_project, tmp_path, "pytest tests -q")) is None
+
+
+def test_missing_paths_are_the_named_files_that_do_not_exist(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "a.py").write_text("")
+    args = ["tests/a.py", "tests/typo.py::t", "-k", "gone.py", "--timeout", "60", "-q", "b.py"]
+    assert missing_paths(args, tmp_path) == ["tests/typo.py", "b.py"]
+    assert missing_paths(["--log-file", "logs/x.log", "tests/a.py"], tmp_path) == []
+    assert missing_paths(["--pyargs", "mypkg.tests"], tmp_path) == []
+
+
+def test_a_focused_test_naming_a_missing_file_fails_the_checklist(tiny_project, tmp_path):
+    profile = _project(tiny_project, tmp_path, "python -m pytest tests/test_a.py tests/test_bb.py")
+    found = [i for i in run_checklist(profile) if i.name.endswith("focused test's paths exist")]
+    assert len(found) == 1 and not found[0].ok
+    assert found[0].detail.startswith("tests/test_bb.py: named by")
+    assert "correct the path" in found[0].fix
