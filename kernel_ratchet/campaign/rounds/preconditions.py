@@ -59,7 +59,7 @@ def preconditions(
     if bucket not in BUCKETS:
         raise UsageError(f"bucket must be one of {', '.join(BUCKETS)} (docs/transfer.md)")
     if level not in LEVELS:
-        raise CampaignError(f"level must be quick or full, not {level!r}")
+        raise UsageError(f"level must be quick or full, not {level!r}")
     verify_records(c)  # an edited log or record stops the campaign before any work is spent
     if file_sha256(c.dir / "quick_test_bench.py") != st.harness_sha256:
         _restore_harness(c)
