@@ -62,8 +62,9 @@ def report(c: Campaign, stop: tuple[str, str] | None = None) -> str:
             "the kernel files hold a change that no round validated; run `ratchet validate` "
             "on it or restore the incumbent's files before the report"
         )
+    table = _final_table(c.ctx)  # interrupted or failed, the campaign stays open
     _terminate(c, *(stop or ("T4", "the user asked to stop (ratchet report)")))
-    return _write(c, render_report(c.ctx, _final_table(c.ctx)))
+    return _write(c, render_report(c.ctx, table))
 
 
 def close(c: Campaign, reason: str) -> str:

@@ -8,6 +8,8 @@ import json
 import os
 import shutil
 
+import pytest
+
 from tests.cli_inprocess import run_cli
 
 from .conftest import campaign_dir, git, make_project, ratchet
@@ -71,3 +73,33 @@ def test_a_campaign_closed_before_its_baseline_no_longer_blocks_the_op(
     rc, text = run_cli(capsys, monkeypatch, "init", "--op", "tiny_gemm", "--yes")
     assert rc == 0, text
     assert len(list((root / ".ratchet" / "campaigns").iterdir())) == 2
+
+
+def test_a_report_stopped_in_its_final_validation_leaves_the_campaign_open(
+    accepted_project, tmp_path, monkeypatch
+):
+    """Ctrl-C while the report measures the incumbent ends nothing: no termination is recorded,
+    rounds may go on, and the next `ratchet report` writes it."""
+    from kernel_ratchet.campaign.engine import Campaign
+    from kernel_ratchet.profile.loader import load_profile
+    from kernel_ratchet.report import final
+
+    root = tmp_path / "proj"
+    shutil.copytree(accepted_project, root, symlinks=True)
+    monkeypatch.chdir(root)
+    real = final.run_harness
+
+    def stopped(*a, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(final, "run_harness", stopped)
+    c = Campaign(load_profile(root), campaign_dir(root))
+    with pytest.raises(KeyboardInterrupt):
+        final.report(c)
+    c = Campaign(load_profile(root), campaign_dir(root))
+    assert c.state.termination is None and c.state.phase.name == "OPTIMIZING"
+    assert "## Termination check" not in (campaign_dir(root) / "logs/optimize.md").read_text()
+    monkeypatch.setattr(final, "run_harness", real)
+    text = final.report(Campaign(load_profile(root), campaign_dir(root)))
+    assert "the user asked to stop (ratchet report)" in text
+    assert Campaign(load_profile(root), campaign_dir(root)).state.phase.name == "TERMINATED"
