@@ -230,7 +230,9 @@ def scope_reason(c: CampaignContext, scope: list[str]) -> str:
     if other := [p for p in new if not p.endswith(".py")]:
         why += (
             f". {', '.join(other)} {'is' if len(other) == 1 else 'are'} not tracked by git: "
-            "move it out of the project or add it to .gitignore (git checkout cannot restore it)"
+            "move it out of the project, or list it in .git/info/exclude (untracked itself) "
+            "or in a .gitignore you commit before `ratchet init` (git checkout cannot "
+            "restore it)"
         )
     hidden = {} if is_workspace(c.m) else git.hidden_paths(c.groot)
     masked = [p for p in scope if p in hidden]
