@@ -51,11 +51,26 @@ def test_aligned_operands_are_quantized_both_ways_in_one_pass_each():
     assert dry.quant_passes() == 3 and len(dry.of(*cs._DUAL_KERNELS)) == 2
 
 
-def test_split_k_shows_as_a_zeroed_buffer_and_a_cast(odd_case):
+def test_a_16bit_split_k_is_one_launch_without_a_zeroed_buffer_or_a_cast(odd_case):
+    """The split's tiles finish themselves through slots kept zero between launches: after the
+    first call (which makes the slots) a call is the GEMM's launch and nothing else."""
     a, b, _ = odd_case
     with forced_config(SMALL.with_(split_k=2)):
+        matmul(a, b)
         c = cs.census_call(lambda: matmul(a, b), dry=False)
-    assert c.gemms()[0].get("SPLIT_K") == 2
+    assert c.gemms()[0].get("SPLIT_K") == 2 and c.gemms()[0].get("SPLIT_FINISH") is True
+    assert len(c.launches) == 1 and c.copies == {}
+
+
+def test_a_scaled_split_k_shows_as_a_zeroed_buffer_and_a_cast():
+    """FP8 scales ride in the pointers a finishing split uses for its slots, so a scaled split
+    adds into a zeroed fp32 output and casts it."""
+    a = torch.randn(50, 256, device=DEVICE).to(torch.float8_e4m3fn)
+    b = torch.randn(70, 256, device=DEVICE).to(torch.float8_e4m3fn)
+    one = torch.ones(1, device=DEVICE)
+    with forced_config(SMALL.with_(split_k=2)):
+        c = cs.census_call(lambda: matmul(a, b, scale_mode=1, a_scale=one, b_scale=one), dry=False)
+    assert c.gemms()[0].get("SPLIT_K") == 2 and not c.gemms()[0].get("SPLIT_FINISH")
     assert c.copies.get("zeros", 0) + c.copies.get("zero_", 0) + c.copies.get("fill_", 0) >= 1
     assert c.copies.get("_to_copy") == 1
     assert c.copy_bytes >= 50 * 70 * 4

@@ -190,8 +190,8 @@ def test_the_table_starts_over_at_its_limit(quick_calls, monkeypatch):
 
 def test_a_split_k_geometry_is_launched_from_its_first_calls_decisions(quick_calls, monkeypatch):
     """A bucket that splits K (one output tile over a long K on a GPU of 132 SMs) keeps a quick
-    entry too: later calls zero a new fp32 sum, launch into it on the first call's grid, and
-    return its cast."""
+    entry too: later calls launch on the first call's grid into a new output, with the slots
+    and counts kept for the stream, and return the output itself."""
     monkeypatch.setattr(launch, "_num_sms", lambda device: 132)
     M, N, K = 128, 128, 16384
     geom = (K, True, True, K, True, True)
@@ -203,7 +203,8 @@ def test_a_split_k_geometry_is_launched_from_its_first_calls_decisions(quick_cal
     assert [e[0] for e in quick_calls] == ["full", "quick"]
     _, grid, tensors = quick_calls[1]
     assert grid == quick_calls[0][1] and tensors[0] is a and tensors[1] is b
-    total = tensors[2]
-    assert total.dtype == torch.float32 and total.shape == (M, N) and not total.any()
-    assert all(t is total for t in tensors[3:]) and out.dtype == torch.float16
-    assert out.shape == (M, N) and out.data_ptr() != total.data_ptr()
+    slots, counts = launch_scratch.split_slots(a.device, *plan.slots)
+    assert tensors[2] is out and out.dtype == torch.float16 and out.shape == (M, N)
+    assert tensors[3] is slots and tensors[4] is counts
+    assert slots.dtype == torch.float32 and slots.numel() >= plan.slots[0] * plan.slots[1]
+    assert counts.dtype == torch.int32 and counts.numel() >= plan.slots[0]

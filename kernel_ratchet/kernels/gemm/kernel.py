@@ -16,6 +16,13 @@ over M and one over N, epilogue); 3 blockwise (per 128-wide k-group: A scales ``
 B scales ``[N/G, K/128]`` with G = 128 for 128x128 weight blocks or 1 for 1x128 groups of
 B's rows), applied to each k-block's partial product in fp32, so ``BLOCK_K`` must be 128.
 
+Split-K (``SPLIT_K`` > 1: one program per output tile and K slice) adds the slices' partial
+tiles with fp32 atomics into a zeroed fp32 output that the launcher casts, or, with
+``SPLIT_FINISH`` (no scales), into fp32 slots that start and end zero: each tile's last slice
+to arrive stores the tile in the output's dtype (:func:`.kernel_tile._finish_split`), one
+launch in all. ``sa_ptr`` and ``sb_ptr``, which carry no scales then, are the slots and the
+tiles' arrival counts.
+
 The launcher (:mod:`.launch`) takes the launch configuration from :mod:`.configs` (named shape
 buckets, no autotuning) and passes it as the kernel's constexpr arguments.
 """
@@ -26,6 +33,7 @@ import triton
 import triton.language as tl
 
 from kernel_ratchet.kernels.gemm.kernel_tile import (
+    _finish_split,
     _load_ab,
     _output,
     _sources,
@@ -74,6 +82,7 @@ def _gemm_tile(
     A_ALIGN: tl.constexpr,
     B_ALIGN: tl.constexpr,
     TMA_STORE: tl.constexpr,
+    SPLIT_FINISH: tl.constexpr,
 ):
     """One output tile (and one K slice when SPLIT_K > 1)."""
     if not USE_TMA:
@@ -201,10 +210,16 @@ def _gemm_tile(
         sa = tl.load(sa_ptr + offs_am * stride_sam)
         sb = tl.load(sb_ptr + offs_bn * stride_sbn)
         acc = acc * (sa[:, None] * sb[None, :])
-    _store_tile(
-        acc, c_ptr, c_dst, off_m, off_n, offs_m, offs_n, M, N, stride_cm, stride_cn,
-        BLOCK_M, BLOCK_N, SPLIT_K, TMA_STORE,
-    )  # fmt: skip
+    if SPLIT_FINISH:  # no scales: sa_ptr, sb_ptr are the fp32 slots and the tiles' counts
+        _finish_split(
+            acc, sa_ptr, sb_ptr, tile_id % num_mn, c_ptr, offs_m, offs_n, M, N, stride_cm,
+            stride_cn, BLOCK_M, BLOCK_N, SPLIT_K,
+        )  # fmt: skip
+    else:
+        _store_tile(
+            acc, c_ptr, c_dst, off_m, off_n, offs_m, offs_n, M, N, stride_cm, stride_cn,
+            BLOCK_M, BLOCK_N, SPLIT_K, TMA_STORE,
+        )  # fmt: skip
 
 
 @triton.jit
@@ -245,6 +260,7 @@ def _gemm_kernel(
     B_ALIGN: tl.constexpr,
     FLATTEN: tl.constexpr = False,
     TMA_STORE: tl.constexpr = 0,
+    SPLIT_FINISH: tl.constexpr = False,
 ):
     """Grid: one program per (tile, K slice), or NUM_SMS programs looping when PERSISTENT."""
     a_src, b_src = _sources(
@@ -293,6 +309,7 @@ def _gemm_kernel(
                 A_ALIGN,
                 B_ALIGN,
                 TMA_STORE,
+                SPLIT_FINISH,
             )
     else:
         _gemm_tile(
@@ -331,4 +348,5 @@ def _gemm_kernel(
             A_ALIGN,
             B_ALIGN,
             TMA_STORE,
+            SPLIT_FINISH,
         )

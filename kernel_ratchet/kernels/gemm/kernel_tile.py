@@ -145,3 +145,28 @@ def _store_tile(
             tl.store(c_ptrs, acc.to(out_ty), mask=c_mask)
         else:
             tl.atomic_add(c_ptrs, acc, mask=c_mask)
+
+
+@triton.jit
+def _finish_split(acc, ws_ptr, count_ptr, mn, c_ptr, offs_m, offs_n, M, N, stride_cm, stride_cn,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT_K: tl.constexpr):  # fmt: skip
+    """Split-K in one launch: add this K slice's partial tile into output tile ``mn``'s fp32 slot
+    of ``ws_ptr`` and count the slice in ``count_ptr[mn]``; the tile's last slice to arrive
+    takes the sum out (leaving the slot zero), resets the count and stores the tile in ``c_ptr``'s
+    dtype. The slots and counts start zero and are left zero, so a caller keeps them across
+    launches of one stream instead of zeroing an fp32 output and casting it per call."""
+    slot = (
+        ws_ptr
+        + mn * (BLOCK_M * BLOCK_N)
+        + tl.arange(0, BLOCK_M)[:, None] * BLOCK_N
+        + tl.arange(0, BLOCK_N)[None, :]
+    )
+    tl.atomic_add(slot, acc, sem="relaxed")
+    tl.debug_barrier()  # every thread's adds precede the count's release
+    if tl.atomic_add(count_ptr + mn, 1, sem="acq_rel") == SPLIT_K - 1:
+        total = tl.load(slot, cache_modifier=".cg")  # from L2, where the adds were performed
+        tl.store(slot, tl.zeros_like(acc))
+        tl.atomic_xchg(count_ptr + mn, 0, sem="relaxed")
+        c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+        c_mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+        tl.store(c_ptrs, total.to(c_ptr.dtype.element_ty), mask=c_mask)

@@ -162,12 +162,14 @@ def matmul(
         args = (a, b, c, (M, N, K, *am_ak, *bn_bk))
         streamk_launch.run(plan.kwargs, plan.grid, args, plan.runners, interp)
         return c
-    if plan.split_k == 1:
+    if plan.split_k == 1 or plan.slots:
         c = torch.empty((M, N), dtype=out_dtype, device=a.device)
     else:
         c = torch.zeros((M, N), dtype=torch.float32, device=a.device)
     sa = a_scale if a_scale is not None else c
     sb = b_scale if b_scale is not None else c
+    if plan.slots:  # the split's tiles finish themselves: no scales, their slots and counts
+        sa, sb = launch_scratch.split_slots(a.device, *plan.slots)
     am, ak = a_st if a_kmajor else a_st[::-1]
     bn, bk = b_st if b_kmajor else b_st[::-1]
     args = (a, b, c, sa, sb, M, N, K, am, ak, bn, bk, N, 1)  # c: a new row-major [M, N]
@@ -178,11 +180,10 @@ def matmul(
         plain = given[0] is a and given[1] is b  # no copies
         if quick and plain and a.dtype is b.dtype and a_es == 2:
             runner = plan.runners.get(fast_launch.signature(args[:5]))
-            split = plan.split_k > 1
-            quick_path.remember(qkey, M, N, out_dtype, plan.grid[0], runner, split=split)
+            quick_path.remember(qkey, M, N, out_dtype, plan.grid[0], runner, slots=plan.slots)
     else:
         _gemm_kernel[plan.grid](*args, **kwargs)
-    return c if plan.split_k == 1 else c.to(out_dtype)
+    return c if plan.split_k == 1 or plan.slots else c.to(out_dtype)
 
 
 def _scale_strides(s: torch.Tensor, scale_mode: int) -> tuple[int, int]:

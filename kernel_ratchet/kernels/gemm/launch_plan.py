@@ -39,6 +39,9 @@ class _Plan:
     ws: GemmConfig | None = None  # run the warp-specialized blockwise kernel with this config
     ws16: GemmConfig | None = None  # run the warp-specialized 16-bit kernel with this config
     stream_k: bool = False  # run the stream-K kernel (:mod:`.kernel_streamk`) on grid[0] programs
+    #: (output tiles, elements per tile) of a split whose tiles finish themselves in the
+    #: launch (:func:`.launch_scratch.split_slots`); None: a zeroed fp32 output, cast after it
+    slots: tuple[int, int] | None = None
     #: {operand signature: its :class:`.fast_launch.Direct` runner or False}.
     runners: dict[tuple, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -116,6 +119,7 @@ def _plan(
         B_ALIGN=stride_align(use_tma or copy_b, b_row),
         FLATTEN=cfg.flatten and cfg.persistent,
         TMA_STORE=cfg.tma_store if use_tma and split_k == 1 and _rows_16b(N, out_dtype) else 0,
+        SPLIT_FINISH=split_k > 1 and scale_mode == SCALE_NONE,
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
     )
@@ -126,7 +130,8 @@ def _plan(
         kwargs = {k: kwargs[k] for k in keep} | {"PROGRAMS": programs}
         return _Plan(copy_a, copy_b, use_tma, 1, (programs,), kwargs, stream_k=True)
     grid = (min(num_sms, tiles),) if cfg.persistent else (tiles,)
-    return _Plan(copy_a, copy_b, use_tma, split_k, grid, kwargs)
+    slots = (tiles // split_k, cfg.block_m * cfg.block_n) if kwargs["SPLIT_FINISH"] else None
+    return _Plan(copy_a, copy_b, use_tma, split_k, grid, kwargs, slots=slots)
 
 
 def _rows_16b(N: int, dtype: torch.dtype | None) -> bool:

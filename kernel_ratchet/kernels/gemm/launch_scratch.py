@@ -7,6 +7,11 @@ device, a few microseconds of host time). Kernels on one stream run one after an
 stream's launches can share one buffer: :func:`get` keeps one per (device, stream), grown to the
 largest launch seen. Under CUDA graph capture each launch gets its own from the graph's pool, as
 Triton's allocator would: a graph may be replayed beside eager work on another stream.
+
+The same holds for the fp32 slots and tile counts of a split-K launch whose tiles finish
+themselves (:func:`split_slots`): the launch leaves them zero, so one zeroed pair per stream
+serves its later launches, where the plain split-K zeroes an fp32 output and casts it on every
+call (two launches more, and their host time).
 """
 
 from __future__ import annotations
@@ -22,6 +27,9 @@ except ImportError:  # a Triton without launch hooks' knobs: its own launch path
 ALIGN = 512
 
 _KEPT: dict[tuple[int, int], torch.Tensor] = {}
+#: {(device, stream): (fp32 slots, int32 counts)} of :func:`split_slots`, grown to the largest
+#: launch seen.
+_SLOTS: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
 
 
 def current() -> tuple[int, int]:
@@ -64,3 +72,30 @@ def hooked() -> bool:
         return True
     enter, leave = knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook
     return bool(getattr(enter, "calls", enter)) or bool(getattr(leave, "calls", leave))
+
+
+def split_slots(device: torch.device, tiles: int, tile: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Zeroed fp32 slots (``tiles`` of ``tile`` elements) and int32 counts (``tiles``) for a
+    split-K launch on ``device``'s current stream whose tiles finish themselves
+    (:func:`.kernel_tile._finish_split` leaves both zero); fresh ones under graph capture."""
+    if device.type == "cuda" and _capturing():
+        return _zeros(device, tiles * tile, tiles)
+    key = (device, _stream(device))
+    kept = _SLOTS.get(key)
+    if kept is None or kept[0].numel() < tiles * tile or kept[1].numel() < tiles:
+        had = (0, 0) if kept is None else (kept[0].numel(), kept[1].numel())
+        kept = _zeros(device, max(tiles * tile, had[0]), max(tiles, had[1]))
+        _SLOTS[key] = kept
+    return kept
+
+
+def _stream(device: torch.device) -> int:
+    """The handle of ``device``'s current stream (0 off CUDA)."""
+    return torch._C._cuda_getCurrentRawStream(device.index) if device.type == "cuda" else 0
+
+
+def _zeros(device: torch.device, slots: int, counts: int) -> tuple[torch.Tensor, torch.Tensor]:
+    return (
+        torch.zeros(slots, dtype=torch.float32, device=device),
+        torch.zeros(counts, dtype=torch.int32, device=device),
+    )

@@ -6,8 +6,8 @@ runner, several microseconds of Python per call before the launch. Once a call o
 operands (16-bit, row-major, both already laid out as the kernel reads them, no copies) has
 run, its key here (shapes, strides, dtypes, 16-byte alignment and device of both operands,
 their majorness, output dtype, kind) maps to a :class:`Quick` entry: the output's allocation
-and the runner's launch, nothing else (for a split-K plan: the zeroed fp32 sum the programs
-add into, the launch, and the sum's cast to the output's dtype). Everything the plan and the
+and the runner's launch, nothing else (for a split-K plan: also the kept slots and counts its
+tiles finish through, :func:`.launch_scratch.split_slots`). Everything the plan and the
 runner depend on is in the key, so a call with any of it changed takes the full path. A call
 that the plan routes to the warp-specialized 16-bit kernel (:mod:`.bf16_ws_launch`) gets an
 entry too: its runner takes the two operands and the output, and encodes their descriptors.
@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from kernel_ratchet.kernels import cuda_context
+from kernel_ratchet.kernels.gemm import launch_scratch
 
 #: Entries kept; at the limit the table starts over (a run of ever-new geometries, such as
 #: variable sequence lengths, must not grow it without bound).
@@ -43,9 +44,10 @@ class Quick:
     """The output's shape and dtype, the grid and the runner of one key; ``descriptors``: the
     runner is the warp-specialized kernel's, which takes ``(a, b, c)`` and encodes TMA
     descriptors in the device's context; else the Triton kernel's ``(a, b, c, scales...)``;
-    ``split``: the Triton kernel's plan splits K (its programs add into a zeroed fp32 sum)."""
+    ``slots``: the Triton kernel's plan splits K, (output tiles, elements per tile) of the
+    slots its tiles finish through."""
 
-    __slots__ = ("M", "N", "dtype", "grid", "runner", "descriptors", "split")
+    __slots__ = ("M", "N", "dtype", "grid", "runner", "descriptors", "slots")
 
     def __init__(
         self,
@@ -55,18 +57,16 @@ class Quick:
         grid: int,
         runner: Any,
         descriptors: bool,
-        split: bool = False,
+        slots: tuple[int, int] | None = None,
     ) -> None:
         self.M, self.N, self.dtype, self.grid, self.runner = M, N, dtype, grid, runner
-        self.descriptors, self.split = descriptors, split
+        self.descriptors, self.slots = descriptors, slots
 
     def __call__(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        if self.split:
-            c = torch.zeros((self.M, self.N), dtype=torch.float32, device=a.device)
-            self.runner(self.grid, (a, b, c, c, c))
-            return c.to(self.dtype)
         c = torch.empty((self.M, self.N), dtype=self.dtype, device=a.device)
-        if self.descriptors:
+        if self.slots:
+            self.runner(self.grid, (a, b, c, *launch_scratch.split_slots(a.device, *self.slots)))
+        elif self.descriptors:
             cuda_context.make_current(a.device)
             self.runner(self.grid, (a, b, c))
         else:
@@ -87,16 +87,16 @@ def remember(
     runner: Any,
     *,
     descriptors: bool = False,
-    split: bool = False,
+    slots: tuple[int, int] | None = None,
 ) -> None:
     """Keep the entry of key ``k`` (``runner``: the plan's bound runner; False or None: the
-    call's Triton has none, and the full path stays; ``descriptors``, ``split``: see
+    call's Triton has none, and the full path stays; ``descriptors``, ``slots``: see
     :class:`Quick`)."""
     if not runner:
         return
     if len(_QUICK) >= LIMIT:
         _QUICK.clear()
-    _QUICK[k] = Quick(M, N, dtype, grid, runner, descriptors, split)
+    _QUICK[k] = Quick(M, N, dtype, grid, runner, descriptors, slots)
 
 
 def forget() -> None:
