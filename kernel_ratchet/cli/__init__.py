@@ -57,19 +57,21 @@ def _interrupt(signum, frame) -> None:  # noqa: ARG001 - signal handler signatur
 
 
 def _stopped(terminated: bool) -> None:
-    """Exit after Ctrl+C (130) or SIGTERM (143); the engine has closed the round in flight."""
+    """Exit after Ctrl+C (130) or SIGTERM (143); the engine has closed the round in flight, if
+    the command ran one (``init`` or ``report`` runs none)."""
     silence_if_closed(sys.stdout)
     if terminated:
         safe_print(
             err,
-            "[yellow]terminated (SIGTERM)[/yellow]: the round in flight was closed; "
-            "`ratchet resume` continues a campaign an optimizer drives, `ratchet validate` "
-            "one driven by hand (`ratchet status` shows the round)",
+            "[yellow]terminated (SIGTERM)[/yellow]: a round in flight, if any, was closed "
+            "and its records kept; `ratchet resume` continues a campaign an optimizer drives, "
+            "`ratchet validate` one driven by hand (`ratchet status` shows where it stands)",
         )
         sys.exit(Terminated.exit_code)
     safe_print(
         err,
-        "[yellow]interrupted[/yellow]: the round in flight was closed; `ratchet status` shows it",
+        "[yellow]interrupted[/yellow]: a round in flight, if any, was closed and its records "
+        "kept; `ratchet status` shows where the campaign stands",
     )
     sys.exit(130)
 

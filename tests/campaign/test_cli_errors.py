@@ -383,3 +383,16 @@ def test_init_refused_by_the_checklist_is_a_profile_problem(tmp_path, monkeypatc
     assert not (root / ".ratchet" / "campaigns").exists() or not any(
         (root / ".ratchet" / "campaigns").iterdir()
     )
+
+
+@pytest.mark.parametrize("terminated, code", [(False, 130), (True, 143)])
+def test_a_stop_claims_no_round_it_did_not_run(terminated, code, capsys):
+    """Ctrl+C or SIGTERM of any command (init, report: no round) exits with its code and says
+    only what holds for every command."""
+    from kernel_ratchet.cli import _stopped
+
+    with pytest.raises(SystemExit) as exit_:
+        _stopped(terminated)
+    said = " ".join(capsys.readouterr().err.split())
+    assert exit_.value.code == code
+    assert "a round in flight, if any, was closed" in said and "ratchet status" in said
