@@ -117,6 +117,11 @@ def test_new_op_refuses_an_existing_op_and_leaves_the_file(proj, monkeypatch, ca
     assert code == 2 and "exists already" in out
     assert (proj / "ratchet.yaml").read_text() == EXISTING
     assert not (proj / "tests").exists()
+    (proj / "tests").mkdir()  # the op's focused test exists too: the op is what is said
+    (proj / "tests" / "test_first_focused.py").write_text("# the user's\n")
+    code, out = ratchet(monkeypatch, capsys, *flags)
+    assert code == 2 and "op 'first' exists already" in " ".join(out.split())
+    assert (proj / "tests" / "test_first_focused.py").read_text() == "# the user's\n"
 
 
 def test_an_invalid_entry_is_refused_by_the_loader_before_the_file_changes(
