@@ -88,9 +88,7 @@ def validate(
         after_round(c)
         k = c.state.consecutive_rollbacks
         term = c.state.termination
-    color = "green" if rec.accepted else "yellow" if rec.rehearsal else "red"
-    status = rec.label
-    out.print(f"round-{rec.round} [{color}]{status}[/{color}] ({rec.level}): {rec.reason}")
+    out.print(round_line(rec))
     if not rec.accepted:
         out.print(f"root cause: {rec.category.root_cause}")
     if k >= 2:
@@ -259,3 +257,14 @@ def calibrate(
         f"regressions {cal.false_regression_rate:.1%}, minimum detectable effect "
         f"{cal.min_detectable_effect:.2%}"
     )
+
+
+def round_line(rec) -> str:
+    """A closed round as ``validate`` prints it: number, status, level and reason (a rehearsal's
+    reason opens with its label, which is said once)."""
+    color = "green" if rec.accepted else "yellow" if rec.rehearsal else "red"
+    status = rec.label
+    head = f"round-{rec.round} [{color}]{status}[/{color}] ({rec.level})"
+    if rec.reason.startswith(status):
+        return f"{head}{rec.reason[len(status) :]}"
+    return f"{head}: {rec.reason}"

@@ -211,3 +211,26 @@ def test_tables_are_not_wrapped_at_80_columns_on_a_pipe(monkeypatch):
     assert _width(Tty()) is None  # rich measures the terminal
     monkeypatch.setenv("COLUMNS", "100")
     assert _width(io.StringIO()) is None  # rich reads COLUMNS
+
+
+def test_the_round_line_says_a_rehearsals_verdict_once():
+    from types import SimpleNamespace
+
+    from kernel_ratchet.cli.rounds import round_line
+
+    label = "REHEARSAL: would roll back"
+    rehearsed = SimpleNamespace(
+        round=2,
+        label=label,
+        level="quick",
+        accepted=False,
+        rehearsal=True,
+        reason=f"{label} (+3.10%), rolled back and not committed; measured: no gain",
+    )
+    line = round_line(rehearsed)
+    assert line.count("would roll back") == 1, line
+    assert line.startswith("round-2 [yellow]REHEARSAL: would roll back[/yellow] (quick) (+3.10%)")
+    accepted = SimpleNamespace(
+        round=3, label="ACCEPTED", level="full", accepted=True, rehearsal=False, reason="1.02x"
+    )
+    assert round_line(accepted) == "round-3 [green]ACCEPTED[/green] (full): 1.02x"
