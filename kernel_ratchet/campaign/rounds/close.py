@@ -10,9 +10,11 @@ from typing import TYPE_CHECKING
 
 from kernel_ratchet.campaign.context import primary_vs_base
 from kernel_ratchet.campaign.fsutil import atomic_write_text
+from kernel_ratchet.campaign.lineage.kernel import ambient
 from kernel_ratchet.campaign.record import RoundRecord, read_record, write_record
 from kernel_ratchet.campaign.render import optimize_baseline, optimize_round, summary_md
 from kernel_ratchet.campaign.rounds.view import trend_line, view
+from kernel_ratchet.campaign.scope import split_ignored
 from kernel_ratchet.campaign.seal import seal_round
 from kernel_ratchet.campaign.state import ClosedEntry
 from kernel_ratchet.campaign.tips import add_tip, tips_path
@@ -29,6 +31,11 @@ def write_baseline_records(
     rdir = c.round_dir(1)
     write_record(rdir / "round.json", record)
     v = view(c, record)
+    if dirty := split_ignored(ambient(c))[0]:  # the measured tree is not only its commit
+        v.notes.append(
+            "Measured with changes no commit holds outside the kernel files (the tool keeps "
+            f"them out of every round's scope): {', '.join(dirty)}"
+        )
     (rdir / "summary.md").write_text(summary_md(v))
     c.log("logs/optimize.md").append(optimize_baseline(v, representative))
     c.log("logs/performance_trend.md").append(trend_line(c, record))
