@@ -39,7 +39,7 @@ def _project(tiny_project, tmp_path, test: str):
     (tmp_path / "pytest.ini").write_text("[pytest]\n")  # node ids read proj/tests/...
     p = tiny_project()
     tests = p.root / "tests"
-    tests.mkdir()
+    tests.mkdir(exist_ok=True)
     (tests / "test_a.py").write_text("def test_bf16_a():\n    pass\n")
     (tests / "test_b.py").write_text("def test_other():\n    pass\n")
     p.op["test"] = test
