@@ -57,7 +57,7 @@ def new_op(
         parse_pairs,
         parse_shape,
         project_suite,
-        with_op,
+        refuse_taken,
         write_focused_test,
     )
 
@@ -76,10 +76,7 @@ def new_op(
         **constants(args, kwargs, reference_kwargs, roles, measure),
     )
     test = None if no_test_file else test_file or Path("tests") / f"test_{name}_focused.py"
-    if profile.exists():  # an op of that name is the first thing to say, before the test
-        with_op(profile.read_text(), name, entry, profile.resolve().parent)
-    if test is not None and test.exists():
-        write_focused_test(test, name)  # refuses before ratchet.yaml is touched
+    refuse_taken(profile, name, entry, test)  # before ratchet.yaml or a test is touched
     add_op(profile, name, entry, full_test=project_suite(profile, test is not None))
     out.print(f"op [bold]{name}[/bold] added to {profile}")
     if test is not None:

@@ -276,6 +276,15 @@ def add_op(path: Path, name: str, entry: Mapping[str, Any], full_test: str | Non
     os.replace(trial, path)
 
 
+def refuse_taken(profile: Path, name: str, entry: Mapping[str, Any], test: Path | None) -> None:
+    """UsageError, before anything is written, when op ``name`` is in ``profile`` (said first:
+    its focused test is then likely there too) or the focused test file ``test`` exists."""
+    if profile.exists():
+        with_op(profile.read_text(), name, entry, profile.resolve().parent)
+    if test is not None and test.exists():
+        write_focused_test(test, name)
+
+
 def write_focused_test(path: Path, name: str) -> None:
     """The op's focused test file at ``path``; UsageError when the file exists."""
     if path.exists():
