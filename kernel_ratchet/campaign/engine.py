@@ -194,9 +194,11 @@ class Campaign:
         self.state.pending = None
         self.save()
         raise CampaignError(
-            f"BASELINE failed: {why}. Fix the kernel, the test or the op's entry in "
-            "ratchet.yaml (`ratchet check` calls a described op once) on the starting commit, "
-            "then run `ratchet baseline` again."
+            f"BASELINE failed: {why}. `ratchet init` fixed the kernel files (the starting "
+            "commit's) and the op's entry in ratchet.yaml (test command, shapes) for this "
+            "campaign: fix what lies outside them (the test file, the environment) and run "
+            "`ratchet baseline` again, or end it with `ratchet close --reason TEXT`, commit the "
+            "fix and run `ratchet init` again (`ratchet check` calls a described op once)."
         )
 
     def _log_failed_baseline(self, why: str, kept: Path | None) -> None:

@@ -38,6 +38,8 @@ def test_the_failed_baselines_error_names_the_log_where_it_was_kept(tmp_path, mo
     named = re.search(r"\(see (\S+harness\.log)\)", str(err.value))
     assert named, str(err.value)
     assert ".failed-baseline-round-1-" in named.group(1)
+    # what init froze (kernel, test command) changes only in a new campaign: the error says so
+    assert "ratchet close --reason" in str(err.value) and "`ratchet init` again" in str(err.value)
     assert "FAIL (why)" in Path(named.group(1)).read_text()
     assert not c.ctx.round_dir(1).exists()  # set aside: the next `ratchet baseline` starts clean
     # a second attempt in the same minute keeps its logs too, beside the first's
