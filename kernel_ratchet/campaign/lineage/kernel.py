@@ -24,6 +24,8 @@ from kernel_ratchet.campaign.lineage.workspace import is_workspace, workspace_am
 from kernel_ratchet.campaign.scope import split_ignored
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from kernel_ratchet.campaign.context import CampaignContext
 
 
@@ -96,13 +98,7 @@ def restore_incumbent(c: CampaignContext) -> list[str]:
 
 def changed_kernel_files(c: CampaignContext) -> list[str]:
     """The kernel files whose working-tree bytes differ from the incumbent's."""
-    out = []
-    for rel in c.m.kernel_source:
-        path = c.root / rel
-        current = path.read_bytes() if path.exists() else None
-        if current != incumbent_bytes(c, rel):
-            out.append(rel)
-    return out
+    return _differing(c, lambda rel: incumbent_bytes(c, rel))
 
 
 def edited_since_start(c: CampaignContext) -> list[str]:
@@ -111,11 +107,17 @@ def edited_since_start(c: CampaignContext) -> list[str]:
     start = c.m.starting_commit
     if not start or is_workspace(c.m):
         return []
+    return _differing(
+        c, lambda rel: git.show(c.groot, start, os.path.relpath(c.root / rel, c.groot))
+    )
+
+
+def _differing(c: CampaignContext, was: Callable[[str], bytes | None]) -> list[str]:
+    """The kernel files whose working-tree bytes (None: missing) differ from ``was(rel)``."""
     out = []
     for rel in c.m.kernel_source:
         path = c.root / rel
-        current = path.read_bytes() if path.exists() else None
-        if current != git.show(c.groot, start, os.path.relpath(path, c.groot)):
+        if (path.read_bytes() if path.exists() else None) != was(rel):
             out.append(rel)
     return out
 
