@@ -65,20 +65,7 @@ def pytest_args(command: str) -> list[str] | None:
 
 def named_paths(args: list[str], root: Path) -> list[str]:
     """The test files and directories the arguments name (node ids reduced to their file)."""
-    paths, skip = [], False
-    for a in args:
-        if skip:
-            skip = False
-            continue
-        if a in _VALUED:
-            skip = True
-            continue
-        if a.startswith("-"):
-            continue
-        path = a.split("::", 1)[0]
-        if (root / path).exists():
-            paths.append(path)
-    return paths
+    return [path for path, _ in _path_words(args) if (root / path).exists()]
 
 
 def missing_paths(args: list[str], root: Path) -> list[str]:
@@ -86,17 +73,24 @@ def missing_paths(args: list[str], root: Path) -> list[str]:
     an option pytest may read a value for counts only where it names a ``.py`` file."""
     if "--pyargs" in args:  # module names, not paths
         return []
-    missing, prev = [], ""
+    return [
+        path
+        for path, after_option in _path_words(args)
+        if not (root / path).exists() and (not after_option or path.endswith(".py"))
+    ]
+
+
+def _path_words(args: list[str]) -> list[tuple[str, bool]]:
+    """The words that may name a path (node ids reduced to their file), neither an option nor
+    the value of one in :data:`_VALUED`; each with whether it follows another option (whose
+    value it may be)."""
+    words, prev = [], ""
     for a in args:
         path = a.split("::", 1)[0]
-        value_like = prev.startswith("-") and "=" not in prev
-        if prev in _VALUED or a.startswith("-") or (value_like and not path.endswith(".py")):
-            prev = a
-            continue
-        if path and not (root / path).exists():
-            missing.append(path)
+        if prev not in _VALUED and not a.startswith("-") and path:
+            words.append((path, prev.startswith("-") and "=" not in prev))
         prev = a
-    return missing
+    return words
 
 
 def _selects(args: list[str]) -> bool:
