@@ -29,17 +29,16 @@ class PreflightError(ProfileError):
 
 
 class UsageError(RatchetError):
-    """The command was asked for something that does not exist (an unknown example or op, a
+    """The command was asked for something that does not exist (an unknown example, a
     destination already taken): the caller's mistake, exit 2 like typer's usage errors."""
 
     exit_code = 2
 
 
 class UnknownOpError(ProfileError):
-    """``--op`` names no op of ``ratchet.yaml``: a usage error (exit 2), still a ProfileError
-    for callers that handle profile problems."""
-
-    exit_code = 2
+    """``--op`` names no op of ``ratchet.yaml``. Exit 3, like every problem of the description:
+    the ops are what ``ratchet.yaml`` declares, and the fix may as well be an entry added there
+    as another name on the command line."""
 
 
 class SchemaError(RatchetError):

@@ -63,12 +63,6 @@ def test_check_reports_problems_with_exit_1(tmp_path, monkeypatch, capsys):
     assert code == 1 and "NO" in out and "kernel.py" in out
 
 
-def test_unknown_op_is_a_usage_error(tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(EXAMPLE)
-    code, _, err = run(monkeypatch, capsys, "init", "--op", "nope", "--yes")
-    assert code == 2 and "tiny_gemm" in err  # the error lists the known ops
-
-
 def test_tips_add_then_show(tmp_path, monkeypatch, capsys):
     import shutil
 

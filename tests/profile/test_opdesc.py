@@ -125,12 +125,11 @@ def test_the_cpu_check_adds_shapes_that_cross_a_tile_in_one_size(tmp_path):
     assert tiny.label == "tiny"  # the user's own rehearsal shapes, as given
 
 
-def test_an_unknown_op_is_a_usage_error(tmp_path):
+def test_an_unknown_op_is_a_ratchet_yaml_problem(tmp_path):
     prof = load_profile(_write(tmp_path))
-    try:
+    with pytest.raises(UnknownOpError) as exc:
         prof.op("nope")
-    except UnknownOpError as exc:
-        assert exc.exit_code == 2 and "known ops: norm" in str(exc)
+    assert exc.value.exit_code == 3 and "known ops: norm" in str(exc.value)
 
 
 def test_the_focused_test_fails_a_shape_that_raises_and_runs_the_others(tmp_path, capsys):
