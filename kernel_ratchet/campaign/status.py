@@ -3,6 +3,7 @@ tool ``campaign_status`` returns."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from kernel_ratchet.campaign.context import CampaignContext
@@ -43,6 +44,15 @@ def campaign_status(c: CampaignContext, *, verify: bool = True) -> dict[str, Any
         ],
         "harness_intact": file_sha256(c.dir / "quick_test_bench.py") == st.harness_sha256,
     }
+
+
+def round_now(status: Mapping[str, Any]) -> str:
+    """Which round the campaign is at, for a person: the round in flight (its stage) while
+    one is, since ``next_round`` is already counted past it then; else the next round."""
+    pending = status.get("pending")
+    if pending:
+        return f"round {pending['round']} in flight ({pending['stage']})"
+    return f"next round {status['next_round']}"
 
 
 def _seconds(c: CampaignContext, n: int) -> dict[str, float] | None:

@@ -120,7 +120,7 @@ def status(
 ):
     """Where the campaign stands (finishes an interrupted round first). While another process
     drives it, a read-only look: nothing finished, the records not verified."""
-    from kernel_ratchet.campaign.status import campaign_status
+    from kernel_ratchet.campaign.status import campaign_status, round_now
     from kernel_ratchet.errors import LockError
 
     try:
@@ -137,7 +137,7 @@ def status(
     if s.get("driven_by"):
         err.print(f"read-only: {s['driven_by']}", highlight=False, soft_wrap=True)
     out.print(
-        f"[bold]{s['campaign']}[/bold] — {s['phase']}, next round {s['next_round']}, "
+        f"[bold]{s['campaign']}[/bold] — {s['phase']}, {round_now(s)}, "
         + (f"incumbent round-{r}" if (r := s["incumbent_round"]) else "no incumbent (no baseline)")
         + (" — REHEARSAL (interpreter timings; nothing committed)" if s.get("rehearsal") else "")
     )

@@ -230,6 +230,27 @@ def test_lock_stops_a_second_driver(project):
     assert ratchet(project, "status").returncode == 0
 
 
+def test_a_look_during_a_round_names_the_round_in_flight(project, monkeypatch, capsys):
+    """The state counts ``next_round`` past a round as it starts: a look from a second terminal
+    while round 2 runs calls it round 2, in flight, not "next round 3"."""
+    import fcntl
+
+    set_blocks(project, M=32, N=32)
+    r = ratchet(project, "validate", "--hypothesis", "32x32", KERNEL_RATCHET_FAULT="measuring")
+    assert r.returncode == -signal.SIGKILL, r.stdout + r.stderr
+    fd = os.open(campaign_dir(project) / ".lock", os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the driver of round 2, alive
+    try:
+        monkeypatch.chdir(project)
+        r = cli_result(capsys, monkeypatch, "status")
+    finally:
+        os.close(fd)
+    assert r.returncode == 0 and "read-only" in r.stderr, r.stdout + r.stderr
+    assert "round 2 in flight (MEASURING)" in r.stdout and "next round 3" not in r.stdout
+    r = cli_result(capsys, monkeypatch, "status")  # the lock free: round 2 closed, 3 is next
+    assert "next round 3" in r.stdout and "in flight" not in r.stdout, r.stdout + r.stderr
+
+
 def test_leftovers_are_killed_only_where_they_were_recorded(tmp_path):
     """A campaign carried to another machine or container holds process-group ids that name
     unrelated processes there: only a record of this boot and PID namespace is signalled."""

@@ -100,6 +100,19 @@ def test_the_headline_is_the_reports_paired_chain_with_its_ci(small):
     assert f"{exp.rehearsals} REHEARSAL, never counted" in html
 
 
+def test_a_round_in_flight_is_named_as_such_not_as_the_next_round(long_campaign):
+    """The state counts ``next_round`` past a round as it starts: a page written while it runs
+    names that round, in flight, instead of the number after it."""
+    from kernel_ratchet.campaign.state import PendingRound, Stage
+
+    data = load_campaign(long_campaign[0])
+    n = data.state.next_round
+    assert f"next round: {n}</li>" in render_campaign_html(data)
+    data.state.pending, data.state.next_round = PendingRound(n, Stage.MEASURING, "now"), n + 1
+    html = render_campaign_html(data)
+    assert f"round in flight: {n}</li>" in html and f"next round: {n + 1}" not in html
+
+
 def test_search_moves_and_the_roofline_come_from_the_records(small):
     cdir, exp = small
     data = load_campaign(cdir)
