@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from kernel_ratchet.campaign.driver import MANUAL, record_driver
@@ -195,11 +196,13 @@ def close(
     from kernel_ratchet.report.final import close as do_close
 
     with open_campaign(profile, campaign) as c:
-        text = do_close(c, reason)
+        closed = do_close(c, reason)
         after_round(c)
         where = c.dir / "report.md"
-    out.print(text)
+    out.print(closed.text)
     out.print(f"written to {where}")
+    if closed.branch:
+        out.print(escape(closed.branch), highlight=False, soft_wrap=True)
 
 
 @app.command()

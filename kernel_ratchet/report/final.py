@@ -5,17 +5,20 @@ shape by shape, and appends the final sections to ``logs/optimize.md`` (current 
 to try, verified-ineffective directions, termination check, final report); it ends the
 campaign (T4 when no other condition held). The text is :mod:`kernel_ratchet.report.render`'s.
 :func:`close` ends a campaign that cannot be measured any more (its baseline or the incumbent's
-full validation fails) without a final table, every record kept.
+full validation fails) without a final table, every record kept, and deletes its branch when
+that holds no work.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kernel_ratchet.campaign.candidate import remove_slots
 from kernel_ratchet.campaign.clock import now
 from kernel_ratchet.campaign.context import CampaignContext
 from kernel_ratchet.campaign.fsutil import atomic_write_text
+from kernel_ratchet.campaign.lineage.branch import drop_empty_branch
 from kernel_ratchet.campaign.lineage.kernel import kernel_changed
 from kernel_ratchet.campaign.quick_bench import run_harness, write_provenance
 from kernel_ratchet.campaign.seal import seal_report, verify_records
@@ -67,17 +70,28 @@ def report(c: Campaign, stop: tuple[str, str] | None = None) -> str:
     return _write(c, render_report(c.ctx, table))
 
 
-def close(c: Campaign, reason: str) -> str:
+@dataclass(frozen=True)
+class Closed:
+    """What ``close`` did: the report's text and, in one sentence, what became of the
+    campaign's branch ("" without one; see :mod:`kernel_ratchet.campaign.lineage.branch`)."""
+
+    text: str
+    branch: str
+
+
+def close(c: Campaign, reason: str) -> Closed:
     """End a campaign that cannot be reported (its baseline or the incumbent's full validation
-    fails): T4 with ``reason``, a report without a final table, every record kept; returns
-    the report's text. Acceptance refuses such a campaign (nothing validated its end)."""
+    fails): T4 with ``reason``, a report without a final table, every record kept; its branch
+    deleted when it holds no work. Acceptance refuses such a campaign (nothing validated its
+    end)."""
     if not reason.strip():
         raise CampaignError("say why the campaign is closed: ratchet close --reason TEXT")
     path = _ending(c)
     if c.state.phase in (Phase.TERMINATED, Phase.ACCEPTED):
         raise CampaignError(f"the campaign has ended already ({c.state.phase.value}): see {path}")
     _terminate(c, "T4", f"closed without a final validation: {reason.strip()}")
-    return _write(c, render_closed(c.ctx, reason.strip()))
+    text = _write(c, render_closed(c.ctx, reason.strip()))
+    return Closed(text, drop_empty_branch(c.ctx))
 
 
 def _ending(c: Campaign):

@@ -63,6 +63,7 @@ def test_a_campaign_closed_before_its_baseline_no_longer_blocks_the_op(
     assert rc != 0 and "say why" in text
     rc, text = run_cli(capsys, monkeypatch, "close", "--reason", "wrong shapes")
     assert rc == 0 and "Closed before its BASELINE: wrong shapes" in text
+    assert "kept: it is checked out in" in " ".join(text.split())  # empty, but in use
     rc, text = run_cli(capsys, monkeypatch, "status")
     flat = " ".join(text.split())  # however wide the console wraps it
     assert rc == 0 and "TERMINATED" in flat and "no incumbent (no baseline)" in flat, text
@@ -103,3 +104,34 @@ def test_a_report_stopped_in_its_final_validation_leaves_the_campaign_open(
     text = final.report(Campaign(load_profile(root), campaign_dir(root)))
     assert "the user asked to stop (ratchet report)" in text
     assert Campaign(load_profile(root), campaign_dir(root)).state.phase.name == "TERMINATED"
+
+
+def test_close_deletes_an_empty_branch_and_keeps_one_with_a_round(
+    accepted_project, tmp_path, capsys, monkeypatch
+):
+    root = tmp_path / "proj"
+    shutil.copytree(accepted_project, root, symlinks=True)
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
+    accepted = f"optimize/{campaign_dir(root).name}"
+    git(root, "checkout", "-q", "main")
+    rc, text = run_cli(capsys, monkeypatch, "close", "--reason", REASON)
+    assert rc == 0 and f"branch {accepted} kept: it holds 1 commit(s)" in text, text
+    assert ratchet(root, "init", "--op", "tiny_gemm", "--yes").returncode == 0
+    (empty,) = [b for b in _optimize_branches(root) if b != accepted]
+    git(root, "checkout", "-q", "main")
+    rc, text = run_cli(
+        capsys,
+        monkeypatch,
+        "close",
+        "--reason",
+        "wrong shapes",
+        "--campaign",
+        empty.removeprefix("optimize/"),
+    )
+    assert rc == 0 and f"branch {empty} deleted: it held no commit beyond" in text, text
+    assert _optimize_branches(root) == [accepted]
+
+
+def _optimize_branches(root) -> list[str]:
+    return git(root, "branch", "--list", "optimize/*", "--format=%(refname:short)").split()

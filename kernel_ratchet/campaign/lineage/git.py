@@ -109,6 +109,34 @@ def create_branch(root: Path, name: str) -> None:
     git(root, "switch", "-c", name)
 
 
+def commits_beyond(root: Path, base: str, branch: str) -> int:
+    """How many commits branch ``branch`` holds that ``base`` does not."""
+    return int(git(root, "rev-list", "--count", f"{base}..refs/heads/{branch}").strip())
+
+
+def checked_out_at(root: Path, branch: str) -> Path | None:
+    """The worktree of ``root``'s repository where ``branch`` is checked out; None if none."""
+    out = git(root, "worktree", "list", "--porcelain")
+    here = None
+    for line in out.splitlines():
+        if line.startswith("worktree "):
+            here = Path(line[len("worktree ") :])
+        elif line == f"branch refs/heads/{branch}":
+            return here
+    return None
+
+
+def held_elsewhere(root: Path, branch: str) -> bool:
+    """Whether another branch or a tag holds ``branch``'s tip commit."""
+    out = git(root, "for-each-ref", "--contains", f"refs/heads/{branch}", "--format=%(refname)")
+    return any(ref != f"refs/heads/{branch}" for ref in out.split())
+
+
+def delete_branch(root: Path, branch: str) -> None:
+    """Delete the local branch ``branch`` (the caller has checked that it holds no work)."""
+    git(root, "branch", "-D", "--", branch)
+
+
 def exclude(root: Path, rel: str) -> None:
     """Add ``/rel/`` to .git/info/exclude (once)."""
     gitdir = Path(git(root, "rev-parse", "--git-dir").strip())
