@@ -339,6 +339,14 @@ def commit_message(
     )
 
 
+def round_details(campaign: str, n: int) -> str:
+    """Where a commit's reader finds round ``n``'s summary: by the campaign's name and the
+    path inside its records, the same in the campaign directory (which git ignores) and in a
+    copy ``ratchet export`` makes to commit."""
+    where = f"rounds/round-{n}/summary.md"
+    return f"campaign {campaign}, {where} in its records (`ratchet export` copies them)"
+
+
 def _value(x: float) -> str:
     """Two decimals, or three significant digits below 1 (never ``0.00`` for a measured value)."""
     return f"{x:.2f}" if abs(x) >= 1 or x == 0 else f"{x:.3g}"

@@ -47,6 +47,23 @@ def test_export_copies_the_records_and_only_them(accepted, tmp_path, capsys, mon
     assert f"{len(got)} files" in text
 
 
+def test_an_accepted_commit_cites_the_summary_an_export_holds(accepted, tmp_path):
+    """The campaign directory is not in git: the commit names the campaign and the summary's
+    path inside its records, which a reader of ``git log`` finds in an export of them."""
+    import re
+
+    from tests.campaign.conftest import git
+
+    cdir = campaign_dir(accepted)
+    msg = git(accepted, "log", "-1", "--format=%B")
+    cited = re.search(r"^Details: campaign (\S+), (\S+) in its records", msg, re.M)
+    assert cited and cited[1] == cdir.name, msg
+    assert ".ratchet" not in msg and "optimize.md" not in msg
+    dest = tmp_path / "campaigns" / "tiny_gemm" / cdir.name
+    export_records(cdir, dest)
+    assert (dest / cited[2]).read_bytes() == (cdir / "rounds/round-2/summary.md").read_bytes()
+
+
 def test_traces_come_on_request(accepted, tmp_path):
     cdir = campaign_dir(accepted)
     trace = cdir / "rounds/round-2/artifacts/paired/timings.jsonl"
