@@ -323,10 +323,12 @@ def commit_message(
     *,
     metric: str = "",
     gain: float | None = None,
+    record: str = "",
 ) -> str:
     """The commit message of an accepted round (SPEC section 4). ``before``/``after`` and
     ``gain`` are the numbers the decision used (``gain`` defaults to after/before - 1);
-    ``metric`` names them, after the percentage."""
+    ``metric`` names them, after the percentage; ``record``, a line after ``Details`` saying
+    where the round's summary is kept (:func:`round_record`)."""
     if gain is None:
         gain = (after / before - 1.0) if before and before > 0 else float("nan")
     one_line = cut_words(" ".join(summary.split()), 72)
@@ -335,14 +337,14 @@ def commit_message(
         f"[optimize] {op} {backend} round-{n}: {one_line}\n\n"
         f"Hypothesis: {' '.join(hypothesis.split())}\n"
         f"Result: {_value(before)} -> {_value(after)} ({gain * 100:+.1f}%){named}\n"
-        f"Details: {details}\n"
+        f"Details: {details}\n" + (f"Record: {record}\n" if record else "")
     )
 
 
-def round_details(campaign: str, n: int) -> str:
-    """Where a commit's reader finds round ``n``'s summary: by the campaign's name and the
-    path inside its records, the same in the campaign directory (which git ignores) and in a
-    copy ``ratchet export`` makes to commit."""
+def round_record(campaign: str, n: int) -> str:
+    """Where a commit's reader on another clone finds round ``n``'s summary (the campaign
+    directory is git-ignored): by the campaign's name and the path inside its records, the
+    same in the campaign directory and in a copy ``ratchet export`` makes to commit."""
     where = f"rounds/round-{n}/summary.md"
     return f"campaign {campaign}, {where} in its records (`ratchet export` copies them)"
 

@@ -26,7 +26,7 @@ from kernel_ratchet.campaign.lineage.kernel import incumbent_bytes
 from kernel_ratchet.campaign.lineage.workspace import is_workspace, load_workspace
 from kernel_ratchet.campaign.quick_bench import write_harness
 from kernel_ratchet.campaign.record import read_record
-from kernel_ratchet.campaign.render import commit_message, cut_words, round_details
+from kernel_ratchet.campaign.render import commit_message, cut_words, round_record
 from kernel_ratchet.campaign.steps import (
     HARNESS_TIMEOUT_S,
     TEST_TIMEOUT_S,
@@ -226,7 +226,8 @@ def _commit(c: CampaignContext, n: int, kernel_git: list[str], after: float | No
         rec.hypothesis,
         before,
         after or before,
-        round_details(c.m.campaign, n),
+        f"{os.path.relpath(c.dir, c.groot)}/logs/optimize.md",
         metric=f"{c.m.primary_metric} (baseline vs the project's harness run)",
+        record=round_record(c.m.campaign, n),
     )
     return git.commit_only(c.groot, kernel_git, msg) or git.head(c.groot)

@@ -100,7 +100,8 @@ def test_whole_campaign(two_rounds, capsys, monkeypatch):
     assert re.match(r"\[optimize\] tiny_gemm TRITON round-2: 32x32 output tiles", msg)
     assert "Hypothesis: 32x32 output tiles: 4x fewer programs" in msg
     assert re.search(r"Result: \S+ -> \S+ \(\+\d+\.\d%\)", msg)
-    assert f"Details: campaign {cdir.name}, rounds/round-2/summary.md in its records" in msg
+    assert f"Details: .ratchet/campaigns/{cdir.name}/logs/optimize.md" in msg  # SPEC section 4
+    assert f"Record: campaign {cdir.name}, rounds/round-2/summary.md in its records" in msg
     sealed = json.loads((cdir / "state.json").read_text())["records"]  # anchored in the commit
     assert f"Round-record: sha256:{sealed['rounds/round-2/round.json']}" in msg
     assert f"Campaign-manifest: sha256:{sealed['manifest.yaml']}" in msg

@@ -48,17 +48,18 @@ def test_export_copies_the_records_and_only_them(accepted, tmp_path, capsys, mon
 
 
 def test_an_accepted_commit_cites_the_summary_an_export_holds(accepted, tmp_path):
-    """The campaign directory is not in git: the commit names the campaign and the summary's
-    path inside its records, which a reader of ``git log`` finds in an export of them."""
+    """The campaign directory is not in git: beside SPEC's ``Details`` line (the log in that
+    directory), the commit names the campaign and the summary's path inside its records,
+    which a reader of ``git log`` on another clone finds in an export of them."""
     import re
 
     from tests.campaign.conftest import git
 
     cdir = campaign_dir(accepted)
     msg = git(accepted, "log", "-1", "--format=%B")
-    cited = re.search(r"^Details: campaign (\S+), (\S+) in its records", msg, re.M)
+    cited = re.search(r"^Record: campaign (\S+), (\S+) in its records", msg, re.M)
     assert cited and cited[1] == cdir.name, msg
-    assert ".ratchet" not in msg and "optimize.md" not in msg
+    assert f"Details: .ratchet/campaigns/{cdir.name}/logs/optimize.md" in msg
     dest = tmp_path / "campaigns" / "tiny_gemm" / cdir.name
     export_records(cdir, dest)
     assert (dest / cited[2]).read_bytes() == (cdir / "rounds/round-2/summary.md").read_bytes()

@@ -180,7 +180,7 @@ def test_sync_back_applies_only_the_kernel_and_revalidates(ws_copy, ratchet_here
     assert (root / KERNEL).read_text() == (cdir / "src" / KERNEL).read_text()
     assert git(root, "diff", "--name-only", start, "HEAD").split() == [KERNEL]
     assert git(root, "log", "-1", "--format=%s").startswith("[optimize] tiny_gemm TRITON round-2")
-    cited = f"Details: campaign {cdir.name}, rounds/round-2/summary.md in its records"
+    cited = f"Record: campaign {cdir.name}, rounds/round-2/summary.md in its records"
     assert cited in git(root, "log", "-1", "--format=%B")  # not the log git ignores
     # the user's uncommitted work is untouched and still uncommitted
     assert (root / "notes.txt").read_text() == "my notes\n"

@@ -11,7 +11,7 @@ from kernel_ratchet.campaign.lineage import git
 from kernel_ratchet.campaign.lineage.kernel import incumbent_commit, restore_incumbent
 from kernel_ratchet.campaign.lineage.workspace import is_workspace
 from kernel_ratchet.campaign.record import RoundRecord
-from kernel_ratchet.campaign.render import commit_message, round_details
+from kernel_ratchet.campaign.render import commit_message, round_record
 from kernel_ratchet.campaign.seal import commit_trailers
 
 if TYPE_CHECKING:
@@ -56,9 +56,10 @@ def apply(c: CampaignContext, record: RoundRecord) -> str | None:
         record.hypothesis,
         d.aggregate_before,
         d.aggregate_after,
-        round_details(c.m.campaign, n),
+        f"{os.path.relpath(c.dir, c.groot)}/logs/optimize.md",
         metric=f"{c.m.primary_metric} ({'paired A/B' if d.paired else 'harness CSVs'})",
         gain=d.gain,
+        record=round_record(c.m.campaign, n),
     )
     msg += commit_trailers(c, n)  # what the records of this round must stay
     marker = f"[optimize] {c.m.target_op} {c.m.target_backend} round-{n}:"
