@@ -20,6 +20,11 @@ ROLES = typer.Option(
     [], "--role", help="an input's role in training, 'w=weight' (default: activation)"
 )
 MEASURE = typer.Option(None, help="what its campaigns decide on, 'quantity=kernel_time,l2=cold'")
+BACKEND = typer.Option(
+    "TRITON", help="its kernels' backend: TRITON, TORCH (plain PyTorch), CUDA, HIP, ..."
+)
+LANG = typer.Option(None, help="its language (default: the backend's, e.g. python for TORCH)")
+REBUILD = typer.Option(None, help="a compiled backend's rebuild command, run after each change")
 
 
 @app.command("new-op")
@@ -36,6 +41,9 @@ def new_op(
     reference_kwargs: list[str] = REFERENCE_KWARGS,
     roles: list[str] = ROLES,
     measure: str | None = MEASURE,
+    backend: str = BACKEND,
+    lang: str | None = LANG,
+    rebuild: str | None = REBUILD,
     shapes: list[str] = typer.Option(
         ..., "--shape", help="'label:M=4096,N=4096,dtype=bfloat16' (one per target shape)"
     ),
@@ -49,37 +57,31 @@ def new_op(
     profile: Path = typer.Option(Path("ratchet.yaml"), help="the ratchet.yaml to add the op to"),
 ):
     """Add an op to ratchet.yaml (kept otherwise; never overwriting one), with a focused test."""
-    from kernel_ratchet.profile.scaffold import (
-        add_op,
-        constants,
-        module_file,
-        op_entry,
-        parse_pairs,
-        parse_shape,
-        project_suite,
-        refuse_taken,
-        write_focused_test,
-    )
+    from kernel_ratchet.profile import scaffold as sc
 
-    entry = op_entry(
+    backend = sc.backend_of(backend)
+    entry = sc.op_entry(
         name=name,
         function=function,
         reference=reference,
-        inputs=parse_pairs(inputs, "--input"),
+        inputs=sc.parse_pairs(inputs, "--input"),
         outputs=outputs,
-        shapes=[parse_shape(s) for s in shapes],
-        kernel_source=kernel_source or [module_file(profile.resolve().parent, function)],
+        shapes=[sc.parse_shape(s) for s in shapes],
+        kernel_source=kernel_source or [sc.module_file(profile.resolve().parent, function)],
         gradients=gradients,
         inplace_outputs=inplace,
         campaign_type=campaign_type,
-        work=parse_pairs([work], "--work"),
-        **constants(args, kwargs, reference_kwargs, roles, measure),
+        work=sc.parse_pairs([work], "--work"),
+        backend=backend,
+        lang=lang,
+        rebuild=rebuild,
+        **sc.constants(args, kwargs, reference_kwargs, roles, measure),
     )
     test = None if no_test_file else test_file or Path("tests") / f"test_{name}_focused.py"
-    refuse_taken(profile, name, entry, test)  # before ratchet.yaml or a test is touched
-    add_op(profile, name, entry, full_test=project_suite(profile, test is not None))
+    sc.refuse_taken(profile, name, entry, test)  # before ratchet.yaml or a test is touched
+    sc.add_op(profile, name, entry, full_test=sc.project_suite(profile, test is not None))
     out.print(f"op [bold]{name}[/bold] added to {profile}")
     if test is not None:
-        write_focused_test(test, name)
+        sc.write_focused_test(test, name, backend)
         out.print(f"focused test: {test}")
-    out.print(f"next: `ratchet check --op {name}`, then `ratchet run --rehearse --op {name}`")
+    out.print(f"next: {sc.next_steps(name, backend)}")

@@ -18,6 +18,7 @@ import yaml
 
 from kernel_ratchet.errors import ProfileError, UsageError
 from kernel_ratchet.profile.loader import load_profile
+from kernel_ratchet.profile.schema import BACKENDS
 
 #: A new ratchet.yaml's top level before ``ops:`` (``{package}`` and ``{test}`` filled in).
 HEADER = """\
@@ -32,7 +33,7 @@ ops:
 
 FOCUSED_TEST = '''\
 """Focused test of op {name}: every output and gradient against its reference, as described
-in ratchet.yaml (the Triton interpreter on the rehearsal shapes without a GPU)."""
+in ratchet.yaml ({where})."""
 
 from pathlib import Path
 
@@ -42,6 +43,45 @@ from kernel_ratchet.profile.focused import run
 def test_{ident}_matches_its_reference():
     assert run("{name}", Path(__file__).resolve().parent) == 0
 '''
+
+
+#: The language written for each backend (``lang`` is free text; ``--lang`` overrides it).
+LANGS: Mapping[str, str] = {
+    "TRITON": "triton",
+    "CUDA": "cuda",
+    "CUTLASS": "cpp",
+    "CUTEDSL": "python",
+    "HIP": "hip",
+    "CK": "cpp",
+    "TILELANG": "python",
+    "TORCH": "python",
+}
+#: Where an op's check runs without a GPU, for the backends whose kernels run on the CPU at
+#: all; every other backend's kernels need the GPU.
+CPU_RUNS: Mapping[str, str] = {
+    "TRITON": "the Triton interpreter on the rehearsal shapes without a GPU",
+    "TORCH": "plain PyTorch on the CPU on the rehearsal shapes without a GPU",
+}
+
+
+def backend_of(text: str) -> str:
+    """``--backend``'s value in its canonical spelling (any case, as the profile loader
+    reads it); UsageError listing the accepted names otherwise."""
+    if text.upper() not in BACKENDS:
+        raise UsageError(f"--backend {text!r} is not a backend; use one of {', '.join(BACKENDS)}")
+    return text.upper()
+
+
+def where_checked(backend: str) -> str:
+    """Where the op's focused check runs, as its generated test says it."""
+    return CPU_RUNS.get(backend, f"on a GPU: {backend} kernels do not run on the CPU")
+
+
+def next_steps(name: str, backend: str) -> str:
+    """What to run after ``new-op``: a CPU rehearsal where the backend runs on the CPU."""
+    if backend in CPU_RUNS:
+        return f"`ratchet check --op {name}`, then `ratchet run --rehearse --op {name}`"
+    return f"on a GPU machine, `ratchet check --op {name}`, then `ratchet run --op {name}`"
 
 
 def parse_pairs(items: Sequence[str], flag: str) -> dict[str, str]:
@@ -143,7 +183,8 @@ def op_entry(
     campaign_type: str = "memory",
     work: Mapping[str, str] | None = None,
     backend: str = "TRITON",
-    lang: str = "triton",
+    lang: str | None = None,
+    rebuild: str | None = None,
     args: Sequence[Any] = (),
     kwargs: Mapping[str, Any] | None = None,
     reference_kwargs: Mapping[str, Any] | None = None,
@@ -154,13 +195,14 @@ def op_entry(
     ``y``), ``kernel_source`` to the function's module file,
     ``work`` (``{bytes: io}`` by default) is the work formula. ``args``, ``kwargs``: constants
     the function takes after its tensors; ``reference_kwargs``: the reference's; ``roles``: a
-    training role per input; ``measure``: the quantity the op's campaigns decide on. Each is
-    left out when empty."""
+    training role per input; ``measure``: the quantity the op's campaigns decide on;
+    ``rebuild``: the command that rebuilds a compiled backend's kernel. Each is left out when
+    empty. ``lang`` defaults to the ``backend``'s language (:data:`LANGS`)."""
     module = function.partition(":")[0]
     entry: dict[str, Any] = {
         "kernel_source": list(kernel_source) or [module.replace(".", "/") + ".py"],
         "backend": backend,
-        "lang": lang,
+        "lang": lang or LANGS.get(backend, backend.lower()),
         "campaign_type": campaign_type,
         "test": f"python -m kernel_ratchet.profile.focused {name}",
         "function": function,
@@ -168,6 +210,7 @@ def op_entry(
         "inputs": dict(inputs),
     }
     optional = {
+        "rebuild": rebuild,
         "args": list(args),
         "kwargs": dict(kwargs or {}),
         "reference_kwargs": dict(reference_kwargs or {}),
@@ -285,10 +328,11 @@ def refuse_taken(profile: Path, name: str, entry: Mapping[str, Any], test: Path 
         write_focused_test(test, name)
 
 
-def write_focused_test(path: Path, name: str) -> None:
-    """The op's focused test file at ``path``; UsageError when the file exists."""
+def write_focused_test(path: Path, name: str, backend: str = "TRITON") -> None:
+    """The op's focused test file at ``path`` (saying where a ``backend`` op's check runs);
+    UsageError when the file exists."""
     if path.exists():
         raise UsageError(f"{path} exists already; give another --test-file or --no-test-file")
     path.parent.mkdir(parents=True, exist_ok=True)
     ident = re.sub(r"\W", "_", name)
-    path.write_text(FOCUSED_TEST.format(name=name, ident=ident))
+    path.write_text(FOCUSED_TEST.format(name=name, ident=ident, where=where_checked(backend)))

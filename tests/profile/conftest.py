@@ -105,3 +105,17 @@ def tiny_project(tmp_path: Path) -> Callable[..., TinyProject]:
         return TinyProject(tmp_path / name, schema=schema)
 
     return make
+
+
+@pytest.fixture
+def module_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[str, str], Path]:
+    """A project folder holding one module (its name, its source): the working directory, its
+    modules importable."""
+
+    def make(module: str, source: str) -> Path:
+        (tmp_path / f"{module}.py").write_text(source)
+        monkeypatch.chdir(tmp_path)
+        monkeypatch.syspath_prepend(str(tmp_path))
+        return tmp_path
+
+    return make

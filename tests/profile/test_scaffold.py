@@ -78,11 +78,8 @@ FLAGS = (
 
 
 @pytest.fixture
-def proj(tmp_path, monkeypatch):
-    (tmp_path / "mynorm.py").write_text(KERNEL)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    return tmp_path
+def proj(module_project):
+    return module_project("mynorm", KERNEL)
 
 
 def ratchet(monkeypatch, capsys, *args):
