@@ -9,7 +9,7 @@ shapes the shape-set spec ``inline:[json]`` (:func:`inline_spec`, read by :func:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from kernel_ratchet.errors import ProfileError
@@ -18,6 +18,8 @@ from kernel_ratchet.harness.description import Description
 
 #: Shape keys that are not symbols.
 SHAPE_FIELDS = ("label", "dtype")
+#: The value a Shape's own size takes where a shape does not give it (no such symbol).
+UNGIVEN: Mapping[str, int] = {"M": 1, "N": 1, "K": 0, "B": 1}
 
 
 def described_spec(description: Mapping[str, Any], schema: str) -> str:
@@ -45,13 +47,10 @@ def shape_from_symbols(entry: Mapping[str, Any]) -> Shape:
     for k, v in dims.items():
         if not isinstance(v, int) or isinstance(v, bool) or v < 0:
             raise ValueError(f"shape {entry['label']!r}: {k} must be a non-negative int")
-    core = {k: dims.pop(k) for k in ("M", "N", "K", "B") if k in dims}
+    core = {k: dims.pop(k, v) for k, v in UNGIVEN.items()}
     return Shape(
         label=str(entry["label"]),
-        M=core.get("M", 1),
-        N=core.get("N", 1),
-        K=core.get("K", 0),
-        B=core.get("B", 1),
+        **core,
         params=dims,
         dtype=entry.get("dtype"),
     )
@@ -64,10 +63,41 @@ def symbols_of(shape: Shape) -> dict[str, int]:
     return out
 
 
+def written(shape: Shape, symbols: Collection[str] | None = None) -> dict[str, Any]:
+    """``shape`` as an ``inline:`` spec carries it (read back the same by
+    :func:`inline_shapes`): its label, its sizes by symbol, its dtype. Of M, N, K and B it
+    gives those in ``symbols`` (the ones its shape set was written with; None: M and N) and
+    any off its default (:data:`UNGIVEN`), so that an op without K shows no ``K: 0``.
+    Settings that are not integers keep the recorded form, under ``params``."""
+    core = {"M": shape.M, "N": shape.N, "K": shape.K, "B": shape.B}
+    named = {"M", "N"} if symbols is None else set(symbols)
+    sizes = {k: v for k, v in core.items() if k in named or v != UNGIVEN[k]}
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in shape.params.values()):
+        sizes.update(shape.params)
+        sizes = sizes or {"M": shape.M, "N": shape.N}  # a shape gives at least one size
+    else:
+        sizes = {"M": shape.M, "N": shape.N, **sizes, "params": dict(shape.params)}
+    return {"label": shape.label, **sizes, **({"dtype": shape.dtype} if shape.dtype else {})}
+
+
+def written_symbols(spec: str) -> dict[str, list[str]]:
+    """By shape label, the symbols an ``inline:`` spec gives its shapes with; a shape in the
+    recorded form (under ``params``) and a module's shape set have none here."""
+    if not spec.startswith(INLINE_PREFIX):
+        return {}
+    entries = json.loads(spec[len(INLINE_PREFIX) :])
+    return {
+        str(e["label"]): [k for k in e if k not in SHAPE_FIELDS]
+        for e in entries
+        if isinstance(e, Mapping) and "params" not in e
+    }
+
+
 def inline_spec(entries: list[Mapping[str, Any]]) -> str:
-    """The shape-set spec of shapes written in ratchet.yaml (validated first)."""
-    shapes = [shape_from_symbols(e) for e in entries]
-    return INLINE_PREFIX + json.dumps([s.to_dict() for s in shapes])
+    """The shape-set spec of shapes written in ratchet.yaml (validated first), each with the
+    symbols it was written with."""
+    shapes = [(shape_from_symbols(e), [k for k in e if k not in SHAPE_FIELDS]) for e in entries]
+    return INLINE_PREFIX + json.dumps([written(s, given) for s, given in shapes])
 
 
 def inline_shapes(spec: str) -> list[Shape]:

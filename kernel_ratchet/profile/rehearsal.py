@@ -13,7 +13,7 @@ import math
 import sys
 
 from kernel_ratchet.harness.adapter import DESCRIBED_PREFIX, INLINE_PREFIX, Shape, load_shapes
-from kernel_ratchet.harness.described_spec import symbols_of
+from kernel_ratchet.harness.described_spec import symbols_of, written, written_symbols
 from kernel_ratchet.profile.schema import Profile
 
 #: Sizes at or below this stay as they are; larger ones map into [16, 64).
@@ -129,7 +129,8 @@ def rehearsal_profile(profile: Profile, op: str) -> Profile:
             ]
         finally:
             sys.path.remove(str(profile.root))
-        spec = INLINE_PREFIX + json.dumps([s.to_dict() for s in shapes])
+        given = written_symbols(o.shapes)  # only the symbols the op's shapes have
+        spec = INLINE_PREFIX + json.dumps([written(s, given.get(s.label)) for s in shapes])
     ops = {**profile.ops, op: dataclasses.replace(o, shapes=spec)}
     return dataclasses.replace(profile, ops=ops)
 

@@ -3,12 +3,14 @@ and the exit code of an unknown op."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 import yaml
 
 from kernel_ratchet.errors import ProfileError, UnknownOpError
-from kernel_ratchet.harness.adapter import load_adapter, load_shapes
+from kernel_ratchet.harness.adapter import Shape, load_adapter, load_shapes
 from kernel_ratchet.profile.loader import load_profile
 from kernel_ratchet.profile.rehearsal import INDEX_MIN, rehearsal_profile, shrink
 
@@ -85,18 +87,38 @@ def test_a_target_shape_small_enough_for_the_cpu_is_rehearsed_as_it_is(tmp_path)
     assert (kept.M, kept.N) == (64, 128) and (shrink(4096), shrink(4095)) == (big.M, big.N)
 
 
+#: A cross-entropy of N rows over a vocabulary V: an op with neither M nor K.
+XENT = dict(
+    function="tests.harness.described_ops:cross_entropy_first_128",
+    reference="tests.harness.described_ops:cross_entropy",
+    inputs={"logits": "[N, V] float32", "targets": "[N] int64 < V"},
+    outputs=["loss"],
+    gradients=["logits"],
+    shapes=[{"label": "llama", "N": 4096, "V": 32000}],
+    bytes=None,
+)
+
+
+def test_rehearsal_shapes_carry_only_the_symbols_the_ops_shapes_have(tmp_path):
+    """The shrunk shapes `ratchet init --rehearse` shows and records: an op of M and N has no
+    `K: 0` (nor `B: 1`), one of N and V no `M: 1` either."""
+    for op, sizes in (({}, {"M": shrink(4096), "N": shrink(4095)}), (XENT, {"N": shrink(4096)})):
+        prof = rehearsal_profile(load_profile(_write(tmp_path, **op)), "norm")
+        (entry,) = json.loads(prof.op("norm").shapes.removeprefix("inline:"))
+        assert {k: v for k, v in entry.items() if k in ("M", "N", "K", "B")} == sizes, entry
+        assert set(entry) - {"M", "N", "K", "B"} <= {"label", "dtype", "V"}, entry
+    # a module's Shape (a bundled op's) has no symbols written: M, N and those off 0 and 1
+    from kernel_ratchet.harness.described_spec import inline_shapes, written
+
+    shapes = [Shape("s", M=4, N=8), Shape("g", M=4, N=8, K=16, B=2, params={"dist": "skewed"})]
+    assert written(shapes[0]) == {"label": "s", "M": 4, "N": 8}
+    assert inline_shapes("inline:" + json.dumps([written(s) for s in shapes])) == shapes
+
+
 def test_a_size_that_bounds_an_integer_input_keeps_indices_past_255(tmp_path):
     """Shrunk for a rehearsal, a vocabulary V that bounds the targets keeps INDEX_MIN values:
     a kernel that keeps a class id in 7 or 8 bits still meets ids it gets wrong."""
-    xent = dict(
-        function="tests.harness.described_ops:cross_entropy_first_128",
-        reference="tests.harness.described_ops:cross_entropy",
-        inputs={"logits": "[N, V] float32", "targets": "[N] int64 < V"},
-        outputs=["loss"],
-        gradients=["logits"],
-        shapes=[{"label": "llama", "N": 4096, "V": 32000}],
-        bytes=None,
-    )
+    xent = XENT
     prof = load_profile(_write(tmp_path, **xent))
     (small,) = load_shapes(rehearsal_profile(prof, "norm").op("norm").shapes)
     assert (small.N, INDEX_MIN <= small.params["V"] < 32000) == (shrink(4096), True)
