@@ -3,10 +3,11 @@ small ones in Triton's interpreter (``ratchet check`` warns, ``ratchet init`` re
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
-from kernel_ratchet.harness.adapter import DESCRIBED_PREFIX, Shape, load_shapes
-from kernel_ratchet.harness.described_spec import symbols_of
+from kernel_ratchet.harness.adapter import DESCRIBED_PREFIX, INLINE_PREFIX, Shape, load_shapes
+from kernel_ratchet.harness.described_spec import symbols_of, written, written_symbols
 from kernel_ratchet.profile.items import CheckItem
 from kernel_ratchet.profile.on_path import project_on_path
 from kernel_ratchet.profile.rehearsal import shape_work, shrink
@@ -55,10 +56,12 @@ def device_check(
         f"{limit:.0e} the Triton interpreter runs in useful time per round; CPU timings say "
         "nothing about a GPU kernel anyway"
     )
+    symbols = written_symbols(shapes_spec or o.shapes).get(shapes[0].label)
+    example = _small_example(shapes[0], described, symbols)
     fix = (
         f"run the campaign on a CUDA machine. To rehearse the loop here: ratchet init --op {op} "
         "--rehearse (the op's rehearse_shapes, else its shapes shrunk), or give this campaign "
-        f"small shapes: ratchet init --op {op} --shapes '{_small_example(shapes[0], described)}' "
+        f"small shapes: ratchet init --op {op} --shapes '{example}' "
         "(sizes by symbol, as in ratchet.yaml)"
     )
     if warn:
@@ -101,14 +104,14 @@ def work_check(profile: Profile, op: str, *, shapes_spec: str | None = None) -> 
     )
 
 
-def _small_example(shape: Shape, described: bool) -> str:
-    """An ``inline:`` shape set of ``shape`` shrunk, its dtype and settings kept: what to pass
-    to ``ratchet init --shapes`` for a campaign this machine runs."""
-    sizes = symbols_of(shape) if described else {"M": shape.M, "N": shape.N, "K": shape.K}
-    entry: dict = {"label": "s", **{k: shrink(v) for k, v in sizes.items() if k != "B"}}
-    entry.update({"B": min(shape.B, 4)} if shape.B != 1 else {})
-    entry.update({k: v for k, v in shape.params.items() if not isinstance(v, int)})
-    entry.update({"dtype": shape.dtype} if shape.dtype else {})
-    if not shape.K:
-        entry.pop("K")
-    return "inline:" + json.dumps([entry])
+def _small_example(shape: Shape, described: bool, symbols: list[str] | None) -> str:
+    """An ``inline:`` shape set of ``shape`` shrunk, its dtype and settings kept, written with
+    its ``symbols`` (:func:`~kernel_ratchet.harness.described_spec.written`): what to pass to
+    ``ratchet init --shapes`` for a campaign this machine runs."""
+    params = {
+        k: shrink(v) if described and isinstance(v, int) and not isinstance(v, bool) else v
+        for k, v in shape.params.items()
+    }
+    sizes = {"M": shrink(shape.M), "N": shrink(shape.N), "K": shrink(shape.K)}
+    small = dataclasses.replace(shape, label="s", **sizes, B=min(shape.B, 4), params=params)
+    return INLINE_PREFIX + json.dumps([written(small, symbols)])

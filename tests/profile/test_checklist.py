@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -223,6 +224,27 @@ def test_device_check_refuses_real_shapes_without_a_gpu(tiny_project):
     # a campaign's own small shapes (`ratchet init --shapes`) are what init judges
     small = 'inline:[{"label": "s", "M": 64, "N": 64, "K": 64}]'
     assert device_check(prof, "gemm_bf16", cuda=False, shapes_spec=small).ok
+
+
+def test_the_small_shapes_a_refusal_suggests_are_ones_init_reads(tiny_project):
+    """The `--shapes` example loads: a bundled op's setting (a grouped GEMM's token
+    distribution) is not written as a size, and no K or B is added that the shape lacks."""
+    from kernel_ratchet.harness.adapter import load_shapes
+
+    p = tiny_project()
+    (p.root / p.pkg / "grouped.py").write_text(
+        "from kernel_ratchet.harness.adapter import Shape\n"
+        "big = [Shape('g', 4096, 4096, 4096, 8, {'dist': 'skewed'})]\n"
+        "rows = [Shape('r', 65536, 65536)]\n"  # over the CPU's work, no K
+    )
+    for shapes, kept in (("big", {"K", "B", "params"}), ("rows", set())):
+        p.op["shapes"] = f"{p.pkg}.grouped:{shapes}"
+        fix = device_check(load_profile(p.write()), "gemm_bf16", cuda=False).fix
+        spec = fix.split("--shapes '")[1].split("'")[0]
+        assert set(json.loads(spec.removeprefix("inline:"))[0]) == {"label", "M", "N", *kept}
+        (small,) = load_shapes(spec)
+        assert max(small.M, small.N, small.K) < 64 and small.B <= 4
+    assert small.params == {} and (small.K, small.B) == (0, 1)
 
 
 def test_a_shape_of_no_elements_is_refused_with_its_sizes_named(tiny_project):
