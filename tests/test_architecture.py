@@ -1,4 +1,5 @@
-"""The package's shape: layered imports without cycles, small files, small functions.
+"""The package's shape: layered imports without cycles, small files (its tests' too), small
+functions.
 
 The import contracts live in ``pyproject.toml`` (``[tool.importlinter]``) so ``lint-imports``
 reports the same thing from the command line.
@@ -31,10 +32,11 @@ def test_every_import_contract_in_pyproject_is_kept(monkeypatch):
     assert exit_code == 0, "`lint-imports` names the imports that break a contract"
 
 
-def test_no_package_file_is_over_the_line_limit():
+@pytest.mark.parametrize("place", [PACKAGE, ROOT / "tests"], ids=["package", "tests"])
+def test_no_file_is_over_the_line_limit(place):
     long = {
         str(p.relative_to(ROOT)): n
-        for p in _sources()
+        for p in sorted(place.rglob("*.py"))
         if (n := p.read_text().count("\n")) > MAX_FILE_LINES
     }
     assert long == {}

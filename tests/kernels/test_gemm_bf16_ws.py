@@ -12,7 +12,7 @@ from kernel_ratchet.kernels.gemm import bf16_ws_launch as ws16
 from kernel_ratchet.kernels.gemm import configs, launch
 from kernel_ratchet.kernels.gemm.configs import CONFIGS, GemmConfig
 from kernel_ratchet.kernels.offline import SM90_SHARED_BYTES
-from tests.kernels.test_gemm_ws import compiled_in_a_fresh_process
+from tests.kernels.ws_helpers import compiled_in_a_fresh_process
 
 LAUNCHER = "kernel_ratchet.kernels.gemm.bf16_ws_launch"
 TILE = GemmConfig(128, 256, 64, num_stages=3, group_m=8)
@@ -361,7 +361,7 @@ def test_a_launch_passes_every_argument_the_kernel_takes_as_the_offline_compile_
     sizes where the kernel takes them; and the constexprs and options of the offline compile
     of that config (its program count aside)."""
     from kernel_ratchet.kernels.gemm.bf16_ws import _bf16_ws_kernel
-    from tests.kernels.test_gemm_ws import _LaunchRecorder
+    from tests.kernels.ws_helpers import LaunchRecorder
 
     compiled: dict = {}
 
@@ -370,7 +370,7 @@ def test_a_launch_passes_every_argument_the_kernel_takes_as_the_offline_compile_
 
     monkeypatch.setattr(ws16, "compile_gluon", record_compile)
     ws16.compile_offline(block_n=256, stages=3, group_m=8, b_kmajor=False)
-    rec = _LaunchRecorder()
+    rec = LaunchRecorder()
     monkeypatch.setattr(ws16, "_bf16_ws_kernel", rec)
     M, N, K = 384, 512, 640
     a, b = torch.zeros(M, K, dtype=torch.bfloat16), torch.zeros(K, N, dtype=torch.bfloat16)

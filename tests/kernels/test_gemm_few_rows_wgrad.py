@@ -9,7 +9,7 @@ import torch
 
 from kernel_ratchet.kernels.gemm import configs, launch
 from kernel_ratchet.kernels.gemm import wgrad_ws_launch as ws
-from tests.kernels.test_gemm_ws import _LaunchRecorder
+from tests.kernels.ws_helpers import LaunchRecorder
 
 BF16 = torch.bfloat16
 CFG = configs.FewRowsWgrad(block_k=256, group_n=16, stages=3, max_rows=256, min_tiles=132)
@@ -18,7 +18,7 @@ CFG = configs.FewRowsWgrad(block_k=256, group_n=16, stages=3, max_rows=256, min_
 @pytest.fixture
 def as_on_an_h200(monkeypatch):
     """The route decides as on an sm_90 GPU with 132 SMs; the kernel is recorded, not run."""
-    rec = _LaunchRecorder()
+    rec = LaunchRecorder()
     monkeypatch.setattr(launch, "interpreter_mode", lambda: False)
     monkeypatch.setattr(launch, "_num_sms", lambda device: 132)
     monkeypatch.setattr(ws, "supported", ws.operands_ok)

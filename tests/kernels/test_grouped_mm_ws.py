@@ -16,7 +16,7 @@ from kernel_ratchet.kernels.grouped_gemm import mm_ws_launch as ws
 from kernel_ratchet.kernels.grouped_gemm.launch import grouped_mm
 from kernel_ratchet.kernels.grouped_gemm.mm_ws import _grouped_mm_ws_kernel
 from kernel_ratchet.kernels.offline import Resources
-from tests.kernels.test_gemm_ws import _LaunchRecorder, compiled_in_a_fresh_process
+from tests.kernels.ws_helpers import LaunchRecorder, compiled_in_a_fresh_process
 
 BF16, HALF = torch.bfloat16, torch.half
 #: A config that asks for the kernel (the shipped one, or one like it where none ships).
@@ -49,7 +49,7 @@ def test_the_kernel_compiles_for_sm90_unspilled_and_pipelined(which):
 
 @pytest.mark.parametrize("b_is_nk", [True, False], ids=["forward", "dgrad"])
 def test_a_launch_passes_every_parameter_of_the_kernel(monkeypatch, b_is_nk):
-    rec = _LaunchRecorder()
+    rec = LaunchRecorder()
     monkeypatch.setattr(ws, "_grouped_mm_ws_kernel", rec)
     T, G, N, Kr = 300, 5, 200, 192
     a = torch.zeros(T, Kr, dtype=BF16)

@@ -12,8 +12,8 @@ from kernel_ratchet.kernels.grouped_gemm import fp8 as F
 from kernel_ratchet.kernels.grouped_gemm import wgrad_fp8_ws_launch as ws
 from kernel_ratchet.kernels.grouped_gemm.wgrad_fp8_ws import _wgrad_fp8_ws_kernel
 from kernel_ratchet.kernels.quant.launch import Fp8Quantized
-from tests.kernels.test_gemm_ws import _LaunchRecorder, compiled_in_a_fresh_process
 from tests.kernels.test_grouped_ws import _snr
+from tests.kernels.ws_helpers import LaunchRecorder, compiled_in_a_fresh_process
 
 E4M3 = torch.float8_e4m3fn
 
@@ -35,7 +35,7 @@ def test_the_kernel_compiles_for_sm90_unspilled_and_pipelined():
 
 
 def test_a_launch_passes_every_parameter_of_the_kernel(monkeypatch):
-    rec = _LaunchRecorder()
+    rec = LaunchRecorder()
     monkeypatch.setattr(ws, "_wgrad_fp8_ws_kernel", rec)
     G, N, K, chunks = 5, 256, 384, 9
     dyt, xt = _cols(N, chunks), _cols(K, chunks)
@@ -89,7 +89,7 @@ def test_the_kernel_takes_the_grouped_column_copies_and_nothing_else(change, ok)
 def test_the_step_routes_the_weight_gradient_only_where_its_config_is_set(monkeypatch):
     """The WS kernel runs a weight gradient over each group's own chunks where
     ``WGRAD_FP8_WS`` is set and no config is forced; everything else the Triton kernel."""
-    calls, triton_kernel = [], _LaunchRecorder()
+    calls, triton_kernel = [], LaunchRecorder()
     monkeypatch.setattr(ws, "supported", lambda *a: True)
     monkeypatch.setattr(ws, "grouped_wgrad_fp8_ws", lambda *a, **kw: calls.append(kw) or "ws")
     monkeypatch.setattr(F, "_grouped_wgrad_fp8_kernel", triton_kernel)

@@ -16,7 +16,7 @@ from kernel_ratchet.kernels.gemm.wgrad_ws import _grouped_wgrad_ws_kernel
 from kernel_ratchet.kernels.grouped_gemm import configs
 from kernel_ratchet.kernels.grouped_gemm.launch import grouped_wgrad
 from kernel_ratchet.kernels.offline import SM90_SHARED_BYTES, Resources
-from tests.kernels.test_gemm_ws import _LaunchRecorder, compiled_in_a_fresh_process
+from tests.kernels.ws_helpers import LaunchRecorder, compiled_in_a_fresh_process
 
 BF16 = torch.bfloat16
 #: A config that asks for the kernel (the shipped one, or one like it where none ships).
@@ -45,7 +45,7 @@ def test_the_kernel_compiles_for_sm90_unspilled_and_pipelined(which):
 
 
 def test_a_launch_passes_every_parameter_of_the_kernel(monkeypatch):
-    rec = _LaunchRecorder()
+    rec = LaunchRecorder()
     monkeypatch.setattr(ws, "_grouped_wgrad_ws_kernel", rec)
     T, G, N, K = 300, 5, 384, 520
     dy, x = torch.zeros(T, N, dtype=BF16), torch.zeros(T, K, dtype=BF16)
@@ -63,7 +63,7 @@ def test_a_launch_passes_every_parameter_of_the_kernel(monkeypatch):
 
 
 def test_longest_first_passes_the_groups_by_decreasing_rows(monkeypatch):
-    rec = _LaunchRecorder()
+    rec = LaunchRecorder()
     monkeypatch.setattr(ws, "_grouped_wgrad_ws_kernel", rec)
     dy, x = torch.zeros(300, 128, dtype=BF16), torch.zeros(300, 256, dtype=BF16)
     lens = torch.tensor([0, 100, 1, 0, 199], dtype=torch.int32)
@@ -76,7 +76,7 @@ def test_longest_first_passes_the_groups_by_decreasing_rows(monkeypatch):
 
 
 def test_a_grid_never_exceeds_the_tiles(monkeypatch):
-    rec = _LaunchRecorder()
+    rec = LaunchRecorder()
     monkeypatch.setattr(ws, "_grouped_wgrad_ws_kernel", rec)
     dy, x = torch.zeros(10, 128, dtype=BF16), torch.zeros(10, 256, dtype=BF16)
     ws.grouped_wgrad_ws(dy, x, torch.tensor([4, 6], dtype=torch.int32), num_sms=132)

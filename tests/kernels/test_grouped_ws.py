@@ -17,7 +17,7 @@ from kernel_ratchet.kernels.grouped_gemm import fp8_ws_launch as ws
 from kernel_ratchet.kernels.grouped_gemm.fp8_ws import _grouped_fp8_ws_kernel
 from kernel_ratchet.kernels.offline import SM90_SHARED_BYTES, Resources
 from kernel_ratchet.kernels.quant.launch import quant_fp8_blockwise_1x128
-from tests.kernels.test_gemm_ws import _LaunchRecorder, compiled_in_a_fresh_process
+from tests.kernels.ws_helpers import LaunchRecorder, compiled_in_a_fresh_process
 
 E4M3 = torch.float8_e4m3fn
 
@@ -54,7 +54,7 @@ def test_the_tma_store_variant_compiles_for_sm90_with_its_staging(stages):
 
 
 def test_a_launch_passes_every_parameter_of_the_kernel(monkeypatch):
-    rec = _LaunchRecorder()
+    rec = LaunchRecorder()
     monkeypatch.setattr(ws, "_grouped_fp8_ws_kernel", rec)
     T, G, N, K = 300, 5, 256, 384
     a, b = torch.zeros(T, K, dtype=E4M3), torch.zeros(G, N, K, dtype=E4M3)
@@ -79,7 +79,7 @@ def test_a_tma_store_launch_takes_the_staging_where_the_output_rows_allow(
 ):
     """Rows of 16-byte multiples get the TMA store's constexprs (its staging layout in the
     output's dtype); other rows keep the masked stores, the same kernel as without it."""
-    rec = _LaunchRecorder()
+    rec = LaunchRecorder()
     monkeypatch.setattr(ws, "_grouped_fp8_ws_kernel", rec)
     T, G, K = 300, 5, 384
     a, b = torch.zeros(T, K, dtype=E4M3), torch.zeros(G, N, K, dtype=E4M3)

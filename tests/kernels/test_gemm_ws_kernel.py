@@ -1,53 +1,23 @@
-"""The warp-specialized blockwise FP8 GEMM (Gluon, sm_90): offline compiles on any machine,
-results on the H200 against the dequantized fp32 product (``pytest -m gpu``)."""
+"""The warp-specialized blockwise FP8 GEMM (Gluon, sm_90), the kernel and its launch: offline
+compiles on any machine, the arguments a launch passes (recorded on the CPU) and the launches
+it refuses, results on the H200 against the dequantized fp32 product (``pytest -m gpu``)."""
 
 from __future__ import annotations
 
 import functools
-import json
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
 
 from kernel_ratchet.kernels.gemm import fp8_block_ws_launch as ws
-from kernel_ratchet.kernels.gemm import launch
-from kernel_ratchet.kernels.gemm.configs import CONFIGS, WS_CONFIGS
+from kernel_ratchet.kernels.gemm.configs import WS_CONFIGS
 from kernel_ratchet.kernels.gemm.fp8_block_ws import _fp8_block_ws_kernel
 from kernel_ratchet.kernels.gemm.fp8_block_ws_cols import _fp8_block_ws_cols_kernel
-from kernel_ratchet.kernels.gemm.kernel import SCALE_BLOCK
 from kernel_ratchet.kernels.offline import SM90_SHARED_BYTES, Resources
 from kernel_ratchet.kernels.quant.launch import quant_fp8_block_128x128, quant_fp8_blockwise_1x128
+from tests.kernels.ws_helpers import LaunchRecorder, compiled_in_a_fresh_process
 
 E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
-
-
-_COMPILE = """
-import dataclasses, json, sys
-from importlib import import_module
-from kernel_ratchet.kernels.offline import resources
-launcher, calls = import_module(sys.argv[1]), json.loads(sys.argv[2])
-print(json.dumps([dataclasses.asdict(resources(launcher.compile_offline(**kw))) for kw in calls]))
-"""
-
-
-def compiled_in_a_fresh_process(launcher: str, calls: list[dict]) -> list[Resources]:
-    """``launcher.compile_offline(**kw)`` for each of ``calls``, compiled in a process of its
-    own without the interpreter: in a pytest-xdist worker that had run interpreted kernels, a
-    compile once failed inside ``tl.cdiv`` on raw IR values, as if the interpreter's patches of
-    ``triton.language`` were still in place."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    out = subprocess.run(
-        [sys.executable, "-c", _COMPILE, launcher, json.dumps(calls)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    return [Resources(**r) for r in json.loads(out.stdout.strip().splitlines()[-1])]
 
 
 @functools.lru_cache(maxsize=1)
@@ -81,18 +51,8 @@ def test_three_consumer_tile_compiles_for_sm90_unspilled_and_pipelined():
     assert not single.serialized, "ptxas serialized the wgmma pipeline"
 
 
-class _LaunchRecorder:
-    """Stands in for the Gluon kernel: ``kernel[grid](*args, **kw)`` records instead of running."""
-
-    def __init__(self):
-        self.calls = []
-
-    def __getitem__(self, grid):
-        return lambda *args, **kw: self.calls.append((grid, args, kw))
-
-
 def test_a_launch_passes_the_constexprs_and_options_the_offline_compile_checks(monkeypatch):
-    rec = _LaunchRecorder()
+    rec = LaunchRecorder()
     monkeypatch.setattr(ws, "_fp8_block_ws_kernel", rec)
     M, N, K = 384, 256, 640
     a, b = torch.zeros(M, K, dtype=E4M3), torch.zeros(N, K, dtype=E4M3)
@@ -113,7 +73,7 @@ def test_a_launch_passes_the_constexprs_and_options_the_offline_compile_checks(m
 def test_a_three_consumer_launch_tiles_192_rows_and_gives_each_warpgroup_152_registers(
     monkeypatch,
 ):
-    rec = _LaunchRecorder()
+    rec = LaunchRecorder()
     monkeypatch.setattr(ws, "_fp8_block_ws_kernel", rec)
     M, N, K = 400, 256, 640
     a, b = torch.zeros(M, K, dtype=E4M3), torch.zeros(N, K, dtype=E4M3)
@@ -141,7 +101,7 @@ def test_column_scales_go_through_tma_only_where_a_stage_can_carry_them(
     """1x128 B scales (the weight gradient): a launch that can load each k-group's row of them
     by TMA runs the column-scale kernel with a descriptor over ``sbᵀ``; any other, the kernel
     that loads them from global memory."""
-    plain, with_cols = _LaunchRecorder(), _LaunchRecorder()
+    plain, with_cols = LaunchRecorder(), LaunchRecorder()
     monkeypatch.setattr(ws, "_fp8_block_ws_kernel", plain)
     monkeypatch.setattr(ws, "_fp8_block_ws_cols_kernel", with_cols)
     M, N, K = 384, 256, 640
@@ -332,124 +292,3 @@ def test_a_launch_the_kernel_does_not_take_is_refused_with_what_to_use(kw):
     sa, sb = torch.ones(256, 2), torch.ones(256, 2)
     with pytest.raises(ValueError, match="mode"):
         ws.matmul_fp8_block_ws(a, b, sa, sb, **kw)
-
-
-# -- the launcher's choice (CPU): which problems the plan sends to the WS kernel --------------
-
-_GEOM = (4096, True, True, 4096, True, True)  # row stride, TMA-readable, K-major; A then B
-
-
-def _plan(M=4096, N=6144, K=4096, geom=_GEOM, ws_group=128, out=torch.bfloat16, **kw):
-    launch._plan.cache_clear()
-    args = dict(kind="fp8_block", explicit=None, scale_mode=SCALE_BLOCK, num_sms=132, interp=False)
-    args.update(kw)
-    return launch._plan(
-        args["kind"],
-        args["explicit"],
-        M,
-        N,
-        K,
-        geom,
-        args["scale_mode"],
-        args["num_sms"],
-        args["interp"],
-        ws_group,
-        out,
-    )
-
-
-def test_plan_sends_a_large_blockwise_gemm_to_the_ws_kernel():
-    assert _plan().ws == WS_CONFIGS["fp8_block"]["large"]
-
-
-def test_plan_sends_column_scales_only_to_an_entry_of_their_own(monkeypatch):
-    """1x128 B scales (the weight gradient) run the WS kernel only where ``<kind>_cols`` has the
-    bucket: the entry for 128x128 weight blocks does not apply to them."""
-    cols = WS_CONFIGS["fp8_block"]["large"].with_(num_stages=5)
-    monkeypatch.delitem(WS_CONFIGS, "fp8_block_cols", raising=False)
-    assert _plan(ws_group=1).ws is None
-    monkeypatch.setitem(WS_CONFIGS, "fp8_block_cols", {"large": cols})
-    assert _plan(ws_group=1).ws == cols
-    assert _plan(ws_group=128).ws == WS_CONFIGS["fp8_block"]["large"]
-
-
-@pytest.mark.parametrize(
-    "change",
-    [
-        dict(interp=True),
-        dict(explicit=CONFIGS["fp8_block"]["large"]),
-        dict(ws_group=0),  # not blockwise, or not an sm_90 GPU
-        dict(geom=(4096, False, True, 4096, True, True)),  # A not TMA-readable
-        dict(geom=(4096, True, True, 4096, True, False)),  # B not K-major
-        dict(N=6148),  # output rows of 12296 bytes
-        dict(out=torch.float32),
-        dict(M=1000, N=5120, K=1000),  # the medium bucket: no WS config
-    ],
-    ids=[
-        "interpreter",
-        "explicit",
-        "no-group",
-        "a-pointer",
-        "b-not-kmajor",
-        "n-off-8",
-        "fp32-out",
-        "medium",
-    ],
-)
-def test_plan_keeps_the_triton_kernel_where_the_ws_kernel_does_not_apply(change):
-    plan = _plan(**change)
-    assert plan.ws is None
-    assert plan.kwargs  # a Triton launch
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("layout", ["fwd", "wgrad"])
-def test_the_vendor_comparison_checks_and_times_both_sides_on_gpu(layout):
-    from kernel_ratchet.kernels.gemm.blockwise_vs_vendor import row
-
-    ours, vendor, snr, ws_cols = row(1024, 1024, 1024, layout, ({"stages": 4, "mode": 0},))
-    assert ours > 0 and vendor > 0 and len(ws_cols) == 1 and ws_cols[0] > 0
-    assert snr > 40.0  # the same quantized operands: only accumulation order differs
-
-
-def test_the_vendor_comparison_takes_ws_configs_as_key_value_pairs():
-    from kernel_ratchet.kernels.gemm.blockwise_vs_vendor import ws_config
-
-    assert ws_config("block_n=128,stages=6,mode=1") == {"block_n": 128, "stages": 6, "mode": 1}
-    with pytest.raises(SystemExit, match="block_n/stages/mode/group_m/consumer_regs"):
-        ws_config("stage=4")
-    with pytest.raises(SystemExit, match="INT"):
-        ws_config("stages=four")
-
-
-@pytest.mark.parametrize(("parts", "routed"), [(1, False), (4, True)])
-def test_a_wide_ws_tile_is_routed_where_one_b_scale_covers_each_column_part(
-    monkeypatch, parts, routed
-):
-    """A 256-column tile over 128 x 128 weight blocks: whole, one B scale would not cover its
-    columns (the Triton kernel runs); in quarters each has its own."""
-    wide = WS_CONFIGS["fp8_block"]["large"].with_(block_n=256, num_stages=4, col_parts=parts)
-    monkeypatch.setitem(WS_CONFIGS["fp8_block"], "large", wide)
-    assert (_plan().ws == wide) is routed
-
-
-def test_the_ws_mode_of_a_config_follows_its_column_parts_then_its_k_unroll():
-    from kernel_ratchet.kernels.gemm.configs import GemmConfig, ws_mode
-
-    assert [ws_mode(GemmConfig(k_unroll=u)) for u in (1, 2)] == [0, 1]
-    assert [ws_mode(GemmConfig(k_unroll=u, col_parts=4)) for u in (2, 1)] == [2, 3]
-
-
-def test_the_vendor_comparison_says_how_each_ws_config_compares_with_the_shipped_plan():
-    import math
-
-    from kernel_ratchet.kernels.gemm.blockwise_vs_vendor import against_ours
-
-    # per shape: ours, vendor, then two ws columns (TFLOP/s)
-    rows = [(1000, 1100, 900, 1200), (800, 1100, 1000, 800), (1000, 1100, 1100, 1000)]
-    logs = [[math.log(x) for x in r] for r in rows]
-    first, second = against_ours(["mode=2", "mode=3"], logs)
-    geo = (0.9 * 1.25 * 1.1) ** (1 / 3)
-    assert f"ws mode=2: {geo:.3f}x the shipped plan" in first
-    assert "0.90-1.25 per shape, faster on 2 of 3" in first
-    assert "ws mode=3: " in second and "faster on 1 of 3" in second
