@@ -3,9 +3,10 @@
 be just that; without ``--profile``, the ratchet.yaml found from the working directory).
 
 It builds the op's adapter, and on each shape compares ``outputs`` with ``reference``, each
-output at its own threshold; without a GPU it runs the Triton interpreter on the op's
-rehearsal shapes (``rehearse_shapes``, else the target shapes shrunk, with the tile-crossing
-shapes of :func:`~kernel_ratchet.profile.rehearsal.check_shapes`). Exit 0 when every
+output at its own threshold; without a GPU it runs on the CPU (Triton kernels through the
+Triton interpreter, plain PyTorch as it is) on the op's rehearsal shapes (``rehearse_shapes``,
+else the target shapes shrunk, with the tile-crossing shapes of
+:func:`~kernel_ratchet.profile.rehearsal.check_shapes`). Exit 0 when every
 output passes, 1 otherwise (one line per shape either way: a shape whose call raises is a FAIL
 line with the error, its traceback on stderr), 3 for a ratchet.yaml problem.
 """
@@ -32,7 +33,7 @@ from kernel_ratchet.profile.rehearsal import check_shapes
 def run(op: str, start: Path) -> int:
     """Check op ``op`` of the ratchet.yaml found from ``start``; returns the exit code."""
     cuda = torch.cuda.is_available()
-    if not cuda:
+    if not cuda:  # a Triton kernel runs interpreted; an op of another backend ignores it
         os.environ["TRITON_INTERPRET"] = "1"
     profile = load_profile(start)
     sys.path.insert(0, str(profile.root))
