@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kernel_ratchet.profile.checklist import run_checklist
@@ -91,3 +93,16 @@ def test_a_focused_test_naming_a_missing_file_fails_the_checklist(tiny_project, 
     assert len(found) == 1 and not found[0].ok
     assert found[0].detail.startswith("tests/test_bb.py: named by")
     assert "correct the path" in found[0].fix
+
+
+def test_every_bundled_op_names_test_paths_that_exist():
+    """The repository's own ratchet.yaml: a test file renamed or split without its ops' test
+    commands fails ``ratchet check`` and every campaign's baseline of those ops."""
+    root = Path(__file__).resolve().parents[2]
+    profile = load_profile(root / "ratchet.yaml")
+    missing = {
+        name: missing_paths(pytest_args(op.test) or [], root)
+        for name, op in profile.ops.items()
+        if op.test
+    }
+    assert not {name: paths for name, paths in missing.items() if paths}
