@@ -9,6 +9,7 @@ import functools
 import pytest
 import torch
 
+from kernel_ratchet.harness.correctness import snr_db
 from kernel_ratchet.kernels.gemm import fp8_block_ws_launch as ws
 from kernel_ratchet.kernels.gemm.configs import WS_CONFIGS
 from kernel_ratchet.kernels.gemm.fp8_block_ws import _fp8_block_ws_kernel
@@ -172,11 +173,6 @@ def _dequant(q: torch.Tensor, s: torch.Tensor, rows_per_scale: int) -> torch.Ten
     return q.float() * s
 
 
-def _snr(x: torch.Tensor, ref: torch.Tensor) -> float:
-    err = (x.float() - ref).pow(2).sum().clamp_min(1e-30)
-    return (10 * torch.log10(ref.pow(2).sum() / err)).item()
-
-
 def _stages(consumers: int, group_n: int, mode: int) -> int:
     """The most stages of 128 x 128 that fit: 6 on two consumers, 5 where each also carries a
     row of column scales (paired k-groups, 1x128 B scales), 4 on three consumers."""
@@ -220,7 +216,7 @@ def test_matches_the_dequantized_product_on_gpu(mnk, group_n, mode, a_dtype, con
         consumers=consumers,
     )
     assert not out.isnan().any()
-    assert _snr(out, ref) > 45.0  # bf16 rounding of the output: about 55 dB
+    assert snr_db(out, ref) > 45.0  # bf16 rounding of the output: about 55 dB
 
 
 @pytest.mark.gpu
@@ -250,7 +246,7 @@ def test_repeated_calls_of_one_geometry_compute_each_calls_product_on_gpu(group_
             qa, qb = quantized()  # new values at new addresses
         ref = _dequant(qa.data, qa.scale, 1) @ _dequant(qb.data, qb.scale, group_n).t()
         out = ws.matmul_fp8_block_ws(qa.data, qb.data, qa.scale, qb.scale, b_scale_group_n=group_n)
-        assert _snr(out, ref) > 45.0, f"call {i}"
+        assert snr_db(out, ref) > 45.0, f"call {i}"
 
 
 @pytest.mark.gpu
@@ -274,7 +270,7 @@ def test_wide_tiles_in_column_parts_match_the_dequantized_product_on_gpu(mnk, mo
         qa.data, qb.data, qa.scale, qb.scale, b_scale_group_n=128, block_n=256, stages=4, mode=mode
     )
     assert not out.isnan().any()
-    assert _snr(out, ref) > 45.0
+    assert snr_db(out, ref) > 45.0
 
 
 @pytest.mark.parametrize(

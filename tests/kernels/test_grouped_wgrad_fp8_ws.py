@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 import torch
 
+from kernel_ratchet.harness.correctness import snr_db
 from kernel_ratchet.kernels.grouped_gemm import configs
 from kernel_ratchet.kernels.grouped_gemm import fp8 as F
 from kernel_ratchet.kernels.grouped_gemm import wgrad_fp8_ws_launch as ws
 from kernel_ratchet.kernels.grouped_gemm.wgrad_fp8_ws import _wgrad_fp8_ws_kernel
 from kernel_ratchet.kernels.quant.launch import Fp8Quantized
-from tests.kernels.test_grouped_ws import _snr
 from tests.kernels.ws_helpers import LaunchRecorder, compiled_in_a_fresh_process
 
 E4M3 = torch.float8_e4m3fn
@@ -140,7 +140,7 @@ def test_matches_the_triton_weight_gradient_on_gpu(lens, nk):
     assert not out.isnan().any()
     empty = [i for i, n in enumerate(lens) if n == 0]
     assert torch.count_nonzero(out[empty]) == 0
-    assert _snr(out, ref) > 45.0
+    assert snr_db(out, ref) > 45.0
 
 
 @pytest.mark.gpu
@@ -161,4 +161,4 @@ def test_repeated_calls_of_one_geometry_compute_each_calls_product_on_gpu():
         ref = F.grouped_wgrad_fp8(
             dyt, xt, lens_t, group_chunks=True, config=configs.BUCKETS["fp8_wgrad"]
         )
-        assert _snr(out, ref) > 45.0, f"routing {lens}"
+        assert snr_db(out, ref) > 45.0, f"routing {lens}"

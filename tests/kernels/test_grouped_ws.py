@@ -11,6 +11,7 @@ import pytest
 import torch
 from triton.experimental.gluon import language as gl
 
+from kernel_ratchet.harness.correctness import snr_db
 from kernel_ratchet.kernels.grouped_gemm import configs
 from kernel_ratchet.kernels.grouped_gemm import fp8 as F
 from kernel_ratchet.kernels.grouped_gemm import fp8_ws_launch as ws
@@ -128,11 +129,6 @@ def test_a_ws_bucket_where_the_kernel_does_not_apply_runs_the_triton_kernel(devi
     assert torch.equal(same, F.grouped_mm_fp8(xq, wq, lens, config=base))
 
 
-def _snr(x: torch.Tensor, ref: torch.Tensor) -> float:
-    err = (x.float() - ref.float()).pow(2).sum().clamp_min(1e-30)
-    return (10 * torch.log10(ref.float().pow(2).sum() / err)).item()
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize(
     "lens",
@@ -163,9 +159,9 @@ def test_matches_the_triton_kernel_forward_and_dgrad_on_gpu(lens, nk, mode, tma_
         )
         ref = F.grouped_mm_fp8(a, b, lens_t, config=triton_cfg)
         assert not out.isnan().any()
-        assert _snr(out, ref) > 45.0  # the same quantized operands: accumulation order only
+        assert snr_db(out, ref) > 45.0  # the same quantized operands: accumulation order only
     routed = F.grouped_mm_fp8(xq, wq, lens_t, config=dataclasses.replace(triton_cfg, gluon_ws=True))
-    assert _snr(routed, F.grouped_mm_fp8(xq, wq, lens_t, config=triton_cfg)) > 45.0
+    assert snr_db(routed, F.grouped_mm_fp8(xq, wq, lens_t, config=triton_cfg)) > 45.0
 
 
 @pytest.mark.gpu
@@ -195,7 +191,7 @@ def test_repeated_fp8_calls_of_one_geometry_compute_each_calls_product_on_gpu(tm
             xq.data, xq.scale, wq.data, wq.scale, lens_t, tma_store=tma_store
         )
         ref = F.grouped_mm_fp8(xq, wq, lens_t, config=triton_cfg)
-        assert _snr(out, ref) > 45.0, f"call {i} (routing {lens})"
+        assert snr_db(out, ref) > 45.0, f"call {i} (routing {lens})"
         if i == 0:  # new values at new addresses for the next call
             xq = quant_fp8_blockwise_1x128(
                 torch.randn(T, K, device="cuda", dtype=torch.bfloat16, generator=g), E4M3, align=16
