@@ -61,8 +61,18 @@ def apply(c: CampaignContext, record: RoundRecord) -> str | None:
         gain=d.gain,
         record=round_record(c.m.campaign, n),
     )
-    msg += commit_trailers(c, n)  # what the records of this round must stay
-    marker = f"[optimize] {c.m.target_op} {c.m.target_backend} round-{n}:"
-    if git.log_message(c.groot).startswith(marker):
+    trailers = commit_trailers(c, n)  # what the records of this round must stay
+    if _committed_before(c, n, trailers):
         return git.head(c.groot)  # committed before a crash
-    return git.commit_only(c.groot, c.kernel_git, msg) or git.head(c.groot)
+    return git.commit_only(c.groot, c.kernel_git, msg + trailers) or git.head(c.groot)
+
+
+def _committed_before(c: CampaignContext, n: int, trailers: str) -> bool:
+    """Whether HEAD is this very round's commit, made before a crash: its subject names the
+    round and it carries the round's sealed trailers. The subject alone is not enough: the
+    start of a second campaign on the same op may be an earlier campaign's commit of the same
+    round number, and taking it for this round's would leave the change uncommitted."""
+    message = git.log_message(c.groot)
+    marker = f"[optimize] {c.m.target_op} {c.m.target_backend} round-{n}:"
+    lines = set(message.splitlines())
+    return message.startswith(marker) and all(t in lines for t in trailers.split("\n") if t)
