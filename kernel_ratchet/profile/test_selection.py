@@ -4,7 +4,10 @@ A focused test such as ``pytest tests/a.py tests/b.py -k "bf16"`` passes when ``
 matching tests, even if the ``-k`` expression deselects every test of ``b.py``: the gate then
 never runs ``b.py``, and nothing says so. Where the command is a plain pytest call with a
 selection (``-k``, ``-m`` or a ``::`` node id), pytest collects it (``--collect-only``, nothing
-run) and each named test path must keep at least one test.
+run) and each named test path must keep at least one test. Any other command is read for
+what would fail the baseline at once: a script it runs that is not there (``python x.py``,
+``bash x.sh``, ``./x``), or an op ``kernel_ratchet.profile.focused`` checks that the profile
+does not describe.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from kernel_ratchet.profile.items import item as _item
 from kernel_ratchet.profile.schema import OpProfile, Profile
 
 WHAT = "focused test selects tests from each file it names"
+FOCUSED = "kernel_ratchet.profile.focused"
 _COLLECT_TIMEOUT_S = 120
 _SHELL = {"&&", "||", ";", "|", "&", ">", "<", "2>&1"}
 _VALUED = {
@@ -41,9 +45,9 @@ _VALUED = {
 }
 
 
-def pytest_args(command: str) -> list[str] | None:
-    """The arguments after ``pytest`` / ``python -m pytest``, or None for any other command
-    (several commands, a wrapper script, shell syntax)."""
+def command_words(command: str) -> list[str] | None:
+    """The words of one plain command, leading ``FOO=1`` assignments dropped; None for shell
+    syntax (several commands, redirections) or unbalanced quotes."""
     try:
         words = shlex.split(command)
     except ValueError:
@@ -52,6 +56,15 @@ def pytest_args(command: str) -> list[str] | None:
         return None
     while words and "=" in words[0] and not words[0].startswith("-"):
         words = words[1:]  # FOO=1 pytest ...
+    return words
+
+
+def pytest_args(command: str) -> list[str] | None:
+    """The arguments after ``pytest`` / ``python -m pytest``, or None for any other command
+    (several commands, a wrapper script, shell syntax)."""
+    words = command_words(command)
+    if words is None:
+        return None
     if words and Path(words[0]).name == "pytest":
         return words[1:]
     if (
@@ -117,16 +130,9 @@ def selection_check(profile: Profile, op: OpProfile) -> CheckItem | None:
     """None where there is nothing to check (not a plain pytest call, no selection)."""
     args = pytest_args(op.test or "")
     if args is None:
-        return None
+        return _other_command(profile, op)
     if missing := missing_paths(args, profile.root):
-        return _item(
-            op,
-            "focused test's paths exist",
-            False,
-            f"{', '.join(missing)}: named by `{op.test}`, not found under {profile.root.name}/ "
-            "(where pytest runs); the baseline would fail",
-            f"correct the path in ops.{op.name}.test in {profile.path.name}",
-        )
+        return _missing(profile, op, missing, "where pytest runs")
     if not _selects(args):
         return None
     paths = named_paths(args, profile.root)
@@ -160,6 +166,52 @@ def selection_check(profile: Profile, op: OpProfile) -> CheckItem | None:
             "(e.g. add the file's name to -k), or remove the file from the command",
         )
     return _item(op, WHAT, True, f"{len(nodes)} tests from {len(paths)} path(s)")
+
+
+def _missing(profile: Profile, op: OpProfile, missing: list[str], where: str) -> CheckItem:
+    return _item(
+        op,
+        "focused test's paths exist",
+        False,
+        f"{', '.join(missing)}: named by `{op.test}`, not found under {profile.root.name}/ "
+        f"({where}); the baseline would fail",
+        f"correct the path in ops.{op.name}.test in {profile.path.name}",
+    )
+
+
+def _other_command(profile: Profile, op: OpProfile) -> CheckItem | None:
+    """A command that is not a plain pytest call: the script it runs (``python x.py``,
+    ``bash x.sh``, ``./x``) must exist, and the op ``kernel_ratchet.profile.focused`` checks
+    must be one of the profile's. None where there is nothing to check."""
+    words = command_words(op.test or "")
+    if words is None:
+        return None
+    if len(words) > 3 and words[1:3] == ["-m", FOCUSED]:
+        if words[3] in profile.ops or "--profile" in words:  # another profile's op
+            return None
+        return _item(
+            op,
+            "focused test names a known op",
+            False,
+            f"`{op.test}` checks op {words[3]!r}, which {profile.path.name} does not "
+            f"describe (its ops: {', '.join(profile.ops)}); the baseline would fail",
+            f"name one of them in ops.{op.name}.test in {profile.path.name}",
+        )
+    script = _script(words)
+    if script is None or (profile.root / script).exists():
+        return None
+    return _missing(profile, op, [script], "where the command runs")
+
+
+def _script(words: list[str]) -> str | None:
+    """The file a ``python``/``bash``/``sh`` call runs, or the relative path run directly."""
+    if words and words[0].startswith("./"):
+        return words[0]
+    runner = Path(words[0]).name if words else ""
+    if (runner.startswith("python") or runner in ("bash", "sh")) and len(words) > 1:
+        first = words[1]  # an option first (-m, -c, -u) runs no file of the project
+        return None if first.startswith("-") or Path(first).is_absolute() else first
+    return None
 
 
 def _warning(op: OpProfile, detail: str) -> CheckItem:

@@ -95,6 +95,41 @@ def test_a_focused_test_naming_a_missing_file_fails_the_checklist(tiny_project, 
     assert "correct the path" in found[0].fix
 
 
+@pytest.mark.parametrize(
+    "command, name, named",
+    [
+        ("python tests/run_typo.py --fast", "focused test's paths exist", "tests/run_typo.py"),
+        ("FOO=1 bash scripts/check.sh", "focused test's paths exist", "scripts/check.sh"),
+        ("./run_checks", "focused test's paths exist", "./run_checks"),
+        ("python -m kernel_ratchet.profile.focused gemm_bf", "names a known op", "'gemm_bf'"),
+    ],
+)
+def test_a_script_or_op_the_test_command_names_must_exist(
+    tiny_project, tmp_path, command, name, named
+):
+    """Not only pytest's paths: a focused test that runs a script which is not there, or checks
+    an op the profile does not describe, would fail the baseline; `ratchet check` says so."""
+    found = [i for i in run_checklist(_project(tiny_project, tmp_path, command)) if not i.ok]
+    assert len(found) == 1 and found[0].name.endswith(name), found
+    assert named in found[0].detail and "the baseline would fail" in found[0].detail
+    assert "ops.gemm_bf16.test" in found[0].fix
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "python tests/test_a.py",
+        "python -m kernel_ratchet.profile.focused gemm_bf16",
+        "python -m kernel_ratchet.profile.focused other --profile ../other/ratchet.yaml",
+        "python -c 'import sys'",
+        "make test",
+    ],
+)
+def test_a_test_command_whose_script_and_op_exist_passes(tiny_project, tmp_path, command):
+    profile = _project(tiny_project, tmp_path, command)
+    assert not [i for i in run_checklist(profile) if "focused test" in i.name and not i.ok]
+
+
 def test_every_bundled_op_names_test_paths_that_exist():
     """The repository's own ratchet.yaml: a test file renamed or split without its ops' test
     commands fails ``ratchet check`` and every campaign's baseline of those ops."""
