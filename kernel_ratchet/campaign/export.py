@@ -17,7 +17,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from kernel_ratchet.errors import CampaignError
+from kernel_ratchet.errors import CampaignError, UsageError
 
 #: Files of the campaign directory, copied when present.
 CAMPAIGN_FILES = ("manifest.yaml", "state.json", "report.md", "calibration.json")
@@ -40,15 +40,16 @@ RECORD_SUFFIXES = (".md", ".json", ".jsonl", ".yaml", ".diff")
 
 def export_records(cdir: Path, dest: Path, *, traces: bool = False) -> list[Path]:
     """Copy the records of the campaign in ``cdir`` into ``dest`` (module docstring); returns
-    the files written, relative to ``dest``. Raises CampaignError when ``dest`` holds anything
-    (nothing is overwritten) or lies inside the campaign, or when ``cdir`` has no manifest."""
+    the files written, relative to ``dest``. Raises UsageError (a destination to choose again)
+    when ``dest`` holds anything (nothing is overwritten) or lies inside the campaign, and
+    CampaignError when ``cdir`` has no manifest."""
     cdir, dest = Path(cdir).resolve(), Path(dest).resolve()
     if not (cdir / "manifest.yaml").is_file():
         raise CampaignError(f"{cdir} is not a campaign directory (no manifest.yaml)")
     if dest == cdir or cdir in dest.parents:
-        raise CampaignError(f"export into a folder outside the campaign, not {dest}")
+        raise UsageError(f"export into a folder outside the campaign, not {dest}")
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
-        raise CampaignError(
+        raise UsageError(
             f"{dest} already holds files; export into a new or empty folder (nothing is "
             "overwritten)"
         )

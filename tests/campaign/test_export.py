@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kernel_ratchet.campaign.export import RECORD_SUFFIXES, export_records
-from kernel_ratchet.errors import CampaignError
+from kernel_ratchet.errors import CampaignError, UsageError
 from tests.campaign.conftest import campaign_dir, session_accepted
 from tests.cli_inprocess import run_cli
 
@@ -90,15 +90,22 @@ def test_an_escalated_round_exports_the_full_levels_ab_beside_the_quick_one(acce
     ).read_bytes()
 
 
-def test_export_never_overwrites_and_stays_outside_the_campaign(accepted, tmp_path):
+def test_export_never_overwrites_and_stays_outside_the_campaign(
+    accepted, tmp_path, capsys, monkeypatch
+):
+    """A destination that holds files or lies in the campaign is the caller's to choose again:
+    a usage error (exit 2, as the README's table has it), nothing written."""
     cdir = campaign_dir(accepted)
     full = tmp_path / "full"
     full.mkdir()
     (full / "mine.txt").write_text("kept")
-    with pytest.raises(CampaignError, match="already holds files"):
+    with pytest.raises(UsageError, match="already holds files"):
         export_records(cdir, full)
+    monkeypatch.chdir(accepted)
+    rc, text = run_cli(capsys, monkeypatch, "export", str(full))
+    assert rc == 2 and "already holds files" in text, text
     assert [p.name for p in full.iterdir()] == ["mine.txt"]
-    with pytest.raises(CampaignError, match="outside the campaign"):
+    with pytest.raises(UsageError, match="outside the campaign"):
         export_records(cdir, cdir / "copy")
     with pytest.raises(CampaignError, match="not a campaign directory"):
         export_records(tmp_path, tmp_path / "x")
