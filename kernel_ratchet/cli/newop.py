@@ -60,6 +60,7 @@ def new_op(
     from kernel_ratchet.profile import scaffold as sc
 
     backend = sc.backend_of(backend)
+    sc.require_rebuild(backend, rebuild)
     entry = sc.op_entry(
         name=name,
         function=function,

@@ -18,7 +18,7 @@ import yaml
 
 from kernel_ratchet.errors import ProfileError, UsageError
 from kernel_ratchet.profile.loader import load_profile
-from kernel_ratchet.profile.schema import BACKENDS
+from kernel_ratchet.profile.schema import BACKENDS, COMPILED_BACKENDS
 
 #: A new ratchet.yaml's top level before ``ops:`` (``{package}`` and ``{test}`` filled in).
 HEADER = """\
@@ -70,6 +70,16 @@ def backend_of(text: str) -> str:
     if text.upper() not in BACKENDS:
         raise UsageError(f"--backend {text!r} is not a backend; use one of {', '.join(BACKENDS)}")
     return text.upper()
+
+
+def require_rebuild(backend: str, rebuild: str | None) -> None:
+    """UsageError naming ``--rebuild`` for a compiled backend without one: new-op writes a
+    repo-mode op, whose kernel is rebuilt in place after each change."""
+    if backend in COMPILED_BACKENDS and not rebuild:
+        raise UsageError(
+            f"--backend {backend} is compiled: give the command that rebuilds its kernel after "
+            "each change with --rebuild CMD (e.g. --rebuild 'pip install -e .' or 'make')"
+        )
 
 
 def where_checked(backend: str) -> str:

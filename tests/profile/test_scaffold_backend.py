@@ -76,3 +76,11 @@ def test_an_unknown_backend_is_a_usage_error_naming_the_accepted_ones(proj, monk
     assert code == 2 and "--backend 'pytorch' is not a backend" in out
     assert all(name in out for name in BACKENDS)
     assert not (proj / "ratchet.yaml").exists() and not (proj / "tests").exists()
+
+
+def test_a_compiled_backend_without_rebuild_names_the_flag_and_writes_nothing(
+    proj, monkeypatch, capsys
+):
+    code, out = run_cli(capsys, monkeypatch, *FLAGS, "--backend", "hip")
+    assert code == 2 and "--backend HIP is compiled" in out and "--rebuild CMD" in out
+    assert not (proj / "ratchet.yaml").exists() and not (proj / "tests").exists()
