@@ -20,11 +20,12 @@ from kernel_ratchet.errors import ProfileError, UsageError
 from kernel_ratchet.profile.loader import load_profile
 from kernel_ratchet.profile.schema import BACKENDS, COMPILED_BACKENDS
 
-#: A new ratchet.yaml's top level before ``ops:`` (``{package}`` and ``{test}`` filled in).
+#: A new ratchet.yaml's top level before ``ops:`` (``{package}``, ``{install}`` and ``{test}``
+#: filled in).
 HEADER = """\
 project: "{project}"
 package: {package}
-install: "pip install -e ."
+install: "{install}"
 full_test: "{test}"
 campaign_root: .ratchet/campaigns
 tips_root: ratchet-tips
@@ -278,7 +279,9 @@ def with_op(
     UsageError when the op exists already."""
     if text is None:
         test = full_test or entry["test"]
-        header = HEADER.format(project=root.name, package=_package(entry), test=test)
+        header = HEADER.format(
+            project=root.name, package=_package(entry), install=install_command(root), test=test
+        )
         return header + entry_text(name, entry)
     data = yaml.safe_load(text) or {}
     if name in (data.get("ops") or {}):
@@ -300,6 +303,15 @@ def project_suite(profile: Path, writes_test: bool) -> str | None:
     tests (or new-op writes its first); None (the op's own check) otherwise."""
     has_tests = (Path(profile).resolve().parent / "tests").is_dir()
     return "python -m pytest -q" if writes_test or has_tests else None
+
+
+def install_command(root: Path) -> str:
+    """How the project at ``root`` makes its package import from the checkout (what ``ratchet
+    check`` prints, run in ``root``, when it does not): an editable install where it has a
+    packaging file, else its root on the path of the shell that runs ``ratchet``."""
+    if any((root / f).exists() for f in ("pyproject.toml", "setup.py", "setup.cfg")):
+        return "pip install -e ."
+    return "export PYTHONPATH=$PWD"
 
 
 def _package(entry: Mapping[str, Any]) -> str:

@@ -84,3 +84,17 @@ def test_a_compiled_backend_without_rebuild_names_the_flag_and_writes_nothing(
     code, out = run_cli(capsys, monkeypatch, *FLAGS, "--backend", "hip")
     assert code == 2 and "--backend HIP is compiled" in out and "--rebuild CMD" in out
     assert not (proj / "ratchet.yaml").exists() and not (proj / "tests").exists()
+
+
+def test_a_new_profile_says_how_its_package_imports_with_or_without_packaging(
+    proj, monkeypatch, capsys
+):
+    """Without a packaging file there is nothing to pip-install: the root goes on the path."""
+    code, out = run_cli(capsys, monkeypatch, *FLAGS, "--backend", "torch")
+    assert code == 0, out
+    assert load_profile(proj / "ratchet.yaml").install == "export PYTHONPATH=$PWD"
+    (proj / "ratchet.yaml").unlink()
+    (proj / "pyproject.toml").write_text("[project]\nname = 'plain'\n")
+    code, out = run_cli(capsys, monkeypatch, *FLAGS, "--backend", "torch", "--no-test-file")
+    assert code == 0, out
+    assert load_profile(proj / "ratchet.yaml").install == "pip install -e ."
