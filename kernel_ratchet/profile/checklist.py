@@ -27,7 +27,7 @@ from kernel_ratchet.profile.described_check import described_call, integer_bound
 from kernel_ratchet.profile.device_check import device_check, work_check
 from kernel_ratchet.profile.items import CheckItem
 from kernel_ratchet.profile.items import item as _item
-from kernel_ratchet.profile.on_path import project_on_path
+from kernel_ratchet.profile.on_path import packaged, project_on_path
 from kernel_ratchet.profile.reference_reach import check_reach
 from kernel_ratchet.profile.requires import unmet
 from kernel_ratchet.profile.schema import (
@@ -320,7 +320,7 @@ def env_check(profile: Profile) -> CheckItem:
     """
     name = f"package {profile.package} imports from this checkout"
     fix = f"cd {profile.root} && {profile.install}"
-    if not any((profile.root / f).exists() for f in ("pyproject.toml", "setup.py", "setup.cfg")):
+    if not packaged(profile.root):
         fix += f" (no packaging here: put the root on the path, export PYTHONPATH={profile.root})"
     try:
         proc = subprocess.run(

@@ -18,6 +18,7 @@ import yaml
 
 from kernel_ratchet.errors import ProfileError, UsageError
 from kernel_ratchet.profile.loader import load_profile
+from kernel_ratchet.profile.on_path import packaged
 from kernel_ratchet.profile.schema import BACKENDS, COMPILED_BACKENDS
 
 #: A new ratchet.yaml's top level before ``ops:`` (``{package}``, ``{install}`` and ``{test}``
@@ -309,7 +310,7 @@ def install_command(root: Path) -> str:
     """How the project at ``root`` makes its package import from the checkout (what ``ratchet
     check`` prints, run in ``root``, when it does not): an editable install where it has a
     packaging file, else its root on the path of the shell that runs ``ratchet``."""
-    if any((root / f).exists() for f in ("pyproject.toml", "setup.py", "setup.cfg")):
+    if packaged(root):
         return "pip install -e ."
     return "export PYTHONPATH=$PWD"
 
