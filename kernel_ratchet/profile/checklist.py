@@ -320,7 +320,7 @@ def env_check(profile: Profile) -> CheckItem:
     """
     name = f"package {profile.package} imports from this checkout"
     fix = f"cd {profile.root} && {profile.install}"
-    if not packaged(profile.root):
+    if not packaged(profile.root) and "pip install" in profile.install:
         fix += f" (no packaging here: put the root on the path, export PYTHONPATH={profile.root})"
     try:
         proc = subprocess.run(

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 
 import pytest
 
@@ -177,6 +178,8 @@ def test_env_check_not_ok_when_not_importable(tiny_project, monkeypatch):
     assert not item.ok
     assert "pip install -e . (no packaging here" in item.fix  # a plain directory of modules
     assert f"export PYTHONPATH={prof.root}" in item.fix
+    on_path = replace(prof, install="export PYTHONPATH=$PWD")  # what new-op writes there
+    assert env_check(on_path).fix == f"cd {prof.root} && export PYTHONPATH=$PWD"
     (p.root / "pyproject.toml").write_text("[project]\nname = 'x'\n")
     assert env_check(prof).fix.endswith("pip install -e .")
 
