@@ -164,6 +164,24 @@ def _walk_dict(d: ast.Dict, var: str, path: tuple[str, ...], classes, off, out) 
             out[key] = _call_entry(v, key, p, classes, off)
 
 
+_SPACE_FORM = "SEARCH_SPACE = {key: {knob: [values, ...]}}, e.g. {'*': {'BLOCK_SIZE': [64, 128]}}"
+
+
+def _check_space(space: Any) -> None:
+    """Raise KnobError naming the part of ``SEARCH_SPACE`` that is not of its documented form."""
+    if not isinstance(space, dict):
+        raise KnobError(f"SEARCH_SPACE is a {type(space).__name__}; write {_SPACE_FORM}")
+    for key, knobs in space.items():
+        if not isinstance(key, str) or not isinstance(knobs, dict):
+            raise KnobError(f"SEARCH_SPACE[{key!r}] is not a dict of knobs; write {_SPACE_FORM}")
+        for knob, values in knobs.items():
+            if not isinstance(knob, str) or not isinstance(values, list | tuple):
+                raise KnobError(
+                    f"SEARCH_SPACE[{key!r}][{knob!r}] is {values!r}, not a list of values; "
+                    f"write {_SPACE_FORM}"
+                )
+
+
 def parse_tunables(text: str) -> Tunables:
     """Parse a tunables file. Raises KnobError when it is not valid Python or its
     ``SEARCH_*`` declarations are not literals."""
@@ -190,6 +208,7 @@ def parse_tunables(text: str) -> Tunables:
                 constants[name] = Knob(name, lit, off.span(value))
     space = decl.get("SEARCH_SPACE")
     if space is not None:
+        _check_space(space)
         wanted = {k for knobs in space.values() for k in knobs}
         known = set(constants).union(*(e.knobs for e in entries.values()))
         if wanted - known:

@@ -156,3 +156,17 @@ def test_a_table_keeps_its_own_space_where_its_paths_are_another_tables():
     }  # fmt: skip
     assert t.knob_space(gluon) == {"block_n": [128, 256]}
     assert t.knob_space(t.entries["GLUON/bwd/large"]) == {"block_n": [64, 128]}
+
+
+@pytest.mark.parametrize(
+    "space, named",
+    [
+        ("{'*': {'BLOCK': 32}}", "SEARCH_SPACE['*']['BLOCK'] is 32, not a list"),
+        ("['BLOCK']", "SEARCH_SPACE is a list"),
+        ("{'*': [32]}", "SEARCH_SPACE['*'] is not a dict of knobs"),
+    ],
+)
+def test_a_search_space_not_of_its_form_names_the_part_and_the_form(space, named):
+    with pytest.raises(KnobError, match=r"write SEARCH_SPACE = \{key: \{knob") as err:
+        parse_tunables(f"BLOCK = 16\nSEARCH_SPACE = {space}\n")
+    assert named in str(err.value)
