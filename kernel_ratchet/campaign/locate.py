@@ -6,9 +6,10 @@ from pathlib import Path
 
 import yaml
 
+from kernel_ratchet.campaign.lock import CampaignLock
 from kernel_ratchet.campaign.manifest import load_manifest
 from kernel_ratchet.campaign.state import Phase, State
-from kernel_ratchet.errors import CampaignError
+from kernel_ratchet.errors import CampaignError, LockError
 from kernel_ratchet.profile.schema import Profile
 
 
@@ -57,16 +58,24 @@ def find_campaign(profile: Profile, name: str | None = None) -> Path:
 def refuse_parallel(profile: Profile, op: str) -> None:
     """Raise CampaignError (exit 5) when a campaign on ``op`` is still open: a second one would
     switch the branch under the first (``init`` and ``run`` start one on purpose with
-    ``--another``)."""
+    ``--another``); LockError (exit 6) when another process drives it right now, whose
+    advice (resume, report, close) could not run until that process ends."""
     still_open = [
-        (d.name, phase)
+        (d, d.name, phase)
         for d in list_campaigns(profile)
         if load_manifest(d).target_op == op
         and (phase := State.load(d).phase) in (Phase.INITIALIZED, Phase.OPTIMIZING)
     ]
     if not still_open:
         return
-    name, phase = still_open[-1]
+    path, name, phase = still_open[-1]
+    try:
+        with CampaignLock(path):
+            pass
+    except LockError as exc:
+        raise LockError(f"{exc}; give --another to start a second campaign on op {op}") from None
+    except OSError:  # a lock file this user cannot open: the advice below still holds
+        pass
     if phase is Phase.INITIALIZED:  # no baseline: nothing to report or resume yet
         how = f"measure its baseline (`ratchet baseline --campaign {name}`)"
     else:

@@ -64,6 +64,19 @@ def test_run_on_an_op_with_an_open_campaign_needs_another(project):
     assert [d.name for d in (project / ".ratchet/campaigns").iterdir()] == [first.name]
 
 
+def test_run_beside_the_process_driving_the_open_campaign_says_so(project):
+    """Its advice (resume, report, close) could not run while that process holds the
+    campaign: exit 6, as for every command refused by the campaign's lock."""
+    from kernel_ratchet.campaign.lock import CampaignLock
+
+    first = campaign_dir(project)
+    with CampaignLock(first):
+        r = ratchet(project, "run", "--op", "tiny_gemm", "--yes", "--max-iterations", "1")
+    assert r.returncode == 6, r.stdout + r.stderr
+    assert "being driven by another process" in r.stderr and "--another" in r.stderr
+    assert [d.name for d in (project / ".ratchet/campaigns").iterdir()] == [first.name]
+
+
 def test_a_campaign_whose_directory_was_deleted_keeps_its_branch(project):
     """The new campaign takes the next name instead of refusing for the branch left behind,
     and the old branch, with its accepted commits, is not reused or touched."""
