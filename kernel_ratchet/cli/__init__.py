@@ -60,20 +60,14 @@ def _stopped(terminated: bool) -> None:
     """Exit after Ctrl+C (130) or SIGTERM (143); the engine has closed the round in flight, if
     the command ran one (``init`` or ``report`` runs none)."""
     silence_if_closed(sys.stdout)
-    if terminated:
-        safe_print(
-            err,
-            "[yellow]terminated (SIGTERM)[/yellow]: a round in flight, if any, was closed "
-            "and its records kept; `ratchet resume` continues a campaign an optimizer drives, "
-            "`ratchet validate` one driven by hand (`ratchet status` shows where it stands)",
-        )
-        sys.exit(Terminated.exit_code)
+    what = "terminated (SIGTERM)" if terminated else "interrupted"
     safe_print(
         err,
-        "[yellow]interrupted[/yellow]: a round in flight, if any, was closed and its records "
-        "kept; `ratchet status` shows where the campaign stands",
+        f"[yellow]{what}[/yellow]: a round in flight, if any, was closed and its records "
+        "kept; `ratchet resume` continues a campaign an optimizer drives, `ratchet validate` "
+        "one driven by hand (`ratchet status` shows where it stands)",
     )
-    sys.exit(130)
+    sys.exit(Terminated.exit_code if terminated else 130)
 
 
 def silence_if_closed(stream: TextIO) -> None:

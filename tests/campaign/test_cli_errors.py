@@ -388,7 +388,7 @@ def test_init_refused_by_the_checklist_is_a_profile_problem(tmp_path, monkeypatc
 @pytest.mark.parametrize("terminated, code", [(False, 130), (True, 143)])
 def test_a_stop_claims_no_round_it_did_not_run(terminated, code, capsys):
     """Ctrl+C or SIGTERM of any command (init, report: no round) exits with its code and says
-    only what holds for every command."""
+    only what holds for every command, and how to go on (the README: resume continues)."""
     from kernel_ratchet.cli import _stopped
 
     with pytest.raises(SystemExit) as exit_:
@@ -396,3 +396,4 @@ def test_a_stop_claims_no_round_it_did_not_run(terminated, code, capsys):
     said = " ".join(capsys.readouterr().err.split())
     assert exit_.value.code == code
     assert "a round in flight, if any, was closed" in said and "ratchet status" in said
+    assert "`ratchet resume` continues" in said and "`ratchet validate`" in said
