@@ -182,6 +182,24 @@ def _check_space(space: Any) -> None:
                 )
 
 
+def _check_value_types(space: dict[str, dict[str, list[Any]]], knobs: list[Knob]) -> None:
+    """Raise KnobError for a ``SEARCH_SPACE`` value of another type than the knob's own (a
+    text or a fraction for an integer): the search would write it, and fail the round."""
+    current: dict[str, Any] = {kn.name: kn.value for kn in knobs}
+    for key, by_knob in space.items():
+        for knob, values in by_knob.items():
+            if knob not in current:
+                continue
+            have = current[knob]
+            for v in values:
+                if type(v) is type(have) or (type(have) is float and type(v) is int):
+                    continue
+                raise KnobError(
+                    f"SEARCH_SPACE[{key!r}][{knob!r}] holds {v!r} ({type(v).__name__}) where "
+                    f"{knob} is {have!r} ({type(have).__name__}); list values of its type"
+                )
+
+
 def parse_tunables(text: str) -> Tunables:
     """Parse a tunables file. Raises KnobError when it is not valid Python or its
     ``SEARCH_*`` declarations are not literals."""
@@ -216,6 +234,9 @@ def parse_tunables(text: str) -> Tunables:
                 f"SEARCH_SPACE names {', '.join(sorted(wanted - known))}, which the file does "
                 "not define (a module-level constant, or a field of a config it holds)"
             )
+        _check_value_types(
+            space, [*constants.values(), *(kn for e in entries.values() for kn in e.knobs.values())]
+        )
         mod = {k: kn for k, kn in constants.items() if k in wanted}
         if mod:
             entries = {MODULE: Entry(MODULE, (), "", mod), **entries}

@@ -170,3 +170,11 @@ def test_a_search_space_not_of_its_form_names_the_part_and_the_form(space, named
     with pytest.raises(KnobError, match=r"write SEARCH_SPACE = \{key: \{knob") as err:
         parse_tunables(f"BLOCK = 16\nSEARCH_SPACE = {space}\n")
     assert named in str(err.value)
+
+
+@pytest.mark.parametrize("value, named", [("'big'", "'big' (str)"), ("64.5", "64.5 (float)")])
+def test_a_search_space_value_of_another_type_than_its_knob_is_refused(value, named):
+    with pytest.raises(KnobError, match=r"where BLOCK is 16 \(int\)") as err:
+        parse_tunables(f"BLOCK = 16\nSEARCH_SPACE = {{'*': {{'BLOCK': [8, {value}]}}}}\n")
+    assert named in str(err.value)
+    assert parse_tunables("SCALE = 0.5\nSEARCH_SPACE = {'*': {'SCALE': [1, 0.25]}}\n").space
