@@ -24,7 +24,7 @@ from kernel_ratchet.campaign.render import TREND_TITLE, optimize_header, trend_h
 from kernel_ratchet.campaign.state import Phase, State
 from kernel_ratchet.campaign.steps import portable_path, recorded_python_command
 from kernel_ratchet.campaign.tips import read_tips, tips_path
-from kernel_ratchet.errors import CampaignError, PreflightError, ProfileError
+from kernel_ratchet.errors import CampaignError, PreflightError, ProfileError, UsageError
 from kernel_ratchet.harness.adapter import Shape, load_shapes
 from kernel_ratchet.harness.timing.registry import default_engine_name
 from kernel_ratchet.profile.checklist import device_check, env_check, run_checklist, work_check
@@ -151,15 +151,18 @@ def define_target(
 
 
 def _check_params(max_iterations: int, git_branch: str, regression: float, mode: str) -> None:
-    """CampaignError naming the parameter out of its range."""
+    """UsageError (exit 2) naming the parameter out of its range, as its flag where it has one."""
     if not 0 < max_iterations < MAX_ITERATIONS_LIMIT:
-        raise CampaignError(f"max_iterations must be between 1 and {MAX_ITERATIONS_LIMIT - 1}")
+        raise UsageError(
+            f"--max-iterations must be between 1 and {MAX_ITERATIONS_LIMIT - 1}, "
+            f"not {max_iterations}"
+        )
     if git_branch not in ("auto", "none"):
-        raise CampaignError(f"git_branch must be 'auto' or 'none', not {git_branch!r}")
+        raise UsageError(f"--git-branch must be 'auto' or 'none', not {git_branch!r}")
     if not 0 < regression < 1:
-        raise CampaignError("regression threshold is a fraction, e.g. 0.05 for 5%")
+        raise UsageError("regression threshold is a fraction, e.g. 0.05 for 5%")
     if mode not in EXECUTION_MODES:
-        raise CampaignError(
+        raise UsageError(
             f"execution mode must be one of {', '.join(EXECUTION_MODES)}, not {mode!r}"
         )
 

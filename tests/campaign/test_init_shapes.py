@@ -1,12 +1,14 @@
-"""``ratchet init --shapes``: a campaign on another shape set than its op's default."""
+"""``ratchet init --shapes``: a campaign on another shape set than its op's default; a
+campaign's parameters out of range refused as usage errors."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
 import yaml
 
-from tests.campaign.conftest import cli_env, make_project
+from tests.campaign.conftest import cli_env, make_project, ratchet
 from tests.campaign.test_cli_misc import run
 
 SHAPES = [{"label": "m48", "M": 48, "N": 32, "K": 80}, {"label": "m96", "M": 96, "N": 64, "K": 64}]
@@ -59,3 +61,12 @@ def test_a_shape_set_that_does_not_load_stops_init_before_anything_is_made(
     )  # fmt: skip
     assert code not in (0, None) and "rehearsal runs its own tiny shapes" in out + err
     assert not _campaigns(root)
+
+
+@pytest.mark.parametrize("command", ["init", "run"])
+def test_max_iterations_out_of_range_is_a_usage_error_naming_the_flag(tmp_path, command):
+    root = make_project(tmp_path / "p")
+    r = ratchet(root, command, "--op", "tiny_gemm", "--yes", "--max-iterations", "-1")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "--max-iterations must be between 1 and 119, not -1" in " ".join(r.stderr.split())
+    assert not any((root / ".ratchet" / "campaigns").glob("*"))
