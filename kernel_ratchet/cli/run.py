@@ -62,21 +62,23 @@ def _live_view(title: str) -> Iterator:
             )
         return t
 
-    with Live(render(), console=err, refresh_per_second=4) as live:
+    try:
+        with Live(render(), console=err, refresh_per_second=4) as live:
 
-        def say(msg: str) -> None:
-            state["msg"] = msg
-            stamp = time.strftime("%H:%M:%S")  # local time, as every record's timestamps
-            live.console.print(f"[dim]{stamp} {msg}[/dim]", highlight=False)
-            live.update(render())
+            def say(msg: str) -> None:
+                state["msg"] = msg
+                stamp = time.strftime("%H:%M:%S")  # local time, as every record's timestamps
+                live.console.print(f"[dim]{stamp} {msg}[/dim]", highlight=False)
+                live.update(render())
 
-        def on_round(rec) -> None:
-            rows.append(rec)
-            live.update(render())
+            def on_round(rec) -> None:
+                rows.append(rec)
+                live.update(render())
 
-        yield say, on_round
-    if not err.is_terminal:  # Live ends its last table without a newline off a terminal
-        err.line()
+            yield say, on_round
+    finally:  # an error's message, printed next, starts on a line of its own too
+        if not err.is_terminal:  # Live ends its last table without a newline off a terminal
+            err.line()
 
 
 def _optimizer(name: str, agent_cmd: str | None, agent_timeout: float, knobs: str | None = None):

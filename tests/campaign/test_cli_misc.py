@@ -189,6 +189,10 @@ def test_the_live_round_table_ends_its_line_off_a_terminal(monkeypatch):
     with run._live_view("t") as (say, _):
         say("a round")
     assert buf.getvalue().endswith("┘\n"), buf.getvalue()[-40:]
+    buf.seek(0), buf.truncate()  # and where the run stops on an error, whose message comes next
+    with pytest.raises(RuntimeError), run._live_view("t"):
+        raise RuntimeError("refused")
+    assert buf.getvalue().endswith("┘\n"), buf.getvalue()[-40:]
 
 
 def test_tables_are_not_wrapped_at_80_columns_on_a_pipe(monkeypatch):
