@@ -65,7 +65,9 @@ class CampaignData:
         return self.manifest.campaign
 
     @property
-    def rehearsal(self) -> bool:
+    def on_cpu(self) -> bool:
+        """Measured in the Triton interpreter; its rounds may still have been accepted (only
+        a round's own ``rehearsal`` says it never counts)."""
         return self.manifest.target_gpu == "cpu"
 
     def record(self, n: int) -> RoundRecord | None:
