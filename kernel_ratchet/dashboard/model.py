@@ -66,8 +66,8 @@ class CampaignData:
 
     @property
     def on_cpu(self) -> bool:
-        """Measured in the Triton interpreter; its rounds may still have been accepted (only
-        a round's own ``rehearsal`` says it never counts)."""
+        """Measured on the CPU (Triton kernels interpreted); its rounds may still have been
+        accepted (only a round's own ``rehearsal`` says it never counts)."""
         return self.manifest.target_gpu == "cpu"
 
     def record(self, n: int) -> RoundRecord | None:

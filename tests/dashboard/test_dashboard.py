@@ -101,14 +101,14 @@ def test_the_headline_is_the_reports_paired_chain_with_its_ci(small):
 
 
 def test_a_cpu_campaign_is_not_called_a_rehearsal_where_its_rounds_count(small):
-    """A CPU campaign run without --rehearse accepts and commits rounds: the page names the
-    interpreter, and REHEARSAL only for the rounds whose records are rehearsals."""
+    """A CPU campaign run without --rehearse accepts and commits rounds: the page says CPU,
+    and REHEARSAL only for the rounds whose records are rehearsals."""
     import dataclasses
 
     data = load_campaign(small[0])
     cpu = dataclasses.replace(data, manifest=dataclasses.replace(data.manifest, target_gpu="cpu"))
     html = render_campaign_html(cpu)
-    assert "<strong>CPU</strong> (Triton interpreter)" in html
+    assert "<strong>CPU</strong>: measured on the CPU" in html
     assert "<strong>REHEARSAL</strong>: CPU" not in html
     assert "<strong>CPU</strong>" not in render_campaign_html(data)
 
