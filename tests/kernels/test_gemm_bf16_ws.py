@@ -12,7 +12,7 @@ from kernel_ratchet.kernels.gemm import bf16_ws_launch as ws16
 from kernel_ratchet.kernels.gemm import configs, launch
 from kernel_ratchet.kernels.gemm.configs import CONFIGS, GemmConfig
 from kernel_ratchet.kernels.offline import SM90_SHARED_BYTES
-from tests.kernels.ws_helpers import compiled_in_a_fresh_process
+from tests.kernels.ws_helpers import assert_unspilled_and_pipelined, compiled_in_a_fresh_process
 
 LAUNCHER = "kernel_ratchet.kernels.gemm.bf16_ws_launch"
 TILE = GemmConfig(128, 256, 64, num_stages=3, group_m=8)
@@ -40,10 +40,8 @@ def test_every_shipped_entry_compiles_for_sm90_unspilled_and_pipelined():
         for kind, c in _shipped()
     ]  # fmt: skip
     for call, res in zip(calls, compiled_in_a_fresh_process(LAUNCHER, calls), strict=True):
-        assert res.fits(), (call, res.line())
+        assert_unspilled_and_pipelined(res, call)
         assert res.shared_bytes >= ws16.smem_bytes(call["block_n"], call["block_k"], call["stages"])
-        assert res.spill_bytes == 0, (call, res.line())
-        assert not res.serialized, f"ptxas serialized the wgmma pipeline: {call}"
 
 
 @pytest.mark.slow
@@ -51,7 +49,7 @@ def test_every_shipped_entry_compiles_for_sm90_unspilled_and_pipelined():
 def test_the_128_by_128_tile_with_six_stages_compiles_unspilled_and_pipelined(b_kmajor):
     """The medium outputs' candidate (it fills more SMs than 128 x 256 tiles)."""
     (res,) = compiled_in_a_fresh_process(LAUNCHER, [dict(block_n=128, stages=6, b_kmajor=b_kmajor)])
-    assert res.fits() and res.spill_bytes == 0 and not res.serialized, res.line()
+    assert_unspilled_and_pipelined(res)
 
 
 @pytest.mark.parametrize(

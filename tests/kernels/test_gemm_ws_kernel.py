@@ -16,7 +16,11 @@ from kernel_ratchet.kernels.gemm.fp8_block_ws import _fp8_block_ws_kernel
 from kernel_ratchet.kernels.gemm.fp8_block_ws_cols import _fp8_block_ws_cols_kernel
 from kernel_ratchet.kernels.offline import SM90_SHARED_BYTES, Resources
 from kernel_ratchet.kernels.quant.launch import quant_fp8_block_128x128, quant_fp8_blockwise_1x128
-from tests.kernels.ws_helpers import LaunchRecorder, compiled_in_a_fresh_process
+from tests.kernels.ws_helpers import (
+    LaunchRecorder,
+    assert_unspilled_and_pipelined,
+    compiled_in_a_fresh_process,
+)
 
 E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
 
@@ -32,10 +36,8 @@ def _shipped_tile_resources() -> list[Resources]:
 @pytest.mark.parametrize("mode", [0, 1], ids=["single", "paired"])
 def test_shipped_tile_compiles_for_sm90_unspilled_and_pipelined(mode):
     res = _shipped_tile_resources()[mode]
-    assert res.fits(), res.line()
+    assert_unspilled_and_pipelined(res)
     assert SM90_SHARED_BYTES - res.shared_bytes < 8192  # six 32 KiB stages + the C staging
-    assert res.spill_bytes == 0, res.line()
-    assert not res.serialized, "ptxas serialized the wgmma pipeline"
 
 
 @pytest.mark.slow
@@ -48,8 +50,7 @@ def test_three_consumer_tile_compiles_for_sm90_unspilled_and_pipelined():
     (single,) = compiled_in_a_fresh_process(
         "kernel_ratchet.kernels.gemm.fp8_block_ws_launch", calls
     )
-    assert single.fits() and single.spill_bytes == 0, single.line()
-    assert not single.serialized, "ptxas serialized the wgmma pipeline"
+    assert_unspilled_and_pipelined(single)
 
 
 def test_a_launch_passes_the_constexprs_and_options_the_offline_compile_checks(monkeypatch):
@@ -135,8 +136,7 @@ def test_the_column_scale_kernel_compiles_for_sm90_unspilled_and_pipelined():
     paired k-groups held 64 and spilled), wgmmas kept asynchronous."""
     calls = [{"stages": 5, "mode": 1, "b_scale_group_n": 1}]
     (res,) = compiled_in_a_fresh_process("kernel_ratchet.kernels.gemm.fp8_block_ws_launch", calls)
-    assert res.fits() and res.spill_bytes == 0, res.line()
-    assert not res.serialized, "ptxas serialized the wgmma pipeline"
+    assert_unspilled_and_pipelined(res)
 
 
 def test_every_shipped_column_scale_entry_is_a_launch_the_kernel_takes():

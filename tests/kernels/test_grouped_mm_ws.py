@@ -16,7 +16,11 @@ from kernel_ratchet.kernels.grouped_gemm import mm_ws_launch as ws
 from kernel_ratchet.kernels.grouped_gemm.launch import grouped_mm
 from kernel_ratchet.kernels.grouped_gemm.mm_ws import _grouped_mm_ws_kernel
 from kernel_ratchet.kernels.offline import Resources
-from tests.kernels.ws_helpers import LaunchRecorder, compiled_in_a_fresh_process
+from tests.kernels.ws_helpers import (
+    LaunchRecorder,
+    assert_unspilled_and_pipelined,
+    compiled_in_a_fresh_process,
+)
 
 BF16, HALF = torch.bfloat16, torch.half
 #: A config that asks for the kernel (the shipped one, or one like it where none ships).
@@ -42,9 +46,7 @@ def test_the_kernel_compiles_for_sm90_unspilled_and_pipelined(which):
     block_n, stages = call["block_n"], call["stages"]
     staging = (1 if ws.shares_staging(block_n, stages) else 2) * 64 * block_n * 2
     assert res.shared_bytes >= stages * (128 + block_n) * 64 * 2 + staging
-    assert res.fits(), res.line()
-    assert res.spill_bytes == 0, res.line()
-    assert not res.serialized, "ptxas serialized the wgmma pipeline"
+    assert_unspilled_and_pipelined(res)
 
 
 @pytest.mark.parametrize("b_is_nk", [True, False], ids=["forward", "dgrad"])

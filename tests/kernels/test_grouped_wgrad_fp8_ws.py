@@ -13,7 +13,11 @@ from kernel_ratchet.kernels.grouped_gemm import fp8 as F
 from kernel_ratchet.kernels.grouped_gemm import wgrad_fp8_ws_launch as ws
 from kernel_ratchet.kernels.grouped_gemm.wgrad_fp8_ws import _wgrad_fp8_ws_kernel
 from kernel_ratchet.kernels.quant.launch import Fp8Quantized
-from tests.kernels.ws_helpers import LaunchRecorder, compiled_in_a_fresh_process
+from tests.kernels.ws_helpers import (
+    LaunchRecorder,
+    assert_unspilled_and_pipelined,
+    compiled_in_a_fresh_process,
+)
 
 E4M3 = torch.float8_e4m3fn
 
@@ -30,8 +34,7 @@ def test_the_kernel_compiles_for_sm90_unspilled_and_pipelined():
     for res in compiled_in_a_fresh_process(
         "kernel_ratchet.kernels.grouped_gemm.wgrad_fp8_ws_launch", calls
     ):
-        assert res.fits() and res.spill_bytes == 0, res.line()
-        assert not res.serialized, "ptxas serialized the wgmma pipeline"
+        assert_unspilled_and_pipelined(res)
 
 
 def test_a_launch_passes_every_parameter_of_the_kernel(monkeypatch):

@@ -18,7 +18,11 @@ from kernel_ratchet.kernels.grouped_gemm import fp8_ws_launch as ws
 from kernel_ratchet.kernels.grouped_gemm.fp8_ws import _grouped_fp8_ws_kernel
 from kernel_ratchet.kernels.offline import SM90_SHARED_BYTES, Resources
 from kernel_ratchet.kernels.quant.launch import quant_fp8_blockwise_1x128
-from tests.kernels.ws_helpers import LaunchRecorder, compiled_in_a_fresh_process
+from tests.kernels.ws_helpers import (
+    LaunchRecorder,
+    assert_unspilled_and_pipelined,
+    compiled_in_a_fresh_process,
+)
 
 E4M3 = torch.float8_e4m3fn
 
@@ -36,11 +40,9 @@ def _resources() -> list[Resources]:
 @pytest.mark.parametrize("mode", [0, 1], ids=["single", "paired"])
 def test_the_kernel_compiles_for_sm90_unspilled_and_pipelined(mode):
     res = _resources()[mode]
-    assert res.fits(), res.line()
+    assert_unspilled_and_pipelined(res)
     assert res.shared_bytes >= 6 * (128 + 128) * 128  # six stages of A and B
     assert SM90_SHARED_BYTES - res.shared_bytes > 0
-    assert res.spill_bytes == 0, res.line()
-    assert not res.serialized, "ptxas serialized the wgmma pipeline"
 
 
 @pytest.mark.slow
@@ -48,10 +50,8 @@ def test_the_kernel_compiles_for_sm90_unspilled_and_pipelined(mode):
 def test_the_tma_store_variant_compiles_for_sm90_with_its_staging(stages):
     """Two 64 x 128 bf16 staging buffers (32 KiB) beside the ring, no spill, wgmmas async."""
     res = _resources()[2 + (stages - 4)]
-    assert res.fits(), res.line()
+    assert_unspilled_and_pipelined(res)
     assert res.shared_bytes >= stages * (128 + 128) * 128 + 2 * 64 * 128 * 2
-    assert res.spill_bytes == 0, res.line()
-    assert not res.serialized, "ptxas serialized the wgmma pipeline"
 
 
 def test_a_launch_passes_every_parameter_of_the_kernel(monkeypatch):

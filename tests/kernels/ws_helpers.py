@@ -1,5 +1,6 @@
 """What the tests of the warp-specialized (Gluon) kernels share: an offline compile in a
-process of its own, and a stand-in kernel that records its launches."""
+process of its own, the check of what it compiled to, and a stand-in kernel that records its
+launches."""
 
 from __future__ import annotations
 
@@ -34,6 +35,14 @@ def compiled_in_a_fresh_process(launcher: str, calls: list[dict]) -> list[Resour
     )
     assert out.returncode == 0, out.stderr[-2000:]
     return [Resources(**r) for r in json.loads(out.stdout.strip().splitlines()[-1])]
+
+
+def assert_unspilled_and_pipelined(res: Resources, what: object = "") -> None:
+    """The compiled kernel fits an sm_90 SM, ptxas spilled no register and kept the wgmma
+    pipeline asynchronous; ``what`` names the launch in a failure."""
+    assert res.fits(), (what, res.line())
+    assert res.spill_bytes == 0, (what, res.line())
+    assert not res.serialized, f"ptxas serialized the wgmma pipeline: {what or res.line()}"
 
 
 class LaunchRecorder:
