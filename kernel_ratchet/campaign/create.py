@@ -282,8 +282,9 @@ def create_campaign(profile: Profile, p: TargetParams) -> Path:
     branches_in = groot if p.git_branch == "auto" else None
     cdir = base / _campaign_name(base, p.op, p.backend, p.gpu, branches_in)
     git.exclude(groot, os.path.relpath(base, groot))
-    branch = None
+    branch = original = None
     if p.git_branch == "auto":
+        original = git.current_branch(groot)
         branch = f"optimize/{cdir.name}"
         git.create_branch(groot, branch)
     for sub in ("logs", "profiles", "rounds"):
@@ -302,6 +303,7 @@ def create_campaign(profile: Profile, p: TargetParams) -> Path:
         benchmark_command=bench_cmd,
         starting_commit=start,
         branch_name=branch,
+        original_branch=None if original == "HEAD" else original,
     )
     m.save(cdir)
     state = State(

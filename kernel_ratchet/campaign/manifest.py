@@ -71,6 +71,7 @@ class Manifest:
     regression_threshold: float
     starting_commit: str | None
     branch_name: str | None
+    original_branch: str | None = None  # the branch checked out when the campaign began
     efficiency_target: float | None = None
     hardware_peak: float | None = None
     csv_schema: dict[str, str] = field(default_factory=dict)

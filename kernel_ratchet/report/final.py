@@ -5,8 +5,9 @@ shape by shape, and appends the final sections to ``logs/optimize.md`` (current 
 to try, verified-ineffective directions, termination check, final report); it ends the
 campaign (T4 when no other condition held). The text is :mod:`kernel_ratchet.report.render`'s.
 :func:`close` ends a campaign that cannot be measured any more (its baseline or the incumbent's
-full validation fails) without a final table, every record kept, and deletes its branch when
-that holds no work.
+full validation fails) without a final table, every record kept. Both end a campaign that
+committed nothing on the branch it started from, its own empty branch deleted
+(:mod:`kernel_ratchet.campaign.lineage.branch`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from kernel_ratchet.campaign.candidate import remove_slots
 from kernel_ratchet.campaign.clock import now
 from kernel_ratchet.campaign.context import CampaignContext
 from kernel_ratchet.campaign.fsutil import atomic_write_text
-from kernel_ratchet.campaign.lineage.branch import drop_empty_branch
+from kernel_ratchet.campaign.lineage.branch import leave_empty_branch
 from kernel_ratchet.campaign.lineage.kernel import kernel_changed
 from kernel_ratchet.campaign.quick_bench import run_harness, write_provenance
 from kernel_ratchet.campaign.seal import seal_report, verify_records
@@ -67,7 +68,11 @@ def report(c: Campaign, stop: tuple[str, str] | None = None) -> str:
         )
     table = _final_table(c.ctx)  # interrupted or failed, the campaign stays open
     _terminate(c, *(stop or ("T4", "the user asked to stop (ratchet report)")))
-    return _write(c, render_report(c.ctx, table))
+    text = _write(c, render_report(c.ctx, table))
+    branch = leave_empty_branch(c.ctx)
+    if branch:
+        c.say(branch)
+    return text
 
 
 @dataclass(frozen=True)
@@ -91,7 +96,7 @@ def close(c: Campaign, reason: str) -> Closed:
         raise CampaignError(f"the campaign has ended already ({c.state.phase.value}): see {path}")
     _terminate(c, "T4", f"closed without a final validation: {reason.strip()}")
     text = _write(c, render_closed(c.ctx, reason.strip()))
-    return Closed(text, drop_empty_branch(c.ctx))
+    return Closed(text, leave_empty_branch(c.ctx))
 
 
 def _ending(c: Campaign):

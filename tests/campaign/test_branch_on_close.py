@@ -1,5 +1,6 @@
 """A campaign's ``optimize/`` branch when the campaign ends: deleted only when it holds no work
-(no commit beyond the start, checked out nowhere, its commit held by another branch or tag)."""
+(no commit beyond the start, checked out nowhere, its commit held by another branch or tag); a
+campaign that committed nothing hands the project back on the branch it started from."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from kernel_ratchet.campaign.lineage.branch import drop_empty_branch
+from kernel_ratchet.campaign.lineage.branch import drop_empty_branch, leave_empty_branch
 
 BRANCH = "optimize/gemm_TRITON_cpu_20300101"
 
@@ -34,9 +35,10 @@ def repo(tmp_path):
     return root
 
 
-def _campaign(root, branch: str | None = BRANCH):
+def _campaign(root, branch: str | None = BRANCH, original: str | None = None):
     start = git(root, "rev-parse", "main")
-    return SimpleNamespace(groot=root, m=SimpleNamespace(branch_name=branch, starting_commit=start))
+    m = SimpleNamespace(branch_name=branch, starting_commit=start, original_branch=original)
+    return SimpleNamespace(groot=root, m=m)
 
 
 def _branches(root) -> list[str]:
@@ -82,3 +84,32 @@ def test_a_branch_whose_commit_no_other_ref_holds_is_kept(repo):
     c = SimpleNamespace(groot=repo, m=SimpleNamespace(branch_name=BRANCH, starting_commit=start))
     assert "kept: no other branch or tag holds its commit" in drop_empty_branch(c)
     assert _branches(repo) == [BRANCH]
+
+
+def test_an_empty_campaign_hands_the_project_back_on_its_branch(repo):
+    git(repo, "switch", "-q", BRANCH)
+    (repo / "notes.txt").write_text("uncommitted work")
+    said = leave_empty_branch(_campaign(repo, original="main"))
+    assert f"branch {BRANCH} deleted" in said and "the project is back on main" in said
+    assert git(repo, "rev-parse", "--abbrev-ref", "HEAD") == "main"
+    assert (repo / "notes.txt").read_text() == "uncommitted work"  # the tree is untouched
+    assert _branches(repo) == []
+
+
+def test_the_project_stays_where_switching_back_would_change_files(repo):
+    git(repo, "switch", "-q", BRANCH)
+    c = _campaign(repo, original="main")
+    git(repo, "switch", "-q", "main")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "main moved on")
+    git(repo, "switch", "-q", BRANCH)
+    said = leave_empty_branch(c)
+    assert "kept: it is checked out in" in said and "the campaign started on main" in said
+    assert git(repo, "rev-parse", "--abbrev-ref", "HEAD") == BRANCH
+
+
+def test_a_campaign_with_work_keeps_its_branch_checked_out(repo):
+    git(repo, "switch", "-q", BRANCH)
+    c = _campaign(repo, original="main")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "round-2")
+    assert "kept: it holds 1 commit(s) beyond the start" in leave_empty_branch(c)
+    assert git(repo, "rev-parse", "--abbrev-ref", "HEAD") == BRANCH and _branches(repo) == [BRANCH]

@@ -128,3 +128,13 @@ def test_an_open_campaign_without_a_baseline_is_not_sent_to_report(tmp_path):
     r = ratchet(root, "init", "--op", "tiny_gemm", "--yes")
     assert r.returncode == 5 and "ratchet baseline --campaign" in r.stderr, r.stderr
     assert "ratchet report" not in r.stderr
+
+
+def test_the_end_of_a_run_suggests_acceptance_only_with_an_accepted_round(
+    project, accepted_project
+):
+    from kernel_ratchet.cli.run import _after_report
+
+    assert _after_report(campaign_dir(accepted_project)) == "next: `ratchet accept`"
+    assert "no round was accepted" in _after_report(campaign_dir(project))
+    assert "ratchet accept" not in _after_report(campaign_dir(project))

@@ -63,11 +63,13 @@ def test_a_campaign_closed_before_its_baseline_no_longer_blocks_the_op(
     assert rc != 0 and "say why" in text
     rc, text = run_cli(capsys, monkeypatch, "close", "--reason", "wrong shapes")
     assert rc == 0 and "Closed before its BASELINE: wrong shapes" in text
-    assert "kept: it is checked out in" in " ".join(text.split())  # empty, but in use
-    rc, text = run_cli(capsys, monkeypatch, "status")
     flat = " ".join(text.split())  # however wide the console wraps it
+    assert "deleted: it held no commit" in flat and "the project is back on main" in flat, text
+    assert git(root, "rev-parse", "--abbrev-ref", "HEAD").strip() == "main"
+    assert _optimize_branches(root) == []
+    rc, text = run_cli(capsys, monkeypatch, "status")
+    flat = " ".join(text.split())
     assert rc == 0 and "TERMINATED" in flat and "no incumbent (no baseline)" in flat, text
-    git(root, "checkout", "-q", "main")  # its branch is no longer checked out
     rc, text = run_cli(capsys, monkeypatch, "baseline")
     flat = " ".join(text.split())
     assert rc != 0 and "has ended (closed without" in flat and "ratchet init" in flat, text

@@ -24,7 +24,7 @@ from kernel_ratchet.campaign.steps import (
     run_step,
 )
 from kernel_ratchet.harness.paired_run import Failure, PairedRun
-from tests.campaign.conftest import campaign_dir, typo_kernel
+from tests.campaign.conftest import campaign_dir, git, typo_kernel
 from tests.cli_inprocess import run_cli
 
 RECORDS = (
@@ -49,6 +49,9 @@ def test_records_name_files_from_the_project_root(baselined, project, capsys, mo
     monkeypatch.chdir(project)
     rc, out = run_cli(capsys, monkeypatch, "report")
     assert rc == 0, out
+    # nothing was accepted: the project is handed back on main, the empty branch deleted
+    assert "the project is back on main" in " ".join(out.split()), out
+    assert git(project, "rev-parse", "--abbrev-ref", "HEAD").strip() == "main"
     cdir = campaign_dir(project)
     texts = _record_texts(cdir)
     assert {"manifest.yaml", "logs/optimize.md", "rounds/round-1/round.json", "report.md"} <= set(
