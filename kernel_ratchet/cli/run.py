@@ -35,11 +35,13 @@ from kernel_ratchet.errors import RatchetError
 
 @contextmanager
 def _live_view(title: str) -> Iterator:
-    """A live table of the rounds of ``ratchet run`` (stderr); yields (say, on_round)."""
+    """A live table of the rounds of ``ratchet run`` (stderr), shown from the run's first
+    message on (a run refused before it starts prints no empty table); yields (say,
+    on_round)."""
     from rich.live import Live
 
     rows: list = []
-    state = {"msg": "starting"}
+    state: dict = {"msg": "starting", "live": None}
 
     def render() -> Table:
         t = Table(
@@ -62,23 +64,29 @@ def _live_view(title: str) -> Iterator:
             )
         return t
 
+    def live() -> Live:
+        if state["live"] is None:
+            state["live"] = Live(render(), console=err, refresh_per_second=4)
+            state["live"].start()
+        return state["live"]
+
+    def say(msg: str) -> None:
+        state["msg"] = msg
+        stamp = time.strftime("%H:%M:%S")  # local time, as every record's timestamps
+        live().console.print(f"[dim]{stamp} {msg}[/dim]", highlight=False)
+        live().update(render())
+
+    def on_round(rec) -> None:
+        rows.append(rec)
+        live().update(render())
+
     try:
-        with Live(render(), console=err, refresh_per_second=4) as live:
-
-            def say(msg: str) -> None:
-                state["msg"] = msg
-                stamp = time.strftime("%H:%M:%S")  # local time, as every record's timestamps
-                live.console.print(f"[dim]{stamp} {msg}[/dim]", highlight=False)
-                live.update(render())
-
-            def on_round(rec) -> None:
-                rows.append(rec)
-                live.update(render())
-
-            yield say, on_round
-    finally:  # an error's message, printed next, starts on a line of its own too
-        if not err.is_terminal:  # Live ends its last table without a newline off a terminal
-            err.line()
+        yield say, on_round
+    finally:
+        if state["live"] is not None:
+            state["live"].stop()
+            if not err.is_terminal:  # Live ends its last table without a newline off a terminal
+                err.line()  # so an error's message, printed next, starts on a line of its own
 
 
 def _optimizer(name: str, agent_cmd: str | None, agent_timeout: float, knobs: str | None = None):

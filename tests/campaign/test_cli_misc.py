@@ -190,9 +190,14 @@ def test_the_live_round_table_ends_its_line_off_a_terminal(monkeypatch):
         say("a round")
     assert buf.getvalue().endswith("┘\n"), buf.getvalue()[-40:]
     buf.seek(0), buf.truncate()  # and where the run stops on an error, whose message comes next
+    with pytest.raises(RuntimeError), run._live_view("t") as (say, _):
+        say("baseline")
+        raise RuntimeError("failed")
+    assert buf.getvalue().endswith("┘\n"), buf.getvalue()[-40:]
+    buf.seek(0), buf.truncate()  # a run refused before its first message prints no table
     with pytest.raises(RuntimeError), run._live_view("t"):
         raise RuntimeError("refused")
-    assert buf.getvalue().endswith("┘\n"), buf.getvalue()[-40:]
+    assert buf.getvalue() == ""
 
 
 def test_tables_are_not_wrapped_at_80_columns_on_a_pipe(monkeypatch):
