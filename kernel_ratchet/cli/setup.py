@@ -12,6 +12,7 @@ from rich.table import Table
 from kernel_ratchet.cli.common import (
     ProfileOpt,
     app,
+    err,
     out,
     profile_at,
 )
@@ -117,6 +118,14 @@ def init(
     preflight(prof, op, shapes)
     if not yes and not typer.confirm("Create this campaign?", default=True):
         raise typer.Exit(1)
-    cdir = create_campaign(prof, params)
+    _created(prof, op, create_campaign(prof, params))
+
+
+def _created(prof, op: str, cdir: Path) -> None:
+    """Say where the campaign is, which of the op's setup files its start lacks, what is next."""
+    from kernel_ratchet.campaign.setup_files import setup_note
+
     out.print(f"campaign [bold]{cdir.name}[/bold] created in {cdir}")
+    if note := setup_note(prof, op):
+        err.print(f"[yellow]{escape(note)}[/yellow]", highlight=False, soft_wrap=True)
     out.print("next: `ratchet baseline`")

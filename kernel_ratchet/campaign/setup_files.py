@@ -1,0 +1,56 @@
+"""The files that describe an op to ratchet (``ratchet.yaml``, the adapter's module) that the
+starting commit of a new campaign does not hold: the campaign runs the working tree's copies
+(mirrored into its worktrees), but acceptance takes only kernel files on the campaign's branch,
+so they belong in a commit of the user's own branch, before ``ratchet init`` or after
+``ratchet accept``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from kernel_ratchet.campaign.lineage import git
+from kernel_ratchet.errors import GitError
+from kernel_ratchet.profile.schema import Profile
+
+
+def adapter_file(root: Path, adapter: str) -> Path | None:
+    """The source file of ``adapter`` (``package.module:Class``) under ``root``, found without
+    importing it; None when it is not a file of the project."""
+    parts = adapter.split(":", 1)[0].split(".")
+    base = root.joinpath(*parts)
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def uncommitted_setup(profile: Profile, op: str) -> list[str]:
+    """``ratchet.yaml`` and the op's adapter module where they differ from HEAD or are
+    untracked (paths relative to the project root); [] outside a git repository."""
+    try:
+        groot = git.toplevel(profile.root)
+        changed = set(git.changed_paths(groot))
+    except GitError:  # no repository: init says so itself
+        return []
+    files = [profile.path, adapter_file(profile.root, profile.op(op).adapter)]
+    out = []
+    for path in files:
+        if path is not None and os.path.relpath(path, groot) in changed:
+            out.append(os.path.relpath(path, profile.root))
+    return out
+
+
+def setup_note(profile: Profile, op: str) -> str:
+    """One sentence for ``ratchet init`` when :func:`uncommitted_setup` finds files; ""
+    otherwise."""
+    files = uncommitted_setup(profile, op)
+    if not files:
+        return ""
+    names = ", ".join(files)
+    return (
+        f"note: {names} {'is' if len(files) == 1 else 'are'} not committed: the campaign runs "
+        "the working tree's copy, but its starting commit does not hold it. Commit it on your "
+        "own branch after `ratchet accept` (or before `ratchet init`): a commit of it on the "
+        "campaign's branch makes acceptance refuse the campaign, which takes kernel files only"
+    )
