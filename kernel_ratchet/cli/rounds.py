@@ -177,11 +177,13 @@ def report(profile: Path | None = ProfileOpt, campaign: str | None = CampaignOpt
     from kernel_ratchet.report.final import report as do_report
 
     with open_campaign(profile, campaign) as c:
-        text = do_report(c)
+        done = do_report(c)
         after_round(c)
         where = c.dir / "report.md"
-    out.print(text)
+    out.print(done.text)
     out.print(f"written to {where}")
+    if done.branch:
+        out.print(escape(done.branch), highlight=False, soft_wrap=True)
 
 
 @app.command()

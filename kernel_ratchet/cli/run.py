@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from kernel_ratchet.cli.common import (
@@ -179,6 +180,8 @@ def _drive(
     )
     if res.report is not None:
         out.print(f"report: {res.campaign_dir / 'report.md'} ({_after_report(res.campaign_dir)})")
+        if res.report.branch:
+            out.print(escape(res.report.branch), highlight=False, soft_wrap=True)
 
 
 def _after_report(cdir: Path) -> str:

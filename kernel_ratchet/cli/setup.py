@@ -111,11 +111,11 @@ def init(
         rehearsal=rehearse,
         shapes=shapes,
     )
+    preflight(prof, op, shapes)  # a refused init prints the refusal alone
     table = Table("parameter", "value", title="DEFINE_TARGET")
     for k, v in params.describe():
         table.add_row(k, v)
     out.print(table)
-    preflight(prof, op, shapes)
     if not yes and not typer.confirm("Create this campaign?", default=True):
         raise typer.Exit(1)
     _created(prof, op, create_campaign(prof, params))

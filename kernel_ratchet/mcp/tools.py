@@ -260,5 +260,5 @@ class RatchetTools:
         from kernel_ratchet.report.final import report as do_report
 
         with self._campaign(campaign) as c:
-            text = do_report(c)
-            return {"path": str(c.dir / "report.md"), "report": text}
+            done = do_report(c)
+            return {"path": str(c.dir / "report.md"), "report": done.text, "branch": done.branch}

@@ -42,7 +42,7 @@ from kernel_ratchet.errors import TERMINATION_REQUESTED, RatchetError
 from kernel_ratchet.optimizers.base import Optimizer, OptimizerContext, OptimizerError, Proposal
 from kernel_ratchet.optimizers.budget import incumbent_unmeasurable, too_short
 from kernel_ratchet.profile.schema import Profile
-from kernel_ratchet.report.final import report
+from kernel_ratchet.report.final import Reported, report
 from kernel_ratchet.scoring.roofline import efficiency
 
 Say = Callable[[str], None]
@@ -59,7 +59,7 @@ class LoopResult:
     campaign_dir: Path
     rounds: list[RoundRecord] = field(default_factory=list)
     stop: tuple[str, str] | None = None  # (code, reason)
-    report: str | None = None
+    report: Reported | None = None
 
 
 def protected_paths(c: Campaign) -> list[Path]:

@@ -47,15 +47,25 @@ def _final_table(c: CampaignContext) -> BenchTable:
     return c.table(c.rel(csv))
 
 
-def report(c: Campaign, stop: tuple[str, str] | None = None) -> str:
-    """Write the final report (idempotent once written); returns its text.
+@dataclass(frozen=True)
+class Reported:
+    """What ``report`` did: the report's text and, in one sentence, what became of the
+    campaign's branch ("" without one, or when the report was written before)."""
+
+    text: str
+    branch: str = ""
+
+
+def report(c: Campaign, stop: tuple[str, str] | None = None) -> Reported:
+    """Write the final report (idempotent once written), then hand a campaign that committed
+    nothing back on its starting branch (:func:`.lineage.branch.leave_empty_branch`).
 
     ``stop`` = (code, reason) records why a driver ends a campaign that no termination
     condition ended yet (default: T4, the user asked to stop).
     """
     path = _ending(c)
     if c.state.phase in (Phase.TERMINATED, Phase.ACCEPTED) and path.exists():
-        return path.read_text()
+        return Reported(path.read_text())
     if c.state.phase is not Phase.OPTIMIZING:
         raise CampaignError(
             "no baseline yet: nothing to report (run `ratchet baseline`, or end the campaign "
@@ -69,10 +79,7 @@ def report(c: Campaign, stop: tuple[str, str] | None = None) -> str:
     table = _final_table(c.ctx)  # interrupted or failed, the campaign stays open
     _terminate(c, *(stop or ("T4", "the user asked to stop (ratchet report)")))
     text = _write(c, render_report(c.ctx, table))
-    branch = leave_empty_branch(c.ctx)
-    if branch:
-        c.say(branch)
-    return text
+    return Reported(text, leave_empty_branch(c.ctx))
 
 
 @dataclass(frozen=True)

@@ -380,6 +380,7 @@ def test_init_refused_by_the_checklist_is_a_profile_problem(tmp_path, monkeypatc
     code, out = run_main(monkeypatch, capsys, "init", "--op", "tiny_gemm", "-y")
     assert code == 3, out
     assert "DEFINE_TARGET checklist fails" in out and "tiny_gemm.adapter:Nope" in out
+    assert "parameter" not in out  # the refusal alone: no table of the campaign it refused
     assert not (root / ".ratchet" / "campaigns").exists() or not any(
         (root / ".ratchet" / "campaigns").iterdir()
     )

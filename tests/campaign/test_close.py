@@ -103,7 +103,7 @@ def test_a_report_stopped_in_its_final_validation_leaves_the_campaign_open(
     assert c.state.termination is None and c.state.phase.name == "OPTIMIZING"
     assert "## Termination check" not in (campaign_dir(root) / "logs/optimize.md").read_text()
     monkeypatch.setattr(final, "run_harness", real)
-    text = final.report(Campaign(load_profile(root), campaign_dir(root)))
+    text = final.report(Campaign(load_profile(root), campaign_dir(root))).text
     assert "the user asked to stop (ratchet report)" in text
     assert Campaign(load_profile(root), campaign_dir(root)).state.phase.name == "TERMINATED"
 
