@@ -189,11 +189,14 @@ CONFIGS: dict[str, dict[str, GemmConfig]] = {
         # [1.026, 1.192] in a paired A/B (campaigns/gemm_bf16_small, eager step time).
         "tiny": GemmConfig(64, 64, 128, num_warps=4, num_stages=4, use_tma=True),
     },
-    # Backward dout @ b and doutᵀ @ a (one or both operands not K-major). Pointer loads of a
-    # transposed operand collapse to 38-88 TFLOPS; TMA tiles (transposed in shared memory) give
-    # da 775 / 720 / 763 [817 / 715 / 718] and db 747 / 743 / 787 [778 / 714 / 720].
+    # Backward dout @ b and doutᵀ @ a (one or both operands not K-major: TMA, since pointer loads
+    # of a transposed operand collapse to 38-88 TFLOPS). Where the Gluon route runs forward and
+    # dgrad, large serves the weight gradient alone: persistent, each tile stored by TMA as the
+    # next loads; the step 1.0399x [1.0306, 1.0516] (campaigns/gemm_bf16_odd/wgrad-flat-store).
     "bf16_bwd": {
-        "large": GemmConfig(128, 256, 64, num_warps=8, num_stages=3, use_tma=True),
+        "large": GemmConfig(
+            128, 256, 64, num_warps=8, num_stages=3, persistent=True, use_tma=True, **_FLAT_STORE
+        ),
         "medium": GemmConfig(128, 128, 64, num_warps=8, num_stages=4, use_tma=True, split_k=4),
         "skinny": GemmConfig(64, 128, 64, num_warps=4, num_stages=4, use_tma=True, split_k=4),
         # As the forward's (same campaign); with per-call buffers and Triton's binding it was
@@ -276,9 +279,8 @@ SEARCH_KINDS = {
     "gemm_fp8_rowwise": ["fp8"],
     "gemm_fp8_blockwise": ["fp8_block"],
 }
-#: Values worth a round on Hopper: tiles the wgmma shapes and shared memory allow, 3-5 stages
-#: (2 starves the pipeline, more runs out of shared memory at 128x256), 4 or 8 warps.
-#: Blockwise pins BLOCK_K to the 128-wide scaling group and has no split-K below 4.
+#: Values worth a round on Hopper: wgmma tiles that fit shared memory, 3-5 stages (2 starves the
+#: pipeline), 4 or 8 warps; blockwise pins BLOCK_K to its 128-wide scaling group.
 SEARCH_SPACE = {
     "*": {
         "block_m": [64, 128, 256],
@@ -393,8 +395,5 @@ class FewRowsWgrad:
 
 
 #: The dense Linear's few-row weight gradient route (:class:`FewRowsWgrad`); None: the
-#: ``bf16_bwd`` buckets everywhere. Such a weight gradient is a large output over a contraction
-#: of one to four 64-row steps, where each Triton tile's pipeline fill and epilogue weigh most:
-#: timed alone, back to back (H200, torch 2.11, triton 3.6), 256 x 14336 x 4096 ran at 0.54 of
-#: cuBLAS on the ``large`` bucket and at 0.90 on this kernel.
+#: ``bf16_bwd`` buckets everywhere (rolled back twice: campaigns/gemm_bf16_skinny).
 FEW_ROWS_WGRAD: FewRowsWgrad | None = None
