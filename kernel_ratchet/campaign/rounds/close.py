@@ -23,6 +23,18 @@ if TYPE_CHECKING:
     from kernel_ratchet.campaign.context import CampaignContext
 
 
+#: Paths a record names in a line before it gives the rest as a count.
+MAX_NAMED = 12
+
+
+def listed(paths: Sequence[str]) -> str:
+    """``paths`` for one line of a record: the first :data:`MAX_NAMED`, then how many more
+    (``state.json``'s ``ambient`` keeps every one)."""
+    more = len(paths) - MAX_NAMED
+    head = ", ".join(paths[:MAX_NAMED])
+    return head if more <= 0 else f"{head} and {more} more (all in state.json's `ambient`)"
+
+
 def write_baseline_records(
     c: CampaignContext, record: RoundRecord, representative: Sequence[str]
 ) -> None:
@@ -34,7 +46,7 @@ def write_baseline_records(
     if dirty := split_ignored(ambient(c))[0]:  # the measured tree is not only its commit
         v.notes.append(
             "Measured with changes no commit holds outside the kernel files (the tool keeps "
-            f"them out of every round's scope): {', '.join(dirty)}"
+            f"them out of every round's scope): {listed(dirty)}"
         )
     (rdir / "summary.md").write_text(summary_md(v))
     c.log("logs/optimize.md").append(optimize_baseline(v, representative))
