@@ -68,8 +68,10 @@ def find_profile(start: str | Path) -> Path:
             break
     raise ProfileError(
         f"no {PROFILE_NAME} in {here} or its parents up to "
-        f"{searched[-1]}. Fix: create {PROFILE_NAME} at the target project's root "
-        "(docs/your-kernel.md shows a complete example) or pass its path with --profile"
+        f"{searched[-1]}. Fix: at the target project's root, `ratchet new-op NAME --function "
+        "pkg.module:fn --reference module:fn --input 'x=[M, N] bfloat16'` writes one with a "
+        f"focused test (`ratchet new-op --help`); or write {PROFILE_NAME} by hand (the "
+        "project's docs/your-kernel.md has a complete example), or pass its path with --profile"
     )
 
 

@@ -82,6 +82,7 @@ def test_find_profile_stops_at_git_root(tmp_path: Path):
         find_profile(repo / "src")
     msg = str(info.value)
     assert "ratchet.yaml" in msg and str(repo) in msg and "Fix" in msg
+    assert "`ratchet new-op NAME" in msg  # the command that writes one, not only a doc to read
 
 
 def test_yaml_syntax_error_names_file_and_line(tiny_project):
