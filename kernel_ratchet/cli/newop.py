@@ -85,4 +85,6 @@ def new_op(
     if test is not None:
         sc.write_focused_test(test, name, backend)
         out.print(f"focused test: {test}")
-    out.print(f"next: {sc.next_steps(name, backend)}")
+    written = " and ".join(str(x) for x in (profile, test) if x is not None)
+    out.print(f"next: commit {written} (a campaign starts from a commit), then", end=" ")
+    out.print(sc.next_steps(name, backend))

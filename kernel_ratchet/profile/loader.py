@@ -69,9 +69,10 @@ def find_profile(start: str | Path) -> Path:
     raise ProfileError(
         f"no {PROFILE_NAME} in {here} or its parents up to "
         f"{searched[-1]}. Fix: at the target project's root, `ratchet new-op NAME --function "
-        "pkg.module:fn --reference module:fn --input 'x=[M, N] bfloat16'` writes one with a "
-        f"focused test (`ratchet new-op --help`); or write {PROFILE_NAME} by hand (the "
-        "project's docs/your-kernel.md has a complete example), or pass its path with --profile"
+        "pkg.module:fn --reference module:fn --input 'x=[M, N] bfloat16' --shape "
+        "'big:M=4096,N=4096'` writes one with a focused test (`ratchet new-op --help`); or "
+        f"write {PROFILE_NAME} by hand (kernel-ratchet's docs/your-kernel.md has a complete "
+        "example), or pass its path with --profile"
     )
 
 

@@ -94,6 +94,8 @@ def test_new_op_appends_to_ops_and_keeps_the_rest(proj, monkeypatch, capsys):
     (proj / "ratchet.yaml").write_text(EXISTING)
     code, out = ratchet(monkeypatch, capsys, *FLAGS)
     assert code == 0, out
+    flat = " ".join(out.split())
+    assert "next: commit ratchet.yaml and tests/test_scaled_focused.py" in flat, out
     text = (proj / "ratchet.yaml").read_text()
     assert text.startswith(EXISTING.split("\ntips_root")[0])  # nothing before changed
     assert text.rstrip().endswith("tips_root: tips   # a key after ops")
