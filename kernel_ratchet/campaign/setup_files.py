@@ -47,10 +47,12 @@ def setup_note(profile: Profile, op: str) -> str:
     files = uncommitted_setup(profile, op)
     if not files:
         return ""
-    names = ", ".join(files)
+    one = len(files) == 1
+    is_, it = ("is", "it") if one else ("are", "them")
     return (
-        f"note: {names} {'is' if len(files) == 1 else 'are'} not committed: the campaign runs "
-        "the working tree's copy, but its starting commit does not hold it. Commit it on your "
-        "own branch after `ratchet accept` (or before `ratchet init`): a commit of it on the "
-        "campaign's branch makes acceptance refuse the campaign, which takes kernel files only"
+        f"note: {', '.join(files)} {is_} not committed: the campaign runs the working tree's "
+        f"{'copy' if one else 'copies'}, but its starting commit does not hold {it}. Commit "
+        f"{it} on your own branch after `ratchet accept` (or before `ratchet init`): a commit "
+        f"of {it} on the campaign's branch makes acceptance refuse the campaign, which takes "
+        "kernel files only"
     )

@@ -53,10 +53,11 @@ def leave_empty_branch(c: CampaignContext) -> str:
     if not name or not start or not git.branch_exists(c.groot, name):
         return ""
     try:
-        if git.commits_beyond(c.groot, start, name):
-            return drop_empty_branch(c)  # kept, and says why
-    except GitError:
-        return drop_empty_branch(c)
+        beyond = git.commits_beyond(c.groot, start, name)
+    except GitError:  # the start rewritten away: drop_empty_branch says so
+        beyond = -1
+    if beyond:
+        return drop_empty_branch(c)  # kept, and says why
     back = ""
     if (
         orig
