@@ -7,22 +7,11 @@ so they belong in a commit of the user's own branch, before ``ratchet init`` or 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from kernel_ratchet.campaign.lineage import git
 from kernel_ratchet.errors import GitError
+from kernel_ratchet.profile.scaffold import module_file
 from kernel_ratchet.profile.schema import Profile
-
-
-def adapter_file(root: Path, adapter: str) -> Path | None:
-    """The source file of ``adapter`` (``package.module:Class``) under ``root``, found without
-    importing it; None when it is not a file of the project."""
-    parts = adapter.split(":", 1)[0].split(".")
-    base = root.joinpath(*parts)
-    for path in (base.with_suffix(".py"), base / "__init__.py"):
-        if path.is_file():
-            return path
-    return None
 
 
 def uncommitted_setup(profile: Profile, op: str) -> list[str]:
@@ -33,12 +22,12 @@ def uncommitted_setup(profile: Profile, op: str) -> list[str]:
         changed = set(git.changed_paths(groot))
     except GitError:  # no repository: init says so itself
         return []
-    files = [profile.path, adapter_file(profile.root, profile.op(op).adapter)]
-    out = []
-    for path in files:
-        if path is not None and os.path.relpath(path, groot) in changed:
-            out.append(os.path.relpath(path, profile.root))
-    return out
+    adapter = profile.root / module_file(profile.root, profile.op(op).adapter)
+    return [
+        os.path.relpath(path, profile.root)
+        for path in (profile.path, adapter)
+        if os.path.relpath(path, groot) in changed
+    ]
 
 
 def setup_note(profile: Profile, op: str) -> str:

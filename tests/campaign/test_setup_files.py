@@ -3,8 +3,9 @@ that its starting commit does not hold, and says where to commit them."""
 
 from __future__ import annotations
 
-from kernel_ratchet.campaign.setup_files import adapter_file, uncommitted_setup
+from kernel_ratchet.campaign.setup_files import uncommitted_setup
 from kernel_ratchet.profile.loader import load_profile
+from kernel_ratchet.profile.scaffold import module_file
 from tests.campaign.conftest import git, make_project, ratchet
 
 
@@ -31,6 +32,6 @@ def test_the_adapter_file_is_found_without_importing_it(tmp_path):
     (tmp_path / "pkg" / "sub").mkdir(parents=True)
     (tmp_path / "pkg" / "mod.py").write_text("raise SystemExit('imported')\n")
     (tmp_path / "pkg" / "sub" / "__init__.py").write_text("")
-    assert adapter_file(tmp_path, "pkg.mod:Op") == tmp_path / "pkg" / "mod.py"
-    assert adapter_file(tmp_path, "pkg.sub:Op") == tmp_path / "pkg" / "sub" / "__init__.py"
-    assert adapter_file(tmp_path, "installed.elsewhere:Op") is None
+    assert module_file(tmp_path, "pkg.mod:Op") == "pkg/mod.py"
+    assert module_file(tmp_path, "pkg.sub:Op") == "pkg/sub/__init__.py"
+    assert not (tmp_path / module_file(tmp_path, "installed.elsewhere:Op")).exists()
