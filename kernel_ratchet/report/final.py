@@ -19,7 +19,7 @@ from kernel_ratchet.campaign.candidate import remove_slots
 from kernel_ratchet.campaign.clock import now
 from kernel_ratchet.campaign.context import CampaignContext
 from kernel_ratchet.campaign.fsutil import atomic_write_text
-from kernel_ratchet.campaign.lineage.branch import leave_empty_branch
+from kernel_ratchet.campaign.lineage.branch import drop_empty_branch
 from kernel_ratchet.campaign.lineage.kernel import kernel_changed
 from kernel_ratchet.campaign.quick_bench import run_harness, write_provenance
 from kernel_ratchet.campaign.seal import seal_report, verify_records
@@ -58,7 +58,7 @@ class Reported:
 
 def report(c: Campaign, stop: tuple[str, str] | None = None) -> Reported:
     """Write the final report (idempotent once written), then hand a campaign that committed
-    nothing back on its starting branch (:func:`.lineage.branch.leave_empty_branch`).
+    nothing back on its starting branch (:func:`.lineage.branch.drop_empty_branch`).
 
     ``stop`` = (code, reason) records why a driver ends a campaign that no termination
     condition ended yet (default: T4, the user asked to stop).
@@ -79,7 +79,7 @@ def report(c: Campaign, stop: tuple[str, str] | None = None) -> Reported:
     table = _final_table(c.ctx)  # interrupted or failed, the campaign stays open
     _terminate(c, *(stop or ("T4", "the user asked to stop (ratchet report)")))
     text = _write(c, render_report(c.ctx, table))
-    return Reported(text, leave_empty_branch(c.ctx))
+    return Reported(text, drop_empty_branch(c.ctx))
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ def close(c: Campaign, reason: str) -> Closed:
         raise CampaignError(f"the campaign has ended already ({c.state.phase.value}): see {path}")
     _terminate(c, "T4", f"closed without a final validation: {reason.strip()}")
     text = _write(c, render_closed(c.ctx, reason.strip()))
-    return Closed(text, leave_empty_branch(c.ctx))
+    return Closed(text, drop_empty_branch(c.ctx))
 
 
 def _ending(c: Campaign):

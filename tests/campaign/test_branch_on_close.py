@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from kernel_ratchet.campaign.lineage.branch import drop_empty_branch, leave_empty_branch
+from kernel_ratchet.campaign.lineage.branch import drop_empty_branch
 
 BRANCH = "optimize/gemm_TRITON_cpu_20300101"
 
@@ -81,7 +81,8 @@ def test_a_branch_whose_commit_no_other_ref_holds_is_kept(repo):
     git(repo, "branch", "-f", BRANCH)
     start = git(repo, "rev-parse", "HEAD")
     git(repo, "switch", "-q", "main")
-    c = SimpleNamespace(groot=repo, m=SimpleNamespace(branch_name=BRANCH, starting_commit=start))
+    m = SimpleNamespace(branch_name=BRANCH, starting_commit=start, original_branch=None)
+    c = SimpleNamespace(groot=repo, m=m)
     assert "kept: no other branch or tag holds its commit" in drop_empty_branch(c)
     assert _branches(repo) == [BRANCH]
 
@@ -89,7 +90,7 @@ def test_a_branch_whose_commit_no_other_ref_holds_is_kept(repo):
 def test_an_empty_campaign_hands_the_project_back_on_its_branch(repo):
     git(repo, "switch", "-q", BRANCH)
     (repo / "notes.txt").write_text("uncommitted work")
-    said = leave_empty_branch(_campaign(repo, original="main"))
+    said = drop_empty_branch(_campaign(repo, original="main"))
     assert f"branch {BRANCH} deleted" in said and "the project is back on main" in said
     assert git(repo, "rev-parse", "--abbrev-ref", "HEAD") == "main"
     assert (repo / "notes.txt").read_text() == "uncommitted work"  # the tree is untouched
@@ -102,7 +103,7 @@ def test_the_project_stays_where_switching_back_would_change_files(repo):
     git(repo, "switch", "-q", "main")
     git(repo, "commit", "-q", "--allow-empty", "-m", "main moved on")
     git(repo, "switch", "-q", BRANCH)
-    said = leave_empty_branch(c)
+    said = drop_empty_branch(c)
     assert "kept: it is checked out in" in said and "the campaign started on main" in said
     assert git(repo, "rev-parse", "--abbrev-ref", "HEAD") == BRANCH
 
@@ -111,5 +112,5 @@ def test_a_campaign_with_work_keeps_its_branch_checked_out(repo):
     git(repo, "switch", "-q", BRANCH)
     c = _campaign(repo, original="main")
     git(repo, "commit", "-q", "--allow-empty", "-m", "round-2")
-    assert "kept: it holds 1 commit(s) beyond the start" in leave_empty_branch(c)
+    assert "kept: it holds 1 commit(s) beyond the start" in drop_empty_branch(c)
     assert git(repo, "rev-parse", "--abbrev-ref", "HEAD") == BRANCH and _branches(repo) == [BRANCH]

@@ -20,8 +20,9 @@ if TYPE_CHECKING:
 
 
 def drop_empty_branch(c: CampaignContext) -> str:
-    """Delete the campaign's branch when it holds no work (see the module); returns what was
-    done, one sentence for the output ("" when the campaign has no branch, or it is gone)."""
+    """Hand the project back on its starting branch and delete the campaign's branch when it
+    holds no work (see the module); returns what was done, one sentence for the output (""
+    when the campaign has no branch, or it is gone)."""
     name, start = c.m.branch_name, c.m.starting_commit
     if not name or not start or not git.branch_exists(c.groot, name):
         return ""
@@ -32,45 +33,33 @@ def drop_empty_branch(c: CampaignContext) -> str:
         return f"branch {name} kept: it could not be compared with the start {short} ({exc})"
     if beyond:
         return f"branch {name} kept: it holds {beyond} commit(s) beyond the start {short}"
+    back = _switch_back(c, name, start)
     where = git.checked_out_at(c.groot, name)
     if where is not None:
         return (
             f"branch {name} kept: it is checked out in {where}. It holds no commit beyond the "
             f"start {short}: switch to another branch, then `git branch -D {name}` removes it"
+            + back
         )
     if not git.held_elsewhere(c.groot, name):
-        return f"branch {name} kept: no other branch or tag holds its commit {short}"
+        return f"branch {name} kept: no other branch or tag holds its commit {short}" + back
     git.delete_branch(c.groot, name)
-    return f"branch {name} deleted: it held no commit beyond the start {short}"
+    return f"branch {name} deleted: it held no commit beyond the start {short}" + back
 
 
-def leave_empty_branch(c: CampaignContext) -> str:
-    """At the end of a campaign that committed nothing: switch the project back to the branch
-    it started from when that is safe (its tip is still the starting commit, so the working
-    tree and its changes stay as they are), then :func:`drop_empty_branch`. Returns what was
-    done, one sentence ("" when the campaign has no branch)."""
-    name, start, orig = c.m.branch_name, c.m.starting_commit, c.m.original_branch
-    if not name or not start or not git.branch_exists(c.groot, name):
+def _switch_back(c: CampaignContext, name: str, start: str) -> str:
+    """Switch the project from the empty branch ``name`` back to the branch the campaign
+    started from, where its tip is still ``start`` (the working tree and its changes stay as
+    they are); returns what to add to the sentence ("" when the campaign did not record one)."""
+    orig = c.m.original_branch
+    if not orig or orig == name:
         return ""
+    if git.current_branch(c.groot) != name or not git.branch_exists(c.groot, orig):
+        return f" (the campaign started on {orig})"
+    if git.git(c.groot, "rev-parse", f"refs/heads/{orig}").strip() != start:
+        return f" (the campaign started on {orig})"
     try:
-        beyond = git.commits_beyond(c.groot, start, name)
-    except GitError:  # the start rewritten away: drop_empty_branch says so
-        beyond = -1
-    if beyond:
-        return drop_empty_branch(c)  # kept, and says why
-    back = ""
-    if (
-        orig
-        and orig != name
-        and git.current_branch(c.groot) == name
-        and git.branch_exists(c.groot, orig)
-        and git.git(c.groot, "rev-parse", f"refs/heads/{orig}").strip() == start
-    ):
-        try:
-            git.git(c.groot, "switch", "--", orig)
-            back = f"; no round was accepted, so the project is back on {orig}"
-        except GitError as exc:  # e.g. checked out in another worktree
-            back = f" (the campaign started on {orig}; switching back failed: {exc})"
-    elif orig and orig != name:
-        back = f" (the campaign started on {orig})"
-    return drop_empty_branch(c) + back
+        git.git(c.groot, "switch", "--", orig)
+    except GitError as exc:  # e.g. checked out in another worktree
+        return f" (the campaign started on {orig}; switching back failed: {exc})"
+    return f"; no round was accepted, so the project is back on {orig}"
