@@ -179,17 +179,14 @@ def _drive(
         f"run, {acc} accepted{rehearsed}; stopped: {code} — {why}"
     )
     if res.report is not None:
-        out.print(f"report: {res.campaign_dir / 'report.md'} ({_after_report(res.campaign_dir)})")
+        out.print(f"report: {res.campaign_dir / 'report.md'} ({_after_report(res.report)})")
         if res.report.branch:
             out.print(escape(res.report.branch), highlight=False, soft_wrap=True)
 
 
-def _after_report(cdir: Path) -> str:
+def _after_report(done) -> str:
     """What follows a written report: acceptance, or nothing where no round was accepted."""
-    from kernel_ratchet.campaign.state import State
-    from kernel_ratchet.scoring.decision import Status
-
-    if any(e.status is Status.ACCEPTED for e in State.load(cdir).closed):
+    if done.accepted:
         return "next: `ratchet accept`"
     return "no round was accepted: the incumbent is the starting commit, nothing to accept"
 

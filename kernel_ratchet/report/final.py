@@ -23,10 +23,11 @@ from kernel_ratchet.campaign.lineage.branch import drop_empty_branch
 from kernel_ratchet.campaign.lineage.kernel import kernel_changed
 from kernel_ratchet.campaign.quick_bench import run_harness, write_provenance
 from kernel_ratchet.campaign.seal import seal_report, verify_records
-from kernel_ratchet.campaign.state import Phase, Termination
+from kernel_ratchet.campaign.state import Phase, State, Termination
 from kernel_ratchet.errors import CampaignError
 from kernel_ratchet.harness.csv_schema import BenchTable
 from kernel_ratchet.report.render import render_closed, render_report
+from kernel_ratchet.scoring.decision import Status
 
 if TYPE_CHECKING:
     from kernel_ratchet.campaign.engine import Campaign
@@ -49,11 +50,18 @@ def _final_table(c: CampaignContext) -> BenchTable:
 
 @dataclass(frozen=True)
 class Reported:
-    """What ``report`` did: the report's text and, in one sentence, what became of the
-    campaign's branch ("" without one, or when the report was written before)."""
+    """What ``report`` did: the report's text, whether any round was accepted (what
+    ``ratchet accept`` would take) and, in one sentence, what became of the campaign's branch
+    ("" without one, or when the report was written before)."""
 
     text: str
+    accepted: bool
     branch: str = ""
+
+
+def accepted_any(state: State) -> bool:
+    """Whether any round of the campaign was accepted."""
+    return any(e.status is Status.ACCEPTED for e in state.closed)
 
 
 def report(c: Campaign, stop: tuple[str, str] | None = None) -> Reported:
@@ -64,8 +72,9 @@ def report(c: Campaign, stop: tuple[str, str] | None = None) -> Reported:
     condition ended yet (default: T4, the user asked to stop).
     """
     path = _ending(c)
+    accepted = accepted_any(c.state)
     if c.state.phase in (Phase.TERMINATED, Phase.ACCEPTED) and path.exists():
-        return Reported(path.read_text())
+        return Reported(path.read_text(), accepted)
     if c.state.phase is not Phase.OPTIMIZING:
         raise CampaignError(
             "no baseline yet: nothing to report (run `ratchet baseline`, or end the campaign "
@@ -79,7 +88,7 @@ def report(c: Campaign, stop: tuple[str, str] | None = None) -> Reported:
     table = _final_table(c.ctx)  # interrupted or failed, the campaign stays open
     _terminate(c, *(stop or ("T4", "the user asked to stop (ratchet report)")))
     text = _write(c, render_report(c.ctx, table))
-    return Reported(text, drop_empty_branch(c.ctx))
+    return Reported(text, accepted, drop_empty_branch(c.ctx))
 
 
 @dataclass(frozen=True)

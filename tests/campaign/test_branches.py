@@ -133,8 +133,13 @@ def test_an_open_campaign_without_a_baseline_is_not_sent_to_report(tmp_path):
 def test_the_end_of_a_run_suggests_acceptance_only_with_an_accepted_round(
     project, accepted_project
 ):
+    from kernel_ratchet.campaign.state import State
     from kernel_ratchet.cli.run import _after_report
+    from kernel_ratchet.report.final import Reported, accepted_any
 
-    assert _after_report(campaign_dir(accepted_project)) == "next: `ratchet accept`"
-    assert "no round was accepted" in _after_report(campaign_dir(project))
-    assert "ratchet accept" not in _after_report(campaign_dir(project))
+    def after(root):
+        return _after_report(Reported("", accepted_any(State.load(campaign_dir(root)))))
+
+    assert after(accepted_project) == "next: `ratchet accept`"
+    assert "no round was accepted" in after(project)
+    assert "ratchet accept" not in after(project)
