@@ -86,5 +86,5 @@ def new_op(
         sc.write_focused_test(test, name, backend)
         out.print(f"focused test: {test}")
     written = " and ".join(str(x) for x in (profile, test) if x is not None)
-    out.print(f"next: commit {written} (a campaign starts from a commit), then", end=" ")
-    out.print(sc.next_steps(name, backend))
+    first = f"commit {written} (a campaign starts from a commit)"
+    out.print(f"next: {first}, then {sc.next_steps(name, backend)}")
