@@ -89,11 +89,8 @@ def fingerprint(paths: list[Path]) -> dict[str, str | None]:
 
 def build_context(c: Campaign, analysis: Mapping[str, Any] | None) -> OptimizerContext:
     """What the optimizer may read before the next round (the incumbent, records, tips)."""
-    records = []
-    for r in c.state.closed:
-        path = c.round_dir(r.round) / "round.json"
-        if path.exists():
-            records.append(read_record(path))
+    paths = [c.round_dir(r.round) / "round.json" for r in c.state.closed]
+    records = [read_record(p) for p in paths if p.exists()]
     sources = {}
     for rel in c.m.kernel_source:
         data = incumbent_bytes(c.ctx, rel)
@@ -383,7 +380,13 @@ def _validate(c: Campaign, run: LoopSettings, n: int, proposal: Proposal) -> Rou
     run.say(f"round-{n}: {proposal.summary}")
     # scope_first=False: files the optimizer's change touched outside the kernel are its round
     kw = {"bucket": proposal.bucket, "level": proposal.level, "scope_first": False}
-    return c.validate(proposal.hypothesis, **kw, **round_notes(proposal))
+    try:
+        return c.validate(proposal.hypothesis, **kw, **round_notes(proposal))
+    except KeyboardInterrupt:  # a second Ctrl+C: the engine closed the round, rolled back
+        path = c.round_dir(n) / "round.json"
+        if run.on_round and path.exists():
+            run.on_round(read_record(path))  # the driver's table shows it too
+        raise
 
 
 def _observe(rec: RoundRecord, run: LoopSettings) -> None:
