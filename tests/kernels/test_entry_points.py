@@ -34,6 +34,8 @@ def test_operands_of_two_dtypes_stop_with_what_to_cast():
         matmul(_rand(8, 16), _rand(4, 16, dtype=torch.float32))
     with pytest.raises(ValueError, match="2-D operands.*leading dimensions"):
         matmul(_rand(2, 8, 16), _rand(4, 16))
+    with pytest.raises(TypeError, match="floating operands, got torch.int32"):
+        linear_gemm(_rand(8, 16, dtype=torch.int32), _rand(4, 16, dtype=torch.int32))
 
 
 def test_the_fp8_linear_takes_mixed_operands_whichever_path_a_shape_takes(monkeypatch):
