@@ -230,29 +230,6 @@ def test_ctrl_c_during_the_harness_closes_the_round(accepted_project, open_accep
     assert "BLOCK_M = 32" in (accepted_project / KERNEL).read_text()
 
 
-def test_a_second_ctrl_c_in_ratchet_run_shows_the_closed_round(
-    accepted_project, open_accepted, monkeypatch
-):
-    """`ratchet run`'s table gets the round a second Ctrl+C closed, as written on disk."""
-    import threading
-
-    from kernel_ratchet.optimizers import loop
-    from kernel_ratchet.optimizers.base import Proposal
-
-    def interrupted(step, timeout_s):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(steps.RunningStep, "wait", interrupted)
-    set_blocks(accepted_project, M=64, N=64)
-    shown: list = []
-    run = loop.LoopSettings(None, 20, math.inf, None, threading.Event(), print, shown.append, "T4")
-    p = Proposal("64x64 tiles", "K1", "faster", "64x64 output tiles", "E:64", files={})
-    with open_accepted() as c, pytest.raises(KeyboardInterrupt):
-        loop._validate(c, run, c.state.next_round, p)
-    assert [(r.round, r.category) for r in shown] == [(3, "interrupted")]
-    assert "BLOCK_M = 32" in (accepted_project / KERNEL).read_text()
-
-
 @pytest.mark.slow
 @pytest.mark.soak  # its own campaign: the default run checks a rollback from the incumbent's
 # snapshot without commits in the workspace campaign (tests/campaign/test_workspace.py)
