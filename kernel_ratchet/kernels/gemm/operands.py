@@ -50,9 +50,8 @@ def operand_sizes(
     except (ValueError, IndexError):
         check_pair(a, b, kind)  # says what was passed
         raise
-    if a.dtype is not b.dtype and a.element_size() + b.element_size() != 2:  # FP8s pair
-        check_pair(a, b, kind)
-    if not a.is_floating_point():  # integers of one dtype: stopped here, not inside Triton
+    mixed = a.dtype is not b.dtype and a.element_size() + b.element_size() != 2  # FP8s pair
+    if mixed or not a.is_floating_point():  # integers stop here, not inside Triton
         check_pair(a, b, kind)
     if Kb != K:
         raise ValueError(f"contraction mismatch: A has K={K}, B has K={Kb}")
