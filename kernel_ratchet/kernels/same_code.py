@@ -113,6 +113,10 @@ def gluon_launches() -> list[Launch]:
         of("gemm.bf16_ws_launch", block_n=c.block_n, block_k=c.block_k, stages=c.num_stages,
            group_m=c.group_m, b_kmajor=kind == "bf16")
         for kind, buckets in dense.WS16_CONFIGS.items() for c in buckets.values()
+    ] + [
+        of("gemm.bf16_ws_launch", block_n=c.block_n, block_k=c.block_k, stages=c.num_stages,
+           group_m=c.group_m, b_kmajor=kind == "bf16")
+        for kind, buckets in dense.WS16_FITTED.items() for tiles in buckets.values() for c in tiles
     ]  # fmt: skip
     out += [
         of("grouped_gemm.fp8_ws_launch", block_n=c.BLOCK_N, stages=c.num_stages, group_m=c.GROUP_M)

@@ -27,6 +27,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from kernel_ratchet.kernels.gemm import configs
+from kernel_ratchet.kernels.gemm.launch_plan import ws16_config
 from kernel_ratchet.kernels.gemm.tune_cases import (
     _named,
     bucket_scores,
@@ -45,13 +46,13 @@ WS16_GEMMS = ("bf16.fwd", "bf16.da")
 def runs_entry(entry: str) -> Callable[..., bool]:
     """``keep(kind, M, N, K, what=None)``: whether the shipped configs run ``entry`` for that
     GEMM (a ``CONFIGS`` entry does not serve the GEMMs an instead-table takes over, nor those of
-    ``what`` that ``WS16_CONFIGS`` routes to the warp-specialized kernel; an instead-table's
-    entry serves only its own)."""
+    ``what`` that ``WS16_CONFIGS`` or ``WS16_FITTED`` route to the warp-specialized kernel; an
+    instead-table's entry serves only its own)."""
     table, kind, bucket = entry.split("/")[-3:]
     cfg = getattr(configs, table, {}).get(kind, {}).get(bucket)
 
     def keep(k: str, M: int, N: int, K: int, what: str | None = None) -> bool:
-        if what in WS16_GEMMS and configs.bucket_for(M, N, K) in configs.WS16_CONFIGS.get(k, {}):
+        if what in WS16_GEMMS and ws16_config(k, M, N, K, configs.DEFAULT_SMS) is not None:
             return False
         return cfg is not None and configs.config_for(k, M, N, K) == cfg
 

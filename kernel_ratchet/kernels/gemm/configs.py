@@ -38,11 +38,9 @@ class GemmConfig:
             quarters of ``block_n`` (two in flight with ``k_unroll`` 2, else one), so a
             256-column tile fits the registers of a 128-column one; 1 (every shipped bucket)
             takes it whole.
-        warp_specialize: Triton's warp specialization of the k-loop (``tl.range(...,
-            warp_specialize=True)``: load and MMA partitions). Measured on an H200 with
-            ``tune --only probes`` (one ``do_bench`` median per config and shape): ±5-10% on the
-            dense kernels by shape, −40% on the shipped blockwise tile; no shipped entry and no
-            search value uses it.
+        warp_specialize: Triton's warp specialization of the k-loop (load and MMA partitions).
+            H200, ``tune --only probes``: ±5-10% on the dense kernels by shape, −40% on the
+            shipped blockwise tile; no shipped entry and no search value uses it.
         flatten: persistent only: the tile loop and the k-loop are software-pipelined as one
             (``tl.range(..., flatten=True)``), so a tile's epilogue overlaps the next tile's
             first loads instead of draining the pipeline once per tile.
@@ -120,25 +118,10 @@ def bucket_for(M: int, N: int, K: int, sms: int = DEFAULT_SMS) -> str:
     return "large"
 
 
-def ws_kind(kind: str, b_scale_group_n: int) -> str:
-    """The :data:`WS_CONFIGS` key of a blockwise GEMM of ``kind``: one B scale per column (1x128
-    groups along K: the weight gradient) has entries of its own, ``<kind>_cols``
-    (:mod:`.fp8_block_ws_cols`: paired k-groups, two consumers, at most 5 stages of 128 x 128)."""
-    return f"{kind}_cols" if b_scale_group_n == 1 else kind
-
-
-def ws_applies(cfg: GemmConfig, b_scale_group_n: int) -> bool:
-    """Whether a :data:`WS_CONFIGS` entry takes B scales in groups of ``b_scale_group_n``: one
-    per column (its ``_cols`` entries), or one covering each column part it scales at once."""
-    return b_scale_group_n == 1 or b_scale_group_n % (cfg.block_n // min(cfg.col_parts, 2)) == 0
-
-
 def ws_mode(cfg: GemmConfig) -> int:
     """The warp-specialized blockwise kernel's MODE for a config: with four column parts, 2
     (two in flight, ``k_unroll`` 2) or 3; else 1 (paired k-groups, ``k_unroll`` 2) or 0."""
-    if cfg.col_parts == 4:
-        return 2 if cfg.k_unroll == 2 else 3
-    return cfg.k_unroll - 1
+    return (2 if cfg.k_unroll == 2 else 3) if cfg.col_parts == 4 else cfg.k_unroll - 1
 
 
 def split_for(cfg: GemmConfig, tiles: int, k_tiles: int, sms: int) -> int:
@@ -151,10 +134,8 @@ def split_for(cfg: GemmConfig, tiles: int, k_tiles: int, sms: int) -> int:
 
 
 #: The long-K bucket's stream-K tile (GemmConfig fields).
-_STREAM_K = dict(
-    block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=4, use_tma=True,
-    tma_store=2, stream_k=True,
-)  # fmt: skip
+_STREAM_K = dict(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=4, use_tma=True,
+                 tma_store=2, stream_k=True)  # fmt: skip
 #: A flattened persistent pipeline with a TMA-stored epilogue in two halves (GemmConfig fields).
 _FLAT_STORE = {"flatten": True, "tma_store": 2}
 
@@ -243,8 +224,9 @@ CONFIGS: dict[str, dict[str, GemmConfig]] = {
 #: The GEMM alone on 6 model shapes (H200, do_bench, TFLOPS): k_unroll 2 with 6 stages
 #: 1007-1059; k_unroll 1 with 4-6 stages 807-1074; the Triton kernel 645-731; torch's blockwise
 #: scaled_mm 1027-1224. 1x128 B scales (the weight gradient) run :mod:`.fp8_block_ws_cols`
-#: (entries ``<kind>_cols``, :func:`ws_kind`), whose stages carry the scales. Shared by every
-#: entry: grouped-M order, one warpgroup at launch, persistent, TMA, paired k-groups.
+#: (entries ``<kind>_cols``, :func:`.launch_plan.ws_kind`), whose stages carry the scales.
+#: Shared by every entry: grouped-M order, one warpgroup at launch, persistent, TMA, paired
+#: k-groups.
 _WS = dict(group_m=8, num_warps=4, persistent=True, use_tma=True, k_unroll=2)
 WS_CONFIGS: dict[str, dict[str, GemmConfig]] = {
     "fp8_block": {"large": GemmConfig(128, 128, 128, num_stages=6, **_WS)},
@@ -271,6 +253,13 @@ WS16_CONFIGS: dict[str, dict[str, GemmConfig]] = {
         "medium": GemmConfig(128, 128, 64, num_stages=4, group_m=8),
     },
 }
+#: {kind: {bucket: tiles}} the warp-specialized 16-bit kernel runs a bucket's GEMMs with where
+#: WS16_CONFIGS has none: the tile of these that fills its waves best (ties to the first),
+#: where that fill reaches :data:`WS16_MIN_FILL` (:func:`.launch_plan.ws16_config`).
+WS16_FITTED: dict[str, dict[str, tuple[GemmConfig, ...]]] = {}
+#: The least share of a persistent launch's output slots that holds outputs: ``M * N`` over
+#: its waves (``ceil(tiles / SMs)``) times the SMs times ``128 * block_n``.
+WS16_MIN_FILL = 0.7
 
 # What `ratchet run --optimizer search` may change (kernel_ratchet/optimizers/tunables.py).
 #: The CONFIGS kinds each op's forward and backward use.

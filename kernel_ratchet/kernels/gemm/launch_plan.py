@@ -65,23 +65,23 @@ def _plan(
 
     ``geom``: (row stride, TMA-readable, K-major) of A, then of B. ``ws_group``: the group size of
     the B scales of a blockwise GEMM on an sm_90 GPU (else 0): the plan runs the warp-specialized
-    kernel where :data:`.configs.WS_CONFIGS` has the bucket (:func:`.configs.ws_kind`), both
+    kernel where :data:`.configs.WS_CONFIGS` has the bucket (:func:`ws_kind`), both
     operands are K-major and TMA-readable, the 16-bit output's rows are 16 bytes and the B
-    scales suit the config (:func:`.configs.ws_applies`). ``ws16``: a 16-bit GEMM on an sm_90
-    GPU, run by the warp-specialized 16-bit kernel where :data:`.configs.WS16_CONFIGS` has the
-    bucket, A is K-major, both operands TMA-readable and the output's rows 16 bytes. Host work
-    per call matters on small GEMMs (cuBLAS runs a 1000 x 5120 x 1000 forward in about 21 us on
+    scales suit the config (:func:`ws_applies`). ``ws16``: a 16-bit GEMM on an sm_90
+    GPU, run by the warp-specialized 16-bit kernel where :func:`ws16_config` gives a config, A
+    is K-major, both operands TMA-readable and the output's rows 16 bytes. Host work per call
+    matters on small GEMMs (cuBLAS runs a 1000 x 5120 x 1000 forward in about 21 us on
     an H200), so the launcher computes this once per geometry and the call only allocates and
     launches.
     """
     a_row, a_ok, a_kmajor, b_row, b_ok, b_kmajor = geom
     ws_ok = a_ok and b_ok and a_kmajor and b_kmajor and N % 8 == 0
     if explicit is None and ws_group and ws_ok and not interp and out_dtype in _WS_OUT:
-        ws = WS_CONFIGS.get(_configs.ws_kind(kind, ws_group), {}).get(bucket_for(M, N, K, num_sms))
-        if ws is not None and _configs.ws_applies(ws, ws_group):
+        ws = WS_CONFIGS.get(ws_kind(kind, ws_group), {}).get(bucket_for(M, N, K, num_sms))
+        if ws is not None and ws_applies(ws, ws_group):
             return _Plan(False, False, True, 1, (0,), {}, ws)
     if explicit is None and ws16 and not interp and a_ok and b_ok and a_kmajor and N % 8 == 0:
-        ws = _configs.WS16_CONFIGS.get(kind, {}).get(bucket_for(M, N, K, num_sms))
+        ws = ws16_config(kind, M, N, K, num_sms)
         if ws is not None:
             return _Plan(False, False, True, 1, (0,), {}, ws16=ws)
     cfg = explicit or config_for(kind, M, N, K, num_sms)
@@ -136,6 +136,45 @@ def _plan(
     grid = (min(num_sms, tiles),) if persistent else (tiles,)
     slots = (tiles // split_k, cfg.block_m * cfg.block_n) if kwargs["SPLIT_FINISH"] else None
     return _Plan(copy_a, copy_b, use_tma, split_k, grid, kwargs, slots=slots)
+
+
+def ws_kind(kind: str, b_scale_group_n: int) -> str:
+    """The :data:`.configs.WS_CONFIGS` key of a blockwise GEMM of ``kind``: ``<kind>_cols`` for
+    one B scale per column (1x128 groups along K, the weight gradient: :mod:`.fp8_block_ws_cols`).
+    """
+    return f"{kind}_cols" if b_scale_group_n == 1 else kind
+
+
+def ws_applies(cfg: GemmConfig, b_scale_group_n: int) -> bool:
+    """Whether a :data:`.configs.WS_CONFIGS` entry takes B scales in groups of
+    ``b_scale_group_n``: one per column (its ``_cols`` entries), or one covering each column part
+    it scales at once."""
+    return b_scale_group_n == 1 or b_scale_group_n % (cfg.block_n // min(cfg.col_parts, 2)) == 0
+
+
+def ws16_config(kind: str, M: int, N: int, K: int, sms: int) -> GemmConfig | None:
+    """The warp-specialized 16-bit kernel's config of an ``M x N`` output over ``K``: the
+    bucket's :data:`.configs.WS16_CONFIGS` entry; else, of its :data:`.configs.WS16_FITTED`
+    tiles, the first of those that fill the output slots of their waves best
+    (:func:`ws16_fill`), where that fill reaches :data:`.configs.WS16_MIN_FILL`; else None."""
+    bucket = bucket_for(M, N, K, sms)
+    fixed = _configs.WS16_CONFIGS.get(kind, {}).get(bucket)
+    if fixed is not None:
+        return fixed
+    best, fill = None, 0.0
+    for cfg in _configs.WS16_FITTED.get(kind, {}).get(bucket, ()):
+        f = ws16_fill(M, N, cfg.block_n, sms)
+        if f > fill + 1e-9:
+            best, fill = cfg, f
+    return best if fill >= _configs.WS16_MIN_FILL else None
+
+
+def ws16_fill(M: int, N: int, block_n: int, sms: int) -> float:
+    """The share of a persistent launch's output slots (``sms`` programs of a 128 x ``block_n``
+    tile per wave) that holds the ``M x N`` output: what partial tiles and a last wave's idle
+    SMs leave of the GPU."""
+    tiles = cdiv(M, 128) * cdiv(N, block_n)
+    return M * N / (cdiv(tiles, sms) * sms * 128 * block_n)
 
 
 def _rows_16b(N: int, dtype: torch.dtype | None) -> bool:
