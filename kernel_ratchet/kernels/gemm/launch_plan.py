@@ -22,6 +22,12 @@ from kernel_ratchet.kernels.quant.launch import cdiv
 #: more flops on it. Below, or on the pointer path, the operand is read where it is.
 PAD_MIN_REUSE = 256
 
+#: The most outputs of a tile that splits K. Forwards on 128 x 256 tiles split 2 to 4 ways
+#: summed ten of thirteen outputs wrongly (0.08-0.12 relative error; outputs of 64 x 4096 to
+#: 8192 x 256, H100, torch 2.11, triton 3.6) where 128 x 128 tiles split alike were right: a
+#: larger tile runs unsplit, whatever its config's ``split_k``.
+MAX_SPLIT_TILE = 128 * 128
+
 #: Output dtypes of the warp-specialized blockwise kernel (:mod:`.fp8_block_ws`).
 _WS_OUT = (torch.bfloat16, torch.float16)
 
@@ -100,6 +106,8 @@ def _plan(
         split_k = max(1, min(cfg.split_k, k_tiles))
     else:
         split_k = _configs.split_for(cfg, tiles, k_tiles, num_sms)
+    if cfg.block_m * cfg.block_n > MAX_SPLIT_TILE:
+        split_k = 1
     tiles *= split_k
     # A persistent program looping over split-K slices summed 128 x 128 tiles wrongly (about
     # 0.17 relative error on an 800 x 800 output over K = 3000, H100), where one program per
