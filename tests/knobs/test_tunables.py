@@ -146,6 +146,17 @@ SEARCH_SPACE = {
 """
 
 
+def test_a_tuple_of_calls_is_no_entry_and_its_text_is_kept():
+    """A table whose leaves are tuples of calls (the candidates a launcher chooses among) holds
+    no entry for the search, and a rewrite of another entry keeps its bytes."""
+    text = TWO_TABLES + '\nFITTED = {"fwd": {"skinny": (Config(128, 256), Config(128, 64))}}\n'
+    t = parse_tunables(text)
+    assert not [k for k in t.entries if k.startswith("FITTED")] and "TRITON/fwd/large" in t.entries
+    changed = set_knobs(text, "TRITON/fwd/large", {"num_warps": 4})
+    assert 'TRITON = {"fwd": {"large": Config(128, 256, num_warps=4)}}' in changed
+    assert changed.endswith('\nFITTED = {"fwd": {"skinny": (Config(128, 256), Config(128, 64))}}\n')
+
+
 def test_a_table_keeps_its_own_space_where_its_paths_are_another_tables():
     """Entries of two tables share the path ``fwd/large``: the variable's key and the entry's
     whole key apply to one table, and override the path keys."""
