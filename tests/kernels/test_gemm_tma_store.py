@@ -73,7 +73,7 @@ def test_the_launcher_keeps_the_tma_store_where_tma_can_write_the_output():
     # rows of 8200 bytes, pointer loads, or split-K's fp32 atomics: masked pointer stores
     assert _plan(FLAT, 4100).kwargs["TMA_STORE"] == 0
     assert _plan(FLAT.with_(use_tma=False), 4096).kwargs["TMA_STORE"] == 0
-    assert _plan(FLAT.with_(persistent=False), 64, split=4).kwargs["TMA_STORE"] == 0
+    assert _plan(FLAT.with_(persistent=False, block_n=128), 64, split=4).kwargs["TMA_STORE"] == 0
     assert _plan(FLAT.with_(tma_store=0), 4096).kwargs["TMA_STORE"] == 0
 
 
