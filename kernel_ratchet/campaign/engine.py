@@ -127,11 +127,12 @@ class Campaign:
         """Copy the records into ``dest`` (:func:`~.export.export_records`); the files it writes
         inside the project are the tool's own, which the scope check of a round then ignores
         (an export between rounds refused the next one)."""
-        from kernel_ratchet.campaign.export import export_records
+        from kernel_ratchet.campaign.export import export_records, is_archive
 
         written = export_records(self.dir, dest, traces=traces)
         top = self.ctx.groot.resolve()
-        inside = [Path(dest).resolve() / w for w in written]
+        one = is_archive(dest)
+        inside = [Path(dest).resolve()] if one else [Path(dest).resolve() / w for w in written]
         mine = [str(p.relative_to(top)) for p in inside if top in p.parents]
         if mine:
             self.state.exported += mine

@@ -9,12 +9,15 @@ decided it). Not copied: the worktrees, the kernel snapshots, profiles, harness 
 worker logs, which are large, machine-bound or rebuilt from the rest. With ``traces`` each
 round's timing trace (``timings.jsonl``: every timing request's samples and SM clocks) comes
 too. The records name files relative to the project, so the copy reads the same on any
-machine.
+machine. A destination named ``*.tar.gz`` or ``*.tgz`` gets the same files as one archive,
+under a folder of the archive's name: one file to carry off a machine that hands back few.
 """
 
 from __future__ import annotations
 
 import shutil
+import tarfile
+import tempfile
 from pathlib import Path
 
 from kernel_ratchet.errors import CampaignError, UsageError
@@ -34,20 +37,30 @@ TRACE = {
     "artifacts/paired/timings.jsonl": "timings.jsonl",
     "artifacts/full/paired/timings.jsonl": "timings_full.jsonl",
 }
+#: Destination names that make an export one gzipped tar archive.
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz")
 #: The suffixes of every file an export writes (records, not code).
-RECORD_SUFFIXES = (".md", ".json", ".jsonl", ".yaml", ".diff")
+RECORD_SUFFIXES = (".md", ".json", ".jsonl", ".yaml", ".diff", *ARCHIVE_SUFFIXES)
+
+
+def is_archive(dest: Path) -> bool:
+    """Whether an export to ``dest`` writes one archive rather than a folder."""
+    return Path(dest).name.endswith(ARCHIVE_SUFFIXES)
 
 
 def export_records(cdir: Path, dest: Path, *, traces: bool = False) -> list[Path]:
     """Copy the records of the campaign in ``cdir`` into ``dest`` (module docstring); returns
-    the files written, relative to ``dest``. Raises UsageError (a destination to choose again)
-    when ``dest`` holds anything (nothing is overwritten) or lies inside the campaign, and
-    CampaignError when ``cdir`` has no manifest."""
+    the files written, relative to ``dest`` (to the archive's folder where :func:`is_archive`).
+    Raises UsageError (a destination to choose again) when ``dest`` holds anything (nothing is
+    overwritten) or lies inside the campaign, and CampaignError when ``cdir`` has no
+    manifest."""
     cdir, dest = Path(cdir).resolve(), Path(dest).resolve()
     if not (cdir / "manifest.yaml").is_file():
         raise CampaignError(f"{cdir} is not a campaign directory (no manifest.yaml)")
     if dest == cdir or cdir in dest.parents:
         raise UsageError(f"export into a folder outside the campaign, not {dest}")
+    if is_archive(dest):
+        return _archive(cdir, dest, traces)
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise UsageError(
             f"{dest} already holds files; export into a new or empty folder (nothing is "
@@ -64,6 +77,21 @@ def export_records(cdir: Path, dest: Path, *, traces: bool = False) -> list[Path
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / rel)
             written.append(rel)
+    return written
+
+
+def _archive(cdir: Path, dest: Path, traces: bool) -> list[Path]:
+    """The export of ``cdir`` as the archive ``dest``, its files under a folder of its name."""
+    if dest.exists():
+        raise UsageError(f"{dest} already exists; name a new archive (nothing is overwritten)")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    folder = dest.name.removesuffix(next(s for s in ARCHIVE_SUFFIXES if dest.name.endswith(s)))
+    with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
+        written = export_records(cdir, Path(tmp) / folder, traces=traces)
+        part = Path(tmp) / dest.name
+        with tarfile.open(part, "w:gz") as tar:
+            tar.add(Path(tmp) / folder, arcname=folder)
+        part.replace(dest)  # whole or not at all: a half-written archive never has its name
     return written
 
 

@@ -108,14 +108,17 @@ def sync_back(
 
 @app.command("export")
 def export(
-    dest: Path = typer.Argument(..., help="a new or empty folder, e.g. campaigns/<op>/<name>"),
+    dest: Path = typer.Argument(
+        ..., help="a new or empty folder, e.g. campaigns/<op>/<name>; or a new <name>.tar.gz"
+    ),
     traces: bool = typer.Option(False, help="also each round's timing trace (timings.jsonl)"),
     profile: Path | None = ProfileOpt,
     campaign: str | None = CampaignOpt,
 ):
     """Copy the campaign's records (manifest, state, logs, REPORT, each round's summary,
     record, candidate diff and paired A/B) into DEST, to commit them as the evidence of its
-    numbers; no worktree, snapshot or profile."""
+    numbers; no worktree, snapshot or profile. A DEST ending in .tar.gz or .tgz gets them as
+    one archive."""
     with open_campaign(profile, campaign) as c:  # no round in flight while it copies
         written = c.export(dest, traces=traces)
     out.print(f"{len(written)} files of {c.dir.name} written to {dest}")

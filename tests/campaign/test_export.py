@@ -136,3 +136,37 @@ def test_an_export_inside_the_project_is_not_a_change_a_round_could_read(
     assert scope() == ["stray.json"]
     shutil.rmtree(accepted / "campaigns")
     assert scope() == ["stray.json"]
+
+
+def test_an_archive_destination_holds_the_same_records_in_one_file(accepted, capsys, monkeypatch):
+    """``ratchet export NAME.tar.gz`` writes the folder export's files, as written, under a
+    folder NAME in one archive inside the project; the scope check leaves it out, and a second
+    export to that name is refused with the archive kept."""
+    import tarfile
+
+    from kernel_ratchet.campaign.engine import Campaign
+    from kernel_ratchet.campaign.lineage.kernel import out_of_scope
+    from kernel_ratchet.profile.loader import load_profile
+
+    cdir = campaign_dir(accepted)
+    monkeypatch.chdir(accepted)
+    rc, text = run_cli(capsys, monkeypatch, "export", "out/tiny.tar.gz")
+    assert rc in (0, None), text
+    archive = accepted / "out" / "tiny.tar.gz"
+    folder = export_records(cdir, accepted.parent / "folder")
+    with tarfile.open(archive) as tar:
+        files = {m.name for m in tar.getmembers() if m.isfile()}
+        paired = tar.extractfile("tiny/rounds/round-2/paired.json").read()  # type: ignore[union-attr]
+    assert (
+        files == {f"tiny/{p.as_posix()}" for p in folder}
+        and "tiny/rounds/round-2/paired.json" in files
+    )
+    assert paired == (cdir / "rounds/round-2/artifacts/paired.json").read_bytes()
+    assert f"{len(folder)} files" in text
+    assert [p.name for p in (accepted / "out").iterdir()] == ["tiny.tar.gz"]  # no leftovers
+    with Campaign(load_profile(accepted), cdir) as c:
+        assert out_of_scope(c.ctx) == []
+    before = archive.read_bytes()
+    rc, text = run_cli(capsys, monkeypatch, "export", "out/tiny.tar.gz")
+    assert rc == 2 and "already exists" in text, text
+    assert archive.read_bytes() == before
