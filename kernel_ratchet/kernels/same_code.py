@@ -109,14 +109,12 @@ def gluon_launches() -> list[Launch]:
            **(cols if kind.endswith("_cols") else {}))
         for kind, buckets in WS_CONFIGS.items() for c in buckets.values()
     ]  # fmt: skip
+    ws16 = [(k, c) for k, b in dense.WS16_CONFIGS.items() for c in b.values()]
+    ws16 += [(k, c) for k, b in dense.WS16_FITTED.items() for t in b.values() for c in t]
     out += [  # the 16-bit kinds: the forward reads B K-major, the dgrad N-major
         of("gemm.bf16_ws_launch", block_n=c.block_n, block_k=c.block_k, stages=c.num_stages,
            group_m=c.group_m, b_kmajor=kind == "bf16")
-        for kind, buckets in dense.WS16_CONFIGS.items() for c in buckets.values()
-    ] + [
-        of("gemm.bf16_ws_launch", block_n=c.block_n, block_k=c.block_k, stages=c.num_stages,
-           group_m=c.group_m, b_kmajor=kind == "bf16")
-        for kind, buckets in dense.WS16_FITTED.items() for tiles in buckets.values() for c in tiles
+        for kind, c in ws16
     ]  # fmt: skip
     out += [
         of("grouped_gemm.fp8_ws_launch", block_n=c.BLOCK_N, stages=c.num_stages, group_m=c.GROUP_M)

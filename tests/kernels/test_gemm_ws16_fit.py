@@ -57,6 +57,21 @@ def test_a_bucket_with_a_fixed_entry_keeps_it_and_no_table_fits_nothing(fitted, 
     assert ws16_config("bf16", 256, 4096, 4096, 132) is None
 
 
+def test_fitted_tiles_are_among_the_gluon_launches_a_round_compiles(fitted):
+    """The same-code check compiles each shipped Gluon launch offline: fitted tiles too."""
+    from kernel_ratchet.kernels import same_code
+
+    ws16 = [dict(x.constexprs) for x in same_code.gluon_launches() if "bf16_ws" in x.kernel]
+    for b_kmajor in (True, False):  # the forward's and the dgrad's
+        assert {
+            "block_n": 64,
+            "block_k": 64,
+            "stages": 6,
+            "group_m": 8,
+            "b_kmajor": b_kmajor,
+        } in ws16
+
+
 def test_the_plan_runs_the_fitted_tile_where_the_kernel_takes_the_operands(fitted):
     geom = (4096, True, True, 4096, True, True)  # row stride, TMA-readable, K-major: A, then B
 
