@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from kernel_ratchet.kernels.gemm import configs as _configs
+from kernel_ratchet.kernels.gemm.bf16_ws import ROWS
 from kernel_ratchet.kernels.gemm.configs import WS_CONFIGS, GemmConfig, bucket_for, config_for
 from kernel_ratchet.kernels.gemm.kernel import SCALE_BLOCK, SCALE_NONE
 from kernel_ratchet.kernels.gemm.operands import stride_align
@@ -178,11 +179,12 @@ def ws16_config(kind: str, M: int, N: int, K: int, sms: int) -> GemmConfig | Non
 
 
 def ws16_fill(M: int, N: int, block_n: int, sms: int) -> float:
-    """The share of a persistent launch's output slots (``sms`` programs of a 128 x ``block_n``
-    tile per wave) that holds the ``M x N`` output: what partial tiles and a last wave's idle
-    SMs leave of the GPU."""
-    tiles = cdiv(M, 128) * cdiv(N, block_n)
-    return M * N / (cdiv(tiles, sms) * sms * 128 * block_n)
+    """The share of a persistent launch's output slots (``sms`` programs of a tile of two
+    consumers' rows by ``block_n`` per wave) that holds the ``M x N`` output: what partial
+    tiles and a last wave's idle SMs leave of the GPU."""
+    rows = 2 * ROWS  # the warp-specialized 16-bit kernel's tile rows (:mod:`.bf16_ws`)
+    tiles = cdiv(M, rows) * cdiv(N, block_n)
+    return M * N / (cdiv(tiles, sms) * sms * rows * block_n)
 
 
 def _rows_16b(N: int, dtype: torch.dtype | None) -> bool:
