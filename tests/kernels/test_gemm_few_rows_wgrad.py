@@ -102,6 +102,34 @@ def test_under_graph_capture_the_lengths_belong_to_the_graph():
 
 
 @pytest.mark.gpu
+def test_a_geometrys_later_calls_launch_directly_and_agree(monkeypatch):
+    """The first call of a geometry launches through Triton and keeps a direct runner; a later
+    call on other tensors of that geometry runs it, without Triton's launch, and its gradient
+    is its own operands' (the output descriptor encoded for the new output)."""
+    monkeypatch.setattr(launch, "_FEW_ROWS_RUNNERS", {})
+    M, N, K = 64, 4096, 4096
+    g = torch.Generator(device="cuda").manual_seed(7)
+
+    def operands():
+        return (
+            torch.randn(M, N, device="cuda", dtype=BF16, generator=g),
+            torch.randn(M, K, device="cuda", dtype=BF16, generator=g),
+        )
+
+    launch.few_rows_wgrad(*operands(), CFG)
+    (runner,) = launch._FEW_ROWS_RUNNERS.values()
+    assert runner, "this Triton's launcher was not taken apart: every call binds"
+    rec = LaunchRecorder()
+    monkeypatch.setattr(ws, "_grouped_wgrad_ws_kernel", rec)
+    for _ in range(2):
+        dout, a = operands()
+        db = launch.few_rows_wgrad(dout, a, CFG)
+        ref = dout.double().t() @ a.double()
+        assert (db.double() - ref).abs().max().item() <= 1e-2 * ref.abs().amax().item()
+    assert rec.calls == []
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("M", [1, 64, 200, 256])
 @pytest.mark.parametrize("NK", [(4096, 4096), (14336, 4096), (1536, 7168)], ids=str)
 def test_matches_the_fp32_weight_gradient_on_gpu(M, NK, monkeypatch):

@@ -241,8 +241,13 @@ def few_rows_wgrad(
         group_n=cfg.group_n,
         stages=cfg.stages,
         num_sms=_num_sms(dout.device),
+        runners=_FEW_ROWS_RUNNERS,
     )
     return dw[0]
+
+
+#: The few-row weight gradient's direct launches, one per geometry (:mod:`.descriptor_launch`).
+_FEW_ROWS_RUNNERS: dict = {}
 
 
 def _one_group(rows: int, device: torch.device) -> torch.Tensor:

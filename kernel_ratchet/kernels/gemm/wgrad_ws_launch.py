@@ -15,9 +15,9 @@ import functools
 import torch
 import triton
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from kernel_ratchet.kernels import cuda_context
+from kernel_ratchet.kernels.gemm import descriptor_launch
 from kernel_ratchet.kernels.gemm.fp8_block_ws_launch import (
     OPTIONS,
     _rows_ok,
@@ -109,12 +109,15 @@ def grouped_wgrad_ws(
     longest_first: bool = False,
     stages: int = 3,
     num_sms: int | None = None,
+    runners: dict | None = None,
 ) -> torch.Tensor:
     """``dw[g] = dy_gᵀ @ x_g`` -> ``[G, N, K]`` (zeros for an empty group). The caller checks
     :func:`supported` first and sets Triton's allocator (device-side descriptors).
     ``longest_first``: the programs walk the groups by decreasing row count (a sort of
     ``group_lens`` on the device, no host read) instead of by index. Shared memory is
-    ``stages * (128 + block_k) * 128 + 256 * block_k`` bytes."""
+    ``stages * (128 + block_k) * 128 + 256 * block_k`` bytes. ``runners``: the caller's table of
+    direct launches (:mod:`.descriptor_launch`), a geometry's later calls launched straight
+    through the compiled kernel's C launcher; None: Triton's launch every call."""
     if block_k not in BLOCK_KS:
         raise ValueError(f"block_k must be one of {BLOCK_KS} (a wgmma's N), got {block_k}")
     T, N = dy.shape
@@ -126,24 +129,23 @@ def grouped_wgrad_ws(
         return dw
     _, _, l_out = _layouts(block_k, x.dtype, out_dtype)
     cuda_context.make_current(dw.device)
-    dw_desc = TensorDescriptor.from_tensor(dw.view(G * N, K), [ROWS, block_k], l_out)
     sms = num_sms or torch.cuda.get_device_properties(x.device).multi_processor_count
     tiles = G * (N // (2 * ROWS)) * triton.cdiv(K, block_k)
     if longest_first:  # the order follows the lengths in one buffer: no kernel argument more
         order = longest_first_order(group_lens)
         group_lens = torch.cat([group_lens.to(torch.int32), order])
-    _grouped_wgrad_ws_kernel[(min(sms, tiles),)](
-        dy,
-        x,
-        dw_desc,
-        group_lens,
-        G,
-        N,
-        K,
-        dy.stride(0),
-        x.stride(0),
-        **_constexprs(G, block_k, group_n, longest_first, stages, sms, x.dtype, out_dtype),
-        **OPTIONS,
+    rest = (G, N, K, dy.stride(0), x.stride(0))
+    config = (block_k, group_n, longest_first, stages, sms)
+    key = (x.dtype, out_dtype, x.device.index, *rest, *config)
+    descriptor_launch.launch(
+        _grouped_wgrad_ws_kernel,
+        runners,
+        (min(sms, tiles),),
+        (dy, x, dw.view(G * N, K), group_lens),
+        (None, None, ([ROWS, block_k], l_out), None),
+        rest,
+        {**_constexprs(G, *config[:-1], sms, x.dtype, out_dtype), **OPTIONS},
+        key,
     )
     return dw
 
