@@ -144,7 +144,7 @@ def grouped_wgrad_ws(
         (dy, x, dw.view(G * N, K), group_lens),
         (None, None, ([ROWS, block_k], l_out), None),
         rest,
-        {**_constexprs(G, *config[:-1], sms, x.dtype, out_dtype), **OPTIONS},
+        _constexprs(G, block_k, group_n, longest_first, stages, sms, x.dtype, out_dtype) | OPTIONS,
         key,
     )
     return dw
