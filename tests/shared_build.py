@@ -36,4 +36,18 @@ def built_once(tmp_path_factory, name: str, build: Callable[[Path], Path]) -> Pa
     built = template / done.read_text()
     copy = tmp_path_factory.mktemp(name) / built.name
     shutil.copytree(built, copy, symlinks=True)
+    _relink_worktrees(copy)
     return copy
+
+
+def _relink_worktrees(copy: Path) -> None:
+    """Point the copy's linked git worktrees (a campaign's incumbent) at the copy's own
+    repository, both ways: a worktree's ``.git`` file names its repository by absolute path,
+    so a copied one would still use the template's, and two copies' git commands would take one
+    index lock. (``git worktree repair`` from the copy rewrites the template's side instead.)"""
+    for dot_git in (p for p in copy.rglob(".git") if p.is_file()):
+        named = Path(dot_git.read_text().split(":", 1)[1].strip())
+        own = copy / ".git" / "worktrees" / named.name
+        if own.is_dir():
+            dot_git.write_text(f"gitdir: {own}\n")
+            (own / "gitdir").write_text(f"{dot_git}\n")
