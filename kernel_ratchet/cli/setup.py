@@ -19,12 +19,24 @@ from kernel_ratchet.cli.common import (
 
 
 @app.command()
-def check(op: str | None = typer.Option(None, "--op"), profile: Path | None = ProfileOpt):
+def check(
+    op: str | None = typer.Option(None, "--op"),
+    patch: Path | None = typer.Option(
+        None, "--patch", help="with --op: whether this diff fits one round (kernel files only)"
+    ),
+    profile: Path | None = ProfileOpt,
+):
     """Validate ratchet.yaml and run the DEFINE_TARGET checklist and the environment check."""
     from kernel_ratchet.profile.checklist import all_checks
 
     prof = profile_at(profile)
+    if patch is not None and op is None:
+        raise typer.BadParameter("--patch needs --op: a round's scope is its op's kernel_source")
     items = all_checks(prof, op)
+    if patch is not None:
+        from kernel_ratchet.campaign.patch_scope import patch_scope
+
+        items.append(patch_scope(prof, op, patch))
     table = Table()
     for header in ("check", "ok", "detail / fix"):  # folded, never cut: paths stay whole
         table.add_column(header, overflow="fold")

@@ -1,0 +1,52 @@
+"""Whether a prepared patch fits one round of an op: the files it changes outside the op's
+kernel_source, which ``ratchet validate`` would refuse after the campaign's BASELINE has run.
+
+Read before ``ratchet init``, so a change to tests or docs is split off (landed before
+``init`` or after ``accept``) without spending a baseline on it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from kernel_ratchet.campaign.lineage import git
+from kernel_ratchet.profile.items import CheckItem, item
+from kernel_ratchet.profile.schema import Profile
+
+#: ``--- a/x`` / ``+++ b/x`` headers of a unified diff (``/dev/null`` for a new or gone file).
+_HEADER = re.compile(r"^(?:---|\+\+\+) (?:[ab]/)?(\S+)")
+
+
+def patch_paths(text: str) -> list[str]:
+    """The files a unified diff (``git diff`` or ``diff -u``) changes, relative to its root."""
+    found = {m.group(1) for line in text.splitlines() if (m := _HEADER.match(line))}
+    return sorted(found - {"/dev/null"})
+
+
+def patch_scope(profile: Profile, op: str, patch: Path) -> CheckItem:
+    """One check line: the patch's files all within ``op``'s kernel_source, or those that are
+    not, with what to do about them."""
+    o = profile.op(op)
+    try:
+        text = patch.read_text()
+    except OSError as exc:
+        return item(o, "patch scope", False, f"cannot read {patch}: {exc}", "give a patch file")
+    paths = patch_paths(text)
+    if not paths:
+        return item(o, "patch scope", False, f"{patch} names no file", "give a unified diff")
+    groot = git.toplevel(profile.root)
+    kernel = {os.path.relpath(profile.root / k, groot) for k in o.kernel_source}
+    outside = [p for p in paths if p not in kernel]
+    if not outside:
+        return item(o, "patch scope", True, f"{len(paths)} kernel file(s): one round can take it")
+    return item(
+        o,
+        "patch scope",
+        False,
+        f"{patch} changes {', '.join(outside)}, outside kernel_source; `ratchet validate` "
+        "refuses such a round",
+        "split those files off: land them before `ratchet init` (a test that fails until the "
+        "fix lands goes in after `ratchet accept`), or list a kernel module in kernel_source",
+    )

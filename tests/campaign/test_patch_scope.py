@@ -1,0 +1,73 @@
+"""``ratchet check --op OP --patch FILE``: whether a prepared diff fits one round of the op,
+told before ``ratchet init`` spends a baseline on it."""
+
+from __future__ import annotations
+
+import os
+
+from kernel_ratchet.campaign.patch_scope import patch_paths
+from tests.campaign.conftest import KERNEL, git, make_project, set_blocks
+from tests.cli_inprocess import run_cli
+
+GIT_DIFF = """\
+diff --git a/pkg/k.py b/pkg/k.py
+--- a/pkg/k.py
++++ b/pkg/k.py
+@@ -1 +1 @@
+-x = 1
++x = 2
+diff --git a/tests/test_new.py b/tests/test_new.py
+new file mode 100644
+--- /dev/null
++++ b/tests/test_new.py
+@@ -0,0 +1 @@
++y = 1
+diff --git a/old.md b/old.md
+deleted file mode 100644
+--- a/old.md
++++ /dev/null
+@@ -1 +0,0 @@
+-z
+"""
+
+
+def test_the_files_of_a_git_diff_and_of_a_plain_one():
+    assert patch_paths(GIT_DIFF) == ["old.md", "pkg/k.py", "tests/test_new.py"]
+    plain = "--- k.py\t2026-01-01\n+++ k.py\t2026-01-02\n@@ -1 +1 @@\n-a\n+b\n"
+    assert patch_paths(plain) == ["k.py"]
+
+
+def _diff(root, *paths) -> str:
+    return git(root, "diff", "--", *paths)
+
+
+def test_a_kernel_only_patch_fits_and_one_with_a_test_is_named(tmp_path, monkeypatch, capsys):
+    root = make_project(tmp_path / "p")
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
+    set_blocks(root, M=32)
+    (root / "tests").mkdir(exist_ok=True)
+    (root / "tests" / "test_extra.py").write_text("def test_x():\n    assert True\n")
+    git(root, "add", "-N", "tests/test_extra.py")
+    kernel_only = tmp_path / "kernel.patch"
+    kernel_only.write_text(_diff(root, KERNEL))
+    with_test = tmp_path / "with_test.patch"
+    with_test.write_text(_diff(root, KERNEL, "tests/test_extra.py"))
+
+    rc, text = run_cli(
+        capsys, monkeypatch, "check", "--op", "tiny_gemm", "--patch", str(kernel_only)
+    )
+    assert rc in (0, None) and "one round can take it" in " ".join(text.split()), text
+
+    rc, text = run_cli(capsys, monkeypatch, "check", "--op", "tiny_gemm", "--patch", str(with_test))
+    assert rc == 1, text
+    flat = " ".join(text.split())
+    assert "tests/test_extra.py" in flat and "ratchet init" in flat
+
+
+def test_a_patch_needs_its_op(tmp_path, monkeypatch, capsys):
+    root = make_project(tmp_path / "p")
+    monkeypatch.chdir(root)
+    (tmp_path / "x.patch").write_text(GIT_DIFF)
+    rc, text = run_cli(capsys, monkeypatch, "check", "--patch", str(tmp_path / "x.patch"))
+    assert rc == 2 and "--patch needs --op" in " ".join(text.split()), text
