@@ -22,6 +22,7 @@ from kernel_ratchet.campaign.lineage.kernel import (
     scope_reason,
 )
 from kernel_ratchet.campaign.lineage.worktree import incumbent_worktree
+from kernel_ratchet.campaign.patch_scope import patch_paths
 from kernel_ratchet.campaign.quick_bench import EarlyHarness
 from kernel_ratchet.campaign.record import OVERLAP_STEP, RoundDraft, RoundRecord
 from kernel_ratchet.campaign.rounds.levels import measure_levels
@@ -357,8 +358,7 @@ def _focused_test(c: CampaignContext, art: Path) -> StepResult:
 def _diffstat(diff: str) -> str:
     added = sum(1 for ln in diff.splitlines() if ln.startswith("+") and not ln.startswith("+++"))
     removed = sum(1 for ln in diff.splitlines() if ln.startswith("-") and not ln.startswith("---"))
-    files = [ln[6:] for ln in diff.splitlines() if ln.startswith("+++ b/")]
-    where = ", ".join(files) or "kernel files"
+    where = ", ".join(patch_paths(diff)) or "kernel files"
     return f"{where}: +{added} -{removed} lines (artifacts/candidate.diff)"
 
 
