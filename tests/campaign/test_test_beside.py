@@ -25,7 +25,8 @@ from tests.campaign.conftest import campaign_dir, set_blocks
 WAITER = """
 import glob, os, sys, time
 out, rc = sys.argv[1], int(sys.argv[2])
-if rc:
+if rc:  # fails at once, but not faster than the round's seconds (0.1 s steps) can tell
+    time.sleep(0.2)
     open(out, 'w').write(repr(os.environ.get('CUDA_VISIBLE_DEVICES')) + '\\nfailed at once')
     sys.exit(rc)
 pattern = os.path.join('.ratchet', 'campaigns', '*', 'rounds', 'round-3', 'artifacts',
