@@ -2,26 +2,20 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
+from tests.campaign.conftest import git
 from tests.shared_build import built_once
-
-
-def _git(root: Path, *args: str) -> str:
-    run = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr
-    return run.stdout.strip()
 
 
 def _project_with_a_linked_worktree(dest: Path) -> Path:
     root = dest / "proj"
     root.mkdir(parents=True)
-    _git(root, "init", "-q")
+    git(root, "init", "-q")
     (root / "k.py").write_text("x = 1\n")
-    _git(root, "add", "k.py")
-    _git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "k")
-    _git(root, "worktree", "add", "-q", "--detach", str(root / "inner" / ".incumbent"))
+    git(root, "add", "k.py")
+    git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "k")
+    git(root, "worktree", "add", "-q", "--detach", str(root / "inner" / ".incumbent"))
     return root
 
 
@@ -35,5 +29,5 @@ def test_each_copy_s_linked_worktree_belongs_to_that_copy(tmp_path_factory):
         gitdir = Path((wt / ".git").read_text().split(":", 1)[1].strip())
         assert gitdir.is_relative_to(copy / ".git")  # not the template's, not the other copy's
         (wt / "k.py").write_text(f"x = {copy}\n")
-        _git(wt, "add", "k.py")  # takes this copy's index lock only
-    assert _git(first, "worktree", "list").count(str(first)) == 2
+        git(wt, "add", "k.py")  # takes this copy's index lock only
+    assert git(first, "worktree", "list").count(str(first)) == 2
