@@ -100,6 +100,7 @@ def _gemm_streamk_kernel(
             acc = tl.dot(a, b, acc)
         if kt1 < k_tiles:  # the tile's earlier part: hand the partial sum to its finisher
             tl.store(ws_ptr + pid * (BLOCK_M * BLOCK_N) + slot, acc)
+            tl.debug_barrier()  # every thread's stores precede the one thread's release
             tl.atomic_xchg(flags_ptr + pid, 1, sem="release")
         else:
             if kt0 > 0:  # programs q0 .. pid-1 hold the tile's k-iterations before kt0

@@ -165,6 +165,9 @@ def _finish_split(acc, ws_ptr, count_ptr, mn, c_ptr, offs_m, offs_n, M, N, strid
     tl.debug_barrier()  # every thread's adds precede the count's release
     if tl.atomic_add(count_ptr + mn, 1, sem="acq_rel") == SPLIT_K - 1:
         total = tl.load(slot, cache_modifier=".cg")  # from L2, where the adds were performed
+        # The load and the zeroing store may take different layouts (each thread zeroing
+        # outputs another thread reads): every thread's read precedes any zeroing.
+        tl.debug_barrier()
         tl.store(slot, tl.zeros_like(acc))
         tl.atomic_xchg(count_ptr + mn, 0, sem="relaxed")
         c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
