@@ -10,7 +10,7 @@ import os
 import pytest
 import torch
 
-from kernel_ratchet.kernels.gemm import launch, launch_plan, launch_scratch
+from kernel_ratchet.kernels.gemm import launch, launch_scratch
 from kernel_ratchet.kernels.gemm.configs import GemmConfig
 
 interpreter = pytest.mark.skipif(
@@ -187,56 +187,30 @@ def test_a_persistent_config_that_splits_k_runs_one_program_per_tile_and_slice(s
 
 
 @pytest.mark.parametrize(
-    ("block_m", "block_n", "split"), [(128, 256, 4), (256, 128, 2), (128, 128, 4)]
-)
-def test_only_tiles_of_at_most_128_x_128_split_k(block_m, block_n, split):
-    """A 128 x 256 tile's split forward summed wrongly on the GPU (the test below): tiles of more
-    than 128 x 128 outputs run unsplit, explicit split or not."""
-    cfg = GemmConfig(block_m, block_n, 64, num_warps=8, num_stages=3, use_tma=True, split_k=split)
-    geom = (4096, True, True, 4096, True, True)  # a forward's layout
-    plan = launch._plan("bf16", cfg, 256, 4096, 4096, geom, 0, 132, False, 0, None, False)
-    small = block_m * block_n <= 128 * 128
-    tiles = (256 // block_m) * (4096 // block_n)
-    assert plan.split_k == (split if small else 1)
-    assert not plan.kwargs["SPLIT_FINISH"]  # eight warps, B K-major: see the test below
-    assert plan.grid == (tiles * plan.split_k,)
-
-
-@pytest.mark.parametrize(
-    ("warps", "b_kmajor", "finishes"), [(8, True, False), (8, False, True), (4, True, True)]
-)
-def test_an_eight_warp_split_of_a_forward_adds_into_a_zeroed_output(warps, b_kmajor, finishes):
-    """Eight-warp tiles whose last K slice finished them summed forwards wrongly on the GPU
-    (the test below); split alike, they add into a zeroed fp32 output, cast after: no slots.
-    Four-warp tiles and other layouts keep the one-launch split."""
-    cfg = GemmConfig(128, 128, 64, num_warps=warps, num_stages=3, use_tma=True, split_k=4)
+    ("block_m", "block_n", "warps", "b_kmajor"),
+    [(128, 256, 8, True), (256, 128, 8, True), (128, 128, 8, True), (128, 128, 8, False),
+     (64, 128, 4, True)],
+)  # fmt: skip
+def test_a_split_of_any_tile_and_warp_count_finishes_its_own_tiles(
+    block_m, block_n, warps, b_kmajor
+):
+    """Wide and eight-warp splits finish their own tiles like the others: the finishing slice's
+    read of its slot is ordered before the zeroing (``test_gemm_handoff_order``), which is what
+    summed them wrongly on the GPU (the tests below)."""
+    cfg = GemmConfig(block_m, block_n, 64, num_warps=warps, num_stages=3, use_tma=True, split_k=4)
     geom = (4096, True, True, 4096 if b_kmajor else 256, True, b_kmajor)
     plan = launch._plan("bf16", cfg, 256, 256, 4096, geom, 0, 132, False, 0, None, False)
-    assert plan.split_k == 4 and plan.grid == (4 * 2 * 2,)
-    assert plan.kwargs["SPLIT_FINISH"] is finishes and (plan.slots is not None) is finishes
-
-
-def test_no_shipped_forward_split_has_more_warps_than_finish_their_own_tiles():
-    """The limit changes no shipped plan: every forward config that splits K without scales
-    (what the one-launch split serves) has at most four warps."""
-    from kernel_ratchet.kernels.gemm import configs
-
-    tables = (configs.CONFIGS, configs.SPLIT_K_INSTEAD, configs.UNSPLIT_INSTEAD)
-    forward = [
-        cfg
-        for table in (*tables, configs.FEW_ROWS_INSTEAD)
-        for cfg in table.get("bf16", {}).values()
-        if cfg.split_k > 1
-    ]
-    assert forward, "no forward config splits K: the test checks nothing"
-    assert all(c.num_warps <= launch_plan.MAX_FINISH_WARPS_KMAJOR_B for c in forward)
+    tiles = (256 // block_m) * (256 // block_n)
+    assert plan.split_k == 4 and plan.grid == (tiles * 4,)
+    assert plan.kwargs["SPLIT_FINISH"] and plan.slots is not None
 
 
 @gpu
 @needs_cuda
 @pytest.mark.parametrize("shape", [(256, 4096, 4096), (8192, 256, 4096), (64, 4096, 4096)])
 def test_an_explicit_128_x_256_split_config_sums_the_forward_right_on_the_gpu(shape):
-    """128 x 256 x 64 tiles with split-K 4 gave 0.08-0.12 relative error on these forwards."""
+    """128 x 256 x 64 tiles with split-K 4 gave 0.08-0.12 relative error on these forwards
+    while the finishing slice could zero its slot before all of it was read."""
     M, N, K = shape
     gen = torch.Generator(device="cuda").manual_seed(M)
     a = torch.randn(M, K, device="cuda", generator=gen, dtype=torch.bfloat16)
@@ -267,22 +241,17 @@ def test_a_persistent_config_with_split_k_sums_right_on_the_gpu(layout, split):
 @needs_cuda
 @pytest.mark.parametrize("block_n", [128, 256])
 @pytest.mark.parametrize("shape", [(256, 4096, 4096), (8192, 256, 4096)])
-def test_eight_warp_split_forwards_sum_right_on_the_gpu(monkeypatch, shape, block_n):
+def test_eight_warp_split_forwards_sum_right_on_the_gpu(shape, block_n):
     """Eight-warp tiles whose last K slice finished them read 0.04 (128 x 128) and 0.08
-    (128 x 256) relative error on these forwards, rows wrong here and there; through a zeroed
-    fp32 output they were right. The 128 x 256 tile runs with the plan's size limit lifted, as
-    a search round might; five calls each, as a race gets more than one chance."""
-    monkeypatch.setattr(launch_plan, "MAX_SPLIT_TILE", 1 << 30)
-    launch._plan.cache_clear()
+    (128 x 256) relative error on these forwards, rows wrong here and there, while the slot's
+    zeroing was not ordered after its read; five calls each, as a race gets more than one
+    chance."""
     M, N, K = shape
     gen = torch.Generator(device="cuda").manual_seed(block_n)
     a = torch.randn(M, K, device="cuda", generator=gen, dtype=torch.bfloat16)
     b = torch.randn(N, K, device="cuda", generator=gen, dtype=torch.bfloat16)
     cfg = GemmConfig(128, block_n, 64, num_warps=8, num_stages=3, use_tma=True, split_k=4)
     ref = a.float() @ b.float().T
-    try:
-        for i in range(5):
-            got = launch.matmul(a, b, config=cfg)
-            _close(got, ref, K, f"{shape} 128 x {block_n}, call {i}")
-    finally:
-        launch._plan.cache_clear()  # no plan made past the limit outlives the test
+    for i in range(5):
+        got = launch.matmul(a, b, config=cfg)
+        _close(got, ref, K, f"{shape} 128 x {block_n}, call {i}")

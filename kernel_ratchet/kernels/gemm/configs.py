@@ -31,8 +31,7 @@ class GemmConfig:
         split_k: the most K slices reduced with fp32 atomics. A bucket's config is an upper
             bound: the launcher splits only a grid that fills less than half the SMs, into as
             many slices as fill one wave (:func:`split_for`). An explicit config is exact. A
-            split runs one program per (tile, slice): ``persistent`` does not apply to it;
-            tiles of more than 128 x 128 never split (:data:`.launch_plan.MAX_SPLIT_TILE`).
+            split runs one program per (tile, slice): ``persistent`` does not apply to it.
         k_unroll: blockwise only: 128-wide k-groups per loop iteration (1 or 2); 2 issues two
             wgmmas before the scaled accumulation waits on them.
         col_parts: blockwise warp-specialized kernel only: 4 takes each k-group as four column

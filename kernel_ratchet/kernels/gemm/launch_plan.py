@@ -23,19 +23,6 @@ from kernel_ratchet.kernels.quant.launch import cdiv
 #: more flops on it. Below, or on the pointer path, the operand is read where it is.
 PAD_MIN_REUSE = 256
 
-#: The most outputs of a tile that splits K. Forwards on 128 x 256 tiles split 2 to 4 ways
-#: summed ten of thirteen outputs wrongly (0.08-0.12 relative error; outputs of 64 x 4096 to
-#: 8192 x 256, H100, torch 2.11, triton 3.6): a larger tile runs unsplit, whatever its
-#: config's ``split_k``.
-MAX_SPLIT_TILE = 128 * 128
-#: The most warps of a split tile whose last K slice finishes it (``SPLIT_FINISH``) where B
-#: is K-major (a forward's layout). Eight-warp 128 x 128 tiles split 4 ways that way summed a
-#: 256 x 4096 x 4096 forward wrongly (0.04 relative error, 17 rows wrong; 8192 x 256 x 4096
-#: alike; H100, torch 2.11, triton 3.6) and right through a zeroed fp32 output; four-warp
-#: tiles and the dgrad's layout were right. No shipped forward config splits with more warps:
-#: such a split adds into a zeroed fp32 output and casts it.
-MAX_FINISH_WARPS_KMAJOR_B = 4
-
 #: Output dtypes of the warp-specialized blockwise kernel (:mod:`.fp8_block_ws`).
 _WS_OUT = (torch.bfloat16, torch.float16)
 
@@ -114,8 +101,6 @@ def _plan(
         split_k = max(1, min(cfg.split_k, k_tiles))
     else:
         split_k = _configs.split_for(cfg, tiles, k_tiles, num_sms)
-    if cfg.block_m * cfg.block_n > MAX_SPLIT_TILE:
-        split_k = 1
     tiles *= split_k
     # A persistent program looping over split-K slices summed 128 x 128 tiles wrongly (about
     # 0.17 relative error on an 800 x 800 output over K = 3000, H100), where one program per
@@ -139,9 +124,7 @@ def _plan(
         B_ALIGN=stride_align(use_tma or copy_b, b_row),
         FLATTEN=cfg.flatten and persistent,
         TMA_STORE=cfg.tma_store if use_tma and split_k == 1 and _rows_16b(N, out_dtype) else 0,
-        SPLIT_FINISH=split_k > 1
-        and scale_mode == SCALE_NONE
-        and (cfg.num_warps <= MAX_FINISH_WARPS_KMAJOR_B or not b_kmajor),
+        SPLIT_FINISH=split_k > 1 and scale_mode == SCALE_NONE,
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
     )
