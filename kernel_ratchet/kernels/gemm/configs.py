@@ -256,7 +256,15 @@ WS16_CONFIGS: dict[str, dict[str, GemmConfig]] = {
 #: {kind: {bucket: tiles}} the warp-specialized 16-bit kernel runs a bucket's GEMMs with where
 #: WS16_CONFIGS has none: the tile of these that fills its waves best (ties to the first),
 #: where that fill reaches :data:`WS16_MIN_FILL` (:func:`.launch_plan.ws16_config`).
-WS16_FITTED: dict[str, dict[str, tuple[GemmConfig, ...]]] = {}
+_WS16_WIDEST_FIRST = (
+    GemmConfig(128, 256, 64, num_stages=3, group_m=8),
+    GemmConfig(128, 128, 64, num_stages=4, group_m=8),
+    GemmConfig(128, 64, 64, num_stages=6, group_m=8),
+)
+WS16_FITTED: dict[str, dict[str, tuple[GemmConfig, ...]]] = {
+    "bf16": {"skinny": _WS16_WIDEST_FIRST},
+    "bf16_bwd": {"skinny": _WS16_WIDEST_FIRST},
+}
 #: The least share of a persistent launch's output slots that holds outputs: ``M * N`` over
 #: its waves (``ceil(tiles / SMs)``) times the SMs times ``128 * block_n``.
 WS16_MIN_FILL = 0.7
