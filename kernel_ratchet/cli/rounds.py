@@ -63,18 +63,28 @@ def validate(
     fix: bool = typer.Option(
         False, "--fix", help="a correctness fix: accepted when the paired A/B finds it not slower"
     ),
+    patch: Path | None = typer.Option(
+        None,
+        "--patch",
+        help="the round's change as a unified diff of kernel files (`git diff > FILE`), "
+        "applied to the incumbent first; taken back if the round refuses to start",
+    ),
     profile: Path | None = ProfileOpt,
     campaign: str | None = CampaignOpt,
 ):
-    """VALIDATE the working-tree change against the incumbent; ACCEPT (commit) or ROLL BACK.
-    A round of a rehearsal campaign (or with --rehearse) is labelled REHEARSAL and rolled
-    back whatever its timings say."""
+    """VALIDATE the working-tree change (or --patch's) against the incumbent; ACCEPT (commit)
+    or ROLL BACK. A round of a rehearsal campaign (or with --rehearse) is labelled REHEARSAL
+    and rolled back whatever its timings say."""
+    from kernel_ratchet.campaign.rounds.candidate_patch import validate_patch
+
     with open_campaign(profile, campaign) as c:
         record_driver(c.dir, {"name": MANUAL})
         if rehearse:
             os.environ["TRITON_INTERPRET"] = "1"  # the round's steps inherit it
-        rec = c.validate(
+        rec = validate_patch(
+            c,
             hypothesis,
+            patch,
             bucket=bucket,
             level=level,
             rehearse=rehearse,

@@ -221,20 +221,25 @@ class RatchetTools:
         takeaway: str = "",
         test_shared: bool = False,
         fix: bool = False,
+        patch: str | None = None,
         campaign: str | None = None,
     ) -> dict:
         """One round on the working-tree change, exactly as `ratchet validate`: decided,
         committed or rolled back, recorded. ``test_shared``: as ``--test-shared``, the focused
         tests of the other ops listing a changed kernel file gate it too. ``fix``: as
-        ``--fix``, a correctness fix accepted when not slower. Returns the frozen round
-        record."""
+        ``--fix``, a correctness fix accepted when not slower. ``patch``: as ``--patch``, the
+        path of a unified diff of kernel files applied as the round's change. Returns the
+        frozen round record."""
         from kernel_ratchet.campaign.driver import MANUAL, record_driver
+        from kernel_ratchet.campaign.rounds.candidate_patch import validate_patch
         from kernel_ratchet.dashboard.site import after_round
 
         with self._campaign(campaign) as c:
             record_driver(c.dir, {"name": MANUAL})  # as `ratchet validate`: resume will not drive
-            rec = c.validate(
+            rec = validate_patch(
+                c,
                 hypothesis,
+                None if patch is None else Path(patch),
                 bucket=bucket,
                 level=level,
                 change=change,

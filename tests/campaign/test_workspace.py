@@ -258,3 +258,31 @@ def test_an_edit_of_the_projects_kernel_is_sent_to_the_workspace(ws_copy, ratche
     cdir = campaign_dir(ws_copy)
     assert r.returncode == 5, r.stdout + r.stderr
     assert f"in .ratchet/campaigns/{cdir.name}/src) equal the incumbent's" in r.stderr
+
+
+def test_a_patch_of_the_projects_kernel_lands_in_the_workspace(ws_copy, monkeypatch, tmp_path):
+    """``validate --patch``: a diff made in the project (its paths from the project's top) is
+    applied to the workspace's copy of the kernel, which the round measures."""
+    from kernel_ratchet.campaign import engine
+    from kernel_ratchet.campaign.engine import Campaign
+    from kernel_ratchet.campaign.rounds.candidate_patch import validate_patch
+
+    set_blocks(ws_copy, K=32)  # the project's kernel as the workspace's incumbent has it
+    git(ws_copy, "commit", "-qm", "32-wide k-steps", "--", KERNEL)
+    set_blocks(ws_copy, M=64)
+    patch = tmp_path / "m64.diff"
+    patch.write_text(git(ws_copy, "diff", "--", KERNEL))
+    git(ws_copy, "checkout", "--", KERNEL)
+    seen = []
+
+    def measure(ctx, n, pending):
+        seen.append((ctx.root / KERNEL).read_text())
+        raise KeyError("stop")
+
+    monkeypatch.setattr(engine, "measure", measure)
+    monkeypatch.chdir(ws_copy)
+    with Campaign(load_profile(ws_copy), campaign_dir(ws_copy)) as c, pytest.raises(KeyError):
+        validate_patch(c, "64-row tiles", patch)
+    (measured,) = seen
+    assert "BLOCK_M = 64" in measured and "BLOCK_K = 32" in measured  # the workspace's kernel
+    assert "BLOCK_M = 64" not in (ws_copy / KERNEL).read_text()
