@@ -1,5 +1,7 @@
 """Whether a prepared patch fits one round of an op: the files it changes outside the op's
-kernel_source, which ``ratchet validate`` would refuse after the campaign's BASELINE has run.
+kernel_source, which ``ratchet validate`` would refuse after the campaign's BASELINE has run,
+and whether git applies it to the kernel files as committed (the incumbent a campaign starts
+from).
 
 Read before ``ratchet init``, so a change to tests or docs is split off (landed before
 ``init`` or after ``accept``) without spending a baseline on it.
@@ -12,6 +14,7 @@ import re
 from pathlib import Path
 
 from kernel_ratchet.campaign.lineage import git
+from kernel_ratchet.errors import GitError
 from kernel_ratchet.profile.items import CheckItem, item
 from kernel_ratchet.profile.schema import Profile
 
@@ -26,8 +29,8 @@ def patch_paths(text: str) -> list[str]:
 
 
 def patch_scope(profile: Profile, op: str, patch: Path) -> CheckItem:
-    """One check line: the patch's files all within ``op``'s kernel_source, or those that are
-    not, with what to do about them."""
+    """One check line: the patch's files all within ``op``'s kernel_source and the patch
+    applying to them (or already applied in the tree), or what is wrong and what to do."""
     o = profile.op(op)
     try:
         text = patch.read_text()
@@ -40,7 +43,20 @@ def patch_scope(profile: Profile, op: str, patch: Path) -> CheckItem:
     kernel = {os.path.relpath(profile.root / k, groot) for k in o.kernel_source}
     outside = [p for p in paths if p not in kernel]
     if not outside:
-        return item(o, "patch scope", True, f"{len(paths)} kernel file(s): one round can take it")
+        fits = f"{len(paths)} kernel file(s): one round can take it"
+        if _applies(groot, text):
+            return item(o, "patch scope", True, fits)
+        if _applies(groot, text, "-R"):
+            held = [p for p in paths if p in kernel]
+            return item(
+                o,
+                "patch scope",
+                True,
+                f"{fits}; the tree holds it already: restore the kernel files (`git checkout -- "
+                f"{' '.join(held)}`) before `ratchet init`, which baselines them as committed, "
+                f"then `ratchet validate --patch {patch}`",
+            )
+        return _not_applying(o, patch)
     return item(
         o,
         "patch scope",
@@ -49,4 +65,24 @@ def patch_scope(profile: Profile, op: str, patch: Path) -> CheckItem:
         "refuses such a round",
         "split those files off: land them before `ratchet init` (a test that fails until the "
         "fix lands goes in after `ratchet accept`), or list a kernel module in kernel_source",
+    )
+
+
+def _applies(groot: Path, text: str, *args: str) -> bool:
+    try:
+        git.git(groot, "apply", "--check", *args, "-", input=text)
+    except GitError:
+        return False
+    return True
+
+
+def _not_applying(o, patch: Path) -> CheckItem:
+    """The scope line of a kernel-only patch that git applies neither way to the tree."""
+    return item(
+        o,
+        "patch scope",
+        False,
+        f"{patch} changes kernel files only, but does not apply to them as they are "
+        f"(`git apply --check {patch}` names the hunk)",
+        "make it against the kernel files as committed: the incumbent a campaign starts from",
     )

@@ -77,3 +77,23 @@ def test_a_patch_needs_its_op(tmp_path, monkeypatch, capsys):
     (tmp_path / "x.patch").write_text(GIT_DIFF)
     rc, text = run_cli(capsys, monkeypatch, "check", "--patch", str(tmp_path / "x.patch"))
     assert rc == 2 and "--patch needs --op" in " ".join(text.split()), text
+
+
+def test_whether_git_applies_the_patch_to_the_kernel_as_committed(tmp_path):
+    root = make_project(tmp_path / "p")
+    set_blocks(root, M=32)
+    patch = tmp_path / "m32.patch"
+    patch.write_text(_diff(root, KERNEL))
+    profile = load_profile(root)
+
+    held = patch_scope(profile, "tiny_gemm", patch)  # the change still in the tree
+    assert held.ok and "holds it already" in held.detail and f"-- {KERNEL}" in held.detail
+
+    git(root, "checkout", "--", KERNEL)
+    fits = patch_scope(profile, "tiny_gemm", patch)
+    assert fits.ok and "holds it" not in fits.detail
+
+    stale = tmp_path / "stale.patch"  # made against another kernel than the committed one
+    stale.write_text(patch.read_text().replace("BLOCK_M = ", "BLOCK_Q = "))
+    named = patch_scope(profile, "tiny_gemm", stale)
+    assert not named.ok and "does not apply" in named.detail and "as committed" in named.fix
