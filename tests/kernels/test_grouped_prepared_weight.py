@@ -8,8 +8,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernel_ratchet.kernels.grouped_gemm import shapes as S
-from kernel_ratchet.kernels.grouped_gemm.adapter import make_grouped_case
 from kernel_ratchet.kernels.grouped_gemm.fp8 import grouped_gemm_fp8_blockwise
 from kernel_ratchet.kernels.grouped_gemm.prepared_weight import prepare_weight
 
@@ -23,11 +21,8 @@ def _step(case, prepared=None):
 
 
 @pytest.fixture
-def case(device):
-    (shape,) = [s for s in S.tiny_cpu() if s.label == "tiny_skewed"]
-    c = make_grouped_case(shape, 0, device)
-    c.w.requires_grad_()
-    return c
+def case(grouped_case):
+    return grouped_case
 
 
 def test_a_prepared_weight_gives_the_same_bits_and_the_weights_gradient(case):

@@ -162,12 +162,24 @@ def main(argv: list[str] | None = None) -> int:
         help="--step: time each call alone after an L2 flush (triton do_bench) instead of "
         "back to back",
     )
+    p.add_argument(
+        "--fill-dispatch",
+        default=None,
+        type=output_file,
+        help="--step: write the FP8 dispatch table (grouped_gemm/dispatch.py) from the steps "
+        "measured: our FP8 step against our bf16 step per layer",
+    )
+    p.add_argument("--merge", action="store_true", help="--fill-dispatch: merge into the table")
     args = p.parse_args(argv)
+    if args.merge and not args.fill_dispatch:
+        p.error("--merge merges a run into the table of --fill-dispatch: give both")
+    if args.fill_dispatch and args.dry_run:
+        p.error("--fill-dispatch needs GPU timings: the interpreter's decide nothing")
     if args.step:
         return step_bench.run(args)
-    if args.output or args.dry_run or args.flush_l2 or args.prepared_weight:
+    if args.output or args.dry_run or args.flush_l2 or args.prepared_weight or args.fill_dispatch:
         p.error(
-            "-o, --dry-run, --flush-l2 and --prepared-weight belong to --step "
+            "-o, --dry-run, --flush-l2, --prepared-weight and --fill-dispatch belong to --step "
             "(the CSV path is --csv)"
         )
     if not torch.cuda.is_available():

@@ -28,6 +28,7 @@ import torch
 import triton
 
 from kernel_ratchet.kernels.grouped_gemm import configs as _configs
+from kernel_ratchet.kernels.grouped_gemm import dispatch as _dispatch
 from kernel_ratchet.kernels.grouped_gemm import fp8_ws_launch as ws_launch
 from kernel_ratchet.kernels.grouped_gemm import wgrad_fp8_ws_launch as wgrad_ws
 from kernel_ratchet.kernels.grouped_gemm.configs import TileConfig, select
@@ -38,6 +39,7 @@ from kernel_ratchet.kernels.grouped_gemm.fp8_kernel import (
 from kernel_ratchet.kernels.grouped_gemm.launch import (
     _check,
     _ensure_tma_allocator,
+    grouped_gemm,
     interpreting,
     launch_split_tail,
     num_programs,
@@ -286,10 +288,19 @@ def grouped_gemm_fp8_blockwise(
     group_lens: torch.Tensor,
     *,
     prepared: PreparedWeight | None = None,
+    dispatch: bool = True,
 ) -> torch.Tensor:
     """Differentiable FP8-blockwise grouped GEMM: x [T, K] bf16 sorted by group, w [G, N, K]
     bf16, ``group_lens`` [G] device int tensor (never read on the host) -> [T, N] in x.dtype.
     ``prepared``: ``w`` quantized by :func:`.prepared_weight.prepare_weight` since its last
     change, used instead of quantizing it again (gradient accumulation); the gradient still
-    flows to ``w``."""
+    flows to ``w``. ``dispatch``: where the measured table (:mod:`.dispatch`) found our FP8
+    step slower than our bf16 step on the nearest measured layer, the bf16 grouped GEMM runs
+    instead (more precise; a stale ``prepared`` still raises); False: FP8 always."""
+    if dispatch and w.dim() == 3:
+        G, N, K = w.shape
+        if _dispatch.fp8_path(x.shape[0], G, N, K, prepared is not None) == "bf16":
+            if prepared is not None:
+                prepared.for_weight(w)  # the same error for a stale weight on either path
+            return grouped_gemm(x, w, group_lens)
     return GroupedGemmFp8Function.apply(x, w, group_lens, prepared)

@@ -12,17 +12,17 @@ once, medians reported. A timing is a batch of eager calls back to back after a 
 (:func:`~kernel_ratchet.kernels.benchmarking.back_to_back_ms`: the sustained clock, launches
 included, what a campaign's step time measures); ``--flush-l2`` times each call alone after an
 L2 flush (``triton.testing.do_bench``), where the idle flush lets the clock run above the rate
-a training step sustains. A step
-is ``out = f(x, w); dx, dw = grad(out, (x, w), dout)`` on inputs that require grad; torch gets
-its offsets precomputed on the device (our kernels read ``group_lens``).
+a training step sustains. A step is ``out = f(x, w); dx, dw = grad(out, (x, w), dout)`` on
+inputs that require grad; torch gets its offsets precomputed on the device (ours read
+``group_lens``). Our FP8 step is the FP8 path itself (``dispatch=False``).
 
 SNR (dB) of our output and both gradients, bf16 and FP8, against the fp32 reference of
 :mod:`.reference` (the weight gradient on the groups of :func:`.adapter.checked_groups` for
 real layer sizes); a shape passes at 40 dB (bf16) and 25 dB (FP8).
 
-``--dry-run`` runs on the CPU through the Triton interpreter (TRITON_INTERPRET=1) on tiny
-shapes, fp16 operands for our kernels (the interpreter's bf16 ``tl.dot`` is wrong), host wall
-time: it checks the table, not the speed.
+``--fill-dispatch PATH`` writes our FP8 and bf16 steps to the FP8 dispatch table
+(:mod:`.dispatch`). ``--dry-run`` runs on the CPU through the Triton interpreter on tiny shapes,
+fp16 operands (its bf16 ``tl.dot`` is wrong), host wall time: it checks the table, not the speed.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ from kernel_ratchet.kernels.benchmarking import (
     tflops,
     wall_ms,
 )
+from kernel_ratchet.kernels.grouped_gemm import dispatch
 from kernel_ratchet.kernels.grouped_gemm.adapter import (
     GroupedCase,
     GroupedGemmBf16Adapter,
@@ -348,11 +349,6 @@ def resolve_sets(spec: str) -> dict[str, list[Shape]]:
     return sets
 
 
-def resolve_shapes(spec: str) -> list[Shape]:
-    """The shapes of :func:`resolve_sets`, in order."""
-    return [s for shapes in resolve_sets(spec).values() for s in shapes]
-
-
 def run(args: argparse.Namespace) -> int:
     """The table on ``args.shapes``; 2 on a usage error, 1 when a shape fails, else 0."""
     if args.dry_run and not interpreting():
@@ -393,6 +389,8 @@ def run(args: argparse.Namespace) -> int:
     tail = ["", *summary(rows, gmm, {n: [s.label for s in v] for n, v in sets.items() if v})]
     print("\n".join(tail))
     lines += tail
+    if getattr(args, "fill_dispatch", None):
+        print(dispatch.fill(rows, Path(args.fill_dispatch), args.merge, " ".join(sys.argv)))
     if args.output:
         Path(args.output).write_text("\n".join(lines) + "\n")
     return 0 if all(r.ok for r in rows) else 1
