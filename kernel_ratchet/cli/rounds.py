@@ -41,6 +41,15 @@ def baseline(profile: Path | None = ProfileOpt, campaign: str | None = CampaignO
     out.print(f"round-1 BASELINE: {rec.reason}\nrepresentative shapes: {reps}")
 
 
+#: ``validate --patch``.
+PatchOpt = typer.Option(
+    None,
+    "--patch",
+    help="the round's change as a unified diff of kernel files (`git diff > FILE`), applied "
+    "to the incumbent first; taken back if the round refuses to start",
+)
+
+
 @app.command()
 def validate(
     hypothesis: str = typer.Option(..., help="the round's single hypothesis, stated up front"),
@@ -63,19 +72,14 @@ def validate(
     fix: bool = typer.Option(
         False, "--fix", help="a correctness fix: accepted when the paired A/B finds it not slower"
     ),
-    patch: Path | None = typer.Option(
-        None,
-        "--patch",
-        help="the round's change as a unified diff of kernel files (`git diff > FILE`), "
-        "applied to the incumbent first; taken back if the round refuses to start",
-    ),
+    patch: Path | None = PatchOpt,
     profile: Path | None = ProfileOpt,
     campaign: str | None = CampaignOpt,
 ):
     """VALIDATE the working-tree change (or --patch's) against the incumbent; ACCEPT (commit)
     or ROLL BACK. A round of a rehearsal campaign (or with --rehearse) is labelled REHEARSAL
     and rolled back whatever its timings say."""
-    from kernel_ratchet.campaign.rounds.candidate_patch import validate_patch
+    from kernel_ratchet.campaign.candidate_patch import validate_patch
 
     with open_campaign(profile, campaign) as c:
         record_driver(c.dir, {"name": MANUAL})
@@ -99,17 +103,23 @@ def validate(
         after_round(c)
         k = c.state.consecutive_rollbacks
         term = c.state.termination
+    _closing(rec, k, term)
+    raise typer.Exit(0 if rec.accepted else 1)
+
+
+def _closing(rec, rollbacks: int, term) -> None:
+    """What a closed round prints: its line, the root cause of a roll-back, stagnation and
+    termination."""
     out.print(round_line(rec))
     if not rec.accepted:
         out.print(f"root cause: {rec.category.root_cause}")
-    if k >= 2:
+    if rollbacks >= 2:
         err.print(
-            f"[yellow]stagnation: {k} consecutive rollbacks — review before the next "
+            f"[yellow]stagnation: {rollbacks} consecutive rollbacks — review before the next "
             "round (see logs/optimize.md)[/yellow]"
         )
     if term:
         out.print(f"termination {term.code}: {term.reason} — run `ratchet report`")
-    raise typer.Exit(0 if rec.accepted else 1)
 
 
 def _peek(profile: Path | None, campaign: str | None, busy: str) -> dict:

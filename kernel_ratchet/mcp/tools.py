@@ -230,8 +230,8 @@ class RatchetTools:
         ``--fix``, a correctness fix accepted when not slower. ``patch``: as ``--patch``, the
         path of a unified diff of kernel files applied as the round's change. Returns the
         frozen round record."""
+        from kernel_ratchet.campaign.candidate_patch import validate_patch
         from kernel_ratchet.campaign.driver import MANUAL, record_driver
-        from kernel_ratchet.campaign.rounds.candidate_patch import validate_patch
         from kernel_ratchet.dashboard.site import after_round
 
         with self._campaign(campaign) as c:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kernel_ratchet.campaign import engine
-from kernel_ratchet.campaign.rounds.candidate_patch import validate_patch
+from kernel_ratchet.campaign.candidate_patch import validate_patch
 from kernel_ratchet.errors import CampaignError, UsageError
 from tests.campaign.conftest import KERNEL, git, set_blocks
 from tests.cli_inprocess import run_cli

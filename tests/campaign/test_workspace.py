@@ -264,8 +264,8 @@ def test_a_patch_of_the_projects_kernel_lands_in_the_workspace(ws_copy, monkeypa
     """``validate --patch``: a diff made in the project (its paths from the project's top) is
     applied to the workspace's copy of the kernel, which the round measures."""
     from kernel_ratchet.campaign import engine
+    from kernel_ratchet.campaign.candidate_patch import validate_patch
     from kernel_ratchet.campaign.engine import Campaign
-    from kernel_ratchet.campaign.rounds.candidate_patch import validate_patch
 
     set_blocks(ws_copy, K=32)  # the project's kernel as the workspace's incumbent has it
     git(ws_copy, "commit", "-qm", "32-wide k-steps", "--", KERNEL)
