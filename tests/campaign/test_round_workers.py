@@ -281,6 +281,33 @@ def test_early_checks_can_be_left_to_the_a_b(tmp_path, monkeypatch, fake_workers
             assert checked == [] and rw.prechecked() == {}
 
 
+def test_a_sigterm_while_the_checks_start_closes_the_round_with_it(
+    tmp_path, monkeypatch, fake_workers
+):
+    """A SIGTERM that lands inside the early checks' ``Thread.start``: closing the round's
+    workers must not try to join a thread that never started (its RuntimeError replaced the
+    Terminated, and the CLI did not close the round and exit 143)."""
+    import threading
+
+    from kernel_ratchet.errors import Terminated
+
+    monkeypatch.setattr(workers, "_specs", lambda _c: (_spec("inc"), _spec("cand")))
+    monkeypatch.delenv(workers.EARLY_ENV, raising=False)
+    monkeypatch.setattr(workers, "precheck", lambda w, shapes, secret: {})
+    start = threading.Thread.start
+
+    def killed_while_starting(self):
+        if self.name == "kr-early-checks":
+            raise Terminated("SIGTERM")
+        return start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", killed_while_starting)
+    with pytest.raises(Terminated), workers.RoundWorkers(None, tmp_path) as rw:
+        rw.start()
+        rw.check_early([{"label": "a", "M": 2, "N": 3}])
+    assert fake_workers and all(w.closed_with == 0.0 for w in fake_workers)
+
+
 def _build_and_test_with(tmp_path, script: str, checked_early: bool):
     """``_build_and_test`` of a round whose focused test is ``script`` (a Python program given
     the marker path), with stand-ins for the workers and the early harness."""

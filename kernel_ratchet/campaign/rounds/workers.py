@@ -85,8 +85,9 @@ class RoundWorkers:
             except Exception:  # noqa: BLE001 - the A/B then makes its checks itself
                 self._checks = {}
 
-        self._checking = threading.Thread(target=run, name="kr-early-checks", daemon=True)
-        self._checking.start()
+        checking = threading.Thread(target=run, name="kr-early-checks", daemon=True)
+        checking.start()  # kept once started: a SIGTERM inside start() leaves nothing to join
+        self._checking = checking
         self.checked_early = True
 
     def prechecked(self) -> Prechecked:
