@@ -126,7 +126,8 @@ def test_a_step_table_fills_the_dispatch_table(tmp_path):
         row("c", 4096, 2, {"step": 1.0, "fp8_step": 0.5}, ok=False),  # failed its SNR check
     ]
     path = tmp_path / "t.json"
-    line = dispatch.fill(rows, path, merge=False, command="bench --step --fill-dispatch t.json")
+    path.write_text('{"info": {}, "rows": []}')  # as shipped: empty, measured nowhere
+    line = dispatch.fill(rows, path, merge=True, command="bench --step --fill-dispatch t.json")
     body = json.loads(path.read_text())
     assert line.startswith("dispatch table: 3 rows measured, 3 in")
     assert {(r["M"], r["granularity"]) for r in body["rows"]} == {

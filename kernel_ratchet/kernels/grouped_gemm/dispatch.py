@@ -29,7 +29,7 @@ from pathlib import Path
 
 from kernel_ratchet.kernels.gemm.dispatch import DispatchTable, Measured, load_table, parse_table
 
-#: The shipped table (absent: every call keeps FP8).
+#: The shipped table (empty or absent: every call keeps FP8).
 TABLE_PATH = Path(__file__).with_name("fp8_dispatch.json")
 #: Rows of a step that quantizes its weight, and of one given a prepared weight.
 PER_CALL = "grouped_blockwise"
@@ -79,7 +79,8 @@ def write_table(path: Path, rows: list[Measured], info: dict[str, str], merge: b
     measured on other hardware or software."""
     table = DispatchTable(tuple(rows), info)
     if merge and path.exists():
-        table = parse_table(path.read_text(), f"{path} (written by `{FILL}`)").merged(table)
+        old = parse_table(path.read_text(), f"{path} (written by `{FILL}`)")
+        table = old.merged(table) if old.rows else table  # an empty table was measured nowhere
     path.write_text(table.to_json())
     return len(table.rows)
 
