@@ -186,7 +186,10 @@ def test_a_step_run_on_the_gpu_writes_a_table_the_dispatch_reads(tmp_path, monke
          "--prepared-weight", "--fill-dispatch", str(path)]
     )  # fmt: skip
     assert rc == 0
-    rows = load_table(path).rows
+    table = load_table(path)
+    assert table.info["command"].startswith("python -m kernel_ratchet.kernels.grouped_gemm.bench")
+    assert "--rounds 1" in table.info["command"] and "gpu" in table.info
+    rows = table.rows
     assert len(rows) == 4 and {r.granularity for r in rows} == {
         dispatch.PER_CALL,
         dispatch.PREPARED,

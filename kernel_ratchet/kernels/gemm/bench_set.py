@@ -45,7 +45,9 @@ def run_set(args: argparse.Namespace, shapes: list[Shape]) -> int:
         if device == "cuda":
             torch.cuda.empty_cache()
     if args.fill_dispatch:
-        table = cmp.dispatch_table(rows, args.granularity, _command(args.argv, args.rounds))
+        table = cmp.dispatch_table(
+            rows, args.granularity, measuring_command(args.argv, args.rounds)
+        )
         path = Path(args.fill_dispatch)
         if args.merge and path.exists():
             table = dsp.parse_table(path.read_text(), str(path)).merged(table)
@@ -60,9 +62,12 @@ def run_set(args: argparse.Namespace, shapes: list[Shape]) -> int:
     return 0 if all(r.ok for r in rows) else 1
 
 
-def _command(argv: list[str], rounds: int) -> str:
-    """The command that measured a table, without where it wrote its markdown (``-o``), with
-    its rounds per cell even where they were the default (a default may change)."""
+def measuring_command(
+    argv: list[str], rounds: int, module: str = "kernel_ratchet.kernels.gemm.bench"
+) -> str:
+    """The command that measured a table (``python -m module argv``), without where it wrote
+    its markdown (``-o``), with its rounds per cell even where they were the default (a default
+    may change)."""
     kept, skip = [], False
     for arg in argv:
         if skip:
@@ -73,7 +78,7 @@ def _command(argv: list[str], rounds: int) -> str:
             kept.append(arg)
     if not any(a == "--rounds" or a.startswith("--rounds=") for a in kept):
         kept += ["--rounds", str(rounds)]
-    return " ".join(["python -m kernel_ratchet.kernels.gemm.bench", *kept])
+    return " ".join(["python -m", module, *kept])
 
 
 def _timer(

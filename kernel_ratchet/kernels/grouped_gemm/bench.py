@@ -171,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--merge", action="store_true", help="--fill-dispatch: merge into the table")
     args = p.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     if args.merge and not args.fill_dispatch:
         p.error("--merge merges a run into the table of --fill-dispatch: give both")
     if args.fill_dispatch and args.dry_run:

@@ -48,6 +48,7 @@ from kernel_ratchet.kernels.benchmarking import (
     tflops,
     wall_ms,
 )
+from kernel_ratchet.kernels.gemm.bench_set import measuring_command
 from kernel_ratchet.kernels.grouped_gemm import dispatch
 from kernel_ratchet.kernels.grouped_gemm.adapter import (
     GroupedCase,
@@ -390,7 +391,10 @@ def run(args: argparse.Namespace) -> int:
     print("\n".join(tail))
     lines += tail
     if getattr(args, "fill_dispatch", None):
-        print(dispatch.fill(rows, Path(args.fill_dispatch), args.merge, " ".join(sys.argv)))
+        command = measuring_command(
+            args.argv, args.rounds, "kernel_ratchet.kernels.grouped_gemm.bench"
+        )
+        print(dispatch.fill(rows, Path(args.fill_dispatch), args.merge, command))
     if args.output:
         Path(args.output).write_text("\n".join(lines) + "\n")
     return 0 if all(r.ok for r in rows) else 1
