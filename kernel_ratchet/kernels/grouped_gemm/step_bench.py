@@ -38,7 +38,6 @@ import torch
 
 from kernel_ratchet.errors import ProfileError
 from kernel_ratchet.harness.adapter import Shape, load_shapes
-from kernel_ratchet.kernels.bench_table import geomean
 from kernel_ratchet.kernels.benchmarking import (
     back_to_back_ms,
     do_bench_ms,
@@ -58,15 +57,15 @@ from kernel_ratchet.kernels.grouped_gemm.adapter import (
 )
 from kernel_ratchet.kernels.grouped_gemm.launch import interpreting
 from kernel_ratchet.kernels.grouped_gemm.prepared_weight import prepare_weight
+from kernel_ratchet.kernels.grouped_gemm.step_summary import OUTS, PREPARED, summary
 
 _SHAPES_MODULE = "kernel_ratchet.kernels.grouped_gemm.shapes"
 
 #: Timed paths: ours and torch's bf16 forward and step, our FP8 step.
 PATHS = ("fwd", "torch_fwd", "step", "torch_step", "fp8_step")
 #: With ``--prepared-weight``: our FP8 step with the weight quantized once beforehand
-#: (:mod:`.prepared_weight`), as under gradient accumulation; its SNRs are the FP8 step's
-#: (the same bits).
-PREPARED = "fp8_prep"
+#: (:mod:`.prepared_weight`), as under gradient accumulation (``PREPARED``); its SNRs are the
+#: FP8 step's (the same bits).
 _CELLS = (
     "shape | B | M | N | K | bf16 fwd ours / torch TFLOPS | ratio | bf16 step ours / torch "
     "| ratio | FP8 step | vs torch bf16 step"
@@ -191,9 +190,6 @@ class StepRow:
         return "| " + " | ".join(cells) + " |"
 
 
-OUTS = ("out", "da", "db")
-
-
 def _snrs(case: GroupedCase) -> tuple[dict[str, float], bool]:
     """SNR of both paths' outputs against one fp32 reference, and whether all pass."""
     ref = ADAPTERS["bf16"].reference(case)
@@ -270,69 +266,6 @@ def measure(
 def failed(shape: Shape, exc: Exception, prepared: bool = False) -> StepRow:
     paths = PATHS + ((PREPARED,) if prepared else ())
     return StepRow(shape, dict.fromkeys(paths, math.nan), note=f"({_short(exc)})")
-
-
-#: The ratios under the table: what, our path, the path it is divided into.
-RATIOS = (
-    ("bf16 fwd ours / torch", "fwd", "torch_fwd"),
-    ("bf16 step ours / torch", "step", "torch_step"),
-    ("FP8 step / torch bf16 step", "fp8_step", "torch_step"),
-    ("FP8 step, weight prepared / torch bf16 step", PREPARED, "torch_step"),
-)
-
-
-def _ratios(rows: list[StepRow], ours: str, theirs: str) -> list[float]:
-    got = (r.ratio(ours, theirs) for r in rows if ours in r.ms)
-    return [v for v in got if math.isfinite(v)]
-
-
-def summary(
-    rows: list[StepRow], gmm: TorchGmm, sets: dict[str, list[str]] | None = None
-) -> list[str]:
-    """Lines under the table: pass count, geomean and min of each ratio, the lowest SNRs;
-    with ``sets`` (set name -> its labels) of more than one set, each set's geomean (min-max)
-    of each ratio over its PASS rows."""
-    ok = [r for r in rows if r.ok]
-    lines = [f"PASS {len(ok)}/{len(rows)}; {gmm.describe()}"]
-    ratios = [x for x in RATIOS if any(x[1] in r.ms for r in rows)]  # the paths timed
-    for what, ours, theirs in ratios:
-        got = _ratios(ok, ours, theirs)
-        if got:
-            lines.append(f"{what}: geomean {geomean(got):.2f}, min {min(got):.2f} ({len(got)})")
-        else:
-            lines.append(f"{what}: n/a")
-    per_set = sets if sets and len(sets) > 1 else {}
-    for name, labels in per_set.items():
-        wanted = set(labels)
-        mine = [r for r in ok if r.shape.label in wanted]
-        cells = []
-        for what, ours, theirs in ratios:
-            got = _ratios(mine, ours, theirs)
-            stat = f"{geomean(got):.2f} ({min(got):.2f}-{max(got):.2f})" if got else "n/a"
-            cells.append(f"{what} {stat}")
-        lines.append(f"{name} ({len(mine)}/{len(labels)} PASS): " + "; ".join(cells))
-    lines += host_bound(ok)
-    for kind in ADAPTERS:
-        low = {k: min((r.snr[f"{kind}_{k}"] for r in ok), default=math.nan) for k in OUTS}
-        lines.append(f"{kind} lowest SNR dB: " + ", ".join(f"{k} {v:.1f}" for k, v in low.items()))
-    return lines
-
-
-#: A step path whose host issue time reaches this share of its measured time is host-bound.
-HOST_BOUND = 0.8
-
-
-def host_bound(rows: list[StepRow]) -> list[str]:
-    """A line naming the step paths that took at least :data:`HOST_BOUND` of their time to
-    issue (their rates measure the launch cost as much as the kernels), or none."""
-    hits = [
-        f"{r.shape.label} {path} {ms:.2f}/{r.ms[path]:.2f} ms"
-        for r in rows
-        for path, ms in r.host.items()
-        if math.isfinite(r.ms.get(path, math.nan)) and ms >= HOST_BOUND * r.ms[path]
-    ]
-    why = f"host-bound (issuing the step took >= {HOST_BOUND:.0%} of its time, host/step): "
-    return [why + "; ".join(hits)] if hits else []
 
 
 def resolve_sets(spec: str) -> dict[str, list[Shape]]:
