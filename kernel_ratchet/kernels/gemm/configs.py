@@ -253,14 +253,16 @@ WS16_CONFIGS: dict[str, dict[str, GemmConfig]] = {
         "medium": GemmConfig(128, 128, 64, num_stages=4, group_m=8),
     },
 }
-#: {kind: {bucket: tiles}} the warp-specialized 16-bit kernel runs a bucket's GEMMs with where
-#: WS16_CONFIGS has none: the tile of these that fills its waves best (ties to the first),
-#: where that fill reaches :data:`WS16_MIN_FILL` (:func:`.launch_plan.ws16_config`).
+#: The warp-specialized 16-bit kernel's three 128-row tiles, widest first.
 _WS16_WIDEST_FIRST = (
     GemmConfig(128, 256, 64, num_stages=3, group_m=8),
     GemmConfig(128, 128, 64, num_stages=4, group_m=8),
     GemmConfig(128, 64, 64, num_stages=6, group_m=8),
 )
+#: {kind: {bucket: tiles}} the warp-specialized 16-bit kernel runs a bucket's GEMMs with where
+#: WS16_CONFIGS has none: the tile of these that fills its waves best (ties to the first),
+#: where that fill reaches :data:`WS16_MIN_FILL` (:func:`.launch_plan.ws16_config`). The
+#: skinny bucket's forward and dgrad (campaigns/gemm_bf16_skinny/ws16-fitted).
 WS16_FITTED: dict[str, dict[str, tuple[GemmConfig, ...]]] = {
     "bf16": {"skinny": _WS16_WIDEST_FIRST},
     "bf16_bwd": {"skinny": _WS16_WIDEST_FIRST},
