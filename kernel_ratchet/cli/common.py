@@ -62,6 +62,11 @@ PauseOpt = typer.Option(
     help="when this run's --max-iterations or --max-duration is spent, pause "
     "(no REPORT; `ratchet resume` continues) instead of ending the campaign",
 )
+QueueOpt = typer.Option(
+    None,
+    "--queue",
+    help="--optimizer queue: a directory of prepared candidates (NAME.diff + NAME.json each)",
+)
 KnobsOpt = typer.Option(
     None,
     "--knobs",

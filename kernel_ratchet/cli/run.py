@@ -18,11 +18,13 @@ from kernel_ratchet.cli.common import (
     KnobsOpt,
     PauseOpt,
     ProfileOpt,
+    QueueOpt,
     app,
     err,
     out,
     profile_at,
 )
+from kernel_ratchet.cli.optimizer_choice import choose_optimizer
 from kernel_ratchet.cli.parallel import (
     CandidateTimeoutOpt,
     GpusOpt,
@@ -88,27 +90,6 @@ def _live_view(title: str) -> Iterator:
             state["live"].stop()
             if not err.is_terminal:  # Live ends its last table without a newline off a terminal
                 err.line()  # so an error's message, printed next, starts on a line of its own
-
-
-def _optimizer(name: str, agent_cmd: str | None, agent_timeout: float, knobs: str | None = None):
-    from kernel_ratchet.optimizers.base import load_optimizer
-
-    if knobs and name != "search":
-        raise RatchetError(
-            f"--knobs restricts the search optimizer; --optimizer {name} has none to restrict "
-            "(drop --knobs or use --optimizer search)"
-        )
-    if knobs:
-        return load_optimizer("search", knobs=knobs)
-    if name == "agent":
-        if not agent_cmd:
-            raise RatchetError(
-                "--optimizer agent needs --agent-cmd, a command template with "
-                "{prompt_file} (and optionally {workdir}, {hypothesis_file}), "
-                "e.g. --agent-cmd 'claude -p \"$(cat {prompt_file})\"'"
-            )
-        return load_optimizer("agent", command=agent_cmd, timeout_s=agent_timeout)
-    return load_optimizer(name)
 
 
 def _pause_note(op: str | None, n: int) -> None:
@@ -249,7 +230,7 @@ def _check_start(prof, op: str | None, campaign: str | None, another: bool, opt)
 @app.command()
 def run(
     op: str | None = typer.Option(None, "--op", help="op name from ratchet.yaml (new campaign)"),
-    optimizer: str = typer.Option("search", help="search | agent | manual"),
+    optimizer: str = typer.Option("search", help="search | agent | manual | queue"),
     max_iterations: int = typer.Option(20, help="rounds after the baseline (T3, < 120)"),
     max_duration: str | None = typer.Option(None, help="time budget, e.g. 2h, 90m"),
     agent_cmd: str | None = typer.Option(None, help="agent command template ({prompt_file})"),
@@ -259,6 +240,7 @@ def run(
     rehearse: bool = typer.Option(False, help="CPU: Triton interpreter, tiny shapes"),
     efficiency_target: float | None = typer.Option(None, help="T2: fraction of the roofline"),
     knobs: str | None = KnobsOpt,
+    queue: str | None = QueueOpt,
     pause: bool = PauseOpt,
     gpus: str | None = GpusOpt,
     workers: int = WorkersOpt,
@@ -272,7 +254,6 @@ def run(
     campaign: str | None = CampaignOpt,
 ):
     """Run a whole campaign unattended: init, BASELINE, rounds proposed by the optimizer, REPORT.
-
     First Ctrl+C: finish the current round and write the report; second: stop at once
     (`ratchet resume` continues). `--pause`: a spent budget of this run pauses the campaign
     instead (over sessions); a campaign this run creates ends at --max-iterations, its T3."""
@@ -288,7 +269,7 @@ def run(
         from kernel_ratchet.profile.rehearsal import rehearsal_profile
 
         prof = rehearsal_profile(prof, op)
-    opt = _optimizer(optimizer, agent_cmd, agent_timeout, knobs)
+    opt = choose_optimizer(optimizer, agent_cmd, agent_timeout, knobs, queue)
     _check_start(prof, op, campaign, another, opt)
     what = f"op {op}" if op and not campaign else f"campaign {campaign}"
     ask = f"Run {what} unattended with the {optimizer} optimizer (up to {max_iterations} rounds)?"
@@ -312,7 +293,8 @@ def run(
 @app.command()
 def resume(
     optimizer: str | None = typer.Option(
-        None, help="search | agent | manual (default: the optimizer of the campaign's last run)"
+        None,
+        help="search | agent | manual | queue (default: the optimizer of the campaign's last run)",
     ),
     max_iterations: int = typer.Option(20, help="rounds in this run"),
     max_duration: str | None = typer.Option(None, help="time budget, e.g. 2h, 90m"),
@@ -320,6 +302,7 @@ def resume(
     agent_timeout: float = typer.Option(1800.0, help="seconds per agent call"),
     efficiency_target: float | None = typer.Option(None, help="T2: fraction of the roofline"),
     knobs: str | None = KnobsOpt,
+    queue: str | None = QueueOpt,
     pause: bool = PauseOpt,
     gpus: str | None = GpusOpt,
     workers: int = WorkersOpt,
@@ -349,11 +332,13 @@ def resume(
         last = recorded_driver(cdir) or {}
         optimizer = last.get("name", "search")
         knobs = ",".join(last.get("knobs") or []) or None
+        if optimizer == "queue":
+            queue = queue or last.get("path")
         err.print(
             f"resuming with the {optimizer} optimizer of the last run"
             + (f", knobs {knobs}" if knobs else "")
         )
-    opt = _optimizer(optimizer or "search", agent_cmd, agent_timeout, knobs)
+    opt = choose_optimizer(optimizer or "search", agent_cmd, agent_timeout, knobs, queue)
     _drive(
         prof,
         None,

@@ -213,6 +213,7 @@ OPTIMIZERS: dict[str, str] = {
     "search": "kernel_ratchet.optimizers.search:SearchOptimizer",
     "agent": "kernel_ratchet.optimizers.agent:AgentOptimizer",
     "manual": "kernel_ratchet.optimizers.manual:ManualOptimizer",
+    "queue": "kernel_ratchet.optimizers.queue:QueueOptimizer",
 }
 
 

@@ -201,7 +201,45 @@ def test_run_refuses_bad_options(tmp_path):
     assert r.returncode == 2 and "--op" in r.stderr
     r = ratchet(root, "run", "--op", "tiny_gemm", "--optimizer", "manual", "--knobs", "x", "-y")
     assert r.returncode == 2 and "--knobs restricts the search optimizer" in r.stderr
+    r = ratchet(root, "run", "--op", "tiny_gemm", "--optimizer", "queue", "--yes")
+    assert r.returncode == 2 and "--queue DIR" in r.stderr
+    r = ratchet(root, "run", "--op", "tiny_gemm", "--queue", str(tmp_path), "--yes")
+    assert r.returncode == 2 and "--queue goes with --optimizer queue only" in r.stderr
     assert not (root / ".ratchet").exists()
+
+
+@pytest.mark.slow
+def test_a_queue_of_prepared_diffs_is_measured_unattended(tmp_path):
+    """Two prepared candidates: 32x32 output tiles (accepted) and shifted loads (wrong results,
+    rolled back); the run ends when the queue is spent, with its report."""
+    root = make_project(tmp_path / "proj")
+    queue = tmp_path / "queue"
+    queue.mkdir()
+    kernel = root / KERNEL
+    good = kernel.read_text()
+    for name, edits in (
+        ("01-tiles", [("BLOCK_M = 16", "BLOCK_M = 32"), ("BLOCK_N = 16", "BLOCK_N = 32")]),
+        ("02-shifted", [(GOOD, GOOD + " + 1")]),
+    ):
+        text = good
+        for old, new in edits:
+            text = text.replace(old, new)
+        kernel.write_text(text)
+        (queue / f"{name}.diff").write_text(git(root, "diff", "--", KERNEL))
+        (queue / f"{name}.json").write_text(json.dumps({"hypothesis": f"{name} is faster"}))
+        kernel.write_text(good)
+    r = ratchet(root, "run", "--op", "tiny_gemm", "--optimizer", "queue", "--queue", str(queue),
+                "--yes", "--max-iterations", "5")  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    cdir = campaign_dir(root)
+    got = [(rec["direction"], rec["status"]) for rec in _records(cdir)[1:]]
+    assert got[0] == ("queue:01-tiles", "ACCEPTED") and got[1][0] == "queue:02-shifted"
+    assert len(got) == 2 and got[1][1] == "ROLLED BACK"
+    assert "BLOCK_M = 32" in kernel.read_text() and (cdir / "report.md").exists()
+    assert json.loads((cdir / "optimizer.json").read_text()) == {
+        "name": "queue",
+        "path": str(queue.resolve()),
+    }
 
 
 def test_parse_duration():

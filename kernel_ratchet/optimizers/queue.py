@@ -1,0 +1,155 @@
+"""The ``queue`` optimizer: candidates prepared beforehand, one round each, in name order.
+
+A queue is a directory of entries. Each is a unified diff of kernel files, ``NAME.diff`` or
+``NAME.patch`` (paths from the project root, as ``git diff`` writes them there), and beside it
+``NAME.json`` with what the round states up front, the agent optimizer's fields::
+
+    {"hypothesis": "...", "bucket": "K1", "expected": "...", "summary": "one line",
+     "direction": "a stable key", "level": "quick"}
+
+Only ``hypothesis`` is required (``direction`` defaults to ``queue:NAME``, ``summary`` to the
+entry's name). ``ratchet run --optimizer queue --queue DIR`` measures the entries one round
+each against the incumbent of their turn and ends the campaign (T4) when every entry was
+tried; an entry whose direction a closed round already carries is not proposed again (an
+interrupted round's is), so ``ratchet resume`` goes on where the run stopped.
+
+Each diff is applied to the incumbent's kernel texts in a scratch directory (``git apply``
+used as a patch tool there, never on the project's tree or history) and proposed as the
+complete new texts. An entry that names a file outside kernel_source, or that no longer
+applies because an earlier accepted round changed its lines, stops the run with what to do,
+before anything is applied.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kernel_ratchet.campaign.category import Category
+from kernel_ratchet.campaign.patch_scope import patch_paths
+from kernel_ratchet.optimizers.base import Optimizer, OptimizerContext, OptimizerError, Proposal
+
+#: What a queue entry's diff may be named.
+DIFF_SUFFIXES = (".diff", ".patch")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One prepared candidate: its diff and what its round states."""
+
+    name: str
+    diff: Path
+    fields: dict[str, Any]
+
+    @property
+    def direction(self) -> str:
+        return str(self.fields.get("direction") or f"queue:{self.name}")
+
+    def proposal(self, files: dict[str, str]) -> Proposal:
+        """The round of this entry on ``files`` (path -> new text); raises OptimizerError for
+        fields a round cannot take."""
+        f = self.fields
+        try:
+            return Proposal(
+                hypothesis=str(f["hypothesis"]),
+                bucket=str(f.get("bucket", "K1")),
+                expected=str(f.get("expected", "")),
+                summary=str(f.get("summary") or f"queue entry {self.name}"),
+                direction=self.direction,
+                level=str(f.get("level", "quick")),
+                files=files,
+            )
+        except ValueError as exc:
+            raise OptimizerError(f"queue entry {self.name}: {exc}") from exc
+
+
+def read_queue(path: Path) -> list[Entry]:
+    """The entries of the queue at ``path``, in name order; raises OptimizerError for a queue
+    that is not there or is empty, and for an entry without its JSON or its hypothesis."""
+    if not path.is_dir():
+        raise OptimizerError(f"--queue {path}: not a directory of prepared diffs")
+    entries, problems = [], []
+    for diff in sorted(p for p in path.iterdir() if p.suffix in DIFF_SUFFIXES):
+        meta = diff.with_suffix(".json")
+        try:
+            fields = json.loads(meta.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            problems.append(f"{meta.name}: {exc}")
+            continue
+        if not isinstance(fields, dict) or not str(fields.get("hypothesis", "")).strip():
+            problems.append(f'{meta.name}: needs a "hypothesis"')
+            continue
+        entries.append(Entry(diff.stem, diff, fields))
+    if problems:
+        raise OptimizerError(f"--queue {path}: " + "; ".join(problems))
+    if not entries:
+        raise OptimizerError(
+            f"--queue {path} holds no entry: give NAME.diff (kernel files only) and NAME.json "
+            '({"hypothesis": "..."}) per candidate'
+        )
+    return entries
+
+
+def patched(entry: Entry, sources: dict[str, str], kernel: tuple[str, ...]) -> dict[str, str]:
+    """The kernel files ``entry``'s diff changes, with their new texts, from the incumbent's
+    ``sources`` (path -> text; ``kernel``: every kernel_source path, a file to come included);
+    raises OptimizerError for a diff that names other files, deletes one, or does not apply."""
+    text = entry.diff.read_text()
+    paths = patch_paths(text)
+    outside = [p for p in paths if p not in kernel]
+    if outside or not paths:
+        raise OptimizerError(
+            f"queue entry {entry.name} changes {', '.join(outside) or 'no file'}, not the "
+            f"kernel files ({', '.join(kernel)}): give the kernel part alone, paths from the "
+            "project root"
+        )
+    with tempfile.TemporaryDirectory(prefix="kr-queue-") as tmp:
+        for rel in (p for p in paths if p in sources):
+            (Path(tmp) / rel).parent.mkdir(parents=True, exist_ok=True)
+            (Path(tmp) / rel).write_text(sources[rel])
+        done = subprocess.run(
+            ["git", "apply", "-"], cwd=tmp, input=text, capture_output=True, text=True
+        )
+        if done.returncode != 0:
+            raise OptimizerError(
+                f"queue entry {entry.name} does not apply to the incumbent's kernel files "
+                f"({done.stderr.strip()}): an earlier round may have changed its lines; make "
+                "it against the incumbent (the campaign's branch), then `ratchet resume`"
+            )
+        gone = [rel for rel in paths if not (Path(tmp) / rel).exists()]
+        if gone:
+            raise OptimizerError(
+                f"queue entry {entry.name} deletes {', '.join(gone)}: a round changes kernel "
+                "files, it does not remove them"
+            )
+        return {rel: (Path(tmp) / rel).read_text() for rel in paths}
+
+
+class QueueOptimizer(Optimizer):
+    """Proposes the queue's entries in order, each once (see the module doc)."""
+
+    name = "queue"
+    reads_profile = False
+
+    def __init__(self, path: str) -> None:
+        self.path = Path(path).resolve()
+        self.entries = read_queue(self.path)
+
+    def settings(self) -> dict[str, Any]:
+        return {"name": self.name, "path": str(self.path)}
+
+    def propose(self, context: OptimizerContext) -> Proposal | None:
+        closed = {
+            r.direction
+            for r in context.rounds
+            if r.direction and r.category is not Category.INTERRUPTED
+        }
+        for entry in self.entries:
+            if entry.direction not in closed:
+                files = patched(entry, dict(context.sources), context.kernel_source)
+                return entry.proposal(files)
+        return None

@@ -1,0 +1,122 @@
+"""The queue optimizer: prepared candidates (a diff and what its round states) proposed once
+each, in name order, checked before anything is applied."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from pathlib import Path
+
+import pytest
+
+from kernel_ratchet.optimizers.base import OptimizerError
+from kernel_ratchet.optimizers.queue import QueueOptimizer
+from kernel_ratchet.optimizers.testing import (
+    OptimizerConformance,
+    RecordedRounds,
+    make_toy_project,
+    recorded_round,
+)
+
+
+def _diff(root: Path, rel: str, old: str, new: str) -> str:
+    """A unified diff of ``rel`` (``old`` replaced by ``new`` once), as ``git diff`` names it."""
+    before = (root / rel).read_text()
+    assert old in before, old
+    after = before.replace(old, new, 1)
+    lines = difflib.unified_diff(
+        before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{rel}", f"b/{rel}"
+    )
+    return "".join(lines)
+
+
+def _entry(queue: Path, name: str, diff: str, **fields) -> None:
+    queue.mkdir(exist_ok=True)
+    (queue / f"{name}.diff").write_text(diff)
+    (queue / f"{name}.json").write_text(json.dumps({"hypothesis": f"{name} pays", **fields}))
+
+
+def _queue(root: Path) -> Path:
+    queue = root.parent / "queue"
+    _entry(queue, "01-block-m", _diff(root, "pkg/kernel.py", "BLOCK_M = 16", "BLOCK_M = 32"))
+    _entry(
+        queue,
+        "02-warps",
+        _diff(root, "pkg/configs.py", "Config(128, 128, num_warps=8)", "Config(128, 128)"),
+        bucket="K2",
+        summary="4 warps on the large tile",
+        direction="CONFIGS/fwd/large:num_warps=4",
+    )
+    return queue
+
+
+class TestQueueConformance(OptimizerConformance):
+    def make_optimizer(self, root: Path) -> QueueOptimizer:
+        return QueueOptimizer(str(_queue(root)))
+
+
+def test_entries_come_in_name_order_once_each_with_their_fields(tmp_path):
+    root = make_toy_project(tmp_path / "toy")
+    opt = QueueOptimizer(str(_queue(root)))
+    rec = RecordedRounds(root, gains={"queue:01-block-m": 0.1})
+    first, second = rec.run(opt, 5)  # then None: the queue is spent
+    assert (first.direction, first.bucket, first.summary) == (
+        "queue:01-block-m",
+        "K1",
+        "queue entry 01-block-m",
+    )
+    assert "BLOCK_M = 32" in first.files["pkg/kernel.py"]
+    assert (second.direction, second.bucket, second.hypothesis) == (
+        "CONFIGS/fwd/large:num_warps=4",
+        "K2",
+        "02-warps pays",
+    )
+    # proposed on the incumbent of its turn: the accepted first entry's change is in it
+    assert set(second.files) == {"pkg/configs.py"} and opt.settings()["name"] == "queue"
+
+
+def test_a_resumed_queue_skips_closed_rounds_but_not_an_interrupted_one(tmp_path):
+    root = make_toy_project(tmp_path / "toy")
+    opt = QueueOptimizer(str(_queue(root)))
+    rec = RecordedRounds(root)
+    rec.records.append(recorded_round(2, "ROLLED BACK", "no-gain", "h", "queue:01-block-m"))
+    warps = "CONFIGS/fwd/large:num_warps=4"
+    rec.records.append(recorded_round(3, "ROLLED BACK", "interrupted", "h", warps))
+    assert opt.propose(rec.context()).direction == warps  # interrupted: measured again
+    rec.records.append(recorded_round(4, "ROLLED BACK", "noise", "h", warps))
+    assert opt.propose(rec.context()) is None  # both closed: the queue is spent
+
+
+def test_an_entry_that_no_longer_applies_stops_with_what_to_do(tmp_path):
+    root = make_toy_project(tmp_path / "toy")
+    queue = tmp_path / "queue"
+    _entry(queue, "01-m32", _diff(root, "pkg/kernel.py", "BLOCK_M = 16", "BLOCK_M = 32"))
+    _entry(queue, "02-m64", _diff(root, "pkg/kernel.py", "BLOCK_M = 16", "BLOCK_M = 64"))
+    rec = RecordedRounds(root, gains={"queue:01-m32": 0.1})
+    opt = QueueOptimizer(str(queue))
+    rec.decide(opt.propose(rec.context()))  # accepted: BLOCK_M = 32 is the incumbent's
+    before = (root / "pkg/kernel.py").read_text()
+    with pytest.raises(OptimizerError, match="02-m64 does not apply to the incumbent"):
+        opt.propose(rec.context())
+    assert (root / "pkg/kernel.py").read_text() == before  # nothing applied
+
+
+def test_an_entry_outside_the_kernel_or_without_a_hypothesis_is_refused(tmp_path):
+    root = make_toy_project(tmp_path / "toy")
+    queue = tmp_path / "queue"
+    _entry(queue, "01-test", _diff(root, "tests/test_kernel.py", "assert True", "assert 1"))
+    opt = QueueOptimizer(str(queue))
+    with pytest.raises(OptimizerError, match="changes tests/test_kernel.py, not the kernel"):
+        opt.propose(RecordedRounds(root).context())
+    (queue / "01-test.json").write_text('{"expected": "faster"}')
+    with pytest.raises(OptimizerError, match='01-test.json: needs a "hypothesis"'):
+        QueueOptimizer(str(queue))
+    (queue / "01-test.json").unlink()
+    with pytest.raises(OptimizerError, match="01-test.json"):
+        QueueOptimizer(str(queue))
+    with pytest.raises(OptimizerError, match="not a directory"):
+        QueueOptimizer(str(tmp_path / "absent"))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(OptimizerError, match="holds no entry"):
+        QueueOptimizer(str(empty))
