@@ -11,7 +11,8 @@ Only ``hypothesis`` is required (``direction`` defaults to ``queue:NAME``, ``sum
 entry's name). ``ratchet run --optimizer queue --queue DIR`` measures the entries one round
 each against the incumbent of their turn and ends the campaign (T4) when every entry was
 tried; an entry whose direction a closed round already carries is not proposed again (an
-interrupted round's is), so ``ratchet resume`` goes on where the run stopped.
+interrupted round's is, and one a parallel step superseded), so ``ratchet resume`` goes on
+where the run stopped. With ``--gpus``, each step measures the next entries side by side.
 
 Each diff is applied to the incumbent's kernel texts in a scratch directory (``git apply``
 used as a patch tool there, never on the project's tree or history) and proposed as the
@@ -143,13 +144,14 @@ class QueueOptimizer(Optimizer):
         return {"name": self.name, "path": str(self.path)}
 
     def propose(self, context: OptimizerContext) -> Proposal | None:
-        closed = {
-            r.direction
-            for r in context.rounds
-            if r.direction and r.category is not Category.INTERRUPTED
-        }
-        for entry in self.entries:
-            if entry.direction not in closed:
-                files = patched(entry, dict(context.sources), context.kernel_source)
-                return entry.proposal(files)
-        return None
+        return next(iter(self.propose_batch(context, 1)), None)
+
+    def propose_batch(self, context: OptimizerContext, k: int) -> list[Proposal]:
+        """The next ``k`` entries not yet measured (``ratchet run --gpus``: one per worker, each
+        on the same incumbent). An interrupted entry is measured again, and so is one a parallel
+        step superseded (accepted by its A/B, but another gained more): on the new incumbent."""
+        again = (Category.INTERRUPTED, Category.SUPERSEDED)
+        closed = {r.direction for r in context.rounds if r.direction and r.category not in again}
+        waiting = [e for e in self.entries if e.direction not in closed][:k]
+        sources = dict(context.sources)
+        return [e.proposal(patched(e, sources, context.kernel_source)) for e in waiting]

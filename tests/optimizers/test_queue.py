@@ -120,3 +120,15 @@ def test_an_entry_outside_the_kernel_or_without_a_hypothesis_is_refused(tmp_path
     empty.mkdir()
     with pytest.raises(OptimizerError, match="holds no entry"):
         QueueOptimizer(str(empty))
+
+
+def test_a_parallel_step_takes_the_next_entries_and_a_superseded_one_comes_back(tmp_path):
+    root = make_toy_project(tmp_path / "toy")
+    opt = QueueOptimizer(str(_queue(root)))
+    rec = RecordedRounds(root)
+    both = opt.propose_batch(rec.context(), 4)
+    assert [p.direction for p in both] == ["queue:01-block-m", "CONFIGS/fwd/large:num_warps=4"]
+    warps = both[1].direction
+    rec.records.append(recorded_round(2, "ACCEPTED", "ok", "h", "queue:01-block-m"))
+    rec.records.append(recorded_round(3, "ROLLED BACK", "superseded", "h", warps))
+    assert [p.direction for p in opt.propose_batch(rec.context(), 4)] == [warps]
