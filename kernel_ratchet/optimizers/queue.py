@@ -1,7 +1,8 @@
 """The ``queue`` optimizer: candidates prepared beforehand, one round each, in name order.
 
 A queue is a directory of entries. Each is a unified diff of kernel files, ``NAME.diff`` or
-``NAME.patch`` (paths from the project root, as ``git diff`` writes them there), and beside it
+``NAME.patch`` (as ``git diff`` writes it: paths from the repository's top, which may hold the
+project in a folder), and beside it
 ``NAME.json`` with what the round states up front, the agent optimizer's fields::
 
     {"hypothesis": "...", "bucket": "K1", "expected": "...", "summary": "one line",
@@ -95,23 +96,29 @@ def read_queue(path: Path) -> list[Entry]:
     return entries
 
 
+def _kernel_file(path: str, kernel: tuple[str, ...]) -> str | None:
+    """The kernel_source path a diff's ``path`` names: itself, or the same file named from
+    the top of a repository that holds the project in a folder (as ``git diff`` writes it)."""
+    return next((k for k in kernel if path == k or path.endswith("/" + k)), None)
+
+
 def patched(entry: Entry, sources: dict[str, str], kernel: tuple[str, ...]) -> dict[str, str]:
     """The kernel files ``entry``'s diff changes, with their new texts, from the incumbent's
     ``sources`` (path -> text; ``kernel``: every kernel_source path, a file to come included);
     raises OptimizerError for a diff that names other files, deletes one, or does not apply."""
     text = entry.diff.read_text()
-    paths = patch_paths(text)
-    outside = [p for p in paths if p not in kernel]
-    if outside or not paths:
+    named = {p: _kernel_file(p, kernel) for p in patch_paths(text)}
+    outside = [p for p, k in named.items() if k is None]
+    if outside or not named:
         raise OptimizerError(
             f"queue entry {entry.name} changes {', '.join(outside) or 'no file'}, not the "
-            f"kernel files ({', '.join(kernel)}): give the kernel part alone, paths from the "
-            "project root"
+            f"kernel files ({', '.join(kernel)}): give the kernel part alone"
         )
     with tempfile.TemporaryDirectory(prefix="kr-queue-") as tmp:
-        for rel in (p for p in paths if p in sources):
-            (Path(tmp) / rel).parent.mkdir(parents=True, exist_ok=True)
-            (Path(tmp) / rel).write_text(sources[rel])
+        for p, k in named.items():
+            if k in sources:
+                (Path(tmp) / p).parent.mkdir(parents=True, exist_ok=True)
+                (Path(tmp) / p).write_text(sources[k])
         done = subprocess.run(
             ["git", "apply", "-"], cwd=tmp, input=text, capture_output=True, text=True
         )
@@ -121,13 +128,13 @@ def patched(entry: Entry, sources: dict[str, str], kernel: tuple[str, ...]) -> d
                 f"({done.stderr.strip()}): an earlier round may have changed its lines; make "
                 "it against the incumbent (the campaign's branch), then `ratchet resume`"
             )
-        gone = [rel for rel in paths if not (Path(tmp) / rel).exists()]
+        gone = [k for p, k in named.items() if not (Path(tmp) / p).exists()]
         if gone:
             raise OptimizerError(
                 f"queue entry {entry.name} deletes {', '.join(gone)}: a round changes kernel "
                 "files, it does not remove them"
             )
-        return {rel: (Path(tmp) / rel).read_text() for rel in paths}
+        return {k: (Path(tmp) / p).read_text() for p, k in named.items()}
 
 
 class QueueOptimizer(Optimizer):

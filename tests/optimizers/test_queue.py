@@ -132,3 +132,18 @@ def test_a_parallel_step_takes_the_next_entries_and_a_superseded_one_comes_back(
     rec.records.append(recorded_round(2, "ACCEPTED", "ok", "h", "queue:01-block-m"))
     rec.records.append(recorded_round(3, "ROLLED BACK", "superseded", "h", warps))
     assert [p.direction for p in opt.propose_batch(rec.context(), 4)] == [warps]
+
+
+def test_a_diff_made_at_the_top_of_a_repository_holding_the_project_applies(tmp_path):
+    """``git diff`` names files from the repository's top: a project in a folder of it has its
+    kernel files under that folder's name in the diff."""
+    root = make_toy_project(tmp_path / "toy")
+    queue = tmp_path / "queue"
+    diff = _diff(root, "pkg/kernel.py", "BLOCK_M = 16", "BLOCK_M = 32")
+    _entry(
+        queue,
+        "01-m32",
+        diff.replace("a/pkg/", "a/kernels/toy/pkg/").replace("b/pkg/", "b/kernels/toy/pkg/"),
+    )
+    (p,) = RecordedRounds(root).run(QueueOptimizer(str(queue)), 1)
+    assert list(p.files) == ["pkg/kernel.py"] and "BLOCK_M = 32" in p.files["pkg/kernel.py"]
