@@ -34,6 +34,7 @@ from typing import Any
 from kernel_ratchet.campaign.category import Category
 from kernel_ratchet.campaign.patch_scope import patch_paths
 from kernel_ratchet.optimizers.base import Optimizer, OptimizerContext, OptimizerError, Proposal
+from kernel_ratchet.profile.schema import OpProfile
 
 #: What a queue entry's diff may be named.
 DIFF_SUFFIXES = (".diff", ".patch")
@@ -102,11 +103,9 @@ def _kernel_file(path: str, kernel: tuple[str, ...]) -> str | None:
     return next((k for k in kernel if path == k or path.endswith("/" + k)), None)
 
 
-def patched(entry: Entry, sources: dict[str, str], kernel: tuple[str, ...]) -> dict[str, str]:
-    """The kernel files ``entry``'s diff changes, with their new texts, from the incumbent's
-    ``sources`` (path -> text; ``kernel``: every kernel_source path, a file to come included);
-    raises OptimizerError for a diff that names other files, deletes one, or does not apply."""
-    text = entry.diff.read_text()
+def kernel_files(entry: Entry, text: str, kernel: tuple[str, ...]) -> dict[str, str]:
+    """The files ``entry``'s diff ``text`` names, each with the kernel_source path it is;
+    raises OptimizerError for a diff that names another file or none."""
     named = {p: _kernel_file(p, kernel) for p in patch_paths(text)}
     outside = [p for p, k in named.items() if k is None]
     if outside or not named:
@@ -114,6 +113,15 @@ def patched(entry: Entry, sources: dict[str, str], kernel: tuple[str, ...]) -> d
             f"queue entry {entry.name} changes {', '.join(outside) or 'no file'}, not the "
             f"kernel files ({', '.join(kernel)}): give the kernel part alone"
         )
+    return {p: k for p, k in named.items() if k is not None}
+
+
+def patched(entry: Entry, sources: dict[str, str], kernel: tuple[str, ...]) -> dict[str, str]:
+    """The kernel files ``entry``'s diff changes, with their new texts, from the incumbent's
+    ``sources`` (path -> text; ``kernel``: every kernel_source path, a file to come included);
+    raises OptimizerError for a diff that names other files, deletes one, or does not apply."""
+    text = entry.diff.read_text()
+    named = kernel_files(entry, text, kernel)
     with tempfile.TemporaryDirectory(prefix="kr-queue-") as tmp:
         for p, k in named.items():
             if k in sources:
@@ -149,6 +157,15 @@ class QueueOptimizer(Optimizer):
 
     def settings(self) -> dict[str, Any]:
         return {"name": self.name, "path": str(self.path)}
+
+    def check_ready(self, root: Path, op: OpProfile) -> None:
+        """Refuse, before a campaign spends its baseline, a queue with an entry outside the
+        op's kernel files, or whose first entry does not apply to them as they are."""
+        kernel = tuple(op.kernel_source)
+        sources = {k: (Path(root) / k).read_text() for k in kernel if (Path(root) / k).is_file()}
+        for entry in self.entries[1:]:
+            kernel_files(entry, entry.diff.read_text(), kernel)
+        patched(self.entries[0], sources, kernel)
 
     def propose(self, context: OptimizerContext) -> Proposal | None:
         return next(iter(self.propose_batch(context, 1)), None)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -147,3 +148,20 @@ def test_a_diff_made_at_the_top_of_a_repository_holding_the_project_applies(tmp_
     )
     (p,) = RecordedRounds(root).run(QueueOptimizer(str(queue)), 1)
     assert list(p.files) == ["pkg/kernel.py"] and "BLOCK_M = 32" in p.files["pkg/kernel.py"]
+
+
+def test_a_queue_that_cannot_run_is_refused_before_the_campaign_starts(tmp_path):
+    """Before the baseline: an entry outside the op's kernel files, or a first entry that
+    does not apply to them as they are, is refused (the op stands in for its OpProfile)."""
+    root = make_toy_project(tmp_path / "toy")
+    op = SimpleNamespace(name="toy_fwd", kernel_source=("pkg/kernel.py", "pkg/configs.py"))
+    queue = _queue(root)
+    QueueOptimizer(str(queue)).check_ready(root, op)  # both entries fit
+    (root / "pkg/kernel.py").write_text(
+        (root / "pkg/kernel.py").read_text().replace("BLOCK_M = 16", "BLOCK_M = 8")
+    )
+    with pytest.raises(OptimizerError, match="01-block-m does not apply"):
+        QueueOptimizer(str(queue)).check_ready(root, op)
+    _entry(queue, "03-test", _diff(root, "tests/test_kernel.py", "assert True", "assert 1"))
+    with pytest.raises(OptimizerError, match="03-test changes tests/test_kernel.py"):
+        QueueOptimizer(str(queue)).check_ready(root, op)
