@@ -99,7 +99,10 @@ def read_queue(path: Path) -> list[Entry]:
 
 def _kernel_file(path: str, kernel: tuple[str, ...]) -> str | None:
     """The kernel_source path a diff's ``path`` names: itself, or the same file named from
-    the top of a repository that holds the project in a folder (as ``git diff`` writes it)."""
+    the top of a repository that holds the project in a folder (as ``git diff`` writes it);
+    None for any other, an absolute path or one that climbs out (``..``) included."""
+    if Path(path).is_absolute() or ".." in Path(path).parts:
+        return None
     return next((k for k in kernel if path == k or path.endswith("/" + k)), None)
 
 

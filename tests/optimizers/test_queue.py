@@ -165,3 +165,19 @@ def test_a_queue_that_cannot_run_is_refused_before_the_campaign_starts(tmp_path)
     _entry(queue, "03-test", _diff(root, "tests/test_kernel.py", "assert True", "assert 1"))
     with pytest.raises(OptimizerError, match="03-test changes tests/test_kernel.py"):
         QueueOptimizer(str(queue)).check_ready(root, op)
+
+
+def test_a_diff_that_names_a_path_out_of_the_project_is_refused(tmp_path):
+    root = make_toy_project(tmp_path / "toy")
+    queue = tmp_path / "queue"
+    diff = _diff(root, "pkg/kernel.py", "BLOCK_M = 16", "BLOCK_M = 32")
+    outside = tmp_path / "elsewhere" / "pkg" / "kernel.py"
+    for bad in (f"{outside}", "../elsewhere/pkg/kernel.py"):
+        _entry(
+            queue,
+            "01-bad",
+            diff.replace("a/pkg/kernel.py", f"a/{bad}").replace("b/pkg/kernel.py", f"b/{bad}"),
+        )
+        with pytest.raises(OptimizerError, match="not the kernel files"):
+            QueueOptimizer(str(queue)).propose(RecordedRounds(root).context())
+        assert not outside.exists()
