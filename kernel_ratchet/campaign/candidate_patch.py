@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from kernel_ratchet.campaign.lineage import git
 from kernel_ratchet.campaign.lineage.kernel import changed_kernel_files
-from kernel_ratchet.campaign.patch_scope import patch_paths
+from kernel_ratchet.campaign.patch_scope import kernel_in_repo, patch_paths
 from kernel_ratchet.errors import CampaignError, GitError, UsageError
 
 if TYPE_CHECKING:
@@ -54,8 +54,7 @@ def apply_patch(c: CampaignContext, patch: Path) -> str:
     CampaignError (nothing applied) for one that names other files, meets kernel files already
     changed, or does not apply."""
     text, paths = _read(patch)
-    top = git.toplevel(c.profile.root)
-    kernel = [os.path.relpath(c.profile.root / k, top) for k in c.m.kernel_source]
+    kernel = kernel_in_repo(c.profile.root, c.m.kernel_source)
     outside = [p for p in paths if p not in kernel]
     if outside:
         raise CampaignError(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 from kernel_ratchet.campaign.lineage import git
@@ -28,6 +29,13 @@ def patch_paths(text: str) -> list[str]:
     return sorted(found - {"/dev/null"})
 
 
+def kernel_in_repo(root: Path, kernel_source: Iterable[str]) -> list[str]:
+    """The kernel files of the project at ``root`` as a diff names them: from the top of the
+    repository that holds it (where ``git diff`` writes paths from)."""
+    top = git.toplevel(root)
+    return [os.path.relpath(Path(root) / k, top) for k in kernel_source]
+
+
 def patch_scope(profile: Profile, op: str, patch: Path) -> CheckItem:
     """One check line: the patch's files all within ``op``'s kernel_source and the patch
     applying to them (or already applied in the tree), or what is wrong and what to do."""
@@ -40,7 +48,7 @@ def patch_scope(profile: Profile, op: str, patch: Path) -> CheckItem:
     if not paths:
         return item(o, "patch scope", False, f"{patch} names no file", "give a unified diff")
     groot = git.toplevel(profile.root)
-    kernel = {os.path.relpath(profile.root / k, groot) for k in o.kernel_source}
+    kernel = set(kernel_in_repo(profile.root, o.kernel_source))
     outside = [p for p in paths if p not in kernel]
     if not outside:
         fits = f"{len(paths)} kernel file(s): one round can take it"
