@@ -22,17 +22,8 @@ def _layer(tokens, experts, N, K, fp8, bf16, prep=math.nan):
 
 
 @pytest.fixture
-def table(tmp_path, monkeypatch):
-    """Writes a dispatch table the shipped-table lookups read."""
-    path = tmp_path / "fp8_dispatch.json"
-    monkeypatch.setattr(dispatch, "TABLE_PATH", path)
-
-    def write(*layers):
-        dispatch.write_table(path, dispatch.measured_rows(layers), {"gpu": "test"}, merge=False)
-        load_table.cache_clear()
-
-    yield write
-    load_table.cache_clear()
+def table(grouped_dispatch_table):
+    return grouped_dispatch_table
 
 
 def test_rows_are_placed_by_tokens_per_expert_and_a_prepared_step_has_its_own():

@@ -203,22 +203,15 @@ def test_step_table_on_moe_targets_and_offlist(tmp_path):
     assert all(math.isfinite(float(r[i])) for r in rows for i in (6, 8, 10))
 
 
-def test_the_summary_gives_the_fp8_step_as_the_shipped_table_routes_it(tmp_path, monkeypatch):
+def test_the_summary_gives_the_fp8_step_as_the_shipped_table_routes_it(grouped_dispatch_table):
     """Where the dispatch table sends a layer to the bf16 path, the dispatched line takes that
     layer's bf16 step in place of its FP8 step; with no layer sent there, no such line."""
-    from kernel_ratchet.kernels.gemm.dispatch import load_table
-    from kernel_ratchet.kernels.grouped_gemm import dispatch
-
     slow_fp8 = _row("weights", 0.5)
     slow_fp8.ms["fp8_step"] = 2.0  # bf16 step 0.5 ms, FP8 step 2 ms, torch's 1 ms
     fast_fp8 = sb.StepRow(sb.Shape("tokens", 4096, 128, 128), dict(_row("t", 0.5).ms), ok=True)
     fast_fp8.ms["fp8_step"] = 0.25
     fast_fp8.snr.update(slow_fp8.snr)
-    path = tmp_path / "t.json"
-    monkeypatch.setattr(dispatch, "TABLE_PATH", path)
-    measured = [(128, 1, 128, 128, {"step": 0.5, "fp8_step": 2.0})]
-    dispatch.write_table(path, dispatch.measured_rows(measured), {}, merge=False)
-    load_table.cache_clear()
+    grouped_dispatch_table((128, 1, 128, 128, {"step": 0.5, "fp8_step": 2.0}))
     gmm = sb.TorchGmm("autograd")
     (line,) = [ln for ln in sb.summary([slow_fp8, fast_fp8], gmm) if "as dispatched" in ln]
     # the weight-heavy layer at 1 / 0.5 on bf16, the other (32x the tokens) at 1 / 0.25 on FP8
@@ -226,7 +219,5 @@ def test_the_summary_gives_the_fp8_step_as_the_shipped_table_routes_it(tmp_path,
         "FP8 step as dispatched (1 of 2 layers on the bf16 path) / torch bf16 step: "
         "geomean 2.83, min 2.00"
     )
-    path.write_text('{"info": {}, "rows": []}')
-    load_table.cache_clear()
+    grouped_dispatch_table()  # empty
     assert not any("as dispatched" in ln for ln in sb.summary([slow_fp8, fast_fp8], gmm))
-    load_table.cache_clear()
