@@ -395,5 +395,6 @@ class FewRowsWgrad:
 
 
 #: The dense Linear's few-row weight gradient route (:class:`FewRowsWgrad`); None: the
-#: ``bf16_bwd`` buckets everywhere (rolled back twice: campaigns/gemm_bf16_skinny).
-FEW_ROWS_WGRAD: FewRowsWgrad | None = None
+#: ``bf16_bwd`` buckets everywhere. From four waves of tiles up: below that a call's host time
+#: (about 60 us) exceeds the kernel's (campaigns/gemm_bf16_skinny/few-rows-four-waves).
+FEW_ROWS_WGRAD: FewRowsWgrad | None = FewRowsWgrad(min_tiles=4 * DEFAULT_SMS)
