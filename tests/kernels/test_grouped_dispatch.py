@@ -127,11 +127,33 @@ def test_a_step_table_fills_the_dispatch_table(tmp_path):
         (64, dispatch.PER_CALL),
     }
     assert body["info"]["command"].endswith("t.json") and "torch" in body["info"]
-    # a second run merged in: FP8's slowest time stands, and the run is counted
+    # a second run merged in: the measurement least favourable to FP8 stands, the run counted
     again = [row("b", 4096, 64, {"step": 1.1, "fp8_step": 0.9})]
     assert "3 in" in dispatch.fill(again, path, merge=True, command="again")
     (b,) = [r for r in json.loads(path.read_text())["rows"] if r["M"] == 64]
     assert (b["fp8_step_ms"], b["bf16_step_ms"], b["runs"]) == (1.3, 1.0, 2)
+
+
+@pytest.mark.parametrize("order", [1, -1])
+def test_routings_sharing_a_place_keep_fp8_only_where_it_won_on_each(tmp_path, order):
+    def layer(tokens, ms):  # 64 experts of [N 512, K 1024]: 64 or 128 tokens per expert
+        return SimpleNamespace(shape=SimpleNamespace(M=tokens, B=64, N=512, K=1024), ms=ms, ok=True)
+
+    rows = [
+        layer(4096, {"step": 1.0, "fp8_step": 0.8}),  # uniform: FP8 1.25x faster
+        layer(4096, {"step": 3.0, "fp8_step": 3.1}),  # skewed, slower on both: FP8 loses
+        layer(8192, {"step": 2.0, "fp8_step": 1.6}),  # another place: FP8 wins
+        layer(8192, {"step": 4.0, "fp8_step": 3.5}),  # ... under both routings
+    ][::order]
+    path = tmp_path / "t.json"
+    assert "2 in" in dispatch.fill(rows, path, merge=False, command="fill")
+    table = dispatch.parse_table(path.read_text())
+    assert [(r.M, r.runs, r.faster) for r in sorted(table.rows, key=lambda r: r.M)] == [
+        (64, 2, "bf16"),
+        (128, 2, "fp8"),
+    ]
+    (skewed,) = [r for r in table.rows if r.M == 64]
+    assert (skewed.bf16_step_ms, skewed.fp8_step_ms) == (3.0, 3.1)  # a measured pair, not mixed
 
 
 @pytest.mark.parametrize(

@@ -17,14 +17,16 @@ GEMMs with T), N and K, and the rule is the dense Linear's (:mod:`..gemm.dispatc
 measured layer nearest by ``log2`` distance decides within ``MAX_DISTANCE``, to bf16 where its
 FP8 step was slower; no measured layer near, or no table, keeps FP8. A step with a prepared
 weight (:mod:`.prepared_weight`) has rows of its own: without the weight's pass FP8 pays on
-far fewer tokens. Runs merge as the dense table's do (``--merge``: FP8's slowest time, bf16's
-fastest).
+far fewer tokens. Layers that share a place (the same layer under other routings, or measured
+again by a run merged in with ``--merge``) leave one row: the measurement least favourable to
+FP8, the lowest ratio of bf16 to FP8 step time, so FP8 is kept only where it won on every one.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 
 from kernel_ratchet.kernels.gemm.dispatch import DispatchTable, Measured, load_table, parse_table
@@ -73,14 +75,32 @@ def measured_rows(layers: Iterable[tuple[int, int, int, int, dict[str, float]]])
     return rows
 
 
+def one_per_place(rows: Iterable[Measured]) -> tuple[Measured, ...]:
+    """One row per (granularity, tokens per expert, N, K): of the rows sharing one, the lowest
+    ratio of bf16 to FP8 step time, with their runs added up. Ratios, not times, compare: the
+    same place under other routings takes other times on both paths."""
+    kept: dict[tuple[str, int, int, int], Measured] = {}
+    for r in rows:
+        key = (r.granularity, r.M, r.N, r.K)
+        old = kept.get(key)
+        if old is not None:
+            worse = min(old, r, key=lambda x: x.bf16_step_ms / x.fp8_step_ms)
+            r = replace(worse, runs=old.runs + r.runs)
+        kept[key] = r
+    return tuple(kept.values())
+
+
 def write_table(path: Path, rows: list[Measured], info: dict[str, str], merge: bool) -> int:
     """Write ``rows`` (measured with ``info``) to ``path``, merged into the table there with
-    ``merge``; the table's row count. Raises ValueError for a table that cannot be read or was
-    measured on other hardware or software."""
+    ``merge``, one row per place (:func:`one_per_place`); the table's row count. Raises
+    ValueError for a table that cannot be read or was measured on other hardware or software."""
     table = DispatchTable(tuple(rows), info)
     if merge and path.exists():
         old = parse_table(path.read_text(), f"{path} (written by `{FILL}`)")
-        table = old.merged(table) if old.rows else table  # an empty table was measured nowhere
+        if old.rows:  # an empty table was measured nowhere
+            info = old.merged(table).info  # same hardware and software, the run's command
+            table = DispatchTable((*old.rows, *rows), info)
+    table = DispatchTable(one_per_place(table.rows), table.info)
     path.write_text(table.to_json())
     return len(table.rows)
 
