@@ -193,6 +193,7 @@ def test_back_to_back_time_is_per_call_and_follows_the_work():
 
 
 @pytest.mark.gpu
+@pytest.mark.gpu_memory  # DeepSeek-V3's layers: tens of GB with their gradients and FP8 copies
 def test_step_table_on_moe_targets_and_offlist(tmp_path):
     """The committed benchmark on the H200 (docs/grouped-gemm.md): every shape PASS, torch's
     grouped GEMM measured on every shape."""
