@@ -47,6 +47,26 @@ def test_set_prints_the_table_and_fills_the_dispatch_table(tmp_path, capsys):
     assert merged.fp8_step_ms >= m.fp8_step_ms and merged.bf16_step_ms <= m.bf16_step_ms
 
 
+def test_the_table_says_when_the_shipped_dispatch_was_measured_on_another_gpu(
+    tmp_path, capsys, monkeypatch
+):
+    shipped = tmp_path / "shipped.json"
+    row = dp.Measured("blockwise", 32, 32, 128, fp8_step_ms=2.0, bf16_step_ms=1.0)
+    shipped.write_text(dp.DispatchTable((row,), {"gpu": "GPU A"}).to_json())
+    monkeypatch.setattr(dp, "TABLE_PATH", shipped)
+    dp.load_table.cache_clear()
+    monkeypatch.setattr(bench_set.cmp, "versions", lambda: {"gpu": "NVIDIA H100"})
+    argv = ["--set", "cpu", "--limit", "1", "--min-run-time", "0.001"]
+    try:
+        assert bench.main(argv) == 0
+        out = capsys.readouterr().out
+        assert "gpu GPU A (here NVIDIA H100)" in out and "--fill-dispatch PATH" in out
+        assert bench.main([*argv, "--fill-dispatch", str(tmp_path / "new.json")]) == 0
+        assert "here NVIDIA H100" not in capsys.readouterr().out  # its own table decided
+    finally:
+        dp.load_table.cache_clear()
+
+
 def test_output_paths_get_their_folders_before_anything_is_measured(tmp_path, capsys):
     """A table or sweep written after minutes of measurement must not die at its first write:
     the folders are made when the arguments are read, and one that cannot be made is a usage

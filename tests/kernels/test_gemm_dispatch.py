@@ -41,6 +41,19 @@ def test_table_round_trips_and_bad_tables_say_how_to_rewrite():
         )
 
 
+def test_a_table_measured_on_another_gpu_or_version_says_so_with_the_fill():
+    info = {"gpu": "NVIDIA H200", "driver": "1", "torch": "2.11", "triton": "3.6"}
+    table = dp.DispatchTable(ROWS, info)
+    same = {"gpu": "NVIDIA H200", "driver": "2", "torch": "2.11", "triton": "3.6"}
+    assert dp.measured_elsewhere(table, same, "fill it") is None  # a driver alone: same table
+    note = dp.measured_elsewhere(table, same | {"gpu": "NVIDIA H100"}, "fill it")
+    assert "gpu NVIDIA H200 (here NVIDIA H100)" in note and "`fill it`" in note
+    note = dp.measured_elsewhere(table, same | {"triton": "3.7"}, "fill it")
+    assert "triton 3.6 (here 3.7)" in note and "gpu" not in note
+    assert dp.measured_elsewhere(dp.DispatchTable((), info), {"gpu": "x"}, "f") is None
+    assert dp.measured_elsewhere(table, {"torch": "9"}, "f") is None  # no GPU: nothing measured
+
+
 def test_merged_runs_send_a_shape_to_fp8_only_where_it_won_every_run():
     info = {"gpu": "H200", "driver": "1", "torch": "2", "triton": "3"}
     first = dp.DispatchTable(ROWS, info)

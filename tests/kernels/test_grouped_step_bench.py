@@ -204,7 +204,9 @@ def test_step_table_on_moe_targets_and_offlist(tmp_path):
     assert all(math.isfinite(float(r[i])) for r in rows for i in (6, 8, 10))
 
 
-def test_the_summary_gives_the_fp8_step_as_the_shipped_table_routes_it(grouped_dispatch_table):
+def test_the_summary_gives_the_fp8_step_as_the_shipped_table_routes_it(
+    grouped_dispatch_table, monkeypatch
+):
     """Where the dispatch table sends a layer to the bf16 path, the dispatched line takes that
     layer's bf16 step in place of its FP8 step; with no layer sent there, no such line."""
     slow_fp8 = _row("weights", 0.5)
@@ -220,5 +222,11 @@ def test_the_summary_gives_the_fp8_step_as_the_shipped_table_routes_it(grouped_d
         "FP8 step as dispatched (1 of 2 layers on the bf16 path) / torch bf16 step: "
         "geomean 2.83, min 2.00"
     )
+    assert not any("measured with" in ln for ln in sb.summary([slow_fp8, fast_fp8], gmm))
+    # the table written by the fixture names the GPU "test"; on another one the summary says so
+    here = {"gpu": "NVIDIA H100", "torch": torch.__version__}
+    monkeypatch.setattr("kernel_ratchet.kernels.gemm.compare.versions", lambda: here)
+    (note,) = [ln for ln in sb.summary([slow_fp8, fast_fp8], gmm) if "measured with" in ln]
+    assert "gpu test (here NVIDIA H100)" in note and "--fill-dispatch" in note
     grouped_dispatch_table()  # empty
     assert not any("as dispatched" in ln for ln in sb.summary([slow_fp8, fast_fp8], gmm))

@@ -56,6 +56,10 @@ def run_set(args: argparse.Namespace, shapes: list[Shape]) -> int:
         rows = [cmp.redispatch(r, table, args.granularity) for r in rows]
     lines = [cmp.HEADER, "|" + "---|" * cmp.HEADER.count(" | ") + "---|"]
     lines += [r.markdown() for r in rows] + ["", cmp.summary(rows), "", TIMING[args.timing]]
+    if not args.fill_dispatch:  # the decisions in the table are the shipped table's
+        fill = "python -m kernel_ratchet.kernels.gemm.bench --set dispatch --fill-dispatch PATH"
+        note = dsp.measured_elsewhere(dsp.load_table(dsp.TABLE_PATH), cmp.versions(), fill)
+        lines += ["", note] if note else []
     print("\n".join(lines))
     if args.output:
         Path(args.output).write_text("\n".join(lines) + "\n")

@@ -139,3 +139,27 @@ def load_table(path: Path = TABLE_PATH) -> DispatchTable:
 def fp8_path(granularity: str, M: int, N: int, K: int) -> str:
     """The shipped table's decision for one call."""
     return load_table().path_for(granularity, M, N, K)
+
+
+#: What a table's decisions depend on, as :func:`.compare.versions` names it.
+_MEASURED_ON = ("gpu", "torch", "triton")
+
+
+def measured_elsewhere(table: DispatchTable, here: dict[str, str], fill: str) -> str | None:
+    """A line saying that ``table`` was measured on another GPU, torch or triton than ``here``
+    (:func:`.compare.versions` of this run), so its decisions may not hold here, and how to
+    write one that does (``fill``); None where they match, the table is empty, or this run has
+    no GPU (it measures nothing the table could be compared with)."""
+    if not table.rows or "gpu" not in here:
+        return None
+    differ = [
+        f"{k} {table.info.get(k, '?')} (here {here[k]})"
+        for k in _MEASURED_ON
+        if k in here and table.info.get(k) != here[k]
+    ]
+    if not differ:
+        return None
+    return (
+        "the FP8 dispatch table was measured with " + ", ".join(differ) + ": its decisions "
+        f"may not hold on this machine; write one here with `{fill}` and let a round decide it"
+    )

@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 from kernel_ratchet.kernels.bench_table import geomean
+from kernel_ratchet.kernels.gemm.dispatch import load_table, measured_elsewhere
 from kernel_ratchet.kernels.grouped_gemm import dispatch
 
 #: A row of the table (:class:`.step_bench.StepRow`: ``shape``, ``ms``, ``snr``, ``host``, ``ok``)
@@ -102,4 +103,10 @@ def dispatched(rows: list[StepRow]) -> list[str]:
                 f"{what} as dispatched ({moved} of {len(got)} layers on the bf16 path) / torch "
                 f"bf16 step: geomean {geomean(got):.2f}, min {min(got):.2f}"
             )
+    if lines:
+        from kernel_ratchet.kernels.gemm.compare import versions
+
+        table = load_table(dispatch.TABLE_PATH)
+        note = measured_elsewhere(table, versions(), dispatch.FILL)
+        lines += [note] if note else []
     return lines
