@@ -116,6 +116,8 @@ class ShapeLine:
     harness: float | None = None  # a paired round's own harness run (candidate and incumbent
     # are then the paired A/B's)
     phases: str = ""  # a paired round's per-phase speed change ("fwd +4.03%, bwd -0.62%")
+    # a paired round's per-phase times, ms: side -> phase -> (median, fastest, slowest)
+    phase_ms: Mapping[str, Mapping[str, tuple[float, float, float]]] | None = None
 
 
 @dataclass
@@ -168,6 +170,34 @@ def _shape_table(v: RoundView) -> str:
     return "\n".join(out) + "\n"
 
 
+def _span(t: tuple[float, float, float]) -> str:
+    return f"{t[0]:.4g} ({t[1]:.4g}-{t[2]:.4g})"
+
+
+def _phase_table(v: RoundView) -> str:
+    """Each shape's paired times per phase, incumbent then candidate: the median and the range
+    over the paired rounds (a swing a median hides shows as a wide range); "" where the round
+    recorded none."""
+    shapes = [s for s in v.shapes if s.phase_ms]
+    phases = list(dict.fromkeys(ph for s in shapes for t in s.phase_ms.values() for ph in t))
+    if not shapes or not phases:
+        return ""
+    head = "| Shape | " + " | ".join(f"{ph}: incumbent -> candidate" for ph in phases) + " |"
+    out = [
+        "\nPaired times per phase (ms: median (fastest-slowest) over the paired rounds):\n",
+        head,
+        "|" + "---|" * (len(phases) + 1),
+    ]
+    for s in shapes:
+        inc, cand = s.phase_ms.get("incumbent", {}), s.phase_ms.get("candidate", {})
+        cells = [
+            f"{_span(inc[ph])} -> {_span(cand[ph])}" if ph in inc and ph in cand else "-"
+            for ph in phases
+        ]
+        out.append(f"| {s.label} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
 def _aggregate_line(v: RoundView) -> str:
     if not v.paired:
         return f"- Aggregate ({v.metric}, geomean over PASS shapes): {num(v.aggregate)}\n"
@@ -206,7 +236,9 @@ def summary_md(v: RoundView) -> str:
         + "\n"
         + _aggregate_line(v)
         + f"- vs baseline (same shapes): {pct(v.vs_baseline)}\n"
-        f"- vs incumbent: {pct(v.vs_incumbent)}\n" + "".join(f"- {n}\n" for n in v.notes),
+        f"- vs incumbent: {pct(v.vs_incumbent)}\n"
+        + "".join(f"- {n}\n" for n in v.notes)
+        + _phase_table(v),
         f"## Decision\n{decision}: {v.reason}\n",
         f"## Attribution\n{v.attribution}\n",
         f"## Next direction\n{v.next_direction}\n",

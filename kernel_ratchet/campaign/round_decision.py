@@ -35,6 +35,9 @@ class ShapeResult:
     #: paired A/B: each timed phase's own median speed ratio (candidate over incumbent),
     #: where more than one phase was timed ({"fwd": 1.04, "bwd": 0.99})
     phases: Mapping[str, float] | None = None
+    #: paired A/B: each side's (median, fastest, slowest) time in ms per timed phase over the
+    #: paired rounds ({"incumbent": {"fwd": (0.51, 0.50, 0.52)}, "candidate": {...}})
+    phase_ms: Mapping[str, Mapping[str, tuple[float, float, float]]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = {
@@ -49,6 +52,10 @@ class ShapeResult:
             d.update(ci=list(self.ci), rounds=self.rounds)
         if self.phases:
             d["phases"] = dict(self.phases)
+        if self.phase_ms:
+            d["phase_ms"] = {
+                k: {ph: list(t) for ph, t in v.items()} for k, v in self.phase_ms.items()
+            }
         return d
 
     @classmethod
@@ -64,7 +71,17 @@ class ShapeResult:
             ci=None if ci is None else (ci[0], ci[1]),
             rounds=d.get("rounds"),
             phases=d.get("phases"),
+            phase_ms=_phase_ms(d.get("phase_ms")),
         )
+
+
+def _phase_ms(
+    d: Mapping[str, Any] | None,
+) -> dict[str, dict[str, tuple[float, float, float]]] | None:
+    """A record's ``phase_ms`` as tuples (absent in records written before it existed)."""
+    if not d:
+        return None
+    return {k: {ph: (t[0], t[1], t[2]) for ph, t in v.items()} for k, v in d.items()}
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ session's campaign whose first three rounds (baseline, accepted, broken) the sam
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from pathlib import Path
@@ -109,10 +110,18 @@ def test_whole_campaign(two_rounds, capsys, monkeypatch):
     accepted = (cdir / "rounds/round-2/summary.md").read_text()
     assert "measured in the training idiom" in accepted  # the dynamic transfer check ran
     assert "- Decision: ACCEPT-as-real" in accepted
-    table = [ln for ln in accepted.splitlines() if ln.startswith("| ")]
+    lines = accepted.splitlines()
+    table, phase_table = (
+        list(itertools.takewhile(lambda ln: ln.startswith("|"), lines[i:]))
+        for i, ln in enumerate(lines)
+        if ln.startswith("| Shape |")
+    )
     assert "(paired) | Incumbent (paired) |" in table[0] and "| Harness " in table[0]
     for line in table[2:]:  # both sides' numbers come from the A/B that decided
         assert all(float(x) > 0 for x in line.split("|")[3:5]), line
+    # and each phase's paired times, median and range per side, for every shape
+    assert phase_table[0].startswith("| Shape | fwd: incumbent -> candidate")
+    assert len(phase_table) == len(table) > 2 and " -> " in phase_table[2]
     assert "from the paired A/B, candidate side; the round's harness run:" in accepted
     record = json.loads((cdir / "rounds/round-2/round.json").read_text())
     assert record["harness_command"].startswith(f"python {rel}/quick_test_bench.py --level quick")

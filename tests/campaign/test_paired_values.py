@@ -3,9 +3,12 @@ time per phase, in the primary metric, with the work per phase from the harness 
 
 from __future__ import annotations
 
+from dataclasses import replace
+from types import SimpleNamespace
+
 import pytest
 
-from kernel_ratchet.campaign.rounds.paired import paired_values
+from kernel_ratchet.campaign.rounds.paired_times import paired_values, phase_times
 from kernel_ratchet.harness.paired_run import PairedRun
 from tests.scoring.conftest import gemm_row, gemm_table
 
@@ -41,6 +44,33 @@ def test_a_shape_without_a_passing_row_has_no_paired_numbers():
     table = gemm_table(gemm_row("g", 64, 64, 64, 1.0, 0.0, 1.0, 0.0, check="FAIL"))
     run = _run({s: {"g": {"fwd": (1.0,), "bwd": (2.0,)}} for s in ("incumbent", "candidate")})
     assert paired_values(table, run, "compute_fwd_bwd") == {}
+
+
+def test_each_phase_keeps_its_median_and_range_through_the_record_into_the_summary():
+    """A swing the median hides (one slow round of five) shows in the record and the summary
+    as each side's range; a record written before these ranges existed renders none."""
+    from kernel_ratchet.campaign.render import ShapeLine, _phase_table
+    from kernel_ratchet.campaign.round_decision import ShapeResult
+
+    slow = (0.05, 0.05, 0.051, 0.05, 0.102)
+    run = _run(
+        {
+            "incumbent": {"g": {"fwd": (0.02,) * 5, "bwd": (0.051,) * 5}},
+            "candidate": {"g": {"fwd": (0.02,) * 5, "bwd": slow}},
+        }
+    )
+    (times,) = phase_times(run).values()
+    assert times["candidate"]["bwd"] == (0.05, 0.05, 0.102)
+    shape = ShapeResult("g", 1.0, 1.0, 0.0, 0.0, "SAME", phase_ms=times)
+    again = ShapeResult.from_dict(shape.to_dict())
+    assert again == shape
+    line = ShapeLine("g", "PASS", 1, 1, 0, "SAME", "-")
+    table = _phase_table(SimpleNamespace(shapes=[replace(line, phase_ms=again.phase_ms)]))
+    fwd, bwd = "0.02 (0.02-0.02) -> 0.02 (0.02-0.02)", "0.051 (0.051-0.051) -> 0.05 (0.05-0.102)"
+    assert f"| g | {fwd} | {bwd} |" in table
+    old = {k: v for k, v in shape.to_dict().items() if k != "phase_ms"}
+    assert ShapeResult.from_dict(old).phase_ms is None
+    assert _phase_table(SimpleNamespace(shapes=[line])) == ""
 
 
 @pytest.mark.parametrize("consent", [False, True])

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 import secrets
-import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -22,10 +21,10 @@ from kernel_ratchet.campaign.category import Category
 from kernel_ratchet.campaign.fsutil import atomic_write_json
 from kernel_ratchet.campaign.lineage.worktree import incumbent_tree
 from kernel_ratchet.campaign.round_decision import RoundDecision, ShapeResult
+from kernel_ratchet.campaign.rounds.paired_times import paired_values, phase_times
 from kernel_ratchet.guard.backend import KERNEL_BACKENDS
 from kernel_ratchet.harness.ab import run_paired
 from kernel_ratchet.harness.adapter import Shape
-from kernel_ratchet.harness.csv_schema import BenchTable
 from kernel_ratchet.harness.level_timing import MEMORY_TIMING
 from kernel_ratchet.harness.paired_checks import Prechecked
 from kernel_ratchet.harness.paired_run import PairedRun
@@ -34,7 +33,7 @@ from kernel_ratchet.harness.timing.quantity import DEFAULT as DEFAULT_MEASURE
 from kernel_ratchet.harness.timing.quantity import Measure, engine_measure, of_params
 from kernel_ratchet.harness.worker import WorkerSpec
 from kernel_ratchet.scoring.decision import Status
-from kernel_ratchet.scoring.metrics import aggregates, primary_at_times
+from kernel_ratchet.scoring.metrics import aggregates
 from kernel_ratchet.scoring.paired_looks import PairedLooks
 from kernel_ratchet.scoring.precision import MARGIN_DB, precision_drops
 
@@ -311,26 +310,6 @@ def _confirmed(run: PairedRun, confirm: PairedRun | None, suspicious: list[str])
     return status, reason + f" Gains above {SUSPICIOUS_RATIO}x confirmed in fresh processes.", False
 
 
-def paired_values(
-    table: BenchTable, run: PairedRun, campaign_type: str
-) -> dict[str, tuple[float | None, float | None]]:
-    """Per shape, (incumbent, candidate) in the primary metric from the paired A/B itself:
-    each side's median time per phase over the paired rounds, the work per phase from the
-    candidate's harness row. A shape without a passing row or a timed phase is left out."""
-    rows = {r.label: r for r in table.rows if r.passed}
-    out: dict[str, tuple[float | None, float | None]] = {}
-    for label, sample in run.samples().items():
-        row = rows.get(label)
-        if row is None:
-            continue
-        sides = []
-        for times in (sample.incumbent, sample.candidate):
-            med = {ph: statistics.median(v) for ph, v in times.items() if v}
-            sides.append(primary_at_times(row, campaign_type, med.get("fwd"), med.get("bwd")))
-        out[label] = (sides[0], sides[1])
-    return out
-
-
 def allowed_precision_drop(run: PairedRun) -> str:
     """The sentence a decision adds when the candidate's checks were less precise than the
     incumbent's, which only the op's ``allow_precision_drop`` lets a round go on with; "" when
@@ -363,6 +342,7 @@ def _to_decision(
     reason += allowed_precision_drop(run)
     before = aggregates(c.table(inc_rel).restrict(labels), c.m.campaign_type).primary_avg
     values = paired_values(c.table(cand_rel), run, c.m.campaign_type)
+    times = phase_times(run)
     return RoundDecision(
         status=status,
         reason=reason,
@@ -394,6 +374,7 @@ def _to_decision(
                 verdict=s.verdict.value,
                 rounds=s.n_rounds,
                 phases=dict(s.phase_ratios) or None,
+                phase_ms=times.get(s.label),
             )
             for s in d.per_shape
         ),

@@ -47,7 +47,7 @@ def _shape_lines(c: CampaignContext, record: RoundRecord, table: BenchTable) -> 
         if paired:
             cand = s.candidate if s and s.candidate is not None else math.nan
             line = ShapeLine(r.label, r.check, cand, incumbent, delta, verdict, snr or "-", value)
-            lines.append(replace(line, phases=_phases(s)))
+            lines.append(replace(line, phases=_phases(s), phase_ms=s.phase_ms if s else None))
         else:
             lines.append(ShapeLine(r.label, r.check, value, incumbent, delta, verdict, snr or "-"))
     return lines
