@@ -47,7 +47,9 @@ def test_a_table_measured_on_another_gpu_or_version_says_so_with_the_fill():
     same = {"gpu": "NVIDIA H200", "driver": "2", "torch": "2.11", "triton": "3.6"}
     assert dp.measured_elsewhere(table, same, "fill it") is None  # a driver alone: same table
     note = dp.measured_elsewhere(table, same | {"gpu": "NVIDIA H100"}, "fill it")
-    assert "gpu NVIDIA H200 (here NVIDIA H100)" in note and "`fill it`" in note
+    assert "gpu NVIDIA H200 (here NVIDIA H100)" in note and "`fill it --merge`" in note
+    h100 = table.merged(dp.DispatchTable(ROWS, same | {"gpu": "NVIDIA H100"}))
+    assert dp.measured_elsewhere(h100, same | {"gpu": "NVIDIA H100"}, "f") is None  # its own
     note = dp.measured_elsewhere(table, same | {"triton": "3.7"}, "fill it")
     assert "triton 3.6 (here 3.7)" in note and "gpu" not in note
     assert dp.measured_elsewhere(dp.DispatchTable((), info), {"gpu": "x"}, "f") is None
@@ -78,6 +80,31 @@ def test_merged_runs_send_a_shape_to_fp8_only_where_it_won_every_run():
     assert len(twice.rows) == 2 and twice.nearest("blockwise", 8192, 8192, 8192).runs == 2
     with pytest.raises(ValueError, match="different driver"):
         first.merged(dp.DispatchTable(ROWS, info | {"driver": "2"}))
+
+
+def test_a_run_on_another_gpu_merges_into_a_section_that_gpu_reads(monkeypatch):
+    info = {"gpu": "H200", "driver": "1", "torch": "2", "triton": "3"}
+    h200 = dp.DispatchTable(ROWS, info)  # FP8 slower at 256 x 8192 x 8192
+    fast = dp.Measured("blockwise", 256, 8192, 8192, fp8_step_ms=0.1, bf16_step_ms=0.2)
+    h100 = {"gpu": "H100", "driver": "1", "torch": "2", "triton": "3", "command": "on h100"}
+    table = h200.merged(dp.DispatchTable((fast,), h100))
+    assert table.rows == h200.rows and table.info == info  # the H200's own rows untouched
+    assert table.for_gpu("H100").path_for("blockwise", 256, 8192, 8192) == "fp8"
+    assert table.for_gpu("H200").path_for("blockwise", 256, 8192, 8192) == "bf16"
+    assert table.for_gpu("A100") is table and table.for_gpu(None) is table  # no section: own
+    again = table.merged(dp.DispatchTable((fast,), h100 | {"command": "again"}))
+    assert again.for_gpu("H100").rows[0].runs == 2  # the section merges like a table
+    assert dp.parse_table(again.to_json()) == again  # sections survive the file
+    with pytest.raises(ValueError, match="different torch"):
+        again.merged(dp.DispatchTable((fast,), h100 | {"torch": "9"}))
+    # an empty table takes the run whole, whatever it was measured on
+    assert dp.DispatchTable().merged(dp.DispatchTable((fast,), h100)).info == h100
+    # the shipped lookup reads the section of the GPU it runs on
+    monkeypatch.setattr(dp, "load_table", lambda path=None: table)
+    monkeypatch.setattr(dp, "this_gpu", lambda: "H100")
+    assert dp.fp8_path("blockwise", 256, 8192, 8192) == "fp8"
+    monkeypatch.setattr(dp, "this_gpu", lambda: "H200")
+    assert dp.fp8_path("blockwise", 256, 8192, 8192) == "bf16"
 
 
 def test_shipped_table_parses():

@@ -134,6 +134,20 @@ def test_a_step_table_fills_the_dispatch_table(tmp_path):
     assert (b["fp8_step_ms"], b["bf16_step_ms"], b["runs"]) == (1.3, 1.0, 2)
 
 
+def test_a_fill_on_another_gpu_merges_into_its_own_section(tmp_path):
+    path = tmp_path / "t.json"
+    h200 = {"gpu": "H200", "torch": "2", "triton": "3", "command": "fill"}
+    rows = dispatch.measured_rows([(4096, 64, 512, 1024, {"step": 1.0, "fp8_step": 1.5})])
+    dispatch.write_table(path, rows, h200, merge=False)
+    on_h100 = ({"step": 1.0, "fp8_step": 0.8}, {"step": 2.0, "fp8_step": 1.9})  # two routings
+    runs = dispatch.measured_rows([(4096, 64, 512, 1024, ms) for ms in on_h100])
+    assert dispatch.write_table(path, runs, h200 | {"gpu": "H100"}, merge=True) == 1
+    table = dispatch.parse_table(path.read_text())
+    assert table.for_gpu("H200").rows[0].faster == "bf16"  # the H200's row as it was
+    (h100,) = table.for_gpu("H100").rows  # two routings, one place: the worse for FP8
+    assert (h100.bf16_step_ms, h100.fp8_step_ms, h100.runs, h100.faster) == (2.0, 1.9, 2, "fp8")
+
+
 @pytest.mark.parametrize("order", [1, -1])
 def test_routings_sharing_a_place_keep_fp8_only_where_it_won_on_each(tmp_path, order):
     def layer(tokens, ms):  # 64 experts of [N 512, K 1024]: 64 or 128 tokens per expert

@@ -48,12 +48,13 @@ def run_set(args: argparse.Namespace, shapes: list[Shape]) -> int:
         table = cmp.dispatch_table(
             rows, args.granularity, measuring_command(args.argv, args.rounds)
         )
-        path = Path(args.fill_dispatch)
+        path, gpu = Path(args.fill_dispatch), table.info.get("gpu")
         if args.merge and path.exists():
             table = dsp.parse_table(path.read_text(), str(path)).merged(table)
         path.write_text(table.to_json())
-        print(f"dispatch table: {len(table.rows)} shapes -> {args.fill_dispatch}")
-        rows = [cmp.redispatch(r, table, args.granularity) for r in rows]
+        mine = table.for_gpu(gpu)  # this GPU's section, where the table was measured elsewhere
+        print(f"dispatch table: {len(mine.rows)} shapes -> {args.fill_dispatch}")
+        rows = [cmp.redispatch(r, mine, args.granularity) for r in rows]
     lines = [cmp.HEADER, "|" + "---|" * cmp.HEADER.count(" | ") + "---|"]
     lines += [r.markdown() for r in rows] + ["", cmp.summary(rows), "", TIMING[args.timing]]
     if not args.fill_dispatch:  # the decisions in the table are the shipped table's

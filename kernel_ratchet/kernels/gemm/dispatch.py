@@ -21,6 +21,10 @@ moment to moment, so a fill times each cell as the median of interleaved rounds 
 ``--rounds`` says otherwise), and runs can be merged (``--fill-dispatch PATH --merge``, same
 GPU, driver, torch and triton): a merged row keeps its slowest FP8 step and its fastest
 16-bit step over the runs, so a shape goes to FP8 only where FP8 was faster in every run.
+
+Where FP8 pays depends on the GPU. A run on another GPU than the table's merges into a section
+of its own (``by_gpu``, keyed by ``torch.cuda.get_device_name()``), and a call reads the
+section of the GPU it runs on (the process's first GPU), else the table's own rows.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -72,6 +77,12 @@ class DispatchTable:
 
     rows: tuple[Measured, ...] = ()
     info: dict[str, str] = field(default_factory=dict)
+    #: the tables of runs on other GPUs, by GPU name (see the module doc)
+    by_gpu: Mapping[str, DispatchTable] = field(default_factory=dict)
+
+    def for_gpu(self, gpu: str | None) -> DispatchTable:
+        """The table a call on ``gpu`` reads: that GPU's section, else this table's rows."""
+        return self.by_gpu.get(gpu, self) if gpu else self
 
     def nearest(self, granularity: str, M: int, N: int, K: int) -> Measured | None:
         same = [r for r in self.rows if r.granularity == granularity]
@@ -83,9 +94,22 @@ class DispatchTable:
         near = self.nearest(granularity, M, N, K)
         return "fp8" if near is None else near.faster
 
-    def merged(self, run: DispatchTable) -> DispatchTable:
-        """This table with another run's rows merged in (see the module doc); raises
-        ValueError when the two were measured on different hardware or software."""
+    def merged(self, run: DispatchTable, combine: Combine | None = None) -> DispatchTable:
+        """This table with another run merged in: into its own rows where the run was measured
+        on this table's GPU, else into that GPU's section (see the module doc). ``combine``
+        makes one row of rows measured at one place (default :func:`merge_runs`). Raises
+        ValueError where the run's driver, torch or triton differ from the rows it joins."""
+        combine = combine or merge_runs
+        gpu = run.info.get("gpu")
+        if not self.rows and not self.by_gpu:  # an empty table was measured nowhere
+            return replace(run, rows=combine(run.rows))
+        if gpu and self.info.get("gpu") not in (None, gpu):
+            own = self.by_gpu.get(gpu)
+            section = own._joined(run, combine) if own else replace(run, rows=combine(run.rows))
+            return replace(self, by_gpu={**self.by_gpu, gpu: section})
+        return self._joined(run, combine)
+
+    def _joined(self, run: DispatchTable, combine: Combine) -> DispatchTable:
         for key in _SAME_RUN_KEYS:
             if self.info.get(key) != run.info.get(key):
                 raise ValueError(
@@ -93,39 +117,56 @@ class DispatchTable:
                     f"{self.info.get(key)!r} in the table, {run.info.get(key)!r} in this run; "
                     "write this run to a new table (without --merge) instead"
                 )
-        rows: dict[tuple[str, int, int, int], Measured] = {}
-        for r in (*self.rows, *run.rows):  # a shape measured twice in one run: two runs too
-            old = rows.get((r.granularity, r.M, r.N, r.K))
-            if old is not None:
-                fp8, bf16 = (
-                    max(old.fp8_step_ms, r.fp8_step_ms),
-                    min(old.bf16_step_ms, r.bf16_step_ms),
-                )
-                r = replace(r, fp8_step_ms=fp8, bf16_step_ms=bf16, runs=old.runs + r.runs)
-            rows[(r.granularity, r.M, r.N, r.K)] = r
         later = [c for c in (self.info.get("merged"), run.info.get("command", "?")) if c]
-        return DispatchTable(tuple(rows.values()), {**self.info, "merged": " ; ".join(later)})
+        info = {**self.info, "merged": " ; ".join(later)}
+        return replace(self, rows=combine((*self.rows, *run.rows)), info=info)
+
+    def body(self) -> dict:
+        out: dict = {"info": self.info, "rows": [asdict(r) for r in self.rows]}
+        if self.by_gpu:
+            out["by_gpu"] = {gpu: t.body() for gpu, t in self.by_gpu.items()}
+        return out
 
     def to_json(self) -> str:
-        body = {"info": self.info, "rows": [asdict(r) for r in self.rows]}
-        return json.dumps(body, indent=1) + "\n"
+        return json.dumps(self.body(), indent=1) + "\n"
+
+
+#: How rows measured at one place become one row (:meth:`DispatchTable.merged`).
+Combine = Callable[[Sequence[Measured]], tuple[Measured, ...]]
+
+
+def merge_runs(rows: Sequence[Measured]) -> tuple[Measured, ...]:
+    """One row per shape: the slowest FP8 step and the fastest 16-bit step of the rows (runs)
+    measured there, their runs added up (a shape measured twice in one run counts twice)."""
+    kept: dict[tuple[str, int, int, int], Measured] = {}
+    for r in rows:
+        old = kept.get((r.granularity, r.M, r.N, r.K))
+        if old is not None:
+            fp8, bf16 = max(old.fp8_step_ms, r.fp8_step_ms), min(old.bf16_step_ms, r.bf16_step_ms)
+            r = replace(r, fp8_step_ms=fp8, bf16_step_ms=bf16, runs=old.runs + r.runs)
+        kept[(r.granularity, r.M, r.N, r.K)] = r
+    return tuple(kept.values())
 
 
 def parse_table(text: str, source: str = "dispatch table") -> DispatchTable:
     """A table from its JSON text; raises ValueError naming the source and the bad row."""
     try:
-        body = json.loads(text)
-        rows = tuple(Measured(**r) for r in body.get("rows", []))
-        info = {str(k): str(v) for k, v in body.get("info", {}).items()}
+        return _parsed(json.loads(text), source)
     except (json.JSONDecodeError, TypeError, AttributeError) as exc:
         raise ValueError(
             f"{source}: not a dispatch table ({exc}); rewrite it with "
             "`python -m kernel_ratchet.kernels.gemm.bench --set dispatch --fill-dispatch PATH`"
         ) from exc
+
+
+def _parsed(body: dict, source: str) -> DispatchTable:
+    rows = tuple(Measured(**r) for r in body.get("rows", []))
+    info = {str(k): str(v) for k, v in body.get("info", {}).items()}
     for r in rows:
         if min(r.M, r.N, r.K, r.runs) < 1 or not (r.fp8_step_ms > 0 and r.bf16_step_ms > 0):
             raise ValueError(f"{source}: row {asdict(r)} needs positive sizes, runs and times")
-    return DispatchTable(rows, info)
+    sections = {str(g): _parsed(t, f"{source}, {g}") for g, t in body.get("by_gpu", {}).items()}
+    return DispatchTable(rows, info, sections)
 
 
 @functools.lru_cache(maxsize=4)
@@ -136,9 +177,17 @@ def load_table(path: Path = TABLE_PATH) -> DispatchTable:
     return parse_table(path.read_text(), str(path))
 
 
+@functools.cache
+def this_gpu() -> str | None:
+    """The name of the process's first GPU (the section of a table its calls read), or None."""
+    import torch
+
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+
+
 def fp8_path(granularity: str, M: int, N: int, K: int) -> str:
-    """The shipped table's decision for one call."""
-    return load_table().path_for(granularity, M, N, K)
+    """The shipped table's decision for one call on this GPU."""
+    return load_table().for_gpu(this_gpu()).path_for(granularity, M, N, K)
 
 
 #: What a table's decisions depend on, as :func:`.compare.versions` names it.
@@ -150,6 +199,7 @@ def measured_elsewhere(table: DispatchTable, here: dict[str, str], fill: str) ->
     (:func:`.compare.versions` of this run), so its decisions may not hold here, and how to
     write one that does (``fill``); None where they match, the table is empty, or this run has
     no GPU (it measures nothing the table could be compared with)."""
+    table = table.for_gpu(here.get("gpu"))
     if not table.rows or "gpu" not in here:
         return None
     differ = [
@@ -161,5 +211,6 @@ def measured_elsewhere(table: DispatchTable, here: dict[str, str], fill: str) ->
         return None
     return (
         "the FP8 dispatch table was measured with " + ", ".join(differ) + ": its decisions "
-        f"may not hold on this machine; write one here with `{fill}` and let a round decide it"
+        f"may not hold on this machine; measure this GPU's with `{fill} --merge` (a section "
+        "of its own in that table) and let a round decide it"
     )

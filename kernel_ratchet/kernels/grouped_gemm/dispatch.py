@@ -17,9 +17,11 @@ GEMMs with T), N and K, and the rule is the dense Linear's (:mod:`..gemm.dispatc
 measured layer nearest by ``log2`` distance decides within ``MAX_DISTANCE``, to bf16 where its
 FP8 step was slower; no measured layer near, or no table, keeps FP8. A step with a prepared
 weight (:mod:`.prepared_weight`) has rows of its own: without the weight's pass FP8 pays on
-far fewer tokens. Layers that share a place (the same layer under other routings, or measured
-again by a run merged in with ``--merge``) leave one row: the measurement least favourable to
-FP8, the lowest ratio of bf16 to FP8 step time, so FP8 is kept only where it won on every one.
+far fewer tokens. A run on another GPU merges into a section of its own, which calls on that
+GPU read (:mod:`..gemm.dispatch`). Layers that share a place (the same layer under other
+routings, or measured again by a run merged in with ``--merge``) leave one row: the
+measurement least favourable to FP8, the lowest ratio of bf16 to FP8 step time, so FP8 is
+kept only where it won on every one.
 """
 
 from __future__ import annotations
@@ -29,7 +31,13 @@ from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
-from kernel_ratchet.kernels.gemm.dispatch import DispatchTable, Measured, load_table, parse_table
+from kernel_ratchet.kernels.gemm.dispatch import (
+    DispatchTable,
+    Measured,
+    load_table,
+    parse_table,
+    this_gpu,
+)
 
 #: The shipped table (empty or absent: every call keeps FP8).
 TABLE_PATH = Path(__file__).with_name("fp8_dispatch.json")
@@ -53,7 +61,7 @@ def fp8_path(tokens: int, experts: int, N: int, K: int, prepared: bool = False) 
     except ValueError as exc:
         raise ValueError(f"{exc} (this table is written by `{FILL}`)") from exc
     granularity = PREPARED if prepared else PER_CALL
-    return table.path_for(granularity, tokens_per_expert(tokens, experts), N, K)
+    return table.for_gpu(this_gpu()).path_for(granularity, tokens_per_expert(tokens, experts), N, K)
 
 
 def measured_rows(layers: Iterable[tuple[int, int, int, int, dict[str, float]]]) -> list[Measured]:
@@ -92,17 +100,15 @@ def one_per_place(rows: Iterable[Measured]) -> tuple[Measured, ...]:
 
 def write_table(path: Path, rows: list[Measured], info: dict[str, str], merge: bool) -> int:
     """Write ``rows`` (measured with ``info``) to ``path``, merged into the table there with
-    ``merge``, one row per place (:func:`one_per_place`); the table's row count. Raises
+    ``merge``, one row per place (:func:`one_per_place`); the row count of the part of the
+    table this run's GPU reads (its section, where the table was measured elsewhere). Raises
     ValueError for a table that cannot be read or was measured on other hardware or software."""
-    table = DispatchTable(tuple(rows), info)
+    table = DispatchTable(one_per_place(rows), info)
     if merge and path.exists():
         old = parse_table(path.read_text(), f"{path} (written by `{FILL}`)")
-        if old.rows:  # an empty table was measured nowhere
-            info = old.merged(table).info  # same hardware and software, the run's command
-            table = DispatchTable((*old.rows, *rows), info)
-    table = DispatchTable(one_per_place(table.rows), table.info)
+        table = old.merged(table, one_per_place)  # this GPU's rows, or a section of its own
     path.write_text(table.to_json())
-    return len(table.rows)
+    return len(table.for_gpu(info.get("gpu")).rows)
 
 
 def fill(rows: Iterable, path: Path, merge: bool, command: str) -> str:
