@@ -8,17 +8,23 @@ has two, ``paired.json`` of the quick level and ``paired_full.json`` of the full
 decided it). Not copied: the worktrees, the kernel snapshots, profiles, harness CSVs and
 worker logs, which are large, machine-bound or rebuilt from the rest. With ``traces`` each
 round's timing trace (``timings.jsonl``: every timing request's samples and SM clocks) comes
-too. The records name files relative to the project, so the copy reads the same on any
-machine. A destination named ``*.tar.gz`` or ``*.tgz`` gets the same files as one archive,
-under a folder of the archive's name: one file to carry off a machine that hands back few.
+too. ``environment.json`` says what each round measured on: from its ``provenance.json``,
+the GPU (name, driver, maximum clocks), the versions (python, torch, triton, CUDA, ...), the
+timing engine and the environment hash; not the environment variables or the host, which
+name the machine's paths. The records name files relative to the project, so the copy reads
+the same on any machine. A destination named ``*.tar.gz`` or ``*.tgz`` gets the same files as
+one archive, under a folder of the archive's name: one file to carry off a machine that hands
+back few.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import tarfile
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from kernel_ratchet.errors import CampaignError, UsageError
 
@@ -77,7 +83,43 @@ def export_records(cdir: Path, dest: Path, *, traces: bool = False) -> list[Path
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / rel)
             written.append(rel)
+    environment = measured_on(cdir)
+    if environment:
+        (dest / ENVIRONMENT).write_text(json.dumps(environment, indent=1) + "\n")
+        written.append(Path(ENVIRONMENT))
     return written
+
+
+#: The export's summary of what each round measured on (see the module docstring).
+ENVIRONMENT = "environment.json"
+#: Where a round's harness wrote its provenance, by level, and what of it an export keeps.
+PROVENANCE = {"artifacts/provenance.json": "", "artifacts/full/provenance.json": "full"}
+GPU_KEYS = ("name", "driver_version", "max_sm_clock_mhz", "max_mem_clock_mhz")
+
+
+def measured_on(cdir: Path) -> dict[str, Any]:
+    """Per round (and level, where a round escalated), the GPU, versions, timing engine and
+    environment hash its harness recorded; {} where no round recorded any."""
+    rounds: dict[str, Any] = {}
+    for rdir in sorted((cdir / "rounds").glob("round-*"), key=_round_number):
+        for src, level in PROVENANCE.items():
+            try:
+                prov = json.loads((rdir / src).read_text())
+            except (OSError, ValueError):
+                continue
+            gpu = prov.get("gpu") or {}
+            rounds[f"{rdir.name} {level}".strip()] = {
+                "device": prov.get("device"),
+                "gpu": {k: gpu.get(k) for k in GPU_KEYS} if gpu else None,
+                "versions": prov.get("versions"),
+                "engine": prov.get("engine"),
+                "environment_hash": prov.get("environment_hash"),
+            }
+    if not rounds:
+        return {}
+    hashes = {r["environment_hash"] for r in rounds.values()}
+    same = "one environment" if len(hashes) == 1 else f"{len(hashes)} environments"
+    return {"how": f"each round's harness provenance ({same})", "rounds": rounds}
 
 
 def _archive(cdir: Path, dest: Path, traces: bool) -> list[Path]:

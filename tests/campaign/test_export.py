@@ -47,6 +47,24 @@ def test_export_copies_the_records_and_only_them(accepted, tmp_path, capsys, mon
     assert f"{len(got)} files" in text
 
 
+def test_the_export_says_what_each_round_measured_on_without_the_machines_paths(accepted, tmp_path):
+    cdir = campaign_dir(accepted)
+    prov = json.loads((cdir / "rounds/round-2/artifacts/provenance.json").read_text())
+    prov["env"] = {"LD_LIBRARY_PATH": "/opt/secret/lib"}  # a path of the measuring machine
+    prov["gpu"] = {"name": "NVIDIA H100 80GB HBM3", "driver_version": "580.1", "source": "smi"}
+    (cdir / "rounds/round-2/artifacts/provenance.json").write_text(json.dumps(prov))
+    written = export_records(cdir, tmp_path / "out")
+    assert Path("environment.json") in written
+    text = (tmp_path / "out" / "environment.json").read_text()
+    env = json.loads(text)
+    assert set(env["rounds"]) == {"round-1", "round-2"}  # the baseline's and the round's
+    r2 = env["rounds"]["round-2"]
+    assert r2["gpu"]["name"] == "NVIDIA H100 80GB HBM3" and r2["gpu"]["driver_version"] == "580.1"
+    assert r2["versions"]["torch"] == prov["versions"]["torch"] and r2["engine"] == prov["engine"]
+    assert env["rounds"]["round-1"]["gpu"] is None  # measured on the CPU
+    assert "/opt/secret" not in text and prov["host"]["platform"] not in text
+
+
 def test_an_accepted_commit_cites_the_summary_an_export_holds(accepted, tmp_path):
     """The campaign directory is not in git: beside SPEC's ``Details`` line (the log in that
     directory), the commit names the campaign and the summary's path inside its records,
