@@ -202,6 +202,11 @@ class Optimizer(ABC):
         """Raise OptimizerError when this optimizer cannot drive ``op`` of the project at
         ``root`` (checked before a campaign starts or resumes; default: it can)."""
 
+    def done_note(self) -> str:
+        """What the run's end adds when this optimizer has nothing left to try: e.g. the
+        candidates it skipped and why (default: nothing)."""
+        return ""
+
     def settings(self) -> dict[str, Any]:
         """What ``ratchet resume`` needs to drive the campaign the same way (recorded in the
         campaign; no secrets: an agent's command is given again)."""

@@ -333,7 +333,8 @@ def no_proposal(opt: Optimizer) -> tuple[str, str]:
     """The stop when the optimizer proposes nothing: a person takes over, or nothing is left."""
     if opt.interactive:
         return PAUSED, f"the {opt.name} optimizer hands the campaign to a person"
-    return "T4", f"the {opt.name} optimizer has nothing left to try"
+    note = opt.done_note()
+    return "T4", f"the {opt.name} optimizer has nothing left to try" + (f"; {note}" if note else "")
 
 
 def _one_round(

@@ -9,11 +9,14 @@ project in a folder), and beside it
      "direction": "a stable key", "level": "quick"}
 
 Only ``hypothesis`` is required (``direction`` defaults to ``queue:NAME``, ``summary`` to the
-entry's name). ``ratchet run --optimizer queue --queue DIR`` measures the entries one round
-each against the incumbent of their turn and ends the campaign (T4) when every entry was
-tried; an entry whose direction a closed round already carries is not proposed again (an
-interrupted round's is, and one a parallel step superseded), so ``ratchet resume`` goes on
-where the run stopped. With ``--gpus``, each step measures the next entries side by side.
+entry's name). ``"after": "OTHER"`` makes an entry wait for the earlier entry ``OTHER`` (its
+diff made on top of that one's): it is measured once ``OTHER``'s round was accepted, and
+skipped, with the reason in the run's end, once that round was rolled back. ``ratchet run
+--optimizer queue --queue DIR`` measures the entries one round each against the incumbent of
+their turn and ends the campaign (T4) when every entry was tried; an entry whose direction a
+closed round already carries is not proposed again (an interrupted round's is, and one a
+parallel step superseded), so ``ratchet resume`` goes on where the run stopped. With
+``--gpus``, each step measures the next entries side by side.
 
 Each diff is applied to the incumbent's kernel texts in a scratch directory (``git apply``
 used as a patch tool there, never on the project's tree or history) and proposed as the
@@ -35,6 +38,7 @@ from kernel_ratchet.campaign.category import Category
 from kernel_ratchet.campaign.patch_scope import patch_paths
 from kernel_ratchet.optimizers.base import Optimizer, OptimizerContext, OptimizerError, Proposal
 from kernel_ratchet.profile.schema import OpProfile
+from kernel_ratchet.scoring.decision import Status
 
 #: What a queue entry's diff may be named.
 DIFF_SUFFIXES = (".diff", ".patch")
@@ -51,6 +55,11 @@ class Entry:
     @property
     def direction(self) -> str:
         return str(self.fields.get("direction") or f"queue:{self.name}")
+
+    @property
+    def after(self) -> str | None:
+        """The earlier entry this one needs accepted first, if any."""
+        return str(self.fields["after"]) if self.fields.get("after") else None
 
     def proposal(self, files: dict[str, str]) -> Proposal:
         """The round of this entry on ``files`` (path -> new text); raises OptimizerError for
@@ -87,6 +96,10 @@ def read_queue(path: Path) -> list[Entry]:
             problems.append(f'{meta.name}: needs a "hypothesis"')
             continue
         entries.append(Entry(diff.stem, diff, fields))
+    names = [e.name for e in entries]
+    for e in entries:
+        if e.after is not None and e.after not in names[: names.index(e.name)]:
+            problems.append(f'{e.name}.json: "after" names {e.after!r}, not an earlier entry')
     if problems:
         raise OptimizerError(f"--queue {path}: " + "; ".join(problems))
     if not entries:
@@ -157,6 +170,7 @@ class QueueOptimizer(Optimizer):
     def __init__(self, path: str) -> None:
         self.path = Path(path).resolve()
         self.entries = read_queue(self.path)
+        self.skipped: dict[str, str] = {}  # entry -> why it was not measured
 
     def settings(self) -> dict[str, Any]:
         return {"name": self.name, "path": str(self.path)}
@@ -179,6 +193,22 @@ class QueueOptimizer(Optimizer):
         step superseded (accepted by its A/B, but another gained more): on the new incumbent."""
         again = (Category.INTERRUPTED, Category.SUPERSEDED)
         closed = {r.direction for r in context.rounds if r.direction and r.category not in again}
-        waiting = [e for e in self.entries if e.direction not in closed][:k]
+        accepted = {r.direction for r in context.rounds if r.status == Status.ACCEPTED}
+        by_name = {e.name: e for e in self.entries}
+        waiting = []
+        for e in self.entries:
+            need = by_name[e.after].direction if e.after else None
+            if e.direction in closed or e.name in self.skipped:
+                continue
+            if need is not None and need in closed and need not in accepted:
+                self.skipped[e.name] = f"{e.name} (after {e.after}, which was rolled back)"
+                continue
+            if need is not None and need not in accepted:
+                break  # its prerequisite is still to be measured: nothing after it goes first
+            waiting.append(e)
         sources = dict(context.sources)
-        return [e.proposal(patched(e, sources, context.kernel_source)) for e in waiting]
+        return [e.proposal(patched(e, sources, context.kernel_source)) for e in waiting[:k]]
+
+    def done_note(self) -> str:
+        """The entries skipped because the entry they needed was rolled back, if any."""
+        return "skipped: " + "; ".join(self.skipped.values()) if self.skipped else ""

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from kernel_ratchet.optimizers.base import OptimizerError
+from kernel_ratchet.optimizers.loop import no_proposal
 from kernel_ratchet.optimizers.queue import QueueOptimizer
 from kernel_ratchet.optimizers.testing import (
     OptimizerConformance,
@@ -181,3 +182,58 @@ def test_a_diff_that_names_a_path_out_of_the_project_is_refused(tmp_path):
         with pytest.raises(OptimizerError, match="not the kernel files"):
             QueueOptimizer(str(queue)).propose(RecordedRounds(root).context())
         assert not outside.exists()
+
+
+def _stacked_queue(root: Path) -> Path:
+    """01 raises BLOCK_M, 02 is made on top of it (after 01), 03 stands alone."""
+    queue = root.parent / "stacked"
+    _entry(queue, "01-m32", _diff(root, "pkg/kernel.py", "BLOCK_M = 16", "BLOCK_M = 32"))
+    on_01 = (root / "pkg/kernel.py").read_text().replace("BLOCK_M = 16", "BLOCK_M = 32", 1)
+    (root / "scratch.py").write_text(on_01)
+    top = _diff(root, "scratch.py", "BLOCK_M = 32", "BLOCK_M = 64").replace(
+        "scratch.py", "pkg/kernel.py"
+    )
+    (root / "scratch.py").unlink()
+    _entry(queue, "02-m64", top, after="01-m32")
+    _entry(
+        queue,
+        "03-warps",
+        _diff(root, "pkg/configs.py", "Config(128, 128, num_warps=8)", "Config(128, 128)"),
+    )
+    return queue
+
+
+def test_an_entry_after_another_runs_on_its_acceptance_and_is_skipped_on_its_rollback(tmp_path):
+    root = make_toy_project(tmp_path / "toy")
+    accepted = RecordedRounds(root, gains={"queue:01-m32": 0.1})
+    opt = QueueOptimizer(str(_stacked_queue(root)))
+    got = accepted.run(opt, 5)
+    assert [p.direction for p in got] == ["queue:01-m32", "queue:02-m64", "queue:03-warps"]
+    assert "BLOCK_M = 64" in got[1].files["pkg/kernel.py"]  # applied on top of 01, accepted
+    assert opt.done_note() == ""
+
+    root = make_toy_project(tmp_path / "toy2")
+    rolled = RecordedRounds(root)  # every round rolled back
+    opt = QueueOptimizer(str(_stacked_queue(root)))
+    assert [p.direction for p in rolled.run(opt, 5)] == ["queue:01-m32", "queue:03-warps"]
+    assert opt.done_note() == "skipped: 02-m64 (after 01-m32, which was rolled back)"
+    stop, why = no_proposal(opt)
+    assert stop == "T4" and why.endswith("; skipped: 02-m64 (after 01-m32, which was rolled back)")
+
+
+def test_a_parallel_step_never_takes_an_entry_beside_the_one_it_waits_for(tmp_path):
+    root = make_toy_project(tmp_path / "toy")
+    opt = QueueOptimizer(str(_stacked_queue(root)))
+    batch = opt.propose_batch(RecordedRounds(root).context(), 3)
+    assert [p.direction for p in batch] == ["queue:01-m32"]
+
+
+def test_after_must_name_an_earlier_entry(tmp_path):
+    root = make_toy_project(tmp_path / "toy")
+    queue = tmp_path / "queue"
+    _entry(
+        queue, "01-m32", _diff(root, "pkg/kernel.py", "BLOCK_M = 16", "BLOCK_M = 32"), after="02-x"
+    )
+    _entry(queue, "02-x", _diff(root, "pkg/kernel.py", "BLOCK_M = 16", "BLOCK_M = 64"))
+    with pytest.raises(OptimizerError, match="01-m32.json: \"after\" names '02-x', not an earlier"):
+        QueueOptimizer(str(queue))
