@@ -203,8 +203,8 @@ class Optimizer(ABC):
         ``root`` (checked before a campaign starts or resumes; default: it can)."""
 
     def done_note(self) -> str:
-        """What the run's end adds when this optimizer has nothing left to try: e.g. the
-        candidates it skipped and why (default: nothing)."""
+        """What the run's end adds when this optimizer has nothing left to try, from "; " on:
+        e.g. the candidates it skipped and why (default: nothing)."""
         return ""
 
     def settings(self) -> dict[str, Any]:

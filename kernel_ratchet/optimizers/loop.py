@@ -333,8 +333,7 @@ def no_proposal(opt: Optimizer) -> tuple[str, str]:
     """The stop when the optimizer proposes nothing: a person takes over, or nothing is left."""
     if opt.interactive:
         return PAUSED, f"the {opt.name} optimizer hands the campaign to a person"
-    note = opt.done_note()
-    return "T4", f"the {opt.name} optimizer has nothing left to try" + (f"; {note}" if note else "")
+    return "T4", f"the {opt.name} optimizer has nothing left to try{opt.done_note()}"
 
 
 def _one_round(

@@ -211,4 +211,4 @@ class QueueOptimizer(Optimizer):
 
     def done_note(self) -> str:
         """The entries skipped because the entry they needed was rolled back, if any."""
-        return "skipped: " + "; ".join(self.skipped.values()) if self.skipped else ""
+        return "; skipped: " + "; ".join(self.skipped.values()) if self.skipped else ""

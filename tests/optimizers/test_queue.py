@@ -216,7 +216,7 @@ def test_an_entry_after_another_runs_on_its_acceptance_and_is_skipped_on_its_rol
     rolled = RecordedRounds(root)  # every round rolled back
     opt = QueueOptimizer(str(_stacked_queue(root)))
     assert [p.direction for p in rolled.run(opt, 5)] == ["queue:01-m32", "queue:03-warps"]
-    assert opt.done_note() == "skipped: 02-m64 (after 01-m32, which was rolled back)"
+    assert opt.done_note() == "; skipped: 02-m64 (after 01-m32, which was rolled back)"
     stop, why = no_proposal(opt)
     assert stop == "T4" and why.endswith("; skipped: 02-m64 (after 01-m32, which was rolled back)")
 
