@@ -200,8 +200,8 @@ class QueueOptimizer(Optimizer):
             need = by_name[e.after].direction if e.after else None
             if e.direction in closed or e.name in self.skipped:
                 continue
-            if need is not None and need in closed and need not in accepted:
-                self.skipped[e.name] = f"{e.name} (after {e.after}, which was rolled back)"
+            if e.after in self.skipped or (need in closed and need not in accepted):
+                self.skipped[e.name] = f"{e.name} (after {e.after}, which was not accepted)"
                 continue
             if need is not None and need not in accepted:
                 break  # its prerequisite is still to be measured: nothing after it goes first

@@ -185,47 +185,50 @@ def test_a_diff_that_names_a_path_out_of_the_project_is_refused(tmp_path):
 
 
 def _stacked_queue(root: Path) -> Path:
-    """01 raises BLOCK_M, 02 is made on top of it (after 01), 03 stands alone."""
+    """01 raises BLOCK_M, 02 is made on top of it (after 01), 03 on top of 02, 04 alone."""
     queue = root.parent / "stacked"
-    _entry(queue, "01-m32", _diff(root, "pkg/kernel.py", "BLOCK_M = 16", "BLOCK_M = 32"))
-    on_01 = (root / "pkg/kernel.py").read_text().replace("BLOCK_M = 16", "BLOCK_M = 32", 1)
-    (root / "scratch.py").write_text(on_01)
-    top = _diff(root, "scratch.py", "BLOCK_M = 32", "BLOCK_M = 64").replace(
-        "scratch.py", "pkg/kernel.py"
-    )
+    kernel = (root / "pkg/kernel.py").read_text()
+    step = [("BLOCK_M = 16", "BLOCK_M = 32"), ("BLOCK_M = 32", "BLOCK_M = 64")]
+    step.append(("BLOCK_M = 64", "BLOCK_M = 128"))
+    prev = ""
+    for n, (old, new) in enumerate(step, 1):
+        (root / "scratch.py").write_text(kernel)
+        diff = _diff(root, "scratch.py", old, new).replace("scratch.py", "pkg/kernel.py")
+        name = f"0{n}-{new.split()[-1]}"
+        _entry(queue, name, diff, **({"after": prev} if prev else {}))
+        kernel, prev = kernel.replace(old, new, 1), name
     (root / "scratch.py").unlink()
-    _entry(queue, "02-m64", top, after="01-m32")
-    _entry(
-        queue,
-        "03-warps",
-        _diff(root, "pkg/configs.py", "Config(128, 128, num_warps=8)", "Config(128, 128)"),
-    )
+    warps = _diff(root, "pkg/configs.py", "Config(128, 128, num_warps=8)", "Config(128, 128)")
+    _entry(queue, "04-warps", warps)
     return queue
 
 
 def test_an_entry_after_another_runs_on_its_acceptance_and_is_skipped_on_its_rollback(tmp_path):
     root = make_toy_project(tmp_path / "toy")
-    accepted = RecordedRounds(root, gains={"queue:01-m32": 0.1})
+    accepted = RecordedRounds(root, gains={"queue:01-32": 0.1, "queue:02-64": 0.1})
     opt = QueueOptimizer(str(_stacked_queue(root)))
-    got = accepted.run(opt, 5)
-    assert [p.direction for p in got] == ["queue:01-m32", "queue:02-m64", "queue:03-warps"]
-    assert "BLOCK_M = 64" in got[1].files["pkg/kernel.py"]  # applied on top of 01, accepted
+    got = accepted.run(opt, 9)
+    assert [p.direction for p in got] == [f"queue:{n}" for n in ("01-32", "02-64", "03-128")] + [
+        "queue:04-warps"
+    ]
+    assert "BLOCK_M = 128" in got[2].files["pkg/kernel.py"]  # on top of both accepted ones
     assert opt.done_note() == ""
 
     root = make_toy_project(tmp_path / "toy2")
     rolled = RecordedRounds(root)  # every round rolled back
     opt = QueueOptimizer(str(_stacked_queue(root)))
-    assert [p.direction for p in rolled.run(opt, 5)] == ["queue:01-m32", "queue:03-warps"]
-    assert opt.done_note() == "; skipped: 02-m64 (after 01-m32, which was rolled back)"
+    assert [p.direction for p in rolled.run(opt, 9)] == ["queue:01-32", "queue:04-warps"]
+    skipped = "02-64 (after 01-32, which was not accepted); 03-128 (after 02-64, which was not "
+    assert opt.done_note() == f"; skipped: {skipped}accepted)"
     stop, why = no_proposal(opt)
-    assert stop == "T4" and why.endswith("; skipped: 02-m64 (after 01-m32, which was rolled back)")
+    assert stop == "T4" and why.endswith(f"left to try; skipped: {skipped}accepted)")
 
 
 def test_a_parallel_step_never_takes_an_entry_beside_the_one_it_waits_for(tmp_path):
     root = make_toy_project(tmp_path / "toy")
     opt = QueueOptimizer(str(_stacked_queue(root)))
     batch = opt.propose_batch(RecordedRounds(root).context(), 3)
-    assert [p.direction for p in batch] == ["queue:01-m32"]
+    assert [p.direction for p in batch] == ["queue:01-32"]
 
 
 def test_after_must_name_an_earlier_entry(tmp_path):
