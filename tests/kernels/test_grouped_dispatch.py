@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from kernel_ratchet.kernels.gemm.dispatch import load_table
+from kernel_ratchet.kernels.gemm.dispatch import load_table, parse_table
 from kernel_ratchet.kernels.grouped_gemm import bench, dispatch
 from kernel_ratchet.kernels.grouped_gemm import fp8 as fp8_mod
 from kernel_ratchet.kernels.grouped_gemm.prepared_weight import prepare_weight
@@ -142,7 +142,7 @@ def test_a_fill_on_another_gpu_merges_into_its_own_section(tmp_path):
     on_h100 = ({"step": 1.0, "fp8_step": 0.8}, {"step": 2.0, "fp8_step": 1.9})  # two routings
     runs = dispatch.measured_rows([(4096, 64, 512, 1024, ms) for ms in on_h100])
     assert dispatch.write_table(path, runs, h200 | {"gpu": "H100"}, merge=True) == 1
-    table = dispatch.parse_table(path.read_text())
+    table = parse_table(path.read_text())
     assert table.for_gpu("H200").rows[0].faster == "bf16"  # the H200's row as it was
     (h100,) = table.for_gpu("H100").rows  # two routings, one place: the worse for FP8
     assert (h100.bf16_step_ms, h100.fp8_step_ms, h100.runs, h100.faster) == (2.0, 1.9, 2, "fp8")
@@ -161,7 +161,7 @@ def test_routings_sharing_a_place_keep_fp8_only_where_it_won_on_each(tmp_path, o
     ][::order]
     path = tmp_path / "t.json"
     assert "2 in" in dispatch.fill(rows, path, merge=False, command="fill")
-    table = dispatch.parse_table(path.read_text())
+    table = parse_table(path.read_text())
     assert [(r.M, r.runs, r.faster) for r in sorted(table.rows, key=lambda r: r.M)] == [
         (64, 2, "bf16"),
         (128, 2, "fp8"),

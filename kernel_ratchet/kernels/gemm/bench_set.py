@@ -48,11 +48,7 @@ def run_set(args: argparse.Namespace, shapes: list[Shape]) -> int:
         table = cmp.dispatch_table(
             rows, args.granularity, measuring_command(args.argv, args.rounds)
         )
-        path, gpu = Path(args.fill_dispatch), table.info.get("gpu")
-        if args.merge and path.exists():
-            table = dsp.parse_table(path.read_text(), str(path)).merged(table)
-        path.write_text(table.to_json())
-        mine = table.for_gpu(gpu)  # this GPU's section, where the table was measured elsewhere
+        mine = dsp.write_run(Path(args.fill_dispatch), table, args.merge)  # this GPU's part
         print(f"dispatch table: {len(mine.rows)} shapes -> {args.fill_dispatch}")
         rows = [cmp.redispatch(r, mine, args.granularity) for r in rows]
     lines = [cmp.HEADER, "|" + "---|" * cmp.HEADER.count(" | ") + "---|"]

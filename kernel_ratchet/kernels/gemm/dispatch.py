@@ -135,17 +135,44 @@ class DispatchTable:
 Combine = Callable[[Sequence[Measured]], tuple[Measured, ...]]
 
 
+def collapse(
+    rows: Sequence[Measured], join: Callable[[Measured, Measured], Measured]
+) -> tuple[Measured, ...]:
+    """One row per (granularity, M, N, K): rows sharing one joined in order by ``join`` (the
+    kept row and the next), their runs added up."""
+    kept: dict[tuple[str, int, int, int], Measured] = {}
+    for r in rows:
+        key = (r.granularity, r.M, r.N, r.K)
+        old = kept.get(key)
+        kept[key] = r if old is None else replace(join(old, r), runs=old.runs + r.runs)
+    return tuple(kept.values())
+
+
 def merge_runs(rows: Sequence[Measured]) -> tuple[Measured, ...]:
     """One row per shape: the slowest FP8 step and the fastest 16-bit step of the rows (runs)
     measured there, their runs added up (a shape measured twice in one run counts twice)."""
-    kept: dict[tuple[str, int, int, int], Measured] = {}
-    for r in rows:
-        old = kept.get((r.granularity, r.M, r.N, r.K))
-        if old is not None:
-            fp8, bf16 = max(old.fp8_step_ms, r.fp8_step_ms), min(old.bf16_step_ms, r.bf16_step_ms)
-            r = replace(r, fp8_step_ms=fp8, bf16_step_ms=bf16, runs=old.runs + r.runs)
-        kept[(r.granularity, r.M, r.N, r.K)] = r
-    return tuple(kept.values())
+    return collapse(
+        rows,
+        lambda a, b: replace(
+            b,
+            fp8_step_ms=max(a.fp8_step_ms, b.fp8_step_ms),
+            bf16_step_ms=min(a.bf16_step_ms, b.bf16_step_ms),
+        ),
+    )
+
+
+def write_run(
+    path: Path, run: DispatchTable, merge: bool, combine: Combine | None = None, source: str = ""
+) -> DispatchTable:
+    """Write the table of one ``run`` to ``path``, with ``merge`` merged into the table there
+    (:meth:`DispatchTable.merged`; ``source`` names that table in an error); the part of the
+    written table the run's GPU reads. Raises ValueError for a table that cannot be read or
+    cannot take the run."""
+    table = run
+    if merge and path.exists():
+        table = parse_table(path.read_text(), source or str(path)).merged(run, combine)
+    path.write_text(table.to_json())
+    return table.for_gpu(run.info.get("gpu"))
 
 
 def parse_table(text: str, source: str = "dispatch table") -> DispatchTable:

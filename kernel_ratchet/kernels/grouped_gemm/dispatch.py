@@ -28,15 +28,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import replace
 from pathlib import Path
 
 from kernel_ratchet.kernels.gemm.dispatch import (
     DispatchTable,
     Measured,
+    collapse,
     load_table,
-    parse_table,
     this_gpu,
+    write_run,
 )
 
 #: The shipped table (empty or absent: every call keeps FP8).
@@ -87,15 +87,9 @@ def one_per_place(rows: Iterable[Measured]) -> tuple[Measured, ...]:
     """One row per (granularity, tokens per expert, N, K): of the rows sharing one, the lowest
     ratio of bf16 to FP8 step time, with their runs added up. Ratios, not times, compare: the
     same place under other routings takes other times on both paths."""
-    kept: dict[tuple[str, int, int, int], Measured] = {}
-    for r in rows:
-        key = (r.granularity, r.M, r.N, r.K)
-        old = kept.get(key)
-        if old is not None:
-            worse = min(old, r, key=lambda x: x.bf16_step_ms / x.fp8_step_ms)
-            r = replace(worse, runs=old.runs + r.runs)
-        kept[key] = r
-    return tuple(kept.values())
+    return collapse(
+        tuple(rows), lambda a, b: min(a, b, key=lambda x: x.bf16_step_ms / x.fp8_step_ms)
+    )
 
 
 def write_table(path: Path, rows: list[Measured], info: dict[str, str], merge: bool) -> int:
@@ -103,12 +97,9 @@ def write_table(path: Path, rows: list[Measured], info: dict[str, str], merge: b
     ``merge``, one row per place (:func:`one_per_place`); the row count of the part of the
     table this run's GPU reads (its section, where the table was measured elsewhere). Raises
     ValueError for a table that cannot be read or was measured on other hardware or software."""
-    table = DispatchTable(one_per_place(rows), info)
-    if merge and path.exists():
-        old = parse_table(path.read_text(), f"{path} (written by `{FILL}`)")
-        table = old.merged(table, one_per_place)  # this GPU's rows, or a section of its own
-    path.write_text(table.to_json())
-    return len(table.for_gpu(info.get("gpu")).rows)
+    run = DispatchTable(one_per_place(rows), info)
+    source = f"{path} (written by `{FILL}`)"
+    return len(write_run(path, run, merge, one_per_place, source).rows)
 
 
 def fill(rows: Iterable, path: Path, merge: bool, command: str) -> str:
