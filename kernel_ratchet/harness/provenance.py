@@ -57,6 +57,10 @@ def package_versions() -> dict[str, str | None]:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             out[name] = None
+    if out["kernel-ratchet"] is None:  # imported from a checkout on sys.path, not installed
+        from kernel_ratchet import __version__
+
+        out["kernel-ratchet"] = f"{__version__} (not installed)"
     out["cuda"] = out["cudnn"] = None
     try:
         import torch

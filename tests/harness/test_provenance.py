@@ -32,6 +32,21 @@ def test_cpu_provenance_has_every_field_and_is_json():
     json.dumps(p)
 
 
+def test_a_checkout_on_the_path_names_its_own_version(monkeypatch):
+    """Run from a source tree (PYTHONPATH, no install), the tool's version is still known."""
+    from kernel_ratchet import __version__
+
+    real = pv.metadata.version
+
+    def version(name):
+        if name == "kernel-ratchet":
+            raise pv.metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(pv.metadata, "version", version)
+    assert pv.package_versions()["kernel-ratchet"] == f"{__version__} (not installed)"
+
+
 def test_environment_hash_tracks_env_and_versions_not_commit_or_time(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     a = collect()
