@@ -87,6 +87,12 @@ def read_queue(path: Path) -> list[Entry]:
     entries, problems = [], []
     for diff in sorted(p for p in path.iterdir() if p.suffix in DIFF_SUFFIXES):
         meta = diff.with_suffix(".json")
+        if not meta.is_file():
+            problems.append(
+                f"{diff.name} has no {meta.name} beside it (every diff in the queue is an "
+                'entry): give it one ({"hypothesis": "..."}) or move the diff out of the queue'
+            )
+            continue
         try:
             fields = json.loads(meta.read_text())
         except (OSError, json.JSONDecodeError) as exc:

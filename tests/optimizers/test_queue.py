@@ -114,7 +114,7 @@ def test_an_entry_outside_the_kernel_or_without_a_hypothesis_is_refused(tmp_path
     with pytest.raises(OptimizerError, match='01-test.json: needs a "hypothesis"'):
         QueueOptimizer(str(queue))
     (queue / "01-test.json").unlink()
-    with pytest.raises(OptimizerError, match="01-test.json"):
+    with pytest.raises(OptimizerError, match="01-test.diff has no 01-test.json .* move the diff"):
         QueueOptimizer(str(queue))
     with pytest.raises(OptimizerError, match="not a directory"):
         QueueOptimizer(str(tmp_path / "absent"))
