@@ -7,6 +7,7 @@ the same suite runs the real kernels; run ``pytest -m gpu`` there before resolvi
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from pathlib import Path
@@ -78,18 +79,21 @@ def _child_pytests_skip_plugin_autoload():
 def _share_the_gpu(request):
     """Under several pytest-xdist workers on a GPU, a GPU test takes its turn on the GPU
     (:mod:`tests.gpu_share`: exclusive for ``gpu_memory`` tests) and returns its cached memory
-    when it ends. One process, or no GPU: nothing to share."""
+    when it ends, with what a failure's frames held. One process, or no GPU: nothing to
+    share."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if not HAS_CUDA or workers < 2 or "gpu" not in request.keywords:
         yield
         return
-    from tests.gpu_share import gpu_turn, lock_path
+    from tests.gpu_share import gpu_turn, lock_path, release_failed_frames
 
     run_id = getattr(request.config, "workerinput", {}).get("testrunuid", "local")
     with gpu_turn(lock_path(run_id), exclusive="gpu_memory" in request.keywords):
         try:
             yield
         finally:
+            release_failed_frames()
+            gc.collect()
             torch.cuda.synchronize()
             torch.cuda.empty_cache()
 

@@ -6,13 +6,20 @@ case starves the others of memory they would fit in. Under several workers every
 therefore hands its cached blocks back when it ends, and holds a lock on a file the workers
 share: shared for an ordinary GPU test, exclusive for one marked ``gpu_memory`` (a case that
 needs most of the GPU's memory), which then runs while no other GPU test does.
+
+A failed test keeps its frames alive: pytest stores the exception in ``sys.last_value`` (for
+post-mortem debugging), and with it every tensor the test's frames held, tens of GB for a
+large layer, until the worker's next failure. Every test after it, on any worker, then finds
+the GPU's memory taken; :func:`release_failed_frames` lets those tensors go.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import sys
 import tempfile
+import traceback
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,3 +39,16 @@ def gpu_turn(path: Path, *, exclusive: bool) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def release_failed_frames() -> None:
+    """Clear the locals of the frames of the last failed test's exception (pytest keeps it in
+    ``sys.last_value``/``sys.last_exc``, its report already written), so what they held is
+    freed; the exception itself stays for a debugger, without its locals."""
+    seen: set[int] = set()
+    for name in ("last_exc", "last_value"):
+        exc = getattr(sys, name, None)
+        while exc is not None and id(exc) not in seen:
+            seen.add(id(exc))
+            traceback.clear_frames(exc.__traceback__)
+            exc = exc.__cause__ or exc.__context__

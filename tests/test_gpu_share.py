@@ -7,7 +7,7 @@ import fcntl
 
 import pytest
 
-from tests.gpu_share import gpu_turn, lock_path
+from tests.gpu_share import gpu_turn, lock_path, release_failed_frames
 
 
 def _free(path, exclusive: bool) -> bool:
@@ -39,3 +39,40 @@ def test_a_memory_test_runs_alone_and_lets_go_when_it_fails(tmp_path):
 
 def test_workers_of_one_run_share_a_lock_file_and_runs_do_not():
     assert lock_path("run-a") == lock_path("run-a") != lock_path("run-b")
+
+
+def test_a_failed_tests_frames_let_go_of_what_they_held(monkeypatch):
+    """pytest keeps a failure's exception in sys.last_value for a debugger; its frames, and
+    those of the exception it was raised from, hold the test's tensors until cleared."""
+    import gc
+    import sys
+    import weakref
+
+    class Held:  # a tensor of the test, say
+        pass
+
+    refs = []
+
+    def lookup(table):
+        inner = Held()
+        refs.append(weakref.ref(inner))
+        return table["missing"]
+
+    def failing_test():
+        layer = Held()
+        refs.append(weakref.ref(layer))
+        try:
+            lookup({})
+        except KeyError as e:
+            raise AssertionError("the test failed") from e
+
+    try:
+        failing_test()
+    except AssertionError as e:
+        monkeypatch.setattr(sys, "last_value", e, raising=False)
+        monkeypatch.setattr(sys, "last_exc", e, raising=False)
+    gc.collect()
+    assert all(r() is not None for r in refs)  # kept by the stored tracebacks
+    release_failed_frames()
+    gc.collect()
+    assert all(r() is None for r in refs)

@@ -123,6 +123,7 @@ def test_a_reference_in_the_operands_precision_stays_far_above_the_bf16_threshol
 
 
 @pytest.mark.gpu
+@pytest.mark.gpu_memory  # DeepSeek-V3's layer, with fp32 references
 @pytest.mark.parametrize("kind", ["bf16", "fp8"])
 def test_the_spot_reference_judges_a_layer_as_the_reference_does(kind):
     """On the GPU the spot checks compare with products in bf16: within 45 dB of the fp32
