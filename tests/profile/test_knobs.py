@@ -86,3 +86,18 @@ def test_nothing_to_move_is_a_warning_and_a_bad_declaration_fails(tiny_project):
     (p.root / p.pkg / "kernel.py").write_text("MISSING = 1\n")
     item = _space_item(p)
     assert item.ok and item.detail.startswith("1 knob, 2 points")
+
+
+def test_the_projects_own_ops_name_tunables_the_search_can_move():
+    """Every op of this repository's ratchet.yaml passes its search-space lines: a tunables
+    file that holds nothing to move fails `ratchet check` for users reading our profile."""
+    from kernel_ratchet.profile.search_check import search_items
+
+    profile = load_profile(Path(__file__).parents[2] / "ratchet.yaml")
+    failed = [
+        f"{i.name}: {i.detail}"
+        for op in profile.ops.values()
+        for i in search_items(profile, op)
+        if not i.ok
+    ]
+    assert not failed, failed
