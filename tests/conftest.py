@@ -7,6 +7,7 @@ the same suite runs the real kernels; run ``pytest -m gpu`` there before resolvi
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import sys
@@ -77,23 +78,24 @@ def _child_pytests_skip_plugin_autoload():
 
 @pytest.fixture(autouse=True)
 def _share_the_gpu(request):
-    """Under several pytest-xdist workers on a GPU, a GPU test takes its turn on the GPU
-    (:mod:`tests.gpu_share`: exclusive for ``gpu_memory`` tests) and returns its cached memory
-    when it ends, with what a failure's frames held. One process, or no GPU: nothing to
-    share."""
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    if not HAS_CUDA or workers < 2 or "gpu" not in request.keywords:
+    """A GPU test lets go of what a failure's frames held when it ends (:mod:`tests.gpu_share`),
+    so one failed large case does not starve the tests after it. Under several pytest-xdist
+    workers it also takes its turn on the GPU (exclusive for ``gpu_memory`` tests) and returns
+    its worker's cached memory. No GPU: nothing to do."""
+    if not HAS_CUDA or "gpu" not in request.keywords:
         yield
         return
     from tests.gpu_share import gpu_turn, lock_path, release_failed_frames
 
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     run_id = getattr(request.config, "workerinput", {}).get("testrunuid", "local")
-    with gpu_turn(lock_path(run_id), exclusive="gpu_memory" in request.keywords):
+    turn = gpu_turn(lock_path(run_id), exclusive="gpu_memory" in request.keywords)
+    with turn if workers > 1 else contextlib.nullcontext():
         try:
             yield
         finally:
-            release_failed_frames()
-            gc.collect()
+            if release_failed_frames():
+                gc.collect()
             torch.cuda.synchronize()
             torch.cuda.empty_cache()
 

@@ -41,14 +41,23 @@ def gpu_turn(path: Path, *, exclusive: bool) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def release_failed_frames() -> None:
+_released: list[BaseException | None] = [None]  # the last failure released (kept, frames cleared)
+
+
+def release_failed_frames() -> bool:
     """Clear the locals of the frames of the last failed test's exception (pytest keeps it in
-    ``sys.last_value``/``sys.last_exc``, its report already written), so what they held is
-    freed; the exception itself stays for a debugger, without its locals."""
+    ``sys.last_value``/``sys.last_exc``, its report already written), and of the exceptions
+    it was raised from, so what they held is freed; the exception itself stays for a
+    debugger, without its locals. True when that failure was not released before (worth a
+    garbage collection)."""
+    last = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+    if last is None or last is _released[0]:
+        return False
+    _released[0] = last
     seen: set[int] = set()
-    for name in ("last_exc", "last_value"):
-        exc = getattr(sys, name, None)
-        while exc is not None and id(exc) not in seen:
-            seen.add(id(exc))
-            traceback.clear_frames(exc.__traceback__)
-            exc = exc.__cause__ or exc.__context__
+    exc: BaseException | None = last
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        traceback.clear_frames(exc.__traceback__)
+        exc = exc.__cause__ or exc.__context__
+    return True

@@ -73,6 +73,7 @@ def test_a_failed_tests_frames_let_go_of_what_they_held(monkeypatch):
         monkeypatch.setattr(sys, "last_exc", e, raising=False)
     gc.collect()
     assert all(r() is not None for r in refs)  # kept by the stored tracebacks
-    release_failed_frames()
+    assert release_failed_frames()
     gc.collect()
     assert all(r() is None for r in refs)
+    assert not release_failed_frames()  # released once: no collection on every later test
