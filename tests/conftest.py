@@ -87,10 +87,11 @@ def _share_the_gpu(request):
         return
     from tests.gpu_share import gpu_turn, lock_path, release_failed_frames
 
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    run_id = getattr(request.config, "workerinput", {}).get("testrunuid", "local")
-    turn = gpu_turn(lock_path(run_id), exclusive="gpu_memory" in request.keywords)
-    with turn if workers > 1 else contextlib.nullcontext():
+    turn = contextlib.nullcontext()
+    if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+        run_id = getattr(request.config, "workerinput", {}).get("testrunuid", "local")
+        turn = gpu_turn(lock_path(run_id), exclusive="gpu_memory" in request.keywords)
+    with turn:
         try:
             yield
         finally:
