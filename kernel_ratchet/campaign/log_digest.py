@@ -9,6 +9,11 @@ from pathlib import Path
 _SUMMARY = re.compile(r"^(FAILED|ERROR) (\S+(?:\[.*?\])?)(?: - (.*))?$")
 #: The first line of an exception in pytest's report (``E   ValueError: ...``).
 _E_LINE = re.compile(r"^E\s{2,}(\S.*)$")
+#: The source line pytest marks in a traceback (``>       assert a == b``).
+_SOURCE = re.compile(r"^>\s+(\S.*)$")
+#: Where a failure's traceback ends (``tests/a.py:12: AssertionError``; inner frames end
+#: ``tests/a.py:8: `` with no exception named).
+_WHERE = re.compile(r"^(\S+\.py:\d+): ([A-Za-z_][\w.]*)$")
 _MAX = 160
 
 
@@ -17,10 +22,25 @@ def _clip(text: str, n: int = _MAX) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
+def _first_failure_site(lines: list[str]) -> str:
+    """``"tests/a.py:12: assert a == b"``: where the first failure in a pytest report was
+    raised and the source line pytest marked there; ``""`` when the log has no traceback."""
+    source = ""
+    for ln in lines:
+        src = _SOURCE.match(ln)
+        if src:
+            source = src.group(1)
+        where = _WHERE.match(ln)
+        if where and source:
+            return f"{where.group(1)}: {source}"
+    return ""
+
+
 def failure_digest(log: str | Path, most: int = 3) -> str:
-    """``"2 failed: tests/a.py::t[x], tests/b.py::u; first error: ValueError: ..."`` from a
-    pytest log; for any other command its last non-empty line; ``""`` when the log is
-    missing or empty. At most ``most`` node ids are named."""
+    """``"2 failed: tests/a.py::t[x], tests/b.py::u; first error: ValueError: ... (at
+    tests/a.py:12: raise ValueError(x))"`` from a pytest log (the site: the first failure's
+    traceback, where the report has one); for any other command its last non-empty line;
+    ``""`` when the log is missing or empty. At most ``most`` node ids are named."""
     try:
         lines = Path(log).read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
@@ -40,6 +60,9 @@ def failure_digest(log: str | Path, most: int = 3) -> str:
             f" and {len(nodes) - most} more" if len(nodes) > most else ""
         )
         why = f"; first error: {_clip(first_error)}" if first_error else ""
+        site = _first_failure_site(lines)
+        if site:
+            why = (why or "; first error:") + f" (at {_clip(site)})"
         return f"{len(nodes)} failed: {named}{why}"
     # the step's own header (its command and folder) is not what the command said
     said = [ln for ln in lines if ln.strip() and not ln.startswith(("$ ", "# cwd: "))]

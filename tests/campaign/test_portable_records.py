@@ -181,6 +181,8 @@ def test_a_failed_step_names_its_failing_tests_and_its_log_from_where_it_ran(tmp
     assert step.reason.startswith("focused test exited with code 1: 2 failed: ")
     assert "tests/test_k.py::test_tile[1], tests/test_k.py::test_tile[2]" in step.reason
     assert "first error: ValueError: flatten and tma_store exclude each other 1" in step.reason
+    # where it was raised: a bare "assert False" alone would not say which check failed
+    assert "(at tests/test_k.py:6: raise ValueError(f'flatten and tma_store" in step.reason
     assert step.reason.endswith("(see .ratchet/campaigns/c/rounds/round-2/artifacts/test.log)")
     # any other command: the last line it printed; nothing printed, nothing but the code
     quiet = run_step("build", "exit 4", cwd=root, log_path=art / "quiet.log", timeout_s=60)
@@ -207,6 +209,36 @@ def test_a_paired_run_names_its_worker_logs_from_the_campaign(tmp_path):
     assert got.logs == {side: f"rounds/round-2/artifacts/paired/{side}_worker.log" for side in logs}
     assert str(tmp_path) not in json.dumps(got.to_dict())
     assert "(log: rounds/round-2/artifacts/paired/candidate_worker.log)" in got.failure.sentence()
+
+
+def test_a_failed_assert_is_named_by_the_line_that_failed_not_the_frames_above(tmp_path):
+    """pytest reports a failed ``assert torch.equal(...)`` as ``assert False``: the reason
+    names the marked source line where the first traceback ends (the exported records do not
+    keep the log), not the frames it passed through nor the later failures."""
+    from kernel_ratchet.campaign.log_digest import failure_digest
+
+    log = tmp_path / "test.log"
+    log.write_text(
+        "____ test_cols[ragged] ____\n\n"
+        "    def test_cols(lens):\n>       check(lens)\n\n"
+        "tests/kernels/test_q.py:40: \n_ _ _ _ _ _\n\n"
+        "    def check(lens):\n        got = cols[:, :8]\n"
+        ">       assert torch.equal(got.view(torch.uint8), want.view(torch.uint8))\n"
+        "E       assert False\n"
+        "E        +  where False = <built-in method equal>(tensor([1]), tensor([2]))\n\n"
+        "tests/kernels/test_q.py:31: AssertionError\n"
+        "____ test_rows ____\n\n"
+        ">       assert rows_ok\nE       assert False\n\n"
+        "tests/kernels/test_q.py:12: AssertionError\n"
+        "==== short test summary info ====\n"
+        "FAILED tests/kernels/test_q.py::test_cols[ragged] - assert False\n"
+        "FAILED tests/kernels/test_q.py::test_rows - assert False\n"
+    )
+    assert failure_digest(log) == (
+        "2 failed: tests/kernels/test_q.py::test_cols[ragged], tests/kernels/test_q.py::test_rows;"
+        " first error: assert False (at tests/kernels/test_q.py:31: assert torch.equal(got.view"
+        "(torch.uint8), want.view(torch.uint8)))"
+    )
 
 
 def test_a_failed_check_that_is_not_pytest_names_its_first_failing_line(tmp_path):
