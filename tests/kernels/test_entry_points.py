@@ -38,8 +38,8 @@ def test_operands_of_two_dtypes_stop_with_what_to_cast():
         linear_gemm(_rand(8, 16, dtype=torch.int32), _rand(4, 16, dtype=torch.int32))
 
 
-def test_the_fp8_linear_takes_mixed_operands_whichever_path_a_shape_takes(monkeypatch):
-    a, w = _rand(64, 256), _rand(96, 256, dtype=torch.float32)
+def test_the_fp8_linear_takes_mixed_operands_whichever_path_a_shape_takes(monkeypatch, device):
+    a, w = _rand(64, 256).to(device), _rand(96, 256, dtype=torch.float32).to(device)
     ref = a.float() @ w.t()
     fp8 = fp8_linear(a, w)
     monkeypatch.setattr(fp8_mod, "fp8_path", lambda *args: "bf16")  # the table's 16-bit route
@@ -119,7 +119,7 @@ def test_a_strided_group_lens_reads_its_own_values():
     ],
     ids=["tensorwise", "rowwise", "rowwise-t"],
 )
-def test_an_empty_tensor_quantizes_with_the_scale_of_zeros(quant):
+def test_an_empty_tensor_quantizes_with_the_scale_of_zeros(quant, device):
     for shape in ((0, 16), (16, 0)):
-        scale = quant(torch.zeros(shape))
+        scale = quant(torch.zeros(shape, device=device))
         assert torch.all(scale == AMAX_EPS / FP8_MAX[torch.float8_e4m3fn]), scale
