@@ -51,14 +51,6 @@ def pytest_collection_modifyitems(config, items):
     # finishing a long one alone. Stable: the order within each kind is kept.
     items.sort(key=lambda item: "slow" not in item.keywords)
     if HAS_CUDA:
-        if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
-            alone = pytest.mark.skip(
-                reason="times the GPU while other test workers use it: run the GPU tests one at "
-                "a time (pytest -m gpu -p no:xdist)"
-            )
-            for item in items:
-                if "gpu_alone" in item.keywords:
-                    item.add_marker(alone)
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (run on the H200 with `pytest -m gpu`)")
     for item in items:
@@ -76,12 +68,17 @@ def _child_pytests_skip_plugin_autoload():
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
 
 
+def _needs_the_gpu_alone(request) -> bool:
+    return "gpu_memory" in request.keywords or "gpu_alone" in request.keywords
+
+
 @pytest.fixture(autouse=True)
 def _share_the_gpu(request):
     """A GPU test lets go of what a failure's frames held when it ends (:mod:`tests.gpu_share`),
     so one failed large case does not starve the tests after it. Under several pytest-xdist
-    workers it also takes its turn on the GPU (exclusive for ``gpu_memory`` tests) and returns
-    its worker's cached memory. No GPU: nothing to do."""
+    workers it also takes its turn on the GPU (exclusive for ``gpu_memory`` and ``gpu_alone``
+    tests: no other GPU test runs meanwhile) and returns its worker's cached memory. No GPU:
+    nothing to do."""
     if not HAS_CUDA or "gpu" not in request.keywords:
         yield
         return
@@ -90,7 +87,7 @@ def _share_the_gpu(request):
     turn = contextlib.nullcontext()
     if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
         run_id = getattr(request.config, "workerinput", {}).get("testrunuid", "local")
-        turn = gpu_turn(lock_path(run_id), exclusive="gpu_memory" in request.keywords)
+        turn = gpu_turn(lock_path(run_id), exclusive=_needs_the_gpu_alone(request))
     with turn:
         try:
             yield

@@ -5,7 +5,8 @@ reserved by that worker until ``torch.cuda.empty_cache()``, so a worker that ran
 case starves the others of memory they would fit in. Under several workers every GPU test
 therefore hands its cached blocks back when it ends, and holds a lock on a file the workers
 share: shared for an ordinary GPU test, exclusive for one marked ``gpu_memory`` (a case that
-needs most of the GPU's memory), which then runs while no other GPU test does.
+needs most of the GPU's memory) or ``gpu_alone`` (one that times the GPU), which then runs
+while no other GPU test does.
 
 A failed test keeps its frames alive: pytest stores the exception in ``sys.last_value`` (for
 post-mortem debugging), and with it every tensor the test's frames held, tens of GB for a

@@ -77,3 +77,17 @@ def test_a_failed_tests_frames_let_go_of_what_they_held(monkeypatch):
     gc.collect()
     assert all(r() is None for r in refs)
     assert not release_failed_frames()  # released once: no collection on every later test
+
+
+@pytest.mark.parametrize(
+    ("marks", "alone"),
+    [({"gpu"}, False), ({"gpu", "gpu_memory"}, True), ({"gpu", "gpu_alone"}, True)],
+)
+def test_a_test_that_times_the_gpu_takes_it_alone_instead_of_being_skipped(marks, alone):
+    """Timing tests (``gpu_alone``) run in a many-worker GPU run with the exclusive turn, as
+    the ``gpu_memory`` ones do; they were skipped there, and so never ran in it."""
+    from types import SimpleNamespace
+
+    from tests.conftest import _needs_the_gpu_alone
+
+    assert _needs_the_gpu_alone(SimpleNamespace(keywords=marks)) is alone

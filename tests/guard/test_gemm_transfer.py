@@ -91,6 +91,7 @@ GPU_SHAPES = [
 
 
 @pytest.mark.gpu
+@pytest.mark.gpu_alone  # times the two idioms against each other
 @pytest.mark.parametrize("shape", GPU_SHAPES, ids=lambda s: s.label)
 @pytest.mark.parametrize("name", ["bf16", "fp8-blockwise"], ids=["bf16", "fp8-blockwise"])
 def test_gemm_transfers_on_gpu(name: str, shape: Shape) -> None:
@@ -105,6 +106,7 @@ def test_gemm_transfers_on_gpu(name: str, shape: Shape) -> None:
 
 
 @pytest.mark.gpu
+@pytest.mark.gpu_alone
 def test_planted_output_cache_is_overfit_on_gpu() -> None:
     adapter = LinearTraining(id_cached(gemm_kernel.GemmFunction.apply), torch.bfloat16)
     result = simulate_training(adapter, GPU_SHAPES[0], device="cuda", steps=8, repeats=7)
