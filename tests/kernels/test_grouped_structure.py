@@ -391,15 +391,3 @@ def test_bf16_weight_gradient_of_small_groups_takes_its_own_bucket() -> None:
     assert configs.select("wgrad", "fp8", 64, interpret=False) == fp8
     assert configs.select("wgrad", "bf16", 64, interpret=True) == configs.INTERP
 
-
-@pytest.mark.parametrize("n", [160, 258, 130], ids=["n160", "n258", "n130"])
-def test_the_fp8_transposed_weight_copy_is_the_weight_transposed_on_any_width(device, n):
-    """``data_t`` holds ``data``'s bytes transposed, whether the copy's rows are whole 32-bit
-    words (N a multiple of 4) or not, across full and partial 128-blocks; the row-major copy
-    and the scales are those of the call without the transposed copy."""
-    g = torch.Generator().manual_seed(3)
-    w = (torch.randn(3, n, 200, generator=g) * 4).to(torch.bfloat16).to(device)
-    both, alone = F.quant_weight_128x128(w, transpose=True), F.quant_weight_128x128(w)
-    assert torch.equal(both.data_t.view(torch.uint8), both.data.transpose(1, 2).view(torch.uint8))
-    assert torch.equal(both.data.view(torch.uint8), alone.data.view(torch.uint8))
-    assert torch.equal(both.scale, alone.scale)
