@@ -390,4 +390,3 @@ def test_bf16_weight_gradient_of_small_groups_takes_its_own_bucket() -> None:
     fp8 = configs.BUCKETS["fp8_wgrad"]
     assert configs.select("wgrad", "fp8", 64, interpret=False) == fp8
     assert configs.select("wgrad", "bf16", 64, interpret=True) == configs.INTERP
-
