@@ -1,4 +1,4 @@
-"""The grouped weight's 128x128-block FP8 quantization (``grouped_gemm.weight_quant``): per
+"""The grouped weight's 128x128-block FP8 quantization (``quant.weight``): per
 group, the bits of the 2-D quantization, straight and transposed."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernel_ratchet.kernels.grouped_gemm.weight_quant import quant_weight_128x128
 from kernel_ratchet.kernels.quant.launch import quant_fp8_block_128x128
+from kernel_ratchet.kernels.quant.weight import quant_weight_128x128
 
 from .test_quant_dual import overshooting_magnitudes
 

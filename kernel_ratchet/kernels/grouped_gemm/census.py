@@ -32,7 +32,6 @@ from kernel_ratchet.kernels.grouped_gemm import fp8 as fp8_launch
 from kernel_ratchet.kernels.grouped_gemm import (
     fp8_ws_launch,
     mm_ws_launch,
-    weight_quant,
     wgrad_fp8_ws_launch,
 )
 from kernel_ratchet.kernels.grouped_gemm import launch as bf16_launch
@@ -41,6 +40,7 @@ from kernel_ratchet.kernels.grouped_gemm.schedule import Fill, longest_first, mm
 from kernel_ratchet.kernels.quant import dual as qdual
 from kernel_ratchet.kernels.quant import dual_grouped as qdual_grouped
 from kernel_ratchet.kernels.quant import launch as qlaunch
+from kernel_ratchet.kernels.quant import weight as weight_quant
 
 #: H200 SXM: HBM3e bytes/s and dense tensor-core peaks (FLOP/s) from the data sheet.
 HBM_BPS = 4.8e12

@@ -46,7 +46,6 @@ from kernel_ratchet.kernels.grouped_gemm.launch import (
     tma_readable,
 )
 from kernel_ratchet.kernels.grouped_gemm.prepared_weight import PreparedWeight
-from kernel_ratchet.kernels.grouped_gemm.weight_quant import quant_weight_128x128
 from kernel_ratchet.kernels.quant.dual import quant_fp8_dual_1x128
 from kernel_ratchet.kernels.quant.dual_grouped import quant_fp8_dual_1x128_grouped
 from kernel_ratchet.kernels.quant.launch import (
@@ -54,6 +53,7 @@ from kernel_ratchet.kernels.quant.launch import (
     Fp8Quantized,
     quant_fp8_blockwise_1x128,
 )
+from kernel_ratchet.kernels.quant.weight import quant_weight_128x128
 
 FP8 = torch.float8_e4m3fn
 

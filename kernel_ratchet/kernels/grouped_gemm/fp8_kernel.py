@@ -3,8 +3,10 @@
 * :func:`_grouped_mm_fp8_kernel` / :func:`_mm_fp8_tile`: forward and dgrad, the persistent
   schedule of :mod:`.kernel` with each 128-deep partial product scaled by its two scales;
 * :func:`_grouped_wgrad_fp8_kernel`: weight gradient over 128-token chunks aligned to the
-  global 128-row scale blocks;
-* :func:`_weight_quant_kernel`: 128x128-block quantization of the 3-D expert weight stack.
+  global 128-row scale blocks.
+
+The 128x128-block quantization of the 3-D expert weight stack is
+:mod:`kernel_ratchet.kernels.quant.weight`.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import torch
 
-from kernel_ratchet.kernels.grouped_gemm.weight_quant import quant_weight_128x128
 from kernel_ratchet.kernels.prepared import PreparedWeight, prepared
+from kernel_ratchet.kernels.quant.weight import quant_weight_128x128
 
 
 def prepare_weight(w: torch.Tensor) -> PreparedWeight:
