@@ -118,3 +118,27 @@ def test_blockwise_dual_quantization_changes_no_bit(grad, monkeypatch, device):
     assert "a" in state and "at" not in state
     for name, x, y in zip(("out", "da", "db"), dual, single, strict=True):
         assert torch.equal(x, y), name
+
+
+@pytest.mark.parametrize(
+    ("n", "k", "dtype"),
+    [(256, 384, torch.bfloat16), (208, 160, torch.float32), (200, 136, torch.bfloat16),
+     (130, 260, torch.float16), (64, 90, torch.bfloat16)],
+    ids=["full-blocks", "aligned-partial", "n-off-16", "both-off-16", "k-off-16"],
+)  # fmt: skip
+def test_the_blockwise_weight_quantization_writes_the_2d_passs_bits(n, k, dtype, device):
+    """Whatever kernel quantizes the Linear's weight, both copies hold the bits of the 2-D
+    128x128 pass with 16-byte rows, and the scales are its scales, laid out as its are."""
+    from kernel_ratchet.kernels.gemm.fp8 import ALIGN, E4M3, quant_weight_blockwise
+    from kernel_ratchet.kernels.quant.launch import quant_fp8_block_128x128
+
+    g = torch.Generator().manual_seed(n * k)
+    w = (torch.randn(n, k, generator=g) * 3).to(device=device, dtype=dtype)
+    w[n // 2, k // 3] = 500.0
+    got = quant_weight_blockwise(w)
+    ref = quant_fp8_block_128x128(w, E4M3, with_transpose=True, align=ALIGN)
+    for a, b in ((got.data, ref.data), (got.data_t, ref.data_t)):
+        assert a.shape == b.shape and a.stride(0) % ALIGN == 0
+        assert torch.equal(a.view(torch.uint8), b.view(torch.uint8))
+    for a, b in ((got.scale, ref.scale), (got.scale_t, ref.scale_t)):
+        assert a.shape == b.shape and a.stride() == b.stride() and torch.equal(a, b)
