@@ -27,7 +27,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernel_ratchet.kernels.quant.dual import _quant_tile
+from kernel_ratchet.kernels.quant.dual import _quant_tile, _tile_rows
 from kernel_ratchet.kernels.quant.launch import (
     AMAX_EPS,
     GROUP,
@@ -84,7 +84,7 @@ def _dual_quant_grouped_kernel(
     start = tl.sum(tl.where(sel, row_end - lens, 0))
     end = tl.sum(tl.where(sel, row_end, 0))
     first = tl.sum(tl.where(sel, chunk_end - chunks, 0))
-    offs_r = start + (pid_k - first) * BLOCK + tl.arange(0, BLOCK)
+    offs_r = start + (pid_k - first) * BLOCK + _tile_rows(BLOCK, True)
     offs_c = pid_c * BLOCK + tl.arange(0, BLOCK)
     mask_r = offs_r < end
     mask = mask_r[:, None] & (offs_c < C)[None, :]
@@ -113,6 +113,8 @@ def _dual_quant_grouped_kernel(
         MANT,
         PRE_ROUND,
         False,
+        True,  # xᵀ's rows, whole chunks of 128, are whole 32-bit words: stored as words
+        stride_qt // 4,
     )
 
 
