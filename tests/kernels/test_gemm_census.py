@@ -62,6 +62,29 @@ def test_a_16bit_split_k_is_one_launch_without_a_zeroed_buffer_or_a_cast(odd_cas
     assert len(c.launches) == 1 and c.copies == {}
 
 
+def test_a_recorded_call_goes_through_the_recorder_not_a_cached_runner(monkeypatch):
+    """On a GPU a geometry's later calls launch from what its first call bound (the quick
+    path's entry, the plan's runner), past the kernel's ``[grid]``: while a census records a
+    real run, neither is used, so a repeated call's launches are counted too."""
+    from kernel_ratchet.kernels.gemm import fast_launch, quick_path
+
+    def cached(*args):
+        raise AssertionError("a cached runner launched while the census recorded")
+
+    monkeypatch.setitem(quick_path._QUICK, ("key",), cached)
+    launched = []
+
+    class Kernel:
+        def __getitem__(self, grid):
+            return lambda *args, **kw: launched.append((grid, args, kw))
+
+    with cs.Census().record(dry=False):
+        assert quick_path.get(("key",)) is None
+        fast_launch.launch(Kernel(), {("sig",): cached}, (3,), (1, 2), {"X": 4}, 1, ("sig",))
+    assert launched == [((3,), (1, 2), {"X": 4})]
+    assert quick_path.get(("key",)) is cached  # put back afterwards
+
+
 def test_a_scaled_split_k_shows_as_a_zeroed_buffer_and_a_cast():
     """FP8 scales ride in the pointers a finishing split uses for its slots, so a scaled split
     adds into a zeroed fp32 output and casts it."""

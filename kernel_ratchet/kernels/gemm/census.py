@@ -28,7 +28,15 @@ import torch
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.kernels import census as common
 from kernel_ratchet.kernels.census import H200_SMS, Launch, spec_of
-from kernel_ratchet.kernels.gemm import fp8_block_ws_launch, launch, streamk_launch, wgrad_ws_launch
+from kernel_ratchet.kernels.gemm import (
+    descriptor_launch,
+    fast_launch,
+    fp8_block_ws_launch,
+    launch,
+    quick_path,
+    streamk_launch,
+    wgrad_ws_launch,
+)
 from kernel_ratchet.kernels.gemm.bench import SHAPE_SETS
 from kernel_ratchet.kernels.gemm.fp8 import Fp8Recipe, gemm_fp8_backward, gemm_fp8_forward
 from kernel_ratchet.kernels.gemm.kernel import _gemm_kernel
@@ -100,7 +108,26 @@ class Census(common.Census):
             (launch, "_on_sm90", lambda t: gluon),
             (wgrad_ws_launch, "supported", qualifies),
         ]
-        return self.instrument(patches, overrides if dry else (), dry=dry)
+        return self.instrument(patches, overrides if dry else _NO_RUNNERS, dry=dry)
+
+
+def _launch_through_triton(fn, runners, grid, args, kwargs, tensors, key=None) -> None:
+    fn[grid](*args, **kwargs)
+
+
+def _descriptors_through_triton(fn, runners, *args) -> None:
+    _described_launch(fn, None, *args)
+
+
+_described_launch = descriptor_launch.launch
+#: A real run's repeated calls go through what their first call bound: the quick path's
+#: entries and the launch plans' direct runners, which call the compiled kernel and not the
+#: recorder. While a census records, every launch goes through the kernel's ``[grid]``.
+_NO_RUNNERS = (
+    (quick_path, "get", lambda key: None),
+    (fast_launch, "launch", _launch_through_triton),
+    (descriptor_launch, "launch", _descriptors_through_triton),
+)
 
 
 # --------------------------------------------------------------------------------------------
