@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from kernel_ratchet.harness.interpreter import hint
+
 #: pytest's short summary lines (``-rfE``, its default): ``FAILED node - message``.
 _SUMMARY = re.compile(r"^(FAILED|ERROR) (\S+(?:\[.*?\])?)(?: - (.*))?$")
 #: The first line of an exception in pytest's report (``E   ValueError: ...``).
@@ -63,7 +65,8 @@ def failure_digest(log: str | Path, most: int = 3) -> str:
         site = _first_failure_site(lines)
         if site:
             why = (why or "; first error:") + f" (at {_clip(site)})"
-        return f"{len(nodes)} failed: {named}{why}"
+        todo = hint(first_error)
+        return f"{len(nodes)} failed: {named}{why}" + (f"; {todo}" if todo else "")
     # the step's own header (its command and folder) is not what the command said
     said = [ln for ln in lines if ln.strip() and not ln.startswith(("$ ", "# cwd: "))]
     if not said:

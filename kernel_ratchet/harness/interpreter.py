@@ -12,12 +12,46 @@
   (:mod:`.interpreter_bf16` makes them compute on the values).
 * ``triton.language.extra.libdevice`` functions (``tanh``, ``erf``, ``pow``...) are stubs
   that return None (:mod:`.interpreter_libdevice` gives them numpy bodies).
+* A scalar used as an index (``range(0, K, BK)`` with a tensor ``K``) is ``int()`` of a
+  one-element array, which numpy 2.4 refuses (:data:`NUMPY_SCALARS`; triton 3.6's
+  interpreter and earlier): :func:`install` takes the element instead. A process that does not
+  call it (a focused test run by pytest) still fails so, and :func:`hint` says what to do.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import Any
+
+#: What numpy 2.4 and later raise where Triton's interpreter (triton 3.6 and earlier) converts
+#: a one-element array to an int.
+NUMPY_SCALARS = "only 0-dimensional arrays can be converted to Python scalars"
+
+
+def hint(text: str) -> str:
+    """What to do about a failure whose ``text`` is the interpreter's numpy conversion error;
+    "" for any other."""
+    if NUMPY_SCALARS not in text:
+        return ""
+    import numpy
+
+    return (
+        f"Triton's interpreter (TRITON_INTERPRET=1) converts scalars in a way numpy "
+        f"{numpy.__version__} refuses: install numpy<2.4 (pip install 'numpy<2.4') or a "
+        "triton whose interpreter supports it"
+    )
+
+
+def _element_index(patch: Callable[..., None]) -> Callable[..., None]:
+    """The interpreter's tensor patching, with ``__index__`` reading the one element."""
+
+    def patched(tensor: Any, scope: Any) -> None:
+        patch(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.item()))
+
+    patched.element_index = True  # type: ignore[attr-defined]
+    patched.__wrapped__ = patch  # type: ignore[attr-defined]
+    return patched
 
 
 def _no_bench(fn: Callable[[], Any], quantiles: Sequence[float] | None = None, **_: Any) -> Any:
@@ -43,8 +77,8 @@ def _with_fp32_floats(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
 
 def install() -> None:
-    """Make ``@triton.autotune``, float scalar arguments, bfloat16 and libdevice math work in
-    the interpreter (idempotent)."""
+    """Make ``@triton.autotune``, float scalar arguments, scalar indices, bfloat16 and
+    libdevice math work in the interpreter (idempotent)."""
     from triton.runtime import autotuner, interpreter
 
     from kernel_ratchet.harness import interpreter_bf16, interpreter_libdevice
@@ -53,6 +87,9 @@ def install() -> None:
     interpreter_libdevice.install()
 
     autotuner.Autotuner.do_bench = property(lambda self: _no_bench)  # type: ignore[assignment]
+    patch = getattr(interpreter, "_patch_lang_tensor", None)
+    if patch is not None and not getattr(patch, "element_index", False):
+        interpreter._patch_lang_tensor = _element_index(patch)
     convert = getattr(interpreter, "_implicit_cvt", None)
     if convert is not None and not getattr(convert, "fp32_floats", False):
         interpreter._implicit_cvt = _with_fp32_floats(convert)

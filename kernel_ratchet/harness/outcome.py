@@ -8,6 +8,7 @@ import os
 import signal
 
 from kernel_ratchet.harness.channel import CHANNEL_REPLACED
+from kernel_ratchet.harness.interpreter import hint
 
 _ILLEGAL = ("illegal memory access", "misaligned address", "illegal address")
 _COMPILE_TYPES = {
@@ -54,7 +55,8 @@ def classify_exception(exc: BaseException) -> tuple[str, str]:
         return "illegal_memory", f"the op made an illegal memory access ({what})"
     if names & _COMPILE_TYPES:
         return "compile", f"the op failed to compile or import ({what})"
-    return "crash", f"the op raised an exception ({what})"
+    todo = hint(str(exc))
+    return "crash", f"the op raised an exception ({what})" + (f"; {todo}" if todo else "")
 
 
 def classify_exit(returncode: int | None, log_tail: str) -> tuple[str, str]:

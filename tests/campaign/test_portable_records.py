@@ -259,3 +259,6 @@ def test_a_failed_check_that_is_not_pytest_names_its_first_failing_line(tmp_path
     )
     log.write_text("building...\nerror: no such op\n")
     assert failure_digest(log) == "error: no such op"
+    scalars = "TypeError: only 0-dimensional arrays can be converted to Python scalars"
+    log.write_text(f"FAILED tests/test_kernel.py::test_m - {scalars}\n1 failed\n")
+    assert "install numpy<2.4" in failure_digest(log)

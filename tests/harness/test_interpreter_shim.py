@@ -121,3 +121,36 @@ def test_libdevice_functions_bound_before_the_shim_compute_with_it(dtype):
     want = 0.5 * xf * (1 + torch.tanh(0.79788456 * (xf + 0.044715 * xf**3))) + torch.erf(xf)
     want[5] = 0.0
     torch.testing.assert_close(y.float(), want.to(dtype).float(), atol=1e-5, rtol=1e-2)
+
+
+def test_a_scalar_index_reads_its_one_element_where_numpy_refuses_int(interp, monkeypatch):
+    """numpy 2.4 raises on ``int()`` of a one-element array, which triton 3.6's interpreter
+    does to use a scalar as an index (``range(0, K, BK)``): the shim reads the element."""
+    import operator
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from kernel_ratchet.harness.interpreter import NUMPY_SCALARS, install
+
+    class Strict(np.ndarray):  # numpy 2.4's conversion, on any numpy
+        def __int__(self):
+            raise TypeError(NUMPY_SCALARS)
+
+    class Tensor:
+        pass
+
+    shipped = interp._patch_lang_tensor  # the shim's, where a rehearsal already installed it
+    monkeypatch.setattr(interp, "_patch_lang_tensor", getattr(shipped, "__wrapped__", shipped))
+    t = Tensor()
+    t.handle = SimpleNamespace(data=np.array([7]).view(Strict))
+    scope = interp._LangPatchScope()
+    interp._patch_lang_tensor(Tensor, scope)
+    with pytest.raises(TypeError, match=NUMPY_SCALARS):
+        operator.index(t)
+    scope.restore()
+    install()
+    install()  # idempotent: one wrapper
+    interp._patch_lang_tensor(Tensor, scope)
+    assert operator.index(t) == 7 and range(0, 20, t)[1] == 7
+    scope.restore()

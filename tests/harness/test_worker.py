@@ -42,6 +42,17 @@ def test_exceptions_are_classified(exc, category):
     assert detail and "\n" not in detail.strip()
 
 
+def test_the_interpreters_numpy_error_says_what_to_install():
+    from kernel_ratchet.harness.interpreter import NUMPY_SCALARS
+
+    class InterpreterError(Exception):
+        pass
+
+    category, detail = classify_exception(InterpreterError(f"TypeError('{NUMPY_SCALARS}')"))
+    assert category == "crash" and "pip install 'numpy<2.4'" in detail
+    assert "numpy" not in classify_exception(InterpreterError("TypeError('other')"))[1]
+
+
 def test_exit_classification_from_signal_and_log():
     assert classify_exit(-signal.SIGSEGV, "")[0] == "crash"
     assert "SIGSEGV" in classify_exit(-signal.SIGSEGV, "")[1]
