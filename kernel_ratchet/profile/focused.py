@@ -49,8 +49,8 @@ def run(op: str, start: Path) -> int:
         except Exception as exc:  # a kernel that raises fails its shape; the others still run
             passed, line = False, exception_line(exc, 300)
             traceback.print_exc(limit=4, file=sys.stderr)
-        name = shape.label if cuda else f"{shape.label} ({_sizes(shape)})"  # maybe shrunk
-        print(f"{'PASS' if passed else 'FAIL'} {name}: {line}")
+        # the sizes run: on a CPU the targets may be shrunk, and a GPU's line reads the same
+        print(f"{'PASS' if passed else 'FAIL'} {shape.label} ({_sizes(shape)}): {line}")
         failed += not passed
     for note in dict.fromkeys(getattr(adapter, "dtype_notes", list)()):
         print(f"note: {note}")
@@ -59,7 +59,7 @@ def run(op: str, start: Path) -> int:
 
 
 def _sizes(shape: Any) -> str:
-    """``M=48, N=48``: the sizes a CPU run used (its shapes may be the targets shrunk)."""
+    """``M=48, N=48``: the sizes a shape ran with (on a CPU, maybe the targets shrunk)."""
     sizes = {"M": shape.M, "N": shape.N, "K": shape.K, "B": shape.B, **shape.params}
     skip = {"K": 0, "B": 1}
     return ", ".join(f"{k}={v}" for k, v in sizes.items() if skip.get(k) != v)
