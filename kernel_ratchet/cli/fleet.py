@@ -27,11 +27,11 @@ def fleet(
     parallel = Parallel(gpus, workers, scheduler)
     if not parallel.wanted:
         raise RatchetError("give --gpus 0,1,..., --workers N or --scheduler ADDRESS")
-    parallel.check()
     names = [o.strip() for o in ops.split(",") if o.strip()]
     prof = profile_at(profile)
     for op in names:
         prof.op(op)  # an unknown op is a ratchet.yaml error before anything starts
+    parallel.check()  # then the options, and Dask where they need it
     from kernel_ratchet.fleet.campaigns import fleet_campaigns, init_campaign, run_fleet, tasks
     from kernel_ratchet.fleet.pool import open_cluster, parse_gpus
 

@@ -35,3 +35,22 @@ def test_an_unknown_op_is_a_ratchet_yaml_problem(tmp_path, monkeypatch, capsys, 
     assert r[0] == 3, r[1]
     assert "ops.nope: no such op; known ops: tiny_gemm" in r[1] and "Traceback" not in r[1]
     assert not (root / ".ratchet" / "campaigns").exists()
+
+
+def test_fleet_names_an_unknown_op_before_a_missing_dask(tmp_path, monkeypatch, capsys):
+    """Where Dask is not installed the op is still checked first: the user fixes one thing at
+    a time, in the order the command reads them."""
+    import kernel_ratchet.fleet as fleet_pkg
+    from kernel_ratchet.errors import RatchetError
+
+    def no_dask():
+        raise RatchetError("several GPUs or workers need Dask distributed")
+
+    monkeypatch.setattr(fleet_pkg, "require_dask", no_dask)
+    monkeypatch.chdir(make_project(tmp_path / "p"))
+    code, text = run_cli(capsys, monkeypatch, "fleet", "--ops", "tiny_gemm,nope", "--workers", "1")[
+        :2
+    ]
+    assert code == 3 and "no such op" in text
+    code, text = run_cli(capsys, monkeypatch, "fleet", "--ops", "tiny_gemm", "--workers", "1")[:2]
+    assert code == 2 and "Dask" in text
