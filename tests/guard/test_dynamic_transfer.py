@@ -40,6 +40,10 @@ CPU_GAP = 0.5
 CPU_STEPS = 3
 
 
+#: Triton runs on the GPU where there is one, else in the interpreter on CPU tensors.
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
 class TrainableTinyGemm(TinyGemm):
     """The example adapter plus the TrainingCase roles: ``a`` activations, ``b`` the weight."""
 
@@ -91,7 +95,7 @@ def test_adapter_implements_the_protocol() -> None:
 @pytest.mark.slow
 def test_clean_kernel_transfers() -> None:
     result = simulate_training(
-        TrainableTinyGemm(), SHAPE, device="cpu", steps=CPU_STEPS, min_rel_gap=CPU_GAP
+        TrainableTinyGemm(), SHAPE, device=DEVICE, steps=CPU_STEPS, min_rel_gap=CPU_GAP
     )
     assert result.verdict == TRANSFERS, result
     assert result.bench_ms > 0 and result.train_ms > 0 and result.noise_ms > 0
@@ -101,7 +105,7 @@ def test_clean_kernel_transfers() -> None:
 def test_id_keyed_output_cache_is_overfit() -> None:
     adapter, module = planted_adapter(P.TINY_OUT_CACHE, "planted_out_cache")
     result = simulate_training(
-        adapter, SHAPE, device="cpu", steps=CPU_STEPS, cache_modules=[module], min_rel_gap=CPU_GAP
+        adapter, SHAPE, device=DEVICE, steps=CPU_STEPS, cache_modules=[module], min_rel_gap=CPU_GAP
     )
     assert result.verdict == OVERFIT, result
     assert result.train_ms > 10 * result.bench_ms  # the benchmark idiom only reads the cache
@@ -116,7 +120,7 @@ def test_id_keyed_output_cache_is_overfit() -> None:
 def test_weight_cache_with_version_transfers_and_misses_after_each_update() -> None:
     adapter, module = planted_adapter(P.TINY_WEIGHT_CACHE, "planted_w1")
     result = simulate_training(
-        adapter, SHAPE, device="cpu", steps=CPU_STEPS, cache_modules=[module], min_rel_gap=CPU_GAP
+        adapter, SHAPE, device=DEVICE, steps=CPU_STEPS, cache_modules=[module], min_rel_gap=CPU_GAP
     )
     assert result.verdict == TRANSFERS, result
     (train,) = result.train_caches
@@ -127,7 +131,7 @@ def test_weight_cache_without_version_hits_stale() -> None:
     source = P.TINY_WEIGHT_CACHE.replace("(id(b), b._version, tuple(b.shape))", "id(b)")
     adapter, module = planted_adapter(source, "planted_w1_stale")
     result = simulate_training(
-        adapter, SHAPE, device="cpu", steps=2, repeats=2, cache_modules=[module], min_rel_gap=9
+        adapter, SHAPE, device=DEVICE, steps=2, repeats=2, cache_modules=[module], min_rel_gap=9
     )
     assert result.verdict == OVERFIT
     (train,) = result.train_caches
@@ -137,14 +141,14 @@ def test_weight_cache_without_version_hits_stale() -> None:
 
 def test_adapter_without_roles_is_refused() -> None:
     with pytest.raises(RatchetError, match="training_roles"):
-        simulate_training(RolelessGemm(), SHAPE, device="cpu")
+        simulate_training(RolelessGemm(), SHAPE, device=DEVICE)
 
     class BadRole(TinyGemm):
         def training_roles(self, case):
             return {"a": "activation", "b": "bias"}
 
     with pytest.raises(RatchetError, match="role 'bias'"):
-        simulate_training(BadRole(), SHAPE, device="cpu")
+        simulate_training(BadRole(), SHAPE, device=DEVICE)
 
 
 def test_op_without_weight_runs() -> None:
@@ -152,7 +156,7 @@ def test_op_without_weight_runs() -> None:
         def training_roles(self, case):
             return {"a": "activation", "b": "activation"}
 
-    result = simulate_training(AllFresh(), SHAPE, device="cpu", steps=2, repeats=2, min_rel_gap=9)
+    result = simulate_training(AllFresh(), SHAPE, device=DEVICE, steps=2, repeats=2, min_rel_gap=9)
     assert result.verdict == TRANSFERS
 
 
@@ -165,12 +169,12 @@ def test_custom_timer_is_used() -> None:
         return 1.0
 
     result = simulate_training(
-        TrainableTinyGemm(), SHAPE, device="cpu", timing=timer, repeats=2, steps=3
+        TrainableTinyGemm(), SHAPE, device=DEVICE, timing=timer, repeats=2, steps=3
     )
     # once per step: 2 repeats x 2 idioms x 3 steps
     assert len(calls) == 12 and result.gap_ms == 0 and result.verdict == TRANSFERS
     with pytest.raises(RatchetError, match="timing engine repeats"):
-        simulate_training(TrainableTinyGemm(), SHAPE, device="cpu", timing=PerfCounterEngine())
+        simulate_training(TrainableTinyGemm(), SHAPE, device=DEVICE, timing=PerfCounterEngine())
 
 
 class CostedGemm(TrainableTinyGemm):
@@ -207,7 +211,7 @@ def test_only_the_ops_calls_are_timed_so_preparation_noise_hides_nothing(monkeyp
         return adapter.cost[0] - before
 
     monkeypatch.setattr(training_sim._Simulation, "_fresh", noisy_fresh)
-    result = simulate_training(adapter, SHAPE, device="cpu", timing=cost_timer, steps=4)
+    result = simulate_training(adapter, SHAPE, device=DEVICE, timing=cost_timer, steps=4)
     # a benchmark trace's first call follows the other idiom's tensors: one miss in 4 steps
     assert result.bench_ms == pytest.approx((1.0 + 3 * 0.5) / 4)
     assert result.train_ms == pytest.approx(1.0)
@@ -219,7 +223,7 @@ def test_a_worker_answer_is_judged_as_the_traces_it_carries() -> None:
     traces measured in process, and the summary keeps the keys a round records."""
     source = P.TINY_WEIGHT_CACHE.replace("(id(b), b._version, tuple(b.shape))", "id(b)")
     adapter, module = planted_adapter(source, "planted_w1_stale_sent")
-    traces = trace_idioms(adapter, SHAPE, device="cpu", steps=2, repeats=2, cache_modules=[module])
+    traces = trace_idioms(adapter, SHAPE, device=DEVICE, steps=2, repeats=2, cache_modules=[module])
     sent = json.loads(json.dumps(traces.to_payload()))
     summary = judge_worker_traces(sent, 9)
     assert summary == judge_idioms(traces, 9).to_payload()
@@ -240,11 +244,11 @@ def test_a_worker_answer_is_judged_as_the_traces_it_carries() -> None:
 
 def test_weight_quant_ratio() -> None:
     ratio = weight_quant_ratio(
-        lambda w: None, torch.ones(4), 2.0, device="cpu", timing=lambda fn: (fn(), 0.5)[1]
+        lambda w: None, torch.ones(4), 2.0, device=DEVICE, timing=lambda fn: (fn(), 0.5)[1]
     )
     assert ratio == pytest.approx(0.25)
     with pytest.raises(RatchetError):
-        weight_quant_ratio(lambda w: None, torch.ones(4), 0.0, device="cpu")
+        weight_quant_ratio(lambda w: None, torch.ones(4), 0.0, device=DEVICE)
 
 
 def test_hit_rates_list_the_caches_looked_up_and_count_the_rest() -> None:

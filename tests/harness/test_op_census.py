@@ -69,17 +69,22 @@ def test_checked_judges_failures_first_then_added_operations():
     assert checked(same, "s1", LOGS, True) is None
 
 
-def test_what_the_source_does_not_show_the_call_does():
+def test_what_the_source_does_not_show_the_call_does(tmp_path):
     """The red team's computed-name swap: the static audit cannot read it; its call shows it."""
+    import importlib.util
+
     from kernel_ratchet.guard.backend import backend_audit
     from tests.redteam import sources as S
 
     before, after = {S.PATH: S.INCUMBENT}, {S.PATH: S.VENDOR_COMPUTED_NAME}
     assert not backend_audit(before, after, "TRITON").flagged
-    space: dict = {}
-    exec(compile(S.VENDOR_COMPUTED_NAME, S.PATH, "exec"), space)
+    path = tmp_path / "swapped_kernel.py"  # a file: compiling @triton.jit reads its source
+    path.write_text(S.VENDOR_COMPUTED_NAME)
+    spec = importlib.util.spec_from_file_location("swapped_kernel", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
     with op_census.counting() as seen:
-        space["matmul_nt"](torch.randn(4, 8), torch.randn(3, 8))
+        module.matmul_nt(torch.randn(4, 8), torch.randn(3, 8))
     assert op_census.added({}, seen) == {"aten::mm": 1}
 
 

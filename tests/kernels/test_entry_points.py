@@ -25,8 +25,9 @@ from kernel_ratchet.kernels.quant.launch import (
 H = torch.float16
 
 
-def _rand(*size, dtype=H, seed=0):
-    return torch.randn(*size, generator=torch.Generator().manual_seed(seed)).to(dtype)
+def _rand(*size, dtype=H, seed=0, device="cpu"):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*size, generator=g).to(device=device, dtype=dtype)
 
 
 def test_operands_of_two_dtypes_stop_with_what_to_cast():
@@ -47,20 +48,27 @@ def test_the_fp8_linear_takes_mixed_operands_whichever_path_a_shape_takes(monkey
     assert snr_db(fp8.float(), ref) > 25 and snr_db(routed.float(), ref) > 40
 
 
-def test_activations_with_leading_dimensions_keep_them_and_their_gradients():
-    a, w = _rand(2, 3, 64).requires_grad_(), _rand(32, 64).requires_grad_()
+def test_activations_with_leading_dimensions_keep_them_and_their_gradients(device):
+    a, w = (
+        _rand(2, 3, 64, device=device).requires_grad_(),
+        _rand(32, 64, device=device).requires_grad_(),
+    )
     out = linear_gemm(a, w)
     assert out.shape == (2, 3, 32)
     assert snr_db(out.float(), a.detach().float() @ w.detach().float().t()) > 40
     out.float().sum().backward()
     assert a.grad.shape == a.shape and w.grad.shape == w.shape
-    one = linear_gemm(_rand(64), w.detach())
+    one = linear_gemm(_rand(64, device=device), w.detach())
     assert one.shape == (32,)
-    assert fp8_linear(_rand(2, 3, 256), _rand(96, 256)).shape == (2, 3, 96)
+    assert fp8_linear(_rand(2, 3, 256, device=device), _rand(96, 256, device=device)).shape == (
+        2,
+        3,
+        96,
+    )
 
 
-def test_a_linear_that_needs_no_gradient_skips_autograd_and_keeps_its_values():
-    a, w = _rand(16, 64), _rand(32, 64)
+def test_a_linear_that_needs_no_gradient_skips_autograd_and_keeps_its_values(device):
+    a, w = _rand(16, 64, device=device), _rand(32, 64, device=device)
     ref = linear_gemm(a.clone().requires_grad_(), w).detach()
     plain = linear_gemm(a, w)
     with torch.no_grad():
@@ -70,22 +78,22 @@ def test_a_linear_that_needs_no_gradient_skips_autograd_and_keeps_its_values():
     assert linear_gemm(a, w.clone().requires_grad_()).grad_fn is not None
 
 
-def test_fp32_operands_give_an_fp32_output_and_a_backward():
-    a = _rand(16, 64, dtype=torch.float32).requires_grad_()
-    w = _rand(32, 64, dtype=torch.float32).requires_grad_()
+def test_fp32_operands_give_an_fp32_output_and_a_backward(device):
+    a = _rand(16, 64, dtype=torch.float32, device=device).requires_grad_()
+    w = _rand(32, 64, dtype=torch.float32, device=device).requires_grad_()
     out = linear_gemm(a, w)
     assert out.dtype == torch.float32
     out.sum().backward()
     assert a.grad.dtype == torch.float32 and w.grad is not None
 
 
-def test_a_frozen_weight_gets_no_gradient_gemm(monkeypatch):
+def test_a_frozen_weight_gets_no_gradient_gemm(monkeypatch, device):
     calls = []
     real = launch.matmul
     monkeypatch.setattr(
         launch, "matmul", lambda *a, **k: calls.append(k.get("kind")) or real(*a, **k)
     )
-    a, w = _rand(16, 64).requires_grad_(), _rand(32, 64)
+    a, w = _rand(16, 64, device=device).requires_grad_(), _rand(32, 64, device=device)
     linear_gemm(a, w).float().sum().backward()
     assert calls == ["bf16", "bf16_bwd"] and a.grad is not None  # forward, dgrad; no wgrad
 
@@ -100,9 +108,9 @@ def test_a_grouped_weight_in_the_other_layout_or_dtype_is_refused():
         grouped_gemm(x, _rand(2, 32, 64, dtype=torch.float32), lens)
 
 
-def test_a_strided_group_lens_reads_its_own_values():
-    x, w = _rand(45, 64), _rand(3, 32, 64)
-    counts = torch.tensor([[5, 1], [0, 1], [40, 1]], dtype=torch.int32)
+def test_a_strided_group_lens_reads_its_own_values(device):
+    x, w = _rand(45, 64, device=device), _rand(3, 32, 64, device=device)
+    counts = torch.tensor([[5, 1], [0, 1], [40, 1]], dtype=torch.int32, device=device)
     lens = counts[:, 0]  # stride 2: read by offset, it was [5, 1, 0]
     assert not lens.is_contiguous()
     assert torch.equal(grouped_gemm(x, w, lens), grouped_gemm(x, w, lens.contiguous()))

@@ -94,18 +94,23 @@ def test_a_longest_first_weight_gradient_gets_the_fill_of_its_order(monkeypatch,
     assert fill.fill == pytest.approx(model.fill)
 
 
-def test_real_run_records_the_same_kernels_as_the_dry_one(monkeypatch):
-    """The dry census records the GPU buckets' launches; the interpreter's tile is given the
-    wgrad bucket's chunk layout so that both runs launch the same kernels (the Triton ones:
-    the Gluon kernels need an sm_90 device)."""
+def test_real_run_records_the_same_kernels_as_the_dry_one(monkeypatch, device):
+    """The dry census records the GPU buckets' launches. In the interpreter the tile is given
+    the wgrad bucket's chunk layout so that both runs launch the same kernels (the Triton ones:
+    the Gluon kernels need an sm_90 device); on a GPU the dry run decides for its SMs, Gluon
+    kernels included."""
     shape = next(s for s in S.tiny_cpu() if s.label == "tiny_skewed")
-    layout = configs.BUCKETS["fp8_wgrad"].group_chunks
-    interp = dataclasses.replace(configs.INTERP_FP8, group_chunks=layout)
-    monkeypatch.setattr(configs, "INTERP_FP8", interp)
-    dry = gc.census_step("fp8", shape, gluon=False)
+    if device == "cpu":
+        layout = configs.BUCKETS["fp8_wgrad"].group_chunks
+        interp = dataclasses.replace(configs.INTERP_FP8, group_chunks=layout)
+        monkeypatch.setattr(configs, "INTERP_FP8", interp)
+        dry = gc.census_step("fp8", shape, gluon=False)
+    else:
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        dry = gc.census_step("fp8", shape, sms=sms)
     real = common.Census()
     with real.instrument(gc.PATCHES):
-        out, dx, dw = gc.step_fn("fp8", shape, device="cpu")()
+        out, dx, dw = gc.step_fn("fp8", shape, device=device)()
     assert [x.kernel for x in real.launches] == [x.kernel for x in dry.launches]
     assert torch.isfinite(dx).all() and dw.shape == (shape.B, shape.N, shape.K)
 

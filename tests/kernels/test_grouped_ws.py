@@ -95,14 +95,14 @@ def test_a_tma_store_launch_takes_the_staging_where_the_output_rows_allow(
         assert kw == {**ws._constexprs(8, 128, 8, 6, 7, 1), **ws.OPTIONS}
 
 
-def test_a_tma_store_bucket_asks_the_launcher_for_it(monkeypatch):
+def test_a_tma_store_bucket_asks_the_launcher_for_it(monkeypatch, device):
     """``TileConfig.tma_store`` on a ``gluon_ws`` bucket reaches the warp-specialized launch."""
     seen = {}
     monkeypatch.setattr(ws, "supported", lambda *a: True)
     monkeypatch.setattr(ws, "grouped_mm_fp8_ws", lambda *a, **kw: seen.update(kw))
-    lens = torch.tensor([3, 5], dtype=torch.int32)
-    x = quant_fp8_blockwise_1x128(torch.randn(8, 128))
-    w = F.quant_weight_128x128(torch.randn(2, 128, 128))
+    lens = torch.tensor([3, 5], dtype=torch.int32, device=device)
+    x = quant_fp8_blockwise_1x128(torch.randn(8, 128, device=device))
+    w = F.quant_weight_128x128(torch.randn(2, 128, 128, device=device))
     for store in (0, 1):
         cfg = dataclasses.replace(configs.BUCKETS["fp8_mm_large"], gluon_ws=True, tma_store=store)
         F.grouped_mm_fp8(x, w, lens, config=cfg)
