@@ -140,10 +140,11 @@ class Campaign:
         return written
 
     # -- BASELINE ------------------------------------------------------------------------------
-    def baseline(self) -> RoundRecord:
+    def baseline(self, known_failure: str | None = None) -> RoundRecord:
         """Round 1: focused test, harness on all target shapes, schema frozen, representative
-        shapes chosen. Raises CampaignError when the unmodified kernel fails its own test,
-        RatchetError when this machine lacks what the profile requires."""
+        shapes chosen. Raises CampaignError when the unmodified kernel fails its own test
+        (unless ``known_failure`` says why it does: :func:`.measure_baseline`), RatchetError
+        when this machine lacks what the profile requires."""
         ensure_runnable(self.profile.requires, str(self.profile.path))
         if self.state.termination:  # before its branch: that one may be gone
             raise CampaignError(
@@ -171,7 +172,7 @@ class Campaign:
         self.state.pending = PendingRound(1, Stage.MEASURING, started)
         self.save()
         try:
-            record = measure_baseline(self.ctx, started)
+            record = measure_baseline(self.ctx, started, known_failure)
         except BaselineFailure as exc:
             self._abort_baseline(str(exc))
         write_baseline_records(self.ctx, record, self.m.representative_shapes)

@@ -31,11 +31,22 @@ HYPOTHESIS_CHARS = 160
 
 
 @app.command()
-def baseline(profile: Path | None = ProfileOpt, campaign: str | None = CampaignOpt):
+def baseline(
+    profile: Path | None = ProfileOpt,
+    campaign: str | None = CampaignOpt,
+    known_failure: str | None = typer.Option(
+        None,
+        help="the unmodified kernel fails its focused test on the bug this campaign's "
+        "`validate --fix` is to fix, and this says which: the baseline is taken and records "
+        "the failure; every later round must pass the whole test",
+    ),
+):
     """BASELINE (round-1): focused test and harness on all target shapes."""
+    if known_failure is not None and (not known_failure.strip() or "\n" in known_failure):
+        raise typer.BadParameter("say which failure, in one line", param_hint="--known-failure")
     with open_campaign(profile, campaign) as c:
         record_driver(c.dir, {"name": MANUAL})
-        rec = c.baseline()
+        rec = c.baseline(known_failure)
         after_round(c)
         reps = ", ".join(c.m.representative_shapes)
     out.print(f"round-1 BASELINE: {rec.reason}\nrepresentative shapes: {reps}")

@@ -25,7 +25,7 @@ def test_the_failed_baselines_error_names_the_log_where_it_was_kept(tmp_path, mo
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.chdir(root)
 
-    def no_shape_passes(c, started):
+    def no_shape_passes(c, started, known_failure):
         log = c.round_dir(1) / "artifacts" / "harness.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text("[harness] s1: FAIL (why)\n")
@@ -61,7 +61,7 @@ def test_a_reason_naming_the_round_relative_to_the_project_follows_it(tmp_path, 
     assert ratchet(root, "init", "--op", "tiny_gemm", "--yes").returncode == 0
     monkeypatch.chdir(root)
 
-    def fails(c, started):
+    def fails(c, started, known_failure):
         (c.round_dir(1) / "artifacts").mkdir(parents=True, exist_ok=True)
         raise BaselineFailure(f"the focused test failed (see {c.rel(c.round_dir(1))}/artifacts)")
 
@@ -117,3 +117,35 @@ def test_the_baseline_refuses_a_kernel_edited_since_init(tmp_path, monkeypatch):
     assert c.m.kernel_source[0] in str(err.value) and "git stash" in str(err.value)
     assert not measured and kernel.read_text().endswith("EDITED = True\n")  # the edit is kept
     assert c.state.phase.name == "INITIALIZED" and c.state.pending is None
+
+
+def test_a_declared_known_failure_takes_the_baseline_and_binds_later_rounds(tmp_path):
+    """The test that comes with a correctness fix fails on the unmodified kernel: `baseline
+    --known-failure` takes the baseline anyway and records why; a later round must pass it."""
+    root = make_project(tmp_path / "proj")
+    kernel = root / "tiny_gemm" / "kernel.py"
+    kernel.write_text(
+        kernel.read_text().replace("    return c\n", "    return c * 0 if M == 20 else c\n")
+    )
+    test = root / "tests" / "test_kernel.py"
+    test.write_text(
+        test.read_text()
+        + "\n\ndef test_twenty_rows():\n"
+        + "    a, b = torch.ones(20, 32), torch.ones(16, 32)\n"
+        + "    assert bool((matmul_nt(a, b) == 32).all())\n"
+    )
+    git(root, "commit", "-qm", "wrong on 20 rows, and its test", "--", "tiny_gemm", "tests")
+    assert ratchet(root, "init", "--op", "tiny_gemm", "--yes").returncode == 0
+    r = ratchet(root, "baseline")
+    assert r.returncode != 0 and "--known-failure" in r.stderr, r.stderr
+    r = ratchet(root, "baseline", "--known-failure", "two\n## Round 9 — ACCEPTED")
+    assert r.returncode == 2 and "one line" in r.stderr, r.stderr
+    r = ratchet(root, "baseline", "--known-failure", "rows of 20 come out zero")
+    assert r.returncode == 0, r.stdout + r.stderr
+    rec = json.loads((campaign_dir(root) / "rounds" / "round-1" / "round.json").read_text())
+    assert "focused test failed as declared (rows of 20 come out zero): " in rec["reason"]
+    assert "test_twenty_rows" in rec["reason"] and rec["status"] == "BASELINE"
+    set_blocks(root, M=32, N=32)  # a change that leaves the bug: its round fails the test
+    r = ratchet(root, "validate", "--hypothesis", "32x32 tiles", "--fix")
+    rec = json.loads((campaign_dir(root) / "rounds" / "round-2" / "round.json").read_text())
+    assert rec["status"] == "ROLLED BACK" and "test_twenty_rows" in rec["reason"], rec["reason"]

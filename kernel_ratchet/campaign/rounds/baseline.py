@@ -6,6 +6,7 @@ cannot be measured (the engine sets the round aside and says what to fix)."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kernel_ratchet.campaign.category import Category
@@ -18,7 +19,7 @@ from kernel_ratchet.campaign.quick_bench import (
     write_provenance,
 )
 from kernel_ratchet.campaign.record import RoundRecord
-from kernel_ratchet.campaign.steps import NO_GPU_ENV, TEST_TIMEOUT_S, run_step
+from kernel_ratchet.campaign.steps import NO_GPU_ENV, TEST_TIMEOUT_S, StepResult, run_step
 from kernel_ratchet.errors import CampaignError
 from kernel_ratchet.harness import failures
 from kernel_ratchet.harness.csv_schema import read_csv
@@ -34,26 +35,22 @@ class BaselineFailure(CampaignError):
     """The unmodified kernel failed its own test or measured nothing (the message says why)."""
 
 
-def measure_baseline(c: CampaignContext, started: str) -> RoundRecord:
+def measure_baseline(
+    c: CampaignContext, started: str, known_failure: str | None = None
+) -> RoundRecord:
     """Measure round 1; freezes the schema and the representative shapes into the manifest
-    (``c.m``, saved) and regenerates the harness with them. Returns the BASELINE record."""
+    (``c.m``, saved) and regenerates the harness with them. Returns the BASELINE record.
+
+    ``known_failure``: the driver's word that the unmodified kernel fails its focused test on
+    the bug a correctness fix of this campaign is to fix (a test that came with the fix): a
+    failing focused test is then recorded in the BASELINE's reason, not a failure. Every later
+    round still has to pass the whole focused test."""
     rdir, m = c.round_dir(1), c.m
     t0 = time.monotonic()
     snapshot(c, rdir)
     write_harness(c.dir, m, c.root, shapes=[], target_shapes=m.target_shapes)
     art = rdir / "artifacts"
-    c.say("round-1 (BASELINE): focused test")
-    test = run_step(
-        "focused test",
-        m.test_command,
-        cwd=c.root,
-        log_path=art / "test.log",
-        timeout_s=TEST_TIMEOUT_S,
-        env=None if c.op.test_gpu else NO_GPU_ENV,  # as every round runs it
-    )
-    if not test.ok:
-        raise BaselineFailure(f"the unmodified kernel fails its focused test: {test.reason}")
-    c.say(f"round-1 (BASELINE): focused test passed in {test.seconds:.1f} s")
+    test, known = _focused_test(c, art, known_failure)
     c.say(f"round-1 (BASELINE): harness on all {len(m.target_shapes)} target shapes")
     csv = art / "benchmark.csv"
     h = run_harness(c, "full", csv, art / "harness.log")
@@ -83,12 +80,45 @@ def measure_baseline(c: CampaignContext, started: str) -> RoundRecord:
         finished=now(),
         reason=f"baseline: {passed}/{len(table.rows)} shapes PASS"
         + (f" ({why}; rounds are judged on the shapes that pass)" if why else "")
-        + "; schema frozen; representative shapes chosen",
+        + "; schema frozen; representative shapes chosen"
+        + known,
         csv=c.rel(csv),
         test_command=m.test_command,
         harness_command=harness_record(c, "full", csv),
         seconds={k: round(v, 1) for k, v in seconds.items()},
     )
+
+
+def _focused_test(
+    c: CampaignContext, art: Path, known_failure: str | None
+) -> tuple[StepResult, str]:
+    """The unmodified kernel's focused test, and what the BASELINE's reason says of a failure
+    the driver declared (``known_failure``); raises BaselineFailure on any other failure."""
+    m = c.m
+    c.say("round-1 (BASELINE): focused test")
+    test = run_step(
+        "focused test",
+        m.test_command,
+        cwd=c.root,
+        log_path=art / "test.log",
+        timeout_s=TEST_TIMEOUT_S,
+        env=None if c.op.test_gpu else NO_GPU_ENV,  # as every round runs it
+    )
+    known = ""
+    if not test.ok and not known_failure:
+        raise BaselineFailure(
+            f"the unmodified kernel fails its focused test: {test.reason} (where it fails on "
+            "the bug a `ratchet validate --fix` round of this campaign is to fix, say so: "
+            "`ratchet baseline --known-failure WHICH`)"
+        )
+    if not test.ok:
+        known = f"; focused test failed as declared ({known_failure}): {test.reason}"
+        c.say(f"round-1 (BASELINE): focused test failed as declared: {test.reason}")
+    else:
+        if known_failure:
+            known = f"; focused test passed, the declared failure ({known_failure}) did not show"
+        c.say(f"round-1 (BASELINE): focused test passed in {test.seconds:.1f} s")
+    return test, known
 
 
 def _freeze(c: CampaignContext, table) -> None:
