@@ -45,11 +45,20 @@ def _amax_groups(x: torch.Tensor, gr: int, gc: int) -> torch.Tensor:
     return xp.view((r + pr) // gr, gr, (c + pc) // gc, gc).amax(dim=(1, 3)).clamp(min=1e-12)
 
 
-@pytest.fixture(params=list(SHAPES), ids=list(SHAPES))
+#: Input dtypes: an FP8 Linear takes fp32 operands too (fp32 master weights, say).
+INPUTS = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+
+@pytest.fixture(
+    params=[(s, d) for s in SHAPES for d in INPUTS],
+    ids=[f"{s}-{d}" for s in SHAPES for d in INPUTS],
+)
 def x(request, device) -> torch.Tensor:
+    """An input of each shape and dtype; a copy's transposed tile is cast in another layout
+    than the straight one's, so both copies are compared bit for bit for every dtype."""
     torch.manual_seed(0)
-    r, c = SHAPES[request.param]
-    return torch.randn(r, c, device=device, dtype=torch.bfloat16) * 3
+    (r, c), dtype = SHAPES[request.param[0]], INPUTS[request.param[1]]
+    return (torch.randn(r, c, device=device) * 3).to(dtype)
 
 
 @pytest.mark.parametrize("dtype", [E4M3, E5M2], ids=["e4m3", "e5m2"])
@@ -58,7 +67,7 @@ def test_tensorwise(x, dtype):
     scale = x.float().abs().max() / FP8_MAX[dtype]
     torch.testing.assert_close(q.scale.cpu(), scale.cpu())
     _assert_fp8_match(q.data, _ref_quant(x, q.scale, dtype))
-    assert torch.equal(q.data_t.float(), q.data.t().float())
+    assert torch.equal(q.data_t.view(torch.uint8), q.data.t().view(torch.uint8))
 
 
 @pytest.mark.parametrize("transpose", [False, True], ids=["rows", "cols"])
@@ -86,7 +95,7 @@ def test_block_128x128(x):
     torch.testing.assert_close(q.scale, _amax_groups(x, 128, 128) / 448.0)
     full = _expand(q.scale, *x.shape, 128, 128)
     _assert_fp8_match(q.data, _ref_quant(x, full, E4M3))
-    assert torch.equal(q.data_t.float(), q.data.t().float())
+    assert torch.equal(q.data_t.view(torch.uint8), q.data.t().view(torch.uint8))
     back = dequant_fp8(q.data_t, q.scale_t, (128, 128))
     torch.testing.assert_close(back, dequant_fp8(q, group=(128, 128)).t())
 
