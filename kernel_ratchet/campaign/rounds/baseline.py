@@ -104,21 +104,21 @@ def _focused_test(
         timeout_s=TEST_TIMEOUT_S,
         env=None if c.op.test_gpu else NO_GPU_ENV,  # as every round runs it
     )
-    known = ""
-    if not test.ok and not known_failure:
+    if test.ok:
+        c.say(f"round-1 (BASELINE): focused test passed in {test.seconds:.1f} s")
+        return test, (
+            f"; focused test passed, the declared failure ({known_failure}) did not show"
+            if known_failure
+            else ""
+        )
+    if not known_failure:
         raise BaselineFailure(
             f"the unmodified kernel fails its focused test: {test.reason} (where it fails on "
             "the bug a `ratchet validate --fix` round of this campaign is to fix, say so: "
             "`ratchet baseline --known-failure WHICH`)"
         )
-    if not test.ok:
-        known = f"; focused test failed as declared ({known_failure}): {test.reason}"
-        c.say(f"round-1 (BASELINE): focused test failed as declared: {test.reason}")
-    else:
-        if known_failure:
-            known = f"; focused test passed, the declared failure ({known_failure}) did not show"
-        c.say(f"round-1 (BASELINE): focused test passed in {test.seconds:.1f} s")
-    return test, known
+    c.say(f"round-1 (BASELINE): focused test failed as declared: {test.reason}")
+    return test, f"; focused test failed as declared ({known_failure}): {test.reason}"
 
 
 def _freeze(c: CampaignContext, table) -> None:
