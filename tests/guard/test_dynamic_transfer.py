@@ -40,10 +40,6 @@ CPU_GAP = 0.5
 CPU_STEPS = 3
 
 
-#: Triton runs on the GPU where there is one, else in the interpreter on CPU tensors.
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-
-
 class TrainableTinyGemm(TinyGemm):
     """The example adapter plus the TrainingCase roles: ``a`` activations, ``b`` the weight."""
 
@@ -93,19 +89,19 @@ def test_adapter_implements_the_protocol() -> None:
 
 
 @pytest.mark.slow
-def test_clean_kernel_transfers() -> None:
+def test_clean_kernel_transfers(device) -> None:
     result = simulate_training(
-        TrainableTinyGemm(), SHAPE, device=DEVICE, steps=CPU_STEPS, min_rel_gap=CPU_GAP
+        TrainableTinyGemm(), SHAPE, device=device, steps=CPU_STEPS, min_rel_gap=CPU_GAP
     )
     assert result.verdict == TRANSFERS, result
     assert result.bench_ms > 0 and result.train_ms > 0 and result.noise_ms > 0
     assert result.hit_rate_text() == "no cache found in the kernel module"
 
 
-def test_id_keyed_output_cache_is_overfit() -> None:
+def test_id_keyed_output_cache_is_overfit(device) -> None:
     adapter, module = planted_adapter(P.TINY_OUT_CACHE, "planted_out_cache")
     result = simulate_training(
-        adapter, SHAPE, device=DEVICE, steps=CPU_STEPS, cache_modules=[module], min_rel_gap=CPU_GAP
+        adapter, SHAPE, device=device, steps=CPU_STEPS, cache_modules=[module], min_rel_gap=CPU_GAP
     )
     assert result.verdict == OVERFIT, result
     assert result.train_ms > 10 * result.bench_ms  # the benchmark idiom only reads the cache
@@ -117,21 +113,21 @@ def test_id_keyed_output_cache_is_overfit() -> None:
 
 
 @pytest.mark.slow
-def test_weight_cache_with_version_transfers_and_misses_after_each_update() -> None:
+def test_weight_cache_with_version_transfers_and_misses_after_each_update(device) -> None:
     adapter, module = planted_adapter(P.TINY_WEIGHT_CACHE, "planted_w1")
     result = simulate_training(
-        adapter, SHAPE, device=DEVICE, steps=CPU_STEPS, cache_modules=[module], min_rel_gap=CPU_GAP
+        adapter, SHAPE, device=device, steps=CPU_STEPS, cache_modules=[module], min_rel_gap=CPU_GAP
     )
     assert result.verdict == TRANSFERS, result
     (train,) = result.train_caches
     assert (train.lookups, train.stale_hits, train.fresh_hits) == (4, 0, 0)
 
 
-def test_weight_cache_without_version_hits_stale() -> None:
+def test_weight_cache_without_version_hits_stale(device) -> None:
     source = P.TINY_WEIGHT_CACHE.replace("(id(b), b._version, tuple(b.shape))", "id(b)")
     adapter, module = planted_adapter(source, "planted_w1_stale")
     result = simulate_training(
-        adapter, SHAPE, device=DEVICE, steps=2, repeats=2, cache_modules=[module], min_rel_gap=9
+        adapter, SHAPE, device=device, steps=2, repeats=2, cache_modules=[module], min_rel_gap=9
     )
     assert result.verdict == OVERFIT
     (train,) = result.train_caches
@@ -141,26 +137,26 @@ def test_weight_cache_without_version_hits_stale() -> None:
 
 def test_adapter_without_roles_is_refused() -> None:
     with pytest.raises(RatchetError, match="training_roles"):
-        simulate_training(RolelessGemm(), SHAPE, device=DEVICE)
+        simulate_training(RolelessGemm(), SHAPE, device="cpu")
 
     class BadRole(TinyGemm):
         def training_roles(self, case):
             return {"a": "activation", "b": "bias"}
 
     with pytest.raises(RatchetError, match="role 'bias'"):
-        simulate_training(BadRole(), SHAPE, device=DEVICE)
+        simulate_training(BadRole(), SHAPE, device="cpu")
 
 
-def test_op_without_weight_runs() -> None:
+def test_op_without_weight_runs(device) -> None:
     class AllFresh(TinyGemm):
         def training_roles(self, case):
             return {"a": "activation", "b": "activation"}
 
-    result = simulate_training(AllFresh(), SHAPE, device=DEVICE, steps=2, repeats=2, min_rel_gap=9)
+    result = simulate_training(AllFresh(), SHAPE, device=device, steps=2, repeats=2, min_rel_gap=9)
     assert result.verdict == TRANSFERS
 
 
-def test_custom_timer_is_used() -> None:
+def test_custom_timer_is_used(device) -> None:
     calls = []
 
     def timer(fn) -> float:
@@ -169,12 +165,12 @@ def test_custom_timer_is_used() -> None:
         return 1.0
 
     result = simulate_training(
-        TrainableTinyGemm(), SHAPE, device=DEVICE, timing=timer, repeats=2, steps=3
+        TrainableTinyGemm(), SHAPE, device=device, timing=timer, repeats=2, steps=3
     )
     # once per step: 2 repeats x 2 idioms x 3 steps
     assert len(calls) == 12 and result.gap_ms == 0 and result.verdict == TRANSFERS
     with pytest.raises(RatchetError, match="timing engine repeats"):
-        simulate_training(TrainableTinyGemm(), SHAPE, device=DEVICE, timing=PerfCounterEngine())
+        simulate_training(TrainableTinyGemm(), SHAPE, device=device, timing=PerfCounterEngine())
 
 
 class CostedGemm(TrainableTinyGemm):
@@ -191,7 +187,7 @@ class CostedGemm(TrainableTinyGemm):
         return super().forward(case)
 
 
-def test_only_the_ops_calls_are_timed_so_preparation_noise_hides_nothing(monkeypatch):
+def test_only_the_ops_calls_are_timed_so_preparation_noise_hides_nothing(monkeypatch, device):
     """A 50% benchmark-only gain under preparation noise of +-5 (a sub-millisecond op beside
     the fresh tensors' allocations): timed with the op alone, the gap is exact."""
     import random
@@ -211,19 +207,19 @@ def test_only_the_ops_calls_are_timed_so_preparation_noise_hides_nothing(monkeyp
         return adapter.cost[0] - before
 
     monkeypatch.setattr(training_sim._Simulation, "_fresh", noisy_fresh)
-    result = simulate_training(adapter, SHAPE, device=DEVICE, timing=cost_timer, steps=4)
+    result = simulate_training(adapter, SHAPE, device=device, timing=cost_timer, steps=4)
     # a benchmark trace's first call follows the other idiom's tensors: one miss in 4 steps
     assert result.bench_ms == pytest.approx((1.0 + 3 * 0.5) / 4)
     assert result.train_ms == pytest.approx(1.0)
     assert result.verdict == OVERFIT and "training idiom slower" in result.reason
 
 
-def test_a_worker_answer_is_judged_as_the_traces_it_carries() -> None:
+def test_a_worker_answer_is_judged_as_the_traces_it_carries(device) -> None:
     """The worker sends the traces as JSON; the guard's verdict on them is the same as on the
     traces measured in process, and the summary keeps the keys a round records."""
     source = P.TINY_WEIGHT_CACHE.replace("(id(b), b._version, tuple(b.shape))", "id(b)")
     adapter, module = planted_adapter(source, "planted_w1_stale_sent")
-    traces = trace_idioms(adapter, SHAPE, device=DEVICE, steps=2, repeats=2, cache_modules=[module])
+    traces = trace_idioms(adapter, SHAPE, device=device, steps=2, repeats=2, cache_modules=[module])
     sent = json.loads(json.dumps(traces.to_payload()))
     summary = judge_worker_traces(sent, 9)
     assert summary == judge_idioms(traces, 9).to_payload()
@@ -244,11 +240,11 @@ def test_a_worker_answer_is_judged_as_the_traces_it_carries() -> None:
 
 def test_weight_quant_ratio() -> None:
     ratio = weight_quant_ratio(
-        lambda w: None, torch.ones(4), 2.0, device=DEVICE, timing=lambda fn: (fn(), 0.5)[1]
+        lambda w: None, torch.ones(4), 2.0, device="cpu", timing=lambda fn: (fn(), 0.5)[1]
     )
     assert ratio == pytest.approx(0.25)
     with pytest.raises(RatchetError):
-        weight_quant_ratio(lambda w: None, torch.ones(4), 0.0, device=DEVICE)
+        weight_quant_ratio(lambda w: None, torch.ones(4), 0.0, device="cpu")
 
 
 def test_hit_rates_list_the_caches_looked_up_and_count_the_rest() -> None:

@@ -21,10 +21,6 @@ gemm_fp8 = pytest.importorskip("kernel_ratchet.kernels.gemm.fp8")
 gemm_adapter = pytest.importorskip("kernel_ratchet.kernels.gemm.adapter")
 
 
-#: Triton runs on the GPU where there is one, else in the interpreter on CPU tensors.
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-
-
 class LinearTraining(Adapter):
     """A Linear layer step ``out = a @ bᵀ``; forward and backward through autograd."""
 
@@ -81,10 +77,10 @@ def fp8_blockwise(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return gemm_fp8.Fp8GemmFunction.apply(a, b, gemm_fp8.Fp8Recipe("blockwise"))
 
 
-def test_cpu_smoke_of_the_gemm_adapter() -> None:
+def test_cpu_smoke_of_the_gemm_adapter(device) -> None:
     adapter = LinearTraining(gemm_kernel.GemmFunction.apply, torch.float16)
     shape = Shape("m32_n32_k32", M=32, N=32, K=32)
-    result = simulate_training(adapter, shape, device=DEVICE, steps=2, repeats=2, min_rel_gap=9)
+    result = simulate_training(adapter, shape, device=device, steps=2, repeats=2, min_rel_gap=9)
     assert result.verdict == TRANSFERS and result.train_ms > 0
 
 
