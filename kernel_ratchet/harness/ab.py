@@ -30,9 +30,9 @@ Contract of :func:`run_paired`:
    names a futility look (``rule.futility_look(k_start)``), the run first measures that many
    rounds; when ``rule.futile`` then says why the candidate cannot become a gain, the run
    stops there, decides on those rounds (``exhausted=True``) and says so in ``early_stop``.
-5. A worker failure (``ok=False``: crash, hang, NaN, bad output...) is recorded as a
-   :class:`Failure` with its category, detail and log path and ends the run; ``decision`` is
-   then None. Only infrastructure faults (a worker that raises) propagate.
+5. A worker failure (``ok=False``: crash, hang, NaN, bad output; OOM once retried with room,
+   :mod:`.paired_room`) is recorded as a :class:`Failure` with its category, detail and log
+   path and ends the run (``decision`` None). Worker-raised infrastructure faults propagate.
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ from kernel_ratchet.harness.paired_checks import (
     round_seed,
 )
 from kernel_ratchet.harness.paired_modes import Modes
+from kernel_ratchet.harness.paired_room import checks_with_room, with_room
 from kernel_ratchet.harness.paired_run import D, Failure, PairedRun
 from kernel_ratchet.harness.paired_samples import PHASES, PairedSamples, samples_by_shape
 from kernel_ratchet.harness.request_time import RequestTime
@@ -114,7 +115,7 @@ def _trace(out: Any, r: int, label: str, phase: str, side: str, res: Any, wall_s
 class _Rounds:
     """The rounds of one paired run as they are measured: workers, times, visit order."""
 
-    workers: Mapping[str, Any]
+    workers: dict[str, Any]
     shapes: Sequence[Shape]
     phases: tuple[str, ...]
     seed: int
@@ -127,6 +128,8 @@ class _Rounds:
     rounds: int = 0
     refuse_vendor_ops: bool = False
     order: list[tuple[int, str, str]] = field(default_factory=list)
+    restart: Callable[[str], Any] | None = None  # a side's fresh worker (:mod:`.paired_room`)
+    say: Callable[[str], None] | None = None
     spent: RequestTime = field(default_factory=RequestTime)
     times: dict[str, dict[str, dict[str, list[float]]]] = field(init=False)
 
@@ -150,6 +153,7 @@ class _Rounds:
             for shape in self.shapes:
                 seed = round_seed(self.seed, CHECK_ROUND, shape.label)
                 done, reused = check_shape(pool, self.workers, shape, seed, prechecked)
+                checks_with_room(done, self.workers, self.restart, shape, seed, say)
                 failure = checked(done, shape.label, self.logs, self.refuse_vendor_ops)
                 if failure is not None:
                     return failure
@@ -167,12 +171,17 @@ class _Rounds:
     def _time(
         self, r: int, label: str, phase: str, side: str, seed: int, got: list[float]
     ) -> Failure | None:
-        c0 = time.monotonic()
         kw = {**self.time_kwargs, **self.modes.request(label, phase)}
-        with self.workers[next(s for s in SIDES if s != side)].paused():  # the idle side
-            res = self.workers[side].time(self.by_label[label], seed, phase, **kw)
-        _trace(self.trace, r, label, phase, side, res, time.monotonic() - c0)
-        self.spent.add(res.payload, time.monotonic() - c0)
+
+        def again() -> Any:  # one request, the idle side stopped
+            c0 = time.monotonic()
+            with self.workers[next(s for s in SIDES if s != side)].paused():
+                res = self.workers[side].time(self.by_label[label], seed, phase, **kw)
+            _trace(self.trace, r, label, phase, side, res, time.monotonic() - c0)
+            self.spent.add(res.payload, time.monotonic() - c0)
+            return res
+
+        res = with_room(again(), side, self.workers, self.restart, again, self.say)
         escaped = self.watch.check() if self.watch is not None else ""
         if escaped:  # the A/B is void: whichever side it slowed, the round's code did it
             return Failure("candidate", "time", label, "cheat", escaped, self.logs[side], r, phase)
@@ -303,21 +312,20 @@ def _sequential(
     return None, decision, None
 
 
-def _open_workers(
+def _opener(
     stack: ExitStack,
     factory: Callable[..., Any] | None,
     specs: tuple[WorkerSpec, WorkerSpec],
     logs: Mapping[str, str],
-) -> dict[str, Any]:
-    """One worker per side, entered on ``stack`` (default: :class:`~.worker.Worker`)."""
+) -> Callable[[str], Any]:
+    """A side's new worker, entered on ``stack`` (default: :class:`~.worker.Worker`), its
+    output appended to the side's log."""
     if factory is None:
         from kernel_ratchet.harness.worker import Worker
 
         factory = Worker
-    return {
-        side: stack.enter_context(factory(spec, Path(logs[side])))
-        for side, spec in zip(SIDES, specs, strict=True)
-    }
+    by_side = dict(zip(SIDES, specs, strict=True))
+    return lambda side: stack.enter_context(factory(by_side[side], Path(logs[side])))
 
 
 def _validate(shapes: Sequence[Shape], phases: Sequence[str]) -> None:
@@ -375,9 +383,11 @@ def run_paired(
     tkw = {"spot_checks": PAIRED_SPOT_CHECKS, **(time_kwargs or {})}
     with ExitStack() as stack:
         watch = stack.enter_context(strays.joined())  # workers are strays.own children
-        workers = _open_workers(stack, worker_factory, (incumbent, candidate), logs)
+        opener = _opener(stack, worker_factory, (incumbent, candidate), logs)
+        workers = {side: opener(side) for side in SIDES}
         rng = np.random.default_rng(rng_seed)
         run = _Rounds(workers, tuple(shapes), phases, seed, rng, logs, tkw, watch=watch)
+        run.restart, run.say = opener, say
         run.alternations, run.refuse_vendor_ops = int(alternations), refuse_vendor_ops
         failure = run.check(say, prechecked) or precision_failure(run.snr, run.logs, rule)
         check_wall_s = time.monotonic() - t0

@@ -36,6 +36,10 @@ class FakeSpec:
     #: every timing request of this (shape label, phase) crashes (a defect of the adapter or
     #: the harness that both sides share)
     crashes_on: tuple[str, str] | None = None
+    #: the side's first this many timing requests (over all its workers) run out of device
+    #: memory while another side's worker holds cached memory, the first this many checks too
+    ooms: int = 0
+    check_ooms: int = 0
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,9 @@ class FakeMachine:
         self.calls: list[tuple[str, str, int, str]] = []  # (side name, label, seed, phase)
         self.stopped: set[str] = set()  # the sides paused now
         self.stopped_then: list[set[str]] = []  # at each timing request
+        self.started: list[str] = []  # the side of each worker started, in order
+        self.released: list[str] = []  # the side of each worker asked to release its cache
+        self.ooms: dict[tuple[str, str], int] = {}  # (side name, request) -> ooms so far
 
     def draw(self, spec: FakeSpec, shape: Shape, phase: str) -> float:
         self.t += 1
@@ -84,6 +91,18 @@ class FakeWorker:
         self.machine, self.spec, self.log_path = machine, spec, Path(log_path)
         self.n_time = 0
         self.alive = True
+        machine.started.append(spec.name)
+
+    def _oom(self, request: str, planned: int) -> FakeResult | None:
+        done = self.machine.ooms.get((self.spec.name, request), 0)
+        if done >= planned:
+            return None
+        self.machine.ooms[(self.spec.name, request)] = done + 1
+        return self._fail("oom", "the op ran out of device memory (CUDA out of memory)")
+
+    def release(self) -> FakeResult:
+        self.machine.released.append(self.spec.name)
+        return FakeResult(True, "ok", "cached memory released", str(self.log_path), {})
 
     def __enter__(self) -> FakeWorker:
         return self
@@ -109,12 +128,16 @@ class FakeWorker:
     def check(self, shape: Shape, seed: int) -> FakeResult:
         if shape.label == self.spec.failing_check:
             return self._fail("wrong", "out SNR 3.1 dB < 80 dB")
+        if (oom := self._oom("check", self.spec.check_ooms)) is not None:
+            return oom
         return FakeResult(True, "ok", "", str(self.log_path), {"snr": {"out": 120.0}})
 
     def time(self, shape: Shape, seed: int, phase: str, **kw: Any) -> FakeResult:
         self.n_time += 1
         self.machine.time_kwargs = kw
         self.machine.stopped_then.append(set(self.machine.stopped))
+        if (oom := self._oom("time", self.spec.ooms)) is not None:
+            return oom
         if self.n_time == self.spec.crash_at_call:
             return self._fail("crash", "illegal memory access")
         if (shape.label, phase) == self.spec.crashes_on:

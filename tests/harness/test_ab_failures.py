@@ -74,3 +74,42 @@ def test_failing_check_ends_the_run_before_any_timing(tmp_path):
     run = ab(tmp_path, FakeSpec("cand", failing_check="s1024"), machine=machine)
     assert run.failure.stage == "check" and run.failure.category == "wrong"
     assert run.failure.label == "s1024" and machine.calls == [] and run.rounds == 0
+
+
+def test_a_request_that_ran_out_of_memory_is_made_again_with_room(tmp_path):
+    """Out of memory beside the other side's cached memory: the other side releases it, the
+    failed side's worker starts again and the same request is made once more; the run then
+    decides as if nothing happened, and says so."""
+    machine, said = FakeMachine(), []
+    run = ab(tmp_path, FakeSpec("cand", ooms=1), machine=machine, progress=said.append)
+    assert run.ok and run.decision is not None and run.failure is None
+    assert machine.started == ["inc", "cand", "cand"] and machine.released == ["inc"]
+    note = next(m for m in said if "ran out of device memory" in m)
+    assert "candidate's worker restarted (incumbent released" in note and "it passed" in note
+    rows = (tmp_path / "timings.jsonl").read_text().splitlines()
+    assert len(rows) == 1 + sum(
+        len(run.times[s][k]["fwd"]) for s in run.times for k in run.times[s]
+    )
+
+
+def test_memory_that_stays_short_is_still_a_recorded_failure(tmp_path):
+    """A retry that runs out again stands: the failure is judged as any (here both sides ran
+    out on the same request: the infrastructure's, not the candidate's)."""
+    machine = FakeMachine()
+    run = ab(tmp_path, FakeSpec("cand", ooms=2), inc=FakeSpec("inc", ooms=0), machine=machine)
+    f = run.failure
+    assert (f.side, f.stage, f.category) == ("candidate", "time", "oom")
+    assert machine.started == ["inc", "cand", "cand"]
+
+
+def test_a_check_that_ran_out_of_memory_is_made_again_alone(tmp_path):
+    machine, said = FakeMachine(), []
+    run = ab(
+        tmp_path,
+        FakeSpec("cand"),
+        inc=FakeSpec("inc", check_ooms=1),
+        machine=machine,
+        progress=said.append,
+    )
+    assert run.ok and machine.started == ["inc", "cand", "inc"]
+    assert machine.released == ["cand"] and any("incumbent's request ran out" in m for m in said)
