@@ -328,7 +328,9 @@ def _opener(
     return lambda side: stack.enter_context(factory(by_side[side], Path(logs[side])))
 
 
-def _validate(shapes: Sequence[Shape], phases: Sequence[str]) -> None:
+def _validate(shapes: Sequence[Shape], phases: Sequence[str], alternations: int) -> None:
+    if alternations < 1:
+        raise ValueError(f"alternations must be at least 1, got {alternations}")
     labels = [s.label for s in shapes]
     if not labels or len(set(labels)) != len(labels):
         raise ValueError(f"run_paired needs shapes with distinct labels, got {labels}")
@@ -369,9 +371,7 @@ def run_paired(
     per side, shape and phase in a round (contract step 3); ``refuse_vendor_ops``: step 2.
     Raises ValueError for bad arguments; a failing worker is a recorded :class:`Failure`.
     """
-    _validate(shapes, phases)
-    if alternations < 1:
-        raise ValueError(f"alternations must be at least 1, got {alternations}")
+    _validate(shapes, phases, alternations)
     looks = rule.looks(k_start, k_max)
     t0 = time.monotonic()
     phases = tuple(p for p in PHASES if p in phases)
@@ -384,10 +384,9 @@ def run_paired(
     with ExitStack() as stack:
         watch = stack.enter_context(strays.joined())  # workers are strays.own children
         opener = _opener(stack, worker_factory, (incumbent, candidate), logs)
-        workers = {side: opener(side) for side in SIDES}
         rng = np.random.default_rng(rng_seed)
-        run = _Rounds(workers, tuple(shapes), phases, seed, rng, logs, tkw, watch=watch)
-        run.restart, run.say = opener, say
+        run = _Rounds({s: opener(s) for s in SIDES}, tuple(shapes), phases, seed, rng, logs, tkw)
+        run.watch, run.restart, run.say = watch, opener, say
         run.alternations, run.refuse_vendor_ops = int(alternations), refuse_vendor_ops
         failure = run.check(say, prechecked) or precision_failure(run.snr, run.logs, rule)
         check_wall_s = time.monotonic() - t0
