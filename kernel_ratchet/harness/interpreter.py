@@ -10,6 +10,8 @@
   as the compiler does (ints and tensors are already converted by the interpreter itself).
 * bfloat16 arithmetic, reductions, ``tl.dot`` and casts compute on bit patterns
   (:mod:`.interpreter_bf16` makes them compute on the values).
+* Casts to fp8 cut the mantissa instead of rounding to nearest even and saturating as the GPU
+  does (:mod:`.interpreter_fp8`).
 * ``triton.language.extra.libdevice`` functions (``tanh``, ``erf``, ``pow``...) are stubs
   that return None (:mod:`.interpreter_libdevice` gives them numpy bodies).
 * A scalar used as an index (``range(0, K, BK)`` with a tensor ``K``) is ``int()`` of a
@@ -81,9 +83,10 @@ def install() -> None:
     libdevice math work in the interpreter (idempotent)."""
     from triton.runtime import autotuner, interpreter
 
-    from kernel_ratchet.harness import interpreter_bf16, interpreter_libdevice
+    from kernel_ratchet.harness import interpreter_bf16, interpreter_fp8, interpreter_libdevice
 
     interpreter_bf16.install()
+    interpreter_fp8.install()
     interpreter_libdevice.install()
 
     autotuner.Autotuner.do_bench = property(lambda self: _no_bench)  # type: ignore[assignment]

@@ -154,3 +154,29 @@ def test_a_scalar_index_reads_its_one_element_where_numpy_refuses_int(interp, mo
     interp._patch_lang_tensor(Tensor, scope)
     assert operator.index(t) == 7 and range(0, 20, t)[1] == 7
     scope.restore()
+
+
+@triton.jit
+def _to_fp8(x_ptr, q_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(q_ptr + offs, x.to(q_ptr.dtype.element_ty), mask=mask)
+
+
+@pytest.mark.parametrize("fp8", [torch.float8_e4m3fn, torch.float8_e5m2], ids=["e4m3", "e5m2"])
+@pytest.mark.parametrize("src", [torch.float32, torch.float16, torch.bfloat16])
+def test_fp8_casts_round_to_nearest_even_and_saturate_as_the_gpu(fp8, src):
+    """The mantissa carry (31.6 -> 32), values below the smallest normal, ties and values past
+    the largest finite one (saturated, as cvt.rn.satfinite does) against torch's cast."""
+    from kernel_ratchet.harness.interpreter import install
+
+    install()
+    top = torch.finfo(fp8).max
+    tiny = torch.finfo(fp8).smallest_normal
+    x = torch.tensor([31.6, -31.6, 0.3 * tiny, 0.55 * tiny, 1.3 * tiny, top * 1.5, -top * 3, 0.0])
+    x = torch.cat([x, torch.randn(88) * 4, torch.randn(32) * tiny]).to(src)
+    q = torch.empty(x.numel(), dtype=fp8)
+    _to_fp8[(1,)](x, q, x.numel(), BLOCK=128)
+    want = x.float().clamp(-top, top).to(fp8)
+    assert torch.equal(q.view(torch.uint8), want.view(torch.uint8))
