@@ -7,12 +7,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernel_ratchet.harness.adapter import Shape
+from kernel_ratchet.harness.adapter import Shape, load_adapter
 from kernel_ratchet.harness.correctness import check_outputs
 from kernel_ratchet.harness.runtime import run_shape
 from kernel_ratchet.harness.timing.perf_counter import PerfCounterEngine
 from kernel_ratchet.kernels.quant import shapes as QS
 from kernel_ratchet.kernels.quant.adapter import (
+    QuantFp8Block128Adapter,
     QuantFp8BlockwiseAdapter,
     QuantFp8DualAdapter,
     QuantFp8RowwiseAdapter,
@@ -21,11 +22,17 @@ from kernel_ratchet.kernels.quant.dual import quant_fp8_dual_1x128
 from kernel_ratchet.kernels.quant.dual_grouped import chunk_capacity, quant_fp8_dual_1x128_grouped
 from kernel_ratchet.kernels.quant.launch import quant_fp8_blockwise_1x128
 
-ADAPTERS = [QuantFp8RowwiseAdapter, QuantFp8BlockwiseAdapter, QuantFp8DualAdapter]
+ADAPTERS = [
+    QuantFp8RowwiseAdapter,
+    QuantFp8BlockwiseAdapter,
+    QuantFp8DualAdapter,
+    QuantFp8Block128Adapter,
+]
 
 
 def _run(adapter_cls, shape, device):
-    adapter = adapter_cls()
+    """As the harness loads it (in the interpreter, with its gaps filled)."""
+    adapter = load_adapter(f"{adapter_cls.__module__}:{adapter_cls.__name__}")
     case = adapter.make_case(shape, 0, device)
     got, ref = adapter.outputs(case), adapter.reference(case)
     res = check_outputs(got, ref, {k: adapter.threshold(k) for k in ref})
@@ -126,6 +133,7 @@ def test_bytes_moved_counts_reads_and_writes():
     assert QuantFp8RowwiseAdapter().bytes_moved(s)[0] == 3 * 256 * 256 + 4 * 256
     assert QuantFp8BlockwiseAdapter().bytes_moved(s)[0] == 3 * 256 * 256 + 4 * 256 * 2
     assert QuantFp8DualAdapter().bytes_moved(s)[0] == 4 * 256 * 256 + 2 * 4 * 256 * 2
+    assert QuantFp8Block128Adapter().bytes_moved(s)[0] == 4 * 256 * 256 + 4 * 2 * 2
 
 
 @pytest.mark.gpu

@@ -22,11 +22,14 @@ import torch
 from kernel_ratchet.harness.adapter import SNR_BF16, SNR_FP32, Adapter, Shape
 from kernel_ratchet.kernels.quant.dual import quant_fp8_dual_1x128
 from kernel_ratchet.kernels.quant.launch import (
+    GROUP,
     dequant_fp8,
+    quant_fp8_block_128x128,
     quant_fp8_blockwise_1x128,
     quant_fp8_rowwise,
 )
 from kernel_ratchet.kernels.quant.reference import (
+    block_128x128_ref,
     blockwise_1x128_ref,
     dual_1x128_ref,
     rowwise_ref,
@@ -137,3 +140,33 @@ class QuantFp8DualAdapter(_QuantAdapter):
         M, N = shape.M, shape.N
         scales = 4.0 * (M * _cdiv(N, 128) + N * _cdiv(M, 128))
         return (4.0 * M * N + scales, 0.0)
+
+
+class QuantFp8Block128Adapter(_QuantAdapter):
+    """128x128 blocks with the transposed copy (a weight's two FP8 layouts from one read:
+    kernel.quant_fp8_block_128x128 with ``with_transpose``)."""
+
+    returned = ("q", "scale", "q_t", "scale_t")
+
+    def forward(self, case: QuantCase) -> Any:
+        return quant_fp8_block_128x128(case.x, with_transpose=True)
+
+    def outputs(self, case: QuantCase) -> dict[str, torch.Tensor]:
+        q = quant_fp8_block_128x128(case.x, with_transpose=True)
+        assert q.data_t is not None and q.scale_t is not None
+        block = (GROUP, GROUP)
+        return {
+            "out": dequant_fp8(q.data, q.scale, block),
+            "scale": q.scale,
+            "q": q.data,
+            "out_t": dequant_fp8(q.data_t, q.scale_t, block),
+            "scale_t": q.scale_t,
+            "q_t": q.data_t,
+        }
+
+    def reference(self, case: QuantCase) -> dict[str, torch.Tensor]:
+        return block_128x128_ref(case.x)
+
+    def bytes_moved(self, shape: Shape) -> tuple[float, float]:
+        M, N = shape.M, shape.N
+        return (4.0 * M * N + 4.0 * _cdiv(M, 128) * _cdiv(N, 128), 0.0)

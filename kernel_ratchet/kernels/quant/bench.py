@@ -24,15 +24,18 @@ from kernel_ratchet.harness.adapter import load_shapes
 from kernel_ratchet.harness.csv_schema import MEMORY_COLUMNS, format_cell
 from kernel_ratchet.kernels.benchmarking import output_file, snr_gpu, time_ms
 from kernel_ratchet.kernels.quant.adapter import (
+    QuantFp8Block128Adapter,
     QuantFp8BlockwiseAdapter,
     QuantFp8DualAdapter,
     QuantFp8RowwiseAdapter,
 )
+from kernel_ratchet.kernels.quant.reference import block_128x128_ref
 
 ADAPTERS = {
     "rowwise": QuantFp8RowwiseAdapter,
     "blockwise": QuantFp8BlockwiseAdapter,
     "dual": QuantFp8DualAdapter,
+    "block128": QuantFp8Block128Adapter,
 }
 VENDOR_COLUMNS = ("torch eager GB/s", "copy GB/s", "fraction of copy")
 FP8 = torch.float8_e4m3fn
@@ -54,6 +57,8 @@ def eager(op: str, x: torch.Tensor) -> object:
         return (x.float() * (448.0 / amax)).clamp(-448.0, 448.0).to(FP8), amax / 448.0
     if op == "blockwise":
         return _eager_1x128(x)
+    if op == "block128":
+        return block_128x128_ref(x)
     return _eager_1x128(x), _eager_1x128(x.t())
 
 

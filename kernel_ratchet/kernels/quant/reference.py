@@ -17,7 +17,10 @@ EPS = 1e-12
 
 def _quant(x: torch.Tensor, amax: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     amax = amax.clamp_min(EPS)
-    q = (x * (FP8_MAX / amax)).clamp(-FP8_MAX, FP8_MAX).to(FP8).float()
+    # a tensor division, rounded once as the kernels' is: torch computes `448.0 / amax` as
+    # amax's reciprocal times 448, a rounding more, which turns some exact ties the other way
+    factor = torch.full_like(amax, FP8_MAX) / amax
+    q = (x * factor).clamp(-FP8_MAX, FP8_MAX).to(FP8).float()
     return q * (amax / FP8_MAX), amax / FP8_MAX, q
 
 
@@ -48,3 +51,24 @@ def dual_1x128_ref(x: torch.Tensor) -> dict[str, torch.Tensor]:
     rows = blockwise_1x128_ref(x)
     cols = blockwise_1x128_ref(x.t())
     return {**rows, "out_t": cols["out"], "scale_t": cols["scale"], "q_t": cols["q"]}
+
+
+def block_128x128_ref(x: torch.Tensor) -> dict[str, torch.Tensor]:
+    """128x128 blocks, one scale each (weights): ``{"out", "scale" [ceil(R/128),
+    ceil(C/128)], "q"}`` and the transposed copy ``out_t``/``q_t`` [C, R] with ``scale_t`` =
+    ``scale.t()`` (the same blocks)."""
+    R, C = x.shape
+    nr, nc = -(-R // 128), -(-C // 128)
+    xf = torch.nn.functional.pad(x.float(), (0, nc * 128 - C, 0, nr * 128 - R))
+    blocks = xf.view(nr, 128, nc, 128)
+    deq, s, q = _quant(blocks, blocks.abs().amax(dim=(1, 3), keepdim=True))
+    out, q = (t.reshape(nr * 128, nc * 128)[:R, :C] for t in (deq, q))
+    scale = s[:, 0, :, 0]
+    return {
+        "out": out,
+        "scale": scale,
+        "q": q,
+        "out_t": out.t(),
+        "q_t": q.t(),
+        "scale_t": scale.t(),
+    }
