@@ -52,3 +52,20 @@ def test_a_block_amax_that_scales_past_the_fp8_maximum_still_lands_on_it(device)
         assert _same(got.data[g], ref.data) and torch.equal(got.scale[g], ref.scale)
         assert _same(got.data_t[g], ref.data.t())
     assert got.data.float().abs().amax() == 448.0
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.bfloat16, torch.float16, torch.float32], ids=["bf16", "fp16", "fp32"]
+)
+def test_the_transposed_copy_holds_the_straight_ones_bytes_for_every_input_dtype(dtype, device):
+    """fp32 master weights too: the dgrad reads the transposed copy. Whole blocks (the GPU's
+    vectorized path) and a block scaled apart; the codes against torch's own cast."""
+    from kernel_ratchet.kernels.quant.reference import block_128x128_ref
+
+    w = (torch.randn(2, 256, 384, generator=torch.Generator().manual_seed(7)) * 3).to(dtype)
+    w[1, 200, 300] = 300.0
+    got = quant_weight_128x128(w.to(device), transpose=True)
+    for g in range(2):
+        assert _same(got.data_t[g], got.data[g].t().contiguous()), f"group {g}"
+        codes = block_128x128_ref(w[g])["q"]
+        assert (got.data[g].float().cpu() != codes).float().mean() < 1e-3
