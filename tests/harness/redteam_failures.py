@@ -76,6 +76,18 @@ class RaisesOom(TinyGemm):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB")
 
 
+class OomOnce(TinyGemm):
+    """Runs out of device memory on its first call while the flag file ``KR_TEST_OOM_FLAG``
+    names does not exist (it then makes it), honest after: a request that lacked room once."""
+
+    def forward(self, case: Case) -> torch.Tensor:
+        flag = os.environ.get("KR_TEST_OOM_FLAG", "")
+        if flag and not os.path.exists(flag):
+            open(flag, "w").close()  # noqa: SIM115 -- a marker, closed at once
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 3.00 GiB")
+        return matmul_nt(case.a, case.b)
+
+
 class PrintsToStdout(TinyGemm):
     """Honest, but chatty on stdout (must not corrupt the protocol channel)."""
 

@@ -118,3 +118,34 @@ def test_checks_made_early_by_the_same_workers_are_reused_and_others_are_not(tmp
     assert [k for k in early if k[0] == "candidate"] == [("candidate", s.label) for s in SHAPES[:2]]
     run = paired(bad, wrong, 99, early)
     assert not run.ok and run.failure.side == "candidate" and run.failure.label == SHAPES[1].label
+
+
+def test_a_real_worker_that_ran_out_of_memory_is_started_again(tmp_path, monkeypatch):
+    """The candidate's first call runs out of device memory: the A/B asks the incumbent's
+    worker to release its cache, starts a new candidate worker (its output appended to the
+    same log) and makes the request again; the run then decides."""
+    from kernel_ratchet.harness.worker import WorkerSpec
+
+    monkeypatch.setenv("KR_TEST_OOM_FLAG", str(tmp_path / "ran-out-once"))
+    root = str(Path(__file__).resolve().parents[2])
+    common = {
+        "engine": "perf_counter",
+        "engine_params": {"samples": 2},
+        "device": "cpu",
+        "interpret": True,
+        "timeout_s": 120.0,
+        "source_root": root,
+    }
+    inc = WorkerSpec(adapter="tests.harness.redteam_candidates:TinyGemm", **common)
+    cand = WorkerSpec(adapter="tests.harness.redteam_candidates:OomOnce", **common)
+    said: list[str] = []
+    run = run_paired(
+        inc, cand, [Shape("t16", 16, 16, 16)], phases=("fwd",), seed=5, rule=PairedLooks(),
+        k_start=3, k_max=3, log_dir=tmp_path, rng_seed=0, progress=said.append,
+    )  # fmt: skip
+    assert run.ok, run.failure and run.failure.sentence()
+    assert (tmp_path / "ran-out-once").exists()
+    note = next(m for m in said if "ran out of device memory" in m)
+    assert "candidate's worker restarted (incumbent released" in note and "it passed" in note
+    log = (tmp_path / "candidate_worker.log").read_text()
+    assert "out of memory" in log.lower() and log.count("[ratchet] worker") >= 1
