@@ -19,17 +19,12 @@ from typing import Any
 ROOM_FAILURES = frozenset({"oom"})
 
 
-def _alive(worker: Any) -> bool:
-    alive = getattr(worker, "alive", False)
-    return bool(alive() if callable(alive) else alive)
-
-
 def make_room(workers: MutableMapping[str, Any], side: str, restart: Callable[[str], Any]) -> str:
     """Release every other live worker's cached memory and start ``side``'s worker again
     (``restart(side)`` returns the new one, stored in ``workers``); what was done, in words."""
     released = []
     for other, worker in workers.items():
-        if other != side and _alive(worker) and hasattr(worker, "release"):
+        if other != side and getattr(worker, "alive", False) and hasattr(worker, "release"):
             res = worker.release()
             released.append(f"{other} {'released' if res.ok else 'could not release'}")
     workers[side] = restart(side)
