@@ -93,10 +93,10 @@ def test_a_request_that_ran_out_of_memory_is_made_again_with_room(tmp_path):
 
 
 def test_memory_that_stays_short_is_still_a_recorded_failure(tmp_path):
-    """A retry that runs out again stands: the failure is judged as any (here both sides ran
-    out on the same request: the infrastructure's, not the candidate's)."""
+    """A retry that runs out again stands: the failure is judged as any (here the incumbent's
+    same request passes, so it is the candidate's), and no third worker is started."""
     machine = FakeMachine()
-    run = ab(tmp_path, FakeSpec("cand", ooms=2), inc=FakeSpec("inc", ooms=0), machine=machine)
+    run = ab(tmp_path, FakeSpec("cand", ooms=2), machine=machine)
     f = run.failure
     assert (f.side, f.stage, f.category) == ("candidate", "time", "oom")
     assert machine.started == ["inc", "cand", "cand"]

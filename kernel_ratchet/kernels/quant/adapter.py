@@ -23,6 +23,7 @@ from kernel_ratchet.harness.adapter import SNR_BF16, SNR_FP32, Adapter, Shape
 from kernel_ratchet.kernels.quant.dual import quant_fp8_dual_1x128
 from kernel_ratchet.kernels.quant.launch import (
     GROUP,
+    Fp8Quantized,
     dequant_fp8,
     quant_fp8_block_128x128,
     quant_fp8_blockwise_1x128,
@@ -43,6 +44,20 @@ class QuantCase:
 
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
+
+
+def _two_copies(
+    rows: Fp8Quantized, cols: Fp8Quantized, group: tuple[int, int]
+) -> dict[str, torch.Tensor]:
+    """The compared outputs of a quantization with a transposed copy (``cols``)."""
+    return {
+        "out": dequant_fp8(rows, group=group),
+        "scale": rows.scale,
+        "q": rows.data,
+        "out_t": dequant_fp8(cols, group=group),
+        "scale_t": cols.scale,
+        "q_t": cols.data,
+    }
 
 
 class _QuantAdapter(Adapter):
@@ -123,15 +138,7 @@ class QuantFp8DualAdapter(_QuantAdapter):
         return quant_fp8_dual_1x128(case.x)
 
     def outputs(self, case: QuantCase) -> dict[str, torch.Tensor]:
-        rows, cols = quant_fp8_dual_1x128(case.x)
-        return {
-            "out": dequant_fp8(rows, group=(1, 128)),
-            "scale": rows.scale,
-            "q": rows.data,
-            "out_t": dequant_fp8(cols, group=(1, 128)),
-            "scale_t": cols.scale,
-            "q_t": cols.data,
-        }
+        return _two_copies(*quant_fp8_dual_1x128(case.x), group=(1, 128))
 
     def reference(self, case: QuantCase) -> dict[str, torch.Tensor]:
         return dual_1x128_ref(case.x)
@@ -154,15 +161,8 @@ class QuantFp8Block128Adapter(_QuantAdapter):
     def outputs(self, case: QuantCase) -> dict[str, torch.Tensor]:
         q = quant_fp8_block_128x128(case.x, with_transpose=True)
         assert q.data_t is not None and q.scale_t is not None
-        block = (GROUP, GROUP)
-        return {
-            "out": dequant_fp8(q.data, q.scale, block),
-            "scale": q.scale,
-            "q": q.data,
-            "out_t": dequant_fp8(q.data_t, q.scale_t, block),
-            "scale_t": q.scale_t,
-            "q_t": q.data_t,
-        }
+        cols = Fp8Quantized(q.data_t, q.scale_t)
+        return _two_copies(Fp8Quantized(q.data, q.scale), cols, group=(GROUP, GROUP))
 
     def reference(self, case: QuantCase) -> dict[str, torch.Tensor]:
         return block_128x128_ref(case.x)
