@@ -5,12 +5,18 @@ Blackwell-only tiled variant, a fused variant another op uses): moving the knobs
 that never runs costs a round and measures nothing. :func:`recording` notes the name of every
 ``@triton.jit`` function launched while it is open (compiled or in the interpreter, autotuned
 or not); the harness records them for each shape it checks (``launches.json`` beside its CSV),
-and the search leaves out the knobs of kernels the BASELINE never launched.
+and the search leaves out the knobs of kernels the BASELINE never launched. Beside the names it
+keeps each launch's scalar arguments (constexprs, flags, sizes: :func:`arguments`;
+``launch_args.json``), so a round can say which of the code it changed no measured launch
+reaches (:mod:`kernel_ratchet.guard.reach`).
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
+import numbers
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +24,73 @@ from typing import Any
 
 #: The file beside a harness CSV that names the kernels launched, by shape.
 FILE = "launches.json"
+#: The file beside it with each launch's scalar arguments, by shape and kernel.
+ARGS_FILE = "launch_args.json"
+#: At most this many distinct argument sets are kept per kernel (an op that launches a kernel
+#: with a new size on every call would otherwise grow the file without bound).
+MAX_ARG_SETS = 64
+
+Scalar = bool | int | float | str | None
+
+
+class Launched(set):
+    """The names of the kernels launched (a set), and ``args``: per kernel, the distinct sets of
+    scalar arguments it was launched with, as sorted ``(name, value)`` tuples."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.args: dict[str, set[tuple[tuple[str, Scalar], ...]]] = {}
+
+    def add_launch(self, name: str, values: dict[str, Scalar]) -> None:
+        self.add(name)
+        kept = self.args.setdefault(name, set())
+        if len(kept) < MAX_ARG_SETS:
+            kept.add(tuple(sorted(values.items())))
+
+    def arg_sets(self) -> dict[str, list[dict[str, Scalar]]]:
+        """Per kernel, its argument sets as dicts (sorted, for a stable file)."""
+        return {k: [dict(t) for t in sorted(v, key=repr)] for k, v in sorted(self.args.items())}
+
+
+def _scalar(value: Any) -> tuple[bool, Scalar]:
+    """``(True, value)`` for what a kernel can branch on at compile time and JSON can hold: a
+    bool, int, float, str or None, a ``tl.constexpr`` of one, a dtype by name."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True, value
+    if isinstance(value, numbers.Integral):  # a numpy integer
+        return True, int(value)
+    inner = getattr(value, "value", value)  # tl.constexpr
+    if inner is not value and (inner is None or isinstance(inner, (bool, int, float, str))):
+        return True, inner
+    kind = type(value).__name__
+    if kind == "dtype" or kind.endswith("_dtype"):  # torch.dtype, tl.dtype: named
+        return True, str(value)
+    return False, None
+
+
+@functools.lru_cache(maxsize=512)
+def _signature(fn: Any) -> inspect.Signature:
+    return inspect.signature(fn)
+
+
+def arguments(fn: Any, args: tuple, kwargs: dict) -> dict[str, Scalar]:
+    """The scalar arguments of one launch of the Python function ``fn``, by parameter name, its
+    defaults included; tensors, pointers and anything else left out. Launch options (grid,
+    ``num_warps``, ...) are not parameters and are not kept; an autotuner's trial launches
+    are launches too."""
+    try:
+        sig = _signature(fn)
+        known = {k: v for k, v in kwargs.items() if k in sig.parameters}
+        bound = sig.bind_partial(*args, **known)
+        bound.apply_defaults()
+    except (TypeError, ValueError):
+        return {}
+    out: dict[str, Scalar] = {}
+    for name, value in bound.arguments.items():
+        ok, v = _scalar(value)
+        if ok:
+            out[name] = v
+    return out
 
 
 def _launcher_classes() -> list[type]:
@@ -36,9 +109,10 @@ def _launcher_classes() -> list[type]:
 
 
 @contextmanager
-def recording() -> Iterator[set[str]]:
-    """The names of the Triton kernels launched while the block runs (filled as they are)."""
-    names: set[str] = set()
+def recording() -> Iterator[Launched]:
+    """The names of the Triton kernels launched while the block runs (filled as they are), and
+    the scalar arguments of each launch (:class:`Launched`)."""
+    names = Launched()
     patched = []
     for cls in _launcher_classes():
         original = cls.__dict__.get("run")
@@ -46,7 +120,9 @@ def recording() -> Iterator[set[str]]:
             continue
 
         def run(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
-            names.add(getattr(getattr(self, "fn", None), "__name__", "") or repr(self))
+            fn = getattr(self, "fn", None)
+            name = getattr(fn, "__name__", "") or repr(self)
+            names.add_launch(name, arguments(fn, args, kwargs) if fn is not None else {})
             return _original(self, *args, **kwargs)
 
         cls.run = run
@@ -73,3 +149,25 @@ def read(path: Path) -> set[str] | None:
         return None
     names = {n for v in data.values() if isinstance(v, list) for n in v if isinstance(n, str)}
     return names or None
+
+
+def write_args(path: Path, by_shape: dict[str, dict[str, list[dict[str, Scalar]]]]) -> None:
+    """Write ``{shape label: {kernel: [its argument sets]}}``."""
+    path.write_text(json.dumps(by_shape, indent=1, sort_keys=True, default=str) + "\n")
+
+
+def read_args(path: Path) -> dict[str, list[dict[str, Scalar]]] | None:
+    """Per kernel, every argument set it was launched with on any shape; None when nothing was
+    recorded (no file, an unreadable one)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    out: dict[str, list[dict[str, Scalar]]] = {}
+    for kernels in data.values():
+        for name, sets in (kernels or {}).items() if isinstance(kernels, dict) else ():
+            kept = out.setdefault(name, [])
+            kept.extend(s for s in sets if isinstance(s, dict) and s not in kept)
+    return out

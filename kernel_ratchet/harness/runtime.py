@@ -42,6 +42,8 @@ class ShapeResult:
     fwd: Timing | None = None
     bwd: Timing | None = None
     launched: tuple[str, ...] = ()  # the Triton kernels the checked call launched
+    # per kernel, the scalar arguments of its launches in the checked call
+    launch_args: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 def _rate(work: float, t: Timing | None, scale: float) -> tuple[float, float]:
@@ -150,7 +152,9 @@ def run_shape(
             bwd, wrong = _timed(adapter, case, engine, "bwd", ref, kept)
         if wrong:
             return ShapeResult(shape, False, wrong, check.snr)
-        return ShapeResult(shape, True, check.reason, check.snr, fwd, bwd, tuple(sorted(names)))
+        return ShapeResult(
+            shape, True, check.reason, check.snr, fwd, bwd, tuple(sorted(names)), names.arg_sets()
+        )
     except Exception as exc:  # a failing candidate is a recorded outcome, not a crash
         tb = traceback.format_exc(limit=6)
         return ShapeResult(shape, False, f"{type(exc).__name__}: {exc}\n{tb}")
@@ -206,6 +210,16 @@ def run_harness(
     return results
 
 
+def _write_beside(csv: Path, results: Sequence[ShapeResult]) -> None:
+    """The files beside the CSV: the kernels each passing shape launched, with each launch's
+    scalar arguments, and why each failing shape failed."""
+    passed = [r for r in results if r.passed]
+    launches.write(csv.with_name(launches.FILE), {r.shape.label: r.launched for r in passed})
+    args = {r.shape.label: r.launch_args for r in passed}
+    launches.write_args(csv.with_name(launches.ARGS_FILE), args)
+    failures.write(csv, {r.shape.label: r.reason for r in results if not r.passed})
+
+
 def main(
     argv: Sequence[str],
     *,
@@ -259,10 +273,7 @@ def main(
         return 2
     results = run_harness(ad, chosen, eng, seed=args.seed, device=args.device)
     write_csv(args.summary_csv, sch, [result_cells(sch, ad, r) for r in results])
-    launched = {r.shape.label: r.launched for r in results if r.passed}
-    launches.write(Path(args.summary_csv).with_name(launches.FILE), launched)
-    failed = {r.shape.label: r.reason for r in results if not r.passed}
-    failures.write(Path(args.summary_csv), failed)
+    _write_beside(Path(args.summary_csv), results)
     meta = {"engine": eng.describe(), "seed": args.seed, "level": args.level}
     print("[harness] " + json.dumps(meta), file=sys.stderr)
     return 0

@@ -82,6 +82,11 @@ def test_whole_campaign(two_rounds, capsys, monkeypatch):
     # the kernels each shape's checked call launched: what the search may move
     launched = json.loads((cdir / "rounds/round-1/artifacts/launches.json").read_text())
     assert len(launched) == TINY_COUNT and set(map(tuple, launched.values())) == {("_matmul_nt",)}
+    args = json.loads((cdir / "rounds/round-1/artifacts/launch_args.json").read_text())
+    for label, kernels in args.items():  # each launch's sizes and tile constexprs
+        (one,) = kernels["_matmul_nt"]
+        assert set(one) == {"M", "N", "K", "BM", "BN", "BK"}
+        assert label == f"m{one['M']}_n{one['N']}_k{one['K']}"
     prov = json.loads((cdir / "rounds/round-1/artifacts/provenance.json").read_text())
     assert prov["engine"]["engine"] == "perf_counter" and prov["environment_hash"]
     assert prov["candidate_commit"] == start and prov["level"] == "full"

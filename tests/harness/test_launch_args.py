@@ -1,0 +1,72 @@
+"""The launch recording keeps each launch's scalar arguments, so a round can say which changed
+kernel lines no measured launch reached."""
+
+import json
+
+import pytest
+import torch
+
+from kernel_ratchet.harness import launches
+from kernel_ratchet.harness.interpreter import install
+from tests.harness import launch_arg_kernels as k
+
+
+@pytest.fixture
+def x(device):
+    if device == "cpu":
+        install()
+    return torch.arange(100, dtype=torch.float32, device=device)
+
+
+def test_a_launch_keeps_its_scalars_and_defaults_and_not_its_tensors(x):
+    with launches.recording() as got:
+        y = k.scaled_copy(x, 2.0)
+        k.scaled_copy(x, 2.0, flip=True)
+        k.scaled_copy(x, 2.0, flip=True)  # the same arguments again: kept once
+    assert torch.equal(y, x * 2)
+    assert got == {"_scaled_copy"}
+    sets = got.arg_sets()["_scaled_copy"]
+    assert sets == [
+        {"BLOCK": 64, "FLIP": False, "n": 100, "scale": 2.0},
+        {"BLOCK": 64, "FLIP": True, "n": 100, "scale": 2.0},
+    ]
+
+
+def test_an_autotuned_launch_keeps_the_config_it_ran(x):
+    with launches.recording() as got:
+        k.tuned_copy(x)
+    assert got.arg_sets() == {"_tuned_copy": [{"BLOCK": 32, "n": 100}]}
+
+
+def test_the_argument_sets_round_trip_through_their_file_merged_over_shapes(tmp_path):
+    path = tmp_path / launches.ARGS_FILE
+    launches.write_args(
+        path,
+        {
+            "s1": {"_k": [{"A": True}], "_other": [{}]},
+            "s2": {"_k": [{"A": True}, {"A": False}]},
+        },
+    )
+    assert json.loads(path.read_text())["s2"]["_k"][1] == {"A": False}
+    assert launches.read_args(path) == {"_k": [{"A": True}, {"A": False}], "_other": [{}]}
+    assert launches.read_args(tmp_path / "missing.json") is None
+    (tmp_path / "bad.json").write_text("[1, 2")
+    assert launches.read_args(tmp_path / "bad.json") is None
+
+
+def test_a_kernel_launched_with_ever_new_arguments_keeps_a_bounded_number():
+    got = launches.Launched()
+    for i in range(launches.MAX_ARG_SETS + 10):
+        got.add_launch("_k", {"n": i})
+    assert len(got.arg_sets()["_k"]) == launches.MAX_ARG_SETS
+
+
+def test_what_a_kernel_cannot_branch_on_is_left_out():
+    def fn(a, b, c, d, e):
+        pass
+
+    class Box:  # a tl.constexpr-like wrapper of a value
+        value = 3
+
+    got = launches.arguments(fn, (torch.zeros(2), torch.float16, Box()), {"d": None, "e": [1]})
+    assert got == {"b": "torch.float16", "c": 3, "d": None}
