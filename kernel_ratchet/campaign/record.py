@@ -75,6 +75,8 @@ class RoundRecord:
     # other ops listing a changed kernel file -> those files; whether their tests gated it
     shared_with: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     shared_tested: bool = False
+    # changed lines of JIT functions no recorded launch of the round's harness reached
+    unreached: tuple[str, ...] = ()
     # present only where the round got that far
     seconds: Mapping[str, float] | None = None
     transfer_static: StaticAudit | None = None
@@ -87,6 +89,7 @@ class RoundRecord:
         object.__setattr__(self, "category", Category(self.category))
         object.__setattr__(self, "out_of_scope", tuple(self.out_of_scope))
         object.__setattr__(self, "ignored_editor_files", tuple(self.ignored_editor_files))
+        object.__setattr__(self, "unreached", tuple(self.unreached))
         if self.seconds is not None:
             object.__setattr__(self, "seconds", dict(self.seconds))
         if not isinstance(self.round, int) or self.round < 1:
@@ -164,6 +167,8 @@ class RoundRecord:
         if self.shared_with:
             d["shared_with"] = {op: list(files) for op, files in self.shared_with.items()}
             d["shared_tested"] = self.shared_tested
+        if self.unreached:
+            d["unreached"] = list(self.unreached)
         if self.seconds is not None:
             d["seconds"] = dict(self.seconds)
         if self.transfer_static is not None:
@@ -192,6 +197,7 @@ class RoundRecord:
             decision=RoundDecision.from_dict(d["decision"]) if d.get("decision") else None,
             out_of_scope=tuple(d.get("out_of_scope") or ()),
             ignored_editor_files=tuple(d.get("ignored_editor_files") or ()),
+            unreached=tuple(d.get("unreached") or ()),
             shared_with={op: tuple(f) for op, f in (d.get("shared_with") or {}).items()},
             transfer_static=None if static is None else _static_audit(static),
             failure=d.get("failure"),

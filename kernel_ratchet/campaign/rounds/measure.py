@@ -27,6 +27,7 @@ from kernel_ratchet.campaign.quick_bench import EarlyHarness
 from kernel_ratchet.campaign.record import OVERLAP_STEP, RoundDraft, RoundRecord
 from kernel_ratchet.campaign.rounds.levels import measure_levels
 from kernel_ratchet.campaign.rounds.partial import paired_so_far
+from kernel_ratchet.campaign.rounds.reach import note_unreached
 from kernel_ratchet.campaign.rounds.shared import note_sharing, run_shared_tests
 from kernel_ratchet.campaign.rounds.workers import RoundWorkers
 from kernel_ratchet.campaign.scope import split_ignored
@@ -194,12 +195,15 @@ def _measure(c: CampaignContext, n: int, p: PendingRound) -> RoundRecord:
     reach = tool_reach(*kernel_texts(c))
     if reach:
         return draft.failed(Category.CHEAT, f"{reach}; refused before any measurement", now())
+    texts = kernel_texts(c)  # the candidate as measured, whatever the round does to the tree
     early = EarlyHarness(c, draft.level, art / "benchmark.csv", art / "benchmark.log")
     with RoundWorkers(c, art) as workers, early:
         if not c.op.test_gpu and timing_on_gpu():
-            return _measure_beside_test(c, n, draft, art, workers, early)
-        failed = _build_and_test(c, n, draft, art, workers, early)
-        return failed or measure_levels(c, n, draft, art, workers, early)
+            record = _measure_beside_test(c, n, draft, art, workers, early)
+        else:
+            failed = _build_and_test(c, n, draft, art, workers, early)
+            record = failed or measure_levels(c, n, draft, art, workers, early)
+    return note_unreached(c, record, art, texts)
 
 
 def _syntax_error(c: CampaignContext) -> str | None:

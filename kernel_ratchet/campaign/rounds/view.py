@@ -14,6 +14,7 @@ from kernel_ratchet.campaign.context import primary_vs_base, vs_base
 from kernel_ratchet.campaign.record import RoundRecord
 from kernel_ratchet.campaign.render import RoundView, ShapeLine, trend_row, vs_baseline
 from kernel_ratchet.campaign.rounds.partial import STATED
+from kernel_ratchet.campaign.rounds.reach import HEADLINE
 from kernel_ratchet.campaign.rounds.shared import describe
 from kernel_ratchet.guard import transfer_check
 from kernel_ratchet.guard.transfer import REJECT, TRANSFER_MEASURED
@@ -115,9 +116,13 @@ def _notes(record: RoundRecord) -> list[str]:
 
 
 def _change(record: RoundRecord) -> str:
-    """The change line, and who else lists the files it changed."""
-    shared = describe(record.shared_with, record.shared_tested)
-    return f"{record.change}\n\n{shared}" if shared else record.change
+    """The change line, who else lists the files it changed, and which changed kernel lines
+    no launch of the round's shapes reached."""
+    parts = [record.change, describe(record.shared_with, record.shared_tested)]
+    if record.unreached:
+        lines = "; ".join(record.unreached)
+        parts.append(f"Not measured: {HEADLINE} ({lines}); the verdict does not speak for them")
+    return "\n\n".join(p for p in parts if p)
 
 
 def view(c: CampaignContext, record: RoundRecord) -> RoundView:
