@@ -202,14 +202,21 @@ def _final_report(c: CampaignContext, final: BenchTable) -> str:
 def _directions_kept(c: CampaignContext, acc: list[ClosedEntry]) -> str:
     """The accepted rounds as effective directions, and the fixes (``validate --fix``: accepted
     as not slower, no gain claimed) on a line of their own."""
-    fixes = [
-        r for r in acc if read_record(c.round_dir(r.round) / "round.json").reason.startswith(FIX)
-    ]
+    records = {r.round: read_record(c.round_dir(r.round) / "round.json") for r in acc}
+    fixes = [r for r in acc if records[r.round].reason.startswith(FIX)]
     gains = [r for r in acc if r not in fixes]
     line = f"- Effective directions: {'; '.join(r.hypothesis for r in gains) or 'none'}\n"
     if fixes:
         named = "; ".join(r.hypothesis for r in fixes)
         line += f"- Fixes (accepted as not slower, no gain claimed): {named}\n"
+    unmeasured = [
+        f"round {n}: {'; '.join(rec.unreached)}" for n, rec in records.items() if rec.unreached
+    ]
+    if unmeasured:
+        line += (
+            "- Accepted with changed kernel lines no launch of their shapes reached (their "
+            f"verdicts do not speak for them): {' | '.join(unmeasured)}\n"
+        )
     return line
 
 
