@@ -166,8 +166,18 @@ def prepare(req: SweepRequest) -> _Target:
 
 
 def _grids(req: SweepRequest, target: _Target, entries: dict[str, str]) -> dict[str, list]:
+    """Each entry's configurations: its search space over ``req.knobs``, with the shipped
+    value of each knob added where the space lacks it, so the shipped combination is always
+    measured and scored beside the others."""
     tun = target.tunables
-    grids = {e: grid(tun.knob_space(tun.entries[e]), list(req.knobs)) for e in entries}
+    grids = {}
+    for e in entries:
+        space = {k: list(v) for k, v in tun.knob_space(tun.entries[e]).items()}
+        for k in req.knobs:
+            shipped = tun.entries[e].knobs[k].value if k in tun.entries[e].knobs else None
+            if k in space and shipped is not None and shipped not in space[k]:
+                space[k].append(shipped)
+        grids[e] = grid(space, list(req.knobs))
     for e, g in grids.items():
         if len(g) > req.max_configs:
             raise OptimizerError(f"{e}: {len(g)} configurations > --max-configs {req.max_configs}")

@@ -133,11 +133,12 @@ def test_sweep_of_the_rehearsal_example(tmp_path):
     )
     assert r.returncode == 0, r.stderr[-2000:]
     d = json.loads(out.read_text())
-    # 2 warps x 3 block_m per entry, every one measured; 6 x 6 combinations scored
-    assert d["planned"] == {"CONFIGS/bf16/tiny": 6, "CONFIGS/bf16_bwd/tiny": 6}
+    # 2 warps x 3 block_m per entry, and the backward's shipped block_m (16, outside its
+    # space) added: every one measured; 6 x 8 combinations scored, the shipped one among them
+    assert d["planned"] == {"CONFIGS/bf16/tiny": 6, "CONFIGS/bf16_bwd/tiny": 8}
     fwd_rows, bwd_rows = d["measured"]["CONFIGS/bf16/tiny"], d["measured"]["CONFIGS/bf16_bwd/tiny"]
     assert all("shapes" in row for row in fwd_rows + bwd_rows), r.stderr[-2000:]
-    assert d["combinations"] == 36 and len(d["shapes"]) == 2
+    assert d["combinations"] == 48 and len(d["shapes"]) == 2
     # an entry's sweep times only the phase it governs
     one = next(iter(fwd_rows[0]["shapes"].values()))
     assert one["fwd"] and one["bwd"] is None
@@ -178,7 +179,7 @@ def test_sweep_of_the_rehearsal_example(tmp_path):
         text=True,
         timeout=600,
     )
-    assert again.returncode == 0 and "resumed: 12 configurations kept" in again.stderr
+    assert again.returncode == 0 and "resumed: 14 configurations kept" in again.stderr
     d2 = json.loads(out.read_text())
     assert d2["measured"] == d["measured"] and d2["best"] == d["best"] and "cut" not in d2
     with pytest.raises(OptimizerError, match="differs in"):
