@@ -2,8 +2,9 @@
 
 In a throwaway clone of the repository's committed HEAD (your working tree and campaigns are
 not touched), it opens a campaign of the op (``ratchet init``, ``ratchet baseline``), then runs
-rounds whose only change is a comment added to a kernel file (``ratchet validate``: both sides
-of the paired A/B run the same code), as a user would, through the CLI. It prints each round's
+rounds whose only change is a line added to a kernel file (a module constant nothing reads in
+a Python file, a comment elsewhere; ``ratchet validate``: both sides of the paired A/B run the
+same kernels), as a user would, through the CLI. It prints each round's
 seconds per step (``round.json``'s ``seconds``, what ``ratchet status`` shows), its decision
 and the per-shape CI half-widths of its paired A/B::
 
@@ -35,7 +36,7 @@ from kernel_ratchet.errors import RatchetError
 #: Comment syntax by kernel-file suffix: the A/A change is one such line at the file's end.
 COMMENTS = {".py": "#", ".cu": "//", ".cuh": "//", ".cpp": "//", ".cc": "//", ".h": "//"}
 COMMENTS |= {".hpp": "//", ".c": "//", ".triton": "#", ".mlir": "//"}
-HYPOTHESIS = "A/A: a comment added to a kernel file, the same code on both sides"
+HYPOTHESIS = "A/A: a line added to a kernel file that changes no kernel, the same on both sides"
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,15 @@ def comment_file(kernel_source: list[str]) -> tuple[str, str]:
         f"command knows ({', '.join(sorted(COMMENTS))}): A/A rounds need a file it can add a "
         "comment to"
     )
+
+
+def aa_line(kernel: str, marker: str, i: int) -> str:
+    """The line round ``i`` appends to ``kernel``. A Python file gets a module constant that
+    nothing reads (a round refuses a change of comments alone, which Python files are read
+    for); any other file, whose change is judged by its bytes, a comment."""
+    if kernel.endswith(".py"):
+        return f"\n_RATCHET_AA_ROUND = {i}  {marker} A/A: read by nothing, the same kernels\n"
+    return f"\n{marker} A/A round {i}: a comment, no change to the code\n"
 
 
 def clone(repo: Path, dest: Path) -> None:
@@ -151,8 +161,8 @@ def run(op: str, rounds: int, here: Path, keep: Path | None, say=print) -> list[
             say(f"{name}: done at {time.monotonic() - t0:.0f} s")
         for i in range(1, rounds + 1):
             with (dest / kernel).open("a") as f:
-                f.write(f"\n{marker} A/A round {i}: a comment, no change to the code\n")
-            change = ["--change", f"comment {i} in {kernel}", "--expected", "no change"]
+                f.write(aa_line(kernel, marker, i))
+            change = ["--change", f"A/A line {i} in {kernel}", "--expected", "no change"]
             rc = ratchet(cwd, dest, log, "validate", "--hypothesis", HYPOTHESIS, *change)
             say(f"A/A round {i}: {_outcome(log, rc)} at {time.monotonic() - t0:.0f} s")
         out = keep or Path(tmp) / "records"
