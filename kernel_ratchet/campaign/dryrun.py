@@ -13,9 +13,10 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from kernel_ratchet.campaign.fsutil import file_sha256
-from kernel_ratchet.campaign.lineage.kernel import code_changed_files, kernel_changed
+from kernel_ratchet.campaign.lineage.kernel import code_changed_files, kernel_changed, kernel_texts
 from kernel_ratchet.campaign.quick_bench import run_harness
 from kernel_ratchet.campaign.record import LEVELS
+from kernel_ratchet.campaign.rounds.reach import HEADLINE, unreached_in
 from kernel_ratchet.campaign.state import Phase
 from kernel_ratchet.errors import CampaignError, SchemaError
 from kernel_ratchet.harness.csv_schema import BenchTable
@@ -29,9 +30,11 @@ def quick_validation(c: CampaignContext, level: str = "quick") -> dict[str, Any]
     """Run the campaign's harness on the current kernel files; return the parsed rows.
 
     ``level``: ``quick`` (representative shapes) or ``full`` (all target shapes). Returns
-    ``{"ok", "reason", "level", "csv", "log", "schema", "rows", "all_pass", "preview"}`` where
-    ``rows`` are the CSV records and ``preview`` is what the decision would say against the
-    incumbent (None when the harness failed). A crashing or failing harness is an outcome
+    ``{"ok", "reason", "level", "csv", "log", "schema", "rows", "all_pass", "preview",
+    "unreached"}`` where ``rows`` are the CSV records, ``preview`` is what the decision would
+    say against the incumbent (None when the harness failed) and ``unreached`` the changed
+    kernel lines no launch of the measured shapes reached (as a round records them; absent
+    when the harness failed). A crashing or failing harness is an outcome
     (``ok`` False), not an exception. Raises CampaignError before the baseline (no
     representative shapes yet), for an unknown level, or when the generated harness was edited;
     SchemaError when the CSV drifted from the frozen schema.
@@ -73,6 +76,9 @@ def quick_validation(c: CampaignContext, level: str = "quick") -> dict[str, Any]
     table = c.table(c.rel(csv))
     result.update(ok=True, rows=table.to_records(), all_pass=all(r.passed for r in table.rows))
     result["preview"] = _preview(c, table, level)
+    result["unreached"] = unreached_in(out, kernel_texts(c))
+    if result["unreached"]:
+        c.say(f"dry run: {HEADLINE}: " + "; ".join(result["unreached"]))
     return result
 
 

@@ -202,8 +202,9 @@ class RatchetTools:
 
     def run_quick_validation(self, level: str = "quick", campaign: str | None = None) -> dict:
         """Dry run: the campaign's harness on the current kernel files at `level` (quick:
-        representative shapes), without a round; returns the rows and an unpaired preview
-        against the incumbent's CSV (a diagnostic: only a round's paired A/B decides)."""
+        representative shapes), without a round; returns the rows, an unpaired preview
+        against the incumbent's CSV (a diagnostic: only a round's paired A/B decides) and the
+        changed kernel lines no launch of those shapes reached (`unreached`)."""
         from kernel_ratchet.campaign.dryrun import quick_validation
 
         with self._campaign(campaign) as c:

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from kernel_ratchet.campaign.dryrun import quick_validation
 from kernel_ratchet.campaign.engine import Campaign
 from kernel_ratchet.campaign.record import Category, RoundRecord
 from kernel_ratchet.campaign.rounds import measure as measure_mod
@@ -52,7 +53,7 @@ def test_a_change_under_a_branch_no_launch_took_is_named_and_kept(project, monke
     (only,) = record.unreached
     assert only.startswith(f"{KERNEL}:")
     assert "under `if BK == 7`, which no recorded launch of `_matmul_nt` takes" in only
-    assert any("no launch of the round's shapes reached" in s and only in s for s in said)
+    assert any("no launch of the measured shapes reached" in s and only in s for s in said)
     assert "Not measured: changed kernel lines" in _change(record)
     kept = json.loads(json.dumps(record.to_dict()))
     assert RoundRecord.from_dict(kept).unreached == record.unreached
@@ -71,3 +72,21 @@ def test_a_reached_change_or_an_unrecorded_round_says_nothing(project, monkeypat
 def test_a_round_whose_harness_recorded_nothing_is_not_judged(project, monkeypatch):
     record, _ = _round(project, monkeypatch, "    if BK == 7:\n        acc += 1.0\n", None)
     assert record.unreached == ()
+
+
+@pytest.mark.slow
+def test_a_dry_run_names_them_before_any_round(project, monkeypatch):
+    """The dry run measures the working tree with the harness, which records the launches:
+    the driver learns before stating a round that its change sits where no shape goes."""
+    monkeypatch.chdir(project)
+    camp = Campaign(load_profile(project), campaign_dir(project))
+    kernel = project / KERNEL
+    kernel.write_text(
+        kernel.read_text().replace(ZEROS, ZEROS + "    if BK == 7:\n        acc += 1\n")
+    )
+    out = quick_validation(camp.ctx)
+    assert out["ok"] and out["all_pass"]
+    (only,) = out["unreached"]
+    assert "under `if BK == 7`, which no recorded launch of `_matmul_nt` takes" in only
+    kernel.write_text(kernel.read_text().replace("BK == 7", "BK > 0"))
+    assert quick_validation(camp.ctx)["unreached"] == []

@@ -299,3 +299,17 @@ def _workspace_diff(c: CampaignContext) -> str:
         dst = f"b/{rel}" if new is not None else "/dev/null"
         chunks.append("".join(difflib.unified_diff(a, b, src, dst)))
     return "".join(chunks)
+
+
+def kernel_texts(c: CampaignContext) -> tuple[dict[str, str], dict[str, str]]:
+    """The Python kernel files' text, ``(incumbent, working tree)``, path -> source."""
+    before, after = {}, {}
+    for rel in c.m.kernel_source:
+        if not rel.endswith(".py"):
+            continue
+        old, path = incumbent_bytes(c, rel), c.root / rel
+        if old is not None:
+            before[rel] = old.decode("utf-8", errors="replace")
+        if path.exists():
+            after[rel] = path.read_text(encoding="utf-8", errors="replace")
+    return before, after

@@ -17,7 +17,7 @@ from kernel_ratchet.campaign.lineage import tree_seal
 from kernel_ratchet.campaign.lineage.kernel import (
     candidate_diff,
     edited_meanwhile,
-    incumbent_bytes,
+    kernel_texts,
     out_of_scope,
     scope_reason,
 )
@@ -51,20 +51,6 @@ from kernel_ratchet.scoring.decision import Status
 
 if TYPE_CHECKING:
     from kernel_ratchet.campaign.context import CampaignContext
-
-
-def kernel_texts(c: CampaignContext) -> tuple[dict[str, str], dict[str, str]]:
-    """The Python kernel files' text, ``(incumbent, working tree)``, path -> source."""
-    before, after = {}, {}
-    for rel in c.m.kernel_source:
-        if not rel.endswith(".py"):
-            continue
-        old, path = incumbent_bytes(c, rel), c.root / rel
-        if old is not None:
-            before[rel] = old.decode("utf-8", errors="replace")
-        if path.exists():
-            after[rel] = path.read_text(encoding="utf-8", errors="replace")
-    return before, after
 
 
 def transfer_audit(c: CampaignContext, declared: str) -> StaticAudit:

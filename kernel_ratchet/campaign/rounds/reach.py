@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from kernel_ratchet.campaign.record import RoundRecord
 
 #: What the progress and the summary say before the lines.
-HEADLINE = "changed kernel lines no launch of the round's shapes reached"
+HEADLINE = "changed kernel lines no launch of the measured shapes reached"
 
 
 def launch_args(art: Path) -> dict[str, list[dict]] | None:
@@ -41,16 +41,20 @@ def launch_args(art: Path) -> dict[str, list[dict]] | None:
     return found
 
 
+def unreached_in(art: Path, texts: tuple[dict, dict]) -> list[str]:
+    """The changed JIT-function lines no launch the harness recorded in ``art`` reached
+    (``texts``: the kernel files as the incumbent and the candidate have them); none where it
+    recorded no launch (it did not run, or the op launches no Triton kernel)."""
+    args = launch_args(art)
+    return [u.text() for u in unreached(*texts, args)] if args else []
+
+
 def note_unreached(
     c: CampaignContext, record: RoundRecord, art: Path, texts: tuple[dict, dict]
 ) -> RoundRecord:
-    """``record`` with the changed JIT-function lines no recorded launch reached (``texts``:
-    the kernel files as the incumbent and the candidate have them); unchanged where the
-    harness recorded no launch (it did not run, or the op launches no Triton kernel)."""
-    args = launch_args(art)
-    if not args:
-        return record
-    found = [u.text() for u in unreached(*texts, args)]
+    """``record`` with :func:`unreached_in`'s lines, said in the progress; unchanged where
+    there are none."""
+    found = unreached_in(art, texts)
     if not found:
         return record
     c.say(f"round-{record.round}: {HEADLINE}: " + "; ".join(found))
