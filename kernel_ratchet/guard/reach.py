@@ -89,19 +89,19 @@ class _Program:
         found: list[Env] = [dict(e) for e in self.launched.get(name, ())]
         for caller_name, fns in self.by_name.items():
             for caller in fns:
-                for call in _calls_of(caller, name):
+                for line, args, keywords in _uses_of(caller, name):
                     for env in self.envs(caller_name):
                         if len(found) >= MAX_ENVS:
                             break
-                        if not _blocked(branches(caller, call.lineno), env):
-                            bound = self._bind(name, call, env)
+                        if not _blocked(branches(caller, line), env):
+                            bound = {} if args is None else self._bind(name, args, keywords, env)
                             if bound not in found:
                                 found.append(bound)
         self._busy.discard(name)
         self._envs[name] = found
         return found
 
-    def _bind(self, name: str, call: ast.Call, env: Env) -> Env:
+    def _bind(self, name: str, args: list[ast.expr], keywords: list[ast.keyword], env: Env) -> Env:
         """The callee's parameters the call's arguments decide, with its defaults."""
         fn = self.by_name[name][0]
         params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
@@ -113,26 +113,48 @@ class _Program:
         out: dict[str, Any] = {}
         for p, d in defaults.items():
             out[p] = evaluate(d, {})
-        for p, arg in zip(params, call.args, strict=False):
+        for p, arg in zip(params, args, strict=False):
             if isinstance(arg, ast.Starred):
                 break
             out[p] = evaluate(arg, env)
-        for kw in call.keywords:
+        for kw in keywords:
             if kw.arg is not None:
                 out[kw.arg] = evaluate(kw.value, env)
         return {k: v for k, v in out.items() if v is not UNKNOWN}
 
 
-def _calls_of(caller: ast.FunctionDef, name: str) -> list[ast.Call]:
-    return [
-        n
-        for n in ast.walk(caller)
-        if isinstance(n, ast.Call)
-        and (
-            (isinstance(n.func, ast.Name) and n.func.id == name)
-            or (isinstance(n.func, ast.Attribute) and n.func.attr == name)
-        )
-    ]
+Use = tuple[int, list[ast.expr] | None, list[ast.keyword]]
+
+
+def _uses_of(caller: ast.FunctionDef, name: str) -> list[Use]:
+    """Where ``caller`` runs the JIT function ``name``: ``(line, arguments, keywords)`` for a
+    call, and for a ``(name, (args...))`` pair (what ``gl.warp_specialize`` takes); ``(line,
+    None, [])`` for any other reference (a function handed to ``tl.reduce``, say), whose
+    arguments are not known."""
+    uses: list[Use] = []
+    seen: set[int] = set()
+    for node in ast.walk(caller):
+        if isinstance(node, ast.Call) and _names(node.func, name):
+            uses.append((node.lineno, list(node.args), list(node.keywords)))
+            seen.add(id(node.func))
+        elif (
+            isinstance(node, ast.Tuple)
+            and len(node.elts) == 2
+            and _names(node.elts[0], name)
+            and isinstance(node.elts[1], ast.Tuple)
+        ):
+            uses.append((node.lineno, list(node.elts[1].elts), []))
+            seen.add(id(node.elts[0]))
+    for node in ast.walk(caller):
+        if _names(node, name) and id(node) not in seen:
+            uses.append((node.lineno, None, []))
+    return uses
+
+
+def _names(node: ast.AST, name: str) -> bool:
+    return (isinstance(node, ast.Name) and node.id == name) or (
+        isinstance(node, ast.Attribute) and node.attr == name
+    )
 
 
 def _blocked(path: Sequence[Branch], env: Env) -> Branch | None:

@@ -128,3 +128,39 @@ def test_changed_lines_maps_removals_to_the_block_they_left():
     assert changed_lines(old, "a\nb\nx\ny\nc\nd\n") == [3, 4]
     assert changed_lines(old, "a\nb\nd\n") == [2]  # c removed: the line before
     assert changed_lines(None, "a\nb") == [1, 2]  # a new file: all of it
+
+
+WS = textwrap.dedent(
+    """
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+
+
+    @gluon.jit
+    def _consumer(x, WHICH: gl.constexpr):
+        if WHICH == 1:
+            x = x + 1
+        return x
+
+
+    @gluon.jit
+    def _combine(a, b):
+        return a + b
+
+
+    @gluon.jit
+    def _ws_kernel(x, SPLIT: gl.constexpr):
+        gl.warp_specialize([(_consumer, (x, 0)), (_consumer, (x, SPLIT))], [4], [24])
+        y = gl.reduce(x, 0, _combine)
+    """
+)
+
+
+def test_partitions_and_functions_handed_over_are_reached_through_their_pairs():
+    """``gl.warp_specialize`` takes (function, arguments) pairs; a combine function handed
+    to a reduction is referenced, not called: both run where their kernel runs."""
+    after = {"ws.py": WS.replace("x = x + 1", "x = x + 2").replace("a + b", "b + a")}
+    launched = {"_ws_kernel": [{"SPLIT": 0}]}
+    (only,) = [u.text() for u in unreached({"ws.py": WS}, after, launched)]
+    assert "under `if WHICH == 1`, which no recorded launch of `_consumer` takes" in only
+    assert [u.text() for u in unreached({"ws.py": WS}, after, {"_ws_kernel": [{"SPLIT": 1}]})] == []
