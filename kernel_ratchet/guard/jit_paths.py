@@ -56,7 +56,7 @@ class Branch:
 
     def text(self) -> str:
         cond = ast.unparse(self.test)
-        return f"if {cond}" if self.body else f"else of `if {cond}`"
+        return f"`if {cond}`" if self.body else f"the else of `if {cond}`"
 
 
 def is_jit(fn: ast.FunctionDef) -> bool:

@@ -178,8 +178,8 @@ def _why(fn: ast.FunctionDef, path: Sequence[Branch], envs: Sequence[Env]) -> st
     n = f"{len(envs)} argument set{'s' if len(envs) > 1 else ''}"
     for br in path:
         if all(b == br for b in blocked):
-            return f"under `{br.text()}`, which no recorded launch of `{fn.name}` takes ({n})"
-    conds = "; ".join(f"`{br.text()}`" for br in path)
+            return f"under {br.text()}, which no recorded launch of `{fn.name}` takes ({n})"
+    conds = "; ".join(br.text() for br in path)
     return f"under {conds}: no recorded launch of `{fn.name}` takes them all ({n})"
 
 

@@ -72,7 +72,7 @@ def test_an_else_branch_is_judged_by_its_condition_being_false():
     after = _edit("        x = x + 1\n", "        x = x + 2\n")
     assert _reach(after, NO_T) == []
     (only,) = _reach(after, {"_kernel": [{"WRITE_T": True}]})
-    assert "under `else of `if WRITE_T``" in only
+    assert "under the else of `if WRITE_T`, which no recorded launch" in only
 
 
 def test_a_helper_is_reached_through_its_callers_with_their_arguments_bound():
