@@ -10,7 +10,8 @@ JIT function, the ``if`` conditions around it with every recorded argument set o
 (a helper's from its callers' call sites, their arguments bound to its parameters), and names
 the lines no set reaches. A condition that names anything but parameters (a program id, a
 loaded value) counts as reachable: only what the arguments decide is called unreached.
-Changes outside JIT functions (host code) are not judged.
+Changes outside JIT functions (host code) are not judged, nor, where a launched kernel is
+defined outside the files read, helpers that kernel might call.
 """
 
 from __future__ import annotations
@@ -76,6 +77,9 @@ class _Program:
         for tree in trees.values():
             for fn in jit_functions(tree):
                 self.by_name.setdefault(fn.name, []).append(fn)
+        # every launched kernel's source is among the files read: a helper's callers are all
+        # known (else a kernel defined elsewhere may call it, and only kernels are judged)
+        self.complete = all(name in self.by_name for name in launched)
         self._envs: dict[str, list[Env]] = {}
         self._busy: set[str] = set()
 
@@ -204,7 +208,8 @@ def unreached(
         run_open = False  # the previous changed line is unreached for the same reason
         for line in changed_lines(before.get(rel), after[rel]):
             fn = enclosing(funcs, line)
-            why = None if fn is None else _why(fn, branches(fn, line), prog.envs(fn.name))
+            judged = fn is not None and (prog.complete or fn.name in launched)
+            why = _why(fn, branches(fn, line), prog.envs(fn.name)) if judged else None
             if fn is None or why is None:
                 run_open = False
                 continue

@@ -164,3 +164,13 @@ def test_partitions_and_functions_handed_over_are_reached_through_their_pairs():
     (only,) = [u.text() for u in unreached({"ws.py": WS}, after, launched)]
     assert "under `if WHICH == 1`, which no recorded launch of `_consumer` takes" in only
     assert [u.text() for u in unreached({"ws.py": WS}, after, {"_ws_kernel": [{"SPLIT": 1}]})] == []
+
+
+def test_helpers_are_not_judged_where_a_launched_kernel_is_defined_elsewhere():
+    """A kernel launched from a file the check did not read may call any helper: only the
+    kernels themselves are judged then."""
+    helper = _edit("        x = x * 2\n", "        x = x * 3\n")
+    kernel = _edit("        _store_t(ptr, x)\n", "        _store_t(ptr, x)\n        x = x\n")
+    elsewhere = {**NO_T, "_kernel_in_another_file": [{}]}
+    assert _reach(helper, NO_T) != [] and _reach(helper, elsewhere) == []
+    assert _reach(kernel, elsewhere) == _reach(kernel, NO_T) != []
