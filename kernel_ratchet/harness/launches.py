@@ -156,18 +156,20 @@ def write_args(path: Path, by_shape: dict[str, dict[str, list[dict[str, Scalar]]
     path.write_text(json.dumps(by_shape, indent=1, sort_keys=True, default=str) + "\n")
 
 
-def read_args(path: Path) -> dict[str, list[dict[str, Scalar]]] | None:
-    """Per kernel, every argument set it was launched with on any shape; None when nothing was
-    recorded (no file, an unreadable one)."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict):
-        return None
-    out: dict[str, list[dict[str, Scalar]]] = {}
-    for kernels in data.values():
-        for name, sets in (kernels or {}).items() if isinstance(kernels, dict) else ():
-            kept = out.setdefault(name, [])
-            kept.extend(s for s in sets if isinstance(s, dict) and s not in kept)
+def read_args(*paths: Path) -> dict[str, list[dict[str, Scalar]]] | None:
+    """Per kernel, every argument set it was launched with on any shape of any of ``paths``;
+    None when none of them recorded anything (no file, an unreadable one)."""
+    out: dict[str, list[dict[str, Scalar]]] | None = None
+    for path in paths:
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(data, dict):
+            continue
+        out = out if out is not None else {}
+        for kernels in data.values():
+            for name, sets in (kernels or {}).items() if isinstance(kernels, dict) else ():
+                kept = out.setdefault(name, [])
+                kept.extend(s for s in sets if isinstance(s, dict) and s not in kept)
     return out

@@ -50,6 +50,10 @@ def test_the_argument_sets_round_trip_through_their_file_merged_over_shapes(tmp_
     assert json.loads(path.read_text())["s2"]["_k"][1] == {"A": False}
     assert launches.read_args(path) == {"_k": [{"A": True}, {"A": False}], "_other": [{}]}
     assert launches.read_args(tmp_path / "missing.json") is None
+    full = tmp_path / "full.json"  # an escalated round's full level: merged with its quick one
+    launches.write_args(full, {"s3": {"_k": [{"A": True}, {"A": 2}]}})
+    merged = launches.read_args(path, tmp_path / "missing.json", full)
+    assert merged == {"_k": [{"A": True}, {"A": False}, {"A": 2}], "_other": [{}]}
     (tmp_path / "bad.json").write_text("[1, 2")
     assert launches.read_args(tmp_path / "bad.json") is None
 

@@ -178,10 +178,10 @@ def _measure(c: CampaignContext, n: int, p: PendingRound) -> RoundRecord:
     swapped = backend_change(c)
     if swapped:
         return draft.failed(Category.BACKEND, swapped, now())
-    reach = tool_reach(*kernel_texts(c))
+    texts = kernel_texts(c)  # the candidate as measured, whatever the round does to the tree
+    reach = tool_reach(*texts)
     if reach:
         return draft.failed(Category.CHEAT, f"{reach}; refused before any measurement", now())
-    texts = kernel_texts(c)  # the candidate as measured, whatever the round does to the tree
     early = EarlyHarness(c, draft.level, art / "benchmark.csv", art / "benchmark.log")
     with RoundWorkers(c, art) as workers, early:
         if not c.op.test_gpu and timing_on_gpu():

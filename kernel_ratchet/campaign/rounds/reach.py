@@ -29,16 +29,7 @@ HEADLINE = "changed kernel lines no launch of the measured shapes reached"
 def launch_args(art: Path) -> dict[str, list[dict]] | None:
     """Per kernel, the argument sets the round's harness launched it with (its level's and,
     after an escalation, the full level's); None when neither recorded any."""
-    found: dict[str, list[dict]] | None = None
-    for path in (art / launches.ARGS_FILE, art / "full" / launches.ARGS_FILE):
-        got = launches.read_args(path)
-        if got is None:
-            continue
-        found = found or {}
-        for name, sets in got.items():
-            kept = found.setdefault(name, [])
-            kept.extend(s for s in sets if s not in kept)
-    return found
+    return launches.read_args(art / launches.ARGS_FILE, art / "full" / launches.ARGS_FILE)
 
 
 def unreached_in(art: Path, texts: tuple[dict, dict]) -> list[str]:
