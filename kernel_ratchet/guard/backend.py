@@ -29,7 +29,7 @@ import ast
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from kernel_ratchet.guard.syntax import dotted
+from kernel_ratchet.guard.syntax import dotted, is_jit, jit_aliases
 
 #: Campaign backends whose kernels must not call the vendor library.
 KERNEL_BACKENDS = frozenset({"TRITON"})
@@ -223,14 +223,12 @@ def _reference_import(node: ast.AST, reference_modules: Sequence[str]) -> str | 
 def _context(tree: ast.Module) -> dict[int, str]:
     """Where each node sits: inside an ``except`` handler or behind an ``if``."""
     where: dict[int, str] = {}
+    aliases = jit_aliases(tree)
 
     def visit(node: ast.AST, ctx: str) -> None:
         for child in ast.iter_child_nodes(node):
             here = ctx
-            if isinstance(child, ast.FunctionDef) and any(
-                dotted(d.func if isinstance(d, ast.Call) else d).endswith("jit")
-                for d in child.decorator_list
-            ):
+            if isinstance(child, ast.FunctionDef) and is_jit(child, aliases):
                 here = _JIT
             elif ctx == _JIT:
                 pass

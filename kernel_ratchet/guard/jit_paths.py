@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kernel_ratchet.guard.syntax import dotted
+from kernel_ratchet.guard.syntax import is_jit, jit_aliases
 
 #: A condition's value where the arguments do not decide it.
 UNKNOWN: Any = object()
@@ -59,20 +59,10 @@ class Branch:
         return f"`if {cond}`" if self.body else f"the else of `if {cond}`"
 
 
-def is_jit(fn: ast.FunctionDef) -> bool:
-    """Whether a decorator makes ``fn`` a Triton or Gluon JIT function (``@triton.jit``,
-    ``@jit``, ``@gluon.jit``, ``@triton.jit(...)``)."""
-    for dec in fn.decorator_list:
-        target = dec.func if isinstance(dec, ast.Call) else dec
-        name = dotted(target) or ""
-        if name == "jit" or name.endswith(".jit"):
-            return True
-    return False
-
-
 def jit_functions(tree: ast.Module) -> list[ast.FunctionDef]:
     """Every JIT function of a module, nested ones included."""
-    return [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and is_jit(n)]
+    aliases = jit_aliases(tree)
+    return [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and is_jit(n, aliases)]
 
 
 def enclosing(funcs: list[ast.FunctionDef], line: int) -> ast.FunctionDef | None:

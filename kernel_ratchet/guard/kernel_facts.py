@@ -13,7 +13,13 @@ import ast
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kernel_ratchet.guard.syntax import FunctionNode, functions, own_nodes, short_name
+from kernel_ratchet.guard.syntax import (
+    functions,
+    is_jit,
+    jit_aliases,
+    own_nodes,
+    short_name,
+)
 
 _LAYOUT_TOKENS = {
     "nt",
@@ -43,10 +49,6 @@ class KernelFacts:
     uniform_hints: list[tuple[int, str]] = field(default_factory=list)
 
 
-def _is_jit(fn: FunctionNode) -> bool:
-    return any("jit" in ast.unparse(d) or "autotune" in ast.unparse(d) for d in fn.decorator_list)
-
-
 def _layout_named(name: str) -> bool:
     """Whether ``name`` names an operand layout (``B_KMAJOR``, ``TRANS_A``, ``matmul_nt``).
     ``layout`` alone does not: a Gluon or Triton kernel's ``*_LAYOUT`` constexprs are the
@@ -58,7 +60,8 @@ def kernel_facts(tree: ast.Module, role: Callable[[str | None], str | None]) -> 
     """The kernel structure of one parsed file; ``role`` names the role of a parameter."""
     scan = KernelFacts()
     funcs = functions(tree)
-    scan.jit_kernels = {fn.name for _, fn in funcs if _is_jit(fn)}
+    aliases = jit_aliases(tree)
+    scan.jit_kernels = {fn.name for _, fn in funcs if is_jit(fn, aliases)}
     for qual, fn in funcs:
         a = fn.args
         for p in [fn.name, *(x.arg for x in a.posonlyargs + a.args + a.kwonlyargs)]:

@@ -6,6 +6,9 @@ import ast
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 
+#: Packages whose decorator named ``jit`` compiles something other than a Triton kernel.
+_OTHER_JITS = frozenset({"numba", "jax", "torch", "cupy", "tensorflow", "tf"})
+
 
 def dotted(node: ast.expr) -> str:
     """``torch.nn.functional.linear`` for that attribute chain ('' parts where it is not
@@ -56,3 +59,27 @@ def functions(tree: ast.Module) -> list[tuple[str, FunctionNode]]:
 
     visit(tree, "")
     return out
+
+
+def jit_aliases(tree: ast.Module) -> frozenset[str]:
+    """The names a module gives Triton's or Gluon's ``jit`` on import (``from triton import jit
+    as tjit``), for :func:`is_jit`."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "triton":
+            out |= {a.asname for a in node.names if a.name == "jit" and a.asname}
+    return frozenset(out)
+
+
+def is_jit(fn: ast.AST, aliases: frozenset[str] = frozenset()) -> bool:
+    """Whether a decorator makes ``fn`` a Triton or Gluon JIT function: one named ``jit`` last
+    (``@triton.jit``, ``@jit``, ``@gluon.jit``, ``@triton.jit(do_not_specialize=...)``; not
+    numba's, JAX's or TorchScript's), or a name of ``aliases`` (:func:`jit_aliases`). An
+    autotuner, heuristics or a library's own wrapper (``@libentry()``) stacked on it does not
+    matter; alone, it makes no kernel."""
+    for dec in getattr(fn, "decorator_list", ()):
+        name = dotted(dec.func if isinstance(dec, ast.Call) else dec)
+        parts = name.split(".")
+        if name in aliases or (parts[-1] == "jit" and parts[0] not in _OTHER_JITS):
+            return True
+    return False

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kernel_ratchet.guard.syntax import is_jit, jit_aliases
 from kernel_ratchet.knobs.declared import KnobDecl, assignment_entries, declarations_for
 from kernel_ratchet.knobs.model import (
     UPPER,
@@ -97,13 +98,10 @@ def _is_autotune(decorator: ast.expr) -> bool:
 def _kernels(tree: ast.Module) -> tuple[set[str], set[str]]:
     """(module-level ``@triton.jit`` kernels, ``@triton.autotune`` kernels) by name."""
     jit, tuned = set(), set()
+    aliases = jit_aliases(tree)
     for fn in tree.body:
         if isinstance(fn, ast.FunctionDef):
-            names = {
-                ast.unparse(d.func if isinstance(d, ast.Call) else d) for d in fn.decorator_list
-            }
-            last = {n.split(".")[-1] for n in names}
-            if "jit" in last:
+            if is_jit(fn, aliases):
                 jit.add(fn.name)
             if any(_is_autotune(d) for d in fn.decorator_list):
                 tuned.add(fn.name)
