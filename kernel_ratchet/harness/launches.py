@@ -18,7 +18,7 @@ import inspect
 import json
 import numbers
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -108,30 +108,100 @@ def _launcher_classes() -> list[type]:
     return classes
 
 
+def _compiled_launch(kernel: Any, args: tuple) -> tuple[str, dict[str, Scalar]]:
+    """(name, scalar arguments) of a launch through a compiled kernel's runner
+    (``compiled[grid](*args)``, every parameter in order), constexprs from its source."""
+    src = getattr(kernel, "src", None)
+    jit = getattr(src, "fn", None)
+    values = arguments(getattr(jit, "fn", None), args, {}) if jit is not None else {}
+    names = list(getattr(jit, "arg_names", ()) or ())
+    for path, value in (getattr(src, "constants", None) or {}).items():
+        ok, v = _scalar(value)
+        if ok and isinstance(path, tuple) and len(path) == 1 and path[0] < len(names):
+            values[names[path[0]]] = v
+    return str(getattr(kernel, "name", "") or repr(kernel)), values
+
+
+@contextmanager
+def _patched(cls: type, attr: str, make: Any) -> Iterator[None]:
+    """``cls.attr`` replaced by ``make(original)`` while the block runs (untouched where the
+    class does not define it)."""
+    original = cls.__dict__.get(attr)
+    if original is not None:
+        setattr(cls, attr, make(original))
+    try:
+        yield
+    finally:
+        if original is not None:
+            setattr(cls, attr, original)
+
+
+def _compiled_classes() -> list[type]:
+    try:
+        from triton.compiler.compiler import CompiledKernel
+    except ImportError:
+        return []
+    return [CompiledKernel]
+
+
+def _enter_hooks() -> Any:
+    """Triton's chain of launch-enter hooks, where it has one."""
+    try:
+        from triton import knobs
+    except ImportError:
+        return None
+    chain = getattr(getattr(knobs, "runtime", None), "launch_enter_hook", None)
+    return chain if hasattr(chain, "add") and hasattr(chain, "remove") else None
+
+
 @contextmanager
 def recording() -> Iterator[Launched]:
     """The names of the Triton kernels launched while the block runs (filled as they are), and
-    the scalar arguments of each launch (:class:`Launched`)."""
-    names = Launched()
-    patched = []
-    for cls in _launcher_classes():
-        original = cls.__dict__.get("run")
-        if original is None:
-            continue
+    the scalar arguments of each launch (:class:`Launched`).
 
-        def run(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+    Seen: launches through ``kernel[grid](...)`` (compiled, interpreted, autotuned) and through
+    a compiled kernel's runner (``compiled[grid](...)``). A launch hook stays installed while
+    the block runs, so launchers that call Triton's C launcher themselves except while a hook
+    is installed (a profiler's) launch through Triton; a launch seen by the hook alone is
+    recorded by name with no arguments (nothing it runs is then called unreached)."""
+    names = Launched()
+
+    def jit_run(original: Any) -> Any:
+        def run(self: Any, *args: Any, **kwargs: Any) -> Any:
             fn = getattr(self, "fn", None)
             name = getattr(fn, "__name__", "") or repr(self)
             names.add_launch(name, arguments(fn, args, kwargs) if fn is not None else {})
-            return _original(self, *args, **kwargs)
+            return original(self, *args, **kwargs)
 
-        cls.run = run
-        patched.append((cls, original))
-    try:
+        return run
+
+    def compiled_getitem(original: Any) -> Any:
+        def getitem(self: Any, grid: Any) -> Any:
+            runner = original(self, grid)
+
+            def recorded(*args: Any, **kwargs: Any) -> Any:
+                names.add_launch(*_compiled_launch(self, args))
+                return runner(*args, **kwargs)
+
+            return recorded
+
+        return getitem
+
+    def hook(metadata: Any) -> None:
+        name = (getattr(metadata, "data", None) or {}).get("name")
+        if isinstance(name, str) and name not in names.args:
+            names.add_launch(name, {})
+
+    chain = _enter_hooks()
+    with ExitStack() as stack:
+        for cls in _launcher_classes():
+            stack.enter_context(_patched(cls, "run", jit_run))
+        for cls in _compiled_classes():
+            stack.enter_context(_patched(cls, "__getitem__", compiled_getitem))
+        if chain is not None:
+            chain.add(hook)
+            stack.callback(chain.remove, hook)
         yield names
-    finally:
-        for cls, original in patched:
-            cls.run = original
 
 
 def write(path: Path, by_shape: dict[str, Iterable[str]]) -> None:

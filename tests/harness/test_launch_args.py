@@ -74,3 +74,72 @@ def test_what_a_kernel_cannot_branch_on_is_left_out():
 
     got = launches.arguments(fn, (torch.zeros(2), torch.float16, Box()), {"d": None, "e": [1]})
     assert got == {"b": "torch.float16", "c": 3, "d": None}
+
+
+def _compiled_double(ran: list) -> object:
+    """A CompiledKernel as Triton builds one for ``_scaled_copy`` with BLOCK=64, its handles and
+    C launcher replaced (no GPU): what ``compiled[grid](...)`` goes through."""
+    from triton.compiler.compiler import CompiledKernel
+
+    kernel = CompiledKernel.__new__(CompiledKernel)
+    kernel.name = "_scaled_copy"
+    kernel.src = type("Src", (), {"fn": k._scaled_copy, "constants": {(4,): 64}})()
+    kernel._init_handles = lambda: None
+    kernel.function = kernel.packed_metadata = None
+    kernel.launch_metadata = lambda grid, stream, *args: None
+    kernel._run = lambda *a: ran.append(a[9:])
+    return kernel
+
+
+def test_a_launch_through_a_compiled_kernels_runner_is_recorded_with_its_constexprs():
+    ran: list = []
+    compiled = _compiled_double(ran)
+    with launches.recording() as got:
+        compiled[(2, 1, 1)](torch.zeros(4), torch.zeros(4), 100, 3.0, 64, True, stream=0)
+    assert len(ran) == 1  # the runner still launched
+    assert got.arg_sets() == {"_scaled_copy": [{"BLOCK": 64, "FLIP": True, "n": 100, "scale": 3.0}]}
+    compiled[(2, 1, 1)](torch.zeros(4), torch.zeros(4), 100, 3.0, 64, True, stream=0)
+    assert len(got.arg_sets()["_scaled_copy"]) == 1 and len(ran) == 2  # unpatched after
+
+
+def test_a_launch_only_the_launch_hook_sees_is_recorded_by_name_alone():
+    from triton import knobs
+
+    class Metadata:  # what Triton's C launcher hands its enter hook
+        data = {"name": "_from_elsewhere"}
+
+    with launches.recording() as got:
+        assert knobs.runtime.launch_enter_hook.calls  # hook-aware launchers go through Triton
+        knobs.runtime.launch_enter_hook(Metadata())
+        got.add_launch("_seen", {"A": 1})
+        knobs.runtime.launch_enter_hook(type("M", (), {"data": {"name": "_seen"}})())
+    assert got.arg_sets() == {"_from_elsewhere": [{}], "_seen": [{"A": 1}]}
+    assert not knobs.runtime.launch_enter_hook.calls
+
+
+@pytest.mark.gpu
+def test_a_compiled_kernel_launched_again_by_its_runner_is_recorded(x):
+    y = torch.empty_like(x)
+    compiled = k._scaled_copy[(2,)](x, y, x.numel(), 3.0, BLOCK=64, FLIP=True)
+    with launches.recording() as got:
+        compiled[(2, 1, 1)](x, y, x.numel(), 3.0, 64, True)
+    torch.cuda.synchronize()
+    assert torch.equal(y, -x * 3)
+    assert got.arg_sets() == {"_scaled_copy": [{"BLOCK": 64, "FLIP": True, "n": 100, "scale": 3.0}]}
+
+
+@pytest.mark.gpu
+def test_a_cached_fast_launch_is_recorded_with_its_arguments():
+    """The bundled GEMM's repeated geometry skips Triton's launch; while the check call is
+    recorded it goes through Triton and is recorded like a first call."""
+    from kernel_ratchet.kernels.gemm.launch import gemm
+
+    a = torch.randn(1000, 1000, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(5120, 1000, device="cuda", dtype=torch.bfloat16)
+    with launches.recording() as first:
+        gemm(a, b)
+    gemm(a, b)  # the geometry's runner is cached now
+    with launches.recording() as again:
+        out = gemm(a, b)
+    torch.testing.assert_close(out.float(), a.float() @ b.float().T, rtol=2e-2, atol=1.0)
+    assert set(again) == set(first) and again.arg_sets() == first.arg_sets()
