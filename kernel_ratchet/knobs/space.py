@@ -37,10 +37,12 @@ class FileSpace:
         return self.tunables.text
 
     def entries(self, op: str) -> list[Entry]:
-        """The entries with something to move for ``op``, in file order."""
+        """The entries with something to move for ``op``, in file order: a tunables file's of
+        the kinds the op uses (:func:`.tunables.entries_for_op`), a kernel file's all (the op
+        lists the file; its kernels the op never launches are left out by what it launched)."""
         t = self.tunables
         found = [e for e in t.entries.values() if t.knob_space(e) or t.entry_presets(e)]
-        return entries_for_op(found, t, op)
+        return entries_for_op(found, t, op) if self.source == TUNABLES else found
 
 
 @dataclass(frozen=True)

@@ -224,11 +224,13 @@ class SearchOptimizer(Optimizer):
         buckets: bool = True,
         launched: set[str] | None = None,
     ) -> list[Entry]:
-        """Relevant entries, most promising first (see the module docstring); ``buckets``:
-        rank by the shape buckets of the file's ``bucket_for`` (tunables files only);
-        ``launched``: only the sites of these kernels (and those outside any kernel)."""
+        """Relevant entries, most promising first (see the module docstring); ``buckets``: a
+        tunables file: its entries of the op's kinds, ranked by the shape buckets of its
+        ``bucket_for`` (a kernel file's entries are all the op's); ``launched``: only the
+        sites of these kernels (and those outside any kernel)."""
         entries = [e for e in t.entries.values() if t.knob_space(e) or t.entry_presets(e)]
-        entries = entries_for_op(entries, t, ctx.op)
+        if buckets:
+            entries = entries_for_op(entries, t, ctx.op)
         if launched:
             entries = [e for e in entries if e.runs_with(launched)]
         shapes = _shape_buckets(t, ctx) if buckets else {}

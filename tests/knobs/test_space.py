@@ -77,3 +77,18 @@ def test_a_launch_of_a_plain_kernel_from_another_file_gets_warps_and_stages():
     assert names == {"BLOCK": 64, "num_warps": 4, "num_stages": 3}
     alone = collect({"pkg/launch.py": launch}, ["pkg/launch.py"])
     assert {name for _, name, _ in alone.knobs("op")} == {"BLOCK"}  # unknown kernel: no defaults
+
+
+def test_a_kernel_files_knobs_are_the_ops_whatever_its_name():
+    """Op names pick a shared tunables table's kinds; a kernel file's entries (a declared knob
+    in a host function, a launch) belong to every op that lists the file."""
+    text = (
+        "import triton\n\n\n@triton.jit\ndef rms_norm_kernel(x_ptr, B: tl.constexpr):\n"
+        "    pass\n\n\ndef backward(x):\n    ROW_BLOCK_SIZE = 16\n"
+        "    rms_norm_kernel[(1,)](x, ROW_BLOCK_SIZE)\n"
+    )
+    decl = KnobDecl("ROW_BLOCK_SIZE", "ops/rms_norm.py", (8, 16, 32), within="backward")
+    space = collect({"ops/rms_norm.py": text}, ["ops/rms_norm.py"], decls=[decl])
+    for op in ("rms_norm", "norm_bwd", "rmsnorm", "softmax"):
+        names = {name for _, name, _ in space.knobs(op)}
+        assert "ROW_BLOCK_SIZE" in names and "num_warps" in names, op

@@ -212,3 +212,21 @@ def test_a_rehearsed_move_is_not_proposed_again(project):
     records.append(recorded_round(2, "ROLLED BACK", "rehearsal", "h", first.direction, 0.03))
     second = SearchOptimizer().propose(context(project, records, FILES[:1]))
     assert second is not None and second.direction != first.direction
+
+
+def test_every_kernel_of_the_ops_files_is_searched_whatever_the_ops_name(tmp_path):
+    """The op-name kinds pick a shared tunables table's entries, never a kernel file's: the
+    backward's launch of ``row_sum`` is searched though its kernel's name shares no word."""
+    text = (
+        "import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+        "def _row_kernel(x_ptr, B: tl.constexpr):\n    pass\n\n\n@triton.jit\n"
+        "def _col_kernel(x_ptr, B: tl.constexpr):\n    pass\n\n\n"
+        "def fwd(x):\n    _row_kernel[(1,)](x, B=16)\n\n\n"
+        "def bwd(x):\n    _col_kernel[(1,)](x, B=16)\n"
+    )
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg/k.py").write_text(text)
+    ctx = context(tmp_path, kernel_source=("pkg/k.py",))
+    space = collect(ctx.sources, ["pkg/k.py"])
+    moved = {move[0].key for _, move in SearchOptimizer().all_moves(space, ctx)}
+    assert moved == {"pkg/k.py@fwd/_row_kernel[]", "pkg/k.py@bwd/_col_kernel[]"}
