@@ -147,6 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", type=Path, help="breakdown JSON (not with --ncu-target)")
     p.add_argument("--ncu-target", action="store_true", help="run once per phase for ncu")
     args = p.parse_args(argv)
+    sys.argv = sys.argv[:1]  # the op's code, imported next, sees no argument of ours
     sys.path.insert(0, args.root)
     from kernel_ratchet.harness.adapter import Shape, load_adapter
 

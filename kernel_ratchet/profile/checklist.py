@@ -9,10 +9,8 @@ current interpreter's ``sys.path`` cannot hide a missing editable install.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,9 +23,11 @@ from kernel_ratchet.harness.adapter import (
 from kernel_ratchet.harness.csv_schema import SCHEMAS
 from kernel_ratchet.profile.described_check import described_call, integer_bounds
 from kernel_ratchet.profile.device_check import device_check, work_check
+from kernel_ratchet.profile.import_check import SUBPROCESS_TIMEOUT_S as _SUBPROCESS_TIMEOUT_S
+from kernel_ratchet.profile.import_check import env_check
 from kernel_ratchet.profile.items import CheckItem
 from kernel_ratchet.profile.items import item as _item
-from kernel_ratchet.profile.on_path import packaged, project_on_path
+from kernel_ratchet.profile.on_path import project_on_path
 from kernel_ratchet.profile.reference_reach import check_reach
 from kernel_ratchet.profile.requires import unmet
 from kernel_ratchet.profile.schema import (
@@ -42,8 +42,6 @@ from kernel_ratchet.profile.search_check import search_items
 from kernel_ratchet.profile.seed_check import seeded_inputs
 from kernel_ratchet.profile.sharing import sharing_ops
 from kernel_ratchet.profile.test_selection import selection_check
-
-_SUBPROCESS_TIMEOUT_S = 120
 
 
 def _kernel_source(profile: Profile, op: OpProfile) -> CheckItem:
@@ -289,57 +287,6 @@ def run_checklist(profile: Profile, op: str | None = None) -> list[CheckItem]:
         items.extend(_shared(profile, o))
         items.extend(search_items(profile, o))
     return items
-
-
-def _is_inside(path: Path, root: Path) -> bool:
-    try:
-        path.resolve().relative_to(root.resolve())
-    except ValueError:
-        return False
-    return True
-
-
-def _import_probe(package: str) -> list[str]:
-    """Command printing where ``package`` imports from, without the cwd on sys.path."""
-    code = (
-        f"import {package} as m; "
-        "print(getattr(m, '__file__', None) or list(getattr(m, '__path__', []))[0])"
-    )
-    if sys.version_info >= (3, 11):
-        return [sys.executable, "-P", "-c", code]
-    # Python 3.10 has no -P: drop the implicit cwd entry by hand (PYTHONPATH still counts).
-    return [sys.executable, "-c", "import sys; sys.path[:] = sys.path[1:]; " + code]
-
-
-def env_check(profile: Profile) -> CheckItem:
-    """Whether ``profile.package`` imports from this checkout (an editable install).
-
-    Runs the import in a subprocess with cwd = the project root and the cwd itself *not* on
-    sys.path (``python -P``), so only an install or PYTHONPATH counts. When not ok, ``fix`` is
-    the profile's ``install`` command.
-    """
-    name = f"package {profile.package} imports from this checkout"
-    fix = f"cd {profile.root} && {profile.install}"
-    if not packaged(profile.root) and "pip install" in profile.install:
-        fix += f" (no packaging here: put the root on the path, export PYTHONPATH={profile.root})"
-    try:
-        proc = subprocess.run(
-            _import_probe(profile.package),
-            cwd=profile.root,
-            capture_output=True,
-            text=True,
-            timeout=_SUBPROCESS_TIMEOUT_S,
-            env=dict(os.environ),
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return CheckItem(name, False, f"import probe failed: {exc}", fix)
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        return CheckItem(name, False, f"import {profile.package} failed: {last}", fix)
-    where = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
-    if where and _is_inside(Path(where), profile.root):
-        return CheckItem(name, True, where)
-    return CheckItem(name, False, f"imports from {where or '?'}, outside {profile.root}", fix)
 
 
 def git_check(root: str | Path) -> CheckItem:

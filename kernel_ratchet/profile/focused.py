@@ -87,6 +87,7 @@ def main(argv: list[str] | None = None) -> None:
             "usage: python -m kernel_ratchet.profile.focused OP [--profile PATH]", file=sys.stderr
         )
         sys.exit(2)
+    sys.argv = sys.argv[:1]  # the op's code, imported next, sees no argument of ours
     try:
         sys.exit(run(args[0], start))
     except RatchetError as exc:

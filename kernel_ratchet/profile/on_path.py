@@ -5,21 +5,44 @@ from __future__ import annotations
 
 import importlib
 import sys
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from kernel_ratchet.errors import ProfileError
+
 
 @contextmanager
 def project_on_path(root: Path) -> Iterator[None]:
-    """Put ``root`` first on sys.path for the duration; restore sys.path exactly after."""
-    saved = list(sys.path)
+    """Put ``root`` first on sys.path for the duration; restore sys.path exactly after.
+
+    What the project runs at import sees the command line of a plain ``python -c`` (no
+    argument), not ratchet's: a package that parses ``sys.argv`` at import (some dispatchers
+    do) would take ratchet's ``--op`` for one of its own options. A ``sys.exit`` at import
+    raises :class:`ProfileError` naming it, instead of ending ratchet."""
+    saved, argv = list(sys.path), sys.argv
     sys.path.insert(0, str(root))
+    sys.argv = [argv[0] if argv else ""]
     importlib.invalidate_caches()
     try:
         yield
+    except SystemExit as exc:
+        where = _innermost(exc)
+        raise ProfileError(
+            f"the project's code called sys.exit({exc.code!r}) while ratchet imported it"
+            f"{f' ({where})' if where else ''}; code run at import must not end the process: "
+            "move it under `if __name__ == '__main__':` or into a function"
+        ) from None
     finally:
         sys.path[:] = saved
+        sys.argv = argv
+
+
+def _innermost(exc: BaseException) -> str:
+    """``file:line`` of the frame that raised ``exc``."""
+    tb = traceback.extract_tb(exc.__traceback__)
+    return f"{tb[-1].filename}:{tb[-1].lineno}" if tb else ""
 
 
 #: The files that make a project pip-installable (``pip install -e .``).

@@ -310,3 +310,45 @@ def test_an_adapter_without_training_roles_is_told_its_transfer_check_cannot_run
     )
     items = {i.name for i in run_checklist(load_profile(q.write()))}
     assert "gemm_bf16: training roles" not in items
+
+
+def test_a_package_failing_in_its_own_code_is_told_apart_from_a_missing_one(
+    tiny_project, monkeypatch
+):
+    p = tiny_project()
+    prof = load_profile(p.write())
+    monkeypatch.setenv("PYTHONPATH", str(p.root))
+    init = p.root / p.pkg / "__init__.py"
+    init.write_text(
+        "raise RuntimeError('No device were detected.\\nCheck that your driver is complete.')\n"
+    )
+    item = env_check(prof)
+    assert not item.ok
+    assert "No device were detected. Check that your driver is complete." in item.detail
+    assert "its own code fails at import" in item.fix and "__init__.py:1" in item.fix
+    init.write_text("import kr_surely_not_installed_dep\n")
+    item = env_check(prof)
+    assert "needs kr_surely_not_installed_dep, which is not installed" in item.fix
+    init.write_text("")
+    monkeypatch.delenv("PYTHONPATH")
+    assert env_check(prof).fix.startswith(f"cd {prof.root} && pip install -e .")
+
+
+def test_user_code_sees_no_ratchet_arguments_and_cannot_end_the_check(tiny_project, monkeypatch):
+    """A package that parses sys.argv at import (a dispatcher's --ops) would read ratchet's
+    --op as its own; one that calls sys.exit at import would end ratchet."""
+    p = tiny_project()
+    adapter = p.root / p.pkg / "adapter.py"
+    parses = (
+        "import argparse\nap = argparse.ArgumentParser()\n"
+        "ap.add_argument('--ops', choices=['mm'])\nap.parse_args()\n"
+    )
+    adapter.write_text(parses + adapter.read_text())
+    monkeypatch.setattr(sys, "argv", ["ratchet", "check", "--op", "gemm_bf16"])
+    items = _by_name(run_checklist(load_profile(p.write())))
+    assert items["adapter importable"].ok, items["adapter importable"]
+    assert sys.argv == ["ratchet", "check", "--op", "gemm_bf16"]  # given back
+    (p.root / p.pkg / "exits.py").write_text("import sys\nsys.exit(4)\n")
+    p.op["adapter"] = f"{p.pkg}.exits:X"
+    item = _by_name(run_checklist(load_profile(p.write())))["adapter importable"]
+    assert not item.ok and "sys.exit(4)" in item.detail and "exits.py:2" in item.detail
