@@ -103,10 +103,21 @@ def collect(
 ) -> SearchSpace:
     """The search space over the texts ``sources`` (relative path -> text) of the kernel files
     ``kernel_source``, the tunables file ``tunables`` and the declarations ``decls``. A file
-    that does not parse is named in ``problems`` (its knobs are not counted)."""
+    that does not parse is named in ``problems`` (its knobs are not counted). Kernel files
+    that are not Python (CUDA sources, a YAML of configs) hold no knob the search can find;
+    a knob declared in one is a problem."""
     files, unmatched, problems = [], [], []
-    plain = plain_kernels(sources[r] for r in kernel_source if r in sources)
-    for rel in dict.fromkeys([*([tunables] if tunables else []), *kernel_source]):
+    python = [r for r in kernel_source if r.endswith(".py")]
+    plain = plain_kernels(sources[r] for r in python if r in sources)
+    for d in decls:
+        if d.file in kernel_source and d.file not in python:
+            problems.append(
+                f"knob {d.name} is declared in {d.file}, which is not a Python file: a declared "
+                "knob is an assignment, a launch keyword or an autotune config key of a "
+                "Python kernel file; declare it where Python code sets the value, or move it "
+                "by hand (ratchet validate)"
+            )
+    for rel in dict.fromkeys([*([tunables] if tunables else []), *python]):
         text = sources.get(rel)
         if text is None:
             problems.append(f"{rel} cannot be read")

@@ -43,7 +43,19 @@ def _tunables(profile: Profile, op: OpProfile, space: SearchSpace) -> CheckItem:
 
 
 def _search_space(op: OpProfile, space: SearchSpace) -> CheckItem:
-    """What ``ratchet run --optimizer search`` can move; optional, so empty is a warning."""
+    """What ``ratchet run --optimizer search`` can move; optional, so empty is a warning.
+    What makes the search refuse to start (a kernel file that does not parse, a knob declared
+    where none can be) fails, as ``ratchet run`` would."""
+    refused = [p for p in space.problems if not (op.tunables and p.startswith(f"{op.tunables}"))]
+    if refused:
+        return _item(
+            op,
+            "search space",
+            False,
+            "; ".join(refused),
+            f"correct the files or ops.{op.name}.knobs: `ratchet run --optimizer search` "
+            "refuses to start until then (a person or an agent can still run rounds)",
+        )
     if space.unmatched:
         bad = "; ".join(f"{d.name} in {d.where}" for d in space.unmatched)
         return _item(

@@ -92,3 +92,16 @@ def test_a_kernel_files_knobs_are_the_ops_whatever_its_name():
     for op in ("rms_norm", "norm_bwd", "rmsnorm", "softmax"):
         names = {name for _, name, _ in space.knobs(op)}
         assert "ROW_BLOCK_SIZE" in names and "num_warps" in names, op
+
+
+def test_kernel_files_that_are_not_python_hold_no_knob_and_a_knob_declared_there_is_refused():
+    kernel = "import triton\n\n\n@triton.jit\ndef _k(x_ptr, BLOCK: tl.constexpr):\n    pass\n"
+    launch = kernel + "\n\ndef run(x):\n    _k[(1,)](x, BLOCK=64)\n"
+    sources = {"pkg/k.py": launch, "pkg/k.cu": "__global__ void k() {}\n", "pkg/t.yaml": "a: 1\n"}
+    files = ["pkg/k.py", "pkg/k.cu", "pkg/t.yaml"]
+    space = collect(sources, files)
+    assert not space.problems and {n for _, n, _ in space.knobs("op")} >= {"BLOCK", "num_warps"}
+    decl = KnobDecl("TILE_N", "pkg/t.yaml", (32, 64))
+    refused = collect(sources, files, decls=[decl]).problems
+    assert len(refused) == 1 and "TILE_N is declared in pkg/t.yaml" in refused[0]
+    assert "not a Python file" in refused[0]

@@ -101,3 +101,22 @@ def test_the_projects_own_ops_name_tunables_the_search_can_move():
         if not i.ok
     ]
     assert not failed, failed
+
+
+def test_check_fails_where_the_search_would_refuse_to_start(tiny_project):
+    """A knob declared in a kernel file that is not Python: `ratchet run --optimizer search`
+    refuses it, and `ratchet check` says so first; a non-Python kernel file alone is fine."""
+    from kernel_ratchet.optimizers.base import OptimizerError
+    from kernel_ratchet.optimizers.search import SearchOptimizer
+
+    p = tiny_project()
+    shutil.copy(FIXTURES / "settings.py", p.root / p.pkg / "kernel.py")
+    (p.root / p.pkg / "tune.yaml").write_text("softmax:\n  TILE_N: 64\n")
+    p.op["kernel_source"] = [f"{p.pkg}/kernel.py", f"{p.pkg}/tune.yaml"]
+    assert _space_item(p).ok
+    p.op["knobs"] = [{"name": "TILE_N", "file": f"{p.pkg}/tune.yaml", "values": [32, 64]}]
+    item = _space_item(p)
+    assert not item.ok and "not a Python file" in item.detail and "refuses" in item.fix
+    op = load_profile(p.write()).op("gemm_bf16")
+    with pytest.raises(OptimizerError, match="not a Python file"):
+        SearchOptimizer().check_ready(p.root, op)
