@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from kernel_ratchet.campaign.clock import now
 from kernel_ratchet.campaign.context import CampaignContext
 from kernel_ratchet.campaign.lineage import git
-from kernel_ratchet.campaign.lineage.kernel import kernel_changed
+from kernel_ratchet.campaign.lineage.kernel import incumbent_commit, kernel_changed
 from kernel_ratchet.campaign.state import Phase
 from kernel_ratchet.campaign.steps import run_step
 from kernel_ratchet.errors import CampaignError
@@ -39,6 +39,7 @@ def accept(c: CampaignContext) -> Acceptance:
             "measured its incumbent at the end, so it cannot be accepted. Start a new campaign "
             "from the incumbent (`ratchet init --op OP`) and end it with `ratchet report`"
         )
+    _require_incumbent_checked_out(c)
     log = c.dir / "report" / "full_test.log"
     c.say(f"ACCEPTANCE: {c.profile.full_test}")
     t = run_step("full test", c.profile.full_test, cwd=c.profile.root, log_path=log, timeout_s=7200)
@@ -66,3 +67,20 @@ def accept(c: CampaignContext) -> Acceptance:
         c.state.phase = Phase.ACCEPTED
     c.save()
     return Acceptance(ok, tuple(lines), os.path.relpath(log, c.root))
+
+
+def _require_incumbent_checked_out(c: CampaignContext) -> None:
+    """Raise CampaignError, before anything runs or is written, unless HEAD holds the
+    campaign's incumbent (its branch, or a branch it was merged into): acceptance on another
+    checkout would test a tree the campaign never made and record that it failed."""
+    commit = incumbent_commit(c)
+    if not commit:
+        return
+    if git.is_ancestor(c.groot, commit):
+        return
+    branch = c.m.branch_name or "the campaign's branch"
+    raise CampaignError(
+        f"HEAD ({git.current_branch(c.groot)}) does not hold the campaign's incumbent "
+        f"{commit[:12]} (branch {branch}); nothing was run or recorded. Run `git checkout "
+        f"{branch}` (or merge it into this branch) and run `ratchet accept` again"
+    )

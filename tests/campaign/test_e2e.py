@@ -259,6 +259,14 @@ def test_whole_campaign(two_rounds, capsys, monkeypatch):
     r = ratchet_here("report")
     assert r.returncode == 7 and "report.md" in r.stderr, r.stdout + r.stderr
     (cdir / "report.md").write_text(text)
+    # acceptance on the user's branch, which lacks the campaign's commits: refused, unrecorded
+    branch = git(root, "rev-parse", "--abbrev-ref", "HEAD").strip()
+    git(root, "checkout", "-q", "main")
+    r = ratchet_here("accept")
+    assert r.returncode != 0 and "does not hold the campaign's incumbent" in r.stderr, r.stderr
+    assert f"git checkout {branch}" in r.stderr
+    assert "## Acceptance" not in (cdir / "logs/optimize.md").read_text()
+    git(root, "checkout", "-q", branch)
     r = _ok(ratchet_here("accept"))
     assert "ACCEPTED" in r.stdout
     assert "## Acceptance" in (cdir / "logs/optimize.md").read_text()

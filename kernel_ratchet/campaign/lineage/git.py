@@ -40,6 +40,14 @@ def git(
     return proc.stdout
 
 
+def is_ancestor(root: Path, commit: str, of: str = "HEAD") -> bool:
+    """Whether ``commit`` is ``of`` or one of its ancestors (False for an unknown commit)."""
+    proc = subprocess.run(
+        ["git", "merge-base", "--is-ancestor", commit, of], cwd=root, capture_output=True
+    )
+    return proc.returncode == 0
+
+
 def toplevel(path: Path) -> Path:
     """The top level of the git repository holding ``path``; raises GitError outside one."""
     out = subprocess.run(
