@@ -113,7 +113,7 @@ def judge_use(use: CacheUse) -> _Judged:
     fresh = [p for p in parts if p.kind in ("identity", "address", "args", "content") and p.fresh]
     weights = {p.tensor for p in parts if p.kind in ("identity", "address") and not p.fresh}
     if fresh:
-        what = ", ".join(p.describe() for p in fresh)
+        what = ", ".join(dict.fromkeys(p.describe() for p in fresh))  # each part once
         generic = use.kind in ("memo", "memo-call", "search") or any(
             p.kind in ("args", "content") for p in fresh
         )

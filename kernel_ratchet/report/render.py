@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 
+from kernel_ratchet.campaign.category import Category
 from kernel_ratchet.campaign.clock import now
 from kernel_ratchet.campaign.context import CampaignContext
 from kernel_ratchet.campaign.headline import chain_headline
@@ -61,8 +62,32 @@ def _summary_links(c: CampaignContext) -> str:
     )
 
 
+#: How a verified-ineffective round failed, where it was not on speed: a reader (or an agent)
+#: must not take a wrong or unbuilt change for a slow one.
+_NOT_SPEED = {
+    Category.TEST: "the focused test failed: a wrong result, not a slow one",
+    Category.CORRECTNESS: "the correctness check failed: a wrong result, not a slow one",
+    Category.BUILD: "the build failed",
+}
+
+
 def _rounds(rounds: list[ClosedEntry]) -> str:
-    return "".join(f"- round-{r.round}: {r.hypothesis} ({r.category.value})\n" for r in rounds)
+    return "".join(
+        f"- round-{r.round}: {r.hypothesis} ({r.category.value}"
+        + (f": {_NOT_SPEED[r.category]}" if r.category in _NOT_SPEED else "")
+        + ")\n"
+        for r in rounds
+    )
+
+
+def _ineffective(rounds: list[ClosedEntry]) -> str:
+    """The final report's line: slow directions, then wrong or unbuilt ones apart."""
+    slow = [r.hypothesis for r in rounds if r.category not in _NOT_SPEED]
+    broken = [f"{r.hypothesis} ({r.category.value})" for r in rounds if r.category in _NOT_SPEED]
+    line = f"- Ineffective directions: {'; '.join(slow) or 'none'}\n"
+    if broken:
+        line += f"- Directions that broke correctness or the build: {'; '.join(broken)}\n"
+    return line
 
 
 def _snapshot(c: CampaignContext, n: int) -> dict | None:
@@ -190,8 +215,8 @@ def _final_report(c: CampaignContext, final: BenchTable) -> str:
         "harness measurements taken at different times)\n"
         f"- Paired chain: {_paired_chain(c, acc)}\n"
         + _directions_kept(c, acc)
-        + f"- Ineffective directions: {'; '.join(r.hypothesis for r in rej) or 'none'}\n"
-        f"- Chain integrity (harness CSVs, diagnostic): {'; '.join(chain) or 'intact'}\n"
+        + _ineffective(rej)
+        + f"- Chain integrity (harness CSVs, diagnostic): {'; '.join(chain) or 'intact'}\n"
         f"- Top three next steps: {_next_steps(c, final, ratios)}\n"
         f"- Real-training audit: {_real_training(c)}\n\nRound summaries:\n"
         + _summary_links(c)

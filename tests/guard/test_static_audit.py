@@ -181,3 +181,15 @@ def test_scan_finds_containers_and_saved_tensors() -> None:
     assert "_W_Q_CACHE" in scan.containers
     assert any("save_for_backward(a, b)" in s for s in scan.saved)
     assert "_fp8_gemm_kernel" in scan.jit_kernels
+
+
+def test_a_key_part_repeated_in_the_key_is_named_once():
+    before = {"k.py": "def op(inp, w):\n    return inp @ w\n"}
+    after = {
+        "k.py": "_C = {}\n\n\ndef op(inp, w):\n"
+        "    key = (inp.data_ptr(), inp.shape, inp.data_ptr())\n"
+        "    if key not in _C:\n        _C[key] = inp @ w\n    return _C[key]\n"
+    }
+    r = audit_change(before, after)
+    assert r.verdict == "REJECT-as-overfit"
+    assert r.reason.count("inp.data_ptr()") == 1, r.reason
