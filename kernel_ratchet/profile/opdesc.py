@@ -46,7 +46,22 @@ def described_fields(
         return None
     _unbound_symbols(data, Description.from_dict(desc), prefix, problems)
     _shape_dtypes(data, prefix, problems)
+    _work_given(data, schema, prefix, problems)
     return spec
+
+
+def _work_given(data: Mapping[str, Any], schema: str, prefix: str, problems: Problems) -> None:
+    """A compute campaign ranks TFLOP/s: an op that declares no ``flops`` would score every
+    shape nan, found only when the baseline is measured."""
+    if schema == "gemm" and not data.get("flops"):
+        ctype = data.get("campaign_type", "compute_fwd")
+        problems.add(
+            f"{prefix}.flops",
+            f"campaign_type {ctype} ranks TFLOP/s, and the op declares no flops: every shape "
+            "would score nan",
+            'give flops: "<an expression over the shape symbols>" (e.g. "2*M*N*K"), or use '
+            "campaign_type: memory (ranked by bytes: io)",
+        )
 
 
 def _shape_dtypes(data: Mapping[str, Any], prefix: str, problems: Problems) -> None:

@@ -243,3 +243,31 @@ def test_the_cpu_shapes_the_device_check_offers_keep_the_dtype_and_start_a_campa
 def test_a_shape_must_give_the_symbols_of_an_expression_constant(tmp_path):
     with pytest.raises(ProfileError, match=r"does not give G \(G by a \$\{\.\.\.\} constant\)"):
         load_profile(_write(tmp_path, kwargs={"group_size": "${G}"}))
+
+
+def test_a_compute_campaign_without_flops_is_refused_when_the_profile_loads(tmp_path):
+    """Scored on TFLOP/s with nothing to count: every shape would score nan, found only at
+    the baseline."""
+    op = {
+        "kernel_source": ["k.py"],
+        "backend": "TRITON",
+        "lang": "triton",
+        "campaign_type": "compute_fwd_bwd",
+        "test": "pytest -q",
+        "function": "k:op",
+        "reference": "ref:op",
+        "inputs": {"x": "[M, N] dtype"},
+        "outputs": ["y"],
+        "bytes": "io",
+        "shapes": [{"label": "a", "M": 4, "N": 8, "dtype": "float32"}],
+    }
+    data = {"project": "p", "package": "k", "install": "true", "full_test": "true"}
+    data.update(campaign_root=".ratchet/campaigns", tips_root="tips", ops={})
+    (tmp_path / "k.py").write_text("def op(x):\n    return x\n")
+    data["ops"]["norm"] = op
+    (tmp_path / "ratchet.yaml").write_text(yaml.safe_dump(data))
+    with pytest.raises(ProfileError, match=r"ops.norm.flops: campaign_type compute_fwd_bwd"):
+        load_profile(tmp_path / "ratchet.yaml")
+    op["campaign_type"] = "memory"
+    (tmp_path / "ratchet.yaml").write_text(yaml.safe_dump(data))
+    assert load_profile(tmp_path / "ratchet.yaml").op("norm").campaign_type == "memory"

@@ -89,6 +89,7 @@ def test_check_refuses_a_shared_helper_and_an_adapter_in_kernel_source(tiny_proj
         reference=f"{p.pkg}.reference:ref",
         inputs={"x": "[M, N] float32"},
         outputs=["y"],
+        flops="2*M*N",
     )
     p.op.pop("shapes")
     p.op["shapes"] = [{"label": "a", "M": 4, "N": 8}]
