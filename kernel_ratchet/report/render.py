@@ -255,10 +255,17 @@ def headline(c: CampaignContext, acc: list[ClosedEntry]) -> str:
 
 
 def _rehearsal_note(c: CampaignContext) -> str:
-    """What the report says of rehearsal rounds: none of them counts as a gain."""
+    """What the report says of rehearsal rounds (none of them counts as a gain), or of a
+    campaign measured without a GPU (its gains are the host's)."""
     n = sum(1 for r in c.state.closed if r.rehearsal)
     if not n and not c.state.rehearsal:
-        return ""
+        if c.m.target_gpu != "cpu":
+            return ""
+        return (
+            "CPU: this campaign ran without a GPU (Triton kernels in the Triton interpreter): "
+            "every timing below is the host's wall time, and every gain is a gain on the host, "
+            "not on a GPU. Measure the op on the GPU before relying on them.\n\n"
+        )
     would = sum(1 for r in c.state.closed if r.rehearsal == WOULD_ACCEPT)
     return (
         f"REHEARSAL: {n} round(s) ran in the Triton interpreter, whose timings rank nothing; "

@@ -216,6 +216,11 @@ def test_whole_campaign(two_rounds, capsys, monkeypatch):
     assert "Headline (paired chain" in r.stdout and "Harness total (diagnostic" in r.stdout
     report = (cdir / "report.md").read_text()
     assert "## Final report" in report and "## Verified-ineffective directions" in report
+    # measured without a GPU, the report says its gains are the host's
+    import torch
+
+    on_cpu = not torch.cuda.is_available()
+    assert ("CPU: this campaign ran without a GPU" in report) is on_cpu
     # SPEC 8: the gain re-attributed to S_real / W_real / R_real with the inflation gap; the one
     # accepted round is a tunables change (K bucket), so it all transfers and nothing is called out
     assert "- S_real (K1–K4, transfers 1:1): +" in report and "(round-2)" in report
