@@ -210,14 +210,27 @@ def _scaffold(example: str, dest: Path | None, rehearse: bool) -> tuple[Path, st
     return root, op
 
 
-def _check_start(prof, op: str | None, campaign: str | None, another: bool, opt) -> None:
-    """Refuse, before asking anything, a run that names neither an op nor a campaign, a second
-    open campaign on the op (unless ``--another``) and an op the optimizer cannot drive (a
-    search with nothing to move)."""
+def _check_start(prof, op: str | None, campaign: str | None, another: bool, opt) -> str | None:
+    """The campaign to continue (``campaign``; with neither an op nor a campaign named, the
+    project's most recent one while it is open: ``ratchet init`` then ``ratchet run``).
+    Refuses, before asking anything, a run with neither and no open campaign, a second open
+    campaign on the op (unless ``--another``) and an op the optimizer cannot drive (a search
+    with nothing to move)."""
     if not op and not campaign:
+        from kernel_ratchet.campaign.locate import list_campaigns
+        from kernel_ratchet.campaign.state import Phase, State
+
+        latest = (list_campaigns(prof) or [None])[-1]
+        if latest is not None and State.load(latest).phase in (
+            Phase.INITIALIZED,
+            Phase.OPTIMIZING,
+        ):
+            err.print(f"continuing campaign {latest.name} (the most recent; --op OP starts one)")
+            return latest.name
         raise RatchetError(
             "give --op OP for a new campaign (or --campaign NAME / `ratchet "
             "resume` to continue one)"
+            + (f"; the most recent campaign, {latest.name}, has ended" if latest else "")
         )
     if op and not campaign:
         if not another:
@@ -225,6 +238,7 @@ def _check_start(prof, op: str | None, campaign: str | None, another: bool, opt)
 
             refuse_parallel(prof, op)
         opt.check_ready(prof.root, prof.op(op))
+    return campaign
 
 
 @app.command()
@@ -270,7 +284,7 @@ def run(
 
         prof = rehearsal_profile(prof, op)
     opt = choose_optimizer(optimizer, agent_cmd, agent_timeout, knobs, queue)
-    _check_start(prof, op, campaign, another, opt)
+    campaign = _check_start(prof, op, campaign, another, opt)
     what = f"op {op}" if op and not campaign else f"campaign {campaign}"
     ask = f"Run {what} unattended with the {optimizer} optimizer (up to {max_iterations} rounds)?"
     if not yes and not typer.confirm(ask, default=True):

@@ -60,7 +60,8 @@ def device_check(
     example = _small_example(shapes[0], described, symbols)
     fix = (
         f"run the campaign on a CUDA machine. To rehearse the loop here: ratchet init --op {op} "
-        "--rehearse (the op's rehearse_shapes, else its shapes shrunk), or give this campaign "
+        f"--rehearse, or ratchet run --op {op} --rehearse unattended (the op's "
+        "rehearse_shapes, else its shapes shrunk), or give this campaign "
         f"small shapes: ratchet init --op {op} --shapes '{example}' "
         "(sizes by symbol, as in ratchet.yaml)"
     )

@@ -398,3 +398,22 @@ def test_a_stop_claims_no_round_it_did_not_run(terminated, code, capsys):
     assert exit_.value.code == code
     assert "a round in flight, if any, was closed" in said and "ratchet status" in said
     assert "`ratchet resume` continues" in said and "`ratchet validate`" in said
+
+
+def test_run_without_an_op_continues_the_most_recent_open_campaign(project):
+    """`ratchet init` then `ratchet run`: the run continues the campaign init opened; once it
+    has ended, a run must name an op."""
+    from kernel_ratchet.campaign.state import Phase, State
+    from kernel_ratchet.cli.run import _check_start
+    from kernel_ratchet.errors import RatchetError
+    from kernel_ratchet.profile.loader import load_profile
+    from tests.campaign.conftest import campaign_dir
+
+    prof = load_profile(project / "ratchet.yaml")
+    cdir = campaign_dir(project)
+    assert _check_start(prof, None, None, False, opt=None) == cdir.name
+    state = State.load(cdir)
+    state.phase = Phase.TERMINATED
+    state.save(cdir)
+    with pytest.raises(RatchetError, match=f"give --op OP.*{cdir.name}, has ended"):
+        _check_start(prof, None, None, False, opt=None)
