@@ -14,6 +14,7 @@ import subprocess
 from dataclasses import replace
 from pathlib import Path
 
+from kernel_ratchet.errors import ProfileError
 from kernel_ratchet.harness.adapter import (
     DESCRIBED_PREFIX,
     INLINE_PREFIX,
@@ -27,7 +28,7 @@ from kernel_ratchet.profile.import_check import SUBPROCESS_TIMEOUT_S as _SUBPROC
 from kernel_ratchet.profile.import_check import env_check
 from kernel_ratchet.profile.items import CheckItem
 from kernel_ratchet.profile.items import item as _item
-from kernel_ratchet.profile.on_path import project_on_path
+from kernel_ratchet.profile.on_path import project_on_path, raised_in_project
 from kernel_ratchet.profile.reference_reach import check_reach
 from kernel_ratchet.profile.requires import unmet
 from kernel_ratchet.profile.schema import (
@@ -112,6 +113,13 @@ def _adapter(profile: Profile, op: OpProfile) -> list[CheckItem]:
             f"(check ops.{op.name}.adapter or function; "
             f"install the project editable: {profile.install})"
         )
+        where = raised_in_project(exc, profile.root)
+        if where and not isinstance(exc, ProfileError):
+            fix = (
+                f"the project's own code raised at import ({where}): fix it there, or set "
+                "what it needs at import (a variable, a device) in the environment ratchet "
+                "runs in"
+            )
         return [
             _item(op, name_imp, False, f"{_shown(op.adapter)}: {type(exc).__name__}: {exc}", fix),
             _item(

@@ -45,6 +45,19 @@ def _innermost(exc: BaseException) -> str:
     return f"{tb[-1].filename}:{tb[-1].lineno}" if tb else ""
 
 
+def raised_in_project(exc: BaseException, root: Path) -> str | None:
+    """``file:line`` (relative to ``root``) of the innermost frame of the project at ``root``
+    that ``exc`` went through: where the project's own code failed; None when it never ran."""
+    top = Path(root).resolve()
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        try:
+            rel = Path(frame.filename).resolve().relative_to(top)
+        except (ValueError, OSError):
+            continue
+        return f"{rel}:{frame.lineno}"
+    return None
+
+
 #: The files that make a project pip-installable (``pip install -e .``).
 PACKAGING_FILES = ("pyproject.toml", "setup.py", "setup.cfg")
 

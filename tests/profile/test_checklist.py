@@ -88,10 +88,12 @@ def test_unimportable_adapter(tiny_project):
 
 def test_adapter_raising_at_import_is_a_failed_item(tiny_project):
     p = tiny_project()
-    (p.root / p.pkg / "broken.py").write_text("raise RuntimeError('boom')\n")
+    (p.root / p.pkg / "broken.py").write_text("x = 1\nraise RuntimeError('boom')\n")
     p.op["adapter"] = f"{p.pkg}.broken:X"
     item = _by_name(run_checklist(load_profile(p.write())))["adapter importable"]
     assert not item.ok and "boom" in item.detail
+    # the project's own code failed: the fix says where, not "install the project"
+    assert f"raised at import ({p.pkg}/broken.py:2)" in item.fix and "pip" not in item.fix
 
 
 def test_schema_mismatch_with_campaign_type(tiny_project):
