@@ -18,6 +18,7 @@ from kernel_ratchet.knobs.declared import KnobDecl
 from kernel_ratchet.knobs.discover import discover, parse_discovered, plain_kernels
 from kernel_ratchet.knobs.model import Entry, KnobError
 from kernel_ratchet.knobs.tunables import Tunables, entries_for_op, parse_tunables
+from kernel_ratchet.knobs.unread import unread_autotuners
 
 TUNABLES = "tunables"
 KERNEL = "kernel"
@@ -147,11 +148,26 @@ def read_sources(root: Path, rels: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def nothing_to_move(op: str, kernel_source: Sequence[str]) -> str:
-    """Why a search of ``op`` cannot start, and how to declare knobs."""
+def nothing_to_move(
+    op: str, kernel_source: Sequence[str], sources: Mapping[str, str] | None = None
+) -> str:
+    """Why a search of ``op`` cannot start, and how to declare knobs; ``sources`` (the kernel
+    files' texts) name the autotune decorators whose configs it cannot read."""
     first = kernel_source[0] if kernel_source else "pkg/kernel.py"
+    unread = [
+        line
+        for rel in kernel_source
+        if rel.endswith(".py") and rel in (sources or {})
+        for line in unread_autotuners(rel, (sources or {})[rel])
+    ]
+    seen = (
+        f"autotune configs it cannot read ({'; '.join(unread)}: it reads literal "
+        "triton.Config lists and comprehensions over literal candidates)"
+        if unread
+        else "no @triton.autotune configs"
+    )
     return (
-        f"op {op!r} has nothing the search can move: no @triton.autotune configs and no kernel "
+        f"op {op!r} has nothing the search can move: {seen}, no kernel "
         f"launch with num_warps / num_stages / BLOCK_* arguments in {', '.join(kernel_source)}, "
         "no tunables file with a SEARCH_SPACE, and no knobs declared in ratchet.yaml. Declare "
         f"one under ops.{op}.knobs, e.g.\n"

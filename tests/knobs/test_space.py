@@ -105,3 +105,20 @@ def test_kernel_files_that_are_not_python_hold_no_knob_and_a_knob_declared_there
     refused = collect(sources, files, decls=[decl]).problems
     assert len(refused) == 1 and "TILE_N is declared in pkg/t.yaml" in refused[0]
     assert "not a Python file" in refused[0]
+
+
+def test_nothing_to_move_names_the_autotune_configs_it_cannot_read():
+    text = (
+        "import triton\nfrom pkg.util import warps_configs, conv_config\n\n\n"
+        "@triton.autotune(configs=warps_configs(), key=['n'])\n@triton.jit\n"
+        "def _norm(x_ptr, n):\n    pass\n\n\n"
+        "@triton.autotune(configs=[conv_config(128, 32, n_warps=8)], key=['n'])\n@triton.jit\n"
+        "def _conv(x_ptr, n):\n    pass\n"
+    )
+    space = collect({"pkg/k.py": text}, ["pkg/k.py"])
+    assert space.empty("op")
+    msg = nothing_to_move("op", ["pkg/k.py"], {"pkg/k.py": text})
+    assert "pkg/k.py: _norm's autotune configs are built at run time by warps_configs()" in msg
+    assert "_conv's autotune configs are calls of conv_config(...), not triton.Config" in msg
+    assert "no @triton.autotune configs" not in msg
+    assert "no @triton.autotune configs" in nothing_to_move("op", ["pkg/k.py"])
