@@ -132,9 +132,13 @@ def progress() -> Iterator[Say]:
 @contextmanager
 def open_campaign(profile_path: Path | None, name: str | None) -> Iterator[Campaign]:
     """The named (or most recent) campaign, opened under its lock, saying progress."""
+    from kernel_ratchet.campaign.drift import drift_note
     from kernel_ratchet.campaign.engine import Campaign
     from kernel_ratchet.campaign.locate import find_campaign
 
     prof = profile_at(profile_path)
     with progress() as say, Campaign(prof, find_campaign(prof, name), say=say) as c:
+        note = drift_note(prof, c.ctx.m)
+        if note:
+            err.print(f"[yellow]warning: {note}[/yellow]")
         yield c
