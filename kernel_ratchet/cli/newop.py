@@ -80,8 +80,16 @@ def new_op(
     )
     test = None if no_test_file else test_file or Path("tests") / f"test_{name}_focused.py"
     sc.refuse_taken(profile, name, entry, test)  # before ratchet.yaml or a test is touched
-    sc.add_op(profile, name, entry, full_test=sc.project_suite(profile, test is not None))
+    fresh = not profile.exists()
+    suite = sc.project_suite(profile, test is not None)
+    sc.add_op(profile, name, entry, full_test=suite)
     out.print(f"op [bold]{name}[/bold] added to {profile}")
+    if fresh and suite:
+        out.print(
+            f"full_test: `{suite}`, the suite `ratchet accept` runs once at the end of a "
+            "campaign; narrow it in ratchet.yaml where the whole suite is long or needs a GPU "
+            "the campaign's machine lacks"
+        )
     if test is not None:
         sc.write_focused_test(test, name, backend)
         out.print(f"focused test: {test}")

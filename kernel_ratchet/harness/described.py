@@ -67,15 +67,17 @@ def _import(spec: str) -> Any:
             f"{spec} cannot be imported ({exc}); check function/reference in ratchet.yaml and "
             "that the project is importable (pip install -e . or PYTHONPATH)"
         ) from exc
+    where = module
     for part in attr.split("."):
         if not hasattr(obj, part):
-            names = sorted(n for n in vars(obj) if not n.startswith("_")) if vars(obj) else []
+            names = sorted(n for n in dir(obj) if not n.startswith("_"))
+            lack = f"{module} imports, but" if where == module else f"{where} of {module}"
             raise ProfileError(
-                f"{spec}: {module} imports, but has no {part!r} (it defines "
+                f"{spec}: {lack} has no {part!r} (it has "
                 f"{', '.join(names[:12]) or 'nothing public'}); check the name after ':' in "
                 "ratchet.yaml"
             )
-        obj = getattr(obj, part)
+        obj, where = getattr(obj, part), part
     return obj
 
 

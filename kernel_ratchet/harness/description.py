@@ -199,7 +199,7 @@ class Description:
             reference_dtype=str(d.get("reference_dtype", "float32")),
         )
         _check_gathers(inputs, specs)
-        desc.constant_symbols  # noqa: B018 -- a "${expr}" that is not arithmetic: ValueError
+        _check_constants(desc)
         if desc.reference_dtype not in REFERENCE_DTYPES:
             raise ValueError(f"reference_dtype: use one of {', '.join(REFERENCE_DTYPES)}")
         return desc
@@ -301,3 +301,21 @@ def reference_call_problem(ref: Any, d: Description) -> str | None:
             "with reference_kwargs in ratchet.yaml (ratchet new-op: --reference-kwarg NAME=VALUE)"
         )
     return None
+
+
+def _check_constants(desc: Description) -> None:
+    """ValueError naming the key of a ``"${expr}"`` constant that is not arithmetic."""
+    named = [
+        *((f"args[{i}]", v) for i, v in enumerate(desc.args)),
+        *((f"kwargs.{k}", v) for k, v in desc.kwargs.items()),
+        *((f"reference_kwargs.{k}", v) for k, v in desc.reference_kwargs.items()),
+    ]
+    for key, value in named:
+        try:
+            shape_values.symbols([value])
+        except ValueError as exc:
+            raise ValueError(
+                f"{key}: {exc}; a constant that is not a number per shape (a list such as "
+                "[N], a tuple) is built by a small wrapper function that takes the tensors and "
+                "passes it on (docs/your-kernel.md)"
+            ) from None

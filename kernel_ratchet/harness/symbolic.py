@@ -9,6 +9,7 @@ numbers, symbols, ``+ - * / // % **`` and parentheses are allowed.
 from __future__ import annotations
 
 import ast
+import difflib
 import math
 import operator
 import re
@@ -64,8 +65,13 @@ def dtype_name(name: str) -> str:
     """The canonical dtype name of ``name`` (or an alias); ValueError listing the known ones."""
     canon = ALIASES.get(name, name)
     if canon not in DTYPES and canon != SHAPE_DTYPE:
-        known = ", ".join([*DTYPES, *ALIASES])
-        raise ValueError(f"unknown dtype {name!r}; use one of {known} (or 'dtype': the shape's)")
+        known = [*DTYPES, *ALIASES]
+        near = difflib.get_close_matches(str(name), known, n=1)
+        guess = f"did you mean {near[0]!r}? " if near else ""
+        raise ValueError(
+            f"unknown dtype {name!r}; {guess}use one of {', '.join(known)} (in an input's text, "
+            f"'{SHAPE_DTYPE}' takes each shape's own)"
+        )
     return canon
 
 

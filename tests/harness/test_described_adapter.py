@@ -79,6 +79,11 @@ def test_a_function_that_cannot_be_imported_is_a_profile_error():
     with pytest.raises(ProfileError, match="imports, but has no 'missing'") as exc:
         _adapter(function=f"{OPS}:missing")
     assert "pip install" not in str(exc.value)
+    # a method of a class: the class lacks it, and its inherited names count
+    with pytest.raises(ProfileError, match=r"Function of torch.autograd.function has no 'aply'"):
+        _adapter(function="torch.autograd.function:Function.aply")
+    with pytest.raises(ProfileError, match=r"\(it has apply, "):
+        _adapter(function="torch.autograd.function:Function.aply")
 
 
 def test_symbols_and_expressions():

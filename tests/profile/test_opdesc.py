@@ -271,3 +271,14 @@ def test_a_compute_campaign_without_flops_is_refused_when_the_profile_loads(tmp_
     op["campaign_type"] = "memory"
     (tmp_path / "ratchet.yaml").write_text(yaml.safe_dump(data))
     assert load_profile(tmp_path / "ratchet.yaml").op("norm").campaign_type == "memory"
+
+
+def test_a_per_shape_constant_that_is_not_arithmetic_is_named_by_its_key():
+    from kernel_ratchet.harness.description import Description
+
+    raw = {"function": "m:f", "reference": "m:g", "inputs": {"x": "[M, N] dtype"}}
+    raw |= {"outputs": ["y"], "kwargs": {"normalized_shape": "${[N]}"}}
+    with pytest.raises(ValueError, match=r"^kwargs.normalized_shape: .*a small wrapper"):
+        Description.from_dict(raw)
+    raw["kwargs"] = {"normalized_shape": "${N}"}
+    assert Description.from_dict(raw).constant_symbols == {"N"}

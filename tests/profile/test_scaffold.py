@@ -147,6 +147,8 @@ def test_a_new_ratchet_yaml_runs_the_whole_suite_at_acceptance(proj, monkeypatch
     code, out = ratchet(monkeypatch, capsys, *FLAGS)
     assert code == 0, out
     assert load_profile(proj / "ratchet.yaml").full_test == "python -m pytest -q"
+    # said, since the whole suite may be long or need a GPU
+    assert "full_test: `python -m pytest -q`" in out and "narrow it" in " ".join(out.split())
 
 
 @pytest.mark.parametrize("bad", ["--input=x", "--shape=wide", "--shape=:M=4"])
@@ -300,7 +302,7 @@ def test_a_shape_with_a_misspelt_dtype_is_refused_when_the_profile_loads(tmp_pat
     with pytest.raises(ProfileError) as refused:
         load_profile(tmp_path / "ratchet.yaml")
     assert "ops.first.shapes: shape 's': unknown dtype 'flaot16'" in str(refused.value)
-    assert "use one of float32" in str(refused.value)
+    assert "did you mean 'float16'? use one of float32" in str(refused.value)
 
 
 def test_a_function_that_does_not_import_is_said_once(proj):
