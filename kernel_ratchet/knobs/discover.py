@@ -35,6 +35,7 @@ from typing import Any
 
 from kernel_ratchet.guard.syntax import is_jit, jit_aliases
 from kernel_ratchet.knobs.declared import KnobDecl, assignment_entries, declarations_for
+from kernel_ratchet.knobs.heuristics import heuristic_keys
 from kernel_ratchet.knobs.model import (
     UPPER,
     Computed,
@@ -259,7 +260,9 @@ def _splat_keys(fn: ast.AST, call: ast.Call) -> set[str] | None:
 def _launch_entries(
     tree: ast.Module, rel: str, data: bytes, off: Offsets, plain: set[str]
 ) -> Iterator[tuple[Entry, dict[str, list[Any]]]]:
-    """(entry, space) of every kernel launch ``kernel[grid](...)`` inside a function."""
+    """(entry, space) of every kernel launch ``kernel[grid](...)`` inside a function; what a
+    kernel's heuristics set is not a knob of its launches (:mod:`.heuristics`)."""
+    set_by = heuristic_keys(tree)
     for fn in ast.walk(tree):
         if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
             continue
@@ -275,7 +278,10 @@ def _launch_entries(
             kernel = ast.unparse(call.func.value)
             knobs: dict[str, Knob] = {}
             space: dict[str, list[Any]] = {}
+            fixed = set_by.get(kernel.split(".")[-1], frozenset())
             for kw in call.keywords:
+                if fixed is not None and kw.arg in fixed:
+                    continue
                 found = _launch_knob(kw, data, off) if kw.arg and is_launch_knob(kw.arg) else None
                 if found is None:
                     continue
@@ -287,6 +293,8 @@ def _launch_entries(
             if kernel.split(".")[-1] in plain:
                 splat = _splat_keys(fn, call)
                 for name, default in DEFAULTS.items():
+                    if fixed is None or name in fixed:
+                        continue
                     given = name in {k.arg for k in call.keywords}
                     if not given and splat is not None and name not in splat:
                         knobs[name] = Knob(name, default, None)

@@ -236,3 +236,48 @@ def test_a_keyword_dict_that_cannot_be_read_adds_no_default_knob():
         assert LAUNCH not in entries or not {"num_warps", "num_stages"} & set(
             entries[LAUNCH].knobs
         ), meta
+
+
+HEURISTICS = """
+import triton
+import triton.language as tl
+from pkg.cfg import get_cfg
+
+LIT = {"BLOCK": lambda a: 64, "num_warps": lambda a: 4}
+
+
+@triton.heuristics(LIT)
+@triton.jit
+def _lit(x_ptr, n, BLOCK: tl.constexpr):
+    pass
+
+
+@triton.heuristics(get_cfg("dyn"))
+@triton.jit
+def _dyn(x_ptr, n, BLOCK: tl.constexpr):
+    pass
+
+
+@triton.jit
+def _plain(x_ptr, n, BLOCK: tl.constexpr):
+    pass
+
+
+def run(x):
+    _lit[(1,)](x, 4, BLOCK=32, num_stages=2)
+    _dyn[(1,)](x, 4, num_stages=2)
+    _plain[(1,)](x, 4, BLOCK=64)
+"""
+
+
+def test_what_a_kernels_heuristics_set_is_no_knob_of_its_launches():
+    """Triton's heuristics write their keys over the launch keywords: moving one measures
+    nothing. Keys a call builds are unknown: then no launch option is added on the search's
+    own, and the keywords the author wrote stay."""
+    t = discover(HEURISTICS, "pkg/k.py").tunables
+    knobs = {e.key.split("/")[-1]: set(e.knobs) for e in t.entries.values()}
+    assert knobs == {
+        "_lit[]": {"num_stages"},
+        "_dyn[]": {"num_stages"},
+        "_plain[]": {"BLOCK", "num_warps", "num_stages"},
+    }
