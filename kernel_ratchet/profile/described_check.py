@@ -40,8 +40,9 @@ def described_call(profile: Profile, op: OpProfile) -> CheckItem | None:
         return CheckItem(f"{op.name}: {WHAT}", True, detail, warning=True)
     lines = (done.stdout + done.stderr).strip().splitlines()
     notes = [ln.removeprefix("note: ") for ln in lines if ln.startswith("note: ")]
-    if done.returncode == 0:
-        passed = lines[-1] if lines else "passed"
+    if done.returncode == 0:  # its summary is its last line out; stderr may hold warnings
+        said = done.stdout.strip().splitlines()
+        passed = said[-1] if said else "passed"
         if notes:
             return CheckItem(f"{op.name}: {WHAT}", True, "; ".join([passed, *notes]), warning=True)
         return _item(op, WHAT, True, passed)

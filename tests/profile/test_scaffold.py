@@ -271,6 +271,11 @@ def test_check_calls_a_described_op_once_and_names_a_wrong_description(proj):
         found = [i for i in all_checks(load_profile(proj / "ratchet.yaml"), "first")]
         return next(i for i in found if i.name.endswith(WHAT))
 
+    # a warning the kernel's module prints to stderr is not the call's result
+    kernel = proj / "mynorm.py"
+    kernel.write_text(
+        kernel.read_text() + "\nimport sys\nprint('FutureWarning: x', file=sys.stderr)\n"
+    )
     good = item(EXISTING)
     assert good.ok and good.detail == "1 passed, 0 failed", good
     wrong = item(EXISTING.replace("outputs: [y]", "outputs: [y, z]"))
