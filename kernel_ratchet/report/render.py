@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 
-from kernel_ratchet.campaign.category import Category
+from kernel_ratchet.campaign.category import CANDIDATE_FAILURES, Category
 from kernel_ratchet.campaign.clock import now
 from kernel_ratchet.campaign.context import CampaignContext
 from kernel_ratchet.campaign.headline import chain_headline
@@ -71,6 +71,26 @@ _NOT_SPEED = {
 }
 
 
+#: Rollbacks that judged the change itself: the anti-cheat checks, the transfer audit, a
+#: backend or precision change without consent, a candidate that failed in its worker. They are
+#: not ineffective directions (their speed was never the question) and not open ones either.
+REFUSED = CANDIDATE_FAILURES | {Category.OVERFIT, Category.BACKEND, Category.PRECISION}
+
+
+def rollbacks(
+    rolled: list[ClosedEntry], accepted_later: set[int]
+) -> tuple[list[ClosedEntry], list[ClosedEntry], list[ClosedEntry]]:
+    """(verified-ineffective, refused, open) rollbacks; a refused or open one whose change a
+    later round accepted is left out."""
+    rej = [r for r in rolled if r.verified_ineffective]
+    rest = [r for r in rolled if not r.verified_ineffective and r.round not in accepted_later]
+    return (
+        rej,
+        [r for r in rest if r.category in REFUSED],
+        [r for r in rest if r.category not in REFUSED],
+    )
+
+
 def _rounds(rounds: list[ClosedEntry]) -> str:
     return "".join(
         f"- round-{r.round}: {r.hypothesis} ({r.category.value}"
@@ -120,8 +140,7 @@ def _directions(c: CampaignContext) -> str:
     direction; one whose change a later round accepted is left out)."""
     later = accepted_later(c)
     rolled = [r for r in c.state.closed if r.status is Status.ROLLED_BACK]
-    rej = [r for r in rolled if r.verified_ineffective]
-    open_ = [r for r in rolled if not r.verified_ineffective and r.round not in later]
+    rej, refused, open_ = rollbacks(rolled, set(later))
     inc = c.state.closed_round(c.state.incumbent_round or 1)
     nexts = _next_directions(c)
     commit = (inc.commit if inc else None) or c.state.incumbent_commit or "-"
@@ -131,6 +150,12 @@ def _directions(c: CampaignContext) -> str:
         + ("".join(f"- {d}\n" for d in nexts[:3]) or "- none recorded by the driver\n")
         + "\n## Verified-ineffective directions\n"
         + (_rounds(rej) or "- none\n")
+        + (
+            "\n## Refused: a cheat, a gain that does not transfer, a failing candidate (not to "
+            "try again as it was)\n" + _rounds(refused)
+            if refused
+            else ""
+        )
         + (
             "\n## Rolled back without a verdict (not ineffective: may be tried again)\n"
             + _rounds(open_)

@@ -26,3 +26,20 @@ def test_a_wrong_result_is_not_filed_as_a_slow_direction():
     assert line.startswith("- Ineffective directions: wider tiles\n")
     assert "broke correctness or the build: skip the bias gradient (test); fp16" in line
     assert _ineffective(rounds[:1]) == "- Ineffective directions: wider tiles\n"
+
+
+def test_a_cheat_or_an_overfit_is_refused_not_open_to_try_again():
+    from kernel_ratchet.report.render import rollbacks
+
+    rolled = [
+        _rolled(2, Category.NO_GAIN, "slow"),
+        _rolled(3, Category.OVERFIT, "reuse the result for a repeated input"),
+        _rolled(4, Category.CHEAT, "hijack the reference"),
+        _rolled(5, Category.HARNESS, "crashed the harness"),
+        _rolled(6, Category.INTERRUPTED, "interrupted"),
+        _rolled(7, Category.INTERRUPTED, "accepted later"),
+    ]
+    rej, refused, open_ = rollbacks(rolled, accepted_later={7})
+    assert [r.round for r in rej] == [2]
+    assert [r.round for r in refused] == [3, 4]
+    assert [r.round for r in open_] == [5, 6]
