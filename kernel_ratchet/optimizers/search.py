@@ -254,8 +254,8 @@ class SearchOptimizer(Optimizer):
     def _proposal(self, ctx, fs: FileSpace, new, entry, changes, family, direction) -> Proposal:
         rel = fs.rel
         old = {k: entry.knobs[k].value for k in changes}
-        what = ", ".join(f"{k} {old[k]!r} -> {v!r}" for k, v in sorted(changes.items()))
         scaled = [k for k in changes if entry.knobs[k].base is not None]
+        what = ", ".join(_move_text(k, old[k], v, k in scaled) for k, v in sorted(changes.items()))
         note = f" (times the {', '.join(scaled)} computed at run time)" if scaled else ""
         where = "module constants" if entry.key == MODULE else entry.key
         why = (
@@ -280,6 +280,13 @@ class SearchOptimizer(Optimizer):
             next_direction="the next knob of the same bucket, or the next bucket by efficiency",
             notes={"entry": entry.key, "file": rel, "changes": dict(changes), "old": old},
         )
+
+
+def _move_text(knob: str, old: Any, new: Any, scaled: bool) -> str:
+    """``BLOCK 64 -> 128``; a factor on a value computed at run time reads as one
+    (``num_warps x1.0 -> x0.5``), not as the value (:func:`undoing` reads it back)."""
+    mark = "x" if scaled and isinstance(old, int | float) and isinstance(new, int | float) else ""
+    return f"{knob} {mark}{old!r} -> {mark}{new!r}"
 
 
 def _entry_moves(t: Tunables, entry: Entry):
@@ -331,7 +338,7 @@ def undoing(rounds: Sequence[RoundRecord]) -> set[str]:
     if not m or m["knob"] == "preset":
         return set()
     knob, new = m["knob"], last.direction[m.end() :]
-    s = re.fullmatch(rf".*: {knob} (?P<old>.+) -> {re.escape(new)}", last.summary)
+    s = re.fullmatch(rf".*: {knob} x?(?P<old>.+) -> x?{re.escape(new)}", last.summary)
     return {f"{m['entry']}:{knob}={s['old']}"} if s else set()
 
 

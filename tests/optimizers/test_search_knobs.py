@@ -50,6 +50,7 @@ def test_the_first_move_is_a_launch_parameter_of_the_kernel_as_written(project):
     assert p.direction == "pkg/settings.py@row_sum/_row_sum_kernel[]:BLOCK_SIZE=2.0"
     assert "BLOCK_SIZE=BLOCK_SIZE * 2" in p.files["pkg/settings.py"]
     assert "computed at run time" in p.hypothesis
+    assert "BLOCK_SIZE x1.0 -> x2.0" in p.summary  # a factor, not the block size itself
     # from x2 the search tries x4 before x1/2 (a block that covers a whole row stays correct)
     (project / "pkg/settings.py").write_text(p.files["pkg/settings.py"])
     won = recorded_round(2, "ACCEPTED", "ok", "h", p.direction, 0.1, summary=p.summary)
