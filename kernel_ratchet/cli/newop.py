@@ -79,17 +79,20 @@ def new_op(
         **sc.constants(args, kwargs, reference_kwargs, roles, measure),
     )
     test = None if no_test_file else test_file or Path("tests") / f"test_{name}_focused.py"
+    _write(profile, name, entry, test, backend)
+
+
+def _write(profile: Path, name: str, entry: dict, test: Path | None, backend: str) -> None:
+    """Add the op's entry (and its focused test) and say what was written and what is next."""
+    from kernel_ratchet.profile import scaffold as sc
+
     sc.refuse_taken(profile, name, entry, test)  # before ratchet.yaml or a test is touched
     fresh = not profile.exists()
     suite = sc.project_suite(profile, test is not None)
     sc.add_op(profile, name, entry, full_test=suite)
     out.print(f"op [bold]{name}[/bold] added to {profile}")
     if fresh and suite:
-        out.print(
-            f"full_test: `{suite}`, the suite `ratchet accept` runs once at the end of a "
-            "campaign; narrow it in ratchet.yaml where the whole suite is long or needs a GPU "
-            "the campaign's machine lacks"
-        )
+        out.print(sc.suite_note(suite))
     if test is not None:
         sc.write_focused_test(test, name, backend)
         out.print(f"focused test: {test}")

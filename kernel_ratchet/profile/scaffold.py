@@ -306,6 +306,15 @@ def project_suite(profile: Path, writes_test: bool) -> str | None:
     return "python -m pytest -q" if writes_test or has_tests else None
 
 
+def suite_note(suite: str) -> str:
+    """What new-op says of the ``full_test`` it wrote into a new ratchet.yaml."""
+    return (
+        f"full_test: `{suite}`, the suite `ratchet accept` runs once at the end of a campaign; "
+        "narrow it in ratchet.yaml where the whole suite is long or needs a GPU the campaign's "
+        "machine lacks"
+    )
+
+
 def install_command(root: Path) -> str:
     """How the project at ``root`` makes its package import from the checkout (what ``ratchet
     check`` prints, run in ``root``, when it does not): an editable install where it has a
