@@ -53,7 +53,15 @@ _NAME = re.compile(r"^[A-Za-z_]\w*$")
 def _callable(d: Mapping[str, Any], key: str) -> str:
     value = d.get(key)
     if not isinstance(value, str) or not _CALLABLE.match(value):
-        raise ValueError(f"{key}: expected 'package.module:callable', got {value!r}")
+        module = value.partition(":")[0] if isinstance(value, str) else ""
+        if module and not all(p.isidentifier() for p in module.split(".")):
+            raise ValueError(
+                f"{key}: {module!r} is not a name Python can import (a file such as "
+                "02-fused-softmax.py is not a module); rename the file, or import it from a "
+                "small module of valid name (importlib.util.spec_from_file_location) and name "
+                "that one here, keeping the original file in kernel_source"
+            )
+        raise ValueError(f"{key}: expected '[package.]module:callable', got {value!r}")
     return value
 
 

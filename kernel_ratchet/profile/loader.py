@@ -352,7 +352,12 @@ def _validate(data: Any, path: Path) -> Profile:
     measure = parse_measure(data.get("measure"), "measure", DEFAULT_MEASURE, problems)
     pkg = top.get("package")
     if pkg is not None and not all(p.isidentifier() for p in pkg.split(".")):
-        problems.add("package", f"{show(pkg)} is not an importable name", "give the import name")
+        problems.add(
+            "package",
+            f"{show(pkg)} is not an importable name",
+            "give the name the op's code is imported by (a file such as 02-fused-softmax.py "
+            "needs a module of valid name that loads it; see ops.<op>.function)",
+        )
     for key in ("campaign_root", "tips_root"):
         if top.get(key) is not None:
             top[key] = inside_project(top[key], key, problems, subdir=True)

@@ -282,3 +282,18 @@ def test_a_per_shape_constant_that_is_not_arithmetic_is_named_by_its_key():
         Description.from_dict(raw)
     raw["kwargs"] = {"normalized_shape": "${N}"}
     assert Description.from_dict(raw).constant_symbols == {"N"}
+
+
+def test_a_function_in_a_file_python_cannot_import_says_the_way_out():
+    from kernel_ratchet.harness.description import Description
+
+    raw = {"function": "02-fused-softmax:softmax", "reference": "torch:softmax"}
+    raw |= {"inputs": {"x": "[M, N] dtype"}, "outputs": ["y"]}
+    with pytest.raises(ValueError, match=r"^function: '02-fused-softmax' is not a name Python"):
+        Description.from_dict(raw)
+    raw["function"] = "tt ops:softmax"
+    with pytest.raises(ValueError, match="not a name Python can import"):
+        Description.from_dict(raw)
+    raw["function"] = "tt_ops:"
+    with pytest.raises(ValueError, match=r"expected '\[package.\]module:callable'"):
+        Description.from_dict(raw)
