@@ -21,6 +21,7 @@ from kernel_ratchet.campaign.context import CampaignContext
 from kernel_ratchet.campaign.fsutil import atomic_write_text
 from kernel_ratchet.campaign.lineage.branch import drop_empty_branch
 from kernel_ratchet.campaign.lineage.kernel import kernel_changed
+from kernel_ratchet.campaign.lineage.worktree import remove_incumbent_tree
 from kernel_ratchet.campaign.quick_bench import run_harness, write_provenance
 from kernel_ratchet.campaign.seal import seal_report, verify_records
 from kernel_ratchet.campaign.state import Phase, State, Termination
@@ -88,6 +89,7 @@ def report(c: Campaign, stop: tuple[str, str] | None = None) -> Reported:
     table = _final_table(c.ctx)  # interrupted or failed, the campaign stays open
     _terminate(c, *(stop or ("T4", "the user asked to stop (ratchet report)")))
     text = _write(c, render_report(c.ctx, table))
+    remove_incumbent_tree(c.ctx)  # ended: the paired A/B's incumbent tree goes
     return Reported(text, accepted, drop_empty_branch(c.ctx))
 
 
@@ -112,6 +114,7 @@ def close(c: Campaign, reason: str) -> Closed:
         raise CampaignError(f"the campaign has ended already ({c.state.phase.value}): see {path}")
     _terminate(c, "T4", f"closed without a final validation: {reason.strip()}")
     text = _write(c, render_closed(c.ctx, reason.strip()))
+    remove_incumbent_tree(c.ctx)
     return Closed(text, drop_empty_branch(c.ctx))
 
 

@@ -212,8 +212,12 @@ def test_whole_campaign(two_rounds, capsys, monkeypatch):
     def ratchet_here(*args: str):
         return cli_result(capsys, monkeypatch, *args)
 
+    assert (cdir / ".incumbent").is_dir()  # the paired A/B's incumbent tree, while it runs
     r = _ok(ratchet_here("report"))
     assert "Headline (paired chain" in r.stdout and "Harness total (diagnostic" in r.stdout
+    # ended: the incumbent's worktree is gone, from disk and from git's list
+    assert not (cdir / ".incumbent").exists()
+    assert ".incumbent" not in git(root, "worktree", "list")
     report = (cdir / "report.md").read_text()
     assert "## Final report" in report and "## Verified-ineffective directions" in report
     # measured without a GPU, the report says its gains are the host's

@@ -35,6 +35,21 @@ def incumbent_worktree(c: CampaignContext) -> Path:
     return c.incumbent_dir or c.dir / WORKTREE
 
 
+def remove_incumbent_tree(c: CampaignContext) -> bool:
+    """Remove the incumbent's worktree once the campaign has ended, unregistered from git;
+    True when there was one. Its code is a commit or a round's kernel snapshot, its other
+    files copies of the user's: nothing is lost, and ``git worktree list`` no longer shows a
+    detached tree per ended campaign."""
+    wt = incumbent_worktree(c)
+    if not wt.exists():
+        return False
+    git.git(c.groot, "worktree", "remove", "--force", str(wt), check=False)
+    if wt.exists():  # not a registered worktree (or git refused): the directory alone
+        shutil.rmtree(wt, ignore_errors=True)
+    git.git(c.groot, "worktree", "prune", check=False)
+    return True
+
+
 def _mirror_workspace(src: Path, root: Path, kernel: set[str]) -> None:
     """A workspace's ``src/`` is git-excluded, so a worktree of the project lacks it: copy its
     files other than the kernel's (the package overlays that make ``src/`` shadow the project)
