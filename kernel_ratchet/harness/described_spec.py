@@ -45,8 +45,13 @@ def shape_from_symbols(entry: Mapping[str, Any]) -> Shape:
         raise ValueError(f"a shape is a mapping with a label and symbol values, got {entry!r}")
     dims = {k: v for k, v in entry.items() if k not in SHAPE_FIELDS}
     for k, v in dims.items():
-        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-            raise ValueError(f"shape {entry['label']!r}: {k} must be a non-negative int")
+        if isinstance(v, bool):  # a flag (causal: true), for "${...}" constants, not a size
+            continue
+        if not isinstance(v, int) or v < 0:
+            raise ValueError(
+                f"shape {entry['label']!r}: {k} must be a non-negative int (a size), or true or "
+                'false (a flag for a "${...}" constant)'
+            )
     core = {k: dims.pop(k, v) for k, v in UNGIVEN.items()}
     return Shape(
         label=str(entry["label"]),
@@ -57,10 +62,15 @@ def shape_from_symbols(entry: Mapping[str, Any]) -> Shape:
 
 
 def symbols_of(shape: Shape) -> dict[str, int]:
-    """The symbol values a shape binds: M, N, K, B and its integer params."""
+    """The symbol values a shape binds: M, N, K, B and its integer params (flags included)."""
     out = {"M": shape.M, "N": shape.N, "K": shape.K, "B": shape.B}
     out.update({k: v for k, v in shape.params.items() if isinstance(v, int)})
     return out
+
+
+def sizes_of(shape: Shape) -> dict[str, int]:
+    """The sizes among a shape's symbols: its flags (``causal: true``) are none."""
+    return {k: v for k, v in symbols_of(shape).items() if not isinstance(v, bool)}
 
 
 def written(shape: Shape, symbols: Collection[str] | None = None) -> dict[str, Any]:

@@ -40,5 +40,7 @@ def resolved(value: Any, sym: Mapping[str, int]) -> Any:
     expr = expression(value)
     if expr is None:
         return value
+    if isinstance(sym.get(expr), bool):  # "${causal}": the shape's flag itself
+        return sym[expr]
     v = evaluate(expr, sym)
     return int(v) if float(v).is_integer() else v

@@ -7,7 +7,7 @@ import dataclasses
 import json
 
 from kernel_ratchet.harness.adapter import DESCRIBED_PREFIX, INLINE_PREFIX, Shape, load_shapes
-from kernel_ratchet.harness.described_spec import symbols_of, written, written_symbols
+from kernel_ratchet.harness.described_spec import sizes_of, written, written_symbols
 from kernel_ratchet.profile.items import CheckItem
 from kernel_ratchet.profile.on_path import project_on_path
 from kernel_ratchet.profile.rehearsal import shape_work, shrink
@@ -92,7 +92,7 @@ def work_check(profile: Profile, op: str, *, shapes_spec: str | None = None) -> 
     described = o.adapter.startswith(DESCRIBED_PREFIX)
     empty = []
     for s in shapes:
-        sizes = symbols_of(s) if described else {"M": s.M, "N": s.N, "B": s.B}
+        sizes = sizes_of(s) if described else {"M": s.M, "N": s.N, "B": s.B}
         zero = [k for k, v in sizes.items() if v == 0 and k != "K"]
         empty += [f"{s.label} ({', '.join(f'{k} = 0' for k in zero)})"] if zero else []
     if not empty:

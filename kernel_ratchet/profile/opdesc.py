@@ -123,5 +123,7 @@ def shape_list(raw: Any, dotted: str, problems: Problems) -> str | None:
     try:
         return inline_spec(raw)
     except ValueError as exc:
-        problems.add(dotted, str(exc), "each shape is {label: ..., <symbol>: int, dtype: ...}")
+        problems.add(
+            dotted, str(exc), "each shape is {label: ..., <symbol>: int, <flag>: bool, dtype: ...}"
+        )
         return None

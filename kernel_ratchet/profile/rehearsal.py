@@ -13,7 +13,7 @@ import math
 import sys
 
 from kernel_ratchet.harness.adapter import DESCRIBED_PREFIX, INLINE_PREFIX, Shape, load_shapes
-from kernel_ratchet.harness.described_spec import symbols_of, written, written_symbols
+from kernel_ratchet.harness.described_spec import sizes_of, written, written_symbols
 from kernel_ratchet.profile.schema import Profile
 
 #: Sizes at or below this stay as they are; larger ones map into [16, 64).
@@ -140,5 +140,5 @@ def shape_work(shape: Shape, described: bool) -> int:
     in ratchet.yaml the product of every size symbol its shape binds (any names, e.g. a
     vocabulary ``V``); a bundled op's params are settings, not sizes."""
     if described:
-        return math.prod(max(v, 1) for v in symbols_of(shape).values())
+        return math.prod(max(v, 1) for v in sizes_of(shape).values())
     return shape.M * shape.N * max(shape.K, 1) * max(shape.B, 1)
