@@ -165,13 +165,48 @@ def _fits(marks: Marks, dtype: torch.dtype) -> None:
 
 
 def _entries(t: torch.Tensor, values: tuple[float, ...], g: torch.Generator) -> torch.Tensor:
-    """``t`` with about :data:`SHARE` of its entries set to one of ``values``."""
+    """``t`` with about :data:`SHARE` of its entries set to one of ``values``; where ``t``
+    has more entries than ``values``, each value at least once and one entry left as drawn (a
+    few rows would otherwise often hold no ignore_index at all, and the path that handles it
+    would go unchecked)."""
     import torch
 
     hit = torch.rand(t.shape, generator=g, device=t.device) < SHARE
     pick = torch.randint(0, len(values), t.shape, generator=g, device=t.device)
+    if t.numel() > len(values):
+        _each_once(hit.view(-1), pick.view(-1), len(values), g)
     choices = torch.tensor(values, device=t.device).to(t.dtype)
     return torch.where(hit, choices[pick], t)
+
+
+def _each_once(hit: torch.Tensor, pick: torch.Tensor, count: int, g: torch.Generator) -> None:
+    """Set, in place, each of the ``count`` values missing from the hit entries, at an entry
+    not hit (one is kept) or else at a hit whose value repeats; leave one entry not hit
+    (``hit`` has more entries than ``count``)."""
+    import torch
+
+    free = (~hit).nonzero().view(-1)
+    few = 4 * count + 4  # enough free entries to choose from, in a random order
+    order = (
+        torch.randperm(len(free), generator=g, device=hit.device)[:few]
+        if len(free) <= 4096
+        else torch.randint(0, len(free), (few,), generator=g, device=hit.device).unique()
+    )
+    free = free[order].tolist()
+    if not free:  # every entry drew a sentinel: one whose value repeats goes back
+        values = pick.tolist()
+        spot = next(j for j, v in enumerate(values) if values.count(v) > 1)
+        hit[spot] = False
+        free = [spot]
+    for i in range(count):
+        taken = pick[hit].tolist()
+        if i in taken:
+            continue
+        if len(free) > 1:
+            spot = free.pop()
+        else:  # a hit whose value another hit holds too
+            spot = next(j for j in hit.nonzero().view(-1).tolist() if taken.count(int(pick[j])) > 1)
+        hit[spot], pick[spot] = True, i
 
 
 def _rows(t: torch.Tensor, values: tuple[float, ...], g: torch.Generator) -> torch.Tensor:

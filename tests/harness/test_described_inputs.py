@@ -44,6 +44,20 @@ def test_an_integer_input_is_drawn_over_its_declared_range():
     assert warned.warning and "targets: '[N] int64 < V'" in warned.detail
 
 
+def test_every_declared_sentinel_is_drawn_even_in_a_few_rows():
+    """About one entry in eight is a sentinel, so four labels often held no ignore_index and
+    the path that handles it went unchecked: each declared value is drawn at least once, and
+    one entry stays as drawn."""
+    from kernel_ratchet.harness.input_values import draw, parse_marks
+
+    marks = parse_marks(["-100", "-1"], "[M] int64 < V | -100 | -1", True, False)
+    for n in (3, 4, 8):
+        for seed in range(40):
+            g = torch.Generator().manual_seed(seed)
+            t = draw((n,), torch.int64, marks, g, "cpu", high=50)
+            assert {-100, -1} <= set(t.tolist()) and bool((t >= 0).any()), (n, seed, t)
+
+
 @pytest.mark.parametrize(
     "text,why",
     [("[N] float32 < V", "integer inputs only"), ("[N] int64 < V +", "neither an int")],
