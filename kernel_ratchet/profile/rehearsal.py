@@ -30,6 +30,8 @@ TILE = 128
 #: Elements (the product of a shape's sizes) above which no tile-crossing shape is added: the
 #: interpreter walks about a million a second.
 CROSSING_ELEMENTS = 2_000_000
+#: Shrunk target shapes the CPU check also runs as they are, at most (the cheapest first).
+AS_IS = 2
 #: A size that bounds an integer input's values (``"[N] int64 < V"``: class ids, tokens) keeps
 #: at least this many values: ids past 127 and 255 (an index kept in 7 or 8 bits) still occur.
 INDEX_MIN = 300
@@ -92,7 +94,10 @@ def crossing(original: Shape, small: Shape, described: bool) -> list[Shape]:
 
 def check_shapes(profile: Profile, op: str) -> list[Shape]:
     """The shapes the op's built-in check runs without a GPU: its rehearsal shapes and, where
-    they were shrunk, the tile-crossing shapes of its largest shape (:func:`crossing`)."""
+    they were shrunk, the tile-crossing shapes of its largest shape (:func:`crossing`) and up
+    to :data:`AS_IS` shrunk target shapes as they are where the interpreter runs them in about
+    a second or two (:data:`CROSSING_ELEMENTS`): a size past a chunk boundary far above any
+    tile (a vocabulary past 65536) is exercised only there."""
     o = profile.op(op)
     shapes = load_shapes(rehearsal_profile(profile, op).op(op).shapes)
     if o.rehearse_shapes is not None:
@@ -100,7 +105,14 @@ def check_shapes(profile: Profile, op: str) -> list[Shape]:
     described = (o.adapter or "").startswith(DESCRIBED_PREFIX)
     original = load_shapes(o.shapes)
     big = max(range(len(original)), key=lambda i: shape_work(original[i], described))
-    return shapes + crossing(original[big], shapes[big], described)
+    shrunk_ones = [s for s in original if shape_work(s, described) > KEEP_WORK]
+    cheap = sorted(shrunk_ones, key=lambda s: shape_work(s, described))
+    as_is = [
+        dataclasses.replace(s, label=f"{s.label}.as-is")
+        for s in cheap[:AS_IS]
+        if shape_work(s, described) <= CROSSING_ELEMENTS
+    ]
+    return shapes + crossing(original[big], shapes[big], described) + as_is
 
 
 def index_sizes(adapter_spec: str) -> frozenset[str]:

@@ -297,3 +297,20 @@ def test_a_function_in_a_file_python_cannot_import_says_the_way_out():
     raw["function"] = "tt_ops:"
     with pytest.raises(ValueError, match=r"expected '\[package.\]module:callable'"):
         Description.from_dict(raw)
+
+
+def test_the_cpu_check_also_runs_a_cheap_shrunk_shape_as_it_is(tmp_path):
+    """A size past a chunk boundary far above any tile (a vocabulary past 65536) is shrunk
+    for the rehearsal; where the interpreter runs the target shape in a second or two, the
+    check runs it as it is too."""
+    from kernel_ratchet.profile.rehearsal import CROSSING_ELEMENTS, check_shapes
+
+    xent = {**XENT, "shapes": [{"label": "chunk2", "N": 8, "V": 65836, "dtype": "float32"}]}
+    shapes = check_shapes(load_profile(_write(tmp_path, **xent)), "norm")
+    assert shapes[0].params["V"] < 65836  # the rehearsal shape, shrunk
+    assert [(s.label, s.params["V"]) for s in shapes if s.label.endswith(".as-is")] == [
+        ("chunk2.as-is", 65836)
+    ]
+    huge = {**XENT, "shapes": [{"label": "big", "N": 64, "V": CROSSING_ELEMENTS}]}
+    shapes = check_shapes(load_profile(_write(tmp_path, **huge)), "norm")
+    assert not [s for s in shapes if s.label.endswith(".as-is")]
