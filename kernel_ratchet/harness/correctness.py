@@ -257,8 +257,9 @@ def _differs(name: str, out: torch.Tensor, ref: torch.Tensor, db: float, bar: fl
     )
     if ref.is_floating_point():
         return (
-            f"{head} (the values its indices select must equal the reference's; a tie may "
-            "pick either index)"
+            f"{head} (its bar is infinite: every value must equal the reference's, as for the "
+            "values a '| gathers=' output's indices select, where a tie may pick either index, "
+            "or an output declared with tolerance .inf)"
         )
     allowed = "none" if bar == math.inf else f"one in {10 ** (bar / 10):.0f}"
     return (

@@ -171,6 +171,17 @@ def quantize_rows_ref(x: torch.Tensor) -> torch.Tensor:
     return x / scale
 
 
+def quantize_rows_fp8_ref(x: torch.Tensor) -> torch.Tensor:
+    """The same recipe as :func:`quantize_rows`, in fp8 itself: a reference that quantizes."""
+    return quantize_rows(x)
+
+
+def quantize_rows_headroom(x: torch.Tensor) -> torch.Tensor:
+    """Every value 3% low (a scale off by 3%): about 26 dB against the same recipe."""
+    scale = x.float().abs().amax(-1, keepdim=True).clamp(min=1e-12) / 448.0
+    return (x.float() / scale * 0.97).to(torch.float8_e4m3fn)
+
+
 def topk_ref(x: torch.Tensor, k: int = 4):
     """The values and indices of each row's k largest entries."""
     v, i = torch.topk(x, k, dim=-1)

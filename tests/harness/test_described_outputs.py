@@ -69,6 +69,28 @@ def test_an_output_in_an_undeclared_lower_dtype_gets_a_note_saying_how_to_declar
     assert declared.threshold("q") == 25.0 and declared.dtype_notes() == []
 
 
+def test_an_fp8_output_against_an_fp8_reference_is_held_to_the_same_recipes_bar():
+    """25 dB is fp8's bar against a full-precision result; against a reference that quantizes
+    the same way, a scale off by 3% (about 26 dB) is wrong, and the bar is 40 dB."""
+    desc = {
+        "function": f"{OPS}:quantize_rows",
+        "reference": f"{OPS}:quantize_rows_fp8_ref",
+        "inputs": {"x": "[M, N] dtype"},
+        "outputs": {"q": "[M, N] float8_e4m3fn"},
+    }
+    shape = load_shapes(inline_spec([{"label": "s", "M": 64, "N": 256, "dtype": "float32"}]))[0]
+    same = load_adapter(described_spec(desc, "memory"))
+    assert _check(same, shape)[1].passed and same.threshold("q") == 40.0
+    off = load_adapter(
+        described_spec({**desc, "function": f"{OPS}:quantize_rows_headroom"}, "memory")
+    )
+    got, res = _check(off, shape)
+    assert not res.passed and 24 < res.snr["q"] < 30, res.reason
+    # a tolerance the user declares stands
+    loose = {**desc, "function": f"{OPS}:quantize_rows_headroom", "tolerance": {"q": 25}}
+    assert _check(load_adapter(described_spec(loose, "memory")), shape)[1].passed
+
+
 def test_a_function_returning_a_dict_gives_its_outputs_by_name():
     adapter = _adapter(
         function=f"{OPS}:rms_norm_dict",
