@@ -85,7 +85,13 @@ def _search_space(op: OpProfile, space: SearchSpace, unread: list[str] = ()) -> 
             "would spend rounds on them (drop them from SEARCH_SPACE)",
             warning=True,
         )
-    return _item(op, "search space", True, f"{space.describe(op.name)}: {_named(space, op.name)}")
+    return _item(
+        op,
+        "search space",
+        True,
+        f"{space.describe(op.name)} in the op's files: {_named(space, op.name)} (a search "
+        "moves only the knobs of kernels the baseline launches)",
+    )
 
 
 def _named(space, op: str, most: int = 16) -> str:

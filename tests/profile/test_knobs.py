@@ -72,7 +72,9 @@ def test_kernels_as_written_get_a_search_space(tiny_project, fixture, what):
     shutil.copy(FIXTURES / f"{fixture}.py", p.root / p.pkg / "kernel.py")
     item = _space_item(p)
     assert item.ok and not item.warning
-    assert f"points ({what}): " in item.detail and not item.detail.startswith("0 knobs")
+    assert f"points ({what}) in the op's files: " in item.detail
+    assert not item.detail.startswith("0 knobs")
+    assert "only the knobs of kernels the baseline launches" in item.detail
     assert "BLOCK_SIZE, num_warps, num_stages" in item.detail  # the knobs, named
 
 
