@@ -176,11 +176,25 @@ def _comm(path: str) -> str:
 
 
 def warm_torch() -> None:
-    """Start the thread pools torch creates lazily (intra-op, BLAS), so that they exist before
-    the OS-thread baseline is taken."""
+    """Start the thread pools torch creates lazily (intra-op, BLAS), and numpy's BLAS pool
+    (:func:`warm_numpy`), so that they exist before the OS-thread baseline is taken."""
     x = torch.ones(256, 256)
     (x @ x).sum()
     torch.ones(1 << 17).add_(1.0).sum()
+    warm_numpy()
+
+
+def warm_numpy() -> None:
+    """Start numpy's BLAS threads. In a worker forked from the zygote they do not exist until
+    the first large matrix product, which Triton's interpreter makes for a ``tl.dot`` of a
+    128-wide tile: a candidate whose autotuner tried such a tile first was taken for leaving
+    a thread running."""
+    try:
+        import numpy as np
+    except ImportError:
+        return
+    a = np.ones((256, 256), dtype=np.float32)
+    (a @ a).sum()
 
 
 @dataclass(frozen=True)

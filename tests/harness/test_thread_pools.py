@@ -39,3 +39,37 @@ def test_a_plain_thread_is_never_an_idle_pool_worker():
     finally:
         stop.set()
         t.join(timeout=10)
+
+
+FORKED = """
+import os, sys
+import numpy as np
+from kernel_ratchet.harness import process_guard
+pid = os.fork()  # a worker forked from the zygote: numpy's BLAS threads are not copied
+if pid == 0:
+    if sys.argv[1] == "warm":
+        process_guard.warm_torch()
+    state = process_guard.ProcessState.capture()
+    a = np.ones((512, 512), dtype=np.float32)
+    (a @ a).sum()  # what Triton's interpreter does for a tl.dot of a 128-wide tile
+    os._exit(10 + len(state.new_os_threads()))
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_numpys_blas_threads_are_started_before_the_baseline_of_a_forked_worker():
+    """Without the warm-up a forked worker's first large numpy product starts a BLAS thread
+    after the baseline (where the machine has two cores or more), taken for the candidate's."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS",)}
+    env.pop("OPENBLAS_NUM_THREADS", None)
+    warm = subprocess.run([sys.executable, "-c", FORKED, "warm"], env=env, timeout=120)
+    assert warm.returncode == 10  # no thread the baseline lacks
+    cold = subprocess.run([sys.executable, "-c", FORKED, "cold"], env=env, timeout=120)
+    assert cold.returncode in (10, 11)
+    if (os.cpu_count() or 1) > 1:
+        assert cold.returncode == 11  # the premise: the pool starts lazily after a fork
