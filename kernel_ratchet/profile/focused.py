@@ -72,6 +72,12 @@ def _check(adapter: Any, shape: Any, device: str) -> tuple[bool, str]:
     kept = inplace.prepared(adapter, case)
     got = adapter.outputs(case)
     ref = inplace.reference(adapter, case, kept)
+    if not ref:
+        return (
+            False,
+            "the reference returned no output: nothing was checked (reference(case) "
+            "returns the outputs by name)",
+        )
     res = check_outputs(got, ref, {n: adapter.threshold(n) for n in ref})
     line = ", ".join(f"{n} {v:.1f} dB" for n, v in res.snr.items())
     return res.passed, line if res.passed else f"{line} ({res.reason})"

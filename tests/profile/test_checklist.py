@@ -354,3 +354,18 @@ def test_user_code_sees_no_ratchet_arguments_and_cannot_end_the_check(tiny_proje
     p.op["adapter"] = f"{p.pkg}.exits:X"
     item = _by_name(run_checklist(load_profile(p.write())))["adapter importable"]
     assert not item.ok and "sys.exit(4)" in item.detail and "exits.py:2" in item.detail
+
+
+def test_an_adapter_op_whose_test_is_the_focused_call_is_called_by_check(tiny_project):
+    """An op with an adapter class gets check's trial call where its focused test is that
+    call (what new-op writes); with a test of its own, that test is left to the round."""
+    from kernel_ratchet.profile.checklist import all_checks
+    from kernel_ratchet.profile.described_check import WHAT
+
+    p = tiny_project()
+    calls = [i for i in all_checks(load_profile(p.write()), "gemm_bf16") if i.name.endswith(WHAT)]
+    assert calls == []  # `pytest tests -q`: its own test
+    p.op["test"] = "python -m kernel_ratchet.profile.focused gemm_bf16"
+    (call,) = [i for i in all_checks(load_profile(p.write()), "gemm_bf16") if i.name.endswith(WHAT)]
+    # the tiny project's adapter returns no output: a call that checked nothing fails
+    assert not call.ok and "nothing was checked" in call.detail, call
