@@ -83,3 +83,12 @@ def is_jit(fn: ast.AST, aliases: frozenset[str] = frozenset()) -> bool:
         if name in aliases or (parts[-1] == "jit" and parts[0] not in _OTHER_JITS):
             return True
     return False
+
+
+def module_values(tree: ast.Module) -> dict[str, ast.expr]:
+    """The values of single-name assignments at module level, by name."""
+    return {
+        n.targets[0].id: n.value
+        for n in tree.body
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
+    }

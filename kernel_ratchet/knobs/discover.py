@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kernel_ratchet.guard.syntax import is_jit, jit_aliases
+from kernel_ratchet.guard.syntax import is_jit, jit_aliases, module_values
 from kernel_ratchet.knobs.declared import KnobDecl, assignment_entries, declarations_for
 from kernel_ratchet.knobs.heuristics import heuristic_keys
 from kernel_ratchet.knobs.model import (
@@ -109,19 +109,10 @@ def _kernels(tree: ast.Module) -> tuple[set[str], set[str]]:
     return jit, tuned
 
 
-def _module_values(tree: ast.Module) -> dict[str, ast.expr]:
-    """The values of single-name assignments at module level, by name."""
-    return {
-        n.targets[0].id: n.value
-        for n in tree.body
-        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
-    }
-
-
-def _config_lists(tree: ast.Module) -> Iterator[tuple[str, ast.expr]]:
+def config_lists(tree: ast.Module) -> Iterator[tuple[str, ast.expr]]:
     """(kernel, configs expression) of every autotune decorator; a module-level name is
     replaced by the expression bound to it."""
-    module = _module_values(tree)
+    module = module_values(tree)
     for fn in tree.body:
         if not isinstance(fn, ast.FunctionDef):
             continue
@@ -138,7 +129,7 @@ def _config_lists(tree: ast.Module) -> Iterator[tuple[str, ast.expr]]:
 
 def _autotune_configs(tree: ast.Module) -> Iterator[tuple[str, int, ast.Call]]:
     """(kernel, index, ``Config(...)`` call) of every literal autotune config list."""
-    for kernel, cfgs in _config_lists(tree):
+    for kernel, cfgs in config_lists(tree):
         if isinstance(cfgs, ast.List | ast.Tuple):
             for i, el in enumerate(cfgs.elts):
                 if isinstance(el, ast.Call) and ast.unparse(el.func).endswith("Config"):
@@ -148,7 +139,7 @@ def _autotune_configs(tree: ast.Module) -> Iterator[tuple[str, int, ast.Call]]:
 def _config_comprehensions(tree: ast.Module) -> Iterator[tuple[str, ast.comprehension]]:
     """(kernel, generator) of every ``for <name> in <candidates>`` of an autotune config
     list built by a comprehension."""
-    for kernel, cfgs in _config_lists(tree):
+    for kernel, cfgs in config_lists(tree):
         if isinstance(cfgs, ast.ListComp):
             for gen in cfgs.generators:
                 if isinstance(gen.target, ast.Name):
@@ -168,7 +159,7 @@ def _candidate_entries(
     tree: ast.Module, rel: str, off: Offsets
 ) -> Iterator[tuple[Entry, dict[str, list[Any]]]]:
     """(entry, space) of every literal candidate list an autotune comprehension iterates."""
-    module = _module_values(tree)
+    module = module_values(tree)
     seen: set[str] = set()
     for kernel, gen in _config_comprehensions(tree):
         node, name = gen.iter, gen.target.id

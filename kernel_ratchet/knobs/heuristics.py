@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ast
 
-from kernel_ratchet.guard.syntax import dotted
+from kernel_ratchet.guard.syntax import dotted, module_values
 
 #: A kernel whose heuristics set keys no one can read statically.
 UNKNOWN = None
@@ -21,11 +21,7 @@ UNKNOWN = None
 
 def heuristic_keys(tree: ast.Module) -> dict[str, frozenset[str] | None]:
     """Per kernel with a heuristics decorator, the launch arguments it sets (None: unknown)."""
-    module = {
-        n.targets[0].id: n.value
-        for n in tree.body
-        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
-    }
+    module = module_values(tree)
     out: dict[str, frozenset[str] | None] = {}
     for fn in tree.body:
         if not isinstance(fn, ast.FunctionDef):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 
-from kernel_ratchet.knobs.discover import _config_lists
+from kernel_ratchet.knobs.discover import config_lists
 
 
 def _why(cfgs: ast.expr) -> str | None:
@@ -36,7 +36,7 @@ def unread_autotuners(rel: str, text: str) -> list[str]:
     except SyntaxError:
         return []
     out = []
-    for kernel, cfgs in _config_lists(tree):
+    for kernel, cfgs in config_lists(tree):
         why = _why(cfgs)
         if why:
             out.append(f"{rel}: {kernel}'s autotune configs are {why}")
