@@ -48,11 +48,13 @@ class FileSpace:
 
 @dataclass(frozen=True)
 class SearchSpace:
-    """Every file's knobs; the declarations that matched nothing; files that cannot be read."""
+    """Every file's knobs; the declarations that matched nothing; files that cannot be read;
+    the autotune configs the search cannot read (:mod:`.unread`)."""
 
     files: tuple[FileSpace, ...]
     unmatched: tuple[KnobDecl, ...] = ()
     problems: tuple[str, ...] = ()
+    unread: tuple[str, ...] = ()  # autotune decorators whose configs the search cannot read
 
     def knobs(self, op: str) -> list[tuple[str, str, list]]:
         """(entry key, knob, every value it can take) of each knob that can move."""
@@ -135,7 +137,8 @@ def collect(
         except KnobError as exc:
             problems.append(f"{rel}: {exc}")
     unmatched += [d for d in decls if d.file not in kernel_source]
-    return SearchSpace(tuple(files), tuple(unmatched), tuple(problems))
+    unread = [u for r in python if r in sources for u in unread_autotuners(r, sources[r])]
+    return SearchSpace(tuple(files), tuple(unmatched), tuple(problems), tuple(unread))
 
 
 def read_sources(root: Path, rels: Sequence[str]) -> dict[str, str]:
@@ -149,18 +152,10 @@ def read_sources(root: Path, rels: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def nothing_to_move(
-    op: str, kernel_source: Sequence[str], sources: Mapping[str, str] | None = None
-) -> str:
-    """Why a search of ``op`` cannot start, and how to declare knobs; ``sources`` (the kernel
-    files' texts) name the autotune decorators whose configs it cannot read."""
+def nothing_to_move(op: str, kernel_source: Sequence[str], unread: Sequence[str] = ()) -> str:
+    """Why a search of ``op`` cannot start, and how to declare knobs; ``unread``: the autotune
+    decorators whose configs it cannot read (``SearchSpace.unread``)."""
     first = kernel_source[0] if kernel_source else "pkg/kernel.py"
-    unread = [
-        line
-        for rel in kernel_source
-        if rel.endswith(".py") and rel in (sources or {})
-        for line in unread_autotuners(rel, (sources or {})[rel])
-    ]
     seen = (
         f"autotune configs it cannot read ({'; '.join(unread)}: it reads literal "
         "triton.Config lists and comprehensions over literal candidates)"

@@ -134,7 +134,7 @@ class SearchOptimizer(Optimizer):
         if space.problems:
             raise OptimizerError("; ".join(space.problems))
         if space.empty(context.op):
-            raise OptimizerError(nothing_to_move(context.op, context.kernel_source, sources))
+            raise OptimizerError(nothing_to_move(context.op, context.kernel_source, space.unread))
         return space
 
     def check_ready(self, root: Path, op: OpProfile) -> None:

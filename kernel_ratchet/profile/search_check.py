@@ -11,7 +11,6 @@ import ast
 
 from kernel_ratchet.knobs.space import SearchSpace, collect, read_sources
 from kernel_ratchet.knobs.tunables import MODULE
-from kernel_ratchet.knobs.unread import unread_autotuners
 from kernel_ratchet.profile.items import CheckItem
 from kernel_ratchet.profile.items import item as _item
 from kernel_ratchet.profile.schema import OpProfile, Profile
@@ -43,7 +42,7 @@ def _tunables(profile: Profile, op: OpProfile, space: SearchSpace) -> CheckItem:
     )
 
 
-def _search_space(op: OpProfile, space: SearchSpace, unread: list[str] = ()) -> CheckItem:
+def _search_space(op: OpProfile, space: SearchSpace) -> CheckItem:
     """What ``ratchet run --optimizer search`` can move; optional, so empty is a warning.
     What makes the search refuse to start (a kernel file that does not parse, a knob declared
     where none can be) fails, as ``ratchet run`` would."""
@@ -73,7 +72,11 @@ def _search_space(op: OpProfile, space: SearchSpace, unread: list[str] = ()) -> 
             True,
             "nothing to move: `ratchet run --optimizer search` refuses to start; declare "
             f"knobs under ops.{op.name}.knobs (docs/search.md)"
-            + (f"; autotune configs it cannot read: {'; '.join(unread)}" if unread else ""),
+            + (
+                f"; autotune configs it cannot read: {'; '.join(space.unread)}"
+                if space.unread
+                else ""
+            ),
             warning=True,
         )
     unread = _unread_constants(op, space)
@@ -139,6 +142,4 @@ def op_space(profile: Profile, op: OpProfile) -> SearchSpace:
 def search_items(profile: Profile, op: OpProfile) -> list[CheckItem]:
     """The "tunables file" and "search space" lines of the checklist for ``op``."""
     space = op_space(profile, op)
-    py = [r for r in op.kernel_source if r.endswith(".py")]
-    unread = [u for r, t in read_sources(profile.root, py).items() for u in unread_autotuners(r, t)]
-    return [_tunables(profile, op, space), _search_space(op, space, unread)]
+    return [_tunables(profile, op, space), _search_space(op, space)]

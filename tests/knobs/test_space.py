@@ -120,7 +120,7 @@ def test_nothing_to_move_names_the_autotune_configs_it_cannot_read():
     )
     space = collect({"pkg/k.py": text}, ["pkg/k.py"])
     assert space.empty("op")
-    msg = nothing_to_move("op", ["pkg/k.py"], {"pkg/k.py": text})
+    msg = nothing_to_move("op", ["pkg/k.py"], space.unread)
     assert "pkg/k.py: _norm's autotune configs are built at run time by warps_configs()" in msg
     assert "_conv's autotune configs are calls of conv_config(...), not triton.Config" in msg
     assert "no @triton.autotune configs" not in msg
