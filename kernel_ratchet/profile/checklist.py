@@ -28,7 +28,7 @@ from kernel_ratchet.profile.import_check import SUBPROCESS_TIMEOUT_S as _SUBPROC
 from kernel_ratchet.profile.import_check import env_check
 from kernel_ratchet.profile.items import CheckItem
 from kernel_ratchet.profile.items import item as _item
-from kernel_ratchet.profile.on_path import project_on_path, raised_in_project
+from kernel_ratchet.profile.on_path import own_code_fix, project_on_path, raised_in_project
 from kernel_ratchet.profile.reference_reach import check_reach
 from kernel_ratchet.profile.requires import unmet
 from kernel_ratchet.profile.schema import (
@@ -115,11 +115,7 @@ def _adapter(profile: Profile, op: OpProfile) -> list[CheckItem]:
         )
         where = raised_in_project(exc, profile.root)
         if where and not isinstance(exc, ProfileError):
-            fix = (
-                f"the project's own code raised at import ({where}): fix it there, or set "
-                "what it needs at import (a variable, a device) in the environment ratchet "
-                "runs in"
-            )
+            fix = own_code_fix("the project's own code raised at import", where)
         return [
             _item(op, name_imp, False, f"{_shown(op.adapter)}: {type(exc).__name__}: {exc}", fix),
             _item(

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from kernel_ratchet.profile.items import CheckItem
-from kernel_ratchet.profile.on_path import packaged
+from kernel_ratchet.profile.on_path import own_code_fix, packaged
 from kernel_ratchet.profile.schema import Profile
 
 SUBPROCESS_TIMEOUT_S = 120
@@ -107,8 +107,5 @@ def _failure_fix(package: str, got: dict) -> str | None:
         return None
     if missing:
         return f"{package} is found but needs {missing}, which is not installed: install it"
-    return (
-        f"{package} is found but its own code fails at import ({got.get('where') or '?'}): fix "
-        "that, or set what its import needs (a variable, a device) in the environment ratchet "
-        "runs in"
-    )
+    where = got.get("where") or "?"
+    return own_code_fix(f"{package} is found but its own code fails at import", where)

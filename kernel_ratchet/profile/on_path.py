@@ -66,3 +66,12 @@ def packaged(root: Path) -> bool:
     """Whether the project at ``root`` has a packaging file: without one its package imports
     from the checkout only with ``root`` on the path, never by an editable install."""
     return any((root / f).exists() for f in PACKAGING_FILES)
+
+
+def own_code_fix(what: str, where: str) -> str:
+    """The fix of an import that fails in the project's own code at ``where`` (``file:line``),
+    said as ``what``: not an install."""
+    return (
+        f"{what} ({where}): fix it there, or set what it needs at import (a variable, a device) "
+        "in the environment ratchet runs in"
+    )
