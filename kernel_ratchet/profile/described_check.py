@@ -24,12 +24,17 @@ BOUNDS = "integer inputs drawn over their declared range"
 _TIMEOUT_S = 180
 
 
+def focused_command(op: str) -> str:
+    """The built-in focused test of op ``op`` (what ``ratchet new-op`` writes as its ``test``)."""
+    return f"python -m kernel_ratchet.profile.focused {op}"
+
+
 def described_call(profile: Profile, op: OpProfile) -> CheckItem | None:
     """The op called against its reference on the CPU check's shapes, in a subprocess, for an
     op described in ratchet.yaml or one (with an adapter class) whose focused test is this
     very call; None for an adapter op with a test of its own."""
-    focused = f"python -m kernel_ratchet.profile.focused {op.name}"
-    if not (op.adapter or "").startswith(DESCRIBED_PREFIX) and op.test.strip() != focused:
+    described = (op.adapter or "").startswith(DESCRIBED_PREFIX)
+    if not described and op.test.strip() != focused_command(op.name):
         return None
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"}
     cmd = [sys.executable, "-m", "kernel_ratchet.profile.focused", op.name]
@@ -58,7 +63,7 @@ def described_call(profile: Profile, op: OpProfile) -> CheckItem | None:
         False,
         "; ".join([first, *why, *notes]) or (lines[-1] if lines else f"exit {done.returncode}"),
         f"correct the kernel, or the op's description in {profile.path.name} (outputs, "
-        f"gradients, inputs); `python -m kernel_ratchet.profile.focused {op.name}` shows it all",
+        f"gradients, inputs); `{focused_command(op.name)}` shows it all",
     )
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from kernel_ratchet.errors import ProfileError, UsageError
+from kernel_ratchet.profile.described_check import focused_command
 from kernel_ratchet.profile.loader import load_profile
 from kernel_ratchet.profile.on_path import packaged
 from kernel_ratchet.profile.schema import BACKENDS, COMPILED_BACKENDS
@@ -216,7 +217,7 @@ def op_entry(
         "backend": backend,
         "lang": lang or LANGS.get(backend, backend.lower()),
         "campaign_type": campaign_type,
-        "test": f"python -m kernel_ratchet.profile.focused {name}",
+        "test": focused_command(name),
         "function": function,
         "reference": reference,
         "inputs": dict(inputs),
