@@ -104,7 +104,9 @@ def test_id_keyed_output_cache_is_overfit(device) -> None:
         adapter, SHAPE, device=device, steps=CPU_STEPS, cache_modules=[module], min_rel_gap=CPU_GAP
     )
     assert result.verdict == OVERFIT, result
-    assert result.train_ms > 10 * result.bench_ms  # the benchmark idiom only reads the cache
+    # the benchmark idiom only reads the cache: far cheaper than computing (a CPU interpreter
+    # call costs 10x more or so, a launch of a tiny GPU kernel about 8x)
+    assert result.train_ms > 4 * result.bench_ms
     (train,) = result.train_caches
     (bench,) = result.bench_caches
     assert train.hits == 0 and train.lookups == 4  # activation cache: never hits in training

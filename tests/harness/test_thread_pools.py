@@ -70,6 +70,6 @@ def test_numpys_blas_threads_are_started_before_the_baseline_of_a_forked_worker(
     warm = subprocess.run([sys.executable, "-c", FORKED, "warm"], env=env, timeout=120)
     assert warm.returncode == 10  # no thread the baseline lacks
     cold = subprocess.run([sys.executable, "-c", FORKED, "cold"], env=env, timeout=120)
-    assert cold.returncode in (10, 11)
-    if (os.cpu_count() or 1) > 1:
-        assert cold.returncode == 11  # the premise: the pool starts lazily after a fork
+    # the premise: the pool starts lazily after a fork, one thread per core but the caller's
+    # (15 on 16 cores), none on one core
+    assert cold.returncode >= 10 and (cold.returncode > 10) == ((os.cpu_count() or 1) > 1)

@@ -188,6 +188,7 @@ def test_a_batch_holds_about_rep_ms_of_calls_within_bounds(one_ms, rep_ms, calls
 
 
 @pytest.mark.gpu
+@pytest.mark.gpu_alone  # a ratio of two timings: no other test's kernels between them
 def test_back_to_back_time_is_per_call_and_follows_the_work():
     """Twice the work per call reads about twice the time per call (not per batch)."""
     a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
