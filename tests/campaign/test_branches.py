@@ -82,15 +82,21 @@ def test_a_campaign_whose_directory_was_deleted_keeps_its_branch(project):
     and the old branch, with its accepted commits, is not reused or touched."""
     import shutil
 
+    from kernel_ratchet.campaign.clock import today
+
     first = campaign_dir(project)
-    own = f"optimize/{first.name}"
+    # the name today's init takes (the fixture's campaign may date from before midnight)
+    name = f"{first.name.rsplit('_', 1)[0]}_{today()}"
+    if name != first.name:
+        git(project, "branch", "-q", "-m", f"optimize/{first.name}", f"optimize/{name}")
+    own = f"optimize/{name}"
     kept = git(project, "rev-parse", own).strip()
     shutil.rmtree(first)
     git(project, "switch", "-q", "-")  # back where the campaign started
     r = ratchet(project, "init", "--op", "tiny_gemm", "--yes")
     assert r.returncode == 0, r.stdout + r.stderr
     (second,) = (project / ".ratchet/campaigns").iterdir()
-    assert second.name == f"{first.name}-2"
+    assert second.name == f"{name}-2"
     assert git(project, "branch", "--show-current").strip() == f"optimize/{second.name}"
     assert git(project, "rev-parse", own).strip() == kept
 
