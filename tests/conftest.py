@@ -64,8 +64,11 @@ def _child_pytests_skip_plugin_autoload():
     every round of a campaign a test drives) need no third-party pytest plugin, and importing
     the environment's (hypothesis, anyio, benchmark, xdist) costs a second or more per run.
     Set in the process that runs the tests, after its own plugins loaded, so child processes
-    inherit it and pytest-xdist's controller and workers are untouched."""
+    inherit it and pytest-xdist's controller and workers are untouched. kernel-ratchet's own
+    plugin (what a campaign's focused test gets where it runs in the interpreter) is named,
+    as autoloading would have loaded it."""
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    os.environ["PYTEST_PLUGINS"] = "kernel_ratchet.harness.interpreter_plugin"
 
 
 def _needs_the_gpu_alone(request) -> bool:

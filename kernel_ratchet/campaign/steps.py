@@ -22,6 +22,7 @@ from typing import Any
 from kernel_ratchet.campaign.log_digest import failure_digest
 from kernel_ratchet.errors import raise_if_interrupted
 from kernel_ratchet.harness import strays
+from kernel_ratchet.harness.interpreter_plugin import STEP_ENV
 from kernel_ratchet.harness.start_gate import DRIVER_ENV, GATE_ENV
 
 #: Time limits of the project's commands: a rebuild or focused test, a harness run.
@@ -104,6 +105,7 @@ def start_step(
     full_env = dict(os.environ)
     full_env.update(env or {})
     full_env.setdefault("PYTHONUNBUFFERED", "1")
+    full_env[STEP_ENV] = "1"  # a test it runs in Triton's interpreter computes as ours does
     if gate is not None:
         gate.unlink(missing_ok=True)
         full_env[GATE_ENV] = str(gate)

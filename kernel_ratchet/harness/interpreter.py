@@ -16,8 +16,9 @@
   that return None (:mod:`.interpreter_libdevice` gives them numpy bodies).
 * A scalar used as an index (``range(0, K, BK)`` with a tensor ``K``) is ``int()`` of a
   one-element array, which numpy 2.4 refuses (:data:`NUMPY_SCALARS`; triton 3.6's
-  interpreter and earlier): :func:`install` takes the element instead. A process that does not
-  call it (a focused test run by pytest) still fails so, and :func:`hint` says what to do.
+  interpreter and earlier): :func:`install` takes the element instead. A pytest a campaign
+  starts calls it through :mod:`.interpreter_plugin`; a process that does not (a test run by
+  hand, a command that is no pytest) still fails so, and :func:`hint` says what to do.
 """
 
 from __future__ import annotations
