@@ -158,8 +158,11 @@ def primary_metric_name(campaign_type: str, *, has_backward: bool = False) -> st
 
 def measured_metric_name(table: BenchTable, campaign_type: str) -> str:
     """The primary metric's name as ``table`` measured it: a memory op whose scored rows
-    have a backward is scored by its step bandwidth ("Step GB/s"), not its forward's."""
-    bwd = any(is_scored(r) and not math.isnan(r.bwd) for r in table.rows)
+    have a backward is scored by its step bandwidth ("Step GB/s"), not its forward's. A
+    table without a scored row (a BASELINE wrong on every shape) is read from its rows with
+    work."""
+    rows = [r for r in table.rows if is_scored(r)] or [r for r in table.rows if work(r) > 0]
+    bwd = any(not math.isnan(r.bwd) for r in rows)
     return primary_metric_name(campaign_type, has_backward=bwd)
 
 

@@ -2,8 +2,11 @@
 
 Contract of :func:`choose_representative`: only scored rows (Check=PASS with non-zero work,
 :func:`~kernel_ratchet.scoring.metrics.is_scored`) are candidates. With fewer than
-``k_min`` PASS rows all of them are returned; with none, CampaignError. Otherwise exactly
-``min(k_max, n_pass)`` labels are returned, in table order, chosen as:
+``k_min`` PASS rows all of them are returned; with none, CampaignError, unless
+``from_failing`` is set: then every row with work is a candidate (a BASELINE whose kernel is
+wrong on every shape, declared so: the harness timed its rows all the same, and the fix round
+that follows is measured on all target shapes). Otherwise exactly ``min(k_max, n_pass)``
+labels are returned, in table order, chosen as:
 
 1. the smallest-work shape (launch-bound) and the largest-work shape (compute/memory-bound);
    work = ``B·M·N·max(K, 1)``, ties broken by forward time, then table order;
@@ -28,7 +31,7 @@ from __future__ import annotations
 import math
 import re
 
-from kernel_ratchet.errors import CampaignError
+from kernel_ratchet.errors import CampaignError, SchemaError
 from kernel_ratchet.harness.csv_schema import BenchTable, Row
 from kernel_ratchet.scoring.metrics import is_scored, primary_value, work
 
@@ -76,7 +79,12 @@ def _scale_key(indexed: tuple[int, Row]) -> tuple[int, float, int]:
 
 
 def _rel_var(row: Row, campaign_type: str) -> float:
-    value, std = primary_value(row, campaign_type)
+    try:
+        value, std = primary_value(row, campaign_type)
+    except SchemaError:
+        if row.passed:
+            raise
+        return 0.0  # a failing row (a candidate only when none passes) may have no timing
     return std / value
 
 
@@ -121,15 +129,19 @@ def choose_representative(
     k_min: int = 3,
     k_max: int = 5,
     grouped: bool = False,
+    from_failing: bool = False,
 ) -> list[str]:
     """Pick representative shape labels from a BASELINE table (see the module docstring).
 
-    Raises ValueError for ``not 1 <= k_min <= k_max`` and CampaignError when no row passes or a
-    grouped op lacks a passing skewed or uniform shape.
+    Raises ValueError for ``not 1 <= k_min <= k_max`` and CampaignError when no row passes
+    (unless ``from_failing``: then from every row with work) or a grouped op lacks a candidate
+    skewed or uniform shape.
     """
     if not 1 <= k_min <= k_max:
         raise ValueError(f"need 1 <= k_min <= k_max, got k_min={k_min}, k_max={k_max}")
     passed = [(i, r) for i, r in enumerate(table.rows) if is_scored(r)]
+    if not passed and from_failing:
+        passed = [(i, r) for i, r in enumerate(table.rows) if work(r) > 0]
     if not passed:
         raise CampaignError(
             "the baseline has no passing shape (every row is Check=FAIL); fix correctness "

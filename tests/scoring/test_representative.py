@@ -63,6 +63,26 @@ def test_no_pass_row_raises():
         choose_representative(table([DENSE[8], DENSE[9]]), "compute_fwd")
 
 
+def test_a_baseline_failing_every_shape_picks_from_all_its_rows_when_asked():
+    """A BASELINE declared wrong on every shape still gets quick shapes: its rows' timings
+    stand in, the scale ends and the noisiest of the middle as for passing rows; a row that
+    errored (no timing) can be chosen but adds no noise to prefer it."""
+    failing = [(lab, m, n, k, v, r, "FAIL") for lab, m, n, k, v, r, _ in DENSE]
+    errored = gemm_row("m384", 384, 384, 384, "", "", check="FAIL")
+    t = gemm_table(
+        *(gemm_row(lab, m, n, k, v, v * r, check=c) for lab, m, n, k, v, r, c in failing), errored
+    )
+    with pytest.raises(CampaignError, match="no passing shape"):
+        choose_representative(t, "compute_fwd")
+    labels = choose_representative(t, "compute_fwd", from_failing=True)
+    # by scale: m32 and m16k the ends; the 9 between in 3 bands, the noisiest of each:
+    # m64 (10%) of m64-m256, m1024 (2%) of m384-m1024, m2048 (5%) of m2048-m8192
+    assert labels == ["m64", "m1024", "m2048", "m16k", "m32"]  # table order
+    # a passing row, when there is one, is the only candidate, as without the flag
+    one = table([DENSE[3], *failing[:3]])
+    assert choose_representative(one, "compute_fwd", from_failing=True) == ["m512"]
+
+
 GROUPED = [
     ("g8_uniform_small", 8, 128, 128, 1.0, 0.01, "PASS"),
     ("g8_uniform_mid", 8, 1024, 1024, 50.0, 0.01, "PASS"),
