@@ -21,12 +21,18 @@ if TYPE_CHECKING:
 
 def calibrate_campaign(c: Campaign, trials: int = 20) -> Calibration:
     """Run ``trials`` A/A measurements and store the calibration. Raises CampaignError before
-    the baseline, with kernel files that differ from the incumbent, or for trials < 2."""
+    the baseline, with kernel files that differ from the incumbent, for trials < 2, or while
+    the incumbent passes no shape."""
     c.recover()
     if c.state.phase.value != "OPTIMIZING":
         raise CampaignError("calibration needs a baselined, running campaign")
     if trials < 2:
         raise CampaignError("calibration needs at least 2 A/A trials (20 recommended)")
+    if c.ctx.incumbent_passes_none():
+        raise CampaignError(
+            "the incumbent passes the correctness check on no shape, so it cannot be timed "
+            "against itself: calibrate once a `ratchet validate --fix` round is accepted"
+        )
     labels = list(c.m.representative_shapes)
     base = c.dir / "profiles" / f"calibration-{now().replace(' ', '_').replace(':', '')}"
     secret = secrets.randbits(63)

@@ -135,6 +135,7 @@ def stage_candidate(
         pending.bucket or "K1",
         pending.level or "quick",
         lesson=notes.get("lesson", ""),
+        fix=pending.fix,
     )
     set_aside(c, n, "orphan")
     snapshot(tree, c.round_dir(n))

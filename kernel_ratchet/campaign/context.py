@@ -97,6 +97,13 @@ class CampaignContext:
         rel = rel or self.state.incumbent_full_csv
         return {r.label for r in self.table(rel).rows if not r.passed} if rel else set()
 
+    def incumbent_passes_none(self) -> bool:
+        """Whether the incumbent's last full validation passes the correctness check on no
+        shape (a BASELINE declared wrong on every shape, ``baseline --known-failure``): no
+        pair can be timed against it, so only a fix judged on correctness alone may follow."""
+        rel = self.state.incumbent_full_csv
+        return bool(rel) and not any(r.passed for r in self.table(rel).rows)
+
     def baseline_table(self) -> BenchTable:
         """Round-1's benchmark CSV (all target shapes), read against the frozen schema."""
         return self.table("rounds/round-1/artifacts/benchmark.csv")

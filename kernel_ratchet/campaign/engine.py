@@ -38,7 +38,7 @@ from kernel_ratchet.campaign.rounds.apply import apply
 from kernel_ratchet.campaign.rounds.baseline import BaselineFailure, measure_baseline
 from kernel_ratchet.campaign.rounds.close import closed_entry, write_baseline_records, write_records
 from kernel_ratchet.campaign.rounds.measure import interrupted_record, measure
-from kernel_ratchet.campaign.rounds.preconditions import preconditions
+from kernel_ratchet.campaign.rounds.preconditions import preconditions, round_level
 from kernel_ratchet.campaign.rounds.shared import refuse_in_workspace
 from kernel_ratchet.campaign.state import PendingRound, Phase, Stage, State
 from kernel_ratchet.campaign.steps import kill_leftovers, portable_command
@@ -230,14 +230,14 @@ class Campaign:
         """One round on the working-tree candidate, closed; its record (a failure is a ROLLED
         BACK record; a drifted CSV schema is re-raised). ``notes``: the driver's. ``rehearse``:
         rolled back whatever the timings say. ``test_shared``: other ops' tests listing a
-        changed file gate it too. ``fix``: a correctness fix, accepted when not slower.
-        ``scope_first``: files changed outside kernel_source refuse the round (CampaignError);
-        False records them as a SCOPE rollback (an optimizer's round)."""
+        changed file gate it too. ``fix``: a correctness fix, accepted when not slower, or on
+        correctness alone where the incumbent passes no shape. ``scope_first``: files changed
+        outside kernel_source refuse it; False records a SCOPE rollback (an optimizer's round)."""
         self._require_branch()
         self.recover()
-        lesson = notes.get("lesson", "")
-        preconditions(self.ctx, hypothesis, bucket, level, lesson=lesson, scope=scope_first)
-        refuse_in_workspace(self.ctx, test_shared)
+        lesson, ctx = notes.get("lesson", ""), self.ctx
+        preconditions(ctx, hypothesis, bucket, level, lesson=lesson, scope=scope_first, fix=fix)
+        refuse_in_workspace(ctx, test_shared)
         n = self.state.next_round
         self.state.pending = PendingRound(
             n,
@@ -245,7 +245,7 @@ class Campaign:
             now(),
             hypothesis,
             bucket,
-            level,
+            round_level(ctx, level, fix),
             notes=notes,
             rehearsal=rehearse,
             test_shared=test_shared,

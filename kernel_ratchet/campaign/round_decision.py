@@ -3,8 +3,10 @@
 Two kinds: the harness gates' decision (``paired`` False: the candidate's harness CSV against
 the incumbent's, recorded when a gate failed before any A/B, e.g. Check=FAIL) and the paired
 A/B's (``paired`` True: per-round speed ratios with confidence intervals, plus the checks run
-after it: skew robustness, the dynamic transfer check). Relative numbers are fractions
-(0.05 = +5%); gains and aggregates are NaN where a gate failed before they were computed.
+after it: skew robustness, the dynamic transfer check). A third, rare one accepts a fix on
+correctness alone (``correctness_only``: the incumbent passed no shape, so nothing was
+paired). Relative numbers are fractions (0.05 = +5%); gains and aggregates are NaN where a
+gate failed before they were computed, or where nothing was timed against the incumbent.
 """
 
 from __future__ import annotations
@@ -117,6 +119,9 @@ class RoundDecision:
     dynamic: Mapping[str, Any] | None = None
     # a rehearsal's: the status its timings would have given (never applied)
     rehearsed: Status | None = None
+    # a fix accepted on correctness alone, against an incumbent that passes no shape: no
+    # speed measured, so no gain for the headline or the attribution to count
+    correctness_only: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))
@@ -218,6 +223,8 @@ class RoundDecision:
             d["dynamic"] = dict(self.dynamic)
         if self.rehearsed is not None:
             d["rehearsed"] = self.rehearsed.value
+        if self.correctness_only:
+            d["correctness_only"] = True
         return d
 
     @classmethod
@@ -249,4 +256,5 @@ class RoundDecision:
             overfit=bool(d.get("overfit")),
             dynamic=d.get("dynamic"),
             rehearsed=d.get("rehearsed"),
+            correctness_only=bool(d.get("correctness_only")),
         )

@@ -17,7 +17,13 @@ from kernel_ratchet.campaign.rounds import levels
 def _campaign(tmp_path: Path, reps: list[str]) -> SimpleNamespace:
     m = SimpleNamespace(representative_shapes=reps, target_shapes=[{"label": "a"}, {"label": "b"}])
     state = SimpleNamespace(incumbent_quick_csv="q.csv", incumbent_full_csv="f.csv")
-    return SimpleNamespace(m=m, state=state, say=lambda _m: None, rel=lambda p: str(p))
+    return SimpleNamespace(
+        m=m,
+        state=state,
+        say=lambda _m: None,
+        rel=lambda p: str(p),
+        incumbent_passes_none=lambda: False,
+    )
 
 
 @pytest.mark.parametrize(

@@ -323,7 +323,13 @@ def _build_and_test_with(tmp_path, script: str, checked_early: bool):
     said: list[str] = []
     closed: list[bool] = []
     m = SimpleNamespace(rebuild_command=None, test_command=test, level_shape_dicts=lambda _: [])
-    c = SimpleNamespace(m=m, root=tmp_path, say=said.append, incumbent_fails=lambda rel=None: set())
+    c = SimpleNamespace(
+        m=m,
+        root=tmp_path,
+        say=said.append,
+        incumbent_fails=lambda rel=None: set(),
+        incumbent_passes_none=lambda: False,
+    )
     workers = SimpleNamespace(
         start=lambda: None,
         check_early=lambda _: None,

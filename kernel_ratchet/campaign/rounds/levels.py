@@ -27,6 +27,7 @@ from kernel_ratchet.campaign.quick_bench import (
 )
 from kernel_ratchet.campaign.record import RoundDraft, RoundRecord, category_of
 from kernel_ratchet.campaign.round_decision import RoundDecision
+from kernel_ratchet.campaign.rounds.correctness_only import judge_on_correctness
 from kernel_ratchet.campaign.rounds.paired import PairedFailure, paired_decision
 from kernel_ratchet.campaign.rounds.transfer import dynamic_check
 from kernel_ratchet.errors import SchemaError
@@ -196,7 +197,11 @@ def measure_levels(
     """The round's level (and the full level after a quick gain under 5%), then the transfer
     check of an accepted paired decision; returns the round's record. ``workers``: the
     round's started workers (:mod:`.workers`), reused by its A/B and transfer check;
-    ``early``: its harness, started beside the focused test; ``abandon``: see :func:`_level`."""
+    ``early``: its harness, started beside the focused test; ``abandon``: see :func:`_level`.
+    A fix against an incumbent that passes no shape is judged on correctness alone
+    (:mod:`.correctness_only`)."""
+    if c.incumbent_passes_none():  # a fix round: nothing to pair with (see the module)
+        return judge_on_correctness(c, n, draft, art, early, abandon)
     level = draft.level
     inc_rel = c.state.incumbent_quick_csv if level == "quick" else c.state.incumbent_full_csv
     res = _level(c, n, draft, art, level, "benchmark.csv", workers, early, abandon)

@@ -220,7 +220,11 @@ def _rebuild(c: CampaignContext, n: int, draft: RoundDraft, art: Path) -> RoundR
 def _start_beside(
     c: CampaignContext, draft: RoundDraft, workers: RoundWorkers, early: EarlyHarness
 ) -> None:
-    """Start the round's workers, their correctness checks and its gated harness."""
+    """Start the round's workers, their correctness checks and its gated harness (only the
+    harness where the incumbent passes no shape: nothing is paired with it)."""
+    if c.incumbent_passes_none():
+        early.start()
+        return
     workers.start()
     early.start()
     fails = c.incumbent_fails()
@@ -241,10 +245,13 @@ def _build_and_test(
     built = _rebuild(c, n, draft, art)
     if built is not None:
         return built
-    c.say(
-        f"round-{n}: focused test (the harness and the A/B's workers start beside it, the "
-        "workers check the shapes' correctness)"
+    beside = (
+        "the harness starts beside it"
+        if c.incumbent_passes_none()
+        else "the harness and the A/B's workers start beside it, the workers check the "
+        "shapes' correctness"
     )
+    c.say(f"round-{n}: focused test ({beside})")
     test = start_step("focused test", c.m.test_command, cwd=c.root, log_path=art / "test.log")
     try:  # the test first: what the workers' start costs here (torch's import) runs beside it
         _start_beside(c, draft, workers, early)

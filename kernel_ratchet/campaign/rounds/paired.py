@@ -119,8 +119,12 @@ def measured_quantity(c: CampaignContext) -> str:
 
 
 def _phases(c: CampaignContext) -> list[str]:
-    base = c.baseline_table()
-    has_bwd = any(not math.isnan(r.bwd_ms) for r in base.rows if r.passed)
+    """The phases the BASELINE timed on its passing shapes; where it passed none (declared
+    wrong on every shape), those of the fix's full validation that made the incumbent."""
+    rows = [r for r in c.baseline_table().rows if r.passed]
+    if not rows and c.state.incumbent_full_csv:
+        rows = [r for r in c.table(c.state.incumbent_full_csv).rows if r.passed]
+    has_bwd = any(not math.isnan(r.bwd_ms) for r in rows)
     return ["fwd", "bwd"] if has_bwd else ["fwd"]
 
 

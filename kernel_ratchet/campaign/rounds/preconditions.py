@@ -37,12 +37,13 @@ def preconditions(
     *,
     lesson: str = "",
     scope: bool = False,
+    fix: bool = False,
 ) -> None:
     """Raise CampaignError (LogTamperedError for an edited log) when the round cannot start;
     an edited harness is regenerated from the manifest first. A hypothesis or lesson with a
     control character is a RatchetError (exit 2). ``scope``: files changed outside
     kernel_source refuse the round too (a driver at the keyboard fixes its tree and runs again;
-    an optimizer's round records them as a SCOPE rollback)."""
+    an optimizer's round records them as a SCOPE rollback). ``fix``: a correctness fix round."""
     st = c.state
     if st.phase.value == "INITIALIZED":
         raise CampaignError("no baseline yet: run `ratchet baseline` first")
@@ -60,6 +61,7 @@ def preconditions(
         raise UsageError(f"bucket must be one of {', '.join(BUCKETS)} (docs/transfer.md)")
     if level not in LEVELS:
         raise UsageError(f"level must be quick or full, not {level!r}")
+    refuse_unless_fix(c, fix)
     verify_records(c)  # an edited log or record stops the campaign before any work is spent
     if file_sha256(c.dir / "quick_test_bench.py") != st.harness_sha256:
         _restore_harness(c)
@@ -87,6 +89,34 @@ def preconditions(
             f"no round was opened, nothing was measured and your kernel edit is still in the "
             f"working tree: {why}"
         )
+
+
+def refuse_unless_fix(c: CampaignContext, fix: bool) -> None:
+    """Refuse (CampaignError) a round that is not a fix while the incumbent passes no shape:
+    nothing can be timed against it (:mod:`.correctness_only`)."""
+    if fix or not c.incumbent_passes_none():
+        return
+    raise CampaignError(
+        f"the incumbent (round-{c.state.incumbent_round}) passes the harness's correctness "
+        "check on no target shape (its BASELINE was taken with --known-failure), so no round "
+        "can be timed against it; no round was opened and nothing was measured. Fix the "
+        "kernel first: `ratchet validate --fix --hypothesis '...'` runs on every target shape "
+        "and is accepted, on correctness alone, once the focused test and every shape pass; "
+        "later rounds are paired against it"
+    )
+
+
+def round_level(c: CampaignContext, level: str, fix: bool) -> str:
+    """The level a round asked for at ``level`` runs at: the full level for a fix against an
+    incumbent that passes no shape (it must pass every target shape, and its CSV becomes the
+    incumbent's full validation, which later full-level rounds are paired against)."""
+    if not fix or level == "full" or not c.incumbent_passes_none():
+        return level
+    c.say(
+        "the incumbent passes no shape: the fix runs at the full level (every target shape) "
+        f"instead of {level}"
+    )
+    return "full"
 
 
 def one_line(name: str, text: str) -> None:
