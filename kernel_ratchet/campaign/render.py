@@ -198,9 +198,16 @@ def _phase_table(v: RoundView) -> str:
     return "\n".join(out) + "\n"
 
 
+def _aggregate(v: RoundView) -> str:
+    """The view's aggregate; "none pass" where no shape of its table passes (a BASELINE
+    declared wrong on every shape)."""
+    none = v.shapes and not any(s.check == "PASS" for s in v.shapes)
+    return "none pass" if none else num(v.aggregate)
+
+
 def _aggregate_line(v: RoundView) -> str:
     if not v.paired:
-        return f"- Aggregate ({v.metric}, geomean over PASS shapes): {num(v.aggregate)}\n"
+        return f"- Aggregate ({v.metric}, geomean over PASS shapes): {_aggregate(v)}\n"
     return (
         f"- Aggregate ({v.metric}, geomean over PASS shapes): {num(v.aggregate)} from the "
         f"paired A/B, candidate side; the round's harness run: {num(v.harness_aggregate)} "
@@ -283,7 +290,7 @@ def optimize_baseline(view: RoundView, representative: Sequence[str]) -> str:
     """The baseline section of ``logs/optimize.md``."""
     return (
         f"## Baseline (round-1, {view.finished})\n\n" + _shape_table(view) + "\n"
-        f"Aggregate {view.metric}: {num(view.aggregate)}. "
+        f"Aggregate {view.metric}: {_aggregate(view)}. "
         f"Representative shapes: {', '.join(representative)}.\n\n"
     )
 
