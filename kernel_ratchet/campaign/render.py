@@ -372,10 +372,13 @@ def commit_message(
         gain = (after / before - 1.0) if before and before > 0 else float("nan")
     one_line = cut_words(" ".join(summary.split()), 72)
     named = f" {metric}" if metric else ""
+    result = f"{_value(before)} -> {_value(after)} ({gain * 100:+.1f}%){named}"
+    if not math.isfinite(gain):  # a fix of a kernel that passed no shape: nothing before it
+        result = f"{_value(after)}{named}; no gain: nothing before it passed the check"
     return (
         f"[optimize] {op} {backend} round-{n}: {one_line}\n\n"
         f"Hypothesis: {' '.join(hypothesis.split())}\n"
-        f"Result: {_value(before)} -> {_value(after)} ({gain * 100:+.1f}%){named}\n"
+        f"Result: {result}\n"
         f"Details: {details}\n" + (f"Record: {record}\n" if record else "")
     )
 
@@ -389,5 +392,8 @@ def round_record(campaign: str, n: int) -> str:
 
 
 def _value(x: float) -> str:
-    """Two decimals, or three significant digits below 1 (never ``0.00`` for a measured value)."""
+    """Two decimals, or three significant digits below 1 (never ``0.00`` for a measured value);
+    "none" for no value."""
+    if not math.isfinite(x):
+        return "none"
     return f"{x:.2f}" if abs(x) >= 1 or x == 0 else f"{x:.3g}"

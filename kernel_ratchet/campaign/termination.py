@@ -3,10 +3,13 @@ SPEC rule 9), each written to ``logs/optimize.md`` once."""
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from kernel_ratchet.campaign.clock import now
+from kernel_ratchet.campaign.record import read_record
 from kernel_ratchet.campaign.state import Termination
+from kernel_ratchet.scoring.decision import Status
 from kernel_ratchet.scoring.metrics import aggregates
 
 if TYPE_CHECKING:
@@ -48,8 +51,7 @@ def check_termination(c: CampaignContext) -> Termination | None:
     inc = st.closed_round(st.incumbent_round or 1)
     chain = inc.paired_chain if inc else None  # the paired estimate; else the harness CSVs'
     gain = (chain if chain is not None else (inc.vs_baseline if inc else None)) or 0.0
-    base = aggregates(c.baseline_table(), m.campaign_type).primary_avg
-    estimate = base * (1.0 + gain)
+    estimate = _chain_origin(c) * (1.0 + gain)
     if m.performance_target and estimate >= m.performance_target:
         return Termination(
             "T1",
@@ -71,3 +73,15 @@ def check_termination(c: CampaignContext) -> Termination | None:
     if done >= m.max_iterations:
         return Termination("T3", now(), f"max_iterations {m.max_iterations} reached")
     return None
+
+
+def _chain_origin(c: CampaignContext) -> float:
+    """The aggregate the paired chain counts from: the BASELINE's, or, where it passed no
+    shape, the full validation of the fix accepted after it on correctness alone (the first
+    accepted round: no other may run before it); NaN before that fix."""
+    base = aggregates(c.baseline_table(), c.m.campaign_type).primary_avg
+    fix = next((e for e in c.state.closed if e.round > 1 and e.status is Status.ACCEPTED), None)
+    if not math.isnan(base) or fix is None:
+        return base
+    csv = read_record(c.round_dir(fix.round) / "round.json").csv
+    return aggregates(c.table(csv), c.m.campaign_type).primary_avg if csv else math.nan

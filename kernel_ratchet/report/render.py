@@ -12,9 +12,10 @@ from kernel_ratchet.campaign.category import CANDIDATE_FAILURES, Category
 from kernel_ratchet.campaign.clock import now
 from kernel_ratchet.campaign.context import CampaignContext
 from kernel_ratchet.campaign.headline import chain_headline
-from kernel_ratchet.campaign.record import WOULD_ACCEPT, read_record
+from kernel_ratchet.campaign.record import WOULD_ACCEPT, RoundRecord, read_record
 from kernel_ratchet.campaign.render import num, pct
 from kernel_ratchet.campaign.rounds.close import chain_of
+from kernel_ratchet.campaign.rounds.correctness_only import NO_PAIR
 from kernel_ratchet.campaign.rounds.paired import min_detectable
 from kernel_ratchet.campaign.rounds.view import transfer_of
 from kernel_ratchet.campaign.state import ClosedEntry
@@ -212,10 +213,6 @@ def _shape_rows(
 
 def _final_report(c: CampaignContext, final: BenchTable) -> str:
     """The ``## Final report`` section: termination, full validation, gains, audit, links."""
-    ct = c.m.campaign_type
-    b_agg = aggregates(c.baseline_table(), ct).primary_avg
-    f_agg = aggregates(final, ct).primary_avg
-    gain = f_agg / b_agg - 1.0 if b_agg > 0 else math.nan
     acc = [r for r in c.state.closed if r.status is Status.ACCEPTED]
     ratios = _paired_ratios(c, acc)
     rej = [r for r in c.state.closed if r.verified_ineffective]
@@ -228,16 +225,15 @@ def _final_report(c: CampaignContext, final: BenchTable) -> str:
         + f"Termination: {term.code if term else None} — {term.reason if term else None}\n\n"
         f"Full validation ({len(c.m.target_shapes)} shapes, {c.m.primary_metric}):\n\n"
         "| Shape | Baseline | Final | Gain (harness, diagnostic) | Paired chain |\n"
-        "|---|---|---|---|---|\n" + _shape_rows(c, final, ratios, len(acc)) + "\n\n"
+        "|---|---|---|---|---|\n" + _shape_rows(c, final, ratios, _timed(c, acc)) + "\n\n"
         "Baseline, Final and their Gain are two single harness runs taken at different times: "
         "on short steps or a busy machine they can differ by more than any change (a "
         "diagnostic). Paired chain: the product of the accepted rounds' per-shape medians of "
         "paired speed ratios (each round's summary gives its CI), the measurement that "
         "decided.\n\n"
         f"- Headline (paired chain, the measurement that decided): {headline(c, acc)}\n"
-        f"- Harness total (diagnostic, not the decisions' measurement): {num(b_agg)} -> "
-        f"{num(f_agg)} ({pct(gain, 2)}; the full validation against the BASELINE's, two single "
-        "harness measurements taken at different times)\n"
+        "- Harness total (diagnostic, not the decisions' measurement): "
+        f"{_harness_total(c, final)}\n"
         f"- Paired chain: {_paired_chain(c, acc)}\n"
         + _directions_kept(c, acc)
         + _ineffective(rej)
@@ -249,16 +245,39 @@ def _final_report(c: CampaignContext, final: BenchTable) -> str:
     )
 
 
+def _harness_total(c: CampaignContext, final: BenchTable) -> str:
+    """The full validation's aggregate against the BASELINE's; none where the BASELINE
+    passed no shape (declared wrong on every shape: nothing of it to compare with)."""
+    ct = c.m.campaign_type
+    base, f_agg = aggregates(c.baseline_table(), ct), aggregates(final, ct)
+    if not base.n_pass:
+        return (
+            f"{num(f_agg.primary_avg) if f_agg.n_pass else 'none pass'}; no comparison with the "
+            "BASELINE: it passed no shape's correctness check (taken with --known-failure), so "
+            "there is none to compare with"
+        )
+    b_agg, f_agg = base.primary_avg, f_agg.primary_avg
+    gain = f_agg / b_agg - 1.0 if b_agg > 0 else math.nan
+    return (
+        f"{num(b_agg)} -> {num(f_agg)} ({pct(gain, 2)}; the full validation against the "
+        "BASELINE's, two single harness measurements taken at different times)"
+    )
+
+
 def _directions_kept(c: CampaignContext, acc: list[ClosedEntry]) -> str:
     """The accepted rounds as effective directions, and the fixes (``validate --fix``: accepted
     as not slower, no gain claimed) on a line of their own."""
     records = {r.round: read_record(c.round_dir(r.round) / "round.json") for r in acc}
     fixes = [r for r in acc if records[r.round].reason.startswith(FIX)]
-    gains = [r for r in acc if r not in fixes]
+    alone = [r for r in acc if _correctness_only(records[r.round])]
+    gains = [r for r in acc if r not in fixes and r not in alone]
     line = f"- Effective directions: {'; '.join(r.hypothesis for r in gains) or 'none'}\n"
     if fixes:
         named = "; ".join(r.hypothesis for r in fixes)
         line += f"- Fixes (accepted as not slower, no gain claimed): {named}\n"
+    if alone:
+        named = "; ".join(r.hypothesis for r in alone)
+        line += f"- Fixes accepted on correctness alone ({NO_PAIR}): {named}\n"
     unmeasured = [
         f"round {n}: {'; '.join(rec.unreached)}" for n, rec in records.items() if rec.unreached
     ]
@@ -303,9 +322,12 @@ def _paired_chain(c: CampaignContext, acc: list[ClosedEntry]) -> str:
     """The incumbent's paired chain (``rounds.close.chain_of``, as ``ratchet status`` and T1
     read it: the gain the decisions stand on) and the accepted rounds' paired ratios behind it,
     each against its incumbent with its CI, on the shapes each round measured."""
-    parts = []
+    parts, alone = [], []
     for r in acc:
         d = read_record(c.round_dir(r.round) / "round.json").decision
+        if d is not None and d.correctness_only:
+            alone.append(f"round-{r.round}")
+            continue
         if d is None or not d.paired:
             return "none (an accepted round has no paired A/B)"
         lo, hi = d.gain_ci
@@ -313,27 +335,47 @@ def _paired_chain(c: CampaignContext, acc: list[ClosedEntry]) -> str:
             f"round-{r.round} {1 + d.gain:.4f}x [{1 + lo:.4f}, {1 + hi:.4f}] on "
             f"{len(d.per_shape)} shapes"
         )
+    if alone:
+        parts.append(f"{', '.join(alone)} accepted on correctness alone, no pair timed")
     if not parts:
         return "no accepted round"
-    return f"{pct(chain_of(c, c.state.incumbent_round or 1), 2)} ({'; '.join(parts)})"
+    return f"{pct(chain_of(c, c.state.incumbent_round or 1) or 0.0, 2)} ({'; '.join(parts)})"
 
 
 def _real_training(c: CampaignContext) -> str:
     """S_real / W_real / R_real of the accepted chain and the inflation gap (SPEC section 8),
     against the report's headline: the incumbent's paired chain (the product of the rounds'
     gains where an accepted round has none)."""
-    gains = []
+    gains, alone = [], []
     for r in c.state.closed:
         if r.status is not Status.ACCEPTED:
             continue
         rec = read_record(c.round_dir(r.round) / "round.json")
+        if _correctness_only(rec):  # no speed measured: no gain to attribute
+            alone.append(f"round-{r.round}")
+            continue
         t = transfer_of(rec)
         bucket = rec.transfer_static.bucket if rec.transfer_static else rec.bucket
         decision = t.get("Decision", "ACCEPT-as-real").split()[0]
         gains.append(RoundGain(r.round, bucket, decision, float(r.gain or 0.0)))
     chain = chain_of(c, c.state.incumbent_round or 1) if gains else None
     a = attribute_gain(gains, headline=chain, measured="the paired chain, the report's headline")
-    return a.text
+    if not alone:
+        return a.text
+    return (
+        a.text
+        + f"- Not counted: {', '.join(alone)}, fixes accepted on correctness alone ({NO_PAIR})\n"
+    )
+
+
+def _correctness_only(record: RoundRecord) -> bool:
+    """Whether ``record`` is a fix accepted on correctness alone (no speed measured)."""
+    return bool(record.decision and record.decision.correctness_only)
+
+
+def _timed(c: CampaignContext, acc: list[ClosedEntry]) -> int:
+    """How many accepted rounds timed a pair (a fix accepted on correctness alone did not)."""
+    return sum(not _correctness_only(read_record(c.round_dir(r.round) / "round.json")) for r in acc)
 
 
 def _next_directions(c: CampaignContext) -> list[str]:

@@ -8,11 +8,15 @@ from types import SimpleNamespace
 
 import pytest
 
+from kernel_ratchet.campaign.headline import chain_headline
 from kernel_ratchet.campaign.record import RoundRecord
+from kernel_ratchet.campaign.round_decision import RoundDecision
+from kernel_ratchet.campaign.rounds.correctness_only import FIX_ALONE, accepted_on_correctness
 from kernel_ratchet.campaign.state import ClosedEntry
 from kernel_ratchet.report.render import headline
 from kernel_ratchet.scoring.chain import chain_interval
 from tests.decisions import paired_decision
+from tests.scoring.conftest import gemm_row, gemm_table
 
 
 def test_the_chain_interval_adds_the_rounds_in_log_variance():
@@ -53,3 +57,19 @@ def test_the_report_headline_equals_the_paired_chain(tmp_path):
     assert text.startswith("+5.00% [+4.00%, +6.00%] (95% CI, 1 accepted round(s)")
     assert "time-weighted step +4.00% [+3.00%, +5.00%]" in text
     assert "-30" not in text and "+40" not in text  # never the harness comparison
+
+
+def test_a_fix_accepted_on_correctness_alone_is_no_step_of_the_chain():
+    """Its incumbent passed no shape, so it timed nothing: the chain and its CI are the timed
+    rounds' alone, and the headline says the fix stands outside them (before, the fix made
+    the whole headline read "no CI")."""
+    fix = accepted_on_correctness(gemm_table(gemm_row("s", 64, 64, 64, 2.0)), "compute_fwd")
+    assert fix.accepted and not fix.paired and math.isnan(fix.gain)
+    assert fix.reason.startswith(FIX_ALONE) and "no speed is claimed" in fix.reason
+    assert RoundDecision.from_dict(json.loads(json.dumps(fix.to_dict()))).correctness_only
+    step = paired_decision("ACCEPTED", 0.05, reason="r", ci_level=0.95)
+    text = chain_headline(0.05, [fix, step]).text()
+    assert text.startswith("+5.00% [+4.00%, +6.00%] (95% CI, 1 accepted round(s)"), text
+    assert "not in the chain, which counts from them: 1 fix(es) accepted on correctness" in text
+    alone = chain_headline(0.0, [fix]).text()
+    assert alone.startswith("+0.00% (no round's speed measured; not in the chain"), alone

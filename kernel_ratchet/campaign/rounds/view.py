@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from kernel_ratchet.campaign.context import primary_vs_base, vs_base
 from kernel_ratchet.campaign.record import RoundRecord
 from kernel_ratchet.campaign.render import RoundView, ShapeLine, trend_row, vs_baseline
+from kernel_ratchet.campaign.rounds.correctness_only import FIX_ALONE, NO_PAIR
 from kernel_ratchet.campaign.rounds.partial import STATED
 from kernel_ratchet.campaign.rounds.reach import HEADLINE
 from kernel_ratchet.campaign.rounds.shared import describe
@@ -201,6 +202,11 @@ def transfer_of(record: RoundRecord) -> dict[str, str]:
     if record.status is Status.BASELINE or static is None:
         return {"Bucket": f"{record.bucket} (declared; not audited: no candidate change)"}
     d = record.decision
+    if d is not None and d.correctness_only:  # no speed measured: nothing to transfer
+        t = transfer_check(static, None, 0.0)
+        for key in TRANSFER_MEASURED:
+            t[key] = f"none: {FIX_ALONE} ({NO_PAIR})"
+        return t
     skew = d.skew if d else None
     t = transfer_check(static, None, float((d.gain if d else 0.0) or 0.0), skew=skew)
     if not (d and d.per_shape):  # stopped before any measurement: only the audit ran
@@ -233,6 +239,8 @@ def _attribution(record: RoundRecord) -> str:
     d = record.decision
     if record.status is Status.BASELINE:
         return "Baseline: nothing to attribute."
+    if d is not None and d.correctness_only:
+        return f"No speed to attribute: {NO_PAIR}."
     if not d or not d.per_shape:
         if STATED in record.reason:
             return (
