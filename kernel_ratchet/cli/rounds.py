@@ -36,9 +36,10 @@ def baseline(
     campaign: str | None = CampaignOpt,
     known_failure: str | None = typer.Option(
         None,
-        help="the unmodified kernel fails its focused test on the bug this campaign's "
-        "`validate --fix` is to fix, and this says which: the baseline is taken and records "
-        "the failure; every later round must pass the whole test",
+        help="the unmodified kernel fails its focused test, or the harness's check on every "
+        "shape, on the bug this campaign's `validate --fix` is to fix, and this says which: "
+        "the baseline is taken and records the failure; every later round must pass the whole "
+        "test, and with no shape passing only --fix rounds may follow",
     ),
 ):
     """BASELINE (round-1): focused test and harness on all target shapes."""
@@ -81,7 +82,10 @@ def validate(
         "this round changed; the round fails on the first that fails",
     ),
     fix: bool = typer.Option(
-        False, "--fix", help="a correctness fix: accepted when the paired A/B finds it not slower"
+        False,
+        "--fix",
+        help="a correctness fix: accepted when the paired A/B finds it not slower, or, where "
+        "the incumbent passes no shape, on correctness alone at the full level",
     ),
     patch: Path | None = PatchOpt,
     profile: Path | None = ProfileOpt,

@@ -228,9 +228,9 @@ class RatchetTools:
         """One round on the working-tree change, exactly as `ratchet validate`: decided,
         committed or rolled back, recorded. ``test_shared``: as ``--test-shared``, the focused
         tests of the other ops listing a changed kernel file gate it too. ``fix``: as
-        ``--fix``, a correctness fix accepted when not slower. ``patch``: as ``--patch``, the
-        path of a unified diff of kernel files applied as the round's change. Returns the
-        frozen round record."""
+        ``--fix``, a correctness fix accepted when not slower (on correctness alone where the
+        incumbent passes no shape). ``patch``: as ``--patch``, the path of a unified diff of
+        kernel files applied as the round's change. Returns the frozen round record."""
         from kernel_ratchet.campaign.candidate_patch import validate_patch
         from kernel_ratchet.campaign.driver import MANUAL, record_driver
         from kernel_ratchet.dashboard.site import after_round
