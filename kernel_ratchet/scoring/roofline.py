@@ -168,5 +168,8 @@ def render_md(n: int, a: dict[str, Any]) -> str:
             f"| {s['label']} | {s['bound']} | {ach:.4g} | {roof:.4g} | "
             f"{s['efficiency'] * 100:.1f}% |"
         )
-    lines += ["", f"Aggregate efficiency (geomean): {a['efficiency'] * 100:.2f}%", ""]
+    eff = a["efficiency"]
+    agg = f"{eff * 100:.2f}%" if math.isfinite(eff) else "-"
+    agg = agg if a["shapes"] else "none: no shape passes"
+    lines += ["", f"Aggregate efficiency (geomean): {agg}", ""]
     return "\n".join(lines)

@@ -4,6 +4,7 @@ manual` then `ratchet resume`, and the `--example gemm_bf16 --rehearse` scaffold
 from __future__ import annotations
 
 import json
+import math
 import re
 import shlex
 import sys
@@ -251,7 +252,7 @@ def test_parse_duration():
 
 def test_roofline_bound_and_efficiency_from_a_csv():
     from kernel_ratchet.harness.csv_schema import GEMM_HEADER, parse_csv_text
-    from kernel_ratchet.scoring.roofline import Ceilings, analyze_table, efficiency
+    from kernel_ratchet.scoring.roofline import Ceilings, analyze_table, efficiency, render_md
 
     # 100 TFLOPS peak, 1000 GB/s: a 4096^3 GEMM is compute-bound, a 4096x4096x16 one is not
     text = (
@@ -280,6 +281,10 @@ def test_roofline_bound_and_efficiency_from_a_csv():
     assert by["big"]["bound"] == "compute" and abs(by["big"]["efficiency"] - 0.5) < 0.01
     assert by["thin"]["bound"] == "memory" and by["thin"]["roofline_tflops"] < 100
     assert 0 < efficiency(a) < 1 and a["efficiency"] == efficiency(a)
+    # an incumbent that passes no shape (a BASELINE declared wrong everywhere): nothing to rate
+    none = analyze_table(parse_csv_text(text.replace(",PASS,", ",FAIL,")), ceil, adapter=Bytes())
+    assert none["shapes"] == [] and math.isnan(none["efficiency"])
+    assert "Aggregate efficiency (geomean): none: no shape passes" in render_md(2, none)
 
 
 def test_roofline_counts_the_flops_the_harness_counted_for_a_grouped_gemm():
