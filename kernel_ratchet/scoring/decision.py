@@ -108,8 +108,9 @@ def _incumbent_aggregate(incumbent: BenchTable, campaign_type: str) -> float:
     values = [primary_value(r, campaign_type)[0] for r in incumbent.rows if is_scored(r)]
     if not values:
         raise CampaignError(
-            "the incumbent has no passing shape, so nothing can be compared with it; "
-            "re-run BASELINE on shapes that pass"
+            "the incumbent has no passing shape, so nothing can be compared with it; a "
+            "`ratchet validate --fix` round is judged on correctness alone against such an "
+            "incumbent"
         )
     return geomean(values)
 
