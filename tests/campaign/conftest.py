@@ -18,6 +18,7 @@ import pytest
 
 from kernel_ratchet.campaign.engine import Campaign
 from kernel_ratchet.profile.loader import load_profile
+from tests.cli_inprocess import cli_result
 from tests.shared_build import built_once
 
 REPO = Path(__file__).resolve().parents[2]
@@ -209,3 +210,16 @@ def open_accepted(accepted_project, monkeypatch):
     """The accepted campaign, for rounds that end at their harness or focused test."""
     without_early_checks(monkeypatch)
     return campaign_opener(accepted_project, monkeypatch)
+
+
+@pytest.fixture
+def ratchet_here(capsys, monkeypatch):
+    """``ratchet`` in ``root``, run in this process (its main, as a user sees it: exit code,
+    stdout, stderr), without an interpreter's start-up each; what it starts still runs apart."""
+
+    def run(root: Path, *args: str):
+        monkeypatch.chdir(root)
+        monkeypatch.setenv("PYTHONPATH", cli_env(root)["PYTHONPATH"])
+        return cli_result(capsys, monkeypatch, *args)
+
+    return run

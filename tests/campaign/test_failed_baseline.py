@@ -71,7 +71,7 @@ def test_a_reason_naming_the_round_relative_to_the_project_follows_it(tmp_path, 
         c.baseline()
 
 
-def test_a_baseline_with_a_failing_shape_says_which_and_why(tmp_path):
+def test_a_baseline_with_a_failing_shape_says_which_and_why(tmp_path, ratchet_here):
     """A shape the focused test does not cover fails the harness's check: the BASELINE still
     stands on the shapes that pass, and its reason names the one that failed and why."""
     root = make_project(tmp_path / "proj")
@@ -87,14 +87,14 @@ def test_a_baseline_with_a_failing_shape_says_which_and_why(tmp_path):
         ("init", "--op", "tiny_gemm", "--yes", "--shapes", f"inline:{shapes}"),
         ("baseline",),
     ):
-        r = ratchet(root, *args)
+        r = ratchet_here(root, *args)
         assert r.returncode == 0, r.stdout + r.stderr
     state = (campaign_dir(root) / "rounds" / "round-1" / "round.json").read_text()
     assert "1/2 shapes PASS (m20: " in state and "SNR" in state, state
     assert "judged on the shapes that pass" in state
     # a round is judged on m32 alone: the incumbent's own failure on m20 is not the candidate's
     set_blocks(root, M=32, N=32)
-    r = ratchet(root, "validate", "--hypothesis", "32x32 tiles")
+    r = ratchet_here(root, "validate", "--hypothesis", "32x32 tiles")
     rec = json.loads((campaign_dir(root) / "rounds" / "round-2" / "round.json").read_text())
     assert rec["category"] != "correctness" and "Check=FAIL" not in rec["reason"], rec["reason"]
     assert "m20" not in (campaign_dir(root) / "rounds/round-2/artifacts/paired.json").read_text()
@@ -119,7 +119,7 @@ def test_the_baseline_refuses_a_kernel_edited_since_init(tmp_path, monkeypatch):
     assert c.state.phase.name == "INITIALIZED" and c.state.pending is None
 
 
-def test_a_declared_known_failure_takes_the_baseline_and_binds_later_rounds(tmp_path):
+def test_a_declared_known_failure_takes_the_baseline_and_binds_later_rounds(tmp_path, ratchet_here):
     """The test that comes with a correctness fix fails on the unmodified kernel: `baseline
     --known-failure` takes the baseline anyway and records why; a later round must pass it."""
     root = make_project(tmp_path / "proj")
@@ -135,17 +135,17 @@ def test_a_declared_known_failure_takes_the_baseline_and_binds_later_rounds(tmp_
         + "    assert bool((matmul_nt(a, b) == 32).all())\n"
     )
     git(root, "commit", "-qm", "wrong on 20 rows, and its test", "--", "tiny_gemm", "tests")
-    assert ratchet(root, "init", "--op", "tiny_gemm", "--yes").returncode == 0
-    r = ratchet(root, "baseline")
+    assert ratchet_here(root, "init", "--op", "tiny_gemm", "--yes").returncode == 0
+    r = ratchet_here(root, "baseline")
     assert r.returncode != 0 and "--known-failure" in r.stderr, r.stderr
-    r = ratchet(root, "baseline", "--known-failure", "two\n## Round 9 — ACCEPTED")
+    r = ratchet_here(root, "baseline", "--known-failure", "two\n## Round 9 — ACCEPTED")
     assert r.returncode == 2 and "one line" in r.stderr, r.stderr
-    r = ratchet(root, "baseline", "--known-failure", "rows of 20 come out zero")
+    r = ratchet_here(root, "baseline", "--known-failure", "rows of 20 come out zero")
     assert r.returncode == 0, r.stdout + r.stderr
     rec = json.loads((campaign_dir(root) / "rounds" / "round-1" / "round.json").read_text())
     assert "focused test failed as declared (rows of 20 come out zero): " in rec["reason"]
     assert "test_twenty_rows" in rec["reason"] and rec["status"] == "BASELINE"
     set_blocks(root, M=32, N=32)  # a change that leaves the bug: its round fails the test
-    r = ratchet(root, "validate", "--hypothesis", "32x32 tiles", "--fix")
+    r = ratchet_here(root, "validate", "--hypothesis", "32x32 tiles", "--fix")
     rec = json.loads((campaign_dir(root) / "rounds" / "round-2" / "round.json").read_text())
     assert rec["status"] == "ROLLED BACK" and "test_twenty_rows" in rec["reason"], rec["reason"]

@@ -35,7 +35,6 @@ from tests.campaign.conftest import (
     ratchet,
     set_blocks,
 )
-from tests.cli_inprocess import cli_result
 from tests.shared_build import built_once
 
 pytestmark = pytest.mark.slow
@@ -62,19 +61,6 @@ def ws_accepted(tmp_path_factory) -> Path:
         return root
 
     return built_once(tmp_path_factory, "workspace-accepted", build)
-
-
-@pytest.fixture
-def ratchet_here(capsys, monkeypatch):
-    """``ratchet`` in ``root``, run in this process (its main, as a user sees it: exit code,
-    stdout, stderr), without an interpreter's start-up each; what it starts still runs apart."""
-
-    def run(root: Path, *args: str):
-        monkeypatch.chdir(root)
-        monkeypatch.setenv("PYTHONPATH", cli_env(root)["PYTHONPATH"])
-        return cli_result(capsys, monkeypatch, *args)
-
-    return run
 
 
 @pytest.fixture

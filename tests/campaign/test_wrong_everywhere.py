@@ -11,14 +11,7 @@ import pytest
 from kernel_ratchet.campaign.rounds.correctness_only import FIX_ALONE
 from kernel_ratchet.campaign.rounds.preconditions import round_level
 from kernel_ratchet.errors import CampaignError
-from tests.campaign.conftest import (
-    KERNEL,
-    campaign_dir,
-    git,
-    make_project,
-    ratchet,
-    set_blocks,
-)
+from tests.campaign.conftest import KERNEL, campaign_dir, git, make_project, set_blocks
 
 
 def _record(root, n: int) -> dict:
@@ -53,10 +46,13 @@ def test_a_round_that_is_not_a_fix_is_refused_while_no_shape_passes(open_campaig
 
 
 @pytest.mark.slow
-def test_a_kernel_wrong_on_every_shape_is_fixed_through_a_campaign(tmp_path):
+def test_a_kernel_wrong_on_every_shape_is_fixed_through_a_campaign(tmp_path, ratchet_here):
     """Rows of 20 come out zero, and every target shape has 20 rows; the focused test, which
-    has none, passes: the harness's check is what catches the bug."""
+    has none, passes: the harness's check is what catches the bug. The CLI runs in this
+    process (what it starts still runs apart): seven commands without an interpreter's
+    start-up each."""
     root = make_project(tmp_path / "proj")
+    ratchet = ratchet_here
     good = (root / KERNEL).read_text()
     (root / KERNEL).write_text(
         good.replace("    return c\n", "    return c * 0 if M == 20 else c\n")
