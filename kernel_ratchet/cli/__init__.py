@@ -66,6 +66,7 @@ def _stopped(terminated: bool) -> None:
         f"[yellow]{what}[/yellow]: a round in flight, if any, was closed and its records "
         "kept; `ratchet resume` continues a campaign an optimizer drives, `ratchet validate` "
         "one driven by hand (`ratchet status` shows where it stands)",
+        markup=True,
     )
     sys.exit(Terminated.exit_code if terminated else 130)
 
@@ -104,7 +105,9 @@ def _main() -> None:
         sys.exit(rc if isinstance(rc, int) else 0)
     except RatchetError as exc:
         # as text, unwrapped: a path or a command in it stays whole when copied
-        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        err.print(
+            f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True, markup=True
+        )
         sys.exit(exc.exit_code)
     except OSError as exc:  # a file the campaign cannot read or write: read-only, full disk
         where = f" {escape(str(exc.filename))}" if exc.filename else ""
@@ -114,7 +117,7 @@ def _main() -> None:
             "disk has room (or the directory is writable again), run `ratchet status`, which "
             "finishes or closes the round that was in flight"
         )
-        safe_print(err, msg, highlight=False, soft_wrap=True)
+        safe_print(err, msg, highlight=False, soft_wrap=True, markup=True)
         silence_if_closed(sys.stdout)
         sys.exit(2)
     except KeyboardInterrupt as exc:  # a typer that lets it through
@@ -127,6 +130,7 @@ def _main() -> None:
             "closed or not a terminal); nothing was started. Pass --yes (-y) to run it without "
             "asking.",
             highlight=False,
+            markup=True,
         )
         sys.exit(1)
     except SystemExit:

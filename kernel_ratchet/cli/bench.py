@@ -32,7 +32,10 @@ def bench(
         step = run_benchmark(prof, name, timeout_s=timeout)
         failed += not step.ok
         rc = "timed out" if step.returncode is None else f"exit code {step.returncode}"
-        out.print(f"[bold]{name}[/bold]: the project's benchmark: `{escape(step.command)}`")
+        out.print(
+            f"[bold]{escape(name)}[/bold]: the project's benchmark: `{escape(step.command)}`",
+            markup=True,
+        )
         out.print(f"  {rc}, {step.seconds:.1f} s; log {step.log}", soft_wrap=True)
         lines = Path(step.log).read_text(encoding="utf-8", errors="replace").splitlines()[2:]
         for line in lines[-SHOWN_LINES:]:

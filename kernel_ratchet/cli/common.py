@@ -51,8 +51,11 @@ def _width(stream) -> int | None:
 #: The width of tables and text written to a file, a pipe or an agent.
 PIPED_WIDTH = 160
 
-out = _Console(width=_width(sys.stdout))
-err = _Console(stderr=True, width=_width(sys.stderr))
+# Markup off: what the commands print holds pytest ids (test_x[m32]), paths and commands
+# (pip install '.[dev]'), which rich would take for tags and drop; a call that styles its
+# text passes markup=True and escapes what it inserts.
+out = _Console(width=_width(sys.stdout), markup=False)
+err = _Console(stderr=True, width=_width(sys.stderr), markup=False)
 
 ProfileOpt = typer.Option(None, "--profile", help="ratchet.yaml (default: found from the cwd)")
 CampaignOpt = typer.Option(None, "--campaign", help="campaign name (default: most recent)")
@@ -118,7 +121,7 @@ def progress() -> Iterator[Say]:
     def say(msg: str) -> None:
         # plain text (a path or "[1/5]" is no markup), one line per message: a command in it
         # stays whole when copied from the terminal
-        safe_print(err, f"[dim]{escape(msg)}[/dim]", soft_wrap=True)
+        safe_print(err, f"[dim]{escape(msg)}[/dim]", soft_wrap=True, markup=True)
         with suppress(OSError):
             status.update(msg)
 
@@ -140,5 +143,5 @@ def open_campaign(profile_path: Path | None, name: str | None) -> Iterator[Campa
     with progress() as say, Campaign(prof, find_campaign(prof, name), say=say) as c:
         note = drift_note(prof, c.ctx.m)
         if note:
-            err.print(f"[yellow]warning: {note}[/yellow]")
+            err.print(f"[yellow]warning: {escape(note)}[/yellow]", markup=True)
         yield c

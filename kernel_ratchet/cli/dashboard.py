@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from kernel_ratchet.cli.common import CampaignOpt, ProfileOpt, app, err, out, profile_at
 
@@ -53,7 +54,7 @@ def dashboard(
         cdirs, dest, tips = _of_project(profile, campaign, all_, out_dir)
     index, pages, problems = write_site(cdirs, dest, tips=tips, refresh=refresh)
     for p in problems:
-        err.print(f"[yellow]skipped[/yellow] {p}", highlight=False)
+        err.print(f"[yellow]skipped[/yellow] {escape(str(p))}", highlight=False, markup=True)
     for p in pages:
         out.print(f"wrote {p}", highlight=False)
     out.print(f"index: {index}", highlight=False)

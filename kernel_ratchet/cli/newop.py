@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from kernel_ratchet.cli.common import app, out
 
@@ -90,7 +91,7 @@ def _write(profile: Path, name: str, entry: dict, test: Path | None, backend: st
     fresh = not profile.exists()
     suite = sc.project_suite(profile, test is not None)
     sc.add_op(profile, name, entry, full_test=suite)
-    out.print(f"op [bold]{name}[/bold] added to {profile}")
+    out.print(f"op [bold]{escape(name)}[/bold] added to {escape(str(profile))}", markup=True)
     if fresh and suite:
         out.print(sc.suite_note(suite))
     if test is not None:

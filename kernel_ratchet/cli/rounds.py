@@ -131,7 +131,8 @@ def _closing(rec, rollbacks: int, term) -> None:
     if rollbacks >= 2:
         err.print(
             f"[yellow]stagnation: {rollbacks} consecutive rollbacks — review before the next "
-            "round (see logs/optimize.md)[/yellow]"
+            "round (see logs/optimize.md)[/yellow]",
+            markup=True,
         )
     if term:
         out.print(f"termination {term.code}: {term.reason} — run `ratchet report`")
@@ -173,9 +174,11 @@ def status(
     if s.get("driven_by"):
         err.print(f"read-only: {s['driven_by']}", highlight=False, soft_wrap=True)
     out.print(
-        f"[bold]{s['campaign']}[/bold] — {s['phase']}, {round_now(s)}, "
+        f"[bold]{escape(s['campaign'])}[/bold] — "
+        + escape(f"{s['phase']}, {round_now(s)}, ")
         + (f"incumbent round-{r}" if (r := s["incumbent_round"]) else "no incumbent (no baseline)")
-        + (" — REHEARSAL (interpreter timings; nothing committed)" if s.get("rehearsal") else "")
+        + (" — REHEARSAL (interpreter timings; nothing committed)" if s.get("rehearsal") else ""),
+        markup=True,
     )
     table = Table(
         "round",
@@ -276,7 +279,7 @@ def accept(profile: Path | None = ProfileOpt, campaign: str | None = CampaignOpt
         after_round(c)
     for line in res.details:
         out.print(line)
-    out.print("[green]ACCEPTED[/green]" if res.ok else "[red]ACCEPTANCE FAILED[/red]")
+    out.print("[green]ACCEPTED[/green]" if res.ok else "[red]ACCEPTANCE FAILED[/red]", markup=True)
     raise typer.Exit(0 if res.ok else 1)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from kernel_ratchet.cli.common import (
     CampaignOpt,
@@ -60,7 +61,7 @@ def _live_view(title: str) -> Iterator:
             color = "green" if r.accepted else "red"
             t.add_row(
                 str(r.round),
-                f"[{color}]{r.label}[/{color}]",
+                Text(r.label, style=color),
                 r.category.value,
                 "-" if r.gain is None or math.isnan(r.gain) else f"{r.gain * 100:+.2f}%",
                 r.summary or r.hypothesis,
@@ -76,7 +77,7 @@ def _live_view(title: str) -> Iterator:
     def say(msg: str) -> None:
         state["msg"] = msg
         stamp = time.strftime("%H:%M:%S")  # local time, as every record's timestamps
-        live().console.print(f"[dim]{stamp} {msg}[/dim]", highlight=False)
+        live().console.print(Text(f"{stamp} {msg}", style="dim"), highlight=False)
         live().update(render())
 
     def on_round(rec) -> None:
@@ -156,8 +157,10 @@ def _drive(
     would = sum(1 for r in res.rounds if r.label == WOULD_ACCEPT)
     rehearsed = f" (REHEARSAL: {would} would accept, none committed)" if would else ""
     out.print(
-        f"campaign [bold]{res.campaign_dir.name}[/bold]: {len(res.rounds)} rounds this "
-        f"run, {acc} accepted{rehearsed}; stopped: {code} — {why}"
+        f"campaign [bold]{escape(res.campaign_dir.name)}[/bold]: "
+        + escape(f"{len(res.rounds)} rounds this run, {acc} accepted{rehearsed}; ")
+        + escape(f"stopped: {code} — {why}"),
+        markup=True,
     )
     if res.report is not None:
         out.print(f"report: {res.campaign_dir / 'report.md'} ({_after_report(res.report)})")
@@ -188,7 +191,8 @@ def _rehearsal(rehearse: bool) -> None:
         os.environ["TRITON_INTERPRET"] = "1"
         err.print(
             "[yellow]rehearsal: Triton interpreter on the CPU, tiny shapes; "
-            "the timings are meaningless for tuning[/yellow]"
+            "the timings are meaningless for tuning[/yellow]",
+            markup=True,
         )
 
 
@@ -204,8 +208,10 @@ def _scaffold(example: str, dest: Path | None, rehearse: bool) -> tuple[Path, st
     paths = [str(root), os.environ.get("PYTHONPATH", "")]
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     out.print(
-        f"scaffolded [bold]{root}[/bold] (op {op}); later commands there need "
-        f"`export PYTHONPATH={root}` or `pip install -e {root}`"
+        f"scaffolded [bold]{escape(str(root))}[/bold] "
+        + escape(f"(op {op}); later commands there need `export PYTHONPATH={root}` or ")
+        + escape(f"`pip install -e {root}`"),
+        markup=True,
     )
     return root, op
 
@@ -382,7 +388,8 @@ def _close_by_hand(profile: Path | None, name: str) -> None:
         else "no round was in flight"
     )
     out.print(
-        f"campaign [bold]{name}[/bold] is driven by hand: {what}. Edit the kernel and run "
-        "`ratchet validate --hypothesis ...` again (or give --optimizer search|agent to let "
-        "an optimizer drive it)"
+        f"campaign [bold]{escape(name)}[/bold] is driven by hand: {escape(what)}. Edit the "
+        "kernel and run `ratchet validate --hypothesis ...` again (or give --optimizer "
+        "search|agent to let an optimizer drive it)",
+        markup=True,
     )

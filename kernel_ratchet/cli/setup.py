@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from kernel_ratchet.cli.common import (
     ProfileOpt,
@@ -43,7 +44,8 @@ def check(
     for i in items:  # escaped: a command such as pip install '.[dev]' is not markup
         fix = f"\n[yellow]fix:[/yellow] {escape(i.fix)}" if not i.ok and i.fix else ""
         mark = "[yellow]note[/yellow]" if i.warning else "[green]yes[/green]"
-        table.add_row(escape(i.name), mark if i.ok else "[red]NO[/red]", escape(i.detail) + fix)
+        ok = Text.from_markup(mark if i.ok else "[red]NO[/red]")
+        table.add_row(i.name, ok, Text.from_markup(escape(i.detail) + fix))
     out.print(table)
     bad = [i for i in items if not i.ok]
     out.print(f"{len(items) - len(bad)}/{len(items)} checks pass ({prof.path})")
@@ -137,7 +139,8 @@ def _created(prof, op: str, cdir: Path) -> None:
     """Say where the campaign is, which of the op's setup files its start lacks, what is next."""
     from kernel_ratchet.campaign.setup_files import setup_note
 
-    out.print(f"campaign [bold]{cdir.name}[/bold] created in {cdir}")
+    made = f"campaign [bold]{escape(cdir.name)}[/bold] created in {escape(str(cdir))}"
+    out.print(made, markup=True)
     if note := setup_note(prof, op):
-        err.print(f"[yellow]{escape(note)}[/yellow]", highlight=False, soft_wrap=True)
+        err.print(f"[yellow]{escape(note)}[/yellow]", highlight=False, soft_wrap=True, markup=True)
     out.print("next: `ratchet baseline`")

@@ -102,7 +102,7 @@ def sync_back(
         after_round(c)
     for line in res.details:
         out.print(line)
-    out.print("[green]SYNCED[/green]" if res.ok else "[red]SYNC-BACK FAILED[/red]")
+    out.print("[green]SYNCED[/green]" if res.ok else "[red]SYNC-BACK FAILED[/red]", markup=True)
     raise typer.Exit(0 if res.ok else 1)
 
 

@@ -237,3 +237,15 @@ def test_the_round_line_says_a_rehearsals_verdict_once():
         round=3, label="ACCEPTED", level="full", accepted=True, rehearsal=False, reason="1.02x"
     )
     assert round_line(accepted) == "round-3 [green]ACCEPTED[/green] (full): 1.02x"
+
+
+def test_the_cli_prints_bracketed_text_as_it_is_and_styles_only_what_asks(capsys):
+    """A round's reason names pytest ids (``test_q[m32-fp32]``) and commands (``pip install
+    '.[dev]'``): rich took them for markup tags and dropped them from the terminal's line."""
+    from kernel_ratchet.cli.common import err, out
+
+    out.print("focused test failed: tests/k.py::test_q[m32-fp32], pip install '.[dev]'")
+    err.print("[red]error:[/red] [bold]x[/bold]", markup=True)
+    got = capsys.readouterr()
+    assert "tests/k.py::test_q[m32-fp32], pip install '.[dev]'" in got.out
+    assert got.err.strip() == "error: x"
