@@ -165,3 +165,16 @@ def test_termination_estimates_the_incumbent_by_its_paired_chain(monkeypatch):
         camp({"round": 2, "paired_chain": 0.0}, None, max_iterations=1)
     )
     assert t3.code == "T3"
+
+
+def test_a_trend_rows_key_finding_is_the_reasons_first_clause_outside_brackets():
+    from kernel_ratchet.campaign.rounds.view import first_clause
+
+    reason = "baseline: 0/2 shapes PASS (a: SNR 3 dB; b: SNR 4 dB), as declared; schema frozen"
+    assert (
+        first_clause(reason) == "baseline: 0/2 shapes PASS (a: SNR 3 dB; b: SNR 4 dB), as declared"
+    )
+    assert first_clause("ACCEPTED (quick): 1.05x [1.01, 1.09]; no shape regressed") == (
+        "ACCEPTED (quick): 1.05x [1.01, 1.09]"
+    )
+    assert first_clause("no clause at all") == "no clause at all"

@@ -257,6 +257,17 @@ def _attribution(record: RoundRecord) -> str:
     )
 
 
+def first_clause(reason: str) -> str:
+    """``reason`` up to its first ``;`` outside brackets: a baseline's "0/2 shapes PASS (a:
+    SNR ...; b: SNR ...)" stays whole, not cut inside its parenthesis."""
+    depth = 0
+    for i, ch in enumerate(reason):
+        depth += (ch in "([{") - (ch in ")]}")
+        if ch == ";" and depth <= 0:
+            return reason[:i]
+    return reason
+
+
 def trend_line(c: CampaignContext, record: RoundRecord) -> str:
     """The round's row of ``logs/performance_trend.md``."""
     table = c.table(record.csv) if record.csv else None
@@ -267,7 +278,7 @@ def trend_line(c: CampaignContext, record: RoundRecord) -> str:
         vb = vs_baseline(*vs_base(c, table))
     else:
         vb = vs_baseline(None, None, None)
-    finding = record.reason.split(";")[0]
+    finding = first_clause(record.reason)
     return trend_row(
         record.round,
         record.label,
