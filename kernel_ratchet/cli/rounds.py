@@ -125,7 +125,7 @@ def validate(
 def _closing(rec, rollbacks: int, term) -> None:
     """What a closed round prints: its line, the root cause of a roll-back, stagnation and
     termination."""
-    out.print(round_line(rec))
+    out.print(round_line(rec), markup=True)
     if not rec.accepted:
         out.print(f"root cause: {rec.category.root_cause}")
     if rollbacks >= 2:
@@ -303,11 +303,11 @@ def calibrate(
 
 
 def round_line(rec) -> str:
-    """A closed round as ``validate`` prints it: number, status, level and reason (a rehearsal's
-    reason opens with its label, which is said once)."""
+    """A closed round as ``validate`` prints it (markup, ``markup=True``): number, status,
+    level and reason, escaped (a rehearsal's reason opens with its label, said once)."""
     color = "green" if rec.accepted else "yellow" if rec.rehearsal else "red"
     status = rec.label
-    head = f"round-{rec.round} [{color}]{status}[/{color}] ({rec.level})"
+    head = f"round-{rec.round} [{color}]{escape(status)}[/{color}] ({rec.level})"
     if rec.reason.startswith(status):
-        return f"{head}{rec.reason[len(status) :]}"
-    return f"{head}: {rec.reason}"
+        return f"{head}{escape(rec.reason[len(status) :])}"
+    return f"{head}: {escape(rec.reason)}"

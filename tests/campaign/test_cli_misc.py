@@ -242,10 +242,30 @@ def test_the_round_line_says_a_rehearsals_verdict_once():
 def test_the_cli_prints_bracketed_text_as_it_is_and_styles_only_what_asks(capsys):
     """A round's reason names pytest ids (``test_q[m32-fp32]``) and commands (``pip install
     '.[dev]'``): rich took them for markup tags and dropped them from the terminal's line."""
-    from kernel_ratchet.cli.common import err, out
+    from types import SimpleNamespace
 
-    out.print("focused test failed: tests/k.py::test_q[m32-fp32], pip install '.[dev]'")
+    from kernel_ratchet.cli.common import err, out
+    from kernel_ratchet.cli.rounds import round_line
+
+    # soft_wrap: one line whatever width the console took (the assertions read whole lines)
+    out.print(
+        "focused test failed: tests/k.py::test_q[m32-fp32], pip install '.[dev]'", soft_wrap=True
+    )
     err.print("[red]error:[/red] [bold]x[/bold]", markup=True)
     got = capsys.readouterr()
     assert "tests/k.py::test_q[m32-fp32], pip install '.[dev]'" in got.out
     assert got.err.strip() == "error: x"
+    rolled = SimpleNamespace(
+        round=4,
+        label="ROLLED BACK",
+        level="quick",
+        accepted=False,
+        rehearsal=False,
+        reason="focused test failed: 2 failed: t.py::q[m32], t.py::q[[x]]",
+    )
+    out.print(round_line(rolled), markup=True, soft_wrap=True)
+    line = capsys.readouterr().out.strip()
+    assert (
+        line
+        == "round-4 ROLLED BACK (quick): focused test failed: 2 failed: t.py::q[m32], t.py::q[[x]]"
+    )
