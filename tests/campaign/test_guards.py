@@ -16,7 +16,7 @@ import pytest
 from kernel_ratchet import cli
 from kernel_ratchet.campaign import steps
 from kernel_ratchet.campaign.lineage.kernel import out_of_scope
-from kernel_ratchet.campaign.rounds import levels
+from kernel_ratchet.campaign.rounds import level_harness
 from kernel_ratchet.campaign.state import PendingRound, Stage
 from kernel_ratchet.errors import (
     TERMINATION_REQUESTED,
@@ -39,7 +39,7 @@ from tests.campaign.conftest import (
 
 @pytest.mark.slow
 def test_renamed_csv_column_fails_validate_loudly(accepted_project, open_accepted, monkeypatch):
-    real = levels._run_harness
+    real = level_harness._run_harness
 
     def drifting(c, art, level, name, early=None):
         h, csv = real(c, art, level, name, early)
@@ -47,7 +47,7 @@ def test_renamed_csv_column_fails_validate_loudly(accepted_project, open_accepte
         csv.write_text(text)
         return h, csv
 
-    monkeypatch.setattr(levels, "_run_harness", drifting)
+    monkeypatch.setattr(level_harness, "_run_harness", drifting)
     set_blocks(accepted_project, M=64, N=64)
     with open_accepted() as c, pytest.raises(SchemaError, match="Forward TFLOPS_stddev"):
         c.validate("64x64 tiles")
@@ -130,14 +130,14 @@ def test_a_file_edited_while_the_round_runs_rolls_it_back_for_scope(
     """An edit outside kernel_source made while the round measures (a loosened test, an
     edited reference) may be what the round read: the round is rolled back for its scope,
     not accepted, and the edit is not taken as the new normal; git checkout then suffices."""
-    real = levels._run_harness
+    real = level_harness._run_harness
     test_file = accepted_project / "tests/test_kernel.py"
 
     def meanwhile(c, art, level, name, early=None):
         test_file.write_text(test_file.read_text() + "\n# loosened while the round ran\n")
         return real(c, art, level, name, early)
 
-    monkeypatch.setattr(levels, "_run_harness", meanwhile)
+    monkeypatch.setattr(level_harness, "_run_harness", meanwhile)
     set_blocks(accepted_project, M=64, N=64)
     with open_accepted() as c:
         rec = c.validate("64x64 tiles")
@@ -145,7 +145,7 @@ def test_a_file_edited_while_the_round_runs_rolls_it_back_for_scope(
     assert "changed while the round ran" in rec.reason
     assert list(rec.out_of_scope) == ["tests/test_kernel.py"]
     assert "BLOCK_M = 64" not in (accepted_project / KERNEL).read_text()  # rolled back
-    monkeypatch.setattr(levels, "_run_harness", real)
+    monkeypatch.setattr(level_harness, "_run_harness", real)
     set_blocks(accepted_project, M=64, N=64)
     with open_accepted() as c, pytest.raises(CampaignError, match="tests/test_kernel.py"):
         c.validate("64x64 tiles")  # the edit was not absorbed
@@ -157,7 +157,7 @@ def test_a_file_edited_while_the_round_runs_rolls_it_back_for_scope(
         (accepted_project / "bench_out.json").write_text(f'{{"level": "{level}"}}')
         return real(c, art, level, name, early)
 
-    monkeypatch.setattr(levels, "_run_harness", writes_its_output)
+    monkeypatch.setattr(level_harness, "_run_harness", writes_its_output)
     with open_accepted() as c:
         rec = c.validate("64x64 tiles, the run writing an untracked output")
     assert rec.category != "scope", rec.reason

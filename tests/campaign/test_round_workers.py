@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kernel_ratchet.campaign.engine import Campaign
-from kernel_ratchet.campaign.rounds import levels, measure, workers
+from kernel_ratchet.campaign.rounds import level_harness, measure, workers
 from kernel_ratchet.campaign.steps import StepResult
 from kernel_ratchet.harness.worker import WorkerSpec
 from kernel_ratchet.profile.loader import load_profile
@@ -184,7 +184,7 @@ def test_a_failing_focused_test_rolls_back_and_nothing_is_measured(
         raise AssertionError("the harness ran after a failed focused test")
 
     _fake_test(monkeypatch, focused_test)
-    monkeypatch.setattr(levels, "_run_harness", harness)
+    monkeypatch.setattr(level_harness, "_run_harness", harness)
     with campaign() as c:
         rec = c.validate("32x32 tiles")
     assert seen == [[True, True], True]
@@ -248,7 +248,7 @@ def test_the_harness_waits_until_the_workers_are_idle_and_light(
         return _step("harness", ok=False), art / name
 
     _fake_test(monkeypatch, lambda name, cmd, **kw: _step(name, ok=True))
-    monkeypatch.setattr(levels, "_run_harness", harness)
+    monkeypatch.setattr(level_harness, "_run_harness", harness)
     with campaign() as c:
         rec = c.validate("32x32 tiles")
     assert when_timed == [[(True, True), (True, True)]]  # idle, their cached memory given back

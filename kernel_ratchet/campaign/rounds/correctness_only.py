@@ -21,14 +21,10 @@ from typing import TYPE_CHECKING
 
 from kernel_ratchet.campaign.category import Category
 from kernel_ratchet.campaign.clock import now
-from kernel_ratchet.campaign.quick_bench import (
-    EarlyHarness,
-    harness_record,
-    run_harness,
-    write_provenance,
-)
+from kernel_ratchet.campaign.quick_bench import EarlyHarness
 from kernel_ratchet.campaign.record import RoundDraft, RoundRecord
 from kernel_ratchet.campaign.round_decision import RoundDecision
+from kernel_ratchet.campaign.rounds.level_harness import level_harness
 from kernel_ratchet.errors import SchemaError
 from kernel_ratchet.harness import failures
 from kernel_ratchet.harness.csv_schema import BenchTable
@@ -69,15 +65,9 @@ def judge_on_correctness(
         f"round-{n}: harness, full level ({len(shapes)} shapes); the incumbent passes none, "
         "so the fix is judged on correctness alone (no paired A/B)"
     )
-    csv = art / "benchmark.csv"
-    h = early.run("full", csv) if early is not None else None
-    h = h or run_harness(c, "full", csv, art / "benchmark.log")
-    draft.timed("harness_full", h.seconds)
-    draft.harness_command = draft.harness_command or harness_record(c, "full", csv)
-    if not h.ok or not csv.exists():
-        why = f"the full-level harness failed: {h.reason}"
-        return draft.failed(Category.HARNESS, why, now())
-    write_provenance(c, art, "full")
+    csv, failed = level_harness(c, draft, art, "full", early=early)
+    if failed is not None:
+        return failed
     try:
         table = c.table(c.rel(csv))
     except SchemaError as exc:

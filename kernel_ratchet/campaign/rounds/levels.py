@@ -21,13 +21,11 @@ from kernel_ratchet.campaign.category import Category
 from kernel_ratchet.campaign.clock import now
 from kernel_ratchet.campaign.quick_bench import (
     EarlyHarness,
-    harness_record,
-    run_harness,
-    write_provenance,
 )
 from kernel_ratchet.campaign.record import RoundDraft, RoundRecord, category_of
 from kernel_ratchet.campaign.round_decision import RoundDecision
 from kernel_ratchet.campaign.rounds.correctness_only import judge_on_correctness
+from kernel_ratchet.campaign.rounds.level_harness import level_harness
 from kernel_ratchet.campaign.rounds.paired import PairedFailure, paired_decision
 from kernel_ratchet.campaign.rounds.transfer import dynamic_check
 from kernel_ratchet.errors import SchemaError
@@ -68,16 +66,6 @@ def _skew_gate(d: RoundDecision, c: CampaignContext) -> tuple[RoundDecision, boo
     if verdict == REJECT and d.accepted:
         return d.rejected_as_overfit(why), True
     return d, False
-
-
-def _run_harness(
-    c: CampaignContext, art: Path, level: str, name: str, early: EarlyHarness | None = None
-):
-    """The harness at ``level`` writing ``art/name`` (its log beside it): (step, CSV path).
-    ``early``: the round's harness started beside its focused test, used when it is this one."""
-    csv = art / name
-    h = early.run(level, csv) if early is not None else None
-    return h or run_harness(c, level, csv, art / name.replace(".csv", ".log")), csv
 
 
 def _gates(c: CampaignContext, cand_rel: str, inc_rel: str) -> RoundDecision:
@@ -124,13 +112,9 @@ def _level(
         return LevelResult(failed=draft.failed(Category.TEST, stop, now()))
     shapes = len(c.m.level_shape_dicts(level))
     c.say(f"round-{n}: harness, {level} level ({shapes} shapes)")
-    h, csv = _run_harness(c, art, level, name, early)
-    draft.timed(f"harness_{level}", h.seconds)
-    draft.harness_command = draft.harness_command or harness_record(c, level, csv)
-    if not h.ok or not csv.exists():
-        why = f"the {level}-level harness failed: {h.reason}"
-        return LevelResult(failed=draft.failed(Category.HARNESS, why, now()))
-    write_provenance(c, art, level)
+    csv, failed = level_harness(c, draft, art, level, name, early)
+    if failed is not None:
+        return LevelResult(failed=failed)
     inc_rel = c.state.incumbent_quick_csv if level == "quick" else c.state.incumbent_full_csv
     try:
         gates = _gates(c, c.rel(csv), inc_rel)
