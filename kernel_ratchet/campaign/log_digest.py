@@ -38,14 +38,28 @@ def _first_failure_site(lines: list[str]) -> str:
     return ""
 
 
+def _lines(log: str | Path) -> list[str] | None:
+    try:
+        return Path(log).read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+
+
+def failed_nodes(log: str | Path) -> tuple[str, ...]:
+    """Every node id a pytest log's short summary names as FAILED or ERROR, in its order;
+    ``()`` for a log of another command, a missing log or a run where nothing failed."""
+    found = (_SUMMARY.match(ln) for ln in _lines(log) or ())
+    return tuple(dict.fromkeys(m.group(2) for m in found if m))
+
+
 def failure_digest(log: str | Path, most: int = 3) -> str:
     """``"2 failed: tests/a.py::t[x], tests/b.py::u; first error: ValueError: ... (at
     tests/a.py:12: raise ValueError(x))"`` from a pytest log (the site: the first failure's
     traceback, where the report has one); for any other command its last non-empty line;
-    ``""`` when the log is missing or empty. At most ``most`` node ids are named."""
-    try:
-        lines = Path(log).read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
+    ``""`` when the log is missing or empty. At most ``most`` node ids are named (all of them:
+    :func:`failed_nodes`)."""
+    lines = _lines(log)
+    if lines is None:
         return ""
     nodes: list[str] = []
     first_error = ""

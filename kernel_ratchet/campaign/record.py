@@ -77,6 +77,8 @@ class RoundRecord:
     shared_tested: bool = False
     # changed lines of JIT functions no recorded launch of the round's harness reached
     unreached: tuple[str, ...] = ()
+    # every test a failed focused test (or a BASELINE's declared failure) reported, by node id
+    failed_tests: tuple[str, ...] = ()
     # present only where the round got that far
     seconds: Mapping[str, float] | None = None
     transfer_static: StaticAudit | None = None
@@ -90,6 +92,7 @@ class RoundRecord:
         object.__setattr__(self, "out_of_scope", tuple(self.out_of_scope))
         object.__setattr__(self, "ignored_editor_files", tuple(self.ignored_editor_files))
         object.__setattr__(self, "unreached", tuple(self.unreached))
+        object.__setattr__(self, "failed_tests", tuple(self.failed_tests))
         if self.seconds is not None:
             object.__setattr__(self, "seconds", dict(self.seconds))
         if not isinstance(self.round, int) or self.round < 1:
@@ -169,6 +172,8 @@ class RoundRecord:
             d["shared_tested"] = self.shared_tested
         if self.unreached:
             d["unreached"] = list(self.unreached)
+        if self.failed_tests:
+            d["failed_tests"] = list(self.failed_tests)
         if self.seconds is not None:
             d["seconds"] = dict(self.seconds)
         if self.transfer_static is not None:
@@ -198,6 +203,7 @@ class RoundRecord:
             out_of_scope=tuple(d.get("out_of_scope") or ()),
             ignored_editor_files=tuple(d.get("ignored_editor_files") or ()),
             unreached=tuple(d.get("unreached") or ()),
+            failed_tests=tuple(d.get("failed_tests") or ()),
             shared_with={op: tuple(f) for op, f in (d.get("shared_with") or {}).items()},
             transfer_static=None if static is None else _static_audit(static),
             failure=d.get("failure"),
@@ -315,8 +321,10 @@ class RoundDraft:
         csv: str | None = None,
         out_of_scope: Iterable[str] = (),
         failure: Mapping[str, Any] | None = None,
+        failed_tests: Iterable[str] = (),
     ) -> RoundRecord:
-        """The ROLLED BACK record of a round that ended before (or without) a decision."""
+        """The ROLLED BACK record of a round that ended before (or without) a decision
+        (``failed_tests``: the node ids its failed focused test reported)."""
         return self._record(
             status=Status.ROLLED_BACK,
             category=category,
@@ -326,6 +334,7 @@ class RoundDraft:
             csv=csv,
             out_of_scope=tuple(out_of_scope),
             failure=failure,
+            failed_tests=tuple(failed_tests),
         )
 
     def decided(

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernel_ratchet.campaign.log_digest import failure_digest
+from kernel_ratchet.campaign.log_digest import failed_nodes, failure_digest
 from kernel_ratchet.errors import raise_if_interrupted
 from kernel_ratchet.harness import strays
 from kernel_ratchet.harness.interpreter_plugin import STEP_ENV
@@ -35,7 +35,8 @@ NO_GPU_ENV = {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": ""}
 
 @dataclass(frozen=True)
 class StepResult:
-    """One command's outcome: ``ok``, its return code (None: timed out), seconds, log, reason."""
+    """One command's outcome: ``ok``, its return code (None: timed out), seconds, log, reason,
+    and the node ids of every test a failed pytest run reported (``failed_tests``)."""
 
     name: str
     command: str
@@ -44,6 +45,7 @@ class StepResult:
     seconds: float
     log: str  # path of the log file
     reason: str
+    failed_tests: tuple[str, ...] = ()
 
 
 #: What a step's log says when a process ran out of device memory (PyTorch's error, the CUDA
@@ -211,7 +213,9 @@ class RunningStep:
             self._close()
         secs = max(0.0, (self.ended or time.monotonic()) - since)  # a gated one may end first
         reason = "ok" if rc == 0 else self._failed(rc)
-        return StepResult(self.name, self.command, rc == 0, rc, secs, str(self.log_path), reason)
+        failed = () if rc == 0 else failed_nodes(self.log_path)
+        log = str(self.log_path)
+        return StepResult(self.name, self.command, rc == 0, rc, secs, log, reason, failed)
 
 
 def _child_setup(cpus: set[int] | None):

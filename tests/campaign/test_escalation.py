@@ -53,7 +53,11 @@ def test_the_summary_names_the_ab_that_decided(escalated):
 
     decision = SimpleNamespace(paired=True, quantity=None, time_weighted=None)
     record = SimpleNamespace(
-        escalated=escalated, quick_csv="q.csv", incumbent_csv="f.csv", decision=decision
+        escalated=escalated,
+        quick_csv="q.csv",
+        incumbent_csv="f.csv",
+        decision=decision,
+        failed_tests=(),
     )
     (note,) = [n for n in _notes(record) if n.startswith("Decided by")]
     assert ("artifacts/full/paired.json" in note) is escalated

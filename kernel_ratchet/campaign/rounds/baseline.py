@@ -88,6 +88,7 @@ def measure_baseline(
         test_command=m.test_command,
         harness_command=harness_record(c, "full", csv),
         seconds={k: round(v, 1) for k, v in seconds.items()},
+        failed_tests=test.failed_tests,  # a declared failure's tests, every one
     )
 
 

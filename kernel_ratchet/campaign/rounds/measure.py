@@ -281,9 +281,13 @@ def _after_test(
     """The record of a failed focused test, or of a failed focused test of an op sharing a
     changed file; None when both passed."""
     if not t.ok:
-        return draft.failed(Category.TEST, f"focused test failed: {t.reason}", now())
+        reason = f"focused test failed: {t.reason}"
+        return draft.failed(Category.TEST, reason, now(), failed_tests=t.failed_tests)
     shared = run_shared_tests(c, draft, art) if draft.shared_tested else None
-    return draft.failed(Category.TEST, shared, now()) if shared else None
+    if shared is None:
+        return None
+    reason, failed_tests = shared
+    return draft.failed(Category.TEST, reason, now(), failed_tests=failed_tests)
 
 
 def timing_on_gpu() -> bool:

@@ -68,9 +68,11 @@ def note_sharing(c: CampaignContext, draft: RoundDraft, test_shared: bool) -> No
     draft.shared_tested = wanted and bool(draft.shared_with)
 
 
-def run_shared_tests(c: CampaignContext, draft: RoundDraft, art: Path) -> str | None:
+def run_shared_tests(
+    c: CampaignContext, draft: RoundDraft, art: Path
+) -> tuple[str, tuple[str, ...]] | None:
     """Run the sharing ops' focused tests (``test.<op>.log`` beside the round's own); the
-    reason of the first failure, or None when all pass."""
+    reason of the first failure and the tests it reported failed, or None when all pass."""
     for op, cmd in shared_tests(c.profile, c.op.test, draft.shared_with):
         c.say(f"round-{draft.round}: focused test of {op}, which shares the changed files")
         t = run_step(
@@ -83,5 +85,5 @@ def run_shared_tests(c: CampaignContext, draft: RoundDraft, art: Path) -> str | 
         draft.timed(f"test.{op}", t.seconds)
         if not t.ok:
             files = ", ".join(draft.shared_with[op])
-            return f"focused test of {op} (it shares {files}) failed: {t.reason}"
+            return f"focused test of {op} (it shares {files}) failed: {t.reason}", t.failed_tests
     return None

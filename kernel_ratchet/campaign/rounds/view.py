@@ -87,6 +87,9 @@ def _paired_aggregate(lines: list[ShapeLine]) -> float | None:
 
 def _notes(record: RoundRecord) -> list[str]:
     notes = []
+    if record.failed_tests:
+        n = len(record.failed_tests)
+        notes.append(f"Failed tests ({n}): " + ", ".join(f"`{t}`" for t in record.failed_tests))
     if record.escalated:
         notes.append(
             f"Quick gain was under 5%: escalated to full validation (quick CSV: {record.quick_csv})"
