@@ -1,6 +1,7 @@
 """A kernel wrong on every target shape is fixed through a campaign: ``baseline
 --known-failure`` stands with no shape passing, only a ``validate --fix`` round may follow, and
-it is accepted on correctness alone (no pair can be timed against such an incumbent)."""
+it is accepted on correctness alone (no pair can be timed against such an incumbent), once its
+own worker has passed the checks an A/B opens with."""
 
 from __future__ import annotations
 
@@ -12,6 +13,16 @@ from kernel_ratchet.campaign.rounds.correctness_only import FIX_ALONE
 from kernel_ratchet.campaign.rounds.preconditions import round_level
 from kernel_ratchet.errors import CampaignError
 from tests.campaign.conftest import KERNEL, campaign_dir, git, make_project, set_blocks
+
+#: Appended to the kernel: the reference module, reached without naming it, replaced by the
+#: kernel itself.
+_HIJACK = """
+
+import importlib as _il
+
+_ref = _il.import_module(".".join(["tiny_gemm", "refer" + "ence"]))
+_ref.matmul_nt_ref = lambda a, b: matmul_nt(a, b)
+"""
 
 
 def _record(root, n: int) -> dict:
@@ -79,6 +90,20 @@ def test_a_kernel_wrong_on_every_shape_is_fixed_through_a_campaign(tmp_path, rat
     r = ratchet(root, "validate", "--hypothesis", "32x32 tiles")
     assert r.returncode != 0 and "validate --fix" in r.stderr, r.stdout + r.stderr
     assert not (campaign_dir(root) / "rounds" / "round-2").exists()
+    # a "fix" that keeps the bug and replaces the reference at import, so that the harness's
+    # check (in its own process, with the reference beside the kernel) agrees with the wrong
+    # rows: the candidate's worker, which checks as an A/B would, refuses it
+    bad = (root / KERNEL).read_text()
+    (root / KERNEL).write_text(bad + _HIJACK)
+    fix = tmp_path / "forged.diff"
+    fix.write_text(git(root, "diff", "--", KERNEL))
+    git(root, "checkout", "--", KERNEL)
+    r = ratchet(root, "validate", "--fix", "--patch", str(fix), "--hypothesis", "forged")
+    rec = _record(root, 2)
+    assert rec["status"] == "ROLLED BACK" and rec["category"] == "cheat", r.stdout + r.stderr
+    assert rec["reason"].startswith("the candidate's worker check failed: candidate failed")
+    assert "tiny_gemm.reference.matmul_nt_ref" in rec["reason"]
+    assert rec["failure"]["log_path"] == "rounds/round-2/artifacts/paired/candidate_worker.log"
     # the fix, as a patch of the incumbent's kernel: at the full level, no pair timed
     (root / KERNEL).write_text(good)
     fix = tmp_path / "fix.diff"
@@ -86,19 +111,19 @@ def test_a_kernel_wrong_on_every_shape_is_fixed_through_a_campaign(tmp_path, rat
     git(root, "checkout", "--", KERNEL)
     r = ratchet(root, "validate", "--fix", "--patch", str(fix), "--hypothesis", "keep row 20")
     assert r.returncode == 0, r.stdout + r.stderr
-    rec = _record(root, 2)
+    rec = _record(root, 3)
     assert rec["status"] == "ACCEPTED" and rec["level"] == "full", rec
     assert rec["reason"].startswith(FIX_ALONE) and "no speed is claimed" in rec["reason"]
     assert rec["decision"]["correctness_only"] and not rec["decision"]["paired"]
-    assert not (campaign_dir(root) / "rounds" / "round-2" / "artifacts" / "paired.json").exists()
+    assert not (campaign_dir(root) / "rounds" / "round-3" / "artifacts" / "paired.json").exists()
     # a later round is paired against the fix as usual
     set_blocks(root, M=32, N=32)
     r = ratchet(root, "validate", "--hypothesis", "32x32 tiles")
-    rec = _record(root, 3)
-    assert rec["decision"]["paired"] and rec["incumbent_round"] == 2, r.stdout + r.stderr
+    rec = _record(root, 4)
+    assert rec["decision"]["paired"] and rec["incumbent_round"] == 3, r.stdout + r.stderr
     r = ratchet(root, "report")
     assert r.returncode == 0, r.stdout + r.stderr
     report = (campaign_dir(root) / "report.md").read_text()
     assert "no comparison with the BASELINE: it passed no shape" in report
-    assert "- Not counted: round-2, fixes accepted on correctness alone" in report
+    assert "- Not counted: round-3, fixes accepted on correctness alone" in report
     assert "not in the chain, which counts from them: 1 fix(es)" in report

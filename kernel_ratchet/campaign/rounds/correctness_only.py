@@ -6,16 +6,18 @@ wrong kernel's (or none, where its shapes errored), and the paired A/B's checks 
 it. So while the incumbent passes no shape, only a ``validate --fix`` round may run
 (:func:`~kernel_ratchet.campaign.rounds.preconditions.preconditions` refuses any other), at the
 full level (:func:`~kernel_ratchet.campaign.rounds.preconditions.round_level`), and it is judged
-here on correctness alone: after its focused test, the harness must pass its check on every
-target shape. It is then ACCEPTED with no speed claimed (gain NaN, the decision marked
-``correctness_only``: the headline and the real-training attribution count it as no gain), and
-its CSV becomes the incumbent's quick and full CSVs, against which later rounds are paired as
-usual.
+here on correctness alone: the candidate's own worker must pass, on every target shape, the
+checks an A/B opens with (fresh inputs from the round's secret, the anti-cheat checks), and
+after its focused test the harness must pass its check on every target shape. It is then
+ACCEPTED with no speed claimed (gain NaN, the decision marked ``correctness_only``: the
+headline and the real-training attribution count it as no gain), and its CSV becomes the
+incumbent's quick and full CSVs, against which later rounds are paired as usual.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from kernel_ratchet.campaign.context import CampaignContext
+    from kernel_ratchet.campaign.rounds.workers import RoundWorkers
 
 #: The first words of the reason of a fix accepted on correctness alone.
 FIX_ALONE = "FIX, accepted on correctness alone"
@@ -50,16 +53,27 @@ def judge_on_correctness(
     n: int,
     draft: RoundDraft,
     art: Path,
+    workers: RoundWorkers | None = None,
     early: EarlyHarness | None = None,
     abandon: Callable[[], str | None] | None = None,
 ) -> RoundRecord:
     """Round ``n``, a fix whose focused test passed, against an incumbent that passes no
     shape (module docstring): the harness on every target shape (``early``'s, started beside
     the test, when it is that one), each of which must pass its check. Returns the ACCEPTED
-    record, or the ROLLED BACK one of what failed. ``abandon``: why the round stops before
-    its harness or its decision (a focused test running beside it failed), or None."""
+    record, or the ROLLED BACK one of what failed. ``workers``: the round's, whose candidate
+    worker checks every target shape first, as an A/B's checks would (fresh inputs from the
+    round's secret and the anti-cheat checks, in a process of its own); ``abandon``: why the
+    round stops before its harness or its decision (a focused test running beside it
+    failed), or None."""
     if (stop := abandon and abandon()) is not None:
         return draft.failed(Category.TEST, stop, now())
+    if workers is not None:
+        f = workers.candidate_failure(c.m.level_shape_dicts("full"))
+        workers.release()  # its cached device memory, before the harness needs it
+        if f is not None:
+            f = replace(f, log_path=c.rel(Path(f.log_path)))
+            why = f"the candidate's worker check failed: {f.sentence()}"
+            return draft.failed(Category(f.category), why, now(), failure=f.to_dict())
     shapes = [s["label"] for s in c.m.target_shapes]
     c.say(
         f"round-{n}: harness, full level ({len(shapes)} shapes); the incumbent passes none, "

@@ -185,7 +185,7 @@ def measure_levels(
     A fix against an incumbent that passes no shape is judged on correctness alone
     (:mod:`.correctness_only`)."""
     if c.incumbent_passes_none():  # a fix round: nothing to pair with (see the module)
-        return judge_on_correctness(c, n, draft, art, early, abandon)
+        return judge_on_correctness(c, n, draft, art, workers, early, abandon)
     level = draft.level
     inc_rel = c.state.incumbent_quick_csv if level == "quick" else c.state.incumbent_full_csv
     res = _level(c, n, draft, art, level, "benchmark.csv", workers, early, abandon)

@@ -222,8 +222,10 @@ def _start_beside(
 ) -> None:
     """Start the round's workers, their correctness checks and its gated harness (only the
     harness where the incumbent passes no shape: nothing is paired with it)."""
-    if c.incumbent_passes_none():
+    if c.incumbent_passes_none():  # nothing to pair with: the candidate's own checks
+        workers.start(candidate_only=True)
         early.start()
+        workers.check_early(c.m.level_shape_dicts("full"))
         return
     workers.start()
     early.start()
@@ -246,7 +248,8 @@ def _build_and_test(
     if built is not None:
         return built
     beside = (
-        "the harness starts beside it"
+        "the harness and the candidate's worker start beside it, the worker checks the "
+        "shapes' correctness"
         if c.incumbent_passes_none()
         else "the harness and the A/B's workers start beside it, the workers check the "
         "shapes' correctness"

@@ -93,6 +93,18 @@ def campaign_measure(c: CampaignContext) -> Measure:
 
 
 def _specs(c: CampaignContext) -> tuple[WorkerSpec, WorkerSpec]:
+    common = _common_spec(c)
+    return WorkerSpec(source_root=str(incumbent_tree(c)), **common), WorkerSpec(
+        source_root=str(c.root), **common
+    )
+
+
+def candidate_spec(c: CampaignContext) -> WorkerSpec:
+    """The candidate's worker spec alone (no incumbent tree is prepared)."""
+    return WorkerSpec(source_root=str(c.root), **_common_spec(c))
+
+
+def _common_spec(c: CampaignContext) -> dict[str, Any]:
     if not (cuda := _cuda()):
         params = paired_settings(cuda)[0]
     elif c.m.timing_engine == "cuda_events":  # the campaign's frozen quantity, both sides
@@ -107,9 +119,7 @@ def _specs(c: CampaignContext) -> tuple[WorkerSpec, WorkerSpec]:
         "interpret": not cuda,
         "cpus": paired_cpus() if cuda else (),
     }
-    return WorkerSpec(source_root=str(incumbent_tree(c)), **common), WorkerSpec(
-        source_root=str(c.root), **common
-    )
+    return common
 
 
 def measured_quantity(c: CampaignContext) -> str:

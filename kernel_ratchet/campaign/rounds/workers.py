@@ -23,9 +23,10 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernel_ratchet.campaign.rounds.paired import _specs
+from kernel_ratchet.campaign.rounds.paired import _specs, candidate_spec
 from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.harness.paired_checks import SIDES, Prechecked, precheck
+from kernel_ratchet.harness.paired_run import Failure
 from kernel_ratchet.harness.worker import STARTUP_GRACE_S, Worker
 
 if TYPE_CHECKING:
@@ -59,12 +60,36 @@ class RoundWorkers:
         #: Whether the A/B's checks started beside the focused test (:meth:`check_early`)
         self.checked_early = False
 
-    def start(self) -> None:
-        """Launch both workers (their start-up runs in the background)."""
+    def start(self, candidate_only: bool = False) -> None:
+        """Launch both workers, or the candidate's alone (a fix round with nothing to pair
+        with); their start-up runs in the background."""
         if self._workers:
+            return
+        if candidate_only:
+            self._workers["candidate"] = Worker(candidate_spec(self._c), self.log_path(SIDES[1]))
             return
         for side, spec in zip(SIDES, _specs(self._c), strict=True):
             self._workers[side] = Worker(spec, self.log_path(side))
+
+    def candidate_failure(self, shape_dicts: list[dict]) -> Failure | None:
+        """The first failure of the candidate's own checks on ``shape_dicts`` (fresh inputs
+        from the round's secret, the reference and the anti-cheat checks, in a worker that
+        imports the candidate as the A/B's does), or None when every shape passes. Reuses the
+        checks :meth:`check_early` made; makes them now (in a fresh worker where the round's
+        failed to start) when it made none."""
+        self.settle()
+        side = SIDES[1]
+        done = {k[1]: v for k, v in self.prechecked().items() if k[0] == side}
+        if not done:
+            self.start(candidate_only=True)
+            shapes = [Shape.from_dict(d) for d in shape_dicts]
+            checks = precheck({side: self._workers[side]}, shapes, self.secret)
+            done = {k[1]: v for k, v in checks.items()}
+        log = str(self.log_path(side))
+        for label, (_worker, _seed, res, _secs) in done.items():
+            if not res.ok:
+                return Failure(side, "check", label, res.category, res.detail, log)
+        return None
 
     def log_path(self, side: str) -> Path:
         return self.log_dir / f"{side}_worker.log"
