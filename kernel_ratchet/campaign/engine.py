@@ -144,7 +144,13 @@ class Campaign:
         """Round 1: focused test, harness on all target shapes, schema frozen, representative
         shapes chosen. Raises CampaignError when the unmodified kernel fails its own test
         (unless ``known_failure`` says why it does: :func:`.measure_baseline`), RatchetError
-        when this machine lacks what the profile requires."""
+        when this machine lacks what the profile requires, CampaignError for a
+        ``known_failure`` that is blank or more than one line."""
+        if known_failure is not None and (not known_failure.strip() or "\n" in known_failure):
+            raise CampaignError(
+                "the known failure must say which failure, in one line (`ratchet baseline "
+                "--known-failure WHICH`); nothing was measured"
+            )
         ensure_runnable(self.profile.requires, str(self.profile.path))
         if self.state.termination:  # before its branch: that one may be gone
             raise CampaignError(

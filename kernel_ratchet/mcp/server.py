@@ -25,7 +25,9 @@ INSTRUCTIONS = (
     "you propose: edit only the campaign's kernel files, one change per round, state the "
     "hypothesis in validate_round. Read campaign_status, query_trend, "
     "list_ineffective_directions, read_best_summary and query_tips before proposing; "
-    "run_quick_validation measures the working tree without making a round."
+    "run_quick_validation measures the working tree without making a round. A campaign "
+    "started with `ratchet init` takes its BASELINE with baseline (known_failure: the bug a "
+    "fix round is to fix)."
 )
 
 
@@ -63,7 +65,7 @@ def _as_tool(fn: Callable[..., Any], tool_error: type[Exception]) -> Callable[..
 
 
 def build_server(profile_path: Path | None = None) -> Any:
-    """The MCP server object with the ten tools registered (not started).
+    """The MCP server object with every tool of :data:`TOOL_NAMES` registered (not started).
 
     Raises RatchetError naming the extra when the SDK is missing.
     """

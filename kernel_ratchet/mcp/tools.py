@@ -29,6 +29,7 @@ TOOL_NAMES: tuple[str, ...] = (
     "read_best_summary",
     "query_tips",
     "append_tip",
+    "baseline",
     "run_quick_validation",
     "validate_round",
     "report",
@@ -199,6 +200,24 @@ class RatchetTools:
         path = self._tips_file(op, gpu, campaign)
         entry = add_tip(path, round, status, context, signal, takeaway, applicability)
         return {"path": str(path), "entry": entry}
+
+    def baseline(self, known_failure: str | None = None, campaign: str | None = None) -> dict:
+        """BASELINE (round-1) of a campaign started with `ratchet init`, exactly as `ratchet
+        baseline`: the focused test and the harness on every target shape; the CSV schema and
+        the representative shapes are frozen. ``known_failure``: as ``--known-failure``, one
+        line saying which bug of the unmodified kernel a `validate_round(fix=True)` round is
+        to fix (its focused test fails, or the harness's check fails on every shape); the
+        baseline records it, and with no shape passing only fix rounds may follow. Returns the
+        frozen round record and the representative shapes."""
+        from kernel_ratchet.campaign.driver import MANUAL, record_driver
+        from kernel_ratchet.dashboard.site import after_round
+
+        with self._campaign(campaign) as c:
+            record_driver(c.dir, {"name": MANUAL})  # as `ratchet baseline`
+            rec = c.baseline(known_failure)
+            after_round(c)
+            reps = list(c.m.representative_shapes)
+            return jsonable({"record": rec.to_dict(), "representative_shapes": reps})
 
     def run_quick_validation(self, level: str = "quick", campaign: str | None = None) -> dict:
         """Dry run: the campaign's harness on the current kernel files at `level` (quick:

@@ -28,6 +28,8 @@ from tests.campaign.conftest import (  # noqa: E402
     break_kernel,
     campaign_dir,
     cli_env,
+    make_project,
+    ratchet,
     session_two_rounds,
 )
 
@@ -171,6 +173,27 @@ def test_validate_round_over_mcp(two_rounds, tmp_path):
     assert res["record"]["round"] == 4 and res["record"]["status"] == "ROLLED BACK"
     assert res["record"]["category"] == "test" and res["consecutive_rollbacks"] == 2
     assert (root / "tiny_gemm/kernel.py").read_text() == kernel  # rolled back
+
+
+def test_baseline_over_mcp(tmp_path):
+    """A campaign started with `ratchet init` takes its BASELINE through the server; a known
+    failure of two lines is refused before anything is measured."""
+    root = make_project(tmp_path / "proj")
+    r = ratchet(root, "init", "--op", "tiny_gemm", "--yes")
+    assert r.returncode == 0, r.stdout + r.stderr
+
+    async def body(c: Client):
+        two_lines = await c.call("baseline", known_failure="rows of 20\nare zero")
+        return two_lines, await c.call("baseline"), await c.call("baseline")
+
+    (err, text), (err2, res), (err3, again) = run_session(root, body)
+    assert err and "CampaignError" in text and "in one line" in text
+    assert not err2, res
+    rec = res["record"]
+    assert rec["round"] == 1 and rec["status"] == "BASELINE", rec
+    assert rec["reason"].startswith("baseline: ") and res["representative_shapes"]
+    assert (campaign_dir(root) / "rounds/round-1/round.json").exists()
+    assert err3 and "the baseline is taken already" in again
 
 
 def test_missing_sdk_names_the_extra(monkeypatch):
