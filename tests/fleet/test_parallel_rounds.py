@@ -4,7 +4,9 @@ options are wrong."""
 
 from __future__ import annotations
 
+import math
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -47,6 +49,22 @@ def test_the_largest_confirmed_gain_is_kept_and_a_tie_goes_to_the_earlier_round(
     assert best_of(records).round == 3  # a rolled-back record never wins, whatever its gain
     assert best_of([_decided(5, 0.1), _decided(4, 0.1)]).round == 4
     assert best_of([_decided(2, 0.3, Status.ROLLED_BACK)]) is None
+
+
+def _fix_alone(n: int) -> RoundRecord:
+    """A fix accepted on correctness alone (the incumbent passed no shape): gain NaN."""
+    rec = _decided(n, 0.0)
+    d = replace(rec.decision, gain=math.nan, paired=False, correctness_only=True)
+    return replace(rec, decision=d, reason="FIX, accepted on correctness alone")
+
+
+def test_fixes_accepted_on_correctness_alone_keep_the_first_and_claim_no_gain():
+    assert best_of([_fix_alone(3), _fix_alone(2), _fix_alone(4)]).round == 2
+    rec = superseded(_fix_alone(3), _fix_alone(2))
+    assert rec.status is Status.ROLLED_BACK and rec.category is Category.SUPERSEDED
+    assert "round-2 of the same parallel round is its one change" in rec.reason
+    assert "nan" not in rec.reason.lower() and "nan" not in rec.lesson.lower()
+    assert RoundRecord.from_dict(rec.to_dict()).reason == rec.reason
 
 
 def test_a_superseded_candidate_keeps_its_verdict_and_may_be_tried_again():
