@@ -3,6 +3,7 @@ tool ``campaign_status`` returns."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,11 +12,14 @@ from kernel_ratchet.campaign.fsutil import file_sha256
 from kernel_ratchet.campaign.record import read_record
 from kernel_ratchet.campaign.rounds.close import chain_of
 from kernel_ratchet.campaign.seal import verify_records
+from kernel_ratchet.scoring.decision import Status
 
 
 def campaign_status(c: CampaignContext, *, verify: bool = True) -> dict[str, Any]:
     """Phase, incumbent, round in flight, termination and every closed round with its paired
-    chain (rebuilt from the record for an entry closed before the chain was kept) and where its
+    chain (rebuilt from the record for an entry closed before the chain was kept), the round
+    that chain counts from (``chain_from``: the BASELINE, or the last fix accepted on
+    correctness alone before it, past which no pair reaches back) and where its
     wall time went (``seconds``: step -> s, from its record; None when not recorded). Raises
     LogTamperedError when a log or a closed round's record was edited (``verify`` False: not
     checked, for a look while another process writes them)."""
@@ -38,12 +42,20 @@ def campaign_status(c: CampaignContext, *, verify: bool = True) -> dict[str, Any
         "pending": None if st.pending is None else st.pending.to_dict(),
         "termination": None if st.termination is None else st.termination.to_dict(),
         "representative_shapes": c.m.representative_shapes,
-        "rounds": [
-            {**r.to_dict(), "paired_chain": chain_of(c, r.round), "seconds": _seconds(c, r.round)}
-            for r in st.closed
-        ],
+        "rounds": _rounds(c),
         "harness_intact": file_sha256(c.dir / "quick_test_bench.py") == st.harness_sha256,
     }
+
+
+def _rounds(c: CampaignContext) -> list[dict[str, Any]]:
+    rows, origin = [], 1
+    for r in c.state.closed:
+        chain = chain_of(c, r.round)
+        row = {**r.to_dict(), "paired_chain": chain, "chain_from": origin}
+        rows.append({**row, "seconds": _seconds(c, r.round)})
+        if r.status is Status.ACCEPTED and r.gain is not None and math.isnan(r.gain):
+            origin = r.round  # a fix on correctness alone: later rounds pair against it
+    return rows
 
 
 def round_now(status: Mapping[str, Any]) -> str:

@@ -197,7 +197,7 @@ def status(
             str(r["round"]),
             (r.get("rehearsal") or r["status"]) + why,
             r["level"],
-            "-" if vp is None else f"{vp * 100:+.2f}%{whose}",
+            "-" if vp is None else f"{vp * 100:+.2f}%{whose}{_from(r)}",
             "-" if vb is None else f"{vb * 100:+.2f}%{whose}",
             time_line(r["seconds"]) if r.get("seconds") else "-",
         )
@@ -207,6 +207,13 @@ def status(
         out.print(f"round-{r['round']}: {shown}")
     if s["termination"]:
         out.print(f"termination {s['termination']['code']}: {s['termination']['reason']}")
+
+
+def _from(row: dict) -> str:
+    """Where a paired chain counts from when not the BASELINE: a fix accepted on correctness
+    alone, past which no pair reaches back."""
+    n = row.get("chain_from") or 1
+    return "" if n == 1 else f" from round-{n}"
 
 
 @app.command()
