@@ -24,7 +24,16 @@ from kernel_ratchet.dashboard.series import (
     time_steps,
 )
 from kernel_ratchet.errors import RatchetError
-from tests.dashboard.builder import CI, GAIN, LEVEL, QUANTITY, SHAPES, UNRESOLVED, WEIGHTED
+from tests.dashboard.builder import (
+    CI,
+    FAILED_TESTS,
+    GAIN,
+    LEVEL,
+    QUANTITY,
+    SHAPES,
+    UNRESOLVED,
+    WEIGHTED,
+)
 
 
 def _figures(html: str) -> dict[str, dict]:
@@ -158,6 +167,13 @@ def test_every_chart_holds_the_records_points_and_missing_fields_say_not_recorde
     assert "<script>alert(1)" not in html and "&lt;script&gt;alert(1)" in html  # escaped report
     assert "Record not recorded" not in html and "not recorded" in html
     assert "Not recorded: the round ended before a decision was measured." in html
+
+
+def test_a_round_whose_focused_test_failed_lists_every_failed_test(small):
+    html = render_campaign_html(load_campaign(small[0]))
+    assert f"Failed tests ({len(FAILED_TESTS)}):" in html
+    assert all(f"<code>{escape(t)}</code>" in html for t in FAILED_TESTS)
+    assert "::u[<b>]" not in html  # the id's markup is text
 
 
 def test_missing_ceilings_and_records_say_not_recorded_and_a_sync_back_is_shown(small, tmp_path):
