@@ -106,13 +106,20 @@ def test_specialization_tells_odd_strides_from_aligned_ones():
 
 
 def test_dry_run_decides_as_on_a_gpu_and_runs_nothing():
+    """On an sm_90 GPU a large bf16 forward runs the warp-specialized 16-bit kernel, one
+    persistent program per SM: the dry census records it there (it used to show the Triton
+    kernel the CPU falls back to); ``gluon=False`` shows that fallback, on TMA."""
     a, b, d = cs.inputs(Shape("s", M=4097, N=6144, K=4096), torch.bfloat16, "cpu")
     before = cs.launch.interpreter_mode()
     c = cs.census_call(lambda: cs.launch.gemm(a, b), dry=True, sms=132)
-    g = c.gemms()
-    assert len(g) == 1 and g[0].get("USE_TMA") is True
-    assert g[0].ctas <= 132 or not g[0].get("PERSISTENT")
+    (ws,) = c.gluon()
+    assert ws.kernel == "_bf16_ws_kernel" and ws.ctas == 132 and c.gemms() == []
     assert cs.launch.interpreter_mode() is before  # restored after the block
+    assert cs.launch.bf16_ws.supported_dtypes(a, b, a.dtype) is False  # and the check too
+    c = cs.census_call(lambda: cs.launch.gemm(a, b), dry=True, sms=132, gluon=False)
+    (g,) = c.gemms()
+    assert g.get("USE_TMA") is True and not c.gluon()
+    assert g.ctas <= 132 or not g.get("PERSISTENT")
 
 
 def test_repeated_calls_compile_nothing_new():
@@ -188,13 +195,17 @@ def test_tiny_outputs_take_one_launch_per_gemm(mnk):
 )
 def test_small_outputs_fill_at_least_half_the_sms(mnk, shipped):
     """Under-filled grids get the smaller tiles their bucket ships and split-K where it splits:
-    about half of 132 SMs busy or more."""
+    about half of 132 SMs busy or more, on the Triton kernel (``gluon=False``: where the
+    warp-specialized kernel does not run) and on whichever kernel an sm_90 GPU runs."""
     M, N, K = mnk
     a, b, d = cs.inputs(Shape("s", M=M, N=N, K=K), torch.bfloat16, "cpu")
-    (g,) = cs.census_call(cs.linear_paths(a, b, d)["16bit.fwd"], dry=True).gemms()
+    fwd = cs.linear_paths(a, b, d)["16bit.fwd"]
+    (g,) = cs.census_call(fwd, dry=True, sms=132, gluon=False).gemms()
     cfg = shipped()
     assert (g.get("BLOCK_M"), g.get("BLOCK_N")) == (cfg.block_m, cfg.block_n)
     assert g.ctas >= 64
+    (taken,) = cs.census_call(fwd, dry=True, sms=132).launches
+    assert taken.ctas >= 64
 
 
 def test_unaligned_16bit_gradient_is_copied_once_into_tma_rows():
@@ -227,3 +238,5 @@ def test_compile_names_where_each_gluon_kernel_of_a_step_compiles(monkeypatch, c
     owner = "kernel_ratchet.kernels.gemm.fp8_block_ws_launch.compile_offline"
     assert f"_fp8_block_ws_kernel: a Gluon kernel, compiled by {owner}" in out
     assert "_fp8_block_ws_cols_kernel" in out and ": compiled" in out  # the 16-bit variants
+    ws16 = "kernel_ratchet.kernels.gemm.bf16_ws_launch.compile_offline"
+    assert f"_bf16_ws_kernel: a Gluon kernel, compiled by {ws16}" in out  # its forward

@@ -11,8 +11,11 @@ integer and pointer arguments) and counts the copies PyTorch makes (``aten`` cop
 fill) while a call runs.
 
 ``dry=True`` records without running any kernel (outputs are garbage), so full-size shapes take
-milliseconds on a CPU; it also makes the launcher decide as on a GPU with ``sms`` SMs (TMA
-eligibility by alignment instead of the interpreter's pointer path). Without ``dry`` the kernels
+milliseconds on a CPU; it also makes the launcher decide as on an sm_90 GPU with ``sms`` SMs
+(TMA eligibility by alignment instead of the interpreter's pointer path, and the
+warp-specialized Gluon kernels where their operands qualify: the 16-bit GEMM of
+``WS16_CONFIGS``, the blockwise FP8 GEMM, the few-row weight gradient; ``gluon=False`` records
+their Triton fallbacks instead). Without ``dry`` the kernels
 run (in the interpreter on CPU tensors) and the numbers are the real path's. ``--compile`` also
 compiles each distinct GEMM variant for sm_90 on this machine and prints its shared memory,
 registers and spill bytes (:mod:`kernel_ratchet.kernels.offline`).
@@ -21,6 +24,7 @@ registers and spill bytes (:mod:`kernel_ratchet.kernels.offline`).
 from __future__ import annotations
 
 import argparse
+import functools
 from collections.abc import Callable
 
 import torch
@@ -29,6 +33,7 @@ from kernel_ratchet.harness.adapter import Shape
 from kernel_ratchet.kernels import census as common
 from kernel_ratchet.kernels.census import H200_SMS, Launch, spec_of
 from kernel_ratchet.kernels.gemm import (
+    bf16_ws_launch,
     descriptor_launch,
     fast_launch,
     fp8_block_ws_launch,
@@ -56,7 +61,15 @@ _GEMM_KERNELS = ("_gemm_kernel", "_gemm_streamk_kernel")
 #: the blockwise FP8 GEMM (one scale per 128x128 block of B, or per column of it).
 _WGRAD_GLUON = ("_grouped_wgrad_ws_kernel",)
 _FP8_GLUON = ("_fp8_block_ws_kernel", "_fp8_block_ws_cols_kernel")
-_GLUON_KERNELS = _WGRAD_GLUON + _FP8_GLUON
+#: The warp-specialized 16-bit GEMM, which takes the 16-bit buckets of ``WS16_CONFIGS``.
+_WS16_GLUON = ("_bf16_ws_kernel",)
+_GLUON_KERNELS = _WGRAD_GLUON + _FP8_GLUON + _WS16_GLUON
+#: The module that launches (and compiles offline) each Gluon kernel.
+_GLUON_OWNERS = {
+    **dict.fromkeys(_WGRAD_GLUON, wgrad_ws_launch),
+    **dict.fromkeys(_FP8_GLUON, fp8_block_ws_launch),
+    **dict.fromkeys(_WS16_GLUON, bf16_ws_launch),
+}
 _spec_of = spec_of
 
 
@@ -101,14 +114,22 @@ class Census(common.Census):
         patches += [(qdual, k) for k in _DUAL_KERNELS]
         patches += [(wgrad_ws_launch, k) for k in _WGRAD_GLUON]
         patches += [(fp8_block_ws_launch, k) for k in _FP8_GLUON]
+        patches += [(bf16_ws_launch, k) for k in _WS16_GLUON]
         qualifies = wgrad_ws_launch.operands_ok if gluon else lambda *a: False
         overrides = [
             (launch, "interpreter_mode", lambda: False),
             (launch, "_num_sms", lambda device: sms),
             (launch, "_on_sm90", lambda t: gluon),
             (wgrad_ws_launch, "supported", qualifies),
+            (bf16_ws_launch, "supported_dtypes", functools.partial(_ws16_dtypes, gluon)),
         ]
         return self.instrument(patches, overrides if dry else _NO_RUNNERS, dry=dry)
+
+
+def _ws16_dtypes(gluon: bool, a: torch.Tensor, b: torch.Tensor, out: torch.dtype) -> bool:
+    """:func:`.bf16_ws_launch.supported_dtypes` as on an sm_90 GPU (with ``gluon``): one
+    16-bit dtype for both operands and the output, whatever device they are on."""
+    return gluon and a.dtype in (torch.bfloat16, torch.float16) and b.dtype is a.dtype is out
 
 
 def _launch_through_triton(fn, runners, grid, args, kwargs, tensors, key=None) -> None:
@@ -208,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
                     for x, r in zip(variants, resources_of(kernel, variants), strict=True):
                         print(f"{'':40s} {tile(x)}: {r.line()}", flush=True)
                 for k in sorted({x.kernel for x in c.gluon()}):
-                    owner = (fp8_block_ws_launch if k in _FP8_GLUON else wgrad_ws_launch).__name__
+                    owner = _GLUON_OWNERS[k].__name__
                     print(f"{'':40s} {k}: a Gluon kernel, compiled by {owner}.compile_offline")
     return 0
 
