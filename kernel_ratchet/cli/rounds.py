@@ -202,6 +202,13 @@ def status(
             time_line(r["seconds"]) if r.get("seconds") else "-",
         )
     out.print(table)
+    origins = sorted({n for r in s["rounds"] if (n := r.get("chain_from") or 1) != 1})
+    for n in origins:
+        out.print(
+            f"paired chains after round-{n} count from it: a fix accepted on correctness "
+            "alone, past which no pair reaches back",
+            soft_wrap=True,
+        )
     for r in s["rounds"]:  # below the numbers, at the terminal's full width
         shown = textwrap.shorten(r["hypothesis"], HYPOTHESIS_CHARS, placeholder=" …")
         out.print(f"round-{r['round']}: {shown}")
