@@ -70,6 +70,7 @@ class CandidateJob:
     tree: str = ""  # the candidate's project root inside its worktree
     incumbent: str = ""  # the slot's incumbent worktree
     incumbent_round: int | None = None
+    fix: bool = False  # a correctness fix (``validate --fix``)
 
     @property
     def pending(self) -> PendingRound:
@@ -81,6 +82,7 @@ class CandidateJob:
             self.bucket,
             self.level,
             notes=dict(self.notes),
+            fix=self.fix,
         )
 
 
@@ -153,6 +155,7 @@ def stage_candidate(
         tree=str(root),
         incumbent=str(incumbent),
         incumbent_round=c.state.incumbent_round,
+        fix=pending.fix,
     )
 
 

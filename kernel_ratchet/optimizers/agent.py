@@ -8,7 +8,7 @@ verified-ineffective directions, tips and the latest analysis. The agent edits t
 in place and writes ``hypothesis.json``::
 
     {"hypothesis": "...", "bucket": "K1", "expected": "...", "summary": "one line",
-     "direction": "optional stable key"}          # or {"stop": true, "reason": "..."}
+     "direction": "optional stable key", "fix": false}   # or {"stop": true, "reason": "..."}
 
 Guards: each call starts from the incumbent's kernel files; the protected files (harness, focused
 tests, adapter, ratchet.yaml) are hashed before the call and a change to any of them raises
@@ -178,6 +178,7 @@ class AgentOptimizer(Optimizer):
                 family=str(h.get("family") or "agent"),
                 files=files,
                 next_direction=str(h.get("next_direction", "")),
+                fix=h.get("fix", False),
             )
         except ValueError as exc:
             return f"hypothesis.json is incomplete: {exc}"
@@ -237,7 +238,9 @@ def context_pack(ctx: OptimizerContext, hyp: Path, problem: str, recent: int = 6
         f"Project root (your working directory): {ctx.root}\n",
         "## Protocol\n1. Decide ONE change and write it, before editing, to "
         f'`{hyp}` as JSON: {{"hypothesis", "bucket", "expected", "summary"}} '
-        '(or {"stop": true, "reason": ...} when nothing is left to try).\n'
+        '(with "fix": true for a correctness fix, decided as `ratchet validate --fix` decides '
+        "one: the only round that may run while the incumbent fails the harness's check on "
+        'every shape; or {"stop": true, "reason": ...} when nothing is left to try).\n'
         "2. Edit the kernel files in place. 3. Exit. The tool validates the change.\n",
         "## Rules\n"
         + RULES.format(

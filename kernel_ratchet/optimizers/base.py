@@ -42,6 +42,7 @@ class Proposal:
 
     ``files`` maps project-relative paths to their complete new text; ``apply`` (alternative)
     is called with the project root and makes the change itself. Exactly one is given.
+    ``fix``: the change is a correctness fix, decided as ``ratchet validate --fix`` decides one.
     ``direction`` is a stable key of what is tried (e.g. ``"CONFIGS/bf16/large:num_stages=4"``)
     so that a verified-ineffective direction is recognised later; ``family`` groups directions
     for the stagnation rule (two rollbacks in one family -> another family).
@@ -59,6 +60,7 @@ class Proposal:
     level: str = "quick"
     next_direction: str = ""
     notes: Mapping[str, Any] = field(default_factory=dict)
+    fix: bool = False  # a correctness fix (``validate --fix``)
 
     def __post_init__(self) -> None:
         if not self.hypothesis.strip():
@@ -77,6 +79,8 @@ class Proposal:
             raise ValueError("a proposal names its direction (a stable key)")
         if self.level not in ("quick", "full"):
             raise ValueError(f"level must be quick or full, not {self.level!r}")
+        if not isinstance(self.fix, bool):
+            raise ValueError(f"fix must be true or false, not {self.fix!r}")
         if self.files is not None:
             object.__setattr__(self, "files", MappingProxyType(dict(self.files)))
         object.__setattr__(self, "notes", MappingProxyType(dict(self.notes)))

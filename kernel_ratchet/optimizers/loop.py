@@ -380,6 +380,7 @@ def _validate(c: Campaign, run: LoopSettings, n: int, proposal: Proposal) -> Rou
     run.say(f"round-{n}: {proposal.summary}")
     # scope_first=False: files the optimizer's change touched outside the kernel are its round
     kw = {"bucket": proposal.bucket, "level": proposal.level, "scope_first": False}
+    kw["fix"] = proposal.fix
     try:
         return c.validate(proposal.hypothesis, **kw, **round_notes(proposal))
     except KeyboardInterrupt:  # a second Ctrl+C: the engine closed the round, rolled back

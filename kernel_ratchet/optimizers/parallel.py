@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from kernel_ratchet.campaign.batch import close_batch, outcome_record
 from kernel_ratchet.campaign.candidate import CandidateJob, stage_candidate
 from kernel_ratchet.campaign.clock import now
+from kernel_ratchet.campaign.rounds.preconditions import round_level
 from kernel_ratchet.campaign.state import PendingRound, Stage
 from kernel_ratchet.optimizers.loop import no_proposal, outside_kernel, round_notes
 
@@ -76,9 +77,11 @@ class ParallelRounds:
         for slot, p in enumerate(proposals):
             outside_kernel(c, run.optimizer, p)
             n = c.state.next_round + len(jobs)
+            level = round_level(c.ctx, p.level, p.fix)
             pending = PendingRound(
-                n, Stage.MEASURING, now(), p.hypothesis, p.bucket, p.level, notes=round_notes(p)
-            )
+                n, Stage.MEASURING, now(), p.hypothesis, p.bucket, level, notes=round_notes(p),
+                fix=p.fix,
+            )  # fmt: skip
             job = stage_candidate(c.ctx, slot, n, p.apply_to, pending)
             if job is None:
                 run.say(f"candidate {slot}: {p.summary}: the kernel files are unchanged; skipped")

@@ -9,7 +9,9 @@ project in a folder), and beside it
      "direction": "a stable key", "level": "quick"}
 
 Only ``hypothesis`` is required (``direction`` defaults to ``queue:NAME``, ``summary`` to the
-entry's name). ``"after": "OTHER"`` makes an entry wait for the earlier entry ``OTHER`` (its
+entry's name). ``"fix": true`` makes the entry a correctness fix, decided as ``ratchet validate
+--fix`` decides one (against an incumbent that passes no shape, the only kind of round that
+may run). ``"after": "OTHER"`` makes an entry wait for the earlier entry ``OTHER`` (its
 diff made on top of that one's): it is measured once ``OTHER``'s round was accepted, and
 skipped, with the reason in the run's end, once that round was rolled back. ``ratchet run
 --optimizer queue --queue DIR`` measures the entries one round each against the incumbent of
@@ -74,6 +76,7 @@ class Entry:
                 direction=self.direction,
                 level=str(f.get("level", "quick")),
                 files=files,
+                fix=f.get("fix", False),
             )
         except ValueError as exc:
             raise OptimizerError(f"queue entry {self.name}: {exc}") from exc

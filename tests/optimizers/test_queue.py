@@ -240,3 +240,14 @@ def test_after_must_name_an_earlier_entry(tmp_path):
     _entry(queue, "02-x", _diff(root, "pkg/kernel.py", "BLOCK_M = 16", "BLOCK_M = 64"))
     with pytest.raises(OptimizerError, match="01-m32.json: \"after\" names '02-x', not an earlier"):
         QueueOptimizer(str(queue))
+
+
+def test_an_entry_may_be_a_correctness_fix_said_as_true_or_false(tmp_path):
+    root = make_toy_project(tmp_path / "toy")
+    queue = tmp_path / "queue"
+    _entry(queue, "01-fix", _diff(root, "pkg/kernel.py", "BLOCK_M = 16", "BLOCK_M = 32"), fix=True)
+    (fix,) = RecordedRounds(root).run(QueueOptimizer(str(queue)), 2)
+    assert fix.fix is True and fix.direction == "queue:01-fix"
+    (queue / "01-fix.json").write_text(json.dumps({"hypothesis": "h", "fix": "yes"}))
+    with pytest.raises(OptimizerError, match="queue entry 01-fix: fix must be true or false"):
+        QueueOptimizer(str(queue)).propose(RecordedRounds(root).context())
