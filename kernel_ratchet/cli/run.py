@@ -120,6 +120,7 @@ def _drive(
     init: dict,
     pause: bool = False,
     parallel: Parallel | None = None,
+    known_failure: str | None = None,
 ) -> None:
     import threading
 
@@ -147,6 +148,7 @@ def _drive(
             init=init,
             pause_at_budget=pause,
             runner=runner,
+            known_failure=known_failure,
         )
     if getattr(optimizer, "instructions", ""):
         out.print(optimizer.instructions)
@@ -170,9 +172,8 @@ def _drive(
 
 def _after_report(done) -> str:
     """What follows a written report: acceptance, or nothing where no round was accepted."""
-    if done.accepted:
-        return "next: `ratchet accept`"
-    return "no round was accepted: the incumbent is the starting commit, nothing to accept"
+    none = "no round was accepted: the incumbent is the starting commit, nothing to accept"
+    return "next: `ratchet accept`" if done.accepted else none
 
 
 def _rehearsal(rehearse: bool) -> None:
@@ -270,6 +271,9 @@ def run(
     another: bool = typer.Option(
         False, "--another", help="start it although a campaign on this op is still open"
     ),
+    known_failure: str | None = typer.Option(
+        None, help='as `ratchet baseline --known-failure`; its fix: a proposal with "fix": true'
+    ),
     profile: Path | None = ProfileOpt,
     campaign: str | None = CampaignOpt,
 ):
@@ -307,6 +311,7 @@ def run(
         init={"rehearsal": True} if rehearse else {},
         pause=pause,
         parallel=parallel,
+        known_failure=known_failure,
     )
 
 

@@ -13,12 +13,8 @@ iteration or time budget of this run pauses instead (no REPORT, the campaign sta
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import hashlib
 import math
 import os
-import shlex
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -31,16 +27,16 @@ from kernel_ratchet.campaign.candidate import remove_slots
 from kernel_ratchet.campaign.create import create_campaign, define_target, preflight
 from kernel_ratchet.campaign.driver import record_driver
 from kernel_ratchet.campaign.engine import Campaign
-from kernel_ratchet.campaign.lineage.kernel import incumbent_bytes, kernel_changed
+from kernel_ratchet.campaign.lineage.kernel import kernel_changed
 from kernel_ratchet.campaign.locate import find_campaign
-from kernel_ratchet.campaign.record import RoundRecord, read_record, verified_ineffective
+from kernel_ratchet.campaign.record import RoundRecord, read_record
 from kernel_ratchet.campaign.render import time_line
 from kernel_ratchet.campaign.state import Phase
-from kernel_ratchet.campaign.tips import read_tips, tips_path
 from kernel_ratchet.dashboard.site import after_round
-from kernel_ratchet.errors import TERMINATION_REQUESTED, RatchetError
+from kernel_ratchet.errors import TERMINATION_REQUESTED, CampaignError, RatchetError
 from kernel_ratchet.optimizers.base import Optimizer, OptimizerContext, OptimizerError, Proposal
 from kernel_ratchet.optimizers.budget import incumbent_unmeasurable, too_short
+from kernel_ratchet.optimizers.context import build_context, fingerprint
 from kernel_ratchet.profile.schema import Profile
 from kernel_ratchet.report.final import Reported, report
 from kernel_ratchet.scoring.roofline import efficiency
@@ -60,57 +56,6 @@ class LoopResult:
     rounds: list[RoundRecord] = field(default_factory=list)
     stop: tuple[str, str] | None = None  # (code, reason)
     report: Reported | None = None
-
-
-def protected_paths(c: Campaign) -> list[Path]:
-    """Files a round must never change: ratchet.yaml, the generated harness, the adapter
-    module and the files named by the focused test command."""
-    out = [c.profile.path, c.dir / "quick_test_bench.py"]
-    mod = c.m.adapter.split(":")[0].replace(".", "/")
-    for cand in (c.root / f"{mod}.py", c.root / mod / "__init__.py"):
-        if cand.exists():
-            out.append(cand)
-    with contextlib.suppress(ValueError):
-        for tok in shlex.split(c.m.test_command):
-            p = c.root / tok.split("::")[0]
-            if p.is_file():
-                out.append(p)
-            elif p.is_dir() and tok not in (".", ""):
-                out.extend(sorted(p.rglob("*.py")))
-    return out
-
-
-def fingerprint(paths: list[Path]) -> dict[str, str | None]:
-    """sha256 of each path's bytes (None: missing), to tell which files a proposal touched."""
-    return {
-        str(p): hashlib.sha256(p.read_bytes()).hexdigest() if p.exists() else None for p in paths
-    }
-
-
-def build_context(c: Campaign, analysis: Mapping[str, Any] | None) -> OptimizerContext:
-    """What the optimizer may read before the next round (the incumbent, records, tips)."""
-    paths = [c.round_dir(r.round) / "round.json" for r in c.state.closed]
-    records = [read_record(p) for p in paths if p.exists()]
-    sources = {}
-    for rel in c.m.kernel_source:
-        data = incumbent_bytes(c.ctx, rel)
-        if data is not None:
-            sources[rel] = data.decode("utf-8")
-    tp = tips_path(c.profile.tips_root_path, c.m.target_gpu, c.m.target_op, c.m.target_backend)
-    return OptimizerContext(
-        root=c.root,
-        manifest=dataclasses.asdict(c.m),
-        sources=sources,
-        rounds=tuple(records),
-        ineffective=tuple(verified_ineffective(records)),
-        tips=read_tips(tp),
-        analysis=analysis,
-        tunables=c.op.tunables,
-        knobs=c.op.knobs,
-        campaign_dir=c.dir,
-        round_no=c.state.next_round,
-        protected=tuple(os.path.relpath(p, c.root) for p in protected_paths(c)),
-    )
 
 
 def _open(
@@ -147,6 +92,7 @@ def run_campaign(
     init: Mapping[str, Any] | None = None,
     pause_at_budget: bool = False,
     runner: RoundRunner | None = None,
+    known_failure: str | None = None,
 ) -> LoopResult:
     """Run a campaign unattended until a termination condition; returns what happened.
 
@@ -158,6 +104,8 @@ def run_campaign(
     CampaignError/RatchetError as the engine does, KeyboardInterrupt on the second Ctrl+C
     (the round in flight is closed first). ``runner``: rounds run by it (parallel
     candidates, :mod:`kernel_ratchet.optimizers.parallel`) instead of one by one.
+    ``known_failure``: the BASELINE's, as ``ratchet baseline --known-failure`` takes it (a
+    CampaignError where this run takes no baseline).
     """
     say = say or (lambda _m: None)
     stop_flag = stop_flag or threading.Event()
@@ -165,7 +113,7 @@ def run_campaign(
     res = LoopResult(cdir)
     deadline = time.monotonic() + max_duration_s if max_duration_s else math.inf
     with Campaign(profile, cdir, say=say) as c:
-        if _begin(c, optimizer, say):
+        if _begin(c, optimizer, say, known_failure):
             res.report = report(c)
             code = c.state.termination.code if c.state.termination else "T4"
             res.stop = (code, "already ended")
@@ -191,17 +139,23 @@ def run_campaign(
     return res
 
 
-def _begin(c: Campaign, optimizer: Optimizer, say: Say) -> bool:
+def _begin(c: Campaign, optimizer: Optimizer, say: Say, known_failure: str | None) -> bool:
     """Recover an interrupted round, check the optimizer can drive the op, record the driver
-    and measure the BASELINE of a new campaign. True when the campaign had already ended."""
+    and measure the BASELINE of a new campaign (``known_failure``: its declared failure).
+    True when the campaign had already ended."""
     ended = (Phase.TERMINATED, Phase.ACCEPTED)
     c.recover()
+    if known_failure is not None and c.state.phase is not Phase.INITIALIZED:
+        raise CampaignError(
+            f"--known-failure declares the BASELINE's failure, and campaign {c.m.campaign} has "
+            "its baseline already; nothing was run (drop the option to continue it)"
+        )
     remove_slots(c.ctx)  # parallel candidates' slots left by a run that did not end
     if c.state.phase not in ended:
         optimizer.check_ready(c.root, c.op)
     record_driver(c.dir, optimizer.settings())
     if c.state.phase is Phase.INITIALIZED:
-        c.baseline()
+        c.baseline(known_failure)
         after_round(c)
         say(f"BASELINE done; representative shapes: {', '.join(c.m.representative_shapes)}")
     return c.state.phase in ended

@@ -192,6 +192,21 @@ def test_example_gemm_bf16_rehearsal_runs_end_to_end(tmp_path):
     assert "ratchet_example_gemm/configs.py" in (dest / "ratchet.yaml").read_text()
 
 
+@pytest.mark.slow
+def test_an_unattended_run_takes_a_declared_known_failure_with_its_baseline(tmp_path):
+    """`ratchet run --known-failure` takes the BASELINE as `ratchet baseline --known-failure`
+    does (here a failure no shape shows, so the baseline says it did not show); continuing a
+    campaign whose baseline is taken, the option is refused before anything runs."""
+    root = make_project(tmp_path / "proj")
+    known = ("--known-failure", "rows past 1024 unmasked")
+    _ok(ratchet(root, "run", "--op", "tiny_gemm", "--optimizer", "manual", *known, "--yes"))
+    base = _records(campaign_dir(root))[0]["reason"]
+    assert base.endswith("the declared failure (rows past 1024 unmasked) did not show"), base
+    r = ratchet(root, "run", *known, "--yes")
+    assert r.returncode != 0 and "has its baseline already; nothing was run" in r.stderr
+    assert len(_records(campaign_dir(root))) == 1
+
+
 def test_run_refuses_bad_options(tmp_path):
     root = make_project(tmp_path / "proj")
     r = ratchet(root, "run", "--op", "tiny_gemm", "--optimizer", "agent", "--yes")
