@@ -180,6 +180,12 @@ def status(
         + (" — REHEARSAL (interpreter timings; nothing committed)" if s.get("rehearsal") else ""),
         markup=True,
     )
+    out.print(_rounds_table(s["rounds"]))
+    _below_table(s)
+
+
+def _rounds_table(rounds: list[dict]) -> Table:
+    """``ratchet status``'s table: a row per closed round."""
     table = Table(
         "round",
         "status",
@@ -188,7 +194,7 @@ def status(
         "vs baseline\n(harness CSVs)",
         "wall time (s) per step",
     )
-    for r in s["rounds"]:
+    for r in rounds:
         whose = " (candidate, rolled back)" if r["status"] == "ROLLED BACK" else ""
         vp, vb = r.get("paired_chain"), r.get("vs_baseline")
         cat = r.get("category")
@@ -201,7 +207,12 @@ def status(
             "-" if vb is None else f"{vb * 100:+.2f}%{whose}",
             time_line(r["seconds"]) if r.get("seconds") else "-",
         )
-    out.print(table)
+    return table
+
+
+def _below_table(s: dict) -> None:
+    """What ``ratchet status`` prints below its table, unwrapped or at the terminal's width:
+    where paired chains count from, each round's hypothesis, the termination."""
     origins = sorted({n for r in s["rounds"] if (n := r.get("chain_from") or 1) != 1})
     for n in origins:
         out.print(
@@ -209,7 +220,7 @@ def status(
             "alone, past which no pair reaches back",
             soft_wrap=True,
         )
-    for r in s["rounds"]:  # below the numbers, at the terminal's full width
+    for r in s["rounds"]:
         shown = textwrap.shorten(r["hypothesis"], HYPOTHESIS_CHARS, placeholder=" …")
         out.print(f"round-{r['round']}: {shown}")
     if s["termination"]:

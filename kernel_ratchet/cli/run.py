@@ -268,12 +268,8 @@ def run(
     scheduler: str | None = SchedulerOpt,
     candidate_timeout: float = CandidateTimeoutOpt,
     yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation"),
-    another: bool = typer.Option(
-        False, "--another", help="start it although a campaign on this op is still open"
-    ),
-    known_failure: str | None = typer.Option(
-        None, help='as `ratchet baseline --known-failure`; its fix: a proposal with "fix": true'
-    ),
+    another: bool = typer.Option(False, "--another", help="start one while one on the op is open"),
+    known_failure: str | None = typer.Option(None, help="as `baseline --known-failure`"),
     profile: Path | None = ProfileOpt,
     campaign: str | None = CampaignOpt,
 ):
