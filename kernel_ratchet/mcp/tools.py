@@ -116,8 +116,9 @@ class RatchetTools:
 
     def list_ineffective_directions(self, campaign: str | None = None) -> dict:
         """The verified-ineffective directions (the REPORT's: rollbacks whose category proves
-        the direction ineffective) with their root cause, reason and lesson: what not to try
-        again. Interrupted, scope and harness rollbacks are not among them."""
+        the direction ineffective) with their root cause, reason, lesson and the tests a
+        failed focused test reported: what not to try again. Interrupted, scope and harness
+        rollbacks are not among them."""
         from kernel_ratchet.campaign.record import read_record
 
         out = []
@@ -136,6 +137,7 @@ class RatchetTools:
                         "root_cause": r.category.root_cause,
                         "reason": rec.reason if rec else "",
                         "lesson": rec.lesson if rec else "",
+                        "failed_tests": list(rec.failed_tests) if rec else [],
                         "summary": f"rounds/round-{r.round}/summary.md",
                     }
                 )

@@ -267,6 +267,7 @@ def context_pack(ctx: OptimizerContext, hyp: Path, problem: str, recent: int = 6
         parts.append(f"## Your previous attempt\n{problem}\n")
     rows = [
         f"- round-{r.round} {r.status.value} ({r.category.value}): {r.hypothesis} — {r.reason}"
+        + (f" (failed tests: {', '.join(r.failed_tests)})" if r.failed_tests else "")
         for r in list(ctx.rounds)[-recent:]
     ]
     parts.append("## Recent rounds\n" + ("\n".join(rows) or "- none yet") + "\n")

@@ -176,3 +176,26 @@ def test_a_hypothesis_validate_refuses_is_refused_in_a_proposal(toy, tmp_path, f
     assert opt.propose(ctx).summary == "BLOCK_N 32"
     prompt = (tmp_path / "campaign/agent/round-2/attempt-2/prompt.md").read_text()
     assert "control characters" in prompt
+
+
+def test_the_context_pack_names_a_rounds_failed_tests_and_how_to_propose_a_fix(toy, tmp_path):
+    """The agent sees every test a failed round broke (the reason names three), and how to say
+    that a change is a correctness fix."""
+    from kernel_ratchet.campaign.category import Category
+    from kernel_ratchet.campaign.record import RoundRecord
+    from kernel_ratchet.optimizers.agent import context_pack
+    from kernel_ratchet.scoring.decision import Status
+
+    ctx = RecordedRounds(toy).context()
+    broke = RoundRecord(
+        round=9,
+        status=Status.ROLLED_BACK,
+        category=Category.TEST,
+        hypothesis="shifted loads",
+        reason="focused test failed: 5 failed: t[a], t[b], t[c] and 2 more",
+        failed_tests=tuple(f"t[{x}]" for x in "abcde"),
+    )
+    ctx = type(ctx)(**{**ctx.__dict__, "rounds": (*ctx.rounds, broke)})
+    pack = context_pack(ctx, tmp_path / "hypothesis.json", "")
+    assert "and 2 more (failed tests: t[a], t[b], t[c], t[d], t[e])" in pack
+    assert '"fix": true for a correctness fix' in pack
