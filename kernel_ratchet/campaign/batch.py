@@ -25,22 +25,17 @@ if TYPE_CHECKING:
     from kernel_ratchet.campaign.engine import Campaign
 
 
-def _fix_alone(r: RoundRecord) -> bool:
-    """A fix accepted on correctness alone: no pair was timed, its gain is NaN."""
-    return bool(r.decision and r.decision.correctness_only)
-
-
 def best_of(records: Sequence[RoundRecord]) -> RoundRecord | None:
     """The accepted record with the largest gain (the lower round number on a tie; fixes
     accepted on correctness alone claim no gain, so among them the lowest round wins)."""
     accepted = [r for r in records if r.accepted and r.gain is not None]
-    return max(accepted, key=lambda r: (0.0 if _fix_alone(r) else r.gain, -r.round), default=None)
+    return max(accepted, key=lambda r: (0.0 if r.fix_alone else r.gain, -r.round), default=None)
 
 
 def superseded(record: RoundRecord, best: RoundRecord) -> RoundRecord:
     """``record`` (accepted by its own A/B) rolled back because ``best`` gained more, or,
     for fixes accepted on correctness alone, because ``best`` came first."""
-    if _fix_alone(record) or _fix_alone(best):
+    if record.fix_alone or best.fix_alone:
         why = (
             f"superseded: round-{best.round} of the same parallel round is its one change "
             "(fixes accepted on correctness alone claim no gain to rank them by: the first "

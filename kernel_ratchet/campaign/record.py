@@ -112,6 +112,12 @@ class RoundRecord:
         return is_verified_ineffective(self.status, self.category)
 
     @property
+    def fix_alone(self) -> bool:
+        """A fix accepted on correctness alone (its incumbent passed no shape): no pair was
+        timed, no gain is claimed, and later rounds' paired chains count from it."""
+        return self.accepted and bool(self.decision and self.decision.correctness_only)
+
+    @property
     def label(self) -> str:
         """The status as shown: a rehearsal's says REHEARSAL and what its timings said."""
         if not self.rehearsal:

@@ -3,7 +3,6 @@ tool ``campaign_status`` returns."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -53,9 +52,15 @@ def _rounds(c: CampaignContext) -> list[dict[str, Any]]:
         chain = chain_of(c, r.round)
         row = {**r.to_dict(), "paired_chain": chain, "chain_from": origin}
         rows.append({**row, "seconds": _seconds(c, r.round)})
-        if r.status is Status.ACCEPTED and r.gain is not None and math.isnan(r.gain):
-            origin = r.round  # a fix on correctness alone: later rounds pair against it
+        if r.status is Status.ACCEPTED and _fix_alone(c, r.round):
+            origin = r.round  # later rounds are paired against it, and count from it
     return rows
+
+
+def _fix_alone(c: CampaignContext, n: int) -> bool:
+    """Whether closed round ``n`` is a fix accepted on correctness alone (from its record)."""
+    path = c.round_dir(n) / "round.json"
+    return path.exists() and read_record(path).fix_alone
 
 
 def round_now(status: Mapping[str, Any]) -> str:
